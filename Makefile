@@ -1,0 +1,89 @@
+# ltrace-bpf — build, test, demo, install.
+#   make            build build/ltrace-bpf
+#   make deps       install every apt/PyPI dependency (idempotent)
+#   make test       unit tests (GoogleTest) + integration tests (real BPF, CPython, Lightning)
+#   make demo       attach to a bundled Lightning training run and print the report
+#   make install PREFIX=/usr/local
+#   make asan       unit tests under AddressSanitizer + UBSan
+#   make format     clang-format every C/C++ source
+#   make vmlinux    regenerate vmlinux/vmlinux.h from the running kernel's BTF
+
+PREFIX   ?= /usr/local
+BUILD    ?= build
+CXX      ?= g++
+CLANG    ?= clang
+BPFTOOL  ?= bpftool
+VENV     ?= .venv
+PY       := $(VENV)/bin/python
+
+ARCH     := x86
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -I. -I$(BUILD) -Ibpf
+LDLIBS   := -lbpf -lelf -lz
+BPFFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -Wall -Wno-unused-function
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
+SKELS    := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+
+LIB_SRCS := $(wildcard reports/*/*.cpp user/*/*.cpp)
+LIB_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRCS))
+TEST_SRCS := $(wildcard tests/unit/*.cpp)
+TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
+
+.PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench
+all: $(BUILD)/ltrace-bpf
+
+$(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h bpf/common.bpf.h vmlinux/vmlinux.h
+	@mkdir -p $(BUILD)
+	$(CLANG) $(BPFFLAGS) -c $< -o $@
+
+$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name lt_$* > $@
+
+$(BUILD)/obj/%.o: %.cpp $(SKELS) $(wildcard */*/*.h */*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/libltrace.a: $(LIB_OBJS)
+	ar rcs $@ $^
+
+$(BUILD)/ltrace-bpf: $(BUILD)/obj/user/main.o $(BUILD)/libltrace.a
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libltrace.a
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lgtest -lgtest_main -pthread
+
+deps:
+	bash .ci/deps.sh
+
+unit-test: $(BUILD)/unit-tests
+	$(BUILD)/unit-tests
+
+integration-test: all
+	$(PY) -m pytest -q tests/integration
+
+test: unit-test integration-test
+
+asan:
+	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" build-asan/unit-tests
+	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests
+
+demo: all
+	$(PY) bench/demo.py
+
+bench: all
+	$(PY) bench/overhead.py
+
+install: all
+	install -D -m 0755 $(BUILD)/ltrace-bpf $(DESTDIR)$(PREFIX)/bin/ltrace-bpf
+
+format:
+	clang-format -i $(wildcard bpf/*.c bpf/*.h user/*.cpp user/*/*.cpp user/*/*.h reports/*/*.cpp reports/*/*.h tests/unit/*.cpp)
+
+vmlinux:
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/vmlinux.h
+
+clean:
+	rm -rf build build-asan
+.SECONDARY:

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The event model shared by every BPF source and by user space.
+ *
+ * Every record that crosses the ring buffer (and every record in a trace
+ * file) starts with `struct lt_event_header`.  Each kind has one fixed size,
+ * stated in the header, so a reader can skip kinds it does not know and a
+ * version bump of one kind never breaks the others.
+ *
+ * This header is included by BPF C (clang -target bpf, with vmlinux.h) and by
+ * C++20 user space, so it uses only fixed-width integer types.
+ */
+#ifndef LTRACE_BPF_EVENTS_H
+#define LTRACE_BPF_EVENTS_H
+
+#ifdef __cplusplus
+#include <cstdint>
+namespace lt {
+using u8 = std::uint8_t;
+using u16 = std::uint16_t;
+using u32 = std::uint32_t;
+using u64 = std::uint64_t;
+using s32 = std::int32_t;
+#endif
+
+/* Bump when any record layout changes; readers refuse newer major versions. */
+#define LT_EVENT_ABI_VERSION 1
+
+/* Longest action name carried inline.  Lightning's longest stock names
+ * (ModelCheckpoint state keys) are ~150 bytes; longer names are re-read from
+ * the target by user space through `name_ptr` and marked truncated if that
+ * fails. */
+#define LT_NAME_MAX 224
+
+/* Caller code objects captured with a dataloader fetch (3.11+ path). */
+#define LT_CALLER_DEPTH 6
+
+enum lt_event_kind {
+	LT_EV_NONE = 0,
+	/* Lightning actions (pyactions source) */
+	LT_EV_ACTION_BEGIN = 1, /* Profiler.profile generator: first resume */
+	LT_EV_ACTION_END = 2,   /* Profiler.profile generator: second resume */
+	LT_EV_DIRECT_START = 3, /* Profiler.start(action_name) entered from C */
+	LT_EV_DIRECT_STOP = 4,  /* Profiler.stop(action_name) entered from C */
+	LT_EV_FETCH_BEGIN = 5,  /* CombinedLoader.__next__ entered (3.11+) */
+	LT_EV_FETCH_RESOLVED = 6, /* user space: FETCH_BEGIN with its action name */
+	/* process lifecycle (proctrack source) */
+	LT_EV_PROC_FORK = 16,
+	LT_EV_PROC_EXEC = 17,
+	LT_EV_PROC_EXIT = 18,
+	/* produced in user space, never by BPF */
+	LT_EV_PROC_INFO = 32, /* pid, rank labels, interpreter */
+	LT_EV_DROPS = 33,     /* ring-buffer drop counters at a point in time */
+	LT_EV_WINDOW = 34,    /* attach / detach times */
+	/* reserved for the sources to come */
+	LT_EV_PY_SAMPLE = 48,
+	LT_EV_OP = 64,
+	LT_EV_GPU_ACTIVITY = 80,
+};
+
+struct lt_event_header {
+	u16 kind;    /* enum lt_event_kind */
+	u16 size;    /* total record size in bytes, header included */
+	u32 pid;     /* thread group id (process) */
+	u32 tid;     /* thread id */
+	u32 cpu;
+	u64 ts_ns;   /* CLOCK_MONOTONIC */
+};
+
+/* Flags in lt_action_event.flags */
+#define LT_ACT_THROW 0x1u          /* resumed through gen.throw / throwflag */
+#define LT_ACT_NAME_TRUNCATED 0x2u /* name longer than LT_NAME_MAX */
+#define LT_ACT_NAME_UNREADABLE 0x4u
+
+/* ACTION_BEGIN / ACTION_END / DIRECT_START / DIRECT_STOP */
+struct lt_action_event {
+	struct lt_event_header hdr;
+	u64 key;      /* generator frame address: pairs BEGIN with END */
+	u64 name_ptr; /* address of the action_name str object in the target */
+	u32 name_len; /* length in code points (ASCII: bytes) */
+	u32 flags;
+	char name[LT_NAME_MAX];
+};
+
+/* FETCH_BEGIN: a CombinedLoader.__next__ evaluation, with the code objects
+ * and `self` objects of its callers so user space can tell which loop is
+ * fetching. */
+struct lt_fetch_event {
+	struct lt_event_header hdr;
+	u64 caller_code[LT_CALLER_DEPTH];
+	u64 caller_self[LT_CALLER_DEPTH];
+};
+
+/* PROC_FORK / PROC_EXEC / PROC_EXIT */
+struct lt_proc_event {
+	struct lt_event_header hdr;
+	u32 parent_pid; /* FORK: parent tgid */
+	u32 child_pid;  /* FORK: child tgid */
+	u32 exit_code;  /* EXIT */
+	u32 pad;
+	char comm[16];
+};
+
+/* PROC_INFO (user space): who a process is, read from /proc at attach or
+ * when it appears.  rank fields are -1 when the variable is unset. */
+struct lt_proc_info_event {
+	struct lt_event_header hdr;
+	u32 ppid;
+	s32 rank;
+	s32 local_rank;
+	s32 world_size;
+	u16 py_major;
+	u16 py_minor;
+	u32 flags; /* LT_PROC_* */
+	char comm[16];
+	char cmdline[256]; /* argv joined by spaces, truncated */
+};
+#define LT_PROC_PYTHON 0x1u      /* interpreter found, probes live */
+#define LT_PROC_NOT_PYTHON 0x2u  /* followed, but no CPython in it */
+#define LT_PROC_UNSUPPORTED 0x4u /* CPython we cannot read */
+
+/* WINDOW (user space): attach (begin=1) and detach (begin=0) times */
+struct lt_window_event {
+	struct lt_event_header hdr;
+	u32 begin;
+	u32 pad;
+};
+
+/* DROPS (user space): totals of lt_drop_counters at detach */
+struct lt_drops_event {
+	struct lt_event_header hdr;
+	u64 ringbuf_full;
+	u64 read_faults;
+};
+
+/* ------------------------------------------------------------------ */
+/* Per-process configuration pushed by user space (map `lt_targets`). */
+
+/* Offsets that differ between CPython minor versions.  0xffff = absent. */
+struct lt_py_offsets {
+	u16 py_minor;        /* 8 .. 13 */
+	u16 eval_frame_arg;  /* which eval argument is the frame: 0 (3.8) or 1 */
+	u16 frame_code;      /* f_code / f_executable */
+	u16 frame_back;      /* f_back (<=3.10) or previous (3.11+) */
+	u16 frame_lasti;     /* f_lasti int (<=3.10) or instr pointer (3.11+) */
+	u16 frame_owner;     /* 3.11+ */
+	u16 frame_localsplus;
+	u16 tstate_frame;    /* <=3.10 frame, 3.11/12 cframe, 3.13 current_frame */
+	u16 cframe_current;  /* 3.11/12 _PyCFrame.current_frame */
+	u16 code_argcount;
+	u16 code_flags;
+	u16 code_firstlineno;
+	u16 code_varnames;   /* co_varnames (<=3.10) / co_localsplusnames */
+	u16 code_filename;
+	u16 code_name;
+	u16 code_firsttraceable; /* 3.11+ */
+	u16 code_adaptive;       /* 3.11+: bytecode start */
+	u16 str_ascii_data;      /* sizeof(PyASCIIObject) */
+	u16 pad[2];
+};
+
+#define LT_TARGET_FOLLOW_CHILDREN 0x1u
+
+struct lt_target {
+	struct lt_py_offsets off;
+	u32 flags;
+	u32 generation; /* bumped on exec so stale cache entries are ignored */
+};
+
+/* Classes the BPF side assigns to code objects (cached per code address). */
+enum lt_code_class {
+	LT_CODE_OTHER = 0,
+	LT_CODE_PROFILE_GEN = 1, /* Profiler.profile */
+	LT_CODE_START = 2,       /* <Profiler>.start(self, action_name) */
+	LT_CODE_STOP = 3,        /* <Profiler>.stop(self, action_name) */
+	LT_CODE_FETCH = 4,       /* CombinedLoader.__next__ */
+};
+
+/* Drop counters (per-CPU array, index 0). */
+struct lt_drop_counters {
+	u64 ringbuf_full;
+	u64 read_faults;
+};
+
+#ifdef __cplusplus
+} /* namespace lt */
+#endif
+
+#endif /* LTRACE_BPF_EVENTS_H */

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Process lifecycle: follows descendants of targets (torchrun ranks,
+ * DataLoader workers) across fork and exec, and reports exits.
+ *
+ * A forked child keeps its parent's address space, so it inherits the
+ * parent's interpreter layout at once, in BPF, before it can run an action.
+ * After exec the layout is unknown: the entry is removed and user space
+ * rediscovers the new image.
+ */
+#include "common.bpf.h"
+
+static __always_inline void emit_proc(u16 kind, u32 parent, u32 child, u32 exit_code)
+{
+	struct lt_proc_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
+	if (!e) {
+		lt_count_ringbuf_drop();
+		return;
+	}
+	lt_fill_header(&e->hdr, kind, sizeof(*e));
+	e->parent_pid = parent;
+	e->child_pid = child;
+	e->exit_code = exit_code;
+	e->pad = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(lt_on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	u32 ptgid = BPF_CORE_READ(parent, tgid);
+	u32 ctgid = BPF_CORE_READ(child, tgid);
+	if (ptgid == ctgid)
+		return 0; /* a new thread, not a new process */
+
+	u32 *follow = bpf_map_lookup_elem(&lt_follow, &ptgid);
+	if (!follow)
+		return 0;
+	u32 flags = *follow;
+	bpf_map_update_elem(&lt_follow, &ctgid, &flags, BPF_ANY);
+
+	struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &ptgid);
+	if (t) {
+		struct lt_target copy = *t;
+		bpf_map_update_elem(&lt_targets, &ctgid, &copy, BPF_ANY);
+	}
+	emit_proc(LT_EV_PROC_FORK, ptgid, ctgid, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(lt_on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	u32 tgid = BPF_CORE_READ(p, tgid);
+	if (!bpf_map_lookup_elem(&lt_follow, &tgid) && !bpf_map_lookup_elem(&lt_targets, &tgid))
+		return 0;
+	/* New image: the old layout no longer applies until user space says so. */
+	bpf_map_delete_elem(&lt_targets, &tgid);
+	emit_proc(LT_EV_PROC_EXEC, 0, tgid, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lt_on_exit, struct task_struct *p)
+{
+	u32 tgid = BPF_CORE_READ(p, tgid);
+	u32 pid = BPF_CORE_READ(p, pid);
+	if (pid != tgid)
+		return 0; /* only the group leader's exit ends a process for us */
+	int known = bpf_map_lookup_elem(&lt_follow, &tgid) || bpf_map_lookup_elem(&lt_targets, &tgid);
+	if (!known)
+		return 0;
+	u32 code = BPF_CORE_READ(p, exit_code);
+	emit_proc(LT_EV_PROC_EXIT, 0, tgid, code);
+	bpf_map_delete_elem(&lt_targets, &tgid);
+	bpf_map_delete_elem(&lt_follow, &tgid);
+	return 0;
+}

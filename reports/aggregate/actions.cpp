@@ -1,0 +1,226 @@
+#include "reports/aggregate/actions.h"
+
+#include <tuple>
+#include <unordered_map>
+
+namespace lt {
+
+const char* stage_title(Stage s) {
+  switch (s) {
+    case Stage::fit: return "FIT";
+    case Stage::validate: return "VALIDATE";
+    case Stage::test: return "TEST";
+    case Stage::predict: return "PREDICT";
+    default: return "";
+  }
+}
+
+const char* stage_name(Stage s) {
+  switch (s) {
+    case Stage::fit: return "fit";
+    case Stage::validate: return "validate";
+    case Stage::test: return "test";
+    case Stage::predict: return "predict";
+    default: return "";
+  }
+}
+
+std::size_t ProcessActions::total_calls() const {
+  std::size_t n = 0;
+  for (auto& a : actions) n += a.durations_s.size();
+  return n;
+}
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+// What an action name says about the stage a Trainer is running.
+// Returns none when the name is not decisive.
+Stage stage_marker(const std::string& n, Stage current) {
+  if (ends_with(n, ".on_fit_start") || n == "run_training_epoch" || n == "run_training_batch" ||
+      ends_with(n, ".training_step") || ends_with(n, ".on_train_start"))
+    return Stage::fit;
+  if (ends_with(n, ".on_test_start") || ends_with(n, ".test_step")) return Stage::test;
+  if (ends_with(n, ".on_predict_start") || ends_with(n, ".predict_step")) return Stage::predict;
+  if ((ends_with(n, ".on_validation_start") || ends_with(n, ".validation_step")) && current != Stage::fit)
+    return Stage::validate;
+  return Stage::none;
+}
+
+// A new Trainer entry point (fit/validate/test/predict) runs these first.
+bool run_starts(const std::string& n) { return n.rfind("[LightningModule]", 0) == 0 && ends_with(n, ".configure_callbacks"); }
+
+struct PerProcess {
+  ProcessActions out;
+  std::unordered_map<std::string, std::size_t> index;  // name -> actions[i]
+  struct Open {
+    std::string name;
+    std::uint64_t ts;
+  };
+  std::unordered_map<std::uint64_t, Open> open_gen;  // generator frame -> start
+  std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> open_direct;  // (tid, name)
+  std::unordered_map<std::uint32_t, Open> pending_fetch;                        // tid -> fetch
+  const char* eval_prefix = "val";
+  bool stage_locked_fit = false;
+
+  void record(const std::string& name, std::uint64_t begin, std::uint64_t end) {
+    auto [it, fresh] = index.try_emplace(name, out.actions.size());
+    if (fresh) out.actions.push_back({name, {}});
+    out.actions[it->second].durations_s.push_back(end >= begin ? (end - begin) / 1e9 : 0.0);
+  }
+
+  void note_name(const std::string& n) {
+    if (run_starts(n)) {
+      out.stage = Stage::none;
+      stage_locked_fit = false;
+    }
+    if (ends_with(n, ".on_validation_start") || ends_with(n, ".on_sanity_check_start")) eval_prefix = "val";
+    if (ends_with(n, ".on_test_start")) eval_prefix = "test";
+    Stage s = stage_marker(n, out.stage);
+    if (s != Stage::none && !(stage_locked_fit && s == Stage::validate)) {
+      out.stage = s;
+      stage_locked_fit = s == Stage::fit;
+    }
+  }
+
+  // Any action event on a thread ends that thread's pending fetch.
+  void close_fetch(std::uint32_t tid, std::uint64_t ts) {
+    auto it = pending_fetch.find(tid);
+    if (it == pending_fetch.end()) return;
+    record(it->second.name, it->second.ts, ts);
+    ++out.estimated_fetches;
+    pending_fetch.erase(it);
+  }
+
+  std::string resolve_fetch_name(const std::string& raw) const {
+    static const std::string ph = "{eval}";
+    auto at = raw.find(ph);
+    if (at == std::string::npos) return raw;
+    return raw.substr(0, at) + eval_prefix + raw.substr(at + ph.size());
+  }
+};
+
+std::string name_of(const lt_action_event& e) {
+  return std::string(e.name, strnlen(e.name, sizeof e.name));
+}
+
+}  // namespace
+
+ActionsReport aggregate_actions(const Trace& trace) {
+  ActionsReport rep;
+  std::map<std::uint32_t, PerProcess> procs;
+  std::vector<std::uint32_t> order;
+  std::uint64_t window_begin = 0, window_end = 0;
+  auto proc = [&](std::uint32_t pid) -> PerProcess& {
+    auto [it, fresh] = procs.try_emplace(pid);
+    if (fresh) {
+      order.push_back(pid);
+      it->second.out.meta.pid = pid;
+      it->second.out.window_begin_ns = window_begin;
+    }
+    return it->second;
+  };
+
+  trace.for_each([&](const lt_event_header& h, const std::byte* p) {
+    switch (h.kind) {
+      case LT_EV_WINDOW: {
+        lt_window_event w;
+        if (!record_as(h, p, w)) return;
+        (w.begin ? window_begin : window_end) = h.ts_ns;
+        return;
+      }
+      case LT_EV_PROC_INFO: {
+        lt_proc_info_event e;
+        if (!record_as(h, p, e)) return;
+        auto& pp = proc(h.pid);
+        auto& m = pp.out.meta;
+        m.ppid = e.ppid;
+        m.rank = e.rank;
+        m.local_rank = e.local_rank;
+        m.world_size = e.world_size;
+        m.py_major = e.py_major;
+        m.py_minor = e.py_minor;
+        m.flags = e.flags;
+        m.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
+        m.cmdline.assign(e.cmdline, strnlen(e.cmdline, sizeof e.cmdline));
+        if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns) pp.out.window_begin_ns = h.ts_ns;
+        return;
+      }
+      case LT_EV_PROC_EXIT: {
+        auto& pp = proc(h.pid);
+        pp.out.exited = true;
+        pp.out.window_end_ns = h.ts_ns;
+        return;
+      }
+      case LT_EV_DROPS: {
+        lt_drops_event d;
+        if (!record_as(h, p, d)) return;
+        rep.ringbuf_drops += d.ringbuf_full;
+        rep.read_faults += d.read_faults;
+        return;
+      }
+      case LT_EV_ACTION_BEGIN:
+      case LT_EV_ACTION_END:
+      case LT_EV_DIRECT_START:
+      case LT_EV_DIRECT_STOP:
+      case LT_EV_FETCH_RESOLVED: break;
+      default: return;
+    }
+    lt_action_event e;
+    if (!record_as(h, p, e)) return;
+    auto& pp = proc(h.pid);
+    std::string name = name_of(e);
+    if (h.kind != LT_EV_FETCH_RESOLVED) pp.close_fetch(h.tid, h.ts_ns);
+    switch (h.kind) {
+      case LT_EV_ACTION_BEGIN:
+        pp.note_name(name);
+        pp.open_gen[e.key] = {name, h.ts_ns};
+        break;
+      case LT_EV_ACTION_END: {
+        auto it = pp.open_gen.find(e.key);
+        if (it == pp.open_gen.end()) {
+          ++pp.out.unmatched_stops;
+          break;
+        }
+        pp.record(it->second.name, it->second.ts, h.ts_ns);
+        pp.open_gen.erase(it);
+        break;
+      }
+      case LT_EV_DIRECT_START:
+        pp.note_name(name);
+        pp.open_direct[{h.tid, name}] = h.ts_ns;
+        break;
+      case LT_EV_DIRECT_STOP: {
+        auto it = pp.open_direct.find({h.tid, name});
+        if (it == pp.open_direct.end()) {
+          ++pp.out.unmatched_stops;
+          break;
+        }
+        pp.record(name, it->second, h.ts_ns);
+        pp.open_direct.erase(it);
+        break;
+      }
+      case LT_EV_FETCH_RESOLVED: {
+        std::string resolved = pp.resolve_fetch_name(name);
+        // Seen as a direct start too (PEP 523 hook active): that one is exact.
+        if (pp.open_direct.count({h.tid, resolved})) break;
+        pp.close_fetch(h.tid, h.ts_ns);
+        pp.pending_fetch[h.tid] = {resolved, h.ts_ns};
+        break;
+      }
+    }
+  });
+
+  for (auto pid : order) {
+    auto& pp = procs[pid];
+    if (pp.out.window_end_ns == 0) pp.out.window_end_ns = window_end;
+    pp.out.open_at_end = pp.open_gen.size() + pp.open_direct.size() + pp.pending_fetch.size();
+    rep.processes.push_back(std::move(pp.out));
+  }
+  return rep;
+}
+
+}  // namespace lt

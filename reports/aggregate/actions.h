@@ -1,0 +1,51 @@
+// Lightning actions per process: pairs starts with stops and keeps, per
+// action name, the list of durations in the order SimpleProfiler would
+// (dict order = order of first completion).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "reports/model/trace.h"
+
+namespace lt {
+
+enum class Stage { none, fit, validate, test, predict };
+const char* stage_title(Stage s);  // "FIT", ... ; "" for none
+const char* stage_name(Stage s);   // "fit", ... ; "" for none
+
+struct ProcessMeta {
+  std::uint32_t pid = 0, ppid = 0;
+  int rank = -1, local_rank = -1, world_size = -1;
+  int py_major = 0, py_minor = 0;
+  std::uint32_t flags = 0;
+  std::string comm, cmdline;
+};
+
+struct ActionSeries {
+  std::string name;
+  std::vector<double> durations_s;
+};
+
+struct ProcessActions {
+  ProcessMeta meta;
+  std::vector<ActionSeries> actions;  // first-completion order
+  Stage stage = Stage::none;
+  std::uint64_t window_begin_ns = 0, window_end_ns = 0;
+  std::uint64_t open_at_end = 0;       // started, never stopped in the window
+  std::uint64_t unmatched_stops = 0;   // stopped, start not seen (began before attach)
+  std::uint64_t estimated_fetches = 0; // *_next windows closed by the next action (3.11+)
+  bool exited = false;
+  double window_seconds() const { return (window_end_ns - window_begin_ns) / 1e9; }
+  std::size_t total_calls() const;
+};
+
+struct ActionsReport {
+  std::vector<ProcessActions> processes;  // in order of first appearance
+  std::uint64_t ringbuf_drops = 0, read_faults = 0;
+};
+
+ActionsReport aggregate_actions(const Trace& trace);
+
+}  // namespace lt

@@ -1,0 +1,93 @@
+#include "reports/simple/number_format.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace lt {
+
+std::string python_format_5(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  constexpr int precision = 5;
+  char buf[64];
+  // glibc rounds correctly (round-half-even on the exact binary value), as
+  // CPython's dtoa does.
+  std::snprintf(buf, sizeof buf, "%.*e", precision - 1, x);
+  const char* e = std::strchr(buf, 'e');
+  int exp10 = std::atoi(e + 1);
+  if (exp10 < -4 || exp10 >= precision - 1) {
+    std::string mant(buf, static_cast<std::size_t>(e - buf));
+    if (mant.find('.') != std::string::npos) {
+      while (mant.back() == '0') mant.pop_back();
+      if (mant.back() == '.') mant.pop_back();
+    }
+    char ex[16];
+    std::snprintf(ex, sizeof ex, "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
+    return mant + ex;
+  }
+  std::snprintf(buf, sizeof buf, "%.*f", precision - 1 - exp10, x);
+  std::string s(buf);
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.push_back('0');
+  } else {
+    s += ".0";
+  }
+  return s;
+}
+
+double python_fsum(const std::vector<double>& xs) {
+  // Shewchuk / CPython mathmodule.c msum: keep non-overlapping partials.
+  std::vector<double> partials;
+  for (double x : xs) {
+    std::size_t i = 0;
+    for (double y : partials) {
+      if (std::fabs(x) < std::fabs(y)) std::swap(x, y);
+      double hi = x + y;
+      double lo = y - (hi - x);
+      if (lo != 0.0) partials[i++] = lo;
+      x = hi;
+    }
+    partials.resize(i);
+    partials.push_back(x);
+  }
+  if (partials.empty()) return 0.0;
+  // Sum from the top, with CPython's half-way correction.
+  std::size_t n = partials.size();
+  double hi = partials[--n], lo = 0.0;
+  while (n > 0) {
+    double x = hi;
+    double y = partials[--n];
+    hi = x + y;
+    double yr = hi - x;
+    lo = y - yr;
+    if (lo != 0.0) break;
+  }
+  if (n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0))) {
+    double y = lo * 2.0;
+    double x = hi + y;
+    double yr = x - hi;
+    if (y == yr) hi = x;
+  }
+  return hi;
+}
+
+std::string expand_tabs(const std::string& s, int tabsize) {
+  std::string out;
+  int col = 0;
+  for (char c : s) {
+    if (c == '\t') {
+      int spaces = tabsize - (col % tabsize);
+      out.append(spaces, ' ');
+      col += spaces;
+    } else {
+      out.push_back(c);
+      col = (c == '\n' || c == '\r') ? 0 : col + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace lt

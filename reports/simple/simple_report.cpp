@@ -1,0 +1,106 @@
+#include "reports/simple/simple_report.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "reports/simple/number_format.h"
+
+namespace lt {
+
+namespace {
+
+// Code points in a UTF-8 string: Python's len() for ljust widths.
+std::size_t code_points(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string ljust(const std::string& s, std::size_t width) {
+  std::size_t n = code_points(s);
+  return n >= width ? s : s + std::string(width - n, ' ');
+}
+
+struct Row {
+  std::string name, mean, calls, total, pct;
+};
+
+}  // namespace
+
+std::string render_simple_report(const SimpleReportInput& in) {
+  const std::string NL = "\n";
+  std::string out = in.stage_title.empty() ? "Profiler Report" : in.stage_title + " Profiler Report";
+  out += NL;
+  if (in.actions.empty()) return out + NL;
+
+  std::size_t K = 0;
+  for (auto& a : in.actions) K = std::max(K, code_points(a.name));
+
+  auto row = [&](const std::vector<std::string>& cells) {
+    std::string r = NL + "|  " + ljust(cells[0], K) + "\t|";
+    for (std::size_t i = 1; i < cells.size(); ++i) r += "  " + ljust(cells[i], 15) + "\t|";
+    return r;
+  };
+
+  struct Stat {
+    const ActionSeries* a;
+    double sum, mean, pct;
+  };
+  std::vector<Stat> stats;
+  std::size_t total_calls = 0;
+  for (auto& a : in.actions) {
+    double sum = python_fsum(a.durations_s);
+    double mean = a.durations_s.empty() ? 0.0 : sum / static_cast<double>(a.durations_s.size());
+    double pct = in.total_seconds > 0 ? 100.0 * sum / in.total_seconds : 0.0;
+    stats.push_back({&a, sum, mean, pct});
+    total_calls += a.durations_s.size();
+  }
+  // Python's sorted(..., reverse=True) is stable: ties keep insertion order.
+  std::stable_sort(stats.begin(), stats.end(), [&](const Stat& x, const Stat& y) {
+    return in.extended ? x.pct > y.pct : x.mean > y.mean;
+  });
+
+  std::string header = in.extended ? row({"Action", "Mean duration (s)", "Num calls", "Total time (s)", "Percentage %"})
+                                   : row({"Action", "Mean duration (s)", "Total time (s)"});
+  std::string sep = NL + std::string(expand_tabs(header).size(), '-');
+
+  out += sep + header + sep;
+  if (in.extended) {
+    out += row({"Total", "-", std::to_string(total_calls), python_format_5(in.total_seconds), "100 %"});
+    out += sep;
+  }
+  for (auto& s : stats) {
+    if (in.extended)
+      out += row({s.a->name, python_format_5(s.mean), std::to_string(s.a->durations_s.size()), python_format_5(s.sum),
+                  python_format_5(s.pct)});
+    else
+      out += row({s.a->name, python_format_5(s.mean), python_format_5(s.sum)});
+  }
+  out += sep + NL;
+  return out;
+}
+
+std::string lightning_report_filename(const std::string& stage, const std::string& filename, int local_rank,
+                                      const std::string& extension) {
+  std::vector<std::string> parts;
+  if (!stage.empty()) parts.push_back(stage);
+  if (!filename.empty()) parts.push_back(filename);
+  if (local_rank >= 0) parts.push_back(std::to_string(local_rank));
+  std::string joined;
+  for (std::size_t i = 0; i < parts.size(); ++i) joined += (i ? "-" : "") + parts[i];
+  // 2.6.1+: unsafe characters -> '_', then collapse runs of '_', then strip.
+  std::string clean;
+  for (char c : joined) {
+    bool unsafe = std::string("\\/:*?\"<>|\n\r\t").find(c) != std::string::npos;
+    char d = unsafe ? '_' : c;
+    if (d == '_' && !clean.empty() && clean.back() == '_') continue;
+    clean.push_back(d);
+  }
+  auto b = clean.find_first_not_of(" \f\v");
+  auto e = clean.find_last_not_of(" \f\v");
+  clean = b == std::string::npos ? "" : clean.substr(b, e - b + 1);
+  if (clean.empty()) clean = "profile";
+  return clean + extension;
+}
+
+}  // namespace lt

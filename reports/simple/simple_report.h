@@ -1,0 +1,24 @@
+// Lightning's SimpleProfiler.summary(), byte for byte (spec §4), from
+// recorded durations.  A pure function: no I/O, no clocks.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "reports/aggregate/actions.h"
+
+namespace lt {
+
+struct SimpleReportInput {
+  std::string stage_title;  // "FIT", ... or "" (no stage)
+  std::vector<ActionSeries> actions;  // first-completion order
+  double total_seconds = 0;          // the percentage base
+  bool extended = true;
+};
+
+std::string render_simple_report(const SimpleReportInput& in);
+
+// Lightning's _prepare_filename (2.6.1+ sanitising): "{stage}-{filename}[-{local_rank}].txt"
+std::string lightning_report_filename(const std::string& stage, const std::string& filename, int local_rank,
+                                      const std::string& extension = ".txt");
+
+}  // namespace lt

@@ -1,0 +1,24 @@
+// Command-line parsing.  Errors are lt::Error(usage) with one line of text.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace lt {
+
+struct Options {
+  std::vector<pid_t> pids;
+  bool children = false;
+  double duration_s = 0;
+  bool extended = true;
+  std::string dirpath, filename;
+  std::string report = "simple";
+  bool verbose = false;
+  bool help = false, version = false;
+};
+
+Options parse_options(int argc, char** argv);
+std::string usage_text();
+
+}  // namespace lt

@@ -1,0 +1,83 @@
+#include "user/cli/report_output.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "reports/simple/simple_report.h"
+#include "user/core/errors.h"
+
+namespace lt {
+
+namespace {
+
+std::string describe(const ProcessMeta& m) {
+  std::string s = "pid " + std::to_string(m.pid);
+  if (m.rank >= 0) s += " rank " + std::to_string(m.rank);
+  if (m.local_rank >= 0) s += " local_rank " + std::to_string(m.local_rank);
+  if (m.world_size >= 0) s += " world_size " + std::to_string(m.world_size);
+  if (!m.cmdline.empty()) s += ": " + m.cmdline;
+  return s;
+}
+
+void notes(const ProcessActions& p) {
+  const std::string who = "ltrace-bpf: pid " + std::to_string(p.meta.pid);
+  if (p.meta.flags & LT_PROC_NOT_PYTHON) {
+    std::cerr << who << " is not a CPython process; nothing to report\n";
+    return;
+  }
+  if (p.actions.empty())
+    std::cerr << who << ": no Lightning actions seen in the window (is a Trainer running? actions are seen "
+                 "from the moment of attach: try a longer --duration)\n";
+  if (p.open_at_end)
+    std::cerr << who << ": " << p.open_at_end << " action(s) still open at detach, not counted (as Lightning)\n";
+  if (p.unmatched_stops)
+    std::cerr << who << ": " << p.unmatched_stops << " action(s) ended that began before attach, not counted\n";
+  if (p.estimated_fetches)
+    std::cerr << who << ": " << p.estimated_fetches
+              << " *_next fetch duration(s) are estimates (end taken at the next action; CPython >= 3.11)\n";
+}
+
+}  // namespace
+
+int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
+  std::vector<const ProcessActions*> shown;
+  for (auto& p : rep.processes)
+    if (!(p.meta.flags & LT_PROC_NOT_PYTHON)) shown.push_back(&p);
+  int written = 0;
+  for (auto* p : shown) {
+    SimpleReportInput in;
+    in.stage_title = stage_title(p->stage);
+    in.actions = p->actions;
+    in.total_seconds = p->window_seconds();
+    in.extended = out.extended;
+    std::string text = render_simple_report(in);
+    if (!out.dirpath.empty()) {
+      int local_rank = p->meta.world_size > 1 ? std::max(p->meta.local_rank, 0) : -1;
+      std::string name = lightning_report_filename(stage_name(p->stage), out.filename, local_rank);
+      if (shown.size() > 1 && p->meta.world_size <= 1) {
+        // Several unranked processes would share one file name: keep them apart.
+        name = lightning_report_filename(stage_name(p->stage), out.filename + "-pid" + std::to_string(p->meta.pid), -1);
+      }
+      std::error_code ec;
+      std::filesystem::create_directories(out.dirpath, ec);
+      auto path = std::filesystem::path(out.dirpath) / name;
+      std::ofstream f(path, std::ios::app | std::ios::binary);
+      if (!f || !(f << text) || !f.flush()) throw Error(ExitCode::io, "cannot write " + path.string());
+      std::cerr << "ltrace-bpf: wrote " << path.string() << " (" << describe(p->meta) << ")\n";
+    } else {
+      if (shown.size() > 1) std::cout << "==> " << describe(p->meta) << " <==\n";
+      std::cout << text;
+      if (shown.size() > 1) std::cout << "\n";
+      std::cout.flush();
+    }
+    ++written;
+  }
+  for (auto& p : rep.processes) notes(p);
+  if (rep.ringbuf_drops || rep.read_faults)
+    std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
+              << " unreadable action names\n";
+  return written;
+}
+
+}  // namespace lt

@@ -1,0 +1,19 @@
+// Where reports go: stdout (byte-exact reports, one per process) or
+// Lightning's files; notes (open actions, drops, hints) go to stderr so
+// stdout stays byte-identical to Lightning's output.
+#pragma once
+#include <string>
+
+#include "reports/aggregate/actions.h"
+
+namespace lt {
+
+struct OutputOptions {
+  bool extended = true;
+  std::string dirpath, filename;
+};
+
+// Returns the number of reports written.  Throws lt::Error(io).
+int write_simple_reports(const ActionsReport& rep, const OutputOptions& out);
+
+}  // namespace lt

@@ -1,0 +1,244 @@
+#include "user/collector/session.h"
+
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include "user/core/errors.h"
+#include "user/proc/procfs.h"
+#include "user/sources/bpf_errors.h"
+#include "user/sources/proctrack.h"
+#include "user/sources/pyactions.h"
+
+namespace lt {
+
+std::uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+namespace {
+
+lt_event_header user_header(lt_event_kind kind, std::uint16_t size, pid_t pid) {
+  lt_event_header h{};
+  h.kind = static_cast<std::uint16_t>(kind);
+  h.size = size;
+  h.pid = static_cast<std::uint32_t>(pid);
+  h.tid = static_cast<std::uint32_t>(pid);
+  h.ts_ns = monotonic_ns();
+  return h;
+}
+
+int env_int(const std::map<std::string, std::string>& env, const char* key) {
+  auto it = env.find(key);
+  if (it == env.end()) return -1;
+  try {
+    return std::stoi(it->second);
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+Session::Session(SessionOptions opts) : opts_(std::move(opts)) {}
+Session::~Session() = default;
+
+void Session::prepare() {
+  for (pid_t pid : opts_.pids) {
+    if (!proc::exists(pid)) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
+    try {
+      prepared_[pid] = python::discover(pid);
+    } catch (const Error& e) {
+      // A launcher (shell, torchrun wrapper) is fine when we follow children.
+      if (!(opts_.children && e.code() == ExitCode::not_python)) throw;
+      notes_.push_back(std::string("pid ") + std::to_string(pid) + ": " + e.what() + "; following its children");
+    }
+  }
+}
+
+void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags) {
+  lt_proc_info_event e{};
+  e.hdr = user_header(LT_EV_PROC_INFO, sizeof e, pid);
+  e.ppid = static_cast<std::uint32_t>(proc::read_ppid(pid));
+  auto env = proc::read_environ(pid);
+  e.rank = env_int(env, "RANK");
+  e.local_rank = env_int(env, "LOCAL_RANK");
+  e.world_size = env_int(env, "WORLD_SIZE");
+  if (interp) {
+    e.py_major = static_cast<std::uint16_t>(interp->major);
+    e.py_minor = static_cast<std::uint16_t>(interp->minor);
+  }
+  e.flags = flags;
+  std::strncpy(e.comm, proc::read_comm(pid).c_str(), sizeof e.comm - 1);
+  std::string cmd;
+  for (auto& a : proc::read_cmdline(pid)) cmd += (cmd.empty() ? "" : " ") + a;
+  std::strncpy(e.cmdline, cmd.c_str(), sizeof e.cmdline - 1);
+  trace_.append(e);
+}
+
+// Starts tracing one process: interpreter config into BPF, uprobe on its
+// binary, and its identity into the trace.
+void Session::adopt(pid_t pid, bool must_be_python) {
+  if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
+  alive_[pid] = true;
+  python::Interpreter interp;
+  auto pre = prepared_.find(pid);
+  try {
+    interp = pre != prepared_.end() ? pre->second : python::discover(pid);
+  } catch (const Error& e) {
+    if (must_be_python) throw;
+    emit_proc_info(pid, nullptr, e.code() == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON);
+    if (e.code() == ExitCode::unsupported) notes_.push_back("pid " + std::to_string(pid) + ": " + e.what());
+    return;
+  }
+  pyactions_->attach(interp);
+  lt_target t{};
+  t.off = interp.layout.bpf;
+  t.flags = opts_.children ? LT_TARGET_FOLLOW_CHILDREN : 0;
+  t.generation = generation_++;
+  proctrack_->set_target(pid, t);
+  live_[pid] = interp;
+  emit_proc_info(pid, &interp, LT_PROC_PYTHON);
+}
+
+void Session::on_record(const lt_event_header& h, const void* data, std::size_t size) {
+  if (h.size != size) return;  // never trust a record whose size disagrees
+  switch (h.kind) {
+    case LT_EV_FETCH_BEGIN: {
+      lt_fetch_event f;
+      std::memcpy(&f, data, sizeof f);
+      auto it = live_.find(static_cast<pid_t>(h.pid));
+      if (it == live_.end()) return;
+      auto name = fetch_.resolve(static_cast<pid_t>(h.pid), it->second.layout, f);
+      if (!name) return;
+      lt_action_event a{};
+      a.hdr = h;
+      a.hdr.kind = LT_EV_FETCH_RESOLVED;
+      a.hdr.size = sizeof a;
+      a.name_len = static_cast<std::uint32_t>(name->size());
+      std::strncpy(a.name, name->c_str(), sizeof a.name - 1);
+      trace_.append(a);
+      return;
+    }
+    case LT_EV_PROC_FORK: {
+      lt_proc_event p;
+      std::memcpy(&p, data, sizeof p);
+      trace_.append(data, size);
+      pid_t child = static_cast<pid_t>(p.child_pid);
+      alive_[child] = true;
+      // BPF already copied the parent's layout to the child (same image).
+      if (auto parent = live_.find(static_cast<pid_t>(p.parent_pid)); parent != live_.end()) {
+        auto interp = parent->second;
+        interp.pid = child;
+        live_[child] = interp;
+        emit_proc_info(child, &interp, LT_PROC_PYTHON);
+      }
+      return;
+    }
+    case LT_EV_PROC_EXEC: {
+      lt_proc_event p;
+      std::memcpy(&p, data, sizeof p);
+      trace_.append(data, size);
+      live_.erase(static_cast<pid_t>(p.child_pid));
+      pending_exec_.push_back(static_cast<pid_t>(p.child_pid));
+      return;
+    }
+    case LT_EV_PROC_EXIT: {
+      lt_proc_event p;
+      std::memcpy(&p, data, sizeof p);
+      trace_.append(data, size);
+      alive_[static_cast<pid_t>(p.child_pid)] = false;
+      return;
+    }
+    default: trace_.append(data, size);
+  }
+}
+
+Trace Session::run(const std::atomic<bool>& stop) {
+  auto t0 = monotonic_ns();
+  check_bpf_privileges();
+  libbpf_set_print([](libbpf_print_level level, const char* fmt, va_list args) -> int {
+    return level == LIBBPF_WARN && std::getenv("LTRACE_BPF_DEBUG") ? vfprintf(stderr, fmt, args) : 0;
+  });
+  proctrack_ = std::make_unique<ProcTrackSource>();
+  pyactions_ = std::make_unique<PyActionsSource>(*proctrack_);
+
+  for (pid_t pid : opts_.pids) {
+    adopt(pid, !opts_.children);
+    if (opts_.children)
+      for (pid_t c : proc::descendants(pid)) adopt(c, false);
+  }
+  lt_window_event w{};
+  w.hdr = user_header(LT_EV_WINDOW, sizeof w, 0);
+  w.begin = 1;
+  trace_.append(w);
+  stats_.attach_latency_ms = (w.hdr.ts_ns - t0) / 1e6;
+  stats_.probes = pyactions_->probes();
+
+  auto sample = [](void* ctx, void* data, size_t size) -> int {
+    auto* self = static_cast<Session*>(ctx);
+    if (size < sizeof(lt_event_header)) return 0;
+    lt_event_header h;
+    std::memcpy(&h, data, sizeof h);
+    self->on_record(h, data, size);
+    return 0;
+  };
+  ring_buffer* rb = ring_buffer__new(proctrack_->events_fd(), sample, this, nullptr);
+  if (!rb) throw bpf_error("open the ring buffer", errno);
+
+  const auto deadline = opts_.duration_s > 0 ? t0 + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
+  auto last_liveness = monotonic_ns();
+  while (!stop.load()) {
+    int n = ring_buffer__poll(rb, 100);
+    if (n < 0 && n != -EINTR) break;
+    for (pid_t p : pending_exec_) {
+      // A followed process became a new program: rediscover it.
+      if (proc::exists(p)) adopt(p, false);
+    }
+    pending_exec_.clear();
+    auto now = monotonic_ns();
+    if (deadline && now >= deadline) break;
+    if (now - last_liveness > 200'000'000) {
+      last_liveness = now;
+      bool any = false;
+      for (auto& [pid, alive] : alive_) {
+        if (alive && !proc::exists(pid)) {
+          // Exit seen by polling (e.g. the exit event was dropped).
+          lt_proc_event e{};
+          e.hdr = user_header(LT_EV_PROC_EXIT, sizeof e, pid);
+          e.child_pid = static_cast<std::uint32_t>(pid);
+          trace_.append(e);
+          alive = false;
+        }
+        any |= alive;
+      }
+      if (!any) break;
+    }
+  }
+  // Drain everything already produced, then stop producing.
+  ring_buffer__consume(rb);
+  auto drops = proctrack_->drops();
+  pyactions_.reset();
+  ring_buffer__consume(rb);
+  ring_buffer__free(rb);
+
+  lt_window_event end{};
+  end.hdr = user_header(LT_EV_WINDOW, sizeof end, 0);
+  end.begin = 0;
+  trace_.append(end);
+  lt_drops_event d{};
+  d.hdr = user_header(LT_EV_DROPS, sizeof d, 0);
+  d.ringbuf_full = drops.ringbuf_full;
+  d.read_faults = drops.read_faults;
+  trace_.append(d);
+  proctrack_.reset();
+  stats_.processes = alive_.size();
+  return std::move(trace_);
+}
+
+}  // namespace lt

@@ -1,0 +1,69 @@
+// A live attach: discovers targets, loads and attaches the sources, drains
+// the ring buffer into a Trace until a stop condition, then detaches.
+// Stop conditions: SIGINT/SIGTERM, --duration, or every target gone.
+#pragma once
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reports/model/trace.h"
+#include "user/collector/fetch_resolver.h"
+#include "user/python/discovery.h"
+
+namespace lt {
+
+class ProcTrackSource;
+class PyActionsSource;
+
+struct SessionOptions {
+  std::vector<pid_t> pids;
+  bool children = false;
+  double duration_s = 0;  // 0: until signal or targets exit
+  bool verbose = false;
+};
+
+struct SessionStats {
+  double attach_latency_ms = 0;  // session start -> probes live
+  std::size_t probes = 0;
+  std::size_t processes = 0;
+};
+
+class Session {
+ public:
+  explicit Session(SessionOptions opts);
+  ~Session();
+  // Validates every --pid and discovers its interpreter.  Throws lt::Error.
+  void prepare();
+  // Attaches, records, detaches.  `stop` is polled (set from a signal handler).
+  Trace run(const std::atomic<bool>& stop);
+  const SessionStats& stats() const { return stats_; }
+  // Notes for stderr (processes we could not trace, etc.)
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  void adopt(pid_t pid, bool must_be_python);
+  void emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags);
+  void on_record(const lt_event_header& h, const void* data, std::size_t size);
+
+  SessionOptions opts_;
+  std::map<pid_t, python::Interpreter> prepared_;
+  std::map<pid_t, python::Interpreter> live_;  // targets with probes
+  std::map<pid_t, bool> alive_;                // every process we report on
+  std::vector<pid_t> pending_exec_;
+  std::unique_ptr<ProcTrackSource> proctrack_;
+  std::unique_ptr<PyActionsSource> pyactions_;
+  FetchResolver fetch_;
+  Trace trace_;
+  SessionStats stats_;
+  std::vector<std::string> notes_;
+  std::uint32_t generation_ = 1;
+};
+
+std::uint64_t monotonic_ns();
+
+}  // namespace lt

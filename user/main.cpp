@@ -1,0 +1,60 @@
+// ltrace-bpf: entry point.  Parses options, runs a live session, renders
+// reports.  Every failure ends as one line on stderr and a documented exit
+// code (see --help); nothing escapes as an abort or a stack dump.
+#include <csignal>
+#include <cstring>
+#include <iostream>
+
+#include "reports/aggregate/actions.h"
+#include "user/cli/options.h"
+#include "user/cli/report_output.h"
+#include "user/collector/session.h"
+#include "user/core/errors.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+void install_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: let poll() return
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace lt;
+  try {
+    Options opts = parse_options(argc, argv);
+    if (opts.help) {
+      std::cout << usage_text();
+      return 0;
+    }
+    if (opts.version) {
+      std::cout << "ltrace-bpf 0.1.0 (event ABI " << LT_EVENT_ABI_VERSION << ")\n";
+      return 0;
+    }
+    install_signals();
+    Session session({opts.pids, opts.children, opts.duration_s, opts.verbose});
+    session.prepare();
+    Trace trace = session.run(g_stop);
+    for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
+    if (opts.verbose)
+      std::cerr << "ltrace-bpf: attach latency " << session.stats().attach_latency_ms << " ms, "
+                << session.stats().probes << " uprobe(s), " << trace.count() << " events\n";
+    ActionsReport rep = aggregate_actions(trace);
+    write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "ltrace-bpf: " << e.what() << "\n";
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << "ltrace-bpf: internal error: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::internal);
+  }
+}

@@ -1,0 +1,159 @@
+#include "user/proc/procfs.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+namespace lt::proc {
+
+namespace {
+std::string proc_file(pid_t pid, const char* name) {
+  return "/proc/" + std::to_string(pid) + "/" + name;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split_nul(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == '\0') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+}  // namespace
+
+bool exists(pid_t pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) == 0 || errno == EPERM) {
+    // A zombie has no address space left to trace.
+    std::ifstream st(proc_file(pid, "stat"));
+    std::string line;
+    std::getline(st, line);
+    auto rp = line.rfind(')');
+    return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z' &&
+           line[rp + 2] != 'X';
+  }
+  return false;
+}
+
+std::vector<Mapping> read_maps(pid_t pid) {
+  std::vector<Mapping> out;
+  std::ifstream in(proc_file(pid, "maps"));
+  std::string line;
+  while (std::getline(in, line)) {
+    Mapping m;
+    std::istringstream ls(line);
+    std::string range, dev, inode;
+    ls >> range >> m.perms >> std::hex >> m.offset >> std::dec >> dev >> inode;
+    auto dash = range.find('-');
+    if (dash == std::string::npos) continue;
+    m.start = std::stoull(range.substr(0, dash), nullptr, 16);
+    m.end = std::stoull(range.substr(dash + 1), nullptr, 16);
+    std::getline(ls, m.path);
+    auto first = m.path.find_first_not_of(' ');
+    m.path = first == std::string::npos ? "" : m.path.substr(first);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> read_environ(pid_t pid) {
+  std::map<std::string, std::string> env;
+  for (auto& kv : split_nul(slurp(proc_file(pid, "environ")))) {
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+std::vector<std::string> read_cmdline(pid_t pid) {
+  return split_nul(slurp(proc_file(pid, "cmdline")));
+}
+
+std::string read_comm(pid_t pid) {
+  auto s = slurp(proc_file(pid, "comm"));
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+pid_t read_ppid(pid_t pid) {
+  std::string line = slurp(proc_file(pid, "stat"));
+  auto rp = line.rfind(')');
+  if (rp == std::string::npos) return 0;
+  std::istringstream ls(line.substr(rp + 2));
+  std::string state;
+  pid_t ppid = 0;
+  ls >> state >> ppid;
+  return ppid;
+}
+
+std::vector<pid_t> descendants(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> kids;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      char* end = nullptr;
+      long p = std::strtol(e->d_name, &end, 10);
+      if (*end != '\0' || p <= 0) continue;
+      kids[read_ppid(static_cast<pid_t>(p))].push_back(static_cast<pid_t>(p));
+    }
+    closedir(d);
+  }
+  std::vector<pid_t> out, todo{root};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t c : kids[p]) {
+      out.push_back(c);
+      todo.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string root_path(pid_t pid, const std::string& path) {
+  return "/proc/" + std::to_string(pid) + "/root" + path;
+}
+
+bool read_memory(pid_t pid, std::uint64_t addr, void* out, std::size_t len) {
+  iovec local{out, len};
+  iovec remote{reinterpret_cast<void*>(addr), len};
+  ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  return n == static_cast<ssize_t>(len);
+}
+
+std::optional<std::string> read_cstring(pid_t pid, std::uint64_t addr, std::size_t max) {
+  std::string out;
+  char buf[64];
+  while (out.size() < max) {
+    // Read in small pieces so a string near the end of a mapping still works.
+    if (!read_memory(pid, addr + out.size(), buf, sizeof buf)) {
+      if (!read_memory(pid, addr + out.size(), buf, 1)) return std::nullopt;
+      if (buf[0] == '\0') return out;
+      out.push_back(buf[0]);
+      continue;
+    }
+    for (char c : buf) {
+      if (c == '\0') return out;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace lt::proc

@@ -1,0 +1,119 @@
+#include "user/python/discovery.h"
+
+#include <algorithm>
+#include <regex>
+
+#include "user/core/errors.h"
+#include "user/proc/procfs.h"
+#include "user/python/debug_offsets.h"
+#include "user/python/elf_file.h"
+
+namespace lt::python {
+
+namespace {
+
+std::string basename_of(const std::string& p) {
+  auto s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+// Minor version from a file name: python3.11, libpython3.12.so.1.0, ...
+// Returns -1 if the name says nothing, and sets free_threaded for "3.13t".
+int minor_from_name(const std::string& name, bool& free_threaded) {
+  static const std::regex re(R"((?:lib)?python3\.(\d+)(t?)(?:$|[.\-_d]))");
+  std::smatch m;
+  if (!std::regex_search(name, m, re)) return -1;
+  free_threaded = m[2].length() > 0;
+  return std::stoi(m[1]);
+}
+
+bool is_candidate(const std::string& path) {
+  auto b = basename_of(path);
+  return b.rfind("libpython", 0) == 0 || b.rfind("python", 0) == 0;
+}
+
+}  // namespace
+
+Interpreter discover(pid_t pid) {
+  if (!proc::exists(pid)) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
+  auto maps = proc::read_maps(pid);
+  if (maps.empty())
+    throw Error(ExitCode::permission,
+                "cannot read /proc/" + std::to_string(pid) + "/maps (need CAP_SYS_PTRACE or root)");
+
+  // Candidate files, libpython first: an executable linked against
+  // libpython carries no interpreter of its own.
+  std::vector<std::string> candidates;
+  for (auto& m : maps) {
+    if (m.path.empty() || m.path[0] != '/' || !is_candidate(m.path)) continue;
+    bool seen = false;
+    for (auto& c : candidates) seen |= c == m.path;
+    if (!seen) candidates.push_back(m.path);
+  }
+  std::stable_partition(candidates.begin(), candidates.end(),
+                        [](const std::string& p) { return basename_of(p).rfind("lib", 0) == 0; });
+
+  for (const auto& path : candidates) {
+    Interpreter it;
+    it.pid = pid;
+    it.binary = path;
+    it.open_path = proc::root_path(pid, path);
+    std::optional<elf::ElfFile> file;
+    try {
+      file.emplace(it.open_path);
+    } catch (const Error&) {
+      continue;
+    }
+    auto eval = file->symbol("_PyEval_EvalFrameDefault");
+    auto runtime = file->symbol("_PyRuntime");
+    if (!eval || !runtime) continue;
+    it.in_executable = basename_of(path).rfind("lib", 0) != 0;
+
+    // Load bias from any mapping of this file.
+    if (!file->is_exec()) {
+      bool found = false;
+      for (auto& m : maps) {
+        if (m.path != path) continue;
+        for (auto& s : file->segments()) {
+          if (m.offset >= (s.offset & ~0xfffULL) && m.offset < s.offset + s.filesz) {
+            it.load_bias = m.start - m.offset - (s.vaddr - s.offset);
+            found = true;
+            break;
+          }
+        }
+        if (found) break;
+      }
+      if (!found) throw Error(ExitCode::not_python, "cannot find the load address of " + path);
+    }
+    auto off = file->file_offset(eval->value);
+    if (!off) throw Error(ExitCode::not_python, "_PyEval_EvalFrameDefault is outside every segment of " + path);
+    it.eval_file_offset = *off;
+    it.runtime_addr = runtime->value + it.load_bias;
+
+    // Version: Py_Version (3.11+) is authoritative; else the file name.
+    bool free_threaded = false;
+    int minor = minor_from_name(basename_of(path), free_threaded);
+    if (auto pv = file->symbol("Py_Version")) {
+      if (auto v = proc::read_value<std::uint32_t>(pid, pv->value + it.load_bias)) {
+        if ((*v >> 24) != 3) throw Error(ExitCode::unsupported, "unsupported Python major version in " + path);
+        minor = static_cast<int>((*v >> 16) & 0xff);
+      }
+    }
+    if (minor < 0) throw Error(ExitCode::unsupported, "cannot tell the CPython version of " + path);
+    it.minor = minor;
+    if (free_threaded)
+      throw Error(ExitCode::unsupported, "free-threaded CPython 3." + std::to_string(minor) + "t is not supported yet");
+    auto layout = layout_for(minor);
+    if (!layout)
+      throw Error(ExitCode::unsupported,
+                  "CPython 3." + std::to_string(minor) + " is not supported (supported: 3." +
+                      std::to_string(kMinMinor) + " to 3." + std::to_string(kMaxMinor) + ")");
+    it.layout = *layout;
+    if (minor >= 13) verify_debug_offsets(pid, it.runtime_addr, minor, it.layout);
+    return it;
+  }
+  throw Error(ExitCode::not_python, "process " + std::to_string(pid) + " (" + proc::read_comm(pid) +
+                                        ") is not a CPython process (no _PyEval_EvalFrameDefault mapped)");
+}
+
+}  // namespace lt::python

@@ -1,0 +1,39 @@
+// Just enough ELF for discovery: file type, loadable segments, and symbol
+// values from .dynsym (which survives strip) with .symtab as a fallback.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lt::elf {
+
+struct Segment {
+  std::uint64_t vaddr = 0, offset = 0, filesz = 0, memsz = 0;
+  bool executable = false;
+};
+
+struct Symbol {
+  std::uint64_t value = 0;
+  std::uint64_t size = 0;
+};
+
+class ElfFile {
+ public:
+  // Throws lt::Error(not_python) if the file cannot be read as ELF64.
+  explicit ElfFile(const std::string& path);
+  bool is_exec() const { return type_ == 2; }  // ET_EXEC: non-PIE, bias 0
+  const std::vector<Segment>& segments() const { return segments_; }
+  std::optional<Symbol> symbol(const std::string& name) const;
+  // File offset of a virtual address, for uprobe attachment.
+  std::optional<std::uint64_t> file_offset(std::uint64_t vaddr) const;
+  bool has_section(const std::string& name) const;
+
+ private:
+  int type_ = 0;
+  std::vector<Segment> segments_;
+  std::vector<std::pair<std::string, Symbol>> symbols_;  // dynsym then symtab
+  std::vector<std::string> sections_;
+};
+
+}  // namespace lt::elf

@@ -1,0 +1,25 @@
+// CPython layouts, one table row per minor version (x86-64, GIL builds).
+// Facts from ../shared/reference/python-unwinding.md §2; patch-stable for
+// every field used here.  3.13+ is cross-checked against the live
+// _Py_DebugOffsets at attach (debug_offsets.cpp).
+#pragma once
+#include <optional>
+
+#include "bpf/events.h"
+
+namespace lt::python {
+
+struct Layout {
+  lt_py_offsets bpf;  // what the BPF program needs
+  // user-space extras
+  unsigned code_qualname;  // 0 = absent (<= 3.10)
+  unsigned type_tp_name = 24;
+  unsigned object_type = 8;
+};
+
+// Layout for CPython 3.<minor>, or nullopt if we have no table for it.
+std::optional<Layout> layout_for(int minor);
+constexpr int kMinMinor = 8;
+constexpr int kMaxMinor = 13;
+
+}  // namespace lt::python

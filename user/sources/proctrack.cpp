@@ -1,0 +1,73 @@
+#include "user/sources/proctrack.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "proctrack.skel.h"
+#include "user/core/errors.h"
+#include "user/sources/bpf_errors.h"
+
+namespace lt {
+
+ProcTrackSource::ProcTrackSource() {
+  skel_ = lt_proctrack__open();
+  if (!skel_) throw bpf_error("open proctrack", errno);
+  if (int err = lt_proctrack__load(skel_)) {
+    lt_proctrack__destroy(skel_);
+    skel_ = nullptr;
+    throw bpf_error("load proctrack", -err);
+  }
+  if (int err = lt_proctrack__attach(skel_)) {
+    lt_proctrack__destroy(skel_);
+    skel_ = nullptr;
+    throw bpf_error("attach sched tracepoints", -err);
+  }
+}
+
+ProcTrackSource::~ProcTrackSource() {
+  if (skel_) lt_proctrack__destroy(skel_);
+}
+
+int ProcTrackSource::targets_fd() const { return bpf_map__fd(skel_->maps.lt_targets); }
+int ProcTrackSource::follow_fd() const { return bpf_map__fd(skel_->maps.lt_follow); }
+int ProcTrackSource::events_fd() const { return bpf_map__fd(skel_->maps.lt_events); }
+int ProcTrackSource::drops_fd() const { return bpf_map__fd(skel_->maps.lt_drops); }
+
+void ProcTrackSource::follow(pid_t pid, std::uint32_t flags) {
+  std::uint32_t key = static_cast<std::uint32_t>(pid);
+  bpf_map_update_elem(follow_fd(), &key, &flags, BPF_ANY);
+}
+
+void ProcTrackSource::set_target(pid_t pid, const lt_target& t) {
+  std::uint32_t key = static_cast<std::uint32_t>(pid);
+  if (bpf_map_update_elem(targets_fd(), &key, &t, BPF_ANY) != 0)
+    throw bpf_error("register target " + std::to_string(pid), errno);
+}
+
+void ProcTrackSource::forget(pid_t pid) {
+  std::uint32_t key = static_cast<std::uint32_t>(pid);
+  bpf_map_delete_elem(targets_fd(), &key);
+  bpf_map_delete_elem(follow_fd(), &key);
+}
+
+lt_drop_counters ProcTrackSource::drops() const {
+  int ncpu = libbpf_num_possible_cpus();
+  std::vector<lt_drop_counters> per(ncpu > 0 ? ncpu : 1);
+  std::uint32_t zero = 0;
+  lt_drop_counters total{};
+  if (bpf_map_lookup_elem(drops_fd(), &zero, per.data()) == 0) {
+    for (auto& d : per) {
+      total.ringbuf_full += d.ringbuf_full;
+      total.read_faults += d.read_faults;
+    }
+  }
+  return total;
+}
+
+}  // namespace lt

@@ -1,0 +1,36 @@
+// Process lifecycle source (bpf/proctrack.bpf.c): fork/exec/exit of the
+// processes we follow.  It owns the maps every source shares (targets,
+// follow set, ring buffer, drop counters); other sources reuse its fds.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "bpf/events.h"
+
+struct lt_proctrack;
+
+namespace lt {
+
+class ProcTrackSource {
+ public:
+  ProcTrackSource();  // opens, loads and attaches; throws lt::Error(bpf|permission)
+  ~ProcTrackSource();
+  ProcTrackSource(const ProcTrackSource&) = delete;
+  ProcTrackSource& operator=(const ProcTrackSource&) = delete;
+
+  int targets_fd() const;
+  int follow_fd() const;
+  int events_fd() const;
+  int drops_fd() const;
+
+  void follow(pid_t pid, std::uint32_t flags);
+  void set_target(pid_t pid, const lt_target& t);
+  void forget(pid_t pid);
+  lt_drop_counters drops() const;  // summed over CPUs
+
+ private:
+  lt_proctrack* skel_ = nullptr;
+};
+
+}  // namespace lt

@@ -1,0 +1,49 @@
+#include "user/sources/pyactions.h"
+
+#include <bpf/libbpf.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "pyactions.skel.h"
+#include "user/sources/bpf_errors.h"
+
+namespace lt {
+
+PyActionsSource::PyActionsSource(const ProcTrackSource& shared) {
+  skel_ = lt_pyactions__open();
+  if (!skel_) throw bpf_error("open pyactions", errno);
+  // One target table, one ring buffer for all sources.
+  bpf_map__reuse_fd(skel_->maps.lt_targets, shared.targets_fd());
+  bpf_map__reuse_fd(skel_->maps.lt_follow, shared.follow_fd());
+  bpf_map__reuse_fd(skel_->maps.lt_events, shared.events_fd());
+  bpf_map__reuse_fd(skel_->maps.lt_drops, shared.drops_fd());
+  if (int err = lt_pyactions__load(skel_)) {
+    lt_pyactions__destroy(skel_);
+    skel_ = nullptr;
+    throw bpf_error("load pyactions", -err);
+  }
+}
+
+PyActionsSource::~PyActionsSource() {
+  for (auto* l : links_) bpf_link__destroy(l);
+  if (skel_) lt_pyactions__destroy(skel_);
+}
+
+void PyActionsSource::attach(const python::Interpreter& interp) {
+  struct stat st {};
+  if (stat(interp.open_path.c_str(), &st) != 0)
+    throw Error(ExitCode::no_such_process, "cannot stat " + interp.binary + " of pid " + std::to_string(interp.pid));
+  auto key = std::make_tuple(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino),
+                             static_cast<unsigned long>(interp.eval_file_offset));
+  if (attached_.count(key)) return;
+  // pid -1: the probe lives in the file (inode); BPF filters by target pid,
+  // which also covers children forked later.
+  bpf_link* link = bpf_program__attach_uprobe(skel_->progs.lt_eval_entry, false, -1, interp.open_path.c_str(),
+                                              interp.eval_file_offset);
+  if (!link) throw bpf_error("attach uprobe to " + interp.binary, errno);
+  links_.push_back(link);
+  attached_.insert(key);
+}
+
+}  // namespace lt

@@ -1,0 +1,37 @@
+// Lightning action source (bpf/pyactions.bpf.c): one entry uprobe on
+// _PyEval_EvalFrameDefault per interpreter binary, shared by every target
+// process that uses that binary (filtered by pid in BPF).
+#pragma once
+#include <sys/types.h>
+
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "user/python/discovery.h"
+#include "user/sources/proctrack.h"
+
+struct lt_pyactions;
+struct bpf_link;
+
+namespace lt {
+
+class PyActionsSource {
+ public:
+  explicit PyActionsSource(const ProcTrackSource& shared);
+  ~PyActionsSource();
+  PyActionsSource(const PyActionsSource&) = delete;
+  PyActionsSource& operator=(const PyActionsSource&) = delete;
+
+  // Attaches the uprobe for this interpreter's binary (once per binary).
+  void attach(const python::Interpreter& interp);
+  std::size_t probes() const { return links_.size(); }
+
+ private:
+  lt_pyactions* skel_ = nullptr;
+  std::vector<bpf_link*> links_;
+  std::set<std::tuple<unsigned long, unsigned long, unsigned long>> attached_;  // dev, ino, offset
+};
+
+}  // namespace lt
