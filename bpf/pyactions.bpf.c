@@ -236,7 +236,7 @@ static __always_inline void emit_action(u16 kind, u64 key, u64 frame, u32 flags,
 				e->flags |= LT_ACT_NAME_UNREADABLE;
 		}
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline void emit_fetch(u64 caller, const struct lt_py_offsets *o)
@@ -254,7 +254,7 @@ static __always_inline void emit_fetch(u64 caller, const struct lt_py_offsets *o
 		e->caller_self[i] = f ? read_u64(f + o->frame_localsplus) : 0;
 		f = f ? read_u64(f + o->frame_back) : 0;
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 SEC("uprobe")

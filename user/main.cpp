@@ -3,7 +3,10 @@
 // code (see --help); nothing escapes as an abort or a stack dump.
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+
+#include "reports/dump/event_dump.h"
 
 #include "reports/aggregate/actions.h"
 #include "user/cli/options.h"
@@ -47,6 +50,11 @@ int main(int argc, char** argv) {
     if (opts.verbose)
       std::cerr << "ltrace-bpf: attach latency " << session.stats().attach_latency_ms << " ms, "
                 << session.stats().probes << " uprobe(s), " << trace.count() << " events\n";
+    if (!opts.dump_path.empty()) {
+      std::ofstream dump(opts.dump_path);
+      dump_events(trace, dump);
+      if (!dump) throw Error(ExitCode::io, "cannot write " + opts.dump_path);
+    }
     ActionsReport rep = aggregate_actions(trace);
     write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
     return 0;

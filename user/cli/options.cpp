@@ -26,6 +26,7 @@ options:
       --dirpath DIR     with --filename: write Lightning's report files,
       --filename NAME     DIR/{stage}-NAME[-{local_rank}].txt (appended)
   -v, --verbose         attach details and notes on stderr
+      --dump FILE       write every recorded event as one text line
   -h, --help            this text
   -V, --version         version
 
@@ -88,6 +89,7 @@ Options parse_options(int argc, char** argv) {
       if (o.report != "simple")
         throw Error(ExitCode::usage, "unknown report '" + o.report + "' (available: simple)");
     } else if (a == "-v" || a == "--verbose") o.verbose = true;
+    else if (a == "--dump") o.dump_path = arg();
     else if (a == "-h" || a == "--help") o.help = true;
     else if (a == "-V" || a == "--version") o.version = true;
     else throw Error(ExitCode::usage, "unknown option '" + a + "' (see --help)");

@@ -15,6 +15,7 @@ struct Options {
   std::string dirpath, filename;
   std::string report = "simple";
   bool verbose = false;
+  std::string dump_path;  // --dump FILE: every record as text
   bool help = false, version = false;
 };
 

@@ -50,6 +50,11 @@ std::optional<std::string> FetchResolver::type_name(pid_t pid, const python::Lay
 }
 
 std::optional<std::string> FetchResolver::resolve(pid_t pid, const python::Layout& layout, const lt_fetch_event& e) {
+  // The profiled window is CombinedLoader.__next__ called by the fetcher;
+  // the mode iterators' __next__ (same file) are called by it, not by the
+  // fetcher, and are skipped here.
+  auto first = code_info(pid, layout, e.caller_code[0]);
+  if (!first || !ends_with(first->filename, "loops/fetchers.py")) return std::nullopt;
   bool via_fetcher = false;
   for (int i = 0; i < LT_CALLER_DEPTH; ++i) {
     if (!e.caller_code[i]) break;

@@ -1,0 +1,9 @@
+// One text line per record, like `perf script`: for debugging and tests.
+#pragma once
+#include <ostream>
+
+#include "reports/model/trace.h"
+
+namespace lt {
+void dump_events(const Trace& trace, std::ostream& out);
+}

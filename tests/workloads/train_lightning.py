@@ -1,0 +1,129 @@
+"""A real Lightning training run for tests, demo and benchmarks.
+
+Usage: python train_lightning.py [--profiler none|simple] [--dirpath D --filename F]
+       [--epochs N] [--batches N] [--hidden H] [--wait-file PATH] [--manual] [--val]
+
+Prints READY once imports are done; with --wait-file it then waits for that
+file to exist before calling Trainer.fit, so a tracer can attach first.
+Works with both the `lightning` and the `pytorch_lightning` wheels.
+"""
+import argparse
+import os
+import sys
+import time
+
+try:
+    import lightning.pytorch as pl
+    from lightning.pytorch.profilers import SimpleProfiler
+except ImportError:  # the pytorch-lightning wheel
+    import pytorch_lightning as pl
+    from pytorch_lightning.profilers import SimpleProfiler
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class RandomDataset(Dataset):
+    def __init__(self, size, length):
+        g = torch.Generator().manual_seed(0)
+        self.data = torch.randn(length, size, generator=g)
+
+    def __getitem__(self, i):
+        return self.data[i]
+
+    def __len__(self):
+        return len(self.data)
+
+
+class Model(pl.LightningModule):
+    def __init__(self, hidden=32, depth=1, manual=False):
+        super().__init__()
+        layers = [torch.nn.Linear(32, hidden)]
+        for _ in range(depth - 1):
+            layers += [torch.nn.ReLU(), torch.nn.Linear(hidden, hidden)]
+        layers += [torch.nn.Linear(hidden, 2)]
+        self.net = torch.nn.Sequential(*layers)
+        self.manual = manual
+        if manual:
+            self.automatic_optimization = False
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        loss = self(batch).sum()
+        if self.manual:
+            opt = self.optimizers()
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        return self(batch).sum()
+
+    def test_step(self, batch, batch_idx):
+        return self(batch).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profiler", default="none", choices=["none", "simple"])
+    ap.add_argument("--dirpath")
+    ap.add_argument("--filename")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=16)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=32)
+    ap.add_argument("--depth", type=int, default=1)
+    ap.add_argument("--wait-file")
+    ap.add_argument("--manual", action="store_true")
+    ap.add_argument("--val", action="store_true")
+    ap.add_argument("--test", action="store_true")
+    ap.add_argument("--loops", type=int, default=1, help="repeat fit N times (long-running target)")
+    args = ap.parse_args()
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    profiler = None
+    if args.profiler == "simple":
+        profiler = SimpleProfiler(dirpath=args.dirpath, filename=args.filename)
+    n = args.batches * args.batch_size
+    train = DataLoader(RandomDataset(32, n), batch_size=args.batch_size)
+    val = DataLoader(RandomDataset(32, n // 2), batch_size=args.batch_size) if args.val else None
+    print("READY", os.getpid(), flush=True)
+    if args.wait_file:
+        while not os.path.exists(args.wait_file):
+            time.sleep(0.01)
+    result = None
+    for _ in range(args.loops):
+        model = Model(args.hidden, args.depth, args.manual)
+        trainer = pl.Trainer(
+            max_epochs=args.epochs,
+            accelerator="cpu",
+            devices=1,
+            profiler=profiler,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=2 if args.val else 0,
+            limit_val_batches=4 if args.val else 0,
+        )
+        t0 = time.perf_counter()
+        trainer.fit(model, train, val)
+        dt = time.perf_counter() - t0
+        if args.test:
+            trainer.test(model, DataLoader(RandomDataset(32, 32), batch_size=8), verbose=False)
+        w = model.net[0].weight.detach()
+        result = float(w.sum())
+        steps = trainer.global_step
+        print(f"FIT_DONE steps={steps} seconds={dt:.6f} steps_per_s={steps / dt:.3f} weight_sum={result:.8f}",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
