@@ -1,0 +1,95 @@
+"""Shared harness: start a real target, attach the real ltrace-bpf (real BPF
+on this kernel), release the target, collect everything."""
+import glob
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LTRACE = os.path.join(ROOT, "build", "ltrace-bpf")
+VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
+SITE_PACKAGES = glob.glob(os.path.join(ROOT, ".venv", "lib", "python3*", "site-packages"))
+WORKLOADS = os.path.join(ROOT, "tests", "workloads")
+PYENV = "/root/.pyenv/versions"
+
+
+def pyenv_python(minor):
+    found = sorted(glob.glob(f"{PYENV}/3.{minor}.*/bin/python3.{minor}"))
+    return found[-1] if found else None
+
+
+def wait_for(path_or_fn, pattern, timeout, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        text = open(path_or_fn).read() if os.path.exists(path_or_fn) else ""
+        if pattern in text:
+            return text
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process exited early (rc={proc.returncode}) waiting for {pattern!r}: {text}")
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {pattern!r} in {path_or_fn}")
+
+
+class Run:
+    """Result of one attached run."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def report_rows(self):
+        return parse_simple_report(self.lt_out)
+
+
+def parse_simple_report(text):
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("|  ") and not line.startswith("|  Action"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+@pytest.fixture
+def attach(tmp_path):
+    """attach(target_cmd, lt_args=(), env=None) -> Run.
+
+    The target must print READY and wait for the file given by --wait-file."""
+
+    def run(target_cmd, lt_args=(), env=None, timeout=180, release=True):
+        go = tmp_path / "go"
+        wl_out = tmp_path / "workload.out"
+        lt_out = tmp_path / "lt.out"
+        lt_err = tmp_path / "lt.err"
+        full_env = dict(os.environ, **(env or {}))
+        with open(wl_out, "w") as wo:
+            target = subprocess.Popen(list(target_cmd) + ["--wait-file", str(go)], stdout=wo,
+                                      stderr=subprocess.STDOUT, env=full_env, cwd=tmp_path)
+        try:
+            wait_for(str(wl_out), "READY", 120, target)
+            with open(lt_out, "w") as lo, open(lt_err, "w") as le:
+                lt = subprocess.Popen([LTRACE, "--pid", str(target.pid), "-v"] + list(lt_args), stdout=lo, stderr=le)
+            wait_for(str(lt_err), "attached", 30, lt)
+            if release:
+                go.touch()
+            target_rc = target.wait(timeout=timeout)
+            lt_rc = lt.wait(timeout=60)
+        finally:
+            for p in (target,):
+                if p.poll() is None:
+                    p.kill()
+        return Run(target_rc=target_rc, lt_rc=lt_rc, target_out=wl_out.read_text(), lt_out=lt_out.read_text(),
+                   lt_err=lt_err.read_text(), tmp=tmp_path)
+
+    return run
+
+
+@pytest.fixture
+def lightning_python():
+    """The interpreter with real torch + Lightning (Debian python3.11, in-executable layout)."""
+    if not os.path.exists(VENV_PY):
+        pytest.fail(".venv missing: run `make deps`")
+    return VENV_PY

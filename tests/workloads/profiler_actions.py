@@ -1,0 +1,93 @@
+"""Drives Lightning's real Profiler classes (copied from a Lightning wheel,
+see tests/integration/lightning_site.py) without torch, so every CPython on
+the machine can run it.  Prints READY, waits for --wait-file, runs actions on
+two threads, with exceptions and a custom Profiler subclass, then prints a
+JSON line with the expected counts and the body time the workload measured.
+"""
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+from pytorch_lightning.profilers.base import PassThroughProfiler
+
+
+class CustomProfiler(PassThroughProfiler):
+    """A user's own Profiler subclass: its actions come through the same generator."""
+
+
+def burn(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--wait-file")
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--fork-children", type=int, default=0)
+    args = ap.parse_args()
+    prof = PassThroughProfiler()
+    body = {}
+
+    def timed(name, seconds):
+        t = time.perf_counter()
+        burn(seconds * args.scale)
+        body[name] = body.get(name, 0.0) + time.perf_counter() - t
+
+    print("READY", os.getpid(), flush=True)
+    if args.wait_file:
+        while not os.path.exists(args.wait_file):
+            time.sleep(0.01)
+
+    def worker():
+        for _ in range(15):
+            with prof.profile("thread_action"):
+                timed("thread_action", 0.001)
+
+    th = threading.Thread(target=worker)
+    th.start()
+    for _ in range(20):
+        with prof.profile("outer"):
+            timed("outer", 0.002)
+            with prof.profile("inner"):
+                timed("inner", 0.001)
+    for _ in range(5):
+        try:
+            with prof.profile("raises"):
+                timed("raises", 0.0005)
+                raise ValueError("boom")
+        except ValueError:
+            pass
+    custom = CustomProfiler()
+    for _ in range(3):
+        with custom.profile("custom"):
+            timed("custom", 0.001)
+    for _ in range(4):
+        prof.start("direct")
+        timed("direct", 0.001)
+        prof.stop("direct")
+    th.join()
+    children = []
+    for i in range(args.fork_children):
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(3 + i):
+                with prof.profile("child_action"):
+                    burn(0.001)
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+    # outer includes inner's time
+    body["outer"] += body["inner"]
+    counts = {"outer": 20, "inner": 20, "thread_action": 15, "raises": 5, "custom": 3, "direct": 4}
+    print("RESULT " + json.dumps({"counts": counts, "body": body, "version": list(sys.version_info[:2])}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
