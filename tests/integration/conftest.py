@@ -59,19 +59,26 @@ def attach(tmp_path):
 
     The target must print READY and wait for the file given by --wait-file."""
 
+    counter = [0]
+
     def run(target_cmd, lt_args=(), env=None, timeout=180, release=True):
-        go = tmp_path / "go"
-        wl_out = tmp_path / "workload.out"
-        lt_out = tmp_path / "lt.out"
-        lt_err = tmp_path / "lt.err"
+        counter[0] += 1
+        tmp = tmp_path / f"run{counter[0]}"
+        tmp.mkdir()
+        go = tmp / "go"
+        wl_out = tmp / "workload.out"
+        lt_out = tmp / "lt.out"
+        lt_err = tmp / "lt.err"
         full_env = dict(os.environ, **(env or {}))
         with open(wl_out, "w") as wo:
-            target = subprocess.Popen(list(target_cmd) + ["--wait-file", str(go)], stdout=wo,
-                                      stderr=subprocess.STDOUT, env=full_env, cwd=tmp_path)
+            # [python, script, --wait-file GO, args...]: before any "--" the script may take
+            cmd = list(target_cmd[:2]) + ["--wait-file", str(go)] + list(target_cmd[2:])
+            target = subprocess.Popen(cmd, stdout=wo,
+                                      stderr=subprocess.STDOUT, env=full_env, cwd=tmp)
         try:
             wait_for(str(wl_out), "READY", 120, target)
             with open(lt_out, "w") as lo, open(lt_err, "w") as le:
-                lt = subprocess.Popen([LTRACE, "--pid", str(target.pid), "-v"] + list(lt_args), stdout=lo, stderr=le)
+                lt = subprocess.Popen([LTRACE, "--pid", str(target.pid), "-v"] + list(lt_args), stdout=lo, stderr=le, cwd=tmp)
             wait_for(str(lt_err), "attached", 30, lt)
             if release:
                 go.touch()
@@ -82,7 +89,7 @@ def attach(tmp_path):
                 if p.poll() is None:
                     p.kill()
         return Run(target_rc=target_rc, lt_rc=lt_rc, target_out=wl_out.read_text(), lt_out=lt_out.read_text(),
-                   lt_err=lt_err.read_text(), tmp=tmp_path)
+                   lt_err=lt_err.read_text(), tmp=tmp)
 
     return run
 

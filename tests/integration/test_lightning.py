@@ -72,7 +72,7 @@ def test_passthrough_counts_match_simple(attach, lightning_python):
     a = {k: v[1] for k, v in parse_simple_report(simple.lt_out).items()}
     b = {k: v[1] for k, v in parse_simple_report(passthrough.lt_out).items()}
     assert a == b
-    assert "Total" in b and int(b["Total"][0] if False else b["Total"]) > 600
+    assert int(b["Total"]) > 600
 
 
 def test_fit_then_test_stage_and_files(attach, lightning_python):

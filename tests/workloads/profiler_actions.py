@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--wait-file")
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--fork-children", type=int, default=0)
+    ap.add_argument("--start-delay", type=float, default=0.0, help="sleep before the actions (a rank importing torch)")
     args = ap.parse_args()
     prof = PassThroughProfiler()
     body = {}
@@ -42,6 +43,7 @@ def main():
     if args.wait_file:
         while not os.path.exists(args.wait_file):
             time.sleep(0.01)
+    time.sleep(args.start_delay)
 
     def worker():
         for _ in range(15):

@@ -83,6 +83,7 @@ def main():
     ap.add_argument("--val", action="store_true")
     ap.add_argument("--test", action="store_true")
     ap.add_argument("--loops", type=int, default=1, help="repeat fit N times (long-running target)")
+    ap.add_argument("--until-file", help="keep repeating fit until this file exists")
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -98,7 +99,10 @@ def main():
         while not os.path.exists(args.wait_file):
             time.sleep(0.01)
     result = None
-    for _ in range(args.loops):
+    loop = 0
+    while loop < args.loops or (args.until_file and not os.path.exists(args.until_file)):
+        loop += 1
+        torch.manual_seed(0)  # every loop computes the same result
         model = Model(args.hidden, args.depth, args.manual)
         trainer = pl.Trainer(
             max_epochs=args.epochs,

@@ -1,0 +1,97 @@
+"""--pid repeated, --children across fork and exec, rank labels, per-rank
+Lightning file names, target exit while attached, repeated attach/detach."""
+import os
+import subprocess
+import sys
+import time
+
+from conftest import LTRACE, WORKLOADS, parse_simple_report, wait_for
+from test_versions import sites  # noqa: F401  (fixture)
+
+ACTIONS = os.path.join(WORKLOADS, "profiler_actions.py")
+
+
+def test_children_forked_after_attach(attach, sites):
+    run = attach(["/usr/bin/python3.11", ACTIONS, "--fork-children", "2"],
+                 lt_args=["--children"], env={"PYTHONPATH": sites["2.6.6"]})
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    sections = [s for s in run.lt_out.split("==> ") if s.strip()]
+    assert len(sections) == 3, run.lt_out
+    child_counts = sorted(parse_simple_report(s)["child_action"][1] for s in sections if "child_action" in s)
+    assert child_counts == ["3", "4"]
+
+
+def test_children_exec_with_rank_labels(attach, sites):
+    """A launcher (itself Python, but without Lightning) execs two ranks; each
+    rank gets its own report, named by LOCAL_RANK as Lightning names them."""
+    env = {"PYTHONPATH": sites["2.6.6"]}
+    rank_cmd = ["/usr/bin/python3.11", ACTIONS, "--start-delay", "1.0"]
+    run = attach(["/usr/bin/python3.11", os.path.join(WORKLOADS, "launcher.py"), "--nproc", "2", "--"] + rank_cmd,
+                 lt_args=["--children", "--dirpath", "out", "--filename", "perf"], env=env)
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 0, run.lt_err
+    for rank in (0, 1):
+        path = run.tmp / "out" / f"perf-{rank}.txt"
+        rows = parse_simple_report(path.read_text())
+        assert rows["outer"][1] == "20" and rows["thread_action"][1] == "15", rows
+        assert f"rank {rank} local_rank {rank} world_size 2" in run.lt_err
+
+
+def test_target_exits_while_attached(attach, sites):
+    """No --duration: ltrace-bpf ends by itself when the target exits, and the
+    report is complete."""
+    run = attach(["/usr/bin/python3.11", ACTIONS], env={"PYTHONPATH": sites["2.6.6"]})
+    assert run.lt_rc == 0
+    assert parse_simple_report(run.lt_out)["outer"][1] == "20"
+
+
+def test_two_pids(tmp_path, sites):
+    env = dict(os.environ, PYTHONPATH=sites["2.6.6"])
+    go = tmp_path / "go"
+    targets = []
+    for i in range(2):
+        out = open(tmp_path / f"t{i}.out", "w")
+        targets.append(subprocess.Popen(["/usr/bin/python3.11", ACTIONS, "--wait-file", str(go)], stdout=out, env=env))
+    for i in range(2):
+        wait_for(str(tmp_path / f"t{i}.out"), "READY", 30)
+    err = open(tmp_path / "lt.err", "w")
+    lt = subprocess.Popen([LTRACE, "-v", "--pid", str(targets[0].pid), "--pid", str(targets[1].pid)],
+                          stdout=subprocess.PIPE, stderr=err, text=True)
+    wait_for(str(tmp_path / "lt.err"), "attached", 30)
+    go.touch()
+    for t in targets:
+        assert t.wait(60) == 0
+    out, _ = lt.communicate(timeout=60)
+    assert lt.returncode == 0
+    assert out.count("==> pid ") == 2
+    assert out.count("|  outer") == 2
+
+
+def test_fifty_attach_detach_cycles(tmp_path, lightning_python):
+    """A long-running real Lightning job, attached and detached 50 times:
+    every fit it runs computes the same weights as a run never attached."""
+    train = os.path.join(WORKLOADS, "train_lightning.py")
+    args = ["--epochs", "1", "--batches", "8"]
+    ref = subprocess.run([lightning_python, train] + args, capture_output=True, text=True, timeout=120)
+    assert ref.returncode == 0, ref.stderr
+    expected = [l.split("weight_sum=")[1] for l in ref.stdout.splitlines() if l.startswith("FIT_DONE")]
+    stop = tmp_path / "stop"
+    out_path = tmp_path / "job.out"
+    with open(out_path, "w") as out:
+        job = subprocess.Popen([lightning_python, train, "--until-file", str(stop)] + args, stdout=out,
+                               stderr=subprocess.STDOUT)
+    try:
+        wait_for(str(out_path), "READY", 60, job)
+        for i in range(50):
+            r = subprocess.run([LTRACE, "--pid", str(job.pid), "--duration", "0.15"], capture_output=True, text=True,
+                               timeout=30)
+            assert r.returncode == 0, (i, r.stderr)
+            assert job.poll() is None, "target died while being attached"
+        stop.touch()
+        assert job.wait(120) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+    sums = [l.split("weight_sum=")[1] for l in out_path.read_text().splitlines() if l.startswith("FIT_DONE")]
+    assert len(sums) >= 2
+    assert set(sums) == set(expected), (sums[:5], expected)
