@@ -20,7 +20,7 @@ std::string basename_of(const std::string& p) {
 // Minor version from a file name: python3.11, libpython3.12.so.1.0, ...
 // Returns -1 if the name says nothing, and sets free_threaded for "3.13t".
 int minor_from_name(const std::string& name, bool& free_threaded) {
-  static const std::regex re(R"((?:lib)?python3\.(\d+)(t?)(?:$|[.\-_d]))");
+  static const std::regex re(R"((?:lib)?python3\.(\d+)(t?)[dm]*(?:$|[.\-_]))");
   std::smatch m;
   if (!std::regex_search(name, m, re)) return -1;
   free_threaded = m[2].length() > 0;
@@ -66,7 +66,16 @@ Interpreter discover(pid_t pid) {
     }
     auto eval = file->symbol("_PyEval_EvalFrameDefault");
     auto runtime = file->symbol("_PyRuntime");
-    if (!eval || !runtime) continue;
+    if (!eval || !runtime) {
+      if (!file->symbol("Py_Initialize")) continue;
+      // A CPython, but older than anything we can read (no _PyRuntime: < 3.7).
+      static const std::regex any(R"(python(\d)\.(\d+))");
+      std::smatch m;
+      std::string b = basename_of(path);
+      std::string v = std::regex_search(b, m, any) ? m[1].str() + "." + m[2].str() : "of this age";
+      throw Error(ExitCode::unsupported, "CPython " + v + " is not supported (supported: 3." +
+                                             std::to_string(kMinMinor) + " to 3." + std::to_string(kMaxMinor) + ")");
+    }
     it.in_executable = basename_of(path).rfind("lib", 0) != 0;
 
     // Load bias from any mapping of this file.
