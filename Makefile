@@ -57,22 +57,29 @@ $(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libltrace.a
 deps:
 	bash .ci/deps.sh
 
+# The build needs only the apt part of deps; `make test` and `make demo`
+# install everything first, so each is one command on a fresh machine.
+
 unit-test: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
 
 integration-test: all
 	$(PY) -m pytest -q tests/integration
 
-test: unit-test integration-test
+test: deps
+	$(MAKE) unit-test
+	$(MAKE) integration-test
 
 asan:
 	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" build-asan/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests
 
-demo: all
-	$(PY) bench/demo.py
+demo: deps
+	$(MAKE) all
+	bash tests/workloads/demo.sh
 
-bench: all
+bench: deps
+	$(MAKE) all
 	$(PY) bench/overhead.py
 
 install: all

@@ -50,7 +50,7 @@ class Model(pl.LightningModule):
         return self.net(x)
 
     def training_step(self, batch, batch_idx):
-        loss = self(batch).sum()
+        loss = self(batch).pow(2).mean()
         if self.manual:
             opt = self.optimizers()
             opt.zero_grad()
@@ -59,10 +59,10 @@ class Model(pl.LightningModule):
         return loss
 
     def validation_step(self, batch, batch_idx):
-        return self(batch).sum()
+        return self(batch).pow(2).mean()
 
     def test_step(self, batch, batch_idx):
-        return self(batch).sum()
+        return self(batch).pow(2).mean()
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.01)

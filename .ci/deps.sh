@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything ltrace-bpf needs to build, test, demo and benchmark,
+# from Debian packages and PyPI only.  Idempotent: a second run is quick.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(make g++ clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config
+              libgtest-dev python3.11 python3.11-venv python3-pip procps util-linux)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Real torch + real Lightning for the tests, demo and benchmarks, in a venv on
+# Debian's python3.11 (the interpreter lives in the executable: one of the two
+# layouts we support; pyenv's 3.11 reuses these site-packages for the other).
+if [ ! -x .venv/bin/python ]; then
+  /usr/bin/python3.11 -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch, pytorch_lightning, pytest" 2>/dev/null; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r .ci/requirements.txt
+fi
+# Lightning wheels whose profiler modules run on every CPython 3.8-3.13
+# (tests/integration/lightning_site.py).
+mkdir -p .venv/wheels
+for v in 2.3.3 2.6.6; do
+  ls .venv/wheels/pytorch_lightning-$v-*.whl >/dev/null 2>&1 ||
+    .venv/bin/pip download -q --no-deps --dest .venv/wheels "pytorch-lightning==$v"
+done
+echo "deps: ok"
