@@ -32,18 +32,14 @@ using s32 = std::int32_t;
  * fails. */
 #define LT_NAME_MAX 224
 
-/* Caller code objects captured with a dataloader fetch (3.11+ path). */
-#define LT_CALLER_DEPTH 6
-
 enum lt_event_kind {
 	LT_EV_NONE = 0,
 	/* Lightning actions (pyactions source) */
 	LT_EV_ACTION_BEGIN = 1, /* Profiler.profile generator: first resume */
 	LT_EV_ACTION_END = 2,   /* Profiler.profile generator: second resume */
-	LT_EV_DIRECT_START = 3, /* Profiler.start(action_name) entered from C */
-	LT_EV_DIRECT_STOP = 4,  /* Profiler.stop(action_name) entered from C */
-	LT_EV_FETCH_BEGIN = 5,  /* CombinedLoader.__next__ entered (3.11+) */
-	LT_EV_FETCH_RESOLVED = 6, /* user space: FETCH_BEGIN with its action name */
+	LT_EV_DIRECT_START = 3, /* reserved: Profiler.start(name) called directly */
+	LT_EV_DIRECT_STOP = 4,  /* reserved: Profiler.stop(name) called directly */
+	LT_EV_FETCH_BEGIN = 5,  /* next(CombinedLoader): a dataloader fetch starts */
 	/* process lifecycle (proctrack source) */
 	LT_EV_PROC_FORK = 16,
 	LT_EV_PROC_EXEC = 17,
@@ -72,7 +68,7 @@ struct lt_event_header {
 #define LT_ACT_NAME_TRUNCATED 0x2u /* name longer than LT_NAME_MAX */
 #define LT_ACT_NAME_UNREADABLE 0x4u
 
-/* ACTION_BEGIN / ACTION_END / DIRECT_START / DIRECT_STOP */
+/* ACTION_BEGIN / ACTION_END / FETCH_BEGIN (no name) */
 struct lt_action_event {
 	struct lt_event_header hdr;
 	u64 key;      /* generator frame address: pairs BEGIN with END */
@@ -80,15 +76,6 @@ struct lt_action_event {
 	u32 name_len; /* length in code points (ASCII: bytes) */
 	u32 flags;
 	char name[LT_NAME_MAX];
-};
-
-/* FETCH_BEGIN: a CombinedLoader.__next__ evaluation, with the code objects
- * and `self` objects of its callers so user space can tell which loop is
- * fetching. */
-struct lt_fetch_event {
-	struct lt_event_header hdr;
-	u64 caller_code[LT_CALLER_DEPTH];
-	u64 caller_self[LT_CALLER_DEPTH];
 };
 
 /* PROC_FORK / PROC_EXEC / PROC_EXIT */
@@ -138,25 +125,22 @@ struct lt_drops_event {
 
 /* Offsets that differ between CPython minor versions.  0xffff = absent. */
 struct lt_py_offsets {
-	u16 py_minor;        /* 8 .. 13 */
-	u16 eval_frame_arg;  /* which eval argument is the frame: 0 (3.8) or 1 */
-	u16 frame_code;      /* f_code / f_executable */
-	u16 frame_back;      /* f_back (<=3.10) or previous (3.11+) */
-	u16 frame_lasti;     /* f_lasti int (<=3.10) or instr pointer (3.11+) */
-	u16 frame_owner;     /* 3.11+ */
+	u16 py_minor;         /* 8 .. 13 */
+	u16 gen_frame;        /* generator -> frame: pointer field (<=3.10) or embedded (3.11+) */
+	u16 gen_frame_embedded;
+	u16 frame_code;       /* f_code / f_executable */
+	u16 frame_lasti;      /* f_lasti int (<=3.10) or instruction pointer (3.11+) */
 	u16 frame_localsplus;
-	u16 tstate_frame;    /* <=3.10 frame, 3.11/12 cframe, 3.13 current_frame */
-	u16 cframe_current;  /* 3.11/12 _PyCFrame.current_frame */
 	u16 code_argcount;
 	u16 code_flags;
 	u16 code_firstlineno;
-	u16 code_varnames;   /* co_varnames (<=3.10) / co_localsplusnames */
 	u16 code_filename;
 	u16 code_name;
 	u16 code_firsttraceable; /* 3.11+ */
 	u16 code_adaptive;       /* 3.11+: bytecode start */
 	u16 str_ascii_data;      /* sizeof(PyASCIIObject) */
-	u16 pad[2];
+	u16 eval_frame_arg;      /* _PyEval_EvalFrameDefault: frame is arg 0 (3.8) or 1 */
+	u16 frame_owner;         /* 3.11+: _PyInterpreterFrame.owner */
 };
 
 #define LT_TARGET_FOLLOW_CHILDREN 0x1u
@@ -167,13 +151,11 @@ struct lt_target {
 	u32 generation; /* bumped on exec so stale cache entries are ignored */
 };
 
-/* Classes the BPF side assigns to code objects (cached per code address). */
+/* Classes the BPF side assigns to code and type objects (cached per address). */
 enum lt_code_class {
 	LT_CODE_OTHER = 0,
-	LT_CODE_PROFILE_GEN = 1, /* Profiler.profile */
-	LT_CODE_START = 2,       /* <Profiler>.start(self, action_name) */
-	LT_CODE_STOP = 3,        /* <Profiler>.stop(self, action_name) */
-	LT_CODE_FETCH = 4,       /* CombinedLoader.__next__ */
+	LT_CODE_PROFILE_GEN = 1,  /* code of Profiler.profile */
+	LT_TYPE_COMBINED_LOADER = 2, /* type object of CombinedLoader */
 };
 
 /* Drop counters (per-CPU array, index 0). */

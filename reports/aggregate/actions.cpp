@@ -50,6 +50,21 @@ Stage stage_marker(const std::string& n, Stage current) {
   return Stage::none;
 }
 
+// The fetch action a dataloader fetch belongs to, as decided by the hook
+// that starts each loop: validation (also the sanity check), test and
+// predict loops each begin with their on_*_start hooks; training resumes
+// after validation ends.  nullptr: the name changes nothing.
+const char* fetch_context(const std::string& n) {
+  if (ends_with(n, ".on_validation_start") || ends_with(n, ".on_sanity_check_start"))
+    return "[_EvaluationLoop].val_next";
+  if (ends_with(n, ".on_test_start")) return "[_EvaluationLoop].test_next";
+  if (ends_with(n, ".on_predict_start")) return "[_PredictionLoop].predict_next";
+  if (ends_with(n, ".on_validation_end") || ends_with(n, ".on_train_start") || ends_with(n, ".on_train_epoch_start") ||
+      n == "run_training_epoch")
+    return "[_TrainingEpochLoop].train_dataloader_next";
+  return nullptr;
+}
+
 // A new Trainer entry point (fit/validate/test/predict) runs these first.
 bool run_starts(const std::string& n) { return n.rfind("[LightningModule]", 0) == 0 && ends_with(n, ".configure_callbacks"); }
 
@@ -63,7 +78,9 @@ struct PerProcess {
   std::unordered_map<std::uint64_t, Open> open_gen;  // generator frame -> start
   std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> open_direct;  // (tid, name)
   std::unordered_map<std::uint32_t, Open> pending_fetch;                        // tid -> fetch
-  const char* eval_prefix = "val";
+  // Which loop fetches next (Lightning's stock loop names), from the hooks
+  // seen so far on this process: see fetch_context().
+  const char* fetch_name = "[_TrainingEpochLoop].train_dataloader_next";
   bool stage_locked_fit = false;
 
   void record(const std::string& name, std::uint64_t begin, std::uint64_t end) {
@@ -77,8 +94,7 @@ struct PerProcess {
       out.stage = Stage::none;
       stage_locked_fit = false;
     }
-    if (ends_with(n, ".on_validation_start") || ends_with(n, ".on_sanity_check_start")) eval_prefix = "val";
-    if (ends_with(n, ".on_test_start")) eval_prefix = "test";
+    if (const char* f = fetch_context(n)) fetch_name = f;
     Stage s = stage_marker(n, out.stage);
     if (s != Stage::none && !(stage_locked_fit && s == Stage::validate)) {
       out.stage = s;
@@ -95,12 +111,6 @@ struct PerProcess {
     pending_fetch.erase(it);
   }
 
-  std::string resolve_fetch_name(const std::string& raw) const {
-    static const std::string ph = "{eval}";
-    auto at = raw.find(ph);
-    if (at == std::string::npos) return raw;
-    return raw.substr(0, at) + eval_prefix + raw.substr(at + ph.size());
-  }
 };
 
 std::string name_of(const lt_action_event& e) {
@@ -166,14 +176,14 @@ ActionsReport aggregate_actions(const Trace& trace) {
       case LT_EV_ACTION_END:
       case LT_EV_DIRECT_START:
       case LT_EV_DIRECT_STOP:
-      case LT_EV_FETCH_RESOLVED: break;
+      case LT_EV_FETCH_BEGIN: break;
       default: return;
     }
     lt_action_event e;
     if (!record_as(h, p, e)) return;
     auto& pp = proc(h.pid);
     std::string name = name_of(e);
-    if (h.kind != LT_EV_FETCH_RESOLVED) pp.close_fetch(h.tid, h.ts_ns);
+    pp.close_fetch(h.tid, h.ts_ns);
     switch (h.kind) {
       case LT_EV_ACTION_BEGIN:
         pp.note_name(name);
@@ -203,14 +213,9 @@ ActionsReport aggregate_actions(const Trace& trace) {
         pp.open_direct.erase(it);
         break;
       }
-      case LT_EV_FETCH_RESOLVED: {
-        std::string resolved = pp.resolve_fetch_name(name);
-        // Seen as a direct start too (PEP 523 hook active): that one is exact.
-        if (pp.open_direct.count({h.tid, resolved})) break;
-        pp.close_fetch(h.tid, h.ts_ns);
-        pp.pending_fetch[h.tid] = {resolved, h.ts_ns};
+      case LT_EV_FETCH_BEGIN:
+        pp.pending_fetch[h.tid] = {pp.fetch_name, h.ts_ns};
         break;
-      }
     }
   });
 

@@ -11,8 +11,7 @@ const char* kind_name(unsigned k) {
     case LT_EV_ACTION_END: return "action_end";
     case LT_EV_DIRECT_START: return "direct_start";
     case LT_EV_DIRECT_STOP: return "direct_stop";
-    case LT_EV_FETCH_BEGIN: return "fetch_begin";
-    case LT_EV_FETCH_RESOLVED: return "fetch";
+    case LT_EV_FETCH_BEGIN: return "fetch";
     case LT_EV_PROC_FORK: return "fork";
     case LT_EV_PROC_EXEC: return "exec";
     case LT_EV_PROC_EXIT: return "exit";
@@ -31,7 +30,7 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_proc_event pe;
     lt_proc_info_event pi;
     lt_window_event w;
-    if ((h.kind <= LT_EV_DIRECT_STOP || h.kind == LT_EV_FETCH_RESOLVED) && record_as(h, p, a))
+    if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
       out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << a.name;
     else if (h.kind >= LT_EV_PROC_FORK && h.kind <= LT_EV_PROC_EXIT && record_as(h, p, pe))
       out << " parent=" << pe.parent_pid << " child=" << pe.child_pid << " code=" << pe.exit_code;

@@ -109,12 +109,12 @@ TEST(Actions, DirectStartStopPairByThreadAndName) {
   EXPECT_DOUBLE_EQ(a->durations_s[0] + a->durations_s[1], 0.004);
 }
 
-TEST(Actions, FetchEndsAtNextActionAndTakesEvalPrefix) {
+TEST(Actions, FetchEndsAtNextActionAndIsNamedByItsLoop) {
   Builder b;
   b.window(0, true);
   b.action(LT_EV_ACTION_BEGIN, 1 * ms, 10, 10, 0xA, "[Callback]X.on_test_start");
   b.action(LT_EV_ACTION_END, 2 * ms, 10, 10, 0xA);
-  b.action(LT_EV_FETCH_RESOLVED, 3 * ms, 10, 10, 0, "[_EvaluationLoop].{eval}_next");
+  b.action(LT_EV_FETCH_BEGIN, 3 * ms, 10, 10, 0);
   b.action(LT_EV_ACTION_BEGIN, 5 * ms, 10, 10, 0xB, "[Strategy]S.test_step");
   b.action(LT_EV_ACTION_END, 6 * ms, 10, 10, 0xB);
   b.window(10 * ms, false);

@@ -50,11 +50,11 @@ TEST(Offsets, TableCoversSupportedVersionsOnly) {
     auto l = lt::python::layout_for(m);
     ASSERT_TRUE(l.has_value()) << m;
     EXPECT_EQ(l->bpf.py_minor, m);
-    EXPECT_EQ(l->bpf.eval_frame_arg, m == 8 ? 0 : 1);  // 3.8 has no tstate argument
+    EXPECT_EQ(l->bpf.gen_frame_embedded, m >= 11 ? 1 : 0);  // gi_iframe is inline from 3.11
   }
   EXPECT_FALSE(lt::python::layout_for(7).has_value());
   EXPECT_FALSE(lt::python::layout_for(14).has_value());
   // python-unwinding.md §2: 3.13 reads tstate->current_frame directly
-  EXPECT_EQ(lt::python::layout_for(13)->bpf.tstate_frame, 72);
+  EXPECT_EQ(lt::python::layout_for(13)->tstate_frame, 72u);
   EXPECT_EQ(lt::python::layout_for(12)->bpf.str_ascii_data, 40);
 }

@@ -35,7 +35,7 @@ void notes(const ProcessActions& p) {
     std::cerr << who << ": " << p.unmatched_stops << " action(s) ended that began before attach, not counted\n";
   if (p.estimated_fetches)
     std::cerr << who << ": " << p.estimated_fetches
-              << " *_next fetch duration(s) are estimates (end taken at the next action; CPython >= 3.11)\n";
+              << " *_next fetch duration(s) are estimates (each ends at the next action; see docs/design-actions.md)\n";
 }
 
 }  // namespace

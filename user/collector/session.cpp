@@ -34,6 +34,12 @@ lt_event_header user_header(lt_event_kind kind, std::uint16_t size, pid_t pid) {
   return h;
 }
 
+std::string to_hex(std::uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
 int env_int(const std::map<std::string, std::string>& env, const char* key) {
   auto it = env.find(key);
   if (it == env.end()) return -1;
@@ -98,6 +104,19 @@ void Session::adopt(pid_t pid, bool must_be_python) {
     return;
   }
   pyactions_->attach(interp);
+  if (opts_.verbose) {
+    std::string sites;
+    for (auto& s : interp.sites)
+      sites += " " + s.function + "@file+0x" + to_hex(s.file_offset) +
+               (s.cheap_entry ? "" : " (single-stepped entry: ~10 us per hit)");
+    std::fprintf(stderr, "ltrace-bpf: pid %d: CPython %s (%s), probes:%s\n", pid, interp.version_string().c_str(),
+                 interp.binary.c_str(), sites.c_str());
+  }
+  bool has_fetch = false;
+  for (auto& s : interp.sites) has_fetch |= s.function == "slot_tp_iternext";
+  if (!has_fetch)
+    notes_.push_back("pid " + std::to_string(pid) + ": slot_tp_iternext not found in " + interp.binary +
+                     "; *_next dataloader actions will be missing");
   lt_target t{};
   t.off = interp.layout.bpf;
   t.flags = opts_.children ? LT_TARGET_FOLLOW_CHILDREN : 0;
@@ -110,22 +129,6 @@ void Session::adopt(pid_t pid, bool must_be_python) {
 void Session::on_record(const lt_event_header& h, const void* data, std::size_t size) {
   if (h.size != size) return;  // never trust a record whose size disagrees
   switch (h.kind) {
-    case LT_EV_FETCH_BEGIN: {
-      lt_fetch_event f;
-      std::memcpy(&f, data, sizeof f);
-      auto it = live_.find(static_cast<pid_t>(h.pid));
-      if (it == live_.end()) return;
-      auto name = fetch_.resolve(static_cast<pid_t>(h.pid), it->second.layout, f);
-      if (!name) return;
-      lt_action_event a{};
-      a.hdr = h;
-      a.hdr.kind = LT_EV_FETCH_RESOLVED;
-      a.hdr.size = sizeof a;
-      a.name_len = static_cast<std::uint32_t>(name->size());
-      std::strncpy(a.name, name->c_str(), sizeof a.name - 1);
-      trace_.append(a);
-      return;
-    }
     case LT_EV_PROC_FORK: {
       lt_proc_event p;
       std::memcpy(&p, data, sizeof p);

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "reports/model/trace.h"
-#include "user/collector/fetch_resolver.h"
 #include "user/python/discovery.h"
 
 namespace lt {
@@ -57,7 +56,6 @@ class Session {
   std::vector<pid_t> pending_exec_;
   std::unique_ptr<ProcTrackSource> proctrack_;
   std::unique_ptr<PyActionsSource> pyactions_;
-  FetchResolver fetch_;
   Trace trace_;
   SessionStats stats_;
   std::vector<std::string> notes_;

@@ -38,18 +38,18 @@ void verify_debug_offsets(pid_t pid, std::uint64_t runtime_addr, int minor, cons
   if (u64_at(16) != 0) throw Error(ExitCode::unsupported, "free-threaded CPython is not supported yet");
   const auto& o = layout.bpf;
   const Check checks[] = {
-      {"thread_state.current_frame", 152 + 8 * 4, o.tstate_frame},
-      {"interpreter_frame.previous", 224 + 8 * 1, o.frame_back},
+      {"thread_state.current_frame", 152 + 8 * 4, layout.tstate_frame},
+      {"interpreter_frame.previous", 224 + 8 * 1, layout.frame_previous},
       {"interpreter_frame.executable", 224 + 8 * 2, o.frame_code},
       {"interpreter_frame.instr_ptr", 224 + 8 * 3, o.frame_lasti},
       {"interpreter_frame.localsplus", 224 + 8 * 4, o.frame_localsplus},
-      {"interpreter_frame.owner", 224 + 8 * 5, o.frame_owner},
+      {"interpreter_frame.owner", 224 + 8 * 5, layout.frame_owner},
       {"code_object.filename", 272 + 8 * 1, o.code_filename},
       {"code_object.name", 272 + 8 * 2, o.code_name},
       {"code_object.qualname", 272 + 8 * 3, layout.code_qualname},
       {"code_object.firstlineno", 272 + 8 * 5, o.code_firstlineno},
       {"code_object.argcount", 272 + 8 * 6, o.code_argcount},
-      {"code_object.localsplusnames", 272 + 8 * 7, o.code_varnames},
+      {"code_object.localsplusnames", 272 + 8 * 7, layout.code_varnames},
       {"code_object.co_code_adaptive", 272 + 8 * 9, o.code_adaptive},
       {"unicode_object.asciiobject_size", 536 + 8 * 3, o.str_ascii_data},
   };

@@ -94,9 +94,6 @@ Interpreter discover(pid_t pid) {
       }
       if (!found) throw Error(ExitCode::not_python, "cannot find the load address of " + path);
     }
-    auto off = file->file_offset(eval->value);
-    if (!off) throw Error(ExitCode::not_python, "_PyEval_EvalFrameDefault is outside every segment of " + path);
-    it.eval_file_offset = *off;
     it.runtime_addr = runtime->value + it.load_bias;
 
     // Version: Py_Version (3.11+) is authoritative; else the file name.
@@ -119,6 +116,7 @@ Interpreter discover(pid_t pid) {
                       std::to_string(kMinMinor) + " to 3." + std::to_string(kMaxMinor) + ")");
     it.layout = *layout;
     if (minor >= 13) verify_debug_offsets(pid, it.runtime_addr, minor, it.layout);
+    it.sites = find_probe_sites(pid, *file, path, maps, it.load_bias, it.layout);
     return it;
   }
   throw Error(ExitCode::not_python, "process " + std::to_string(pid) + " (" + proc::read_comm(pid) +

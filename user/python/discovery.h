@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "user/python/offsets.h"
+#include "user/python/probe_sites.h"
 
 namespace lt::python {
 
@@ -19,7 +21,7 @@ struct Interpreter {
   std::string open_path;      // path we can open (through /proc/PID/root)
   bool in_executable = false; // false: libpython3.X.so
   std::uint64_t load_bias = 0;
-  std::uint64_t eval_file_offset = 0;  // uprobe site
+  std::vector<ProbeSite> sites;        // uprobe sites in `binary`
   std::uint64_t runtime_addr = 0;      // &_PyRuntime in the target
   Layout layout{};
   std::string version_string() const { return std::to_string(major) + "." + std::to_string(minor); }

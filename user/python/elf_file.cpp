@@ -5,6 +5,9 @@
 #include <libelf.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include "user/core/errors.h"
 
 namespace lt::elf {
@@ -24,7 +27,7 @@ struct ElfCloser {
 };
 }  // namespace
 
-ElfFile::ElfFile(const std::string& path) {
+ElfFile::ElfFile(const std::string& path) : path_(path) {
   if (elf_version(EV_CURRENT) == EV_NONE) throw Error(ExitCode::internal, "libelf init failed");
   FdCloser fd{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) throw Error(ExitCode::not_python, "cannot open " + path);
@@ -75,6 +78,20 @@ std::optional<std::uint64_t> ElfFile::file_offset(std::uint64_t vaddr) const {
   for (auto& s : segments_)
     if (vaddr >= s.vaddr && vaddr < s.vaddr + s.filesz) return vaddr - s.vaddr + s.offset;
   return std::nullopt;
+}
+
+std::string ElfFile::read(std::uint64_t vaddr, std::uint64_t len) const {
+  for (auto& s : segments_) {
+    if (vaddr < s.vaddr || vaddr >= s.vaddr + s.filesz) continue;
+    len = std::min(len, s.vaddr + s.filesz - vaddr);
+    std::ifstream in(path_, std::ios::binary);
+    std::string out(len, '\0');
+    in.seekg(static_cast<std::streamoff>(vaddr - s.vaddr + s.offset));
+    in.read(out.data(), static_cast<std::streamsize>(len));
+    out.resize(static_cast<std::size_t>(in.gcount()));
+    return out;
+  }
+  return {};
 }
 
 bool ElfFile::has_section(const std::string& name) const {

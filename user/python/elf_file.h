@@ -28,8 +28,12 @@ class ElfFile {
   // File offset of a virtual address, for uprobe attachment.
   std::optional<std::uint64_t> file_offset(std::uint64_t vaddr) const;
   bool has_section(const std::string& name) const;
+  // Up to `len` bytes of the file image at a virtual address (short if the
+  // range leaves the segment's file contents).
+  std::string read(std::uint64_t vaddr, std::uint64_t len) const;
 
  private:
+  std::string path_;
   int type_ = 0;
   std::vector<Segment> segments_;
   std::vector<std::pair<std::string, Symbol>> symbols_;  // dynsym then symtab

@@ -34,15 +34,21 @@ void PyActionsSource::attach(const python::Interpreter& interp) {
   struct stat st {};
   if (stat(interp.open_path.c_str(), &st) != 0)
     throw Error(ExitCode::no_such_process, "cannot stat " + interp.binary + " of pid " + std::to_string(interp.pid));
-  auto key = std::make_tuple(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino),
-                             static_cast<unsigned long>(interp.eval_file_offset));
+  auto key = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
   if (attached_.count(key)) return;
-  // pid -1: the probe lives in the file (inode); BPF filters by target pid,
-  // which also covers children forked later.
-  bpf_link* link = bpf_program__attach_uprobe(skel_->progs.lt_eval_entry, false, -1, interp.open_path.c_str(),
-                                              interp.eval_file_offset);
-  if (!link) throw bpf_error("attach uprobe to " + interp.binary, errno);
-  links_.push_back(link);
+  for (const auto& s : interp.sites) {
+    bpf_program* prog = s.function == "gen_iternext"     ? skel_->progs.lt_gen_next
+                        : s.function == "gen_throw"      ? skel_->progs.lt_gen_throw
+                        : s.function == "slot_tp_iternext" ? skel_->progs.lt_iter_next
+                        : s.function == "_PyEval_EvalFrameDefault" ? skel_->progs.lt_eval_entry
+                                                           : nullptr;
+    if (!prog) continue;
+    // pid -1: every process mapping this file; BPF keeps only targets, which
+    // also covers children forked later.
+    bpf_link* link = bpf_program__attach_uprobe(prog, false, -1, interp.open_path.c_str(), s.file_offset);
+    if (!link) throw bpf_error("attach uprobe " + s.function + " in " + interp.binary, errno);
+    links_.push_back(link);
+  }
   attached_.insert(key);
 }
 

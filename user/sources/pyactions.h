@@ -24,14 +24,15 @@ class PyActionsSource {
   PyActionsSource(const PyActionsSource&) = delete;
   PyActionsSource& operator=(const PyActionsSource&) = delete;
 
-  // Attaches the uprobe for this interpreter's binary (once per binary).
+  // Attaches the entry uprobes for this interpreter's binary (once per
+  // binary: a uprobe lives in the file, and BPF filters by target pid).
   void attach(const python::Interpreter& interp);
   std::size_t probes() const { return links_.size(); }
 
  private:
   lt_pyactions* skel_ = nullptr;
   std::vector<bpf_link*> links_;
-  std::set<std::tuple<unsigned long, unsigned long, unsigned long>> attached_;  // dev, ino, offset
+  std::set<std::pair<unsigned long, unsigned long>> attached_;  // dev, inode
 };
 
 }  // namespace lt
