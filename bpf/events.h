@@ -144,18 +144,20 @@ struct lt_py_offsets {
 };
 
 #define LT_TARGET_FOLLOW_CHILDREN 0x1u
+#define LT_TARGET_GEN_VIA_EVAL 0x2u /* resumes come from the eval-frame probe */
 
 struct lt_target {
 	struct lt_py_offsets off;
 	u32 flags;
 	u32 generation; /* bumped on exec so stale cache entries are ignored */
+	u64 gen_type;   /* &PyGen_Type in this process */
 };
 
 /* Classes the BPF side assigns to code and type objects (cached per address). */
 enum lt_code_class {
 	LT_CODE_OTHER = 0,
 	LT_CODE_PROFILE_GEN = 1,  /* code of Profiler.profile */
-	LT_TYPE_COMBINED_LOADER = 2, /* type object of CombinedLoader */
+	LT_TYPE_COMBINED_LOADER = 2, /* type object of Lightning's CombinedLoader */
 };
 
 /* Drop counters (per-CPU array, index 0). */

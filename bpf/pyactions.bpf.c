@@ -7,16 +7,15 @@
  * __exit__ resumes it again with next() or gen.throw() (stop).  Both go
  * through CPython's C generator entry points, which we probe with entry
  * uprobes only (never uretprobes, see docs/design-actions.md):
- *   gen_iternext(gen)      next(gen)       -> start or normal stop
- *   gen_throw(gen, ...)    gen.throw(exc)  -> stop on an exception
- *   slot_tp_iternext(obj)  next(obj) for Python iterators -> a dataloader
- *                          fetch when obj is Lightning's CombinedLoader
- * These fire far less often than the eval loop (only when C resumes a
- * generator or a Python iterator), which keeps the target's overhead low.
+ *   builtin_next(mod, args, n)  next(gen)      -> start or normal stop
+ *                               next(CombinedLoader) -> a dataloader fetch
+ *   gen_throw(gen, ...)         gen.throw(exc) -> stop on an exception
+ * builtins.next is called a few dozen times per training step, not on
+ * every generator iteration or Python call, which keeps the cost low.
  *
- * PGO builds (Debian's python3.11) may inline copies of gen_iternext into
- * its hot callers, so a probe on gen_iternext misses resumes.  User space
- * detects that and uses lt_eval_entry instead: an entry uprobe on
+ * PGO builds (Debian's python3.11) may inline copies of these into hot
+ * callers, where a probe would miss them.  User space detects that and takes
+ * resumes from lt_eval_entry instead: an entry uprobe on
  * _PyEval_EvalFrameDefault, which every resume reaches, at the price of a
  * hit on every C-to-Python call.
  *
@@ -257,28 +256,21 @@ int BPF_KPROBE(lt_eval_entry, u64 a0, u64 a1, u64 a2)
 	return on_profile_resume(frame, code, throw, o);
 }
 
+/* builtins.next(iterator[, default]): contextlib resumes Profiler.profile
+ * with it, and Lightning's fetcher fetches a batch with next(CombinedLoader). */
 SEC("uprobe")
-int BPF_KPROBE(lt_gen_next, u64 gen)
-{
-	return on_resume(gen, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(lt_gen_throw, u64 gen)
-{
-	return on_resume(gen, 1);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(lt_iter_next, u64 self)
+int BPF_KPROBE(lt_next, u64 module, u64 args, u64 nargs)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
-	if (!t || !self)
+	if (!t || nargs < 1)
 		return 0;
-	u64 type = read_u64(self + 8);
+	u64 it = read_u64(args);
+	u64 type = it ? read_u64(it + 8) : 0;
 	if (!type)
 		return 0;
+	if (type == t->gen_type)
+		return (t->flags & LT_TARGET_GEN_VIA_EVAL) ? 0 : on_resume(it, 0);
 	/* tp_basicsize (32) and tp_flags (168) identify a type well enough */
 	u32 sum = (u32)read_u64(type + 32) * 31u ^ (u32)read_u64(type + 168);
 	if (cached_class(tgid, t, type, sum, 1) != LT_TYPE_COMBINED_LOADER)
@@ -286,7 +278,14 @@ int BPF_KPROBE(lt_iter_next, u64 self)
 	struct lt_action_event *e = reserve_action(LT_EV_FETCH_BEGIN);
 	if (!e)
 		return 0;
-	e->key = self;
+	e->key = it;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
+}
+
+/* generator.throw(exc): contextlib's __exit__ on an exception */
+SEC("uprobe")
+int BPF_KPROBE(lt_gen_throw, u64 gen)
+{
+	return on_resume(gen, 1);
 }

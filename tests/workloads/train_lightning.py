@@ -68,6 +68,25 @@ class Model(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
+class SteadyStateTimer(pl.Callback):
+    """Times training steps after a warm-up, so Trainer set-up and the first
+    (slow) iterations do not dilute a steps/s comparison."""
+
+    def __init__(self, warmup):
+        self.warmup = warmup
+        self.t0 = None
+        self.t1 = None
+        self.steps = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.warmup:
+            self.t0 = time.perf_counter()
+            self.steps = 0
+        elif self.t0 is not None:
+            self.steps += 1
+            self.t1 = time.perf_counter()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profiler", default="none", choices=["none", "simple"])
@@ -84,6 +103,7 @@ def main():
     ap.add_argument("--test", action="store_true")
     ap.add_argument("--loops", type=int, default=1, help="repeat fit N times (long-running target)")
     ap.add_argument("--until-file", help="keep repeating fit until this file exists")
+    ap.add_argument("--warmup", type=int, default=0, help="report steady-state steps/s after this many steps")
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -104,7 +124,9 @@ def main():
         loop += 1
         torch.manual_seed(0)  # every loop computes the same result
         model = Model(args.hidden, args.depth, args.manual)
+        timer = SteadyStateTimer(args.warmup) if args.warmup else None
         trainer = pl.Trainer(
+            callbacks=[timer] if timer else None,
             max_epochs=args.epochs,
             accelerator="cpu",
             devices=1,
@@ -126,6 +148,8 @@ def main():
         steps = trainer.global_step
         print(f"FIT_DONE steps={steps} seconds={dt:.6f} steps_per_s={steps / dt:.3f} weight_sum={result:.8f}",
               flush=True)
+        if timer and timer.steps:
+            print(f"STEADY steps={timer.steps} steps_per_s={timer.steps / (timer.t1 - timer.t0):.3f}", flush=True)
     return 0
 
 

@@ -113,13 +113,14 @@ void Session::adopt(pid_t pid, bool must_be_python) {
                  interp.binary.c_str(), sites.c_str());
   }
   bool has_fetch = false;
-  for (auto& s : interp.sites) has_fetch |= s.function == "slot_tp_iternext";
+  for (auto& s : interp.sites) has_fetch |= s.function == "builtin_next";
   if (!has_fetch)
-    notes_.push_back("pid " + std::to_string(pid) + ": slot_tp_iternext not found in " + interp.binary +
+    notes_.push_back("pid " + std::to_string(pid) + ": builtins.next not found in " + interp.binary +
                      "; *_next dataloader actions will be missing");
   lt_target t{};
   t.off = interp.layout.bpf;
-  t.flags = opts_.children ? LT_TARGET_FOLLOW_CHILDREN : 0;
+  t.flags = (opts_.children ? LT_TARGET_FOLLOW_CHILDREN : 0) | (interp.gen_via_eval() ? LT_TARGET_GEN_VIA_EVAL : 0);
+  t.gen_type = interp.gen_type_addr;
   t.generation = generation_++;
   proctrack_->set_target(pid, t);
   live_[pid] = interp;

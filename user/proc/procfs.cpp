@@ -149,7 +149,7 @@ std::optional<std::string> read_cstring(pid_t pid, std::uint64_t addr, std::size
       continue;
     }
     for (char c : buf) {
-      if (c == '\0') return out;
+      if (c == '\0' || out.size() == max) return out;
       out.push_back(c);
     }
   }

@@ -117,6 +117,7 @@ Interpreter discover(pid_t pid) {
     it.layout = *layout;
     if (minor >= 13) verify_debug_offsets(pid, it.runtime_addr, minor, it.layout);
     it.sites = find_probe_sites(pid, *file, path, maps, it.load_bias, it.layout);
+    it.gen_type_addr = file->symbol("PyGen_Type")->value + it.load_bias;
     return it;
   }
   throw Error(ExitCode::not_python, "process " + std::to_string(pid) + " (" + proc::read_comm(pid) +

@@ -23,6 +23,12 @@ struct Interpreter {
   std::uint64_t load_bias = 0;
   std::vector<ProbeSite> sites;        // uprobe sites in `binary`
   std::uint64_t runtime_addr = 0;      // &_PyRuntime in the target
+  std::uint64_t gen_type_addr = 0;     // &PyGen_Type in the target
+  bool gen_via_eval() const {
+    for (auto& s : sites)
+      if (s.function == "_PyEval_EvalFrameDefault") return true;
+    return false;
+  }
   Layout layout{};
   std::string version_string() const { return std::to_string(major) + "." + std::to_string(minor); }
 };

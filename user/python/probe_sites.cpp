@@ -24,40 +24,86 @@ bool starts_with_push(const elf::ElfFile& f, std::uint64_t vaddr) {
   return (c0 >= 0x50 && c0 <= 0x57) || (c0 == 0x41 && c1 >= 0x50 && c1 <= 0x57);
 }
 
+std::uint64_t cheap_entry_offset(const elf::ElfFile& f, std::uint64_t vaddr);
+
 ProbeSite site(const elf::ElfFile& f, const std::string& name, std::uint64_t vaddr) {
+  if (!in_exec_segment(f, vaddr)) throw Error(ExitCode::unsupported, name + " is not inside the interpreter's code");
+  vaddr += cheap_entry_offset(f, vaddr);
   auto off = f.file_offset(vaddr);
-  if (!off || !in_exec_segment(f, vaddr))
-    throw Error(ExitCode::unsupported, name + " is not inside the interpreter's code");
+  if (!off) throw Error(ExitCode::unsupported, name + " is not inside the interpreter's code");
   return {name, *off, starts_with_push(f, vaddr)};
 }
 
-// slotdefs[] holds {name, offset, function, wrapper, ...} per special
-// method; the "__next__" entry's function is slot_tp_iternext.
-std::optional<std::uint64_t> scan_slotdefs(pid_t pid, const elf::ElfFile& f, const std::string& path,
-                                           const std::vector<proc::Mapping>& maps, std::uint64_t bias,
-                                           const Layout& layout) {
-  std::vector<std::uint64_t> names;  // runtime addresses of "__next__\0"
+// builtins.next lives in the builtins module's PyMethodDef table:
+// {ml_name "next", ml_meth builtin_next, ml_flags METH_FASTCALL, ml_doc "next(...".
+std::optional<std::uint64_t> scan_method_table(pid_t pid, const elf::ElfFile& f, const std::string& path,
+                                               const std::vector<proc::Mapping>& maps, std::uint64_t bias) {
+  std::vector<std::uint64_t> names;  // runtime addresses of "next\0" (also as a merged string tail)
   for (auto& s : f.segments()) {
     if (s.executable) continue;
     auto bytes = f.read(s.vaddr, s.filesz);
-    static const char needle[] = "__next__";
-    for (std::size_t i = 0; i + sizeof needle <= bytes.size(); ++i)
-      if (std::memcmp(bytes.data() + i, needle, sizeof needle) == 0) names.push_back(s.vaddr + i + bias);
+    for (std::size_t i = 0; i + 5 <= bytes.size(); ++i)
+      if (std::memcmp(bytes.data() + i, "next", 5) == 0) names.push_back(s.vaddr + i + bias);
   }
-  if (names.empty()) return std::nullopt;
+  constexpr std::uint64_t kMethFastcall = 0x80;
   for (auto& m : maps) {
     if (m.path != path || m.perms.size() < 3 || m.perms[0] != 'r' || m.perms[2] == 'x') continue;
     std::vector<std::uint64_t> words((m.end - m.start) / 8);
     if (words.empty() || !proc::read_memory(pid, m.start, words.data(), words.size() * 8)) continue;
     for (std::size_t i = 0; i + 3 < words.size(); ++i) {
+      if (static_cast<std::uint32_t>(words[i + 2]) != kMethFastcall) continue;
       bool is_name = false;
       for (auto n : names) is_name |= words[i] == n;
-      if (!is_name || static_cast<std::uint32_t>(words[i + 1]) != layout.type_tp_iternext) continue;
-      std::uint64_t fn = words[i + 2];
-      if (in_exec_segment(f, fn - bias)) return fn - bias;
+      if (!is_name || !in_exec_segment(f, words[i + 1] - bias)) continue;
+      auto doc = proc::read_cstring(pid, words[i + 3], 5);
+      if (doc && *doc == "next(") return words[i + 1] - bias;
     }
   }
   return std::nullopt;
+}
+
+// The first instruction of a probe site decides its cost: push, call and
+// jumps are emulated by the kernel (~0.8 us a hit), most others are
+// single-stepped out of line (~10 us).  Many CPython functions start with
+// one or two register moves before their first push; this walks such a
+// prologue, accepting only instructions it fully understands that leave the
+// argument registers (rdi, rsi, rdx) untouched, and returns the offset of
+// the first push, or 0 (probe the entry, single-stepped).
+std::uint64_t cheap_entry_offset(const elf::ElfFile& f, std::uint64_t vaddr) {
+  std::string b = f.read(vaddr, 24);
+  auto byte = [&](std::size_t i) { return i < b.size() ? static_cast<unsigned char>(b[i]) : 0xff; };
+  auto is_arg_reg = [](unsigned reg) { return reg == 7 || reg == 6 || reg == 2; };  // rdi, rsi, rdx
+  std::size_t i = 0;
+  while (i < 16) {
+    unsigned c = byte(i);
+    if ((c >= 0x50 && c <= 0x57) || (c == 0x41 && byte(i + 1) >= 0x50 && byte(i + 1) <= 0x57)) return i;
+    if (c == 0xf3 && byte(i + 1) == 0x0f && byte(i + 2) == 0x1e && byte(i + 3) == 0xfa) {  // endbr64
+      i += 4;
+      continue;
+    }
+    if ((c & 0xf0) != 0x40) return 0;  // only REX-prefixed forms below
+    bool rex_r = c & 4, rex_b = c & 1;
+    unsigned op = byte(i + 1), modrm = byte(i + 2);
+    unsigned mod = modrm >> 6, reg = ((modrm >> 3) & 7) | (rex_r ? 8 : 0), rm = (modrm & 7) | (rex_b ? 8 : 0);
+    if (op == 0x8d && mod == 1 && (modrm & 7) != 4 && !is_arg_reg(reg)) {  // lea disp8(base), reg
+      i += 4;
+      continue;
+    }
+    if (op == 0x89 && mod == 3 && !is_arg_reg(rm)) {  // mov reg, reg
+      i += 3;
+      continue;
+    }
+    if (op == 0x8b && mod == 3 && !is_arg_reg(reg)) {  // mov reg, reg (other direction)
+      i += 3;
+      continue;
+    }
+    if (op == 0x83 && modrm == 0xec) {  // sub $imm8, %rsp
+      i += 4;
+      continue;
+    }
+    return 0;
+  }
+  return 0;
 }
 
 std::uint32_t le32(const std::string& b, std::size_t i) {
@@ -97,42 +143,34 @@ bool code_takes_address_of(const elf::ElfFile& f, std::uint64_t target) {
 std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, const std::string& path,
                                         const std::vector<proc::Mapping>& maps, std::uint64_t bias,
                                         const Layout& layout) {
-  std::vector<ProbeSite> sites;
   auto gen_type = file.symbol("PyGen_Type");
   if (!gen_type) throw Error(ExitCode::unsupported, path + " does not export PyGen_Type");
-  const std::uint64_t type = gen_type->value + bias;
-  auto iternext = proc::read_value<std::uint64_t>(pid, type + layout.type_tp_iternext);
-  auto methods = proc::read_value<std::uint64_t>(pid, type + layout.type_tp_methods);
-  if (!iternext || !methods)
-    throw Error(ExitCode::permission, "cannot read the target's memory (need CAP_SYS_PTRACE or root)");
-  sites.push_back(site(file, "gen_iternext", *iternext - bias));
+  auto methods = proc::read_value<std::uint64_t>(pid, gen_type->value + bias + layout.type_tp_methods);
+  if (!methods) throw Error(ExitCode::permission, "cannot read the target's memory (need CAP_SYS_PTRACE or root)");
 
-  // PyMethodDef {ml_name, ml_meth, ml_flags, ml_doc}: 32 bytes each.
-  for (int i = 0; i < 32; ++i) {
+  // generator.throw: PyGen_Type's method table, PyMethodDef = 32 bytes.
+  std::optional<std::uint64_t> gen_throw;
+  for (int i = 0; i < 32 && !gen_throw; ++i) {
     auto name_ptr = proc::read_value<std::uint64_t>(pid, *methods + 32ull * i);
     if (!name_ptr || *name_ptr == 0) break;
     auto name = proc::read_cstring(pid, *name_ptr, 16);
-    if (name && *name == "throw") {
-      auto meth = proc::read_value<std::uint64_t>(pid, *methods + 32ull * i + 8);
-      if (meth) sites.push_back(site(file, "gen_throw", *meth - bias));
-      break;
-    }
+    auto meth = proc::read_value<std::uint64_t>(pid, *methods + 32ull * i + 8);
+    if (name && *name == "throw" && meth) gen_throw = *meth - bias;
   }
-  if (sites.size() != 2) throw Error(ExitCode::unsupported, "cannot find generator.throw in " + path);
-  if (code_takes_address_of(file, *iternext - bias)) {
-    // Inlined copies of gen_iternext exist: every resume still enters the
-    // eval loop, so probe that instead (correct, but fires on every
-    // C-to-Python call).
-    auto eval = file.symbol("_PyEval_EvalFrameDefault");
-    if (!eval) throw Error(ExitCode::unsupported, path + " does not export _PyEval_EvalFrameDefault");
-    sites.clear();
-    sites.push_back(site(file, "_PyEval_EvalFrameDefault", eval->value));
-  }
+  std::optional<std::uint64_t> next;
+  if (auto sym = file.symbol("builtin_next")) next = sym->value;
+  if (!next) next = scan_method_table(pid, file, path, maps, bias);
 
-  std::optional<std::uint64_t> slot;
-  if (auto sym = file.symbol("slot_tp_iternext")) slot = sym->value;
-  if (!slot) slot = scan_slotdefs(pid, file, path, maps, bias, layout);
-  if (slot) sites.push_back(site(file, "slot_tp_iternext", *slot));
+  if (gen_throw && next && !code_takes_address_of(file, *next) && !code_takes_address_of(file, *gen_throw))
+    return {site(file, "builtin_next", *next), site(file, "gen_throw", *gen_throw)};
+
+  // Not found, or the compiler inlined copies into callers (PGO): every
+  // generator resume still enters the eval loop, so probe that instead
+  // (correct, but it fires on every C-to-Python call).
+  auto eval = file.symbol("_PyEval_EvalFrameDefault");
+  if (!eval) throw Error(ExitCode::unsupported, path + " does not export _PyEval_EvalFrameDefault");
+  std::vector<ProbeSite> sites{site(file, "_PyEval_EvalFrameDefault", eval->value)};
+  if (next) sites.push_back(site(file, "builtin_next", *next));  // dataloader fetches only
   return sites;
 }
 

@@ -1,9 +1,11 @@
-// Where to put the entry uprobes in an interpreter binary: CPython's C
-// entry points for resuming a generator (gen_iternext, gen_throw) and for
-// next() on a Python-defined iterator (slot_tp_iternext).  They are static
-// functions, so we find them through data the binary exports: the slots of
-// PyGen_Type, its method table, and the slotdefs table (or .symtab when the
-// binary has one).  Data, not instruction patterns.
+// Where to put the entry uprobes in an interpreter binary.  Lightning's
+// actions are resumed by contextlib through the builtin next() (start, and
+// a normal stop) and generator.throw() (stop on an exception); a dataloader
+// fetch is next() on Lightning's CombinedLoader.  So we probe builtin_next
+// and gen_throw, which are static: found through data (PyGen_Type's method
+// table, the builtins module's method table) or .symtab when present.
+// When a PGO build inlined copies of them into callers, generator resumes
+// are taken from an entry probe on _PyEval_EvalFrameDefault instead.
 #pragma once
 #include <sys/types.h>
 
@@ -18,7 +20,7 @@
 namespace lt::python {
 
 struct ProbeSite {
-  std::string function;  // "gen_iternext", "gen_throw", "slot_tp_iternext"
+  std::string function;  // "builtin_next", "gen_throw", "_PyEval_EvalFrameDefault"
   std::uint64_t file_offset = 0;
   bool cheap_entry = true;  // first instruction is emulated (push), not single-stepped
 };

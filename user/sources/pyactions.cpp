@@ -37,11 +37,10 @@ void PyActionsSource::attach(const python::Interpreter& interp) {
   auto key = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
   if (attached_.count(key)) return;
   for (const auto& s : interp.sites) {
-    bpf_program* prog = s.function == "gen_iternext"     ? skel_->progs.lt_gen_next
-                        : s.function == "gen_throw"      ? skel_->progs.lt_gen_throw
-                        : s.function == "slot_tp_iternext" ? skel_->progs.lt_iter_next
+    bpf_program* prog = s.function == "builtin_next"               ? skel_->progs.lt_next
+                        : s.function == "gen_throw"                ? skel_->progs.lt_gen_throw
                         : s.function == "_PyEval_EvalFrameDefault" ? skel_->progs.lt_eval_entry
-                                                           : nullptr;
+                                                                   : nullptr;
     if (!prog) continue;
     // pid -1: every process mapping this file; BPF keeps only targets, which
     // also covers children forked later.
