@@ -15,7 +15,8 @@
 
 #ifdef __cplusplus
 #include <cstdint>
-namespace lt {
+namespace lt
+{
 using u8 = std::uint8_t;
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
@@ -36,10 +37,10 @@ enum lt_event_kind {
 	LT_EV_NONE = 0,
 	/* Lightning actions (pyactions source) */
 	LT_EV_ACTION_BEGIN = 1, /* Profiler.profile generator: first resume */
-	LT_EV_ACTION_END = 2,   /* Profiler.profile generator: second resume */
+	LT_EV_ACTION_END = 2,	/* Profiler.profile generator: second resume */
 	LT_EV_DIRECT_START = 3, /* reserved: Profiler.start(name) called directly */
-	LT_EV_DIRECT_STOP = 4,  /* reserved: Profiler.stop(name) called directly */
-	LT_EV_FETCH_BEGIN = 5,  /* next(CombinedLoader): a dataloader fetch starts */
+	LT_EV_DIRECT_STOP = 4,	/* reserved: Profiler.stop(name) called directly */
+	LT_EV_FETCH_BEGIN = 5,	/* next(CombinedLoader): a dataloader fetch starts */
 	/* process lifecycle (proctrack source) */
 	LT_EV_PROC_FORK = 16,
 	LT_EV_PROC_EXEC = 17,
@@ -55,16 +56,16 @@ enum lt_event_kind {
 };
 
 struct lt_event_header {
-	u16 kind;    /* enum lt_event_kind */
-	u16 size;    /* total record size in bytes, header included */
-	u32 pid;     /* thread group id (process) */
-	u32 tid;     /* thread id */
+	u16 kind; /* enum lt_event_kind */
+	u16 size; /* total record size in bytes, header included */
+	u32 pid;  /* thread group id (process) */
+	u32 tid;  /* thread id */
 	u32 cpu;
-	u64 ts_ns;   /* CLOCK_MONOTONIC */
+	u64 ts_ns; /* CLOCK_MONOTONIC */
 };
 
 /* Flags in lt_action_event.flags */
-#define LT_ACT_THROW 0x1u          /* resumed through gen.throw / throwflag */
+#define LT_ACT_THROW 0x1u	   /* resumed through gen.throw / throwflag */
 #define LT_ACT_NAME_TRUNCATED 0x2u /* name longer than LT_NAME_MAX */
 #define LT_ACT_NAME_UNREADABLE 0x4u
 
@@ -82,8 +83,8 @@ struct lt_action_event {
 struct lt_proc_event {
 	struct lt_event_header hdr;
 	u32 parent_pid; /* FORK: parent tgid */
-	u32 child_pid;  /* FORK: child tgid */
-	u32 exit_code;  /* EXIT */
+	u32 child_pid;	/* FORK: child tgid */
+	u32 exit_code;	/* EXIT */
 	u32 pad;
 	char comm[16];
 };
@@ -102,8 +103,8 @@ struct lt_proc_info_event {
 	char comm[16];
 	char cmdline[256]; /* argv joined by spaces, truncated */
 };
-#define LT_PROC_PYTHON 0x1u      /* interpreter found, probes live */
-#define LT_PROC_NOT_PYTHON 0x2u  /* followed, but no CPython in it */
+#define LT_PROC_PYTHON 0x1u	 /* interpreter found, probes live */
+#define LT_PROC_NOT_PYTHON 0x2u	 /* followed, but no CPython in it */
 #define LT_PROC_UNSUPPORTED 0x4u /* CPython we cannot read */
 
 /* WINDOW (user space): attach (begin=1) and detach (begin=0) times */
@@ -125,11 +126,11 @@ struct lt_drops_event {
 
 /* Offsets that differ between CPython minor versions.  0xffff = absent. */
 struct lt_py_offsets {
-	u16 py_minor;         /* 8 .. 13 */
-	u16 gen_frame;        /* generator -> frame: pointer field (<=3.10) or embedded (3.11+) */
+	u16 py_minor;  /* 8 .. 13 */
+	u16 gen_frame; /* generator -> frame: pointer field (<=3.10) or embedded (3.11+) */
 	u16 gen_frame_embedded;
-	u16 frame_code;       /* f_code / f_executable */
-	u16 frame_lasti;      /* f_lasti int (<=3.10) or instruction pointer (3.11+) */
+	u16 frame_code;	 /* f_code / f_executable */
+	u16 frame_lasti; /* f_lasti int (<=3.10) or instruction pointer (3.11+) */
 	u16 frame_localsplus;
 	u16 code_argcount;
 	u16 code_flags;
@@ -137,10 +138,10 @@ struct lt_py_offsets {
 	u16 code_filename;
 	u16 code_name;
 	u16 code_firsttraceable; /* 3.11+ */
-	u16 code_adaptive;       /* 3.11+: bytecode start */
-	u16 str_ascii_data;      /* sizeof(PyASCIIObject) */
-	u16 eval_frame_arg;      /* _PyEval_EvalFrameDefault: frame is arg 0 (3.8) or 1 */
-	u16 frame_owner;         /* 3.11+: _PyInterpreterFrame.owner */
+	u16 code_adaptive;	 /* 3.11+: bytecode start */
+	u16 str_ascii_data;	 /* sizeof(PyASCIIObject) */
+	u16 eval_frame_arg;	 /* _PyEval_EvalFrameDefault: frame is arg 0 (3.8) or 1 */
+	u16 frame_owner;	 /* 3.11+: _PyInterpreterFrame.owner */
 };
 
 #define LT_TARGET_FOLLOW_CHILDREN 0x1u
@@ -150,13 +151,13 @@ struct lt_target {
 	struct lt_py_offsets off;
 	u32 flags;
 	u32 generation; /* bumped on exec so stale cache entries are ignored */
-	u64 gen_type;   /* &PyGen_Type in this process */
+	u64 gen_type;	/* &PyGen_Type in this process */
 };
 
 /* Classes the BPF side assigns to code and type objects (cached per address). */
 enum lt_code_class {
 	LT_CODE_OTHER = 0,
-	LT_CODE_PROFILE_GEN = 1,  /* code of Profiler.profile */
+	LT_CODE_PROFILE_GEN = 1,     /* code of Profiler.profile */
 	LT_TYPE_COMBINED_LOADER = 2, /* type object of Lightning's CombinedLoader */
 };
 

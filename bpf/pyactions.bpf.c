@@ -64,12 +64,10 @@ static __always_inline s32 read_s32(u64 addr)
 /* Compact ASCII str object: returns its length, or -1 if it is not one. */
 static __always_inline long ascii_len(u64 str)
 {
-	u64 hdr[3] = {}; /* ob_refcnt, ob_type, length */
-	u32 state = 0;
+	u64 hdr[5] = {}; /* ob_refcnt, ob_type, length, hash, state */
 	if (!str || bpf_probe_read_user(hdr, sizeof(hdr), (void *)str))
 		return -1;
-	if (bpf_probe_read_user(&state, sizeof(state), (void *)(str + 32)))
-		return -1;
+	u32 state = (u32)hdr[4];
 	/* compact (bit 5) and ascii (bit 6) */
 	if (!(state & (1u << 5)) || !(state & (1u << 6)))
 		return -1;
@@ -105,11 +103,18 @@ static __always_inline int str_endswith(u64 str, const struct lt_py_offsets *o, 
 	return n >= len && bytes_equal(str + o->str_ascii_data + (u64)(n - len), suffix, len);
 }
 
+/* argcount, flags and firstlineno lie within 32 bytes of each other in
+ * every supported version: one read gives a checksum that changes when a
+ * code object's address is reused by another. */
 static __always_inline u32 code_checksum(u64 code, const struct lt_py_offsets *o)
 {
-	u32 argc = (u32)read_s32(code + o->code_argcount);
-	u32 flags = (u32)read_s32(code + o->code_flags);
-	u32 line = (u32)read_s32(code + o->code_firstlineno);
+	u32 block[8] = {};
+	u32 base = o->code_argcount < o->code_flags ? o->code_argcount : o->code_flags;
+	if (bpf_probe_read_user(block, sizeof(block), (void *)(code + base)))
+		return 0;
+	u32 argc = block[((o->code_argcount - base) / 4) & 7];
+	u32 flags = block[((o->code_flags - base) / 4) & 7];
+	u32 line = block[((o->code_firstlineno - base) / 4) & 7];
 	return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ 0x9e37u;
 }
 
@@ -138,8 +143,8 @@ static __always_inline u32 cached_class(u32 tgid, const struct lt_target *t, u64
 	struct class_val val = {.checksum = sum};
 	if (is_type) {
 		/* tp_name of a heap type is its __name__ */
-		val.cls = bytes_equal(read_u64(addr + 24), "CombinedLoader", 15) ? LT_TYPE_COMBINED_LOADER
-										: LT_CODE_OTHER;
+		val.cls =
+		    bytes_equal(read_u64(addr + 24), "CombinedLoader", 15) ? LT_TYPE_COMBINED_LOADER : LT_CODE_OTHER;
 	} else {
 		val.cls = classify_code(addr, &t->off);
 	}
@@ -215,11 +220,9 @@ static __always_inline int on_profile_resume(u64 frame, u64 code, u32 throw, con
 	return 0;
 }
 
-static __always_inline int on_resume(u64 gen, u32 throw)
+static __always_inline int on_resume(u32 tgid, const struct lt_target *t, u64 gen, u32 throw)
 {
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	const struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
-	if (!t || !gen)
+	if (!gen)
 		return 0;
 	const struct lt_py_offsets *o = &t->off;
 	u64 frame = o->gen_frame_embedded ? gen + o->gen_frame : read_u64(gen + o->gen_frame);
@@ -270,10 +273,9 @@ int BPF_KPROBE(lt_next, u64 module, u64 args, u64 nargs)
 	if (!type)
 		return 0;
 	if (type == t->gen_type)
-		return (t->flags & LT_TARGET_GEN_VIA_EVAL) ? 0 : on_resume(it, 0);
-	/* tp_basicsize (32) and tp_flags (168) identify a type well enough */
-	u32 sum = (u32)read_u64(type + 32) * 31u ^ (u32)read_u64(type + 168);
-	if (cached_class(tgid, t, type, sum, 1) != LT_TYPE_COMBINED_LOADER)
+		return (t->flags & LT_TARGET_GEN_VIA_EVAL) ? 0 : on_resume(tgid, t, it, 0);
+	/* Type objects live as long as their classes: no checksum needed. */
+	if (cached_class(tgid, t, type, 0, 1) != LT_TYPE_COMBINED_LOADER)
 		return 0;
 	struct lt_action_event *e = reserve_action(LT_EV_FETCH_BEGIN);
 	if (!e)
@@ -287,5 +289,7 @@ int BPF_KPROBE(lt_next, u64 module, u64 args, u64 nargs)
 SEC("uprobe")
 int BPF_KPROBE(lt_gen_throw, u64 gen)
 {
-	return on_resume(gen, 1);
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
+	return t ? on_resume(tgid, t, gen, 1) : 0;
 }

@@ -6,9 +6,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "reports/dump/event_dump.h"
-
 #include "reports/aggregate/actions.h"
+#include "reports/dump/event_dump.h"
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
 #include "user/collector/session.h"
@@ -16,7 +15,9 @@
 
 namespace {
 std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int) {
+  g_stop.store(true);
+}
 
 void install_signals() {
   struct sigaction sa {};

@@ -7,21 +7,31 @@ namespace lt {
 
 const char* stage_title(Stage s) {
   switch (s) {
-    case Stage::fit: return "FIT";
-    case Stage::validate: return "VALIDATE";
-    case Stage::test: return "TEST";
-    case Stage::predict: return "PREDICT";
-    default: return "";
+    case Stage::fit:
+      return "FIT";
+    case Stage::validate:
+      return "VALIDATE";
+    case Stage::test:
+      return "TEST";
+    case Stage::predict:
+      return "PREDICT";
+    default:
+      return "";
   }
 }
 
 const char* stage_name(Stage s) {
   switch (s) {
-    case Stage::fit: return "fit";
-    case Stage::validate: return "validate";
-    case Stage::test: return "test";
-    case Stage::predict: return "predict";
-    default: return "";
+    case Stage::fit:
+      return "fit";
+    case Stage::validate:
+      return "validate";
+    case Stage::test:
+      return "test";
+    case Stage::predict:
+      return "predict";
+    default:
+      return "";
   }
 }
 
@@ -66,7 +76,9 @@ const char* fetch_context(const std::string& n) {
 }
 
 // A new Trainer entry point (fit/validate/test/predict) runs these first.
-bool run_starts(const std::string& n) { return n.rfind("[LightningModule]", 0) == 0 && ends_with(n, ".configure_callbacks"); }
+bool run_starts(const std::string& n) {
+  return n.rfind("[LightningModule]", 0) == 0 && ends_with(n, ".configure_callbacks");
+}
 
 struct PerProcess {
   ProcessActions out;
@@ -75,9 +87,9 @@ struct PerProcess {
     std::string name;
     std::uint64_t ts;
   };
-  std::unordered_map<std::uint64_t, Open> open_gen;  // generator frame -> start
+  std::unordered_map<std::uint64_t, Open> open_gen;                            // generator frame -> start
   std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> open_direct;  // (tid, name)
-  std::unordered_map<std::uint32_t, Open> pending_fetch;                        // tid -> fetch
+  std::unordered_map<std::uint32_t, Open> pending_fetch;                       // tid -> fetch
   // Which loop fetches next (Lightning's stock loop names), from the hooks
   // seen so far on this process: see fetch_context().
   const char* fetch_name = "[_TrainingEpochLoop].train_dataloader_next";
@@ -110,7 +122,6 @@ struct PerProcess {
     ++out.estimated_fetches;
     pending_fetch.erase(it);
   }
-
 };
 
 std::string name_of(const lt_action_event& e) {
@@ -176,8 +187,10 @@ ActionsReport aggregate_actions(const Trace& trace) {
       case LT_EV_ACTION_END:
       case LT_EV_DIRECT_START:
       case LT_EV_DIRECT_STOP:
-      case LT_EV_FETCH_BEGIN: break;
-      default: return;
+      case LT_EV_FETCH_BEGIN:
+        break;
+      default:
+        return;
     }
     lt_action_event e;
     if (!record_as(h, p, e)) return;

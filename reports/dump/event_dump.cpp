@@ -7,18 +7,30 @@ namespace lt {
 namespace {
 const char* kind_name(unsigned k) {
   switch (k) {
-    case LT_EV_ACTION_BEGIN: return "action_begin";
-    case LT_EV_ACTION_END: return "action_end";
-    case LT_EV_DIRECT_START: return "direct_start";
-    case LT_EV_DIRECT_STOP: return "direct_stop";
-    case LT_EV_FETCH_BEGIN: return "fetch";
-    case LT_EV_PROC_FORK: return "fork";
-    case LT_EV_PROC_EXEC: return "exec";
-    case LT_EV_PROC_EXIT: return "exit";
-    case LT_EV_PROC_INFO: return "proc_info";
-    case LT_EV_DROPS: return "drops";
-    case LT_EV_WINDOW: return "window";
-    default: return "unknown";
+    case LT_EV_ACTION_BEGIN:
+      return "action_begin";
+    case LT_EV_ACTION_END:
+      return "action_end";
+    case LT_EV_DIRECT_START:
+      return "direct_start";
+    case LT_EV_DIRECT_STOP:
+      return "direct_stop";
+    case LT_EV_FETCH_BEGIN:
+      return "fetch";
+    case LT_EV_PROC_FORK:
+      return "fork";
+    case LT_EV_PROC_EXEC:
+      return "exec";
+    case LT_EV_PROC_EXIT:
+      return "exit";
+    case LT_EV_PROC_INFO:
+      return "proc_info";
+    case LT_EV_DROPS:
+      return "drops";
+    case LT_EV_WINDOW:
+      return "window";
+    default:
+      return "unknown";
   }
 }
 }  // namespace

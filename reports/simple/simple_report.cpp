@@ -56,9 +56,8 @@ std::string render_simple_report(const SimpleReportInput& in) {
     total_calls += a.durations_s.size();
   }
   // Python's sorted(..., reverse=True) is stable: ties keep insertion order.
-  std::stable_sort(stats.begin(), stats.end(), [&](const Stat& x, const Stat& y) {
-    return in.extended ? x.pct > y.pct : x.mean > y.mean;
-  });
+  std::stable_sort(stats.begin(), stats.end(),
+                   [&](const Stat& x, const Stat& y) { return in.extended ? x.pct > y.pct : x.mean > y.mean; });
 
   std::string header = in.extended ? row({"Action", "Mean duration (s)", "Num calls", "Total time (s)", "Percentage %"})
                                    : row({"Action", "Mean duration (s)", "Total time (s)"});

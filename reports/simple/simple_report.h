@@ -9,9 +9,9 @@
 namespace lt {
 
 struct SimpleReportInput {
-  std::string stage_title;  // "FIT", ... or "" (no stage)
+  std::string stage_title;            // "FIT", ... or "" (no stage)
   std::vector<ActionSeries> actions;  // first-completion order
-  double total_seconds = 0;          // the percentage base
+  double total_seconds = 0;           // the percentage base
   bool extended = true;
 };
 

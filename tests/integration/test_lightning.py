@@ -98,3 +98,37 @@ def test_no_extended_layout(attach, lightning_python):
     assert run.lt_rc == 0
     header = run.lt_out.splitlines()[3]
     assert header.startswith("|  Action") and "Num calls" not in header and "Percentage" not in header
+
+
+def test_attach_to_running_fit(tmp_path, lightning_python):
+    """The headline use: the job is already training when we attach; we
+    detach after --duration while it keeps going; the job is unaffected."""
+    import subprocess
+    from conftest import LTRACE, wait_for
+
+    log = tmp_path / "job.log"
+    args = ["--epochs", "3", "--batches", "300"]
+    with open(log, "w") as f:
+        job = subprocess.Popen([lightning_python, TRAIN, "--profiler", "none"] + args, stdout=f,
+                               stderr=subprocess.STDOUT)
+    try:
+        wait_for(str(log), "READY", 60, job)
+        import time
+        time.sleep(3)  # mid-fit
+        assert job.poll() is None, "job finished before we could attach: make it longer"
+        r = subprocess.run([LTRACE, "--pid", str(job.pid), "--duration", "1"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        rows = parse_simple_report(r.stdout)
+        assert r.stdout.startswith("FIT Profiler Report\n\n")
+        assert int(rows["run_training_batch"][1]) > 10
+        assert int(rows["[_TrainingEpochLoop].train_dataloader_next"][1]) > 10
+        assert job.wait(120) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+    ref = subprocess.run([lightning_python, TRAIN, "--profiler", "none"] + args, capture_output=True, text=True,
+                         timeout=120)
+    done = [l for l in log.read_text().splitlines() if l.startswith("FIT_DONE")]
+    ref_done = [l for l in ref.stdout.splitlines() if l.startswith("FIT_DONE")]
+    assert done[0].split("weight_sum=")[1] == ref_done[0].split("weight_sum=")[1]

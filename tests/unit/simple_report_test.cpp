@@ -5,7 +5,9 @@
 #include "reports/simple/number_format.h"
 
 namespace {
-std::string dashes(int n) { return "\n" + std::string(n, '-'); }
+std::string dashes(int n) {
+  return "\n" + std::string(n, '-');
+}
 }  // namespace
 
 // The real bytes given in spec §4.4 (stage fit, K = 42, 146 dashes).
@@ -35,8 +37,8 @@ TEST(SimpleReport, SpecExampleFit) {
 // durations 0.773434 + i, start_time 63, now 70 (total 7.0), no stage.
 lt::SimpleReportInput lightning_test_input(bool extended) {
   lt::SimpleReportInput in;
-  const char* hooks[] = {"on_train_start", "on_train_end", "on_train_epoch_start",
-                         "on_train_epoch_end", "on_before_batch_transfer", "on_fit_start"};
+  const char* hooks[] = {"on_train_start",           "on_train_end", "on_train_epoch_start", "on_train_epoch_end",
+                         "on_before_batch_transfer", "on_fit_start"};
   for (int i = 0; i < 6; ++i) in.actions.push_back({hooks[i], {0.773434 + i}});
   in.total_seconds = 70.0 - 63.0;
   in.extended = extended;
@@ -47,16 +49,19 @@ TEST(SimpleReport, LightningTestExtended) {
   std::string sep = dashes(130);  // K = 24: A = 32, 129-wide rows, 130 dashes (spec)
   std::string expected =
       "Profiler Report\n" + sep +
-      "\n|  Action                  \t|  Mean duration (s)\t|  Num calls      \t|  Total time (s) \t|  Percentage %   \t|" +
+      "\n|  Action                  \t|  Mean duration (s)\t|  Num calls      \t|  Total time (s) \t|  Percentage %   "
+      "\t|" +
       sep +
-      "\n|  Total                   \t|  -              \t|  6              \t|  7.0            \t|  100 %          \t|" +
+      "\n|  Total                   \t|  -              \t|  6              \t|  7.0            \t|  100 %          "
+      "\t|" +
       sep +
       "\n|  on_fit_start            \t|  5.7734         \t|  1              \t|  5.7734         \t|  82.478         \t|"
       "\n|  on_before_batch_transfer\t|  4.7734         \t|  1              \t|  4.7734         \t|  68.192         \t|"
       "\n|  on_train_epoch_end      \t|  3.7734         \t|  1              \t|  3.7734         \t|  53.906         \t|"
       "\n|  on_train_epoch_start    \t|  2.7734         \t|  1              \t|  2.7734         \t|  39.62          \t|"
       "\n|  on_train_end            \t|  1.7734         \t|  1              \t|  1.7734         \t|  25.335         \t|"
-      "\n|  on_train_start          \t|  0.77343        \t|  1              \t|  0.77343        \t|  11.049         \t|" +
+      "\n|  on_train_start          \t|  0.77343        \t|  1              \t|  0.77343        \t|  11.049         "
+      "\t|" +
       sep + "\n";
   EXPECT_EQ(lt::render_simple_report(lightning_test_input(true)), expected);
 }
@@ -100,7 +105,9 @@ TEST(SimpleReport, ShortNamesUseHeaderWidth) {
   EXPECT_NE(r.find("\n|  ab\t|"), std::string::npos);     // K = 2: names only
   EXPECT_NE(r.find("\n|  Total\t|"), std::string::npos);  // never truncated
   EXPECT_NE(r.find("\n" + std::string(lt::expand_tabs("\n|  Action\t|  Mean duration (s)\t|  Num calls      \t|  "
-                                                        "Total time (s) \t|  Percentage %   \t|").size(), '-')),
+                                                      "Total time (s) \t|  Percentage %   \t|")
+                                          .size(),
+                                      '-')),
             std::string::npos);
 }
 

@@ -78,26 +78,35 @@ Options parse_options(int argc, char** argv) {
       }
     }
     auto arg = [&]() { return has_inline ? inline_value : value(i, a); };
-    if (a == "-p" || a == "--pid") o.pids.push_back(parse_pid(arg()));
-    else if (a == "-c" || a == "--children") o.children = true;
-    else if (a == "-d" || a == "--duration") o.duration_s = parse_seconds(arg());
-    else if (a == "--no-extended") o.extended = false;
-    else if (a == "--dirpath") o.dirpath = arg();
-    else if (a == "--filename") o.filename = arg();
+    if (a == "-p" || a == "--pid")
+      o.pids.push_back(parse_pid(arg()));
+    else if (a == "-c" || a == "--children")
+      o.children = true;
+    else if (a == "-d" || a == "--duration")
+      o.duration_s = parse_seconds(arg());
+    else if (a == "--no-extended")
+      o.extended = false;
+    else if (a == "--dirpath")
+      o.dirpath = arg();
+    else if (a == "--filename")
+      o.filename = arg();
     else if (a == "--report") {
       o.report = arg();
-      if (o.report != "simple")
-        throw Error(ExitCode::usage, "unknown report '" + o.report + "' (available: simple)");
-    } else if (a == "-v" || a == "--verbose") o.verbose = true;
-    else if (a == "--dump") o.dump_path = arg();
-    else if (a == "-h" || a == "--help") o.help = true;
-    else if (a == "-V" || a == "--version") o.version = true;
-    else throw Error(ExitCode::usage, "unknown option '" + a + "' (see --help)");
+      if (o.report != "simple") throw Error(ExitCode::usage, "unknown report '" + o.report + "' (available: simple)");
+    } else if (a == "-v" || a == "--verbose")
+      o.verbose = true;
+    else if (a == "--dump")
+      o.dump_path = arg();
+    else if (a == "-h" || a == "--help")
+      o.help = true;
+    else if (a == "-V" || a == "--version")
+      o.version = true;
+    else
+      throw Error(ExitCode::usage, "unknown option '" + a + "' (see --help)");
   }
   if (o.help || o.version) return o;
   if (o.pids.empty()) throw Error(ExitCode::usage, "no target: give --pid PID (see --help)");
-  if (o.dirpath.empty() != o.filename.empty())
-    throw Error(ExitCode::usage, "--dirpath and --filename go together");
+  if (o.dirpath.empty() != o.filename.empty()) throw Error(ExitCode::usage, "--dirpath and --filename go together");
   return o;
 }
 

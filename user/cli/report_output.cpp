@@ -27,7 +27,8 @@ void notes(const ProcessActions& p) {
     return;
   }
   if (p.actions.empty())
-    std::cerr << who << ": no Lightning actions seen in the window (is a Trainer running? actions are seen "
+    std::cerr << who
+              << ": no Lightning actions seen in the window (is a Trainer running? actions are seen "
                  "from the moment of attach: try a longer --duration)\n";
   if (p.open_at_end)
     std::cerr << who << ": " << p.open_at_end << " action(s) still open at detach, not counted (as Lightning)\n";

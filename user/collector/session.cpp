@@ -160,7 +160,8 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       alive_[static_cast<pid_t>(p.child_pid)] = false;
       return;
     }
-    default: trace_.append(data, size);
+    default:
+      trace_.append(data, size);
   }
 }
 

@@ -9,14 +9,14 @@ namespace lt {
 
 enum class ExitCode : int {
   ok = 0,
-  internal = 1,        // a bug: please report
-  usage = 2,           // unknown flag, bad value
-  no_such_process = 3, // pid does not exist (or vanished before attach)
-  not_python = 4,      // process is not a CPython we can read
-  unsupported = 5,     // CPython version or build we cannot read
-  permission = 6,      // missing capability (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
-  bpf = 7,             // BPF load or attach failed
-  io = 8,              // cannot write a report file
+  internal = 1,         // a bug: please report
+  usage = 2,            // unknown flag, bad value
+  no_such_process = 3,  // pid does not exist (or vanished before attach)
+  not_python = 4,       // process is not a CPython we can read
+  unsupported = 5,      // CPython version or build we cannot read
+  permission = 6,       // missing capability (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
+  bpf = 7,              // BPF load or attach failed
+  io = 8,               // cannot write a report file
 };
 
 class Error : public std::runtime_error {

@@ -46,8 +46,7 @@ bool exists(pid_t pid) {
     std::string line;
     std::getline(st, line);
     auto rp = line.rfind(')');
-    return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z' &&
-           line[rp + 2] != 'X';
+    return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z' && line[rp + 2] != 'X';
   }
   return false;
 }

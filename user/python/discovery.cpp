@@ -111,9 +111,8 @@ Interpreter discover(pid_t pid) {
       throw Error(ExitCode::unsupported, "free-threaded CPython 3." + std::to_string(minor) + "t is not supported yet");
     auto layout = layout_for(minor);
     if (!layout)
-      throw Error(ExitCode::unsupported,
-                  "CPython 3." + std::to_string(minor) + " is not supported (supported: 3." +
-                      std::to_string(kMinMinor) + " to 3." + std::to_string(kMaxMinor) + ")");
+      throw Error(ExitCode::unsupported, "CPython 3." + std::to_string(minor) + " is not supported (supported: 3." +
+                                             std::to_string(kMinMinor) + " to 3." + std::to_string(kMaxMinor) + ")");
     it.layout = *layout;
     if (minor >= 13) verify_debug_offsets(pid, it.runtime_addr, minor, it.layout);
     it.sites = find_probe_sites(pid, *file, path, maps, it.load_bias, it.layout);

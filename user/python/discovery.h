@@ -17,13 +17,13 @@ namespace lt::python {
 struct Interpreter {
   pid_t pid = 0;
   int major = 3, minor = 0;
-  std::string binary;         // path as the target sees it
-  std::string open_path;      // path we can open (through /proc/PID/root)
-  bool in_executable = false; // false: libpython3.X.so
+  std::string binary;          // path as the target sees it
+  std::string open_path;       // path we can open (through /proc/PID/root)
+  bool in_executable = false;  // false: libpython3.X.so
   std::uint64_t load_bias = 0;
-  std::vector<ProbeSite> sites;        // uprobe sites in `binary`
-  std::uint64_t runtime_addr = 0;      // &_PyRuntime in the target
-  std::uint64_t gen_type_addr = 0;     // &PyGen_Type in the target
+  std::vector<ProbeSite> sites;     // uprobe sites in `binary`
+  std::uint64_t runtime_addr = 0;   // &_PyRuntime in the target
+  std::uint64_t gen_type_addr = 0;  // &PyGen_Type in the target
   bool gen_via_eval() const {
     for (auto& s : sites)
       if (s.function == "_PyEval_EvalFrameDefault") return true;

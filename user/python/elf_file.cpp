@@ -33,8 +33,7 @@ ElfFile::ElfFile(const std::string& path) : path_(path) {
   if (fd.fd < 0) throw Error(ExitCode::not_python, "cannot open " + path);
   ElfCloser e{elf_begin(fd.fd, ELF_C_READ, nullptr)};
   GElf_Ehdr eh;
-  if (!e.e || elf_kind(e.e) != ELF_K_ELF || !gelf_getehdr(e.e, &eh) ||
-      gelf_getclass(e.e) != ELFCLASS64)
+  if (!e.e || elf_kind(e.e) != ELF_K_ELF || !gelf_getehdr(e.e, &eh) || gelf_getclass(e.e) != ELFCLASS64)
     throw Error(ExitCode::not_python, path + " is not a 64-bit ELF file");
   type_ = eh.e_type;
 

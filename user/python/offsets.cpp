@@ -33,7 +33,9 @@ constexpr std::array<Row, 6> kRows{{
 
 std::optional<Layout> layout_for(int minor) {
   for (const auto& r : kRows)
-    if (r.minor == minor) return Layout{r.off, r.previous, r.off.frame_owner == kAbsent ? 0u : r.off.frame_owner, r.tstate_frame, r.qualname, r.varnames};
+    if (r.minor == minor)
+      return Layout{r.off,          r.previous, r.off.frame_owner == kAbsent ? 0u : r.off.frame_owner,
+                    r.tstate_frame, r.qualname, r.varnames};
   return std::nullopt;
 }
 

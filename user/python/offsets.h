@@ -13,11 +13,11 @@ struct Layout {
   lt_py_offsets bpf;  // what the BPF program needs
   // Not used by BPF; checked against _Py_DebugOffsets (3.13+) and kept for
   // the stack sampler to come.
-  unsigned frame_previous;   // f_back / previous
-  unsigned frame_owner;      // 0 = absent (<= 3.10)
-  unsigned tstate_frame;     // frame / cframe / current_frame
-  unsigned code_qualname;    // 0 = absent (<= 3.10)
-  unsigned code_varnames;    // co_varnames / co_localsplusnames
+  unsigned frame_previous;  // f_back / previous
+  unsigned frame_owner;     // 0 = absent (<= 3.10)
+  unsigned tstate_frame;    // frame / cframe / current_frame
+  unsigned code_qualname;   // 0 = absent (<= 3.10)
+  unsigned code_varnames;   // co_varnames / co_localsplusnames
   unsigned type_tp_name = 24;
   unsigned type_tp_iternext = 224;
   unsigned type_tp_methods = 232;

@@ -30,8 +30,7 @@ void check_bpf_privileges() {
   if (!has_cap(CAP_BPF) && !has_cap(CAP_SYS_ADMIN)) missing += " CAP_BPF";
   if (!has_cap(CAP_PERFMON) && !has_cap(CAP_SYS_ADMIN)) missing += " CAP_PERFMON";
   if (!has_cap(CAP_SYS_PTRACE)) missing += " CAP_SYS_PTRACE";
-  if (!missing.empty())
-    throw Error(ExitCode::permission, "missing capabilities:" + missing + " (run with sudo)");
+  if (!missing.empty()) throw Error(ExitCode::permission, "missing capabilities:" + missing + " (run with sudo)");
 }
 
 }  // namespace lt

@@ -34,10 +34,18 @@ ProcTrackSource::~ProcTrackSource() {
   if (skel_) lt_proctrack__destroy(skel_);
 }
 
-int ProcTrackSource::targets_fd() const { return bpf_map__fd(skel_->maps.lt_targets); }
-int ProcTrackSource::follow_fd() const { return bpf_map__fd(skel_->maps.lt_follow); }
-int ProcTrackSource::events_fd() const { return bpf_map__fd(skel_->maps.lt_events); }
-int ProcTrackSource::drops_fd() const { return bpf_map__fd(skel_->maps.lt_drops); }
+int ProcTrackSource::targets_fd() const {
+  return bpf_map__fd(skel_->maps.lt_targets);
+}
+int ProcTrackSource::follow_fd() const {
+  return bpf_map__fd(skel_->maps.lt_follow);
+}
+int ProcTrackSource::events_fd() const {
+  return bpf_map__fd(skel_->maps.lt_events);
+}
+int ProcTrackSource::drops_fd() const {
+  return bpf_map__fd(skel_->maps.lt_drops);
+}
 
 void ProcTrackSource::follow(pid_t pid, std::uint32_t flags) {
   std::uint32_t key = static_cast<std::uint32_t>(pid);
