@@ -33,4 +33,6 @@ for v in 2.3.3 2.6.6; do
   ls .venv/wheels/pytorch_lightning-$v-*.whl >/dev/null 2>&1 ||
     .venv/bin/pip download -q --no-deps --dest .venv/wheels "pytorch-lightning==$v"
 done
+ls .venv/wheels/lightning-2.6.6-*.whl >/dev/null 2>&1 ||
+  .venv/bin/pip download -q --no-deps --dest .venv/wheels "lightning==2.6.6"
 echo "deps: ok"

@@ -152,6 +152,11 @@ struct lt_target {
 	u32 flags;
 	u32 generation; /* bumped on exec so stale cache entries are ignored */
 	u64 gen_type;	/* &PyGen_Type in this process */
+	/* Written by BPF once Profiler.profile's code object is found: a hit on
+	 * it then needs no cache lookup.  Zero from user space. */
+	u64 profile_code;
+	s32 profile_first_traceable;
+	u32 pad;
 };
 
 /* Classes the BPF side assigns to code and type objects (cached per address). */

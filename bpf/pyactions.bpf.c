@@ -37,6 +37,8 @@ struct class_key {
 struct class_val {
 	u32 cls;
 	u32 checksum;
+	s32 first_traceable; /* code objects, 3.11+: index of the first RESUME */
+	u32 pad;
 };
 
 struct {
@@ -134,12 +136,13 @@ static __always_inline u32 classify_code(u64 code, const struct lt_py_offsets *o
 	return LT_CODE_OTHER;
 }
 
-static __always_inline u32 cached_class(u32 tgid, const struct lt_target *t, u64 addr, u32 sum, int is_type)
+static __always_inline struct class_val cached_class(u32 tgid, const struct lt_target *t, u64 addr, u32 sum,
+						     int is_type)
 {
 	struct class_key key = {.tgid = tgid, .generation = t->generation, .addr = addr};
 	struct class_val *hit = bpf_map_lookup_elem(&lt_class_cache, &key);
 	if (hit && hit->checksum == sum)
-		return hit->cls;
+		return *hit;
 	struct class_val val = {.checksum = sum};
 	if (is_type) {
 		/* tp_name of a heap type is its __name__ */
@@ -147,23 +150,69 @@ static __always_inline u32 cached_class(u32 tgid, const struct lt_target *t, u64
 		    bytes_equal(read_u64(addr + 24), "CombinedLoader", 15) ? LT_TYPE_COMBINED_LOADER : LT_CODE_OTHER;
 	} else {
 		val.cls = classify_code(addr, &t->off);
+		if (val.cls == LT_CODE_PROFILE_GEN && t->off.py_minor >= 11)
+			val.first_traceable = read_s32(addr + t->off.code_firsttraceable);
 	}
 	bpf_map_update_elem(&lt_class_cache, &key, &val, BPF_ANY);
-	return val.cls;
+	return val;
+}
+
+/* Is `code` Profiler.profile's code object?  Its address is remembered in
+ * the target entry the first time it is classified (Lightning's module
+ * lives as long as the process), so action resumes skip the cache. */
+static __always_inline int profile_code(u32 tgid, const struct lt_target *t, u64 code, struct class_val *c)
+{
+	if (code == t->profile_code) {
+		c->cls = LT_CODE_PROFILE_GEN;
+		c->first_traceable = t->profile_first_traceable;
+		return 1;
+	}
+	*c = cached_class(tgid, t, code, code_checksum(code, &t->off), 0);
+	if (c->cls != LT_CODE_PROFILE_GEN)
+		return 0;
+	struct lt_target *w = (struct lt_target *)t; /* map values are writable */
+	w->profile_first_traceable = c->first_traceable;
+	w->profile_code = code;
+	return 1;
+}
+
+/* The fields of a frame we need, read at once: every probe read costs
+ * ~0.1 us in a VM, and they dominate the cost of a hit.  One 128-byte read
+ * from the code field covers the code, the instruction pointer / f_lasti
+ * and, on 3.11+, localsplus[1] (action_name). */
+#define FRAME_BLOCK_WORDS 16
+struct frame_view {
+	u64 code;
+	u64 lasti;    /* f_lasti (int, <=3.10) or instruction pointer (3.11+) */
+	u64 name_obj; /* localsplus[1], 0 if outside the block */
+};
+
+static __always_inline int read_frame(u64 frame, const struct lt_py_offsets *o, struct frame_view *v)
+{
+	u64 block[FRAME_BLOCK_WORDS] = {};
+	if (bpf_probe_read_user(block, sizeof(block), (void *)(frame + o->frame_code)))
+		return -1;
+	u32 lasti = (u32)(o->frame_lasti - o->frame_code) / 8;
+	u32 name = (u32)(o->frame_localsplus + 8 - o->frame_code) / 8;
+	v->code = block[0];
+	v->lasti = block[lasti & (FRAME_BLOCK_WORDS - 1)];
+	if (lasti >= FRAME_BLOCK_WORDS)
+		v->lasti = read_u64(frame + o->frame_lasti);
+	v->name_obj = name < FRAME_BLOCK_WORDS ? block[name & (FRAME_BLOCK_WORDS - 1)] : 0;
+	return 0;
 }
 
 /* Has this generator never run yet (so this resume runs start())? */
-static __always_inline int first_resume(u64 frame, u64 code, const struct lt_py_offsets *o)
+static __always_inline int first_resume(const struct frame_view *v, const struct class_val *c,
+					const struct lt_py_offsets *o)
 {
 	if (o->py_minor <= 10)
-		return read_s32(frame + o->frame_lasti) == -1;
+		return (s32)v->lasti == -1;
 	/* 3.11+: the instruction pointer is still before the first RESUME */
-	u64 ip = read_u64(frame + o->frame_lasti);
-	u64 start = code + o->code_adaptive;
-	s32 first_traceable = read_s32(code + o->code_firsttraceable);
-	if (ip < start)
+	u64 start = v->code + o->code_adaptive;
+	if (v->lasti < start)
 		return 1;
-	return (s64)((ip - start) >> 1) < (s64)first_traceable;
+	return (s64)((v->lasti - start) >> 1) < (s64)c->first_traceable;
 }
 
 static __always_inline struct lt_action_event *reserve_action(u16 kind)
@@ -184,9 +233,10 @@ static __always_inline struct lt_action_event *reserve_action(u16 kind)
 
 /* A resume of generator frame `frame` running `code` (already known to be
  * Profiler.profile): the first runs start() (BEGIN), the next one stop() (END). */
-static __always_inline int on_profile_resume(u64 frame, u64 code, u32 throw, const struct lt_py_offsets *o)
+static __always_inline int on_profile_resume(u64 frame, const struct frame_view *v, const struct class_val *c,
+					     u32 throw, const struct lt_py_offsets *o)
 {
-	if (first_resume(frame, code, o)) {
+	if (first_resume(v, c, o)) {
 		if (throw)
 			return 0; /* thrown into before it started: start() never runs */
 		struct lt_action_event *e = reserve_action(LT_EV_ACTION_BEGIN);
@@ -194,7 +244,7 @@ static __always_inline int on_profile_resume(u64 frame, u64 code, u32 throw, con
 			return 0;
 		e->key = frame;
 		/* localsplus slot 1 is action_name (slot 0 is self) */
-		u64 s = read_u64(frame + o->frame_localsplus + 8);
+		u64 s = v->name_obj ? v->name_obj : read_u64(frame + o->frame_localsplus + 8);
 		long len = ascii_len(s);
 		e->name_ptr = s;
 		if (len < 0) {
@@ -226,12 +276,13 @@ static __always_inline int on_resume(u32 tgid, const struct lt_target *t, u64 ge
 		return 0;
 	const struct lt_py_offsets *o = &t->off;
 	u64 frame = o->gen_frame_embedded ? gen + o->gen_frame : read_u64(gen + o->gen_frame);
-	if (!frame)
-		return 0; /* finished generator */
-	u64 code = read_u64(frame + o->frame_code);
-	if (!code || cached_class(tgid, t, code, code_checksum(code, o), 0) != LT_CODE_PROFILE_GEN)
+	struct frame_view v;
+	if (!frame || read_frame(frame, o, &v) || !v.code)
+		return 0; /* finished generator, or unreadable */
+	struct class_val c;
+	if (!profile_code(tgid, t, v.code, &c))
 		return 0;
-	return on_profile_resume(frame, code, throw, o);
+	return on_profile_resume(frame, &v, &c, throw, o);
 }
 
 SEC("uprobe")
@@ -245,8 +296,11 @@ int BPF_KPROBE(lt_eval_entry, u64 a0, u64 a1, u64 a2)
 	/* 3.8: (frame, throwflag); 3.9+: (tstate, frame, throwflag) */
 	u64 frame = o->eval_frame_arg == 0 ? a0 : a1;
 	u32 throw = (u32)(o->eval_frame_arg == 0 ? a1 : a2);
-	u64 code = read_u64(frame + o->frame_code);
-	if (!code || cached_class(tgid, t, code, code_checksum(code, o), 0) != LT_CODE_PROFILE_GEN)
+	struct frame_view v;
+	if (read_frame(frame, o, &v) || !v.code)
+		return 0;
+	struct class_val c;
+	if (!profile_code(tgid, t, v.code, &c))
 		return 0;
 	if (o->py_minor >= 11) {
 		/* Only frames owned by a generator are resumes; 3.11 also evaluates
@@ -256,7 +310,7 @@ int BPF_KPROBE(lt_eval_entry, u64 a0, u64 a1, u64 a2)
 		if (owner != 1)
 			return 0;
 	}
-	return on_profile_resume(frame, code, throw, o);
+	return on_profile_resume(frame, &v, &c, throw, o);
 }
 
 /* builtins.next(iterator[, default]): contextlib resumes Profiler.profile
@@ -275,7 +329,7 @@ int BPF_KPROBE(lt_next, u64 module, u64 args, u64 nargs)
 	if (type == t->gen_type)
 		return (t->flags & LT_TARGET_GEN_VIA_EVAL) ? 0 : on_resume(tgid, t, it, 0);
 	/* Type objects live as long as their classes: no checksum needed. */
-	if (cached_class(tgid, t, type, 0, 1) != LT_TYPE_COMBINED_LOADER)
+	if (cached_class(tgid, t, type, 0, 1).cls != LT_TYPE_COMBINED_LOADER)
 		return 0;
 	struct lt_action_event *e = reserve_action(LT_EV_FETCH_BEGIN);
 	if (!e)

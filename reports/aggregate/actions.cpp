@@ -75,6 +75,13 @@ const char* fetch_context(const std::string& n) {
   return nullptr;
 }
 
+bool is_optimizer_hook(const std::string& n) {
+  return ends_with(n, ".on_before_optimizer_step");
+}
+bool is_module_optimizer_step(const std::string& n) {
+  return n.rfind("[LightningModule]", 0) == 0 && ends_with(n, ".optimizer_step");
+}
+
 // A new Trainer entry point (fit/validate/test/predict) runs these first.
 bool run_starts(const std::string& n) {
   return n.rfind("[LightningModule]", 0) == 0 && ends_with(n, ".configure_callbacks");
@@ -89,7 +96,16 @@ struct PerProcess {
   };
   std::unordered_map<std::uint64_t, Open> open_gen;                            // generator frame -> start
   std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> open_direct;  // (tid, name)
-  std::unordered_map<std::uint32_t, Open> pending_fetch;                       // tid -> fetch
+  // Windows whose end no probe sees (a dataloader fetch; a manual-
+  // optimization optimizer_step): each closes at the next action event of
+  // its thread.  tid -> window.
+  struct Inferred {
+    std::string name;
+    std::uint64_t ts;
+    bool spans_optimizer_hooks;  // optimizer_step: its own hooks do not close it
+  };
+  std::unordered_map<std::uint32_t, Inferred> pending;
+  std::unordered_map<std::uint32_t, int> automatic_optimizer_steps;  // tid -> open [LightningModule]*.optimizer_step
   // Which loop fetches next (Lightning's stock loop names), from the hooks
   // seen so far on this process: see fetch_context().
   const char* fetch_name = "[_TrainingEpochLoop].train_dataloader_next";
@@ -114,13 +130,28 @@ struct PerProcess {
     }
   }
 
-  // Any action event on a thread ends that thread's pending fetch.
-  void close_fetch(std::uint32_t tid, std::uint64_t ts) {
-    auto it = pending_fetch.find(tid);
-    if (it == pending_fetch.end()) return;
+  // An action event (named `n`) on a thread ends that thread's inferred window.
+  void close_pending(std::uint32_t tid, std::uint64_t ts, const std::string& n) {
+    auto it = pending.find(tid);
+    if (it == pending.end()) return;
+    if (it->second.spans_optimizer_hooks && is_optimizer_hook(n)) return;
     record(it->second.name, it->second.ts, ts);
-    ++out.estimated_fetches;
-    pending_fetch.erase(it);
+    ++out.estimated;
+    pending.erase(it);
+  }
+
+  // Manual optimization: LightningOptimizer.step() times "optimizer_step"
+  // with bare start()/stop() calls no probe sees, but inside it Lightning
+  // always runs the on_before_optimizer_step hooks, which we do see.  Under
+  // automatic optimization the same hooks run inside the
+  // [LightningModule]*.optimizer_step action instead.
+  void on_begin(std::uint32_t tid, std::uint64_t ts, const std::string& n) {
+    if (is_module_optimizer_step(n)) ++automatic_optimizer_steps[tid];
+    if (is_optimizer_hook(n) && automatic_optimizer_steps[tid] == 0 && !pending.count(tid))
+      pending[tid] = {"optimizer_step", ts, true};
+  }
+  void on_end(std::uint32_t tid, const std::string& n) {
+    if (is_module_optimizer_step(n) && automatic_optimizer_steps[tid] > 0) --automatic_optimizer_steps[tid];
   }
 };
 
@@ -195,28 +226,37 @@ ActionsReport aggregate_actions(const Trace& trace) {
     lt_action_event e;
     if (!record_as(h, p, e)) return;
     auto& pp = proc(h.pid);
-    std::string name = name_of(e);
-    pp.close_fetch(h.tid, h.ts_ns);
     switch (h.kind) {
-      case LT_EV_ACTION_BEGIN:
+      case LT_EV_ACTION_BEGIN: {
+        std::string name = name_of(e);
+        pp.close_pending(h.tid, h.ts_ns, name);
         pp.note_name(name);
+        pp.on_begin(h.tid, h.ts_ns, name);
         pp.open_gen[e.key] = {name, h.ts_ns};
         break;
+      }
       case LT_EV_ACTION_END: {
         auto it = pp.open_gen.find(e.key);
+        pp.close_pending(h.tid, h.ts_ns, it == pp.open_gen.end() ? std::string() : it->second.name);
         if (it == pp.open_gen.end()) {
           ++pp.out.unmatched_stops;
           break;
         }
         pp.record(it->second.name, it->second.ts, h.ts_ns);
+        pp.on_end(h.tid, it->second.name);
         pp.open_gen.erase(it);
         break;
       }
-      case LT_EV_DIRECT_START:
+      case LT_EV_DIRECT_START: {
+        std::string name = name_of(e);
+        pp.close_pending(h.tid, h.ts_ns, name);
         pp.note_name(name);
         pp.open_direct[{h.tid, name}] = h.ts_ns;
         break;
+      }
       case LT_EV_DIRECT_STOP: {
+        std::string name = name_of(e);
+        pp.close_pending(h.tid, h.ts_ns, name);
         auto it = pp.open_direct.find({h.tid, name});
         if (it == pp.open_direct.end()) {
           ++pp.out.unmatched_stops;
@@ -227,7 +267,8 @@ ActionsReport aggregate_actions(const Trace& trace) {
         break;
       }
       case LT_EV_FETCH_BEGIN:
-        pp.pending_fetch[h.tid] = {pp.fetch_name, h.ts_ns};
+        pp.close_pending(h.tid, h.ts_ns, std::string());
+        pp.pending[h.tid] = {pp.fetch_name, h.ts_ns, false};
         break;
     }
   });
@@ -235,7 +276,7 @@ ActionsReport aggregate_actions(const Trace& trace) {
   for (auto pid : order) {
     auto& pp = procs[pid];
     if (pp.out.window_end_ns == 0) pp.out.window_end_ns = window_end;
-    pp.out.open_at_end = pp.open_gen.size() + pp.open_direct.size() + pp.pending_fetch.size();
+    pp.out.open_at_end = pp.open_gen.size() + pp.open_direct.size() + pp.pending.size();
     rep.processes.push_back(std::move(pp.out));
   }
   return rep;

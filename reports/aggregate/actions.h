@@ -33,9 +33,9 @@ struct ProcessActions {
   std::vector<ActionSeries> actions;  // first-completion order
   Stage stage = Stage::none;
   std::uint64_t window_begin_ns = 0, window_end_ns = 0;
-  std::uint64_t open_at_end = 0;        // started, never stopped in the window
-  std::uint64_t unmatched_stops = 0;    // stopped, start not seen (began before attach)
-  std::uint64_t estimated_fetches = 0;  // *_next windows closed by the next action
+  std::uint64_t open_at_end = 0;      // started, never stopped in the window
+  std::uint64_t unmatched_stops = 0;  // stopped, start not seen (began before attach)
+  std::uint64_t estimated = 0;        // *_next fetches, manual optimizer_step: closed by the next action
   bool exited = false;
   double window_seconds() const { return (window_end_ns - window_begin_ns) / 1e9; }
   std::size_t total_calls() const;

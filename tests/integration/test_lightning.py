@@ -135,3 +135,20 @@ def test_attach_to_running_fit(tmp_path, lightning_python):
     sums = {l.split("weight_sum=")[1] for l in log.read_text().splitlines() if l.startswith("FIT_DONE")}
     ref_sums = {l.split("weight_sum=")[1] for l in ref.stdout.splitlines() if l.startswith("FIT_DONE")}
     assert sums == ref_sums
+
+
+def test_manual_optimization_optimizer_step(attach, lightning_python):
+    """Manual optimization: Lightning times `optimizer_step` with bare
+    start()/stop() calls; ltrace-bpf infers it from the on_before_optimizer_step
+    hooks that always run inside it.  Exact count; duration is an estimate
+    (stated on stderr), so only its order of magnitude is checked."""
+    run = attach([lightning_python, TRAIN, "--manual", "--profiler", "simple", "--dirpath", "ref", "--filename", "m",
+                  "--epochs", "1", "--batches", "16"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    theirs = parse_simple_report(lightning_report(run))
+    ours = parse_simple_report(run.lt_out)
+    assert {k: v[1] for k, v in ours.items()} == {k: v[1] for k, v in theirs.items()}
+    assert ours["optimizer_step"][1] == "16"
+    a, b = float(ours["optimizer_step"][2]), float(theirs["optimizer_step"][2])
+    assert b / 5 <= a <= b * 5, (a, b)
+    assert "manual optimizer_step are estimates" in run.lt_err

@@ -21,6 +21,7 @@ def sites(tmp_path_factory):
     return {
         "2.3.3": lightning_site.build(str(base / "pl233"), "2.3.3"),
         "2.6.6": lightning_site.build(str(base / "pl266"), "2.6.6"),
+        "lightning-2.6.6": lightning_site.build(str(base / "l266"), "2.6.6", wheel="lightning"),
     }
 
 
@@ -53,3 +54,12 @@ def test_actions_every_cpython(attach, sites, minor, python):
         body = result["body"][name]
         assert body * 0.98 <= total <= body * 1.10 + 0.0005 * count, (name, total, body)
     assert "action(s) still open" not in run.lt_err
+
+
+def test_lightning_wheel_layout(attach, sites):
+    """The `lightning` wheel keeps the profilers in lightning/pytorch/profilers/."""
+    run = attach(["/root/.pyenv/versions/3.12.1/bin/python3.12", os.path.join(WORKLOADS, "profiler_actions.py")],
+                 env={"PYTHONPATH": sites["lightning-2.6.6"], "LT_LIGHTNING_WHEEL": "lightning"})
+    assert run.target_rc == 0 and run.lt_rc == 0, run.target_out + run.lt_err
+    rows = parse_simple_report(run.lt_out)
+    assert rows["outer"][1] == "20" and rows["raises"][1] == "5"

@@ -123,7 +123,7 @@ TEST(Actions, FetchEndsAtNextActionAndIsNamedByItsLoop) {
   auto* f = find(p, "[_EvaluationLoop].test_next");
   ASSERT_NE(f, nullptr);
   EXPECT_DOUBLE_EQ(f->durations_s[0], 0.002);
-  EXPECT_EQ(p.estimated_fetches, 1u);
+  EXPECT_EQ(p.estimated, 1u);
   EXPECT_EQ(p.stage, lt::Stage::test);
 }
 
@@ -178,4 +178,28 @@ TEST(Trace, MalformedSizeStopsTheWalk) {
   int seen = 0;
   t.for_each([&](const lt_event_header&, const std::byte*) { ++seen; });
   EXPECT_EQ(seen, 1);
+}
+
+TEST(Actions, ManualOptimizerStepInferredFromItsHooks) {
+  Builder b;
+  b.window(0, true);
+  // manual optimization: hooks with no [LightningModule]*.optimizer_step around them
+  b.action(LT_EV_ACTION_BEGIN, 1 * ms, 10, 10, 1, "[Callback]C.on_before_optimizer_step");
+  b.action(LT_EV_ACTION_END, 2 * ms, 10, 10, 1);
+  b.action(LT_EV_ACTION_BEGIN, 2 * ms, 10, 10, 2, "[LightningModule]M.on_before_optimizer_step");
+  b.action(LT_EV_ACTION_END, 3 * ms, 10, 10, 2);
+  b.action(LT_EV_ACTION_BEGIN, 7 * ms, 10, 10, 3, "[LightningModule]M.on_train_batch_end");
+  b.action(LT_EV_ACTION_END, 8 * ms, 10, 10, 3);
+  // automatic optimization: the same hooks inside the module's optimizer_step
+  b.action(LT_EV_ACTION_BEGIN, 10 * ms, 10, 10, 4, "[LightningModule]M.optimizer_step");
+  b.action(LT_EV_ACTION_BEGIN, 11 * ms, 10, 10, 5, "[LightningModule]M.on_before_optimizer_step");
+  b.action(LT_EV_ACTION_END, 12 * ms, 10, 10, 5);
+  b.action(LT_EV_ACTION_END, 13 * ms, 10, 10, 4);
+  b.window(20 * ms, false);
+  auto rep = lt::aggregate_actions(b.trace);
+  auto* a = find(rep.processes[0], "optimizer_step");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->durations_s.size(), 1u);
+  EXPECT_DOUBLE_EQ(a->durations_s[0], 0.006);
+  EXPECT_EQ(rep.processes[0].estimated, 1u);
 }

@@ -11,7 +11,10 @@ import sys
 import threading
 import time
 
-from pytorch_lightning.profilers.base import PassThroughProfiler
+if os.environ.get("LT_LIGHTNING_WHEEL") == "lightning":
+    from lightning.pytorch.profilers.base import PassThroughProfiler
+else:
+    from pytorch_lightning.profilers.base import PassThroughProfiler
 
 
 class CustomProfiler(PassThroughProfiler):

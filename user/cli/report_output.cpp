@@ -34,9 +34,10 @@ void notes(const ProcessActions& p) {
     std::cerr << who << ": " << p.open_at_end << " action(s) still open at detach, not counted (as Lightning)\n";
   if (p.unmatched_stops)
     std::cerr << who << ": " << p.unmatched_stops << " action(s) ended that began before attach, not counted\n";
-  if (p.estimated_fetches)
-    std::cerr << who << ": " << p.estimated_fetches
-              << " *_next fetch duration(s) are estimates (each ends at the next action; see docs/design-actions.md)\n";
+  if (p.estimated)
+    std::cerr << who << ": " << p.estimated
+              << " duration(s) of *_next fetches / manual optimizer_step are estimates (each ends at the next action; "
+                 "see docs/design-actions.md)\n";
 }
 
 }  // namespace
