@@ -68,6 +68,11 @@ struct lt_event_header {
 #define LT_ACT_THROW 0x1u	   /* resumed through gen.throw / throwflag */
 #define LT_ACT_NAME_TRUNCATED 0x2u /* name longer than LT_NAME_MAX */
 #define LT_ACT_NAME_UNREADABLE 0x4u
+/* Bits 8-10: the name's str kind when it is not ASCII: 1 = Latin-1,
+ * 2 = UCS-2, 4 = UCS-4 code units, little-endian, as CPython stores them
+ * (name_len counts code points; name holds the first LT_NAME_MAX bytes). */
+#define LT_ACT_NAME_KIND_SHIFT 8
+#define LT_ACT_NAME_KIND_MASK 0x700u
 
 /* ACTION_BEGIN / ACTION_END / FETCH_BEGIN (no name) */
 struct lt_action_event {
@@ -142,6 +147,8 @@ struct lt_py_offsets {
 	u16 str_ascii_data;	 /* sizeof(PyASCIIObject) */
 	u16 eval_frame_arg;	 /* _PyEval_EvalFrameDefault: frame is arg 0 (3.8) or 1 */
 	u16 frame_owner;	 /* 3.11+: _PyInterpreterFrame.owner */
+	u16 str_compact_data;	 /* sizeof(PyCompactUnicodeObject): non-ASCII data */
+	u16 pad;
 };
 
 #define LT_TARGET_FOLLOW_CHILDREN 0x1u

@@ -233,6 +233,42 @@ static __always_inline struct lt_action_event *reserve_action(u16 kind)
 
 /* A resume of generator frame `frame` running `code` (already known to be
  * Profiler.profile): the first runs start() (BEGIN), the next one stop() (END). */
+/* Copies the action_name str into the event: ASCII as text; other compact
+ * strs as raw code units with their kind in the flags (user space decodes). */
+static __always_inline void read_name(struct lt_action_event *e, u64 s, const struct lt_py_offsets *o)
+{
+	u64 hdr[5] = {}; /* ob_refcnt, ob_type, length, hash, state */
+	if (!s || bpf_probe_read_user(hdr, sizeof(hdr), (void *)s)) {
+		e->flags |= LT_ACT_NAME_UNREADABLE;
+		lt_count_read_fault();
+		return;
+	}
+	u32 state = (u32)hdr[4];
+	u32 kind = (state >> 2) & 7;
+	s64 len = (s64)hdr[2];
+	if (!(state & (1u << 5)) || len < 0 || len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4)) {
+		e->flags |= LT_ACT_NAME_UNREADABLE; /* not a compact str */
+		lt_count_read_fault();
+		return;
+	}
+	e->name_len = (u32)len;
+	if (state & (1u << 6)) { /* ASCII: NUL-terminated text */
+		if (len >= LT_NAME_MAX)
+			e->flags |= LT_ACT_NAME_TRUNCATED;
+		if (bpf_probe_read_user_str(e->name, LT_NAME_MAX, (void *)(s + o->str_ascii_data)) < 0)
+			e->flags |= LT_ACT_NAME_UNREADABLE;
+		return;
+	}
+	u64 bytes = (u64)len * kind;
+	if (bytes > LT_NAME_MAX) {
+		bytes = LT_NAME_MAX;
+		e->flags |= LT_ACT_NAME_TRUNCATED;
+	}
+	e->flags |= kind << LT_ACT_NAME_KIND_SHIFT;
+	if (bpf_probe_read_user(e->name, bytes & 0xff, (void *)(s + o->str_compact_data)))
+		e->flags |= LT_ACT_NAME_UNREADABLE;
+}
+
 static __always_inline int on_profile_resume(u64 frame, const struct frame_view *v, const struct class_val *c,
 					     u32 throw, const struct lt_py_offsets *o)
 {
@@ -245,19 +281,8 @@ static __always_inline int on_profile_resume(u64 frame, const struct frame_view 
 		e->key = frame;
 		/* localsplus slot 1 is action_name (slot 0 is self) */
 		u64 s = v->name_obj ? v->name_obj : read_u64(frame + o->frame_localsplus + 8);
-		long len = ascii_len(s);
 		e->name_ptr = s;
-		if (len < 0) {
-			e->flags |= LT_ACT_NAME_UNREADABLE;
-			lt_count_read_fault();
-		} else {
-			e->name_len = (u32)len;
-			if (len >= LT_NAME_MAX)
-				e->flags |= LT_ACT_NAME_TRUNCATED;
-			/* compact str data is NUL-terminated */
-			if (bpf_probe_read_user_str(e->name, LT_NAME_MAX, (void *)(s + o->str_ascii_data)) < 0)
-				e->flags |= LT_ACT_NAME_UNREADABLE;
-		}
+		read_name(e, s, o);
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 		return 0;
 	}

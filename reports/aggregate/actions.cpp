@@ -3,6 +3,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "reports/model/action_name.h"
+
 namespace lt {
 
 const char* stage_title(Stage s) {
@@ -156,7 +158,7 @@ struct PerProcess {
 };
 
 std::string name_of(const lt_action_event& e) {
-  return std::string(e.name, strnlen(e.name, sizeof e.name));
+  return action_name(e);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "reports/model/action_name.h"
+
 namespace lt {
 
 namespace {
@@ -43,7 +45,7 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_proc_info_event pi;
     lt_window_event w;
     if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
-      out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << a.name;
+      out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << action_name(a);
     else if (h.kind >= LT_EV_PROC_FORK && h.kind <= LT_EV_PROC_EXIT && record_as(h, p, pe))
       out << " parent=" << pe.parent_pid << " child=" << pe.child_pid << " code=" << pe.exit_code;
     else if (h.kind == LT_EV_PROC_INFO && record_as(h, p, pi))

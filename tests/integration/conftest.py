@@ -25,7 +25,7 @@ def pyenv_python(minor):
 def wait_for(path_or_fn, pattern, timeout, proc=None):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        text = open(path_or_fn).read() if os.path.exists(path_or_fn) else ""
+        text = open(path_or_fn, encoding="utf-8").read() if os.path.exists(path_or_fn) else ""
         if pattern in text:
             return text
         if proc is not None and proc.poll() is not None:
@@ -69,7 +69,7 @@ def attach(tmp_path):
         wl_out = tmp / "workload.out"
         lt_out = tmp / "lt.out"
         lt_err = tmp / "lt.err"
-        full_env = dict(os.environ, **(env or {}))
+        full_env = dict(os.environ, PYTHONIOENCODING="utf-8", **(env or {}))
         with open(wl_out, "w") as wo:
             # [python, script, --wait-file GO, args...]: before any "--" the script may take
             cmd = list(target_cmd[:2]) + ["--wait-file", str(go)] + list(target_cmd[2:])
@@ -88,8 +88,8 @@ def attach(tmp_path):
             for p in (target,):
                 if p.poll() is None:
                     p.kill()
-        return Run(target_rc=target_rc, lt_rc=lt_rc, target_out=wl_out.read_text(), lt_out=lt_out.read_text(),
-                   lt_err=lt_err.read_text(), tmp=tmp)
+        return Run(target_rc=target_rc, lt_rc=lt_rc, target_out=wl_out.read_text(encoding="utf-8"),
+                   lt_out=lt_out.read_text(encoding="utf-8"), lt_err=lt_err.read_text(encoding="utf-8"), tmp=tmp)
 
     return run
 

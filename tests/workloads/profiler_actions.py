@@ -67,6 +67,11 @@ def main():
                 raise ValueError("boom")
         except ValueError:
             pass
+    # Non-ASCII names: CPython stores them as Latin-1, UCS-2 or UCS-4.
+    for name in ("épreuve", "Ωmega_step", "🚀_launch"):
+        for _ in range(2):
+            with prof.profile(name):
+                timed(name, 0.0005)
     custom = CustomProfiler()
     for _ in range(3):
         with custom.profile("custom"):
@@ -89,8 +94,9 @@ def main():
         os.waitpid(pid, 0)
     # outer includes inner's time
     body["outer"] += body["inner"]
-    counts = {"outer": 20, "inner": 20, "thread_action": 15, "raises": 5, "custom": 3, "direct": 4}
-    print("RESULT " + json.dumps({"counts": counts, "body": body, "version": list(sys.version_info[:2])}), flush=True)
+    counts = {"outer": 20, "inner": 20, "thread_action": 15, "raises": 5, "custom": 3, "direct": 4,
+              "épreuve": 2, "Ωmega_step": 2, "🚀_launch": 2}
+    print("RESULT " + json.dumps(ensure_ascii=False, obj={"counts": counts, "body": body, "version": list(sys.version_info[:2])}), flush=True)
     return 0
 
 
