@@ -19,7 +19,7 @@ PY       := $(VENV)/bin/python
 ARCH     := x86
 CXXFLAGS ?= -O2 -g
 override CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -I. -I$(BUILD) -Ibpf
-LDLIBS   := -lbpf -lelf -lz
+LDLIBS   := -lbpf -lelf -lz -lzstd
 BPFFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -Wall -Wno-unused-function
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)

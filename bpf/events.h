@@ -49,6 +49,7 @@ enum lt_event_kind {
 	LT_EV_PROC_INFO = 32, /* pid, rank labels, interpreter */
 	LT_EV_DROPS = 33,     /* ring-buffer drop counters at a point in time */
 	LT_EV_WINDOW = 34,    /* attach / detach times */
+	LT_EV_HOST_INFO = 35, /* host, kernel, clock reference */
 	/* reserved for the sources to come */
 	LT_EV_PY_SAMPLE = 48,
 	LT_EV_OP = 64,
@@ -117,6 +118,19 @@ struct lt_window_event {
 	struct lt_event_header hdr;
 	u32 begin;
 	u32 pad;
+};
+
+/* HOST_INFO (user space): where and when a trace was taken.  The clock pair
+ * (CLOCK_MONOTONIC and CLOCK_REALTIME read back to back) maps every ts_ns of
+ * this host to wall time, so traces of several hosts can be merged. */
+struct lt_host_info_event {
+	struct lt_event_header hdr;
+	u64 monotonic_ns;
+	u64 realtime_ns;
+	char hostname[64];
+	char host_id[40];  /* /proc/sys/kernel/random/boot_id */
+	char kernel[64];   /* uname release */
+	char tool[24];     /* "ltrace-bpf 0.1.0" */
 };
 
 /* DROPS (user space): totals of lt_drop_counters at detach */

@@ -12,6 +12,7 @@
 #include "user/cli/report_output.h"
 #include "user/collector/session.h"
 #include "user/core/errors.h"
+#include "user/tracefile/trace_reader.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -43,14 +44,32 @@ int main(int argc, char** argv) {
       std::cout << "ltrace-bpf 0.1.0 (event ABI " << LT_EVENT_ABI_VERSION << ")\n";
       return 0;
     }
-    install_signals();
-    Session session({opts.pids, opts.children, opts.duration_s, opts.verbose});
-    session.prepare();
-    Trace trace = session.run(g_stop);
-    for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
-    if (opts.verbose)
-      std::cerr << "ltrace-bpf: attach latency " << session.stats().attach_latency_ms << " ms, "
-                << session.stats().probes << " uprobe(s), " << trace.count() << " events\n";
+    Trace trace;
+    if (opts.command == Options::Command::report) {
+      auto r = tracefile::read_trace_file(opts.input, trace);
+      for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << opts.input << ": " << w << "\n";
+      if (opts.verbose)
+        std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
+    } else {
+      install_signals();
+      SessionOptions so{opts.pids, opts.children, opts.duration_s, opts.verbose};
+      so.output_path = opts.output;
+      so.keep_in_memory = opts.command == Options::Command::live;
+      Session session(so);
+      session.prepare();
+      trace = session.run(g_stop);
+      for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
+      const auto& st = session.stats();
+      if (opts.verbose)
+        std::cerr << "ltrace-bpf: attach latency " << st.attach_latency_ms << " ms, " << st.probes << " uprobe(s), "
+                  << st.records << " events\n";
+      if (opts.command == Options::Command::record) {
+        std::cerr << "ltrace-bpf: recorded " << st.records << " events from " << st.processes << " process(es) to "
+                  << opts.output << " (" << st.file_bytes << " bytes); see it with: ltrace-bpf report " << opts.output
+                  << "\n";
+        return 0;
+      }
+    }
     if (!opts.dump_path.empty()) {
       std::ofstream dump(opts.dump_path);
       dump_events(trace, dump);

@@ -9,14 +9,19 @@
 namespace lt {
 
 std::string usage_text() {
-  return R"(usage: ltrace-bpf --pid PID [--pid PID ...] [options]
+  return R"(usage: ltrace-bpf --pid PID [--pid PID ...] [options]     attach, print reports
+       ltrace-bpf record --pid PID ... -o FILE [options]      attach, write a trace file
+       ltrace-bpf report FILE [report options]                reports from a trace file
 
 Attach to running PyTorch Lightning jobs from outside (eBPF) and print the
 report Lightning's SimpleProfiler would have printed for the attach window.
 The target needs no restart and no code change; stop with Ctrl-C, SIGTERM,
---duration, or when every target has exited.
+--duration, or when every target has exited.  `record` keeps everything in a
+trace file instead; `report` (no root or BPF needed) prints the same reports
+from it later, on any machine.
 
 options:
+  -o, --output FILE     write the trace file (record: required; live: also keep it)
   -p, --pid PID         process to attach to (repeatable)
   -c, --children        also follow every descendant (torchrun ranks,
                         DataLoader workers), including ones forked later
@@ -34,7 +39,7 @@ exit codes:
   0 ok   1 internal error   2 usage   3 no such process
   4 not a CPython process   5 unsupported CPython version or build
   6 missing privileges (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
-  7 BPF load/attach failed   8 cannot write a report file
+  7 BPF load/attach failed   8 cannot read or write a file   9 not a trace file (or from a newer version)
 )";
 }
 
@@ -66,8 +71,20 @@ Options parse_options(int argc, char** argv) {
     if (i + 1 >= argc) throw Error(ExitCode::usage, "option " + flag + " needs a value");
     return argv[++i];
   };
-  for (int i = 1; i < argc; ++i) {
+  int first = 1;
+  if (argc > 1 && std::string(argv[1]) == "record") {
+    o.command = Options::Command::record;
+    first = 2;
+  } else if (argc > 1 && std::string(argv[1]) == "report") {
+    o.command = Options::Command::report;
+    first = 2;
+  }
+  for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
+    if (o.command == Options::Command::report && !a.empty() && a[0] != '-' && o.input.empty()) {
+      o.input = a;
+      continue;
+    }
     std::string inline_value;
     bool has_inline = false;
     if (a.rfind("--", 0) == 0) {
@@ -97,6 +114,8 @@ Options parse_options(int argc, char** argv) {
       o.verbose = true;
     else if (a == "--dump")
       o.dump_path = arg();
+    else if (a == "-o" || a == "--output")
+      o.output = arg();
     else if (a == "-h" || a == "--help")
       o.help = true;
     else if (a == "-V" || a == "--version")
@@ -105,7 +124,15 @@ Options parse_options(int argc, char** argv) {
       throw Error(ExitCode::usage, "unknown option '" + a + "' (see --help)");
   }
   if (o.help || o.version) return o;
-  if (o.pids.empty()) throw Error(ExitCode::usage, "no target: give --pid PID (see --help)");
+  if (o.command == Options::Command::report) {
+    if (o.input.empty()) throw Error(ExitCode::usage, "report needs a trace file: ltrace-bpf report FILE");
+    if (!o.pids.empty() || o.children || o.duration_s > 0 || !o.output.empty())
+      throw Error(ExitCode::usage, "report reads a trace file: --pid, --children, --duration and -o do not apply");
+  } else if (o.pids.empty()) {
+    throw Error(ExitCode::usage, "no target: give --pid PID (see --help)");
+  }
+  if (o.command == Options::Command::record && o.output.empty())
+    throw Error(ExitCode::usage, "record needs -o FILE");
   if (o.dirpath.empty() != o.filename.empty()) throw Error(ExitCode::usage, "--dirpath and --filename go together");
   return o;
 }

@@ -8,7 +8,10 @@
 namespace lt {
 
 struct Options {
+  enum class Command { live, record, report } command = Command::live;
   std::vector<pid_t> pids;
+  std::string output;  // -o FILE: trace file (record: required; live: optional)
+  std::string input;   // report FILE
   bool children = false;
   double duration_s = 0;
   bool extended = true;

@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
@@ -85,7 +89,7 @@ void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::
   std::string cmd;
   for (auto& a : proc::read_cmdline(pid)) cmd += (cmd.empty() ? "" : " ") + a;
   std::strncpy(e.cmdline, cmd.c_str(), sizeof e.cmdline - 1);
-  trace_.append(e);
+  emit(e);
 }
 
 // Starts tracing one process: interpreter config into BPF, uprobe on its
@@ -127,13 +131,38 @@ void Session::adopt(pid_t pid, bool must_be_python) {
   emit_proc_info(pid, &interp, LT_PROC_PYTHON);
 }
 
+void Session::emit(const void* record, std::size_t size) {
+  ++stats_.records;
+  if (opts_.keep_in_memory) trace_.append(record, size);
+  if (writer_) writer_->append(record, size);
+}
+
+void Session::emit_host_info() {
+  lt_host_info_event e{};
+  e.hdr = user_header(LT_EV_HOST_INFO, sizeof e, 0);
+  timespec mono{}, real{};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  e.monotonic_ns = static_cast<std::uint64_t>(mono.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(mono.tv_nsec);
+  e.realtime_ns = static_cast<std::uint64_t>(real.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(real.tv_nsec);
+  gethostname(e.hostname, sizeof e.hostname - 1);
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot, id);
+  std::strncpy(e.host_id, id.c_str(), sizeof e.host_id - 1);
+  utsname u{};
+  if (uname(&u) == 0) std::strncpy(e.kernel, u.release, sizeof e.kernel - 1);
+  std::strncpy(e.tool, "ltrace-bpf 0.1.0", sizeof e.tool - 1);
+  emit(e);
+}
+
 void Session::on_record(const lt_event_header& h, const void* data, std::size_t size) {
   if (h.size != size) return;  // never trust a record whose size disagrees
   switch (h.kind) {
     case LT_EV_PROC_FORK: {
       lt_proc_event p;
       std::memcpy(&p, data, sizeof p);
-      trace_.append(data, size);
+      emit(data, size);
       pid_t child = static_cast<pid_t>(p.child_pid);
       alive_[child] = true;
       // BPF already copied the parent's layout to the child (same image).
@@ -148,7 +177,7 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
     case LT_EV_PROC_EXEC: {
       lt_proc_event p;
       std::memcpy(&p, data, sizeof p);
-      trace_.append(data, size);
+      emit(data, size);
       live_.erase(static_cast<pid_t>(p.child_pid));
       pending_exec_.push_back(static_cast<pid_t>(p.child_pid));
       return;
@@ -156,12 +185,12 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
     case LT_EV_PROC_EXIT: {
       lt_proc_event p;
       std::memcpy(&p, data, sizeof p);
-      trace_.append(data, size);
+      emit(data, size);
       alive_[static_cast<pid_t>(p.child_pid)] = false;
       return;
     }
     default:
-      trace_.append(data, size);
+      emit(data, size);
   }
 }
 
@@ -171,6 +200,8 @@ Trace Session::run(const std::atomic<bool>& stop) {
   libbpf_set_print([](libbpf_print_level level, const char* fmt, va_list args) -> int {
     return level == LIBBPF_WARN && std::getenv("LTRACE_BPF_DEBUG") ? vfprintf(stderr, fmt, args) : 0;
   });
+  if (!opts_.output_path.empty()) writer_ = std::make_unique<tracefile::TraceWriter>(opts_.output_path);
+  emit_host_info();
   proctrack_ = std::make_unique<ProcTrackSource>();
   pyactions_ = std::make_unique<PyActionsSource>(*proctrack_);
 
@@ -182,7 +213,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   lt_window_event w{};
   w.hdr = user_header(LT_EV_WINDOW, sizeof w, 0);
   w.begin = 1;
-  trace_.append(w);
+  emit(w);
   stats_.attach_latency_ms = (w.hdr.ts_ns - t0) / 1e6;
   stats_.probes = pyactions_->probes();
   if (opts_.verbose)
@@ -217,6 +248,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
     }
     pending_exec_.clear();
     auto now = monotonic_ns();
+    if (writer_) writer_->maybe_flush(now);  // a killed recorder loses at most ~1 s
     if (deadline && now >= deadline) break;
     if (now - last_liveness > 200'000'000) {
       last_liveness = now;
@@ -227,7 +259,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
           lt_proc_event e{};
           e.hdr = user_header(LT_EV_PROC_EXIT, sizeof e, pid);
           e.child_pid = static_cast<std::uint32_t>(pid);
-          trace_.append(e);
+          emit(e);
           alive = false;
         }
         any |= alive;
@@ -245,14 +277,18 @@ Trace Session::run(const std::atomic<bool>& stop) {
   lt_window_event end{};
   end.hdr = user_header(LT_EV_WINDOW, sizeof end, 0);
   end.begin = 0;
-  trace_.append(end);
+  emit(end);
   lt_drops_event d{};
   d.hdr = user_header(LT_EV_DROPS, sizeof d, 0);
   d.ringbuf_full = drops.ringbuf_full;
   d.read_faults = drops.read_faults;
-  trace_.append(d);
+  emit(d);
   proctrack_.reset();
   stats_.processes = alive_.size();
+  if (writer_) {
+    writer_->close();
+    stats_.file_bytes = writer_->bytes_written();
+  }
   return std::move(trace_);
 }
 

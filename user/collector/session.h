@@ -13,6 +13,7 @@
 
 #include "reports/model/trace.h"
 #include "user/python/discovery.h"
+#include "user/tracefile/trace_writer.h"
 
 namespace lt {
 
@@ -24,12 +25,16 @@ struct SessionOptions {
   bool children = false;
   double duration_s = 0;  // 0: until signal or targets exit
   bool verbose = false;
+  std::string output_path;     // also write the trace file here ("" = none)
+  bool keep_in_memory = true;  // false for `record`: the file is the trace
 };
 
 struct SessionStats {
   double attach_latency_ms = 0;  // session start -> probes live
   std::size_t probes = 0;
   std::size_t processes = 0;
+  std::uint64_t records = 0;
+  std::uint64_t file_bytes = 0;
 };
 
 class Session {
@@ -48,6 +53,13 @@ class Session {
   void adopt(pid_t pid, bool must_be_python);
   void emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags);
   void on_record(const lt_event_header& h, const void* data, std::size_t size);
+  // Every record goes through here: into the in-memory Trace and/or the file.
+  void emit(const void* record, std::size_t size);
+  template <typename R>
+  void emit(const R& r) {
+    emit(&r, sizeof r);
+  }
+  void emit_host_info();
 
   SessionOptions opts_;
   std::map<pid_t, python::Interpreter> prepared_;
@@ -57,6 +69,7 @@ class Session {
   std::unique_ptr<ProcTrackSource> proctrack_;
   std::unique_ptr<PyActionsSource> pyactions_;
   Trace trace_;
+  std::unique_ptr<tracefile::TraceWriter> writer_;
   SessionStats stats_;
   std::vector<std::string> notes_;
   std::uint32_t generation_ = 1;

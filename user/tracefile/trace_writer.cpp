@@ -1,0 +1,115 @@
+#include "user/tracefile/trace_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "user/core/errors.h"
+#include "user/tracefile/trace_format.h"
+
+namespace lt::tracefile {
+
+namespace {
+constexpr std::size_t kFlushBytes = 4u << 20;
+constexpr std::uint64_t kFlushNs = 1'000'000'000ull;
+
+std::uint64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
+TraceWriter::TraceWriter(const std::string& path, int zstd_level) : level_(zstd_level), path_(path) {
+  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error(ExitCode::io, "cannot create " + path + ": " + std::strerror(errno));
+  FileHeader h{};
+  std::memcpy(h.magic, kFileMagic, sizeof h.magic);
+  h.format_major = kFormatMajor;
+  h.format_minor = kFormatMinor;
+  h.event_abi = LT_EVENT_ABI_VERSION;
+  h.header_size = sizeof(FileHeader);
+  h.created_realtime_ns = clock_ns(CLOCK_REALTIME);
+  h.created_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  last_flush_ns_ = h.created_monotonic_ns;
+  write_all(&h, sizeof h);
+}
+
+TraceWriter::~TraceWriter() {
+  if (fd_ >= 0) {
+    try {
+      close();
+    } catch (...) {
+      // a destructor must not throw; close() reported nothing we can act on
+    }
+  }
+}
+
+void TraceWriter::write_all(const void* p, std::size_t n) {
+  auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::write(fd_, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw Error(ExitCode::io, "cannot write " + path_ + ": " + std::strerror(errno));
+    c += w;
+    n -= static_cast<std::size_t>(w);
+    bytes_written_ += static_cast<std::uint64_t>(w);
+  }
+}
+
+void TraceWriter::append(const void* record, std::size_t size) {
+  if (fd_ < 0) throw Error(ExitCode::internal, "trace writer used after close");
+  lt_event_header h;
+  std::memcpy(&h, record, sizeof h);
+  if (pending_records_ == 0) first_ts_ = h.ts_ns;
+  last_ts_ = h.ts_ns > last_ts_ ? h.ts_ns : last_ts_;
+  auto* b = static_cast<const std::uint8_t*>(record);
+  pending_.insert(pending_.end(), b, b + size);
+  ++pending_records_;
+  ++records_;
+  if (pending_.size() >= kFlushBytes) flush();
+}
+
+void TraceWriter::maybe_flush(std::uint64_t now_ns) {
+  if (now_ns - last_flush_ns_ >= kFlushNs) flush();
+}
+
+void TraceWriter::flush() {
+  last_flush_ns_ = clock_ns(CLOCK_MONOTONIC);
+  if (pending_.empty()) return;
+  std::vector<std::uint8_t> out(ZSTD_compressBound(pending_.size()));
+  std::size_t n = ZSTD_compress(out.data(), out.size(), pending_.data(), pending_.size(), level_);
+  if (ZSTD_isError(n)) throw Error(ExitCode::internal, std::string("zstd: ") + ZSTD_getErrorName(n));
+  ChunkHeader c{};
+  c.magic = kChunkMagic;
+  c.flags = kChunkZstd;
+  c.raw_size = static_cast<std::uint32_t>(pending_.size());
+  c.stored_size = static_cast<std::uint32_t>(n);
+  c.record_count = pending_records_;
+  c.crc32 = static_cast<std::uint32_t>(::crc32(0L, out.data(), static_cast<uInt>(n)));
+  c.first_ts_ns = first_ts_;
+  c.last_ts_ns = last_ts_;
+  // One write for header and payload, so a kill leaves either the whole
+  // chunk or a short tail the reader recognises as cut.
+  std::vector<std::uint8_t> buf(sizeof c + n);
+  std::memcpy(buf.data(), &c, sizeof c);
+  std::memcpy(buf.data() + sizeof c, out.data(), n);
+  write_all(buf.data(), buf.size());
+  pending_.clear();
+  pending_records_ = 0;
+}
+
+void TraceWriter::close() {
+  if (fd_ < 0) return;
+  flush();
+  fsync(fd_);
+  ::close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace lt::tracefile

@@ -1,0 +1,44 @@
+// Writes a trace file as records arrive.  Records are buffered and written
+// as one compressed chunk at least every second (and every 4 MiB), with
+// write(2) straight to the file: if the recorder is killed, every chunk
+// written so far is intact on disk and the reader stops cleanly after it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bpf/events.h"
+
+namespace lt::tracefile {
+
+class TraceWriter {
+ public:
+  // Creates or truncates `path`; throws lt::Error(io).
+  explicit TraceWriter(const std::string& path, int zstd_level = 3);
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  void append(const void* record, std::size_t size);
+  // Writes a chunk if a second has passed since the last one.
+  void maybe_flush(std::uint64_t now_monotonic_ns);
+  void flush();
+  // Flushes and fsyncs; further appends are errors.
+  void close();
+
+  std::uint64_t bytes_written() const { return bytes_written_; }
+  std::uint64_t records() const { return records_; }
+
+ private:
+  int fd_ = -1;
+  int level_;
+  std::string path_;
+  std::vector<std::uint8_t> pending_;
+  std::uint32_t pending_records_ = 0;
+  std::uint64_t first_ts_ = 0, last_ts_ = 0;
+  std::uint64_t last_flush_ns_ = 0;
+  std::uint64_t bytes_written_ = 0, records_ = 0;
+  void write_all(const void* p, std::size_t n);
+};
+
+}  // namespace lt::tracefile
