@@ -128,9 +128,9 @@ struct lt_host_info_event {
 	u64 monotonic_ns;
 	u64 realtime_ns;
 	char hostname[64];
-	char host_id[40];  /* /proc/sys/kernel/random/boot_id */
-	char kernel[64];   /* uname release */
-	char tool[24];     /* "ltrace-bpf 0.1.0" */
+	char host_id[40]; /* /proc/sys/kernel/random/boot_id */
+	char kernel[64];  /* uname release */
+	char tool[24];	  /* "ltrace-bpf 0.1.0" */
 };
 
 /* DROPS (user space): totals of lt_drop_counters at detach */

@@ -45,16 +45,19 @@ int main(int argc, char** argv) {
       return 0;
     }
     Trace trace;
+    ActionAggregator aggregator;
     if (opts.command == Options::Command::report) {
       auto r = tracefile::read_trace_file(opts.input, trace);
       for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << opts.input << ": " << w << "\n";
-      if (opts.verbose)
-        std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
+      if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
+      trace.for_each([&](const lt_event_header& h, const std::byte* p) { aggregator.add(h, p); });
     } else {
       install_signals();
       SessionOptions so{opts.pids, opts.children, opts.duration_s, opts.verbose};
       so.output_path = opts.output;
-      so.keep_in_memory = opts.command == Options::Command::live;
+      so.keep_in_memory = !opts.dump_path.empty();
+      if (opts.command == Options::Command::live)
+        so.sink = [&](const lt_event_header& h, const std::byte* p) { aggregator.add(h, p); };
       Session session(so);
       session.prepare();
       trace = session.run(g_stop);
@@ -63,20 +66,18 @@ int main(int argc, char** argv) {
       if (opts.verbose)
         std::cerr << "ltrace-bpf: attach latency " << st.attach_latency_ms << " ms, " << st.probes << " uprobe(s), "
                   << st.records << " events\n";
-      if (opts.command == Options::Command::record) {
+      if (opts.command == Options::Command::record)
         std::cerr << "ltrace-bpf: recorded " << st.records << " events from " << st.processes << " process(es) to "
                   << opts.output << " (" << st.file_bytes << " bytes); see it with: ltrace-bpf report " << opts.output
                   << "\n";
-        return 0;
-      }
     }
+    if (opts.command != Options::Command::record)
+      write_simple_reports(aggregator.finish(), {opts.extended, opts.dirpath, opts.filename});
     if (!opts.dump_path.empty()) {
       std::ofstream dump(opts.dump_path);
       dump_events(trace, dump);
       if (!dump) throw Error(ExitCode::io, "cannot write " + opts.dump_path);
     }
-    ActionsReport rep = aggregate_actions(trace);
-    write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
     return 0;
   } catch (const Error& e) {
     std::cerr << "ltrace-bpf: " << e.what() << "\n";

@@ -163,12 +163,13 @@ std::string name_of(const lt_action_event& e) {
 
 }  // namespace
 
-ActionsReport aggregate_actions(const Trace& trace) {
+struct ActionAggregator::State {
   ActionsReport rep;
   std::map<std::uint32_t, PerProcess> procs;
   std::vector<std::uint32_t> order;
   std::uint64_t window_begin = 0, window_end = 0;
-  auto proc = [&](std::uint32_t pid) -> PerProcess& {
+
+  PerProcess& proc(std::uint32_t pid) {
     auto [it, fresh] = procs.try_emplace(pid);
     if (fresh) {
       order.push_back(pid);
@@ -176,105 +177,118 @@ ActionsReport aggregate_actions(const Trace& trace) {
       it->second.out.window_begin_ns = window_begin;
     }
     return it->second;
-  };
+  }
+};
 
-  trace.for_each([&](const lt_event_header& h, const std::byte* p) {
-    switch (h.kind) {
-      case LT_EV_WINDOW: {
-        lt_window_event w;
-        if (!record_as(h, p, w)) return;
-        (w.begin ? window_begin : window_end) = h.ts_ns;
-        return;
-      }
-      case LT_EV_PROC_INFO: {
-        lt_proc_info_event e;
-        if (!record_as(h, p, e)) return;
-        auto& pp = proc(h.pid);
-        auto& m = pp.out.meta;
-        m.ppid = e.ppid;
-        m.rank = e.rank;
-        m.local_rank = e.local_rank;
-        m.world_size = e.world_size;
-        m.py_major = e.py_major;
-        m.py_minor = e.py_minor;
-        m.flags = e.flags;
-        m.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
-        m.cmdline.assign(e.cmdline, strnlen(e.cmdline, sizeof e.cmdline));
-        if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns) pp.out.window_begin_ns = h.ts_ns;
-        return;
-      }
-      case LT_EV_PROC_EXIT: {
-        auto& pp = proc(h.pid);
-        pp.out.exited = true;
-        pp.out.window_end_ns = h.ts_ns;
-        return;
-      }
-      case LT_EV_DROPS: {
-        lt_drops_event d;
-        if (!record_as(h, p, d)) return;
-        rep.ringbuf_drops += d.ringbuf_full;
-        rep.read_faults += d.read_faults;
-        return;
-      }
-      case LT_EV_ACTION_BEGIN:
-      case LT_EV_ACTION_END:
-      case LT_EV_DIRECT_START:
-      case LT_EV_DIRECT_STOP:
-      case LT_EV_FETCH_BEGIN:
-        break;
-      default:
-        return;
-    }
-    lt_action_event e;
-    if (!record_as(h, p, e)) return;
-    auto& pp = proc(h.pid);
-    switch (h.kind) {
-      case LT_EV_ACTION_BEGIN: {
-        std::string name = name_of(e);
-        pp.close_pending(h.tid, h.ts_ns, name);
-        pp.note_name(name);
-        pp.on_begin(h.tid, h.ts_ns, name);
-        pp.open_gen[e.key] = {name, h.ts_ns};
-        break;
-      }
-      case LT_EV_ACTION_END: {
-        auto it = pp.open_gen.find(e.key);
-        pp.close_pending(h.tid, h.ts_ns, it == pp.open_gen.end() ? std::string() : it->second.name);
-        if (it == pp.open_gen.end()) {
-          ++pp.out.unmatched_stops;
-          break;
-        }
-        pp.record(it->second.name, it->second.ts, h.ts_ns);
-        pp.on_end(h.tid, it->second.name);
-        pp.open_gen.erase(it);
-        break;
-      }
-      case LT_EV_DIRECT_START: {
-        std::string name = name_of(e);
-        pp.close_pending(h.tid, h.ts_ns, name);
-        pp.note_name(name);
-        pp.open_direct[{h.tid, name}] = h.ts_ns;
-        break;
-      }
-      case LT_EV_DIRECT_STOP: {
-        std::string name = name_of(e);
-        pp.close_pending(h.tid, h.ts_ns, name);
-        auto it = pp.open_direct.find({h.tid, name});
-        if (it == pp.open_direct.end()) {
-          ++pp.out.unmatched_stops;
-          break;
-        }
-        pp.record(name, it->second, h.ts_ns);
-        pp.open_direct.erase(it);
-        break;
-      }
-      case LT_EV_FETCH_BEGIN:
-        pp.close_pending(h.tid, h.ts_ns, std::string());
-        pp.pending[h.tid] = {pp.fetch_name, h.ts_ns, false};
-        break;
-    }
-  });
+ActionAggregator::ActionAggregator() : s_(std::make_unique<State>()) {}
+ActionAggregator::~ActionAggregator() = default;
 
+void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
+  auto& rep = s_->rep;
+  auto& window_begin = s_->window_begin;
+  auto& window_end = s_->window_end;
+  auto proc = [this](std::uint32_t pid) -> PerProcess& { return s_->proc(pid); };
+  switch (h.kind) {
+    case LT_EV_WINDOW: {
+      lt_window_event w;
+      if (!record_as(h, p, w)) return;
+      (w.begin ? window_begin : window_end) = h.ts_ns;
+      return;
+    }
+    case LT_EV_PROC_INFO: {
+      lt_proc_info_event e;
+      if (!record_as(h, p, e)) return;
+      auto& pp = proc(h.pid);
+      auto& m = pp.out.meta;
+      m.ppid = e.ppid;
+      m.rank = e.rank;
+      m.local_rank = e.local_rank;
+      m.world_size = e.world_size;
+      m.py_major = e.py_major;
+      m.py_minor = e.py_minor;
+      m.flags = e.flags;
+      m.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
+      m.cmdline.assign(e.cmdline, strnlen(e.cmdline, sizeof e.cmdline));
+      if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns) pp.out.window_begin_ns = h.ts_ns;
+      return;
+    }
+    case LT_EV_PROC_EXIT: {
+      auto& pp = proc(h.pid);
+      pp.out.exited = true;
+      pp.out.window_end_ns = h.ts_ns;
+      return;
+    }
+    case LT_EV_DROPS: {
+      lt_drops_event d;
+      if (!record_as(h, p, d)) return;
+      rep.ringbuf_drops += d.ringbuf_full;
+      rep.read_faults += d.read_faults;
+      return;
+    }
+    case LT_EV_ACTION_BEGIN:
+    case LT_EV_ACTION_END:
+    case LT_EV_DIRECT_START:
+    case LT_EV_DIRECT_STOP:
+    case LT_EV_FETCH_BEGIN:
+      break;
+    default:
+      return;
+  }
+  lt_action_event e;
+  if (!record_as(h, p, e)) return;
+  auto& pp = proc(h.pid);
+  switch (h.kind) {
+    case LT_EV_ACTION_BEGIN: {
+      std::string name = name_of(e);
+      pp.close_pending(h.tid, h.ts_ns, name);
+      pp.note_name(name);
+      pp.on_begin(h.tid, h.ts_ns, name);
+      pp.open_gen[e.key] = {name, h.ts_ns};
+      break;
+    }
+    case LT_EV_ACTION_END: {
+      auto it = pp.open_gen.find(e.key);
+      pp.close_pending(h.tid, h.ts_ns, it == pp.open_gen.end() ? std::string() : it->second.name);
+      if (it == pp.open_gen.end()) {
+        ++pp.out.unmatched_stops;
+        break;
+      }
+      pp.record(it->second.name, it->second.ts, h.ts_ns);
+      pp.on_end(h.tid, it->second.name);
+      pp.open_gen.erase(it);
+      break;
+    }
+    case LT_EV_DIRECT_START: {
+      std::string name = name_of(e);
+      pp.close_pending(h.tid, h.ts_ns, name);
+      pp.note_name(name);
+      pp.open_direct[{h.tid, name}] = h.ts_ns;
+      break;
+    }
+    case LT_EV_DIRECT_STOP: {
+      std::string name = name_of(e);
+      pp.close_pending(h.tid, h.ts_ns, name);
+      auto it = pp.open_direct.find({h.tid, name});
+      if (it == pp.open_direct.end()) {
+        ++pp.out.unmatched_stops;
+        break;
+      }
+      pp.record(name, it->second, h.ts_ns);
+      pp.open_direct.erase(it);
+      break;
+    }
+    case LT_EV_FETCH_BEGIN:
+      pp.close_pending(h.tid, h.ts_ns, std::string());
+      pp.pending[h.tid] = {pp.fetch_name, h.ts_ns, false};
+      break;
+  }
+}
+
+ActionsReport ActionAggregator::finish() {
+  auto& rep = s_->rep;
+  auto& procs = s_->procs;
+  auto& window_end = s_->window_end;
+  auto& order = s_->order;
   for (auto pid : order) {
     auto& pp = procs[pid];
     if (pp.out.window_end_ns == 0) pp.out.window_end_ns = window_end;
@@ -282,6 +296,12 @@ ActionsReport aggregate_actions(const Trace& trace) {
     rep.processes.push_back(std::move(pp.out));
   }
   return rep;
+}
+
+ActionsReport aggregate_actions(const Trace& trace) {
+  ActionAggregator agg;
+  trace.for_each([&](const lt_event_header& h, const std::byte* p) { agg.add(h, p); });
+  return agg.finish();
 }
 
 }  // namespace lt

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,13 +38,29 @@ struct ProcessActions {
   std::uint64_t unmatched_stops = 0;  // stopped, start not seen (began before attach)
   std::uint64_t estimated = 0;        // *_next fetches, manual optimizer_step: closed by the next action
   bool exited = false;
-  double window_seconds() const { return (window_end_ns - window_begin_ns) / 1e9; }
+  double window_seconds() const {
+    return window_end_ns > window_begin_ns ? (window_end_ns - window_begin_ns) / 1e9 : 0.0;
+  }
   std::size_t total_calls() const;
 };
 
 struct ActionsReport {
   std::vector<ProcessActions> processes;  // in order of first appearance
   std::uint64_t ringbuf_drops = 0, read_faults = 0;
+};
+
+// Consumes records one at a time, so a live session needs no copy of the
+// stream in memory; finish() once, at the end.
+class ActionAggregator {
+ public:
+  ActionAggregator();
+  ~ActionAggregator();
+  void add(const lt_event_header& h, const std::byte* record);
+  ActionsReport finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 ActionsReport aggregate_actions(const Trace& trace);

@@ -131,8 +131,7 @@ Options parse_options(int argc, char** argv) {
   } else if (o.pids.empty()) {
     throw Error(ExitCode::usage, "no target: give --pid PID (see --help)");
   }
-  if (o.command == Options::Command::record && o.output.empty())
-    throw Error(ExitCode::usage, "record needs -o FILE");
+  if (o.command == Options::Command::record && o.output.empty()) throw Error(ExitCode::usage, "record needs -o FILE");
   if (o.dirpath.empty() != o.filename.empty()) throw Error(ExitCode::usage, "--dirpath and --filename go together");
   return o;
 }

@@ -42,12 +42,41 @@ void notes(const ProcessActions& p) {
 
 }  // namespace
 
+namespace {
+// Lightning's own DDP launcher sets LOCAL_RANK/WORLD_SIZE in os.environ of
+// rank 0 at run time, which /proc/PID/environ does not show; its children
+// (ranks 1..N-1) have them from exec.  A parent with ranked children and no
+// labels of its own is rank 0.
+ProcessMeta labelled(const ProcessMeta& m, const ActionsReport& rep) {
+  ProcessMeta out = m;
+  if (out.world_size >= 0) return out;
+  for (auto& q : rep.processes) {
+    if (q.meta.ppid == m.pid && q.meta.world_size > 1 && q.meta.local_rank > 0) {
+      out.world_size = q.meta.world_size;
+      out.local_rank = 0;
+      out.rank = q.meta.rank >= 0 && q.meta.local_rank >= 0 ? q.meta.rank - q.meta.local_rank : 0;
+      break;
+    }
+  }
+  return out;
+}
+}  // namespace
+
 int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
+  // One report per process that ran Lightning actions; if none did, one
+  // (empty) report per traced Python process, so the user sees the title
+  // and the hint.  DataLoader workers and launchers do not clutter it.
   std::vector<const ProcessActions*> shown;
   for (auto& p : rep.processes)
-    if (!(p.meta.flags & LT_PROC_NOT_PYTHON)) shown.push_back(&p);
+    if (!p.actions.empty()) shown.push_back(&p);
+  if (shown.empty())
+    for (auto& p : rep.processes)
+      if (p.meta.flags & LT_PROC_PYTHON) shown.push_back(&p);
   int written = 0;
+  std::size_t quiet = 0;
+  for (auto& p : rep.processes) quiet += p.actions.empty() && (p.meta.flags & LT_PROC_PYTHON);
   for (auto* p : shown) {
+    ProcessMeta meta = labelled(p->meta, rep);
     SimpleReportInput in;
     in.stage_title = stage_title(p->stage);
     in.actions = p->actions;
@@ -55,27 +84,31 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
     in.extended = out.extended;
     std::string text = render_simple_report(in);
     if (!out.dirpath.empty()) {
-      int local_rank = p->meta.world_size > 1 ? std::max(p->meta.local_rank, 0) : -1;
+      int local_rank = meta.world_size > 1 ? std::max(meta.local_rank, 0) : -1;
       std::string name = lightning_report_filename(stage_name(p->stage), out.filename, local_rank);
-      if (shown.size() > 1 && p->meta.world_size <= 1) {
+      if (shown.size() > 1 && meta.world_size <= 1) {
         // Several unranked processes would share one file name: keep them apart.
-        name = lightning_report_filename(stage_name(p->stage), out.filename + "-pid" + std::to_string(p->meta.pid), -1);
+        name = lightning_report_filename(stage_name(p->stage), out.filename + "-pid" + std::to_string(meta.pid), -1);
       }
       std::error_code ec;
       std::filesystem::create_directories(out.dirpath, ec);
       auto path = std::filesystem::path(out.dirpath) / name;
       std::ofstream f(path, std::ios::app | std::ios::binary);
       if (!f || !(f << text) || !f.flush()) throw Error(ExitCode::io, "cannot write " + path.string());
-      std::cerr << "ltrace-bpf: wrote " << path.string() << " (" << describe(p->meta) << ")\n";
+      std::cerr << "ltrace-bpf: wrote " << path.string() << " (" << describe(meta) << ")\n";
     } else {
-      if (shown.size() > 1) std::cout << "==> " << describe(p->meta) << " <==\n";
+      if (shown.size() > 1) std::cout << "==> " << describe(meta) << " <==\n";
       std::cout << text;
       if (shown.size() > 1) std::cout << "\n";
       std::cout.flush();
     }
     ++written;
   }
-  for (auto& p : rep.processes) notes(p);
+  for (auto* p : shown) notes(*p);
+  if (quiet && shown.size() != quiet)
+    std::cerr << "ltrace-bpf: " << quiet
+              << " other Python process(es) (DataLoader workers, launchers) ran no "
+                 "Lightning actions\n";
   if (rep.ringbuf_drops || rep.read_faults)
     std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
               << " unreadable action names\n";

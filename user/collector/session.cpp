@@ -1,6 +1,8 @@
 #include "user/collector/session.h"
 
 #include <bpf/libbpf.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -8,9 +10,6 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
@@ -72,9 +71,10 @@ void Session::prepare() {
   }
 }
 
-void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags) {
+void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts) {
   lt_proc_info_event e{};
   e.hdr = user_header(LT_EV_PROC_INFO, sizeof e, pid);
+  if (ts) e.hdr.ts_ns = ts;
   e.ppid = static_cast<std::uint32_t>(proc::read_ppid(pid));
   auto env = proc::read_environ(pid);
   e.rank = env_int(env, "RANK");
@@ -95,19 +95,24 @@ void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::
 // Starts tracing one process: interpreter config into BPF, uprobe on its
 // binary, and its identity into the trace.
 void Session::adopt(pid_t pid, bool must_be_python) {
-  if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
-  alive_[pid] = true;
-  python::Interpreter interp;
-  auto pre = prepared_.find(pid);
   try {
-    interp = pre != prepared_.end() ? pre->second : python::discover(pid);
+    adopt_or_throw(pid);
   } catch (const Error& e) {
+    // An explicit --pid must work; a process met on the way (a child, an
+    // exec) that cannot be traced is noted, and the session goes on.
     if (must_be_python) throw;
     emit_proc_info(pid, nullptr, e.code() == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON);
-    if (e.code() == ExitCode::unsupported) notes_.push_back("pid " + std::to_string(pid) + ": " + e.what());
-    return;
+    if (e.code() != ExitCode::not_python) notes_.push_back("pid " + std::to_string(pid) + ": " + e.what());
   }
-  pyactions_->attach(interp);
+}
+
+void Session::adopt_or_throw(pid_t pid) {
+  alive_[pid] = true;
+  auto pre = prepared_.find(pid);
+  python::Interpreter interp = pre != prepared_.end() ? pre->second : python::discover(pid);
+  // Without --children the probes are scoped to the target process, so
+  // other processes using the same interpreter pay nothing.
+  pyactions_->attach(interp, opts_.children ? -1 : pid);
   if (opts_.verbose) {
     std::string sites;
     for (auto& s : interp.sites)
@@ -121,20 +126,33 @@ void Session::adopt(pid_t pid, bool must_be_python) {
   if (!has_fetch)
     notes_.push_back("pid " + std::to_string(pid) + ": builtins.next not found in " + interp.binary +
                      "; *_next dataloader actions will be missing");
+  lt_target t = target_for(interp);
+  proctrack_->set_target(pid, t);
+  // Follow only once the target is in place: a child forked from now on
+  // inherits it in BPF.
+  if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
+  live_[pid] = interp;
+  emit_proc_info(pid, &interp, LT_PROC_PYTHON);
+}
+
+lt_target Session::target_for(const python::Interpreter& interp) {
   lt_target t{};
   t.off = interp.layout.bpf;
   t.flags = (opts_.children ? LT_TARGET_FOLLOW_CHILDREN : 0) | (interp.gen_via_eval() ? LT_TARGET_GEN_VIA_EVAL : 0);
   t.gen_type = interp.gen_type_addr;
   t.generation = generation_++;
-  proctrack_->set_target(pid, t);
-  live_[pid] = interp;
-  emit_proc_info(pid, &interp, LT_PROC_PYTHON);
+  return t;
 }
 
 void Session::emit(const void* record, std::size_t size) {
   ++stats_.records;
   if (opts_.keep_in_memory) trace_.append(record, size);
   if (writer_) writer_->append(record, size);
+  if (opts_.sink) {
+    lt_event_header h;
+    std::memcpy(&h, record, sizeof h);
+    opts_.sink(h, static_cast<const std::byte*>(record));
+  }
 }
 
 void Session::emit_host_info() {
@@ -170,7 +188,10 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
         auto interp = parent->second;
         interp.pid = child;
         live_[child] = interp;
-        emit_proc_info(child, &interp, LT_PROC_PYTHON);
+        // BPF copied the parent's entry at fork; this covers a fork that
+        // raced with the parent's own adoption.
+        proctrack_->set_target(child, target_for(interp));
+        emit_proc_info(child, &interp, LT_PROC_PYTHON, h.ts_ns);
       }
       return;
     }
@@ -269,10 +290,10 @@ Trace Session::run(const std::atomic<bool>& stop) {
   }
   // Drain everything already produced, then stop producing.
   ring_buffer__consume(rb);
-  auto drops = proctrack_->drops();
   pyactions_.reset();
   ring_buffer__consume(rb);
   ring_buffer__free(rb);
+  auto drops = proctrack_->drops();
 
   lt_window_event end{};
   end.hdr = user_header(LT_EV_WINDOW, sizeof end, 0);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,8 +26,11 @@ struct SessionOptions {
   bool children = false;
   double duration_s = 0;  // 0: until signal or targets exit
   bool verbose = false;
-  std::string output_path;     // also write the trace file here ("" = none)
-  bool keep_in_memory = true;  // false for `record`: the file is the trace
+  std::string output_path;      // also write the trace file here ("" = none)
+  bool keep_in_memory = false;  // also return every record as a Trace (--dump)
+  // Sees every record as it arrives (the report aggregator), so a long
+  // attach does not hold the stream in memory.
+  std::function<void(const lt_event_header&, const std::byte*)> sink;
 };
 
 struct SessionStats {
@@ -51,7 +55,9 @@ class Session {
 
  private:
   void adopt(pid_t pid, bool must_be_python);
-  void emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags);
+  void adopt_or_throw(pid_t pid);
+  lt_target target_for(const python::Interpreter& interp);
+  void emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts = 0);
   void on_record(const lt_event_header& h, const void* data, std::size_t size);
   // Every record goes through here: into the in-memory Trace and/or the file.
   void emit(const void* record, std::size_t size);

@@ -16,8 +16,8 @@ enum class ExitCode : int {
   unsupported = 5,      // CPython version or build we cannot read
   permission = 6,       // missing capability (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
   bpf = 7,              // BPF load or attach failed
-  io = 8,              // cannot read or write a file
-  bad_trace = 9,       // not a trace file, or one from a newer ltrace-bpf
+  io = 8,               // cannot read or write a file
+  bad_trace = 9,        // not a trace file, or one from a newer ltrace-bpf
 };
 
 class Error : public std::runtime_error {

@@ -129,7 +129,8 @@ bool code_takes_address_of(const elf::ElfFile& f, std::uint64_t target) {
         auto disp = static_cast<std::int32_t>(le32(b, i + 2));
         if (s.vaddr + i + 6 + static_cast<std::int64_t>(disp) == target) return true;
       }
-      if (target < 0x80000000ULL && le32(b, i) == target) {
+      // imm32 addresses exist only in non-PIE executables
+      if (f.is_exec() && target < 0x80000000ULL && le32(b, i) == target) {
         auto p1 = static_cast<unsigned char>(b[i - 1]), p2 = static_cast<unsigned char>(b[i - 2]);
         if (p2 == 0x81 || p2 == 0xc7 || p1 == 0x3d || (p1 >= 0xb8 && p1 <= 0xbf)) return true;
       }

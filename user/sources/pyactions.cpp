@@ -30,21 +30,22 @@ PyActionsSource::~PyActionsSource() {
   if (skel_) lt_pyactions__destroy(skel_);
 }
 
-void PyActionsSource::attach(const python::Interpreter& interp) {
+void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
   struct stat st {};
   if (stat(interp.open_path.c_str(), &st) != 0)
     throw Error(ExitCode::no_such_process, "cannot stat " + interp.binary + " of pid " + std::to_string(interp.pid));
-  auto key = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
-  if (attached_.count(key)) return;
+  auto key = std::make_tuple(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino), pid);
+  if (attached_.count(key) || attached_.count(std::make_tuple(std::get<0>(key), std::get<1>(key), pid_t{-1}))) return;
   for (const auto& s : interp.sites) {
     bpf_program* prog = s.function == "builtin_next"               ? skel_->progs.lt_next
                         : s.function == "gen_throw"                ? skel_->progs.lt_gen_throw
                         : s.function == "_PyEval_EvalFrameDefault" ? skel_->progs.lt_eval_entry
                                                                    : nullptr;
     if (!prog) continue;
-    // pid -1: every process mapping this file; BPF keeps only targets, which
-    // also covers children forked later.
-    bpf_link* link = bpf_program__attach_uprobe(prog, false, -1, interp.open_path.c_str(), s.file_offset);
+    // pid -1: every process mapping this file (BPF keeps only targets),
+    // which covers children forked later; otherwise one process, all its
+    // threads.
+    bpf_link* link = bpf_program__attach_uprobe(prog, false, pid, interp.open_path.c_str(), s.file_offset);
     if (!link) throw bpf_error("attach uprobe " + s.function + " in " + interp.binary, errno);
     links_.push_back(link);
   }

@@ -26,13 +26,15 @@ class PyActionsSource {
 
   // Attaches the entry uprobes for this interpreter's binary (once per
   // binary: a uprobe lives in the file, and BPF filters by target pid).
-  void attach(const python::Interpreter& interp);
+  // pid: the process to scope the probes to, or -1 for every process that
+  // maps the binary (needed to cover children forked later).
+  void attach(const python::Interpreter& interp, pid_t pid);
   std::size_t probes() const { return links_.size(); }
 
  private:
   lt_pyactions* skel_ = nullptr;
   std::vector<bpf_link*> links_;
-  std::set<std::pair<unsigned long, unsigned long>> attached_;  // dev, inode
+  std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;  // dev, inode, pid scope
 };
 
 }  // namespace lt

@@ -34,7 +34,7 @@ struct ChunkHeader {
   std::uint32_t raw_size;     // bytes of records after decompression
   std::uint32_t stored_size;  // bytes that follow this header
   std::uint32_t record_count;
-  std::uint32_t crc32;        // of the stored bytes (zlib crc32)
+  std::uint32_t crc32;  // of the stored bytes (zlib crc32)
   std::uint64_t first_ts_ns;
   std::uint64_t last_ts_ns;
 };

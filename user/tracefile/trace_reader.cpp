@@ -23,8 +23,8 @@ ReadResult read_trace(std::string_view bytes, Trace& out) {
                                          std::to_string(fh.format_minor) + " is not supported (this reads " +
                                          std::to_string(kFormatMajor) + ".x)");
   if (fh.event_abi > LT_EVENT_ABI_VERSION)
-    throw Error(ExitCode::bad_trace, "trace written by a newer ltrace-bpf (event ABI " + std::to_string(fh.event_abi) +
-                                         ")");
+    throw Error(ExitCode::bad_trace,
+                "trace written by a newer ltrace-bpf (event ABI " + std::to_string(fh.event_abi) + ")");
   if (fh.header_size < sizeof fh || fh.header_size > bytes.size())
     throw Error(ExitCode::bad_trace, "trace file header is damaged");
 
@@ -42,8 +42,8 @@ ReadResult read_trace(std::string_view bytes, Trace& out) {
     std::memcpy(&c, bytes.data() + at, sizeof c);
     auto corrupt = [&](const std::string& why) {
       r.bytes_cut = left;
-      r.warnings.push_back("damaged chunk at byte " + std::to_string(at) + " (" + why + "): " +
-                           std::to_string(left) + " byte(s) after it ignored");
+      r.warnings.push_back("damaged chunk at byte " + std::to_string(at) + " (" + why + "): " + std::to_string(left) +
+                           " byte(s) after it ignored");
     };
     if (c.magic != kChunkMagic) {
       corrupt("bad chunk magic");
