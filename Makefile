@@ -31,7 +31,7 @@ LIB_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRCS))
 TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
 
-.PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench
+.PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz
 all: $(BUILD)/ltrace-bpf
 
 $(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h bpf/common.bpf.h vmlinux/vmlinux.h
@@ -68,7 +68,21 @@ integration-test: all
 
 test: deps
 	$(MAKE) unit-test
+	$(MAKE) fuzz
 	$(MAKE) integration-test
+
+# libFuzzer on the trace reader (clang); FUZZ_SECONDS bounds the run.
+FUZZ_SECONDS ?= 20
+FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp reports/aggregate/actions.cpp \
+             reports/model/action_name.cpp
+fuzz: $(SKELS)
+	@mkdir -p build-fuzz/corpus
+	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp -o build-fuzz/make_seed -lz -lzstd
+	build-fuzz/make_seed build-fuzz/corpus/seed.ltrace
+	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(FUZZ_SRCS) -o build-fuzz/trace_reader_fuzz -lz -lzstd
+	build-fuzz/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    build-fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; tail -5 build-fuzz/fuzz.log; \
+	    if [ $$rc -ne 0 ]; then grep -m5 -E "ERROR|SUMMARY" build-fuzz/fuzz.log; exit $$rc; fi
 
 asan:
 	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" build-asan/unit-tests
@@ -92,5 +106,5 @@ vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/vmlinux.h
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 .SECONDARY:

@@ -1,0 +1,23 @@
+// libFuzzer target for the trace reader: any bytes must give records, a
+// warning or an lt::Error, never a crash, a hang or an out-of-bounds access.
+//   make fuzz                          bounded run (as in `make test`)
+//   make fuzz FUZZ_SECONDS=3600        a longer one
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "reports/aggregate/actions.h"
+#include "user/core/errors.h"
+#include "user/tracefile/trace_reader.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  lt::Trace trace;
+  try {
+    lt::tracefile::read_trace(std::string_view(reinterpret_cast<const char*>(data), size), trace);
+  } catch (const lt::Error&) {
+    return 0;
+  }
+  // Whatever was read must also aggregate without trouble.
+  (void)lt::aggregate_actions(trace);
+  return 0;
+}
