@@ -165,6 +165,7 @@ std::string name_of(const lt_action_event& e) {
 
 struct ActionAggregator::State {
   ActionsReport rep;
+  std::uint64_t last_ts = 0;
   std::map<std::uint32_t, PerProcess> procs;
   std::vector<std::uint32_t> order;
   std::uint64_t window_begin = 0, window_end = 0;
@@ -185,6 +186,7 @@ ActionAggregator::~ActionAggregator() = default;
 
 void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
   auto& rep = s_->rep;
+  if (h.ts_ns > s_->last_ts) s_->last_ts = h.ts_ns;
   auto& window_begin = s_->window_begin;
   auto& window_end = s_->window_end;
   auto proc = [this](std::uint32_t pid) -> PerProcess& { return s_->proc(pid); };
@@ -286,6 +288,10 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
 
 ActionsReport ActionAggregator::finish() {
   auto& rep = s_->rep;
+  // A recording cut short (recorder killed) has no detach record: the
+  // window then ends at the last event seen.
+  rep.complete = s_->window_end != 0;
+  if (!rep.complete) s_->window_end = s_->last_ts;
   auto& procs = s_->procs;
   auto& window_end = s_->window_end;
   auto& order = s_->order;

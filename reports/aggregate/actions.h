@@ -47,6 +47,7 @@ struct ProcessActions {
 struct ActionsReport {
   std::vector<ProcessActions> processes;  // in order of first appearance
   std::uint64_t ringbuf_drops = 0, read_faults = 0;
+  bool complete = true;  // the stream has its detach record
 };
 
 // Consumes records one at a time, so a live session needs no copy of the

@@ -16,7 +16,9 @@ using namespace lt;
 
 namespace {
 
-std::string temp_path(const char* name) { return "/tmp/lt-unit-" + std::to_string(getpid()) + "-" + name; }
+std::string temp_path(const char* name) {
+  return "/tmp/lt-unit-" + std::to_string(getpid()) + "-" + name;
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -109,6 +109,9 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
     std::cerr << "ltrace-bpf: " << quiet
               << " other Python process(es) (DataLoader workers, launchers) ran no "
                  "Lightning actions\n";
+  if (!rep.complete)
+    std::cerr << "ltrace-bpf: the recording ended abruptly (no detach record): drop counters are unknown and the "
+                 "window ends at the last event\n";
   if (rep.ringbuf_drops || rep.read_faults)
     std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
               << " unreadable action names\n";

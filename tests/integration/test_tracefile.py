@@ -1,0 +1,85 @@
+"""Record once, report anywhere: the trace file path against a real
+Lightning job."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from conftest import LTRACE, WORKLOADS, parse_simple_report, wait_for
+
+TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
+
+
+def test_live_output_equals_offline_report(attach, lightning_python):
+    run = attach([lightning_python, TRAIN, "--profiler", "none", "--epochs", "2", "--batches", "16", "--val"],
+                 lt_args=["-o", "run.ltrace"])
+    assert run.lt_rc == 0, run.lt_err
+    path = run.tmp / "run.ltrace"
+    off = subprocess.run([LTRACE, "report", str(path)], capture_output=True, text=True, timeout=60)
+    assert off.returncode == 0, off.stderr
+    assert off.stdout == run.lt_out
+    assert parse_simple_report(off.stdout)["run_training_batch"][1] == "32"
+    # The same report without root: it is only a file (pytest's tmp dirs are
+    # private to root, so hand nobody a copy).
+    shared = f"/tmp/lt-nobody-{os.getpid()}.ltrace"
+    shutil.copy(path, shared)
+    os.chmod(shared, 0o644)
+    try:
+        nobody = subprocess.run([LTRACE, "report", shared], capture_output=True, text=True, timeout=60,
+                                preexec_fn=lambda: (os.setgid(65534), os.setuid(65534)))
+    finally:
+        os.unlink(shared)
+    assert nobody.returncode == 0, nobody.stderr
+    assert nobody.stdout == run.lt_out
+
+
+def test_recorder_killed_leaves_a_readable_file(tmp_path, lightning_python):
+    """kill -9 of `record`: every chunk flushed so far (at least once a
+    second) is readable; a cut tail is reported, not fatal."""
+    stop = tmp_path / "stop"
+    log = tmp_path / "job.log"
+    with open(log, "w") as f:
+        job = subprocess.Popen([lightning_python, TRAIN, "--until-file", str(stop), "--epochs", "1", "--batches", "50"],
+                               stdout=f, stderr=subprocess.STDOUT)
+    try:
+        wait_for(str(log), "FIT_DONE", 120, job)  # training is under way
+        out = tmp_path / "killed.ltrace"
+        rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(out), "-v"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(3.5)
+        rec.send_signal(signal.SIGKILL)
+        rec.wait(30)
+        r = subprocess.run([LTRACE, "report", str(out)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        rows = parse_simple_report(r.stdout)
+        assert int(rows["run_training_batch"][1]) > 20, r.stdout
+        assert "ended abruptly" in r.stderr
+        # Cut the file inside its last chunk: still readable, and it says so.
+        data = out.read_bytes()
+        cut = tmp_path / "cut.ltrace"
+        cut.write_bytes(data[:-5])
+        r2 = subprocess.run([LTRACE, "report", str(cut)], capture_output=True, text=True, timeout=60)
+        assert r2.returncode == 0, r2.stderr
+        assert "byte(s) cut" in r2.stderr
+        assert job.poll() is None  # the job never noticed
+    finally:
+        stop.touch()
+        try:
+            job.wait(120)
+        finally:
+            if job.poll() is None:
+                job.kill()
+
+
+def test_bad_trace_files(tmp_path):
+    junk = tmp_path / "junk.ltrace"
+    junk.write_bytes(b"definitely not a trace" * 10)
+    r = subprocess.run([LTRACE, "report", str(junk)], capture_output=True, text=True)
+    assert r.returncode == 9 and "not an ltrace-bpf trace file" in r.stderr
+    r = subprocess.run([LTRACE, "report", str(tmp_path / "missing.ltrace")], capture_output=True, text=True)
+    assert r.returncode == 8 and "cannot open" in r.stderr
+    r = subprocess.run([LTRACE, "report"], capture_output=True, text=True)
+    assert r.returncode == 2
+    r = subprocess.run([LTRACE, "record", "--pid", "1"], capture_output=True, text=True)
+    assert r.returncode == 2 and "-o FILE" in r.stderr
