@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(make g++ clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev pkg-config
-              libgtest-dev python3.11 python3.11-venv python3-pip procps util-linux)
+              libgtest-dev python3.11 python3.11-venv python3-pip procps util-linux chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,7 +22,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3.11 -m venv .venv
 fi
-if ! .venv/bin/python -c "import torch, pytorch_lightning, pytest" 2>/dev/null; then
+if ! .venv/bin/python -c "import torch, pytorch_lightning, pytest, hta" 2>/dev/null; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r .ci/requirements.txt
 fi

@@ -8,6 +8,8 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/dump/event_dump.h"
+#include "reports/export/chrome_trace.h"
+#include "reports/export/html_report.h"
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
 #include "user/collector/session.h"
@@ -45,7 +47,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     Trace trace;
-    ActionAggregator aggregator;
+    const bool exports = !opts.chrome_path.empty() || !opts.html_path.empty();
+    ActionAggregator aggregator(exports);
     if (opts.command == Options::Command::report) {
       auto r = tracefile::read_trace_file(opts.input, trace);
       for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << opts.input << ": " << w << "\n";
@@ -71,8 +74,19 @@ int main(int argc, char** argv) {
                   << opts.output << " (" << st.file_bytes << " bytes); see it with: ltrace-bpf report " << opts.output
                   << "\n";
     }
-    if (opts.command != Options::Command::record)
-      write_simple_reports(aggregator.finish(), {opts.extended, opts.dirpath, opts.filename});
+    if (opts.command != Options::Command::record) {
+      ActionsReport rep = aggregator.finish();
+      write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
+      auto write_file = [](const std::string& path, auto&& writer) {
+        std::ofstream f(path, std::ios::binary);
+        writer(f);
+        if (!f.flush()) throw Error(ExitCode::io, "cannot write " + path);
+        std::cerr << "ltrace-bpf: wrote " << path << "\n";
+      };
+      if (!opts.chrome_path.empty()) write_file(opts.chrome_path, [&](std::ostream& f) { write_chrome_trace(rep, f); });
+      if (!opts.html_path.empty())
+        write_file(opts.html_path, [&](std::ostream& f) { write_html_report(rep, opts.extended, f); });
+    }
     if (!opts.dump_path.empty()) {
       std::ofstream dump(opts.dump_path);
       dump_events(trace, dump);

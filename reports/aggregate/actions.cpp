@@ -113,10 +113,16 @@ struct PerProcess {
   const char* fetch_name = "[_TrainingEpochLoop].train_dataloader_next";
   bool stage_locked_fit = false;
 
-  void record(const std::string& name, std::uint64_t begin, std::uint64_t end) {
+  bool keep_intervals = false;
+
+  void record(const std::string& name, std::uint64_t begin, std::uint64_t end, std::uint32_t tid,
+              bool estimated = false) {
     auto [it, fresh] = index.try_emplace(name, out.actions.size());
     if (fresh) out.actions.push_back({name, {}});
     out.actions[it->second].durations_s.push_back(end >= begin ? (end - begin) / 1e9 : 0.0);
+    if (keep_intervals)
+      out.intervals.push_back(
+          {static_cast<std::uint32_t>(it->second), tid, begin, end >= begin ? end : begin, estimated});
   }
 
   void note_name(const std::string& n) {
@@ -137,7 +143,7 @@ struct PerProcess {
     auto it = pending.find(tid);
     if (it == pending.end()) return;
     if (it->second.spans_optimizer_hooks && is_optimizer_hook(n)) return;
-    record(it->second.name, it->second.ts, ts);
+    record(it->second.name, it->second.ts, ts, tid, true);
     ++out.estimated;
     pending.erase(it);
   }
@@ -165,6 +171,7 @@ std::string name_of(const lt_action_event& e) {
 
 struct ActionAggregator::State {
   ActionsReport rep;
+  bool keep_intervals = false;
   std::uint64_t last_ts = 0;
   std::map<std::uint32_t, PerProcess> procs;
   std::vector<std::uint32_t> order;
@@ -174,6 +181,7 @@ struct ActionAggregator::State {
     auto [it, fresh] = procs.try_emplace(pid);
     if (fresh) {
       order.push_back(pid);
+      it->second.keep_intervals = keep_intervals;
       it->second.out.meta.pid = pid;
       it->second.out.window_begin_ns = window_begin;
     }
@@ -181,7 +189,9 @@ struct ActionAggregator::State {
   }
 };
 
-ActionAggregator::ActionAggregator() : s_(std::make_unique<State>()) {}
+ActionAggregator::ActionAggregator(bool keep_intervals) : s_(std::make_unique<State>()) {
+  s_->keep_intervals = keep_intervals;
+}
 ActionAggregator::~ActionAggregator() = default;
 
 void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
@@ -220,6 +230,14 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       pp.out.window_end_ns = h.ts_ns;
       return;
     }
+    case LT_EV_HOST_INFO: {
+      lt_host_info_event hi;
+      if (!record_as(h, p, hi)) return;
+      rep.host.hostname.assign(hi.hostname, strnlen(hi.hostname, sizeof hi.hostname));
+      rep.host.monotonic_ns = hi.monotonic_ns;
+      rep.host.realtime_ns = hi.realtime_ns;
+      return;
+    }
     case LT_EV_DROPS: {
       lt_drops_event d;
       if (!record_as(h, p, d)) return;
@@ -255,7 +273,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
         ++pp.out.unmatched_stops;
         break;
       }
-      pp.record(it->second.name, it->second.ts, h.ts_ns);
+      pp.record(it->second.name, it->second.ts, h.ts_ns, h.tid);
       pp.on_end(h.tid, it->second.name);
       pp.open_gen.erase(it);
       break;
@@ -275,7 +293,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
         ++pp.out.unmatched_stops;
         break;
       }
-      pp.record(name, it->second, h.ts_ns);
+      pp.record(name, it->second, h.ts_ns, h.tid);
       pp.open_direct.erase(it);
       break;
     }
@@ -304,8 +322,8 @@ ActionsReport ActionAggregator::finish() {
   return rep;
 }
 
-ActionsReport aggregate_actions(const Trace& trace) {
-  ActionAggregator agg;
+ActionsReport aggregate_actions(const Trace& trace, bool keep_intervals) {
+  ActionAggregator agg(keep_intervals);
   trace.for_each([&](const lt_event_header& h, const std::byte* p) { agg.add(h, p); });
   return agg.finish();
 }

@@ -29,9 +29,18 @@ struct ActionSeries {
   std::vector<double> durations_s;
 };
 
+// One completed action on the timeline (kept only when asked: exports).
+struct ActionInterval {
+  std::uint32_t action;  // index into ProcessActions::actions
+  std::uint32_t tid;
+  std::uint64_t begin_ns, end_ns;  // CLOCK_MONOTONIC of the recording host
+  bool estimated;                  // end inferred (fetches, manual optimizer_step)
+};
+
 struct ProcessActions {
   ProcessMeta meta;
-  std::vector<ActionSeries> actions;  // first-completion order
+  std::vector<ActionSeries> actions;      // first-completion order
+  std::vector<ActionInterval> intervals;  // in completion order
   Stage stage = Stage::none;
   std::uint64_t window_begin_ns = 0, window_end_ns = 0;
   std::uint64_t open_at_end = 0;      // started, never stopped in the window
@@ -44,7 +53,13 @@ struct ProcessActions {
   std::size_t total_calls() const;
 };
 
+struct HostMeta {
+  std::string hostname;
+  std::uint64_t monotonic_ns = 0, realtime_ns = 0;  // one clock pair (0: unknown)
+};
+
 struct ActionsReport {
+  HostMeta host;
   std::vector<ProcessActions> processes;  // in order of first appearance
   std::uint64_t ringbuf_drops = 0, read_faults = 0;
   bool complete = true;  // the stream has its detach record
@@ -54,7 +69,7 @@ struct ActionsReport {
 // stream in memory; finish() once, at the end.
 class ActionAggregator {
  public:
-  ActionAggregator();
+  explicit ActionAggregator(bool keep_intervals = false);
   ~ActionAggregator();
   void add(const lt_event_header& h, const std::byte* record);
   ActionsReport finish();
@@ -64,6 +79,6 @@ class ActionAggregator {
   std::unique_ptr<State> s_;
 };
 
-ActionsReport aggregate_actions(const Trace& trace);
+ActionsReport aggregate_actions(const Trace& trace, bool keep_intervals = false);
 
 }  // namespace lt

@@ -21,27 +21,9 @@ std::string ljust(const std::string& s, std::size_t width) {
   return n >= width ? s : s + std::string(width - n, ' ');
 }
 
-struct Row {
-  std::string name, mean, calls, total, pct;
-};
-
 }  // namespace
 
-std::string render_simple_report(const SimpleReportInput& in) {
-  const std::string NL = "\n";
-  std::string out = in.stage_title.empty() ? "Profiler Report" : in.stage_title + " Profiler Report";
-  out += NL;
-  if (in.actions.empty()) return out + NL;
-
-  std::size_t K = 0;
-  for (auto& a : in.actions) K = std::max(K, code_points(a.name));
-
-  auto row = [&](const std::vector<std::string>& cells) {
-    std::string r = NL + "|  " + ljust(cells[0], K) + "\t|";
-    for (std::size_t i = 1; i < cells.size(); ++i) r += "  " + ljust(cells[i], 15) + "\t|";
-    return r;
-  };
-
+std::vector<SimpleRow> simple_rows(const SimpleReportInput& in) {
   struct Stat {
     const ActionSeries* a;
     double sum, mean, pct;
@@ -58,22 +40,42 @@ std::string render_simple_report(const SimpleReportInput& in) {
   // Python's sorted(..., reverse=True) is stable: ties keep insertion order.
   std::stable_sort(stats.begin(), stats.end(),
                    [&](const Stat& x, const Stat& y) { return in.extended ? x.pct > y.pct : x.mean > y.mean; });
+  std::vector<SimpleRow> rows;
+  if (in.extended)
+    rows.push_back({"Total", "-", std::to_string(total_calls), python_format_5(in.total_seconds), "100 %"});
+  for (auto& s : stats)
+    rows.push_back({s.a->name, python_format_5(s.mean), std::to_string(s.a->durations_s.size()), python_format_5(s.sum),
+                    python_format_5(s.pct)});
+  return rows;
+}
 
+std::string render_simple_report(const SimpleReportInput& in) {
+  const std::string NL = "\n";
+  std::string out = in.stage_title.empty() ? "Profiler Report" : in.stage_title + " Profiler Report";
+  out += NL;
+  if (in.actions.empty()) return out + NL;
+
+  std::size_t K = 0;
+  for (auto& a : in.actions) K = std::max(K, code_points(a.name));
+  auto row = [&](const std::vector<std::string>& cells) {
+    std::string r = NL + "|  " + ljust(cells[0], K) + "\t|";
+    for (std::size_t i = 1; i < cells.size(); ++i) r += "  " + ljust(cells[i], 15) + "\t|";
+    return r;
+  };
   std::string header = in.extended ? row({"Action", "Mean duration (s)", "Num calls", "Total time (s)", "Percentage %"})
                                    : row({"Action", "Mean duration (s)", "Total time (s)"});
   std::string sep = NL + std::string(expand_tabs(header).size(), '-');
 
   out += sep + header + sep;
+  auto rows = simple_rows(in);
+  std::size_t i = 0;
   if (in.extended) {
-    out += row({"Total", "-", std::to_string(total_calls), python_format_5(in.total_seconds), "100 %"});
-    out += sep;
+    auto& t = rows[i++];
+    out += row({t.name, t.mean, t.calls, t.total, t.pct}) + sep;
   }
-  for (auto& s : stats) {
-    if (in.extended)
-      out += row({s.a->name, python_format_5(s.mean), std::to_string(s.a->durations_s.size()), python_format_5(s.sum),
-                  python_format_5(s.pct)});
-    else
-      out += row({s.a->name, python_format_5(s.mean), python_format_5(s.sum)});
+  for (; i < rows.size(); ++i) {
+    auto& r = rows[i];
+    out += in.extended ? row({r.name, r.mean, r.calls, r.total, r.pct}) : row({r.name, r.mean, r.total});
   }
   out += sep + NL;
   return out;

@@ -17,6 +17,14 @@ struct SimpleReportInput {
 
 std::string render_simple_report(const SimpleReportInput& in);
 
+// The table's cells as SimpleProfiler formats them: the Total row first
+// (extended only), then the actions in report order.  Shared by the text
+// report and the HTML page.
+struct SimpleRow {
+  std::string name, mean, calls, total, pct;
+};
+std::vector<SimpleRow> simple_rows(const SimpleReportInput& in);
+
 // Lightning's _prepare_filename (2.6.1+ sanitising): "{stage}-{filename}[-{local_rank}].txt"
 std::string lightning_report_filename(const std::string& stage, const std::string& filename, int local_rank,
                                       const std::string& extension = ".txt");

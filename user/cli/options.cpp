@@ -32,6 +32,8 @@ options:
       --filename NAME     DIR/{stage}-NAME[-{local_rank}].txt (appended)
   -v, --verbose         attach details and notes on stderr
       --dump FILE       write every recorded event as one text line
+      --chrome FILE     Chrome/Perfetto trace (kineto conventions; loads in HTA)
+      --html FILE       one self-contained HTML page: tables and a timeline
   -h, --help            this text
   -V, --version         version
 
@@ -116,6 +118,10 @@ Options parse_options(int argc, char** argv) {
       o.dump_path = arg();
     else if (a == "-o" || a == "--output")
       o.output = arg();
+    else if (a == "--chrome")
+      o.chrome_path = arg();
+    else if (a == "--html")
+      o.html_path = arg();
     else if (a == "-h" || a == "--help")
       o.help = true;
     else if (a == "-V" || a == "--version")

@@ -18,7 +18,8 @@ struct Options {
   std::string dirpath, filename;
   std::string report = "simple";
   bool verbose = false;
-  std::string dump_path;  // --dump FILE: every record as text
+  std::string dump_path;
+  std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text
   bool help = false, version = false;
 };
 

@@ -1,0 +1,88 @@
+#include "reports/export/chrome_trace.h"
+
+#include <cstdio>
+#include <set>
+
+#include "reports/export/json_escape.h"
+
+namespace lt {
+
+namespace {
+
+// Microseconds on the wall clock when the trace has a clock pair (so
+// traces of several hosts line up), else on the recording host's
+// monotonic clock.
+double to_us(const ActionsReport& rep, std::uint64_t mono_ns) {
+  if (rep.host.realtime_ns == 0) return mono_ns / 1e3;
+  return (static_cast<double>(mono_ns) - static_cast<double>(rep.host.monotonic_ns) +
+          static_cast<double>(rep.host.realtime_ns)) /
+         1e3;
+}
+
+std::string num(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.3f", v);
+  return b;
+}
+
+const ProcessActions* first_ranked(const ActionsReport& rep) {
+  for (auto& p : rep.processes)
+    if (p.meta.rank >= 0) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+void write_chrome_trace(const ActionsReport& rep, std::ostream& out) {
+  const ProcessActions* ranked = first_ranked(rep);
+  int rank = ranked ? ranked->meta.rank : 0;
+  int world = ranked && ranked->meta.world_size > 0 ? ranked->meta.world_size : 1;
+  std::uint64_t drops = rep.ringbuf_drops, faults = rep.read_faults, open = 0, unmatched = 0, estimated = 0;
+  for (auto& p : rep.processes) {
+    open += p.open_at_end;
+    unmatched += p.unmatched_stops;
+    estimated += p.estimated;
+  }
+  out << "{\n\"schemaVersion\": 1,\n";
+  out << "\"distributedInfo\": {\"backend\": \"unknown\", \"rank\": " << rank << ", \"world_size\": " << world
+      << "},\n";
+  out << "\"deviceProperties\": [],\n";
+  out << "\"displayTimeUnit\": \"ms\",\n";
+  if (!rep.host.hostname.empty()) out << "\"hostname\": " << json_string(rep.host.hostname) << ",\n";
+  out << "\"ltrace_bpf\": {\"ringbuf_drops\": " << drops << ", \"unreadable_names\": " << faults
+      << ", \"open_at_detach\": " << open << ", \"ended_before_attach\": " << unmatched
+      << ", \"estimated_durations\": " << estimated << ", \"complete\": " << (rep.complete ? "true" : "false")
+      << "},\n";
+  out << "\"traceEvents\": [";
+  bool first = true;
+  auto sep = [&]() -> std::ostream& {
+    out << (first ? "\n" : ",\n");
+    first = false;
+    return out;
+  };
+  for (auto& p : rep.processes) {
+    if (p.actions.empty()) continue;
+    const auto& m = p.meta;
+    std::string pname = m.cmdline.empty() ? m.comm : m.cmdline;
+    if (m.rank >= 0) pname += " (rank " + std::to_string(m.rank) + ")";
+    sep() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << m.pid
+          << ", \"tid\": 0, \"args\": {\"name\": " << json_string(pname) << "}}";
+    sep() << "{\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": " << m.pid
+          << ", \"tid\": 0, \"args\": {\"labels\": " << json_string("pid " + std::to_string(m.pid)) << "}}";
+    std::set<std::uint32_t> tids;
+    for (auto& iv : p.intervals) tids.insert(iv.tid);
+    for (auto tid : tids)
+      sep() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << m.pid << ", \"tid\": " << tid
+            << ", \"args\": {\"name\": " << json_string(tid == m.pid ? "main thread" : "thread " + std::to_string(tid))
+            << "}}";
+    for (auto& iv : p.intervals) {
+      sep() << "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " << json_string(p.actions[iv.action].name)
+            << ", \"pid\": " << m.pid << ", \"tid\": " << iv.tid << ", \"ts\": " << num(to_us(rep, iv.begin_ns))
+            << ", \"dur\": " << num((iv.end_ns - iv.begin_ns) / 1e3) << ", \"args\": {\"External id\": 0"
+            << (iv.estimated ? ", \"estimated\": true" : "") << "}}";
+    }
+  }
+  out << "\n],\n\"traceName\": \"ltrace-bpf\"\n}\n";
+}
+
+}  // namespace lt

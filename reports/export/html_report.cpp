@@ -1,0 +1,132 @@
+#include "reports/export/html_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <vector>
+
+#include "reports/export/json_escape.h"
+#include "reports/simple/simple_report.h"
+
+namespace lt {
+
+namespace {
+
+constexpr int kWidth = 1100;               // timeline px
+constexpr int kRow = 16;                   // px per nesting level
+constexpr std::size_t kMaxSlices = 20000;  // per process, to keep the page light
+
+std::string fmt(double v, const char* f = "%.1f") {
+  char b[48];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string color_of(const std::string& name) {
+  unsigned h = 2166136261u;
+  for (unsigned char c : name) h = (h ^ c) * 16777619u;
+  return "hsl(" + std::to_string(h % 360) + ",55%,62%)";
+}
+
+void timeline(const ProcessActions& p, std::ostream& out) {
+  if (p.intervals.empty()) return;
+  std::uint64_t t0 = UINT64_MAX, t1 = 0;
+  for (auto& iv : p.intervals) {
+    t0 = std::min(t0, iv.begin_ns);
+    t1 = std::max(t1, iv.end_ns);
+  }
+  const double span = std::max<double>(1.0, static_cast<double>(t1 - t0));
+  std::map<std::uint32_t, std::vector<const ActionInterval*>> by_thread;
+  std::size_t drawn = 0;
+  for (auto& iv : p.intervals)
+    if (drawn++ < kMaxSlices) by_thread[iv.tid].push_back(&iv);
+  for (auto& [tid, ivs] : by_thread) {
+    // Depth by containment: sort by start, longest first, keep a stack of ends.
+    std::sort(ivs.begin(), ivs.end(), [](auto* a, auto* b) {
+      return a->begin_ns != b->begin_ns ? a->begin_ns < b->begin_ns : a->end_ns > b->end_ns;
+    });
+    std::vector<std::uint64_t> stack;
+    std::vector<int> depth(ivs.size());
+    int max_depth = 0;
+    for (std::size_t i = 0; i < ivs.size(); ++i) {
+      while (!stack.empty() && stack.back() <= ivs[i]->begin_ns) stack.pop_back();
+      depth[i] = static_cast<int>(stack.size());
+      max_depth = std::max(max_depth, depth[i]);
+      stack.push_back(ivs[i]->end_ns);
+    }
+    out << "<h4>thread " << tid << (tid == p.meta.pid ? " (main)" : "") << "</h4>\n";
+    out << "<svg class=\"timeline\" width=\"" << kWidth << "\" height=\"" << (max_depth + 1) * kRow + 2
+        << "\" role=\"img\">\n";
+    for (std::size_t i = 0; i < ivs.size(); ++i) {
+      const auto& iv = *ivs[i];
+      const std::string& name = p.actions[iv.action].name;
+      double x = (iv.begin_ns - t0) / span * kWidth;
+      double w = std::max(0.5, (iv.end_ns - iv.begin_ns) / span * kWidth);
+      out << "<rect x=\"" << fmt(x, "%.2f") << "\" y=\"" << depth[i] * kRow << "\" width=\"" << fmt(w, "%.2f")
+          << "\" height=\"" << kRow - 2 << "\" fill=\"" << color_of(name) << "\"><title>" << html_escape(name) << " — "
+          << fmt((iv.end_ns - iv.begin_ns) / 1e3, "%.1f") << " µs" << (iv.estimated ? " (estimated)" : "")
+          << "</title></rect>";
+      if (w > 60)
+        out << "<text x=\"" << fmt(x + 2, "%.2f") << "\" y=\"" << depth[i] * kRow + 11 << "\">"
+            << html_escape(name.substr(0, static_cast<std::size_t>(w / 7))) << "</text>";
+      out << "\n";
+    }
+    out << "</svg>\n";
+  }
+  if (p.intervals.size() > kMaxSlices)
+    out << "<p class=\"note\">Timeline shows the first " << kMaxSlices << " of " << p.intervals.size()
+        << " actions.</p>\n";
+}
+
+}  // namespace
+
+void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out) {
+  out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
+      << "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
+         "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+         "td:first-child,th:first-child{text-align:left;font-family:monospace}"
+         ".lost{background:#fff4e0;border:1px solid #e0b060;padding:6px 10px;display:inline-block}"
+         "svg.timeline{border:1px solid #ddd;background:#fafafa;display:block}"
+         "svg text{font:10px monospace;pointer-events:none}.note{color:#666}</style></head><body>\n";
+  out << "<h1>ltrace-bpf report</h1>\n";
+  if (!rep.host.hostname.empty()) out << "<p>host " << html_escape(rep.host.hostname) << "</p>\n";
+  std::uint64_t open = 0, unmatched = 0, estimated = 0;
+  for (auto& p : rep.processes) {
+    open += p.open_at_end;
+    unmatched += p.unmatched_stops;
+    estimated += p.estimated;
+  }
+  out << "<p class=\"lost\" id=\"lost\">Lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
+      << " unreadable action names, " << open << " actions open at detach, " << unmatched
+      << " ended before attach (not counted); " << estimated << " estimated durations"
+      << (rep.complete ? "" : "; recording ended abruptly") << ".</p>\n";
+  for (auto& p : rep.processes) {
+    if (p.actions.empty()) continue;
+    const auto& m = p.meta;
+    out << "<section class=\"process\"><h2>pid " << m.pid;
+    if (m.rank >= 0) out << " — rank " << m.rank << " / " << m.world_size;
+    out << "</h2>\n<p class=\"note\">" << html_escape(m.cmdline) << "</p>\n";
+    SimpleReportInput in;
+    in.stage_title = stage_title(p.stage);
+    in.actions = p.actions;
+    in.total_seconds = p.window_seconds();
+    in.extended = extended;
+    out << "<h3>" << html_escape(in.stage_title.empty() ? "Profiler Report" : in.stage_title + " Profiler Report")
+        << "</h3>\n<table class=\"simple\"><tr><th>Action</th><th>Mean duration (s)</th>"
+        << (extended ? "<th>Num calls</th>" : "") << "<th>Total time (s)</th>"
+        << (extended ? "<th>Percentage %</th>" : "") << "</tr>\n";
+    for (auto& r : simple_rows(in)) {
+      out << "<tr><td>" << html_escape(r.name) << "</td><td>" << r.mean << "</td>";
+      if (extended) out << "<td>" << r.calls << "</td>";
+      out << "<td>" << r.total << "</td>";
+      if (extended) out << "<td>" << r.pct << "</td>";
+      out << "</tr>\n";
+    }
+    out << "</table>\n<h3>Timeline</h3>\n";
+    timeline(p, out);
+    out << "</section>\n";
+  }
+  out << "</body></html>\n";
+}
+
+}  // namespace lt
