@@ -107,7 +107,8 @@ struct lt_proc_info_event {
 	u16 py_minor;
 	u32 flags; /* LT_PROC_* */
 	char comm[16];
-	char cmdline[256]; /* argv joined by spaces, truncated */
+	char cmdline[256];	/* argv joined by spaces, truncated */
+	char torch_version[24]; /* "" if torch was not loaded yet */
 };
 #define LT_PROC_PYTHON 0x1u	 /* interpreter found, probes live */
 #define LT_PROC_NOT_PYTHON 0x2u	 /* followed, but no CPython in it */

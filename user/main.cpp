@@ -50,10 +50,15 @@ int main(int argc, char** argv) {
     const bool exports = !opts.chrome_path.empty() || !opts.html_path.empty();
     ActionAggregator aggregator(exports);
     if (opts.command == Options::Command::report) {
-      auto r = tracefile::read_trace_file(opts.input, trace);
+      // Streamed: the aggregator sees each chunk's records; nothing else is
+      // kept unless --dump asks for the whole stream.
+      const bool keep = !opts.dump_path.empty();
+      auto r = tracefile::read_trace_file(opts.input, [&](const lt_event_header& h, const std::byte* p) {
+        aggregator.add(h, p);
+        if (keep) trace.append(p, h.size);
+      });
       for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << opts.input << ": " << w << "\n";
       if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
-      trace.for_each([&](const lt_event_header& h, const std::byte* p) { aggregator.add(h, p); });
     } else {
       install_signals();
       SessionOptions so{opts.pids, opts.children, opts.duration_s, opts.verbose};

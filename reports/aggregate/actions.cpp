@@ -221,6 +221,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       m.flags = e.flags;
       m.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
       m.cmdline.assign(e.cmdline, strnlen(e.cmdline, sizeof e.cmdline));
+      m.torch_version.assign(e.torch_version, strnlen(e.torch_version, sizeof e.torch_version));
       if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns) pp.out.window_begin_ns = h.ts_ns;
       return;
     }

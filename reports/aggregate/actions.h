@@ -21,7 +21,7 @@ struct ProcessMeta {
   int rank = -1, local_rank = -1, world_size = -1;
   int py_major = 0, py_minor = 0;
   std::uint32_t flags = 0;
-  std::string comm, cmdline;
+  std::string comm, cmdline, torch_version;
 };
 
 struct ActionSeries {

@@ -50,7 +50,8 @@ void dump_events(const Trace& trace, std::ostream& out) {
       out << " parent=" << pe.parent_pid << " child=" << pe.child_pid << " code=" << pe.exit_code;
     else if (h.kind == LT_EV_PROC_INFO && record_as(h, p, pi))
       out << " rank=" << pi.rank << " local_rank=" << pi.local_rank << " world_size=" << pi.world_size
-          << " python=" << pi.py_major << "." << pi.py_minor << " flags=" << pi.flags << " cmd=" << pi.cmdline;
+          << " python=" << pi.py_major << "." << pi.py_minor << " torch=" << pi.torch_version << " flags=" << pi.flags
+          << " cmd=" << pi.cmdline;
     else if (h.kind == LT_EV_WINDOW && record_as(h, p, w))
       out << (w.begin ? " begin" : " end");
     out << "\n";

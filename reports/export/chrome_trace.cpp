@@ -65,6 +65,7 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out) {
     const auto& m = p.meta;
     std::string pname = m.cmdline.empty() ? m.comm : m.cmdline;
     if (m.rank >= 0) pname += " (rank " + std::to_string(m.rank) + ")";
+    if (!m.torch_version.empty()) pname += " [torch " + m.torch_version + "]";
     sep() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << m.pid
           << ", \"tid\": 0, \"args\": {\"name\": " << json_string(pname) << "}}";
     sep() << "{\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": " << m.pid

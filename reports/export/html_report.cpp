@@ -105,7 +105,10 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     const auto& m = p.meta;
     out << "<section class=\"process\"><h2>pid " << m.pid;
     if (m.rank >= 0) out << " — rank " << m.rank << " / " << m.world_size;
-    out << "</h2>\n<p class=\"note\">" << html_escape(m.cmdline) << "</p>\n";
+    out << "</h2>\n<p class=\"note\">" << html_escape(m.cmdline);
+    if (m.py_major) out << " — CPython " << m.py_major << "." << m.py_minor;
+    if (!m.torch_version.empty()) out << ", torch " << html_escape(m.torch_version);
+    out << "</p>\n";
     SimpleReportInput in;
     in.stage_title = stage_title(p.stage);
     in.actions = p.actions;

@@ -37,8 +37,11 @@ def exported(tmp_path_factory):
 
 
 def test_chrome_trace_schema_and_counts(exported):
+    import jsonschema
     tmp, rows = exported
     d = json.load(open(tmp / "run.json"))
+    schema = json.load(open(os.path.join(os.path.dirname(__file__), "chrome_trace.schema.json")))
+    jsonschema.validate(d, schema)
     assert d["schemaVersion"] == 1
     assert set(d["distributedInfo"]) >= {"rank", "world_size"}
     assert set(d["ltrace_bpf"]) >= {"ringbuf_drops", "open_at_detach", "ended_before_attach", "estimated_durations"}

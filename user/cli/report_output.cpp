@@ -112,9 +112,15 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
   if (!rep.complete)
     std::cerr << "ltrace-bpf: the recording ended abruptly (no detach record): drop counters are unknown and the "
                  "window ends at the last event\n";
-  if (rep.ringbuf_drops || rep.read_faults)
-    std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
-              << " unreadable action names\n";
+  // Always stated, zero included: a reader must be able to tell "none lost"
+  // from "not counted".
+  std::uint64_t open = 0, unmatched = 0;
+  for (auto& p : rep.processes) {
+    open += p.open_at_end;
+    unmatched += p.unmatched_stops;
+  }
+  std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
+            << " unreadable action names, " << open << " open at detach, " << unmatched << " ended before attach\n";
   return written;
 }
 

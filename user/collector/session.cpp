@@ -37,6 +37,24 @@ lt_event_header user_header(lt_event_kind kind, std::uint16_t size, pid_t pid) {
   return h;
 }
 
+// The torch a process has loaded: the package directory of its mapped
+// libtorch, whose version.py states `__version__ = '...'`.
+std::string torch_version(pid_t pid) {
+  for (auto& m : proc::read_maps(pid)) {
+    auto at = m.path.find("/torch/lib/libtorch");
+    if (at == std::string::npos) continue;
+    std::ifstream f(proc::root_path(pid, m.path.substr(0, at) + "/torch/version.py"));
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("__version__", 0) != 0) continue;
+      auto q1 = line.find_first_of("'\""), q2 = line.find_last_of("'\"");
+      if (q1 != std::string::npos && q2 > q1) return line.substr(q1 + 1, q2 - q1 - 1);
+    }
+    return "";
+  }
+  return "";
+}
+
 std::string to_hex(std::uint64_t v) {
   char b[32];
   std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
@@ -89,6 +107,7 @@ void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::
   std::string cmd;
   for (auto& a : proc::read_cmdline(pid)) cmd += (cmd.empty() ? "" : " ") + a;
   std::strncpy(e.cmdline, cmd.c_str(), sizeof e.cmdline - 1);
+  std::strncpy(e.torch_version, torch_version(pid).c_str(), sizeof e.torch_version - 1);
   emit(e);
 }
 

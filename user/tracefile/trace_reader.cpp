@@ -5,19 +5,66 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "user/core/errors.h"
 #include "user/tracefile/trace_format.h"
 
 namespace lt::tracefile {
 
-ReadResult read_trace(std::string_view bytes, Trace& out) {
+namespace {
+
+// Where bytes come from: a memory buffer (fuzzer, tests) or a file read
+// chunk by chunk.  `read` returns how many bytes it got (short at the end).
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual std::size_t read(char* into, std::size_t n) = 0;
+  virtual std::uint64_t remaining() = 0;
+};
+
+class MemorySource : public Source {
+ public:
+  explicit MemorySource(std::string_view b) : b_(b) {}
+  std::size_t read(char* into, std::size_t n) override {
+    n = std::min(n, b_.size() - at_);
+    std::memcpy(into, b_.data() + at_, n);
+    at_ += n;
+    return n;
+  }
+  std::uint64_t remaining() override { return b_.size() - at_; }
+
+ private:
+  std::string_view b_;
+  std::size_t at_ = 0;
+};
+
+class FileSource : public Source {
+ public:
+  explicit FileSource(const std::string& path) : in_(path, std::ios::binary) {
+    if (!in_) throw Error(ExitCode::io, "cannot open " + path);
+    in_.seekg(0, std::ios::end);
+    size_ = static_cast<std::uint64_t>(in_.tellg());
+    in_.seekg(0);
+  }
+  std::size_t read(char* into, std::size_t n) override {
+    in_.read(into, static_cast<std::streamsize>(n));
+    auto got = static_cast<std::size_t>(in_.gcount());
+    at_ += got;
+    return got;
+  }
+  std::uint64_t remaining() override { return size_ - at_; }
+
+ private:
+  std::ifstream in_;
+  std::uint64_t size_ = 0, at_ = 0;
+};
+
+ReadResult read_from(Source& src, const RecordSink& sink) {
   ReadResult r;
   FileHeader fh{};
-  if (bytes.size() < sizeof fh || std::memcmp(bytes.data(), kFileMagic, sizeof kFileMagic) != 0)
+  if (src.read(reinterpret_cast<char*>(&fh), sizeof fh) != sizeof fh ||
+      std::memcmp(fh.magic, kFileMagic, sizeof kFileMagic) != 0)
     throw Error(ExitCode::bad_trace, "not an ltrace-bpf trace file (bad magic)");
-  std::memcpy(&fh, bytes.data(), sizeof fh);
   if (fh.format_major != kFormatMajor)
     throw Error(ExitCode::bad_trace, "trace format " + std::to_string(fh.format_major) + "." +
                                          std::to_string(fh.format_minor) + " is not supported (this reads " +
@@ -25,13 +72,15 @@ ReadResult read_trace(std::string_view bytes, Trace& out) {
   if (fh.event_abi > LT_EVENT_ABI_VERSION)
     throw Error(ExitCode::bad_trace,
                 "trace written by a newer ltrace-bpf (event ABI " + std::to_string(fh.event_abi) + ")");
-  if (fh.header_size < sizeof fh || fh.header_size > bytes.size())
+  if (fh.header_size < sizeof fh || fh.header_size - sizeof fh > src.remaining())
     throw Error(ExitCode::bad_trace, "trace file header is damaged");
+  std::vector<char> skip(fh.header_size - sizeof fh);
+  src.read(skip.data(), skip.size());
 
-  std::size_t at = fh.header_size;
-  std::vector<char> raw;
-  while (at < bytes.size()) {
-    const std::size_t left = bytes.size() - at;
+  std::uint64_t offset = fh.header_size;
+  std::vector<char> stored, raw;
+  while (src.remaining() > 0) {
+    const std::uint64_t left = src.remaining();
     ChunkHeader c{};
     if (left < sizeof c) {
       r.bytes_cut = left;
@@ -39,11 +88,11 @@ ReadResult read_trace(std::string_view bytes, Trace& out) {
                            " byte(s) cut (was the recorder killed?)");
       break;
     }
-    std::memcpy(&c, bytes.data() + at, sizeof c);
+    src.read(reinterpret_cast<char*>(&c), sizeof c);
     auto corrupt = [&](const std::string& why) {
       r.bytes_cut = left;
-      r.warnings.push_back("damaged chunk at byte " + std::to_string(at) + " (" + why + "): " + std::to_string(left) +
-                           " byte(s) after it ignored");
+      r.warnings.push_back("damaged chunk at byte " + std::to_string(offset) + " (" + why +
+                           "): " + std::to_string(left) + " byte(s) after it ignored");
     };
     if (c.magic != kChunkMagic) {
       corrupt("bad chunk magic");
@@ -59,18 +108,20 @@ ReadResult read_trace(std::string_view bytes, Trace& out) {
                            " byte(s) cut (was the recorder killed?)");
       break;
     }
-    const auto* payload = reinterpret_cast<const Bytef*>(bytes.data() + at + sizeof c);
-    if (static_cast<std::uint32_t>(::crc32(0L, payload, c.stored_size)) != c.crc32) {
+    stored.resize(c.stored_size);
+    src.read(stored.data(), stored.size());
+    if (static_cast<std::uint32_t>(::crc32(0L, reinterpret_cast<const Bytef*>(stored.data()), c.stored_size)) !=
+        c.crc32) {
       corrupt("checksum mismatch");
       break;
     }
     raw.resize(c.raw_size);
-    std::size_t n = ZSTD_decompress(raw.data(), raw.size(), payload, c.stored_size);
+    std::size_t n = ZSTD_decompress(raw.data(), raw.size(), stored.data(), stored.size());
     if (ZSTD_isError(n) || n != c.raw_size) {
       corrupt("bad compressed data");
       break;
     }
-    // The records must tile the chunk exactly.
+    // The records must tile the chunk exactly, in the stated number.
     std::size_t pos = 0, count = 0;
     bool ok = true;
     while (pos < raw.size()) {
@@ -94,24 +145,37 @@ ReadResult read_trace(std::string_view bytes, Trace& out) {
     for (pos = 0; pos < raw.size();) {
       lt_event_header h;
       std::memcpy(&h, raw.data() + pos, sizeof h);
-      out.append(raw.data() + pos, h.size);
+      sink(h, reinterpret_cast<const std::byte*>(raw.data() + pos));
       pos += h.size;
     }
     r.records += count;
     ++r.chunks;
-    at += sizeof c + c.stored_size;
+    offset += sizeof c + c.stored_size;
   }
   return r;
 }
 
+RecordSink into(Trace& out) {
+  return [&out](const lt_event_header& h, const std::byte* p) { out.append(p, h.size); };
+}
+
+}  // namespace
+
+ReadResult read_trace(std::string_view bytes, const RecordSink& sink) {
+  MemorySource src(bytes);
+  return read_from(src, sink);
+}
+
+ReadResult read_trace_file(const std::string& path, const RecordSink& sink) {
+  FileSource src(path);
+  return read_from(src, sink);
+}
+
+ReadResult read_trace(std::string_view bytes, Trace& out) {
+  return read_trace(bytes, into(out));
+}
 ReadResult read_trace_file(const std::string& path, Trace& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ExitCode::io, "cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(ExitCode::io, "cannot read " + path);
-  std::string bytes = ss.str();
-  return read_trace(bytes, out);
+  return read_trace_file(path, into(out));
 }
 
 }  // namespace lt::tracefile

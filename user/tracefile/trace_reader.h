@@ -1,9 +1,12 @@
-// Reads a trace file back into a Trace.  Never trusts the file: every size
-// is bounded before use, every chunk is checksummed, and a file cut short
-// (recorder killed) or damaged yields the records up to the last good chunk
-// plus a warning saying what was lost.
+// Reads a trace file back, streaming: records go to a callback chunk by
+// chunk, so a 10M-event trace needs one chunk in memory, not the whole
+// stream.  Never trusts the file: every size is bounded before use, every
+// chunk is checksummed, and a file cut short (recorder killed) or damaged
+// yields the records up to the last good chunk plus a warning saying what
+// was lost.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,9 +22,15 @@ struct ReadResult {
   std::vector<std::string> warnings;  // one line each
 };
 
-// Throws lt::Error(bad_trace) if `bytes` is not a trace at all.
+using RecordSink = std::function<void(const lt_event_header&, const std::byte*)>;
+
+// Throws lt::Error(bad_trace) if the input is not a trace at all; lt::Error(io)
+// if the file cannot be read.
+ReadResult read_trace(std::string_view bytes, const RecordSink& sink);
+ReadResult read_trace_file(const std::string& path, const RecordSink& sink);
+
+// Convenience: everything into a Trace.
 ReadResult read_trace(std::string_view bytes, Trace& out);
-// Throws lt::Error(io) if the file cannot be read.
 ReadResult read_trace_file(const std::string& path, Trace& out);
 
 }  // namespace lt::tracefile
