@@ -261,6 +261,8 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
   switch (h.kind) {
     case LT_EV_ACTION_BEGIN: {
       std::string name = name_of(e);
+      if (e.flags & LT_ACT_NAME_TRUNCATED) ++pp.out.truncated_names;
+      if ((e.flags & LT_ACT_NAME_UNREADABLE) && name.empty()) name = "<unreadable action name>";
       pp.close_pending(h.tid, h.ts_ns, name);
       pp.note_name(name);
       pp.on_begin(h.tid, h.ts_ns, name);

@@ -34,6 +34,9 @@ void notes(const ProcessActions& p) {
     std::cerr << who << ": " << p.open_at_end << " action(s) still open at detach, not counted (as Lightning)\n";
   if (p.unmatched_stops)
     std::cerr << who << ": " << p.unmatched_stops << " action(s) ended that began before attach, not counted\n";
+  if (p.truncated_names)
+    std::cerr << who << ": " << p.truncated_names << " action name(s) longer than " << LT_NAME_MAX - 1
+              << " bytes were cut to that length\n";
   if (p.estimated)
     std::cerr << who << ": " << p.estimated
               << " duration(s) of *_next fetches / manual optimizer_step are estimates (each ends at the next action; "
