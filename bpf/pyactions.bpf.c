@@ -295,6 +295,15 @@ static __always_inline int on_profile_resume(u64 frame, const struct frame_view 
 	return 0;
 }
 
+/* Reads the frame and tells whether it runs Profiler.profile. */
+static __always_inline int is_profile_frame(u32 tgid, const struct lt_target *t, u64 frame, struct frame_view *v,
+					    struct class_val *c)
+{
+	if (read_frame(frame, &t->off, v) || !v->code)
+		return 0;
+	return profile_code(tgid, t, v->code, c);
+}
+
 static __always_inline int on_resume(u32 tgid, const struct lt_target *t, u64 gen, u32 throw)
 {
 	if (!gen)
@@ -302,11 +311,9 @@ static __always_inline int on_resume(u32 tgid, const struct lt_target *t, u64 ge
 	const struct lt_py_offsets *o = &t->off;
 	u64 frame = o->gen_frame_embedded ? gen + o->gen_frame : read_u64(gen + o->gen_frame);
 	struct frame_view v;
-	if (!frame || read_frame(frame, o, &v) || !v.code)
-		return 0; /* finished generator, or unreadable */
 	struct class_val c;
-	if (!profile_code(tgid, t, v.code, &c))
-		return 0;
+	if (!frame || !is_profile_frame(tgid, t, frame, &v, &c))
+		return 0; /* finished generator, unreadable, or another generator */
 	return on_profile_resume(frame, &v, &c, throw, o);
 }
 
@@ -322,10 +329,8 @@ int BPF_KPROBE(lt_eval_entry, u64 a0, u64 a1, u64 a2)
 	u64 frame = o->eval_frame_arg == 0 ? a0 : a1;
 	u32 throw = (u32)(o->eval_frame_arg == 0 ? a1 : a2);
 	struct frame_view v;
-	if (read_frame(frame, o, &v) || !v.code)
-		return 0;
 	struct class_val c;
-	if (!profile_code(tgid, t, v.code, &c))
+	if (!is_profile_frame(tgid, t, frame, &v, &c))
 		return 0;
 	if (o->py_minor >= 11) {
 		/* Only frames owned by a generator are resumes; 3.11 also evaluates
