@@ -63,3 +63,28 @@ def test_lightning_wheel_layout(attach, sites):
     assert run.target_rc == 0 and run.lt_rc == 0, run.target_out + run.lt_err
     rows = parse_simple_report(run.lt_out)
     assert rows["outer"][1] == "20" and rows["raises"][1] == "5"
+
+
+@pytest.mark.parametrize("minor", [8, 10, 11, 12, 13])
+def test_eval_frame_fallback(tmp_path, sites, minor):
+    """The probe path used when a PGO build inlined builtins.next: an entry
+    probe on _PyEval_EvalFrameDefault (forced here on builds that do not need it)."""
+    import subprocess
+    from conftest import LTRACE, wait_for
+    python = pyenv_python(minor)
+    go, log, err = tmp_path / "go", tmp_path / "w.out", tmp_path / "lt.err"
+    env = dict(os.environ, PYTHONPATH=sites["2.3.3" if minor == 8 else "2.6.6"], PYTHONIOENCODING="utf-8")
+    with open(log, "w") as f:
+        w = subprocess.Popen([python, os.path.join(WORKLOADS, "profiler_actions.py"), "--wait-file", str(go)],
+                             stdout=f, env=env)
+    wait_for(str(log), "READY", 30, w)
+    lt = subprocess.Popen([LTRACE, "--pid", str(w.pid), "-v"], stdout=subprocess.PIPE, stderr=open(err, "w"),
+                          text=True, env=dict(os.environ, LTRACE_BPF_FORCE_EVAL_PROBE="1"))
+    wait_for(str(err), "attached", 30, lt)
+    assert "_PyEval_EvalFrameDefault" in err.read_text()
+    go.touch()
+    assert w.wait(60) == 0
+    out, _ = lt.communicate(timeout=60)
+    rows = parse_simple_report(out)
+    assert rows["outer"][1] == "20" and rows["inner"][1] == "20" and rows["thread_action"][1] == "15"
+    assert rows["raises"][1] == "5" and rows["custom"][1] == "3"
