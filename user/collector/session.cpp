@@ -188,7 +188,7 @@ void Session::emit_host_info() {
   std::getline(boot, id);
   std::strncpy(e.host_id, id.c_str(), sizeof e.host_id - 1);
   utsname u{};
-  if (uname(&u) == 0) std::strncpy(e.kernel, u.release, sizeof e.kernel - 1);
+  if (uname(&u) == 0) std::snprintf(e.kernel, sizeof e.kernel, "%s", u.release);
   std::strncpy(e.tool, "ltrace-bpf 0.1.0", sizeof e.tool - 1);
   emit(e);
 }

@@ -45,13 +45,10 @@ ElfFile::ElfFile(const std::string& path) : path_(path) {
     segments_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz, (ph.p_flags & PF_X) != 0});
   }
 
-  size_t shstrndx = 0;
-  elf_getshdrstrndx(e.e, &shstrndx);
   std::vector<std::pair<std::string, Symbol>> dyn, stat;
   for (Elf_Scn* scn = elf_nextscn(e.e, nullptr); scn; scn = elf_nextscn(e.e, scn)) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) continue;
-    if (const char* n = elf_strptr(e.e, shstrndx, sh.sh_name)) sections_.emplace_back(n);
     if (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) continue;
     Elf_Data* data = elf_getdata(scn, nullptr);
     if (!data || sh.sh_entsize == 0) continue;
@@ -91,12 +88,6 @@ std::string ElfFile::read(std::uint64_t vaddr, std::uint64_t len) const {
     return out;
   }
   return {};
-}
-
-bool ElfFile::has_section(const std::string& name) const {
-  for (auto& s : sections_)
-    if (s == name) return true;
-  return false;
 }
 
 }  // namespace lt::elf

@@ -27,7 +27,6 @@ class ElfFile {
   std::optional<Symbol> symbol(const std::string& name) const;
   // File offset of a virtual address, for uprobe attachment.
   std::optional<std::uint64_t> file_offset(std::uint64_t vaddr) const;
-  bool has_section(const std::string& name) const;
   // Up to `len` bytes of the file image at a virtual address (short if the
   // range leaves the segment's file contents).
   std::string read(std::uint64_t vaddr, std::uint64_t len) const;
@@ -37,7 +36,6 @@ class ElfFile {
   int type_ = 0;
   std::vector<Segment> segments_;
   std::vector<std::pair<std::string, Symbol>> symbols_;  // dynsym then symtab
-  std::vector<std::string> sections_;
 };
 
 }  // namespace lt::elf

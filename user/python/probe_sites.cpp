@@ -113,13 +113,14 @@ std::uint32_t le32(const std::string& b, std::size_t i) {
   return v;
 }
 
-// Does any instruction take `target`'s address?  A static function reached
+// Does any instruction take the address of t1 or t2 (one pass over the code)?  A static function reached
 // only through a type slot is never named in code, unless the compiler
 // promoted an indirect call to it (PGO: `cmp $gen_iternext, %reg; jne`) and
 // inlined a copy, which a uprobe on the function would not see.  Looks for
 // imm32 operands (non-PIE) and RIP-relative lea (PIE).  A false positive only
 // costs speed (we fall back to the eval-frame probe), never correctness.
-bool code_takes_address_of(const elf::ElfFile& f, std::uint64_t target) {
+bool code_takes_address_of(const elf::ElfFile& f, std::uint64_t t1, std::uint64_t t2) {
+  auto is_target = [&](std::uint64_t a) { return a == t1 || a == t2; };
   for (auto& s : f.segments()) {
     if (!s.executable) continue;
     std::string b = f.read(s.vaddr, s.filesz);
@@ -128,10 +129,10 @@ bool code_takes_address_of(const elf::ElfFile& f, std::uint64_t target) {
       auto modrm = static_cast<unsigned char>(b[i + 1]);
       if (op == 0x8d && (modrm & 0xC7) == 0x05) {  // lea disp32(%rip), reg
         auto disp = static_cast<std::int32_t>(le32(b, i + 2));
-        if (s.vaddr + i + 6 + static_cast<std::int64_t>(disp) == target) return true;
+        if (is_target(s.vaddr + i + 6 + static_cast<std::int64_t>(disp))) return true;
       }
       // imm32 addresses exist only in non-PIE executables
-      if (f.is_exec() && target < 0x80000000ULL && le32(b, i) == target) {
+      if (f.is_exec() && is_target(le32(b, i))) {
         auto p1 = static_cast<unsigned char>(b[i - 1]), p2 = static_cast<unsigned char>(b[i - 2]);
         if (p2 == 0x81 || p2 == 0xc7 || p1 == 0x3d || (p1 >= 0xb8 && p1 <= 0xbf)) return true;
       }
@@ -167,7 +168,7 @@ std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, con
   // the tests cover it on every CPython.
   const char* force = std::getenv("LTRACE_BPF_FORCE_EVAL_PROBE");
   const bool forced = force && *force == '1';
-  if (!forced && gen_throw && next && !code_takes_address_of(file, *next) && !code_takes_address_of(file, *gen_throw))
+  if (!forced && gen_throw && next && !code_takes_address_of(file, *next, *gen_throw))
     return {site(file, "builtin_next", *next), site(file, "gen_throw", *gen_throw)};
 
   // Not found, or the compiler inlined copies into callers (PGO): every
