@@ -188,7 +188,10 @@ void Session::emit_host_info() {
   std::getline(boot, id);
   std::strncpy(e.host_id, id.c_str(), sizeof e.host_id - 1);
   utsname u{};
-  if (uname(&u) == 0) std::snprintf(e.kernel, sizeof e.kernel, "%s", u.release);
+  if (uname(&u) == 0) {
+    std::string release = std::string(u.release).substr(0, sizeof e.kernel - 1);  // fits with its NUL
+    std::memcpy(e.kernel, release.c_str(), release.size() + 1);
+  }
   std::strncpy(e.tool, "ltrace-bpf 0.1.0", sizeof e.tool - 1);
   emit(e);
 }
