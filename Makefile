@@ -34,7 +34,7 @@ TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
 .PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz
 all: $(BUILD)/ltrace-bpf
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h bpf/common.bpf.h vmlinux/vmlinux.h
+$(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) vmlinux/vmlinux.h
 	@mkdir -p $(BUILD)
 	$(CLANG) $(BPFFLAGS) -c $< -o $@
 

@@ -50,8 +50,16 @@ enum lt_event_kind {
 	LT_EV_DROPS = 33,     /* ring-buffer drop counters at a point in time */
 	LT_EV_WINDOW = 34,    /* attach / detach times */
 	LT_EV_HOST_INFO = 35, /* host, kernel, clock reference */
+	/* Python stacks (pysample source) */
+	LT_EV_PY_SAMPLE = 48,	  /* cpu-clock sample of a target thread */
+	LT_EV_OFFCPU_BEGIN = 49, /* a target thread blocked (sched_switch out) */
+	LT_EV_OFFCPU_END = 50,	  /* it runs again (sched_switch in) */
+	/* produced in user space: symbols of the stacks above */
+	LT_EV_PY_CODE = 51,	 /* a code object: name, file, first line */
+	LT_EV_PY_LINE = 52,	 /* (code object, instruction) -> line */
+	LT_EV_SAMPLER_INFO = 53, /* rate, period, off-CPU on/off */
+	LT_EV_NATIVE_SYM = 54,	 /* a native instruction address -> symbol */
 	/* reserved for the sources to come */
-	LT_EV_PY_SAMPLE = 48,
 	LT_EV_OP = 64,
 	LT_EV_GPU_ACTIVITY = 80,
 };
@@ -141,6 +149,84 @@ struct lt_drops_event {
 	u64 read_faults;
 };
 
+/* Deepest Python stack carried by one sample (leaf side kept). */
+#define LT_STACK_MAX 96
+
+/* Flags in lt_py_sample_event.flags */
+#define LT_SAMPLE_TRUNCATED 0x1u  /* more than LT_STACK_MAX frames */
+#define LT_SAMPLE_NO_TSTATE 0x2u  /* the thread has no Python thread state */
+#define LT_SAMPLE_READ_FAULT 0x4u /* the walk stopped at unreadable memory */
+#define LT_SAMPLE_IN_KERNEL 0x8u  /* the thread was in the kernel (syscall) */
+
+/* One Python frame: the code object, where in it, and a checksum of the
+ * code object (it changes when a freed code object's address is reused). */
+struct lt_py_frame {
+	u64 code;
+	s32 lasti; /* 3.8/3.9: byte offset; 3.10: instruction; 3.11+: code unit */
+	u32 checksum;
+};
+
+/* PY_SAMPLE / OFFCPU_BEGIN: one thread's Python stack, leaf first. */
+struct lt_py_sample_event {
+	struct lt_event_header hdr;
+	u64 user_ip; /* user-space instruction pointer (native leaf) */
+	u64 tstate;  /* PyThreadState of the thread, 0 = none */
+	u16 nframes;
+	u16 flags; /* LT_SAMPLE_* */
+	u32 pad;
+	struct lt_py_frame frames[LT_STACK_MAX];
+};
+
+/* OFFCPU_END: hdr.pid/tid is the thread that runs again */
+struct lt_offcpu_end_event {
+	struct lt_event_header hdr;
+	u64 begin_ns; /* its OFFCPU_BEGIN time */
+};
+
+/* PY_CODE (user space): what a code object is.  Keyed by
+ * (hdr.pid, code, checksum); written before the first sample using it. */
+#define LT_CODE_NAME_MAX 128
+#define LT_CODE_FILE_MAX 256
+struct lt_py_code_event {
+	struct lt_event_header hdr;
+	u64 code;
+	u32 checksum;
+	s32 first_line;
+	u32 flags; /* LT_CODE_* */
+	u32 pad;
+	char name[LT_CODE_NAME_MAX]; /* co_qualname (3.11+) or co_name */
+	char file[LT_CODE_FILE_MAX]; /* co_filename */
+};
+#define LT_CODE_UNREADABLE 0x1u /* the code object could not be read */
+
+/* PY_LINE (user space): (hdr.pid, code, checksum, lasti) -> line */
+struct lt_py_line_event {
+	struct lt_event_header hdr;
+	u64 code;
+	u32 checksum;
+	s32 lasti;
+	s32 line; /* 0: unknown */
+	u32 pad;
+};
+
+/* NATIVE_SYM (user space): (hdr.pid, ip) -> symbol */
+struct lt_native_sym_event {
+	struct lt_event_header hdr;
+	u64 ip;
+	char name[160]; /* demangled, truncated; "" = unknown */
+	char dso[64];	/* base name of the mapped file */
+};
+
+/* SAMPLER_INFO (user space, once per session) */
+struct lt_sampler_info_event {
+	struct lt_event_header hdr;
+	u64 period_ns; /* cpu-clock sampling period */
+	u32 rate_hz;
+	u32 flags; /* LT_SAMPLER_* */
+};
+#define LT_SAMPLER_ON_CPU 0x1u
+#define LT_SAMPLER_OFF_CPU 0x2u
+
 /* ------------------------------------------------------------------ */
 /* Per-process configuration pushed by user space (map `lt_targets`). */
 
@@ -163,11 +249,19 @@ struct lt_py_offsets {
 	u16 eval_frame_arg;	 /* _PyEval_EvalFrameDefault: frame is arg 0 (3.8) or 1 */
 	u16 frame_owner;	 /* 3.11+: _PyInterpreterFrame.owner */
 	u16 str_compact_data;	 /* sizeof(PyCompactUnicodeObject): non-ASCII data */
-	u16 pad;
+	/* Stack walking (pysample) */
+	u16 tstate_frame;	/* PyThreadState: frame / cframe / current_frame */
+	u16 cframe_frame;	/* _PyCFrame.current_frame (3.11/3.12), 0xffff = none */
+	u16 frame_previous;	/* f_back / previous */
+	u16 frame_block;	/* bytes of a frame to read at once (covers every field) */
+	u8 owner_cstack;	/* 3.12+: owner value of C-stack shim frames, 0xff = none */
+	u8 pad[3];
 };
 
 #define LT_TARGET_FOLLOW_CHILDREN 0x1u
 #define LT_TARGET_GEN_VIA_EVAL 0x2u /* resumes come from the eval-frame probe */
+#define LT_TARGET_SAMPLE 0x4u	    /* sample its threads' Python stacks */
+#define LT_TARGET_OFF_CPU 0x8u	    /* record its threads' blocking */
 
 struct lt_target {
 	struct lt_py_offsets off;
@@ -178,6 +272,12 @@ struct lt_target {
 	 * it then needs no cache lookup.  Zero from user space. */
 	u64 profile_code;
 	s32 profile_first_traceable;
+	/* pthread_getspecific(tss_key) gives a thread's PyThreadState (glibc
+	 * x86-64: a key < 32 lives in fsbase + tsd_block + 16 * key + 8; larger
+	 * keys through the second-level array at fsbase + tsd_levels). */
+	u32 tss_key;
+	u16 tsd_block;
+	u16 tsd_levels;
 	u32 pad;
 };
 

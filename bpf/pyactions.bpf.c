@@ -25,6 +25,7 @@
  * are user space's job.
  */
 #include "common.bpf.h"
+#include "pyread.bpf.h"
 
 #define CO_GENERATOR 0x20
 
@@ -47,21 +48,6 @@ struct {
 	__type(key, struct class_key);
 	__type(value, struct class_val);
 } lt_class_cache SEC(".maps");
-
-static __always_inline u64 read_u64(u64 addr)
-{
-	u64 v = 0;
-	if (bpf_probe_read_user(&v, sizeof(v), (void *)addr))
-		return 0;
-	return v;
-}
-
-static __always_inline s32 read_s32(u64 addr)
-{
-	s32 v = 0;
-	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
-	return v;
-}
 
 /* Compact ASCII str object: returns its length, or -1 if it is not one. */
 static __always_inline long ascii_len(u64 str)
@@ -103,21 +89,6 @@ static __always_inline int str_endswith(u64 str, const struct lt_py_offsets *o, 
 {
 	long n = ascii_len(str);
 	return n >= len && bytes_equal(str + o->str_ascii_data + (u64)(n - len), suffix, len);
-}
-
-/* argcount, flags and firstlineno lie within 32 bytes of each other in
- * every supported version: one read gives a checksum that changes when a
- * code object's address is reused by another. */
-static __always_inline u32 code_checksum(u64 code, const struct lt_py_offsets *o)
-{
-	u32 block[8] = {};
-	u32 base = o->code_argcount < o->code_flags ? o->code_argcount : o->code_flags;
-	if (bpf_probe_read_user(block, sizeof(block), (void *)(code + base)))
-		return 0;
-	u32 argc = block[((o->code_argcount - base) / 4) & 7];
-	u32 flags = block[((o->code_flags - base) / 4) & 7];
-	u32 line = block[((o->code_firstlineno - base) / 4) & 7];
-	return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ 0x9e37u;
 }
 
 /* Lightning's Profiler.profile: a 2-argument generator named "profile" in

@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
       install_signals();
       SessionOptions so{opts.pids, opts.children, opts.duration_s, opts.verbose};
       so.output_path = opts.output;
+      so.sample_rate_hz = opts.effective_rate();
+      so.off_cpu = opts.off_cpu;
       so.keep_in_memory = !opts.dump_path.empty();
       if (opts.command == Options::Command::live)
         so.sink = [&](const lt_event_header& h, const std::byte* p) { aggregator.add(h, p); };

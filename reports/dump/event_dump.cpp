@@ -31,9 +31,33 @@ const char* kind_name(unsigned k) {
       return "drops";
     case LT_EV_WINDOW:
       return "window";
+    case LT_EV_HOST_INFO:
+      return "host_info";
+    case LT_EV_PY_SAMPLE:
+      return "py_sample";
+    case LT_EV_OFFCPU_BEGIN:
+      return "offcpu_begin";
+    case LT_EV_OFFCPU_END:
+      return "offcpu_end";
+    case LT_EV_PY_CODE:
+      return "py_code";
+    case LT_EV_PY_LINE:
+      return "py_line";
+    case LT_EV_SAMPLER_INFO:
+      return "sampler_info";
+    case LT_EV_NATIVE_SYM:
+      return "native_sym";
     default:
       return "unknown";
   }
+}
+void dump_sample(const lt_event_header& h, const std::byte* p, std::ostream& out) {
+  lt_py_sample_event e;
+  if (!record_as(h, p, e)) return;
+  out << " ip=0x" << std::hex << e.user_ip << " tstate=0x" << e.tstate << std::dec << " flags=" << e.flags
+      << " frames=" << e.nframes;
+  for (unsigned i = 0; i < e.nframes && i < LT_STACK_MAX; ++i)
+    out << " 0x" << std::hex << e.frames[i].code << std::dec << "@" << e.frames[i].lasti;
 }
 }  // namespace
 
@@ -44,6 +68,11 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_proc_event pe;
     lt_proc_info_event pi;
     lt_window_event w;
+    lt_offcpu_end_event oe;
+    lt_py_code_event pc;
+    lt_py_line_event pl;
+    lt_sampler_info_event si;
+    lt_native_sym_event ns;
     if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
       out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << action_name(a);
     else if (h.kind >= LT_EV_PROC_FORK && h.kind <= LT_EV_PROC_EXIT && record_as(h, p, pe))
@@ -54,6 +83,22 @@ void dump_events(const Trace& trace, std::ostream& out) {
           << " cmd=" << pi.cmdline;
     else if (h.kind == LT_EV_WINDOW && record_as(h, p, w))
       out << (w.begin ? " begin" : " end");
+    else if (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN)
+      dump_sample(h, p, out);
+    else if (h.kind == LT_EV_OFFCPU_END && record_as(h, p, oe))
+      out << " began=" << oe.begin_ns;
+    else if (h.kind == LT_EV_PY_CODE && record_as(h, p, pc))
+      out << " code=0x" << std::hex << pc.code << std::dec << " sum=" << pc.checksum << " flags=" << pc.flags
+          << " first_line=" << pc.first_line << " name=" << std::string(pc.name, strnlen(pc.name, sizeof pc.name))
+          << " file=" << std::string(pc.file, strnlen(pc.file, sizeof pc.file));
+    else if (h.kind == LT_EV_PY_LINE && record_as(h, p, pl))
+      out << " code=0x" << std::hex << pl.code << std::dec << " sum=" << pl.checksum << " lasti=" << pl.lasti
+          << " line=" << pl.line;
+    else if (h.kind == LT_EV_SAMPLER_INFO && record_as(h, p, si))
+      out << " rate=" << si.rate_hz << " period_ns=" << si.period_ns << " flags=" << si.flags;
+    else if (h.kind == LT_EV_NATIVE_SYM && record_as(h, p, ns))
+      out << " ip=0x" << std::hex << ns.ip << std::dec << " name=" << std::string(ns.name, strnlen(ns.name, sizeof ns.name))
+          << " dso=" << std::string(ns.dso, strnlen(ns.dso, sizeof ns.dso));
     out << "\n";
   });
 }

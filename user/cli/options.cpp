@@ -26,7 +26,17 @@ options:
   -c, --children        also follow every descendant (torchrun ranks,
                         DataLoader workers), including ones forked later
   -d, --duration SECS   detach after SECS seconds
-      --report simple   which report (only "simple" so far)
+      --report NAME     simple (default): SimpleProfiler's table per action;
+                        advanced: where each action's time went, by Python
+                        function (AdvancedProfiler's layout, from sampled stacks)
+      --rate HZ         stack samples per second and CPU (default 99; 1-10000)
+      --off-cpu         also record where threads block (sched_switch), per
+                        action and per stack: dataloader waits, GIL, CUDA sync
+      --line-count-restriction R
+                        advanced: rows per action (integer) or share of rows (<1)
+      --collapsed FILE  stacks as flamegraph.pl "frame;frame count" lines
+      --flamegraph FILE stacks as an SVG flame graph
+      --speedscope FILE stacks for https://www.speedscope.app (one profile per action)
       --no-extended     SimpleProfiler(extended=False) layout
       --dirpath DIR     with --filename: write Lightning's report files,
       --filename NAME     DIR/{stage}-NAME[-{local_rank}].txt (appended)
@@ -62,6 +72,25 @@ double parse_seconds(const std::string& s) {
   double v = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0)
     throw Error(ExitCode::usage, "invalid duration '" + s + "': expected seconds > 0");
+  return v;
+}
+
+unsigned parse_rate(const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < 1 || v > 10000)
+    throw Error(ExitCode::usage, "invalid rate '" + s + "': expected samples per second, 1 to 10000");
+  return static_cast<unsigned>(v);
+}
+
+double parse_restriction(const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0)
+    throw Error(ExitCode::usage, "invalid line count restriction '" + s +
+                                     "': expected a number of rows or a fraction of them");
   return v;
 }
 
@@ -111,8 +140,20 @@ Options parse_options(int argc, char** argv) {
       o.filename = arg();
     else if (a == "--report") {
       o.report = arg();
-      if (o.report != "simple") throw Error(ExitCode::usage, "unknown report '" + o.report + "' (available: simple)");
-    } else if (a == "-v" || a == "--verbose")
+      if (o.report != "simple" && o.report != "advanced")
+        throw Error(ExitCode::usage, "unknown report '" + o.report + "' (available: simple, advanced)");
+    } else if (a == "--rate")
+      o.rate_hz = parse_rate(arg());
+    else if (a == "--off-cpu")
+      o.off_cpu = true;
+    else if (a == "--line-count-restriction")
+      o.line_count_restriction = parse_restriction(arg());
+    else if (a == "--collapsed")
+      o.collapsed_path = arg();
+    else if (a == "--flamegraph")
+      o.flamegraph_path = arg();
+    else if (a == "--speedscope")
+      o.speedscope_path = arg(); else if (a == "-v" || a == "--verbose")
       o.verbose = true;
     else if (a == "--dump")
       o.dump_path = arg();
@@ -132,8 +173,9 @@ Options parse_options(int argc, char** argv) {
   if (o.help || o.version) return o;
   if (o.command == Options::Command::report) {
     if (o.input.empty()) throw Error(ExitCode::usage, "report needs a trace file: ltrace-bpf report FILE");
-    if (!o.pids.empty() || o.children || o.duration_s > 0 || !o.output.empty())
-      throw Error(ExitCode::usage, "report reads a trace file: --pid, --children, --duration and -o do not apply");
+    if (!o.pids.empty() || o.children || o.duration_s > 0 || !o.output.empty() || o.rate_hz || o.off_cpu)
+      throw Error(ExitCode::usage,
+                  "report reads a trace file: --pid, --children, --duration, --rate, --off-cpu and -o do not apply");
   } else if (o.pids.empty()) {
     throw Error(ExitCode::usage, "no target: give --pid PID (see --help)");
   }

@@ -16,7 +16,17 @@ struct Options {
   double duration_s = 0;
   bool extended = true;
   std::string dirpath, filename;
-  std::string report = "simple";
+  std::string report = "simple";  // simple | advanced
+  // Python stacks (advanced report, flame graphs)
+  unsigned rate_hz = 0;           // --rate; 0: default (99) when stacks are needed
+  bool off_cpu = false;           // --off-cpu
+  std::string collapsed_path, flamegraph_path, speedscope_path;
+  double line_count_restriction = 1.0;  // AdvancedProfiler's: int = rows, fraction = share
+  bool wants_stacks() const {
+    return report == "advanced" || rate_hz || off_cpu || !collapsed_path.empty() || !flamegraph_path.empty() ||
+           !speedscope_path.empty();
+  }
+  unsigned effective_rate() const { return rate_hz ? rate_hz : (wants_stacks() ? 99 : 0); }
   bool verbose = false;
   std::string dump_path;
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text

@@ -15,7 +15,9 @@
 #include "user/proc/procfs.h"
 #include "user/sources/bpf_errors.h"
 #include "user/sources/proctrack.h"
+#include "user/python/symbolizer.h"
 #include "user/sources/pyactions.h"
+#include "user/sources/pysample.h"
 
 namespace lt {
 
@@ -145,6 +147,13 @@ void Session::adopt_or_throw(pid_t pid) {
   if (!has_fetch)
     notes_.push_back("pid " + std::to_string(pid) + ": builtins.next not found in " + interp.binary +
                      "; *_next dataloader actions will be missing");
+  if (sampling()) {
+    try {
+      tsd_[pid] = python::find_tsd_lookup(interp);
+    } catch (const Error& e) {
+      notes_.push_back(std::string(e.what()) + "; its stacks are missing from the report");
+    }
+  }
   lt_target t = target_for(interp);
   proctrack_->set_target(pid, t);
   // Follow only once the target is in place: a child forked from now on
@@ -160,6 +169,12 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   t.flags = (opts_.children ? LT_TARGET_FOLLOW_CHILDREN : 0) | (interp.gen_via_eval() ? LT_TARGET_GEN_VIA_EVAL : 0);
   t.gen_type = interp.gen_type_addr;
   t.generation = generation_++;
+  if (auto it = tsd_.find(interp.pid); it != tsd_.end()) {
+    t.tss_key = it->second.key;
+    t.tsd_block = it->second.block;
+    t.tsd_levels = it->second.levels;
+    t.flags |= (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0) | (opts_.off_cpu ? LT_TARGET_OFF_CPU : 0);
+  }
   return t;
 }
 
@@ -210,6 +225,8 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
         auto interp = parent->second;
         interp.pid = child;
         live_[child] = interp;
+        // Same memory image: same thread-state key.
+        if (auto tsd = tsd_.find(parent->first); tsd != tsd_.end()) tsd_[child] = tsd->second;
         // BPF copied the parent's entry at fork; this covers a fork that
         // raced with the parent's own adoption.
         proctrack_->set_target(child, target_for(interp));
@@ -222,6 +239,8 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       std::memcpy(&p, data, sizeof p);
       emit(data, size);
       live_.erase(static_cast<pid_t>(p.child_pid));
+      tsd_.erase(static_cast<pid_t>(p.child_pid));
+      if (symbolizer_) symbolizer_->forget(static_cast<pid_t>(p.child_pid));
       pending_exec_.push_back(static_cast<pid_t>(p.child_pid));
       return;
     }
@@ -230,6 +249,19 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       std::memcpy(&p, data, sizeof p);
       emit(data, size);
       alive_[static_cast<pid_t>(p.child_pid)] = false;
+      return;
+    }
+    case LT_EV_PY_SAMPLE:
+    case LT_EV_OFFCPU_BEGIN: {
+      // Names and lines go in ahead of the sample, read while the code
+      // objects are still alive.
+      auto it = live_.find(static_cast<pid_t>(h.pid));
+      if (symbolizer_ && it != live_.end() && size == sizeof(lt_py_sample_event)) {
+        lt_py_sample_event e;
+        std::memcpy(&e, data, sizeof e);
+        symbolizer_->describe(e, it->second);
+      }
+      emit(data, size);
       return;
     }
     default:
@@ -247,6 +279,16 @@ Trace Session::run(const std::atomic<bool>& stop) {
   emit_host_info();
   proctrack_ = std::make_unique<ProcTrackSource>();
   pyactions_ = std::make_unique<PyActionsSource>(*proctrack_);
+  if (sampling()) {
+    pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu);
+    symbolizer_ = std::make_unique<python::Symbolizer>([this](const void* r, std::size_t n) { emit(r, n); });
+    lt_sampler_info_event si{};
+    si.hdr = user_header(LT_EV_SAMPLER_INFO, sizeof si, 0);
+    si.period_ns = pysample_->period_ns();
+    si.rate_hz = opts_.sample_rate_hz;
+    si.flags = (opts_.sample_rate_hz ? LT_SAMPLER_ON_CPU : 0) | (opts_.off_cpu ? LT_SAMPLER_OFF_CPU : 0);
+    emit(si);
+  }
 
   for (pid_t pid : opts_.pids) {
     adopt(pid, !opts_.children);
@@ -313,6 +355,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   // Drain everything already produced, then stop producing.
   ring_buffer__consume(rb);
   pyactions_.reset();
+  pysample_.reset();
   ring_buffer__consume(rb);
   ring_buffer__free(rb);
   auto drops = proctrack_->drops();

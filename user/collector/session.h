@@ -14,18 +14,25 @@
 
 #include "reports/model/trace.h"
 #include "user/python/discovery.h"
+#include "user/python/thread_states.h"
 #include "user/tracefile/trace_writer.h"
 
 namespace lt {
 
 class ProcTrackSource;
 class PyActionsSource;
+class PySampleSource;
+namespace python {
+class Symbolizer;
+}  // namespace python
 
 struct SessionOptions {
   std::vector<pid_t> pids;
   bool children = false;
   double duration_s = 0;  // 0: until signal or targets exit
   bool verbose = false;
+  unsigned sample_rate_hz = 0;  // Python stack samples per second per thread (0: off)
+  bool off_cpu = false;         // record blocking (sched_switch) with stacks
   std::string output_path;      // also write the trace file here ("" = none)
   bool keep_in_memory = false;  // also return every record as a Trace (--dump)
   // Sees every record as it arrives (the report aggregator), so a long
@@ -57,6 +64,7 @@ class Session {
   void adopt(pid_t pid, bool must_be_python);
   void adopt_or_throw(pid_t pid);
   lt_target target_for(const python::Interpreter& interp);
+  bool sampling() const { return opts_.sample_rate_hz > 0 || opts_.off_cpu; }
   void emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts = 0);
   void on_record(const lt_event_header& h, const void* data, std::size_t size);
   // Every record goes through here: into the in-memory Trace and/or the file.
@@ -74,6 +82,9 @@ class Session {
   std::vector<pid_t> pending_exec_;
   std::unique_ptr<ProcTrackSource> proctrack_;
   std::unique_ptr<PyActionsSource> pyactions_;
+  std::unique_ptr<PySampleSource> pysample_;
+  std::unique_ptr<python::Symbolizer> symbolizer_;
+  std::map<pid_t, python::TsdLookup> tsd_;  // how BPF finds each target's thread states
   Trace trace_;
   std::unique_ptr<tracefile::TraceWriter> writer_;
   SessionStats stats_;

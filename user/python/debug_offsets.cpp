@@ -38,7 +38,12 @@ void verify_debug_offsets(pid_t pid, std::uint64_t runtime_addr, int minor, cons
   if (u64_at(16) != 0) throw Error(ExitCode::unsupported, "free-threaded CPython is not supported yet");
   const auto& o = layout.bpf;
   const Check checks[] = {
+      {"runtime_state.interpreters_head", 24 + 8 * 2, layout.runtime_interp_head},
+      {"interpreter_state.threads_head", 48 + 8 * 3, layout.interp_threads_head},
+      {"thread_state.next", 152 + 8 * 2, layout.tstate_next},
       {"thread_state.current_frame", 152 + 8 * 4, layout.tstate_frame},
+      {"thread_state.thread_id", 152 + 8 * 5, layout.tstate_thread_id},
+      {"code_object.linetable", 272 + 8 * 4, layout.code_linetable},
       {"interpreter_frame.previous", 224 + 8 * 1, layout.frame_previous},
       {"interpreter_frame.executable", 224 + 8 * 2, o.frame_code},
       {"interpreter_frame.instr_ptr", 224 + 8 * 3, o.frame_lasti},

@@ -28,14 +28,47 @@ constexpr std::array<Row, 6> kRows{{
   {12, {12, 72, 1,  0,  56,  72, 52, 48, 68, 112, 120, 176,     192,     40, 1, 70, 56, 0},  8, 56, 128, 96},
   {13, {13, 72, 1,  0,  56,  72, 52, 48, 68, 112, 120, 184,     200,     40, 1, 70, 56, 0},  8, 72, 128, 96},
 }};
+
+// Stack sampling: tstate frame path, frame bytes to copy, shim-frame owner,
+// then the thread-state lookup (autoTSSkey, interpreters.head, threads.head,
+// thread_id) and co_lnotab/co_linetable.
+struct SamplerRow {
+  int minor;
+  lt::u16 cframe_frame, frame_block;
+  lt::u8 owner_cstack;
+  unsigned tss, interp_head, threads_head, thread_id, linetable;
+};
+constexpr std::array<SamplerRow, 6> kSamplerRows{{
+  {8,  kAbsent, 112, 0xff, 1392,  32,    8, 176, 120},
+  {9,  kAbsent, 112, 0xff,  584,  32,    8, 176, 120},
+  {10, kAbsent, 104, 0xff,  584,  32,    8, 176, 120},
+  {11, 8,        72, 0xff,  592,  40,   16, 152, 136},
+  {12, 0,        72, 3,    1544,  40,   72, 136, 136},
+  {13, kAbsent,  72, 3,    2160, 632, 7344, 152, 136},
+}};
 // clang-format on
 }  // namespace
 
 std::optional<Layout> layout_for(int minor) {
-  for (const auto& r : kRows)
-    if (r.minor == minor)
-      return Layout{r.off,          r.previous, r.off.frame_owner == kAbsent ? 0u : r.off.frame_owner,
-                    r.tstate_frame, r.qualname, r.varnames};
+  for (const auto& r : kRows) {
+    if (r.minor != minor) continue;
+    Layout l{r.off,          r.previous, r.off.frame_owner == kAbsent ? 0u : r.off.frame_owner,
+             r.tstate_frame, r.qualname, r.varnames};
+    for (const auto& s : kSamplerRows) {
+      if (s.minor != minor) continue;
+      l.bpf.tstate_frame = static_cast<lt::u16>(r.tstate_frame);
+      l.bpf.cframe_frame = s.cframe_frame;
+      l.bpf.frame_previous = static_cast<lt::u16>(r.previous);
+      l.bpf.frame_block = s.frame_block;
+      l.bpf.owner_cstack = s.owner_cstack;
+      l.runtime_tss = s.tss;
+      l.runtime_interp_head = s.interp_head;
+      l.interp_threads_head = s.threads_head;
+      l.tstate_thread_id = s.thread_id;
+      l.code_linetable = s.linetable;
+    }
+    return l;
+  }
   return std::nullopt;
 }
 

@@ -11,13 +11,19 @@ namespace lt::python {
 
 struct Layout {
   lt_py_offsets bpf;  // what the BPF program needs
-  // Not used by BPF; checked against _Py_DebugOffsets (3.13+) and kept for
-  // the stack sampler to come.
+  // Not used by BPF; checked against _Py_DebugOffsets (3.13+).
   unsigned frame_previous;  // f_back / previous
   unsigned frame_owner;     // 0 = absent (<= 3.10)
   unsigned tstate_frame;    // frame / cframe / current_frame
   unsigned code_qualname;   // 0 = absent (<= 3.10)
   unsigned code_varnames;   // co_varnames / co_localsplusnames
+  // Thread states (python-unwinding.md §2.1), for the stack sampler.
+  unsigned runtime_tss = 0;           // _PyRuntime -> Py_tss_t autoTSSkey {int init; key}
+  unsigned runtime_interp_head = 0;   // _PyRuntime.interpreters.head
+  unsigned interp_threads_head = 0;   // PyInterpreterState -> first PyThreadState
+  unsigned tstate_next = 8;           // PyThreadState.next
+  unsigned tstate_thread_id = 0;      // PyThreadState.thread_id (pthread_t)
+  unsigned code_linetable = 0;        // co_lnotab (<= 3.9) / co_linetable
   unsigned type_tp_name = 24;
   unsigned type_tp_iternext = 224;
   unsigned type_tp_methods = 232;

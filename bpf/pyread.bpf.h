@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Small readers of CPython objects in the target, shared by the action
+ * probes (pyactions) and the stack sampler (pysample).
+ */
+#ifndef LTRACE_PYREAD_BPF_H
+#define LTRACE_PYREAD_BPF_H
+
+#include "common.bpf.h"
+
+static __always_inline u64 read_u64(u64 addr)
+{
+	u64 v = 0;
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)addr))
+		return 0;
+	return v;
+}
+
+static __always_inline s32 read_s32(u64 addr)
+{
+	s32 v = 0;
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+/* argcount, flags and firstlineno lie within 32 bytes of each other in
+ * every supported version: one read gives a checksum that changes when a
+ * code object's address is reused by another. */
+static __always_inline u32 code_checksum(u64 code, const struct lt_py_offsets *o)
+{
+	u32 block[8] = {};
+	u32 base = o->code_argcount < o->code_flags ? o->code_argcount : o->code_flags;
+	if (bpf_probe_read_user(block, sizeof(block), (void *)(code + base)))
+		return 0;
+	u32 argc = block[((o->code_argcount - base) / 4) & 7];
+	u32 flags = block[((o->code_flags - base) / 4) & 7];
+	u32 line = block[((o->code_firstlineno - base) / 4) & 7];
+	return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ 0x9e37u;
+}
+
+#endif /* LTRACE_PYREAD_BPF_H */

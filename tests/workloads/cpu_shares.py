@@ -1,0 +1,83 @@
+"""A workload with known CPU shares, for checking sampled stacks against
+ground truth: the main thread spends 60 / 30 / 10 % of its time in
+hot_a / hot_b / hot_c (each a pure-Python loop, time-sliced by wall clock so
+the shares hold on any machine).  A second thread waits in a GIL-releasing
+call (off-CPU).  Prints READY and a JSON line with the function names and the
+line of each hot loop; runs until --seconds pass or the --stop-file appears.
+"""
+import argparse
+import json
+import os
+import threading
+import time
+
+
+def hot_a(until):
+    n = 0
+    while time.perf_counter() < until:  # HOT_A
+        n += 1
+    return n
+
+
+def hot_b(until):
+    n = 0
+    while time.perf_counter() < until:  # HOT_B
+        n += 1
+    return n
+
+
+def hot_c(until):
+    n = 0
+    while time.perf_counter() < until:  # HOT_C
+        n += 1
+    return n
+
+
+def slice_loop(seconds, stop_file):
+    # 10 ms rounds: 6 ms in hot_a, 3 ms in hot_b, 1 ms in hot_c.
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        if stop_file and os.path.exists(stop_file):
+            break
+        t = time.perf_counter()
+        hot_a(t + 0.006)
+        hot_b(t + 0.009)
+        hot_c(t + 0.010)
+
+
+def waiter(stop):
+    while not stop.is_set():
+        stop.wait(0.05)  # blocks in a futex with the GIL released
+
+
+def hot_lines():
+    lines = {}
+    with open(__file__) as f:
+        for no, text in enumerate(f, 1):
+            for tag in ("HOT_A", "HOT_B", "HOT_C"):
+                if text.rstrip().endswith("# " + tag):
+                    lines["hot_" + tag[-1].lower()] = no
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--stop-file")
+    ap.add_argument("--start-file", help="wait for this file before burning")
+    args = ap.parse_args()
+    stop = threading.Event()
+    t = threading.Thread(target=waiter, args=(stop,), name="waiter")
+    t.start()
+    print("READY", flush=True)
+    if args.start_file:
+        while not os.path.exists(args.start_file):
+            time.sleep(0.01)
+    slice_loop(args.seconds, args.stop_file)
+    stop.set()
+    t.join()
+    print(json.dumps({"file": os.path.abspath(__file__), "lines": hot_lines()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+#include "user/python/symbolizer.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "reports/model/action_name.h"
+#include "user/proc/procfs.h"
+#include "user/python/line_table.h"
+
+namespace lt::python {
+
+std::uint32_t code_checksum(std::uint32_t argc, std::uint32_t flags, std::uint32_t line) {
+  return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ 0x9e37u;
+}
+
+namespace {
+
+constexpr std::size_t kCodeRead = 208;      // covers every field we use, 3.8-3.13
+constexpr std::size_t kMaxStrUnits = 4096;  // longer names/paths are cut
+constexpr std::size_t kMaxTable = 1 << 20;  // line tables of huge generated functions
+
+template <typename T>
+T at(const std::array<std::uint8_t, kCodeRead>& raw, unsigned off) {
+  T v{};
+  if (off + sizeof(T) <= raw.size()) std::memcpy(&v, raw.data() + off, sizeof v);
+  return v;
+}
+
+// A str object as UTF-8 (compact strings only: every str the compiler makes).
+std::string read_str(pid_t pid, std::uint64_t addr, const Layout& l) {
+  if (!addr) return {};
+  std::array<std::uint8_t, 40> hdr{};
+  if (!proc::read_memory(pid, addr, hdr.data(), hdr.size())) return {};
+  std::int64_t len;
+  std::uint32_t state;
+  std::memcpy(&len, hdr.data() + 16, 8);
+  std::memcpy(&state, hdr.data() + 32, 4);
+  const bool compact = state & (1u << 5), ascii = state & (1u << 6);
+  const unsigned kind = (state >> 2) & 7;
+  if (!compact || len < 0 || (kind != 1 && kind != 2 && kind != 4)) return {};
+  std::size_t units = std::min<std::size_t>(static_cast<std::size_t>(len), kMaxStrUnits);
+  std::vector<std::uint8_t> data(units * kind);
+  std::uint64_t start = addr + (ascii ? l.bpf.str_ascii_data : l.bpf.str_compact_data);
+  if (!proc::read_memory(pid, start, data.data(), data.size())) return {};
+  if (ascii) return std::string(data.begin(), data.end());
+  return code_units_to_utf8(data.data(), data.size(), kind);
+}
+
+std::vector<std::uint8_t> read_bytes_object(pid_t pid, std::uint64_t addr) {
+  auto size = proc::read_value<std::int64_t>(pid, addr + 16);  // ob_size
+  if (!size || *size < 0 || static_cast<std::uint64_t>(*size) > kMaxTable) return {};
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(*size));
+  if (!out.empty() && !proc::read_memory(pid, addr + 32, out.data(), out.size())) return {};  // ob_sval
+  return out;
+}
+
+void copy_text(char* dst, std::size_t cap, const std::string& s) {
+  std::size_t n = std::min(cap - 1, s.size());
+  // Never cut a UTF-8 sequence in half.
+  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  std::memcpy(dst, s.data(), n);
+  dst[n] = '\0';
+}
+
+lt_event_header header(lt_event_kind kind, std::uint16_t size, pid_t pid, std::uint64_t ts) {
+  lt_event_header h{};
+  h.kind = static_cast<std::uint16_t>(kind);
+  h.size = size;
+  h.pid = h.tid = static_cast<std::uint32_t>(pid);
+  h.ts_ns = ts;
+  return h;
+}
+
+}  // namespace
+
+const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts) {
+  if (auto it = codes_.find(key); it != codes_.end()) return it->second;
+  auto [pid, addr, checksum] = key;
+  const Layout& l = interp.layout;
+  Code c;
+  lt_py_code_event e{};
+  e.hdr = header(LT_EV_PY_CODE, sizeof e, pid, ts);
+  e.code = addr;
+  e.checksum = checksum;
+  std::array<std::uint8_t, kCodeRead> raw{};
+  ++code_reads_;
+  if (proc::read_memory(pid, addr, raw.data(), raw.size())) {
+    auto argc = at<std::uint32_t>(raw, l.bpf.code_argcount);
+    auto flags = at<std::uint32_t>(raw, l.bpf.code_flags);
+    auto first = at<std::uint32_t>(raw, l.bpf.code_firstlineno);
+    // A mismatch: the code object was freed and its memory reused since
+    // the sample; what it was is gone.
+    if (code_checksum(argc, flags, first) == checksum) {
+      std::string name = read_str(pid, at<std::uint64_t>(raw, l.code_qualname ? l.code_qualname : l.bpf.code_name), l);
+      if (name.empty() && l.code_qualname) name = read_str(pid, at<std::uint64_t>(raw, l.bpf.code_name), l);
+      std::string file = read_str(pid, at<std::uint64_t>(raw, l.bpf.code_filename), l);
+      if (!name.empty()) {
+        c.readable = true;
+        c.first_line = static_cast<int>(first);
+        c.table = read_bytes_object(pid, at<std::uint64_t>(raw, l.code_linetable));
+        e.first_line = c.first_line;
+        copy_text(e.name, sizeof e.name, name);
+        copy_text(e.file, sizeof e.file, file);
+      }
+    }
+  }
+  if (!c.readable) {
+    e.flags |= LT_CODE_UNREADABLE;
+    ++unreadable_;
+  }
+  emit_(&e, sizeof e);
+  return codes_.emplace(key, std::move(c)).first->second;
+}
+
+void Symbolizer::describe(const lt_py_sample_event& e, const Interpreter& interp) {
+  const pid_t pid = static_cast<pid_t>(e.hdr.pid);
+  const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+  for (unsigned i = 0; i < n; ++i) {
+    const lt_py_frame& f = e.frames[i];
+    const Code& c = code({pid, f.code, f.checksum}, interp, e.hdr.ts_ns);
+    if (!c.readable || !lines_.emplace(pid, f.code, f.checksum, f.lasti).second) continue;
+    lt_py_line_event l{};
+    l.hdr = header(LT_EV_PY_LINE, sizeof l, pid, e.hdr.ts_ns);
+    l.code = f.code;
+    l.checksum = f.checksum;
+    l.lasti = f.lasti;
+    l.line = line_for(interp.minor, c.first_line, c.table, f.lasti);
+    emit_(&l, sizeof l);
+  }
+}
+
+void Symbolizer::forget(pid_t pid) {
+  std::erase_if(codes_, [pid](const auto& kv) { return std::get<0>(kv.first) == pid; });
+  std::erase_if(lines_, [pid](const auto& k) { return std::get<0>(k) == pid; });
+}
+
+}  // namespace lt::python

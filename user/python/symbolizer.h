@@ -1,0 +1,52 @@
+// Turns the (code object, instruction) pairs of stack samples into names,
+// files and lines, by reading the code objects out of the target, once per
+// (pid, code, checksum).  What it learns goes into the event stream as
+// PY_CODE / PY_LINE records, ahead of the first sample that needs them, so
+// reports (live or from a trace file) never read the target.
+#pragma once
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bpf/events.h"
+#include "user/python/discovery.h"
+
+namespace lt::python {
+
+class Symbolizer {
+ public:
+  using Emit = std::function<void(const void* record, std::size_t size)>;
+  explicit Symbolizer(Emit emit) : emit_(std::move(emit)) {}
+  // Emits whatever `e` needs that was not described yet.
+  void describe(const lt_py_sample_event& e, const Interpreter& interp);
+  // A process exec'd or exited: its addresses mean something else now.
+  void forget(pid_t pid);
+  std::uint64_t code_reads() const { return code_reads_; }
+  std::uint64_t unreadable() const { return unreadable_; }
+
+ private:
+  struct Code {
+    bool readable = false;
+    int first_line = 0;
+    std::vector<std::uint8_t> table;  // co_lnotab / co_linetable
+  };
+  using CodeKey = std::tuple<pid_t, std::uint64_t, std::uint32_t>;
+  const Code& code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts);
+  Emit emit_;
+  std::map<CodeKey, Code> codes_;
+  std::set<std::tuple<pid_t, std::uint64_t, std::uint32_t, std::int32_t>> lines_;
+  std::uint64_t code_reads_ = 0, unreadable_ = 0;
+};
+
+// The checksum BPF computes over a code object's argcount, flags and first
+// line (bpf/pyread.bpf.h): recomputed here to reject a reused address.
+std::uint32_t code_checksum(std::uint32_t argcount, std::uint32_t flags, std::uint32_t first_line);
+
+}  // namespace lt::python

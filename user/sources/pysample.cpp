@@ -1,0 +1,89 @@
+#include "user/sources/pysample.h"
+
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "pysample.skel.h"
+#include "user/sources/bpf_errors.h"
+
+namespace lt {
+
+namespace {
+int open_cpu_clock(int cpu, std::uint64_t period_ns) {
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  // A fixed period (not a frequency): every sample then stands for the
+  // same CPU time, which is what the estimated seconds are made of.
+  attr.sample_period = period_ns;
+  attr.freq = 0;
+  return static_cast<int>(syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+}
+}  // namespace
+
+PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu) {
+  skel_ = lt_pysample__open();
+  if (!skel_) throw bpf_error("open pysample", errno);
+  bpf_map__reuse_fd(skel_->maps.lt_targets, shared.targets_fd());
+  bpf_map__reuse_fd(skel_->maps.lt_follow, shared.follow_fd());
+  bpf_map__reuse_fd(skel_->maps.lt_events, shared.events_fd());
+  bpf_map__reuse_fd(skel_->maps.lt_drops, shared.drops_fd());
+  // A program we will not attach is not loaded either: sched_switch runs on
+  // every context switch of the machine.
+  bpf_program__set_autoload(skel_->progs.lt_switch, off_cpu);
+  bpf_program__set_autoload(skel_->progs.lt_sample, rate_hz > 0);
+  if (int err = lt_pysample__load(skel_)) {
+    release();
+    throw bpf_error("load pysample", -err);
+  }
+  if (rate_hz > 0) {
+    period_ns_ = 1'000'000'000ull / rate_hz;
+    int ncpu = libbpf_num_possible_cpus();
+    for (int cpu = 0; cpu < ncpu; ++cpu) {
+      int fd = open_cpu_clock(cpu, period_ns_);
+      if (fd < 0) {
+        if (errno == ENODEV) continue;  // possible but offline
+        int e = errno;
+        release();
+        throw bpf_error("open a cpu-clock perf event on CPU " + std::to_string(cpu), e);
+      }
+      perf_fds_.push_back(fd);
+      bpf_link* link = bpf_program__attach_perf_event(skel_->progs.lt_sample, fd);
+      if (!link) {
+        int e = errno;
+        release();
+        throw bpf_error("attach the stack sampler on CPU " + std::to_string(cpu), e);
+      }
+      links_.push_back(link);
+    }
+  }
+  if (off_cpu) {
+    bpf_link* link = bpf_program__attach(skel_->progs.lt_switch);
+    if (!link) {
+      int e = errno;
+      release();
+      throw bpf_error("attach sched_switch", e);
+    }
+    links_.push_back(link);
+  }
+}
+
+PySampleSource::~PySampleSource() {
+  release();
+}
+
+void PySampleSource::release() {
+  for (auto* l : links_) bpf_link__destroy(l);
+  links_.clear();
+  for (int fd : perf_fds_) close(fd);
+  perf_fds_.clear();
+  if (skel_) lt_pysample__destroy(skel_);
+  skel_ = nullptr;
+}
+
+}  // namespace lt

@@ -1,0 +1,34 @@
+// Python stack source (bpf/pysample.bpf.c): a cpu-clock perf event per CPU
+// running the BPF stack walker, and optionally the sched_switch probe for
+// off-CPU time.  Which processes are sampled is decided per target
+// (LT_TARGET_SAMPLE / LT_TARGET_OFF_CPU in the shared target table).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "user/sources/proctrack.h"
+
+struct lt_pysample;
+struct bpf_link;
+
+namespace lt {
+
+class PySampleSource {
+ public:
+  // rate_hz 0: no on-CPU sampling.  Throws lt::Error(bpf|permission).
+  PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu);
+  ~PySampleSource();
+  PySampleSource(const PySampleSource&) = delete;
+  PySampleSource& operator=(const PySampleSource&) = delete;
+  std::uint64_t period_ns() const { return period_ns_; }
+  std::size_t cpus() const { return perf_fds_.size(); }
+
+ private:
+  void release();  // detach and unload; safe to call twice
+  lt_pysample* skel_ = nullptr;
+  std::vector<int> perf_fds_;
+  std::vector<bpf_link*> links_;
+  std::uint64_t period_ns_ = 0;
+};
+
+}  // namespace lt
