@@ -7,11 +7,13 @@
 #include <iostream>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/stacks.h"
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
+#include "user/cli/stack_output.h"
 #include "user/collector/session.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
@@ -49,12 +51,19 @@ int main(int argc, char** argv) {
     Trace trace;
     const bool exports = !opts.chrome_path.empty() || !opts.html_path.empty();
     ActionAggregator aggregator(exports);
+    // Sees each record right after `aggregator`, which tells it the action
+    // open on a sample's thread.
+    StackAggregator stacks(aggregator);
+    auto consume = [&](const lt_event_header& h, const std::byte* p) {
+      aggregator.add(h, p);
+      stacks.add(h, p);
+    };
     if (opts.command == Options::Command::report) {
       // Streamed: the aggregator sees each chunk's records; nothing else is
       // kept unless --dump asks for the whole stream.
       const bool keep = !opts.dump_path.empty();
       auto r = tracefile::read_trace_file(opts.input, [&](const lt_event_header& h, const std::byte* p) {
-        aggregator.add(h, p);
+        consume(h, p);
         if (keep) trace.append(p, h.size);
       });
       for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << opts.input << ": " << w << "\n";
@@ -67,7 +76,7 @@ int main(int argc, char** argv) {
       so.off_cpu = opts.off_cpu;
       so.keep_in_memory = !opts.dump_path.empty();
       if (opts.command == Options::Command::live)
-        so.sink = [&](const lt_event_header& h, const std::byte* p) { aggregator.add(h, p); };
+        so.sink = consume;
       Session session(so);
       session.prepare();
       trace = session.run(g_stop);
@@ -83,7 +92,13 @@ int main(int argc, char** argv) {
     }
     if (opts.command != Options::Command::record) {
       ActionsReport rep = aggregator.finish();
-      write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
+      StacksReport stack_rep = stacks.finish();
+      if (opts.report == "advanced")
+        write_advanced_reports(rep, stack_rep, {opts.extended, opts.dirpath, opts.filename},
+                               opts.line_count_restriction);
+      else
+        write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
+      write_stack_exports(stack_rep, {opts.collapsed_path, opts.flamegraph_path, opts.speedscope_path});
       auto write_file = [](const std::string& path, auto&& writer) {
         std::ofstream f(path, std::ios::binary);
         writer(f);

@@ -97,6 +97,16 @@ struct PerProcess {
     std::uint64_t ts;
   };
   std::unordered_map<std::uint64_t, Open> open_gen;                            // generator frame -> start
+  // Per thread, the generator actions it began and has not ended, outer
+  // first (keyed like open_gen).
+  struct OnThread {
+    std::uint64_t key;
+    std::string name;
+    std::uint64_t ts;
+  };
+  std::unordered_map<std::uint32_t, std::vector<OnThread>> thread_open;
+  std::vector<std::string> begin_order;
+  std::unordered_map<std::string, bool> begun;
   std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> open_direct;  // (tid, name)
   // Windows whose end no probe sees (a dataloader fetch; a manual-
   // optimization optimizer_step): each closes at the next action event of
@@ -158,6 +168,32 @@ struct PerProcess {
     if (is_optimizer_hook(n) && automatic_optimizer_steps[tid] == 0 && !pending.count(tid))
       pending[tid] = {"optimizer_step", ts, true};
   }
+  // An ended generator action leaves its thread's open list (normally the
+  // thread that began it; a generator resumed elsewhere is searched for).
+  void forget_on_thread(std::uint32_t tid, std::uint64_t key) {
+    auto drop = [key](std::vector<OnThread>& v) {
+      for (auto i = v.size(); i-- > 0;)
+        if (v[i].key == key) {
+          v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+          return true;
+        }
+      return false;
+    };
+    if (auto it = thread_open.find(tid); it != thread_open.end() && drop(it->second)) return;
+    for (auto& [t, v] : thread_open)
+      if (drop(v)) return;
+  }
+
+  std::string innermost(std::uint32_t tid) const {
+    const OnThread* top = nullptr;
+    if (auto it = thread_open.find(tid); it != thread_open.end() && !it->second.empty()) top = &it->second.back();
+    auto p = pending.find(tid);
+    // An inferred window (a fetch, a manual optimizer_step) that began
+    // after the innermost generator action is inside it.
+    if (p != pending.end() && (!top || p->second.ts >= top->ts)) return p->second.name;
+    return top ? top->name : std::string();
+  }
+
   void on_end(std::uint32_t tid, const std::string& n) {
     if (is_module_optimizer_step(n) && automatic_optimizer_steps[tid] > 0) --automatic_optimizer_steps[tid];
   }
@@ -267,6 +303,11 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       pp.note_name(name);
       pp.on_begin(h.tid, h.ts_ns, name);
       pp.open_gen[e.key] = {name, h.ts_ns};
+      pp.thread_open[h.tid].push_back({e.key, name, h.ts_ns});
+      if (!pp.begun[name]) {
+        pp.begun[name] = true;
+        pp.begin_order.push_back(name);
+      }
       break;
     }
     case LT_EV_ACTION_END: {
@@ -279,6 +320,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       pp.record(it->second.name, it->second.ts, h.ts_ns, h.tid);
       pp.on_end(h.tid, it->second.name);
       pp.open_gen.erase(it);
+      pp.forget_on_thread(h.tid, e.key);
       break;
     }
     case LT_EV_DIRECT_START: {
@@ -323,6 +365,17 @@ ActionsReport ActionAggregator::finish() {
     rep.processes.push_back(std::move(pp.out));
   }
   return rep;
+}
+
+std::string ActionAggregator::innermost_action(std::uint32_t pid, std::uint32_t tid) const {
+  auto it = s_->procs.find(pid);
+  return it == s_->procs.end() ? std::string() : it->second.innermost(tid);
+}
+
+const std::vector<std::string>& ActionAggregator::begin_order(std::uint32_t pid) const {
+  static const std::vector<std::string> none;
+  auto it = s_->procs.find(pid);
+  return it == s_->procs.end() ? none : it->second.begin_order;
 }
 
 ActionsReport aggregate_actions(const Trace& trace, bool keep_intervals) {

@@ -74,6 +74,11 @@ class ActionAggregator {
   ~ActionAggregator();
   void add(const lt_event_header& h, const std::byte* record);
   ActionsReport finish();
+  // The innermost action open on a thread right now (after the records
+  // added so far), or "" outside any.  Stack samples are charged to it.
+  std::string innermost_action(std::uint32_t pid, std::uint32_t tid) const;
+  // Action names of a process in the order they first began.
+  const std::vector<std::string>& begin_order(std::uint32_t pid) const;
 
  private:
   struct State;

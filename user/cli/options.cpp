@@ -84,14 +84,12 @@ unsigned parse_rate(const std::string& s) {
   return static_cast<unsigned>(v);
 }
 
-double parse_restriction(const std::string& s) {
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0)
-    throw Error(ExitCode::usage, "invalid line count restriction '" + s +
-                                     "': expected a number of rows or a fraction of them");
-  return v;
+LineRestriction parse_restriction(const std::string& s) {
+  auto r = parse_line_restriction(s);
+  if (!r)
+    throw Error(ExitCode::usage,
+                "invalid line count restriction '" + s + "': expected a number of rows (20) or a share of them (0.5)");
+  return *r;
 }
 
 }  // namespace

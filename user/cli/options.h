@@ -3,6 +3,8 @@
 #include <sys/types.h>
 
 #include <string>
+
+#include "reports/advanced/advanced_report.h"
 #include <vector>
 
 namespace lt {
@@ -21,7 +23,7 @@ struct Options {
   unsigned rate_hz = 0;           // --rate; 0: default (99) when stacks are needed
   bool off_cpu = false;           // --off-cpu
   std::string collapsed_path, flamegraph_path, speedscope_path;
-  double line_count_restriction = 1.0;  // AdvancedProfiler's: int = rows, fraction = share
+  LineRestriction line_count_restriction;  // AdvancedProfiler's: int = rows, fraction = share
   bool wants_stacks() const {
     return report == "advanced" || rate_hz || off_cpu || !collapsed_path.empty() || !flamegraph_path.empty() ||
            !speedscope_path.empty();

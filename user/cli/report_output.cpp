@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "reports/advanced/advanced_report.h"
 #include "reports/simple/simple_report.h"
 #include "user/core/errors.h"
 
@@ -63,6 +64,46 @@ ProcessMeta labelled(const ProcessMeta& m, const ActionsReport& rep) {
   }
   return out;
 }
+
+// Prints one process's report, or appends it to Lightning's file name for it.
+void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std::size_t shown, const OutputOptions& out) {
+  if (!out.dirpath.empty()) {
+    int local_rank = meta.world_size > 1 ? std::max(meta.local_rank, 0) : -1;
+    std::string name = lightning_report_filename(stage_name(stage), out.filename, local_rank);
+    if (shown > 1 && meta.world_size <= 1) {
+      // Several unranked processes would share one file name: keep them apart.
+      name = lightning_report_filename(stage_name(stage), out.filename + "-pid" + std::to_string(meta.pid), -1);
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(out.dirpath, ec);
+    auto path = std::filesystem::path(out.dirpath) / name;
+    std::ofstream f(path, std::ios::app | std::ios::binary);
+    if (!f || !(f << text) || !f.flush()) throw Error(ExitCode::io, "cannot write " + path.string());
+    std::cerr << "ltrace-bpf: wrote " << path.string() << " (" << describe(meta) << ")\n";
+  } else {
+    if (shown > 1) std::cout << "==> " << describe(meta) << " <==\n";
+    std::cout << text;
+    if (shown > 1) std::cout << "\n";
+    std::cout.flush();
+  }
+}
+
+// Always stated, zero included: a reader must be able to tell "none lost"
+// from "not counted".
+void lost_events_note(const ActionsReport& rep) {
+  if (!rep.complete)
+    std::cerr << "ltrace-bpf: the recording ended abruptly (no detach record): drop counters are unknown and the "
+                 "window ends at the last event\n";
+  std::uint64_t open = 0, unmatched = 0;
+  for (auto& p : rep.processes) {
+    open += p.open_at_end;
+    unmatched += p.unmatched_stops;
+  }
+  std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
+            << " unreadable action names or stacks, " << open << " open at detach, " << unmatched
+            << " ended before attach\n";
+}
+
 }  // namespace
 
 int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
@@ -85,26 +126,7 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
     in.actions = p->actions;
     in.total_seconds = p->window_seconds();
     in.extended = out.extended;
-    std::string text = render_simple_report(in);
-    if (!out.dirpath.empty()) {
-      int local_rank = meta.world_size > 1 ? std::max(meta.local_rank, 0) : -1;
-      std::string name = lightning_report_filename(stage_name(p->stage), out.filename, local_rank);
-      if (shown.size() > 1 && meta.world_size <= 1) {
-        // Several unranked processes would share one file name: keep them apart.
-        name = lightning_report_filename(stage_name(p->stage), out.filename + "-pid" + std::to_string(meta.pid), -1);
-      }
-      std::error_code ec;
-      std::filesystem::create_directories(out.dirpath, ec);
-      auto path = std::filesystem::path(out.dirpath) / name;
-      std::ofstream f(path, std::ios::app | std::ios::binary);
-      if (!f || !(f << text) || !f.flush()) throw Error(ExitCode::io, "cannot write " + path.string());
-      std::cerr << "ltrace-bpf: wrote " << path.string() << " (" << describe(meta) << ")\n";
-    } else {
-      if (shown.size() > 1) std::cout << "==> " << describe(meta) << " <==\n";
-      std::cout << text;
-      if (shown.size() > 1) std::cout << "\n";
-      std::cout.flush();
-    }
+    deliver(render_simple_report(in), meta, p->stage, shown.size(), out);
     ++written;
   }
   for (auto* p : shown) notes(*p);
@@ -112,18 +134,55 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
     std::cerr << "ltrace-bpf: " << quiet
               << " other Python process(es) (DataLoader workers, launchers) ran no "
                  "Lightning actions\n";
-  if (!rep.complete)
-    std::cerr << "ltrace-bpf: the recording ended abruptly (no detach record): drop counters are unknown and the "
-                 "window ends at the last event\n";
-  // Always stated, zero included: a reader must be able to tell "none lost"
-  // from "not counted".
-  std::uint64_t open = 0, unmatched = 0;
-  for (auto& p : rep.processes) {
-    open += p.open_at_end;
-    unmatched += p.unmatched_stops;
+  lost_events_note(rep);
+  return written;
+}
+
+int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks, const OutputOptions& out,
+                           const LineRestriction& restriction) {
+  int written = 0;
+  for (const auto& ps : stacks.processes) {
+    const ProcessActions* pa = nullptr;
+    for (auto& p : rep.processes)
+      if (p.meta.pid == ps.pid) pa = &p;
+    ProcessMeta meta = pa ? labelled(pa->meta, rep) : ProcessMeta{};
+    meta.pid = ps.pid;
+    AdvancedReportInput in;
+    Stage stage = pa ? pa->stage : Stage::none;
+    in.stage_title = stage_title(stage);
+    if (meta.world_size > 1 && meta.rank >= 0) in.rank_suffix = " rank: " + std::to_string(meta.rank);
+    in.stacks = &ps;
+    in.period_ns = stacks.period_ns;
+    in.rate_hz = stacks.rate_hz;
+    in.restriction = restriction;
+    if (pa)
+      for (auto& a : pa->actions) {
+        double total = 0;
+        for (double d : a.durations_s) total += d;
+        in.action_time[a.name] = {a.durations_s.size(), total};
+      }
+    deliver(render_advanced_report(in), meta, stage, stacks.processes.size(), out);
+    ++written;
+    const std::string who = "ltrace-bpf: pid " + std::to_string(ps.pid);
+    if (ps.samples_without_python)
+      std::cerr << who << ": " << ps.samples_without_python << " of " << ps.samples
+                << " samples were of threads with no Python thread state (native threads)\n";
+    if (ps.truncated)
+      std::cerr << who << ": " << ps.truncated << " stack(s) deeper than " << LT_STACK_MAX
+                << " frames were cut at the root side ([truncated])\n";
+    if (ps.unknown_frames)
+      std::cerr << who << ": " << ps.unknown_frames
+                << " frame(s) named <unknown>: their code objects were gone before they could be read\n";
+    if (ps.offcpu_open_at_end)
+      std::cerr << who << ": " << ps.offcpu_open_at_end << " thread(s) still blocked at detach, not counted\n";
   }
-  std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
-            << " unreadable action names, " << open << " open at detach, " << unmatched << " ended before attach\n";
+  if (stacks.processes.empty())
+    std::cerr << "ltrace-bpf: no stack samples of any Python thread in the window"
+              << (stacks.period_ns ? "" : " (the trace was recorded without --rate)") << "\n";
+  else if (stacks.period_ns)
+    std::cerr << "ltrace-bpf: on-CPU seconds (tottime~, cumtime~) are estimates: samples x " << stacks.period_ns / 1e6
+              << " ms (" << stacks.rate_hz << " Hz)\n";
+  lost_events_note(rep);
   return written;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 #include <string>
 
+#include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/stacks.h"
 
 namespace lt {
 
@@ -15,5 +17,8 @@ struct OutputOptions {
 
 // Returns the number of reports written.  Throws lt::Error(io).
 int write_simple_reports(const ActionsReport& rep, const OutputOptions& out);
+// The Advanced report of every process with stack samples.
+int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks, const OutputOptions& out,
+                           const LineRestriction& restriction);
 
 }  // namespace lt

@@ -1,0 +1,396 @@
+"""Overhead of stack sampling on a real Lightning CPU fit: ltrace-bpf vs py-spy
+vs Lightning's AdvancedProfiler, side by side in one run (issue 4).
+
+Modes, same job each time (interleaved repetitions, the order rotated every rep,
+so drift and "what ran just before" hit every mode alike):
+  none               default Trainer (PassThroughProfiler), nothing attached
+  advanced           Trainer(profiler=AdvancedProfiler()), Lightning's cProfile profiler
+  ltrace-actions     ltrace-bpf record, no --rate (action probes only: the
+                     baseline every ltrace mode below also pays)
+  ltrace@99          ltrace-bpf record --rate 99
+  ltrace@999         ltrace-bpf record --rate 999
+  ltrace@999+offcpu  ltrace-bpf record --rate 999 --off-cpu
+  pyspy@99           py-spy record --nonblocking --rate 99
+  pyspy@999          py-spy record --nonblocking --rate 999
+  pyspy-blocking@99  py-spy record --rate 99 (its default: pauses the target per sample)
+Every tool is attached, and has said so, before the job starts Trainer.fit.
+
+Reports steady-state steps/s (tests/workloads/train_lightning.py's STEADY line:
+steps after a warm-up), overhead vs none, the samples each tool collected, and
+the tool's own CPU time (user+sys of the tool process; BPF programs run in the
+target's context and are not in it).
+
+The workload has no --profiler advanced, so every mode runs it through the same
+small launcher (runpy), which in mode "advanced" swaps in a Trainer subclass
+that defaults profiler= to AdvancedProfiler().
+
+usage: .venv/bin/python bench/stacks_overhead.py [--reps 3] [--interp debian[,pyenv]]
+           [--sizes medium,large] [--modes m1,m2,...] [--markdown docs/benchmarks.md]
+"""
+import argparse
+import datetime
+import glob
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LTRACE = os.path.join(ROOT, "build", "ltrace-bpf")
+PYSPY = os.path.join(ROOT, ".venv", "bin", "py-spy")
+TRAIN = os.path.join(ROOT, "tests", "workloads", "train_lightning.py")
+SITE = glob.glob(os.path.join(ROOT, ".venv", "lib", "python3*", "site-packages"))[0]
+SECTION = "## Stack sampling overhead (issue 4)"
+
+INTERPRETERS = {
+    "debian": ("debian-3.11-exe", [os.path.join(ROOT, ".venv", "bin", "python")], {}),
+    "pyenv": ("pyenv-3.11-lib", ["/root/.pyenv/versions/3.11.7/bin/python3.11"], {"PYTHONPATH": SITE}),
+}
+SIZES = {
+    "medium": ("medium (hidden 512 x3, batch 64: ~4 ms step)",
+               ["--hidden", "512", "--depth", "3", "--batch-size", "64", "--batches", "750", "--warmup", "50"]),
+    "large": ("large (hidden 1024 x4, batch 128: ~33 ms step)",
+              ["--hidden", "1024", "--depth", "4", "--batch-size", "128", "--batches", "100", "--warmup", "10"]),
+}
+MODES = ["none", "advanced", "ltrace-actions", "ltrace@99", "ltrace@999", "ltrace@999+offcpu",
+         "pyspy@99", "pyspy@999", "pyspy-blocking@99"]
+
+LAUNCHER = r"""
+import os, runpy, sys
+train = sys.argv[1]
+sys.argv = sys.argv[1:]
+if os.environ.get("STACKS_BENCH_ADVANCED"):
+    try:  # the same import order as the workload
+        import lightning.pytorch as pl
+        from lightning.pytorch.profilers import AdvancedProfiler
+    except ImportError:
+        import pytorch_lightning as pl
+        from pytorch_lightning.profilers import AdvancedProfiler
+    class Trainer(pl.Trainer):
+        def __init__(self, *a, **kw):
+            if kw.get("profiler") is None:
+                kw["profiler"] = AdvancedProfiler()
+            super().__init__(*a, **kw)
+    pl.Trainer = Trainer
+runpy.run_path(train, run_name="__main__")
+"""
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def tool_cmd(mode, pid, out):
+    """The attach command for a tool mode, and the stderr text that says it is live."""
+    if mode.startswith("ltrace"):
+        cmd = [LTRACE, "record", "--pid", str(pid), "-o", out, "-v"]
+        m = re.match(r"ltrace@(\d+)", mode)
+        if m:
+            cmd += ["--rate", m.group(1)]
+        if mode.endswith("+offcpu"):
+            cmd += ["--off-cpu"]
+        return cmd, "attached"
+    if mode.startswith("pyspy"):
+        rate = mode.split("@")[1]
+        cmd = [PYSPY, "record", "--pid", str(pid), "--rate", rate, "--format", "raw", "-o", out]
+        if not mode.startswith("pyspy-blocking"):
+            cmd += ["--nonblocking"]
+        return cmd, "Sampling process"
+    return None, None
+
+
+def reap(p, block):
+    """Reap a child without losing its rusage (Popen.poll would): CPU seconds (user+sys) once it has
+    exited, else None."""
+    if p.returncode is not None:
+        return p.cpu_s
+    pid, status, ru = os.wait4(p.pid, 0 if block else os.WNOHANG)
+    if pid == 0:
+        return None
+    p.returncode = os.waitstatus_to_exitcode(status)
+    p.cpu_s = ru.ru_utime + ru.ru_stime
+    return p.cpu_s
+
+
+def count_ltrace(trace, tmp):
+    dump = os.path.join(tmp, "d.txt")
+    r = subprocess.run([LTRACE, "report", trace, "--dump", dump], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    kinds = {}
+    if os.path.exists(dump):
+        rx = re.compile(r"^\d+ \S+ (\S+)")
+        with open(dump) as f:
+            for line in f:
+                m = rx.match(line)
+                if m:
+                    kinds[m.group(1)] = kinds.get(m.group(1), 0) + 1
+    return kinds, r.returncode, r.stderr
+
+
+def count_pyspy(out):
+    n = 0
+    if os.path.exists(out):
+        with open(out) as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line:
+                    n += int(line.rsplit(" ", 1)[1])
+    return n
+
+
+def parse_workload(text):
+    steady = fit_s = None
+    for line in text.splitlines():
+        if line.startswith("STEADY"):
+            steady = float(line.split("steps_per_s=")[1])
+        elif line.startswith("FIT_DONE"):
+            fit_s = float(re.search(r"seconds=([\d.]+)", line).group(1))
+    if steady is None:
+        raise RuntimeError("no STEADY line in:\n" + text[-3000:])
+    return steady, fit_s
+
+
+def run_one(cmd, env, size_args, mode, notes):
+    env = dict(os.environ, **env)
+    if mode == "advanced":
+        env["STACKS_BENCH_ADVANCED"] = "1"
+    res = {"mode": mode}
+    with tempfile.TemporaryDirectory(prefix="stacks_bench") as tmp:
+        go = os.path.join(tmp, "go")
+        joblog = os.path.join(tmp, "job.log")
+        args = cmd + ["-c", LAUNCHER, TRAIN, "--epochs", "1", "--wait-file", go] + size_args
+        with open(joblog, "w") as f:
+            job = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 120
+        while "READY" not in open(joblog).read():
+            if job.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("workload did not start:\n" + open(joblog).read()[-3000:])
+            time.sleep(0.05)
+        out = os.path.join(tmp, "out")
+        tcmd, live = tool_cmd(mode, job.pid, out)
+        tool = None
+        err_path = os.path.join(tmp, "tool.log")
+        if tcmd:
+            # py-spy says "Sampling process" on stdout, the rest on stderr: one file for both
+            tool = subprocess.Popen(tcmd, stdout=open(err_path, "w"), stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 30
+            while live not in open(err_path).read():
+                if reap(tool, False) is not None or time.monotonic() > deadline:
+                    job.kill()
+                    job.wait()
+                    raise RuntimeError(f"{mode}: tool did not attach (rc {tool.returncode}):\n" +
+                                       open(err_path).read())
+                time.sleep(0.002)
+        open(go, "w").close()
+        try:
+            job.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            job.wait()
+            raise
+        text = open(joblog).read()
+        if job.returncode != 0:
+            raise RuntimeError(f"{mode}: workload rc {job.returncode}:\n" + text[-3000:])
+        res["sps"], res["fit_s"] = parse_workload(text)
+        if tool:
+            # every tool stops by itself when the target exits; give it 60 s, then SIGINT
+            t_end = time.monotonic() + 60
+            while reap(tool, False) is None and time.monotonic() < t_end:
+                time.sleep(0.05)
+            if tool.returncode is None:
+                notes.append(f"{mode}: tool still running 60 s after the target exited; sent SIGINT")
+                tool.send_signal(signal.SIGINT)
+            res["tool_cpu_s"] = reap(tool, True)
+            err = open(err_path).read()
+            res["tool_err"] = err
+            if tool.returncode != 0:
+                notes.append(f"{mode}: tool exit status {tool.returncode}; stderr:\n{err}")
+            if mode.startswith("ltrace"):
+                kinds, rrc, rerr = count_ltrace(out, tmp)
+                res["samples"] = kinds.get("py_sample", 0)
+                res["kinds"] = kinds
+                m = re.search(r"(\d+) ring-buffer drops", rerr)
+                res["drops"] = int(m.group(1)) if m else None
+                if rrc != 0 or res["drops"] or (mode != "ltrace-actions" and not res["samples"]):
+                    notes.append(f"{mode}: report rc {rrc}, drops {res['drops']}, samples {res['samples']};"
+                                 f" record stderr:\n{err}\nreport stderr:\n{rerr}")
+                for line in err.splitlines() + rerr.splitlines():
+                    if re.search(r"drop|lost|warn|error|fail", line, re.I) and \
+                            not re.search(r"lost events: 0 ring-buffer drops", line):
+                        notes.append(f"{mode}: {line}")
+            else:
+                res["samples"] = count_pyspy(out)
+                m = re.search(r"Samples: (\d+) Errors: (\d+)", err)
+                res["errors"] = int(m.group(2)) if m else None
+                if not res["samples"]:
+                    notes.append(f"{mode}: no samples; stderr:\n{err}")
+                for line in err.splitlines():
+                    if re.search(r"behind|lag|warn|fail", line, re.I):
+                        notes.append(f"{mode}: {line}")
+    return res
+
+
+def fmt_range(vals, f="{:.1f}"):
+    return f"{f.format(min(vals))}–{f.format(max(vals))}"
+
+
+def summarize(iname, sname, modes, runs, reps):
+    """Rows of the table and the ratio lines for one interpreter x size."""
+    none = [r["sps"] for r in runs["none"]]
+    med_none = statistics.median(none)
+    med = {m: statistics.median(r["sps"] for r in runs[m]) for m in modes}
+    ov = {m: (med_none / med[m] - 1) * 100 for m in modes}
+    rows = []
+    for m in modes:
+        sps = [r["sps"] for r in runs[m]]
+        # paired per rep (same rep ran every mode back to back): a noise estimate for the overhead
+        paired = [(n / s - 1) * 100 for n, s in zip(none, sps)]
+        samples = [r["samples"] for r in runs[m] if "samples" in r]
+        per_s = [r["samples"] / r["fit_s"] for r in runs[m] if "samples" in r and r["fit_s"]]
+        cpu = [r["tool_cpu_s"] for r in runs[m] if "tool_cpu_s" in r]
+        extra = ""
+        errs = [r.get("errors") for r in runs[m] if r.get("errors") is not None]
+        if errs and any(errs):
+            extra = f" (py-spy errors: {'/'.join(str(e) for e in errs)})"
+        drops = [r.get("drops") for r in runs[m] if r.get("drops")]
+        if drops:
+            extra += f" (drops: {'/'.join(str(d) for d in drops)})"
+        offcpu = [r["kinds"].get("off_cpu", 0) for r in runs[m] if "kinds" in r and r["kinds"].get("off_cpu")]
+        if offcpu:
+            extra += f" (+{statistics.median(offcpu):.0f} off_cpu records)"
+        rows.append(
+            f"| {iname} | {sname} | {m} | {med[m]:.1f} ({fmt_range(sps)}) | "
+            + ("—" if m == "none" else f"{ov[m]:+.1f}% ({fmt_range(paired, '{:+.1f}')}%)")
+            + " | " + (f"{statistics.median(samples):.0f}{extra}" if samples else "—")
+            + " | " + (f"{statistics.median(per_s):.0f}" if per_s else "—")
+            + " | " + (f"{statistics.median(cpu):.2f}" if cpu else "—") + " |")
+    noise = (max(none) - min(none)) / med_none * 100
+
+    def ratio(a, b):
+        if a not in ov or b not in ov:
+            return None
+        if ov[b] <= noise / 2:
+            return (f"{a} / {b} overhead: n/a ({b} {ov[b]:+.1f}% is within the none-to-none "
+                    f"spread of {noise:.1f}%; {a} {ov[a]:+.1f}%)")
+        return f"{a} / {b} overhead: {ov[a]:+.1f}% / {ov[b]:+.1f}% = {ov[a] / ov[b]:.2f}"
+
+    ratios = [ratio(a, b) for a, b in (("ltrace@99", "pyspy@99"), ("ltrace@999", "pyspy@999"),
+                                       ("ltrace@99", "pyspy-blocking@99"), ("ltrace@99", "advanced"),
+                                       ("ltrace@999", "advanced"))]
+    ratios = [r for r in ratios if r]
+    if "ltrace-actions" in ov:
+        for m in ("ltrace@99", "ltrace@999", "ltrace@999+offcpu"):
+            if m in ov:
+                ratios.append(f"{m} minus ltrace-actions (the sampler's own share): "
+                              f"{ov[m] - ov['ltrace-actions']:+.1f} points")
+    ratios.append(f"none-to-none spread (max-min)/median over {reps} reps: {noise:.1f}%")
+    return rows, ratios
+
+
+def write_markdown(path, text):
+    old = open(path).read() if os.path.exists(path) else ""
+    lines = old.splitlines(keepends=True)
+    start = next((i for i, l in enumerate(lines) if l.rstrip("\n") == SECTION), None)
+    if start is None:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        tail = "".join(lines[end:])
+        new = "".join(lines[:start]) + text + ("\n" + tail if tail else "")
+    with open(path, "w") as f:
+        f.write(new)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--interp", default="debian", help="comma list of: " + ",".join(INTERPRETERS))
+    ap.add_argument("--sizes", default="medium,large", help="comma list of: " + ",".join(SIZES))
+    ap.add_argument("--modes", default=",".join(MODES), help="comma list of: " + ",".join(MODES))
+    ap.add_argument("--markdown", help="append or replace the section '%s' in this file" % SECTION[3:])
+    args = ap.parse_args()
+    modes = args.modes.split(",")
+    if "none" not in modes:
+        modes.insert(0, "none")
+    for m in modes:
+        if m not in MODES:
+            ap.error(f"unknown mode {m}")
+    t_start = time.monotonic()
+    all_rows, all_ratios, notes = [], [], []
+    versions = {}
+    for ikey in args.interp.split(","):
+        iname, cmd, env = INTERPRETERS[ikey]
+        versions[iname] = subprocess.run(cmd + ["-c", "import sys; print(sys.version.split()[0])"],
+                                         capture_output=True, text=True).stdout.strip()
+        for skey in args.sizes.split(","):
+            sname, size_args = SIZES[skey]
+            runs = {m: [] for m in modes}
+            for rep in range(args.reps):
+                order = modes[rep % len(modes):] + modes[:rep % len(modes)]
+                for m in order:
+                    t0 = time.monotonic()
+                    r = run_one(cmd, env, size_args, m, notes)
+                    runs[m].append(r)
+                    log(f"[{time.monotonic() - t_start:6.0f}s] {iname} {skey} rep {rep + 1}/{args.reps} "
+                        f"{m:18s} {r['sps']:8.1f} steps/s"
+                        + (f"  samples {r['samples']}" if "samples" in r else "")
+                        + (f"  tool cpu {r['tool_cpu_s']:.2f}s" if "tool_cpu_s" in r else "")
+                        + f"  ({time.monotonic() - t0:.1f}s)")
+            rows, ratios = summarize(iname, sname, modes, runs, args.reps)
+            for row in rows:
+                print(row, flush=True)
+            for r in ratios:
+                print("  " + r, flush=True)
+            all_rows += rows
+            all_ratios.append((iname, sname, ratios))
+    total = time.monotonic() - t_start
+    print(f"total {total:.0f} s", flush=True)
+    for n in notes:
+        print("NOTE " + n, flush=True)
+
+    if args.markdown:
+        argv = " ".join(shlex.quote(a) for a in sys.argv[1:])
+        kernel = platform.release()
+        nproc = os.cpu_count()
+        pyspy_v = subprocess.run([PYSPY, "--version"], capture_output=True, text=True).stdout.strip()
+        head = [
+            SECTION, "",
+            "```",
+            f".venv/bin/python bench/stacks_overhead.py {argv}",
+            "```", "",
+            f"Run {datetime.date.today().isoformat()}, {nproc} CPUs (nproc), kernel {kernel}, "
+            f"{pyspy_v}, CPython {', '.join(f'{k} {v}' for k, v in versions.items())}; "
+            f"{args.reps} interleaved reps (mode order rotated each rep), {total / 60:.1f} min in all.",
+            "",
+            "Steady-state steps/s of `tests/workloads/train_lightning.py` (after the warm-up steps), "
+            "median over reps with (min–max). Overhead = none / mode − 1 from the medians, with the "
+            "(min–max) of the same ratio paired per rep as a noise estimate. Samples = records the "
+            "tool stored for the whole attach (ltrace-bpf: `py_sample` lines of `report --dump`; "
+            "py-spy: sum of the counts in its raw output; idle stacks excluded by both), "
+            "samples/s = samples / fit seconds. Tool CPU = user+sys of the tool's own process "
+            "(ltrace-bpf's BPF programs run in the target's context and are not in it).",
+            "",
+            "| interpreter | model | mode | steps/s (min–max) | overhead vs none (paired min–max) | "
+            "samples | samples/s of fit | tool CPU s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        body = list(all_rows) + [""]
+        for iname, sname, ratios in all_ratios:
+            body.append(f"{iname}, {sname}:")
+            body.append("")
+            body += [f"* {r}" for r in ratios]
+            body.append("")
+        if notes:
+            body += ["Notes from the tools (stderr):", "", "```"] + notes + ["```", ""]
+        write_markdown(args.markdown, "\n".join(head + body))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+// Stack samples (on-CPU) and blocking periods (off-CPU) per process and per
+// Lightning action: each is charged to the innermost action open on its
+// thread at that moment, as the ActionAggregator sees the stream.  Frames
+// are named from the PY_CODE / PY_LINE / NATIVE_SYM records that precede
+// the samples in the stream, so this never reads a live process.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reports/aggregate/actions.h"
+#include "reports/model/stack_profile.h"
+
+namespace lt {
+
+// The section for time outside every Lightning action.
+inline constexpr const char* kNoAction = "[no Lightning action]";
+
+struct ProcessStacks {
+  std::uint32_t pid = 0;
+  std::vector<StackProfile> on_cpu;   // one per action: first-begin order, kNoAction last
+  std::vector<StackProfile> off_cpu;  // same, weights in nanoseconds blocked
+  std::uint64_t samples = 0;
+  std::uint64_t samples_without_python = 0;  // threads with no Python thread state
+  std::uint64_t truncated = 0;               // deeper than LT_STACK_MAX frames
+  std::uint64_t unknown_frames = 0;          // code objects gone before we read them
+  std::uint64_t offcpu_periods = 0;
+  std::uint64_t offcpu_open_at_end = 0;  // still blocked at detach: not counted
+};
+
+struct StacksReport {
+  std::uint64_t period_ns = 0;  // 0: no on-CPU sampling in this stream
+  unsigned rate_hz = 0;
+  bool off_cpu = false;
+  std::vector<ProcessStacks> processes;  // only those with samples or periods
+};
+
+class StackAggregator {
+ public:
+  // `actions` must see each record before this does.
+  explicit StackAggregator(const ActionAggregator& actions);
+  ~StackAggregator();
+  void add(const lt_event_header& h, const std::byte* record);
+  StacksReport finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace lt

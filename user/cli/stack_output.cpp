@@ -1,0 +1,64 @@
+#include "user/cli/stack_output.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "reports/flame/collapsed.h"
+#include "reports/flame/flamegraph_svg.h"
+#include "reports/flame/named_profile.h"
+#include "reports/flame/speedscope.h"
+#include "user/core/errors.h"
+
+namespace lt {
+
+std::string offcpu_sibling(const std::string& path) {
+  std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + ".offcpu" + p.extension().string())).string();
+}
+
+namespace {
+
+std::vector<NamedProfile> named(const StacksReport& stacks, bool off_cpu, const std::string& prefix = "") {
+  std::vector<NamedProfile> out;
+  const bool many = stacks.processes.size() > 1;
+  for (const auto& p : stacks.processes)
+    for (const auto& prof : off_cpu ? p.off_cpu : p.on_cpu)
+      out.push_back({prefix + (many ? "pid " + std::to_string(p.pid) + ": " : "") + prof.name, &prof});
+  return out;
+}
+
+template <typename Writer>
+void write_file(const std::string& path, Writer&& w) {
+  std::ofstream f(path, std::ios::binary);
+  w(f);
+  if (!f || !f.flush()) throw Error(ExitCode::io, "cannot write " + path);
+  std::cerr << "ltrace-bpf: wrote " << path << "\n";
+}
+
+}  // namespace
+
+void write_stack_exports(const StacksReport& stacks, const StackOutputPaths& paths) {
+  auto on = named(stacks, false), off = named(stacks, true);
+  const std::string rate = stacks.rate_hz ? std::to_string(stacks.rate_hz) + " Hz" : "no sampling";
+  if (!paths.collapsed.empty()) {
+    write_file(paths.collapsed, [&](std::ostream& f) { write_collapsed(on, f); });
+    if (!off.empty()) write_file(offcpu_sibling(paths.collapsed), [&](std::ostream& f) { write_collapsed(off, f); });
+  }
+  if (!paths.flamegraph.empty()) {
+    write_file(paths.flamegraph, [&](std::ostream& f) {
+      write_flamegraph_svg(on, "ltrace-bpf: on-CPU Python stacks per Lightning action (" + rate + ")", "samples", f);
+    });
+    if (!off.empty())
+      write_file(offcpu_sibling(paths.flamegraph), [&](std::ostream& f) {
+        write_flamegraph_svg(off, "ltrace-bpf: off-CPU (blocked) Python stacks per Lightning action", "ns", f);
+      });
+  }
+  if (!paths.speedscope.empty()) {
+    auto all = on;
+    for (auto& n : named(stacks, true, "off-CPU: ")) all.push_back(n);
+    write_file(paths.speedscope, [&](std::ostream& f) { write_speedscope(all, f); });
+  }
+}
+
+}  // namespace lt
