@@ -46,8 +46,9 @@ FunctionKey key_of(const StackFrame& f) {
 }
 
 // pstats' "filename:lineno(function)", with strip_dirs' base names.
+// Frames with no file (ours: "[no Python frames]") get pstats' "~" for builtins.
 std::string row_label(const StackFrame& f) {
-  return base_name(f.file) + ":" + std::to_string(f.native ? 0 : f.first_line) + "(" + f.function + ")";
+  return (f.file.empty() ? std::string("~") : base_name(f.file)) + ":" + std::to_string(f.native ? 0 : f.first_line) + "(" + f.function + ")";
 }
 
 std::string fmt(const char* format, double v) {

@@ -1,6 +1,6 @@
 """A real Lightning training run for tests, demo and benchmarks.
 
-Usage: python train_lightning.py [--profiler none|simple] [--dirpath D --filename F]
+Usage: python train_lightning.py [--profiler none|simple|advanced] [--dirpath D --filename F]
        [--epochs N] [--batches N] [--hidden H] [--wait-file PATH] [--manual] [--val]
 
 Prints READY once imports are done; with --wait-file it then waits for that
@@ -14,20 +14,23 @@ import time
 
 try:
     import lightning.pytorch as pl
-    from lightning.pytorch.profilers import SimpleProfiler
+    from lightning.pytorch.profilers import AdvancedProfiler, SimpleProfiler
 except ImportError:  # the pytorch-lightning wheel
     import pytorch_lightning as pl
-    from pytorch_lightning.profilers import SimpleProfiler
+    from pytorch_lightning.profilers import AdvancedProfiler, SimpleProfiler
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 
 class RandomDataset(Dataset):
-    def __init__(self, size, length):
+    def __init__(self, size, length, delay=0.0):
         g = torch.Generator().manual_seed(0)
         self.data = torch.randn(length, size, generator=g)
+        self.delay = delay
 
     def __getitem__(self, i):
+        if self.delay:
+            time.sleep(self.delay)  # a slow source: the loader waits (off-CPU)
         return self.data[i]
 
     def __len__(self):
@@ -89,7 +92,7 @@ class SteadyStateTimer(pl.Callback):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profiler", default="none", choices=["none", "simple"])
+    ap.add_argument("--profiler", default="none", choices=["none", "simple", "advanced"])
     ap.add_argument("--dirpath")
     ap.add_argument("--filename")
     ap.add_argument("--epochs", type=int, default=2)
@@ -98,6 +101,8 @@ def main():
     ap.add_argument("--hidden", type=int, default=32)
     ap.add_argument("--depth", type=int, default=1)
     ap.add_argument("--wait-file")
+    ap.add_argument("--data-delay", type=float, default=0.0, help="seconds each training sample takes to load")
+    ap.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     ap.add_argument("--manual", action="store_true")
     ap.add_argument("--val", action="store_true")
     ap.add_argument("--test", action="store_true")
@@ -111,8 +116,10 @@ def main():
     profiler = None
     if args.profiler == "simple":
         profiler = SimpleProfiler(dirpath=args.dirpath, filename=args.filename)
+    elif args.profiler == "advanced":
+        profiler = AdvancedProfiler(dirpath=args.dirpath, filename=args.filename)
     n = args.batches * args.batch_size
-    train = DataLoader(RandomDataset(32, n), batch_size=args.batch_size)
+    train = DataLoader(RandomDataset(32, n, args.data_delay), batch_size=args.batch_size, num_workers=args.workers)
     val = DataLoader(RandomDataset(32, n // 2), batch_size=args.batch_size) if args.val else None
     print("READY", os.getpid(), flush=True)
     if args.wait_file:

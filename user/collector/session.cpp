@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "user/core/errors.h"
+#include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
 #include "user/sources/bpf_errors.h"
 #include "user/sources/proctrack.h"
@@ -241,6 +242,7 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       live_.erase(static_cast<pid_t>(p.child_pid));
       tsd_.erase(static_cast<pid_t>(p.child_pid));
       if (symbolizer_) symbolizer_->forget(static_cast<pid_t>(p.child_pid));
+      if (natives_) natives_->forget(static_cast<pid_t>(p.child_pid));
       pending_exec_.push_back(static_cast<pid_t>(p.child_pid));
       return;
     }
@@ -260,6 +262,7 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
         lt_py_sample_event e;
         std::memcpy(&e, data, sizeof e);
         symbolizer_->describe(e, it->second);
+        natives_->describe(static_cast<pid_t>(h.pid), e.user_ip, it->second.binary, h.ts_ns);
       }
       emit(data, size);
       return;
@@ -282,6 +285,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   if (sampling()) {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu);
     symbolizer_ = std::make_unique<python::Symbolizer>([this](const void* r, std::size_t n) { emit(r, n); });
+    natives_ = std::make_unique<proc::NativeSymbols>([this](const void* r, std::size_t n) { emit(r, n); });
     lt_sampler_info_event si{};
     si.hdr = user_header(LT_EV_SAMPLER_INFO, sizeof si, 0);
     si.period_ns = pysample_->period_ns();

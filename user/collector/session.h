@@ -25,6 +25,9 @@ class PySampleSource;
 namespace python {
 class Symbolizer;
 }  // namespace python
+namespace proc {
+class NativeSymbols;
+}  // namespace proc
 
 struct SessionOptions {
   std::vector<pid_t> pids;
@@ -84,6 +87,7 @@ class Session {
   std::unique_ptr<PyActionsSource> pyactions_;
   std::unique_ptr<PySampleSource> pysample_;
   std::unique_ptr<python::Symbolizer> symbolizer_;
+  std::unique_ptr<proc::NativeSymbols> natives_;
   std::map<pid_t, python::TsdLookup> tsd_;  // how BPF finds each target's thread states
   Trace trace_;
   std::unique_ptr<tracefile::TraceWriter> writer_;

@@ -1,0 +1,88 @@
+#include "user/proc/native_symbols.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "bpf/events.h"
+#include "user/core/errors.h"
+#include "user/python/elf_file.h"
+
+namespace lt::proc {
+
+namespace {
+
+std::string demangle(const std::string& name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (!d) return name;
+  std::string out = status == 0 ? d : name;
+  std::free(d);
+  return out;
+}
+
+std::string base_name(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+NativeSymbols::NativeSymbols(Emit emit) : emit_(std::move(emit)) {}
+NativeSymbols::~NativeSymbols() = default;
+
+const Mapping* NativeSymbols::mapping_of(pid_t pid, std::uint64_t ip) {
+  auto find = [ip](const std::vector<Mapping>& maps) -> const Mapping* {
+    for (auto& m : maps)
+      if (ip >= m.start && ip < m.end) return &m;
+    return nullptr;
+  };
+  auto it = maps_.find(pid);
+  if (it != maps_.end())
+    if (auto* m = find(it->second)) return m;
+  // New library since we last looked (or first time): read the maps again.
+  maps_[pid] = read_maps(pid);
+  return find(maps_[pid]);
+}
+
+void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts) {
+  if (!ip || !done_.emplace(pid, ip).second) return;
+  const Mapping* m = mapping_of(pid, ip);
+  if (!m || m->path.empty() || m->path[0] != '/' || m->path == skip_file) return;
+  lt_native_sym_event e{};
+  e.hdr.kind = LT_EV_NATIVE_SYM;
+  e.hdr.size = sizeof e;
+  e.hdr.pid = e.hdr.tid = static_cast<std::uint32_t>(pid);
+  e.hdr.ts_ns = ts;
+  e.ip = ip;
+  std::string dso = base_name(m->path);
+  std::strncpy(e.dso, dso.c_str(), sizeof e.dso - 1);
+  std::string path = root_path(pid, m->path);
+  auto f = files_.find(path);
+  if (f == files_.end()) {
+    std::unique_ptr<elf::ElfFile> elf;
+    try {
+      elf = std::make_unique<elf::ElfFile>(path);
+    } catch (const Error&) {
+      // Unreadable or not ELF: the frame is named by its file alone.
+    }
+    f = files_.emplace(path, std::move(elf)).first;
+  }
+  std::string name;
+  if (f->second) {
+    std::uint64_t file_off = ip - m->start + m->offset;
+    if (auto vaddr = f->second->vaddr_of(file_off))
+      if (const std::string* sym = f->second->symbol_at(*vaddr)) name = demangle(*sym);
+  }
+  if (name.empty()) name = "[" + dso + "]";
+  std::strncpy(e.name, name.c_str(), sizeof e.name - 1);
+  emit_(&e, sizeof e);
+}
+
+void NativeSymbols::forget(pid_t pid) {
+  maps_.erase(pid);
+  std::erase_if(done_, [pid](const auto& k) { return k.first == pid; });
+}
+
+}  // namespace lt::proc
