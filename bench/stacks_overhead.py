@@ -30,6 +30,8 @@ usage: .venv/bin/python bench/stacks_overhead.py [--reps 3] [--interp debian[,py
 import argparse
 import datetime
 import glob
+import hashlib
+import shutil
 import os
 import platform
 import re
@@ -42,7 +44,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LTRACE = os.path.join(ROOT, "build", "ltrace-bpf")
+LTRACE = os.path.join(ROOT, "build", "ltrace-bpf")  # replaced by a private copy in main()
 PYSPY = os.path.join(ROOT, ".venv", "bin", "py-spy")
 TRAIN = os.path.join(ROOT, "tests", "workloads", "train_lightning.py")
 SITE = glob.glob(os.path.join(ROOT, ".venv", "lib", "python3*", "site-packages"))[0]
@@ -259,7 +261,7 @@ def run_one(cmd, env, size_args, mode, notes):
         res["sps"], res["fit_s"] = parse_workload(text)
         # CPU the rest of the machine used while the job ran: job and tool subtracted (the tool's
         # CPU after the job's exit, writing its file, is small and makes this an underestimate)
-        res["other_cpu_s"] = busy - (job.cpu_s - job_cpu0)
+        res["other_cpu_s"] = max(0.0, busy - (job.cpu_s - job_cpu0))
         if tool:
             # every tool stops by itself when the target exits; give it 60 s, then SIGINT
             t_end = time.monotonic() + 60
@@ -324,15 +326,17 @@ def summarize(iname, sname, modes, runs, reps):
         drops = [r.get("drops") for r in runs[m] if r.get("drops")]
         if drops:
             extra += f" (drops: {'/'.join(str(d) for d in drops)})"
-        offcpu = [r["kinds"].get("off_cpu", 0) for r in runs[m] if "kinds" in r and r["kinds"].get("off_cpu")]
-        if offcpu:
-            extra += f" (+{statistics.median(offcpu):.0f} off_cpu records)"
+        offcpu = [r["kinds"].get("offcpu_begin", 0) + r["kinds"].get("offcpu_end", 0)
+                  for r in runs[m] if "kinds" in r]
+        if any(offcpu):
+            extra += f" (+{statistics.median(offcpu):.0f} offcpu_begin/end)"
         rows.append(
             f"| {iname} | {sname} | {m} | {med[m]:.1f} ({fmt_range(sps)}) | "
             + ("—" if m == "none" else f"{ov[m]:+.1f}% ({fmt_range(paired, '{:+.1f}')}%)")
             + " | " + (f"{statistics.median(samples):.0f}{extra}" if samples else "—")
             + " | " + (f"{statistics.median(per_s):.0f}" if per_s else "—")
-            + " | " + (f"{statistics.median(cpu):.2f}" if cpu else "—") + " |")
+            + " | " + (f"{statistics.median(cpu):.2f}" if cpu else "—")
+            + f" | {statistics.median(r['other_cpu_s'] for r in runs[m]):.2f} |")
     noise = (max(none) - min(none)) / med_none * 100
 
     def ratio(a, b):
@@ -380,6 +384,8 @@ def main():
                     help="seconds to wait for a quiet machine before each run (then run anyway)")
     ap.add_argument("--max-attempts", type=int, default=4,
                     help="runs disturbed by other work (>10%% of a CPU) are repeated up to this often")
+    ap.add_argument("--ltrace", default=os.path.join(ROOT, "build", "ltrace-bpf"),
+                    help="the ltrace-bpf binary (copied once at the start)")
     ap.add_argument("--markdown", help="append or replace the section '%s' in this file" % SECTION[3:])
     args = ap.parse_args()
     modes = args.modes.split(",")
@@ -388,6 +394,21 @@ def main():
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown mode {m}")
+    # a private copy of the binary: a rebuild of build/ltrace-bpf during the run must not mix versions
+    global LTRACE
+    bindir = tempfile.mkdtemp(prefix="stacks_bench_bin")
+    src = args.ltrace
+    LTRACE = os.path.join(bindir, "ltrace-bpf")
+    shutil.copy2(src, LTRACE)
+    bin_sha = hashlib.sha256(open(LTRACE, "rb").read()).hexdigest()[:12]
+    bin_mtime = datetime.datetime.fromtimestamp(os.path.getmtime(LTRACE)).strftime("%Y-%m-%d %H:%M")
+    git_head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+    git_dirty = bool(subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True).stdout.strip())
+    ltrace_id = (f"ltrace-bpf {os.path.relpath(src, ROOT)} built {bin_mtime} (sha256 {bin_sha}), "
+                 f"tree at {git_head}{' with uncommitted changes' if git_dirty else ''}")
+    log(f"using a copy of {ltrace_id}")
     t_start = time.monotonic()
     all_rows, all_ratios, notes = [], [], []
     versions = {}
@@ -435,6 +456,8 @@ def main():
             all_ratios.append((iname, sname, ratios))
     total = time.monotonic() - t_start
     print(f"total {total:.0f} s", flush=True)
+    for n in retries:
+        print("REPEATED " + n, flush=True)
     for n in notes:
         print("NOTE " + n, flush=True)
 
@@ -449,7 +472,7 @@ def main():
             f".venv/bin/python bench/stacks_overhead.py {argv}",
             "```", "",
             f"Run {datetime.date.today().isoformat()}, {nproc} CPUs (nproc), kernel {kernel}, "
-            f"{pyspy_v}, CPython {', '.join(f'{k} {v}' for k, v in versions.items())}; "
+            f"{ltrace_id}, {pyspy_v}, CPython {', '.join(f'{k} {v}' for k, v in versions.items())}; "
             f"{args.reps} interleaved reps (mode order rotated each rep), {total / 60:.1f} min in all; "
             f"CPU time used by everything else on the machine while a job ran: median "
             f"{statistics.median(others):.2f} s, max {max(others):.2f} s per run "
@@ -465,11 +488,14 @@ def main():
             "samples/s = samples / seconds from the start signal to the target's exit (fit plus "
             "teardown; the target is on-CPU nearly all of it, so this should be close to the rate). "
             "Tool CPU = user+sys of the tool's own process "
-            "(ltrace-bpf's BPF programs run in the target's context and are not in it).",
+            "(ltrace-bpf's BPF programs run in the target's context and are not in it). Other CPU = "
+            "CPU time of the whole machine during the run minus the job's and the tool's "
+            "(`/proc/stat`): the bench's own polling, kernel threads, and interrupt time not "
+            "charged to a task.",
             "",
             "| interpreter | model | mode | steps/s (min–max) | overhead vs none (paired min–max) | "
-            "samples | samples/s | tool CPU s |",
-            "|---|---|---|---|---|---|---|---|",
+            "samples | samples/s | tool CPU s | other CPU s |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         body = list(all_rows) + [""]
         for iname, sname, ratios in all_ratios:
@@ -480,6 +506,7 @@ def main():
         if notes:
             body += ["Notes from the tools (stderr):", "", "```"] + notes + ["```", ""]
         write_markdown(args.markdown, "\n".join(head + body))
+    shutil.rmtree(bindir, ignore_errors=True)
     return 0
 
 

@@ -61,7 +61,7 @@ def attach(tmp_path):
 
     counter = [0]
 
-    def run(target_cmd, lt_args=(), env=None, timeout=180, release=True):
+    def run(target_cmd, lt_args=(), env=None, timeout=180, release=True, before_release=None):
         counter[0] += 1
         tmp = tmp_path / f"run{counter[0]}"
         tmp.mkdir()
@@ -80,6 +80,8 @@ def attach(tmp_path):
             with open(lt_out, "w") as lo, open(lt_err, "w") as le:
                 lt = subprocess.Popen([LTRACE, "--pid", str(target.pid), "-v"] + list(lt_args), stdout=lo, stderr=le, cwd=tmp)
             wait_for(str(lt_err), "attached", 30, lt)
+            if before_release:
+                before_release(target.pid)
             if release:
                 go.touch()
             target_rc = target.wait(timeout=timeout)

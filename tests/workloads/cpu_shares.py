@@ -2,10 +2,11 @@
 ground truth: the main thread spends 60 / 30 / 10 % of its time in
 hot_a / hot_b / hot_c (each a pure-Python loop, time-sliced by wall clock so
 the shares hold on any machine).  A second thread waits in a GIL-releasing
-call (off-CPU).  Prints READY and a JSON line with the function names and the
+call (off-CPU); with --hasher a third burns CPU in C with the GIL released.  Prints READY and a JSON line with the function names and the
 line of each hot loop; runs until --seconds pass or the --stop-file appears.
 """
 import argparse
+import hashlib
 import json
 import os
 import threading
@@ -50,6 +51,12 @@ def waiter(stop):
         stop.wait(0.05)  # blocks in a futex with the GIL released
 
 
+def hasher(stop):
+    data = b"x" * (16 << 20)
+    while not stop.is_set():
+        hashlib.sha256(data)  # releases the GIL for large buffers
+
+
 def hot_lines():
     lines = {}
     with open(__file__) as f:
@@ -64,14 +71,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--stop-file")
-    ap.add_argument("--start-file", help="wait for this file before burning")
+    ap.add_argument("--wait-file", help="wait for this file before burning")
+    ap.add_argument("--hasher", action="store_true",
+                    help="also run a thread hashing in C with the GIL released (on-CPU, no GIL)")
     args = ap.parse_args()
     stop = threading.Event()
     t = threading.Thread(target=waiter, args=(stop,), name="waiter")
     t.start()
     print("READY", flush=True)
-    if args.start_file:
-        while not os.path.exists(args.start_file):
+    if args.hasher:
+        threading.Thread(target=hasher, args=(stop,), name="hasher", daemon=True).start()
+    if args.wait_file:
+        while not os.path.exists(args.wait_file):
             time.sleep(0.01)
     slice_loop(args.seconds, args.stop_file)
     stop.set()

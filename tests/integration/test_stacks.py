@@ -1,0 +1,216 @@
+"""Sampled Python stacks (--report advanced, --off-cpu, stack exports) against
+ground truth and a peer, with real BPF, real CPythons and real Lightning.
+
+Ground truth: tests/workloads/cpu_shares.py spends 60/30/10 % of its main
+thread in hot_a/hot_b/hot_c (sliced by wall clock) and prints the line of
+each hot loop.  Peer: py-spy (PyPI) attached to the same process at the same
+time.
+"""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import LTRACE, ROOT, VENV_PY, WORKLOADS, pyenv_python
+
+SHARES = os.path.join(WORKLOADS, "cpu_shares.py")
+TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
+PYSPY = os.path.join(ROOT, ".venv", "bin", "py-spy")
+
+INTERPRETERS = [(f"3.{m}", pyenv_python(m)) for m in range(8, 14)] + [("debian-3.11-exe", "/usr/bin/python3.11")]
+
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+) (.+)$")
+OFF_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)% (.+)$")
+
+
+def sections(report, kind="Profile stats for: "):
+    """{action: [row tuples]} of an Advanced report."""
+    out, current = {}, None
+    for line in report.splitlines():
+        if line.startswith("Profile stats for: ") or line.startswith("Off-CPU stats for: "):
+            current = line.split(": ", 1)[1] if line.startswith(kind) else None
+            if current is not None:
+                out[current] = []
+            continue
+        m = (ROW if kind.startswith("Profile") else OFF_ROW).match(line)
+        if current is not None and m:
+            out[current].append(m.groups())
+    return out
+
+
+def collapsed(path):
+    """[(frames list, count)] of a flamegraph.pl collapsed file."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            stack, count = line.rstrip("\n").rsplit(" ", 1)
+            out.append((stack.split(";"), int(count)))
+    return out
+
+
+def function_of(frame):
+    return frame.split(" (", 1)[0]
+
+
+def shares(cumulative):
+    total = sum(cumulative[f] for f in ("hot_a", "hot_b", "hot_c"))
+    assert total > 0, cumulative
+    return {f: 100.0 * cumulative[f] / total for f in ("hot_a", "hot_b", "hot_c")}
+
+
+def check_shares(measured, who):
+    for f, expected in (("hot_a", 60), ("hot_b", 30), ("hot_c", 10)):
+        assert abs(measured[f] - expected) <= 3.0, f"{who}: {f} at {measured[f]:.1f}%, expected {expected}% +-3"
+
+
+@pytest.mark.parametrize("name,python", INTERPRETERS, ids=[n for n, _ in INTERPRETERS])
+def test_shares_and_lines_every_cpython(attach, name, python):
+    if not python or not os.path.exists(python):
+        pytest.fail(f"CPython {name} is not installed")
+    run = attach([python, SHARES, "--seconds", "4", "--hasher"],
+                 ["--rate", "999", "--report", "advanced", "--collapsed", "stacks.txt"])
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 0, run.lt_err
+    truth = json.loads(run.target_out.strip().splitlines()[-1])
+    rows = sections(run.lt_out)["[no Lightning action]"]
+    by_label = {r[6]: r for r in rows}
+    # pstats' filename:lineno(function), with the def line of each function
+    src = open(SHARES).read().splitlines()
+    for f in ("hot_a", "hot_b", "hot_c"):
+        def_line = next(i + 1 for i, t in enumerate(src) if t.startswith(f"def {f}("))
+        assert f"cpu_shares.py:{def_line}({f})" in by_label, sorted(by_label)
+    cum = {f: int(by_label[next(k for k in by_label if k.endswith(f"({f})"))][1]) for f in ("hot_a", "hot_b", "hot_c")}
+    assert sum(cum.values()) > 2000, cum  # ~4 s at 999 Hz
+    check_shares(shares(cum), f"ltrace-bpf on {name}")
+
+    # Line numbers: the innermost Python frame of each hot function's samples
+    # is its loop (the `while` line or the `n += 1` under it).
+    stacks = collapsed(run.tmp / "stacks.txt")
+    for f in ("hot_a", "hot_b", "hot_c"):
+        loop = truth["lines"][f]
+        on_loop = total = 0
+        for frames, count in stacks:
+            hits = [fr for fr in frames if function_of(fr) == f]
+            if not hits:
+                continue
+            total += count
+            line = int(hits[-1].rsplit(":", 1)[1].rstrip(")"))
+            on_loop += count if line in (loop, loop + 1) else 0
+        assert total and on_loop >= 0.97 * total, f"{f}: {on_loop}/{total} samples on lines {loop}-{loop + 1}"
+
+    # The hasher thread runs in C with the GIL released: it is still seen,
+    # with its Python stack (thread state through the pthread key).
+    hasher = sum(c for frames, c in stacks if any(function_of(fr) == "hasher" for fr in frames))
+    assert hasher > 0.3 * sum(cum.values()), f"GIL-released thread: {hasher} samples"
+
+
+@pytest.mark.parametrize("name,python", [("debian-3.11-exe", "/usr/bin/python3.11"), ("3.13", pyenv_python(13))],
+                         ids=["debian-3.11-exe", "3.13"])
+def test_top_functions_agree_with_py_spy(attach, tmp_path, name, python):
+    assert os.path.exists(PYSPY), "py-spy missing: run `make deps`"
+    raw = tmp_path / "pyspy.txt"
+    spy = {}
+
+    def start_pyspy(pid):
+        spy["p"] = subprocess.Popen([PYSPY, "record", "--pid", str(pid), "--rate", "250", "--duration", "4",
+                                     "--nonblocking", "--format", "raw", "-o", str(raw)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    run = attach([python, SHARES, "--seconds", "5"],
+                 ["--rate", "999", "--report", "advanced", "--collapsed", "stacks.txt"], before_release=start_pyspy)
+    assert spy["p"].wait(timeout=60) == 0, spy["p"].stderr.read()
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+
+    def cumulative(stacks):
+        c = {"hot_a": 0, "hot_b": 0, "hot_c": 0}
+        for frames, count in stacks:
+            names = {function_of(fr) for fr in frames}
+            for f in c:
+                c[f] += count if f in names else 0
+        return c
+
+    ours, theirs = shares(cumulative(collapsed(run.tmp / "stacks.txt"))), shares(cumulative(collapsed(raw)))
+    check_shares(ours, "ltrace-bpf")
+    # The peer samples fewer times (and reads without pausing the target),
+    # so it is noisier: same ranking, shares within 6 points of ours.
+    assert sorted(ours, key=ours.get) == sorted(theirs, key=theirs.get), (ours, theirs)
+    for f in ours:
+        assert abs(ours[f] - theirs[f]) <= 6.0, (ours, theirs)
+
+
+def test_lightning_fit_forward_and_dataloader_waits(attach, lightning_python):
+    run = attach([lightning_python, TRAIN, "--epochs", "2", "--batches", "40", "--hidden", "256", "--depth", "3",
+                  "--batch-size", "32", "--data-delay", "0.002"],
+                 ["--rate", "999", "--off-cpu", "--report", "advanced", "--collapsed", "stacks.txt",
+                  "--speedscope", "stacks.speedscope.json", "--flamegraph", "stacks.svg"])
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 0, run.lt_err
+    assert run.lt_out.startswith("FIT Profiler Report\n"), run.lt_out[:200]
+    on = sections(run.lt_out)
+    step = "[Strategy]SingleDeviceStrategy.training_step"
+    assert step in on, sorted(on)
+    stacks = collapsed(run.tmp / "stacks.txt")
+    step_stacks = [(fr, c) for fr, c in stacks if fr[0] == step]
+    forward = sum(c for fr, c in step_stacks if any(function_of(x) in ("Model.forward", "Linear.forward") for x in fr))
+    assert forward > 0, "training_step's stacks do not contain the model's forward"
+    assert any(function_of(x) == "Model.training_step" for fr, _ in step_stacks for x in fr)
+
+    # The slow dataset: the main thread blocks in __getitem__'s sleep, inside
+    # the fetch action.
+    off = sections(run.lt_out, "Off-CPU stats for: ")
+    fetch = "[_TrainingEpochLoop].train_dataloader_next"
+    assert fetch in off, sorted(off)
+    getitem = next((r for r in off[fetch] if r[5].endswith("(RandomDataset.__getitem__)")), None)
+    assert getitem, off[fetch][:5]
+    total_s = sum(float(r[1]) for r in off[fetch])  # self times add up to the section
+    assert float(getitem[2]) >= 0.9 * total_s, (getitem, total_s)
+    assert float(getitem[2]) > 0.8 * 80 * 32 * 0.002, getitem  # 2 epochs x 40 batches x 32 samples x 2 ms
+    offcpu = collapsed(run.tmp / "stacks.offcpu.txt")
+    assert any(fr[0] == fetch and "RandomDataset.__getitem__" in {function_of(x) for x in fr} for fr, _ in offcpu)
+
+    spec = json.load(open(run.tmp / "stacks.speedscope.json"))
+    names = [p["name"] for p in spec["profiles"]]
+    assert step in names and f"off-CPU: {fetch}" in names, names
+    import xml.dom.minidom
+    xml.dom.minidom.parse(str(run.tmp / "stacks.svg"))
+
+
+def test_record_then_report_advanced_offline(attach, tmp_path):
+    trace = tmp_path / "shares.ltrace"
+    run = attach([pyenv_python(12), SHARES, "--seconds", "2"],
+                 ["--rate", "499", "--off-cpu", "--report", "advanced", "-o", str(trace)])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    offline = subprocess.run([LTRACE, "report", str(trace), "--report", "advanced"], capture_output=True, text=True)
+    assert offline.returncode == 0, offline.stderr
+    assert offline.stdout == run.lt_out  # same path, same bytes: the target is gone now
+    assert "hot_a" in offline.stdout and "Off-CPU stats for:" in offline.stdout
+
+
+def test_target_unchanged_by_sampling(attach, lightning_python, tmp_path):
+    """Sampling at a high rate with off-CPU on: the fit's result is bit-identical."""
+    args = [TRAIN, "--epochs", "1", "--batches", "30", "--hidden", "64"]
+    plain = subprocess.run([lightning_python] + args, capture_output=True, text=True, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    run = attach([lightning_python] + args, ["--rate", "4999", "--off-cpu", "--report", "advanced"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    weights = re.compile(r"weight_sum=(\S+)")
+    expected = weights.findall(plain.stdout)
+    assert expected and expected == weights.findall(run.target_out), (plain.stdout, run.target_out)
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (["--rate", "0"], 2, "invalid rate"),
+    (["--rate", "abc"], 2, "invalid rate"),
+    (["--line-count-restriction", "x"], 2, "invalid line count restriction"),
+    (["--report", "nope"], 2, "unknown report"),
+])
+def test_bad_stack_options(args, code, text):
+    r = subprocess.run([LTRACE, "--pid", "1"] + args, capture_output=True, text=True)
+    assert r.returncode == code and text in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_report_refuses_sampling_flags(tmp_path):
+    r = subprocess.run([LTRACE, "report", str(tmp_path / "x.ltrace"), "--rate", "99"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--rate" in r.stderr
