@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "reports/export/json_escape.h"
+#include "reports/flame/html_flame.h"
+#include "reports/flame/named_profile.h"
 #include "reports/simple/simple_report.h"
 
 namespace lt {
@@ -78,9 +80,30 @@ void timeline(const ProcessActions& p, std::ostream& out) {
         << " actions.</p>\n";
 }
 
+// Sampled stacks of one process: a flame graph with one profile per action.
+void flame_sections(const ProcessStacks& ps, const StacksReport& stacks, std::ostream& out) {
+  auto named = [](const std::vector<StackProfile>& profiles) {
+    std::vector<NamedProfile> v;
+    for (auto& prof : profiles) v.push_back({prof.name, &prof});
+    return v;
+  };
+  const std::string pid = std::to_string(ps.pid);
+  if (!ps.on_cpu.empty()) {
+    out << "<h3>On-CPU Python stacks per action</h3>\n<p class=\"note\">" << ps.samples << " samples at "
+        << stacks.rate_hz << " Hz; seconds are estimates (samples &times; " << stacks.period_ns / 1e6
+        << " ms). Each sample is charged to the innermost action open on its thread.</p>\n"
+        << html_flame_section(named(ps.on_cpu), "on" + pid);
+  }
+  if (!ps.off_cpu.empty()) {
+    out << "<h3>Off-CPU (blocked) Python stacks per action</h3>\n<p class=\"note\">" << ps.offcpu_periods
+        << " blocking periods, measured at sched_switch (weights in nanoseconds).</p>\n"
+        << html_flame_section(named(ps.off_cpu), "off" + pid);
+  }
+}
+
 }  // namespace
 
-void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out) {
+void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
       << "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
@@ -101,7 +124,11 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
       << " ended before attach (not counted); " << estimated << " estimated durations"
       << (rep.complete ? "" : "; recording ended abruptly") << ".</p>\n";
   for (auto& p : rep.processes) {
-    if (p.actions.empty()) continue;
+    const ProcessStacks* ps = nullptr;
+    if (stacks)
+      for (auto& s : stacks->processes)
+        if (s.pid == p.meta.pid) ps = &s;
+    if (p.actions.empty() && !ps) continue;
     const auto& m = p.meta;
     out << "<section class=\"process\"><h2>pid " << m.pid;
     if (m.rank >= 0) out << " — rank " << m.rank << " / " << m.world_size;
@@ -127,6 +154,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     }
     out << "</table>\n<h3>Timeline</h3>\n";
     timeline(p, out);
+    if (ps) flame_sections(*ps, *stacks, out);
     out << "</section>\n";
   }
   out << "</body></html>\n";

@@ -1,12 +1,16 @@
-// One self-contained HTML page (no network, no script): per process the
-// Simple table and an SVG timeline of actions per thread, nested by time,
-// and the lost-event counts.  Hover a slice for its name and duration.
+// One self-contained HTML page (no network): per process the Simple table,
+// an SVG timeline of actions per thread, nested by time, the lost-event
+// counts, and, when stacks were sampled, an interactive flame graph per
+// action (on-CPU, and off-CPU with --off-cpu; inline script, no external
+// resources).  Hover a slice for its name and duration.
 #pragma once
 #include <ostream>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/stacks.h"
 
 namespace lt {
 // Built from a report aggregated with keep_intervals = true.
-void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out);
+void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out,
+                       const StacksReport* stacks = nullptr);
 }  // namespace lt

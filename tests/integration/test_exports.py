@@ -24,7 +24,8 @@ def exported(tmp_path_factory):
                                 "--batches", "16", "--val"], stdout=f, stderr=subprocess.STDOUT)
     wait_for(str(log), "READY", 120, job)
     err = tmp / "rec.err"
-    rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(tmp / "run.ltrace"), "-v"],
+    rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(tmp / "run.ltrace"), "-v",
+                            "--rate", "499", "--off-cpu"],
                            stderr=open(err, "w"))
     wait_for(str(err), "attached", 30, rec)
     go.touch()
@@ -102,12 +103,16 @@ def test_html_renders_in_headless_chromium(exported, tmp_path):
     tmp, rows = exported
     html = tmp / "run.html"
     text = html.read_text(encoding="utf-8")
-    assert "http://" not in text and "https://" not in text and "<script" not in text  # self-contained
+    assert "http://" not in text and "https://" not in text and " src=" not in text  # self-contained
     base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp_path / "prof")]
     dom = subprocess.run(base + ["--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "run_training_epoch" in dom.stdout and "<svg" in dom.stdout
     assert "Lost events:" in dom.stdout
+    # The sampled stacks: a flame graph per action, drawn by the page's script.
+    assert "On-CPU Python stacks per action" in dom.stdout and "Off-CPU (blocked)" in dom.stdout
+    assert "data-i=" in dom.stdout  # frame boxes exist only once the script ran
+    assert ">[Strategy]SingleDeviceStrategy.training_step<" in dom.stdout  # one profile per action
     assert "Uncaught" not in dom.stderr and "CONSOLE" not in dom.stderr
     shot = tmp_path / "report.png"
     r = subprocess.run(base + ["--window-size=1280,1600", "--screenshot=" + str(shot), html.as_uri()],

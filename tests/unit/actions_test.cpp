@@ -134,8 +134,10 @@ TEST(Actions, StageFitIsNotDemotedByValidation) {
                          "[Callback]C.on_validation_start", "[Strategy]S.validation_step"};
   std::uint64_t t = 1;
   for (auto* n : names) {
-    b.action(LT_EV_ACTION_BEGIN, t++ * ms, 10, 10, t, n);
-    b.action(LT_EV_ACTION_END, t++ * ms, 10, 10, t - 1);
+    const std::uint64_t key = t + 1;
+    b.action(LT_EV_ACTION_BEGIN, t * ms, 10, 10, key, n);
+    b.action(LT_EV_ACTION_END, (t + 1) * ms, 10, 10, key);
+    t += 2;
   }
   b.window(20 * ms, false);
   EXPECT_EQ(lt::aggregate_actions(b.trace).processes[0].stage, lt::Stage::fit);
