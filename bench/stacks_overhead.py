@@ -144,23 +144,30 @@ def foreign_tools():
     return found
 
 
-def wait_quiet(max_wait, notes):
-    """Wait until no other profiler runs and the machine is idle (< 0.15 CPUs busy over 1 s)."""
+def wait_quiet(max_wait, quiet_s, pids, notes):
+    """Wait until no other profiler runs and the rest of the machine (all but `pids`) has been idle
+    (< 0.15 CPUs busy) for quiet_s seconds in a row."""
     t0 = time.monotonic()
     last_log = 0.0
+    quiet_since = None
     while True:
-        b0 = busy_cpu_s()
-        time.sleep(1.0)
-        busy = busy_cpu_s() - b0
+        b0 = busy_cpu_s() - sum(proc_cpu_s(p) for p in pids)
+        time.sleep(0.5)
+        busy = (busy_cpu_s() - sum(proc_cpu_s(p) for p in pids) - b0) / 0.5
         foreign = foreign_tools()
+        now = time.monotonic()
         if busy < 0.15 and not foreign:
-            return
+            quiet_since = quiet_since or now - 0.5
+            if now - quiet_since >= quiet_s:
+                return
+            continue
+        quiet_since = None
         waited = time.monotonic() - t0
         if waited > max_wait:
             notes.append(f"machine not quiet after {max_wait:.0f} s ({busy:.2f} CPUs busy, "
                          f"{' '.join(foreign) or 'no other profiler'}): ran anyway")
             return
-        if waited - last_log >= 30:
+        if waited - last_log >= 60:
             log(f"  waiting for a quiet machine: {busy:.2f} CPUs busy, "
                 f"{' '.join(foreign) or 'no other profiler'} ({waited:.0f} s so far)")
             last_log = waited
@@ -168,8 +175,11 @@ def wait_quiet(max_wait, notes):
 
 def proc_cpu_s(pid):
     """utime+stime of a live process so far (/proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        v = f.read().rsplit(")", 1)[1].split()
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            v = f.read().rsplit(")", 1)[1].split()
+    except OSError:  # gone
+        return 0.0
     return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -211,7 +221,7 @@ def parse_workload(text):
     return steady, fit_s
 
 
-def run_one(cmd, env, size_args, mode, notes):
+def run_one(cmd, env, size_args, mode, notes, gate):
     env = dict(os.environ, **env)
     if mode == "advanced":
         env["STACKS_BENCH_ADVANCED"] = "1"
@@ -243,6 +253,7 @@ def run_one(cmd, env, size_args, mode, notes):
                     raise RuntimeError(f"{mode}: tool did not attach (rc {tool.returncode}):\n" +
                                        open(err_path).read())
                 time.sleep(0.002)
+        gate([job.pid] + ([tool.pid] if tool else []))
         job_cpu0 = proc_cpu_s(job.pid)
         tool_cpu0 = proc_cpu_s(tool.pid) if tool else 0.0
         busy0 = busy_cpu_s()
@@ -382,7 +393,9 @@ def main():
     ap.add_argument("--modes", default=",".join(MODES), help="comma list of: " + ",".join(MODES))
     ap.add_argument("--max-wait", type=float, default=1800,
                     help="seconds to wait for a quiet machine before each run (then run anyway)")
-    ap.add_argument("--max-attempts", type=int, default=4,
+    ap.add_argument("--quiet-s", type=float, default=3,
+                    help="seconds the rest of the machine must be idle before each measured run")
+    ap.add_argument("--max-attempts", type=int, default=8,
                     help="runs disturbed by other work (>10%% of a CPU) are repeated up to this often")
     ap.add_argument("--ltrace", default=os.path.join(ROOT, "build", "ltrace-bpf"),
                     help="the ltrace-bpf binary (copied once at the start)")
@@ -426,8 +439,8 @@ def main():
                 for m in order:
                     t0 = time.monotonic()
                     for attempt in range(1, args.max_attempts + 1):
-                        wait_quiet(args.max_wait, notes)
-                        r = run_one(cmd, env, size_args, m, notes)
+                        r = run_one(cmd, env, size_args, m, notes,
+                                    lambda pids: wait_quiet(args.max_wait, args.quiet_s, pids, notes))
                         foreign = foreign_tools()
                         if r["other_cpu_s"] <= 0.1 * r["run_s"] and not foreign:
                             break
@@ -476,8 +489,9 @@ def main():
             f"{args.reps} interleaved reps (mode order rotated each rep), {total / 60:.1f} min in all; "
             f"CPU time used by everything else on the machine while a job ran: median "
             f"{statistics.median(others):.2f} s, max {max(others):.2f} s per run "
-            f"(a run is {statistics.median(run_s):.1f} s, median); every run waited for an idle "
-            f"machine with no other profiler running, and runs with more than 10 % of a CPU of "
+            f"(a run is {statistics.median(run_s):.1f} s, median); before each run's start signal "
+            f"(job and tool already up) the rest of the machine had been idle for {args.quiet_s:g} s "
+            f"with no other profiler running, and runs with more than 10 % of a CPU of "
             f"other work were repeated ({len(retries)} repeats).",
             "",
             "Steady-state steps/s of `tests/workloads/train_lightning.py` (after the warm-up steps), "

@@ -93,11 +93,10 @@ int main(int argc, char** argv) {
     if (opts.command != Options::Command::record) {
       ActionsReport rep = aggregator.finish();
       StacksReport stack_rep = stacks.finish();
-      if (opts.report == "advanced")
+      if (opts.wants_report("simple")) write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
+      if (opts.wants_report("advanced"))
         write_advanced_reports(rep, stack_rep, {opts.extended, opts.dirpath, opts.filename},
                                opts.line_count_restriction);
-      else
-        write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
       write_stack_exports(stack_rep, {opts.collapsed_path, opts.flamegraph_path, opts.speedscope_path});
       auto write_file = [](const std::string& path, auto&& writer) {
         std::ofstream f(path, std::ios::binary);

@@ -82,9 +82,14 @@ void timeline(const ProcessActions& p, std::ostream& out) {
 
 // Sampled stacks of one process: a flame graph with one profile per action.
 void flame_sections(const ProcessStacks& ps, const StacksReport& stacks, std::ostream& out) {
+  // Heaviest first: the profile shown when the page opens is where most
+  // of the time went.
   auto named = [](const std::vector<StackProfile>& profiles) {
     std::vector<NamedProfile> v;
     for (auto& prof : profiles) v.push_back({prof.name, &prof});
+    std::stable_sort(v.begin(), v.end(), [](const NamedProfile& a, const NamedProfile& b) {
+      return a.profile->total_weight() > b.profile->total_weight();
+    });
     return v;
   };
   const std::string pid = std::to_string(ps.pid);

@@ -28,7 +28,8 @@ options:
   -d, --duration SECS   detach after SECS seconds
       --report NAME     simple (default): SimpleProfiler's table per action;
                         advanced: where each action's time went, by Python
-                        function (AdvancedProfiler's layout, from sampled stacks)
+                        function (AdvancedProfiler's layout, from sampled stacks);
+                        simple,advanced: both
       --rate HZ         stack samples per second and CPU (default 99; 1-10000)
       --off-cpu         also record where threads block (sched_switch), per
                         action and per stack: dataloader waits, GIL, CUDA sync
@@ -138,8 +139,12 @@ Options parse_options(int argc, char** argv) {
       o.filename = arg();
     else if (a == "--report") {
       o.report = arg();
-      if (o.report != "simple" && o.report != "advanced")
-        throw Error(ExitCode::usage, "unknown report '" + o.report + "' (available: simple, advanced)");
+      std::string rest = o.report + ",";
+      for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
+        std::string one = rest.substr(0, at);
+        if (one != "simple" && one != "advanced")
+          throw Error(ExitCode::usage, "unknown report '" + one + "' (available: simple, advanced, or both: simple,advanced)");
+      }
     } else if (a == "--rate")
       o.rate_hz = parse_rate(arg());
     else if (a == "--off-cpu")

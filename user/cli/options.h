@@ -18,14 +18,17 @@ struct Options {
   double duration_s = 0;
   bool extended = true;
   std::string dirpath, filename;
-  std::string report = "simple";  // simple | advanced
+  std::string report = "simple";  // simple | advanced | simple,advanced
+  bool wants_report(const std::string& name) const {
+    return ("," + report + ",").find("," + name + ",") != std::string::npos;
+  }
   // Python stacks (advanced report, flame graphs)
   unsigned rate_hz = 0;           // --rate; 0: default (99) when stacks are needed
   bool off_cpu = false;           // --off-cpu
   std::string collapsed_path, flamegraph_path, speedscope_path;
   LineRestriction line_count_restriction;  // AdvancedProfiler's: int = rows, fraction = share
   bool wants_stacks() const {
-    return report == "advanced" || rate_hz || off_cpu || !collapsed_path.empty() || !flamegraph_path.empty() ||
+    return wants_report("advanced") || rate_hz || off_cpu || !collapsed_path.empty() || !flamegraph_path.empty() ||
            !speedscope_path.empty();
   }
   unsigned effective_rate() const { return rate_hz ? rate_hz : (wants_stacks() ? 99 : 0); }
