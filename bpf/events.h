@@ -51,9 +51,9 @@ enum lt_event_kind {
 	LT_EV_WINDOW = 34,    /* attach / detach times */
 	LT_EV_HOST_INFO = 35, /* host, kernel, clock reference */
 	/* Python stacks (pysample source) */
-	LT_EV_PY_SAMPLE = 48,	  /* cpu-clock sample of a target thread */
+	LT_EV_PY_SAMPLE = 48,	 /* cpu-clock sample of a target thread */
 	LT_EV_OFFCPU_BEGIN = 49, /* a target thread blocked (sched_switch out) */
-	LT_EV_OFFCPU_END = 50,	  /* it runs again (sched_switch in) */
+	LT_EV_OFFCPU_END = 50,	 /* it runs again (sched_switch in) */
 	/* produced in user space: symbols of the stacks above */
 	LT_EV_PY_CODE = 51,	 /* a code object: name, file, first line */
 	LT_EV_PY_LINE = 52,	 /* (code object, instruction) -> line */
@@ -250,11 +250,11 @@ struct lt_py_offsets {
 	u16 frame_owner;	 /* 3.11+: _PyInterpreterFrame.owner */
 	u16 str_compact_data;	 /* sizeof(PyCompactUnicodeObject): non-ASCII data */
 	/* Stack walking (pysample) */
-	u16 tstate_frame;	/* PyThreadState: frame / cframe / current_frame */
-	u16 cframe_frame;	/* _PyCFrame.current_frame (3.11/3.12), 0xffff = none */
-	u16 frame_previous;	/* f_back / previous */
-	u16 frame_block;	/* bytes of a frame to read at once (covers every field) */
-	u8 owner_cstack;	/* 3.12+: owner value of C-stack shim frames, 0xff = none */
+	u16 tstate_frame;   /* PyThreadState: frame / cframe / current_frame */
+	u16 cframe_frame;   /* _PyCFrame.current_frame (3.11/3.12), 0xffff = none */
+	u16 frame_previous; /* f_back / previous */
+	u16 frame_block;    /* bytes of a frame to read at once (covers every field) */
+	u8 owner_cstack;    /* 3.12+: owner value of C-stack shim frames, 0xff = none */
 	u8 pad[3];
 };
 

@@ -75,8 +75,7 @@ int main(int argc, char** argv) {
       so.sample_rate_hz = opts.effective_rate();
       so.off_cpu = opts.off_cpu;
       so.keep_in_memory = !opts.dump_path.empty();
-      if (opts.command == Options::Command::live)
-        so.sink = consume;
+      if (opts.command == Options::Command::live) so.sink = consume;
       Session session(so);
       session.prepare();
       trace = session.run(g_stop);

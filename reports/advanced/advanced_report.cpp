@@ -8,15 +8,13 @@
 #include <set>
 #include <tuple>
 
-
 namespace lt {
 
 std::optional<LineRestriction> parse_line_restriction(const std::string& text) {
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0)
-    return std::nullopt;
+  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0) return std::nullopt;
   LineRestriction r;
   // pstats tells an int from a float by type; on the command line, by the
   // absence of a decimal point or exponent.
@@ -48,7 +46,8 @@ FunctionKey key_of(const StackFrame& f) {
 // pstats' "filename:lineno(function)", with strip_dirs' base names.
 // Frames with no file (ours: "[no Python frames]") get pstats' "~" for builtins.
 std::string row_label(const StackFrame& f) {
-  return (f.file.empty() ? std::string("~") : base_name(f.file)) + ":" + std::to_string(f.native ? 0 : f.first_line) + "(" + f.function + ")";
+  return (f.file.empty() ? std::string("~") : base_name(f.file)) + ":" + std::to_string(f.native ? 0 : f.first_line) +
+         "(" + f.function + ")";
 }
 
 std::string fmt(const char* format, double v) {

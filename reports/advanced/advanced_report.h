@@ -45,8 +45,8 @@ std::string render_advanced_report(const AdvancedReportInput& in);
 
 // One function's row, exposed for tests and the HTML report.
 struct FunctionRow {
-  StackFrame function;         // line unused; first_line identifies it
-  std::uint64_t self = 0;      // weight with this function as the leaf
+  StackFrame function;           // line unused; first_line identifies it
+  std::uint64_t self = 0;        // weight with this function as the leaf
   std::uint64_t cumulative = 0;  // weight of stacks containing it (once per stack)
   std::uint64_t count = 0;       // samples / periods containing it
 };

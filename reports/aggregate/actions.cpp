@@ -96,7 +96,7 @@ struct PerProcess {
     std::string name;
     std::uint64_t ts;
   };
-  std::unordered_map<std::uint64_t, Open> open_gen;                            // generator frame -> start
+  std::unordered_map<std::uint64_t, Open> open_gen;  // generator frame -> start
   // Per thread, the generator actions it began and has not ended, outer
   // first (keyed like open_gen).
   struct OnThread {

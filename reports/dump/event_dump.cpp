@@ -97,7 +97,8 @@ void dump_events(const Trace& trace, std::ostream& out) {
     else if (h.kind == LT_EV_SAMPLER_INFO && record_as(h, p, si))
       out << " rate=" << si.rate_hz << " period_ns=" << si.period_ns << " flags=" << si.flags;
     else if (h.kind == LT_EV_NATIVE_SYM && record_as(h, p, ns))
-      out << " ip=0x" << std::hex << ns.ip << std::dec << " name=" << std::string(ns.name, strnlen(ns.name, sizeof ns.name))
+      out << " ip=0x" << std::hex << ns.ip << std::dec
+          << " name=" << std::string(ns.name, strnlen(ns.name, sizeof ns.name))
           << " dso=" << std::string(ns.dso, strnlen(ns.dso, sizeof ns.dso));
     out << "\n";
   });

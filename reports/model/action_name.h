@@ -12,4 +12,4 @@ std::string action_name(const lt_action_event& e);
 // CPython str code units (kind 1 = Latin-1, 2 = UCS-2, 4 = UCS-4,
 // little-endian) as UTF-8; a partial last unit is ignored.
 std::string code_units_to_utf8(const void* data, std::size_t bytes, unsigned kind);
-}
+}  // namespace lt

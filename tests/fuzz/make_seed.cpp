@@ -17,6 +17,24 @@ int main(int argc, char** argv) {
     std::snprintf(e.name, sizeof e.name, "a%d", i / 2);
     w.append(&e, sizeof e);
     if (i == 3) w.flush();
+    // a stack sample inside each action, with its symbols
+    lt_py_code_event c{};
+    c.hdr = {LT_EV_PY_CODE, sizeof c, 1, 1, 0, static_cast<lt::u64>(i)};
+    c.code = 0x1000u + static_cast<lt::u64>(i);
+    std::snprintf(c.name, sizeof c.name, "f%d", i);
+    std::snprintf(c.file, sizeof c.file, "/x/m%d.py", i);
+    w.append(&c, sizeof c);
+    lt_py_sample_event s{};
+    s.hdr = {static_cast<lt::u16>(i % 3 ? LT_EV_PY_SAMPLE : LT_EV_OFFCPU_BEGIN), sizeof s, 1, 1, 0,
+             static_cast<lt::u64>(i)};
+    s.nframes = 2;
+    s.frames[0].code = c.code;
+    s.frames[1].code = 0x1000;
+    w.append(&s, sizeof s);
+    lt_offcpu_end_event o{};
+    o.hdr = {LT_EV_OFFCPU_END, sizeof o, 1, 1, 0, static_cast<lt::u64>(i) + 1};
+    o.begin_ns = static_cast<lt::u64>(i);
+    w.append(&o, sizeof o);
   }
   w.close();
   return 0;

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/stacks.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
 
@@ -17,7 +19,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const lt::Error&) {
     return 0;
   }
-  // Whatever was read must also aggregate without trouble.
-  (void)lt::aggregate_actions(trace);
+  // Whatever was read must also aggregate and render without trouble.
+  lt::ActionAggregator actions;
+  lt::StackAggregator stacks(actions);
+  trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
+    actions.add(h, p);
+    stacks.add(h, p);
+  });
+  auto rep = actions.finish();
+  auto st = stacks.finish();
+  for (const auto& ps : st.processes) {
+    lt::AdvancedReportInput in;
+    in.stacks = &ps;
+    in.period_ns = st.period_ns;
+    (void)lt::render_advanced_report(in);
+  }
   return 0;
 }

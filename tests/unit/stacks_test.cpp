@@ -1,13 +1,14 @@
 // Stack samples on synthetic event streams: attribution to the innermost
 // action of the thread, symbol records, off-CPU pairing, and the Advanced
 // report's layout and line_count_restriction rules.
+#include "reports/aggregate/stacks.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
-#include "reports/aggregate/stacks.h"
 
 using namespace lt;
 
@@ -150,7 +151,7 @@ TEST(Stacks, OffCpuPeriodsPairPerThreadAndWeighNanoseconds) {
   s.offcpu_end(5 * ms, 1, 2 * ms);
   s.sample(LT_EV_OFFCPU_BEGIN, 6 * ms, 1, {0x100});
   s.offcpu_end(7 * ms, 1, 6 * ms);
-  s.offcpu_end(8 * ms, 3, 1 * ms);                    // its begin was never seen: ignored
+  s.offcpu_end(8 * ms, 3, 1 * ms);                   // its begin was never seen: ignored
   s.sample(LT_EV_OFFCPU_BEGIN, 9 * ms, 2, {0x100});  // still blocked at the end
   s.actions.finish();
   auto rep = s.stacks.finish();

@@ -143,7 +143,8 @@ Options parse_options(int argc, char** argv) {
       for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
         std::string one = rest.substr(0, at);
         if (one != "simple" && one != "advanced")
-          throw Error(ExitCode::usage, "unknown report '" + one + "' (available: simple, advanced, or both: simple,advanced)");
+          throw Error(ExitCode::usage,
+                      "unknown report '" + one + "' (available: simple, advanced, or both: simple,advanced)");
       }
     } else if (a == "--rate")
       o.rate_hz = parse_rate(arg());
@@ -156,7 +157,8 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--flamegraph")
       o.flamegraph_path = arg();
     else if (a == "--speedscope")
-      o.speedscope_path = arg(); else if (a == "-v" || a == "--verbose")
+      o.speedscope_path = arg();
+    else if (a == "-v" || a == "--verbose")
       o.verbose = true;
     else if (a == "--dump")
       o.dump_path = arg();

@@ -3,9 +3,9 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "reports/advanced/advanced_report.h"
-#include <vector>
 
 namespace lt {
 
@@ -23,8 +23,8 @@ struct Options {
     return ("," + report + ",").find("," + name + ",") != std::string::npos;
   }
   // Python stacks (advanced report, flame graphs)
-  unsigned rate_hz = 0;           // --rate; 0: default (99) when stacks are needed
-  bool off_cpu = false;           // --off-cpu
+  unsigned rate_hz = 0;  // --rate; 0: default (99) when stacks are needed
+  bool off_cpu = false;  // --off-cpu
   std::string collapsed_path, flamegraph_path, speedscope_path;
   LineRestriction line_count_restriction;  // AdvancedProfiler's: int = rows, fraction = share
   bool wants_stacks() const {

@@ -66,7 +66,8 @@ ProcessMeta labelled(const ProcessMeta& m, const ActionsReport& rep) {
 }
 
 // Prints one process's report, or appends it to Lightning's file name for it.
-void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std::size_t shown, const OutputOptions& out) {
+void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std::size_t shown,
+             const OutputOptions& out) {
   if (!out.dirpath.empty()) {
     int local_rank = meta.world_size > 1 ? std::max(meta.local_rank, 0) : -1;
     std::string name = lightning_report_filename(stage_name(stage), out.filename, local_rank);

@@ -14,9 +14,9 @@
 #include "user/core/errors.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
+#include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
 #include "user/sources/proctrack.h"
-#include "user/python/symbolizer.h"
 #include "user/sources/pyactions.h"
 #include "user/sources/pysample.h"
 
