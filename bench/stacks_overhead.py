@@ -266,12 +266,12 @@ def run_one(cmd, env, size_args, mode, notes, gate):
             time.sleep(0.02)
         res["run_s"] = time.monotonic() - t_go
         busy = busy_cpu_s() - busy0
+        tool_cpu1 = proc_cpu_s(tool.pid) if tool else 0.0
         text = open(joblog).read()
         if job.returncode != 0:
             raise RuntimeError(f"{mode}: workload rc {job.returncode}:\n" + text[-3000:])
         res["sps"], res["fit_s"] = parse_workload(text)
-        # CPU the rest of the machine used while the job ran: job and tool subtracted (the tool's
-        # CPU after the job's exit, writing its file, is small and makes this an underestimate)
+        # CPU the rest of the machine used while the job ran: job and tool subtracted
         res["other_cpu_s"] = max(0.0, busy - (job.cpu_s - job_cpu0))
         if tool:
             # every tool stops by itself when the target exits; give it 60 s, then SIGINT
@@ -281,8 +281,10 @@ def run_one(cmd, env, size_args, mode, notes, gate):
             if tool.returncode is None:
                 notes.append(f"{mode}: tool still running 60 s after the target exited; sent SIGINT")
                 tool.send_signal(signal.SIGINT)
-            res["tool_cpu_s"] = reap(tool, True)
-            res["other_cpu_s"] = max(0.0, res["other_cpu_s"] - (res["tool_cpu_s"] - tool_cpu0))
+            reap(tool, True)
+            # the tool's CPU while the job ran (py-spy keeps sampling an idle target during the wait)
+            res["tool_cpu_s"] = tool_cpu1 - tool_cpu0
+            res["other_cpu_s"] = max(0.0, res["other_cpu_s"] - res["tool_cpu_s"])
             err = open(err_path).read()
             res["tool_err"] = err
             if tool.returncode != 0:
@@ -501,7 +503,7 @@ def main():
             "py-spy: sum of the counts in its raw output; idle stacks excluded by both), "
             "samples/s = samples / seconds from the start signal to the target's exit (fit plus "
             "teardown; the target is on-CPU nearly all of it, so this should be close to the rate). "
-            "Tool CPU = user+sys of the tool's own process "
+            "Tool CPU = user+sys of the tool's own process from the start signal to the job's exit "
             "(ltrace-bpf's BPF programs run in the target's context and are not in it). Other CPU = "
             "CPU time of the whole machine during the run minus the job's and the tool's "
             "(`/proc/stat`): the bench's own polling, kernel threads, and interrupt time not "

@@ -214,3 +214,19 @@ def test_bad_stack_options(args, code, text):
 def test_report_refuses_sampling_flags(tmp_path):
     r = subprocess.run([LTRACE, "report", str(tmp_path / "x.ltrace"), "--rate", "99"], capture_output=True, text=True)
     assert r.returncode == 2 and "--rate" in r.stderr
+
+
+def test_dataloader_workers_followed_and_named(attach, lightning_python):
+    """--children: forked DataLoader workers are sampled too, and their frames
+    are named even when a worker exits before its samples are read (the code
+    objects are read in the parent it was forked from)."""
+    run = attach([lightning_python, TRAIN, "--epochs", "2", "--batches", "30", "--batch-size", "16", "--workers", "2",
+                  "--data-delay", "0.001"],
+                 ["--children", "--rate", "499", "--report", "advanced", "--collapsed", "stacks.txt"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert "<unknown>" not in run.lt_err, run.lt_err
+    headers = [line for line in run.lt_out.splitlines() if line.startswith("==> pid ")]
+    assert len(headers) >= 3, headers  # the trainer and at least two workers
+    stacks = collapsed(run.tmp / "stacks.txt")
+    workers = [fr for fr, _ in stacks if any(function_of(x) == "_worker_loop" for x in fr)]
+    assert workers and any(function_of(x) == "RandomDataset.__getitem__" for fr in workers for x in fr)

@@ -226,6 +226,7 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
         auto interp = parent->second;
         interp.pid = child;
         live_[child] = interp;
+        forked_from_[child] = parent->first;
         // Same memory image: same thread-state key.
         if (auto tsd = tsd_.find(parent->first); tsd != tsd_.end()) tsd_[child] = tsd->second;
         // BPF copied the parent's entry at fork; this covers a fork that
@@ -241,6 +242,7 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       emit(data, size);
       live_.erase(static_cast<pid_t>(p.child_pid));
       tsd_.erase(static_cast<pid_t>(p.child_pid));
+      forked_from_.erase(static_cast<pid_t>(p.child_pid));  // a new image: nothing shared any more
       if (symbolizer_) symbolizer_->forget(static_cast<pid_t>(p.child_pid));
       if (natives_) natives_->forget(static_cast<pid_t>(p.child_pid));
       pending_exec_.push_back(static_cast<pid_t>(p.child_pid));
@@ -261,7 +263,7 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       if (symbolizer_ && it != live_.end() && size == sizeof(lt_py_sample_event)) {
         lt_py_sample_event e;
         std::memcpy(&e, data, sizeof e);
-        symbolizer_->describe(e, it->second);
+        symbolizer_->describe(e, it->second, ancestors(it->first));
         natives_->describe(static_cast<pid_t>(h.pid), e.user_ip, it->second.binary, h.ts_ns);
       }
       emit(data, size);
@@ -270,6 +272,13 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
     default:
       emit(data, size);
   }
+}
+
+std::vector<pid_t> Session::ancestors(pid_t pid) const {
+  std::vector<pid_t> out;
+  for (auto it = forked_from_.find(pid); it != forked_from_.end() && out.size() < 8; it = forked_from_.find(it->second))
+    out.push_back(it->second);
+  return out;
 }
 
 Trace Session::run(const std::atomic<bool>& stop) {

@@ -89,6 +89,8 @@ class Session {
   std::unique_ptr<python::Symbolizer> symbolizer_;
   std::unique_ptr<proc::NativeSymbols> natives_;
   std::map<pid_t, python::TsdLookup> tsd_;  // how BPF finds each target's thread states
+  std::map<pid_t, pid_t> forked_from_;      // child -> parent, from fork events (same image)
+  std::vector<pid_t> ancestors(pid_t pid) const;
   Trace trace_;
   std::unique_ptr<tracefile::TraceWriter> writer_;
   SessionStats stats_;

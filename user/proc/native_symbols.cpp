@@ -6,8 +6,7 @@
 #include <cstring>
 
 #include "bpf/events.h"
-#include "user/core/errors.h"
-#include "user/python/elf_file.h"
+#include "user/proc/symbol_index.h"
 
 namespace lt::proc {
 
@@ -60,21 +59,10 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
   std::strncpy(e.dso, dso.c_str(), sizeof e.dso - 1);
   std::string path = root_path(pid, m->path);
   auto f = files_.find(path);
-  if (f == files_.end()) {
-    std::unique_ptr<elf::ElfFile> elf;
-    try {
-      elf = std::make_unique<elf::ElfFile>(path);
-    } catch (const Error&) {
-      // Unreadable or not ELF: the frame is named by its file alone.
-    }
-    f = files_.emplace(path, std::move(elf)).first;
-  }
+  // Unreadable or not ELF: an empty index, and the frame is named by its file.
+  if (f == files_.end()) f = files_.emplace(path, std::make_unique<SymbolIndex>(path)).first;
   std::string name;
-  if (f->second) {
-    std::uint64_t file_off = ip - m->start + m->offset;
-    if (auto vaddr = f->second->vaddr_of(file_off))
-      if (const std::string* sym = f->second->symbol_at(*vaddr)) name = demangle(*sym);
-  }
+  if (const char* sym = f->second->function_at(ip - m->start + m->offset)) name = demangle(sym);
   if (name.empty()) name = "[" + dso + "]";
   std::strncpy(e.name, name.c_str(), sizeof e.name - 1);
   emit_(&e, sizeof e);

@@ -16,11 +16,9 @@
 
 #include "user/proc/procfs.h"
 
-namespace lt::elf {
-class ElfFile;
-}
-
 namespace lt::proc {
+
+class SymbolIndex;
 
 class NativeSymbols {
  public:
@@ -36,7 +34,7 @@ class NativeSymbols {
   const Mapping* mapping_of(pid_t pid, std::uint64_t ip);
   Emit emit_;
   std::map<pid_t, std::vector<Mapping>> maps_;
-  std::map<std::string, std::unique_ptr<elf::ElfFile>> files_;  // by path as opened
+  std::map<std::string, std::unique_ptr<SymbolIndex>> files_;  // by path as opened
   std::set<std::pair<pid_t, std::uint64_t>> done_;
 };
 

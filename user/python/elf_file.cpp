@@ -90,31 +90,4 @@ std::string ElfFile::read(std::uint64_t vaddr, std::uint64_t len) const {
   return {};
 }
 
-std::optional<std::uint64_t> ElfFile::vaddr_of(std::uint64_t file_offset) const {
-  for (auto& s : segments_)
-    if (file_offset >= s.offset && file_offset < s.offset + s.filesz) return file_offset - s.offset + s.vaddr;
-  return std::nullopt;
-}
-
-const std::string* ElfFile::symbol_at(std::uint64_t vaddr) const {
-  if (by_address_.empty()) {
-    for (std::uint32_t i = 0; i < symbols_.size(); ++i)
-      if (symbols_[i].second.size > 0) by_address_.push_back(i);
-    std::sort(by_address_.begin(), by_address_.end(),
-              [this](std::uint32_t a, std::uint32_t b) { return symbols_[a].second.value < symbols_[b].second.value; });
-    if (by_address_.empty()) by_address_.push_back(UINT32_MAX);  // searched once, nothing there
-  }
-  if (by_address_.front() == UINT32_MAX) return nullptr;
-  // Last symbol starting at or below vaddr; it must also cover it.
-  auto it = std::upper_bound(by_address_.begin(), by_address_.end(), vaddr,
-                             [this](std::uint64_t v, std::uint32_t i) { return v < symbols_[i].second.value; });
-  while (it != by_address_.begin()) {
-    --it;
-    const auto& [name, sym] = symbols_[*it];
-    if (vaddr < sym.value + sym.size) return &name;
-    if (vaddr - sym.value > (1u << 24)) break;  // far past any plausible function
-  }
-  return nullptr;
-}
-
 }  // namespace lt::elf

@@ -30,17 +30,12 @@ class ElfFile {
   // Up to `len` bytes of the file image at a virtual address (short if the
   // range leaves the segment's file contents).
   std::string read(std::uint64_t vaddr, std::uint64_t len) const;
-  // Virtual address of a file offset inside a loadable segment.
-  std::optional<std::uint64_t> vaddr_of(std::uint64_t file_offset) const;
-  // The sized symbol (a function, normally) that contains `vaddr`.
-  const std::string* symbol_at(std::uint64_t vaddr) const;
 
  private:
   std::string path_;
   int type_ = 0;
   std::vector<Segment> segments_;
   std::vector<std::pair<std::string, Symbol>> symbols_;  // dynsym then symtab
-  mutable std::vector<std::uint32_t> by_address_;        // sized symbols, sorted (built on first use)
 };
 
 }  // namespace lt::elf

@@ -74,7 +74,8 @@ lt_event_header header(lt_event_kind kind, std::uint16_t size, pid_t pid, std::u
 
 }  // namespace
 
-const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts) {
+const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts,
+                                         const std::vector<pid_t>& forked_from) {
   if (auto it = codes_.find(key); it != codes_.end()) return it->second;
   auto [pid, addr, checksum] = key;
   const Layout& l = interp.layout;
@@ -83,27 +84,31 @@ const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& 
   e.hdr = header(LT_EV_PY_CODE, sizeof e, pid, ts);
   e.code = addr;
   e.checksum = checksum;
-  std::array<std::uint8_t, kCodeRead> raw{};
   ++code_reads_;
-  if (proc::read_memory(pid, addr, raw.data(), raw.size())) {
+  std::vector<pid_t> sources{pid};
+  sources.insert(sources.end(), forked_from.begin(), forked_from.end());
+  for (pid_t from : sources) {
+    std::array<std::uint8_t, kCodeRead> raw{};
+    if (!proc::read_memory(from, addr, raw.data(), raw.size())) continue;
     auto argc = at<std::uint32_t>(raw, l.bpf.code_argcount);
     auto flags = at<std::uint32_t>(raw, l.bpf.code_flags);
     auto first = at<std::uint32_t>(raw, l.bpf.code_firstlineno);
     // A mismatch: the code object was freed and its memory reused since
-    // the sample; what it was is gone.
-    if (code_checksum(argc, flags, first) == checksum) {
-      std::string name = read_str(pid, at<std::uint64_t>(raw, l.code_qualname ? l.code_qualname : l.bpf.code_name), l);
-      if (name.empty() && l.code_qualname) name = read_str(pid, at<std::uint64_t>(raw, l.bpf.code_name), l);
-      std::string file = read_str(pid, at<std::uint64_t>(raw, l.bpf.code_filename), l);
-      if (!name.empty()) {
-        c.readable = true;
-        c.first_line = static_cast<int>(first);
-        c.table = read_bytes_object(pid, at<std::uint64_t>(raw, l.code_linetable));
-        e.first_line = c.first_line;
-        copy_text(e.name, sizeof e.name, name);
-        copy_text(e.file, sizeof e.file, file);
-      }
-    }
+    // the sample (or, in a parent, it is not the same object); what it was
+    // is gone.  A checksum of 0 means BPF could not read the code object (a
+    // page not present yet): what we read now is the best there is.
+    if (checksum != 0 && code_checksum(argc, flags, first) != checksum) continue;
+    std::string name = read_str(from, at<std::uint64_t>(raw, l.code_qualname ? l.code_qualname : l.bpf.code_name), l);
+    if (name.empty() && l.code_qualname) name = read_str(from, at<std::uint64_t>(raw, l.bpf.code_name), l);
+    if (name.empty()) continue;
+    std::string file = read_str(from, at<std::uint64_t>(raw, l.bpf.code_filename), l);
+    c.readable = true;
+    c.first_line = static_cast<int>(first);
+    c.table = read_bytes_object(from, at<std::uint64_t>(raw, l.code_linetable));
+    e.first_line = c.first_line;
+    copy_text(e.name, sizeof e.name, name);
+    copy_text(e.file, sizeof e.file, file);
+    break;
   }
   if (!c.readable) {
     e.flags |= LT_CODE_UNREADABLE;
@@ -113,12 +118,13 @@ const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& 
   return codes_.emplace(key, std::move(c)).first->second;
 }
 
-void Symbolizer::describe(const lt_py_sample_event& e, const Interpreter& interp) {
+void Symbolizer::describe(const lt_py_sample_event& e, const Interpreter& interp,
+                          const std::vector<pid_t>& forked_from) {
   const pid_t pid = static_cast<pid_t>(e.hdr.pid);
   const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
   for (unsigned i = 0; i < n; ++i) {
     const lt_py_frame& f = e.frames[i];
-    const Code& c = code({pid, f.code, f.checksum}, interp, e.hdr.ts_ns);
+    const Code& c = code({pid, f.code, f.checksum}, interp, e.hdr.ts_ns, forked_from);
     if (!c.readable || !lines_.emplace(pid, f.code, f.checksum, f.lasti).second) continue;
     lt_py_line_event l{};
     l.hdr = header(LT_EV_PY_LINE, sizeof l, pid, e.hdr.ts_ns);

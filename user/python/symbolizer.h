@@ -24,8 +24,11 @@ class Symbolizer {
  public:
   using Emit = std::function<void(const void* record, std::size_t size)>;
   explicit Symbolizer(Emit emit) : emit_(std::move(emit)) {}
-  // Emits whatever `e` needs that was not described yet.
-  void describe(const lt_py_sample_event& e, const Interpreter& interp);
+  // Emits whatever `e` needs that was not described yet.  `forked_from`:
+  // the processes this one was forked from, nearest first; a code object
+  // made before the fork is at the same address there, and is read there
+  // when the process itself has exited (short-lived DataLoader workers).
+  void describe(const lt_py_sample_event& e, const Interpreter& interp, const std::vector<pid_t>& forked_from = {});
   // A process exec'd or exited: its addresses mean something else now.
   void forget(pid_t pid);
   std::uint64_t code_reads() const { return code_reads_; }
@@ -38,7 +41,8 @@ class Symbolizer {
     std::vector<std::uint8_t> table;  // co_lnotab / co_linetable
   };
   using CodeKey = std::tuple<pid_t, std::uint64_t, std::uint32_t>;
-  const Code& code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts);
+  const Code& code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts,
+                   const std::vector<pid_t>& forked_from);
   Emit emit_;
   std::map<CodeKey, Code> codes_;
   std::set<std::tuple<pid_t, std::uint64_t, std::uint32_t, std::int32_t>> lines_;

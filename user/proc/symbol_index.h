@@ -1,0 +1,40 @@
+// Function symbols of one mapped ELF file, for naming sampled addresses.
+// Built for big files (libtorch_cpu.so: ~550k symbols): the file is mapped,
+// names stay in its string tables (no copies), and the index is one sorted
+// array of (address, size, name) for sized FUNC symbols.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+typedef struct Elf Elf;
+
+namespace lt::proc {
+
+class SymbolIndex {
+ public:
+  // Throws nothing: an unreadable file gives an empty index.
+  explicit SymbolIndex(const std::string& path);
+  ~SymbolIndex();
+  SymbolIndex(const SymbolIndex&) = delete;
+  SymbolIndex& operator=(const SymbolIndex&) = delete;
+  // The function containing the byte at `file_offset` of the file, or null.
+  const char* function_at(std::uint64_t file_offset) const;
+  std::size_t size() const { return syms_.size(); }
+
+ private:
+  struct Sym {
+    std::uint64_t value, size;
+    const char* name;
+  };
+  struct Segment {
+    std::uint64_t vaddr, offset, filesz;
+  };
+  int fd_ = -1;
+  Elf* elf_ = nullptr;
+  std::vector<Sym> syms_;
+  std::vector<Segment> segments_;
+};
+
+}  // namespace lt::proc
