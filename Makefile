@@ -7,6 +7,7 @@
 #   make asan       unit tests under AddressSanitizer + UBSan
 #   make format     clang-format every C/C++ source
 #   make vmlinux    regenerate vmlinux/vmlinux.h from the running kernel's BTF
+#   make static     build/ltrace-bpf-static: no shared libraries needed
 
 PREFIX   ?= /usr/local
 BUILD    ?= build
@@ -31,7 +32,7 @@ LIB_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRCS))
 TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
 
-.PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz
+.PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz static
 all: $(BUILD)/ltrace-bpf
 
 $(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) vmlinux/vmlinux.h
@@ -50,6 +51,13 @@ $(BUILD)/libltrace.a: $(LIB_OBJS)
 
 $(BUILD)/ltrace-bpf: $(BUILD)/obj/user/main.o $(BUILD)/libltrace.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+# One self-contained binary (libbpf, libelf, zlib, zstd and libc inside) for
+# machines without those libraries, e.g. the GPU check (tests/gpu/smoke.sh).
+static: $(BUILD)/ltrace-bpf-static
+$(BUILD)/ltrace-bpf-static: $(BUILD)/obj/user/main.o $(BUILD)/libltrace.a
+	$(CXX) $(CXXFLAGS) -static $^ -o $@ $(LDLIBS)
+	strip $@
 
 $(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libltrace.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lgtest -lgtest_main -pthread

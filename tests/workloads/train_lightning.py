@@ -103,6 +103,7 @@ def main():
     ap.add_argument("--wait-file")
     ap.add_argument("--data-delay", type=float, default=0.0, help="seconds each training sample takes to load")
     ap.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    ap.add_argument("--accelerator", default="cpu", help="cpu (default) or gpu")
     ap.add_argument("--manual", action="store_true")
     ap.add_argument("--val", action="store_true")
     ap.add_argument("--test", action="store_true")
@@ -135,7 +136,7 @@ def main():
         trainer = pl.Trainer(
             callbacks=[timer] if timer else None,
             max_epochs=args.epochs,
-            accelerator="cpu",
+            accelerator=args.accelerator,
             devices=1,
             profiler=profiler,
             logger=False,

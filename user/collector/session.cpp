@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -259,14 +260,19 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
     case LT_EV_OFFCPU_BEGIN: {
       // Names and lines go in ahead of the sample, read while the code
       // objects are still alive.
+      if (size != sizeof(lt_py_sample_event)) return;
+      lt_py_sample_event e;
+      std::memcpy(&e, data, sizeof e);
+      // BPF reuses one buffer per CPU: slots past nframes hold an earlier
+      // sample's frames.  Zero them (deterministic files, better zstd).
+      const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+      std::memset(static_cast<void*>(e.frames + n), 0, sizeof(lt_py_frame) * (LT_STACK_MAX - n));
       auto it = live_.find(static_cast<pid_t>(h.pid));
-      if (symbolizer_ && it != live_.end() && size == sizeof(lt_py_sample_event)) {
-        lt_py_sample_event e;
-        std::memcpy(&e, data, sizeof e);
+      if (symbolizer_ && it != live_.end()) {
         symbolizer_->describe(e, it->second, ancestors(it->first));
         natives_->describe(static_cast<pid_t>(h.pid), e.user_ip, it->second.binary, h.ts_ns);
       }
-      emit(data, size);
+      emit(e);
       return;
     }
     default:
