@@ -21,8 +21,9 @@
 #include "common.bpf.h"
 #include "pyread.bpf.h"
 
-/* Shim frames (3.12+) are skipped but still cost an iteration. */
-#define LT_WALK_MAX (LT_STACK_MAX + 16)
+/* Shim frames (3.12+: one per C-level evaluation, e.g. every
+ * nn.Module.__call__) are skipped but still cost an iteration. */
+#define LT_WALK_MAX (2 * LT_STACK_MAX)
 #define LT_BLOCK_MAX 128
 
 /* Per-CPU working space: the event is built here and copied into the ring
@@ -146,10 +147,11 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 			frame = read_u64(frame + s->off.cframe_frame);
 		struct walk_ctx c = {.slot = slot, .frame = frame};
 		bpf_loop(LT_WALK_MAX, walk_one, &c, 0);
+		if (c.frame && !(e->flags & LT_SAMPLE_READ_FAULT))
+			e->flags |= LT_SAMPLE_TRUNCATED; /* frames left: the root side is missing */
 	}
-	/* Only the frames filled in this time are meaningful; the rest of
-	 * the fixed-size record is whatever an earlier sample left (user
-	 * space reads nframes). */
+	/* Slots past nframes hold an earlier sample's frames; user space
+	 * reads nframes and zeroes the rest before storing the record. */
 	if (bpf_ringbuf_output(&lt_events, e, sizeof(*e), BPF_RB_NO_WAKEUP))
 		lt_count_ringbuf_drop();
 	return 0;
@@ -171,9 +173,11 @@ int lt_sample(struct bpf_perf_event_data *ctx)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(lt_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
-	/* prev is the current task here: its stack and memory are readable. */
+	/* prev is the current task here: its stack and memory are readable.
+	 * Off-CPU means blocked: not preempted (still runnable), and not a
+	 * thread leaving for good (TASK_DEAD / EXIT_ZOMBIE / EXIT_DEAD). */
 	u32 prev_tgid = prev->tgid;
-	if (prev_state != 0 && prev_tgid) { /* blocked, not merely preempted */
+	if (!preempt && prev_state != 0 && !(prev_state & (0x80 | 0x20 | 0x10)) && prev_tgid) {
 		struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &prev_tgid);
 		if (t && (t->flags & LT_TARGET_OFF_CPU)) {
 			u32 tid = prev->pid;

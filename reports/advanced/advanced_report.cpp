@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +21,12 @@ std::optional<LineRestriction> parse_line_restriction(const std::string& text) {
   // absence of a decimal point or exponent.
   r.is_integer = text.find_first_of(".eE") == std::string::npos;
   r.value = v;
-  r.text = text;
+  // Shown as Python's repr would show the value: "0.50" -> "0.5", "20" -> "20".
+  char buf[64];
+  auto res = r.is_integer ? std::to_chars(buf, buf + sizeof buf, static_cast<long long>(v))
+                          : std::to_chars(buf, buf + sizeof buf, v);
+  r.text.assign(buf, res.ptr);
+  if (!r.is_integer && r.text.find_first_of(".e") == std::string::npos) r.text += ".0";
   return r;
 }
 
@@ -39,8 +45,9 @@ std::string base_name(const std::string& path) {
 
 using FunctionKey = std::tuple<std::string, std::string, int, bool>;  // function, file, first line, native
 
+// pstats' strip_dirs merges functions whose base name, line and name agree.
 FunctionKey key_of(const StackFrame& f) {
-  return {f.function, f.file, f.native ? 0 : f.first_line, f.native};
+  return {f.function, base_name(f.file), f.native ? 0 : f.first_line, f.native};
 }
 
 // pstats' "filename:lineno(function)", with strip_dirs' base names.

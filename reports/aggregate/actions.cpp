@@ -97,14 +97,16 @@ struct PerProcess {
     std::uint64_t ts;
   };
   std::unordered_map<std::uint64_t, Open> open_gen;  // generator frame -> start
-  // Per thread, the generator actions it began and has not ended, outer
-  // first (keyed like open_gen).
+  // Per thread, the generator actions it began and has not ended, in
+  // begin order (outermost first); open_where finds one by key.  Maps, not
+  // vectors: a corrupt stream with many open actions stays O(n log n).
   struct OnThread {
-    std::uint64_t key;
     std::string name;
     std::uint64_t ts;
   };
-  std::unordered_map<std::uint32_t, std::vector<OnThread>> thread_open;
+  std::unordered_map<std::uint32_t, std::map<std::uint64_t, OnThread>> thread_open;       // tid -> seq -> action
+  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint64_t>> open_where;  // key -> (tid, seq)
+  std::uint64_t next_seq = 0;
   std::vector<std::string> begin_order;
   std::unordered_map<std::string, bool> begun;
   std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> open_direct;  // (tid, name)
@@ -168,25 +170,36 @@ struct PerProcess {
     if (is_optimizer_hook(n) && automatic_optimizer_steps[tid] == 0 && !pending.count(tid))
       pending[tid] = {"optimizer_step", ts, true};
   }
-  // An ended generator action leaves its thread's open list (normally the
-  // thread that began it; a generator resumed elsewhere is searched for).
-  void forget_on_thread(std::uint32_t tid, std::uint64_t key) {
-    auto drop = [key](std::vector<OnThread>& v) {
-      for (auto i = v.size(); i-- > 0;)
-        if (v[i].key == key) {
-          v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
-          return true;
-        }
-      return false;
-    };
-    if (auto it = thread_open.find(tid); it != thread_open.end() && drop(it->second)) return;
-    for (auto& [t, v] : thread_open)
-      if (drop(v)) return;
+  void open_on_thread(std::uint32_t tid, std::uint64_t key, const std::string& name, std::uint64_t ts) {
+    forget_on_thread(key);  // a key reused before its end was seen
+    const std::uint64_t seq = next_seq++;
+    thread_open[tid].emplace(seq, OnThread{name, ts});
+    open_where[key] = {tid, seq};
+  }
+
+  void forget_on_thread(std::uint64_t key) {
+    auto it = open_where.find(key);
+    if (it == open_where.end()) return;
+    auto t = thread_open.find(it->second.first);
+    if (t != thread_open.end()) {
+      t->second.erase(it->second.second);
+      if (t->second.empty()) thread_open.erase(t);
+    }
+    open_where.erase(it);
+  }
+
+  // The process is gone or runs another program: none of its threads is
+  // inside an action any more (still-open ones stay counted in open_gen).
+  void forget_threads(bool new_program) {
+    thread_open.clear();
+    open_where.clear();
+    if (new_program) pending.clear();
   }
 
   std::string innermost(std::uint32_t tid) const {
     const OnThread* top = nullptr;
-    if (auto it = thread_open.find(tid); it != thread_open.end() && !it->second.empty()) top = &it->second.back();
+    if (auto it = thread_open.find(tid); it != thread_open.end() && !it->second.empty())
+      top = &it->second.rbegin()->second;
     auto p = pending.find(tid);
     // An inferred window (a fetch, a manual optimizer_step) that began
     // after the innermost generator action is inside it.
@@ -265,6 +278,13 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       auto& pp = proc(h.pid);
       pp.out.exited = true;
       pp.out.window_end_ns = h.ts_ns;
+      pp.forget_threads(false);
+      return;
+    }
+    case LT_EV_PROC_EXEC: {
+      lt_proc_event e;
+      if (!record_as(h, p, e)) return;
+      if (auto it = s_->procs.find(e.child_pid); it != s_->procs.end()) it->second.forget_threads(true);
       return;
     }
     case LT_EV_HOST_INFO: {
@@ -303,7 +323,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       pp.note_name(name);
       pp.on_begin(h.tid, h.ts_ns, name);
       pp.open_gen[e.key] = {name, h.ts_ns};
-      pp.thread_open[h.tid].push_back({e.key, name, h.ts_ns});
+      pp.open_on_thread(h.tid, e.key, name, h.ts_ns);
       if (!pp.begun[name]) {
         pp.begun[name] = true;
         pp.begin_order.push_back(name);
@@ -320,7 +340,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       pp.record(it->second.name, it->second.ts, h.ts_ns, h.tid);
       pp.on_end(h.tid, it->second.name);
       pp.open_gen.erase(it);
-      pp.forget_on_thread(h.tid, e.key);
+      pp.forget_on_thread(e.key);
       break;
     }
     case LT_EV_DIRECT_START: {

@@ -9,8 +9,9 @@ namespace lt {
 
 namespace {
 
-using CodeKey = std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>;  // pid, code, checksum
-using LineKey = std::tuple<std::uint32_t, std::uint64_t, std::uint32_t, std::int32_t>;
+// Per process (so an exec drops one process's symbols in one step):
+using CodeKey = std::pair<std::uint64_t, std::uint32_t>;                 // code, checksum
+using LineKey = std::tuple<std::uint64_t, std::uint32_t, std::int32_t>;  // code, checksum, lasti
 
 struct CodeSym {
   std::string name, file;
@@ -53,12 +54,18 @@ struct PerProcess {
 
 }  // namespace
 
+namespace {
+struct Symbols {
+  std::map<CodeKey, CodeSym> codes;
+  std::map<LineKey, int> lines;
+  std::map<std::uint64_t, StackFrame> natives;  // by instruction address
+};
+}  // namespace
+
 struct StackAggregator::State {
   const ActionAggregator& actions;
   StacksReport rep;
-  std::map<CodeKey, CodeSym> codes;
-  std::map<LineKey, int> lines;
-  std::map<std::pair<std::uint32_t, std::uint64_t>, StackFrame> natives;  // (pid, ip)
+  std::map<std::uint32_t, Symbols> symbols;  // by pid
   std::map<std::uint32_t, PerProcess> procs;
   std::vector<std::uint32_t> order;
 
@@ -78,24 +85,27 @@ struct StackAggregator::State {
     std::vector<StackFrame> out;
     const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
     out.reserve(n + 2);
+    // The root side is missing: say so at the root, not silently.
     if (e.flags & LT_SAMPLE_TRUNCATED) out.push_back({"[truncated]", "", 0, 0, false});
+    if (e.flags & LT_SAMPLE_READ_FAULT) out.push_back({"[unreadable frames]", "", 0, 0, false});
+    const Symbols& sym = symbols[e.hdr.pid];
     for (unsigned i = n; i-- > 0;) {
       const lt_py_frame& f = e.frames[i];
       StackFrame sf;
-      auto c = codes.find({e.hdr.pid, f.code, f.checksum});
-      if (c != codes.end() && c->second.readable) {
+      auto c = sym.codes.find({f.code, f.checksum});
+      if (c != sym.codes.end() && c->second.readable) {
         sf.function = c->second.name;
         sf.file = c->second.file;
         sf.first_line = c->second.first_line;
-        auto l = lines.find({e.hdr.pid, f.code, f.checksum, f.lasti});
-        sf.line = l != lines.end() ? l->second : 0;
+        auto l = sym.lines.find({f.code, f.checksum, f.lasti});
+        sf.line = l != sym.lines.end() ? l->second : 0;
       } else {
         sf.function = "<unknown>";
         ++ps.unknown_frames;
       }
       out.push_back(std::move(sf));
     }
-    if (auto nat = natives.find({e.hdr.pid, e.user_ip}); nat != natives.end()) out.push_back(nat->second);
+    if (auto nat = sym.natives.find(e.user_ip); nat != sym.natives.end()) out.push_back(nat->second);
     if (out.empty()) out.push_back({"[no Python frames]", "", 0, 0, false});
     return out;
   }
@@ -125,13 +135,13 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       c.name.assign(e.name, strnlen(e.name, sizeof e.name));
       c.file.assign(e.file, strnlen(e.file, sizeof e.file));
       c.first_line = e.first_line;
-      s.codes[{h.pid, e.code, e.checksum}] = std::move(c);
+      s.symbols[h.pid].codes[{e.code, e.checksum}] = std::move(c);
       return;
     }
     case LT_EV_PY_LINE: {
       lt_py_line_event e;
       if (!record_as(h, p, e)) return;
-      s.lines[{h.pid, e.code, e.checksum, e.lasti}] = e.line;
+      s.symbols[h.pid].lines[{e.code, e.checksum, e.lasti}] = e.line;
       return;
     }
     case LT_EV_NATIVE_SYM: {
@@ -141,17 +151,23 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       f.function.assign(e.name, strnlen(e.name, sizeof e.name));
       f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
       f.native = true;
-      if (!f.function.empty()) s.natives[{h.pid, e.ip}] = std::move(f);
+      if (!f.function.empty()) s.symbols[h.pid].natives[e.ip] = std::move(f);
       return;
     }
     case LT_EV_PROC_EXEC: {
       // A new program: its addresses mean other things now.
       lt_proc_event e;
       if (!record_as(h, p, e)) return;
-      std::uint32_t pid = e.child_pid;
-      std::erase_if(s.codes, [pid](const auto& kv) { return std::get<0>(kv.first) == pid; });
-      std::erase_if(s.lines, [pid](const auto& kv) { return std::get<0>(kv.first) == pid; });
-      std::erase_if(s.natives, [pid](const auto& kv) { return kv.first.first == pid; });
+      s.symbols.erase(e.child_pid);
+      if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) it->second.blocked.clear();
+      return;
+    }
+    case LT_EV_PROC_EXIT: {
+      // Its threads will not run again: periods still open are not counted.
+      if (auto it = s.procs.find(h.pid); it != s.procs.end()) {
+        it->second.out.offcpu_open_at_end += it->second.blocked.size();
+        it->second.blocked.clear();
+      }
       return;
     }
     case LT_EV_PY_SAMPLE: {
@@ -194,7 +210,7 @@ StacksReport StackAggregator::finish() {
   auto& s = *s_;
   for (auto pid : s.order) {
     auto& pp = s.procs[pid];
-    pp.out.offcpu_open_at_end = pp.blocked.size();
+    pp.out.offcpu_open_at_end += pp.blocked.size();
     // AdvancedProfiler's order: actions as they first began; then time
     // outside them.
     std::vector<std::string> names = s.actions.begin_order(pid);

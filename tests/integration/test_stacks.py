@@ -230,3 +230,27 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
     stacks = collapsed(run.tmp / "stacks.txt")
     workers = [fr for fr, _ in stacks if any(function_of(x) == "_worker_loop" for x in fr)]
     assert workers and any(function_of(x) == "RandomDataset.__getitem__" for fr in workers for x in fr)
+
+
+SHAPES = os.path.join(WORKLOADS, "stack_shapes.py")
+
+
+@pytest.mark.parametrize("minor", [8, 12, 13])
+def test_deep_stacks_are_marked_truncated(attach, minor):
+    run = attach([pyenv_python(minor), SHAPES, "--mode", "deep", "--depth", "150", "--seconds", "2"],
+                 ["--rate", "499", "--report", "advanced", "--collapsed", "stacks.txt"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    stacks = collapsed(run.tmp / "stacks.txt")
+    deep = [(fr, c) for fr, c in stacks if any(function_of(x) == "deep" for x in fr)]
+    assert deep
+    # 150 levels are more than a sample carries: the root says so, always.
+    assert all(fr[1] == "[truncated]" for fr, _ in deep), {fr[1] for fr, _ in deep}
+    assert "deeper than" in run.lt_err
+
+
+def test_exiting_threads_are_not_blocked(attach):
+    run = attach([pyenv_python(11), SHAPES, "--mode", "churn", "--seconds", "2"],
+                 ["--rate", "99", "--off-cpu", "--report", "advanced"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    m = re.search(r"(\d+) thread\(s\) still blocked", run.lt_err)
+    assert not m or int(m.group(1)) <= 2, run.lt_err  # the main thread and a waiter at most

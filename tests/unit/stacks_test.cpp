@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "reports/advanced/advanced_report.h"
@@ -243,4 +244,54 @@ TEST(AdvancedReport, RecursionCountsOncePerStack) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].cumulative, 5u);
   EXPECT_EQ(rows[0].self, 5u);
+}
+
+TEST(Stacks, AKeyReusedBeforeItsEndDoesNotLeaveAStaleAction) {
+  Stream s;
+  s.sampler(ms);
+  s.code(0x100, "main", "/w/train.py", 1);
+  s.action(LT_EV_ACTION_BEGIN, 1 * ms, 1, 0xa, "outer");
+  s.action(LT_EV_ACTION_BEGIN, 2 * ms, 1, 0xa, "reused");  // the END of "outer" was lost
+  s.action(LT_EV_ACTION_END, 3 * ms, 1, 0xa);
+  s.sample(LT_EV_PY_SAMPLE, 4 * ms, 1, {0x100});  // inside nothing now
+  s.actions.finish();
+  auto rep = s.stacks.finish();
+  ASSERT_EQ(rep.processes[0].on_cpu.size(), 1u);
+  EXPECT_EQ(rep.processes[0].on_cpu[0].name, kNoAction);
+}
+
+TEST(Stacks, TruncatedAndUnreadableStacksSayWhereTheRootIs) {
+  Stream s;
+  s.sampler(ms);
+  s.code(0x100, "leaf", "/w/a.py", 1);
+  lt_py_sample_event e{};
+  e.hdr = {LT_EV_PY_SAMPLE, sizeof e, kPid, 1, 0, 1 * ms};
+  e.nframes = 1;
+  e.frames[0] = {0x100, 4, 7};
+  e.flags = LT_SAMPLE_TRUNCATED;
+  s.feed(e);
+  e.flags = LT_SAMPLE_READ_FAULT;
+  s.feed(e);
+  s.actions.finish();
+  auto rep = s.stacks.finish();
+  const auto& p = rep.processes[0].on_cpu[0];
+  std::vector<std::string> roots;
+  for (auto& st : p.stacks) roots.push_back(p.frames[st.frames.front()].function);
+  std::sort(roots.begin(), roots.end());
+  EXPECT_EQ(roots, (std::vector<std::string>{"[truncated]", "[unreadable frames]"}));
+}
+
+TEST(AdvancedReport, SameBaseNameLineAndFunctionMergeLikeStripDirs) {
+  StackProfile p;
+  p.frames = {{"f", "/a/util.py", 3, 1, false}, {"f", "/b/util.py", 3, 1, false}};
+  p.stacks = {{{0}, 2, 2}, {{1}, 3, 3}};
+  auto rows = function_rows(p);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].self, 5u);
+}
+
+TEST(AdvancedReport, RestrictionIsShownAsPythonWouldPrintIt) {
+  EXPECT_EQ(parse_line_restriction("0.50")->text, "0.5");
+  EXPECT_EQ(parse_line_restriction("20")->text, "20");
+  EXPECT_EQ(parse_line_restriction("1e3")->text, "1000.0");
 }

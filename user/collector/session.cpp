@@ -228,8 +228,13 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
         interp.pid = child;
         live_[child] = interp;
         forked_from_[child] = parent->first;
-        // Same memory image: same thread-state key.
-        if (auto tsd = tsd_.find(parent->first); tsd != tsd_.end()) tsd_[child] = tsd->second;
+        // Same memory image, so BPF starts with the parent's thread-state
+        // key; CPython re-creates the key in the child after fork, so it is
+        // proven again there (check_forked_tsd) before we rely on it.
+        if (auto tsd = tsd_.find(parent->first); tsd != tsd_.end()) {
+          tsd_[child] = tsd->second;
+          unproven_tsd_[child] = 0;
+        }
         // BPF copied the parent's entry at fork; this covers a fork that
         // raced with the parent's own adoption.
         proctrack_->set_target(child, target_for(interp));
@@ -253,7 +258,12 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       lt_proc_event p;
       std::memcpy(&p, data, sizeof p);
       emit(data, size);
-      alive_[static_cast<pid_t>(p.child_pid)] = false;
+      const auto pid = static_cast<pid_t>(p.child_pid);
+      alive_[pid] = false;
+      unproven_tsd_.erase(pid);
+      // Every sample of it came before its exit: its symbol caches can go.
+      if (symbolizer_) symbolizer_->forget(pid);
+      if (natives_) natives_->forget(pid);
       return;
     }
     case LT_EV_PY_SAMPLE:
@@ -277,6 +287,35 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
     }
     default:
       emit(data, size);
+  }
+}
+
+void Session::check_forked_tsd() {
+  for (auto it = unproven_tsd_.begin(); it != unproven_tsd_.end();) {
+    const pid_t pid = it->first;
+    auto interp = live_.find(pid);
+    if (interp == live_.end()) {
+      it = unproven_tsd_.erase(it);
+      continue;
+    }
+    try {
+      auto proven = python::find_tsd_lookup(interp->second);
+      const bool changed = proven.key != tsd_[pid].key;
+      tsd_[pid] = proven;
+      if (changed) proctrack_->set_target(pid, target_for(interp->second));
+      it = unproven_tsd_.erase(it);
+    } catch (const Error& e) {
+      // The child may still be re-initialising its interpreter: a few more
+      // tries, then stop sampling it rather than read with a wrong key.
+      if (++it->second < 25) {
+        ++it;
+        continue;
+      }
+      tsd_.erase(pid);
+      proctrack_->set_target(pid, target_for(interp->second));
+      notes_.push_back(std::string(e.what()) + " (after fork); its stacks are missing from the report");
+      it = unproven_tsd_.erase(it);
+    }
   }
 }
 
@@ -329,10 +368,19 @@ Trace Session::run(const std::atomic<bool>& stop) {
     if (size < sizeof(lt_event_header)) return 0;
     lt_event_header h;
     std::memcpy(&h, data, sizeof h);
-    self->on_record(h, data, size);
+    // No exception may unwind through libbpf's C frames: keep it, stop
+    // consuming, and raise it once the session is closed cleanly.
+    try {
+      self->on_record(h, data, size);
+    } catch (...) {
+      if (!self->callback_error_) self->callback_error_ = std::current_exception();
+      return -1;
+    }
     return 0;
   };
-  ring_buffer* rb = ring_buffer__new(proctrack_->events_fd(), sample, this, nullptr);
+  std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> ring(
+      ring_buffer__new(proctrack_->events_fd(), sample, this, nullptr), &ring_buffer__free);
+  ring_buffer* rb = ring.get();
   if (!rb) throw bpf_error("open the ring buffer", errno);
 
   const auto deadline = opts_.duration_s > 0 ? t0 + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
@@ -345,7 +393,8 @@ Trace Session::run(const std::atomic<bool>& stop) {
     struct timespec nap = {0, 20'000'000};
     nanosleep(&nap, nullptr);
     int n = ring_buffer__consume(rb);
-    if (n < 0 && n != -EINTR) break;
+    if (callback_error_ || (n < 0 && n != -EINTR)) break;
+    check_forked_tsd();
     for (pid_t p : pending_exec_) {
       // A followed process became a new program: rediscover it.
       if (proc::exists(p)) adopt(p, false);
@@ -372,11 +421,11 @@ Trace Session::run(const std::atomic<bool>& stop) {
     }
   }
   // Drain everything already produced, then stop producing.
-  ring_buffer__consume(rb);
+  if (!callback_error_) ring_buffer__consume(rb);
   pyactions_.reset();
   pysample_.reset();
-  ring_buffer__consume(rb);
-  ring_buffer__free(rb);
+  if (!callback_error_) ring_buffer__consume(rb);
+  ring.reset();
   auto drops = proctrack_->drops();
 
   lt_window_event end{};
@@ -394,6 +443,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
     writer_->close();
     stats_.file_bytes = writer_->bytes_written();
   }
+  if (callback_error_) std::rethrow_exception(callback_error_);
   return std::move(trace_);
 }
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -90,6 +91,9 @@ class Session {
   std::unique_ptr<proc::NativeSymbols> natives_;
   std::map<pid_t, python::TsdLookup> tsd_;  // how BPF finds each target's thread states
   std::map<pid_t, pid_t> forked_from_;      // child -> parent, from fork events (same image)
+  std::map<pid_t, int> unproven_tsd_;       // forked children whose key is not re-checked yet -> tries
+  std::exception_ptr callback_error_;       // raised inside the ring-buffer callback
+  void check_forked_tsd();
   std::vector<pid_t> ancestors(pid_t pid) const;
   Trace trace_;
   std::unique_ptr<tracefile::TraceWriter> writer_;

@@ -1,6 +1,7 @@
 #include "user/proc/native_symbols.h"
 
 #include <cxxabi.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -58,9 +59,14 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
   std::string dso = base_name(m->path);
   std::strncpy(e.dso, dso.c_str(), sizeof e.dso - 1);
   std::string path = root_path(pid, m->path);
-  auto f = files_.find(path);
+  // One index per file, whoever maps it (every forked worker maps the same
+  // libraries): keyed by device and inode, not by the per-pid path.
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return;
+  auto f = files_.find({st.st_dev, st.st_ino});
   // Unreadable or not ELF: an empty index, and the frame is named by its file.
-  if (f == files_.end()) f = files_.emplace(path, std::make_unique<SymbolIndex>(path)).first;
+  if (f == files_.end())
+    f = files_.emplace(std::make_pair(st.st_dev, st.st_ino), std::make_unique<SymbolIndex>(path)).first;
   std::string name;
   if (const char* sym = f->second->function_at(ip - m->start + m->offset)) name = demangle(sym);
   if (name.empty()) name = "[" + dso + "]";
@@ -70,7 +76,7 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
 
 void NativeSymbols::forget(pid_t pid) {
   maps_.erase(pid);
-  std::erase_if(done_, [pid](const auto& k) { return k.first == pid; });
+  done_.erase(done_.lower_bound({pid, 0}), done_.lower_bound({pid + 1, 0}));
 }
 
 }  // namespace lt::proc

@@ -28,13 +28,13 @@ class NativeSymbols {
   // Describes `ip` of `pid` unless it lies in `skip_file` (the interpreter:
   // its frames are the Python ones) or was described already.
   void describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts);
-  void forget(pid_t pid);
+  void forget(pid_t pid);  // exec or exit: its addresses mean nothing now
 
  private:
   const Mapping* mapping_of(pid_t pid, std::uint64_t ip);
   Emit emit_;
   std::map<pid_t, std::vector<Mapping>> maps_;
-  std::map<std::string, std::unique_ptr<SymbolIndex>> files_;  // by path as opened
+  std::map<std::pair<dev_t, ino_t>, std::unique_ptr<SymbolIndex>> files_;  // by file identity
   std::set<std::pair<pid_t, std::uint64_t>> done_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "reports/model/action_name.h"
@@ -16,7 +18,7 @@ std::uint32_t code_checksum(std::uint32_t argc, std::uint32_t flags, std::uint32
 
 namespace {
 
-constexpr std::size_t kCodeRead = 208;      // covers every field we use, 3.8-3.13
+constexpr std::size_t kCodeRead = 208;      // room for every field we use, 3.8-3.13
 constexpr std::size_t kMaxStrUnits = 4096;  // longer names/paths are cut
 constexpr std::size_t kMaxTable = 1 << 20;  // line tables of huge generated functions
 
@@ -88,8 +90,13 @@ const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& 
   std::vector<pid_t> sources{pid};
   sources.insert(sources.end(), forked_from.begin(), forked_from.end());
   for (pid_t from : sources) {
+    // Only up to the last field we use: a code object at the very end of a
+    // mapping must still be readable (3.8-3.10 objects are ~176 bytes).
     std::array<std::uint8_t, kCodeRead> raw{};
-    if (!proc::read_memory(from, addr, raw.data(), raw.size())) continue;
+    const std::size_t need = std::min<std::size_t>(
+        kCodeRead, 8 + std::max({l.code_linetable, l.code_qualname, unsigned{l.bpf.code_name},
+                                 unsigned{l.bpf.code_filename}, unsigned{l.bpf.code_firstlineno}}));
+    if (!proc::read_memory(from, addr, raw.data(), need)) continue;
     auto argc = at<std::uint32_t>(raw, l.bpf.code_argcount);
     auto flags = at<std::uint32_t>(raw, l.bpf.code_flags);
     auto first = at<std::uint32_t>(raw, l.bpf.code_firstlineno);
@@ -137,8 +144,9 @@ void Symbolizer::describe(const lt_py_sample_event& e, const Interpreter& interp
 }
 
 void Symbolizer::forget(pid_t pid) {
-  std::erase_if(codes_, [pid](const auto& kv) { return std::get<0>(kv.first) == pid; });
-  std::erase_if(lines_, [pid](const auto& k) { return std::get<0>(k) == pid; });
+  // Keys start with the pid: erase one contiguous range each.
+  codes_.erase(codes_.lower_bound({pid, 0, 0}), codes_.lower_bound({pid + 1, 0, 0}));
+  lines_.erase(lines_.lower_bound({pid, 0, 0, INT32_MIN}), lines_.lower_bound({pid + 1, 0, 0, INT32_MIN}));
 }
 
 }  // namespace lt::python

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "pysample.skel.h"
 #include "user/sources/bpf_errors.h"
@@ -29,10 +30,17 @@ int open_cpu_clock(int cpu, std::uint64_t period_ns) {
 PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu) {
   skel_ = lt_pysample__open();
   if (!skel_) throw bpf_error("open pysample", errno);
-  bpf_map__reuse_fd(skel_->maps.lt_targets, shared.targets_fd());
-  bpf_map__reuse_fd(skel_->maps.lt_follow, shared.follow_fd());
-  bpf_map__reuse_fd(skel_->maps.lt_events, shared.events_fd());
-  bpf_map__reuse_fd(skel_->maps.lt_drops, shared.drops_fd());
+  // Without the shared maps the sampler would run on private ones and
+  // silently see no targets: fail instead.
+  const std::pair<bpf_map*, int> shared_maps[] = {{skel_->maps.lt_targets, shared.targets_fd()},
+                                                  {skel_->maps.lt_follow, shared.follow_fd()},
+                                                  {skel_->maps.lt_events, shared.events_fd()},
+                                                  {skel_->maps.lt_drops, shared.drops_fd()}};
+  for (auto [map, fd] : shared_maps)
+    if (int err = bpf_map__reuse_fd(map, fd)) {
+      release();
+      throw bpf_error("share maps with pysample", -err);
+    }
   // A program we will not attach is not loaded either: sched_switch runs on
   // every context switch of the machine.
   bpf_program__set_autoload(skel_->progs.lt_switch, off_cpu);

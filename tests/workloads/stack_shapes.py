@@ -1,0 +1,43 @@
+"""Stack shapes that stress the sampler: a deep recursion through C (each
+level is a C-level evaluation: a shim frame on 3.12+), and threads that are
+started and end all the time (their last switch-out is not blocking).
+Prints READY, waits for --wait-file, runs --seconds."""
+import argparse
+import os
+import threading
+import time
+
+
+def deep(n, until):
+    if n == 0:
+        x = 0
+        while time.perf_counter() < until:
+            x += 1
+        return x
+    return list(map(lambda k: deep(k, until), [n - 1]))[0]  # through C: map()
+
+
+def churn(until):
+    while time.perf_counter() < until:
+        t = threading.Thread(target=sum, args=(range(1000),))
+        t.start()
+        t.join()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--wait-file")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--depth", type=int, default=150)
+    ap.add_argument("--mode", choices=["deep", "churn"], default="deep")
+    args = ap.parse_args()
+    print("READY", flush=True)
+    while args.wait_file and not os.path.exists(args.wait_file):
+        time.sleep(0.01)
+    until = time.perf_counter() + args.seconds
+    deep(args.depth, until) if args.mode == "deep" else churn(until)
+    print("DONE", flush=True)
+
+
+if __name__ == "__main__":
+    main()
