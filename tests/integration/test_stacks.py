@@ -254,3 +254,14 @@ def test_exiting_threads_are_not_blocked(attach):
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     m = re.search(r"(\d+) thread\(s\) still blocked", run.lt_err)
     assert not m or int(m.group(1)) <= 2, run.lt_err  # the main thread and a waiter at most
+
+
+def test_gil_contention_shows_off_cpu(attach):
+    """Two pure-Python threads on a 2-CPU machine: each spends about half
+    its time waiting for the GIL, which --off-cpu shows under spin()."""
+    run = attach([pyenv_python(11), SHAPES, "--mode", "gil", "--seconds", "3"],
+                 ["--rate", "99", "--off-cpu", "--report", "advanced"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    off = sections(run.lt_out, "Off-CPU stats for: ")["[no Lightning action]"]
+    spin = next(r for r in off if r[5].endswith("(contend.<locals>.spin)"))
+    assert float(spin[2]) > 0.25 * 2 * 3, spin  # > 25% of 2 threads x 3 s blocked

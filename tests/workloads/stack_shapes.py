@@ -1,6 +1,7 @@
 """Stack shapes that stress the sampler: a deep recursion through C (each
 level is a C-level evaluation: a shim frame on 3.12+), and threads that are
-started and end all the time (their last switch-out is not blocking).
+started and end all the time (their last switch-out is not blocking), and
+two pure-Python threads contending for the GIL.
 Prints READY, waits for --wait-file, runs --seconds."""
 import argparse
 import os
@@ -24,18 +25,32 @@ def churn(until):
         t.join()
 
 
+def contend(until):
+    # Two pure-Python threads: each holds the GIL for its switch interval,
+    # then waits for the other (off-CPU, blocked on the GIL).
+    def spin():
+        x = 0
+        while time.perf_counter() < until:
+            x += 1
+    threads = [threading.Thread(target=spin, name=f"spin{i}") for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wait-file")
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--depth", type=int, default=150)
-    ap.add_argument("--mode", choices=["deep", "churn"], default="deep")
+    ap.add_argument("--mode", choices=["deep", "churn", "gil"], default="deep")
     args = ap.parse_args()
     print("READY", flush=True)
     while args.wait_file and not os.path.exists(args.wait_file):
         time.sleep(0.01)
     until = time.perf_counter() + args.seconds
-    deep(args.depth, until) if args.mode == "deep" else churn(until)
+    {"deep": lambda: deep(args.depth, until), "churn": lambda: churn(until), "gil": lambda: contend(until)}[args.mode]()
     print("DONE", flush=True)
 
 
