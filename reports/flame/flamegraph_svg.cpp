@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "reports/export/json_escape.h"
 #include "reports/flame/collapsed.h"
 
 namespace lt {
@@ -17,35 +18,14 @@ constexpr double kBottom = 30;             // details line
 constexpr double kCharW = 7;               // approx. width of a 12px Verdana glyph
 constexpr std::uint64_t kMinShare = 1000;  // frames under total/1000 are omitted
 
-// Escapes markup and drops what XML 1.0 forbids even as a reference (C0
-// controls other than tab/newline), after making the text valid UTF-8.
+// Escapes markup and blanks what XML 1.0 forbids even as a reference (C0
+// controls; newlines too, labels are one line), after making the text
+// valid UTF-8.
 std::string xml(const std::string& raw) {
-  std::string out;
-  for (char c : valid_utf8(raw)) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t')
-          out.push_back(' ');
-        else
-          out.push_back(c);
-    }
-  }
-  return out;
+  std::string text = valid_utf8(raw);
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = ' ';
+  return html_escape(text);  // the same five entities
 }
 
 std::string num(double v, const char* f = "%.3f") {
