@@ -243,8 +243,12 @@ def test_deep_stacks_are_marked_truncated(attach, minor):
     stacks = collapsed(run.tmp / "stacks.txt")
     deep = [(fr, c) for fr, c in stacks if any(function_of(x) == "deep" for x in fr)]
     assert deep
-    # 150 levels are more than a sample carries: the root says so, always.
-    assert all(fr[1] == "[truncated]" for fr, _ in deep), {fr[1] for fr, _ in deep}
+    # 150 levels are more than a sample carries: the root says so (a sample
+    # taken while the recursion was still going down may be shallower).
+    truncated = sum(c for fr, c in deep if fr[1] == "[truncated]")
+    assert truncated >= 0.95 * sum(c for _, c in deep), {fr[1]: c for fr, c in deep}
+    # and a stack that is not truncated really does start at the module
+    assert all(fr[1] == "[truncated]" or function_of(fr[1]) == "<module>" for fr, _ in deep)
     assert "deeper than" in run.lt_err
 
 
