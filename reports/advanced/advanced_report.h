@@ -37,7 +37,6 @@ struct AdvancedReportInput {
   const ProcessStacks* stacks = nullptr;
   std::map<std::string, ActionTime> action_time;
   std::uint64_t period_ns = 0;
-  unsigned rate_hz = 0;
   LineRestriction restriction;
 };
 

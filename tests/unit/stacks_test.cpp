@@ -214,7 +214,6 @@ TEST(AdvancedReport, GoldenLayout) {
   in.stage_title = "FIT";
   in.stacks = &ps;
   in.period_ns = 2 * ms;
-  in.rate_hz = 500;
   in.action_time["[Strategy]S.training_step"] = {4, 0.05};
   in.restriction = *parse_line_restriction("2");
   EXPECT_EQ(render_advanced_report(in),

@@ -69,7 +69,9 @@ TEST(TraceFile, TruncatedAnywhereReadsCompleteChunks) {
     auto r = tracefile::read_trace(std::string_view(bytes).substr(0, len), t);
     EXPECT_EQ(t.count() % 50, 0u) << len;  // only whole chunks
     EXPECT_EQ(r.records, t.count());
-    if (r.bytes_cut) EXPECT_FALSE(r.warnings.empty());
+    if (r.bytes_cut) {
+      EXPECT_FALSE(r.warnings.empty());
+    }
   }
   unlink(path.c_str());
 }

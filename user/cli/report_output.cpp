@@ -154,7 +154,6 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     if (meta.world_size > 1 && meta.rank >= 0) in.rank_suffix = " rank: " + std::to_string(meta.rank);
     in.stacks = &ps;
     in.period_ns = stacks.period_ns;
-    in.rate_hz = stacks.rate_hz;
     in.restriction = restriction;
     if (pa)
       for (auto& a : pa->actions) {

@@ -86,7 +86,6 @@ const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& 
   e.hdr = header(LT_EV_PY_CODE, sizeof e, pid, ts);
   e.code = addr;
   e.checksum = checksum;
-  ++code_reads_;
   std::vector<pid_t> sources{pid};
   sources.insert(sources.end(), forked_from.begin(), forked_from.end());
   for (pid_t from : sources) {
@@ -117,10 +116,7 @@ const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& 
     copy_text(e.file, sizeof e.file, file);
     break;
   }
-  if (!c.readable) {
-    e.flags |= LT_CODE_UNREADABLE;
-    ++unreadable_;
-  }
+  if (!c.readable) e.flags |= LT_CODE_UNREADABLE;
   emit_(&e, sizeof e);
   return codes_.emplace(key, std::move(c)).first->second;
 }

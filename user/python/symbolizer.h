@@ -31,8 +31,6 @@ class Symbolizer {
   void describe(const lt_py_sample_event& e, const Interpreter& interp, const std::vector<pid_t>& forked_from = {});
   // A process exec'd or exited: its addresses mean something else now.
   void forget(pid_t pid);
-  std::uint64_t code_reads() const { return code_reads_; }
-  std::uint64_t unreadable() const { return unreadable_; }
 
  private:
   struct Code {
@@ -46,7 +44,6 @@ class Symbolizer {
   Emit emit_;
   std::map<CodeKey, Code> codes_;
   std::set<std::tuple<pid_t, std::uint64_t, std::uint32_t, std::int32_t>> lines_;
-  std::uint64_t code_reads_ = 0, unreadable_ = 0;
 };
 
 // The checksum BPF computes over a code object's argcount, flags and first

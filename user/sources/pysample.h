@@ -21,7 +21,6 @@ class PySampleSource {
   PySampleSource(const PySampleSource&) = delete;
   PySampleSource& operator=(const PySampleSource&) = delete;
   std::uint64_t period_ns() const { return period_ns_; }
-  std::size_t cpus() const { return perf_fds_.size(); }
 
  private:
   void release();  // detach and unload; safe to call twice
