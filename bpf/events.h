@@ -25,7 +25,7 @@ using s32 = std::int32_t;
 #endif
 
 /* Bump when any record layout changes; readers refuse newer major versions. */
-#define LT_EVENT_ABI_VERSION 1
+#define LT_EVENT_ABI_VERSION 2
 
 /* Longest action name carried inline.  Lightning's longest stock names
  * (ModelCheckpoint state keys) are ~150 bytes; longer names are re-read from
@@ -59,8 +59,10 @@ enum lt_event_kind {
 	LT_EV_PY_LINE = 52,	 /* (code object, instruction) -> line */
 	LT_EV_SAMPLER_INFO = 53, /* rate, period, off-CPU on/off */
 	LT_EV_NATIVE_SYM = 54,	 /* a native instruction address -> symbol */
+	/* aten operators (opprobe source) */
+	LT_EV_OP = 64,	    /* an at::_ops::<op>::call entry */
+	LT_EV_OP_NAME = 65, /* user space: op index -> aten name */
 	/* reserved for the sources to come */
-	LT_EV_OP = 64,
 	LT_EV_GPU_ACTIVITY = 80,
 };
 
@@ -166,15 +168,44 @@ struct lt_py_frame {
 	u32 checksum;
 };
 
-/* PY_SAMPLE / OFFCPU_BEGIN: one thread's Python stack, leaf first. */
+/* Deepest nesting of aten ops tracked per thread (ops calling ops). */
+#define LT_OPS_DEPTH 16
+
+/* PY_SAMPLE / OFFCPU_BEGIN: one thread's Python stack, leaf first, and the
+ * aten ops running on it (outermost first) when ops are traced. */
 struct lt_py_sample_event {
 	struct lt_event_header hdr;
 	u64 user_ip; /* user-space instruction pointer (native leaf) */
 	u64 tstate;  /* PyThreadState of the thread, 0 = none */
 	u16 nframes;
 	u16 flags; /* LT_SAMPLE_* */
-	u32 pad;
+	u16 nops;  /* entries used in ops[] */
+	u16 pad;
 	struct lt_py_frame frames[LT_STACK_MAX];
+	u32 ops[LT_OPS_DEPTH]; /* op indexes (LT_EV_OP_NAME), outermost first */
+};
+
+/* OP: a thread entered at::_ops::<op>::call.  There is no return event (no
+ * uretprobe: C++ exceptions through a uretprobe kill the target); an op is
+ * known to be running while the thread's stack pointer is below `sp` and
+ * its return address is still in place (docs/design-ops.md). */
+struct lt_op_event {
+	struct lt_event_header hdr;
+	u32 op;	   /* index into the session's op table (LT_EV_OP_NAME) */
+	u16 depth; /* ops running on this thread, this one included; 0 = deeper than LT_OPS_DEPTH */
+	u16 pad;
+};
+
+/* OP_NAME (user space, pid 0): what an op index means; written before the
+ * first record using it. */
+#define LT_OP_NAME_MAX 112
+#define LT_OP_OVERLOAD_MAX 64
+struct lt_op_name_event {
+	struct lt_event_header hdr;
+	u32 op;
+	u32 pad;
+	char name[LT_OP_NAME_MAX];	   /* "aten::add", as torch.profiler names it */
+	char overload[LT_OP_OVERLOAD_MAX]; /* "Tensor"; "" = the default overload */
 };
 
 /* OFFCPU_END: hdr.pid/tid is the thread that runs again */
@@ -262,6 +293,7 @@ struct lt_py_offsets {
 #define LT_TARGET_GEN_VIA_EVAL 0x2u /* resumes come from the eval-frame probe */
 #define LT_TARGET_SAMPLE 0x4u	    /* sample its threads' Python stacks */
 #define LT_TARGET_OFF_CPU 0x8u	    /* record its threads' blocking */
+#define LT_TARGET_OPS 0x10u	    /* trace its aten ops */
 
 struct lt_target {
 	struct lt_py_offsets off;

@@ -19,6 +19,7 @@
  * walk is bounded (LT_WALK_MAX frames, C-stack shim frames included).
  */
 #include "common.bpf.h"
+#include "opstack.bpf.h"
 #include "pyread.bpf.h"
 
 /* Shim frames (3.12+: one per C-level evaluation, e.g. every
@@ -137,8 +138,10 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 	e->nframes = 0;
 	e->flags = in_kernel ? LT_SAMPLE_IN_KERNEL : 0;
 	e->pad = 0;
+	e->nops = 0;
 	s->off = t->off;
-	e->tstate = thread_state(task, t);
+	/* tsd_block 0: the TSS layout was not proven; sample ops only */
+	e->tstate = t->tsd_block ? thread_state(task, t) : 0;
 	if (!e->tstate) {
 		e->flags |= LT_SAMPLE_NO_TSTATE;
 	} else {
@@ -149,6 +152,19 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 		bpf_loop(LT_WALK_MAX, walk_one, &c, 0);
 		if (c.frame && !(e->flags & LT_SAMPLE_READ_FAULT))
 			e->flags |= LT_SAMPLE_TRUNCATED; /* frames left: the root side is missing */
+	}
+	if (regs && (t->flags & LT_TARGET_OPS)) {
+		u32 tid = (u32)bpf_get_current_pid_tgid();
+		struct lt_op_stack *ops = bpf_map_lookup_elem(&lt_op_stacks, &tid);
+		if (ops) {
+			u32 d = op_stack_settle(ops, regs->sp, 0);
+			for (int i = 0; i < LT_OPS_DEPTH; i++) {
+				if (i >= d)
+					break;
+				e->ops[i] = ops->f[i].op;
+			}
+			e->nops = d;
+		}
 	}
 	/* Slots past nframes hold an earlier sample's frames; user space
 	 * reads nframes and zeroes the rest before storing the record. */

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
@@ -54,9 +55,11 @@ int main(int argc, char** argv) {
     // Sees each record right after `aggregator`, which tells it the action
     // open on a sample's thread.
     StackAggregator stacks(aggregator);
+    OpAggregator ops(aggregator, {opts.schedule, exports});
     auto consume = [&](const lt_event_header& h, const std::byte* p) {
       aggregator.add(h, p);
       stacks.add(h, p);
+      ops.add(h, p);
     };
     if (opts.command == Options::Command::report) {
       // Streamed: the aggregator sees each chunk's records; nothing else is
@@ -74,6 +77,8 @@ int main(int argc, char** argv) {
       so.output_path = opts.output;
       so.sample_rate_hz = opts.effective_rate();
       so.off_cpu = opts.off_cpu;
+      so.ops = opts.wants_ops();
+      so.op_filters = opts.op_filters;
       so.keep_in_memory = !opts.dump_path.empty();
       if (opts.command == Options::Command::live) so.sink = consume;
       Session session(so);
@@ -92,10 +97,13 @@ int main(int argc, char** argv) {
     if (opts.command != Options::Command::record) {
       ActionsReport rep = aggregator.finish();
       StacksReport stack_rep = stacks.finish();
+      OpsReport ops_rep = ops.finish();
       if (opts.wants_report("simple")) write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
       if (opts.wants_report("advanced"))
         write_advanced_reports(rep, stack_rep, {opts.extended, opts.dirpath, opts.filename},
                                opts.line_count_restriction);
+      if (opts.wants_ops())
+        write_ops_reports(rep, ops_rep, {opts.extended, opts.dirpath, opts.filename}, {opts.sort_by, opts.row_limit});
       write_stack_exports(stack_rep, {opts.collapsed_path, opts.flamegraph_path, opts.speedscope_path});
       auto write_file = [](const std::string& path, auto&& writer) {
         std::ofstream f(path, std::ios::binary);
@@ -103,7 +111,7 @@ int main(int argc, char** argv) {
         if (!f.flush()) throw Error(ExitCode::io, "cannot write " + path);
         std::cerr << "ltrace-bpf: wrote " << path << "\n";
       };
-      if (!opts.chrome_path.empty()) write_file(opts.chrome_path, [&](std::ostream& f) { write_chrome_trace(rep, f); });
+      if (!opts.chrome_path.empty()) write_file(opts.chrome_path, [&](std::ostream& f) { write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr); });
       if (!opts.html_path.empty())
         write_file(opts.html_path, [&](std::ostream& f) { write_html_report(rep, opts.extended, f, &stack_rep); });
     }

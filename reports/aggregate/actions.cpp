@@ -126,9 +126,13 @@ struct PerProcess {
   bool stage_locked_fit = false;
 
   bool keep_intervals = false;
+  std::uint64_t completed = 0;
+  std::string last_completed;
 
   void record(const std::string& name, std::uint64_t begin, std::uint64_t end, std::uint32_t tid,
               bool estimated = false) {
+    ++completed;
+    last_completed = name;
     auto [it, fresh] = index.try_emplace(name, out.actions.size());
     if (fresh) out.actions.push_back({name, {}});
     out.actions[it->second].durations_s.push_back(end >= begin ? (end - begin) / 1e9 : 0.0);
@@ -390,6 +394,16 @@ ActionsReport ActionAggregator::finish() {
 std::string ActionAggregator::innermost_action(std::uint32_t pid, std::uint32_t tid) const {
   auto it = s_->procs.find(pid);
   return it == s_->procs.end() ? std::string() : it->second.innermost(tid);
+}
+
+std::uint64_t ActionAggregator::completed(std::uint32_t pid) const {
+  auto it = s_->procs.find(pid);
+  return it == s_->procs.end() ? 0 : it->second.completed;
+}
+
+std::string ActionAggregator::last_completed(std::uint32_t pid) const {
+  auto it = s_->procs.find(pid);
+  return it == s_->procs.end() ? std::string() : it->second.last_completed;
 }
 
 const std::vector<std::string>& ActionAggregator::begin_order(std::uint32_t pid) const {

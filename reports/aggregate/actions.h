@@ -77,6 +77,10 @@ class ActionAggregator {
   // The innermost action open on a thread right now (after the records
   // added so far), or "" outside any.  Stack samples are charged to it.
   std::string innermost_action(std::uint32_t pid, std::uint32_t tid) const;
+  // How many actions of a process completed so far, and the name of the
+  // last one: the op report sees step functions end through these.
+  std::uint64_t completed(std::uint32_t pid) const;
+  std::string last_completed(std::uint32_t pid) const;
   // Action names of a process in the order they first began.
   const std::vector<std::string>& begin_order(std::uint32_t pid) const;
 

@@ -1,6 +1,7 @@
 #include "reports/export/chrome_trace.h"
 
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "reports/export/json_escape.h"
@@ -33,7 +34,7 @@ const ProcessActions* first_ranked(const ActionsReport& rep) {
 
 }  // namespace
 
-void write_chrome_trace(const ActionsReport& rep, std::ostream& out) {
+void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops) {
   const ProcessActions* ranked = first_ranked(rep);
   int rank = ranked ? ranked->meta.rank : 0;
   int world = ranked && ranked->meta.world_size > 0 ? ranked->meta.world_size : 1;
@@ -60,8 +61,14 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out) {
     first = false;
     return out;
   };
+  // op calls by process, in begin order per process
+  std::map<std::uint32_t, std::vector<const OpInterval*>> ops_of;
+  if (ops)
+    for (auto& iv : ops->intervals) ops_of[iv.pid].push_back(&iv);
+  std::uint64_t external_id = 0;
   for (auto& p : rep.processes) {
-    if (p.actions.empty()) continue;
+    auto my_ops = ops_of.find(p.meta.pid);
+    if (p.actions.empty() && my_ops == ops_of.end()) continue;
     const auto& m = p.meta;
     std::string pname = m.cmdline.empty() ? m.comm : m.cmdline;
     if (m.rank >= 0) pname += " (rank " + std::to_string(m.rank) + ")";
@@ -72,6 +79,8 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out) {
           << ", \"tid\": 0, \"args\": {\"labels\": " << json_string("pid " + std::to_string(m.pid)) << "}}";
     std::set<std::uint32_t> tids;
     for (auto& iv : p.intervals) tids.insert(iv.tid);
+    if (my_ops != ops_of.end())
+      for (auto* iv : my_ops->second) tids.insert(iv->tid);
     for (auto tid : tids)
       sep() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << m.pid << ", \"tid\": " << tid
             << ", \"args\": {\"name\": " << json_string(tid == m.pid ? "main thread" : "thread " + std::to_string(tid))
@@ -81,6 +90,17 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out) {
             << ", \"pid\": " << m.pid << ", \"tid\": " << iv.tid << ", \"ts\": " << num(to_us(rep, iv.begin_ns))
             << ", \"dur\": " << num((iv.end_ns - iv.begin_ns) / 1e3) << ", \"args\": {\"External id\": 0"
             << (iv.estimated ? ", \"estimated\": true" : "") << "}}";
+    }
+    if (my_ops == ops_of.end()) continue;
+    for (auto* iv : my_ops->second) {
+      const std::string& name = iv->op < ops->names.size() && !ops->names[iv->op].empty()
+                                    ? ops->names[iv->op]
+                                    : "op#" + std::to_string(iv->op);
+      ++external_id;
+      sep() << "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": " << json_string(name) << ", \"pid\": " << m.pid
+            << ", \"tid\": " << iv->tid << ", \"ts\": " << num(to_us(rep, iv->begin_ns))
+            << ", \"dur\": " << num((iv->end_ns - iv->begin_ns) / 1e3) << ", \"args\": {\"External id\": " << external_id
+            << ", \"Ev Idx\": " << external_id - 1 << ", \"end\": \"upper bound\"}}";
     }
   }
   out << "\n],\n\"traceName\": \"ltrace-bpf\"\n}\n";

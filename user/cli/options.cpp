@@ -29,7 +29,9 @@ options:
       --report NAME     simple (default): SimpleProfiler's table per action;
                         advanced: where each action's time went, by Python
                         function (AdvancedProfiler's layout, from sampled stacks);
-                        simple,advanced: both
+                        ops: PyTorchProfiler's operator table (aten ops:
+                        exact calls, sampled CPU times) per step function;
+                        several at once: simple,advanced,ops
       --rate HZ         stack samples per second and CPU (default 99; 1-10000)
       --off-cpu         also record where threads block (sched_switch), per
                         action and per stack: dataloader waits, GIL, CUDA sync
@@ -38,6 +40,12 @@ options:
       --collapsed FILE  stacks as flamegraph.pl "frame;frame count" lines
       --flamegraph FILE stacks as an SVG flame graph
       --speedscope FILE stacks for https://www.speedscope.app (one profile per action)
+      --sort-by KEY     ops: Lightning's sort_by_key (default cpu_time_total)
+      --row-limit N     ops: rows per table (default 20; -1: all)
+      --ops LIST        trace only these aten ops: comma-separated globs,
+                        e.g. 'aten::mm,aten::add*' (implies --report ops)
+      --schedule        ops: only the steps Lightning's default schedule
+                        records (wait 1, warmup 1, active 3, per stage)
       --no-extended     SimpleProfiler(extended=False) layout
       --dirpath DIR     with --filename: write Lightning's report files,
       --filename NAME     DIR/{stage}-NAME[-{local_rank}].txt (appended)
@@ -74,6 +82,36 @@ double parse_seconds(const std::string& s) {
   if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0)
     throw Error(ExitCode::usage, "invalid duration '" + s + "': expected seconds > 0");
   return v;
+}
+
+// Lightning's PyTorchProfiler.AVAILABLE_SORT_KEYS and its error text.
+std::string parse_sort_key(const std::string& s) {
+  static const char* const keys[] = {"cpu_time",          "cuda_time",          "cpu_time_total",
+                                     "cuda_time_total",   "cpu_memory_usage",   "cuda_memory_usage",
+                                     "self_cpu_memory_usage", "self_cuda_memory_usage", "count"};
+  for (const char* k : keys)
+    if (s == k) return s;
+  std::string set;
+  for (const char* k : keys) set += std::string(set.empty() ? "{'" : ", '") + k + "'";
+  throw Error(ExitCode::usage, "Found sort_by_key: " + s + ". Should be within " + set + "}. ");
+}
+
+int parse_row_limit(const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < -1 || v > 1000000)
+    throw Error(ExitCode::usage, "invalid row limit '" + s + "': expected a count of rows, or -1 for all");
+  return static_cast<int>(v);
+}
+
+std::vector<std::string> parse_op_filters(const std::string& s) {
+  std::vector<std::string> out;
+  std::string rest = s + ",";
+  for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(','))
+    if (at > 0) out.push_back(rest.substr(0, at));
+  if (out.empty()) throw Error(ExitCode::usage, "--ops needs at least one op name or glob, e.g. 'aten::mm,aten::add*'");
+  return out;
 }
 
 unsigned parse_rate(const std::string& s) {
@@ -142,14 +180,24 @@ Options parse_options(int argc, char** argv) {
       std::string rest = o.report + ",";
       for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
         std::string one = rest.substr(0, at);
-        if (one != "simple" && one != "advanced")
-          throw Error(ExitCode::usage,
-                      "unknown report '" + one + "' (available: simple, advanced, or both: simple,advanced)");
+        if (one != "simple" && one != "advanced" && one != "ops")
+          throw Error(ExitCode::usage, "unknown report '" + one +
+                                           "' (available: simple, advanced, ops, or several: simple,advanced,ops)");
       }
     } else if (a == "--rate")
       o.rate_hz = parse_rate(arg());
     else if (a == "--off-cpu")
       o.off_cpu = true;
+    else if (a == "--sort-by")
+      o.sort_by = parse_sort_key(arg());
+    else if (a == "--row-limit")
+      o.row_limit = parse_row_limit(arg());
+    else if (a == "--group-by-input-shapes")
+      o.group_by_input_shapes = true;
+    else if (a == "--ops")
+      o.op_filters = parse_op_filters(arg());
+    else if (a == "--schedule")
+      o.schedule = true;
     else if (a == "--line-count-restriction")
       o.line_count_restriction = parse_restriction(arg());
     else if (a == "--collapsed")
@@ -178,9 +226,11 @@ Options parse_options(int argc, char** argv) {
   if (o.help || o.version) return o;
   if (o.command == Options::Command::report) {
     if (o.input.empty()) throw Error(ExitCode::usage, "report needs a trace file: ltrace-bpf report FILE");
-    if (!o.pids.empty() || o.children || o.duration_s > 0 || !o.output.empty() || o.rate_hz || o.off_cpu)
+    if (!o.pids.empty() || o.children || o.duration_s > 0 || !o.output.empty() || o.rate_hz || o.off_cpu ||
+        !o.op_filters.empty())
       throw Error(ExitCode::usage,
-                  "report reads a trace file: --pid, --children, --duration, --rate, --off-cpu and -o do not apply");
+                  "report reads a trace file: --pid, --children, --duration, --rate, --off-cpu, --ops and -o do not "
+                  "apply");
   } else if (o.pids.empty()) {
     throw Error(ExitCode::usage, "no target: give --pid PID (see --help)");
   }

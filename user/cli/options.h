@@ -18,7 +18,7 @@ struct Options {
   double duration_s = 0;
   bool extended = true;
   std::string dirpath, filename;
-  std::string report = "simple";  // simple | advanced | simple,advanced
+  std::string report = "simple";  // comma-separated: simple, advanced, ops
   bool wants_report(const std::string& name) const {
     return ("," + report + ",").find("," + name + ",") != std::string::npos;
   }
@@ -31,7 +31,18 @@ struct Options {
     return wants_report("advanced") || rate_hz || off_cpu || !collapsed_path.empty() || !flamegraph_path.empty() ||
            !speedscope_path.empty();
   }
-  unsigned effective_rate() const { return rate_hz ? rate_hz : (wants_stacks() ? 99 : 0); }
+  // aten ops (PyTorchProfiler's table)
+  std::string sort_by = "cpu_time_total";  // Lightning's sort_by_key
+  int row_limit = 20;                      // -1: every row
+  bool group_by_input_shapes = false;
+  std::vector<std::string> op_filters;  // --ops globs
+  bool schedule = false;                // Lightning's default schedule: wait 1, warmup 1, active 3
+  bool wants_ops() const { return wants_report("ops") || !op_filters.empty(); }
+  // Op times are sampled: they need a higher rate than stacks to be useful
+  // on short ops (999 Hz costs ~1% of a CPU, docs/benchmarks.md).
+  unsigned effective_rate() const {
+    return rate_hz ? rate_hz : wants_ops() ? 999 : (wants_stacks() ? 99 : 0);
+  }
   bool verbose = false;
   std::string dump_path;
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text

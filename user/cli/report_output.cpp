@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "reports/advanced/advanced_report.h"
+#include "reports/ops/op_table.h"
 #include "reports/simple/simple_report.h"
 #include "user/core/errors.h"
 
@@ -182,6 +183,57 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
   else if (stacks.period_ns)
     std::cerr << "ltrace-bpf: on-CPU seconds (tottime~, cumtime~) are estimates: samples x " << stacks.period_ns / 1e6
               << " ms (" << stacks.rate_hz << " Hz)\n";
+  lost_events_note(rep);
+  return written;
+}
+
+int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const OutputOptions& out,
+                      const OpsOutputOptions& table) {
+  int written = 0;
+  OpTableOptions topt;
+  topt.sort_by = table.sort_by;
+  topt.row_limit = table.row_limit;
+  topt.estimated = true;
+  std::size_t shown = 0;
+  for (const auto& po : ops.processes) shown += !po.tables.empty();
+  for (const auto& po : ops.processes) {
+    if (po.tables.empty()) continue;
+    const ProcessActions* pa = nullptr;
+    for (auto& p : rep.processes)
+      if (p.meta.pid == po.pid) pa = &p;
+    ProcessMeta meta = pa ? labelled(pa->meta, rep) : ProcessMeta{};
+    meta.pid = po.pid;
+    const Stage stage = pa ? pa->stage : Stage::none;
+    // Lightning's _stats_to_str: "{STAGE} Profiler Report", then per key
+    // "Profile stats for: {key}[ rank: N]" and the table, joined by "\n".
+    std::string title = stage_title(stage);
+    std::string text = (title.empty() ? "" : title + " ") + "Profiler Report";
+    const std::string rank = meta.world_size > 1 && meta.rank >= 0 ? " rank: " + std::to_string(meta.rank) : "";
+    for (const auto& t : po.tables) {
+      std::vector<OpRow> rows;
+      rows.reserve(t.rows.size());
+      const double us_per_sample = ops.period_ns / 1e3;
+      for (const auto& r : t.rows)
+        rows.push_back({r.name, "", r.self_samples * us_per_sample, r.total_samples * us_per_sample, r.calls});
+      text += "\nProfile stats for: " + t.title + rank + "\n" + render_op_table(std::move(rows), topt);
+    }
+    deliver(text + "\n", meta, stage, shown, out);
+    ++written;
+    const std::string who = "ltrace-bpf: pid " + std::to_string(po.pid);
+    if (po.too_deep)
+      std::cerr << who << ": " << po.too_deep << " op call(s) nested deeper than " << LT_OPS_DEPTH
+                << " ops: counted, their time goes to the op above them\n";
+    if (po.skipped_steps)
+      std::cerr << who << ": --schedule left out " << po.skipped_steps << " step(s) (wait 1, warmup 1, active 3)\n";
+  }
+  for (auto& n : ops.notes) std::cerr << "ltrace-bpf: " << n << "\n";
+  if (ops.processes.empty())
+    std::cerr << "ltrace-bpf: no aten op calls in the window (torch not loaded, or the trace was recorded without "
+                 "--report ops)\n";
+  else if (ops.period_ns)
+    std::cerr << "ltrace-bpf: # of Calls is exact; CPU times (~) are sampled estimates: samples x "
+              << ops.period_ns / 1e3 << " us (" << ops.rate_hz << " Hz), "
+              << "self = the innermost op running, total = every op running\n";
   lost_events_note(rep);
   return written;
 }

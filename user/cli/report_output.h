@@ -6,6 +6,7 @@
 
 #include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 
 namespace lt {
@@ -20,5 +21,14 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out);
 // The Advanced report of every process with stack samples.
 int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks, const OutputOptions& out,
                            const LineRestriction& restriction);
+
+struct OpsOutputOptions {
+  std::string sort_by = "cpu_time_total";
+  int row_limit = 20;
+};
+// PyTorchProfiler's report of every process with op calls: one "Profile
+// stats for:" table per step function (or "records").
+int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const OutputOptions& out,
+                      const OpsOutputOptions& table);
 
 }  // namespace lt

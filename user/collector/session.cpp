@@ -12,11 +12,13 @@
 #include <ctime>
 #include <fstream>
 
+#include "user/collector/op_tracer.h"
 #include "user/core/errors.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
+#include "user/sources/opprobe.h"
 #include "user/sources/proctrack.h"
 #include "user/sources/pyactions.h"
 #include "user/sources/pysample.h"
@@ -123,7 +125,7 @@ void Session::adopt(pid_t pid, bool must_be_python) {
   } catch (const Error& e) {
     // An explicit --pid must work; a process met on the way (a child, an
     // exec) that cannot be traced is noted, and the session goes on.
-    if (must_be_python) throw;
+    if (must_be_python || e.code() == ExitCode::usage) throw;
     emit_proc_info(pid, nullptr, e.code() == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON);
     if (e.code() != ExitCode::not_python) notes_.push_back("pid " + std::to_string(pid) + ": " + e.what());
   }
@@ -163,6 +165,24 @@ void Session::adopt_or_throw(pid_t pid) {
   if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
   live_[pid] = interp;
   emit_proc_info(pid, &interp, LT_PROC_PYTHON);
+  if (optracer_) attach_ops(pid, std::find(opts_.pids.begin(), opts_.pids.end(), pid) != opts_.pids.end());
+}
+
+// Op probes for one target.  A process that has not imported torch yet is
+// polled until it does (ops before that cannot exist).
+void Session::attach_ops(pid_t pid, bool explicit_target) {
+  try {
+    if (optracer_->attach(pid, opts_.children ? -1 : pid)) {
+      ops_pending_.erase(pid);
+      if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, optracer_->describe().c_str());
+    } else {
+      ops_pending_.emplace(pid, 0);
+    }
+  } catch (const Error& e) {
+    ops_pending_.erase(pid);
+    if (explicit_target || e.code() == ExitCode::usage) throw;
+    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; its ops are missing from the report");
+  }
 }
 
 lt_target Session::target_for(const python::Interpreter& interp) {
@@ -177,6 +197,9 @@ lt_target Session::target_for(const python::Interpreter& interp) {
     t.tsd_levels = it->second.levels;
     t.flags |= (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0) | (opts_.off_cpu ? LT_TARGET_OFF_CPU : 0);
   }
+  // Op times come from samples, which need no Python stack (tsd_block 0
+  // tells BPF to skip the walk).
+  if (opts_.ops) t.flags |= LT_TARGET_OPS | (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
   return t;
 }
 
@@ -277,12 +300,23 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       // sample's frames.  Zero them (deterministic files, better zstd).
       const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
       std::memset(static_cast<void*>(e.frames + n), 0, sizeof(lt_py_frame) * (LT_STACK_MAX - n));
+      const unsigned nops = std::min<unsigned>(e.nops, LT_OPS_DEPTH);
+      std::memset(static_cast<void*>(e.ops + nops), 0, sizeof(std::uint32_t) * (LT_OPS_DEPTH - nops));
+      if (optracer_)
+        for (unsigned i = 0; i < nops; ++i) optracer_->announce(e.ops[i]);
       auto it = live_.find(static_cast<pid_t>(h.pid));
       if (symbolizer_ && it != live_.end()) {
         symbolizer_->describe(e, it->second, ancestors(it->first));
         natives_->describe(static_cast<pid_t>(h.pid), e.user_ip, it->second.binary, h.ts_ns);
       }
       emit(e);
+      return;
+    }
+    case LT_EV_OP: {
+      lt_op_event e;
+      std::memcpy(&e, data, sizeof e);
+      if (optracer_) optracer_->announce(e.op);
+      emit(data, size);
       return;
     }
     default:
@@ -336,8 +370,14 @@ Trace Session::run(const std::atomic<bool>& stop) {
   emit_host_info();
   proctrack_ = std::make_unique<ProcTrackSource>();
   pyactions_ = std::make_unique<PyActionsSource>(*proctrack_);
+  if (opts_.ops) {
+    opprobe_ = std::make_unique<OpProbeSource>(*proctrack_);
+    optracer_ = std::make_unique<OpTracer>(*opprobe_, opts_.op_filters,
+                                           [this](const void* r, std::size_t n) { emit(r, n); });
+  }
   if (sampling()) {
-    pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu);
+    pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
+                                                 opprobe_ ? opprobe_->stacks_fd() : -1);
     symbolizer_ = std::make_unique<python::Symbolizer>([this](const void* r, std::size_t n) { emit(r, n); });
     natives_ = std::make_unique<proc::NativeSymbols>([this](const void* r, std::size_t n) { emit(r, n); });
     lt_sampler_info_event si{};
@@ -358,10 +398,14 @@ Trace Session::run(const std::atomic<bool>& stop) {
   w.begin = 1;
   emit(w);
   stats_.attach_latency_ms = (w.hdr.ts_ns - t0) / 1e6;
-  stats_.probes = pyactions_->probes();
+  stats_.probes = pyactions_->probes() + (optracer_ ? optracer_->probes() : 0);
   if (opts_.verbose)
-    std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s), %.1f ms\n", live_.size(), stats_.probes,
-                 stats_.attach_latency_ms);
+    std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s), %.1f ms%s\n", live_.size(),
+                 stats_.probes, stats_.attach_latency_ms,
+                 optracer_ ? (" (op probes: " + std::to_string(optracer_->probes()) + " in " +
+                              std::to_string(static_cast<int>(optracer_->attach_ms())) + " ms)")
+                                 .c_str()
+                           : "");
 
   auto sample = [](void* ctx, void* data, size_t size) -> int {
     auto* self = static_cast<Session*>(ctx);
@@ -385,6 +429,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
 
   const auto deadline = opts_.duration_s > 0 ? t0 + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
   auto last_liveness = monotonic_ns();
+  auto last_ops_poll = last_liveness;
   while (!stop.load()) {
     // Producers never wake us (BPF_RB_NO_WAKEUP): a wakeup per event would
     // put our thread on the target's CPU in the middle of its step.  We
@@ -401,6 +446,14 @@ Trace Session::run(const std::atomic<bool>& stop) {
     }
     pending_exec_.clear();
     auto now = monotonic_ns();
+    if (!ops_pending_.empty() && now - last_ops_poll > 250'000'000) {
+      last_ops_poll = now;
+      std::vector<pid_t> waiting;
+      for (auto& [pid, tries] : ops_pending_) waiting.push_back(pid);
+      for (pid_t p : waiting)
+        if (alive_[p] && live_.count(p)) attach_ops(p, false);
+        else ops_pending_.erase(p);
+    }
     if (writer_) writer_->maybe_flush(now);  // a killed recorder loses at most ~1 s
     if (deadline && now >= deadline) break;
     if (now - last_liveness > 200'000'000) {
@@ -424,6 +477,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   if (!callback_error_) ring_buffer__consume(rb);
   pyactions_.reset();
   pysample_.reset();
+  opprobe_.reset();
   if (!callback_error_) ring_buffer__consume(rb);
   ring.reset();
   auto drops = proctrack_->drops();

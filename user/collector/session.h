@@ -23,6 +23,8 @@ namespace lt {
 class ProcTrackSource;
 class PyActionsSource;
 class PySampleSource;
+class OpProbeSource;
+class OpTracer;
 namespace python {
 class Symbolizer;
 }  // namespace python
@@ -37,6 +39,8 @@ struct SessionOptions {
   bool verbose = false;
   unsigned sample_rate_hz = 0;  // Python stack samples per second per thread (0: off)
   bool off_cpu = false;         // record blocking (sched_switch) with stacks
+  bool ops = false;             // aten op entry probes (needs sample_rate_hz for times)
+  std::vector<std::string> op_filters;  // --ops globs; empty: every op
   std::string output_path;      // also write the trace file here ("" = none)
   bool keep_in_memory = false;  // also return every record as a Trace (--dump)
   // Sees every record as it arrives (the report aggregator), so a long
@@ -69,6 +73,7 @@ class Session {
   void adopt_or_throw(pid_t pid);
   lt_target target_for(const python::Interpreter& interp);
   bool sampling() const { return opts_.sample_rate_hz > 0 || opts_.off_cpu; }
+  void attach_ops(pid_t pid, bool explicit_target);
   void emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts = 0);
   void on_record(const lt_event_header& h, const void* data, std::size_t size);
   // Every record goes through here: into the in-memory Trace and/or the file.
@@ -87,6 +92,9 @@ class Session {
   std::unique_ptr<ProcTrackSource> proctrack_;
   std::unique_ptr<PyActionsSource> pyactions_;
   std::unique_ptr<PySampleSource> pysample_;
+  std::unique_ptr<OpProbeSource> opprobe_;
+  std::unique_ptr<OpTracer> optracer_;
+  std::map<pid_t, int> ops_pending_;  // targets without libtorch mapped yet -> polls
   std::unique_ptr<python::Symbolizer> symbolizer_;
   std::unique_ptr<proc::NativeSymbols> natives_;
   std::map<pid_t, python::TsdLookup> tsd_;  // how BPF finds each target's thread states

@@ -27,7 +27,7 @@ int open_cpu_clock(int cpu, std::uint64_t period_ns) {
 }
 }  // namespace
 
-PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu) {
+PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu, int op_stacks_fd) {
   skel_ = lt_pysample__open();
   if (!skel_) throw bpf_error("open pysample", errno);
   // Without the shared maps the sampler would run on private ones and
@@ -40,6 +40,12 @@ PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, 
     if (int err = bpf_map__reuse_fd(map, fd)) {
       release();
       throw bpf_error("share maps with pysample", -err);
+    }
+  // The op stacks are written by the op probes: samples read which ops run.
+  if (op_stacks_fd >= 0)
+    if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd)) {
+      release();
+      throw bpf_error("share op stacks with pysample", -err);
     }
   // A program we will not attach is not loaded either: sched_switch runs on
   // every context switch of the machine.

@@ -15,8 +15,9 @@ namespace lt {
 
 class PySampleSource {
  public:
-  // rate_hz 0: no on-CPU sampling.  Throws lt::Error(bpf|permission).
-  PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu);
+  // rate_hz 0: no on-CPU sampling.  op_stacks_fd: OpProbeSource::stacks_fd()
+  // when ops are traced, else -1.  Throws lt::Error(bpf|permission).
+  PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu, int op_stacks_fd = -1);
   ~PySampleSource();
   PySampleSource(const PySampleSource&) = delete;
   PySampleSource& operator=(const PySampleSource&) = delete;

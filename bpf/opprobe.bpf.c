@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * aten operator calls: one entry probe on every at::_ops::<op>::call of
+ * libtorch (attached as one uprobe_multi link; the cookie is the op's index
+ * in user space's table).  Each hit updates the thread's op stack
+ * (opstack.bpf.h) and sends one 32-byte OP record: exact call counts, and
+ * the nesting that splits sampled CPU time into self and total.
+ */
+#include "opstack.bpf.h"
+
+/* A zeroed stack to insert for a thread's first op (too big for the BPF
+ * stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct lt_op_stack);
+} lt_op_stack_zero SEC(".maps");
+
+SEC("uprobe")
+int lt_op_enter(struct pt_regs *ctx)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 tgid = pid_tgid >> 32, tid = (u32)pid_tgid;
+	struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
+	if (!t || !(t->flags & LT_TARGET_OPS))
+		return 0;
+	struct lt_op_stack *s = bpf_map_lookup_elem(&lt_op_stacks, &tid);
+	if (!s) {
+		u32 zero = 0;
+		struct lt_op_stack *z = bpf_map_lookup_elem(&lt_op_stack_zero, &zero);
+		if (!z)
+			return 0;
+		bpf_map_update_elem(&lt_op_stacks, &tid, z, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&lt_op_stacks, &tid);
+		if (!s)
+			return 0;
+	}
+	u64 sp = PT_REGS_SP(ctx);
+	u32 op = (u32)bpf_get_attach_cookie(ctx);
+	u32 d = op_stack_settle(s, sp, 1);
+	u16 depth = 0;
+	if (d < LT_OPS_DEPTH) {
+		/* clang drops a plain mask after the bounds check; the verifier
+		 * then sees an unbounded index */
+		u32 idx = d;
+		asm volatile("%[i] &= 15" : [i] "+r"(idx));
+		struct lt_op_frame *f = &s->f[idx];
+		f->sp = sp;
+		f->ra = read_u64(sp);
+		f->op = op;
+		s->depth = d + 1;
+		depth = d + 1;
+	}
+	struct lt_op_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
+	if (!e) {
+		lt_count_ringbuf_drop();
+		return 0;
+	}
+	lt_fill_header(&e->hdr, LT_EV_OP, sizeof(*e));
+	e->op = op;
+	e->depth = depth;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}

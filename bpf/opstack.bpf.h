@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The aten ops running on each thread, kept without return probes.
+ *
+ * A uretprobe replaces the return address on the target's stack; a C++
+ * exception unwinding through that frame then finds no unwind info for the
+ * trampoline and the target dies (machine-facts.md).  PyTorch throws
+ * through ops in normal use, so we never return-probe an op.  Instead the
+ * entry probe records the stack pointer at entry (where the return address
+ * lies) and the return address itself.  Later, at any point where the
+ * thread's stack pointer is known (the next op entry, a cpu-clock sample),
+ * an op is still running only if
+ *   - the stack pointer is below its entry stack pointer (its frame is
+ *     still on the stack), and
+ *   - its return address is still in its slot (a returned op's slot is
+ *     overwritten as soon as deeper calls reuse that stack; an op that
+ *     returned or was unwound by an exception is dropped either way).
+ * Checked innermost first: once one op is running, all outer ones are.
+ *
+ * Shared by opprobe.bpf.c (writes) and pysample.bpf.c (reads at samples);
+ * user space hands both objects the same map.
+ */
+#ifndef LTRACE_OPSTACK_BPF_H
+#define LTRACE_OPSTACK_BPF_H
+
+#include "common.bpf.h"
+#include "pyread.bpf.h"
+
+struct lt_op_frame {
+	u64 sp; /* stack pointer at entry: the return address slot */
+	u64 ra; /* the return address found there */
+	u32 op;
+	u32 pad;
+};
+
+struct lt_op_stack {
+	u32 depth;
+	u32 pad;
+	struct lt_op_frame f[LT_OPS_DEPTH];
+};
+
+/* tid -> its running ops.  LRU: threads that exit simply age out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct lt_op_stack);
+} lt_op_stacks SEC(".maps");
+
+/* Drops the ops of `s` that are no longer running, seen from user stack
+ * pointer `sp`.  `at_entry`: sp is a new op's entry, so an op entered at the
+ * same sp (a sibling call from the same caller) has returned. */
+static __always_inline u32 op_stack_settle(struct lt_op_stack *s, u64 sp, int at_entry)
+{
+	u32 d = s->depth;
+	if (d > LT_OPS_DEPTH)
+		d = LT_OPS_DEPTH;
+	for (int i = 0; i < LT_OPS_DEPTH; i++) {
+		if (d == 0)
+			break;
+		u32 idx = d - 1;
+		asm volatile("%[i] &= 15" : [i] "+r"(idx)); /* keep the bound visible to the verifier */
+		struct lt_op_frame *f = &s->f[idx];
+		int below = at_entry ? sp < f->sp : sp <= f->sp;
+		if (below && read_u64(f->sp) == f->ra)
+			break;
+		d--;
+	}
+	s->depth = d;
+	return d;
+}
+
+#endif /* LTRACE_OPSTACK_BPF_H */

@@ -1,0 +1,276 @@
+#include "reports/aggregate/ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+namespace lt {
+
+namespace {
+
+constexpr std::size_t kMaxIntervals = 4'000'000;  // ~160 MB of timeline at most
+constexpr const char* kStepFunctions[] = {"training_step", "validation_step", "test_step", "predict_step"};
+
+struct Acc {
+  std::uint64_t calls = 0, self = 0, total = 0;
+};
+
+// One profiler step of one process: op rows by name id, first-call order.
+struct Window {
+  std::unordered_map<std::uint32_t, Acc> rows;
+  std::vector<std::uint32_t> order;
+  std::uint64_t samples = 0;
+  Acc& row(std::uint32_t name_id) {
+    auto [it, fresh] = rows.try_emplace(name_id);
+    if (fresh) order.push_back(name_id);
+    return it->second;
+  }
+  bool empty() const { return rows.empty() && samples == 0; }
+};
+
+struct Closed {
+  std::string title;       // the step action that ended it
+  std::string step;        // its step function ("training_step")
+  std::uint64_t index;     // its number among the windows of that step function
+  Window window;
+};
+
+}  // namespace
+
+std::string step_function_of(const std::string& action) {
+  for (const char* f : kStepFunctions) {
+    const std::size_t n = std::strlen(f);
+    if (action.size() >= n && action.compare(action.size() - n, n, f) == 0) return f;
+  }
+  return "";
+}
+
+struct OpAggregator::State {
+  const ActionAggregator& actions;
+  OpAggregatorOptions opts;
+  std::vector<std::string> op_names;       // op index -> name
+  std::vector<std::uint32_t> op_name_id;   // op index -> name id
+  std::vector<std::string> names;          // name id -> name
+  std::unordered_map<std::string, std::uint32_t> name_ids;
+  struct Proc {
+    std::uint64_t completed_seen = 0;
+    Window pending;
+    std::vector<Closed> closed;
+    std::map<std::string, std::uint64_t> windows_of;  // step function -> windows closed
+    std::string last_title, last_step;
+    std::unordered_map<std::uint32_t, std::vector<std::size_t>> open;  // tid -> open intervals, outermost first
+    std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
+  };
+  std::map<std::uint32_t, Proc> procs;
+  std::vector<std::uint32_t> order;  // pids, first op seen
+  OpsReport out;
+
+  State(const ActionAggregator& a, OpAggregatorOptions o) : actions(a), opts(o) {}
+
+  std::uint32_t name_id_of(std::uint32_t op) {
+    if (op < op_name_id.size() && op_name_id[op] != UINT32_MAX) return op_name_id[op];
+    // An op whose name record is missing (a damaged trace): still a row.
+    return intern(op < op_names.size() && !op_names[op].empty() ? op_names[op] : "op#" + std::to_string(op));
+  }
+  std::uint32_t intern(const std::string& name) {
+    auto [it, fresh] = name_ids.try_emplace(name, static_cast<std::uint32_t>(names.size()));
+    if (fresh) names.push_back(name);
+    return it->second;
+  }
+  Proc& proc(std::uint32_t pid) {
+    auto [it, fresh] = procs.try_emplace(pid);
+    if (fresh) order.push_back(pid);
+    return it->second;
+  }
+  void close_from(Proc& p, std::uint32_t tid, std::size_t keep, std::uint64_t ts) {
+    auto it = p.open.find(tid);
+    if (it == p.open.end()) return;
+    auto& v = it->second;
+    for (std::size_t i = keep; i < v.size(); ++i) out.intervals[v[i]].end_ns = ts;
+    if (v.size() > keep) v.resize(keep);
+  }
+  void close_all(Proc& p, std::uint64_t ts) {
+    for (auto& [tid, v] : p.open)
+      for (auto i : v) out.intervals[i].end_ns = std::max(ts, out.intervals[i].begin_ns);
+    p.open.clear();
+  }
+  // A step function ended on this process: the pending window is its step.
+  void step_ended(Proc& p, const std::string& title) {
+    const std::string step = step_function_of(title);
+    if (step.empty()) return;
+    p.closed.push_back({title, step, p.windows_of[step]++, std::move(p.pending)});
+    p.pending = Window{};
+    p.last_title = title;
+    p.last_step = step;
+  }
+};
+
+OpAggregator::OpAggregator(const ActionAggregator& actions, OpAggregatorOptions opts)
+    : s_(std::make_unique<State>(actions, opts)) {}
+OpAggregator::~OpAggregator() = default;
+
+void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
+  auto& s = *s_;
+  switch (h.kind) {
+    case LT_EV_SAMPLER_INFO: {
+      if (h.size < sizeof(lt_sampler_info_event)) return;
+      lt_sampler_info_event e;
+      std::memcpy(&e, record, sizeof e);
+      s.out.period_ns = e.period_ns;
+      s.out.rate_hz = e.rate_hz;
+      return;
+    }
+    case LT_EV_OP_NAME: {
+      if (h.size < sizeof(lt_op_name_event)) return;
+      lt_op_name_event e;
+      std::memcpy(&e, record, sizeof e);
+      if (e.op > 10'000'000) return;  // not a real table size: damaged record
+      if (s.op_names.size() <= e.op) {
+        s.op_names.resize(e.op + 1);
+        s.op_name_id.resize(e.op + 1, UINT32_MAX);
+      }
+      s.op_names[e.op] = std::string(e.name, strnlen(e.name, sizeof e.name));
+      s.op_name_id[e.op] = s.intern(s.op_names[e.op]);
+      return;
+    }
+    case LT_EV_ACTION_END:
+    case LT_EV_DIRECT_STOP: {
+      auto it = s.procs.find(h.pid);
+      const std::uint64_t done = s.actions.completed(h.pid);
+      if (it == s.procs.end()) {
+        // No op yet in this process: still count its steps, so that
+        // --schedule numbers them as Lightning does.
+        if (!step_function_of(s.actions.last_completed(h.pid)).empty()) {
+          auto& p = s.proc(h.pid);
+          p.completed_seen = done;
+          s.step_ended(p, s.actions.last_completed(h.pid));
+        }
+        return;
+      }
+      if (done != it->second.completed_seen) {
+        it->second.completed_seen = done;
+        s.step_ended(it->second, s.actions.last_completed(h.pid));
+      }
+      return;
+    }
+    case LT_EV_OP: {
+      if (h.size < sizeof(lt_op_event)) return;
+      lt_op_event e;
+      std::memcpy(&e, record, sizeof e);
+      auto& p = s.proc(h.pid);
+      p.last_ts = std::max(p.last_ts, h.ts_ns);
+      ++p.calls;
+      p.pending.row(s.name_id_of(e.op)).calls++;
+      if (e.depth == 0) {
+        ++p.too_deep;
+        return;
+      }
+      if (!s.opts.keep_intervals) return;
+      s.close_from(p, h.tid, e.depth - 1u, h.ts_ns);
+      if (s.out.intervals.size() >= kMaxIntervals) return;
+      auto& v = p.open[h.tid];
+      if (v.size() + 1 != e.depth) return;  // records were lost: nesting unknown
+      v.push_back(s.out.intervals.size());
+      s.out.intervals.push_back({h.pid, h.tid, e.op, e.depth, h.ts_ns, h.ts_ns});
+      return;
+    }
+    case LT_EV_PY_SAMPLE: {
+      if (h.size < sizeof(lt_py_sample_event)) return;
+      auto it = s.procs.find(h.pid);
+      if (it == s.procs.end()) return;  // no op seen yet in this process
+      auto& p = it->second;
+      p.last_ts = std::max(p.last_ts, h.ts_ns);
+      std::uint16_t nops;
+      std::memcpy(&nops, record + offsetof(lt_py_sample_event, nops), sizeof nops);
+      nops = std::min<std::uint16_t>(nops, LT_OPS_DEPTH);
+      std::uint32_t ops[LT_OPS_DEPTH];
+      std::memcpy(ops, record + offsetof(lt_py_sample_event, ops), sizeof ops);
+      p.pending.samples++;
+      if (s.opts.keep_intervals) s.close_from(p, h.tid, nops, h.ts_ns);
+      if (nops == 0) return;
+      std::uint32_t seen[LT_OPS_DEPTH];
+      unsigned nseen = 0;
+      for (unsigned i = 0; i < nops; ++i) {
+        const std::uint32_t id = s.name_id_of(ops[i]);
+        // Recursion (an op calling itself) counts once toward total.
+        if (std::find(seen, seen + nseen, id) == seen + nseen) {
+          seen[nseen++] = id;
+          p.pending.row(id).total++;
+        }
+      }
+      p.pending.row(s.name_id_of(ops[nops - 1])).self++;
+      return;
+    }
+    case LT_EV_PROC_EXIT: {
+      auto it = s.procs.find(h.pid);
+      if (it != s.procs.end()) s.close_all(it->second, h.ts_ns);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+OpsReport OpAggregator::finish() {
+  auto& s = *s_;
+  const bool schedule = s.opts.schedule;
+  bool overridden = false;
+  for (auto pid : s.order) {
+    auto& p = s.procs[pid];
+    s.close_all(p, p.last_ts);
+    // Ops after the last step's end belong to the step that never ended;
+    // a process without step functions has one window, "records".
+    if (!p.pending.empty()) {
+      if (p.last_step.empty())
+        p.closed.push_back({"records", "", 0, std::move(p.pending)});
+      else
+        p.closed.push_back({p.last_title, p.last_step, p.windows_of[p.last_step]++, std::move(p.pending)});
+    }
+    ProcessOps po;
+    po.pid = pid;
+    po.calls = p.calls;
+    po.too_deep = p.too_deep;
+    std::map<std::string, std::size_t> table_of;
+    std::vector<std::unordered_map<std::uint32_t, std::size_t>> row_of;
+    for (auto& c : p.closed) {
+      if (schedule && !c.step.empty()) {
+        // Lightning: torch.profiler.schedule(wait=1, warmup=1, active=3),
+        // repeating, counted per step function; with fewer than 5 steps of
+        // a stage it records every step instead (and warns).
+        if (p.windows_of[c.step] < 5) {
+          overridden = true;
+        } else if (c.index % 5 < 2) {
+          ++po.skipped_steps;
+          continue;
+        }
+      }
+      auto [t, fresh] = table_of.try_emplace(c.title, po.tables.size());
+      if (fresh) {
+        po.tables.push_back({c.title, {}, 0, 0});
+        row_of.emplace_back();
+      }
+      auto& table = po.tables[t->second];
+      table.steps++;
+      table.samples += c.window.samples;
+      for (auto id : c.window.order) {
+        const Acc& a = c.window.rows[id];
+        auto [r, new_row] = row_of[t->second].try_emplace(id, table.rows.size());
+        if (new_row) table.rows.push_back({s.names[id], 0, 0, 0});
+        auto& row = table.rows[r->second];
+        row.calls += a.calls;
+        row.self_samples += a.self;
+        row.total_samples += a.total;
+      }
+    }
+    if (po.calls || !po.tables.empty()) s.out.processes.push_back(std::move(po));
+  }
+  if (schedule && overridden)
+    s.out.notes.push_back(
+        "The PyTorch Profiler default schedule will be overridden as there is not enough steps to properly record "
+        "traces.");
+  s.out.names = s.op_names;
+  return std::move(s.out);
+}
+
+}  // namespace lt

@@ -1,0 +1,82 @@
+// aten ops per process, in the windows Lightning's PyTorchProfiler reports:
+// its profiler steps at the end of every step function (training_step,
+// validation_step, test_step, predict_step), so each step-function window
+// holds every op from the previous step's end to its own end (forward,
+// backward, optimizer) on every thread of the process.  A process with no
+// step functions gets one table, "records", for the whole attach window.
+//
+// Calls are exact (one OP record per entry).  CPU times are sampled: a
+// cpu-clock sample of a thread carries the ops running on it, outermost
+// first; the innermost gets self time, each distinct op in it total time.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reports/aggregate/actions.h"
+#include "reports/model/trace.h"
+
+namespace lt {
+
+struct OpRowData {
+  std::string name;  // "aten::add"
+  std::uint64_t calls = 0;
+  std::uint64_t self_samples = 0, total_samples = 0;
+};
+
+struct OpTableData {
+  std::string title;            // the step function's action name, or "records"
+  std::vector<OpRowData> rows;  // order of first call
+  std::uint64_t steps = 0;      // step windows summed into it
+  std::uint64_t samples = 0;    // samples of the process in those windows
+};
+
+struct ProcessOps {
+  std::uint32_t pid = 0;
+  std::vector<OpTableData> tables;  // order of first step end
+  std::uint64_t calls = 0;          // every op call seen
+  std::uint64_t too_deep = 0;       // calls nested deeper than LT_OPS_DEPTH (counted, not nested)
+  std::uint64_t skipped_steps = 0;  // windows left out by --schedule
+};
+
+// One op call on the timeline (exports).  end_ns is an upper bound: the
+// first moment the op was seen no longer running (next op entry or sample
+// on its thread); no probe sees the return itself.
+struct OpInterval {
+  std::uint32_t pid, tid, op;
+  std::uint16_t depth;
+  std::uint64_t begin_ns, end_ns;
+};
+
+struct OpsReport {
+  std::vector<ProcessOps> processes;  // processes with op calls, first-seen order
+  std::vector<std::string> names;     // op index -> name ("" unknown)
+  std::vector<OpInterval> intervals;  // kept only when asked
+  std::uint64_t period_ns = 0;        // sampling period (0: no samples, no times)
+  unsigned rate_hz = 0;
+  std::vector<std::string> notes;  // e.g. the default-schedule override warning
+};
+
+struct OpAggregatorOptions {
+  bool schedule = false;  // Lightning's default: wait 1, warmup 1, active 3 per stage
+  bool keep_intervals = false;
+};
+
+// Add each record after `actions` has seen it (it tells which step ended).
+class OpAggregator {
+ public:
+  OpAggregator(const ActionAggregator& actions, OpAggregatorOptions opts);
+  ~OpAggregator();
+  void add(const lt_event_header& h, const std::byte* record);
+  OpsReport finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// The step function an action name ends with ("training_step", ...), or "".
+std::string step_function_of(const std::string& action);
+
+}  // namespace lt

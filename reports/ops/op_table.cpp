@@ -1,0 +1,196 @@
+#include "reports/ops/op_table.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <stdexcept>
+
+namespace lt {
+namespace {
+
+// torch's _build_table constants.
+constexpr std::size_t kMaxNameWidth = 55;
+constexpr std::size_t kMaxShapesWidth = 80;
+constexpr std::size_t kDefaultWidth = 12;
+constexpr std::size_t kSpacing = 2;
+
+// Python measures, pads and slices str by code points, not bytes, so a
+// non-ASCII record_function label must be counted the same way to line up.
+std::size_t cp_len(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// s[:n] in Python terms.
+std::string cp_prefix(const std::string& s, std::size_t n) {
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n) return s.substr(0, i);
+  }
+  return s;
+}
+
+// "{: >W}": right-aligned, never truncated (an over-long value pushes the row out).
+std::string pad_left(const std::string& s, std::size_t width) {
+  const std::size_t len = cp_len(s);
+  return len >= width ? s : std::string(width - len, ' ') + s;
+}
+
+std::string printf_fixed(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// torch's _format_time: the unit switches at 1 ms and 1 s, 3 decimals.  Both
+// Python's "%.3f" and glibc's round the exact binary value, so they agree.
+std::string format_time(double us) {
+  if (us >= 1000.0 * 1000.0) return printf_fixed("%.3fs", us / (1000.0 * 1000.0));
+  if (us >= 1000.0) return printf_fixed("%.3fms", us / 1000.0);
+  return printf_fixed("%.3fus", us);
+}
+
+// torch's _format_time_share.  torch raises when the total is 0 but the time
+// is not; that cannot be printed, so it gets "NaN" like the 0/0 case.
+std::string format_share(double us, double total_us) {
+  if (total_us == 0) return "NaN";
+  return printf_fixed("%.2f%%", us * 100.0 / total_us);
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+enum class SortKey { kNone, kCpuTimeAvg, kCpuTimeTotal, kSelfCpuTimeTotal, kCount, kZero };
+
+// torch sorts by getattr(evt, sort_by with cuda/xpu/privateuse1 -> device).
+SortKey parse_sort_key(const std::string& sort_by) {
+  if (sort_by.empty()) return SortKey::kNone;
+  std::string attr = replace_all(sort_by, "cuda", "device");
+  attr = replace_all(attr, "xpu", "device");
+  attr = replace_all(attr, "privateuse1", "device");
+  if (attr == "cpu_time") return SortKey::kCpuTimeAvg;
+  if (attr == "cpu_time_total") return SortKey::kCpuTimeTotal;
+  if (attr == "self_cpu_time_total") return SortKey::kSelfCpuTimeTotal;
+  if (attr == "count") return SortKey::kCount;
+  // FunctionEventAvg attributes that hold 0 without device or memory data.
+  static const char* const kZeroAttrs[] = {
+      "device_time",         "device_time_total",     "self_device_time_total",   "cpu_memory_usage",
+      "device_memory_usage", "self_cpu_memory_usage", "self_device_memory_usage", "flops",
+  };
+  for (const char* z : kZeroAttrs) {
+    if (attr == z) return SortKey::kZero;
+  }
+  throw std::invalid_argument("op table: unknown sort key '" + sort_by + "'");
+}
+
+// FormattedTimesMixin.cpu_time: the per-call average, 0 for no calls.
+double cpu_time_avg(const OpRow& r) {
+  return r.calls == 0 ? 0.0 : r.cpu_total_us / static_cast<double>(r.calls);
+}
+
+void sort_rows(std::vector<OpRow>& rows, SortKey key) {
+  if (key == SortKey::kNone || key == SortKey::kZero) return;  // all-equal keys: a stable sort is a no-op
+  // sorted(..., reverse=True) is stable: ties keep the input order.
+  auto value = [key](const OpRow& r) {
+    switch (key) {
+      case SortKey::kCpuTimeAvg:
+        return cpu_time_avg(r);
+      case SortKey::kCpuTimeTotal:
+        return r.cpu_total_us;
+      default:
+        return r.self_cpu_us;
+    }
+  };
+  if (key == SortKey::kCount) {
+    // Compared as integers: a double would merge counts above 2^53.
+    std::stable_sort(rows.begin(), rows.end(), [](const OpRow& a, const OpRow& b) { return a.calls > b.calls; });
+  } else {
+    std::stable_sort(rows.begin(), rows.end(),
+                     [&value](const OpRow& a, const OpRow& b) { return value(a) > value(b); });
+  }
+}
+
+struct Table {
+  std::vector<std::size_t> widths;
+  std::string out;
+
+  void line(const std::vector<std::string>& cells) {
+    for (std::size_t i = 0; i < widths.size(); ++i) out += pad_left(cells[i], widths[i]) + std::string(kSpacing, ' ');
+    out += '\n';
+  }
+  void separator() {
+    for (std::size_t w : widths) out += std::string(w, '-') + std::string(kSpacing, ' ');
+    out += '\n';
+  }
+};
+
+}  // namespace
+
+std::string render_op_table(std::vector<OpRow> rows, const OpTableOptions& opt) {
+  const SortKey key = parse_sort_key(opt.sort_by);  // validated even with no rows
+  if (rows.empty()) return "";
+  sort_rows(rows, key);
+
+  // torch shows the column when any event has a non-empty input_shapes list.
+  const bool shapes = opt.with_input_shapes && std::any_of(rows.begin(), rows.end(), [](const OpRow& r) {
+                        return !r.input_shapes.empty() && r.input_shapes != "[]";
+                      });
+
+  // Widths come from every row, not just the ones row_limit keeps.
+  std::size_t name_width = 0, shapes_width = 0;
+  for (const OpRow& r : rows) {
+    name_width = std::max(name_width, cp_len(r.name) + 4);
+    shapes_width = std::max(shapes_width, cp_len(r.input_shapes) + 4);
+  }
+  name_width = std::min(name_width, kMaxNameWidth);
+  shapes_width = std::min(shapes_width, kMaxShapesWidth);
+
+  const std::string est = opt.estimated ? "~" : "";
+  std::vector<std::string> headers = {
+      "Name",      "Self CPU %" + est, "Self CPU" + est, "CPU total %" + est, "CPU total" + est, "CPU time avg" + est,
+      "# of Calls"};
+  Table t;
+  t.widths.push_back(name_width);
+  // torch never widens a column for its header; only the "~" suffix needs it.
+  for (std::size_t i = 1; i < headers.size(); ++i) {
+    t.widths.push_back(opt.estimated ? std::max(kDefaultWidth, cp_len(headers[i])) : kDefaultWidth);
+  }
+  if (shapes) {
+    headers.push_back("Input Shapes");
+    t.widths.push_back(shapes_width);
+  }
+
+  // Summed in the sorted order, as torch does, so the float rounding matches.
+  double total_self = 0;
+  for (const OpRow& r : rows) total_self += r.self_cpu_us;
+
+  t.separator();
+  t.line(headers);
+  t.separator();
+  const std::size_t shown =
+      opt.row_limit < 0 ? rows.size() : std::min(rows.size(), static_cast<std::size_t>(opt.row_limit));
+  for (std::size_t i = 0; i < shown; ++i) {
+    const OpRow& r = rows[i];
+    std::string name = r.name;
+    if (cp_len(name) >= kMaxNameWidth - 3) name = cp_prefix(name, kMaxNameWidth - 3) + "...";
+    std::vector<std::string> cells = {name,
+                                      format_share(r.self_cpu_us, total_self),
+                                      format_time(r.self_cpu_us),
+                                      format_share(r.cpu_total_us, total_self),
+                                      format_time(r.cpu_total_us),
+                                      format_time(cpu_time_avg(r)),
+                                      std::to_string(r.calls)};
+    if (shapes) cells.push_back(cp_prefix(r.input_shapes, shapes_width));
+    t.line(cells);
+  }
+  t.separator();
+  t.out += "Self CPU time total" + est + ": " + format_time(total_self) + "\n";
+  return t.out;
+}
+
+}  // namespace lt

@@ -1,0 +1,134 @@
+// tests/unit/data/op_table/ was written by gen_op_table_golden.py from torch's
+// own EventList.table(); each case is compared byte for byte.
+#include "reports/ops/op_table.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The unit tests run from the repo root; LT_SRCDIR points elsewhere when they do not.
+std::string data_dir() {
+  const char* root = std::getenv("LT_SRCDIR");
+  std::string dir = root && *root ? std::string(root) + "/" : std::string();
+  return dir + "tests/unit/data/op_table/";
+}
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1) {
+    out.push_back(line.substr(start, tab - start));
+  }
+  out.push_back(line.substr(start));
+  return out;
+}
+
+struct Case {
+  std::vector<lt::OpRow> rows;
+  lt::OpTableOptions opt;
+};
+
+// Fails the calling test (via the bool) on a malformed line rather than guessing.
+bool read_case(const std::string& path, Case& c, std::string& error) {
+  std::ifstream in(path);
+  if (!in) return error = "missing " + path + " (run from the repo root or set LT_SRCDIR)", false;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> f = split_tabs(line);
+    if (f[0] == "sort_by" && f.size() == 2) {
+      c.opt.sort_by = f[1];
+    } else if (f[0] == "row_limit" && f.size() == 2) {
+      c.opt.row_limit = std::stoi(f[1]);
+    } else if (f[0] == "with_input_shapes" && f.size() == 2) {
+      c.opt.with_input_shapes = f[1] == "1";
+    } else if (f[0] == "row" && f.size() == 6) {
+      // strtod reads Python's repr() back to the identical double.
+      c.rows.push_back(
+          {f[1], f[2], std::strtod(f[3].c_str(), nullptr), std::strtod(f[4].c_str(), nullptr), std::stoull(f[5])});
+    } else {
+      return error = path + ": bad line: " + line, false;
+    }
+  }
+  return true;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  std::ifstream in(data_dir() + "cases.txt");
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) names.push_back(line);
+  }
+  return names;
+}
+
+lt::OpRow row(const std::string& name, double self_us, double total_us, std::uint64_t calls) {
+  return {name, "", self_us, total_us, calls};
+}
+
+}  // namespace
+
+TEST(OpTable, TorchGolden) {
+  const std::vector<std::string> names = case_names();
+  ASSERT_GE(names.size(), 20u) << "missing " << data_dir() << "cases.txt (run from the repo root or set LT_SRCDIR)";
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    Case c;
+    std::string error;
+    ASSERT_TRUE(read_case(data_dir() + name + ".in", c, error)) << error;
+    const std::string expected = read_file(data_dir() + name + ".expected");
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(lt::render_op_table(c.rows, c.opt), expected);
+  }
+}
+
+TEST(OpTable, EstimatedHeaders) {
+  lt::OpTableOptions opt;
+  opt.estimated = true;
+  opt.row_limit = -1;
+  const std::string expected =
+      "----------------  ------------  ------------  ------------  ------------  -------------  ------------  \n"
+      "            Name   Self CPU %~     Self CPU~  CPU total %~    CPU total~  CPU time avg~    # of Calls  \n"
+      "----------------  ------------  ------------  ------------  ------------  -------------  ------------  \n"
+      "    aten::linear        60.00%       3.000ms       100.00%       5.000ms        1.250ms             4  \n"
+      "     aten::addmm        40.00%       2.000ms        40.00%       2.000ms      500.000us             4  \n"
+      "----------------  ------------  ------------  ------------  ------------  -------------  ------------  \n"
+      "Self CPU time total~: 5.000ms\n";
+  EXPECT_EQ(lt::render_op_table({row("aten::addmm", 2000, 2000, 4), row("aten::linear", 3000, 5000, 4)}, opt),
+            expected);
+}
+
+TEST(OpTable, EmptyIsEmpty) {
+  EXPECT_EQ(lt::render_op_table({}, lt::OpTableOptions{}), "");
+}
+
+// The default row_limit is Lightning's 20; percentages still use every row.
+TEST(OpTable, DefaultRowLimitKeepsTotals) {
+  std::vector<lt::OpRow> rows;
+  for (int i = 0; i < 25; ++i) rows.push_back(row("op" + std::to_string(i), 10, 10 + i, 1));
+  const std::string out = lt::render_op_table(rows, lt::OpTableOptions{});
+  EXPECT_NE(out.find(" op24 "), std::string::npos);  // the largest CPU total comes first
+  EXPECT_EQ(out.find(" op4 "), std::string::npos);   // the five smallest are cut
+  EXPECT_NE(out.find("4.00%"), std::string::npos);   // 10 of 250
+  EXPECT_NE(out.find("Self CPU time total: 250.000us\n"), std::string::npos);
+}
+
+TEST(OpTable, UnknownSortKeyThrows) {
+  lt::OpTableOptions opt;
+  opt.sort_by = "wall_time";
+  EXPECT_THROW(lt::render_op_table({row("a", 1, 1, 1)}, opt), std::invalid_argument);
+}

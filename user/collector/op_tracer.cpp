@@ -1,0 +1,98 @@
+#include "user/collector/op_tracer.h"
+
+#include <fnmatch.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "user/core/errors.h"
+#include "user/proc/procfs.h"
+#include "user/sources/opprobe.h"
+#include "user/torch/op_catalog.h"
+
+namespace lt {
+
+namespace {
+// libtorch_cpu holds every at::_ops::*::call (CUDA kernels register into the
+// same dispatcher; their libraries have no op entry points of their own).
+bool is_libtorch_cpu(const std::string& path) {
+  auto slash = path.rfind('/');
+  return path.compare(slash == std::string::npos ? 0 : slash + 1, 15, "libtorch_cpu.so") == 0;
+}
+}  // namespace
+
+OpTracer::OpTracer(OpProbeSource& source, std::vector<std::string> filters, Emit emit)
+    : source_(source), filters_(std::move(filters)), emit_(std::move(emit)) {}
+
+bool OpTracer::selected(const std::string& name) const {
+  if (filters_.empty()) return true;
+  // "aten::mm" or just "mm": both spellings select the op.
+  const std::string bare = name.rfind("aten::", 0) == 0 ? name.substr(6) : name;
+  for (auto& f : filters_)
+    if (fnmatch(f.c_str(), name.c_str(), 0) == 0 || fnmatch(f.c_str(), bare.c_str(), 0) == 0) return true;
+  return false;
+}
+
+bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
+  std::string lib;
+  for (auto& m : proc::read_maps(pid))
+    if (is_libtorch_cpu(m.path)) {
+      lib = m.path;
+      break;
+    }
+  if (lib.empty()) return false;
+  const std::string open_path = proc::root_path(pid, lib);
+  struct stat st {};
+  if (stat(open_path.c_str(), &st) != 0) return false;  // gone or deleted: try again later
+  const auto file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
+  if (attached_.count({file.first, file.second, pid_filter}) || attached_.count({file.first, file.second, -1}))
+    return true;
+  auto t0 = std::chrono::steady_clock::now();
+  auto known = probes_of_.find(file);
+  if (known == probes_of_.end()) {
+    OpCatalog cat = load_op_catalog(open_path);
+    const auto first = static_cast<std::uint32_t>(ops_.size());
+    libraries_[file] = first;
+    std::vector<std::uint64_t> offsets, cookies;
+    for (std::size_t i = 0; i < cat.ops.size(); ++i) {
+      ops_.push_back({cat.ops[i].name, cat.ops[i].overload});
+      if (!selected(cat.ops[i].name)) continue;
+      offsets.push_back(cat.ops[i].file_offset);
+      cookies.push_back(first + i);
+    }
+    announced_.resize(ops_.size(), false);
+    if (offsets.empty()) {
+      std::string list;
+      for (auto& f : filters_) list += (list.empty() ? "" : ",") + f;
+      throw Error(ExitCode::usage, "--ops '" + list + "' matches none of the " + std::to_string(cat.ops.size()) +
+                                       " aten operators of " + lib);
+    }
+    known = probes_of_.emplace(file, std::make_pair(std::move(offsets), std::move(cookies))).first;
+    last_ = lib + ": " + std::to_string(cat.ops.size()) + " aten ops, " + std::to_string(cat.schemas_found) +
+            " schemas, " + std::to_string(cat.unresolved) + " named by fallback";
+  }
+  source_.attach(open_path, known->second.first, known->second.second, pid_filter);
+  attached_.insert({file.first, file.second, pid_filter});
+  probes_ += known->second.first.size();
+  attach_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return true;
+}
+
+void OpTracer::announce(std::uint32_t op) {
+  if (op >= ops_.size() || announced_[op]) return;
+  announced_[op] = true;
+  lt_op_name_event e{};
+  e.hdr.kind = LT_EV_OP_NAME;
+  e.hdr.size = sizeof e;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  e.hdr.ts_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+  e.op = op;
+  std::strncpy(e.name, ops_[op].name.c_str(), sizeof e.name - 1);
+  std::strncpy(e.overload, ops_[op].overload.c_str(), sizeof e.overload - 1);
+  emit_(&e, sizeof e);
+}
+
+}  // namespace lt

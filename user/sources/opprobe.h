@@ -1,0 +1,40 @@
+// aten operator source (bpf/opprobe.bpf.c): one entry probe per
+// at::_ops::<op>::call of a libtorch file, attached as a single uprobe_multi
+// link (all ~3000 ops in well under a second).  Which processes report ops is
+// decided per target (LT_TARGET_OPS in the shared target table).
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "user/sources/proctrack.h"
+
+struct lt_opprobe;
+
+namespace lt {
+
+class OpProbeSource {
+ public:
+  explicit OpProbeSource(const ProcTrackSource& shared);  // throws lt::Error(bpf|permission)
+  ~OpProbeSource();
+  OpProbeSource(const OpProbeSource&) = delete;
+  OpProbeSource& operator=(const OpProbeSource&) = delete;
+
+  // The per-thread op stacks, shared with the sampler (pysample).
+  int stacks_fd() const;
+  // One entry probe at each file offset of `path` (a path this process can
+  // open, e.g. under /proc/PID/root); a hit reports cookies[i].  pid -1:
+  // every process mapping the file (BPF keeps only targets).
+  void attach(const std::string& path, const std::vector<std::uint64_t>& offsets,
+              const std::vector<std::uint64_t>& cookies, pid_t pid);
+  std::size_t probes() const { return probes_; }
+
+ private:
+  lt_opprobe* skel_ = nullptr;
+  std::vector<int> link_fds_;
+  std::size_t probes_ = 0;
+};
+
+}  // namespace lt
