@@ -159,6 +159,7 @@ struct lt_drops_event {
 #define LT_SAMPLE_NO_TSTATE 0x2u  /* the thread has no Python thread state */
 #define LT_SAMPLE_READ_FAULT 0x4u /* the walk stopped at unreadable memory */
 #define LT_SAMPLE_IN_KERNEL 0x8u  /* the thread was in the kernel (syscall) */
+#define LT_SAMPLE_IN_PROBE 0x10u  /* ...handling one of our uprobes: our cost, not the target's */
 
 /* One Python frame: the code object, where in it, and a checksum of the
  * code object (it changes when a freed code object's address is reused). */

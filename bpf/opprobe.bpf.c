@@ -38,7 +38,9 @@ int lt_op_enter(struct pt_regs *ctx)
 	}
 	u64 sp = PT_REGS_SP(ctx);
 	u32 op = (u32)bpf_get_attach_cookie(ctx);
-	u32 d = op_stack_settle(s, sp, 1);
+	struct task_struct *task = bpf_get_current_task_btf();
+	u64 pyframe = t->tsd_block ? current_pyframe(thread_state(task, t), &t->off) : 0;
+	u32 d = op_stack_settle(s, sp, 1, pyframe, t);
 	u16 depth = 0;
 	if (d < LT_OPS_DEPTH) {
 		/* clang drops a plain mask after the bounds check; the verifier
@@ -48,6 +50,7 @@ int lt_op_enter(struct pt_regs *ctx)
 		struct lt_op_frame *f = &s->f[idx];
 		f->sp = sp;
 		f->ra = read_u64(sp);
+		f->pyframe = pyframe;
 		f->op = op;
 		s->depth = d + 1;
 		depth = d + 1;

@@ -15,6 +15,10 @@
  *   - its return address is still in its slot (a returned op's slot is
  *     overwritten as soon as deeper calls reuse that stack; an op that
  *     returned or was unwound by an exception is dropped either way).
+ *   - the thread still executes the Python frame that called it, or a
+ *     newer one called from it (an op calling back into Python): a
+ *     returned op's stack slot can survive when the next call happens to
+ *     leave it untouched, but the caller's Python frame has moved on.
  * Checked innermost first: once one op is running, all outer ones are.
  *
  * Shared by opprobe.bpf.c (writes) and pysample.bpf.c (reads at samples);
@@ -27,8 +31,9 @@
 #include "pyread.bpf.h"
 
 struct lt_op_frame {
-	u64 sp; /* stack pointer at entry: the return address slot */
-	u64 ra; /* the return address found there */
+	u64 sp;	     /* stack pointer at entry: the return address slot */
+	u64 ra;	     /* the return address found there */
+	u64 pyframe; /* the Python frame executing when it was called (0: unknown) */
 	u32 op;
 	u32 pad;
 };
@@ -47,10 +52,31 @@ struct {
 	__type(value, struct lt_op_stack);
 } lt_op_stacks SEC(".maps");
 
+/* Depth of Python calls an op may make back into Python and still be seen
+ * running (hooks, Python kernels). */
+#define LT_OP_PY_REENTRY 4
+
+/* Is `frame` the current Python frame `cur` or one of its callers? */
+static __always_inline int pyframe_live(u64 frame, u64 cur, const struct lt_target *t)
+{
+	if (!frame || !cur || frame == cur)
+		return 1; /* unknown, or the same: the stack pointer decides */
+	for (int i = 0; i < LT_OP_PY_REENTRY; i++) {
+		cur = read_u64(cur + t->off.frame_previous);
+		if (!cur)
+			return 0;
+		if (cur == frame)
+			return 1;
+	}
+	return 0;
+}
+
 /* Drops the ops of `s` that are no longer running, seen from user stack
- * pointer `sp`.  `at_entry`: sp is a new op's entry, so an op entered at the
- * same sp (a sibling call from the same caller) has returned. */
-static __always_inline u32 op_stack_settle(struct lt_op_stack *s, u64 sp, int at_entry)
+ * pointer `sp` with Python frame `pyframe` executing.  `at_entry`: sp is a
+ * new op's entry, so an op entered at the same sp (a sibling call from the
+ * same caller) has returned. */
+static __always_inline u32 op_stack_settle(struct lt_op_stack *s, u64 sp, int at_entry, u64 pyframe,
+					   const struct lt_target *t)
 {
 	u32 d = s->depth;
 	if (d > LT_OPS_DEPTH)
@@ -62,7 +88,7 @@ static __always_inline u32 op_stack_settle(struct lt_op_stack *s, u64 sp, int at
 		asm volatile("%[i] &= 15" : [i] "+r"(idx)); /* keep the bound visible to the verifier */
 		struct lt_op_frame *f = &s->f[idx];
 		int below = at_entry ? sp < f->sp : sp <= f->sp;
-		if (below && read_u64(f->sp) == f->ra)
+		if (below && read_u64(f->sp) == f->ra && pyframe_live(f->pyframe, pyframe, t))
 			break;
 		d--;
 	}

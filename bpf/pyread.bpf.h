@@ -38,4 +38,36 @@ static __always_inline u32 code_checksum(u64 code, const struct lt_py_offsets *o
 	return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ 0x9e37u;
 }
 
+/* The thread's PyThreadState: pthread_getspecific(tss_key), emulated from
+ * fsbase (valid for threads that released the GIL, python-unwinding.md
+ * §3.2).  Needs a proven TSD layout (t->tsd_block != 0). */
+static __always_inline u64 thread_state(struct task_struct *task, const struct lt_target *t)
+{
+	u64 fsbase = task->thread.fsbase;
+	if (!fsbase)
+		return 0;
+	u32 key = t->tss_key;
+	u64 slot;
+	if (key < 32) {
+		slot = fsbase + t->tsd_block + 16 * (u64)key + 8;
+	} else {
+		u64 level = read_u64(fsbase + t->tsd_levels + 8 * (u64)((key / 32) & 31));
+		if (!level)
+			return 0;
+		slot = level + 16 * (u64)(key % 32) + 8;
+	}
+	return read_u64(slot);
+}
+
+/* The Python frame the thread is executing now (0: none). */
+static __always_inline u64 current_pyframe(u64 tstate, const struct lt_py_offsets *o)
+{
+	if (!tstate)
+		return 0;
+	u64 frame = read_u64(tstate + o->tstate_frame);
+	if (frame && o->cframe_frame != 0xffff)
+		frame = read_u64(frame + o->cframe_frame);
+	return frame;
+}
+
 #endif /* LTRACE_PYREAD_BPF_H */

@@ -57,24 +57,6 @@ static __always_inline u64 field_u64(const struct scratch *s, u32 off)
 	return *(const u64 *)(s->buf + (off & (LT_BLOCK_MAX - 1)));
 }
 
-static __always_inline u64 thread_state(struct task_struct *task, const struct lt_target *t)
-{
-	u64 fsbase = task->thread.fsbase;
-	if (!fsbase)
-		return 0;
-	u32 key = t->tss_key;
-	u64 slot;
-	if (key < 32) {
-		slot = fsbase + t->tsd_block + 16 * (u64)key + 8;
-	} else {
-		u64 level = read_u64(fsbase + t->tsd_levels + 8 * (u64)((key / 32) & 31));
-		if (!level)
-			return 0;
-		slot = level + 16 * (u64)(key % 32) + 8;
-	}
-	return read_u64(slot);
-}
-
 struct walk_ctx {
 	u32 slot; /* scratch slot */
 	u32 pad;
@@ -142,22 +124,33 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 	s->off = t->off;
 	/* tsd_block 0: the TSS layout was not proven; sample ops only */
 	e->tstate = t->tsd_block ? thread_state(task, t) : 0;
+	u64 pyframe = 0;
 	if (!e->tstate) {
 		e->flags |= LT_SAMPLE_NO_TSTATE;
 	} else {
-		u64 frame = read_u64(e->tstate + s->off.tstate_frame);
-		if (frame && s->off.cframe_frame != 0xffff)
-			frame = read_u64(frame + s->off.cframe_frame);
-		struct walk_ctx c = {.slot = slot, .frame = frame};
+		pyframe = current_pyframe(e->tstate, &t->off);
+		struct walk_ctx c = {.slot = slot, .frame = pyframe};
 		bpf_loop(LT_WALK_MAX, walk_one, &c, 0);
 		if (c.frame && !(e->flags & LT_SAMPLE_READ_FAULT))
 			e->flags |= LT_SAMPLE_TRUNCATED; /* frames left: the root side is missing */
+	}
+	/* In one of our uprobes rather than in the target's own code: in the
+	 * kernel with the user IP just past the int3, or at the out-of-line
+	 * copy of the probed instruction (the "[uprobes]" page) while it is
+	 * single-stepped. */
+	if (regs) {
+		u64 xol = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+		u8 insn = 0;
+		if (xol && regs->ip - xol < 4096)
+			e->flags |= LT_SAMPLE_IN_PROBE;
+		else if (in_kernel && !bpf_probe_read_user(&insn, 1, (void *)(regs->ip - 1)) && insn == 0xcc)
+			e->flags |= LT_SAMPLE_IN_PROBE;
 	}
 	if (regs && (t->flags & LT_TARGET_OPS)) {
 		u32 tid = (u32)bpf_get_current_pid_tgid();
 		struct lt_op_stack *ops = bpf_map_lookup_elem(&lt_op_stacks, &tid);
 		if (ops) {
-			u32 d = op_stack_settle(ops, regs->sp, 0);
+			u32 d = op_stack_settle(ops, regs->sp, 0, pyframe, t);
 			for (int i = 0; i < LT_OPS_DEPTH; i++) {
 				if (i >= d)
 					break;

@@ -1,6 +1,7 @@
 #include "reports/aggregate/ops.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -20,7 +21,7 @@ struct Acc {
 struct Window {
   std::unordered_map<std::uint32_t, Acc> rows;
   std::vector<std::uint32_t> order;
-  std::uint64_t samples = 0;
+  std::uint64_t samples = 0, in_probe = 0;
   Acc& row(std::uint32_t name_id) {
     auto [it, fresh] = rows.try_emplace(name_id);
     if (fresh) order.push_back(name_id);
@@ -59,7 +60,14 @@ struct OpAggregator::State {
     std::vector<Closed> closed;
     std::map<std::string, std::uint64_t> windows_of;  // step function -> windows closed
     std::string last_title, last_step;
-    std::unordered_map<std::uint32_t, std::vector<std::size_t>> open;  // tid -> open intervals, outermost first
+    // Per thread, the ops running as far as the records tell, outermost first.
+    struct Running {
+      std::uint32_t name;
+      std::uint32_t children;
+      bool first_child_dup;  // its only child so far has its name
+      std::size_t interval;  // index in out.intervals, SIZE_MAX: none
+    };
+    std::unordered_map<std::uint32_t, std::vector<Running>> running;
     std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
   };
   std::map<std::uint32_t, Proc> procs;
@@ -83,17 +91,17 @@ struct OpAggregator::State {
     if (fresh) order.push_back(pid);
     return it->second;
   }
-  void close_from(Proc& p, std::uint32_t tid, std::size_t keep, std::uint64_t ts) {
-    auto it = p.open.find(tid);
-    if (it == p.open.end()) return;
-    auto& v = it->second;
-    for (std::size_t i = keep; i < v.size(); ++i) out.intervals[v[i]].end_ns = ts;
-    if (v.size() > keep) v.resize(keep);
+  // The ops of a thread from position `keep` on are over at `ts`.
+  void close_from(Proc&, std::vector<Proc::Running>& st, std::size_t keep, std::uint64_t ts) {
+    for (std::size_t i = keep; i < st.size(); ++i)
+      if (st[i].interval != SIZE_MAX) out.intervals[st[i].interval].end_ns = ts;
+    if (st.size() > keep) st.resize(keep);
   }
   void close_all(Proc& p, std::uint64_t ts) {
-    for (auto& [tid, v] : p.open)
-      for (auto i : v) out.intervals[i].end_ns = std::max(ts, out.intervals[i].begin_ns);
-    p.open.clear();
+    for (auto& [tid, st] : p.running)
+      for (auto& r : st)
+        if (r.interval != SIZE_MAX) out.intervals[r.interval].end_ns = std::max(ts, out.intervals[r.interval].begin_ns);
+    p.running.clear();
   }
   // A step function ended on this process: the pending window is its step.
   void step_ended(Proc& p, const std::string& title) {
@@ -161,18 +169,37 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
       auto& p = s.proc(h.pid);
       p.last_ts = std::max(p.last_ts, h.ts_ns);
       ++p.calls;
-      p.pending.row(s.name_id_of(e.op)).calls++;
-      if (e.depth == 0) {
+      const std::uint32_t id = s.name_id_of(e.op);
+      if (e.depth == 0) {  // deeper than BPF tracks: counted, not nested
         ++p.too_deep;
+        p.pending.row(id).calls++;
         return;
       }
-      if (!s.opts.keep_intervals) return;
-      s.close_from(p, h.tid, e.depth - 1u, h.ts_ns);
-      if (s.out.intervals.size() >= kMaxIntervals) return;
-      auto& v = p.open[h.tid];
-      if (v.size() + 1 != e.depth) return;  // records were lost: nesting unknown
-      v.push_back(s.out.intervals.size());
-      s.out.intervals.push_back({h.pid, h.tid, e.op, e.depth, h.ts_ns, h.ts_ns});
+      auto& st = p.running[h.tid];
+      s.close_from(p, st, e.depth - 1u, h.ts_ns);
+      // torch's EventList drops an op whose only child has its own name
+      // (aten::sum calling aten::sum.dim_IntList shows as one call); the
+      // child is counted only once a second child shows it was not alone.
+      bool dup = false;
+      if (!st.empty() && st.size() + 1 == e.depth) {
+        auto& parent = st.back();
+        ++parent.children;
+        if (parent.children == 1 && parent.name == id) {
+          dup = parent.first_child_dup = true;
+        } else if (parent.children == 2 && parent.first_child_dup) {
+          parent.first_child_dup = false;
+          p.pending.row(parent.name).calls++;
+        }
+      }
+      if (!dup) p.pending.row(id).calls++;
+      std::size_t interval = SIZE_MAX;
+      if (s.opts.keep_intervals && s.out.intervals.size() < kMaxIntervals && st.size() + 1 == e.depth) {
+        interval = s.out.intervals.size();
+        s.out.intervals.push_back({h.pid, h.tid, e.op, e.depth, h.ts_ns, h.ts_ns});
+      }
+      // Records lost (ring buffer full) leave the depth ahead of what we
+      // hold: the op is counted, its nesting is unknown.
+      if (st.size() + 1 == e.depth) st.push_back({id, 0, false, interval});
       return;
     }
     case LT_EV_PY_SAMPLE: {
@@ -187,7 +214,15 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
       std::uint32_t ops[LT_OPS_DEPTH];
       std::memcpy(ops, record + offsetof(lt_py_sample_event, ops), sizeof ops);
       p.pending.samples++;
-      if (s.opts.keep_intervals) s.close_from(p, h.tid, nops, h.ts_ns);
+      std::uint16_t flags;
+      std::memcpy(&flags, record + offsetof(lt_py_sample_event, flags), sizeof flags);
+      if (flags & LT_SAMPLE_IN_PROBE) {
+        // Time in our own probe handlers is our overhead: charging it to
+        // the op being entered would inflate tiny ops.
+        p.pending.in_probe++;
+        return;
+      }
+      if (auto r = p.running.find(h.tid); r != p.running.end()) s.close_from(p, r->second, nops, h.ts_ns);
       if (nops == 0) return;
       std::uint32_t seen[LT_OPS_DEPTH];
       unsigned nseen = 0;
@@ -247,12 +282,13 @@ OpsReport OpAggregator::finish() {
       }
       auto [t, fresh] = table_of.try_emplace(c.title, po.tables.size());
       if (fresh) {
-        po.tables.push_back({c.title, {}, 0, 0});
+        po.tables.push_back({c.title, {}, 0, 0, 0});
         row_of.emplace_back();
       }
       auto& table = po.tables[t->second];
       table.steps++;
       table.samples += c.window.samples;
+      table.in_probe += c.window.in_probe;
       for (auto id : c.window.order) {
         const Acc& a = c.window.rows[id];
         auto [r, new_row] = row_of[t->second].try_emplace(id, table.rows.size());

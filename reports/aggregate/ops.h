@@ -30,6 +30,7 @@ struct OpTableData {
   std::vector<OpRowData> rows;  // order of first call
   std::uint64_t steps = 0;      // step windows summed into it
   std::uint64_t samples = 0;    // samples of the process in those windows
+  std::uint64_t in_probe = 0;   // ...of which in our own probes (not charged to ops)
 };
 
 struct ProcessOps {

@@ -47,6 +47,10 @@ const char* kind_name(unsigned k) {
       return "sampler_info";
     case LT_EV_NATIVE_SYM:
       return "native_sym";
+    case LT_EV_OP:
+      return "op";
+    case LT_EV_OP_NAME:
+      return "op_name";
     default:
       return "unknown";
   }
@@ -58,6 +62,8 @@ void dump_sample(const lt_event_header& h, const std::byte* p, std::ostream& out
       << " frames=" << e.nframes;
   for (unsigned i = 0; i < e.nframes && i < LT_STACK_MAX; ++i)
     out << " 0x" << std::hex << e.frames[i].code << std::dec << "@" << e.frames[i].lasti;
+  if (e.nops) out << " ops=";
+  for (unsigned i = 0; i < e.nops && i < LT_OPS_DEPTH; ++i) out << (i ? "," : "") << e.ops[i];
 }
 }  // namespace
 
@@ -73,6 +79,8 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_py_line_event pl;
     lt_sampler_info_event si;
     lt_native_sym_event ns;
+    lt_op_event op;
+    lt_op_name_event on;
     if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
       out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << action_name(a);
     else if (h.kind >= LT_EV_PROC_FORK && h.kind <= LT_EV_PROC_EXIT && record_as(h, p, pe))
@@ -100,6 +108,11 @@ void dump_events(const Trace& trace, std::ostream& out) {
       out << " ip=0x" << std::hex << ns.ip << std::dec
           << " name=" << std::string(ns.name, strnlen(ns.name, sizeof ns.name))
           << " dso=" << std::string(ns.dso, strnlen(ns.dso, sizeof ns.dso));
+    else if (h.kind == LT_EV_OP && record_as(h, p, op))
+      out << " op=" << op.op << " depth=" << op.depth;
+    else if (h.kind == LT_EV_OP_NAME && record_as(h, p, on))
+      out << " op=" << on.op << " name=" << std::string(on.name, strnlen(on.name, sizeof on.name))
+          << " overload=" << std::string(on.overload, strnlen(on.overload, sizeof on.overload));
     out << "\n";
   });
 }

@@ -61,7 +61,7 @@ def attach(tmp_path):
 
     counter = [0]
 
-    def run(target_cmd, lt_args=(), env=None, timeout=180, release=True, before_release=None):
+    def run(target_cmd, lt_args=(), env=None, timeout=180, release=True, before_release=None, subcommand=None):
         counter[0] += 1
         tmp = tmp_path / f"run{counter[0]}"
         tmp.mkdir()
@@ -78,7 +78,8 @@ def attach(tmp_path):
         try:
             wait_for(str(wl_out), "READY", 120, target)
             with open(lt_out, "w") as lo, open(lt_err, "w") as le:
-                lt = subprocess.Popen([LTRACE, "--pid", str(target.pid), "-v"] + list(lt_args), stdout=lo, stderr=le, cwd=tmp)
+                lt = subprocess.Popen([LTRACE] + ([subcommand] if subcommand else []) + ["--pid", str(target.pid), "-v"]
+                                      + list(lt_args), stdout=lo, stderr=le, cwd=tmp)
             wait_for(str(lt_err), "attached", 30, lt)
             if before_release:
                 before_release(target.pid)

@@ -1,6 +1,7 @@
 """A real Lightning training run for tests, demo and benchmarks.
 
-Usage: python train_lightning.py [--profiler none|simple|advanced] [--dirpath D --filename F]
+Usage: python train_lightning.py [--profiler none|simple|advanced|pytorch] [--dirpath D --filename F]
+       [--torch-profile FILE (torch.profiler around the whole fit; key_averages as JSON)]
        [--epochs N] [--batches N] [--hidden H] [--wait-file PATH] [--manual] [--val]
 
 Prints READY once imports are done; with --wait-file it then waits for that
@@ -14,10 +15,10 @@ import time
 
 try:
     import lightning.pytorch as pl
-    from lightning.pytorch.profilers import AdvancedProfiler, SimpleProfiler
+    from lightning.pytorch.profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
 except ImportError:  # the pytorch-lightning wheel
     import pytorch_lightning as pl
-    from pytorch_lightning.profilers import AdvancedProfiler, SimpleProfiler
+    from pytorch_lightning.profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -92,7 +93,8 @@ class SteadyStateTimer(pl.Callback):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profiler", default="none", choices=["none", "simple", "advanced"])
+    ap.add_argument("--profiler", default="none", choices=["none", "simple", "advanced", "pytorch"])
+    ap.add_argument("--torch-profile", help="run fit under torch.profiler (CPU) and write key_averages JSON here")
     ap.add_argument("--dirpath")
     ap.add_argument("--filename")
     ap.add_argument("--epochs", type=int, default=2)
@@ -119,6 +121,8 @@ def main():
         profiler = SimpleProfiler(dirpath=args.dirpath, filename=args.filename)
     elif args.profiler == "advanced":
         profiler = AdvancedProfiler(dirpath=args.dirpath, filename=args.filename)
+    elif args.profiler == "pytorch":
+        profiler = PyTorchProfiler(dirpath=args.dirpath, filename=args.filename)
     n = args.batches * args.batch_size
     train = DataLoader(RandomDataset(32, n, args.data_delay), batch_size=args.batch_size, num_workers=args.workers)
     val = DataLoader(RandomDataset(32, n // 2), batch_size=args.batch_size) if args.val else None
@@ -147,7 +151,22 @@ def main():
             limit_val_batches=4 if args.val else 0,
         )
         t0 = time.perf_counter()
-        trainer.fit(model, train, val)
+        if args.torch_profile:
+            import json
+
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                trainer.fit(model, train, val)
+            rows = {
+                e.key: {"count": e.count, "cpu_time_total": e.cpu_time_total,
+                        "self_cpu_time_total": e.self_cpu_time_total}
+                for e in prof.key_averages()
+            }
+            with open(args.torch_profile, "w") as f:
+                json.dump({"ops": rows}, f)
+        else:
+            trainer.fit(model, train, val)
         dt = time.perf_counter() - t0
         if args.test:
             trainer.test(model, DataLoader(RandomDataset(32, 32), batch_size=8), verbose=False)

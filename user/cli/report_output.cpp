@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 
 #include "reports/advanced/advanced_report.h"
@@ -223,6 +224,15 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     if (po.too_deep)
       std::cerr << who << ": " << po.too_deep << " op call(s) nested deeper than " << LT_OPS_DEPTH
                 << " ops: counted, their time goes to the op above them\n";
+    std::uint64_t samples = 0, in_probe = 0;
+    for (const auto& t : po.tables) {
+      samples += t.samples;
+      in_probe += t.in_probe;
+    }
+    if (in_probe)
+      std::cerr << who << ": " << in_probe << " of " << samples << " samples (" << std::fixed << std::setprecision(1)
+                << 100.0 * in_probe / samples << std::defaultfloat
+                << "%) were in ltrace-bpf's own probes: our overhead, not charged to any op\n";
     if (po.skipped_steps)
       std::cerr << who << ": --schedule left out " << po.skipped_steps << " step(s) (wait 1, warmup 1, active 3)\n";
   }

@@ -1,0 +1,40 @@
+"""Parses ltrace-bpf's op report (torch's key_averages().table() layout)."""
+import re
+
+UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def to_us(text):
+    m = re.fullmatch(r"([0-9.]+)(us|ms|s)", text)
+    assert m, text
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def parse_ops_report(text):
+    """-> {title: {name: {"calls", "self_us", "total_us"}}} for each "Profile stats for:" section."""
+    tables = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("Profile stats for: "):
+            current = tables.setdefault(line[len("Profile stats for: "):], {})
+            continue
+        cells = re.split(r"\s{2,}", line.strip())
+        if current is None or len(cells) < 7 or cells[0] == "Name" or set(line.strip()) <= {"-", " "}:
+            continue
+        name, _, self_cpu, _, total, _, calls = cells[:7]
+        row = current.setdefault(name, {"calls": 0, "self_us": 0.0, "total_us": 0.0})
+        row["calls"] += int(calls)
+        row["self_us"] += to_us(self_cpu)
+        row["total_us"] += to_us(total)
+    return tables
+
+
+def merged(tables):
+    """All sections summed: {name: row}."""
+    out = {}
+    for rows in tables.values():
+        for name, r in rows.items():
+            o = out.setdefault(name, {"calls": 0, "self_us": 0.0, "total_us": 0.0})
+            for k in o:
+                o[k] += r[k]
+    return out
