@@ -35,6 +35,21 @@ def result_line(out):
     return next(line for line in out.splitlines() if line.startswith("RESULT"))
 
 
+def raw_calls(dump_path):
+    """Op entries per name, counted from the recorded events themselves."""
+    names, calls = {}, {}
+    for line in open(dump_path):
+        f = line.split()
+        if len(f) > 3 and f[2] == "op_name":
+            names[f[3]] = f[4][len("name="):]
+        elif len(f) > 3 and f[2] == "op":
+            calls[f[3]] = calls.get(f[3], 0) + 1
+    out = {}
+    for op, n in calls.items():
+        out[names[op]] = out.get(names[op], 0) + n
+    return out
+
+
 def check_against_profiler(ours, theirs):
     """Same names and identical calls for the ops both see; CPU totals and the
     top-10 ranking agree within what sampling at 999 Hz can resolve."""
@@ -50,17 +65,20 @@ def check_against_profiler(ours, theirs):
             # or less than the real nesting, which we see exactly: allow
             # that, and never more than the calls it recorded.
             assert ours[name]["calls"] <= t["raw"], (name, ours[name]["calls"], t)
-            assert abs(ours[name]["calls"] - t["count"]) <= 3 + 0.01 * t["raw"], (name, ours[name]["calls"], t)
+            assert abs(ours[name]["calls"] - t["count"]) <= 3 + 0.1 * t["raw"], (name, ours[name]["calls"], t)
     # CPU totals: the profiler measures wall time per op (its own overhead
-    # included: a few us per op), we count 1 ms samples, so compare only ops
-    # holding >= 5% of the profiled time; both are then well resolved
-    # (>= ~50 samples: +-15% at 1 sigma).  +-40% leaves room for both.
-    total = sum(t["self_cpu_time_total"] for t in theirs.values())
-    big = [n for n, t in theirs.items() if t["cpu_time_total"] >= 0.05 * total]
+    # included: a few us per op), we count 1 ms cpu-clock samples; a busy
+    # machine stretches wall time, not CPU time, so compare each op's share
+    # of the total (both ways it is time in ops).  Only ops holding >= 5%:
+    # >= ~60 samples each, +-13% at 1 sigma; allowed +-35% or 2 points.
+    their_sum = sum(t["self_cpu_time_total"] for t in theirs.values())
+    our_sum = sum(r["self_us"] for r in ours.values())
+    big = [n for n, t in theirs.items() if t["cpu_time_total"] >= 0.05 * their_sum]
     assert len(big) >= 3, big
     for name in big:
-        ratio = ours[name]["total_us"] / theirs[name]["cpu_time_total"]
-        assert 0.6 <= ratio <= 1.4, (name, ours[name]["total_us"], theirs[name]["cpu_time_total"])
+        their_share = theirs[name]["cpu_time_total"] / their_sum
+        our_share = ours[name]["total_us"] / our_sum
+        assert abs(our_share - their_share) <= max(0.35 * their_share, 0.02), (name, our_share, their_share)
     # Ranking: within the profiler's top 10 by CPU total, every pair it
     # separates clearly (x1.5) is in the same order in ours.
     top = sorted(theirs, key=lambda n: -theirs[n]["cpu_time_total"])[:10]
@@ -81,13 +99,59 @@ def test_ops_agree_with_torch_profiler(attach, tmp_path, python, extra):
         pytest.skip("Debian python3-torch not installed")
     args = ["--iters", "800"] + extra
     theirs, prof_out = torch_profile(python, args, tmp_path)
-    run = attach([python, TORCH_OPS] + args, lt_args=["--report", "ops", "--row-limit", "-1"])
+    run = attach([python, TORCH_OPS] + args, lt_args=["--report", "ops", "--row-limit", "-1", "--dump", "dump.txt"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    # Every call torch.profiler recorded, we counted: identical, op by op.
+    raw = raw_calls(run.tmp / "dump.txt")
+    for name, t in theirs.items():
+        assert raw.get(name) == t["raw"], (name, raw.get(name), t["raw"])
     assert result_line(run.target_out) == result_line(prof_out)  # same work, same result
     tables = parse_ops_report(run.lt_out)
     assert list(tables) == ["records"], run.lt_out[:500]  # no Lightning: one table for the window
     check_against_profiler(merged(tables), theirs)
     assert "are sampled estimates" in run.lt_err
+
+
+def test_lightning_fit_per_step_function(attach, tmp_path):
+    """A real Lightning fit (train + validation): one table per step
+    function, as PyTorchProfiler steps; every call torch.profiler records
+    over the same run, we count."""
+    args = ["--val", "--epochs", "2", "--batches", "12"]
+    prof = tmp_path / "lp.json"
+    r = subprocess.run([VENV_PY, TRAIN, "--torch-profile", str(prof)] + args, capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(prof.read_text())
+    run = attach([VENV_PY, TRAIN] + args, lt_args=["--report", "ops", "--row-limit", "-1", "--dump", "dump.txt"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    fit_done = [line.split()[-1] for line in run.target_out.splitlines() if line.startswith("FIT_DONE")]
+    assert fit_done == [line.split()[-1] for line in r.stdout.splitlines() if line.startswith("FIT_DONE")]
+    assert run.lt_out.startswith("FIT Profiler Report\n")
+    tables = parse_ops_report(run.lt_out)
+    assert set(tables) == {"[Strategy]SingleDeviceStrategy.training_step",
+                           "[Strategy]SingleDeviceStrategy.validation_step"}, list(tables)
+    train = tables["[Strategy]SingleDeviceStrategy.training_step"]
+    assert train["aten::addmm"]["calls"] > 0 and train["aten::mm"]["calls"] > 0  # forward and backward
+    raw = raw_calls(run.tmp / "dump.txt")
+    theirs = {k: v for k, v in data["raw_counts"].items() if k.startswith("aten::")}
+    assert len(theirs) > 30
+    for name, n in theirs.items():
+        assert raw.get(name) == n, (name, raw.get(name), n)
+
+
+def test_schedule_keeps_lightnings_active_steps(attach):
+    run = attach([VENV_PY, TRAIN, "--epochs", "1", "--batches", "10"],
+                 lt_args=["--report", "ops", "--row-limit", "-1", "--schedule"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    every = attach([VENV_PY, TRAIN, "--epochs", "1", "--batches", "10"], lt_args=["--report", "ops", "--row-limit", "-1"])
+    step = "[Strategy]SingleDeviceStrategy.training_step"
+    scheduled = parse_ops_report(run.lt_out)[step]
+    full = parse_ops_report(every.lt_out)[step]
+    # 10 steps: wait, warmup, 3 active, wait, warmup, 3 active: 6 of 10
+    # step windows (one forward each) are kept; the ops after the last
+    # step's end are an 11th window, a "wait" one.
+    assert scheduled["aten::addmm"]["calls"] * 10 == full["aten::addmm"]["calls"] * 6
+    assert "--schedule left out 5 step(s)" in run.lt_err
 
 
 def test_ops_report_layout(attach):
@@ -117,10 +181,19 @@ def test_ops_filter_and_no_match(attach):
     assert run.target_rc == 0 and run.lt_rc == 0
     rows = parse_ops_report(run.lt_out)["records"]
     assert set(rows) == {"aten::mm", "aten::sigmoid"}
-    assert "uprobe(s)" in run.lt_err and "op probes: 2 " in run.lt_err
-    run = attach([VENV_PY, TORCH_OPS, "--iters", "10"], lt_args=["--ops", "aten::no_such_op"], release=False)
-    assert run.lt_rc == 2
-    assert "--ops 'aten::no_such_op' matches none of the" in run.lt_err
+    probes = int(re.search(r"op probes: (\d+) in", run.lt_err).group(1))
+    assert 2 <= probes < 50  # mm, sigmoid and their overloads / out= variants, nothing else
+    target = subprocess.Popen([VENV_PY, TORCH_OPS, "--wait-file", "/nonexistent/never"], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert target.stdout.readline().startswith("READY")
+        r = subprocess.run([LTRACE, "--pid", str(target.pid), "--ops", "aten::no_such_op"], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith("ltrace-bpf: --ops 'aten::no_such_op' matches none of the 3")
+        assert target.poll() is None  # the target lives on
+    finally:
+        target.kill()
 
 
 SAFETY_MODES = [["--report", "ops"],
