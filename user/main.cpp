@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
       };
       if (!opts.chrome_path.empty()) write_file(opts.chrome_path, [&](std::ostream& f) { write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr); });
       if (!opts.html_path.empty())
-        write_file(opts.html_path, [&](std::ostream& f) { write_html_report(rep, opts.extended, f, &stack_rep); });
+        write_file(opts.html_path, [&](std::ostream& f) { write_html_report(rep, opts.extended, f, &stack_rep, opts.wants_ops() ? &ops_rep : nullptr); });
     }
     if (!opts.dump_path.empty()) {
       std::ofstream dump(opts.dump_path);

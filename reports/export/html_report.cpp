@@ -108,7 +108,40 @@ void flame_sections(const ProcessStacks& ps, const StacksReport& stacks, std::os
 
 }  // namespace
 
-void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks) {
+namespace {
+// PyTorchProfiler's operator tables of one process, as HTML tables (sorted
+// by CPU total, every row).
+void op_sections(const ProcessOps& po, const OpsReport& ops, std::ostream& out) {
+  const double ms_per_sample = ops.period_ns / 1e6;
+  for (const auto& t : po.tables) {
+    std::vector<const OpRowData*> rows;
+    double self_total = 0;
+    for (auto& r : t.rows) {
+      rows.push_back(&r);
+      self_total += r.self_samples;
+    }
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const OpRowData* a, const OpRowData* b) { return a->total_samples > b->total_samples; });
+    out << "<h3>Operators: " << html_escape(t.title) << "</h3>\n<p class=\"note\">" << t.steps
+        << " step(s); # of calls exact, CPU times (~) sampled estimates at " << ops.rate_hz << " Hz</p>\n"
+        << "<table class=\"ops\"><tr><th>Name</th><th>Self CPU %~</th><th>Self CPU~ (ms)</th>"
+           "<th>CPU total~ (ms)</th><th>CPU time avg~ (us)</th><th># of Calls</th></tr>\n";
+    char b[160];
+    for (auto* r : rows) {
+      std::snprintf(b, sizeof b, "<td>%.2f%%</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%llu</td>",
+                    self_total ? 100.0 * r->self_samples / self_total : 0.0, r->self_samples * ms_per_sample,
+                    r->total_samples * ms_per_sample,
+                    r->calls ? 1e3 * r->total_samples * ms_per_sample / r->calls : 0.0,
+                    static_cast<unsigned long long>(r->calls));
+      out << "<tr><td>" << html_escape(r->name) << "</td>" << b << "</tr>\n";
+    }
+    out << "</table>\n";
+  }
+}
+}  // namespace
+
+void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks,
+                       const OpsReport* ops) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
       << "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
@@ -133,7 +166,11 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     if (stacks)
       for (auto& s : stacks->processes)
         if (s.pid == p.meta.pid) ps = &s;
-    if (p.actions.empty() && !ps) continue;
+    const ProcessOps* po = nullptr;
+    if (ops)
+      for (auto& o : ops->processes)
+        if (o.pid == p.meta.pid && !o.tables.empty()) po = &o;
+    if (p.actions.empty() && !ps && !po) continue;
     const auto& m = p.meta;
     out << "<section class=\"process\"><h2>pid " << m.pid;
     if (m.rank >= 0) out << " — rank " << m.rank << " / " << m.world_size;
@@ -159,6 +196,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     }
     out << "</table>\n<h3>Timeline</h3>\n";
     timeline(p, out);
+    if (po) op_sections(*po, *ops, out);
     if (ps) flame_sections(*ps, *stacks, out);
     out << "</section>\n";
   }

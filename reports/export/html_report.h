@@ -7,10 +7,11 @@
 #include <ostream>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 
 namespace lt {
 // Built from a report aggregated with keep_intervals = true.
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out,
-                       const StacksReport* stacks = nullptr);
+                       const StacksReport* stacks = nullptr, const OpsReport* ops = nullptr);
 }  // namespace lt

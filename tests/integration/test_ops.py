@@ -217,3 +217,44 @@ def test_raising_ops_do_not_hurt_the_target(attach, tmp_path, mode):
     assert result_line(run.target_out) == result_line(plain.stdout)
     assert "caught=450" in result_line(run.target_out)
     assert run.lt_rc == 0, run.lt_err
+
+
+def test_offline_report_is_identical(attach):
+    run = attach([VENV_PY, TORCH_OPS, "--iters", "150"],
+                 lt_args=["--report", "ops", "--row-limit", "-1", "-o", "t.ltrace", "--chrome", "live.json",
+                          "--html", "page.html"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    r = subprocess.run([LTRACE, "report", str(run.tmp / "t.ltrace"), "--report", "ops", "--row-limit", "-1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == run.lt_out
+    # the Chrome trace carries every op call as a kineto cpu_op slice
+    trace = json.loads((run.tmp / "live.json").read_text())
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    calls = sum(row["calls"] for row in parse_ops_report(run.lt_out)["records"].values())
+    assert len(ops) >= calls  # the table merges torch's same-name children; the timeline keeps them
+    assert all(e["ph"] == "X" and e["dur"] >= 0 and e["name"].startswith("aten::") for e in ops)
+    assert {e["args"]["External id"] for e in ops} == set(range(1, len(ops) + 1))
+    page = (run.tmp / "page.html").read_text()
+    assert "<h3>Operators: records</h3>" in page and "<td>aten::mm</td>" in page
+
+
+def test_attach_and_detach_mid_run(tmp_path):
+    """Two attaches of 1 s each while the target computes, then it runs on
+    alone: same result as never attached, exit code 0."""
+    args = ["--iters", "100", "--repeat", "25"]
+    plain = subprocess.run([VENV_PY, TORCH_OPS] + args, capture_output=True, text=True, timeout=300)
+    target = subprocess.Popen([VENV_PY, TORCH_OPS] + args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().startswith("READY")
+        for _ in range(2):
+            r = subprocess.run([LTRACE, "--pid", str(target.pid), "--report", "ops", "-d", "1"], capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert "Profile stats for: records" in r.stdout
+            assert target.poll() is None
+        out, _ = target.communicate(timeout=300)
+    finally:
+        target.kill()
+    assert target.returncode == 0
+    assert result_line(out) == result_line(plain.stdout)
