@@ -16,9 +16,9 @@ until grep -q READY "$out/job.log" 2>/dev/null; do
   sleep 0.2
 done
 sleep 2  # it is training now
-echo "demo: sudo ltrace-bpf --pid $job --report simple,advanced --off-cpu --line-count-restriction 8" >&2
-echo "demo: (the job is already running; the Simple and Advanced reports print when it ends)" >&2
-build/ltrace-bpf --pid "$job" -v --report simple,advanced --off-cpu --line-count-restriction 8 \
+echo "demo: sudo ltrace-bpf --pid $job --report simple,advanced,ops --off-cpu --line-count-restriction 8 --row-limit 15" >&2
+echo "demo: (the job is already running; the Simple, Advanced and ops reports print when it ends)" >&2
+build/ltrace-bpf --pid "$job" -v --report simple,advanced,ops --off-cpu --line-count-restriction 8 --row-limit 15 \
     --flamegraph build/demo-flamegraph.svg --html build/demo-report.html
 wait "$job"
 echo "demo: job finished: $(grep FIT_DONE "$out/job.log")" >&2
