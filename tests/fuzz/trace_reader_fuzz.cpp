@@ -8,6 +8,7 @@
 
 #include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
@@ -22,12 +23,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Whatever was read must also aggregate and render without trouble.
   lt::ActionAggregator actions;
   lt::StackAggregator stacks(actions);
+  lt::OpAggregator ops(actions, {/*schedule=*/true, /*keep_intervals=*/true});
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
     stacks.add(h, p);
+    ops.add(h, p);
   });
   auto rep = actions.finish();
   auto st = stacks.finish();
+  (void)ops.finish();
   for (const auto& ps : st.processes) {
     lt::AdvancedReportInput in;
     in.stacks = &ps;

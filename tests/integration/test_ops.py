@@ -258,3 +258,19 @@ def test_attach_and_detach_mid_run(tmp_path):
         target.kill()
     assert target.returncode == 0
     assert result_line(out) == result_line(plain.stdout)
+
+
+def test_dataloader_workers_with_children(attach):
+    """--children: each DataLoader worker (forked after attach) is its own
+    table of the ops it ran (collate's aten::stack)."""
+    run = attach([VENV_PY, TRAIN, "--workers", "2", "--epochs", "1"],
+                 lt_args=["--children", "--report", "ops", "--row-limit", "-1"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    sections = run.lt_out.split("==> pid ")[1:]
+    assert len(sections) == 3, run.lt_out[:3000]  # the trainer and two workers
+    workers = [s for s in sections if "Profile stats for: records" in s]
+    assert len(workers) == 2
+    for w in workers:
+        assert "aten::stack" in w
+    trainer = [s for s in sections if "training_step" in s]
+    assert len(trainer) == 1 and "aten::addmm" in trainer[0]

@@ -58,3 +58,39 @@ TEST(Offsets, TableCoversSupportedVersionsOnly) {
   EXPECT_EQ(lt::python::layout_for(13)->tstate_frame, 72u);
   EXPECT_EQ(lt::python::layout_for(12)->bpf.str_ascii_data, 40);
 }
+
+TEST(Options, OpsReport) {
+  auto o = parse({"--pid", "12", "--report", "simple,ops", "--sort-by", "count", "--row-limit", "-1", "--schedule"});
+  EXPECT_TRUE(o.wants_ops());
+  EXPECT_EQ(o.sort_by, "count");
+  EXPECT_EQ(o.row_limit, -1);
+  EXPECT_TRUE(o.schedule);
+  EXPECT_EQ(o.effective_rate(), 999u);  // op times are sampled: a finer default
+  EXPECT_EQ(parse({"--pid", "12", "--report", "ops", "--rate", "99"}).effective_rate(), 99u);
+  // --ops alone asks for the op report, with its globs split on commas
+  auto f = parse({"--pid", "12", "--ops", "aten::mm,aten::add*,"});
+  EXPECT_TRUE(f.wants_ops());
+  EXPECT_EQ(f.op_filters, (std::vector<std::string>{"aten::mm", "aten::add*"}));
+  EXPECT_FALSE(parse({"--pid", "12"}).wants_ops());
+  EXPECT_EQ(parse({"report", "f.ltrace", "--report", "ops", "--sort-by", "cpu_time"}).sort_by, "cpu_time");
+}
+
+TEST(Options, OpsErrors) {
+  try {
+    parse({"--pid", "12", "--report", "ops", "--sort-by", "wall"});
+    FAIL() << "accepted a bad sort key";
+  } catch (const lt::Error& e) {
+    EXPECT_EQ(e.code(), lt::ExitCode::usage);
+    // Lightning's MisconfigurationException text, trailing space included
+    EXPECT_EQ(std::string(e.what()),
+              "Found sort_by_key: wall. Should be within {'cpu_time', 'cuda_time', 'cpu_time_total', "
+              "'cuda_time_total', 'cpu_memory_usage', 'cuda_memory_usage', 'self_cpu_memory_usage', "
+              "'self_cuda_memory_usage', 'count'}. ");
+  }
+  EXPECT_EQ(code_of({"--pid", "12", "--row-limit", "-2"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"--pid", "12", "--row-limit", "x"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"--pid", "12", "--ops", ","}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"--pid", "12", "--report", "ops,gpu"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"--pid", "12", "--report", "ops", "--group-by-input-shapes"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"report", "f.ltrace", "--ops", "aten::mm"}), lt::ExitCode::usage);  // nothing to probe offline
+}

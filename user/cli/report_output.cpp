@@ -2,7 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
+#include <cstdio>
 #include <iostream>
 
 #include "reports/advanced/advanced_report.h"
@@ -229,10 +229,12 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
       samples += t.samples;
       in_probe += t.in_probe;
     }
-    if (in_probe)
-      std::cerr << who << ": " << in_probe << " of " << samples << " samples (" << std::fixed << std::setprecision(1)
-                << 100.0 * in_probe / samples << std::defaultfloat
-                << "%) were in ltrace-bpf's own probes: our overhead, not charged to any op\n";
+    if (in_probe) {
+      char pct[32];
+      std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * in_probe / samples);
+      std::cerr << who << ": " << in_probe << " of " << samples << " samples (" << pct
+                << ") were in ltrace-bpf's own probes: our overhead, not charged to any op\n";
+    }
     if (po.skipped_steps)
       std::cerr << who << ": --schedule left out " << po.skipped_steps << " step(s) (wait 1, warmup 1, active 3)\n";
   }
@@ -242,7 +244,7 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
                  "--report ops)\n";
   else if (ops.period_ns)
     std::cerr << "ltrace-bpf: # of Calls is exact; CPU times (~) are sampled estimates: samples x "
-              << ops.period_ns / 1e3 << " us (" << ops.rate_hz << " Hz), "
+              << ops.period_ns / 1000 << " us (" << ops.rate_hz << " Hz), "
               << "self = the innermost op running, total = every op running\n";
   lost_events_note(rep);
   return written;

