@@ -274,3 +274,11 @@ def test_dataloader_workers_with_children(attach):
         assert "aten::stack" in w
     trainer = [s for s in sections if "training_step" in s]
     assert len(trainer) == 1 and "aten::addmm" in trainer[0]
+
+
+def test_process_without_torch(attach):
+    """A Python process that never imports torch: no op table, a note, exit 0."""
+    run = attach([VENV_PY, os.path.join(WORKLOADS, "cpu_shares.py"), "--seconds", "1"], lt_args=["--report", "ops"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert run.lt_out == ""
+    assert "no aten op calls in the window" in run.lt_err
