@@ -82,7 +82,8 @@ test: deps
 # libFuzzer on the trace reader (clang); FUZZ_SECONDS bounds the run.
 FUZZ_SECONDS ?= 20
 FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp reports/aggregate/actions.cpp \
-             reports/model/action_name.cpp reports/aggregate/stacks.cpp reports/advanced/advanced_report.cpp
+             reports/model/action_name.cpp reports/aggregate/stacks.cpp reports/advanced/advanced_report.cpp \
+             reports/aggregate/ops.cpp
 fuzz: $(SKELS)
 	@mkdir -p build-fuzz/corpus
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp -o build-fuzz/make_seed -lz -lzstd

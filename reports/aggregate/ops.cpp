@@ -58,7 +58,8 @@ struct OpAggregator::State {
     std::uint64_t completed_seen = 0;
     Window pending;
     std::vector<Closed> closed;
-    std::map<std::string, std::uint64_t> windows_of;  // step function -> windows closed
+    std::map<std::string, std::uint64_t> windows_of;   // step function -> windows numbered so far
+    std::map<std::string, std::uint64_t> steps_ended;  // ...of which closed by the step's end
     std::string last_title, last_step;
     // Per thread, the ops running as far as the records tell, outermost first.
     struct Running {
@@ -94,7 +95,8 @@ struct OpAggregator::State {
   // The ops of a thread from position `keep` on are over at `ts`.
   void close_from(Proc&, std::vector<Proc::Running>& st, std::size_t keep, std::uint64_t ts) {
     for (std::size_t i = keep; i < st.size(); ++i)
-      if (st[i].interval != SIZE_MAX) out.intervals[st[i].interval].end_ns = ts;
+      if (st[i].interval != SIZE_MAX)  // a damaged stream may go back in time
+        out.intervals[st[i].interval].end_ns = std::max(ts, out.intervals[st[i].interval].begin_ns);
     if (st.size() > keep) st.resize(keep);
   }
   void close_all(Proc& p, std::uint64_t ts) {
@@ -107,6 +109,7 @@ struct OpAggregator::State {
   void step_ended(Proc& p, const std::string& title) {
     const std::string step = step_function_of(title);
     if (step.empty()) return;
+    p.steps_ended[step]++;
     p.closed.push_back({title, step, p.windows_of[step]++, std::move(p.pending)});
     p.pending = Window{};
     p.last_title = title;
@@ -133,7 +136,7 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
       if (h.size < sizeof(lt_op_name_event)) return;
       lt_op_name_event e;
       std::memcpy(&e, record, sizeof e);
-      if (e.op > 10'000'000) return;  // not a real table size: damaged record
+      if (e.op > 1'000'000) return;  // libtorch has ~3000 ops: a damaged record
       if (s.op_names.size() <= e.op) {
         s.op_names.resize(e.op + 1);
         s.op_name_id.resize(e.op + 1, UINT32_MAX);
@@ -273,7 +276,7 @@ OpsReport OpAggregator::finish() {
         // Lightning: torch.profiler.schedule(wait=1, warmup=1, active=3),
         // repeating, counted per step function; with fewer than 5 steps of
         // a stage it records every step instead (and warns).
-        if (p.windows_of[c.step] < 5) {
+        if (p.steps_ended[c.step] < 5) {
           overridden = true;
         } else if (c.index % 5 < 2) {
           ++po.skipped_steps;
@@ -299,7 +302,9 @@ OpsReport OpAggregator::finish() {
         row.total_samples += a.total;
       }
     }
-    if (po.calls || !po.tables.empty()) s.out.processes.push_back(std::move(po));
+    bool any_rows = false;
+    for (auto& t : po.tables) any_rows |= !t.rows.empty();
+    if (any_rows) s.out.processes.push_back(std::move(po));
   }
   if (schedule && overridden)
     s.out.notes.push_back(

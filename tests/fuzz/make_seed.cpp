@@ -30,6 +30,23 @@ int main(int argc, char** argv) {
     s.nframes = 2;
     s.frames[0].code = c.code;
     s.frames[1].code = 0x1000;
+    // ops: a name, two nested calls, and the sample sees both running
+    lt_op_name_event on{};
+    on.hdr = {LT_EV_OP_NAME, sizeof on, 0, 0, 0, static_cast<lt::u64>(i)};
+    on.op = static_cast<lt::u32>(i % 3);
+    std::snprintf(on.name, sizeof on.name, "aten::op%d", i % 3);
+    w.append(&on, sizeof on);
+    for (lt::u16 depth = 1; depth <= 2; ++depth) {
+      lt_op_event op{};
+      op.hdr = {LT_EV_OP, sizeof op, 1, 1, 0, static_cast<lt::u64>(i)};
+      op.op = static_cast<lt::u32>((i + depth) % 3);
+      op.depth = depth;
+      w.append(&op, sizeof op);
+    }
+    s.nops = 2;
+    s.ops[0] = static_cast<lt::u32>((i + 1) % 3);
+    s.ops[1] = static_cast<lt::u32>((i + 2) % 3);
+    s.flags = i == 5 ? LT_SAMPLE_IN_PROBE : 0;
     w.append(&s, sizeof s);
     lt_offcpu_end_event o{};
     o.hdr = {LT_EV_OFFCPU_END, sizeof o, 1, 1, 0, static_cast<lt::u64>(i) + 1};

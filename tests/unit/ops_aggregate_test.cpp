@@ -533,13 +533,10 @@ TEST(OpsSchedule, FewerThanFiveStepsKeepEveryWindowAndWarn) {
 }
 
 TEST(OpsSchedule, FourStepsWithTheLastStepsBackwardAfterItKeepEveryWindow) {
-  // BUG in ops.cpp (left for the lead): the ops after the last step end
-  // (in training, always the last step's backward and optimizer step) open
-  // a window that is numbered like a step, so 4 training steps count as 5
-  // windows and the "fewer than 5 steps" override of Lightning is not
-  // applied: windows 0 and 1 are skipped and no note is given, while
-  // Lightning (num_training_batches = 4 < 5) records every step and warns.
-  GTEST_SKIP() << "ops.cpp counts the unfinished trailing window toward Lightning's 5-step threshold";
+  // The ops after the last step end (in training, always the last step's
+  // backward and optimizer step) form a window numbered like a step, but
+  // only step ends count toward Lightning's "fewer than 5 steps" override:
+  // 4 steps keep every window and warn (num_training_batches = 4 < 5).
   auto rep = run_steps(4, true, true);
   const auto& t = only_table(rep);
   EXPECT_EQ(rep.processes[0].skipped_steps, 0u);
@@ -649,6 +646,21 @@ TEST(OpsIntervals, ExitClosesEveryOpOfTheProcess) {
   EXPECT_EQ(interval(rep, 10, 1 * ms)->end_ns, 4 * ms);
   EXPECT_EQ(interval(rep, 10, 2 * ms)->end_ns, 4 * ms);
   EXPECT_EQ(interval(rep, 20, 3 * ms)->end_ns, 6 * ms);
+}
+
+TEST(OpsIntervals, OutOfOrderTimestampsNeverEndBeforeTheBegin) {
+  // A record older than the op's entry (a damaged or merged trace; found by
+  // fuzzing raw record streams) must not end it before it began: the
+  // Chrome trace's unsigned end - begin would become a ~584-year "dur".
+  Stream s({false, true});
+  s.name(0, "aten::a");
+  s.op(5 * ms, 0, 1);
+  s.op(6 * ms, 0, 2);
+  s.sample(3 * ms, {});  // older than both entries
+  s.op(4 * ms, 0, 1);    // likewise, for the next top-level op
+  auto rep = s.finish();
+  ASSERT_EQ(rep.intervals.size(), 3u);
+  for (auto& i : rep.intervals) EXPECT_GE(i.end_ns, i.begin_ns) << "op entered at " << i.begin_ns;
 }
 
 TEST(OpsIntervals, TooDeepAndUnnestedOpsHaveNone) {
