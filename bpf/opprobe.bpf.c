@@ -8,38 +8,22 @@
  */
 #include "opstack.bpf.h"
 
-/* A zeroed stack to insert for a thread's first op (too big for the BPF
- * stack). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct lt_op_stack);
-} lt_op_stack_zero SEC(".maps");
-
 SEC("uprobe")
 int lt_op_enter(struct pt_regs *ctx)
 {
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	u32 tgid = pid_tgid >> 32, tid = (u32)pid_tgid;
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
 	if (!t || !(t->flags & LT_TARGET_OPS))
 		return 0;
-	struct lt_op_stack *s = bpf_map_lookup_elem(&lt_op_stacks, &tid);
-	if (!s) {
-		u32 zero = 0;
-		struct lt_op_stack *z = bpf_map_lookup_elem(&lt_op_stack_zero, &zero);
-		if (!z)
-			return 0;
-		bpf_map_update_elem(&lt_op_stacks, &tid, z, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&lt_op_stacks, &tid);
-		if (!s)
-			return 0;
-	}
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct lt_op_stack *s = bpf_task_storage_get(&lt_op_stacks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		return 0;
 	u64 sp = PT_REGS_SP(ctx);
 	u32 op = (u32)bpf_get_attach_cookie(ctx);
-	struct task_struct *task = bpf_get_current_task_btf();
-	u64 pyframe = t->tsd_block ? current_pyframe(thread_state(task, t), &t->off) : 0;
+	if (!s->tstate && t->tsd_block)
+		s->tstate = thread_state(task, t);
+	u64 pyframe = current_pyframe(s->tstate, &t->off);
 	u32 d = op_stack_settle(s, sp, 1, pyframe, t);
 	u16 depth = 0;
 	if (d < LT_OPS_DEPTH) {

@@ -41,14 +41,16 @@ struct lt_op_frame {
 struct lt_op_stack {
 	u32 depth;
 	u32 pad;
+	u64 tstate; /* the thread's PyThreadState, found once (0: not yet) */
 	struct lt_op_frame f[LT_OPS_DEPTH];
 };
 
-/* tid -> its running ops.  LRU: threads that exit simply age out. */
+/* Each thread's running ops, in task-local storage: no hashing on the hot
+ * path, and freed with the thread. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct lt_op_stack);
 } lt_op_stacks SEC(".maps");
 

@@ -147,8 +147,7 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 			e->flags |= LT_SAMPLE_IN_PROBE;
 	}
 	if (regs && (t->flags & LT_TARGET_OPS)) {
-		u32 tid = (u32)bpf_get_current_pid_tgid();
-		struct lt_op_stack *ops = bpf_map_lookup_elem(&lt_op_stacks, &tid);
+		struct lt_op_stack *ops = bpf_task_storage_get(&lt_op_stacks, task, 0, 0);
 		if (ops) {
 			u32 d = op_stack_settle(ops, regs->sp, 0, pyframe, t);
 			for (int i = 0; i < LT_OPS_DEPTH; i++) {
