@@ -111,9 +111,13 @@ int main(int argc, char** argv) {
         if (!f.flush()) throw Error(ExitCode::io, "cannot write " + path);
         std::cerr << "ltrace-bpf: wrote " << path << "\n";
       };
-      if (!opts.chrome_path.empty()) write_file(opts.chrome_path, [&](std::ostream& f) { write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr); });
+      if (!opts.chrome_path.empty())
+        write_file(opts.chrome_path,
+                   [&](std::ostream& f) { write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr); });
       if (!opts.html_path.empty())
-        write_file(opts.html_path, [&](std::ostream& f) { write_html_report(rep, opts.extended, f, &stack_rep, opts.wants_ops() ? &ops_rep : nullptr); });
+        write_file(opts.html_path, [&](std::ostream& f) {
+          write_html_report(rep, opts.extended, f, &stack_rep, opts.wants_ops() ? &ops_rep : nullptr);
+        });
     }
     if (!opts.dump_path.empty()) {
       std::ofstream dump(opts.dump_path);

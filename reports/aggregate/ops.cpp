@@ -31,9 +31,9 @@ struct Window {
 };
 
 struct Closed {
-  std::string title;       // the step action that ended it
-  std::string step;        // its step function ("training_step")
-  std::uint64_t index;     // its number among the windows of that step function
+  std::string title;    // the step action that ended it
+  std::string step;     // its step function ("training_step")
+  std::uint64_t index;  // its number among the windows of that step function
   Window window;
 };
 
@@ -50,9 +50,9 @@ std::string step_function_of(const std::string& action) {
 struct OpAggregator::State {
   const ActionAggregator& actions;
   OpAggregatorOptions opts;
-  std::vector<std::string> op_names;       // op index -> name
-  std::vector<std::uint32_t> op_name_id;   // op index -> name id
-  std::vector<std::string> names;          // name id -> name
+  std::vector<std::string> op_names;      // op index -> name
+  std::vector<std::uint32_t> op_name_id;  // op index -> name id
+  std::vector<std::string> names;         // name id -> name
   std::unordered_map<std::string, std::uint32_t> name_ids;
   struct Proc {
     std::uint64_t completed_seen = 0;

@@ -99,8 +99,9 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
       ++external_id;
       sep() << "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": " << json_string(name) << ", \"pid\": " << m.pid
             << ", \"tid\": " << iv->tid << ", \"ts\": " << num(to_us(rep, iv->begin_ns))
-            << ", \"dur\": " << num((iv->end_ns - iv->begin_ns) / 1e3) << ", \"args\": {\"External id\": " << external_id
-            << ", \"Ev Idx\": " << external_id - 1 << ", \"end\": \"upper bound\"}}";
+            << ", \"dur\": " << num((iv->end_ns - iv->begin_ns) / 1e3)
+            << ", \"args\": {\"External id\": " << external_id << ", \"Ev Idx\": " << external_id - 1
+            << ", \"end\": \"upper bound\"}}";
     }
   }
   out << "\n],\n\"traceName\": \"ltrace-bpf\"\n}\n";

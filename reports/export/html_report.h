@@ -12,6 +12,6 @@
 
 namespace lt {
 // Built from a report aggregated with keep_intervals = true.
-void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out,
-                       const StacksReport* stacks = nullptr, const OpsReport* ops = nullptr);
+void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks = nullptr,
+                       const OpsReport* ops = nullptr);
 }  // namespace lt

@@ -86,9 +86,15 @@ double parse_seconds(const std::string& s) {
 
 // Lightning's PyTorchProfiler.AVAILABLE_SORT_KEYS and its error text.
 std::string parse_sort_key(const std::string& s) {
-  static const char* const keys[] = {"cpu_time",          "cuda_time",          "cpu_time_total",
-                                     "cuda_time_total",   "cpu_memory_usage",   "cuda_memory_usage",
-                                     "self_cpu_memory_usage", "self_cuda_memory_usage", "count"};
+  static const char* const keys[] = {"cpu_time",
+                                     "cuda_time",
+                                     "cpu_time_total",
+                                     "cuda_time_total",
+                                     "cpu_memory_usage",
+                                     "cuda_memory_usage",
+                                     "self_cpu_memory_usage",
+                                     "self_cuda_memory_usage",
+                                     "count"};
   for (const char* k : keys)
     if (s == k) return s;
   std::string set;

@@ -34,14 +34,12 @@ struct Options {
   // aten ops (PyTorchProfiler's table)
   std::string sort_by = "cpu_time_total";  // Lightning's sort_by_key
   int row_limit = 20;                      // -1: every row
-  std::vector<std::string> op_filters;  // --ops globs
-  bool schedule = false;                // Lightning's default schedule: wait 1, warmup 1, active 3
+  std::vector<std::string> op_filters;     // --ops globs
+  bool schedule = false;                   // Lightning's default schedule: wait 1, warmup 1, active 3
   bool wants_ops() const { return wants_report("ops") || !op_filters.empty(); }
   // Op times are sampled: they need a higher rate than stacks to be useful
   // on short ops (999 Hz costs ~1% of a CPU, docs/benchmarks.md).
-  unsigned effective_rate() const {
-    return rate_hz ? rate_hz : wants_ops() ? 999 : (wants_stacks() ? 99 : 0);
-  }
+  unsigned effective_rate() const { return rate_hz ? rate_hz : wants_ops() ? 999 : (wants_stacks() ? 99 : 0); }
   bool verbose = false;
   std::string dump_path;
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text

@@ -1,8 +1,8 @@
 #include "user/cli/report_output.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <cstdio>
 #include <iostream>
 
 #include "reports/advanced/advanced_report.h"

@@ -31,7 +31,7 @@ class OpTracer {
   // Writes the op's OP_NAME record the first time the op is seen.
   void announce(std::uint32_t op);
   std::size_t probes() const { return probes_; }
-  double attach_ms() const { return attach_ms_; }      // catalog + attach, summed
+  double attach_ms() const { return attach_ms_; }        // catalog + attach, summed
   const std::string& describe() const { return last_; }  // for --verbose
 
  private:

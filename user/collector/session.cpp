@@ -372,8 +372,8 @@ Trace Session::run(const std::atomic<bool>& stop) {
   pyactions_ = std::make_unique<PyActionsSource>(*proctrack_);
   if (opts_.ops) {
     opprobe_ = std::make_unique<OpProbeSource>(*proctrack_);
-    optracer_ = std::make_unique<OpTracer>(*opprobe_, opts_.op_filters,
-                                           [this](const void* r, std::size_t n) { emit(r, n); });
+    optracer_ =
+        std::make_unique<OpTracer>(*opprobe_, opts_.op_filters, [this](const void* r, std::size_t n) { emit(r, n); });
   }
   if (sampling()) {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
@@ -451,8 +451,10 @@ Trace Session::run(const std::atomic<bool>& stop) {
       std::vector<pid_t> waiting;
       for (auto& [pid, tries] : ops_pending_) waiting.push_back(pid);
       for (pid_t p : waiting)
-        if (alive_[p] && live_.count(p)) attach_ops(p, false);
-        else ops_pending_.erase(p);
+        if (alive_[p] && live_.count(p))
+          attach_ops(p, false);
+        else
+          ops_pending_.erase(p);
     }
     if (writer_) writer_->maybe_flush(now);  // a killed recorder loses at most ~1 s
     if (deadline && now >= deadline) break;

@@ -37,12 +37,12 @@ struct SessionOptions {
   bool children = false;
   double duration_s = 0;  // 0: until signal or targets exit
   bool verbose = false;
-  unsigned sample_rate_hz = 0;  // Python stack samples per second per thread (0: off)
-  bool off_cpu = false;         // record blocking (sched_switch) with stacks
-  bool ops = false;             // aten op entry probes (needs sample_rate_hz for times)
+  unsigned sample_rate_hz = 0;          // Python stack samples per second per thread (0: off)
+  bool off_cpu = false;                 // record blocking (sched_switch) with stacks
+  bool ops = false;                     // aten op entry probes (needs sample_rate_hz for times)
   std::vector<std::string> op_filters;  // --ops globs; empty: every op
-  std::string output_path;      // also write the trace file here ("" = none)
-  bool keep_in_memory = false;  // also return every record as a Trace (--dump)
+  std::string output_path;              // also write the trace file here ("" = none)
+  bool keep_in_memory = false;          // also return every record as a Trace (--dump)
   // Sees every record as it arrives (the report aggregator), so a long
   // attach does not hold the stream in memory.
   std::function<void(const lt_event_header&, const std::byte*)> sink;
