@@ -10,20 +10,22 @@ namespace lt {
 
 namespace {
 
-// Microseconds on the wall clock when the trace has a clock pair (so
-// traces of several hosts line up), else on the recording host's
-// monotonic clock.
-double to_us(const ActionsReport& rep, std::uint64_t mono_ns) {
-  if (rep.host.realtime_ns == 0) return mono_ns / 1e3;
-  return (static_cast<double>(mono_ns) - static_cast<double>(rep.host.monotonic_ns) +
-          static_cast<double>(rep.host.realtime_ns)) /
-         1e3;
+// Exact microseconds with 3 decimals from integer nanoseconds: wall-clock
+// microseconds (~1.8e15) leave a double only ~0.25 us of resolution, which
+// would make back-to-back op slices appear to overlap.
+std::string us_exact(std::int64_t ns) {
+  char b[48];
+  const char* sign = ns < 0 ? "-" : "";
+  const unsigned long long a = ns < 0 ? static_cast<unsigned long long>(-ns) : static_cast<unsigned long long>(ns);
+  std::snprintf(b, sizeof b, "%s%llu.%03llu", sign, a / 1000, a % 1000);
+  return b;
 }
 
-std::string num(double v) {
-  char b[40];
-  std::snprintf(b, sizeof b, "%.3f", v);
-  return b;
+// Nanoseconds on the wall clock when the trace has a clock pair (so traces
+// of several hosts line up), else on the recording host's monotonic clock.
+std::int64_t wall_ns(const ActionsReport& rep, std::uint64_t mono_ns) {
+  if (rep.host.realtime_ns == 0) return static_cast<std::int64_t>(mono_ns);
+  return static_cast<std::int64_t>(mono_ns - rep.host.monotonic_ns + rep.host.realtime_ns);
 }
 
 const ProcessActions* first_ranked(const ActionsReport& rep) {
@@ -87,8 +89,8 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
             << "}}";
     for (auto& iv : p.intervals) {
       sep() << "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " << json_string(p.actions[iv.action].name)
-            << ", \"pid\": " << m.pid << ", \"tid\": " << iv.tid << ", \"ts\": " << num(to_us(rep, iv.begin_ns))
-            << ", \"dur\": " << num((iv.end_ns - iv.begin_ns) / 1e3) << ", \"args\": {\"External id\": 0"
+            << ", \"pid\": " << m.pid << ", \"tid\": " << iv.tid << ", \"ts\": " << us_exact(wall_ns(rep, iv.begin_ns))
+            << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv.end_ns - iv.begin_ns)) << ", \"args\": {\"External id\": 0"
             << (iv.estimated ? ", \"estimated\": true" : "") << "}}";
     }
     if (my_ops == ops_of.end()) continue;
@@ -98,8 +100,8 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
                                     : "op#" + std::to_string(iv->op);
       ++external_id;
       sep() << "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": " << json_string(name) << ", \"pid\": " << m.pid
-            << ", \"tid\": " << iv->tid << ", \"ts\": " << num(to_us(rep, iv->begin_ns))
-            << ", \"dur\": " << num((iv->end_ns - iv->begin_ns) / 1e3)
+            << ", \"tid\": " << iv->tid << ", \"ts\": " << us_exact(wall_ns(rep, iv->begin_ns))
+            << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv->end_ns - iv->begin_ns))
             << ", \"args\": {\"External id\": " << external_id << ", \"Ev Idx\": " << external_id - 1
             << ", \"end\": \"upper bound\"}}";
     }

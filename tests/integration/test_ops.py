@@ -3,6 +3,7 @@ torch.profiler on the same deterministic workload; and the target's safety
 while ops throw C++ exceptions under the probes."""
 import json
 import math
+from decimal import Decimal
 import os
 import re
 import subprocess
@@ -287,3 +288,37 @@ def test_process_without_torch(attach):
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     assert run.lt_out == ""
     assert "no aten op calls in the window" in run.lt_err
+
+
+def test_chrome_trace_with_ops_loads_in_hta(attach, tmp_path):
+    """Lightning actions and op calls in one kineto-style trace: op slices
+    nest properly per thread, and HTA loads every slice."""
+    run = attach([VENV_PY, TRAIN, "--epochs", "1", "--batches", "8"],
+                 lt_args=["--report", "ops", "--chrome", "run.json"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    # Decimal: wall-clock microseconds (~1.8e15) lose sub-us digits as floats
+    events = json.loads((run.tmp / "run.json").read_text(), parse_float=Decimal)["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    ops = [e for e in slices if e["cat"] == "cpu_op"]
+    assert ops and any(e["cat"] == "user_annotation" for e in slices)
+    by_tid = {}
+    for e in ops:
+        by_tid.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_tid.values():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        stack = []
+        for b, end in spans:
+            while stack and stack[-1] <= b:
+                stack.pop()
+            assert not stack or end <= stack[-1], (b, end, stack[-1])
+            stack.append(end)
+    trace_dir = tmp_path / "hta"
+    trace_dir.mkdir()
+    (trace_dir / "rank-0.json").write_text((run.tmp / "run.json").read_text())
+    code = ("from hta.trace_analysis import TraceAnalysis\n"
+            f"a = TraceAnalysis(trace_dir={str(trace_dir)!r})\n"
+            "t = a.t.get_trace(0)\n"
+            "print('ROWS', len(t)); print('MM', 'aten::addmm' in set(a.t.symbol_table.sym_table))\n")
+    r = subprocess.run([VENV_PY, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"ROWS {len(slices)}" in r.stdout and "MM True" in r.stdout
