@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, WORKLOADS
+from conftest import LTRACE, SITE_PACKAGES, VENV_PY, WORKLOADS, pyenv_python
 from ops_table import merged, parse_ops_report
 
 TORCH_OPS = os.path.join(WORKLOADS, "torch_ops.py")
@@ -23,10 +23,10 @@ def debian_torch():
                                                          capture_output=True).returncode == 0
 
 
-def torch_profile(python, args, tmp_path):
+def torch_profile(python, args, tmp_path, env=None):
     out = tmp_path / "prof.json"
     r = subprocess.run([python, TORCH_OPS, "--profile", str(out)] + args, capture_output=True, text=True,
-                       timeout=300, cwd=tmp_path)
+                       timeout=300, cwd=tmp_path, env=dict(os.environ, **(env or {})))
     assert r.returncode == 0, r.stderr[-2000:]
     data = json.loads(out.read_text())
     ops = {k: dict(v, raw=data["raw_counts"].get(k, 0)) for k, v in data["ops"].items() if k.startswith("aten::")}
@@ -94,7 +94,10 @@ def check_against_profiler(ours, theirs):
                 assert na - nb >= -2 * math.sqrt(na + nb), (a, b, ours[a], ours[b])
 
 
+PYENV_311 = pyenv_python(11)
 CASES = [pytest.param(VENV_PY, [], id="pypi-torch"),
+         # the interpreter in libpython3.11.so (pyenv) instead of the executable
+         pytest.param(PYENV_311, [], id="pyenv-3.11-libpython"),
          pytest.param(VENV_PY, ["--raising"], id="pypi-torch-raising"),
          pytest.param(DEBIAN_PY, [], id="debian-torch-1.13")]
 
@@ -103,9 +106,13 @@ CASES = [pytest.param(VENV_PY, [], id="pypi-torch"),
 def test_ops_agree_with_torch_profiler(attach, tmp_path, python, extra):
     if python == DEBIAN_PY and not debian_torch():
         pytest.skip("Debian python3-torch not installed")
+    if python is None:
+        pytest.fail("pyenv CPython 3.11 missing under /root/.pyenv/versions")
+    env = {"PYTHONPATH": SITE_PACKAGES[0]} if python == PYENV_311 else None  # the .venv's torch (cp311)
     args = ["--iters", "800"] + extra
-    theirs, prof_out = torch_profile(python, args, tmp_path)
-    run = attach([python, TORCH_OPS] + args, lt_args=["--report", "ops", "--row-limit", "-1", "--dump", "dump.txt"])
+    theirs, prof_out = torch_profile(python, args, tmp_path, env)
+    run = attach([python, TORCH_OPS] + args, lt_args=["--report", "ops", "--row-limit", "-1", "--dump", "dump.txt"],
+                 env=env)
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     # Every call torch.profiler recorded, we counted: identical, op by op.
     raw = raw_calls(run.tmp / "dump.txt")
