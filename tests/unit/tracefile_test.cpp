@@ -99,3 +99,44 @@ TEST(TraceFile, NotATraceIsAnError) {
     EXPECT_EQ(e.code(), ExitCode::bad_trace);
   }
 }
+
+// A file of event ABI 1 (before ops): its samples lack the ops[] tail.  They
+// are read as ABI 2 samples with no ops, frames intact.
+TEST(TraceFile, ReadsEventAbi1Samples) {
+  auto path = temp_path("abi1");
+  const std::size_t old_size = offsetof(lt_py_sample_event, ops);
+  {
+    tracefile::TraceWriter w(path);
+    lt_py_sample_event s{};
+    s.hdr = {LT_EV_PY_SAMPLE, static_cast<u16>(old_size), 7, 7, 0, 42};
+    s.nframes = 1;
+    s.frames[0].code = 0x1234;
+    s.frames[0].lasti = 5;
+    w.append(&s, old_size);
+    w.close();
+  }
+  std::string bytes = slurp(path);
+  const u16 abi1 = 1;
+  std::memcpy(bytes.data() + offsetof(tracefile::FileHeader, event_abi), &abi1, sizeof abi1);
+  Trace t;
+  auto r = tracefile::read_trace(bytes, t);
+  ASSERT_EQ(r.records, 1u);
+  int seen = 0;
+  t.for_each([&](const lt_event_header& h, const std::byte* p) {
+    ASSERT_EQ(h.size, sizeof(lt_py_sample_event));
+    lt_py_sample_event e;
+    std::memcpy(&e, p, sizeof e);
+    EXPECT_EQ(e.nframes, 1);
+    EXPECT_EQ(e.frames[0].code, 0x1234u);
+    EXPECT_EQ(e.nops, 0);
+    ++seen;
+  });
+  EXPECT_EQ(seen, 1);
+  // The same bytes claiming ABI 2 are kept as they are (a short record).
+  const u16 abi2 = 2;
+  std::memcpy(bytes.data() + offsetof(tracefile::FileHeader, event_abi), &abi2, sizeof abi2);
+  Trace t2;
+  tracefile::read_trace(bytes, t2);
+  t2.for_each([&](const lt_event_header& h, const std::byte*) { EXPECT_EQ(h.size, old_size); });
+  unlink(path.c_str());
+}

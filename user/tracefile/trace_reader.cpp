@@ -78,6 +78,10 @@ ReadResult read_from(Source& src, const RecordSink& sink) {
   src.read(skip.data(), skip.size());
 
   std::uint64_t offset = fh.header_size;
+  // The only layout change since event ABI 1: PY_SAMPLE grew ops[] (ABI 2).
+  constexpr std::size_t kSampleSizeAbi1 = offsetof(lt_py_sample_event, ops);
+  static_assert(sizeof(lt_py_sample_event) == kSampleSizeAbi1 + sizeof(std::uint32_t) * LT_OPS_DEPTH);
+  lt_py_sample_event upgraded;
   std::vector<char> stored, raw;
   while (src.remaining() > 0) {
     const std::uint64_t left = src.remaining();
@@ -145,7 +149,17 @@ ReadResult read_from(Source& src, const RecordSink& sink) {
     for (pos = 0; pos < raw.size();) {
       lt_event_header h;
       std::memcpy(&h, raw.data() + pos, sizeof h);
-      sink(h, reinterpret_cast<const std::byte*>(raw.data() + pos));
+      if (fh.event_abi < 2 && (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN) &&
+          h.size == kSampleSizeAbi1) {
+        // ABI 1 samples had no ops[] tail (and 0 where nops now is): the
+        // same record, zero-extended, reads as ABI 2.
+        std::memset(&upgraded, 0, sizeof upgraded);
+        std::memcpy(&upgraded, raw.data() + pos, h.size);
+        upgraded.hdr.size = sizeof upgraded;
+        sink(upgraded.hdr, reinterpret_cast<const std::byte*>(&upgraded));
+      } else {
+        sink(h, reinterpret_cast<const std::byte*>(raw.data() + pos));
+      }
       pos += h.size;
     }
     r.records += count;
