@@ -22,6 +22,7 @@ using u16 = std::uint16_t;
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
 using s32 = std::int32_t;
+using s8 = std::int8_t;
 #endif
 
 /* Bump when any record layout changes; readers refuse newer major versions. */
@@ -60,8 +61,9 @@ enum lt_event_kind {
 	LT_EV_SAMPLER_INFO = 53, /* rate, period, off-CPU on/off */
 	LT_EV_NATIVE_SYM = 54,	 /* a native instruction address -> symbol */
 	/* aten operators (opprobe source) */
-	LT_EV_OP = 64,	    /* an at::_ops::<op>::call entry */
-	LT_EV_OP_NAME = 65, /* user space: op index -> aten name */
+	LT_EV_OP = 64,	      /* an at::_ops::<op>::call entry */
+	LT_EV_OP_NAME = 65,   /* user space: op index -> aten name */
+	LT_EV_OP_SHAPES = 66, /* an op entry with its tensor arguments (--group-by-input-shapes) */
 	/* reserved for the sources to come */
 	LT_EV_GPU_ACTIVITY = 80,
 };
@@ -197,16 +199,34 @@ struct lt_op_event {
 	u16 pad;
 };
 
+/* OP_SHAPES: an OP with, for each integer argument register (rdi, rsi,
+ * rdx, rcx, r8, r9) that points to a dense at::Tensor, words 6..21 of its
+ * TensorImpl, where its sizes and strides lie in every torch build we know
+ * (user space finds the exact word). */
+#define LT_SHAPE_REGS 6
+#define LT_SHAPE_FIRST_WORD 6
+#define LT_SHAPE_WORDS 16
+struct lt_op_shapes_event {
+	struct lt_event_header hdr;
+	u32 op;
+	u16 depth;
+	u16 tensors; /* bit i: register i pointed to a tensor; impl[i] holds its words */
+	u64 impl[LT_SHAPE_REGS][LT_SHAPE_WORDS];
+};
+
 /* OP_NAME (user space, pid 0): what an op index means; written before the
  * first record using it. */
 #define LT_OP_NAME_MAX 112
 #define LT_OP_OVERLOAD_MAX 64
+#define LT_OP_ARGS_MAX 40
 struct lt_op_name_event {
 	struct lt_event_header hdr;
 	u32 op;
-	u32 pad;
+	u16 nargs; /* schema arguments described in arg_reg (0: unknown) */
+	u16 pad;
 	char name[LT_OP_NAME_MAX];	   /* "aten::add", as torch.profiler names it */
 	char overload[LT_OP_OVERLOAD_MAX]; /* "Tensor"; "" = the default overload */
+	s8 arg_reg[LT_OP_ARGS_MAX];	   /* per schema argument: register of a tensor, -1 none */
 };
 
 /* OFFCPU_END: hdr.pid/tid is the thread that runs again */
@@ -295,6 +315,7 @@ struct lt_py_offsets {
 #define LT_TARGET_SAMPLE 0x4u	    /* sample its threads' Python stacks */
 #define LT_TARGET_OFF_CPU 0x8u	    /* record its threads' blocking */
 #define LT_TARGET_OPS 0x10u	    /* trace its aten ops */
+#define LT_TARGET_SHAPES 0x20u	    /* ...with their tensor arguments' shapes */
 
 struct lt_target {
 	struct lt_py_offsets off;
@@ -312,6 +333,7 @@ struct lt_target {
 	u16 tsd_block;
 	u16 tsd_levels;
 	u32 pad;
+	u64 tensor_vtable; /* &vtable(c10::TensorImpl) + 16 in this process (shapes) */
 };
 
 /* Classes the BPF side assigns to code and type objects (cached per address). */

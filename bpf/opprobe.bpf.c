@@ -8,6 +8,39 @@
  */
 #include "opstack.bpf.h"
 
+/* The OP record with each argument register's tensor, if it holds one: a
+ * pointer to an at::Tensor, whose first word is a TensorImpl whose vtable
+ * is c10::TensorImpl's (dense tensors; anything else reads as no tensor). */
+static __noinline int emit_shapes(struct pt_regs *ctx, const struct lt_target *t, u32 op, u16 depth)
+{
+	struct lt_op_shapes_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
+	if (!e) {
+		lt_count_ringbuf_drop();
+		return 0;
+	}
+	lt_fill_header(&e->hdr, LT_EV_OP_SHAPES, sizeof(*e));
+	e->op = op;
+	e->depth = depth;
+	e->tensors = 0;
+	u64 regs[LT_SHAPE_REGS] = {ctx->di, ctx->si, ctx->dx, ctx->cx, ctx->r8, ctx->r9};
+	for (int i = 0; i < LT_SHAPE_REGS; i++) {
+		if (!regs[i])
+			continue;
+		u64 impl = read_u64(regs[i]);
+		/* c10::optional<Tensor> (torch < 2.2) keeps its flag first, the
+		 * tensor at +8 (std::optional: the tensor first) */
+		if (!impl || read_u64(impl) != t->tensor_vtable) {
+			impl = read_u64(regs[i] + 8);
+			if (!impl || read_u64(impl) != t->tensor_vtable)
+				continue;
+		}
+		if (!bpf_probe_read_user(e->impl[i], sizeof(e->impl[i]), (void *)(impl + 8 * LT_SHAPE_FIRST_WORD)))
+			e->tensors |= 1u << i;
+	}
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
 SEC("uprobe")
 int lt_op_enter(struct pt_regs *ctx)
 {
@@ -39,6 +72,8 @@ int lt_op_enter(struct pt_regs *ctx)
 		s->depth = d + 1;
 		depth = d + 1;
 	}
+	if (t->flags & LT_TARGET_SHAPES)
+		return emit_shapes(ctx, t, op, depth);
 	struct lt_op_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
 		lt_count_ringbuf_drop();

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     // Sees each record right after `aggregator`, which tells it the action
     // open on a sample's thread.
     StackAggregator stacks(aggregator);
-    OpAggregator ops(aggregator, {opts.schedule, exports});
+    OpAggregator ops(aggregator, {opts.schedule, exports, opts.group_by_input_shapes});
     auto consume = [&](const lt_event_header& h, const std::byte* p) {
       aggregator.add(h, p);
       stacks.add(h, p);
@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
       so.off_cpu = opts.off_cpu;
       so.ops = opts.wants_ops();
       so.op_filters = opts.op_filters;
+      so.shapes = opts.group_by_input_shapes;
       so.keep_in_memory = !opts.dump_path.empty();
       if (opts.command == Options::Command::live) so.sink = consume;
       Session session(so);
@@ -103,7 +104,8 @@ int main(int argc, char** argv) {
         write_advanced_reports(rep, stack_rep, {opts.extended, opts.dirpath, opts.filename},
                                opts.line_count_restriction);
       if (opts.wants_ops())
-        write_ops_reports(rep, ops_rep, {opts.extended, opts.dirpath, opts.filename}, {opts.sort_by, opts.row_limit});
+        write_ops_reports(rep, ops_rep, {opts.extended, opts.dirpath, opts.filename},
+                          {opts.sort_by, opts.row_limit, opts.group_by_input_shapes});
       write_stack_exports(stack_rep, {opts.collapsed_path, opts.flamegraph_path, opts.speedscope_path});
       auto write_file = [](const std::string& path, auto&& writer) {
         std::ofstream f(path, std::ios::binary);

@@ -11,6 +11,26 @@ namespace lt {
 namespace {
 
 constexpr std::size_t kMaxIntervals = 4'000'000;  // ~160 MB of timeline at most
+constexpr std::size_t kMaxHeld = 200'000;         // records held while the TensorImpl layout is unknown
+
+// Does a TensorImpl hold a contiguous tensor's SizesAndStrides at word k of
+// the captured words: ndim (1..5), its sizes, zeros in the unused inline
+// size slots, then contiguous strides?  The pattern is specific enough to
+// find the field in any torch build from a few tensors.
+bool sizes_at(const std::uint64_t* w, int k) {
+  if (k < 0 || k + 11 > LT_SHAPE_WORDS) return false;
+  const std::uint64_t n = w[k];
+  if (n < 1 || n > 5) return false;
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    const std::uint64_t size = w[k + 1 + i];
+    if (i < n ? (size < 1 || size > (1ull << 40)) : size != 0) return false;
+  }
+  const std::uint64_t* stride = w + k + 6;
+  if (stride[n - 1] != 1) return false;
+  for (std::uint64_t i = n - 1; i-- > 0;)
+    if (stride[i] != stride[i + 1] * w[k + 2 + i]) return false;
+  return true;
+}
 constexpr const char* kStepFunctions[] = {"training_step", "validation_step", "test_step", "predict_step"};
 
 struct Acc {
@@ -50,6 +70,76 @@ std::string step_function_of(const std::string& action) {
 struct OpAggregator::State {
   const ActionAggregator& actions;
   OpAggregatorOptions opts;
+  // --group-by-input-shapes: word of TensorImpl's ndim among the captured
+  // words (-1: not known yet), found by vote over the first tensors seen.
+  int layout = -1;
+  bool layout_given_up = false;
+  int votes[LT_SHAPE_WORDS] = {};
+  struct Held {
+    lt_event_header h;
+    std::vector<std::byte> bytes;
+    std::uint64_t done;
+    std::string last;
+  };
+  std::vector<Held> held;
+  std::vector<std::vector<std::int8_t>> op_args;  // op index -> per schema argument, tensor register or -1
+  void process(const lt_event_header& h, const std::byte* record, std::uint64_t done, const std::string& last);
+  void vote(const std::byte* record) {
+    lt_op_shapes_event e;
+    std::memcpy(&e, record, sizeof e);
+    for (unsigned r = 0; r < LT_SHAPE_REGS; ++r)
+      if (e.tensors & (1u << r))
+        for (int k = 0; k < LT_SHAPE_WORDS; ++k) votes[k] += sizes_at(e.impl[r], k);
+    int best = 0, second = 0;
+    for (int k = 1; k < LT_SHAPE_WORDS; ++k)
+      if (votes[k] > votes[best]) best = k;
+    for (int k = 0; k < LT_SHAPE_WORDS; ++k)
+      if (k != best) second = std::max(second, votes[k]);
+    if (votes[best] >= 8 && votes[best] >= 4 * second) layout = best;
+  }
+  // Decides with what there is (the stream ended or held too much), then
+  // processes the held records in order.
+  void replay() {
+    if (layout < 0) {
+      int best = 0;
+      for (int k = 1; k < LT_SHAPE_WORDS; ++k)
+        if (votes[k] > votes[best]) best = k;
+      if (votes[best] > 0)
+        layout = best;
+      else
+        layout_given_up = true;
+    }
+    auto pending = std::move(held);
+    held.clear();
+    for (auto& r : pending) process(r.h, r.bytes.data(), r.done, r.last);
+  }
+  // The row id of an (op, input shapes) pair, torch's format: one entry per
+  // schema argument, a tensor's sizes or [].
+  std::uint32_t shaped_id(std::uint32_t op, const std::byte* record) {
+    lt_op_shapes_event e;
+    std::memcpy(&e, record, sizeof e);
+    std::string key = (op < op_names.size() && !op_names[op].empty() ? op_names[op] : "op#" + std::to_string(op));
+    key += '\t';
+    if (op >= op_args.size() || op_args[op].empty()) return intern(key);  // schema unknown: no shapes
+    key += '[';
+    bool first = true;
+    for (std::int8_t reg : op_args[op]) {
+      key += first ? "[" : ", [";
+      first = false;
+      if (reg >= 0 && reg < LT_SHAPE_REGS && (e.tensors & (1u << reg)) && layout >= 0) {
+        const std::uint64_t* w = e.impl[reg] + layout;
+        if (w[0] > 5) {
+          key += "...";  // sizes out of line (more than 5 dims): not captured
+        } else {
+          for (std::uint64_t i = 0; i < w[0] && layout + 1 + static_cast<int>(i) < LT_SHAPE_WORDS; ++i)
+            key += (i ? ", " : "") + std::to_string(w[1 + i]);
+        }
+      }
+      key += ']';
+    }
+    key += ']';
+    return intern(key);
+  }
   std::vector<std::string> op_names;      // op index -> name
   std::vector<std::uint32_t> op_name_id;  // op index -> name id
   std::vector<std::string> names;         // name id -> name
@@ -63,10 +153,12 @@ struct OpAggregator::State {
     std::string last_title, last_step;
     // Per thread, the ops running as far as the records tell, outermost first.
     struct Running {
-      std::uint32_t name;
+      std::uint32_t name;  // its row: the op, or the (op, input shapes) pair
+      std::uint32_t base;  // the op's name alone
       std::uint32_t children;
-      bool first_child_dup;  // its only child so far has its name
-      std::size_t interval;  // index in out.intervals, SIZE_MAX: none
+      bool first_child_dup;           // its only child so far has its name
+      std::uint32_t first_child_row;  // that child's row
+      std::size_t interval;           // index in out.intervals, SIZE_MAX: none
     };
     std::unordered_map<std::uint32_t, std::vector<Running>> running;
     std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
@@ -123,6 +215,23 @@ OpAggregator::~OpAggregator() = default;
 
 void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
   auto& s = *s_;
+  const bool action_end = h.kind == LT_EV_ACTION_END || h.kind == LT_EV_DIRECT_STOP;
+  const std::uint64_t done = action_end ? s.actions.completed(h.pid) : 0;
+  const std::string last = action_end ? s.actions.last_completed(h.pid) : std::string();
+  if (s.opts.group_by_shapes && s.layout < 0 && !s.layout_given_up) {
+    // Until the TensorImpl layout is known, hold the stream (in order, with
+    // what the action aggregator said at each record) and replay it then.
+    s.held.push_back({h, std::vector<std::byte>(record, record + h.size), done, last});
+    if (h.kind == LT_EV_OP_SHAPES && h.size >= sizeof(lt_op_shapes_event)) s.vote(record);
+    if (s.layout >= 0 || s.held.size() >= kMaxHeld) s.replay();
+    return;
+  }
+  s.process(h, record, done, last);
+}
+
+void OpAggregator::State::process(const lt_event_header& h, const std::byte* record, std::uint64_t done,
+                                  const std::string& last) {
+  auto& s = *this;
   switch (h.kind) {
     case LT_EV_SAMPLER_INFO: {
       if (h.size < sizeof(lt_sampler_info_event)) return;
@@ -143,36 +252,40 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
       }
       s.op_names[e.op] = std::string(e.name, strnlen(e.name, sizeof e.name));
       s.op_name_id[e.op] = s.intern(s.op_names[e.op]);
+      if (s.op_args.size() <= e.op) s.op_args.resize(e.op + 1);
+      s.op_args[e.op].assign(e.arg_reg, e.arg_reg + std::min<std::size_t>(e.nargs, LT_OP_ARGS_MAX));
       return;
     }
     case LT_EV_ACTION_END:
     case LT_EV_DIRECT_STOP: {
       auto it = s.procs.find(h.pid);
-      const std::uint64_t done = s.actions.completed(h.pid);
       if (it == s.procs.end()) {
         // No op yet in this process: still count its steps, so that
         // --schedule numbers them as Lightning does.
-        if (!step_function_of(s.actions.last_completed(h.pid)).empty()) {
+        if (!step_function_of(last).empty()) {
           auto& p = s.proc(h.pid);
           p.completed_seen = done;
-          s.step_ended(p, s.actions.last_completed(h.pid));
+          s.step_ended(p, last);
         }
         return;
       }
       if (done != it->second.completed_seen) {
         it->second.completed_seen = done;
-        s.step_ended(it->second, s.actions.last_completed(h.pid));
+        s.step_ended(it->second, last);
       }
       return;
     }
-    case LT_EV_OP: {
+    case LT_EV_OP:
+    case LT_EV_OP_SHAPES: {
       if (h.size < sizeof(lt_op_event)) return;
       lt_op_event e;
-      std::memcpy(&e, record, sizeof e);
+      std::memcpy(&e, record, sizeof e);  // OP_SHAPES starts like OP
+      if (h.kind == LT_EV_OP_SHAPES && h.size < sizeof(lt_op_shapes_event)) return;
       auto& p = s.proc(h.pid);
       p.last_ts = std::max(p.last_ts, h.ts_ns);
       ++p.calls;
-      const std::uint32_t id = s.name_id_of(e.op);
+      const std::uint32_t base = s.name_id_of(e.op);  // torch merges by name, shapes aside
+      const std::uint32_t id = h.kind == LT_EV_OP_SHAPES && s.opts.group_by_shapes ? s.shaped_id(e.op, record) : base;
       if (e.depth == 0) {  // deeper than BPF tracks: counted, not nested
         ++p.too_deep;
         p.pending.row(id).calls++;
@@ -187,11 +300,12 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
       if (!st.empty() && st.size() + 1 == e.depth) {
         auto& parent = st.back();
         ++parent.children;
-        if (parent.children == 1 && parent.name == id) {
+        if (parent.children == 1 && parent.base == base) {
           dup = parent.first_child_dup = true;
+          parent.first_child_row = id;
         } else if (parent.children == 2 && parent.first_child_dup) {
           parent.first_child_dup = false;
-          p.pending.row(parent.name).calls++;
+          p.pending.row(parent.first_child_row).calls++;
         }
       }
       if (!dup) p.pending.row(id).calls++;
@@ -202,7 +316,9 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
       }
       // Records lost (ring buffer full) leave the depth ahead of what we
       // hold: the op is counted, its nesting is unknown.
-      if (st.size() + 1 == e.depth) st.push_back({id, 0, false, interval});
+      // A merged child's samples go to its parent's row, as torch folds the
+      // child's time into the parent.
+      if (st.size() + 1 == e.depth) st.push_back({dup ? st.back().name : id, base, 0, false, id, interval});
       return;
     }
     case LT_EV_PY_SAMPLE: {
@@ -227,17 +343,23 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
       }
       if (auto r = p.running.find(h.tid); r != p.running.end()) s.close_from(p, r->second, nops, h.ts_ns);
       if (nops == 0) return;
+      // Grouped by shapes, a row is an (op, shapes) pair: the records'
+      // view of the running ops has it (BPF's has only op indexes).
+      const std::vector<Proc::Running>* run = nullptr;
+      if (s.opts.group_by_shapes)
+        if (auto r = p.running.find(h.tid); r != p.running.end() && r->second.size() == nops) run = &r->second;
+      auto id_at = [&](unsigned i) { return run ? (*run)[i].name : s.name_id_of(ops[i]); };
       std::uint32_t seen[LT_OPS_DEPTH];
       unsigned nseen = 0;
       for (unsigned i = 0; i < nops; ++i) {
-        const std::uint32_t id = s.name_id_of(ops[i]);
+        const std::uint32_t id = id_at(i);
         // Recursion (an op calling itself) counts once toward total.
         if (std::find(seen, seen + nseen, id) == seen + nseen) {
           seen[nseen++] = id;
           p.pending.row(id).total++;
         }
       }
-      p.pending.row(s.name_id_of(ops[nops - 1])).self++;
+      p.pending.row(id_at(nops - 1)).self++;
       return;
     }
     case LT_EV_PROC_EXIT: {
@@ -252,6 +374,7 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
 
 OpsReport OpAggregator::finish() {
   auto& s = *s_;
+  if (!s.held.empty()) s.replay();
   const bool schedule = s.opts.schedule;
   bool overridden = false;
   for (auto pid : s.order) {
@@ -295,7 +418,12 @@ OpsReport OpAggregator::finish() {
       for (auto id : c.window.order) {
         const Acc& a = c.window.rows[id];
         auto [r, new_row] = row_of[t->second].try_emplace(id, table.rows.size());
-        if (new_row) table.rows.push_back({s.names[id], 0, 0, 0});
+        if (new_row) {
+          const std::string& key = s.names[id];
+          const auto tab = key.find('\t');
+          table.rows.push_back(
+              {key.substr(0, tab), 0, 0, 0, tab == std::string::npos ? std::string() : key.substr(tab + 1)});
+        }
         auto& row = table.rows[r->second];
         row.calls += a.calls;
         row.self_samples += a.self;

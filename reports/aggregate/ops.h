@@ -23,6 +23,7 @@ struct OpRowData {
   std::string name;  // "aten::add"
   std::uint64_t calls = 0;
   std::uint64_t self_samples = 0, total_samples = 0;
+  std::string input_shapes;  // grouped by input shapes: torch's "[[2, 3], []]"; else ""
 };
 
 struct OpTableData {
@@ -62,6 +63,7 @@ struct OpsReport {
 struct OpAggregatorOptions {
   bool schedule = false;  // Lightning's default: wait 1, warmup 1, active 3 per stage
   bool keep_intervals = false;
+  bool group_by_shapes = false;  // rows per (op, input shapes) from OP_SHAPES records
 };
 
 // Add each record after `actions` has seen it (it tells which step ended).

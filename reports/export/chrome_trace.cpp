@@ -90,8 +90,8 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
     for (auto& iv : p.intervals) {
       sep() << "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " << json_string(p.actions[iv.action].name)
             << ", \"pid\": " << m.pid << ", \"tid\": " << iv.tid << ", \"ts\": " << us_exact(wall_ns(rep, iv.begin_ns))
-            << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv.end_ns - iv.begin_ns)) << ", \"args\": {\"External id\": 0"
-            << (iv.estimated ? ", \"estimated\": true" : "") << "}}";
+            << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv.end_ns - iv.begin_ns))
+            << ", \"args\": {\"External id\": 0" << (iv.estimated ? ", \"estimated\": true" : "") << "}}";
     }
     if (my_ops == ops_of.end()) continue;
     for (auto* iv : my_ops->second) {

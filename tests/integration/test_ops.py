@@ -167,6 +167,38 @@ def test_schedule_keeps_lightnings_active_steps(attach):
     assert "--schedule left out 5 step(s)" in run.lt_err
 
 
+@pytest.mark.parametrize("python", [pytest.param(VENV_PY, id="pypi-torch"),
+                                    pytest.param(DEBIAN_PY, id="debian-torch-1.13")])
+def test_group_by_input_shapes_matches_torch_profiler(attach, tmp_path, python):
+    """--group-by-input-shapes: the (op, input shapes) rows and their calls
+    are torch.profiler's (record_shapes=True, key_averages(group_by_input_shape=True)),
+    in two torch builds whose TensorImpl layouts differ."""
+    if python == DEBIAN_PY and not debian_torch():
+        pytest.skip("Debian python3-torch not installed")
+    args = ["--iters", "100", "--raising"]
+    theirs, _ = torch_profile(python, args + ["--record-shapes"], tmp_path)
+    data = json.loads((tmp_path / "prof.json").read_text())
+    run = attach([python, TORCH_OPS] + args,
+                 lt_args=["--report", "ops", "--group-by-input-shapes", "--row-limit", "-1"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    ours = {}
+    for line in run.lt_out.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == 8 and cells[0].startswith("aten::"):
+            ours[cells[0] + " " + cells[7]] = ours.get(cells[0] + " " + cells[7], 0) + int(cells[6])
+    assert "Input Shapes" in run.lt_out
+    merged_names = {n for n, t in theirs.items() if t["raw"] != t["count"]}  # torch's timestamp-based merge
+    checked = 0
+    for key, count in data["shapes"].items():
+        name = key.split(" ")[0]
+        if not name.startswith("aten::") or name in merged_names:
+            continue
+        assert ours.get(key) == count, (key, ours.get(key), count, sorted(k for k in ours if k.startswith(name + " ")))
+        checked += 1
+    assert checked >= 25
+    assert "aten::mm [[128, 256], [256, 256]]" in ours  # a forward matmul, shapes in torch's format
+
+
 def test_ops_report_layout(attach):
     run = attach([VENV_PY, TORCH_OPS, "--iters", "200"],
                  lt_args=["--report", "ops", "--row-limit", "5", "--sort-by", "count"])

@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--raising", action="store_true")
     ap.add_argument("--profile")
+    ap.add_argument("--record-shapes", action="store_true", help="with --profile: also key_averages by input shapes")
     ap.add_argument("--repeat", type=int, default=1, help="run the work this many times (attach/detach tests)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -83,7 +84,7 @@ def main():
     if a.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=a.record_shapes) as prof:
             result = work(a.iters, a.raising)
         rows = {
             e.key: {"count": e.count, "cpu_time_total": e.cpu_time_total, "self_cpu_time_total": e.self_cpu_time_total}
@@ -94,8 +95,12 @@ def main():
         raw = {}
         for e in prof.profiler.kineto_results.events():
             raw[e.name()] = raw.get(e.name(), 0) + 1
+        shapes = {}
+        if a.record_shapes:
+            for e in prof.key_averages(group_by_input_shape=True):
+                shapes[e.key + " " + str(e.input_shapes)] = e.count
         with open(a.profile, "w") as f:
-            json.dump({"ops": rows, "raw_counts": raw,
+            json.dump({"ops": rows, "raw_counts": raw, "shapes": shapes,
                        "table": prof.key_averages().table(sort_by="cpu_time_total", row_limit=-1)}, f)
     else:
         for _ in range(a.repeat):

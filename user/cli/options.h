@@ -34,6 +34,7 @@ struct Options {
   // aten ops (PyTorchProfiler's table)
   std::string sort_by = "cpu_time_total";  // Lightning's sort_by_key
   int row_limit = 20;                      // -1: every row
+  bool group_by_input_shapes = false;      // ops: one row per (op, input shapes)
   std::vector<std::string> op_filters;     // --ops globs
   bool schedule = false;                   // Lightning's default schedule: wait 1, warmup 1, active 3
   bool wants_ops() const { return wants_report("ops") || !op_filters.empty(); }

@@ -195,6 +195,7 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
   topt.sort_by = table.sort_by;
   topt.row_limit = table.row_limit;
   topt.estimated = true;
+  topt.with_input_shapes = table.input_shapes;
   std::size_t shown = 0;
   for (const auto& po : ops.processes) shown += !po.tables.empty();
   for (const auto& po : ops.processes) {
@@ -215,7 +216,8 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
       rows.reserve(t.rows.size());
       const double us_per_sample = ops.period_ns / 1e3;
       for (const auto& r : t.rows)
-        rows.push_back({r.name, "", r.self_samples * us_per_sample, r.total_samples * us_per_sample, r.calls});
+        rows.push_back(
+            {r.name, r.input_shapes, r.self_samples * us_per_sample, r.total_samples * us_per_sample, r.calls});
       text += "\nProfile stats for: " + t.title + rank + "\n" + render_op_table(std::move(rows), topt);
     }
     deliver(text + "\n", meta, stage, shown, out);

@@ -25,6 +25,7 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
 struct OpsOutputOptions {
   std::string sort_by = "cpu_time_total";
   int row_limit = 20;
+  bool input_shapes = false;
 };
 // PyTorchProfiler's report of every process with op calls: one "Profile
 // stats for:" table per step function (or "records").

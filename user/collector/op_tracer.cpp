@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
 #include "user/sources/opprobe.h"
+#include "user/torch/op_args.h"
 #include "user/torch/op_catalog.h"
 
 namespace lt {
@@ -57,7 +59,8 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
     libraries_[file] = first;
     std::vector<std::uint64_t> offsets, cookies;
     for (std::size_t i = 0; i < cat.ops.size(); ++i) {
-      ops_.push_back({cat.ops[i].name, cat.ops[i].overload});
+      ops_.push_back({cat.ops[i].name, cat.ops[i].overload,
+                      tensor_arg_registers(cat.ops[i].signature, cat.ops[i].schema).tensor_reg});
       if (!selected(cat.ops[i].name)) continue;
       offsets.push_back(cat.ops[i].file_offset);
       cookies.push_back(first + i);
@@ -80,6 +83,20 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
   return true;
 }
 
+std::uint64_t OpTracer::tensor_vtable(pid_t pid) const {
+  for (auto& m : proc::read_maps(pid)) {
+    auto slash = m.path.rfind('/');
+    if (m.path.compare(slash == std::string::npos ? 0 : slash + 1, 9, "libc10.so") != 0 || m.offset != 0) continue;
+    try {
+      // Shared libraries link at 0: the mapping of offset 0 is the bias.
+      if (auto v = dynamic_object(proc::root_path(pid, m.path), "_ZTVN3c1010TensorImplE")) return m.start + *v + 16;
+    } catch (const Error&) {
+    }
+    return 0;
+  }
+  return 0;
+}
+
 void OpTracer::announce(std::uint32_t op) {
   if (op >= ops_.size() || announced_[op]) return;
   announced_[op] = true;
@@ -92,6 +109,9 @@ void OpTracer::announce(std::uint32_t op) {
   e.op = op;
   std::strncpy(e.name, ops_[op].name.c_str(), sizeof e.name - 1);
   std::strncpy(e.overload, ops_[op].overload.c_str(), sizeof e.overload - 1);
+  const auto& regs = ops_[op].arg_reg;
+  e.nargs = static_cast<std::uint16_t>(std::min<std::size_t>(regs.size(), LT_OP_ARGS_MAX));
+  for (std::size_t i = 0; i < LT_OP_ARGS_MAX; ++i) e.arg_reg[i] = i < e.nargs ? regs[i] : -1;
   emit_(&e, sizeof e);
 }
 

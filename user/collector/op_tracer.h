@@ -24,6 +24,9 @@ class OpTracer {
   using Emit = std::function<void(const void*, std::size_t)>;
   // filters: --ops globs ("aten::mm", "aten::add*"); empty: every op.
   OpTracer(OpProbeSource& source, std::vector<std::string> filters, Emit emit);
+  // &vtable(c10::TensorImpl) + 16 in pid (from its libc10.so), 0 if not
+  // found: how BPF tells a tensor argument (--group-by-input-shapes).
+  std::uint64_t tensor_vtable(pid_t pid) const;
   // Probes pid's libtorch (pid_filter -1: every process mapping it).
   // Returns false when the process has no libtorch mapped (yet).  Throws
   // lt::Error (usage: --ops matches nothing; bpf: attach failed).
@@ -37,6 +40,7 @@ class OpTracer {
  private:
   struct Op {
     std::string name, overload;
+    std::vector<std::int8_t> arg_reg;  // per schema argument: register of a tensor, -1 none
   };
   OpProbeSource& source_;
   std::vector<std::string> filters_;

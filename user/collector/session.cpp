@@ -172,9 +172,18 @@ void Session::adopt_or_throw(pid_t pid) {
 // polled until it does (ops before that cannot exist).
 void Session::attach_ops(pid_t pid, bool explicit_target) {
   try {
+    // Shapes on before the probes, so that no call goes without them.
+    if (opts_.shapes && !tensor_vtables_[pid]) {
+      tensor_vtables_[pid] = optracer_->tensor_vtable(pid);
+      if (tensor_vtables_[pid])
+        if (auto it = live_.find(pid); it != live_.end()) proctrack_->set_target(pid, target_for(it->second));
+    }
     if (optracer_->attach(pid, opts_.children ? -1 : pid)) {
       ops_pending_.erase(pid);
       if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, optracer_->describe().c_str());
+      if (opts_.shapes && !tensor_vtables_[pid])
+        notes_.push_back("pid " + std::to_string(pid) +
+                         ": c10::TensorImpl's vtable not found in libc10.so; input shapes show as []");
     } else {
       ops_pending_.emplace(pid, 0);
     }
@@ -200,6 +209,10 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   // Op times come from samples, which need no Python stack (tsd_block 0
   // tells BPF to skip the walk).
   if (opts_.ops) t.flags |= LT_TARGET_OPS | (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
+  if (auto v = tensor_vtables_.find(interp.pid); v != tensor_vtables_.end() && v->second) {
+    t.tensor_vtable = v->second;
+    t.flags |= LT_TARGET_SHAPES;
+  }
   return t;
 }
 
@@ -317,6 +330,18 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       std::memcpy(&e, data, sizeof e);
       if (optracer_) optracer_->announce(e.op);
       emit(data, size);
+      return;
+    }
+    case LT_EV_OP_SHAPES: {
+      if (size != sizeof(lt_op_shapes_event)) return;
+      lt_op_shapes_event e;
+      std::memcpy(&e, data, sizeof e);
+      // BPF fills only the registers that held a tensor: zero the rest
+      // (deterministic files).
+      for (unsigned i = 0; i < LT_SHAPE_REGS; ++i)
+        if (!(e.tensors & (1u << i))) std::memset(e.impl[i], 0, sizeof e.impl[i]);
+      if (optracer_) optracer_->announce(e.op);
+      emit(e);
       return;
     }
     default:

@@ -41,6 +41,7 @@ struct SessionOptions {
   bool off_cpu = false;                 // record blocking (sched_switch) with stacks
   bool ops = false;                     // aten op entry probes (needs sample_rate_hz for times)
   std::vector<std::string> op_filters;  // --ops globs; empty: every op
+  bool shapes = false;                  // ops with their tensor arguments' shapes
   std::string output_path;              // also write the trace file here ("" = none)
   bool keep_in_memory = false;          // also return every record as a Trace (--dump)
   // Sees every record as it arrives (the report aggregator), so a long
@@ -94,7 +95,8 @@ class Session {
   std::unique_ptr<PySampleSource> pysample_;
   std::unique_ptr<OpProbeSource> opprobe_;
   std::unique_ptr<OpTracer> optracer_;
-  std::map<pid_t, int> ops_pending_;  // targets without libtorch mapped yet -> polls
+  std::map<pid_t, int> ops_pending_;               // targets without libtorch mapped yet -> polls
+  std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor
   std::unique_ptr<python::Symbolizer> symbolizer_;
   std::unique_ptr<proc::NativeSymbols> natives_;
   std::map<pid_t, python::TsdLookup> tsd_;  // how BPF finds each target's thread states

@@ -1,5 +1,6 @@
 #include "user/torch/op_catalog.h"
 
+#include <cxxabi.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -40,10 +41,11 @@ bool take_source_name(std::string_view& s, std::string_view& out) {
   return true;
 }
 
-void add_unique(std::vector<SchemaResolver::Name>& v, std::string_view name, std::string_view overload) {
+void add_unique(std::vector<SchemaResolver::Name>& v, std::string_view name, std::string_view overload,
+                std::string_view schema) {
   for (auto& n : v)
     if (n.name == name && n.overload == overload) return;
-  v.push_back({std::string(name), std::string(overload)});
+  v.push_back({std::string(name), std::string(overload), std::string(schema)});
 }
 
 constexpr std::string_view kArrow = ") -> ";
@@ -124,7 +126,7 @@ void SchemaResolver::scan_string(std::string_view s) {
       if (!overload.empty()) key_.append("_").append(overload);
       auto it = wanted_.find(std::string_view(key_));
       if (it == wanted_.end()) continue;
-      add_unique(whole ? it->second.whole : it->second.tail, name, overload);
+      add_unique(whole ? it->second.whole : it->second.tail, name, overload, s.substr(p));
     }
   }
 }
@@ -263,6 +265,7 @@ OpCatalog load_op_catalog(const std::string& path) {
   struct Raw {
     std::string_view struct_name;
     std::uint64_t offset;
+    std::string_view mangled;
   };
   std::vector<Raw> raw;
   for (std::size_t i = 0; i < sections.size(); ++i) {
@@ -282,7 +285,7 @@ OpCatalog load_op_catalog(const std::string& path) {
         ++cat.skipped;
         continue;
       }
-      raw.push_back({*st, s.st_value - seg->vaddr + seg->offset});
+      raw.push_back({*st, s.st_value - seg->vaddr + seg->offset, c_str_at(strtab, s.st_name)});
     }
   }
   // One entry per struct (a symbol could appear twice only in a malformed file).
@@ -310,10 +313,18 @@ OpCatalog load_op_catalog(const std::string& path) {
 
   cat.ops.reserve(raw.size());
   for (auto& r : raw) {
-    OpSymbol op{r.offset, std::string(r.struct_name), {}, {}};
+    OpSymbol op{r.offset, std::string(r.struct_name), {}, {}, {}, {}};
+    // The C++ parameter list (exact types: how each argument is passed).
+    int status = 0;
+    const std::string mangled(r.mangled);
+    if (char* d = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status)) {
+      op.signature = d;
+      std::free(d);
+    }
     if (auto n = resolver.resolve(r.struct_name)) {
       op.name = "aten::" + n->name;
       op.overload = std::move(n->overload);
+      op.schema = std::move(n->schema);
     } else {
       op.name = "aten::" + op.struct_name;
       ++cat.unresolved;
@@ -321,6 +332,29 @@ OpCatalog load_op_catalog(const std::string& path) {
     cat.ops.push_back(std::move(op));
   }
   return cat;
+}
+
+std::optional<std::uint64_t> dynamic_object(const std::string& path, std::string_view symbol) {
+  Mapping file(path);
+  Elf64_Ehdr eh{};
+  if (!file.get(0, eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_shentsize != sizeof(Elf64_Shdr))
+    return std::nullopt;
+  const std::uint64_t n = std::min<std::uint64_t>(eh.e_shnum, file.size() / sizeof(Elf64_Shdr));
+  std::vector<Elf64_Shdr> sections(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < sections.size(); ++i)
+    if (!file.get(eh.e_shoff + i * sizeof(Elf64_Shdr), sections[i])) sections[i] = {};
+  for (auto& sh : sections) {
+    if (sh.sh_type != SHT_DYNSYM || sh.sh_link >= sections.size()) continue;
+    const std::string_view syms = file.bytes(sh.sh_offset, sh.sh_size);
+    const std::string_view strtab = file.bytes(sections[sh.sh_link].sh_offset, sections[sh.sh_link].sh_size);
+    for (std::size_t off = 0; off + sizeof(Elf64_Sym) <= syms.size(); off += sizeof(Elf64_Sym)) {
+      Elf64_Sym s;
+      std::memcpy(&s, syms.data() + off, sizeof s);
+      if (s.st_shndx != SHN_UNDEF && s.st_value != 0 && c_str_at(strtab, s.st_name) == symbol) return s.st_value;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace lt

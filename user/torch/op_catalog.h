@@ -26,6 +26,9 @@ struct OpSymbol {
   std::string struct_name;        // "add_Tensor"
   std::string name;               // "aten::add"
   std::string overload;           // "Tensor" ("" for the default overload)
+  std::string schema;             // "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor" ("": unknown)
+                       // (may come from a longer op whose string shares the tail: names are exact, arguments not)
+  std::string signature;  // demangled: "at::_ops::add_Tensor::call(at::Tensor const&, ...)" (exact)
 };
 
 struct OpCatalog {
@@ -41,6 +44,10 @@ struct OpCatalog {
 // operator gives an empty catalog: the caller decides whether that is fatal.
 OpCatalog load_op_catalog(const std::string& path);
 
+// The link-time address of a defined .dynsym symbol (e.g. c10::TensorImpl's
+// vtable in libc10.so), or nullopt.  Throws lt::Error(io) if unreadable.
+std::optional<std::uint64_t> dynamic_object(const std::string& path, std::string_view symbol);
+
 // The pieces of load_op_catalog, exposed for unit tests.
 namespace op_catalog_detail {
 
@@ -55,7 +62,8 @@ class SchemaResolver {
   struct Name {
     std::string name;      // "add"
     std::string overload;  // "Tensor"
-    bool operator==(const Name&) const = default;
+    std::string schema;    // "add.Tensor(Tensor self, ...) -> Tensor" (not compared)
+    bool operator==(const Name& o) const { return name == o.name && overload == o.overload; }
   };
 
   // Only these struct names are looked for; candidates for any other key are
