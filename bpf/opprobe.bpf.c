@@ -11,7 +11,7 @@
 /* The OP record with each argument register's tensor, if it holds one: a
  * pointer to an at::Tensor, whose first word is a TensorImpl whose vtable
  * is c10::TensorImpl's (dense tensors; anything else reads as no tensor). */
-static __noinline int emit_shapes(struct pt_regs *ctx, const struct lt_target *t, u32 op, u16 depth)
+static __noinline int emit_shapes(struct pt_regs *ctx, const struct lt_target *t, u32 op, u16 depth, u32 tensor_regs)
 {
 	struct lt_op_shapes_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
@@ -24,7 +24,7 @@ static __noinline int emit_shapes(struct pt_regs *ctx, const struct lt_target *t
 	e->tensors = 0;
 	u64 regs[LT_SHAPE_REGS] = {ctx->di, ctx->si, ctx->dx, ctx->cx, ctx->r8, ctx->r9};
 	for (int i = 0; i < LT_SHAPE_REGS; i++) {
-		if (!regs[i])
+		if (!(tensor_regs & (1u << i)) || !regs[i])
 			continue;
 		u64 impl = read_u64(regs[i]);
 		/* c10::optional<Tensor> (torch < 2.2) keeps its flag first, the
@@ -53,7 +53,9 @@ int lt_op_enter(struct pt_regs *ctx)
 	if (!s)
 		return 0;
 	u64 sp = PT_REGS_SP(ctx);
-	u32 op = (u32)bpf_get_attach_cookie(ctx);
+	/* the op's index, and above bit 32 its tensor argument registers */
+	u64 cookie = bpf_get_attach_cookie(ctx);
+	u32 op = (u32)cookie;
 	if (!s->tstate && t->tsd_block)
 		s->tstate = thread_state(task, t);
 	u64 pyframe = current_pyframe(s->tstate, &t->off);
@@ -73,7 +75,7 @@ int lt_op_enter(struct pt_regs *ctx)
 		depth = d + 1;
 	}
 	if (t->flags & LT_TARGET_SHAPES)
-		return emit_shapes(ctx, t, op, depth);
+		return emit_shapes(ctx, t, op, depth, (u32)(cookie >> 32));
 	struct lt_op_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
 		lt_count_ringbuf_drop();

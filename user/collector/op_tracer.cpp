@@ -63,7 +63,12 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
                       tensor_arg_registers(cat.ops[i].signature, cat.ops[i].schema).tensor_reg});
       if (!selected(cat.ops[i].name)) continue;
       offsets.push_back(cat.ops[i].file_offset);
-      cookies.push_back(first + i);
+      // cookie: the op index, and above bit 32 which argument registers
+      // hold tensors (the shapes probe reads only those)
+      std::uint64_t regs = 0;
+      for (auto r : ops_.back().arg_reg)
+        if (r >= 0 && r < LT_SHAPE_REGS) regs |= 1ull << r;
+      cookies.push_back((first + i) | (regs << 32));
     }
     announced_.resize(ops_.size(), false);
     if (offsets.empty()) {
