@@ -45,16 +45,12 @@ static_assert(offsetof(UprobeMultiAttr, path) == 16 && offsetof(UprobeMultiAttr,
 OpProbeSource::OpProbeSource(const ProcTrackSource& shared) {
   skel_ = lt_opprobe__open();
   if (!skel_) throw bpf_error("open opprobe", errno);
-  const std::pair<bpf_map*, int> shared_maps[] = {{skel_->maps.lt_targets, shared.targets_fd()},
-                                                  {skel_->maps.lt_follow, shared.follow_fd()},
-                                                  {skel_->maps.lt_events, shared.events_fd()},
-                                                  {skel_->maps.lt_drops, shared.drops_fd()}};
-  for (auto [map, fd] : shared_maps)
-    if (int err = bpf_map__reuse_fd(map, fd)) {
-      lt_opprobe__destroy(skel_);
-      skel_ = nullptr;
-      throw bpf_error("share maps with opprobe", -err);
-    }
+  if (int err = shared.share_with(skel_->maps.lt_targets, skel_->maps.lt_follow, skel_->maps.lt_events,
+                                  skel_->maps.lt_drops)) {
+    lt_opprobe__destroy(skel_);
+    skel_ = nullptr;
+    throw bpf_error("share maps with opprobe", -err);
+  }
   // Loaded as a uprobe_multi program: bpf_get_attach_cookie then reads the
   // per-offset cookie of the link.
   bpf_program__set_expected_attach_type(skel_->progs.lt_op_enter, static_cast<bpf_attach_type>(kTraceUprobeMulti));

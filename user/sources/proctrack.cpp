@@ -47,6 +47,14 @@ int ProcTrackSource::drops_fd() const {
   return bpf_map__fd(skel_->maps.lt_drops);
 }
 
+int ProcTrackSource::share_with(bpf_map* targets, bpf_map* follow, bpf_map* events, bpf_map* drops) const {
+  const std::pair<bpf_map*, int> maps[] = {
+      {targets, targets_fd()}, {follow, follow_fd()}, {events, events_fd()}, {drops, drops_fd()}};
+  for (auto [map, fd] : maps)
+    if (int err = bpf_map__reuse_fd(map, fd)) return err;
+  return 0;
+}
+
 void ProcTrackSource::follow(pid_t pid, std::uint32_t flags) {
   std::uint32_t key = static_cast<std::uint32_t>(pid);
   bpf_map_update_elem(follow_fd(), &key, &flags, BPF_ANY);

@@ -9,6 +9,7 @@
 #include "bpf/events.h"
 
 struct lt_proctrack;
+struct bpf_map;
 
 namespace lt {
 
@@ -23,6 +24,10 @@ class ProcTrackSource {
   int follow_fd() const;
   int events_fd() const;
   int drops_fd() const;
+
+  // Points another source's copies of the shared maps at ours (before it
+  // loads): one target table, one ring buffer.  0 or a negative errno.
+  int share_with(bpf_map* targets, bpf_map* follow, bpf_map* events, bpf_map* drops) const;
 
   void follow(pid_t pid, std::uint32_t flags);
   void set_target(pid_t pid, const lt_target& t);

@@ -14,10 +14,12 @@ PyActionsSource::PyActionsSource(const ProcTrackSource& shared) {
   skel_ = lt_pyactions__open();
   if (!skel_) throw bpf_error("open pyactions", errno);
   // One target table, one ring buffer for all sources.
-  bpf_map__reuse_fd(skel_->maps.lt_targets, shared.targets_fd());
-  bpf_map__reuse_fd(skel_->maps.lt_follow, shared.follow_fd());
-  bpf_map__reuse_fd(skel_->maps.lt_events, shared.events_fd());
-  bpf_map__reuse_fd(skel_->maps.lt_drops, shared.drops_fd());
+  if (int err = shared.share_with(skel_->maps.lt_targets, skel_->maps.lt_follow, skel_->maps.lt_events,
+                                  skel_->maps.lt_drops)) {
+    lt_pyactions__destroy(skel_);
+    skel_ = nullptr;
+    throw bpf_error("share maps with pyactions", -err);
+  }
   if (int err = lt_pyactions__load(skel_)) {
     lt_pyactions__destroy(skel_);
     skel_ = nullptr;

@@ -32,15 +32,11 @@ PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, 
   if (!skel_) throw bpf_error("open pysample", errno);
   // Without the shared maps the sampler would run on private ones and
   // silently see no targets: fail instead.
-  const std::pair<bpf_map*, int> shared_maps[] = {{skel_->maps.lt_targets, shared.targets_fd()},
-                                                  {skel_->maps.lt_follow, shared.follow_fd()},
-                                                  {skel_->maps.lt_events, shared.events_fd()},
-                                                  {skel_->maps.lt_drops, shared.drops_fd()}};
-  for (auto [map, fd] : shared_maps)
-    if (int err = bpf_map__reuse_fd(map, fd)) {
-      release();
-      throw bpf_error("share maps with pysample", -err);
-    }
+  if (int err = shared.share_with(skel_->maps.lt_targets, skel_->maps.lt_follow, skel_->maps.lt_events,
+                                  skel_->maps.lt_drops)) {
+    release();
+    throw bpf_error("share maps with pysample", -err);
+  }
   // The op stacks are written by the op probes: samples read which ops run.
   if (op_stacks_fd >= 0)
     if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd)) {
