@@ -23,6 +23,7 @@ using u32 = std::uint32_t;
 using u64 = std::uint64_t;
 using s32 = std::int32_t;
 using s8 = std::int8_t;
+using s64 = std::int64_t;
 #endif
 
 /* Bump when any record layout changes; readers refuse newer major versions. */
@@ -64,8 +65,17 @@ enum lt_event_kind {
 	LT_EV_OP = 64,	      /* an at::_ops::<op>::call entry */
 	LT_EV_OP_NAME = 65,   /* user space: op index -> aten name */
 	LT_EV_OP_SHAPES = 66, /* an op entry with its tensor arguments (--group-by-input-shapes) */
-	/* reserved for the sources to come */
-	LT_EV_GPU_ACTIVITY = 80,
+	/* GPU (gpu source: the CUPTI/NVTX bridge in torchbridge/ via USDT, and
+	 * uprobes on libcudart / libcuda entry points) */
+	LT_EV_GPU_ACTIVITY = 80,     /* one CUPTI activity record: kernel, copy, API call... */
+	LT_EV_GPU_NAME = 81,	     /* (name id) -> text, in chunks: kernel names, NVTX strings */
+	LT_EV_GPU_LAUNCH = 82,	     /* a launch / sync / copy API entered, on the calling thread */
+	LT_EV_GPU_LAUNCH_STACK = 83, /* lt_py_sample_event: the Python stack of the launch just before */
+	LT_EV_NVTX = 84,	     /* an NVTX push / pop / start / end / mark */
+	LT_EV_GPU_STATUS = 85,	     /* the bridge's state: active, CUPTI taken (error 39), ... */
+	LT_EV_GPU_CLOCK = 86,	     /* how GPU timestamps were mapped to CLOCK_MONOTONIC */
+	LT_EV_DEVICE_STATS = 87,     /* user space: NVML device sample */
+	LT_EV_PROC_STATS = 88,	     /* user space: /proc CPU and memory sample of a target */
 };
 
 struct lt_event_header {
@@ -278,6 +288,192 @@ struct lt_sampler_info_event {
 };
 #define LT_SAMPLER_ON_CPU 0x1u
 #define LT_SAMPLER_OFF_CPU 0x2u
+
+
+/* ------------------------------------------------------------------ */
+/* GPU.  The bridge library (torchbridge/, loaded into the target by
+ * CUDA_INJECTION64_PATH / NVTX_INJECTION64_PATH at launch, or by ptrace
+ * injection late) fills the body structs below and hands their address to
+ * a USDT probe (provider "ltrace"); the BPF side copies each body into an
+ * event after a header.  Bodies are the same bytes in the library, the ring
+ * buffer and the trace file. */
+
+/* lt_gpu_activity.kind */
+#define LT_GPU_KERNEL 1
+#define LT_GPU_MEMCPY 2
+#define LT_GPU_MEMSET 3
+#define LT_GPU_RUNTIME 4 /* a CUDA runtime API call (cudaLaunchKernel, ...) */
+#define LT_GPU_DRIVER 5	 /* a CUDA driver API call not made by the runtime */
+#define LT_GPU_SYNC 6	 /* host waited: stream / event / context synchronisation */
+#define LT_GPU_OVERHEAD 7 /* CUPTI's own buffer flushes, ... */
+
+/* One CUPTI activity record, times already on CLOCK_MONOTONIC. */
+struct lt_gpu_activity {
+	u64 start_ns;
+	u64 end_ns;
+	u64 bytes;	  /* MEMCPY / MEMSET */
+	u32 correlation;  /* CUPTI correlation id: joins an API call to its kernels */
+	u32 name_id;	  /* KERNEL: kernel name (GPU_NAME); RUNTIME/DRIVER: 0 */
+	u32 cbid;	  /* RUNTIME / DRIVER: callback id (cupti_runtime_cbid.h) */
+	u32 tid;	  /* RUNTIME / DRIVER / SYNC: calling thread (kernel tid) */
+	u32 stream;
+	u32 context;
+	u32 grid[3];
+	u32 block[3];
+	u32 registers;	  /* KERNEL: registers per thread */
+	u32 shared_mem;	  /* KERNEL: static + dynamic shared memory */
+	u32 graph_id;	  /* KERNEL: CUDA graph, 0 = none */
+	u16 kind;	  /* LT_GPU_* */
+	u16 device;
+	u8 copy_kind;	  /* MEMCPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, ...) */
+	u8 sync_type;	  /* SYNC: CUpti_ActivitySynchronizationType */
+	u16 pad;
+	u32 pad2;
+};
+
+/* The USDT probe ltrace:activity hands over up to this many at once. */
+#define LT_GPU_BATCH 32
+
+struct lt_gpu_activity_event {
+	struct lt_event_header hdr; /* pid = target; ts_ns = when BPF copied it */
+	struct lt_gpu_activity a;
+};
+
+/* lt_gpu_name.kind */
+#define LT_NAME_KERNEL 1      /* mangled kernel name, as CUPTI reports it */
+#define LT_NAME_NVTX_DOMAIN 2 /* nvtxDomainCreate: id = domain handle id */
+#define LT_NAME_NVTX_STRING 3 /* nvtxDomainRegisterString: id = string handle id */
+#define LT_NAME_DEVICE 4      /* id = device index: its product name */
+
+/* A name, LT_GPU_NAME_CHUNK bytes at a time; a reader appends chunks of
+ * (kind, id) by offset until total_len bytes are in. */
+#define LT_GPU_NAME_CHUNK 232
+struct lt_gpu_name {
+	u32 id;
+	u16 kind;      /* LT_NAME_* */
+	u16 len;       /* bytes in text[] */
+	u32 offset;    /* where text[] starts in the whole name */
+	u32 total_len; /* of the whole name */
+	char text[LT_GPU_NAME_CHUNK];
+};
+struct lt_gpu_name_event {
+	struct lt_event_header hdr;
+	struct lt_gpu_name n;
+};
+
+/* lt_gpu_launch_event.source */
+#define LT_LAUNCH_CUPTI 1   /* the bridge's CUPTI API-enter callback (correlation exact) */
+#define LT_LAUNCH_CUDART 2  /* uprobe on a libcudart entry point (no correlation) */
+#define LT_LAUNCH_LIBCUDA 3 /* uprobe on a libcuda entry point (no correlation) */
+
+/* lt_gpu_launch_event.api: what the call does (both sources agree) */
+#define LT_API_LAUNCH 1 /* kernel launch (incl. graph launch) */
+#define LT_API_SYNC 2	/* waits for the device */
+#define LT_API_MEMCPY 3
+#define LT_API_MEMSET 4
+#define LT_API_OTHER 5
+
+/* GPU_LAUNCH: hdr.pid/tid = the calling thread, at API entry. */
+struct lt_gpu_launch_event {
+	struct lt_event_header hdr;
+	u32 correlation; /* CUPTI source: the correlation id; uprobes: 0 */
+	u32 cbid;	 /* CUPTI source: callback id; uprobes: LT_SITE_* of the probed function */
+	u64 func;	 /* cudaLaunchKernel: host stub address (names the kernel without CUPTI) */
+	u16 source;	 /* LT_LAUNCH_* */
+	u16 api;	 /* LT_API_* */
+	u16 nops;	 /* aten ops running on the thread (outermost first) */
+	u16 flags;	 /* LT_LAUNCH_HAS_STACK: a GPU_LAUNCH_STACK follows */
+	u32 ops[LT_OPS_DEPTH];
+};
+#define LT_LAUNCH_HAS_STACK 0x1u
+
+/* lt_nvtx.type */
+#define LT_NVTX_PUSH 1
+#define LT_NVTX_POP 2
+#define LT_NVTX_START 3 /* nvtxRangeStart: id = range id */
+#define LT_NVTX_END 4
+#define LT_NVTX_MARK 5
+
+#define LT_NVTX_MSG_MAX 192
+struct lt_nvtx {
+	u64 ts_ns;	/* CLOCK_MONOTONIC, read in the callback */
+	u64 range_id;	/* START / END */
+	u32 domain;	/* 0 = default domain, else LT_NAME_NVTX_DOMAIN id */
+	u32 string_id;	/* registered message: LT_NAME_NVTX_STRING id, else 0 */
+	u32 color;	/* ARGB, 0 = none */
+	u32 category;
+	u32 tid;
+	u16 type;	/* LT_NVTX_* */
+	u16 msg_len;	/* bytes of the whole message (msg holds at most LT_NVTX_MSG_MAX - 1) */
+	char msg[LT_NVTX_MSG_MAX];
+};
+struct lt_nvtx_event {
+	struct lt_event_header hdr;
+	struct lt_nvtx n;
+};
+
+/* lt_gpu_status.state */
+#define LT_BRIDGE_ACTIVE 1	  /* CUPTI subscribed, activity on */
+#define LT_BRIDGE_CUPTI_BUSY 2	  /* another CUPTI client holds it (error 39: kineto, Nsight) */
+#define LT_BRIDGE_NO_CUPTI 3	  /* libcupti could not be loaded */
+#define LT_BRIDGE_CUPTI_ERROR 4	  /* another CUPTI error (code in `error`) */
+#define LT_BRIDGE_DORMANT 5	  /* the tracer left: CUPTI released */
+#define LT_BRIDGE_NVTX 6	  /* NVTX injection initialised for one module */
+#define LT_BRIDGE_DROPPED 7	  /* CUPTI dropped records (count in `dropped`) */
+
+struct lt_gpu_status {
+	u32 state; /* LT_BRIDGE_* */
+	s32 error; /* CUptiResult */
+	u64 dropped;
+	u32 cupti_version;
+	u32 flags; /* LT_BRIDGE_F_* */
+	char detail[112];
+};
+#define LT_BRIDGE_F_LATE 0x1u	 /* injected into a running process */
+#define LT_BRIDGE_F_TS_CALLBACK 0x2u /* CUPTI timestamps come from our CLOCK_MONOTONIC callback */
+struct lt_gpu_status_event {
+	struct lt_event_header hdr;
+	struct lt_gpu_status s;
+};
+
+/* GPU_CLOCK: a pair of readings of the CUPTI clock and CLOCK_MONOTONIC,
+ * and the offset the bridge applied (0 with the timestamp callback). */
+struct lt_gpu_clock {
+	u64 cupti_ns;
+	u64 monotonic_ns;
+	s64 offset_ns;	 /* monotonic = cupti + offset */
+	u64 error_ns;	 /* half the width of the reading window */
+};
+struct lt_gpu_clock_event {
+	struct lt_event_header hdr;
+	struct lt_gpu_clock c;
+};
+
+/* DEVICE_STATS (user space, NVML): one GPU at one time; ~0 = unknown */
+struct lt_device_stats_event {
+	struct lt_event_header hdr; /* pid = 0 */
+	u32 device;
+	u32 gpu_util_pct;    /* utilization.gpu (%) */
+	u32 mem_util_pct;    /* utilization.memory (%) */
+	u32 temperature_c;   /* temperature.gpu (°C) */
+	u64 mem_used_bytes;  /* memory.used */
+	u64 mem_total_bytes;
+	u32 power_mw;
+	u32 sm_clock_mhz;
+	u64 proc_mem_bytes[4]; /* GPU memory of up to 4 target pids (proc_pid) */
+	u32 proc_pid[4];
+};
+
+/* PROC_STATS (user space, /proc): one target process at one time */
+struct lt_proc_stats_event {
+	struct lt_event_header hdr; /* pid = the process */
+	u64 cpu_ns;	    /* utime + stime so far */
+	u64 rss_bytes;
+	u32 vm_percent_x100;   /* cpu_vm_percent * 100 (system, as psutil) */
+	u32 swap_percent_x100; /* cpu_swap_percent * 100 */
+	u32 cpu_percent_x100;  /* cpu_percent * 100 (system, since the previous sample) */
+	u32 pad;
+};
 
 /* ------------------------------------------------------------------ */
 /* Per-process configuration pushed by user space (map `lt_targets`). */
