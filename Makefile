@@ -32,8 +32,30 @@ LIB_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRCS))
 TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
 
-.PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz static
-all: $(BUILD)/ltrace-bpf
+# The in-process bridge (torchbridge/): CUPTI + NVTX -> USDT, loaded into the
+# target by CUDA_INJECTION64_PATH / NVTX_INJECTION64_PATH or ptrace.  Built
+# against the CUDA toolkit's headers only; libcupti is dlopen()ed at run time.
+CUDA_HOME ?= /usr/local/cuda
+BRIDGE_SRCS := $(wildcard torchbridge/*.cpp)
+BRIDGE_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.pic.o,$(BRIDGE_SRCS))
+BRIDGE_CXXFLAGS := -O2 -g -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -fPIC -fvisibility=hidden \
+                   -I. -Ibpf -isystem $(CUDA_HOME)/include
+# The pure parts (CUPTI record decoding) are linked into the unit tests too.
+BRIDGE_TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.pic.o,$(wildcard torchbridge/*_records.cpp torchbridge/names.cpp))
+
+.PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz static bridge
+all: $(BUILD)/ltrace-bpf bridge
+
+bridge: $(BUILD)/libltrace-bridge.so
+
+$(BUILD)/obj/torchbridge/%.pic.o: torchbridge/%.cpp $(wildcard torchbridge/*.h) bpf/events.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(BRIDGE_CXXFLAGS) -c $< -o $@
+
+# libstdc++ inside and nothing exported but the injection entry points: the
+# target may carry its own C++ runtime.
+$(BUILD)/libltrace-bridge.so: $(BRIDGE_OBJS)
+	$(CXX) -shared -o $@ $^ -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL -Wl,-z,defs -ldl -lpthread
 
 $(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) vmlinux/vmlinux.h
 	@mkdir -p $(BUILD)
@@ -59,8 +81,8 @@ $(BUILD)/ltrace-bpf-static: $(BUILD)/obj/user/main.o $(BUILD)/libltrace.a
 	$(CXX) $(CXXFLAGS) -static $^ -o $@ $(LDLIBS)
 	strip $@
 
-$(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libltrace.a
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lgtest -lgtest_main -pthread
+$(BUILD)/unit-tests: $(TEST_OBJS) $(BRIDGE_TEST_OBJS) $(BUILD)/libltrace.a
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lgtest -lgtest_main -pthread -ldl
 
 deps:
 	bash .ci/deps.sh
@@ -107,9 +129,10 @@ bench: deps
 
 install: all
 	install -D -m 0755 $(BUILD)/ltrace-bpf $(DESTDIR)$(PREFIX)/bin/ltrace-bpf
+	install -D -m 0755 $(BUILD)/libltrace-bridge.so $(DESTDIR)$(PREFIX)/lib/ltrace-bpf/libltrace-bridge.so
 
 format:
-	clang-format -i $(wildcard bpf/*.c bpf/*.h user/*.cpp user/*/*.cpp user/*/*.h reports/*/*.cpp reports/*/*.h tests/unit/*.cpp)
+	clang-format -i $(wildcard bpf/*.c bpf/*.h user/*.cpp user/*/*.cpp user/*/*.h reports/*/*.cpp reports/*/*.h tests/unit/*.cpp torchbridge/*.cpp torchbridge/*.h)
 
 vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/vmlinux.h

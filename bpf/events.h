@@ -344,6 +344,8 @@ struct lt_gpu_activity_event {
 #define LT_NAME_NVTX_DOMAIN 2 /* nvtxDomainCreate: id = domain handle id */
 #define LT_NAME_NVTX_STRING 3 /* nvtxDomainRegisterString: id = string handle id */
 #define LT_NAME_DEVICE 4      /* id = device index: its product name */
+#define LT_NAME_RUNTIME_API 5 /* id = runtime cbid: "cudaLaunchKernel" */
+#define LT_NAME_DRIVER_API 6  /* id = driver cbid: "cuLaunchKernel" */
 
 /* A name, LT_GPU_NAME_CHUNK bytes at a time; a reader appends chunks of
  * (kind, id) by offset until total_len bytes are in. */
