@@ -21,7 +21,8 @@ ARCH     := x86
 CXXFLAGS ?= -O2 -g
 override CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -I. -I$(BUILD) -Ibpf
 LDLIBS   := -lbpf -lelf -lz -lzstd
-BPFFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -Wall -Wno-unused-function
+BPFFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -Wall -Wno-unused-function \
+            -idirafter /usr/include/$(shell $(CC) -dumpmachine)
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
@@ -37,11 +38,13 @@ TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
 # against the CUDA toolkit's headers only; libcupti is dlopen()ed at run time.
 CUDA_HOME ?= /usr/local/cuda
 BRIDGE_SRCS := $(wildcard torchbridge/*.cpp)
-BRIDGE_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.pic.o,$(BRIDGE_SRCS))
+BRIDGE_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.pic.o,$(BRIDGE_SRCS)) torchbridge/exports.ld
 BRIDGE_CXXFLAGS := -O2 -g -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -fPIC -fvisibility=hidden \
                    -I. -Ibpf -isystem $(CUDA_HOME)/include
 # The pure parts (CUPTI record decoding) are linked into the unit tests too.
 BRIDGE_TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.pic.o,$(wildcard torchbridge/*_records.cpp torchbridge/names.cpp))
+# ...and their tests fill the CUDA headers' record structs.
+$(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/include
 
 .PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz static bridge
 all: $(BUILD)/ltrace-bpf bridge
@@ -105,7 +108,9 @@ test: deps
 FUZZ_SECONDS ?= 20
 FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp reports/aggregate/actions.cpp \
              reports/model/action_name.cpp reports/aggregate/stacks.cpp reports/advanced/advanced_report.cpp \
-             reports/aggregate/ops.cpp
+             reports/aggregate/ops.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
+             reports/aggregate/device_stats.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
+             reports/gpu/kernel_names.cpp reports/gpu/cuda_sites.cpp
 fuzz: $(SKELS)
 	@mkdir -p build-fuzz/corpus
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp -o build-fuzz/make_seed -lz -lzstd

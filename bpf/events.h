@@ -514,6 +514,8 @@ struct lt_py_offsets {
 #define LT_TARGET_OFF_CPU 0x8u	    /* record its threads' blocking */
 #define LT_TARGET_OPS 0x10u	    /* trace its aten ops */
 #define LT_TARGET_SHAPES 0x20u	    /* ...with their tensor arguments' shapes */
+#define LT_TARGET_GPU 0x40u	    /* take its GPU records (bridge USDT, CUDA uprobes) */
+#define LT_TARGET_LAUNCH_STACKS 0x80u /* ...and the Python stack of its launches */
 
 struct lt_target {
 	struct lt_py_offsets off;

@@ -7,14 +7,19 @@
 #include <iostream>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/device_stats.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
+#include "reports/gpu/device_stats_report.h"
+#include "user/cli/launch.h"
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
+#include "user/collector/gpu_tracer.h"
 #include "user/collector/session.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
@@ -56,10 +61,14 @@ int main(int argc, char** argv) {
     // open on a sample's thread.
     StackAggregator stacks(aggregator);
     OpAggregator ops(aggregator, {opts.schedule, exports, opts.group_by_input_shapes});
+    GpuAggregator gpu(aggregator, exports);
+    DeviceStatsAggregator devstats(aggregator);
     auto consume = [&](const lt_event_header& h, const std::byte* p) {
       aggregator.add(h, p);
       stacks.add(h, p);
       ops.add(h, p);
+      gpu.add(h, p);
+      devstats.add(h, p);
     };
     if (opts.command == Options::Command::report) {
       // Streamed: the aggregator sees each chunk's records; nothing else is
@@ -73,7 +82,22 @@ int main(int argc, char** argv) {
       if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
     } else {
       install_signals();
+      std::unique_ptr<Launch> launch;
+      if (opts.command == Options::Command::run) {
+        const std::string bridge = opts.gpu ? find_bridge_library() : "";
+        launch = std::make_unique<Launch>(opts.run_argv, bridge);
+        opts.pids = {launch->pid()};
+        if (opts.gpu && bridge.empty())
+          std::cerr << "ltrace-bpf: libltrace-bridge.so not found next to ltrace-bpf: no CUPTI/NVTX for the command\n";
+        else if (opts.verbose && !launch->injected().empty())
+          std::cerr << "ltrace-bpf: run: " << launch->injected() << "=" << bridge << "\n";
+      }
       SessionOptions so{opts.pids, opts.children, opts.duration_s, opts.verbose};
+      so.gpu = opts.gpu;
+      so.inject = opts.inject;
+      so.launch_stacks = opts.launch_stacks;
+      so.device_stats = opts.device_stats;
+      if (launch) so.on_attached = [&launch] { launch->release(); };
       so.output_path = opts.output;
       so.sample_rate_hz = opts.effective_rate();
       so.off_cpu = opts.off_cpu;
@@ -81,11 +105,15 @@ int main(int argc, char** argv) {
       so.op_filters = opts.op_filters;
       so.shapes = opts.group_by_input_shapes;
       so.keep_in_memory = !opts.dump_path.empty();
-      if (opts.command == Options::Command::live) so.sink = consume;
+      if (opts.command != Options::Command::record) so.sink = consume;
       Session session(so);
       session.prepare();
       trace = session.run(g_stop);
       for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
+      if (launch) {
+        const int rc = launch->wait();
+        if (rc > 0) std::cerr << "ltrace-bpf: the command exited with status " << rc << "\n";
+      }
       const auto& st = session.stats();
       if (opts.verbose)
         std::cerr << "ltrace-bpf: attach latency " << st.attach_latency_ms << " ms, " << st.probes << " uprobe(s), "
@@ -99,6 +127,8 @@ int main(int argc, char** argv) {
       ActionsReport rep = aggregator.finish();
       StacksReport stack_rep = stacks.finish();
       OpsReport ops_rep = ops.finish();
+      GpuReport gpu_rep = gpu.finish();
+      DeviceStatsReport dev_rep = devstats.finish();
       if (opts.wants_report("simple")) write_simple_reports(rep, {opts.extended, opts.dirpath, opts.filename});
       if (opts.wants_report("advanced"))
         write_advanced_reports(rep, stack_rep, {opts.extended, opts.dirpath, opts.filename},
@@ -106,6 +136,9 @@ int main(int argc, char** argv) {
       if (opts.wants_ops())
         write_ops_reports(rep, ops_rep, {opts.extended, opts.dirpath, opts.filename},
                           {opts.sort_by, opts.row_limit, opts.group_by_input_shapes});
+      // GPU tables when asked, or by default whenever a target used CUDA.
+      if (opts.wants_report("gpu") || (!opts.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
+      if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
       write_stack_exports(stack_rep, {opts.collapsed_path, opts.flamegraph_path, opts.speedscope_path});
       auto write_file = [](const std::string& path, auto&& writer) {
         std::ofstream f(path, std::ios::binary);
@@ -115,7 +148,7 @@ int main(int argc, char** argv) {
       };
       if (!opts.chrome_path.empty())
         write_file(opts.chrome_path,
-                   [&](std::ostream& f) { write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr); });
+                   [&](std::ostream& f) { write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr, &gpu_rep); });
       if (!opts.html_path.empty())
         write_file(opts.html_path, [&](std::ostream& f) {
           write_html_report(rep, opts.extended, f, &stack_rep, opts.wants_ops() ? &ops_rep : nullptr);

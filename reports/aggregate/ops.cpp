@@ -1,5 +1,8 @@
 #include "reports/aggregate/ops.h"
 
+#include "reports/aggregate/gpu_names.h"
+#include "reports/gpu/kernel_names.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -35,13 +38,28 @@ constexpr const char* kStepFunctions[] = {"training_step", "validation_step", "t
 
 struct Acc {
   std::uint64_t calls = 0, self = 0, total = 0;
+  std::uint64_t self_cuda = 0, cuda_total = 0, cpu_exact = 0;
+  bool device = false;
 };
+
+// kineto's names for copies in the op table.
+const char* copy_row_name(const lt_gpu_activity& a) {
+  if (a.kind == LT_GPU_MEMSET) return "Memset (Device)";
+  switch (a.copy_kind) {
+    case 1: return "Memcpy HtoD";
+    case 2: return "Memcpy DtoH";
+    case 8: return "Memcpy DtoD";
+    case 10: return "Memcpy PtoP";
+    default: return "Memcpy";
+  }
+}
 
 // One profiler step of one process: op rows by name id, first-call order.
 struct Window {
   std::unordered_map<std::uint32_t, Acc> rows;
   std::vector<std::uint32_t> order;
   std::uint64_t samples = 0, in_probe = 0;
+  bool has_cuda = false;
   Acc& row(std::uint32_t name_id) {
     auto [it, fresh] = rows.try_emplace(name_id);
     if (fresh) order.push_back(name_id);
@@ -162,7 +180,21 @@ struct OpAggregator::State {
     };
     std::unordered_map<std::uint32_t, std::vector<Running>> running;
     std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
+    // GPU launches by CUPTI correlation id: the window they were made in
+    // (index into `closed`; == closed.size(): the pending one) and the ops
+    // running, outermost first.
+    struct Launch {
+      std::size_t window;
+      std::vector<std::uint32_t> ops;
+    };
+    std::unordered_map<std::uint32_t, Launch> launches;
+    std::vector<std::uint32_t> launch_order;
+    std::size_t launch_head = 0;
+    Window& window_at(std::size_t i) { return i < closed.size() ? closed[i].window : pending; }
   };
+  GpuNameTable gpu_names;
+  void on_gpu_launch(const lt_event_header& h, const lt_gpu_launch_event& e);
+  void on_gpu_activity(const lt_event_header& h, const lt_gpu_activity& a);
   std::map<std::uint32_t, Proc> procs;
   std::vector<std::uint32_t> order;  // pids, first op seen
   OpsReport out;
@@ -367,6 +399,95 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       if (it != s.procs.end()) s.close_all(it->second, h.ts_ns);
       return;
     }
+    case LT_EV_GPU_NAME: {
+      if (h.size < sizeof(lt_gpu_name_event)) return;
+      lt_gpu_name_event e;
+      std::memcpy(&e, record, sizeof e);
+      s.gpu_names.add(h.pid, e.n);
+      return;
+    }
+    case LT_EV_GPU_LAUNCH: {
+      if (h.size < sizeof(lt_gpu_launch_event)) return;
+      lt_gpu_launch_event e;
+      std::memcpy(&e, record, sizeof e);
+      s.on_gpu_launch(h, e);
+      return;
+    }
+    case LT_EV_GPU_ACTIVITY: {
+      if (h.size < sizeof(lt_gpu_activity_event)) return;
+      lt_gpu_activity_event e;
+      std::memcpy(&e, record, sizeof e);
+      s.on_gpu_activity(h, e.a);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void OpAggregator::State::on_gpu_launch(const lt_event_header& h, const lt_gpu_launch_event& e) {
+  if (e.source != LT_LAUNCH_CUPTI || !e.correlation) return;  // uprobe launches have no GPU times to join
+  auto it = procs.find(h.pid);
+  if (it == procs.end()) return;  // no op seen in this process: no op table
+  auto& p = it->second;
+  Proc::Launch l{p.closed.size(), {}};
+  const unsigned n = std::min<unsigned>(e.nops, LT_OPS_DEPTH);
+  l.ops.assign(e.ops, e.ops + n);
+  // Bounded: a kernel runs within seconds of its launch.
+  constexpr std::size_t kMax = 1'000'000;
+  if (p.launch_order.size() - p.launch_head >= kMax) p.launches.erase(p.launch_order[p.launch_head++]);
+  if (p.launch_head > kMax) {
+    p.launch_order.erase(p.launch_order.begin(), p.launch_order.begin() + static_cast<std::ptrdiff_t>(p.launch_head));
+    p.launch_head = 0;
+  }
+  if (p.launches.insert_or_assign(e.correlation, std::move(l)).second) p.launch_order.push_back(e.correlation);
+}
+
+// torch.profiler's device columns: a kernel is a row of its own (its time
+// both self and total), and a child of the innermost op that launched it:
+// that op's Self CUDA, and the CUDA total of every op around it.
+void OpAggregator::State::on_gpu_activity(const lt_event_header& h, const lt_gpu_activity& a) {
+  auto it = procs.find(h.pid);
+  if (it == procs.end()) return;
+  auto& p = it->second;
+  auto l = p.launches.find(a.correlation);
+  if (!a.correlation || l == p.launches.end()) return;  // launched before the attach (or the op report's window)
+  Window& w = p.window_at(l->second.window);
+  w.has_cuda = true;
+  const std::uint64_t dur = a.end_ns > a.start_ns ? a.end_ns - a.start_ns : 0;
+  switch (a.kind) {
+    case LT_GPU_KERNEL:
+    case LT_GPU_MEMCPY:
+    case LT_GPU_MEMSET: {
+      const std::string name = a.kind == LT_GPU_KERNEL
+                                   ? demangle_kernel(gpu_names.get(h.pid, LT_NAME_KERNEL, a.name_id, "kernel#"))
+                                   : copy_row_name(a);
+      Acc& r = w.row(intern(name + '\t'));
+      r.device = true;
+      r.calls++;
+      r.self_cuda += dur;
+      r.cuda_total += dur;
+      const auto& ops = l->second.ops;
+      std::uint32_t seen[LT_OPS_DEPTH];
+      unsigned nseen = 0;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const std::uint32_t id = name_id_of(ops[i]);
+        if (std::find(seen, seen + nseen, id) == seen + nseen) {
+          seen[nseen++] = id;
+          w.row(id).cuda_total += dur;
+        }
+      }
+      if (!ops.empty()) w.row(name_id_of(ops.back())).self_cuda += dur;
+      return;
+    }
+    case LT_GPU_RUNTIME: {
+      // torch lists the runtime calls (cudaLaunchKernel, ...) with their
+      // CPU time; CUPTI measured it.
+      Acc& r = w.row(intern(gpu_names.get(h.pid, LT_NAME_RUNTIME_API, a.cbid, "runtime#") + '\t'));
+      r.calls++;
+      r.cpu_exact += dur;
+      return;
+    }
     default:
       return;
   }
@@ -415,6 +536,7 @@ OpsReport OpAggregator::finish() {
       table.steps++;
       table.samples += c.window.samples;
       table.in_probe += c.window.in_probe;
+      table.has_cuda |= c.window.has_cuda;
       for (auto id : c.window.order) {
         const Acc& a = c.window.rows[id];
         auto [r, new_row] = row_of[t->second].try_emplace(id, table.rows.size());
@@ -428,6 +550,10 @@ OpsReport OpAggregator::finish() {
         row.calls += a.calls;
         row.self_samples += a.self;
         row.total_samples += a.total;
+        row.self_cuda_ns += a.self_cuda;
+        row.cuda_total_ns += a.cuda_total;
+        row.cpu_exact_ns += a.cpu_exact;
+        row.device_row |= a.device;
       }
     }
     bool any_rows = false;

@@ -24,6 +24,13 @@ struct OpRowData {
   std::uint64_t calls = 0;
   std::uint64_t self_samples = 0, total_samples = 0;
   std::string input_shapes;  // grouped by input shapes: torch's "[[2, 3], []]"; else ""
+  // GPU (CUPTI through the bridge; measured, not sampled): kernel time the
+  // op launched itself (self) and with the ops it called (total); kernel
+  // and copy rows have both equal to their duration.  CUDA runtime rows
+  // ("cudaLaunchKernel") have a measured CPU time instead of samples.
+  std::uint64_t self_cuda_ns = 0, cuda_total_ns = 0;
+  std::uint64_t cpu_exact_ns = 0;
+  bool device_row = false;  // a kernel / copy row: no CPU time
 };
 
 struct OpTableData {
@@ -32,6 +39,7 @@ struct OpTableData {
   std::uint64_t steps = 0;      // step windows summed into it
   std::uint64_t samples = 0;    // samples of the process in those windows
   std::uint64_t in_probe = 0;   // ...of which in our own probes (not charged to ops)
+  bool has_cuda = false;        // GPU records were joined into it
 };
 
 struct ProcessOps {

@@ -1,5 +1,6 @@
 #include "reports/dump/event_dump.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "reports/model/action_name.h"
@@ -51,6 +52,26 @@ const char* kind_name(unsigned k) {
       return "op";
     case LT_EV_OP_NAME:
       return "op_name";
+    case LT_EV_OP_SHAPES:
+      return "op_shapes";
+    case LT_EV_GPU_ACTIVITY:
+      return "gpu_activity";
+    case LT_EV_GPU_NAME:
+      return "gpu_name";
+    case LT_EV_GPU_LAUNCH:
+      return "gpu_launch";
+    case LT_EV_GPU_LAUNCH_STACK:
+      return "gpu_launch_stack";
+    case LT_EV_NVTX:
+      return "nvtx";
+    case LT_EV_GPU_STATUS:
+      return "gpu_status";
+    case LT_EV_GPU_CLOCK:
+      return "gpu_clock";
+    case LT_EV_DEVICE_STATS:
+      return "device_stats";
+    case LT_EV_PROC_STATS:
+      return "proc_stats";
     default:
       return "unknown";
   }
@@ -81,6 +102,12 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_native_sym_event ns;
     lt_op_event op;
     lt_op_name_event on;
+    lt_gpu_activity_event ga;
+    lt_gpu_name_event gn;
+    lt_gpu_launch_event gl;
+    lt_nvtx_event nv;
+    lt_gpu_status_event gs;
+    lt_gpu_clock_event gc;
     if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
       out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << action_name(a);
     else if (h.kind >= LT_EV_PROC_FORK && h.kind <= LT_EV_PROC_EXIT && record_as(h, p, pe))
@@ -91,7 +118,7 @@ void dump_events(const Trace& trace, std::ostream& out) {
           << " cmd=" << pi.cmdline;
     else if (h.kind == LT_EV_WINDOW && record_as(h, p, w))
       out << (w.begin ? " begin" : " end");
-    else if (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN)
+    else if (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN || h.kind == LT_EV_GPU_LAUNCH_STACK)
       dump_sample(h, p, out);
     else if (h.kind == LT_EV_OFFCPU_END && record_as(h, p, oe))
       out << " began=" << oe.begin_ns;
@@ -113,6 +140,25 @@ void dump_events(const Trace& trace, std::ostream& out) {
     else if (h.kind == LT_EV_OP_NAME && record_as(h, p, on))
       out << " op=" << on.op << " name=" << std::string(on.name, strnlen(on.name, sizeof on.name))
           << " overload=" << std::string(on.overload, strnlen(on.overload, sizeof on.overload));
+    else if (h.kind == LT_EV_GPU_ACTIVITY && record_as(h, p, ga))
+      out << " kind=" << ga.a.kind << " start=" << ga.a.start_ns << " end=" << ga.a.end_ns
+          << " corr=" << ga.a.correlation << " name=" << ga.a.name_id << " cbid=" << ga.a.cbid << " dev=" << ga.a.device
+          << " stream=" << ga.a.stream << " bytes=" << ga.a.bytes;
+    else if (h.kind == LT_EV_GPU_NAME && record_as(h, p, gn))
+      out << " kind=" << gn.n.kind << " id=" << gn.n.id << " at=" << gn.n.offset << "/" << gn.n.total_len
+          << " text=" << std::string(gn.n.text, std::min<std::size_t>(gn.n.len, sizeof gn.n.text));
+    else if (h.kind == LT_EV_GPU_LAUNCH && record_as(h, p, gl))
+      out << " corr=" << gl.correlation << " cbid=" << gl.cbid << " source=" << gl.source << " api=" << gl.api
+          << " ops=" << gl.nops << " flags=" << gl.flags;
+    else if (h.kind == LT_EV_NVTX && record_as(h, p, nv))
+      out << " type=" << nv.n.type << " ts=" << nv.n.ts_ns << " domain=" << nv.n.domain << " string=" << nv.n.string_id
+          << " msg=" << std::string(nv.n.msg, strnlen(nv.n.msg, sizeof nv.n.msg));
+    else if (h.kind == LT_EV_GPU_STATUS && record_as(h, p, gs))
+      out << " state=" << gs.s.state << " error=" << gs.s.error << " flags=" << gs.s.flags
+          << " detail=" << std::string(gs.s.detail, strnlen(gs.s.detail, sizeof gs.s.detail));
+    else if (h.kind == LT_EV_GPU_CLOCK && record_as(h, p, gc))
+      out << " cupti=" << gc.c.cupti_ns << " mono=" << gc.c.monotonic_ns << " offset=" << gc.c.offset_ns
+          << " error=" << gc.c.error_ns;
     out << "\n";
   });
 }

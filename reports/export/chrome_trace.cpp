@@ -1,6 +1,7 @@
 #include "reports/export/chrome_trace.h"
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -34,9 +35,77 @@ const ProcessActions* first_ranked(const ActionsReport& rep) {
   return nullptr;
 }
 
+// GPU rows: kineto puts a device's streams under pid = device index.  With
+// several processes on one machine (ranks) those collide, so each process's
+// devices get their own pid block.
+std::uint64_t gpu_pid(const GpuSlice& s, bool several) {
+  return several ? 1'000'000'000ull + static_cast<std::uint64_t>(s.pid) * 64 + s.device : s.device;
+}
+
+const char* gpu_category(std::uint16_t kind) {
+  switch (kind) {
+    case LT_GPU_KERNEL: return "kernel";
+    case LT_GPU_MEMCPY: return "gpu_memcpy";
+    case LT_GPU_MEMSET: return "gpu_memset";
+    case LT_GPU_RUNTIME: return "cuda_runtime";
+    case LT_GPU_DRIVER: return "cuda_driver";
+    default: return "nvtx";
+  }
+}
+
+void write_gpu_events(const ActionsReport& rep, const GpuReport& gpu, const std::function<std::ostream&()>& sep) {
+  const bool several = gpu.processes.size() > 1;
+  std::set<std::pair<std::uint64_t, std::uint32_t>> rows;  // (pid, stream) of GPU rows
+  std::set<std::uint64_t> gpu_pids;
+  for (const auto& s : gpu.slices) {
+    const std::string& name = s.name < gpu.names.size() ? gpu.names[s.name] : "?";
+    const bool device = s.kind == LT_GPU_KERNEL || s.kind == LT_GPU_MEMCPY || s.kind == LT_GPU_MEMSET;
+    const std::uint64_t pid = device ? gpu_pid(s, several) : s.pid;
+    const std::uint64_t tid = device ? s.stream : s.tid;
+    if (device) {
+      rows.insert({pid, s.stream});
+      if (gpu_pids.insert(pid).second)
+        sep() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << pid
+              << ", \"tid\": 0, \"args\": {\"name\": "
+              << json_string("GPU " + std::to_string(s.device) + (several ? " (pid " + std::to_string(s.pid) + ")" : ""))
+              << "}}";
+    }
+    auto& o = sep() << "{\"ph\": \"X\", \"cat\": \"" << gpu_category(s.kind) << "\", \"name\": " << json_string(name)
+                    << ", \"pid\": " << pid << ", \"tid\": " << tid << ", \"ts\": " << us_exact(wall_ns(rep, s.begin_ns))
+                    << ", \"dur\": " << us_exact(static_cast<std::int64_t>(s.end_ns - s.begin_ns)) << ", \"args\": {";
+    if (s.kind == LT_GPU_KERNEL) {
+      o << "\"device\": " << s.device << ", \"stream\": " << s.stream << ", \"correlation\": " << s.correlation
+        << ", \"registers per thread\": " << s.registers << ", \"shared memory\": " << s.shared_mem << ", \"grid\": ["
+        << s.grid[0] << ", " << s.grid[1] << ", " << s.grid[2] << "], \"block\": [" << s.block[0] << ", " << s.block[1]
+        << ", " << s.block[2] << "]";
+    } else if (device) {
+      const double gbps = s.end_ns > s.begin_ns ? static_cast<double>(s.bytes) / static_cast<double>(s.end_ns - s.begin_ns) : 0;
+      char bw[32];
+      std::snprintf(bw, sizeof bw, "%.3f", gbps);
+      o << "\"device\": " << s.device << ", \"stream\": " << s.stream << ", \"correlation\": " << s.correlation
+        << ", \"bytes\": " << s.bytes << ", \"memory bandwidth (GB/s)\": " << bw;
+    } else if (s.kind == LT_GPU_RUNTIME || s.kind == LT_GPU_DRIVER) {
+      o << "\"correlation\": " << s.correlation;
+    } else {
+      o << "\"pid\": " << s.pid;
+    }
+    o << "}}";
+    // kineto's launch -> kernel arrow, from the launching call on its thread.
+    if (device && s.correlation && s.launch_ns && s.tid) {
+      sep() << "{\"ph\": \"s\", \"id\": " << s.correlation << ", \"pid\": " << s.pid << ", \"tid\": " << s.tid
+            << ", \"ts\": " << us_exact(wall_ns(rep, s.launch_ns)) << ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}";
+      sep() << "{\"ph\": \"f\", \"id\": " << s.correlation << ", \"pid\": " << pid << ", \"tid\": " << tid
+            << ", \"ts\": " << us_exact(wall_ns(rep, s.begin_ns)) << ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}";
+    }
+  }
+  for (const auto& [pid, stream] : rows)
+    sep() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << pid << ", \"tid\": " << stream
+          << ", \"args\": {\"name\": " << json_string("stream " + std::to_string(stream)) << "}}";
+}
+
 }  // namespace
 
-void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops) {
+void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops, const GpuReport* gpu) {
   const ProcessActions* ranked = first_ranked(rep);
   int rank = ranked ? ranked->meta.rank : 0;
   int world = ranked && ranked->meta.world_size > 0 ? ranked->meta.world_size : 1;
@@ -106,6 +175,7 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
             << ", \"end\": \"upper bound\"}}";
     }
   }
+  if (gpu && !gpu->slices.empty()) write_gpu_events(rep, *gpu, sep);
   out << "\n],\n\"traceName\": \"ltrace-bpf\"\n}\n";
 }
 

@@ -65,7 +65,17 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-enum class SortKey { kNone, kCpuTimeAvg, kCpuTimeTotal, kSelfCpuTimeTotal, kCount, kZero };
+enum class SortKey {
+  kNone,
+  kCpuTimeAvg,
+  kCpuTimeTotal,
+  kSelfCpuTimeTotal,
+  kCount,
+  kDeviceTimeAvg,
+  kDeviceTimeTotal,
+  kSelfDeviceTimeTotal,
+  kZero
+};
 
 // torch sorts by getattr(evt, sort_by with cuda/xpu/privateuse1 -> device).
 SortKey parse_sort_key(const std::string& sort_by) {
@@ -77,10 +87,12 @@ SortKey parse_sort_key(const std::string& sort_by) {
   if (attr == "cpu_time_total") return SortKey::kCpuTimeTotal;
   if (attr == "self_cpu_time_total") return SortKey::kSelfCpuTimeTotal;
   if (attr == "count") return SortKey::kCount;
-  // FunctionEventAvg attributes that hold 0 without device or memory data.
+  if (attr == "device_time") return SortKey::kDeviceTimeAvg;
+  if (attr == "device_time_total") return SortKey::kDeviceTimeTotal;
+  if (attr == "self_device_time_total") return SortKey::kSelfDeviceTimeTotal;
+  // FunctionEventAvg attributes that hold 0 without memory or FLOP data.
   static const char* const kZeroAttrs[] = {
-      "device_time",         "device_time_total",     "self_device_time_total",   "cpu_memory_usage",
-      "device_memory_usage", "self_cpu_memory_usage", "self_device_memory_usage", "flops",
+      "cpu_memory_usage", "device_memory_usage", "self_cpu_memory_usage", "self_device_memory_usage", "flops",
   };
   for (const char* z : kZeroAttrs) {
     if (attr == z) return SortKey::kZero;
@@ -93,6 +105,11 @@ double cpu_time_avg(const OpRow& r) {
   return r.calls == 0 ? 0.0 : r.cpu_total_us / static_cast<double>(r.calls);
 }
 
+// FormattedTimesMixin.device_time, likewise.
+double device_time_avg(const OpRow& r) {
+  return r.calls == 0 ? 0.0 : r.cuda_total_us / static_cast<double>(r.calls);
+}
+
 void sort_rows(std::vector<OpRow>& rows, SortKey key) {
   if (key == SortKey::kNone || key == SortKey::kZero) return;  // all-equal keys: a stable sort is a no-op
   // sorted(..., reverse=True) is stable: ties keep the input order.
@@ -102,6 +119,12 @@ void sort_rows(std::vector<OpRow>& rows, SortKey key) {
         return cpu_time_avg(r);
       case SortKey::kCpuTimeTotal:
         return r.cpu_total_us;
+      case SortKey::kDeviceTimeAvg:
+        return device_time_avg(r);
+      case SortKey::kDeviceTimeTotal:
+        return r.cuda_total_us;
+      case SortKey::kSelfDeviceTimeTotal:
+        return r.self_cuda_us;
       default:
         return r.self_cpu_us;
     }
@@ -150,24 +173,42 @@ std::string render_op_table(std::vector<OpRow> rows, const OpTableOptions& opt) 
   name_width = std::min(name_width, kMaxNameWidth);
   shapes_width = std::min(shapes_width, kMaxShapesWidth);
 
+  // _build_table's has_device_time; torch's device name is use_device.upper().
+  const bool device =
+      !opt.device.empty() && std::any_of(rows.begin(), rows.end(), [](const OpRow& r) { return r.self_cuda_us > 0; });
+  std::string dev = opt.device;
+  for (char& c : dev) c = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+
   const std::string est = opt.estimated ? "~" : "";
   std::vector<std::string> headers = {
-      "Name",      "Self CPU %" + est, "Self CPU" + est, "CPU total %" + est, "CPU total" + est, "CPU time avg" + est,
-      "# of Calls"};
+      "Name", "Self CPU %" + est, "Self CPU" + est, "CPU total %" + est, "CPU total" + est, "CPU time avg" + est};
   Table t;
   t.widths.push_back(name_width);
   // torch never widens a column for its header; only the "~" suffix needs it.
   for (std::size_t i = 1; i < headers.size(); ++i) {
     t.widths.push_back(opt.estimated ? std::max(kDefaultWidth, cp_len(headers[i])) : kDefaultWidth);
   }
+  if (device) {
+    for (const std::string& h : {"Self " + dev, "Self " + dev + " %", dev + " total", dev + " time avg"}) {
+      headers.push_back(h);
+      t.widths.push_back(kDefaultWidth);  // "CUDA time avg" overhangs, as in torch
+    }
+  }
+  headers.push_back("# of Calls");
+  t.widths.push_back(kDefaultWidth);
   if (shapes) {
     headers.push_back("Input Shapes");
     t.widths.push_back(shapes_width);
   }
 
   // Summed in the sorted order, as torch does, so the float rounding matches.
-  double total_self = 0;
-  for (const OpRow& r : rows) total_self += r.self_cpu_us;
+  // The device total takes only device-side rows (torch: device_type CUDA and
+  // not a user annotation), so an op's share of it is its kernels' share.
+  double total_self = 0, total_self_device = 0;
+  for (const OpRow& r : rows) {
+    total_self += r.self_cpu_us;
+    if (r.device_event) total_self_device += r.self_cuda_us;
+  }
 
   t.separator();
   t.line(headers);
@@ -183,13 +224,20 @@ std::string render_op_table(std::vector<OpRow> rows, const OpTableOptions& opt) 
                                       format_time(r.self_cpu_us),
                                       format_share(r.cpu_total_us, total_self),
                                       format_time(r.cpu_total_us),
-                                      format_time(cpu_time_avg(r)),
-                                      std::to_string(r.calls)};
+                                      format_time(cpu_time_avg(r))};
+    if (device) {
+      cells.push_back(format_time(r.self_cuda_us));
+      cells.push_back(format_share(r.self_cuda_us, total_self_device));
+      cells.push_back(format_time(r.cuda_total_us));
+      cells.push_back(format_time(device_time_avg(r)));
+    }
+    cells.push_back(std::to_string(r.calls));
     if (shapes) cells.push_back(cp_prefix(r.input_shapes, shapes_width));
     t.line(cells);
   }
   t.separator();
   t.out += "Self CPU time total" + est + ": " + format_time(total_self) + "\n";
+  if (device) t.out += "Self " + dev + " time total: " + format_time(total_self_device) + "\n";
   return t.out;
 }
 

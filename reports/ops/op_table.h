@@ -1,7 +1,9 @@
 // torch's operator table (prof.key_averages().table(sort_by=..., row_limit=...),
 // i.e. _build_table in torch/autograd/profiler_util.py, torch 2.15), byte for
-// byte, for the CPU-only case: no device time, no memory columns, no stacks,
-// no overload names, no node ids, no FLOPs.  A pure function: no I/O.
+// byte: the CPU columns, and the device columns ("Self CUDA", "Self CUDA %",
+// "CUDA total", "CUDA time avg", footer "Self CUDA time total: ...") when the
+// rows carry device time.  No memory columns, no stacks, no overload names, no
+// node ids, no FLOPs.  A pure function: no I/O.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,23 +18,45 @@ struct OpRow {
   double self_cpu_us = 0;    // self CPU time total, microseconds
   double cpu_total_us = 0;   // CPU time total, microseconds
   std::uint64_t calls = 0;
+  // Device time (torch's self_device_time_total / device_time_total), in
+  // microseconds.  For a CPU op: the time of the kernels it launched (self:
+  // its own, total: with its children's); for a device-side row (a kernel, a
+  // memcpy, a memset, a GPU user annotation): its own time, both equal, with
+  // the CPU times 0.  Runtime calls (cudaLaunchKernel) have none.
+  double self_cuda_us = 0, cuda_total_us = 0;
+  // Whether torch adds this row's self device time to "Self CUDA time total",
+  // the base of "Self CUDA %": true for device-side events (kernels, memcpy,
+  // memset), false for CPU ops, runtime calls and GPU user annotations (whose
+  // share can then exceed 100%, as in torch).
+  bool device_event = false;
 };
 
 struct OpTableOptions {
   // torch's sort_by: cpu_time (the per-call average), cpu_time_total,
-  // self_cpu_time_total, count, and the cuda_/xpu_/privateuse1_ time and
-  // memory keys (all zero here, so they keep the input order).  "" = no sort.
-  // Anything else throws std::invalid_argument (torch raises AttributeError).
+  // self_cpu_time_total, count; cuda_time (the per-call average of
+  // cuda_total_us), cuda_time_total, self_cuda_time_total (and the same with
+  // xpu_/privateuse1_/device_); the memory and flops keys (always zero here, so
+  // they keep the input order).  "" = no sort.  Anything else throws
+  // std::invalid_argument (torch raises AttributeError).
   std::string sort_by = "cpu_time_total";
   int row_limit = 20;  // negative = all rows
   // Adds torch's "Input Shapes" column.  As in torch, the column is only shown
   // when at least one row has a non-empty shape list (not "" and not "[]").
   bool with_input_shapes = false;
-  // The times are sampled estimates: the five time headers and the footer get
-  // a "~" suffix ("Self CPU~", "Self CPU time total~: ...").  A column whose
-  // header then outgrows torch's 12 characters ("CPU time avg~") is widened to
-  // fit it, so the table stays aligned.
+  // The CPU times are sampled estimates: the five CPU time headers and the
+  // CPU footer get a "~" suffix ("Self CPU~", "Self CPU time total~: ...").  A
+  // column whose header then outgrows torch's 12 characters ("CPU time avg~")
+  // is widened to fit it, so the table stays aligned.  The device headers and
+  // footer never get it: device times are measured (CUPTI), not sampled.
   bool estimated = false;
+  // torch's use_device: "" = CPU only (no device columns whatever the rows
+  // hold; torch itself refuses device time without a device; sorting by a
+  // cuda_ key still uses the fields), or "cuda"/"CUDA" (shown upper-cased, as
+  // torch does).  With a device, the four device columns and the device footer
+  // appear when some row has self_cuda_us > 0 (torch's has_device_time).  The
+  // device headers keep torch's 12-character columns, so "CUDA time avg"
+  // overhangs by one, as in torch.
+  std::string device;
 };
 
 // The table text, ending in "\n" like torch's; "" when there are no rows.

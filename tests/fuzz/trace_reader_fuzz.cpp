@@ -8,8 +8,12 @@
 
 #include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/device_stats.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
+#include "reports/gpu/gpu_actions.h"
+#include "reports/gpu/gpu_tables.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
 
@@ -24,14 +28,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   lt::ActionAggregator actions;
   lt::StackAggregator stacks(actions);
   lt::OpAggregator ops(actions, {/*schedule=*/true, /*keep_intervals=*/true});
+  lt::GpuAggregator gpu(actions, /*keep_slices=*/true);
+  lt::DeviceStatsAggregator dev(actions);
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
     stacks.add(h, p);
     ops.add(h, p);
+    gpu.add(h, p);
+    dev.add(h, p);
   });
   auto rep = actions.finish();
   auto st = stacks.finish();
   (void)ops.finish();
+  (void)dev.finish();
+  for (const auto& p : gpu.finish().processes) {
+    (void)lt::render_gpu_kern_sum(p.kernels);
+    (void)lt::render_nvtx_sum(p.nvtx);
+    (void)lt::render_gpu_actions(p.actions, true);
+  }
   for (const auto& ps : st.processes) {
     lt::AdvancedReportInput in;
     in.stacks = &ps;

@@ -49,10 +49,20 @@ bool read_case(const std::string& path, Case& c, std::string& error) {
       c.opt.row_limit = std::stoi(f[1]);
     } else if (f[0] == "with_input_shapes" && f.size() == 2) {
       c.opt.with_input_shapes = f[1] == "1";
-    } else if (f[0] == "row" && f.size() == 6) {
+    } else if (f[0] == "device" && f.size() == 2) {
+      c.opt.device = f[1];
+    } else if (f[0] == "estimated" && f.size() == 2) {
+      c.opt.estimated = f[1] == "1";
+    } else if (f[0] == "row" && (f.size() == 6 || f.size() == 9)) {
       // strtod reads Python's repr() back to the identical double.
-      c.rows.push_back(
-          {f[1], f[2], std::strtod(f[3].c_str(), nullptr), std::strtod(f[4].c_str(), nullptr), std::stoull(f[5])});
+      lt::OpRow r{f[1], f[2], std::strtod(f[3].c_str(), nullptr), std::strtod(f[4].c_str(), nullptr),
+                  std::stoull(f[5])};
+      if (f.size() == 9) {
+        r.self_cuda_us = std::strtod(f[6].c_str(), nullptr);
+        r.cuda_total_us = std::strtod(f[7].c_str(), nullptr);
+        r.device_event = f[8] == "1";
+      }
+      c.rows.push_back(r);
     } else {
       return error = path + ": bad line: " + line, false;
     }
@@ -80,11 +90,35 @@ lt::OpRow row(const std::string& name, double self_us, double total_us, std::uin
   return {name, "", self_us, total_us, calls};
 }
 
+lt::OpRow gpu_row(const std::string& name, double self_us, double total_us, std::uint64_t calls, double self_cuda,
+                  double cuda_total, bool device_event) {
+  lt::OpRow r = row(name, self_us, total_us, calls);
+  r.self_cuda_us = self_cuda;
+  r.cuda_total_us = cuda_total;
+  r.device_event = device_event;
+  return r;
+}
+
+std::vector<std::string> names_in_order(const std::string& table) {
+  std::vector<std::string> names;
+  std::istringstream in(table);
+  int seps = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("---", 0) == 0) {
+      ++seps;
+    } else if (seps == 2) {
+      const std::size_t b = line.find_first_not_of(' ');
+      names.push_back(line.substr(b, line.find("  ", b) - b));
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 TEST(OpTable, TorchGolden) {
   const std::vector<std::string> names = case_names();
-  ASSERT_GE(names.size(), 20u) << "missing " << data_dir() << "cases.txt (run from the repo root or set LT_SRCDIR)";
+  ASSERT_GE(names.size(), 50u) << "missing " << data_dir() << "cases.txt (run from the repo root or set LT_SRCDIR)";
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     Case c;
@@ -131,4 +165,57 @@ TEST(OpTable, UnknownSortKeyThrows) {
   lt::OpTableOptions opt;
   opt.sort_by = "wall_time";
   EXPECT_THROW(lt::render_op_table({row("a", 1, 1, 1)}, opt), std::invalid_argument);
+}
+
+// The "~" of sampled CPU times never reaches the device columns: CUPTI measures them.
+TEST(OpTable, EstimatedLeavesDeviceHeadersAlone) {
+  lt::OpTableOptions opt;
+  opt.estimated = true;
+  opt.device = "cuda";
+  opt.sort_by = "self_cuda_time_total";
+  const std::string out =
+      lt::render_op_table({gpu_row("aten::mm", 30, 50, 1, 0, 20, false), gpu_row("gemm_kernel", 0, 0, 1, 20, 20, true),
+                           gpu_row("cudaLaunchKernel", 20, 20, 1, 0, 0, false)},
+                          opt);
+  EXPECT_NE(out.find("  CPU time avg~     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\nSelf CPU time total~: 50.000us\nSelf CUDA time total: 20.000us\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("CUDA~"), std::string::npos);
+  EXPECT_EQ(names_in_order(out), (std::vector<std::string>{"gemm_kernel", "aten::mm", "cudaLaunchKernel"}));
+}
+
+// Without a device the device fields stay out of the table (but still sort).
+TEST(OpTable, NoDeviceNoDeviceColumns) {
+  lt::OpTableOptions opt;
+  opt.sort_by = "cuda_time_total";
+  const std::string out =
+      lt::render_op_table({gpu_row("a", 1, 1, 1, 0, 1, false), gpu_row("b", 1, 1, 1, 5, 5, true)}, opt);
+  EXPECT_EQ(out.find("CUDA"), std::string::npos) << out;
+  EXPECT_EQ(names_in_order(out), (std::vector<std::string>{"b", "a"}));
+}
+
+// A device with no self device time anywhere: torch's has_device_time is false.
+TEST(OpTable, DeviceWithoutSelfDeviceTime) {
+  lt::OpTableOptions opt;
+  opt.device = "CUDA";
+  const std::string out = lt::render_op_table({row("a", 1, 1, 1)}, opt);
+  EXPECT_EQ(out.find("CUDA"), std::string::npos) << out;
+}
+
+TEST(OpTable, SortsByDeviceKeys) {
+  lt::OpTableOptions opt;
+  opt.device = "cuda";
+  opt.row_limit = -1;
+  // Device totals 30, 40, 25; self 0, 40, 25; per-call averages 30, 4, 25.
+  const std::vector<lt::OpRow> rows = {gpu_row("op", 9, 9, 1, 0, 30, false), gpu_row("k_many", 0, 0, 10, 40, 40, true),
+                                       gpu_row("k_one", 0, 0, 1, 25, 25, true)};
+  opt.sort_by = "cuda_time_total";
+  EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"k_many", "op", "k_one"}));
+  opt.sort_by = "self_cuda_time_total";
+  EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"k_many", "k_one", "op"}));
+  opt.sort_by = "cuda_time";
+  EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"op", "k_one", "k_many"}));
+  opt.sort_by = "self_xpu_time_total";  // torch maps every device prefix to the same attribute
+  EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"k_many", "k_one", "op"}));
 }

@@ -12,13 +12,16 @@ std::string usage_text() {
   return R"(usage: ltrace-bpf --pid PID [--pid PID ...] [options]     attach, print reports
        ltrace-bpf record --pid PID ... -o FILE [options]      attach, write a trace file
        ltrace-bpf report FILE [report options]                reports from a trace file
+       ltrace-bpf run [options] -- COMMAND [ARGS...]          launch COMMAND under ltrace-bpf
 
 Attach to running PyTorch Lightning jobs from outside (eBPF) and print the
 report Lightning's SimpleProfiler would have printed for the attach window.
 The target needs no restart and no code change; stop with Ctrl-C, SIGTERM,
 --duration, or when every target has exited.  `record` keeps everything in a
 trace file instead; `report` (no root or BPF needed) prints the same reports
-from it later, on any machine.
+from it later, on any machine.  `run` starts COMMAND itself, with the GPU
+bridge preloaded (CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH: CUPTI and
+NVTX from the first call) and every descendant followed.
 
 options:
   -o, --output FILE     write the trace file (record: required; live: also keep it)
@@ -31,7 +34,10 @@ options:
                         function (AdvancedProfiler's layout, from sampled stacks);
                         ops: PyTorchProfiler's operator table (aten ops:
                         exact calls, sampled CPU times) per step function;
-                        several at once: simple,advanced,ops
+                        gpu: kernel, copy, CUDA API and NVTX summaries
+                        (nsys stats layout) and GPU time per action; shown
+                        by default when the targets used CUDA;
+                        several at once: simple,advanced,ops,gpu
       --rate HZ         stack samples per second and CPU (default 99; 1-10000)
       --off-cpu         also record where threads block (sched_switch), per
                         action and per stack: dataloader waits, GIL, CUDA sync
@@ -49,6 +55,14 @@ options:
                         tensor shapes at each op entry: ~1 us more per op)
       --schedule        ops: only the steps Lightning's default schedule
                         records (wait 1, warmup 1, active 3, per stage)
+      --no-gpu          no GPU records (by default a CUDA target gets CUPTI
+                        kernels/copies/API calls through the bridge library)
+      --no-inject       never load the bridge into a running process with
+                        ptrace (GPU launches are then counted by uprobes only)
+      --launch-stacks   the Python stack of each kernel launch (at most one
+                        per thread per ms; needs the stack sampler's key)
+      --device-stats    GPU (NVML) and process CPU/memory samples per action,
+                        with DeviceStatsMonitor's key names
       --no-extended     SimpleProfiler(extended=False) layout
       --dirpath DIR     with --filename: write Lightning's report files,
       --filename NAME     DIR/{stage}-NAME[-{local_rank}].txt (appended)
@@ -64,6 +78,7 @@ exit codes:
   4 not a CPython process   5 unsupported CPython version or build
   6 missing privileges (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
   7 BPF load/attach failed   8 cannot read or write a file   9 not a trace file (or from a newer version)
+  10 run: the command could not be started
 )";
 }
 
@@ -155,9 +170,17 @@ Options parse_options(int argc, char** argv) {
   } else if (argc > 1 && std::string(argv[1]) == "report") {
     o.command = Options::Command::report;
     first = 2;
+  } else if (argc > 1 && std::string(argv[1]) == "run") {
+    o.command = Options::Command::run;
+    o.children = true;
+    first = 2;
   }
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
+    if (o.command == Options::Command::run && a == "--") {
+      o.run_argv.assign(argv + i + 1, argv + argc);
+      break;
+    }
     if (o.command == Options::Command::report && !a.empty() && a[0] != '-' && o.input.empty()) {
       o.input = a;
       continue;
@@ -189,10 +212,11 @@ Options parse_options(int argc, char** argv) {
       std::string rest = o.report + ",";
       for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
         std::string one = rest.substr(0, at);
-        if (one != "simple" && one != "advanced" && one != "ops")
+        if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu")
           throw Error(ExitCode::usage, "unknown report '" + one +
-                                           "' (available: simple, advanced, ops, or several: simple,advanced,ops)");
+                                           "' (available: simple, advanced, ops, gpu, or several: simple,ops,gpu)");
       }
+      o.report_given = true;
     } else if (a == "--rate")
       o.rate_hz = parse_rate(arg());
     else if (a == "--off-cpu")
@@ -207,6 +231,14 @@ Options parse_options(int argc, char** argv) {
       o.op_filters = parse_op_filters(arg());
     else if (a == "--schedule")
       o.schedule = true;
+    else if (a == "--no-gpu")
+      o.gpu = false;
+    else if (a == "--no-inject")
+      o.inject = false;
+    else if (a == "--launch-stacks")
+      o.launch_stacks = true;
+    else if (a == "--device-stats")
+      o.device_stats = true;
     else if (a == "--line-count-restriction")
       o.line_count_restriction = parse_restriction(arg());
     else if (a == "--collapsed")
@@ -240,6 +272,9 @@ Options parse_options(int argc, char** argv) {
       throw Error(ExitCode::usage,
                   "report reads a trace file: --pid, --children, --duration, --rate, --off-cpu, --ops and -o do not "
                   "apply");
+  } else if (o.command == Options::Command::run) {
+    if (o.run_argv.empty()) throw Error(ExitCode::usage, "run needs a command: ltrace-bpf run [options] -- COMMAND [ARGS]");
+    if (!o.pids.empty()) throw Error(ExitCode::usage, "run launches its own target: --pid does not apply");
   } else if (o.pids.empty()) {
     throw Error(ExitCode::usage, "no target: give --pid PID (see --help)");
   }

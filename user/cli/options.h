@@ -10,7 +10,8 @@
 namespace lt {
 
 struct Options {
-  enum class Command { live, record, report } command = Command::live;
+  enum class Command { live, record, report, run } command = Command::live;
+  std::vector<std::string> run_argv;  // run: the command to launch under ltrace-bpf
   std::vector<pid_t> pids;
   std::string output;  // -o FILE: trace file (record: required; live: optional)
   std::string input;   // report FILE
@@ -18,7 +19,8 @@ struct Options {
   double duration_s = 0;
   bool extended = true;
   std::string dirpath, filename;
-  std::string report = "simple";  // comma-separated: simple, advanced, ops
+  std::string report = "simple";  // comma-separated: simple, advanced, ops, gpu
+  bool report_given = false;      // --report given (else gpu tables show when there is GPU data)
   bool wants_report(const std::string& name) const {
     return ("," + report + ",").find("," + name + ",") != std::string::npos;
   }
@@ -41,6 +43,11 @@ struct Options {
   // Op times are sampled: they need a higher rate than stacks to be useful
   // on short ops (999 Hz costs ~1% of a CPU, docs/benchmarks.md).
   unsigned effective_rate() const { return rate_hz ? rate_hz : wants_ops() ? 999 : (wants_stacks() ? 99 : 0); }
+  // GPU
+  bool gpu = true;            // --no-gpu: no GPU records
+  bool inject = true;         // --no-inject: never ptrace-inject the bridge
+  bool launch_stacks = false; // --launch-stacks: the Python stack of each launch (at most one per ms per thread)
+  bool device_stats = false;  // --device-stats: NVML + /proc samples per action
   bool verbose = false;
   std::string dump_path;
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text

@@ -6,6 +6,8 @@
 #include <iostream>
 
 #include "reports/advanced/advanced_report.h"
+#include "reports/gpu/gpu_actions.h"
+#include "reports/gpu/gpu_tables.h"
 #include "reports/ops/op_table.h"
 #include "reports/simple/simple_report.h"
 #include "user/core/errors.h"
@@ -215,10 +217,19 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
       std::vector<OpRow> rows;
       rows.reserve(t.rows.size());
       const double us_per_sample = ops.period_ns / 1e3;
-      for (const auto& r : t.rows)
-        rows.push_back(
-            {r.name, r.input_shapes, r.self_samples * us_per_sample, r.total_samples * us_per_sample, r.calls});
-      text += "\nProfile stats for: " + t.title + rank + "\n" + render_op_table(std::move(rows), topt);
+      for (const auto& r : t.rows) {
+        // Runtime rows (cudaLaunchKernel) carry CUPTI's measured CPU time.
+        const double exact_us = r.cpu_exact_ns / 1e3;
+        OpRow row{r.name, r.input_shapes, r.self_samples * us_per_sample + exact_us,
+                  r.total_samples * us_per_sample + exact_us, r.calls};
+        row.self_cuda_us = r.self_cuda_ns / 1e3;
+        row.cuda_total_us = r.cuda_total_ns / 1e3;
+        row.device_event = r.device_row;
+        rows.push_back(std::move(row));
+      }
+      OpTableOptions o = topt;
+      if (t.has_cuda) o.device = "cuda";
+      text += "\nProfile stats for: " + t.title + rank + "\n" + render_op_table(std::move(rows), o);
     }
     deliver(text + "\n", meta, stage, shown, out);
     ++written;
@@ -249,6 +260,54 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
               << ops.period_ns / 1000 << " us (" << ops.rate_hz << " Hz), "
               << "self = the innermost op running, total = every op running\n";
   lost_events_note(rep);
+  return written;
+}
+
+}  // namespace lt
+
+namespace lt {
+
+int write_gpu_reports(const ActionsReport& rep, const GpuReport& gpu) {
+  int written = 0;
+  for (const auto& p : gpu.processes) {
+    const ProcessActions* pa = nullptr;
+    for (auto& a : rep.processes)
+      if (a.meta.pid == p.pid) pa = &a;
+    std::string who = "pid " + std::to_string(p.pid);
+    if (pa && pa->meta.rank >= 0) who += ", rank " + std::to_string(pa->meta.rank);
+    const bool timed = p.source == "CUPTI";
+    const char* how = timed                  ? "CUPTI: measured GPU times"
+                      : p.source == "uprobes" ? "uprobes on libcudart/libcuda: calls only, no GPU times"
+                                              : "no GPU activity recorded";
+    std::string text = "GPU Report (" + who + "; " + how + ")\n";
+    auto section = [&](const char* title, const std::string& table) {
+      if (!table.empty()) text += std::string("\n") + title + "\n\n" + table;
+    };
+    section("CUDA GPU Kernel Summary (cuda_gpu_kern_sum):", render_gpu_kern_sum(p.kernels));
+    section("CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum):", render_gpu_mem_time_sum(p.memops));
+    section("CUDA GPU MemOps Summary (by Size) (cuda_gpu_mem_size_sum):", render_gpu_mem_size_sum(p.memops));
+    section("CUDA API Summary (cuda_api_sum):", render_api_sum(p.apis));
+    section("NVTX Range Summary (nvtx_sum):", render_nvtx_sum(p.nvtx));
+    if (!p.probed_calls.empty()) {
+      std::string t;
+      for (const auto& [fn, n] : p.probed_calls) t += " " + std::to_string(n) + "  " + fn + "\n";
+      section("CUDA calls seen by entry uprobes (calls, function):", t);
+    }
+    section("GPU work per action:", render_gpu_actions(p.actions, timed));
+    std::cout << text << "\n";
+    ++written;
+    const std::string w = "ltrace-bpf: pid " + std::to_string(p.pid) + ": GPU: ";
+    for (const auto& st : p.status) std::cerr << w << st << "\n";
+    if (p.unmatched_records)
+      std::cerr << w << p.unmatched_records
+                << " kernel/copy record(s) without their launch (issued before the attach): in the summaries, not "
+                   "in the per-action table\n";
+    if (p.dropped) std::cerr << w << "CUPTI dropped " << p.dropped << " record(s) (its buffers were full)\n";
+    if (p.late && p.nvtx.empty())
+      std::cerr << w
+                << "attached late: NVTX ranges cannot be captured (each library initialises NVTX once, at its first "
+                   "call); launch with `ltrace-bpf run -- ...` for them\n";
+  }
   return written;
 }
 

@@ -6,6 +6,7 @@
 
 #include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 
@@ -31,5 +32,10 @@ struct OpsOutputOptions {
 // stats for:" table per step function (or "records").
 int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const OutputOptions& out,
                       const OpsOutputOptions& table);
+
+// The GPU section per process with GPU records: nsys-style kernel, copy,
+// API and NVTX summaries and the GPU work per action, on stdout; how the
+// data was had (CUPTI, uprobes) and what is missing, on stderr.
+int write_gpu_reports(const ActionsReport& rep, const GpuReport& gpu);
 
 }  // namespace lt

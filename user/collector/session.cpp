@@ -12,12 +12,15 @@
 #include <ctime>
 #include <fstream>
 
+#include "user/collector/gpu_tracer.h"
 #include "user/collector/op_tracer.h"
+#include "user/collector/stats_sampler.h"
 #include "user/core/errors.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
+#include "user/sources/gpu.h"
 #include "user/sources/opprobe.h"
 #include "user/sources/proctrack.h"
 #include "user/sources/pyactions.h"
@@ -126,6 +129,9 @@ void Session::adopt(pid_t pid, bool must_be_python) {
     // An explicit --pid must work; a process met on the way (a child, an
     // exec) that cannot be traced is noted, and the session goes on.
     if (must_be_python || e.code() == ExitCode::usage) throw;
+    // A launcher in between (shell, torchrun wrapper, `ltrace-bpf run`'s
+    // child before its exec): its descendants and its own exec are ours.
+    if (opts_.children && proc::exists(pid)) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
     emit_proc_info(pid, nullptr, e.code() == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON);
     if (e.code() != ExitCode::not_python) notes_.push_back("pid " + std::to_string(pid) + ": " + e.what());
   }
@@ -166,6 +172,38 @@ void Session::adopt_or_throw(pid_t pid) {
   live_[pid] = interp;
   emit_proc_info(pid, &interp, LT_PROC_PYTHON);
   if (optracer_) attach_ops(pid, std::find(opts_.pids.begin(), opts_.pids.end(), pid) != opts_.pids.end());
+  if (gputracer_) attach_gpu(pid);
+}
+
+// GPU data for one target; a process that has not loaded CUDA yet is polled.
+void Session::attach_gpu(pid_t pid) {
+  if (gputracer_->attach(pid)) {
+    gpu_pending_.erase(pid);
+    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: GPU: %s\n", pid, gputracer_->describe(pid).c_str());
+  } else {
+    gpu_pending_.emplace(pid, 0);
+  }
+}
+
+// Detach from the bridges in order: their session probe first, so each
+// flushes CUPTI and releases it while the data probes still carry what it
+// flushes; we drain until every active bridge said DORMANT (at most ~1.5 s).
+void Session::release_gpu(ring_buffer* rb) {
+  if (!gpusrc_) return;
+  gpusrc_->release_sessions();
+  const auto until = monotonic_ns() + 1'500'000'000ull;
+  while (monotonic_ns() < until) {
+    bool waiting = false;
+    for (auto& [pid, active] : bridge_active_) waiting |= active && proc::exists(pid);
+    if (!waiting) break;
+    struct timespec nap = {0, 20'000'000};
+    nanosleep(&nap, nullptr);
+    if (ring_buffer__consume(rb) < 0 || callback_error_) break;
+  }
+  for (auto& [pid, active] : bridge_active_)
+    if (active && proc::exists(pid))
+      notes_.push_back("pid " + std::to_string(pid) + ": GPU: the bridge did not confirm its last flush in time; " +
+                       "the last GPU records of the window may be missing");
 }
 
 // Op probes for one target.  A process that has not imported torch yet is
@@ -209,6 +247,8 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   // Op times come from samples, which need no Python stack (tsd_block 0
   // tells BPF to skip the walk).
   if (opts_.ops) t.flags |= LT_TARGET_OPS | (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
+  if (opts_.gpu) t.flags |= LT_TARGET_GPU;
+  if (opts_.launch_stacks && t.tsd_block) t.flags |= LT_TARGET_LAUNCH_STACKS;
   if (auto v = tensor_vtables_.find(interp.pid); v != tensor_vtables_.end() && v->second) {
     t.tensor_vtable = v->second;
     t.flags |= LT_TARGET_SHAPES;
@@ -303,6 +343,7 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
       return;
     }
     case LT_EV_PY_SAMPLE:
+    case LT_EV_GPU_LAUNCH_STACK:
     case LT_EV_OFFCPU_BEGIN: {
       // Names and lines go in ahead of the sample, read while the code
       // objects are still alive.
@@ -323,6 +364,33 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
         natives_->describe(static_cast<pid_t>(h.pid), e.user_ip, it->second.binary, h.ts_ns);
       }
       emit(e);
+      return;
+    }
+    case LT_EV_GPU_LAUNCH: {
+      if (size != sizeof(lt_gpu_launch_event)) return;
+      lt_gpu_launch_event e;
+      std::memcpy(&e, data, sizeof e);
+      const unsigned nops = std::min<unsigned>(e.nops, LT_OPS_DEPTH);
+      std::memset(static_cast<void*>(e.ops + nops), 0, sizeof(std::uint32_t) * (LT_OPS_DEPTH - nops));
+      if (optracer_)
+        for (unsigned i = 0; i < nops; ++i) optracer_->announce(e.ops[i]);
+      emit(e);
+      return;
+    }
+    case LT_EV_GPU_STATUS: {
+      if (size != sizeof(lt_gpu_status_event)) return;
+      lt_gpu_status_event e;
+      std::memcpy(&e, data, sizeof e);
+      emit(e);
+      const auto pid = static_cast<pid_t>(h.pid);
+      if (e.s.state == LT_BRIDGE_ACTIVE) bridge_active_[pid] = true;
+      if (e.s.state == LT_BRIDGE_DORMANT || e.s.state == LT_BRIDGE_CUPTI_BUSY || e.s.state == LT_BRIDGE_NO_CUPTI ||
+          e.s.state == LT_BRIDGE_CUPTI_ERROR)
+        bridge_active_[pid] = false;
+      if (opts_.verbose || e.s.state == LT_BRIDGE_CUPTI_BUSY || e.s.state == LT_BRIDGE_DROPPED)
+        std::fprintf(stderr, "ltrace-bpf: pid %d: GPU bridge: %s\n", pid,
+                     std::string(e.s.detail, strnlen(e.s.detail, sizeof e.s.detail)).c_str());
+      if (gputracer_) gputracer_->on_status(pid, e.s);
       return;
     }
     case LT_EV_OP: {
@@ -400,6 +468,17 @@ Trace Session::run(const std::atomic<bool>& stop) {
     optracer_ =
         std::make_unique<OpTracer>(*opprobe_, opts_.op_filters, [this](const void* r, std::size_t n) { emit(r, n); });
   }
+  if (opts_.gpu) {
+    GpuTracerOptions go{opts_.inject, find_bridge_library(), opts_.verbose};
+    gputracer_ = std::make_unique<GpuTracer>(
+        [this]() -> GpuSource& {
+          if (!gpusrc_)
+            gpusrc_ = std::make_unique<GpuSource>(*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1,
+                                                  opts_.launch_stack_interval_ns);
+          return *gpusrc_;
+        },
+        go, [this](const std::string& n) { notes_.push_back(n); });
+  }
   if (sampling()) {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
                                                  opprobe_ ? opprobe_->stacks_fd() : -1);
@@ -418,11 +497,21 @@ Trace Session::run(const std::atomic<bool>& stop) {
     if (opts_.children)
       for (pid_t c : proc::descendants(pid)) adopt(c, false);
   }
+  if (opts_.device_stats) {
+    std::vector<pid_t> pids;
+    for (auto& [pid, interp] : live_) pids.push_back(pid);
+    stats_sampler_ = std::make_unique<StatsSampler>(pids, std::chrono::milliseconds(100),
+                                                    [this](const lt_event_header& h, const std::byte* r) {
+                                                      emit(r, h.size);
+                                                    });
+    if (!stats_sampler_->gpu_note().empty()) notes_.push_back("device stats: " + stats_sampler_->gpu_note());
+  }
   lt_window_event w{};
   w.hdr = user_header(LT_EV_WINDOW, sizeof w, 0);
   w.begin = 1;
   emit(w);
   stats_.attach_latency_ms = (w.hdr.ts_ns - t0) / 1e6;
+  if (opts_.on_attached) opts_.on_attached();
   stats_.probes = pyactions_->probes() + (optracer_ ? optracer_->probes() : 0);
   if (opts_.verbose)
     std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s), %.1f ms%s\n", live_.size(),
@@ -455,6 +544,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   const auto deadline = opts_.duration_s > 0 ? t0 + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
   auto last_liveness = monotonic_ns();
   auto last_ops_poll = last_liveness;
+  auto last_gpu_poll = last_liveness;
   while (!stop.load()) {
     // Producers never wake us (BPF_RB_NO_WAKEUP): a wakeup per event would
     // put our thread on the target's CPU in the middle of its step.  We
@@ -481,6 +571,23 @@ Trace Session::run(const std::atomic<bool>& stop) {
         else
           ops_pending_.erase(p);
     }
+    if (!gpu_pending_.empty() && now - last_gpu_poll > 250'000'000) {
+      last_gpu_poll = now;
+      std::vector<pid_t> waiting;
+      for (auto& [pid, tries] : gpu_pending_) waiting.push_back(pid);
+      for (pid_t p : waiting)
+        if (alive_[p] && live_.count(p))
+          attach_gpu(p);
+        else
+          gpu_pending_.erase(p);
+    }
+    if (stats_sampler_) {
+      std::vector<pid_t> pids;
+      for (auto& [pid, interp] : live_)
+        if (alive_[pid]) pids.push_back(pid);
+      stats_sampler_->set_pids(std::move(pids));
+      stats_sampler_->poll();
+    }
     if (writer_) writer_->maybe_flush(now);  // a killed recorder loses at most ~1 s
     if (deadline && now >= deadline) break;
     if (now - last_liveness > 200'000'000) {
@@ -502,6 +609,8 @@ Trace Session::run(const std::atomic<bool>& stop) {
   }
   // Drain everything already produced, then stop producing.
   if (!callback_error_) ring_buffer__consume(rb);
+  if (!callback_error_) release_gpu(rb);
+  gpusrc_.reset();
   pyactions_.reset();
   pysample_.reset();
   opprobe_.reset();

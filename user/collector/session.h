@@ -18,6 +18,8 @@
 #include "user/python/thread_states.h"
 #include "user/tracefile/trace_writer.h"
 
+struct ring_buffer;
+
 namespace lt {
 
 class ProcTrackSource;
@@ -25,6 +27,9 @@ class PyActionsSource;
 class PySampleSource;
 class OpProbeSource;
 class OpTracer;
+class GpuSource;
+class GpuTracer;
+class StatsSampler;
 namespace python {
 class Symbolizer;
 }  // namespace python
@@ -42,11 +47,20 @@ struct SessionOptions {
   bool ops = false;                     // aten op entry probes (needs sample_rate_hz for times)
   std::vector<std::string> op_filters;  // --ops globs; empty: every op
   bool shapes = false;                  // ops with their tensor arguments' shapes
+  // GPU: records from CUDA targets (the CUPTI bridge, injected if needed,
+  // or uprobes on libcudart / libcuda); see user/collector/gpu_tracer.h.
+  bool gpu = true;
+  bool inject = true;                                   // may ptrace-inject the bridge into a running process
+  bool launch_stacks = false;                           // the Python stack of launches (needs sampling's TSD key)
+  std::uint64_t launch_stack_interval_ns = 1'000'000;  // ...at most one per thread per interval
+  bool device_stats = false;                            // NVML + /proc samples (DeviceStatsMonitor keys)
   std::string output_path;              // also write the trace file here ("" = none)
   bool keep_in_memory = false;          // also return every record as a Trace (--dump)
   // Sees every record as it arrives (the report aggregator), so a long
   // attach does not hold the stream in memory.
   std::function<void(const lt_event_header&, const std::byte*)> sink;
+  // Called once every probe is live (run: lets the launched command go).
+  std::function<void()> on_attached;
 };
 
 struct SessionStats {
@@ -96,6 +110,13 @@ class Session {
   std::unique_ptr<OpProbeSource> opprobe_;
   std::unique_ptr<OpTracer> optracer_;
   std::map<pid_t, int> ops_pending_;               // targets without libtorch mapped yet -> polls
+  std::unique_ptr<GpuSource> gpusrc_;
+  std::unique_ptr<GpuTracer> gputracer_;
+  std::map<pid_t, int> gpu_pending_;       // targets without CUDA (yet) -> polls
+  std::map<pid_t, bool> bridge_active_;    // bridges that said ACTIVE (wait for DORMANT on detach)
+  std::unique_ptr<StatsSampler> stats_sampler_;
+  void attach_gpu(pid_t pid);
+  void release_gpu(ring_buffer* rb);
   std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor
   std::unique_ptr<python::Symbolizer> symbolizer_;
   std::unique_ptr<proc::NativeSymbols> natives_;

@@ -18,6 +18,7 @@ enum class ExitCode : int {
   bpf = 7,              // BPF load or attach failed
   io = 8,               // cannot read or write a file
   bad_trace = 9,        // not a trace file, or one from a newer ltrace-bpf
+  launch = 10,          // run: the command could not be started
 };
 
 class Error : public std::runtime_error {

@@ -1,0 +1,215 @@
+#include "reports/gpu/gpu_tables.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <map>
+#include <tuple>
+#include <utility>
+
+namespace lt {
+namespace {
+
+constexpr std::size_t kMaxTextWidth = 100;     // nsys's default limit for auto-width columns
+const char* const kEllipsis = "\xE2\x80\xA6";  // U+2026 "…"
+
+std::size_t cp_len(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string cp_prefix(const std::string& s, std::size_t n) {
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n) return s.substr(0, i);
+  }
+  return s;
+}
+
+std::string limit_text(const std::string& s) {
+  return cp_len(s) > kMaxTextWidth ? cp_prefix(s, kMaxTextWidth - 1) + kEllipsis : s;
+}
+
+// "1234567.5" -> "1,234,567.5" (the integer part of a non-negative number).
+std::string group_thousands(const std::string& s) {
+  const std::size_t dot = s.find('.');
+  const std::size_t int_end = dot == std::string::npos ? s.size() : dot;
+  std::string out;
+  for (std::size_t i = 0; i < int_end; ++i) {
+    if (i > 0 && (int_end - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out + s.substr(int_end);
+}
+
+std::string fmt_int(std::uint64_t v) {
+  return group_thousands(std::to_string(v));
+}
+
+// Python's "{:,.Nf}": printf rounds the exact binary value as Python does.
+std::string fmt_fixed(double v, int decimals, bool grouped = true) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return grouped ? group_thousands(buf) : buf;
+}
+
+struct Summary {
+  std::uint64_t count = 0, total = 0, min = 0, max = 0;
+  double mean = 0, median = 0, stddev = 0;
+};
+
+Summary summarize(std::vector<std::uint64_t> v) {
+  Summary s;
+  s.count = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  for (std::uint64_t x : v) s.total += x;
+  // SQLite's avg(): the sum over the count, in doubles.
+  s.mean = static_cast<double>(s.total) / static_cast<double>(s.count);
+  const std::size_t mid = v.size() / 2;
+  s.median = v.size() % 2 ? static_cast<double>(v[mid])
+                          : static_cast<double>((static_cast<long double>(v[mid - 1]) + v[mid]) / 2);
+  if (v.size() > 1) {
+    // Two passes in long double: the sample deviation (n - 1).
+    const long double mean = static_cast<long double>(s.total) / v.size();
+    long double ss = 0;
+    for (std::uint64_t x : v) ss += (x - mean) * (x - mean);
+    s.stddev = static_cast<double>(std::sqrt(ss / (v.size() - 1)));
+  }
+  return s;
+}
+
+struct Column {
+  std::string header;
+  bool text = false;  // left-aligned (names), else right-aligned (numbers)
+};
+
+std::string render(const std::vector<Column>& cols, const std::vector<std::vector<std::string>>& rows) {
+  if (rows.empty()) return "";
+  std::vector<std::size_t> w(cols.size());
+  for (std::size_t c = 0; c < cols.size(); ++c) {
+    w[c] = cp_len(cols[c].header);
+    for (const auto& r : rows) w[c] = std::max(w[c], cp_len(r[c]));
+  }
+  auto line = [&](auto cell) {
+    std::string out = " ";
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      if (c) out += "  ";
+      out += cell(c);
+    }
+    return out + "\n";
+  };
+  std::string out = line([&](std::size_t c) {  // "{:^w}": the odd space goes right
+    const std::size_t pad = w[c] - cp_len(cols[c].header);
+    return std::string(pad / 2, ' ') + cols[c].header + std::string(pad - pad / 2, ' ');
+  });
+  out += line([&](std::size_t c) { return std::string(w[c], '-'); });
+  for (const auto& r : rows) {
+    out += line([&](std::size_t c) {
+      const std::string pad(w[c] - cp_len(r[c]), ' ');
+      return cols[c].text ? r[c] + pad : pad + r[c];
+    });
+  }
+  return out;
+}
+
+struct Row {
+  std::string name, style;
+  Summary s;
+};
+
+// Merges entries by (shown name, style), drops the empty ones, summarizes and
+// sorts them by total descending (ties: name, then style).
+std::vector<Row> collect(std::vector<DurationStat>& in, bool nvtx, bool sizes) {
+  std::map<std::pair<std::string, std::string>, std::vector<std::uint64_t>> merged;
+  for (DurationStat& d : in) {
+    std::vector<std::uint64_t>& src = sizes ? d.bytes : d.durations_ns;
+    if (src.empty()) continue;
+    std::string name = nvtx && !d.domain.empty() ? d.domain + ":" + d.name : d.name;
+    std::vector<std::uint64_t>& dst = merged[{std::move(name), nvtx ? d.style : std::string()}];
+    dst.insert(dst.end(), src.begin(), src.end());
+  }
+  std::vector<Row> rows;
+  for (auto& [key, values] : merged) rows.push_back({key.first, key.second, summarize(std::move(values))});
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.s.total > b.s.total; });
+  return rows;
+}
+
+// The tables with Time (%) and nanosecond columns.
+std::string render_time_table(std::vector<DurationStat>& in, const char* count_header, bool nvtx,
+                              const char* name_header) {
+  const std::vector<Row> rows = collect(in, nvtx, false);
+  std::vector<Column> cols = {{"Time (%)"}, {"Total Time (ns)"}, {count_header}, {"Avg (ns)"},
+                              {"Med (ns)"}, {"Min (ns)"},        {"Max (ns)"},   {"StdDev (ns)"}};
+  if (nvtx) cols.push_back({"Style", true});
+  cols.push_back({name_header, true});
+  double grand = 0;
+  for (const Row& r : rows) grand += static_cast<double>(r.s.total);
+  std::vector<std::vector<std::string>> cells;
+  for (const Row& r : rows) {
+    std::vector<std::string> c = {fmt_fixed(grand > 0 ? 100.0 * static_cast<double>(r.s.total) / grand : 0.0, 1),
+                                  fmt_int(r.s.total),
+                                  fmt_int(r.s.count),
+                                  fmt_fixed(r.s.mean, 1),
+                                  fmt_fixed(r.s.median, 1),
+                                  fmt_int(r.s.min),
+                                  fmt_int(r.s.max),
+                                  fmt_fixed(r.s.stddev, 1)};
+    if (nvtx) c.push_back(limit_text(r.style));
+    c.push_back(limit_text(r.name));
+    cells.push_back(std::move(c));
+  }
+  return render(cols, cells);
+}
+
+}  // namespace
+
+std::string render_gpu_kern_sum(std::vector<DurationStat> kernels) {
+  return render_time_table(kernels, "Instances", false, "Name");
+}
+
+std::string render_gpu_mem_time_sum(std::vector<DurationStat> operations) {
+  return render_time_table(operations, "Count", false, "Operation");
+}
+
+std::string render_api_sum(std::vector<DurationStat> calls) {
+  return render_time_table(calls, "Num Calls", false, "Name");
+}
+
+std::string render_nvtx_sum(std::vector<DurationStat> ranges) {
+  return render_time_table(ranges, "Instances", true, "Range");
+}
+
+std::string render_gpu_mem_size_sum(std::vector<DurationStat> operations) {
+  const std::vector<Row> rows = collect(operations, false, true);
+  const std::vector<Column> cols = {{"Total (MB)"}, {"Count"},    {"Avg (MB)"},    {"Med (MB)"},
+                                    {"Min (MB)"},   {"Max (MB)"}, {"StdDev (MB)"}, {"Operation", true}};
+  constexpr double kMB = 1e6;  // nsys's MB: 10^6 bytes
+  std::vector<std::vector<std::string>> cells;
+  for (const Row& r : rows) {
+    cells.push_back({fmt_fixed(static_cast<double>(r.s.total) / kMB, 3), fmt_int(r.s.count),
+                     fmt_fixed(r.s.mean / kMB, 3), fmt_fixed(r.s.median / kMB, 3),
+                     fmt_fixed(static_cast<double>(r.s.min) / kMB, 3), fmt_fixed(static_cast<double>(r.s.max) / kMB, 3),
+                     fmt_fixed(r.s.stddev / kMB, 3), limit_text(r.name)});
+  }
+  return render(cols, cells);
+}
+
+std::string memcpy_operation_name(std::uint8_t copy_kind) {
+  static const char* const kNames[] = {
+      "Unknown",         "Host-to-Device",  "Device-to-Host",   "Host-to-Array", "Array-to-Host", "Array-to-Array",
+      "Array-to-Device", "Device-to-Array", "Device-to-Device", "Host-to-Host",  "Peer-to-Peer",
+  };
+  const char* kind = copy_kind < sizeof kNames / sizeof kNames[0] ? kNames[copy_kind] : kNames[0];
+  return std::string("[CUDA memcpy ") + kind + "]";
+}
+
+std::string memset_operation_name() {
+  return "[CUDA memset]";
+}
+
+}  // namespace lt

@@ -1,0 +1,129 @@
+#include "user/collector/gpu_tracer.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "reports/gpu/cuda_sites.h"
+#include "user/core/errors.h"
+#include "user/inject/inject_library.h"
+#include "user/proc/procfs.h"
+#include "user/python/elf_file.h"
+#include "user/sources/gpu.h"
+
+namespace lt {
+
+namespace {
+
+bool is_lib(const std::string& path, const char* stem) {
+  auto slash = path.rfind('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return base.rfind(stem, 0) == 0;
+}
+
+}  // namespace
+
+std::string find_bridge_library() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("LTRACE_BRIDGE"); env && *env) return fs::exists(env) ? env : "";
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (auto candidate : {exe.parent_path() / "libltrace-bridge.so",
+                         exe.parent_path().parent_path() / "lib" / "ltrace-bpf" / "libltrace-bridge.so"})
+    if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
+  return "";
+}
+
+GpuTracer::GpuTracer(std::function<GpuSource&()> source, GpuTracerOptions opts, Note note)
+    : source_(source), opts_(std::move(opts)), note_(std::move(note)) {}
+
+const std::string& GpuTracer::describe(pid_t pid) const {
+  static const std::string none = "no CUDA";
+  auto it = how_.find(pid);
+  return it == how_.end() ? none : it->second;
+}
+
+bool GpuTracer::attach(pid_t pid) {
+  // CUDA is in use once the driver library is mapped (libcudart loads it at
+  // the first CUDA call).  A CUDA build of torch maps libcudart at import,
+  // so libcudart alone says nothing: a CPU-only job stays untouched.
+  // LTRACE_GPU_WITHOUT_DRIVER=1 (tests on machines without a GPU) accepts
+  // libcudart alone.
+  static const bool without_driver = std::getenv("LTRACE_GPU_WITHOUT_DRIVER") != nullptr;
+  std::string bridge, cuda;
+  for (const auto& m : proc::read_maps(pid)) {
+    if (m.path.empty() || m.path[0] != '/') continue;
+    if (is_lib(m.path, "libltrace-bridge")) bridge = m.path;
+    if (is_lib(m.path, "libcuda.so") || (without_driver && is_lib(m.path, "libcudart.so"))) cuda = m.path;
+  }
+  try {
+    if (!bridge.empty()) {
+      source_().attach_bridge(proc::root_path(pid, bridge));
+      how_[pid] = "CUPTI bridge (loaded at launch)";
+      return true;
+    }
+    if (cuda.empty()) return false;  // no CUDA yet: poll again
+    if (!opts_.inject || opts_.bridge_path.empty()) {
+      fall_back_to_uprobes(pid, opts_.inject ? "libltrace-bridge.so not found next to ltrace-bpf" : "--no-inject");
+      return true;
+    }
+    // Probes first: the injected bridge finds its semaphores set at once.
+    source_().attach_bridge(opts_.bridge_path);
+    auto r = inject::inject_library(pid, opts_.bridge_path);
+    how_[pid] = "CUPTI bridge (injected into the running process)";
+    note_("pid " + std::to_string(pid) + ": GPU: injected " + opts_.bridge_path +
+          " (CUPTI from now on; NVTX ranges cannot be captured from a process attached late: launch it with "
+          "`ltrace-bpf run -- ...` or NVTX_INJECTION64_PATH for those)");
+  } catch (const Error& e) {
+    fall_back_to_uprobes(pid, e.what());
+  }
+  return true;
+}
+
+void GpuTracer::on_status(pid_t pid, const lt_gpu_status& s) {
+  std::string detail(s.detail, strnlen(s.detail, sizeof s.detail));
+  switch (s.state) {
+    case LT_BRIDGE_CUPTI_BUSY:
+    case LT_BRIDGE_NO_CUPTI:
+    case LT_BRIDGE_CUPTI_ERROR:
+      fall_back_to_uprobes(pid, detail.empty() ? "CUPTI unavailable" : detail);
+      break;
+    default:
+      break;
+  }
+}
+
+void GpuTracer::fall_back_to_uprobes(pid_t pid, const std::string& why) {
+  if (!uprobed_.insert(pid).second) return;
+  std::size_t n = 0;
+  std::set<std::string> done;
+  for (const auto& m : proc::read_maps(pid)) {
+    if (m.path.empty() || m.path[0] != '/' || !done.insert(m.path).second) continue;
+    const bool cudart = is_lib(m.path, "libcudart.so"), libcuda = is_lib(m.path, "libcuda.so");
+    if (!cudart && !libcuda) continue;
+    const std::string path = proc::root_path(pid, m.path);
+    try {
+      elf::ElfFile f(path);
+      std::vector<GpuSource::Site> sites;
+      auto all = cuda_sites();
+      for (std::uint32_t i = 0; i < all.size(); ++i) {
+        if (all[i].source != (cudart ? LT_LAUNCH_CUDART : LT_LAUNCH_LIBCUDA)) continue;
+        auto sym = f.symbol(all[i].symbol);
+        if (!sym || !sym->value) continue;
+        auto off = f.file_offset(sym->value);
+        if (off) sites.push_back({*off, all[i].api, all[i].source, i});
+      }
+      n += source_().attach_entries(path, pid, sites);
+    } catch (const Error&) {
+    }
+  }
+  how_[pid] = "uprobes on libcudart/libcuda (" + std::to_string(n) + " sites; no GPU times)";
+  note_("pid " + std::to_string(pid) + ": GPU: " + why + "; falling back to " + std::to_string(n) +
+        " entry uprobes on libcudart/libcuda: launches, copies and syncs are counted and joined to ops, stacks and "
+        "actions, without GPU times");
+}
+
+}  // namespace lt

@@ -1,0 +1,99 @@
+#include "user/collector/stats_sampler.h"
+
+#include <ctime>
+#include <exception>
+
+namespace lt {
+
+namespace {
+std::uint64_t now_monotonic() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+template <typename R>
+void deliver(const StatsSampler::Sink& sink, const R& r) {
+  if (sink) sink(r.hdr, reinterpret_cast<const std::byte*>(&r));
+}
+}  // namespace
+
+StatsSampler::StatsSampler(std::vector<pid_t> pids, std::chrono::milliseconds period, Sink sink)
+    : StatsSampler(std::move(pids), period, std::move(sink), Config{}) {}
+
+StatsSampler::StatsSampler(std::vector<pid_t> pids, std::chrono::milliseconds period, Sink sink, Config config)
+    : period_(period.count() > 0 ? period : std::chrono::milliseconds(100)),
+      sink_(std::move(sink)),
+      proc_(std::move(config.proc_root)) {
+  set_pids(std::move(pids));
+  if (config.gpu) {
+    nvml_ = gpu::Nvml::open(&gpu_note_);
+    if (nvml_) {
+      gpu_note_.clear();
+      for (int d = 0; d < nvml_->device_count(); ++d) gpu_names_.push_back(nvml_->name(static_cast<unsigned>(d)));
+    }
+  } else {
+    gpu_note_ = "GPU statistics off";
+  }
+  proc_.system();  // psutil's first cpu_percent() call: the reference reading
+  // The first sample a period from now, so its cpu_percent spans one.
+  next_due_ = now_monotonic() + static_cast<std::uint64_t>(std::chrono::nanoseconds(period_).count());
+}
+
+StatsSampler::~StatsSampler() = default;
+
+void StatsSampler::set_pids(std::vector<pid_t> pids) {
+  pids_ = std::move(pids);
+  pids32_.clear();
+  for (pid_t p : pids_) pids32_.push_back(static_cast<std::uint32_t>(p));
+}
+
+void StatsSampler::note_error(std::exception_ptr e) noexcept {
+  if (!error_.empty()) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    try {
+      error_ = x.what();
+    } catch (...) {
+    }
+  } catch (...) {
+    error_ = "unknown error";  // fits the small-string buffer: no allocation
+  }
+}
+
+bool StatsSampler::poll() noexcept {
+  return poll(now_monotonic());
+}
+
+bool StatsSampler::poll(std::uint64_t now_ns) noexcept {
+  const auto period_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(period_).count());
+  if (now_ns < next_due_) return false;
+  // On the grid a period apart; after a stall (more than a period late),
+  // start again from now instead of sampling in a burst.
+  next_due_ = now_ns - next_due_ < period_ns ? next_due_ + period_ns : now_ns + period_ns;
+  sample_now();
+  return true;
+}
+
+void StatsSampler::sample_now() noexcept {
+  try {
+    if (nvml_) {
+      lt_device_stats_event d;
+      for (int i = 0; i < nvml_->device_count(); ++i)
+        if (nvml_->sample(static_cast<unsigned>(i), pids32_, d)) deliver(sink_, d);
+    }
+    if (pids_.empty()) return;
+    const proc::SystemStats sys = proc_.system();
+    for (pid_t p : pids_) {
+      auto ps = proc_.process(p);
+      if (!ps) continue;  // gone: its exit is the session's business
+      deliver(sink_, proc::ProcStats::record(p, sys, ps));
+    }
+  } catch (...) {
+    // A sample is worth less than the session: drop it, keep the reason.
+    note_error(std::current_exception());
+  }
+}
+
+}  // namespace lt

@@ -1,0 +1,691 @@
+#include "user/inject/remote_call.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "user/core/errors.h"
+#include "user/proc/procfs.h"
+
+namespace lt::inject {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Kernel-internal "restart me" codes a blocked system call returns when a
+// signal (or PTRACE_INTERRUPT) wakes it; the kernel turns them into a restart
+// on the way back to user space unless a handler says otherwise.
+constexpr long kERestartSys = 512, kERestartNoIntr = 513, kERestartNoHand = 514, kERestartBlock = 516;
+
+constexpr std::uint64_t kRedZone = 128;
+constexpr std::uint64_t kScratchMax = 16 * 1024;        // strings we may push
+constexpr std::uint64_t kThreadStackNeed = 128 * 1024;  // free stack a thread must have for the call
+constexpr std::uint64_t kFlagsDF = 0x400, kFlagsTF = 0x100;
+
+std::string hex(std::uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string basename_of(const std::string& p) {
+  auto s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+bool is_restart_code(long rax) {
+  return rax == -kERestartSys || rax == -kERestartNoIntr || rax == -kERestartNoHand || rax == -kERestartBlock;
+}
+
+// Blocking system calls the kernel restarts transparently after an
+// interruption without a signal handler (they return -ERESTART*).
+bool restarts_transparently(long nr) {
+  switch (nr) {
+    case SYS_read:
+    case SYS_readv:
+    case SYS_recvfrom:
+    case SYS_recvmsg:  // checked: pipe/socket/tty
+    case SYS_poll:
+    case SYS_select:
+    case SYS_pause:
+    case SYS_nanosleep:
+    case SYS_accept:
+    case SYS_wait4:
+    case SYS_rt_sigsuspend:
+    case SYS_futex:
+    case SYS_clock_nanosleep:
+    case SYS_waitid:
+    case SYS_pselect6:
+    case SYS_ppoll:
+    case SYS_accept4:
+#ifdef SYS_futex_waitv
+    case SYS_futex_waitv:
+#endif
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Blocking calls that return EINTR to the caller when interrupted (as with
+// any debugger attaching); callers normally retry. Second choice.
+bool returns_eintr(long nr) {
+  switch (nr) {
+    case SYS_epoll_wait:
+    case SYS_epoll_pwait:
+    case SYS_rt_sigtimedwait:
+#ifdef SYS_epoll_pwait2
+    case SYS_epoll_pwait2:
+#endif
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool reads_fd(long nr) {
+  return nr == SYS_read || nr == SYS_readv || nr == SYS_recvfrom || nr == SYS_recvmsg;
+}
+
+const char* syscall_name(long nr) {
+  switch (nr) {
+    case SYS_read:
+      return "read";
+    case SYS_readv:
+      return "readv";
+    case SYS_recvfrom:
+      return "recvfrom";
+    case SYS_recvmsg:
+      return "recvmsg";
+    case SYS_poll:
+      return "poll";
+    case SYS_select:
+      return "select";
+    case SYS_pause:
+      return "pause";
+    case SYS_nanosleep:
+      return "nanosleep";
+    case SYS_accept:
+      return "accept";
+    case SYS_accept4:
+      return "accept4";
+    case SYS_wait4:
+      return "wait4";
+    case SYS_waitid:
+      return "waitid";
+    case SYS_rt_sigsuspend:
+      return "rt_sigsuspend";
+    case SYS_rt_sigtimedwait:
+      return "rt_sigtimedwait";
+    case SYS_futex:
+      return "futex";
+    case SYS_clock_nanosleep:
+      return "clock_nanosleep";
+    case SYS_pselect6:
+      return "pselect6";
+    case SYS_ppoll:
+      return "ppoll";
+    case SYS_epoll_wait:
+      return "epoll_wait";
+    case SYS_epoll_pwait:
+      return "epoll_pwait";
+    default:
+      return nullptr;
+  }
+}
+
+std::string describe_syscall(long nr) {
+  const char* n = syscall_name(nr);
+  return n ? n : "syscall " + std::to_string(nr);
+}
+
+// A read on these can only block waiting for a writer, and returns
+// -ERESTARTSYS (restarted) if interrupted before any byte arrived.
+bool fd_is_stream(pid_t pid, std::uint64_t fd) {
+  char buf[256];
+  std::string link = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  ssize_t n = readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return false;
+  std::string t(buf, static_cast<std::size_t>(n));
+  return t.rfind("pipe:", 0) == 0 || t.rfind("socket:", 0) == 0 || t.rfind("anon_inode:", 0) == 0 ||
+         t.rfind("/dev/pts/", 0) == 0 || t.rfind("/dev/tty", 0) == 0;
+}
+
+struct Candidate {
+  pid_t tid = 0;
+  int rank = 0;     // 0 transparent syscall, 1 EINTR syscall, 2 running
+  long nr = -1;     // the blocking syscall for ranks 0 and 1
+  bool own = true;  // not renamed by a runtime (cuda-EvtHandlr, ...)
+};
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// Threads worth trying, best first. The program's own threads (named like
+// the main thread or the executable; threads inherit the name) before those
+// a runtime named for itself (CUDA's event handler, NCCL, ...: running our
+// call there could wait on the thread's own job); within each, asleep in a
+// syscall that restarts transparently, then in an EINTR one, then running;
+// the main thread first.
+std::vector<Candidate> candidates(pid_t pid) {
+  std::vector<Candidate> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  std::vector<pid_t> tids;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long t = std::strtol(e->d_name, &end, 10);
+    if (*end == '\0' && t > 0) tids.push_back(static_cast<pid_t>(t));
+  }
+  closedir(d);
+  std::vector<std::string> own_names{trim(slurp(dir + "/" + std::to_string(pid) + "/comm")), "pt_main_thread"};
+  char exe[4096];
+  ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
+  if (n > 0) own_names.push_back(basename_of(std::string(exe, static_cast<std::size_t>(n))).substr(0, 15));
+  for (pid_t tid : tids) {
+    std::string base = dir + "/" + std::to_string(tid) + "/";
+    std::string stat = slurp(base + "stat");
+    auto lp = stat.find('('), rp = stat.rfind(')');
+    if (lp == std::string::npos || rp == std::string::npos || rp + 2 >= stat.size()) continue;
+    char state = stat[rp + 2];
+    Candidate c;
+    c.tid = tid;
+    c.own = std::find(own_names.begin(), own_names.end(), stat.substr(lp + 1, rp - lp - 1)) != own_names.end();
+    if (state == 'R') {
+      c.rank = 2;
+    } else if (state == 'S') {
+      std::istringstream sc(slurp(base + "syscall"));
+      std::string first;
+      sc >> first;
+      if (first.empty() || first == "running") {
+        c.rank = 2;  // woke up meanwhile
+      } else {
+        c.nr = std::strtol(first.c_str(), nullptr, 10);
+        std::string a0;
+        sc >> a0;
+        if (restarts_transparently(c.nr) &&
+            (!reads_fd(c.nr) || fd_is_stream(pid, std::strtoull(a0.c_str(), nullptr, 16))))
+          c.rank = 0;
+        else if (returns_eintr(c.nr))
+          c.rank = 1;
+        else
+          continue;
+      }
+    } else {
+      continue;  // D (uninterruptible), stopped, zombie
+    }
+    out.push_back(c);
+  }
+  std::stable_sort(out.begin(), out.end(), [pid](const Candidate& a, const Candidate& b) {
+    if (a.own != b.own) return a.own;
+    if (a.rank != b.rank) return a.rank < b.rank;
+    return (a.tid == pid) > (b.tid == pid);
+  });
+  return out;
+}
+
+// A running thread is stopped only in the program itself or in libpython:
+// elsewhere (libc, ld.so, libstdc++, libcuda, ...) it may hold the malloc,
+// stdio, loader or a driver lock, which our call could then wait for forever.
+// The executable's name as /proc/PID/maps spells it.
+std::string program_path(pid_t pid, const std::vector<proc::Mapping>& maps) {
+  char buf[4096];
+  ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf - 1);
+  std::string exe = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+  for (auto& m : maps)
+    if (m.path == exe) return exe;
+  for (auto& m : maps)  // unreadable link: the lowest file mapping is the program's
+    if (!m.path.empty() && m.path[0] == '/') return m.path;
+  return exe;
+}
+
+bool is_program_code(const std::string& path, const std::string& exe) {
+  if (path.empty()) return false;  // anonymous: JIT code
+  return path == exe || basename_of(path).rfind("libpython", 0) == 0;
+}
+
+const proc::Mapping* mapping_of(const std::vector<proc::Mapping>& maps, std::uint64_t addr) {
+  for (auto& m : maps)
+    if (addr >= m.start && addr < m.end) return &m;
+  return nullptr;
+}
+
+bool wait_until(pid_t tid, int& st, Clock::time_point deadline) {
+  auto pause = 10us;
+  for (;;) {
+    pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+    if (r == tid) return true;
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      // ECHILD: the thread is gone and someone reaped it.
+      st = 0;
+      return true;
+    }
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, 200us);
+  }
+}
+
+// Waits for a stop we asked for (PTRACE_INTERRUPT): it comes at once unless
+// the thread sits in uninterruptible sleep; a tracee cannot be detached
+// before it stops, so after `deadline` we keep waiting, blocking.
+void wait_requested_stop(pid_t tid, int& st, Clock::time_point deadline) {
+  if (wait_until(tid, st, deadline)) return;
+  while (waitpid(tid, &st, __WALL) < 0) {
+    if (errno != EINTR) {
+      st = 0;
+      return;
+    }
+  }
+}
+
+bool gone(int st) {
+  return WIFEXITED(st) || WIFSIGNALED(st) || st == 0;
+}
+
+bool is_job_control_stop(int sig) {
+  return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+bool is_fault(const siginfo_t& si) {
+  switch (si.si_signo) {
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGILL:
+    case SIGFPE:
+    case SIGTRAP:
+    case SIGSYS:
+      return si.si_code > 0;  // raised by the CPU or the kernel, not sent
+    default:
+      return false;
+  }
+}
+
+[[noreturn]] void throw_ptrace_perm(pid_t pid, pid_t tid) {
+  throw Error(ExitCode::permission, "cannot ptrace pid " + std::to_string(pid) + " (thread " + std::to_string(tid) +
+                                        "): permission denied; need CAP_SYS_PTRACE (run as root), or the same uid with "
+                                        "kernel.yama.ptrace_scope=0, and no other debugger/profiler attached");
+}
+
+}  // namespace
+
+struct RemoteThread::State {
+  pid_t pid = 0, tid = 0;
+  bool attached = false;     // seized and stopped
+  bool dirty = false;        // registers changed: restore before detaching
+  bool signal_stop = false;  // the current stop is a signal-delivery-stop
+  user_regs_struct saved{};
+  user_fpregs_struct fpregs{};
+  std::vector<std::uint8_t> xstate;  // empty: no XSAVE; fpregs then
+  std::uint64_t scratch_lo = 0, scratch_floor = 0;
+  std::string where;
+  std::vector<siginfo_t> pending;  // signals that arrived while we held the thread
+
+  bool write_memory(std::uint64_t addr, const void* data, std::size_t len) const {
+    iovec local{const_cast<void*>(data), len};
+    iovec remote{reinterpret_cast<void*>(addr), len};
+    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(len)) return true;
+    int fd = open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = pwrite(fd, data, len, static_cast<off_t>(addr));
+    close(fd);
+    return n == static_cast<ssize_t>(len);
+  }
+
+  void save_fpu() {
+    ptrace(PTRACE_GETFPREGS, tid, nullptr, &fpregs);
+    xstate.assign(64 * 1024, 0);
+    iovec iov{xstate.data(), xstate.size()};
+    if (ptrace(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_X86_XSTATE), &iov) == 0)
+      xstate.resize(iov.iov_len);
+    else
+      xstate.clear();
+  }
+
+  // The call runs on the thread's own SSE/AVX registers (the ABI lets the
+  // callee clobber them); only an x87 stack left non-empty by the
+  // interrupted code would break it, so that one is emptied.
+  void prepare_fpu() const {
+    if (fpregs.ftw == 0) return;
+    user_fpregs_struct f = fpregs;
+    f.swd = 0;
+    f.ftw = 0;
+    ptrace(PTRACE_SETFPREGS, tid, nullptr, &f);
+  }
+
+  bool restore_registers() {
+    if (ptrace(PTRACE_SETREGS, tid, nullptr, &saved) != 0) return false;
+    bool fp_ok = false;
+    if (!xstate.empty()) {
+      iovec iov{xstate.data(), xstate.size()};
+      fp_ok = ptrace(PTRACE_SETREGSET, tid, reinterpret_cast<void*>(NT_X86_XSTATE), &iov) == 0;
+    }
+    if (!fp_ok) ptrace(PTRACE_SETFPREGS, tid, nullptr, &fpregs);
+    dirty = false;
+    return true;
+  }
+
+  // Puts everything back and lets the thread go; the first signal that
+  // arrived meanwhile is re-delivered through the detach (with its siginfo),
+  // any others are sent again.
+  void detach() {
+    if (!attached) return;
+    if (dirty && !restore_registers() && errno == ESRCH) {
+      attached = false;
+      thread_gone("before it could be restored");
+    }
+    int sig = 0;
+    std::size_t first_resend = 0;
+    if (!pending.empty() && signal_stop && ptrace(PTRACE_SETSIGINFO, tid, nullptr, &pending[0]) == 0) {
+      sig = pending[0].si_signo;
+      first_resend = 1;
+    }
+    ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+    attached = false;
+    for (std::size_t i = first_resend; i < pending.size(); ++i) {
+      siginfo_t si = pending[i];
+      if (si.si_code < 0 && si.si_code != SI_TKILL && syscall(SYS_rt_tgsigqueueinfo, pid, tid, si.si_signo, &si) == 0)
+        continue;
+      syscall(SYS_tgkill, pid, tid, si.si_signo);
+    }
+    pending.clear();
+  }
+
+  // The thread died under us: nothing to restore or detach.
+  [[noreturn]] void thread_gone(const std::string& during) {
+    attached = false;
+    dirty = false;
+    int st;
+    waitpid(tid, &st, __WALL | WNOHANG);  // collect its exit: no zombie left with us
+    if (!proc::exists(pid))
+      throw Error(ExitCode::no_such_process, "process " + std::to_string(pid) + " exited " + during);
+    throw Error(ExitCode::internal,
+                "thread " + std::to_string(tid) + " of pid " + std::to_string(pid) + " exited " + during);
+  }
+};
+
+namespace {
+
+// Tries one thread: seize, interrupt, check the stop is a safe point.
+// Returns the stopped thread or null (detached again, nothing changed);
+// `why` says why not.
+std::unique_ptr<RemoteThread::State> try_thread(pid_t pid, const Candidate& c, const std::vector<proc::Mapping>& maps,
+                                                const std::string& exe, Clock::time_point deadline, std::string& why) {
+  pid_t tid = c.tid;
+  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+    if (errno == EPERM) throw_ptrace_perm(pid, tid);
+    if (errno == ESRCH) {
+      why = "thread " + std::to_string(tid) + " exited";
+      return nullptr;
+    }
+    throw Error(ExitCode::internal, "PTRACE_SEIZE " + std::to_string(tid) + ": " + std::strerror(errno));
+  }
+  int st = 0;
+  if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
+    // Only if it is exiting: collect the exit so it leaves no zombie.
+    wait_until(tid, st, Clock::now() + 100ms);
+    why = "thread " + std::to_string(tid) + " exited";
+    return nullptr;
+  }
+  wait_requested_stop(tid, st, std::max(deadline, Clock::now() + 2s));
+  if (gone(st)) {
+    why = "thread " + std::to_string(tid) + " exited";
+    return nullptr;
+  }
+
+  auto s = std::make_unique<RemoteThread::State>();
+  s->pid = pid;
+  s->tid = tid;
+  s->attached = true;
+  int event = st >> 16, sig = WSTOPSIG(st);
+  int resend = 0;  // a signal caught by our stop, to hand back if we let go
+  if (event == PTRACE_EVENT_STOP && is_job_control_stop(sig)) {
+    s->detach();
+    throw Error(ExitCode::unsupported,
+                "process " + std::to_string(pid) + " is stopped (job control); continue it first");
+  }
+  if (event == 0) {
+    // A signal was on its way to the thread: we are in its delivery stop.
+    siginfo_t si{};
+    ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si);
+    s->signal_stop = true;
+    resend = sig;
+    if (is_fault(si)) {
+      ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+      s->attached = false;
+      why = "thread " + std::to_string(tid) + " is taking a fault";
+      return nullptr;
+    }
+    s->pending.push_back(si);
+  }
+  auto let_go = [&](std::string reason) {
+    s->pending.clear();
+    ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(resend)));
+    s->attached = false;
+    why = "thread " + std::to_string(tid) + " " + reason;
+    return nullptr;
+  };
+
+  user_regs_struct& r = s->saved;
+  if (ptrace(PTRACE_GETREGS, tid, nullptr, &r) != 0) return let_go("has no readable registers");
+  auto orig = static_cast<long>(r.orig_rax);
+  auto rax = static_cast<long>(r.rax);
+
+  if (c.rank <= 1 && orig == c.nr) {
+    s->where = "blocked in " + describe_syscall(c.nr);
+    if (!is_restart_code(rax) && rax != -EINTR) s->where += " (just returned)";
+  } else if (orig == -1) {
+    const proc::Mapping* m = mapping_of(maps, r.rip);
+    if (!m || (!m->perms.empty() && m->perms.find('x') == std::string::npos))
+      return let_go("stopped outside code (" + hex(r.rip) + ")");
+    if (!is_program_code(m->path, exe))
+      return let_go("was running in " + (m->path.empty() ? hex(r.rip) : basename_of(m->path)));
+    s->where = "running at " + hex(r.rip) + (m->path.empty() ? "" : " in " + basename_of(m->path));
+  } else {
+    return let_go("was in " + describe_syscall(orig));
+  }
+
+  // Stack: the main stack, or a thread stack (rw right above a PROT_NONE
+  // guard) with room to spare; never an alternate signal stack or the heap.
+  const proc::Mapping* stk = mapping_of(maps, r.rsp);
+  if (!stk || stk->perms.rfind("rw", 0) != 0) return let_go("has its stack pointer outside a writable mapping");
+  std::uint64_t top = r.rsp - kRedZone;
+  if (stk->path == "[stack]") {
+    if (top < stk->start + kScratchMax) return let_go("has too little mapped stack");
+  } else {
+    const proc::Mapping* below = mapping_of(maps, stk->start - 1);
+    bool guarded = stk->path.empty() && below && below->end == stk->start && below->perms.rfind("---", 0) == 0;
+    if (!guarded) return let_go("is not on a thread stack (signal handler?)");
+    if (top < stk->start + kScratchMax + kThreadStackNeed) return let_go("has too little stack left");
+  }
+  s->scratch_lo = top;
+  s->scratch_floor = top - kScratchMax;
+
+  // Our call ends in a SIGSEGV; were it blocked, the kernel would reset the
+  // process's SIGSEGV handler to the default when forcing it through.
+  std::uint64_t mask = 0;
+  if (ptrace(PTRACE_GETSIGMASK, tid, reinterpret_cast<void*>(sizeof mask), &mask) == 0 &&
+      (mask & (1ull << (SIGSEGV - 1))))
+    return let_go("blocks SIGSEGV");
+
+  s->save_fpu();
+  return s;
+}
+
+}  // namespace
+
+RemoteThread::RemoteThread(std::unique_ptr<State> s) : s_(std::move(s)) {}
+RemoteThread::RemoteThread(RemoteThread&&) noexcept = default;
+RemoteThread::~RemoteThread() {
+  if (s_) {
+    try {
+      s_->detach();
+    } catch (...) {
+    }
+  }
+}
+
+pid_t RemoteThread::pid() const {
+  return s_->pid;
+}
+pid_t RemoteThread::tid() const {
+  return s_->tid;
+}
+const std::string& RemoteThread::where() const {
+  return s_->where;
+}
+
+RemoteThread RemoteThread::attach(pid_t pid, Clock::time_point deadline) {
+  auto start = Clock::now();
+  std::string why = "no candidate thread";
+  for (auto pause = 1ms;; pause = std::min<std::chrono::milliseconds>(pause * 2, 8ms)) {
+    if (!proc::exists(pid)) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
+    auto maps = proc::read_maps(pid);
+    if (maps.empty()) throw_ptrace_perm(pid, pid);
+    if (maps.front().start == 0)  // sorted by address
+      throw Error(ExitCode::unsupported, "pid " + std::to_string(pid) +
+                                             " maps address 0, so a call returning there would not fault; cannot "
+                                             "call into it");
+    std::string exe = program_path(pid, maps);
+    for (const auto& c : candidates(pid)) {
+      if (auto s = try_thread(pid, c, maps, exe, deadline, why)) return RemoteThread(std::move(s));
+      if (Clock::now() >= deadline) break;
+    }
+    if (Clock::now() >= deadline) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      throw Error(ExitCode::unsupported, "no thread of pid " + std::to_string(pid) + " reached a safe point in " +
+                                             std::to_string(ms) + " ms (last: " + why + ")");
+    }
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+std::uint64_t RemoteThread::push_scratch(const void* data, std::size_t len) {
+  if (!s_->attached) throw Error(ExitCode::internal, "remote thread already released");
+  std::uint64_t at = (s_->scratch_lo - len) & ~std::uint64_t{15};
+  if (len > kScratchMax || at < s_->scratch_floor)
+    throw Error(ExitCode::internal, "remote scratch area full (" + std::to_string(len) + " bytes)");
+  if (!s_->write_memory(at, data, len))
+    throw Error(ExitCode::internal, "cannot write the stack of thread " + std::to_string(s_->tid) + " at " + hex(at) +
+                                        ": " + std::strerror(errno));
+  s_->scratch_lo = at;
+  return at;
+}
+
+std::optional<std::string> RemoteThread::read_cstring(std::uint64_t addr, std::size_t max) const {
+  return proc::read_cstring(s_->pid, addr, max);
+}
+
+std::uint64_t RemoteThread::call(std::uint64_t fn, std::initializer_list<std::uint64_t> args,
+                                 Clock::time_point deadline) {
+  State& s = *s_;
+  if (!s.attached) throw Error(ExitCode::internal, "remote thread already released");
+  if (args.size() > 6) throw Error(ExitCode::internal, "remote call: at most 6 arguments");
+  user_regs_struct r = s.saved;
+  unsigned long long* argregs[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
+  std::size_t i = 0;
+  for (auto a : args) *argregs[i++] = a;
+  r.rip = fn;
+  r.rax = 0;           // no vector registers used (varargs ABI)
+  r.orig_rax = ~0ull;  // not in a system call: no restart on the way out
+  r.eflags &= ~(kFlagsDF | kFlagsTF);
+  // 16-byte aligned, then the return address 0 pushed: rsp % 16 == 8 at entry.
+  std::uint64_t sp = (s.scratch_lo & ~std::uint64_t{15}) - 8;
+  const std::uint64_t zero = 0;
+  if (!s.write_memory(sp, &zero, sizeof zero))
+    throw Error(ExitCode::internal, "cannot write the stack of thread " + std::to_string(s.tid) + " at " + hex(sp));
+  r.rsp = sp;
+
+  s.prepare_fpu();
+  if (ptrace(PTRACE_SETREGS, s.tid, nullptr, &r) != 0) {
+    if (errno == ESRCH) s.thread_gone("before the call");
+    throw Error(ExitCode::internal, std::string("PTRACE_SETREGS: ") + std::strerror(errno));
+  }
+  s.dirty = true;
+  ptrace(PTRACE_CONT, s.tid, nullptr, nullptr);
+
+  for (;;) {
+    int st = 0;
+    if (!wait_until(s.tid, st, deadline)) {
+      // No safe undo: the call may hold locks. Stop it where it is, put the
+      // thread back as it was, and say so.
+      ptrace(PTRACE_INTERRUPT, s.tid, nullptr, nullptr);
+      wait_requested_stop(s.tid, st, Clock::now() + 1s);
+      if (gone(st)) s.thread_gone("during the remote call (after the timeout)");
+      user_regs_struct now{};
+      ptrace(PTRACE_GETREGS, s.tid, nullptr, &now);
+      std::string at = static_cast<long>(now.orig_rax) >= 0 ? "blocked in " + describe_syscall(now.orig_rax)
+                                                            : "running at " + hex(now.rip);
+      s.signal_stop = WIFSTOPPED(st) && (st >> 16) == 0;
+      if (s.signal_stop) {  // a signal beat our interrupt: keep it unless it is the call's own fault
+        siginfo_t si{};
+        if (ptrace(PTRACE_GETSIGINFO, s.tid, nullptr, &si) == 0 && !is_fault(si)) s.pending.push_back(si);
+      }
+      s.detach();
+      throw Error(ExitCode::internal,
+                  "remote call in thread " + std::to_string(s.tid) + " of pid " + std::to_string(s.pid) +
+                      " did not return in time (" + at +
+                      "; the thread may be blocked in dlopen on a lock); it was abandoned and the thread's registers "
+                      "restored, but locks it took may stay held, so later dlopen() calls in the target can hang");
+    }
+    if (gone(st)) s.thread_gone("during the remote call");
+    if (!WIFSTOPPED(st)) continue;
+    int event = st >> 16, sig = WSTOPSIG(st);
+    if (event != 0) {
+      // Our interrupt arriving late, or a group-stop: carry on with the call
+      // (the detach reinstates a pending group-stop).
+      s.signal_stop = false;
+      ptrace(PTRACE_CONT, s.tid, nullptr, nullptr);
+      continue;
+    }
+    siginfo_t si{};
+    ptrace(PTRACE_GETSIGINFO, s.tid, nullptr, &si);
+    s.signal_stop = true;
+    if (is_fault(si)) {
+      user_regs_struct now{};
+      ptrace(PTRACE_GETREGS, s.tid, nullptr, &now);
+      if (sig == SIGSEGV && now.rip == 0 && now.rsp == sp + 8) return now.rax;  // our return
+      s.detach();                                                               // the fault is not delivered
+      throw Error(ExitCode::internal, "remote call in pid " + std::to_string(s.pid) + " faulted (signal " +
+                                          std::to_string(sig) + " at " + hex(now.rip) + ", address " +
+                                          hex(reinterpret_cast<std::uint64_t>(si.si_addr)) +
+                                          "); the fault was suppressed and the thread restored");
+    }
+    // Someone else's signal: keep it for the detach.
+    s.pending.push_back(si);
+    ptrace(PTRACE_CONT, s.tid, nullptr, nullptr);
+  }
+}
+
+void RemoteThread::release() {
+  if (s_) s_->detach();
+}
+
+}  // namespace lt::inject

@@ -1,0 +1,56 @@
+// GPU source (bpf/gpu.bpf.c): the USDT probes of the bridge library inside
+// targets (CUPTI activity, names, launches, NVTX, status, clock), and entry
+// uprobes on libcudart / libcuda functions for when CUPTI is not ours.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "user/sources/proctrack.h"
+
+struct lt_gpu;
+struct bpf_link;
+
+namespace lt {
+
+class GpuSource {
+ public:
+  // op_stacks_fd: OpProbeSource::stacks_fd() when ops are traced, else -1.
+  // launch_stack_interval_ns: least time between two launch stacks of one
+  // thread.  Throws lt::Error(bpf|permission).
+  GpuSource(const ProcTrackSource& shared, int op_stacks_fd, std::uint64_t launch_stack_interval_ns);
+  ~GpuSource();
+  GpuSource(const GpuSource&) = delete;
+  GpuSource& operator=(const GpuSource&) = delete;
+
+  // The bridge's probes in the library at `path` (a path this process can
+  // open), for every process that maps it: the kernel bumps the probes'
+  // semaphores in each, which wakes their bridge.  Once per file.
+  void attach_bridge(const std::string& path);
+  bool bridge_attached(const std::string& path) const { return bridges_.count(path) > 0; }
+
+  struct Site {
+    std::uint64_t offset;  // file offset of the function's entry
+    std::uint16_t api;     // LT_API_*
+    std::uint16_t source;  // LT_LAUNCH_CUDART / LT_LAUNCH_LIBCUDA
+    std::uint32_t index;   // names it in user space (cbid field of the record)
+  };
+  // Entry uprobes in `path` for process `pid`; returns how many attached.
+  std::size_t attach_entries(const std::string& path, pid_t pid, const std::vector<Site>& sites);
+
+  // Drops every bridge's session probe: the bridges flush CUPTI, report
+  // LT_BRIDGE_DORMANT and release it, while the other probes still carry
+  // what they flush.  Call before destroying.
+  void release_sessions();
+
+ private:
+  lt_gpu* skel_ = nullptr;
+  std::set<std::string> bridges_;
+  std::vector<bpf_link*> session_links_;
+  std::vector<bpf_link*> links_;
+};
+
+}  // namespace lt
