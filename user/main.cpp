@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
       so.launch_stacks = opts.launch_stacks;
       so.device_stats = opts.device_stats;
       if (launch) so.on_attached = [&launch] { launch->release(); };
+      if (launch && !launch->injected().empty()) so.preloaded_bridge = find_bridge_library();
       so.output_path = opts.output;
       so.sample_rate_hz = opts.effective_rate();
       so.off_cpu = opts.off_cpu;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <tuple>
 
@@ -43,7 +44,16 @@ struct Builder {
 
 struct PerProcess {
   ProcessStacks out;
-  std::map<std::string, Builder> on_cpu, off_cpu;
+  std::map<std::string, Builder> on_cpu, off_cpu, gpu;
+  // --launch-stacks: the launch a thread made last (its stack follows it in
+  // the stream), and each launch's (action, stack) by CUPTI correlation id.
+  std::map<std::uint32_t, std::uint32_t> last_launch;  // tid -> correlation
+  struct Launched {
+    std::string action;
+    std::vector<StackFrame> stack;
+  };
+  std::map<std::uint32_t, Launched> launched;
+  std::deque<std::uint32_t> launched_order;
   struct Blocked {
     std::string action;
     std::vector<StackFrame> stack;
@@ -181,6 +191,45 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       pp.on_cpu[action].add(s.frames_of(e, pp.out), 1);
       return;
     }
+    case LT_EV_GPU_LAUNCH: {
+      lt_gpu_launch_event e;
+      if (!record_as(h, p, e) || !(e.flags & LT_LAUNCH_HAS_STACK)) return;
+      s.proc(h.pid).last_launch[h.tid] = e.correlation;
+      return;
+    }
+    case LT_EV_GPU_LAUNCH_STACK: {
+      lt_py_sample_event e;
+      if (!record_as(h, p, e)) return;
+      auto& pp = s.proc(h.pid);
+      auto l = pp.last_launch.find(h.tid);
+      if (l == pp.last_launch.end() || !l->second) return;  // uprobe launches have no correlation to join
+      const std::uint32_t corr = l->second;
+      pp.last_launch.erase(l);
+      // Bounded: kernels run within seconds of their launch.
+      if (pp.launched.size() >= 500'000) {
+        pp.launched.erase(pp.launched_order.front());
+        pp.launched_order.pop_front();
+      }
+      if (pp.launched.insert_or_assign(corr, PerProcess::Launched{State::action_or_none(s.actions.innermost_action(
+                                                                     h.pid, h.tid)),
+                                                                 s.frames_of(e, pp.out)})
+              .second)
+        pp.launched_order.push_back(corr);
+      return;
+    }
+    case LT_EV_GPU_ACTIVITY: {
+      lt_gpu_activity_event e;
+      if (!record_as(h, p, e)) return;
+      if (e.a.kind != LT_GPU_KERNEL && e.a.kind != LT_GPU_MEMCPY && e.a.kind != LT_GPU_MEMSET) return;
+      auto it = s.procs.find(h.pid);
+      if (it == s.procs.end()) return;
+      auto l = it->second.launched.find(e.a.correlation);
+      if (!e.a.correlation || l == it->second.launched.end()) return;
+      // A graph launch runs many kernels under one correlation id: each adds.
+      it->second.gpu[l->second.action].add(l->second.stack, e.a.end_ns > e.a.start_ns ? e.a.end_ns - e.a.start_ns : 0);
+      ++it->second.out.gpu_records;
+      return;
+    }
     case LT_EV_OFFCPU_BEGIN: {
       lt_py_sample_event e;
       if (!record_as(h, p, e)) return;
@@ -234,7 +283,8 @@ StacksReport StackAggregator::finish() {
     };
     take(pp.on_cpu, pp.out.on_cpu, StackUnit::samples);
     take(pp.off_cpu, pp.out.off_cpu, StackUnit::nanoseconds);
-    if (pp.out.samples || pp.out.offcpu_periods) s.rep.processes.push_back(std::move(pp.out));
+    take(pp.gpu, pp.out.gpu, StackUnit::nanoseconds);
+    if (pp.out.samples || pp.out.offcpu_periods || pp.out.gpu_records) s.rep.processes.push_back(std::move(pp.out));
   }
   return std::move(s.rep);
 }

@@ -21,12 +21,17 @@ struct ProcessStacks {
   std::uint32_t pid = 0;
   std::vector<StackProfile> on_cpu;   // one per action: first-begin order, kNoAction last
   std::vector<StackProfile> off_cpu;  // same, weights in nanoseconds blocked
+  // GPU kernel time by the Python stack that launched it (--launch-stacks):
+  // same order, weights in nanoseconds of kernel and copy time (CUPTI),
+  // counts in kernels.  Exact: each launch carries its stack.
+  std::vector<StackProfile> gpu;
   std::uint64_t samples = 0;
   std::uint64_t samples_without_python = 0;  // threads with no Python thread state
   std::uint64_t truncated = 0;               // deeper than LT_STACK_MAX frames
   std::uint64_t unknown_frames = 0;          // code objects gone before we read them
   std::uint64_t offcpu_periods = 0;
   std::uint64_t offcpu_open_at_end = 0;  // still blocked at detach: not counted
+  std::uint64_t gpu_records = 0;         // kernels / copies joined to a launch stack
 };
 
 struct StacksReport {

@@ -12,11 +12,13 @@
 # 4. the dormant bridge's cost: steps/s with the bridge preloaded, no tracer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/ltrace-gpu}
+OUT=${OUT:-/tmp/ltrace-gpu}   # results: log.txt and results.tgz (the text outputs)
+WORK=${WORK:-/tmp/ltrace-gpu-work}
 PY=${PY:-python3}
 LT=${LT:-build/ltrace-bpf-static}
 export LTRACE_BRIDGE=${LTRACE_BRIDGE:-$PWD/build/libltrace-bridge.so}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$WORK"
+exec > >(tee "$OUT/log.txt") 2>&1
 W=tests/workloads/gpu_compare.py
 STEPS=${STEPS:-60}
 t_start=$(date +%s)
@@ -39,9 +41,9 @@ start_job() {
 }
 
 echo "== 1. late attach (ptrace-injected bridge) vs torch.profiler on the same run"
-D=$OUT/late
+D=$WORK/late
 if start_job $D --steps $STEPS; then
-  timeout 300 $LT --pid $JOB -v --report simple,ops,gpu --sort-by cuda_time_total --row-limit 15 \
+  timeout 300 $LT --pid $JOB -v --report simple,ops,gpu --sort-by cuda_time_total --row-limit 15 --launch-stacks \
       --chrome $D/ltrace.json -o $D/trace.ltrace > $D/lt.out 2> $D/lt.err &
   LTP=$!
   for _ in $(seq 300); do grep -q "attached:" $D/lt.err 2>/dev/null && break; sleep 0.1; done
@@ -52,7 +54,8 @@ if start_job $D --steps $STEPS; then
   touch $D/detached
   wait $JOB; echo "job rc=$? $(grep -E 'A_DONE|B_DONE' $D/job.log | tr '\n' ' ')"
   cat $D/lt.err
-  head -120 $D/lt.out
+  grep -n "Profile stats for" -A 22 $D/lt.out | head -50
+  grep -n "GPU Report" -A 40 $D/lt.out | head -60
   $PY tests/gpu/compare.py $D/ltrace.json $D/torch.json | tee $D/compare.txt
   $LT report $D/trace.ltrace --report simple,ops,gpu --sort-by cuda_time_total --row-limit 15 > $D/offline.out 2>/dev/null
   echo "offline report identical to live: $(cmp -s $D/offline.out $D/lt.out && echo yes || echo no)"
@@ -60,7 +63,7 @@ fi
 echo "elapsed $(( $(date +%s) - t_start )) s"
 
 echo "== 2. launched under ltrace-bpf run: NVTX (emit_nvtx) and CUPTI from the first call"
-D=$OUT/run; rm -rf $D; mkdir -p $D; touch $D/go
+D=$WORK/run; rm -rf $D; mkdir -p $D; touch $D/go
 timeout 300 $LT run -v --report gpu --chrome $D/ltrace.json -- $PY $W --dir $D --steps 10 --nvtx --only-a \
     > $D/lt.out 2> $D/lt.err
 echo "ltrace-bpf rc=$?"
@@ -70,12 +73,12 @@ grep -n "CUDA GPU Kernel Summary" -A 8 $D/lt.out | head -12
 echo "elapsed $(( $(date +%s) - t_start )) s"
 
 echo "== 3. CUPTI taken by torch.profiler (phase B): the refusal, then uprobes"
-D=$OUT/busy
-if start_job $D --steps $STEPS; then
+D=$WORK/busy
+if start_job $D --steps 600; then
   touch $D/go
   for _ in $(seq 1200); do grep -q A_DONE $D/job.log && break; sleep 0.1; done
   touch $D/detached
-  sleep 2   # phase B: torch.profiler holds CUPTI
+  sleep 1   # phase B: torch.profiler holds CUPTI
   timeout 60 $LT --pid $JOB -v --report gpu --duration 4 > $D/lt.out 2> $D/lt.err
   echo "ltrace-bpf rc=$?"
   wait $JOB; echo "job rc=$? $(grep -E 'B_DONE' $D/job.log)"
@@ -85,10 +88,11 @@ fi
 echo "elapsed $(( $(date +%s) - t_start )) s"
 
 echo "== 4. dormant cost: steps/s without and with the bridge preloaded (no tracer)"
-D=$OUT/dormant; mkdir -p $D
-for i in 1 2; do
-  $PY $W --dir $D --steps 200 --only-a --no-wait | grep A_DONE | sed "s/^/plain   /"
-  CUDA_INJECTION64_PATH=$LTRACE_BRIDGE NVTX_INJECTION64_PATH=$LTRACE_BRIDGE $PY $W --dir $D --steps 200 --only-a --no-wait \
+D=$WORK/dormant; mkdir -p $D
+for i in 1; do
+  $PY $W --dir $D --steps 300 --only-a --no-wait | grep A_DONE | sed "s/^/plain   /"
+  CUDA_INJECTION64_PATH=$LTRACE_BRIDGE NVTX_INJECTION64_PATH=$LTRACE_BRIDGE $PY $W --dir $D --steps 300 --only-a --no-wait \
       | grep A_DONE | sed "s/^/dormant /"
 done
 echo "total elapsed $(( $(date +%s) - t_start )) s"
+(cd $WORK && find . -name '*.out' -o -name '*.err' -o -name '*.log' -o -name 'compare.txt' -o -name 'torch.json' | tar czf "$OUT/results.tgz" -T -)

@@ -81,7 +81,8 @@ def main():
     kernels, ops = {}, {}
     for e in prof.events():
         dev = str(getattr(e, "device_type", "")).endswith("CUDA")
-        if dev:
+        # GPU-side user annotations (Optimizer.step#SGD.step) are spans, not kernels
+        if dev and not getattr(e, "is_user_annotation", False):
             k = kernels.setdefault(e.name, {"count": 0, "us": 0.0})
             k["count"] += 1
             k["us"] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total

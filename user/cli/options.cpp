@@ -59,8 +59,9 @@ options:
                         kernels/copies/API calls through the bridge library)
       --no-inject       never load the bridge into a running process with
                         ptrace (GPU launches are then counted by uprobes only)
-      --launch-stacks   the Python stack of each kernel launch (at most one
-                        per thread per ms; needs the stack sampler's key)
+      --launch-stacks   the Python stack of every kernel launch: GPU time by
+                        launching stack in --collapsed/--flamegraph (.gpu
+                        sibling files) and --speedscope
       --device-stats    GPU (NVML) and process CPU/memory samples per action,
                         with DeviceStatsMonitor's key names
       --no-extended     SimpleProfiler(extended=False) layout

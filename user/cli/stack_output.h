@@ -17,6 +17,6 @@ struct StackOutputPaths {
 void write_stack_exports(const StacksReport& stacks, const StackOutputPaths& paths);
 
 // "out.svg" -> "out.offcpu.svg"
-std::string offcpu_sibling(const std::string& path);
+std::string offcpu_sibling(const std::string& path, const char* tag = ".offcpu");
 
 }  // namespace lt

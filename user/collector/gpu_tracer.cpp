@@ -66,6 +66,14 @@ bool GpuTracer::attach(pid_t pid) {
       return true;
     }
     if (cuda.empty()) return false;  // no CUDA yet: poll again
+    // Launched with a CUDA injection library (ours from `run`, or another
+    // tool's): the driver loads it itself; never inject on top of it.
+    auto env = proc::read_environ(pid);
+    if (auto it = env.find("CUDA_INJECTION64_PATH"); it != env.end() && !it->second.empty()) {
+      if (it->second.find("libltrace-bridge") != std::string::npos) return false;  // ours: it maps soon
+      fall_back_to_uprobes(pid, "CUDA_INJECTION64_PATH names another tool (" + it->second + ")");
+      return true;
+    }
     if (!opts_.inject || opts_.bridge_path.empty()) {
       fall_back_to_uprobes(pid, opts_.inject ? "libltrace-bridge.so not found next to ltrace-bpf" : "--no-inject");
       return true;
@@ -81,6 +89,14 @@ bool GpuTracer::attach(pid_t pid) {
     fall_back_to_uprobes(pid, e.what());
   }
   return true;
+}
+
+void GpuTracer::expect_bridge(const std::string& path) {
+  try {
+    source_().attach_bridge(path);
+  } catch (const Error& e) {
+    note_(std::string("GPU: ") + e.what());
+  }
 }
 
 void GpuTracer::on_status(pid_t pid, const lt_gpu_status& s) {

@@ -41,6 +41,9 @@ class GpuTracer {
   // library mapped (call again later).  Never throws for a target's sake:
   // what fails becomes a note.
   bool attach(pid_t pid);
+  // The probes of a bridge that processes will load (run: the launched
+  // command's), in place before any of them does: nothing is missed.
+  void expect_bridge(const std::string& path);
   // A bridge reported its state: on CUPTI unavailable, fall back to uprobes.
   void on_status(pid_t pid, const lt_gpu_status& s);
   // For the session's stderr summary.

@@ -478,6 +478,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
           return *gpusrc_;
         },
         go, [this](const std::string& n) { notes_.push_back(n); });
+    if (!opts_.preloaded_bridge.empty()) gputracer_->expect_bridge(opts_.preloaded_bridge);
   }
   if (sampling()) {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,

@@ -52,8 +52,9 @@ struct SessionOptions {
   bool gpu = true;
   bool inject = true;                                   // may ptrace-inject the bridge into a running process
   bool launch_stacks = false;                           // the Python stack of launches (needs sampling's TSD key)
-  std::uint64_t launch_stack_interval_ns = 1'000'000;  // ...at most one per thread per interval
+  std::uint64_t launch_stack_interval_ns = 0;          // ...at most one per thread per interval (0: every launch)
   bool device_stats = false;                            // NVML + /proc samples (DeviceStatsMonitor keys)
+  std::string preloaded_bridge;  // run: the bridge the command gets at launch: its probes go in before it starts
   std::string output_path;              // also write the trace file here ("" = none)
   bool keep_in_memory = false;          // also return every record as a Trace (--dump)
   // Sees every record as it arrives (the report aggregator), so a long
@@ -87,7 +88,7 @@ class Session {
   void adopt(pid_t pid, bool must_be_python);
   void adopt_or_throw(pid_t pid);
   lt_target target_for(const python::Interpreter& interp);
-  bool sampling() const { return opts_.sample_rate_hz > 0 || opts_.off_cpu; }
+  bool sampling() const { return opts_.sample_rate_hz > 0 || opts_.off_cpu || opts_.launch_stacks; }
   void attach_ops(pid_t pid, bool explicit_target);
   void emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts = 0);
   void on_record(const lt_event_header& h, const void* data, std::size_t size);
