@@ -19,7 +19,9 @@ def main():
             k = ours.setdefault(e["name"], {"count": 0, "us": 0.0})
             k["count"] += 1
             k["us"] += float(e["dur"])
-    ref = {n: v for n, v in ref.items() if not n.startswith(("Memcpy", "Memset"))}
+    # copies are compared in the GPU report, not here; GPU-side user
+    # annotations (older torch lists them among device events) are spans
+    ref = {n: v for n, v in ref.items() if not n.startswith(("Memcpy", "Memset")) and "#" not in n}
     names = sorted(set(ours) | set(ref), key=lambda n: -ref.get(n, {"us": 0})["us"])
     exact = 0
     print(f"{'ours':>7} {'torch':>7} {'ours us':>11} {'torch us':>11}  kernel")

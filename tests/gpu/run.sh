@@ -44,7 +44,7 @@ echo "== 1. late attach (ptrace-injected bridge) vs torch.profiler on the same r
 D=$WORK/late
 if start_job $D --steps $STEPS; then
   timeout 300 $LT --pid $JOB -v --report simple,ops,gpu --sort-by cuda_time_total --row-limit 15 --launch-stacks \
-      --chrome $D/ltrace.json -o $D/trace.ltrace > $D/lt.out 2> $D/lt.err &
+      --chrome $D/ltrace.json -o $D/trace.ltrace --collapsed $D/stacks.txt > $D/lt.out 2> $D/lt.err &
   LTP=$!
   for _ in $(seq 300); do grep -q "attached:" $D/lt.err 2>/dev/null && break; sleep 0.1; done
   sleep 1.5   # the bridge wakes within ~100 ms and subscribes
@@ -57,6 +57,11 @@ if start_job $D --steps $STEPS; then
   grep -n "Profile stats for" -A 22 $D/lt.out | head -50
   grep -n "GPU Report" -A 40 $D/lt.out | head -60
   $PY tests/gpu/compare.py $D/ltrace.json $D/torch.json | tee $D/compare.txt
+  echo "GPU time by launching Python stack (top 5 of $(wc -l < $D/stacks.gpu.txt 2>/dev/null) stacks):"
+  sort -t' ' -k2 -n -r $D/stacks.gpu.txt 2>/dev/null | head -5 | awk '{n=split($0,a,";"); print "  " $NF " ns  ..." a[n-1] ";" a[n]}' | cut -c1-200
+  $PY -c "import json,sys; t=json.load(open('$D/ltrace.json'))['traceEvents']; c={}
+for e in t: c[e.get('cat')]=c.get(e.get('cat'),0)+1
+print('chrome trace categories:', sorted(c.items(), key=lambda x: str(x[0])))"
   $LT report $D/trace.ltrace --report simple,ops,gpu --sort-by cuda_time_total --row-limit 15 > $D/offline.out 2>/dev/null
   echo "offline report identical to live: $(cmp -s $D/offline.out $D/lt.out && echo yes || echo no)"
 fi
@@ -87,12 +92,7 @@ if start_job $D --steps 600; then
 fi
 echo "elapsed $(( $(date +%s) - t_start )) s"
 
-echo "== 4. dormant cost: steps/s without and with the bridge preloaded (no tracer)"
-D=$WORK/dormant; mkdir -p $D
-for i in 1; do
-  $PY $W --dir $D --steps 300 --only-a --no-wait | grep A_DONE | sed "s/^/plain   /"
-  CUDA_INJECTION64_PATH=$LTRACE_BRIDGE NVTX_INJECTION64_PATH=$LTRACE_BRIDGE $PY $W --dir $D --steps 300 --only-a --no-wait \
-      | grep A_DONE | sed "s/^/dormant /"
-done
+echo "== 4. cost, side by side on the same fit (bench/gpu_overhead.sh)"
+LT=$LT PY=$PY WORK=$WORK bash bench/gpu_overhead.sh
 echo "total elapsed $(( $(date +%s) - t_start )) s"
-(cd $WORK && find . -name '*.out' -o -name '*.err' -o -name '*.log' -o -name 'compare.txt' -o -name 'torch.json' | tar czf "$OUT/results.tgz" -T -)
+(cd $WORK && find . -name '*.out' -o -name '*.err' -o -name '*.log' -o -name 'compare.txt' -o -name 'torch.json' -o -name 'stacks.gpu.txt' | tar czf "$OUT/results.tgz" -T -)

@@ -94,3 +94,21 @@ TEST(Options, OpsErrors) {
   EXPECT_EQ(code_of({"--pid", "12", "--report", "ops,memory"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"report", "f.ltrace", "--ops", "aten::mm"}), lt::ExitCode::usage);  // nothing to probe offline
 }
+
+TEST(Options, GpuAndRun) {
+  auto o = parse({"--pid", "12", "--report", "ops,gpu", "--launch-stacks", "--device-stats", "--no-inject"});
+  EXPECT_TRUE(o.wants_report("gpu"));
+  EXPECT_TRUE(o.report_given);
+  EXPECT_TRUE(o.launch_stacks && o.device_stats && !o.inject && o.gpu);
+  EXPECT_FALSE(parse({"--pid", "12", "--no-gpu"}).gpu);
+  EXPECT_FALSE(parse({"--pid", "12"}).report_given);  // gpu tables then show when there is GPU data
+
+  auto r = parse({"run", "--report", "gpu", "--", "python", "train.py", "--pid", "3"});
+  EXPECT_EQ(r.command, lt::Options::Command::run);
+  EXPECT_TRUE(r.children);  // the command's children (workers, ranks) too
+  EXPECT_EQ(r.run_argv, (std::vector<std::string>{"python", "train.py", "--pid", "3"}));  // after --: the command's
+  EXPECT_TRUE(r.pids.empty());
+  EXPECT_EQ(code_of({"run"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"run", "--"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"run", "--pid", "3", "--", "python"}), lt::ExitCode::usage);
+}

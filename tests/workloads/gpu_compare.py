@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--nvtx", action="store_true")
     ap.add_argument("--only-a", action="store_true")
     ap.add_argument("--no-wait", action="store_true", help="do not wait for D/go (timing runs)")
+    ap.add_argument("--profile-a", action="store_true", help="phase A under torch.profiler (timing runs)")
     args = ap.parse_args()
     fit(5, args.hidden)  # warm-up: CUDA context, cuBLAS handles, allocator
     print("READY", os.getpid(), flush=True)
@@ -68,6 +69,11 @@ def main():
         with torch.autograd.profiler.emit_nvtx():
             dt, w = fit(args.steps, args.hidden)
         torch.cuda.nvtx.range_pop()
+    elif args.profile_a:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            dt, w = fit(args.steps, args.hidden)
     else:
         dt, w = fit(args.steps, args.hidden)
     print(f"A_DONE seconds={dt:.6f} steps_per_s={args.steps / dt:.3f} weight_sum={w:.6f}", flush=True)

@@ -1,6 +1,7 @@
 #include "user/sources/gpu.h"
 
 #include <bpf/libbpf.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 
@@ -34,7 +35,10 @@ GpuSource::~GpuSource() {
 }
 
 void GpuSource::attach_bridge(const std::string& path) {
-  if (bridges_.count(path)) return;
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw bpf_error("attach USDT probes in " + path, errno);
+  const std::pair<unsigned long, unsigned long> file{st.st_dev, st.st_ino};
+  if (bridges_.count(file)) return;
   struct Probe {
     bpf_program* prog;
     const char* name;
@@ -68,7 +72,7 @@ void GpuSource::attach_bridge(const std::string& path) {
   }
   links_.insert(links_.end(), made.begin(), made.end());
   session_links_.push_back(session);
-  bridges_.insert(path);
+  bridges_.insert(file);
 }
 
 std::size_t GpuSource::attach_entries(const std::string& path, pid_t pid, const std::vector<Site>& sites) {

@@ -28,9 +28,9 @@ class GpuSource {
 
   // The bridge's probes in the library at `path` (a path this process can
   // open), for every process that maps it: the kernel bumps the probes'
-  // semaphores in each, which wakes their bridge.  Once per file.
+  // semaphores in each, which wakes their bridge.  Once per file (a second
+  // set of probes would deliver every record twice).
   void attach_bridge(const std::string& path);
-  bool bridge_attached(const std::string& path) const { return bridges_.count(path) > 0; }
 
   struct Site {
     std::uint64_t offset;  // file offset of the function's entry
@@ -48,7 +48,7 @@ class GpuSource {
 
  private:
   lt_gpu* skel_ = nullptr;
-  std::set<std::string> bridges_;
+  std::set<std::pair<unsigned long, unsigned long>> bridges_;  // (dev, inode): one file, whatever path names it
   std::vector<bpf_link*> session_links_;
   std::vector<bpf_link*> links_;
 };
