@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
                    [&](std::ostream& f) { write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr, &gpu_rep); });
       if (!opts.html_path.empty())
         write_file(opts.html_path, [&](std::ostream& f) {
-          write_html_report(rep, opts.extended, f, &stack_rep, opts.wants_ops() ? &ops_rep : nullptr);
+          write_html_report(rep, opts.extended, f, &stack_rep, opts.wants_ops() ? &ops_rep : nullptr, &gpu_rep);
         });
     }
     if (!opts.dump_path.empty()) {

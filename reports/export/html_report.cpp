@@ -125,23 +125,66 @@ void op_sections(const ProcessOps& po, const OpsReport& ops, std::ostream& out) 
     out << "<h3>Operators: " << html_escape(t.title) << "</h3>\n<p class=\"note\">" << t.steps
         << " step(s); # of calls exact, CPU times (~) sampled estimates at " << ops.rate_hz << " Hz</p>\n"
         << "<table class=\"ops\"><tr><th>Name</th><th>Self CPU %~</th><th>Self CPU~ (ms)</th>"
-           "<th>CPU total~ (ms)</th><th>CPU time avg~ (us)</th><th># of Calls</th></tr>\n";
-    char b[160];
+           "<th>CPU total~ (ms)</th><th>CPU time avg~ (us)</th>"
+        << (t.has_cuda ? "<th>Self CUDA (ms)</th><th>CUDA total (ms)</th>" : "") << "<th># of Calls</th></tr>\n";
+    char b[240];
     for (auto* r : rows) {
-      std::snprintf(b, sizeof b, "<td>%.2f%%</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%llu</td>",
+      std::snprintf(b, sizeof b, "<td>%.2f%%</td><td>%.3f</td><td>%.3f</td><td>%.3f</td>",
                     self_total ? 100.0 * r->self_samples / self_total : 0.0, r->self_samples * ms_per_sample,
                     r->total_samples * ms_per_sample,
-                    r->calls ? 1e3 * r->total_samples * ms_per_sample / r->calls : 0.0,
-                    static_cast<unsigned long long>(r->calls));
-      out << "<tr><td>" << html_escape(r->name) << "</td>" << b << "</tr>\n";
+                    r->calls ? 1e3 * r->total_samples * ms_per_sample / r->calls : 0.0);
+      out << "<tr><td>" << html_escape(r->name) << "</td>" << b;
+      if (t.has_cuda) {
+        std::snprintf(b, sizeof b, "<td>%.3f</td><td>%.3f</td>", r->self_cuda_ns / 1e6, r->cuda_total_ns / 1e6);
+        out << b;
+      }
+      out << "<td>" << r->calls << "</td></tr>\n";
     }
     out << "</table>\n";
   }
 }
+// GPU work of one process: kernels, copies, NVTX ranges, per action.
+void gpu_sections(const GpuProcess& g, std::ostream& out) {
+  out << "<h3>GPU</h3>\n<p class=\"note\">"
+      << (g.source == "CUPTI" ? "CUPTI: measured GPU times" : "uprobes on libcudart/libcuda: calls only") << "</p>\n";
+  auto table = [&](const char* title, const std::vector<DurationStat>& rows, const char* count_head) {
+    if (rows.empty()) return;
+    out << "<h4>" << title << "</h4>\n<table class=\"gpu\"><tr><th>Name</th><th>" << count_head
+        << "</th><th>Total (ms)</th><th>Avg (us)</th></tr>\n";
+    char b[160];
+    for (const auto& r : rows) {
+      std::uint64_t total = 0;
+      for (auto d : r.durations_ns) total += d;
+      std::snprintf(b, sizeof b, "<td>%zu</td><td>%.3f</td><td>%.3f</td>", r.durations_ns.size(), total / 1e6,
+                    r.durations_ns.empty() ? 0.0 : total / 1e3 / static_cast<double>(r.durations_ns.size()));
+      const std::string name = r.domain.empty() ? r.name : r.domain + ":" + r.name;
+      out << "<tr><td>" << html_escape(name) << "</td>" << b << "</tr>\n";
+    }
+    out << "</table>\n";
+  };
+  table("Kernels", g.kernels, "Instances");
+  table("Copies and sets", g.memops, "Count");
+  table("CUDA API", g.apis, "Calls");
+  table("NVTX ranges", g.nvtx, "Instances");
+  if (g.actions.empty()) return;
+  out << "<h4>GPU work per action</h4>\n<table class=\"gpu\"><tr><th>Action</th><th>Kernels</th><th>Kernel time "
+         "(ms)</th><th>Copies</th><th>Copy time (ms)</th><th>Launches</th><th>Syncs</th><th>Sync wait (ms)</th></tr>\n";
+  char b[200];
+  for (const auto& a : g.actions) {
+    std::snprintf(b, sizeof b, "<td>%llu</td><td>%.3f</td><td>%llu</td><td>%.3f</td><td>%llu</td><td>%llu</td><td>%.3f</td>",
+                  static_cast<unsigned long long>(a.kernels), a.kernel_ns / 1e6,
+                  static_cast<unsigned long long>(a.copies), a.copy_ns / 1e6,
+                  static_cast<unsigned long long>(a.launches), static_cast<unsigned long long>(a.syncs),
+                  a.sync_ns / 1e6);
+    out << "<tr><td>" << html_escape(a.action.empty() ? "(outside any action)" : a.action) << "</td>" << b << "</tr>\n";
+  }
+  out << "</table>\n";
+}
+
 }  // namespace
 
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks,
-                       const OpsReport* ops) {
+                       const OpsReport* ops, const GpuReport* gpu) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
       << "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
@@ -170,7 +213,11 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     if (ops)
       for (auto& o : ops->processes)
         if (o.pid == p.meta.pid && !o.tables.empty()) po = &o;
-    if (p.actions.empty() && !ps && !po) continue;
+    const GpuProcess* pg = nullptr;
+    if (gpu)
+      for (auto& g : gpu->processes)
+        if (g.pid == p.meta.pid) pg = &g;
+    if (p.actions.empty() && !ps && !po && !pg) continue;
     const auto& m = p.meta;
     out << "<section class=\"process\"><h2>pid " << m.pid;
     if (m.rank >= 0) out << " — rank " << m.rank << " / " << m.world_size;
@@ -197,6 +244,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     out << "</table>\n<h3>Timeline</h3>\n";
     timeline(p, out);
     if (po) op_sections(*po, *ops, out);
+    if (pg) gpu_sections(*pg, out);
     if (ps) flame_sections(*ps, *stacks, out);
     out << "</section>\n";
   }

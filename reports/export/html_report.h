@@ -7,11 +7,14 @@
 #include <ostream>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 
 namespace lt {
 // Built from a report aggregated with keep_intervals = true.
+// With `gpu`: per process the kernel, copy and NVTX summaries and the GPU
+// work per action; op tables gain Self CUDA / CUDA total when joined.
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks = nullptr,
-                       const OpsReport* ops = nullptr);
+                       const OpsReport* ops = nullptr, const GpuReport* gpu = nullptr);
 }  // namespace lt

@@ -161,7 +161,15 @@ def test_gpu_records_survive_the_trace_file(tmp_path):
     live = subprocess.run([LTRACE, "run", "--report", "gpu", "-o", str(trace), "--", VENV_PY, str(prog)],
                           capture_output=True, text=True, timeout=120)
     assert live.returncode == 0, live.stderr
-    off = subprocess.run([LTRACE, "report", str(trace), "--report", "gpu"], capture_output=True, text=True, timeout=60)
+    chrome, html = tmp_path / "t.json", tmp_path / "t.html"
+    off = subprocess.run([LTRACE, "report", str(trace), "--report", "gpu", "--chrome", str(chrome), "--html", str(html)],
+                         capture_output=True, text=True, timeout=60)
     assert off.returncode == 0, off.stderr
+    import json
+    events = json.load(open(chrome))["traceEvents"]
+    ranges = sorted(e["name"] for e in events if e.get("cat") == "nvtx")
+    assert ranges == ["inner0", "inner0", "inner1", "outer"]
+    page = open(html).read()
+    assert "<h4>NVTX ranges</h4>" in page and "<td>inner0</td><td>2</td>" in page
     # same ranges and counts offline; the command's own stdout is not in the file
     assert nvtx_rows(off.stdout) == nvtx_rows(live.stdout) == {"outer": 1, "inner0": 2, "inner1": 1}
