@@ -42,14 +42,27 @@ BRIDGE_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.pic.o,$(BRIDGE_SRCS)) torchbridge
 BRIDGE_CXXFLAGS := -O2 -g -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -fPIC -fvisibility=hidden \
                    -I. -Ibpf -isystem $(CUDA_HOME)/include
 # The pure parts (CUPTI record decoding) are linked into the unit tests too.
+# Without the toolkit's CUPTI headers the bridge and its tests are left out
+# (with a warning): everything else still builds and tests.
+HAVE_CUPTI := $(wildcard $(CUDA_HOME)/include/cupti.h)
+ifneq ($(HAVE_CUPTI),)
 BRIDGE_TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.pic.o,$(wildcard torchbridge/*_records.cpp torchbridge/names.cpp))
+else
+TEST_OBJS := $(filter-out $(BUILD)/obj/tests/unit/bridge_%,$(TEST_OBJS))
+BRIDGE_TEST_OBJS :=
+endif
 # ...and their tests fill the CUDA headers' record structs.
 $(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/include
 
 .PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz static bridge
 all: $(BUILD)/ltrace-bpf bridge
 
+ifneq ($(HAVE_CUPTI),)
 bridge: $(BUILD)/libltrace-bridge.so
+else
+bridge:
+	@echo "warning: no $(CUDA_HOME)/include/cupti.h (CUDA toolkit): libltrace-bridge.so not built, no CUPTI/NVTX" >&2
+endif
 
 $(BUILD)/obj/torchbridge/%.pic.o: torchbridge/%.cpp $(wildcard torchbridge/*.h) bpf/events.h
 	@mkdir -p $(dir $@)

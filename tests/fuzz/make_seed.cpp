@@ -52,6 +52,50 @@ int main(int argc, char** argv) {
     o.hdr = {LT_EV_OFFCPU_END, sizeof o, 1, 1, 0, static_cast<lt::u64>(i) + 1};
     o.begin_ns = static_cast<lt::u64>(i);
     w.append(&o, sizeof o);
+    // GPU: a kernel name, a launch inside the ops, its kernel and API
+    // records, an NVTX push/pop, a bridge status
+    lt_gpu_name_event gn{};
+    gn.hdr = {LT_EV_GPU_NAME, sizeof gn, 1, 9, 0, static_cast<lt::u64>(i)};
+    gn.n.kind = LT_NAME_KERNEL;
+    gn.n.id = 1;
+    gn.n.len = gn.n.total_len = 12;
+    std::memcpy(gn.n.text, "_Z6kernelPf", 12);
+    w.append(&gn, sizeof gn);
+    lt_gpu_launch_event gl{};
+    gl.hdr = {LT_EV_GPU_LAUNCH, sizeof gl, 1, 1, 0, static_cast<lt::u64>(i)};
+    gl.correlation = static_cast<lt::u32>(i + 1);
+    gl.source = LT_LAUNCH_CUPTI;
+    gl.api = LT_API_LAUNCH;
+    gl.nops = 2;
+    gl.ops[0] = s.ops[0];
+    gl.ops[1] = s.ops[1];
+    w.append(&gl, sizeof gl);
+    for (lt::u16 kind : {static_cast<lt::u16>(LT_GPU_KERNEL), static_cast<lt::u16>(LT_GPU_RUNTIME),
+                         static_cast<lt::u16>(LT_GPU_MEMCPY)}) {
+      lt_gpu_activity_event ga{};
+      ga.hdr = {LT_EV_GPU_ACTIVITY, sizeof ga, 1, 9, 0, static_cast<lt::u64>(i) + 2};
+      ga.a.kind = kind;
+      ga.a.correlation = gl.correlation;
+      ga.a.name_id = 1;
+      ga.a.start_ns = static_cast<lt::u64>(i) * 100;
+      ga.a.end_ns = ga.a.start_ns + 50;
+      ga.a.bytes = 64;
+      ga.a.copy_kind = 1;
+      w.append(&ga, sizeof ga);
+    }
+    for (lt::u16 type : {static_cast<lt::u16>(LT_NVTX_PUSH), static_cast<lt::u16>(LT_NVTX_POP)}) {
+      lt_nvtx_event nv{};
+      nv.hdr = {LT_EV_NVTX, sizeof nv, 1, 1, 0, static_cast<lt::u64>(i)};
+      nv.n.type = type;
+      nv.n.ts_ns = static_cast<lt::u64>(i) + type;
+      std::memcpy(nv.n.msg, "range", 6);
+      w.append(&nv, sizeof nv);
+    }
+    lt_gpu_status_event gs{};
+    gs.hdr = {LT_EV_GPU_STATUS, sizeof gs, 1, 9, 0, static_cast<lt::u64>(i)};
+    gs.s.state = LT_BRIDGE_ACTIVE;
+    std::memcpy(gs.s.detail, "active", 7);
+    w.append(&gs, sizeof gs);
   }
   w.close();
   return 0;

@@ -27,7 +27,7 @@ class MemorySource : public Source {
   explicit MemorySource(std::string_view b) : b_(b) {}
   std::size_t read(char* into, std::size_t n) override {
     n = std::min(n, b_.size() - at_);
-    std::memcpy(into, b_.data() + at_, n);
+    if (n) std::memcpy(into, b_.data() + at_, n);  // an empty view may have no data pointer
     at_ += n;
     return n;
   }
