@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/ops.h"
+#include "reports/export/chrome_trace.h"
 #include "reports/ops/op_table.h"
 #include "torchbridge/cupti_records.h"
 #include "torchbridge/names.h"
@@ -299,4 +301,41 @@ TEST(BridgeGpuJoin, KernelWithoutItsLaunchIsCountedNotAttributed) {
   ASSERT_EQ(rep.processes.size(), 1u);
   EXPECT_EQ(rep.processes[0].unmatched_records, 1u);
   EXPECT_EQ(rep.processes[0].kernels.size(), 1u);
+}
+
+namespace {
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST(BridgeGpuJoin, ChromeTraceHasKernelRowsAndLaunchFlows) {
+  Stream s;
+  one_step(s);
+  auto actions = s.actions.finish();
+  auto ops = s.ops.finish();
+  auto gpu = s.gpu.finish();
+  std::ostringstream out;
+  write_chrome_trace(actions, out, &ops, &gpu);
+  const std::string j = out.str();
+  // kineto's categories and arguments
+  EXPECT_EQ(count(j, "\"cat\": \"kernel\""), 2u);
+  EXPECT_EQ(count(j, "\"cat\": \"gpu_memcpy\""), 1u);
+  EXPECT_EQ(count(j, "\"cat\": \"cuda_runtime\""), 2u);
+  EXPECT_NE(j.find("\"name\": \"gemmKernel(float const*, float const*, float*, int)\""), std::string::npos);
+  EXPECT_NE(j.find("\"stream\": 7, \"correlation\": 1,"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"grid\": [1, 1, 1], \"block\": [128, 1, 1]"), std::string::npos);
+  // one ac2g arrow per kernel and copy: from the launching thread to the
+  // device row (pid = device 0, tid = stream)
+  EXPECT_EQ(count(j, "\"ph\": \"s\""), 3u);
+  EXPECT_EQ(count(j, "\"ph\": \"f\""), 3u);
+  EXPECT_NE(j.find("{\"ph\": \"s\", \"id\": 2, \"pid\": 77, \"tid\": 78,"), std::string::npos) << j;
+  EXPECT_NE(j.find("{\"ph\": \"f\", \"id\": 2, \"pid\": 0, \"tid\": 7,"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"GPU 0\"}"),
+            std::string::npos);
+  // runtime calls on the thread that made them
+  EXPECT_NE(j.find("\"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 77, \"tid\": 78"),
+            std::string::npos);
 }
