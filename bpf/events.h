@@ -52,6 +52,7 @@ enum lt_event_kind {
 	LT_EV_DROPS = 33,     /* ring-buffer drop counters at a point in time */
 	LT_EV_WINDOW = 34,    /* attach / detach times */
 	LT_EV_HOST_INFO = 35, /* host, kernel, clock reference */
+	LT_EV_PROC_ENV = 36,  /* job identity of a process (distributed ranks), from its environment */
 	/* Python stacks (pysample source) */
 	LT_EV_PY_SAMPLE = 48,	 /* cpu-clock sample of a target thread */
 	LT_EV_OFFCPU_BEGIN = 49, /* a target thread blocked (sched_switch out) */
@@ -154,6 +155,24 @@ struct lt_host_info_event {
 	char host_id[40]; /* /proc/sys/kernel/random/boot_id */
 	char kernel[64];  /* uname release */
 	char tool[24];	  /* "ltrace-bpf 0.1.0" */
+};
+
+/* PROC_ENV (user space): who a process is in a distributed job, read from
+ * /proc/PID/environ when it is adopted.  -1 / "" = the variable is unset. */
+struct lt_proc_env_event {
+	struct lt_event_header hdr;
+	s32 rank;	      /* RANK, else SLURM_PROCID, else OMPI_COMM_WORLD_RANK */
+	s32 local_rank;	      /* LOCAL_RANK, else SLURM_LOCALID, else OMPI_COMM_WORLD_LOCAL_RANK */
+	s32 world_size;	      /* WORLD_SIZE, else SLURM_NTASKS, else OMPI_COMM_WORLD_SIZE */
+	s32 local_world_size; /* LOCAL_WORLD_SIZE */
+	s32 group_rank;	      /* GROUP_RANK (torchrun: the node's index) */
+	s32 slurm_procid;     /* SLURM_PROCID */
+	s32 slurm_nodeid;     /* SLURM_NODEID */
+	u32 master_port;      /* MASTER_PORT, 0 = unset */
+	char slurm_job_id[24];
+	char master_addr[64];
+	char run_id[64];   /* TORCHELASTIC_RUN_ID */
+	char hostname[64]; /* the node, as the process's UTS namespace names it */
 };
 
 /* DROPS (user space): totals of lt_drop_counters at detach */
