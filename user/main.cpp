@@ -22,6 +22,7 @@
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/session.h"
 #include "user/core/errors.h"
+#include "user/proc/job_discovery.h"
 #include "user/tracefile/trace_reader.h"
 
 namespace {
@@ -91,6 +92,13 @@ int main(int argc, char** argv) {
           std::cerr << "ltrace-bpf: libltrace-bridge.so not found next to ltrace-bpf: no CUPTI/NVTX for the command\n";
         else if (opts.verbose && !launch->injected().empty())
           std::cerr << "ltrace-bpf: run: " << launch->injected() << "=" << bridge << "\n";
+      }
+      if (!opts.job_env.empty()) {
+        std::string why;
+        auto found = proc::find_job_processes(opts.job_env, &why);
+        if (found.empty()) throw Error(ExitCode::no_such_process, "--job-env: " + why);
+        opts.pids.insert(opts.pids.end(), found.begin(), found.end());
+        if (opts.verbose) std::cerr << "ltrace-bpf: --job-env: " << found.size() << " process(es) of the job here\n";
       }
       SessionOptions so{opts.pids, opts.children, opts.duration_s, opts.verbose};
       so.gpu = opts.gpu;

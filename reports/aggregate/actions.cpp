@@ -275,7 +275,31 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       m.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
       m.cmdline.assign(e.cmdline, strnlen(e.cmdline, sizeof e.cmdline));
       m.torch_version.assign(e.torch_version, strnlen(e.torch_version, sizeof e.torch_version));
+      // A PROC_ENV, if the process has one, follows its PROC_INFO: a new
+      // PROC_INFO (after an exec) starts without the old image's.
+      m.hostname.clear();
+      m.slurm_job_id.clear();
+      m.master_addr.clear();
+      m.group_rank = m.slurm_nodeid = -1;
+      m.master_port = 0;
       if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns) pp.out.window_begin_ns = h.ts_ns;
+      return;
+    }
+    case LT_EV_PROC_ENV: {
+      lt_proc_env_event e;
+      if (!record_as(h, p, e)) return;
+      auto& m = proc(h.pid).out.meta;
+      m.hostname.assign(e.hostname, strnlen(e.hostname, sizeof e.hostname));
+      m.slurm_job_id.assign(e.slurm_job_id, strnlen(e.slurm_job_id, sizeof e.slurm_job_id));
+      m.master_addr.assign(e.master_addr, strnlen(e.master_addr, sizeof e.master_addr));
+      m.group_rank = e.group_rank;
+      m.slurm_nodeid = e.slurm_nodeid;
+      m.master_port = e.master_port;
+      // PROC_INFO carries the same labels; these fill a trace whose
+      // PROC_INFO is missing or older.
+      if (m.rank < 0) m.rank = e.rank;
+      if (m.local_rank < 0) m.local_rank = e.local_rank;
+      if (m.world_size < 0) m.world_size = e.world_size;
       return;
     }
     case LT_EV_PROC_EXIT: {

@@ -22,6 +22,11 @@ struct ProcessMeta {
   int py_major = 0, py_minor = 0;
   std::uint32_t flags = 0;
   std::string comm, cmdline, torch_version;
+  // From PROC_ENV (the job identity in the process's environment): "", -1
+  // or 0 when unset or when the trace has no PROC_ENV for the process.
+  std::string hostname, slurm_job_id, master_addr;
+  int group_rank = -1, slurm_nodeid = -1;
+  unsigned master_port = 0;
 };
 
 struct ActionSeries {

@@ -34,6 +34,8 @@ const char* kind_name(unsigned k) {
       return "window";
     case LT_EV_HOST_INFO:
       return "host_info";
+    case LT_EV_PROC_ENV:
+      return "proc_env";
     case LT_EV_PY_SAMPLE:
       return "py_sample";
     case LT_EV_OFFCPU_BEGIN:
@@ -94,6 +96,7 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_action_event a;
     lt_proc_event pe;
     lt_proc_info_event pi;
+    lt_proc_env_event pv;
     lt_window_event w;
     lt_offcpu_end_event oe;
     lt_py_code_event pc;
@@ -116,6 +119,15 @@ void dump_events(const Trace& trace, std::ostream& out) {
       out << " rank=" << pi.rank << " local_rank=" << pi.local_rank << " world_size=" << pi.world_size
           << " python=" << pi.py_major << "." << pi.py_minor << " torch=" << pi.torch_version << " flags=" << pi.flags
           << " cmd=" << pi.cmdline;
+    else if (h.kind == LT_EV_PROC_ENV && record_as(h, p, pv))
+      out << " rank=" << pv.rank << " local_rank=" << pv.local_rank << " world_size=" << pv.world_size
+          << " local_world_size=" << pv.local_world_size << " group_rank=" << pv.group_rank
+          << " slurm_procid=" << pv.slurm_procid << " slurm_nodeid=" << pv.slurm_nodeid
+          << " slurm_job_id=" << std::string(pv.slurm_job_id, strnlen(pv.slurm_job_id, sizeof pv.slurm_job_id))
+          << " master_addr=" << std::string(pv.master_addr, strnlen(pv.master_addr, sizeof pv.master_addr))
+          << " master_port=" << pv.master_port
+          << " run_id=" << std::string(pv.run_id, strnlen(pv.run_id, sizeof pv.run_id))
+          << " hostname=" << std::string(pv.hostname, strnlen(pv.hostname, sizeof pv.hostname));
     else if (h.kind == LT_EV_WINDOW && record_as(h, p, w))
       out << (w.begin ? " begin" : " end");
     else if (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN || h.kind == LT_EV_GPU_LAUNCH_STACK)

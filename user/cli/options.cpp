@@ -26,6 +26,10 @@ NVTX from the first call) and every descendant followed.
 options:
   -o, --output FILE     write the trace file (record: required; live: also keep it)
   -p, --pid PID         process to attach to (repeatable)
+      --job-env KEY=VAL every process of a job on this machine, found by its
+                        environment (repeatable: all must match), e.g.
+                        SLURM_JOB_ID=4242 or TORCHELASTIC_RUN_ID=x; implies
+                        --children (the node agent's way to find its ranks)
   -c, --children        also follow every descendant (torchrun ranks,
                         DataLoader workers), including ones forked later
   -d, --duration SECS   detach after SECS seconds
@@ -198,7 +202,14 @@ Options parse_options(int argc, char** argv) {
     auto arg = [&]() { return has_inline ? inline_value : value(i, a); };
     if (a == "-p" || a == "--pid")
       o.pids.push_back(parse_pid(arg()));
-    else if (a == "-c" || a == "--children")
+    else if (a == "--job-env") {
+      std::string kv = arg();
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw Error(ExitCode::usage, "--job-env needs KEY=VALUE, e.g. SLURM_JOB_ID=4242 (got '" + kv + "')");
+      o.job_env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+      o.children = true;
+    } else if (a == "-c" || a == "--children")
       o.children = true;
     else if (a == "-d" || a == "--duration")
       o.duration_s = parse_seconds(arg());
@@ -269,15 +280,15 @@ Options parse_options(int argc, char** argv) {
   if (o.command == Options::Command::report) {
     if (o.input.empty()) throw Error(ExitCode::usage, "report needs a trace file: ltrace-bpf report FILE");
     if (!o.pids.empty() || o.children || o.duration_s > 0 || !o.output.empty() || o.rate_hz || o.off_cpu ||
-        !o.op_filters.empty())
+        !o.op_filters.empty() || !o.job_env.empty())
       throw Error(ExitCode::usage,
                   "report reads a trace file: --pid, --children, --duration, --rate, --off-cpu, --ops and -o do not "
                   "apply");
   } else if (o.command == Options::Command::run) {
     if (o.run_argv.empty()) throw Error(ExitCode::usage, "run needs a command: ltrace-bpf run [options] -- COMMAND [ARGS]");
     if (!o.pids.empty()) throw Error(ExitCode::usage, "run launches its own target: --pid does not apply");
-  } else if (o.pids.empty()) {
-    throw Error(ExitCode::usage, "no target: give --pid PID (see --help)");
+  } else if (o.pids.empty() && o.job_env.empty()) {
+    throw Error(ExitCode::usage, "no target: give --pid PID or --job-env KEY=VALUE (see --help)");
   }
   if (o.command == Options::Command::record && o.output.empty()) throw Error(ExitCode::usage, "record needs -o FILE");
   if (o.dirpath.empty() != o.filename.empty()) throw Error(ExitCode::usage, "--dirpath and --filename go together");

@@ -13,6 +13,8 @@ struct Options {
   enum class Command { live, record, report, run } command = Command::live;
   std::vector<std::string> run_argv;  // run: the command to launch under ltrace-bpf
   std::vector<pid_t> pids;
+  // --job-env KEY=VALUE: every local process of a job (by its environment), e.g. SLURM_JOB_ID=4242
+  std::vector<std::pair<std::string, std::string>> job_env;
   std::string output;  // -o FILE: trace file (record: required; live: optional)
   std::string input;   // report FILE
   bool children = false;

@@ -18,6 +18,7 @@
 #include "user/core/errors.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
+#include "user/proc/rank_env.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
 #include "user/sources/gpu.h"
@@ -70,16 +71,6 @@ std::string to_hex(std::uint64_t v) {
   return b;
 }
 
-int env_int(const std::map<std::string, std::string>& env, const char* key) {
-  auto it = env.find(key);
-  if (it == env.end()) return -1;
-  try {
-    return std::stoi(it->second);
-  } catch (...) {
-    return -1;
-  }
-}
-
 }  // namespace
 
 Session::Session(SessionOptions opts) : opts_(std::move(opts)) {}
@@ -103,10 +94,12 @@ void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::
   e.hdr = user_header(LT_EV_PROC_INFO, sizeof e, pid);
   if (ts) e.hdr.ts_ns = ts;
   e.ppid = static_cast<std::uint32_t>(proc::read_ppid(pid));
-  auto env = proc::read_environ(pid);
-  e.rank = env_int(env, "RANK");
-  e.local_rank = env_int(env, "LOCAL_RANK");
-  e.world_size = env_int(env, "WORLD_SIZE");
+  // One environ read for both records: rank labels with the launchers'
+  // fallbacks (Slurm, Open MPI) here, the job identity in PROC_ENV.
+  const proc::RankEnv renv = proc::parse_rank_env(proc::read_environ(pid));
+  e.rank = renv.rank;
+  e.local_rank = renv.local_rank;
+  e.world_size = renv.world_size;
   if (interp) {
     e.py_major = static_cast<std::uint16_t>(interp->major);
     e.py_minor = static_cast<std::uint16_t>(interp->minor);
@@ -118,6 +111,13 @@ void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::
   std::strncpy(e.cmdline, cmd.c_str(), sizeof e.cmdline - 1);
   std::strncpy(e.torch_version, torch_version(pid).c_str(), sizeof e.torch_version - 1);
   emit(e);
+  // Right after its PROC_INFO, at the same time, only for a process that is
+  // part of a distributed job.
+  if (renv.any()) {
+    lt_proc_env_event pe = proc::to_event(pid, renv, proc::process_hostname(pid));
+    pe.hdr.ts_ns = e.hdr.ts_ns;
+    emit(pe);
+  }
 }
 
 // Starts tracing one process: interpreter config into BPF, uprobe on its
