@@ -16,6 +16,7 @@
 #include "reports/export/html_report.h"
 #include "reports/gpu/device_stats_report.h"
 #include "user/cli/launch.h"
+#include "user/cli/merge_output.h"
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
@@ -53,6 +54,17 @@ int main(int argc, char** argv) {
     }
     if (opts.version) {
       std::cout << "ltrace-bpf 0.1.0 (event ABI " << LT_EVENT_ABI_VERSION << ")\n";
+      return 0;
+    }
+    if (opts.command == Options::Command::report && opts.merge) {
+      MergeOptions mo;
+      mo.ops = opts.wants_ops();
+      mo.simple = opts.wants_report("simple");
+      mo.reports = {opts.extended, opts.dirpath, opts.filename};
+      mo.ops_table = {opts.sort_by, opts.row_limit, opts.group_by_input_shapes};
+      mo.chrome_path = opts.chrome_path;
+      mo.chrome_dir = opts.chrome_dir;
+      write_merged_reports(read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}), mo);
       return 0;
     }
     Trace trace;

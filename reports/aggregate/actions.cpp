@@ -442,4 +442,18 @@ ActionsReport aggregate_actions(const Trace& trace, bool keep_intervals) {
   return agg.finish();
 }
 
+ProcessMeta with_rank_labels(const ProcessMeta& m, const ActionsReport& rep) {
+  ProcessMeta out = m;
+  if (out.world_size >= 0) return out;
+  for (auto& q : rep.processes) {
+    if (q.meta.ppid == m.pid && q.meta.world_size > 1 && q.meta.local_rank > 0) {
+      out.world_size = q.meta.world_size;
+      out.local_rank = 0;
+      out.rank = q.meta.rank >= 0 ? q.meta.rank - q.meta.local_rank : 0;
+      break;
+    }
+  }
+  return out;
+}
+
 }  // namespace lt

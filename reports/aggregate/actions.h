@@ -96,4 +96,11 @@ class ActionAggregator {
 
 ActionsReport aggregate_actions(const Trace& trace, bool keep_intervals = false);
 
+// A process's rank labels, completed: Lightning's own DDP launcher sets the
+// rank variables of rank 0 in its os.environ at run time, which
+// /proc/PID/environ does not show; its children (ranks 1..N-1) have them
+// from exec.  A parent with ranked children and no labels of its own is the
+// first rank of its node.
+ProcessMeta with_rank_labels(const ProcessMeta& m, const ActionsReport& rep);
+
 }  // namespace lt

@@ -12,6 +12,7 @@ std::string usage_text() {
   return R"(usage: ltrace-bpf --pid PID [--pid PID ...] [options]     attach, print reports
        ltrace-bpf record --pid PID ... -o FILE [options]      attach, write a trace file
        ltrace-bpf report FILE [report options]                reports from a trace file
+       ltrace-bpf report DIR --merge [--chrome F] [--chrome-dir D]  one job from many traces
        ltrace-bpf run [options] -- COMMAND [ARGS...]          launch COMMAND under ltrace-bpf
 
 Attach to running PyTorch Lightning jobs from outside (eBPF) and print the
@@ -74,6 +75,11 @@ options:
   -v, --verbose         attach details and notes on stderr
       --dump FILE       write every recorded event as one text line
       --chrome FILE     Chrome/Perfetto trace (kineto conventions; loads in HTA)
+      --merge           report DIR: the trace files under DIR (one per node)
+                        are one job: per-rank reports, a cluster summary
+                        (time per action per rank, slowest rank, step skew,
+                        straggler), and --chrome as one trace on a common clock
+      --chrome-dir DIR  with --merge: rank-<N>.json per rank (HTA's input)
       --html FILE       one self-contained HTML page: tables and a timeline
   -h, --help            this text
   -V, --version         version
@@ -267,6 +273,10 @@ Options parse_options(int argc, char** argv) {
       o.output = arg();
     else if (a == "--chrome")
       o.chrome_path = arg();
+    else if (a == "--merge")
+      o.merge = true;
+    else if (a == "--chrome-dir")
+      o.chrome_dir = arg();
     else if (a == "--html")
       o.html_path = arg();
     else if (a == "-h" || a == "--help")
@@ -291,6 +301,9 @@ Options parse_options(int argc, char** argv) {
     throw Error(ExitCode::usage, "no target: give --pid PID or --job-env KEY=VALUE (see --help)");
   }
   if (o.command == Options::Command::record && o.output.empty()) throw Error(ExitCode::usage, "record needs -o FILE");
+  if ((o.merge || !o.chrome_dir.empty()) && o.command != Options::Command::report)
+    throw Error(ExitCode::usage, "--merge and --chrome-dir apply to report: ltrace-bpf report DIR --merge");
+  if (!o.chrome_dir.empty() && !o.merge) throw Error(ExitCode::usage, "--chrome-dir needs --merge");
   if (o.dirpath.empty() != o.filename.empty()) throw Error(ExitCode::usage, "--dirpath and --filename go together");
   return o;
 }

@@ -52,6 +52,8 @@ struct Options {
   bool device_stats = false;  // --device-stats: NVML + /proc samples per action
   bool verbose = false;
   std::string dump_path;
+  bool merge = false;      // report DIR --merge: several trace files (nodes) as one job
+  std::string chrome_dir;  // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text
   bool help = false, version = false;
 };

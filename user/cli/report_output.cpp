@@ -51,23 +51,6 @@ void notes(const ProcessActions& p) {
 }  // namespace
 
 namespace {
-// Lightning's own DDP launcher sets LOCAL_RANK/WORLD_SIZE in os.environ of
-// rank 0 at run time, which /proc/PID/environ does not show; its children
-// (ranks 1..N-1) have them from exec.  A parent with ranked children and no
-// labels of its own is rank 0.
-ProcessMeta labelled(const ProcessMeta& m, const ActionsReport& rep) {
-  ProcessMeta out = m;
-  if (out.world_size >= 0) return out;
-  for (auto& q : rep.processes) {
-    if (q.meta.ppid == m.pid && q.meta.world_size > 1 && q.meta.local_rank > 0) {
-      out.world_size = q.meta.world_size;
-      out.local_rank = 0;
-      out.rank = q.meta.rank >= 0 && q.meta.local_rank >= 0 ? q.meta.rank - q.meta.local_rank : 0;
-      break;
-    }
-  }
-  return out;
-}
 
 // Prints one process's report, or appends it to Lightning's file name for it.
 void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std::size_t shown,
@@ -125,7 +108,7 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
   std::size_t quiet = 0;
   for (auto& p : rep.processes) quiet += p.actions.empty() && (p.meta.flags & LT_PROC_PYTHON);
   for (auto* p : shown) {
-    ProcessMeta meta = labelled(p->meta, rep);
+    ProcessMeta meta = with_rank_labels(p->meta, rep);
     SimpleReportInput in;
     in.stage_title = stage_title(p->stage);
     in.actions = p->actions;
@@ -150,7 +133,7 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     const ProcessActions* pa = nullptr;
     for (auto& p : rep.processes)
       if (p.meta.pid == ps.pid) pa = &p;
-    ProcessMeta meta = pa ? labelled(pa->meta, rep) : ProcessMeta{};
+    ProcessMeta meta = pa ? with_rank_labels(pa->meta, rep) : ProcessMeta{};
     meta.pid = ps.pid;
     AdvancedReportInput in;
     Stage stage = pa ? pa->stage : Stage::none;
@@ -205,7 +188,7 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     const ProcessActions* pa = nullptr;
     for (auto& p : rep.processes)
       if (p.meta.pid == po.pid) pa = &p;
-    ProcessMeta meta = pa ? labelled(pa->meta, rep) : ProcessMeta{};
+    ProcessMeta meta = pa ? with_rank_labels(pa->meta, rep) : ProcessMeta{};
     meta.pid = po.pid;
     const Stage stage = pa ? pa->stage : Stage::none;
     // Lightning's _stats_to_str: "{STAGE} Profiler Report", then per key

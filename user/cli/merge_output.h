@@ -1,0 +1,48 @@
+// `report DIR --merge`: the per-rank reports, the cluster summary and the
+// merged traces of several trace files (reports/cluster/), delivered like
+// report_output.h does: reports on stdout or under --dirpath, notes on
+// stderr, files written with a "wrote" note.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "reports/cluster/cluster_summary.h"
+#include "reports/cluster/merge.h"
+#include "user/cli/report_output.h"
+
+namespace lt {
+
+struct MergeOptions {
+  // Per-rank Simple (and, with `ops`, PyTorchProfiler) reports, as for one
+  // file; with --dirpath and several hosts each host's go to DIRPATH/<host>/
+  // (Lightning names the files by local rank, which repeats across nodes).
+  bool simple = true;
+  bool ops = false;
+  OutputOptions reports;
+  OpsOutputOptions ops_table;
+  std::string chrome_path;  // --chrome FILE: the merged trace
+  std::string chrome_dir;   // --chrome-dir DIR: rank-<N>.json per rank (HTA's input)
+  // host name -> ns added to its wall clock (the cluster agent's measurement)
+  std::map<std::string, std::int64_t> measured_offsets_ns;
+  bool estimate_clock = true;  // refine hosts without a measurement from the collectives
+  ClusterSummaryOptions summary;
+};
+
+// Returns the number of ranks merged.  Throws lt::Error(io).
+int write_merged_reports(const std::vector<MergeInput>& files, const MergeOptions& opt);
+
+// rank-<N>.json for every rank under `dir` (created); returns the paths.
+std::vector<std::string> write_rank_traces(const MergePlan& plan, const std::string& dir);
+
+// The trace files under `dir` (recursively, by their magic), sorted by path.
+// Throws lt::Error(io) when `dir` cannot be read.
+std::vector<std::string> trace_files_in(const std::string& dir);
+
+// Reads and aggregates every trace file of `path` (a directory, or one
+// file), each on its own, intervals kept; with `ops`, op tables and slices
+// too.  Reader warnings go to stderr.  Throws lt::Error(io) when there is no
+// trace file, lt::Error(bad_trace) as the reader does.
+std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpAggregatorOptions op_options = {});
+
+}  // namespace lt
