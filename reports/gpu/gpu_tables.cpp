@@ -1,4 +1,5 @@
 #include "reports/gpu/gpu_tables.h"
+#include "reports/model/code_points.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,19 +15,7 @@ namespace {
 constexpr std::size_t kMaxTextWidth = 100;     // nsys's default limit for auto-width columns
 const char* const kEllipsis = "\xE2\x80\xA6";  // U+2026 "…"
 
-std::size_t cp_len(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
 
-std::string cp_prefix(const std::string& s, std::size_t n) {
-  std::size_t seen = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n) return s.substr(0, i);
-  }
-  return s;
-}
 
 std::string limit_text(const std::string& s) {
   return cp_len(s) > kMaxTextWidth ? cp_prefix(s, kMaxTextWidth - 1) + kEllipsis : s;

@@ -1,4 +1,5 @@
 #include "reports/ops/op_table.h"
+#include "reports/model/code_points.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -14,22 +15,7 @@ constexpr std::size_t kMaxShapesWidth = 80;
 constexpr std::size_t kDefaultWidth = 12;
 constexpr std::size_t kSpacing = 2;
 
-// Python measures, pads and slices str by code points, not bytes, so a
-// non-ASCII record_function label must be counted the same way to line up.
-std::size_t cp_len(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
 
-// s[:n] in Python terms.
-std::string cp_prefix(const std::string& s, std::size_t n) {
-  std::size_t seen = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n) return s.substr(0, i);
-  }
-  return s;
-}
 
 // "{: >W}": right-aligned, never truncated (an over-long value pushes the row out).
 std::string pad_left(const std::string& s, std::size_t width) {

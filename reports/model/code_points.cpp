@@ -1,0 +1,19 @@
+#include "reports/model/code_points.h"
+
+namespace lt {
+
+std::size_t cp_len(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string cp_prefix(const std::string& s, std::size_t n) {
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n) return s.substr(0, i);
+  }
+  return s;
+}
+
+}  // namespace lt

@@ -1,0 +1,15 @@
+// Python measures, pads and slices str by code points, not bytes: the
+// renderers that reproduce Python-made tables (torch's op table, nsys's
+// stats) count UTF-8 text the same way so non-ASCII names line up.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace lt {
+
+// len(s) in Python terms: UTF-8 code points.
+std::size_t cp_len(const std::string& s);
+// s[:n] in Python terms.
+std::string cp_prefix(const std::string& s, std::size_t n);
+
+}  // namespace lt
