@@ -40,6 +40,21 @@ void convert_kernel(const CUpti_ActivityKernel10* k, NameInterner& names, lt::lt
   out->graph_id = k->graphId;
 }
 
+// The fields copies and memsets share (CUpti_ActivityMemcpy6 and
+// CUpti_ActivityMemset4 name them alike).
+template <class Record>
+void convert_memory_op(const Record* m, lt::u16 kind, int64_t off, lt::lt_gpu_activity* out) {
+  out->kind = kind;
+  out->start_ns = shift(m->start, off);
+  out->end_ns = shift(m->end, off);
+  out->bytes = m->bytes;
+  out->correlation = m->correlationId;
+  out->stream = m->streamId;
+  out->context = m->contextId;
+  out->device = static_cast<lt::u16>(m->deviceId);
+  out->graph_id = m->graphId;
+}
+
 }  // namespace
 
 size_t record_size(CUpti_ActivityKind kind) {
@@ -76,31 +91,13 @@ bool to_lt_activity(const CUpti_Activity* rec, NameInterner& names, lt::lt_gpu_a
       break;
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-      a.kind = LT_GPU_MEMCPY;
-      a.start_ns = shift(m->start, off);
-      a.end_ns = shift(m->end, off);
-      a.bytes = m->bytes;
+      convert_memory_op(m, LT_GPU_MEMCPY, off, &a);
       a.copy_kind = m->copyKind;
-      a.correlation = m->correlationId;
-      a.stream = m->streamId;
-      a.context = m->contextId;
-      a.device = static_cast<lt::u16>(m->deviceId);
-      a.graph_id = m->graphId;
       break;
     }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-      a.kind = LT_GPU_MEMSET;
-      a.start_ns = shift(m->start, off);
-      a.end_ns = shift(m->end, off);
-      a.bytes = m->bytes;
-      a.correlation = m->correlationId;
-      a.stream = m->streamId;
-      a.context = m->contextId;
-      a.device = static_cast<lt::u16>(m->deviceId);
-      a.graph_id = m->graphId;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      convert_memory_op(reinterpret_cast<const CUpti_ActivityMemset4*>(rec), LT_GPU_MEMSET, off, &a);
       break;
-    }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
