@@ -53,6 +53,7 @@ enum lt_event_kind {
 	LT_EV_WINDOW = 34,    /* attach / detach times */
 	LT_EV_HOST_INFO = 35, /* host, kernel, clock reference */
 	LT_EV_PROC_ENV = 36,  /* job identity of a process (distributed ranks), from its environment */
+	LT_EV_CLOCK_SYNC = 37, /* this host's wall clock measured against a reference host's (cluster) */
 	/* Python stacks (pysample source) */
 	LT_EV_PY_SAMPLE = 48,	 /* cpu-clock sample of a target thread */
 	LT_EV_OFFCPU_BEGIN = 49, /* a target thread blocked (sched_switch out) */
@@ -173,6 +174,23 @@ struct lt_proc_env_event {
 	char master_addr[64];
 	char run_id[64];   /* TORCHELASTIC_RUN_ID */
 	char hostname[64]; /* the node, as the process's UTS namespace names it */
+};
+
+/* CLOCK_SYNC (user space): this host's CLOCK_REALTIME measured against a
+ * reference clock (the `cluster` coordinator's) by UDP round trips, NTP's
+ * way: of `samples` exchanges the one with the least delay counts.  The
+ * reference's time = this host's + offset_ns, to within +-delay_ns/2
+ * (the path delay, less the reference's turnaround, split evenly is the
+ * assumption; half of it is the most that assumption can be wrong by).
+ * Recorded at attach (phase 0) and at detach (phase 1): the two together
+ * also show drift.  hdr.ts_ns is this host's CLOCK_MONOTONIC then. */
+struct lt_clock_sync_event {
+	struct lt_event_header hdr;
+	s64 offset_ns;
+	u64 delay_ns;
+	u32 samples;
+	u32 phase;	    /* 0: at attach, 1: at detach */
+	char reference[64]; /* the reference host's name */
 };
 
 /* DROPS (user space): totals of lt_drop_counters at detach */

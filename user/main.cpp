@@ -1,6 +1,8 @@
 // ltrace-bpf: entry point.  Parses options, runs a live session, renders
 // reports.  Every failure ends as one line on stderr and a documented exit
 // code (see --help); nothing escapes as an abort or a stack dump.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -20,14 +22,20 @@
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
+#include "user/cluster/agent.h"
+#include "user/cluster/clock_exchange.h"
+#include "user/cluster/coordinator.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/session.h"
 #include "user/core/errors.h"
 #include "user/proc/job_discovery.h"
+#include "user/proc/procfs.h"
+#include "user/proc/rank_env.h"
 #include "user/tracefile/trace_reader.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
+bool g_agent = false;  // failures also go to the coordinator, as a status line
 void on_signal(int) {
   g_stop.store(true);
 }
@@ -47,6 +55,7 @@ void install_signals() {
 int main(int argc, char** argv) {
   using namespace lt;
   try {
+    g_agent = argc > 1 && std::string(argv[1]) == "agent";
     Options opts = parse_options(argc, argv);
     if (opts.help) {
       std::cout << usage_text();
@@ -56,6 +65,22 @@ int main(int argc, char** argv) {
       std::cout << "ltrace-bpf 0.1.0 (event ABI " << LT_EVENT_ABI_VERSION << ")\n";
       return 0;
     }
+    if (opts.command == Options::Command::cluster) {
+      install_signals();
+      cluster::ClusterOptions co;
+      co.job_id = opts.slurm_job;
+      co.out_dir = opts.output;
+      co.nodes = opts.nodes;
+      co.gather = opts.gather == "stream" ? cluster::Gather::stream
+                  : opts.gather == "shared" ? cluster::Gather::shared
+                                            : cluster::Gather::automatic;
+      co.agent_path = opts.agent_path;
+      co.agent_args = opts.agent_args;
+      co.duration_s = opts.duration_s;
+      co.clock_host = opts.clock_addr;
+      co.verbose = opts.verbose;
+      return cluster::run_cluster(co, g_stop);
+    }
     if (opts.command == Options::Command::report && opts.merge) {
       MergeOptions mo;
       mo.ops = opts.wants_ops();
@@ -64,6 +89,7 @@ int main(int argc, char** argv) {
       mo.ops_table = {opts.sort_by, opts.row_limit, opts.group_by_input_shapes};
       mo.chrome_path = opts.chrome_path;
       mo.chrome_dir = opts.chrome_dir;
+      mo.notes = cluster::manifest_notes(opts.input);
       write_merged_reports(read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}), mo);
       return 0;
     }
@@ -95,6 +121,16 @@ int main(int argc, char** argv) {
       if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
     } else {
       install_signals();
+      // The node agent: `record` that reports to the cluster coordinator on
+      // stdout (user/cluster/agent_protocol.h).
+      const bool agent = opts.command == Options::Command::agent;
+      cluster::AgentOutput agent_out{opts.output, false};
+      if (agent) {
+        char host[256] = {};
+        gethostname(host, sizeof host - 1);
+        cluster::agent_say("hello", {{"host", host}, {"pid", std::to_string(getpid())}});
+        agent_out = cluster::agent_output(opts.output, opts.shared_marker, opts.stream);
+      }
       std::unique_ptr<Launch> launch;
       if (opts.command == Options::Command::run) {
         const std::string bridge = opts.gpu ? find_bridge_library() : "";
@@ -107,7 +143,8 @@ int main(int argc, char** argv) {
       }
       if (!opts.job_env.empty()) {
         std::string why;
-        auto found = proc::find_job_processes(opts.job_env, &why);
+        auto found = agent ? cluster::wait_for_job_processes(opts.job_env, opts.wait_s, &why)
+                           : proc::find_job_processes(opts.job_env, &why);
         if (found.empty()) throw Error(ExitCode::no_such_process, "--job-env: " + why);
         opts.pids.insert(opts.pids.end(), found.begin(), found.end());
         if (opts.verbose) std::cerr << "ltrace-bpf: --job-env: " << found.size() << " process(es) of the job here\n";
@@ -119,14 +156,33 @@ int main(int argc, char** argv) {
       so.device_stats = opts.device_stats;
       if (launch) so.on_attached = [&launch] { launch->release(); };
       if (launch && !launch->injected().empty()) so.preloaded_bridge = find_bridge_library();
-      so.output_path = opts.output;
+      so.output_path = agent_out.trace_path;
+      if (agent) {
+        std::string host;
+        if (!opts.clock_server.empty() && !cluster::parse_host_port(opts.clock_server, host, so.clock_port))
+          throw Error(ExitCode::usage, "--clock-server needs [HOST]:PORT (got '" + opts.clock_server + "')");
+        if (!opts.clock_server.empty()) {
+          so.clock_host = cluster::clock_server_host(host);
+          if (so.clock_host.empty())
+            std::cerr << "ltrace-bpf: --clock-server " << opts.clock_server
+                      << ": no host given and no SLURM_LAUNCH_NODE_IPADDR: clock not measured\n";
+        }
+        so.on_attached = [pids = opts.pids] {
+          std::string ranks;
+          for (pid_t p : pids) {
+            const auto env = proc::parse_rank_env(proc::read_environ(p));
+            if (env.rank >= 0) ranks += (ranks.empty() ? "" : ",") + std::to_string(env.rank);
+          }
+          cluster::agent_say("attached", {{"processes", std::to_string(pids.size())}, {"ranks", ranks}});
+        };
+      }
       so.sample_rate_hz = opts.effective_rate();
       so.off_cpu = opts.off_cpu;
       so.ops = opts.wants_ops();
       so.op_filters = opts.op_filters;
       so.shapes = opts.group_by_input_shapes;
       so.keep_in_memory = !opts.dump_path.empty();
-      if (opts.command != Options::Command::record) so.sink = consume;
+      if (opts.command != Options::Command::record && !agent) so.sink = consume;
       Session session(so);
       session.prepare();
       trace = session.run(g_stop);
@@ -136,15 +192,33 @@ int main(int argc, char** argv) {
         if (rc > 0) std::cerr << "ltrace-bpf: the command exited with status " << rc << "\n";
       }
       const auto& st = session.stats();
+      if (agent) {
+        for (const auto& c : st.clock_syncs)
+          cluster::agent_say("clock", {{"phase", std::to_string(c.phase)},
+                                       {"offset_ns", std::to_string(c.offset_ns)},
+                                       {"delay_ns", std::to_string(c.delay_ns)},
+                                       {"samples", std::to_string(c.samples)}});
+        cluster::agent_say("done", {{"records", std::to_string(st.records)},
+                                    {"bytes", std::to_string(st.file_bytes)},
+                                    {"path", agent_out.stream ? std::string() : agent_out.trace_path},
+                                    {"stream", agent_out.stream ? "1" : "0"}});
+        if (agent_out.stream) {
+          std::string why;
+          if (!cluster::stream_trace_file(agent_out.trace_path, &why))
+            throw Error(ExitCode::io, why + "; the trace is kept at " + agent_out.trace_path);
+          std::remove(agent_out.trace_path.c_str());
+        }
+      }
       if (opts.verbose)
         std::cerr << "ltrace-bpf: attach latency " << st.attach_latency_ms << " ms, " << st.probes << " uprobe(s), "
                   << st.records << " events\n";
-      if (opts.command == Options::Command::record)
+      if (opts.command == Options::Command::record || agent)
         std::cerr << "ltrace-bpf: recorded " << st.records << " events from " << st.processes << " process(es) to "
-                  << opts.output << " (" << st.file_bytes << " bytes); see it with: ltrace-bpf report " << opts.output
+                  << agent_out.trace_path << " (" << st.file_bytes << " bytes); see it with: ltrace-bpf report "
+                  << (agent_out.stream ? opts.output : agent_out.trace_path)
                   << "\n";
     }
-    if (opts.command != Options::Command::record) {
+    if (opts.command != Options::Command::record && opts.command != Options::Command::agent) {
       ActionsReport rep = aggregator.finish();
       StacksReport stack_rep = stacks.finish();
       OpsReport ops_rep = ops.finish();
@@ -183,9 +257,12 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     std::cerr << "ltrace-bpf: " << e.what() << "\n";
+    if (g_agent)
+      lt::cluster::agent_say("failed", {{"code", std::to_string(static_cast<int>(e.code()))}, {"error", e.what()}});
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
     std::cerr << "ltrace-bpf: internal error: " << e.what() << "\n";
+    if (g_agent) lt::cluster::agent_say("failed", {{"code", "1"}, {"error", std::string("internal error: ") + e.what()}});
     return static_cast<int>(ExitCode::internal);
   }
 }

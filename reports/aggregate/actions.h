@@ -59,9 +59,20 @@ struct ProcessActions {
   std::size_t total_calls() const;
 };
 
+// This host's wall clock measured against a reference host's (CLOCK_SYNC).
+struct ClockSync {
+  std::uint64_t monotonic_ns = 0;  // when
+  std::int64_t offset_ns = 0;      // reference = this host + offset
+  std::int64_t delay_ns = 0;       // |error| <= delay / 2
+  std::uint32_t samples = 0;
+  bool at_detach = false;
+  std::string reference;
+};
+
 struct HostMeta {
   std::string hostname;
   std::uint64_t monotonic_ns = 0, realtime_ns = 0;  // one clock pair (0: unknown)
+  std::vector<ClockSync> clock_syncs;               // in stream order
 };
 
 struct ActionsReport {

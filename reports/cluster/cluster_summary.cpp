@@ -341,14 +341,28 @@ void header(std::string& o, const MergePlan& plan, const ClockEstimate* clock) {
 
   // Clocks.
   if (plan.hosts.size() > 1 && !plan.ranks.empty()) {
-    o += "Clock: the common clock is " + plan.hosts[plan.reference_host].host + "'s wall clock";
-    if (plan.hosts[plan.reference_host].clock_offset_ns)
-      o += " " + signed_ms(plan.hosts[plan.reference_host].clock_offset_ns);
-    o += "; corrections added to each host's:\n";
+    // Measured by the cluster agents: every host against the coordinator,
+    // whose wall clock is then the common one; the reference host is listed
+    // like the others.
+    const auto& ref = plan.hosts[plan.reference_host];
+    const bool by_coordinator = ref.source == ClockSource::measured && !ref.measured_against.empty();
+    if (by_coordinator)
+      o += "Clock: the common clock is " + ref.measured_against +
+           "'s wall clock (the cluster coordinator; each host measured by UDP round trips, bound = half the "
+           "least round trip plus half the drift); corrections added to each host's:\n";
+    else {
+      o += "Clock: the common clock is " + ref.host + "'s wall clock";
+      if (ref.clock_offset_ns) o += " " + signed_ms(ref.clock_offset_ns);
+      o += "; corrections added to each host's:\n";
+    }
     for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
-      if (h == plan.reference_host) continue;
+      if (h == plan.reference_host && !by_coordinator) continue;
       const auto& hc = plan.hosts[h];
       o += "  " + hc.host + ": " + signed_ms(hc.clock_offset_ns) + ", " + clock_source_name(hc.source);
+      if (hc.source == ClockSource::measured && !hc.measured_against.empty())
+        o += " against " + hc.measured_against + ", within " + ms(hc.residual_ns) + " (" +
+             std::to_string(hc.measurements) + " measurement" + (hc.measurements == 1 ? "" : "s") +
+             (hc.measurements > 1 ? ", drift " + signed_ms(hc.drift_ns) : std::string()) + ")";
       const HostOffsetEstimate* e = clock && h < clock->hosts.size() ? &clock->hosts[h] : nullptr;
       if (!hc.clock_pair) o += " (no clock pair in its trace: not aligned)";
       if (e && e->estimated) {

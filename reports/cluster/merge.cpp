@@ -131,6 +131,25 @@ void refresh(MergePlan& plan) {
 
 }  // namespace
 
+std::optional<MeasuredOffset> measured_offset(const std::vector<ClockSync>& syncs) {
+  if (syncs.empty()) return std::nullopt;
+  MeasuredOffset m;
+  m.reference = syncs.front().reference;
+  std::int64_t lo = syncs.front().offset_ns, hi = lo, worst = 0;
+  long double sum = 0;
+  for (const auto& c : syncs) {
+    lo = std::min(lo, c.offset_ns);
+    hi = std::max(hi, c.offset_ns);
+    worst = std::max(worst, (c.delay_ns + 1) / 2);
+    sum += c.offset_ns;
+  }
+  m.measurements = syncs.size();
+  m.offset_ns = static_cast<std::int64_t>(sum / static_cast<long double>(syncs.size()));
+  m.drift_ns = syncs.back().offset_ns - syncs.front().offset_ns;
+  m.bound_ns = worst + (hi - lo + 1) / 2;
+  return m;
+}
+
 MergePlan plan_merge(const std::vector<MergeInput>& inputs,
                      const std::map<std::string, std::int64_t>& measured_offsets_ns) {
   MergePlan plan;
@@ -173,6 +192,41 @@ MergePlan plan_merge(const std::vector<MergeInput>& inputs,
                            "with the other files");
     }
     host_of[i] = h;
+  }
+
+  // Hosts the cluster agents measured (CLOCK_SYNC in their files), unless
+  // the caller gave a correction.  Only measurements against one reference
+  // are comparable: with several, the most common reference is kept.
+  {
+    std::map<std::string, std::size_t> refs;
+    std::vector<std::vector<ClockSync>> per_host(plan.hosts.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      for (const auto& c : inputs[i].actions.host.clock_syncs) per_host[host_of[i]].push_back(c);
+    for (auto& v : per_host)
+      if (!v.empty()) ++refs[v.front().reference];
+    std::string ref;
+    std::size_t most = 0;
+    for (auto& [r, n] : refs)
+      if (n > most) ref = r, most = n;
+    for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
+      auto& hc = plan.hosts[h];
+      if (hc.source == ClockSource::measured || per_host[h].empty()) continue;
+      std::vector<ClockSync> same;
+      for (auto& c : per_host[h])
+        if (c.reference == ref) same.push_back(c);
+      if (same.empty()) {
+        plan.notes.push_back(hc.host + ": its clock was measured against " + per_host[h].front().reference +
+                             ", the others' against " + ref + ": not comparable, left out");
+        continue;
+      }
+      const auto m = measured_offset(same);
+      hc.clock_offset_ns = m->offset_ns;
+      hc.source = ClockSource::measured;
+      hc.residual_ns = m->bound_ns;
+      hc.measured_against = m->reference;
+      hc.measurements = m->measurements;
+      hc.drift_ns = m->drift_ns;
+    }
   }
 
   // Candidates: every process that ran Lightning actions.

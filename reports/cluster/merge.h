@@ -44,9 +44,26 @@ struct HostClock {
   bool clock_pair = true;          // every file of it has a HOST_INFO clock pair
   std::int64_t clock_offset_ns = 0;
   ClockSource source = ClockSource::recorded;
-  std::int64_t residual_ns = -1;  // of an estimate: median |deviation|; -1 unknown
+  std::int64_t residual_ns = -1;  // of an estimate: median |deviation|; of a measurement: its bound; -1 unknown
   std::int64_t stderr_ns = -1;    // of an estimate: the standard error of its median; -1 unknown
+  // Of a measurement from the files' CLOCK_SYNC records: the host measured
+  // against (the cluster coordinator), how many round-trip measurements, and
+  // how far the first and last differ (drift over the capture).
+  std::string measured_against;
+  std::size_t measurements = 0;
+  std::int64_t drift_ns = 0;
 };
+
+// One host's correction from its CLOCK_SYNC records (pure): the mean of the
+// measurements, each good to +-delay/2; the bound is the largest of those
+// plus half the spread between them (a constant correction cannot follow
+// drift).  nullopt when there are none.
+struct MeasuredOffset {
+  std::int64_t offset_ns = 0, bound_ns = 0, drift_ns = 0;
+  std::size_t measurements = 0;
+  std::string reference;
+};
+std::optional<MeasuredOffset> measured_offset(const std::vector<ClockSync>& syncs);
 
 // One rank: a process that ran Lightning actions.
 struct RankRun {

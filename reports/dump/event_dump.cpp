@@ -36,6 +36,8 @@ const char* kind_name(unsigned k) {
       return "host_info";
     case LT_EV_PROC_ENV:
       return "proc_env";
+    case LT_EV_CLOCK_SYNC:
+      return "clock_sync";
     case LT_EV_PY_SAMPLE:
       return "py_sample";
     case LT_EV_OFFCPU_BEGIN:
@@ -98,6 +100,7 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_proc_info_event pi;
     lt_proc_env_event pv;
     lt_window_event w;
+    lt_clock_sync_event cs;
     lt_offcpu_end_event oe;
     lt_py_code_event pc;
     lt_py_line_event pl;
@@ -130,6 +133,10 @@ void dump_events(const Trace& trace, std::ostream& out) {
           << " hostname=" << std::string(pv.hostname, strnlen(pv.hostname, sizeof pv.hostname));
     else if (h.kind == LT_EV_WINDOW && record_as(h, p, w))
       out << (w.begin ? " begin" : " end");
+    else if (h.kind == LT_EV_CLOCK_SYNC && record_as(h, p, cs))
+      out << " phase=" << cs.phase << " offset_ns=" << cs.offset_ns << " delay_ns=" << cs.delay_ns
+          << " samples=" << cs.samples
+          << " reference=" << std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference));
     else if (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN || h.kind == LT_EV_GPU_LAUNCH_STACK)
       dump_sample(h, p, out);
     else if (h.kind == LT_EV_OFFCPU_END && record_as(h, p, oe))

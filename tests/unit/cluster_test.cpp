@@ -802,3 +802,78 @@ TEST(MergeFiles, ReadsADirectoryOfTraceFilesAndWritesEverything) {
   EXPECT_THROW(read_merge_inputs((dir / "ranks").string(), false), Error);
   fs::remove_all(dir);
 }
+
+// The cluster agents' CLOCK_SYNC records: every host measured against the
+// coordinator, whose wall clock reads true + 1.2 ms.  node-a's reads true,
+// node-b's true + 3.7 ms: the corrections are +1.2 ms and -2.5 ms.
+namespace {
+std::vector<MergeInput> simulate_measured(std::int64_t coordinator_error, std::int64_t measurement_error_b) {
+  JobSpec j = two_by_two();
+  std::vector<MergeInput> out;
+  std::size_t h = 0;
+  for (auto& [file, trace] : simulate_traces(j)) {
+    const auto& hs = j.hosts[h++];
+    for (std::uint32_t phase = 0; phase < 2; ++phase) {
+      lt_clock_sync_event c{};
+      c.hdr = {LT_EV_CLOCK_SYNC, sizeof c, 0, 0, 0, static_cast<std::uint64_t>((phase ? hs.detach : hs.attach) - hs.boot)};
+      c.offset_ns = coordinator_error - hs.wall_error + (h == 2 ? measurement_error_b * (phase ? 1 : -1) : 0);
+      c.delay_ns = 60 * us;
+      c.samples = 32;
+      c.phase = phase;
+      std::strncpy(c.reference, "login1", sizeof c.reference - 1);
+      trace.append(c);
+    }
+    out.push_back({file, aggregate_actions(trace, true), std::nullopt});
+  }
+  return out;
+}
+}  // namespace
+
+TEST(Cluster, ClockSyncRecordsAreMeasuredCorrections) {
+  auto in = simulate_measured(1'200 * us, 10 * us);
+  ASSERT_EQ(in[0].actions.host.clock_syncs.size(), 2u);
+  EXPECT_EQ(in[0].actions.host.clock_syncs[0].reference, "login1");
+  EXPECT_TRUE(in[0].actions.host.clock_syncs[1].at_detach);
+  MergePlan plan = plan_merge(in);
+  ASSERT_EQ(plan.hosts.size(), 2u);
+  for (auto& hc : plan.hosts) {
+    EXPECT_EQ(hc.source, ClockSource::measured) << hc.host;
+    EXPECT_EQ(hc.measured_against, "login1");
+    EXPECT_EQ(hc.measurements, 2u);
+  }
+  EXPECT_EQ(plan.hosts[0].clock_offset_ns, 1'200 * us);
+  EXPECT_EQ(plan.hosts[0].residual_ns, 30 * us);  // half the round trip, no drift
+  // node-b: the mean of -2.51 and -2.49 ms; bound 30 us + half of 20 us drift.
+  EXPECT_EQ(plan.hosts[1].clock_offset_ns, -2'500 * us);
+  EXPECT_EQ(plan.hosts[1].drift_ns, 20 * us);
+  EXPECT_EQ(plan.hosts[1].residual_ns, 40 * us);
+  // The same instant on both hosts reads the same on the common clock.
+  const auto& r0 = rank(plan, 0);
+  const auto& r2 = rank(plan, 2);
+  const std::int64_t t = kBase + 10 * sec;
+  EXPECT_EQ(r0.common_ns(static_cast<std::uint64_t>(t - (kBase - 1000 * sec))) - (t + 1'200 * us), 0);
+  EXPECT_EQ(r2.common_ns(static_cast<std::uint64_t>(t - (kBase - 5000 * sec))) - (t + 1'200 * us), 0);
+  // The collectives agree with the measurement: the estimate only checks it.
+  ClockEstimate est = estimate_offsets_from_collectives(plan);
+  apply_clock_estimate(plan, est, true);
+  EXPECT_EQ(plan.hosts[1].source, ClockSource::measured);
+  ASSERT_TRUE(est.hosts[1].estimated) << est.hosts[1].why_not;
+  EXPECT_LE(std::llabs(est.hosts[1].change_ns), 30 * us);
+  const std::string text = render_cluster_summary(plan, &est);
+  EXPECT_TRUE(contains(text, "Clock: the common clock is login1's wall clock (the cluster coordinator")) << text;
+  EXPECT_TRUE(contains(text, "node-a: +1.200 ms, measured against login1, within 0.030 ms (2 measurements, drift "
+                             "+0.000 ms)"))
+      << text;
+  EXPECT_TRUE(contains(text, "node-b: -2.500 ms, measured against login1, within 0.040 ms (2 measurements, drift "
+                             "+0.020 ms)"))
+      << text;
+}
+
+TEST(Cluster, MeasuredOffsetOfNoRecordsIsNone) {
+  EXPECT_FALSE(measured_offset({}).has_value());
+  auto m = measured_offset({{0, -100, 41, 8, false, "c"}});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->offset_ns, -100);
+  EXPECT_EQ(m->bound_ns, 21);  // half of 41, rounded up
+  EXPECT_EQ(m->drift_ns, 0);
+}

@@ -88,6 +88,7 @@ std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpA
 
 int write_merged_reports(const std::vector<MergeInput>& files, const MergeOptions& opt) {
   MergePlan plan = plan_merge(files, opt.measured_offsets_ns);
+  plan.notes.insert(plan.notes.end(), opt.notes.begin(), opt.notes.end());
   ClockEstimate clock = estimate_offsets_from_collectives(plan);
   if (opt.estimate_clock) apply_clock_estimate(plan, clock, true);
 

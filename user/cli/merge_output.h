@@ -27,6 +27,7 @@ struct MergeOptions {
   std::map<std::string, std::int64_t> measured_offsets_ns;
   bool estimate_clock = true;  // refine hosts without a measurement from the collectives
   ClusterSummaryOptions summary;
+  std::vector<std::string> notes;  // added to the summary's notes (the cluster manifest's failed nodes)
 };
 
 // Returns the number of ranks merged.  Throws lt::Error(io).

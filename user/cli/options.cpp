@@ -14,6 +14,8 @@ std::string usage_text() {
        ltrace-bpf report FILE [report options]                reports from a trace file
        ltrace-bpf report DIR --merge [--chrome F] [--chrome-dir D]  one job from many traces
        ltrace-bpf run [options] -- COMMAND [ARGS...]          launch COMMAND under ltrace-bpf
+       ltrace-bpf cluster --slurm-job ID -o DIR [options]     every rank of a running Slurm job
+       ltrace-bpf agent --job-env K=V ... -o FILE [options]   one node's recorder (cluster starts it)
 
 Attach to running PyTorch Lightning jobs from outside (eBPF) and print the
 report Lightning's SimpleProfiler would have printed for the attach window.
@@ -81,6 +83,25 @@ options:
                         straggler), and --chrome as one trace on a common clock
       --chrome-dir DIR  with --merge: rank-<N>.json per rank (HTA's input)
       --html FILE       one self-contained HTML page: tables and a timeline
+cluster (on a login node; agents start through `srun --jobid=ID --overlap`,
+one per node, and record every rank of the job there):
+      --slurm-job ID    the running Slurm job (required)
+  -o DIR                the traces, one per node, and cluster-nodes.tsv
+      --nodes A,B       only these nodes of the job
+      --gather MODE     auto (default): the agents write into DIR when their
+                        node sees it (a shared file system), else send their
+                        trace back through srun; shared; stream
+      --agent PATH      ltrace-bpf on the nodes (default: this one's path)
+      --clock-addr HOST the address the nodes reach this host at (default:
+                        SLURM_LAUNCH_NODE_IPADDR, which srun gives them)
+                        and record options (--duration, --rate, --off-cpu,
+                        --ops, --no-gpu, ...), passed on to every agent
+agent (what cluster runs on each node; also for a DaemonSet):
+      --clock-server [HOST]:PORT  measure this host's wall clock against
+                        the coordinator's, at attach and at detach (UDP)
+      --wait SECS       wait this long for the job's processes (default 10)
+      --stream          send the trace back on stdout (base64), not to -o
+      --shared-marker F stream unless file F is visible here
   -h, --help            this text
   -V, --version         version
 
@@ -90,6 +111,7 @@ exit codes:
   6 missing privileges (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
   7 BPF load/attach failed   8 cannot read or write a file   9 not a trace file (or from a newer version)
   10 run: the command could not be started
+  11 cluster: some nodes gave no trace (the others' are kept)   12 cluster: Slurm not available
 )";
 }
 
@@ -181,6 +203,12 @@ Options parse_options(int argc, char** argv) {
   } else if (argc > 1 && std::string(argv[1]) == "report") {
     o.command = Options::Command::report;
     first = 2;
+  } else if (argc > 1 && std::string(argv[1]) == "agent") {
+    o.command = Options::Command::agent;
+    first = 2;
+  } else if (argc > 1 && std::string(argv[1]) == "cluster") {
+    o.command = Options::Command::cluster;
+    first = 2;
   } else if (argc > 1 && std::string(argv[1]) == "run") {
     o.command = Options::Command::run;
     o.children = true;
@@ -206,6 +234,19 @@ Options parse_options(int argc, char** argv) {
       }
     }
     auto arg = [&]() { return has_inline ? inline_value : value(i, a); };
+    // cluster: the record options go on to every agent as given.
+    static const char* const passed_on[] = {"--rate", "--off-cpu", "--ops", "--group-by-input-shapes", "--no-gpu",
+                                            "--no-inject", "--launch-stacks", "--device-stats", "-v", "--verbose",
+                                            "-c", "--children"};
+    static const char* const with_value[] = {"--rate", "--ops"};
+    if (o.command == Options::Command::cluster)
+      for (const char* f : passed_on)
+        if (a == f) {
+          o.agent_args.push_back(a);
+          for (const char* w : with_value)
+            if (a == w && !has_inline && i + 1 < argc) o.agent_args.push_back(argv[i + 1]);
+          if (has_inline) o.agent_args.back() += "=" + inline_value;
+        }
     if (a == "-p" || a == "--pid")
       o.pids.push_back(parse_pid(arg()));
     else if (a == "--job-env") {
@@ -279,7 +320,34 @@ Options parse_options(int argc, char** argv) {
       o.chrome_dir = arg();
     else if (a == "--html")
       o.html_path = arg();
-    else if (a == "-h" || a == "--help")
+    else if (a == "--slurm-job")
+      o.slurm_job = arg();
+    else if (a == "--nodes") {
+      std::string rest = arg() + ",";
+      for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(','))
+        if (at > 0) o.nodes.push_back(rest.substr(0, at));
+      if (o.nodes.empty()) throw Error(ExitCode::usage, "--nodes needs node names, e.g. node1,node2");
+    } else if (a == "--gather") {
+      o.gather = arg();
+      if (o.gather != "auto" && o.gather != "shared" && o.gather != "stream")
+        throw Error(ExitCode::usage, "--gather takes auto, shared or stream (got '" + o.gather + "')");
+    } else if (a == "--agent")
+      o.agent_path = arg();
+    else if (a == "--clock-addr")
+      o.clock_addr = arg();
+    else if (a == "--clock-server")
+      o.clock_server = arg();
+    else if (a == "--stream")
+      o.stream = true;
+    else if (a == "--shared-marker")
+      o.shared_marker = arg();
+    else if (a == "--wait") {
+      const std::string w = arg();
+      char* end = nullptr;
+      o.wait_s = std::strtod(w.c_str(), &end);
+      if (w.empty() || *end || !std::isfinite(o.wait_s) || o.wait_s < 0 || o.wait_s > 3600)
+        throw Error(ExitCode::usage, "invalid --wait '" + w + "': expected seconds, 0 to 3600");
+    } else if (a == "-h" || a == "--help")
       o.help = true;
     else if (a == "-V" || a == "--version")
       o.version = true;
@@ -294,13 +362,28 @@ Options parse_options(int argc, char** argv) {
       throw Error(ExitCode::usage,
                   "report reads a trace file: --pid, --children, --duration, --rate, --off-cpu, --ops and -o do not "
                   "apply");
+  } else if (o.command == Options::Command::cluster) {
+    if (o.slurm_job.empty())
+      throw Error(ExitCode::usage, "cluster needs --slurm-job ID (the running job to attach to)");
+    if (o.output.empty()) throw Error(ExitCode::usage, "cluster needs -o DIR (where the traces go)");
+    if (!o.pids.empty() || !o.job_env.empty())
+      throw Error(ExitCode::usage, "cluster finds every rank itself: --pid and --job-env do not apply");
   } else if (o.command == Options::Command::run) {
     if (o.run_argv.empty()) throw Error(ExitCode::usage, "run needs a command: ltrace-bpf run [options] -- COMMAND [ARGS]");
     if (!o.pids.empty()) throw Error(ExitCode::usage, "run launches its own target: --pid does not apply");
   } else if (o.pids.empty() && o.job_env.empty()) {
     throw Error(ExitCode::usage, "no target: give --pid PID or --job-env KEY=VALUE (see --help)");
   }
-  if (o.command == Options::Command::record && o.output.empty()) throw Error(ExitCode::usage, "record needs -o FILE");
+  if ((o.command == Options::Command::record || o.command == Options::Command::agent) && o.output.empty())
+    throw Error(ExitCode::usage, std::string(o.command == Options::Command::agent ? "agent" : "record") +
+                                     " needs -o FILE");
+  const bool cluster_only = !o.slurm_job.empty() || !o.nodes.empty() || o.gather != "auto" || !o.agent_path.empty() ||
+                            !o.clock_addr.empty();
+  if (cluster_only && o.command != Options::Command::cluster)
+    throw Error(ExitCode::usage, "--slurm-job, --nodes, --gather, --agent and --clock-addr apply to cluster");
+  const bool agent_only = !o.clock_server.empty() || o.stream || !o.shared_marker.empty() || o.wait_s != 10;
+  if (agent_only && o.command != Options::Command::agent)
+    throw Error(ExitCode::usage, "--clock-server, --stream, --shared-marker and --wait apply to agent");
   if ((o.merge || !o.chrome_dir.empty()) && o.command != Options::Command::report)
     throw Error(ExitCode::usage, "--merge and --chrome-dir apply to report: ltrace-bpf report DIR --merge");
   if (!o.chrome_dir.empty() && !o.merge) throw Error(ExitCode::usage, "--chrome-dir needs --merge");

@@ -10,7 +10,7 @@
 namespace lt {
 
 struct Options {
-  enum class Command { live, record, report, run } command = Command::live;
+  enum class Command { live, record, report, run, agent, cluster } command = Command::live;
   std::vector<std::string> run_argv;  // run: the command to launch under ltrace-bpf
   std::vector<pid_t> pids;
   // --job-env KEY=VALUE: every local process of a job (by its environment), e.g. SLURM_JOB_ID=4242
@@ -55,6 +55,18 @@ struct Options {
   bool merge = false;      // report DIR --merge: several trace files (nodes) as one job
   std::string chrome_dir;  // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text
+  // cluster: --slurm-job ID -o DIR [--nodes A,B] [--gather auto|shared|stream] [--agent PATH] [--clock-addr HOST]
+  std::string slurm_job;
+  std::vector<std::string> nodes;
+  std::string gather = "auto";
+  std::string agent_path;
+  std::string clock_addr;
+  std::vector<std::string> agent_args;  // the record options given, passed on to every agent
+  // agent: --clock-server [HOST]:PORT, --stream, --shared-marker PATH, --wait SECS
+  std::string clock_server;
+  bool stream = false;
+  std::string shared_marker;
+  double wait_s = 10;
   bool help = false, version = false;
 };
 

@@ -15,6 +15,7 @@
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
+#include "user/cluster/clock_exchange.h"
 #include "user/core/errors.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
@@ -289,6 +290,26 @@ void Session::emit_host_info() {
   emit(e);
 }
 
+void Session::emit_clock_sync(std::uint32_t phase) {
+  if (opts_.clock_host.empty()) return;
+  const auto m = cluster::measure_clock(opts_.clock_host, opts_.clock_port);
+  if (!m.ok) {
+    // The trace stays usable: the merge falls back to the collectives.
+    stats_.clock_errors.push_back(m.error);
+    notes_.push_back("clock exchange " + std::string(phase ? "at detach" : "at attach") + ": " + m.error);
+    return;
+  }
+  lt_clock_sync_event e{};
+  e.hdr = user_header(LT_EV_CLOCK_SYNC, sizeof e, 0);
+  e.offset_ns = m.offset_ns;
+  e.delay_ns = static_cast<std::uint64_t>(m.delay_ns);
+  e.samples = m.samples;
+  e.phase = phase;
+  std::strncpy(e.reference, m.reference.c_str(), sizeof e.reference - 1);
+  emit(e);
+  stats_.clock_syncs.push_back(e);
+}
+
 void Session::on_record(const lt_event_header& h, const void* data, std::size_t size) {
   if (h.size != size) return;  // never trust a record whose size disagrees
   switch (h.kind) {
@@ -461,6 +482,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   });
   if (!opts_.output_path.empty()) writer_ = std::make_unique<tracefile::TraceWriter>(opts_.output_path);
   emit_host_info();
+  emit_clock_sync(0);
   proctrack_ = std::make_unique<ProcTrackSource>();
   pyactions_ = std::make_unique<PyActionsSource>(*proctrack_);
   if (opts_.ops) {
@@ -628,6 +650,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   d.ringbuf_full = drops.ringbuf_full;
   d.read_faults = drops.read_faults;
   emit(d);
+  emit_clock_sync(1);
   proctrack_.reset();
   stats_.processes = alive_.size();
   if (writer_) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bpf/events.h"
 #include "reports/model/trace.h"
 #include "user/python/discovery.h"
 #include "user/python/thread_states.h"
@@ -62,6 +63,10 @@ struct SessionOptions {
   std::function<void(const lt_event_header&, const std::byte*)> sink;
   // Called once every probe is live (run: lets the launched command go).
   std::function<void()> on_attached;
+  // The cluster coordinator's clock server: measured at attach and at
+  // detach, into CLOCK_SYNC records (user/cluster/clock_exchange.h).
+  std::string clock_host;  // empty: no measurement
+  std::uint16_t clock_port = 0;
 };
 
 struct SessionStats {
@@ -70,6 +75,9 @@ struct SessionStats {
   std::size_t processes = 0;
   std::uint64_t records = 0;
   std::uint64_t file_bytes = 0;
+  // CLOCK_SYNC results, attach then detach (empty without clock_host).
+  std::vector<lt_clock_sync_event> clock_syncs;
+  std::vector<std::string> clock_errors;
 };
 
 class Session {
@@ -99,6 +107,7 @@ class Session {
     emit(&r, sizeof r);
   }
   void emit_host_info();
+  void emit_clock_sync(std::uint32_t phase);
 
   SessionOptions opts_;
   std::map<pid_t, python::Interpreter> prepared_;

@@ -19,6 +19,8 @@ enum class ExitCode : int {
   io = 8,               // cannot read or write a file
   bad_trace = 9,        // not a trace file, or one from a newer ltrace-bpf
   launch = 10,          // run: the command could not be started
+  partial = 11,         // cluster: some nodes gave no trace (the others' are kept)
+  slurm = 12,           // cluster: Slurm is not installed or did not answer
 };
 
 class Error : public std::runtime_error {

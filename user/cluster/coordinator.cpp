@@ -1,0 +1,386 @@
+#include "user/cluster/coordinator.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "user/cluster/agent_protocol.h"
+#include "user/cluster/clock_exchange.h"
+#include "user/cluster/slurm_job.h"
+#include "user/core/errors.h"
+
+namespace lt::cluster {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kManifest = "cluster-nodes.tsv";
+
+struct Node {
+  std::string name;
+  pid_t srun = -1;
+  int out = -1, err = -1;
+  std::string out_buf, err_buf;
+  std::string host;  // as the agent names its machine
+  double attached_s = -1;
+  std::string processes, ranks;
+  std::string trace;  // relative to out_dir, once there
+  std::uint64_t bytes = 0;
+  std::string clock_offset, clock_delay;
+  bool done = false, failed_line = false;
+  std::string error;  // what the agent or srun said went wrong
+  std::vector<std::string> stderr_tail;
+  // Streaming the trace back.
+  bool receiving = false;
+  std::uint64_t expect_bytes = 0;
+  std::string recv_path;
+  std::ofstream recv;
+  std::uint64_t received = 0;
+  bool stream_ok = false;
+  int status = -1;  // srun's wait status
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("ltrace-bpf") : p.string();
+}
+
+pid_t spawn(const std::vector<std::string>& argv, int& out, int& err) {
+  int o[2], e[2];
+  if (pipe2(o, O_CLOEXEC) != 0) return -1;
+  if (pipe2(e, O_CLOEXEC) != 0) {
+    close(o[0]), close(o[1]);
+    return -1;
+  }
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Its own process group: a Ctrl-C at the terminal reaches us only, and
+    // we stop the agents in order (srun takes a lone SIGINT as "status?").
+    setpgid(0, 0);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(o[1], 1);
+    dup2(e[1], 2);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(o[1]), close(e[1]);
+  if (pid < 0) {
+    close(o[0]), close(e[0]);
+    return -1;
+  }
+  out = o[0];
+  err = e[0];
+  return pid;
+}
+
+std::string fmt_s(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", s);
+  return b;
+}
+
+}  // namespace
+
+int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
+  const auto t0 = Clock::now();
+  auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  SlurmJob job = query_slurm_job(opt.job_id, opt.scontrol);
+  std::vector<std::string> nodes = job.nodes;
+  if (!opt.nodes.empty()) {
+    for (auto& n : opt.nodes)
+      if (std::find(job.nodes.begin(), job.nodes.end(), n) == job.nodes.end())
+        throw Error(ExitCode::usage,
+                    "--nodes: " + n + " is not a node of Slurm job " + job.id + " (" + job.nodelist + ")");
+    nodes = opt.nodes;
+  }
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  if (ec) throw Error(ExitCode::io, "cannot create " + opt.out_dir + ": " + ec.message());
+  const fs::path dir = fs::absolute(opt.out_dir, ec);
+
+  // A marker only a node that shares this directory can see.
+  std::string marker;
+  if (opt.gather == Gather::automatic) {
+    std::random_device rd;
+    marker = (dir / (".ltrace-cluster-" + std::to_string(rd()) + std::to_string(getpid()))).string();
+    std::ofstream(marker) << "ltrace-bpf cluster marker\n";
+  }
+  ClockServer clock;
+
+  std::vector<Node> ns(nodes.size());
+  const std::string agent = opt.agent_path.empty() ? self_exe() : opt.agent_path;
+  std::cerr << "ltrace-bpf: cluster: Slurm job " << job.id << ": " << nodes.size() << " node(s) (" << job.nodelist
+            << "); starting an agent on each\n";
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = ns[i];
+    n.name = nodes[i];
+    std::vector<std::string> a = {agent,
+                                  "agent",
+                                  "--job-env",
+                                  "SLURM_JOB_ID=" + job.id.substr(0, job.id.find('_')),
+                                  "--job-env",
+                                  "SLURMD_NODENAME=" + n.name,
+                                  "-o",
+                                  (dir / (n.name + ".ltrace")).string(),
+                                  "--clock-server",
+                                  opt.clock_host + ":" + std::to_string(clock.port()),
+                                  "--wait",
+                                  fmt_s(opt.wait_s)};
+    if (opt.gather == Gather::stream) a.push_back("--stream");
+    if (!marker.empty()) a.insert(a.end(), {"--shared-marker", marker});
+    if (opt.duration_s > 0) a.insert(a.end(), {"--duration", fmt_s(opt.duration_s)});
+    a.insert(a.end(), opt.agent_args.begin(), opt.agent_args.end());
+    const auto argv = agent_srun_argv(opt.srun, job.id, n.name, a);
+    if (opt.verbose) {
+      std::string line;
+      for (auto& s : argv) line += (line.empty() ? "" : " ") + s;
+      std::cerr << "ltrace-bpf: cluster: " << line << "\n";
+    }
+    n.srun = spawn(argv, n.out, n.err);
+    if (n.srun < 0) n.error = "cannot run " + opt.srun + ": " + std::strerror(errno);
+  }
+
+  bool stopping = false, announced = false;
+  Clock::time_point stop_at{};
+  auto handle_line = [&](Node& n, const std::string& line) {
+    if (n.receiving) {
+      if (line.rfind(std::string(kAgentPrefix) + "end", 0) == 0) {
+        n.receiving = false;
+        n.recv.close();
+        n.stream_ok = n.received == n.expect_bytes && n.recv;
+        return;
+      }
+      std::string bytes;
+      if (!base64_decode_append(line, bytes)) {
+        n.error = "the streamed trace is corrupt";
+        return;
+      }
+      n.received += bytes.size();
+      n.recv.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      return;
+    }
+    auto m = parse_agent_line(line);
+    if (!m) {
+      if (!line.empty()) std::cout << n.name << ": " << line << "\n";
+      return;
+    }
+    if (m->kind == "hello") {
+      n.host = m->field("host");
+    } else if (m->kind == "attached") {
+      n.attached_s = since();
+      n.processes = m->field("processes");
+      n.ranks = m->field("ranks");
+      std::cerr << "ltrace-bpf: cluster: " << n.name << ": attached to " << n.processes << " process(es)"
+                << (n.ranks.empty() ? "" : " (ranks " + n.ranks + ")") << " at " << fmt_s(n.attached_s) << " s\n";
+    } else if (m->kind == "clock") {
+      n.clock_offset = m->field("offset_ns");
+      n.clock_delay = m->field("delay_ns");
+    } else if (m->kind == "done") {
+      n.done = true;
+      if (!m->field("path").empty() && m->field("stream") != "1") {
+        n.trace = fs::path(m->field("path")).lexically_relative(dir).string();
+        n.bytes = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
+      }
+    } else if (m->kind == "failed") {
+      n.failed_line = true;
+      n.error = m->field("error");
+    } else if (m->kind == "file") {
+      n.expect_bytes = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
+      n.recv_path = (dir / (n.name + ".ltrace")).string();
+      n.recv.open(n.recv_path, std::ios::binary | std::ios::trunc);
+      n.receiving = true;
+      n.received = 0;
+      if (!n.recv) n.error = "cannot write " + n.recv_path;
+    }
+  };
+  auto drain = [&](Node& n, int& fd, std::string& buf, bool is_err) {
+    char chunk[65536];
+    const ssize_t r = read(fd, chunk, sizeof chunk);
+    if (r < 0 && errno == EINTR) return;
+    if (r <= 0) {
+      if (!buf.empty()) buf += '\n';
+      close(fd);
+      fd = -1;
+    } else {
+      buf.append(chunk, static_cast<std::size_t>(r));
+    }
+    std::size_t at = 0, nl;
+    while ((nl = buf.find('\n', at)) != std::string::npos) {
+      std::string line = buf.substr(at, nl - at);
+      at = nl + 1;
+      if (is_err) {
+        if (line.rfind("ltrace-bpf: ", 0) == 0) line.erase(0, 12);
+        if (line.empty()) continue;
+        std::cerr << "ltrace-bpf: " << n.name << ": " << line << "\n";
+        n.stderr_tail.push_back(line);
+        if (n.stderr_tail.size() > 3) n.stderr_tail.erase(n.stderr_tail.begin());
+      } else {
+        handle_line(n, line);
+      }
+    }
+    buf.erase(0, at);
+  };
+
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<std::size_t, bool>> who;
+    for (std::size_t i = 0; i < ns.size(); ++i) {
+      if (ns[i].out >= 0) fds.push_back({ns[i].out, POLLIN, 0}), who.push_back({i, false});
+      if (ns[i].err >= 0) fds.push_back({ns[i].err, POLLIN, 0}), who.push_back({i, true});
+    }
+    if (fds.empty()) break;
+    if (stop.load() && !stopping) {
+      stopping = true;
+      stop_at = Clock::now();
+      std::cerr << "ltrace-bpf: cluster: stopping the agents\n";
+      for (auto& n : ns)
+        if (n.srun > 0) kill(n.srun, SIGTERM);
+    }
+    // Agents that outlive a stop by 30 s are killed (their srun with them).
+    if (stopping && Clock::now() - stop_at > std::chrono::seconds(30))
+      for (auto& n : ns)
+        if (n.srun > 0) kill(-n.srun, SIGKILL);
+    const int r = poll(fds.data(), fds.size(), 200);
+    if (r < 0 && errno != EINTR) break;
+    for (std::size_t k = 0; k < fds.size() && r > 0; ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Node& n = ns[who[k].first];
+      if (who[k].second)
+        drain(n, n.err, n.err_buf, true);
+      else
+        drain(n, n.out, n.out_buf, false);
+    }
+    if (!announced) {
+      bool all = true;
+      double last = 0;
+      for (auto& n : ns) {
+        all = all && (n.attached_s >= 0 || (n.out < 0 && n.err < 0));
+        last = std::max(last, n.attached_s);
+      }
+      if (all) {
+        announced = true;
+        std::size_t ok = 0;
+        for (auto& n : ns) ok += n.attached_s >= 0;
+        std::cerr << "ltrace-bpf: cluster: " << ok << " of " << ns.size() << " node(s) attached; the last at "
+                  << fmt_s(last) << " s after start\n";
+      }
+    }
+  }
+  for (auto& n : ns) {
+    if (n.srun <= 0) continue;
+    int st = 0;
+    while (waitpid(n.srun, &st, 0) < 0 && errno == EINTR) {
+    }
+    n.status = st;
+  }
+  if (!marker.empty()) fs::remove(marker, ec);
+
+  // What each node gave.
+  std::size_t good = 0;
+  std::ostringstream tsv;
+  tsv << "# ltrace-bpf cluster: Slurm job " << job.id << " (" << job.nodelist << "), " << ns.size()
+      << " node(s)\n# node\tstatus\thost\tprocesses\tranks\tattached_s\ttrace\tbytes\tclock_offset_ns\tclock_delay_ns\t"
+         "detail\n";
+  for (auto& n : ns) {
+    if (n.recv.is_open()) n.recv.close();
+    if (!n.recv_path.empty()) {
+      n.trace = fs::path(n.recv_path).filename().string();
+      n.bytes = n.received;
+      if (!n.stream_ok && n.error.empty()) n.error = "the streamed trace was cut short";
+    }
+    const bool exited_ok = n.status >= 0 && WIFEXITED(n.status) && WEXITSTATUS(n.status) == 0;
+    std::error_code fe;
+    const bool have_trace = !n.trace.empty() && fs::exists(dir / n.trace, fe);
+    std::string detail = n.error;
+    if (!exited_ok && detail.empty())
+      detail = n.srun < 0 ? "srun did not start"
+                          : "agent ended with " + describe_status(n.status) +
+                                (n.stderr_tail.empty() ? "" : ": " + n.stderr_tail.back());
+    // A node whose agent died mid-capture may still have left part of its
+    // trace in a shared directory: keep it, the merge marks it cut.
+    if (!have_trace) {
+      const fs::path maybe = dir / (n.name + ".ltrace");
+      if (fs::exists(maybe, fe) && fs::file_size(maybe, fe) > 0) {
+        n.trace = maybe.filename().string();
+        n.bytes = fs::file_size(maybe, fe);
+        detail += detail.empty() ? "" : "; ";
+        detail += "partial trace kept";
+      }
+    }
+    const bool ok = exited_ok && n.error.empty() && !n.failed_line && have_trace;
+    good += ok;
+    std::string clean = detail;
+    std::replace(clean.begin(), clean.end(), '\t', ' ');
+    std::replace(clean.begin(), clean.end(), '\n', ' ');
+    tsv << n.name << "\t" << (ok ? "ok" : "failed") << "\t" << (n.host.empty() ? "-" : n.host) << "\t"
+        << (n.processes.empty() ? "-" : n.processes) << "\t" << (n.ranks.empty() ? "-" : n.ranks) << "\t"
+        << (n.attached_s >= 0 ? fmt_s(n.attached_s) : "-") << "\t" << (n.trace.empty() ? "-" : n.trace) << "\t"
+        << n.bytes << "\t" << (n.clock_offset.empty() ? "-" : n.clock_offset) << "\t"
+        << (n.clock_delay.empty() ? "-" : n.clock_delay) << "\t" << (clean.empty() ? "-" : clean) << "\n";
+    if (ok)
+      std::cerr << "ltrace-bpf: cluster: " << n.name << ": " << (dir / n.trace).string() << " (" << n.bytes << " bytes"
+                << (n.recv_path.empty() ? "" : ", streamed back") << ")"
+                << (n.clock_delay.empty() ? ""
+                                          : "; clock " + n.clock_offset + " ns, round trip " + n.clock_delay + " ns")
+                << "\n";
+    else
+      std::cerr << "ltrace-bpf: cluster: " << n.name << ": no complete trace: " << detail << "\n";
+  }
+  const std::string manifest = (dir / kManifest).string();
+  {
+    std::ofstream m(manifest, std::ios::trunc);
+    m << tsv.str();
+    if (!m.flush()) throw Error(ExitCode::io, "cannot write " + manifest);
+  }
+  std::cerr << "ltrace-bpf: cluster: " << good << " of " << ns.size()
+            << " node(s) recorded; see them with: ltrace-bpf report " << opt.out_dir << " --merge\n";
+  return good == ns.size() ? 0 : static_cast<int>(ExitCode::partial);
+}
+
+std::vector<std::string> manifest_notes(const std::string& dir) {
+  std::vector<std::string> out;
+  std::ifstream f(fs::path(dir) / kManifest);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> c;
+    std::size_t at = 0;
+    for (std::size_t tab; (tab = line.find('\t', at)) != std::string::npos; at = tab + 1)
+      c.push_back(line.substr(at, tab - at));
+    c.push_back(line.substr(at));
+    if (c.size() < 11 || c[1] == "ok") continue;
+    out.push_back("node " + c[0] + ": its agent failed (" + c[10] + ")" +
+                  (c[6] == "-" ? ": no trace" : ": its trace " + c[6] + " may be incomplete"));
+  }
+  return out;
+}
+
+}  // namespace lt::cluster
