@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(make g++ clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev pkg-config
-              libgtest-dev systemtap-sdt-dev python3.11 python3.11-venv python3-pip procps util-linux chromium)
+              libgtest-dev systemtap-sdt-dev python3.11 python3.11-venv python3-pip procps util-linux chromium
+              slurmctld slurmd slurm-client munge iproute2)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -48,6 +48,9 @@ void install_signals() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
+  // srun turns SIGTERM into SIGKILL for its tasks but forwards SIGUSR1 as
+  // it is: the cluster coordinator stops its agents with it.
+  sigaction(SIGUSR1, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 }
 }  // namespace
@@ -71,7 +74,7 @@ int main(int argc, char** argv) {
       co.job_id = opts.slurm_job;
       co.out_dir = opts.output;
       co.nodes = opts.nodes;
-      co.gather = opts.gather == "stream" ? cluster::Gather::stream
+      co.gather = opts.gather == "stream"   ? cluster::Gather::stream
                   : opts.gather == "shared" ? cluster::Gather::shared
                                             : cluster::Gather::automatic;
       co.agent_path = opts.agent_path;
@@ -90,7 +93,8 @@ int main(int argc, char** argv) {
       mo.chrome_path = opts.chrome_path;
       mo.chrome_dir = opts.chrome_dir;
       mo.notes = cluster::manifest_notes(opts.input);
-      write_merged_reports(read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}), mo);
+      write_merged_reports(read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}),
+                           mo);
       return 0;
     }
     Trace trace;
@@ -215,8 +219,7 @@ int main(int argc, char** argv) {
       if (opts.command == Options::Command::record || agent)
         std::cerr << "ltrace-bpf: recorded " << st.records << " events from " << st.processes << " process(es) to "
                   << agent_out.trace_path << " (" << st.file_bytes << " bytes); see it with: ltrace-bpf report "
-                  << (agent_out.stream ? opts.output : agent_out.trace_path)
-                  << "\n";
+                  << (agent_out.stream ? opts.output : agent_out.trace_path) << "\n";
     }
     if (opts.command != Options::Command::record && opts.command != Options::Command::agent) {
       ActionsReport rep = aggregator.finish();
@@ -242,8 +245,9 @@ int main(int argc, char** argv) {
         std::cerr << "ltrace-bpf: wrote " << path << "\n";
       };
       if (!opts.chrome_path.empty())
-        write_file(opts.chrome_path,
-                   [&](std::ostream& f) { write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr, &gpu_rep); });
+        write_file(opts.chrome_path, [&](std::ostream& f) {
+          write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr, &gpu_rep);
+        });
       if (!opts.html_path.empty())
         write_file(opts.html_path, [&](std::ostream& f) {
           write_html_report(rep, opts.extended, f, &stack_rep, opts.wants_ops() ? &ops_rep : nullptr, &gpu_rep);
@@ -262,7 +266,8 @@ int main(int argc, char** argv) {
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
     std::cerr << "ltrace-bpf: internal error: " << e.what() << "\n";
-    if (g_agent) lt::cluster::agent_say("failed", {{"code", "1"}, {"error", std::string("internal error: ") + e.what()}});
+    if (g_agent)
+      lt::cluster::agent_say("failed", {{"code", "1"}, {"error", std::string("internal error: ") + e.what()}});
     return static_cast<int>(ExitCode::internal);
   }
 }

@@ -327,7 +327,8 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       lt_clock_sync_event cs;
       if (!record_as(h, p, cs) || cs.delay_ns > (1ull << 62)) return;
       rep.host.clock_syncs.push_back({h.ts_ns, cs.offset_ns, static_cast<std::int64_t>(cs.delay_ns), cs.samples,
-                                      cs.phase != 0, std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference))});
+                                      cs.phase != 0,
+                                      std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference))});
       return;
     }
     case LT_EV_DROPS: {

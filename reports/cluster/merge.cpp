@@ -48,7 +48,6 @@ bool is_strategy_backward(const std::string& n) {
   return starts_with(n, "[Strategy]") && ends_with(n, ".backward");
 }
 
-
 std::int64_t median_of(std::vector<std::int64_t> v) {
   if (v.empty()) return 0;
   const std::size_t n = v.size(), mid = n / 2;

@@ -815,7 +815,8 @@ std::vector<MergeInput> simulate_measured(std::int64_t coordinator_error, std::i
     const auto& hs = j.hosts[h++];
     for (std::uint32_t phase = 0; phase < 2; ++phase) {
       lt_clock_sync_event c{};
-      c.hdr = {LT_EV_CLOCK_SYNC, sizeof c, 0, 0, 0, static_cast<std::uint64_t>((phase ? hs.detach : hs.attach) - hs.boot)};
+      c.hdr = {
+          LT_EV_CLOCK_SYNC, sizeof c, 0, 0, 0, static_cast<std::uint64_t>((phase ? hs.detach : hs.attach) - hs.boot)};
       c.offset_ns = coordinator_error - hs.wall_error + (h == 2 ? measurement_error_b * (phase ? 1 : -1) : 0);
       c.delay_ns = 60 * us;
       c.samples = 32;
@@ -861,11 +862,13 @@ TEST(Cluster, ClockSyncRecordsAreMeasuredCorrections) {
   EXPECT_LE(std::llabs(est.hosts[1].change_ns), 30 * us);
   const std::string text = render_cluster_summary(plan, &est);
   EXPECT_TRUE(contains(text, "Clock: the common clock is login1's wall clock (the cluster coordinator")) << text;
-  EXPECT_TRUE(contains(text, "node-a: +1.200 ms, measured against login1, within 0.030 ms (2 measurements, drift "
-                             "+0.000 ms)"))
+  EXPECT_TRUE(contains(text,
+                       "node-a: +1.200 ms, measured against login1, within 0.030 ms (2 measurements, drift "
+                       "+0.000 ms)"))
       << text;
-  EXPECT_TRUE(contains(text, "node-b: -2.500 ms, measured against login1, within 0.040 ms (2 measurements, drift "
-                             "+0.020 ms)"))
+  EXPECT_TRUE(contains(text,
+                       "node-b: -2.500 ms, measured against login1, within 0.040 ms (2 measurements, drift "
+                       "+0.020 ms)"))
       << text;
 }
 

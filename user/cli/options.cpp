@@ -235,9 +235,18 @@ Options parse_options(int argc, char** argv) {
     }
     auto arg = [&]() { return has_inline ? inline_value : value(i, a); };
     // cluster: the record options go on to every agent as given.
-    static const char* const passed_on[] = {"--rate", "--off-cpu", "--ops", "--group-by-input-shapes", "--no-gpu",
-                                            "--no-inject", "--launch-stacks", "--device-stats", "-v", "--verbose",
-                                            "-c", "--children"};
+    static const char* const passed_on[] = {"--rate",
+                                            "--off-cpu",
+                                            "--ops",
+                                            "--group-by-input-shapes",
+                                            "--no-gpu",
+                                            "--no-inject",
+                                            "--launch-stacks",
+                                            "--device-stats",
+                                            "-v",
+                                            "--verbose",
+                                            "-c",
+                                            "--children"};
     static const char* const with_value[] = {"--rate", "--ops"};
     if (o.command == Options::Command::cluster)
       for (const char* f : passed_on)
@@ -369,16 +378,17 @@ Options parse_options(int argc, char** argv) {
     if (!o.pids.empty() || !o.job_env.empty())
       throw Error(ExitCode::usage, "cluster finds every rank itself: --pid and --job-env do not apply");
   } else if (o.command == Options::Command::run) {
-    if (o.run_argv.empty()) throw Error(ExitCode::usage, "run needs a command: ltrace-bpf run [options] -- COMMAND [ARGS]");
+    if (o.run_argv.empty())
+      throw Error(ExitCode::usage, "run needs a command: ltrace-bpf run [options] -- COMMAND [ARGS]");
     if (!o.pids.empty()) throw Error(ExitCode::usage, "run launches its own target: --pid does not apply");
   } else if (o.pids.empty() && o.job_env.empty()) {
     throw Error(ExitCode::usage, "no target: give --pid PID or --job-env KEY=VALUE (see --help)");
   }
   if ((o.command == Options::Command::record || o.command == Options::Command::agent) && o.output.empty())
-    throw Error(ExitCode::usage, std::string(o.command == Options::Command::agent ? "agent" : "record") +
-                                     " needs -o FILE");
-  const bool cluster_only = !o.slurm_job.empty() || !o.nodes.empty() || o.gather != "auto" || !o.agent_path.empty() ||
-                            !o.clock_addr.empty();
+    throw Error(ExitCode::usage,
+                std::string(o.command == Options::Command::agent ? "agent" : "record") + " needs -o FILE");
+  const bool cluster_only =
+      !o.slurm_job.empty() || !o.nodes.empty() || o.gather != "auto" || !o.agent_path.empty() || !o.clock_addr.empty();
   if (cluster_only && o.command != Options::Command::cluster)
     throw Error(ExitCode::usage, "--slurm-job, --nodes, --gather, --agent and --clock-addr apply to cluster");
   const bool agent_only = !o.clock_server.empty() || o.stream || !o.shared_marker.empty() || o.wait_s != 10;

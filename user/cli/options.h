@@ -46,14 +46,14 @@ struct Options {
   // on short ops (999 Hz costs ~1% of a CPU, docs/benchmarks.md).
   unsigned effective_rate() const { return rate_hz ? rate_hz : wants_ops() ? 999 : (wants_stacks() ? 99 : 0); }
   // GPU
-  bool gpu = true;            // --no-gpu: no GPU records
-  bool inject = true;         // --no-inject: never ptrace-inject the bridge
-  bool launch_stacks = false; // --launch-stacks: the Python stack of each launch (at most one per ms per thread)
-  bool device_stats = false;  // --device-stats: NVML + /proc samples per action
+  bool gpu = true;             // --no-gpu: no GPU records
+  bool inject = true;          // --no-inject: never ptrace-inject the bridge
+  bool launch_stacks = false;  // --launch-stacks: the Python stack of each launch (at most one per ms per thread)
+  bool device_stats = false;   // --device-stats: NVML + /proc samples per action
   bool verbose = false;
   std::string dump_path;
-  bool merge = false;      // report DIR --merge: several trace files (nodes) as one job
-  std::string chrome_dir;  // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)
+  bool merge = false;                  // report DIR --merge: several trace files (nodes) as one job
+  std::string chrome_dir;              // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text
   // cluster: --slurm-job ID -o DIR [--nodes A,B] [--gather auto|shared|stream] [--agent PATH] [--clock-addr HOST]
   std::string slurm_job;

@@ -261,8 +261,10 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
       stopping = true;
       stop_at = Clock::now();
       std::cerr << "ltrace-bpf: cluster: stopping the agents\n";
+      // srun forwards SIGUSR1 to the agent as it is (a SIGTERM it would turn
+      // into SIGKILL, losing the trace).
       for (auto& n : ns)
-        if (n.srun > 0) kill(n.srun, SIGTERM);
+        if (n.srun > 0) kill(n.srun, SIGUSR1);
     }
     // Agents that outlive a stop by 30 s are killed (their srun with them).
     if (stopping && Clock::now() - stop_at > std::chrono::seconds(30))
@@ -324,6 +326,9 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
       detail = n.srun < 0 ? "srun did not start"
                           : "agent ended with " + describe_status(n.status) +
                                 (n.stderr_tail.empty() ? "" : ": " + n.stderr_tail.back());
+    if (exited_ok && !have_trace && detail.empty() && !n.trace.empty())
+      detail = "its trace is not in " + dir.string() + " here: the node wrote it to its own " +
+               (dir / n.trace).string() + " (is the directory shared? --gather stream sends it back)";
     // A node whose agent died mid-capture may still have left part of its
     // trace in a shared directory: keep it, the merge marks it cut.
     if (!have_trace) {

@@ -12,10 +12,10 @@
 #include <ctime>
 #include <fstream>
 
+#include "user/cluster/clock_exchange.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
-#include "user/cluster/clock_exchange.h"
 #include "user/core/errors.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
@@ -523,10 +523,9 @@ Trace Session::run(const std::atomic<bool>& stop) {
   if (opts_.device_stats) {
     std::vector<pid_t> pids;
     for (auto& [pid, interp] : live_) pids.push_back(pid);
-    stats_sampler_ = std::make_unique<StatsSampler>(pids, std::chrono::milliseconds(100),
-                                                    [this](const lt_event_header& h, const std::byte* r) {
-                                                      emit(r, h.size);
-                                                    });
+    stats_sampler_ =
+        std::make_unique<StatsSampler>(pids, std::chrono::milliseconds(100),
+                                       [this](const lt_event_header& h, const std::byte* r) { emit(r, h.size); });
     if (!stats_sampler_->gpu_note().empty()) notes_.push_back("device stats: " + stats_sampler_->gpu_note());
   }
   lt_window_event w{};

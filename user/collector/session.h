@@ -51,13 +51,13 @@ struct SessionOptions {
   // GPU: records from CUDA targets (the CUPTI bridge, injected if needed,
   // or uprobes on libcudart / libcuda); see user/collector/gpu_tracer.h.
   bool gpu = true;
-  bool inject = true;                                   // may ptrace-inject the bridge into a running process
-  bool launch_stacks = false;                           // the Python stack of launches (needs sampling's TSD key)
-  std::uint64_t launch_stack_interval_ns = 0;          // ...at most one per thread per interval (0: every launch)
-  bool device_stats = false;                            // NVML + /proc samples (DeviceStatsMonitor keys)
+  bool inject = true;                          // may ptrace-inject the bridge into a running process
+  bool launch_stacks = false;                  // the Python stack of launches (needs sampling's TSD key)
+  std::uint64_t launch_stack_interval_ns = 0;  // ...at most one per thread per interval (0: every launch)
+  bool device_stats = false;                   // NVML + /proc samples (DeviceStatsMonitor keys)
   std::string preloaded_bridge;  // run: the bridge the command gets at launch: its probes go in before it starts
-  std::string output_path;              // also write the trace file here ("" = none)
-  bool keep_in_memory = false;          // also return every record as a Trace (--dump)
+  std::string output_path;       // also write the trace file here ("" = none)
+  bool keep_in_memory = false;   // also return every record as a Trace (--dump)
   // Sees every record as it arrives (the report aggregator), so a long
   // attach does not hold the stream in memory.
   std::function<void(const lt_event_header&, const std::byte*)> sink;
@@ -119,11 +119,11 @@ class Session {
   std::unique_ptr<PySampleSource> pysample_;
   std::unique_ptr<OpProbeSource> opprobe_;
   std::unique_ptr<OpTracer> optracer_;
-  std::map<pid_t, int> ops_pending_;               // targets without libtorch mapped yet -> polls
+  std::map<pid_t, int> ops_pending_;  // targets without libtorch mapped yet -> polls
   std::unique_ptr<GpuSource> gpusrc_;
   std::unique_ptr<GpuTracer> gputracer_;
-  std::map<pid_t, int> gpu_pending_;       // targets without CUDA (yet) -> polls
-  std::map<pid_t, bool> bridge_active_;    // bridges that said ACTIVE (wait for DORMANT on detach)
+  std::map<pid_t, int> gpu_pending_;     // targets without CUDA (yet) -> polls
+  std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)
   std::unique_ptr<StatsSampler> stats_sampler_;
   void attach_gpu(pid_t pid);
   void release_gpu(ring_buffer* rb);

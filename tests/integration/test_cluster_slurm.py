@@ -1,0 +1,313 @@
+"""`ltrace-bpf cluster --slurm-job N` against a real Slurm (Debian's
+slurmctld, slurmd and munge, started here) with two nodes simulated on this
+machine (network + UTS namespaces: their own hostnames and addresses;
+tests/integration/slurm_sim.py), running a real Lightning DDP job on CPU
+(gloo): 2 nodes x 2 ranks, launched by srun, ranks found by Lightning's own
+SLURMEnvironment.
+
+node2's tasks see their wall clock 3.7 ms ahead (an LD_PRELOAD shim that the
+cluster's TaskProlog exports there, as an unsynchronised node would be): the
+agents' round trips to the coordinator must measure it to within the bound
+they state, and within the issue's 100 us.  Rank 3 sleeps 30 ms per step:
+the merge must name it the straggler.
+
+Runs, on one job:
+  A. while the job waits: `cluster --gather stream`, with node2's agent
+     killed after attaching: node1's trace still comes back (through srun's
+     stdout), the manifest and the merge say node2 failed, exit code 11;
+  B. a second `cluster` on the same job, over the whole fit, traces written
+     to the shared directory; beside it a single-rank `record --pid` of
+     rank 3: its report must match rank 3's from the cluster run.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import LTRACE, VENV_PY, wait_for, parse_simple_report
+from slurm_sim import SlurmSim, slurm_available
+
+ok, why = slurm_available()
+pytestmark = [
+    pytest.mark.skipif(not ok, reason=f"no simulated Slurm here: {why}"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (BPF, namespaces)"),
+]
+
+STEPS = 120
+SLOW_RANK = 3
+SLOW_S = 0.03
+SHIFT_NS = 3_700_000
+CLOCK_GOAL_NS = 100_000
+
+SHIFT_SHIM = r'''
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <time.h>
+int clock_gettime(clockid_t c, struct timespec* ts) {
+  static int (*real)(clockid_t, struct timespec*);
+  if (!real) real = (int (*)(clockid_t, struct timespec*))dlsym(RTLD_NEXT, "clock_gettime");
+  int r = real(c, ts);
+  const char* s = getenv("LT_TEST_REALTIME_SHIFT_NS");
+  if (r == 0 && c == CLOCK_REALTIME && s) {
+    long long ns = ts->tv_nsec + atoll(s);
+    ts->tv_sec += ns / 1000000000LL;
+    ns %= 1000000000LL;
+    if (ns < 0) { ns += 1000000000LL; ts->tv_sec -= 1; }
+    ts->tv_nsec = ns;
+  }
+  return r;
+}
+'''
+
+# Lightning finds the ranks itself (SLURMEnvironment: SLURM_PROCID,
+# SLURM_LOCALID, SLURM_NTASKS); only the rendezvous is given.
+DDP_JOB = r'''
+import os, sys, time
+import torch
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader, TensorDataset
+
+go, steps = sys.argv[1], int(sys.argv[2])
+slow_rank, slow_s = int(os.environ["SLOW_RANK"]), float(os.environ["SLOW_S"])
+
+
+class Model(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(32, 2)
+
+    def training_step(self, batch, batch_idx):
+        if self.global_rank == slow_rank:
+            time.sleep(slow_s)
+        return self.net(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+data = DataLoader(TensorDataset(torch.randn(8 * steps, 32)), batch_size=8)
+print("READY", os.environ["SLURM_PROCID"], os.getpid(), flush=True)
+while not os.path.exists(go):
+    time.sleep(0.01)
+trainer = pl.Trainer(accelerator="cpu", devices=2, num_nodes=2, strategy="ddp", max_epochs=1, logger=False,
+                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                     use_distributed_sampler=False)
+trainer.fit(Model(), data)
+print("FIT_DONE", os.environ["SLURM_PROCID"], flush=True)
+'''
+
+
+def run(cmd, sim, timeout=300, **kw):
+    return subprocess.run(cmd, env=sim.env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def agent_pid(node):
+    """The ltrace-bpf agent started on `node` (its command line names it)."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if len(cmd) > 1 and cmd[0].endswith(b"ltrace-bpf") and cmd[1] == b"agent" and \
+                f"SLURMD_NODENAME={node}".encode() in cmd:
+            return int(d)
+    return None
+
+
+def manifest(dirpath):
+    rows = {}
+    for line in open(os.path.join(dirpath, "cluster-nodes.tsv")):
+        if line.startswith("#"):
+            continue
+        c = line.rstrip("\n").split("\t")
+        rows[c[0]] = c
+    return rows
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cluster")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    shim = tmp / "shift.so"
+    (tmp / "shift.c").write_text(SHIFT_SHIM)
+    assert cc and subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(shim), str(tmp / "shift.c"),
+                                  "-ldl"]).returncode == 0
+    prolog = tmp / "task_prolog.sh"
+    prolog.write_text("#!/bin/sh\n"
+                      f'if [ "$SLURMD_NODENAME" = node2 ]; then\n'
+                      f'  echo "export LD_PRELOAD={shim}"\n'
+                      f'  echo "export LT_TEST_REALTIME_SHIFT_NS={SHIFT_NS}"\n'
+                      "fi\n")
+    prolog.chmod(0o755)
+    job_py = tmp / "ddp_job.py"
+    job_py.write_text(DDP_JOB)
+    go = tmp / "go"
+    sim = SlurmSim(tmp / "slurm", nodes=("node1", "node2"), cpus_per_node=4, task_prolog=prolog, subnet_index=7)
+    sim.start()
+    out = {"tmp": tmp, "sim": sim}
+    try:
+        script = (f"#!/bin/sh\nexport MASTER_ADDR={sim.node_ip('node1')} MASTER_PORT=29533 GLOO_SOCKET_IFNAME=eth0 "
+                  f"SLOW_RANK={SLOW_RANK} SLOW_S={SLOW_S} PYTHONIOENCODING=utf-8\n"
+                  f"exec srun --output={tmp}/rank%t.out {VENV_PY} {job_py} {go} {STEPS}\n")
+        job = sim.sbatch(script, nodes=2, ntasks_per_node=2)
+        out["job"] = job
+        sim.wait_state(job, "RUNNING", 60)
+        for r in range(4):
+            wait_for(str(tmp / f"rank{r}.out"), "READY", 180)
+        pids = {}
+        for r in range(4):
+            m = re.search(r"READY (\d+) (\d+)", (tmp / f"rank{r}.out").read_text())
+            pids[int(m.group(1))] = int(m.group(2))
+        out["pids"] = pids
+
+        # A: stream the traces back; node2's agent dies after attaching.
+        a_dir = tmp / "traces_a"
+        a_err = open(tmp / "a.err", "w")
+        a = subprocess.Popen([LTRACE, "cluster", "--slurm-job", str(job), "-o", str(a_dir), "--gather", "stream",
+                              "--duration", "20"], env=sim.env, stdout=subprocess.PIPE, stderr=a_err, text=True)
+        try:
+            wait_for(str(tmp / "a.err"), "node(s) attached", 60, a)
+            victim = agent_pid("node2")
+            assert victim, "no agent process for node2"
+            os.kill(victim, signal.SIGKILL)
+            time.sleep(1.0)
+            a.send_signal(signal.SIGINT)  # ends the capture on node1 early
+            out["a_stdout"], _ = a.communicate(timeout=60)
+        finally:
+            if a.poll() is None:
+                a.kill()
+        out["a_rc"] = a.returncode
+        out["a_err"] = (tmp / "a.err").read_text()
+        out["a_dir"] = a_dir
+
+        # B: the whole fit, into the shared directory, beside a single-rank
+        # attach of rank 3.
+        b_dir = tmp / "traces_b"
+        single = tmp / "single.ltrace"
+        s_err = open(tmp / "single.err", "w")
+        rec = subprocess.Popen([LTRACE, "record", "--pid", str(pids[SLOW_RANK]), "-o", str(single), "-v"],
+                               stderr=s_err, stdout=subprocess.DEVNULL)
+        b_err = open(tmp / "b.err", "w")
+        t0 = time.time()
+        b = subprocess.Popen([LTRACE, "cluster", "--slurm-job", str(job), "-o", str(b_dir), "--duration", "300"],
+                             env=sim.env, stdout=subprocess.PIPE, stderr=b_err, text=True)
+        try:
+            wait_for(str(tmp / "single.err"), "attached", 60, rec)
+            wait_for(str(tmp / "b.err"), "node(s) attached", 60, b)
+            out["b_attach_wall_s"] = time.time() - t0
+            go.touch()
+            out["b_stdout"], _ = b.communicate(timeout=400)
+            assert rec.wait(timeout=60) == 0
+        finally:
+            for p in (b, rec):
+                if p.poll() is None:
+                    p.kill()
+        out["b_rc"] = b.returncode
+        out["b_err"] = (tmp / "b.err").read_text()
+        out["b_dir"] = b_dir
+        out["single"] = single
+        sim.wait_state(job, "COMPLETED", 120)
+        yield out
+    finally:
+        if "job" in out:
+            sim.cancel(out["job"])
+        sim.stop()
+
+
+def test_killed_agent_others_still_recorded_and_the_merge_says_what_is_missing(cluster):
+    err = cluster["a_err"]
+    assert cluster["a_rc"] == 11, err  # partial
+    rows = manifest(cluster["a_dir"])
+    assert rows["node1"][1] == "ok", rows
+    assert rows["node2"][1] == "failed", rows
+    assert "signal 9" in rows["node2"][10] or "killed" in rows["node2"][10].lower(), rows
+    assert "streamed back" in err, err
+    # node1's trace came back through srun and is a whole trace file.
+    r = subprocess.run([LTRACE, "report", str(cluster["a_dir"] / "node1.ltrace"), "--dump", "/dev/stdout"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert " host_info" in r.stdout and "clock_sync phase=0" in r.stdout and " window end" in r.stdout, r.stdout[:2000]
+    m = subprocess.run([LTRACE, "report", str(cluster["a_dir"]), "--merge"], capture_output=True, text=True)
+    assert m.returncode == 0, m.stderr
+    assert "node node2: its agent failed" in m.stdout, m.stdout
+
+
+def test_second_run_records_every_rank_on_both_nodes(cluster):
+    err = cluster["b_err"]
+    assert cluster["b_rc"] == 0, err
+    rows = manifest(cluster["b_dir"])
+    assert [rows[n][1] for n in ("node1", "node2")] == ["ok", "ok"], rows
+    assert rows["node1"][2] == "node1" and rows["node2"][2] == "node2", rows
+    m = re.search(r"2 of 2 node\(s\) attached; the last at ([\d.]+) s after start", err)
+    assert m, err
+    print(f"cluster: both nodes attached {m.group(1)} s after start")
+
+
+@pytest.fixture(scope="module")
+def merged(cluster):
+    out = cluster["tmp"] / "merged"
+    r = subprocess.run([LTRACE, "report", str(cluster["b_dir"]), "--merge", "--chrome", str(out / "merged.json"),
+                        "--dirpath", str(out / "reports"), "--filename", "fit"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return out, r
+
+
+def test_summary_names_every_rank_and_the_straggler(merged):
+    out, r = merged
+    s = r.stdout
+    assert "Ranks: 4 of world size 4, on 2 host(s)" in s, s
+    assert "Missing: none" in s, s
+    assert f"Straggler: rank {SLOW_RANK} (pid" in s, s
+
+
+def test_measured_clock_correction_is_within_its_bound_and_the_goal(merged):
+    out, r = merged
+    meta = json.load(open(out / "merged.json"))["ltrace_bpf"]["common_clock"]
+    hosts = {h["host"]: h for h in meta["hosts"]}
+    assert set(hosts) == {"node1", "node2"}, meta
+    assert "measured against" in r.stdout, r.stdout
+    # Both measured against the coordinator (this machine's unshifted clock):
+    # node2's correction must undo the +3.7 ms its tasks see.
+    n1, n2 = hosts["node1"], hosts["node2"]
+    error = (n2["clock_offset_ns"] - n1["clock_offset_ns"]) + SHIFT_NS
+    bound = n1["residual_ns"] + n2["residual_ns"]
+    print(f"node2 vs node1: injected +{SHIFT_NS} ns; corrected by {n2['clock_offset_ns'] - n1['clock_offset_ns']} ns: "
+          f"error {error} ns; stated bound {bound} ns")
+    assert 0 <= n1["residual_ns"] and 0 <= n2["residual_ns"]
+    assert abs(error) <= bound, (error, bound)
+    assert abs(error) <= CLOCK_GOAL_NS, error
+    assert bound <= CLOCK_GOAL_NS, bound
+
+
+def test_each_rank_report_matches_a_single_rank_attach(cluster, merged):
+    out, r = merged
+    single_dir = cluster["tmp"] / "single_reports"
+    s = subprocess.run([LTRACE, "report", str(cluster["single"]), "--dirpath", str(single_dir), "--filename", "fit"],
+                       capture_output=True, text=True)
+    assert s.returncode == 0, s.stderr
+    # Rank 3 is node2's local rank 1: Lightning's per-rank file name.
+    mine = (out / "reports" / "node2" / "fit-fit-1.txt")
+    theirs = single_dir / "fit-fit-1.txt"
+    assert mine.exists() and theirs.exists(), (list((out / "reports").rglob("*")), list(single_dir.rglob("*")))
+    a, b = parse_simple_report(mine.read_text()), parse_simple_report(theirs.read_text())
+    assert "run_training_batch" in a, mine.read_text()
+    # The same actions, called as often; times of the same calls within 5%
+    # (two tracers' probes on one process fire one after the other).
+    assert set(a) == set(b), (sorted(set(a) ^ set(b)))
+    for name in a:
+        if name == "Total":
+            continue
+        assert a[name][1] == b[name][1], (name, a[name], b[name])
+        ta, tb = float(a[name][2]), float(b[name][2])
+        assert abs(ta - tb) <= 0.05 * max(ta, tb) + 0.002, (name, a[name], b[name])
