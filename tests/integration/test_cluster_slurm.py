@@ -311,3 +311,29 @@ def test_each_rank_report_matches_a_single_rank_attach(cluster, merged):
         assert a[name][1] == b[name][1], (name, a[name], b[name])
         ta, tb = float(a[name][2]), float(b[name][2])
         assert abs(ta - tb) <= 0.05 * max(ta, tb) + 0.002, (name, a[name], b[name])
+
+
+def test_the_job_was_not_disturbed(cluster):
+    # Two cluster runs (one agent killed mid-capture) and a single-rank
+    # attach: every rank still finished its fit, and the job completed.
+    for r in range(4):
+        text = (cluster["tmp"] / f"rank{r}.out").read_text()
+        assert f"FIT_DONE {r}" in text, text[-2000:]
+    assert cluster["sim"].job_state(cluster["job"]) == "COMPLETED"
+
+
+def test_a_job_that_is_not_running_is_a_clear_error(cluster):
+    sim = cluster["sim"]
+    done = subprocess.run([LTRACE, "cluster", "--slurm-job", str(cluster["job"]), "-o", str(cluster["tmp"] / "x")],
+                          env=sim.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1 and "is COMPLETED, not RUNNING" in done.stderr, done.stderr
+    none = subprocess.run([LTRACE, "cluster", "--slurm-job", "987654", "-o", str(cluster["tmp"] / "y")],
+                          env=sim.env, capture_output=True, text=True, timeout=60)
+    assert none.returncode == 3, none.stderr
+    assert "does not exist" in none.stderr and none.stderr.count("\n") == 1, none.stderr
+    env = dict(sim.env, PATH="/nonexistent")
+    noslurm = subprocess.run([LTRACE, "cluster", "--slurm-job", "1", "-o", str(cluster["tmp"] / "z")], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert noslurm.returncode == 12, noslurm.stderr
+    assert "scontrol" in noslurm.stderr and noslurm.stderr.count("\n") == 1, noslurm.stderr
