@@ -30,31 +30,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from clock_shift import build_shift_shim  # noqa: E402
 from slurm_sim import SlurmSim, slurm_available  # noqa: E402
 
 LTRACE = os.path.join(ROOT, "build", "ltrace-bpf")
 PY = os.path.join(ROOT, ".venv", "bin", "python")
-
-SHIM = r'''
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdlib.h>
-#include <time.h>
-int clock_gettime(clockid_t c, struct timespec* ts) {
-  static int (*real)(clockid_t, struct timespec*);
-  if (!real) real = (int (*)(clockid_t, struct timespec*))dlsym(RTLD_NEXT, "clock_gettime");
-  int r = real(c, ts);
-  const char* s = getenv("LT_TEST_REALTIME_SHIFT_NS");
-  if (r == 0 && c == CLOCK_REALTIME && s) {
-    long long ns = ts->tv_nsec + atoll(s);
-    ts->tv_sec += ns / 1000000000LL;
-    ns %= 1000000000LL;
-    if (ns < 0) { ns += 1000000000LL; ts->tv_sec -= 1; }
-    ts->tv_nsec = ns;
-  }
-  return r;
-}
-'''
 
 JOB = r'''
 import os, sys, time
@@ -94,9 +74,9 @@ def main():
     shifts = {n: [0, 3_700_000, -1_250_000, 250_000, 42_000_000][i % 5] for i, n in enumerate(names)}
     tmp = tempfile.mkdtemp(prefix="lt-cluster-bench-")
     try:
-        shim = os.path.join(tmp, "shift.so")
-        open(os.path.join(tmp, "shift.c"), "w").write(SHIM)
-        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", shim, os.path.join(tmp, "shift.c"), "-ldl"], check=True)
+        shim = build_shift_shim(tmp)
+        if not shim:
+            sys.exit("cluster_attach: no C compiler for the clock-shift shim")
         prolog = os.path.join(tmp, "prolog.sh")
         with open(prolog, "w") as f:
             f.write("#!/bin/sh\ncase \"$SLURMD_NODENAME\" in\n")

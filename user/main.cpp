@@ -40,11 +40,14 @@ void on_signal(int) {
   g_stop.store(true);
 }
 
-void install_signals() {
+// `restart`: SA_RESTART, so a signal does not fail a write in progress (the
+// agent's stdout, the coordinator's stderr); the loops that wait still wake,
+// as poll() and nanosleep() are never restarted.
+void install_signals(bool restart = false) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: let poll() return
+  sa.sa_flags = restart ? SA_RESTART : 0;  // none: let a blocking read return too
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
@@ -69,7 +72,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (opts.command == Options::Command::cluster) {
-      install_signals();
+      install_signals(true);
       cluster::ClusterOptions co;
       co.job_id = opts.slurm_job;
       co.out_dir = opts.output;
@@ -81,6 +84,7 @@ int main(int argc, char** argv) {
       co.agent_args = opts.agent_args;
       co.duration_s = opts.duration_s;
       co.clock_host = opts.clock_addr;
+      co.wait_s = opts.wait_s;
       co.verbose = opts.verbose;
       return cluster::run_cluster(co, g_stop);
     }
@@ -124,7 +128,7 @@ int main(int argc, char** argv) {
       for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << opts.input << ": " << w << "\n";
       if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
     } else {
-      install_signals();
+      install_signals(opts.command == Options::Command::agent);
       // The node agent: `record` that reports to the cluster coordinator on
       // stdout (user/cluster/agent_protocol.h).
       const bool agent = opts.command == Options::Command::agent;

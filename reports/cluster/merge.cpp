@@ -340,6 +340,18 @@ MergePlan plan_merge(const std::vector<MergeInput>& inputs,
     }
   }
   if (!plan.ranks.empty()) plan.reference_host = plan.ranks[0].host_index;
+  // With hosts measured by the agents (CLOCK_SYNC) the common clock is the
+  // one they were measured against: the reference must be one of them (the lowest-ranked), so that
+  // an unmeasured host (its clock exchange failed) is estimated against it
+  // rather than the measured ones being left off by its NTP error.
+  // (Corrections given by the caller are relative to the reference host's
+  // clock, so they leave it where it is.)
+  if (!plan.hosts.empty() && plan.hosts[plan.reference_host].source != ClockSource::measured)
+    for (const auto& r : plan.ranks)
+      if (!plan.hosts[r.host_index].measured_against.empty()) {
+        plan.reference_host = r.host_index;
+        break;
+      }
   refresh(plan);
   return plan;
 }

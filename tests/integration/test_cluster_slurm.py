@@ -22,14 +22,14 @@ Runs, on one job:
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, wait_for, parse_simple_report
+from clock_shift import build_shift_shim
+from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for, parse_simple_report
 from slurm_sim import SlurmSim, slurm_available
 
 ok, why = slurm_available()
@@ -43,67 +43,6 @@ SLOW_RANK = 3
 SLOW_S = 0.03
 SHIFT_NS = 3_700_000
 CLOCK_GOAL_NS = 100_000
-
-SHIFT_SHIM = r'''
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdlib.h>
-#include <time.h>
-int clock_gettime(clockid_t c, struct timespec* ts) {
-  static int (*real)(clockid_t, struct timespec*);
-  if (!real) real = (int (*)(clockid_t, struct timespec*))dlsym(RTLD_NEXT, "clock_gettime");
-  int r = real(c, ts);
-  const char* s = getenv("LT_TEST_REALTIME_SHIFT_NS");
-  if (r == 0 && c == CLOCK_REALTIME && s) {
-    long long ns = ts->tv_nsec + atoll(s);
-    ts->tv_sec += ns / 1000000000LL;
-    ns %= 1000000000LL;
-    if (ns < 0) { ns += 1000000000LL; ts->tv_sec -= 1; }
-    ts->tv_nsec = ns;
-  }
-  return r;
-}
-'''
-
-# Lightning finds the ranks itself (SLURMEnvironment: SLURM_PROCID,
-# SLURM_LOCALID, SLURM_NTASKS); only the rendezvous is given.
-DDP_JOB = r'''
-import os, sys, time
-import torch
-import pytorch_lightning as pl
-from torch.utils.data import DataLoader, TensorDataset
-
-go, steps = sys.argv[1], int(sys.argv[2])
-slow_rank, slow_s = int(os.environ["SLOW_RANK"]), float(os.environ["SLOW_S"])
-
-
-class Model(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.net = torch.nn.Linear(32, 2)
-
-    def training_step(self, batch, batch_idx):
-        if self.global_rank == slow_rank:
-            time.sleep(slow_s)
-        return self.net(batch[0]).pow(2).mean()
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.01)
-
-
-torch.manual_seed(0)
-torch.set_num_threads(1)
-data = DataLoader(TensorDataset(torch.randn(8 * steps, 32)), batch_size=8)
-print("READY", os.environ["SLURM_PROCID"], os.getpid(), flush=True)
-while not os.path.exists(go):
-    time.sleep(0.01)
-trainer = pl.Trainer(accelerator="cpu", devices=2, num_nodes=2, strategy="ddp", max_epochs=1, logger=False,
-                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                     use_distributed_sampler=False)
-trainer.fit(Model(), data)
-print("FIT_DONE", os.environ["SLURM_PROCID"], flush=True)
-'''
-
 
 def run(cmd, sim, timeout=300, **kw):
     return subprocess.run(cmd, env=sim.env, capture_output=True, text=True, timeout=timeout, **kw)
@@ -137,11 +76,8 @@ def manifest(dirpath):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cluster")
-    cc = shutil.which("cc") or shutil.which("gcc")
-    shim = tmp / "shift.so"
-    (tmp / "shift.c").write_text(SHIFT_SHIM)
-    assert cc and subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(shim), str(tmp / "shift.c"),
-                                  "-ldl"]).returncode == 0
+    shim = build_shift_shim(tmp)
+    assert shim, "no C compiler for the clock-shift shim"
     prolog = tmp / "task_prolog.sh"
     prolog.write_text("#!/bin/sh\n"
                       f'if [ "$SLURMD_NODENAME" = node2 ]; then\n'
@@ -149,8 +85,7 @@ def cluster(tmp_path_factory):
                       f'  echo "export LT_TEST_REALTIME_SHIFT_NS={SHIFT_NS}"\n'
                       "fi\n")
     prolog.chmod(0o755)
-    job_py = tmp / "ddp_job.py"
-    job_py.write_text(DDP_JOB)
+    job_py = os.path.join(WORKLOADS, "ddp_straggler.py")
     go = tmp / "go"
     sim = SlurmSim(tmp / "slurm", nodes=("node1", "node2"), cpus_per_node=4, task_prolog=prolog, subnet_index=7)
     sim.start()
@@ -158,7 +93,7 @@ def cluster(tmp_path_factory):
     try:
         script = (f"#!/bin/sh\nexport MASTER_ADDR={sim.node_ip('node1')} MASTER_PORT=29533 GLOO_SOCKET_IFNAME=eth0 "
                   f"SLOW_RANK={SLOW_RANK} SLOW_S={SLOW_S} PYTHONIOENCODING=utf-8\n"
-                  f"exec srun --output={tmp}/rank%t.out {VENV_PY} {job_py} {go} {STEPS}\n")
+                  f"exec srun --output={tmp}/rank%t.out {VENV_PY} {job_py} {go} {STEPS} 2 2\n")
         job = sim.sbatch(script, nodes=2, ntasks_per_node=2)
         out["job"] = job
         sim.wait_state(job, "RUNNING", 60)

@@ -18,7 +18,8 @@ import subprocess
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, wait_for
+from clock_shift import build_shift_shim
+from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
 
 
 def merge_supported():
@@ -41,68 +42,6 @@ SLOW_S = 0.03
 CLOCK_BOUND_NS = 100_000  # the issue's goal for the corrected clock error
 SHIFT_NS = 3_700_000  # injected into node-b's recorded wall clock
 
-# An LD_PRELOAD shim that moves CLOCK_REALTIME of the process it is loaded
-# into (node-b's recorder): its HOST_INFO clock pair then maps node-b's
-# monotonic clock 3.7 ms off, as an unsynchronised node would.
-SHIFT_SHIM = r'''
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdlib.h>
-#include <time.h>
-int clock_gettime(clockid_t c, struct timespec* ts) {
-  static int (*real)(clockid_t, struct timespec*);
-  if (!real) real = (int (*)(clockid_t, struct timespec*))dlsym(RTLD_NEXT, "clock_gettime");
-  int r = real(c, ts);
-  const char* s = getenv("LT_TEST_REALTIME_SHIFT_NS");
-  if (r == 0 && c == CLOCK_REALTIME && s) {
-    long long ns = ts->tv_nsec + atoll(s);
-    ts->tv_sec += ns / 1000000000LL;
-    ns %= 1000000000LL;
-    if (ns < 0) { ns += 1000000000LL; ts->tv_sec -= 1; }
-    ts->tv_nsec = ns;
-  }
-  return r;
-}
-'''
-
-DDP_JOB = r'''
-import os, sys, time
-import torch
-import pytorch_lightning as pl
-from torch.utils.data import DataLoader, TensorDataset
-
-go, steps = sys.argv[1], int(sys.argv[2])
-slow_rank, slow_s = int(os.environ["SLOW_RANK"]), float(os.environ["SLOW_S"])
-
-
-class Model(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.net = torch.nn.Linear(32, 2)
-
-    def training_step(self, batch, batch_idx):
-        if self.global_rank == slow_rank:
-            time.sleep(slow_s)  # the straggler: everyone else waits at the all-reduce
-        return self.net(batch[0]).pow(2).mean()
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.01)
-
-
-torch.manual_seed(0)
-torch.set_num_threads(1)
-data = DataLoader(TensorDataset(torch.randn(8 * steps, 32)), batch_size=8)
-print("READY", os.getpid(), flush=True)
-while not os.path.exists(go):
-    time.sleep(0.01)
-trainer = pl.Trainer(accelerator="cpu", devices=int(os.environ["WORLD_SIZE"]), num_nodes=1, strategy="ddp", max_epochs=1, logger=False,
-                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                     use_distributed_sampler=False)
-trainer.fit(Model(), data)
-print("FIT_DONE", flush=True)
-'''
-
-
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -122,16 +61,13 @@ def merged(tmp_path_factory):
     if not shutil.which("unshare"):
         pytest.skip("unshare (util-linux) not installed")
     tmp = tmp_path_factory.mktemp("merge")
-    job = tmp / "ddp_job.py"
-    job.write_text(DDP_JOB)
+    job = os.path.join(WORKLOADS, "ddp_straggler.py")
     go = tmp / "go"
     traces = tmp / "traces"
     traces.mkdir()
     port = free_port()
-    shim = tmp / "shift.so"
-    (tmp / "shift.c").write_text(SHIFT_SHIM)
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc or subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(shim), str(tmp / "shift.c"), "-ldl"]).returncode:
+    shim = build_shift_shim(tmp)
+    if not shim:
         pytest.skip("no C compiler for the clock-shift shim")
     ranks, recorders = [], []
     try:
@@ -140,7 +76,7 @@ def merged(tmp_path_factory):
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), SLOW_RANK=str(SLOW_RANK), SLOW_S=str(SLOW_S),
                        PYTHONIOENCODING="utf-8")
             log = open(tmp / f"rank{rank}.out", "w")
-            ranks.append(subprocess.Popen(on_host(HOSTS[rank], [VENV_PY, str(job), str(go), str(STEPS)]), stdout=log,
+            ranks.append(subprocess.Popen(on_host(HOSTS[rank], [VENV_PY, job, str(go), str(STEPS), str(WORLD), "1"]), stdout=log,
                                           stderr=subprocess.STDOUT, env=env, cwd=tmp))
         for rank in range(WORLD):
             wait_for(str(tmp / f"rank{rank}.out"), "READY", 120, ranks[rank])

@@ -145,6 +145,10 @@ TEST(Slurm, ScontrolFieldsWithSpacesInValues) {
   EXPECT_EQ(f["NodeList"], "node[1-2]");
   EXPECT_EQ(f["Command"], "/tmp/run job.sh");
   EXPECT_EQ(f["WorkDir"], "/tmp");
+  // A job name that looks like fields cannot shadow the real ones.
+  auto g = parse_scontrol_fields("JobId=7 JobName=x NodeList=evil UserId=u(1) JobState=RUNNING NodeList=n[1-2]");
+  EXPECT_EQ(g["JobName"], "x NodeList=evil");
+  EXPECT_EQ(g["NodeList"], "n[1-2]");
 }
 
 TEST(Slurm, JobIdsAndTheAgentLine) {
@@ -244,4 +248,6 @@ TEST(ClusterOptions, MisuseIsAUsageError) {
   EXPECT_EQ(usage_code({"record", "--pid", "1", "-o", "t", "--stream"}), ExitCode::usage);
   EXPECT_EQ(usage_code({"agent", "--job-env", "A=1"}), ExitCode::usage);  // no -o
   EXPECT_EQ(usage_code({"agent", "--job-env", "A=1", "-o", "x", "--wait", "-1"}), ExitCode::usage);
+  EXPECT_EQ(usage_code({"record", "--pid", "1", "-o", "x", "--wait", "3"}), ExitCode::usage);
+  EXPECT_EQ(usage_code({"cluster", "--slurm-job", "4", "-o", "t", "--wait", "3"}), ExitCode::ok);
 }

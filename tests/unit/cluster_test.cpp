@@ -880,3 +880,24 @@ TEST(Cluster, MeasuredOffsetOfNoRecordsIsNone) {
   EXPECT_EQ(m->bound_ns, 21);  // half of 41, rounded up
   EXPECT_EQ(m->drift_ns, 0);
 }
+
+// node-a (rank 0's host) lost its clock exchange; node-b was measured: the
+// common clock stays the coordinator's, with node-b the reference, and
+// node-a is estimated against it from the collectives.
+TEST(Cluster, UnmeasuredRankZeroHostIsEstimatedAgainstAMeasuredOne) {
+  auto in = simulate_measured(1'200 * us, 0);
+  in[0].actions.host.clock_syncs.clear();
+  MergePlan plan = plan_merge(in);
+  EXPECT_EQ(plan.hosts[0].source, ClockSource::recorded);
+  EXPECT_EQ(plan.hosts[1].source, ClockSource::measured);
+  EXPECT_EQ(plan.reference_host, 1u);
+  ClockEstimate est = estimate_offsets_from_collectives(plan);
+  apply_clock_estimate(plan, est, true);
+  ASSERT_EQ(plan.hosts[0].source, ClockSource::estimated) << est.hosts[0].why_not;
+  // node-a reads true time: its correction is the coordinator's +1.2 ms.
+  EXPECT_LE(std::llabs(plan.hosts[0].clock_offset_ns - 1'200 * us), 25 * us) << plan.hosts[0].clock_offset_ns;
+  EXPECT_EQ(plan.hosts[1].clock_offset_ns, -2'500 * us);
+  const std::string text = render_cluster_summary(plan, &est);
+  EXPECT_TRUE(contains(text, "Clock: the common clock is login1's wall clock")) << text;
+  EXPECT_TRUE(contains(text, "node-a: +1.2")) << text;
+}

@@ -92,6 +92,7 @@ one per node, and record every rank of the job there):
                         node sees it (a shared file system), else send their
                         trace back through srun; shared; stream
       --agent PATH      ltrace-bpf on the nodes (default: this one's path)
+      --wait SECS       how long each agent waits for its node's ranks (10)
       --clock-addr HOST the address the nodes reach this host at (default:
                         SLURM_LAUNCH_NODE_IPADDR, which srun gives them)
                         and record options (--duration, --rate, --off-cpu,
@@ -391,9 +392,11 @@ Options parse_options(int argc, char** argv) {
       !o.slurm_job.empty() || !o.nodes.empty() || o.gather != "auto" || !o.agent_path.empty() || !o.clock_addr.empty();
   if (cluster_only && o.command != Options::Command::cluster)
     throw Error(ExitCode::usage, "--slurm-job, --nodes, --gather, --agent and --clock-addr apply to cluster");
-  const bool agent_only = !o.clock_server.empty() || o.stream || !o.shared_marker.empty() || o.wait_s != 10;
+  const bool agent_only = !o.clock_server.empty() || o.stream || !o.shared_marker.empty();
   if (agent_only && o.command != Options::Command::agent)
-    throw Error(ExitCode::usage, "--clock-server, --stream, --shared-marker and --wait apply to agent");
+    throw Error(ExitCode::usage, "--clock-server, --stream and --shared-marker apply to agent");
+  if (o.wait_s != 10 && o.command != Options::Command::agent && o.command != Options::Command::cluster)
+    throw Error(ExitCode::usage, "--wait applies to cluster and agent");
   if ((o.merge || !o.chrome_dir.empty()) && o.command != Options::Command::report)
     throw Error(ExitCode::usage, "--merge and --chrome-dir apply to report: ltrace-bpf report DIR --merge");
   if (!o.chrome_dir.empty() && !o.merge) throw Error(ExitCode::usage, "--chrome-dir needs --merge");

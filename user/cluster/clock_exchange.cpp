@@ -20,15 +20,19 @@ namespace {
 constexpr std::uint32_t kMagic = 0x4b43544cu;  // "LTCK"
 
 // On the wire, little-endian as both ends are (x86/arm64 Linux).
-struct Request {
-  std::uint32_t magic, seq;
-  std::int64_t t0;
-};
 struct Response {
   std::uint32_t magic, seq;
   std::int64_t t0, t1, t2;
   char host[64];
 };
+// As large as the answer: the server never sends more than it received, so
+// it cannot amplify a spoofed request.
+struct Request {
+  std::uint32_t magic, seq;
+  std::int64_t t0;
+  char pad[sizeof(Response) - 16];
+};
+static_assert(sizeof(Request) == sizeof(Response));
 
 std::int64_t realtime_ns() {
   timespec ts{};
@@ -147,7 +151,7 @@ ClockMeasurement measure_clock(const std::string& host, std::uint16_t port, int 
   std::string reference;
   int silent = 0;  // exchanges in a row without an answer: 3 and we give up
   for (int i = 0; i < exchanges && silent < 3; ++i) {
-    Request rq{kMagic, static_cast<std::uint32_t>(i), 0};
+    Request rq{kMagic, static_cast<std::uint32_t>(i), 0, {}};
     rq.t0 = realtime_ns();
     ++silent;
     if (send(fd.fd, &rq, sizeof rq, 0) != sizeof rq) continue;

@@ -43,6 +43,10 @@ struct Node {
   std::string trace;  // relative to out_dir, once there
   std::uint64_t bytes = 0;
   std::string clock_offset, clock_delay;
+  bool hello = false;  // the agent runs (its signal handlers are in)
+  Clock::time_point last_io{};
+  int kill_stage = 0;  // 1: srun sent SIGTERM (it kills the step), 2: SIGKILL
+  Clock::time_point kill_at{};
   bool done = false, failed_line = false;
   std::string error;  // what the agent or srun said went wrong
   std::vector<std::string> stderr_tail;
@@ -83,6 +87,18 @@ pid_t spawn(const std::vector<std::string>& argv, int& out, int& err) {
     // Its own process group: a Ctrl-C at the terminal reaches us only, and
     // we stop the agents in order (srun takes a lone SIGINT as "status?").
     setpgid(0, 0);
+    // srun reads SLURM_* input variables as defaults (an enclosing salloc's
+    // SLURM_NTASKS, SLURM_CPUS_PER_TASK...): none of them is ours.
+    for (bool again = true; again;) {
+      again = false;
+      for (char** e = environ; *e; ++e)
+        if (std::strncmp(*e, "SLURM_", 6) == 0 && std::strncmp(*e, "SLURM_CONF=", 11) != 0) {
+          const std::string name(*e, std::strchr(*e, '=') - *e);
+          unsetenv(name.c_str());
+          again = true;
+          break;
+        }
+    }
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
     dup2(o[1], 1);
@@ -125,6 +141,16 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
   fs::create_directories(opt.out_dir, ec);
   if (ec) throw Error(ExitCode::io, "cannot create " + opt.out_dir + ": " + ec.message());
   const fs::path dir = fs::absolute(opt.out_dir, ec);
+  // Traces of an earlier run in the same directory would be merged with
+  // this one's (and a failed node's stale file taken for its trace).
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::ifstream f(e.path(), std::ios::binary);
+    char magic[8] = {};
+    if (e.path().filename() == kManifest ||
+        (e.is_regular_file(ec) && f.read(magic, 8) && std::memcmp(magic, "LTRACEBF", 8) == 0))
+      throw Error(ExitCode::usage, opt.out_dir + " already holds traces of an earlier run (" +
+                                       e.path().filename().string() + "): give a new -o directory");
+  }
 
   // A marker only a node that shares this directory can see.
   std::string marker;
@@ -168,7 +194,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     if (n.srun < 0) n.error = "cannot run " + opt.srun + ": " + std::strerror(errno);
   }
 
-  bool stopping = false, announced = false;
+  bool stopping = false, announced = false, poll_failed = false;
   Clock::time_point stop_at{};
   auto handle_line = [&](Node& n, const std::string& line) {
     if (n.receiving) {
@@ -193,6 +219,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
       return;
     }
     if (m->kind == "hello") {
+      n.hello = true;
       n.host = m->field("host");
     } else if (m->kind == "attached") {
       n.attached_s = since();
@@ -225,6 +252,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     char chunk[65536];
     const ssize_t r = read(fd, chunk, sizeof chunk);
     if (r < 0 && errno == EINTR) return;
+    n.last_io = Clock::now();
     if (r <= 0) {
       if (!buf.empty()) buf += '\n';
       close(fd);
@@ -257,21 +285,49 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
       if (ns[i].err >= 0) fds.push_back({ns[i].err, POLLIN, 0}), who.push_back({i, true});
     }
     if (fds.empty()) break;
-    if (stop.load() && !stopping) {
+    const auto now = Clock::now();
+    auto terminate = [&](Node& n) {
+      // srun answers SIGTERM by killing the step; SIGKILL (the group) if
+      // even that does not end it.
+      if (n.srun <= 0 || n.kill_stage) return;
+      kill(n.srun, SIGTERM);
+      n.kill_stage = 1;
+      n.kill_at = now;
+    };
+    // A capture that overruns its --duration by far (an agent hanging) is
+    // stopped as if by a signal.
+    const bool overdue = opt.duration_s > 0 && since() > opt.duration_s + opt.wait_s + 120;
+    if ((stop.load() || overdue || poll_failed) && !stopping) {
       stopping = true;
-      stop_at = Clock::now();
+      stop_at = now;
       std::cerr << "ltrace-bpf: cluster: stopping the agents\n";
       // srun forwards SIGUSR1 to the agent as it is (a SIGTERM it would turn
-      // into SIGKILL, losing the trace).
+      // into SIGKILL, losing the trace).  An agent that has not said hello
+      // may not handle it yet: its step is ended instead.
       for (auto& n : ns)
-        if (n.srun > 0) kill(n.srun, SIGUSR1);
+        if (n.srun > 0 && n.hello)
+          kill(n.srun, SIGUSR1);
+        else
+          terminate(n);
     }
-    // Agents that outlive a stop by 30 s are killed (their srun with them).
-    if (stopping && Clock::now() - stop_at > std::chrono::seconds(30))
-      for (auto& n : ns)
-        if (n.srun > 0) kill(-n.srun, SIGKILL);
+    for (auto& n : ns) {
+      if (n.out < 0 && n.err < 0) continue;
+      if (!n.hello && now - t0 > std::chrono::seconds(30) + std::chrono::duration<double>(opt.wait_s) &&
+          !n.kill_stage) {
+        n.error =
+            "no agent started on " + n.name + " within 30 s (is the job step pending? squeue -s -j " + job.id + ")";
+        terminate(n);
+      }
+      // After a stop, an agent silent for 30 s (not one still sending its
+      // trace) is ended.
+      if (stopping && now - std::max(stop_at, n.last_io) > std::chrono::seconds(30)) terminate(n);
+      if (n.kill_stage == 1 && now - n.kill_at > std::chrono::seconds(5)) {
+        kill(-n.srun, SIGKILL);
+        n.kill_stage = 2;
+      }
+    }
     const int r = poll(fds.data(), fds.size(), 200);
-    if (r < 0 && errno != EINTR) break;
+    if (r < 0 && errno != EINTR) poll_failed = true;
     for (std::size_t k = 0; k < fds.size() && r > 0; ++k) {
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Node& n = ns[who[k].first];

@@ -43,6 +43,10 @@ std::map<std::string, std::string> parse_scontrol_fields(const std::string& line
       if (next == std::string::npos || key_at(next, e2)) break;
       end = next;
     }
+    // A job name is free text ("x NodeList=y" is a valid one): scontrol
+    // always prints UserId= next, so it runs to there.
+    if (key == "JobName")
+      if (auto u = line.find(" UserId=", v); u != std::string::npos) end = u;
     std::string val = line.substr(v, end == std::string::npos ? std::string::npos : end - v);
     while (!val.empty() && (val.back() == '\n' || val.back() == ' ')) val.pop_back();
     out.emplace(key, val);
