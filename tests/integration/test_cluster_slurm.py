@@ -17,7 +17,7 @@ Runs, on one job:
      stdout), the manifest and the merge say node2 failed, exit code 11;
   B. a second `cluster` on the same job, over the whole fit, traces written
      to the shared directory; beside it a single-rank `record --pid` of
-     rank 3: its report must match rank 3's from the cluster run.
+     every rank: each rank's report must match its own from the cluster run.
 """
 import json
 import os
@@ -126,31 +126,34 @@ def cluster(tmp_path_factory):
         out["a_dir"] = a_dir
 
         # B: the whole fit, into the shared directory, beside a single-rank
-        # attach of rank 3.
+        # attach of every rank.
         b_dir = tmp / "traces_b"
-        single = tmp / "single.ltrace"
-        s_err = open(tmp / "single.err", "w")
-        rec = subprocess.Popen([LTRACE, "record", "--pid", str(pids[SLOW_RANK]), "-o", str(single), "-v"],
-                               stderr=s_err, stdout=subprocess.DEVNULL)
+        singles, recs = {}, []
+        for rank, pid in sorted(pids.items()):
+            singles[rank] = tmp / f"single{rank}.ltrace"
+            recs.append(subprocess.Popen([LTRACE, "record", "--pid", str(pid), "-o", str(singles[rank]), "-v"],
+                                         stderr=open(tmp / f"single{rank}.err", "w"), stdout=subprocess.DEVNULL))
         b_err = open(tmp / "b.err", "w")
         t0 = time.time()
         b = subprocess.Popen([LTRACE, "cluster", "--slurm-job", str(job), "-o", str(b_dir), "--duration", "300"],
                              env=sim.env, stdout=subprocess.PIPE, stderr=b_err, text=True)
         try:
-            wait_for(str(tmp / "single.err"), "attached", 60, rec)
+            for rank, rec in zip(sorted(pids), recs):
+                wait_for(str(tmp / f"single{rank}.err"), "attached", 60, rec)
             wait_for(str(tmp / "b.err"), "node(s) attached", 60, b)
             out["b_attach_wall_s"] = time.time() - t0
             go.touch()
             out["b_stdout"], _ = b.communicate(timeout=400)
-            assert rec.wait(timeout=60) == 0
+            for rec in recs:
+                assert rec.wait(timeout=60) == 0
         finally:
-            for p in (b, rec):
+            for p in [b] + recs:
                 if p.poll() is None:
                     p.kill()
         out["b_rc"] = b.returncode
         out["b_err"] = (tmp / "b.err").read_text()
         out["b_dir"] = b_dir
-        out["single"] = single
+        out["singles"] = singles
         sim.wait_state(job, "COMPLETED", 120)
         yield out
     finally:
@@ -225,15 +228,17 @@ def test_measured_clock_correction_is_within_its_bound_and_the_goal(merged):
     assert bound <= CLOCK_GOAL_NS, bound
 
 
-def test_each_rank_report_matches_a_single_rank_attach(cluster, merged):
+@pytest.mark.parametrize("rank", range(4))
+def test_each_rank_report_matches_a_single_rank_attach(cluster, merged, rank):
     out, r = merged
-    single_dir = cluster["tmp"] / "single_reports"
-    s = subprocess.run([LTRACE, "report", str(cluster["single"]), "--dirpath", str(single_dir), "--filename", "fit"],
-                       capture_output=True, text=True)
+    single_dir = cluster["tmp"] / f"single_reports{rank}"
+    s = subprocess.run([LTRACE, "report", str(cluster["singles"][rank]), "--dirpath", str(single_dir), "--filename",
+                        "fit"], capture_output=True, text=True)
     assert s.returncode == 0, s.stderr
-    # Rank 3 is node2's local rank 1: Lightning's per-rank file name.
-    mine = (out / "reports" / "node2" / "fit-fit-1.txt")
-    theirs = single_dir / "fit-fit-1.txt"
+    # Ranks 0-1 are node1's local ranks 0-1, ranks 2-3 node2's: Lightning's
+    # per-rank file names, one directory per host.
+    mine = out / "reports" / f"node{rank // 2 + 1}" / f"fit-fit-{rank % 2}.txt"
+    theirs = single_dir / f"fit-fit-{rank % 2}.txt"
     assert mine.exists() and theirs.exists(), (list((out / "reports").rglob("*")), list(single_dir.rglob("*")))
     a, b = parse_simple_report(mine.read_text()), parse_simple_report(theirs.read_text())
     assert "run_training_batch" in a, mine.read_text()
