@@ -125,6 +125,12 @@ def cluster(tmp_path_factory):
         out["a_err"] = (tmp / "a.err").read_text()
         out["a_dir"] = a_dir
 
+        # An agent that cannot run on the nodes: every node fails, cleanly.
+        bad = subprocess.run([LTRACE, "cluster", "--slurm-job", str(job), "-o", str(tmp / "traces_bad"),
+                              "--agent", "/nonexistent/ltrace-bpf", "--nodes", "node2"], env=sim.env,
+                             capture_output=True, text=True, timeout=120)
+        out["bad"] = bad
+
         # B: the whole fit, into the shared directory, beside a single-rank
         # attach of every rank.
         b_dir = tmp / "traces_b"
@@ -168,7 +174,7 @@ def test_killed_agent_others_still_recorded_and_the_merge_says_what_is_missing(c
     rows = manifest(cluster["a_dir"])
     assert rows["node1"][1] == "ok", rows
     assert rows["node2"][1] == "failed", rows
-    assert "signal 9" in rows["node2"][10] or "killed" in rows["node2"][10].lower(), rows
+    assert any(w in rows["node2"][10].lower() for w in ("signal 9", "killed", "status 137")), rows
     assert "streamed back" in err, err
     # node1's trace came back through srun and is a whole trace file.
     r = subprocess.run([LTRACE, "report", str(cluster["a_dir"] / "node1.ltrace"), "--dump", "/dev/stdout"],
@@ -178,6 +184,20 @@ def test_killed_agent_others_still_recorded_and_the_merge_says_what_is_missing(c
     m = subprocess.run([LTRACE, "report", str(cluster["a_dir"]), "--merge"], capture_output=True, text=True)
     assert m.returncode == 0, m.stderr
     assert "node node2: its agent failed" in m.stdout, m.stdout
+
+
+def test_an_agent_that_cannot_start_fails_its_node_with_a_reason(cluster):
+    bad = cluster["bad"]
+    assert bad.returncode == 11, bad.stderr
+    rows = manifest(cluster["tmp"] / "traces_bad")
+    assert list(rows) == ["node2"], rows  # --nodes: only node2
+    assert rows["node2"][1] == "failed" and "/nonexistent/ltrace-bpf" in rows["node2"][10], rows
+    assert "node2: no complete trace" in bad.stderr, bad.stderr
+    # A second run into the same directory is refused: runs never mix.
+    again = subprocess.run([LTRACE, "cluster", "--slurm-job", str(cluster["job"]), "-o",
+                            str(cluster["tmp"] / "traces_bad")], env=cluster["sim"].env, capture_output=True,
+                           text=True, timeout=60)
+    assert again.returncode in (2, 3), again.stderr  # 3 once the job has ended: checked first
 
 
 def test_second_run_records_every_rank_on_both_nodes(cluster):

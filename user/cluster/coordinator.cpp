@@ -117,6 +117,14 @@ pid_t spawn(const std::vector<std::string>& argv, int& out, int& err) {
   return pid;
 }
 
+// The node's most telling stderr line: the last one that is not srun's own
+// "task 0: Exited with exit code N" summary (execve errors, ours).
+std::string why_line(const Node& n) {
+  for (auto it = n.stderr_tail.rbegin(); it != n.stderr_tail.rend(); ++it)
+    if (it->find(": task ") == std::string::npos) return ": " + *it;
+  return n.stderr_tail.empty() ? "" : ": " + n.stderr_tail.back();
+}
+
 std::string fmt_s(double s) {
   char b[32];
   std::snprintf(b, sizeof b, "%.3f", s);
@@ -379,9 +387,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     const bool have_trace = !n.trace.empty() && fs::exists(dir / n.trace, fe);
     std::string detail = n.error;
     if (!exited_ok && detail.empty())
-      detail = n.srun < 0 ? "srun did not start"
-                          : "agent ended with " + describe_status(n.status) +
-                                (n.stderr_tail.empty() ? "" : ": " + n.stderr_tail.back());
+      detail = n.srun < 0 ? "srun did not start" : "agent ended with " + describe_status(n.status) + why_line(n);
     if (exited_ok && !have_trace && detail.empty() && !n.trace.empty())
       detail = "its trace is not in " + dir.string() + " here: the node wrote it to its own " +
                (dir / n.trace).string() + " (is the directory shared? --gather stream sends it back)";
