@@ -215,8 +215,8 @@ def test_second_run_records_every_rank_on_both_nodes(cluster):
 def merged(cluster):
     out = cluster["tmp"] / "merged"
     r = subprocess.run([LTRACE, "report", str(cluster["b_dir"]), "--merge", "--chrome", str(out / "merged.json"),
-                        "--dirpath", str(out / "reports"), "--filename", "fit"], capture_output=True, text=True,
-                       timeout=120)
+                        "--chrome-dir", str(out / "hta"), "--dirpath", str(out / "reports"), "--filename", "fit"],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return out, r
 
@@ -227,6 +227,16 @@ def test_summary_names_every_rank_and_the_straggler(merged):
     assert "Ranks: 4 of world size 4, on 2 host(s)" in s, s
     assert "Missing: none" in s, s
     assert f"Straggler: rank {SLOW_RANK} (pid" in s, s
+
+
+def test_hta_loads_the_cluster_run_as_four_ranks(merged):
+    out, r = merged
+    code = ("from hta.trace_analysis import TraceAnalysis\n"
+            f"a = TraceAnalysis(trace_dir={str(out / 'hta')!r})\n"
+            "print('RANKS', a.t.get_ranks())\n")
+    h = subprocess.run([VENV_PY, "-c", code], capture_output=True, text=True, timeout=300, cwd=out)
+    assert h.returncode == 0, h.stderr[-3000:]
+    assert "RANKS [0, 1, 2, 3]" in h.stdout, h.stdout
 
 
 def test_measured_clock_correction_is_within_its_bound_and_the_goal(merged):
