@@ -224,10 +224,16 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
                   "--data-delay", "0.001"],
                  ["--children", "--rate", "499", "--report", "advanced", "--collapsed", "stacks.txt"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
-    assert "<unknown>" not in run.lt_err, run.lt_err
     headers = [line for line in run.lt_out.splitlines() if line.startswith("==> pid ")]
     assert len(headers) >= 3, headers  # the trainer and at least two workers
     stacks = collapsed(run.tmp / "stacks.txt")
+    # Code objects the workers inherited are named from the parent.  One a
+    # worker made after the fork (exec, namedtuple) and freed before its
+    # samples were read cannot be: the tool says so, and it must stay rare
+    # (one frame in one CI run of many, 2026-11-30).
+    unknown = sum(c for fr, c in stacks if any(function_of(x) == "<unknown>" for x in fr))
+    total = sum(c for _, c in stacks)
+    assert unknown <= max(2, total // 200), (unknown, total, run.lt_err)
     workers = [fr for fr, _ in stacks if any(function_of(x) == "_worker_loop" for x in fr)]
     assert workers and any(function_of(x) == "RandomDataset.__getitem__" for fr in workers for x in fr)
 
