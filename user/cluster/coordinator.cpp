@@ -1,6 +1,5 @@
 #include "user/cluster/coordinator.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,6 +19,7 @@
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/clock_exchange.h"
 #include "user/cluster/slurm_job.h"
+#include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
 
 namespace lt::cluster {
@@ -70,51 +70,6 @@ std::string self_exe() {
   std::error_code ec;
   auto p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("ltrace-bpf") : p.string();
-}
-
-pid_t spawn(const std::vector<std::string>& argv, int& out, int& err) {
-  int o[2], e[2];
-  if (pipe2(o, O_CLOEXEC) != 0) return -1;
-  if (pipe2(e, O_CLOEXEC) != 0) {
-    close(o[0]), close(o[1]);
-    return -1;
-  }
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    // Its own process group: a Ctrl-C at the terminal reaches us only, and
-    // we stop the agents in order (srun takes a lone SIGINT as "status?").
-    setpgid(0, 0);
-    // srun reads SLURM_* input variables as defaults (an enclosing salloc's
-    // SLURM_NTASKS, SLURM_CPUS_PER_TASK...): none of them is ours.
-    for (bool again = true; again;) {
-      again = false;
-      for (char** e = environ; *e; ++e)
-        if (std::strncmp(*e, "SLURM_", 6) == 0 && std::strncmp(*e, "SLURM_CONF=", 11) != 0) {
-          const std::string name(*e, std::strchr(*e, '=') - *e);
-          unsetenv(name.c_str());
-          again = true;
-          break;
-        }
-    }
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
-    dup2(o[1], 1);
-    dup2(e[1], 2);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  close(o[1]), close(e[1]);
-  if (pid < 0) {
-    close(o[0]), close(e[0]);
-    return -1;
-  }
-  out = o[0];
-  err = e[0];
-  return pid;
 }
 
 // The node's most telling stderr line: the last one that is not srun's own
@@ -198,7 +153,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
       for (auto& s : argv) line += (line.empty() ? "" : " ") + s;
       std::cerr << "ltrace-bpf: cluster: " << line << "\n";
     }
-    n.srun = spawn(argv, n.out, n.err);
+    n.srun = spawn_piped(argv, n.out, n.err);
     if (n.srun < 0) n.error = "cannot run " + opt.srun + ": " + std::strerror(errno);
   }
 

@@ -1,6 +1,5 @@
 #include "user/cluster/slurm_job.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
 
 namespace lt::cluster {
@@ -63,32 +63,14 @@ bool valid_job_id(const std::string& id) {
 }
 
 std::string run_capture(const std::vector<std::string>& argv, int timeout_s) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) throw Error(ExitCode::slurm, std::string("pipe: ") + std::strerror(errno));
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]), close(out[1]);
-    throw Error(ExitCode::slurm, std::string("pipe: ") + std::strerror(errno));
-  }
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]), close(err[1]);
-  if (pid < 0) {
-    close(out[0]), close(err[0]);
-    throw Error(ExitCode::slurm, "cannot run " + argv[0] + ": " + std::strerror(errno));
-  }
+  int out_fd = -1, err_fd = -1;
+  const pid_t pid = spawn_piped(argv, out_fd, err_fd);
+  if (pid < 0) throw Error(ExitCode::slurm, "cannot run " + argv[0] + ": " + std::strerror(errno));
   std::string so, se;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   bool open_out = true, open_err = true, timed_out = false;
   while (open_out || open_err) {
-    pollfd p[2] = {{open_out ? out[0] : -1, POLLIN, 0}, {open_err ? err[0] : -1, POLLIN, 0}};
+    pollfd p[2] = {{open_out ? out_fd : -1, POLLIN, 0}, {open_err ? err_fd : -1, POLLIN, 0}};
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -107,7 +89,7 @@ std::string run_capture(const std::vector<std::string>& argv, int timeout_s) {
         (k ? open_err : open_out) = false;
     }
   }
-  close(out[0]), close(err[0]);
+  close(out_fd), close(err_fd);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

@@ -1,0 +1,56 @@
+#include "user/cluster/subprocess.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace lt::cluster {
+
+pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err) {
+  int o[2], e[2];
+  if (pipe2(o, O_CLOEXEC) != 0) return -1;
+  if (pipe2(e, O_CLOEXEC) != 0) {
+    close(o[0]), close(o[1]);
+    return -1;
+  }
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    for (bool again = true; again;) {
+      again = false;
+      for (char** v = environ; *v; ++v)
+        if (std::strncmp(*v, "SLURM_", 6) == 0 && std::strncmp(*v, "SLURM_CONF=", 11) != 0) {
+          const std::string name(*v, std::strchr(*v, '=') - *v);
+          unsetenv(name.c_str());
+          again = true;
+          break;
+        }
+    }
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(o[1], 1);
+    dup2(e[1], 2);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  const int saved = errno;
+  close(o[1]), close(e[1]);
+  if (pid < 0) {
+    close(o[0]), close(e[0]);
+    errno = saved;
+    return -1;
+  }
+  out = o[0];
+  err = e[0];
+  return pid;
+}
+
+}  // namespace lt::cluster

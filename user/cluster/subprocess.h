@@ -1,0 +1,19 @@
+// Starting the Slurm commands (scontrol, srun) that `cluster` runs.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace lt::cluster {
+
+// Runs argv (PATH searched) with stdin from /dev/null and stdout/stderr on
+// two pipes whose read ends come back in `out` / `err`.  The child gets its
+// own process group (a Ctrl-C at the terminal reaches only us, and we stop
+// it in order: srun takes a lone SIGINT as "status?") and no SLURM_* input
+// variables but SLURM_CONF (an enclosing salloc's SLURM_NTASKS etc. would
+// become srun's defaults).  A command that cannot be executed exits 127
+// after saying why on its stderr.  Returns the pid, or -1 (errno set).
+pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err);
+
+}  // namespace lt::cluster
