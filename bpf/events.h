@@ -519,7 +519,7 @@ struct lt_proc_stats_event {
 
 /* Offsets that differ between CPython minor versions.  0xffff = absent. */
 struct lt_py_offsets {
-	u16 py_minor;  /* 8 .. 13 */
+	u16 py_minor;  /* 8 .. 15 */
 	u16 gen_frame; /* generator -> frame: pointer field (<=3.10) or embedded (3.11+) */
 	u16 gen_frame_embedded;
 	u16 frame_code;	 /* f_code / f_executable */
@@ -541,8 +541,9 @@ struct lt_py_offsets {
 	u16 cframe_frame;   /* _PyCFrame.current_frame (3.11/3.12), 0xffff = none */
 	u16 frame_previous; /* f_back / previous */
 	u16 frame_block;    /* bytes of a frame to read at once (covers every field) */
-	u8 owner_cstack;    /* 3.12+: owner value of C-stack shim frames, 0xff = none */
-	u8 pad[3];
+	u8 owner_cstack;    /* 3.12+: frames with owner >= this are not Python's (shims), 0xff = none */
+	u8 stackref_tag_mask;   /* 3.14+: tag bits of _PyStackRefs (f_executable, localsplus) */
+	u8 pad[2];
 };
 
 #define LT_TARGET_FOLLOW_CHILDREN 0x1u

@@ -165,11 +165,11 @@ static __always_inline int read_frame(u64 frame, const struct lt_py_offsets *o, 
 		return -1;
 	u32 lasti = (u32)(o->frame_lasti - o->frame_code) / 8;
 	u32 name = (u32)(o->frame_localsplus + 8 - o->frame_code) / 8;
-	v->code = block[0];
+	v->code = block[0] & ~(u64)o->stackref_tag_mask; /* 3.14+: a tagged _PyStackRef */
 	v->lasti = block[lasti & (FRAME_BLOCK_WORDS - 1)];
 	if (lasti >= FRAME_BLOCK_WORDS)
 		v->lasti = read_u64(frame + o->frame_lasti);
-	v->name_obj = name < FRAME_BLOCK_WORDS ? block[name & (FRAME_BLOCK_WORDS - 1)] : 0;
+	v->name_obj = name < FRAME_BLOCK_WORDS ? block[name & (FRAME_BLOCK_WORDS - 1)] & ~(u64)o->stackref_tag_mask : 0;
 	return 0;
 }
 
@@ -251,7 +251,8 @@ static __always_inline int on_profile_resume(u64 frame, const struct frame_view 
 			return 0;
 		e->key = frame;
 		/* localsplus slot 1 is action_name (slot 0 is self) */
-		u64 s = v->name_obj ? v->name_obj : read_u64(frame + o->frame_localsplus + 8);
+		u64 s = v->name_obj ? v->name_obj
+				    : read_u64(frame + o->frame_localsplus + 8) & ~(u64)o->stackref_tag_mask;
 		e->name_ptr = s;
 		read_name(e, s, o);
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);

@@ -78,13 +78,14 @@ static long walk_one(u32 i, struct walk_ctx *c)
 		lt_count_read_fault();
 		return 1;
 	}
-	u64 code = field_u64(s, o->frame_code);
+	u64 code = field_u64(s, o->frame_code) & ~(u64)o->stackref_tag_mask;
 	c->frame = field_u64(s, o->frame_previous);
 	s32 lasti;
 	if (o->py_minor >= 11) {
 		/* 3.12+: each C-level evaluation pushes a shim frame owned by
-		 * the C stack; CPython's own walkers skip it. */
-		if (s->buf[o->frame_owner & (LT_BLOCK_MAX - 1)] == o->owner_cstack)
+		 * the C stack (3.14+: by the interpreter); CPython's own
+		 * walkers skip it. */
+		if (s->buf[o->frame_owner & (LT_BLOCK_MAX - 1)] >= o->owner_cstack)
 			return 0;
 		u64 ip = field_u64(s, o->frame_lasti);
 		/* code units from the bytecode start; the arithmetic shift

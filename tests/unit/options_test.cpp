@@ -53,7 +53,7 @@ TEST(Offsets, TableCoversSupportedVersionsOnly) {
     EXPECT_EQ(l->bpf.gen_frame_embedded, m >= 11 ? 1 : 0);  // gi_iframe is inline from 3.11
   }
   EXPECT_FALSE(lt::python::layout_for(7).has_value());
-  EXPECT_FALSE(lt::python::layout_for(14).has_value());
+  EXPECT_FALSE(lt::python::layout_for(16).has_value());
   // python-unwinding.md §2: 3.13 reads tstate->current_frame directly
   EXPECT_EQ(lt::python::layout_for(13)->tstate_frame, 72u);
   EXPECT_EQ(lt::python::layout_for(12)->bpf.str_ascii_data, 40);

@@ -2,9 +2,14 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -64,6 +69,11 @@ std::vector<Mapping> read_maps(pid_t pid) {
     if (dash == std::string::npos) continue;
     m.start = std::stoull(range.substr(0, dash), nullptr, 16);
     m.end = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (auto colon = dev.find(':'); colon != std::string::npos) {
+      m.dev_major = static_cast<unsigned>(std::strtoul(dev.substr(0, colon).c_str(), nullptr, 16));
+      m.dev_minor = static_cast<unsigned>(std::strtoul(dev.substr(colon + 1).c_str(), nullptr, 16));
+    }
+    m.inode = std::strtoull(inode.c_str(), nullptr, 10);
     std::getline(ls, m.path);
     auto first = m.path.find_first_not_of(' ');
     m.path = first == std::string::npos ? "" : m.path.substr(first);
@@ -126,7 +136,37 @@ std::vector<pid_t> descendants(pid_t root) {
 }
 
 std::string root_path(pid_t pid, const std::string& path) {
-  return "/proc/" + std::to_string(pid) + "/root" + path;
+  // In a plain chroot, /proc/PID/maps shows us host paths, which already
+  // include the target's root: take that prefix off first.
+  std::string inside = path;
+  char buf[4096];
+  ssize_t n = readlink(proc_file(pid, "root").c_str(), buf, sizeof buf - 1);
+  if (n > 1) {
+    std::string root(buf, static_cast<std::size_t>(n));
+    if (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/')
+      inside = path.substr(root.size());
+  }
+  return proc_file(pid, "root") + inside;
+}
+
+std::string mapped_file(pid_t pid, const Mapping& m) {
+  if (m.path.empty() || m.path[0] != '/') return "";
+  auto same_file = [&](const std::string& p) {
+    struct stat st{};
+    return stat(p.c_str(), &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
+           minor(st.st_dev) == m.dev_minor;
+  };
+  char range[64];
+  std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m.start),
+                static_cast<unsigned long long>(m.end));
+  const std::string map_file = proc_file(pid, "map_files/") + range;
+  // map_files is the mapped file itself; under overlayfs its inode is the
+  // real file's, which is what /proc/PID/maps shows and where uprobes fire.
+  struct stat st{};
+  if (stat(map_file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return map_file;
+  for (const std::string& p : {root_path(pid, m.path), m.path})
+    if (same_file(p)) return p;
+  return "";
 }
 
 bool read_memory(pid_t pid, std::uint64_t addr, void* out, std::size_t len) {

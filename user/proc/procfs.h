@@ -14,7 +14,9 @@ namespace lt::proc {
 struct Mapping {
   std::uint64_t start = 0, end = 0, offset = 0;
   std::string perms;  // "r-xp"
-  std::string path;   // may be empty or "[heap]"
+  std::string path;   // may be empty or "[heap]"; as the reader of /proc sees it
+  unsigned dev_major = 0, dev_minor = 0;
+  std::uint64_t inode = 0;
 };
 
 bool exists(pid_t pid);
@@ -28,6 +30,13 @@ std::vector<pid_t> descendants(pid_t pid);
 // Path through which we can open a file the target has mapped, even across
 // mount namespaces.
 std::string root_path(pid_t pid, const std::string& path);
+// A path that opens exactly the file behind mapping `m` (same device and
+// inode), wherever the target lives: /proc/PID/map_files/<range> (the mapped
+// file itself, also under overlayfs), else the target's own path through
+// /proc/PID/root (containers), else the path as we see it (a plain chroot
+// shows host paths).  Empty if none of them is that file.  Uprobes attached
+// through it land on the inode the target runs.
+std::string mapped_file(pid_t pid, const Mapping& m);
 
 // Reads target memory; false if any byte was unreadable.
 bool read_memory(pid_t pid, std::uint64_t addr, void* out, std::size_t len);

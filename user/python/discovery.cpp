@@ -32,6 +32,22 @@ bool is_candidate(const std::string& path) {
   return b.rfind("libpython", 0) == 0 || b.rfind("python", 0) == 0;
 }
 
+// A version newer than our tables: say which, and what we would need.
+std::string unsupported_version_message(pid_t pid, std::uint64_t runtime_addr, int minor) {
+  const std::string v = "CPython 3." + std::to_string(minor);
+  const std::string range = "supported: 3." + std::to_string(kMinMinor) + " to 3." + std::to_string(kMaxMinor);
+  if (minor < kMinMinor) return v + " is not supported (" + range + ")";
+  char cookie[8] = {};
+  const bool publishes = proc::read_memory(pid, runtime_addr, cookie, sizeof cookie) &&
+                         std::string(cookie, sizeof cookie) == "xdebugpy";
+  return v + " is not supported yet: this ltrace-bpf knows " +
+         (publishes ? std::string("neither the format of its _Py_DebugOffsets nor ")
+                    : std::string("none of its layout, including ")) +
+         "the fields it does not publish (co_flags, _co_firsttraceable, the generator frame, the thread-state "
+         "lookup) (" +
+         range + ")";
+}
+
 }  // namespace
 
 Interpreter discover(pid_t pid) {
@@ -43,25 +59,34 @@ Interpreter discover(pid_t pid) {
 
   // Candidate files, libpython first: an executable linked against
   // libpython carries no interpreter of its own.
-  std::vector<std::string> candidates;
+  std::vector<const proc::Mapping*> candidates;
   for (auto& m : maps) {
     if (m.path.empty() || m.path[0] != '/' || !is_candidate(m.path)) continue;
     bool seen = false;
-    for (auto& c : candidates) seen |= c == m.path;
-    if (!seen) candidates.push_back(m.path);
+    for (auto* c : candidates) seen |= c->path == m.path;
+    if (!seen) candidates.push_back(&m);
   }
   std::stable_partition(candidates.begin(), candidates.end(),
-                        [](const std::string& p) { return basename_of(p).rfind("lib", 0) == 0; });
+                        [](const proc::Mapping* m) { return basename_of(m->path).rfind("lib", 0) == 0; });
 
-  for (const auto& path : candidates) {
+  std::string unreadable;  // a candidate we could not open as the target maps it
+  for (const auto* cand : candidates) {
+    const std::string& path = cand->path;
     Interpreter it;
     it.pid = pid;
     it.binary = path;
-    it.open_path = proc::root_path(pid, path);
+    // The file the target runs (containers, chroots, overlayfs), not one
+    // that happens to have the same name here.
+    it.open_path = proc::mapped_file(pid, *cand);
+    if (it.open_path.empty()) {
+      unreadable = path;
+      continue;
+    }
     std::optional<elf::ElfFile> file;
     try {
       file.emplace(it.open_path);
     } catch (const Error&) {
+      unreadable = path;
       continue;
     }
     auto eval = file->symbol("_PyEval_EvalFrameDefault");
@@ -110,15 +135,24 @@ Interpreter discover(pid_t pid) {
     if (free_threaded)
       throw Error(ExitCode::unsupported, "free-threaded CPython 3." + std::to_string(minor) + "t is not supported yet");
     auto layout = layout_for(minor);
-    if (!layout)
-      throw Error(ExitCode::unsupported, "CPython 3." + std::to_string(minor) + " is not supported (supported: 3." +
-                                             std::to_string(kMinMinor) + " to 3." + std::to_string(kMaxMinor) + ")");
+    if (!layout) throw Error(ExitCode::unsupported, unsupported_version_message(pid, it.runtime_addr, minor));
     it.layout = *layout;
-    if (minor >= 13) verify_debug_offsets(pid, it.runtime_addr, minor, it.layout);
+    // 3.13+: the layout the interpreter publishes, cross-checked with ours.
+    if (minor >= 13) {
+      DebugOffsets d = read_debug_offsets(pid, it.runtime_addr, minor);
+      if (d.free_threaded)
+        throw Error(ExitCode::unsupported,
+                    "free-threaded CPython 3." + std::to_string(minor) + "t is not supported yet");
+      apply_debug_offsets(d, it.layout);
+    }
     it.sites = find_probe_sites(pid, *file, path, maps, it.load_bias, it.layout);
     it.gen_type_addr = file->symbol("PyGen_Type")->value + it.load_bias;
     return it;
   }
+  if (!unreadable.empty())
+    throw Error(ExitCode::not_python, "process " + std::to_string(pid) + " (" + proc::read_comm(pid) +
+                                          "): cannot open " + unreadable + " as the process maps it (its root or " +
+                                          "mount namespace is gone?)");
   throw Error(ExitCode::not_python, "process " + std::to_string(pid) + " (" + proc::read_comm(pid) +
                                         ") is not a CPython process (no _PyEval_EvalFrameDefault mapped)");
 }

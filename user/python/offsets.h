@@ -1,4 +1,5 @@
 // CPython layouts, one table row per minor version (x86-64, GIL builds).
+// 3.14/3.15 were measured with offsetof() against Debian's headers.
 // Facts from ../shared/reference/python-unwinding.md §2; patch-stable for
 // every field used here.  3.13+ is cross-checked against the live
 // _Py_DebugOffsets at attach (debug_offsets.cpp).
@@ -23,6 +24,7 @@ struct Layout {
   unsigned interp_threads_head = 0;  // PyInterpreterState -> first PyThreadState
   unsigned tstate_next = 8;          // PyThreadState.next
   unsigned tstate_thread_id = 0;     // PyThreadState.thread_id (pthread_t)
+  unsigned tstate_native_thread_id = 0;  // PyThreadState.native_thread_id (gettid; 3.11+, 0 = absent)
   unsigned code_linetable = 0;       // co_lnotab (<= 3.9) / co_linetable
   unsigned type_tp_name = 24;
   unsigned type_tp_iternext = 224;
@@ -32,6 +34,6 @@ struct Layout {
 // Layout for CPython 3.<minor>, or nullopt if we have no table for it.
 std::optional<Layout> layout_for(int minor);
 constexpr int kMinMinor = 8;
-constexpr int kMaxMinor = 13;
+constexpr int kMaxMinor = 15;
 
 }  // namespace lt::python
