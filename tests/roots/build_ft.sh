@@ -93,7 +93,8 @@ check() { LD_LIBRARY_PATH=$root/lib PYTHONHOME=$root "$py" "$@"; }
   { echo "cpython: $py does not run free-threaded" >&2; exit 1; }
 check -c 'import ctypes, zlib, ssl, bz2, lzma, json, threading, asyncio, decimal, hashlib' >>"$log" 2>&1 ||
   { echo "cpython: modules missing, see $log" >&2; exit 1; }
-readelf -d "$py" | grep -q 'NEEDED.*libpython3\.14t\.so' ||
+# (not `readelf | grep -q`: with pipefail, grep's early exit fails readelf)
+[[ $(readelf -d "$py") == *"Shared library: [libpython3.14t.so"* ]] ||
   { echo "cpython: $py is not linked against libpython3.14t.so" >&2; exit 1; }
 echo "cpython: $version built in $((end - start)) s" | tee -a "$log" >&2
 
