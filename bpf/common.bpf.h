@@ -34,6 +34,16 @@ struct {
 	__type(value, u32);
 } lt_follow SEC(".maps");
 
+/* tid -> its PyThreadState, kept by user space from the interpreter's own
+ * thread list, for targets whose threads cannot be looked up from fsbase
+ * (LT_TARGET_TSTATE_MAP: 3.15, which has no pthread key, or another libc) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, u64);
+} lt_tstates SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 * 1024 * 1024);

@@ -554,6 +554,7 @@ struct lt_py_offsets {
 #define LT_TARGET_SHAPES 0x20u	    /* ...with their tensor arguments' shapes */
 #define LT_TARGET_GPU 0x40u	    /* take its GPU records (bridge USDT, CUDA uprobes) */
 #define LT_TARGET_LAUNCH_STACKS 0x80u /* ...and the Python stack of its launches */
+#define LT_TARGET_TSTATE_MAP 0x100u   /* thread states from lt_tstates, not from fsbase */
 
 struct lt_target {
 	struct lt_py_offsets off;

@@ -59,6 +59,18 @@ static __always_inline u64 thread_state(struct task_struct *task, const struct l
 	return read_u64(slot);
 }
 
+/* The thread's PyThreadState by either way the target allows (0: none). */
+static __always_inline u64 current_thread_state(struct task_struct *task, const struct lt_target *t)
+{
+	if (t->flags & LT_TARGET_TSTATE_MAP) {
+		u32 tid = (u32)bpf_get_current_pid_tgid();
+		u64 *ts = bpf_map_lookup_elem(&lt_tstates, &tid);
+		return ts ? *ts : 0;
+	}
+	/* tsd_block 0: the TSS layout was not proven; sample ops only */
+	return t->tsd_block ? thread_state(task, t) : 0;
+}
+
 /* The Python frame the thread is executing now (0: none). */
 static __always_inline u64 current_pyframe(u64 tstate, const struct lt_py_offsets *o)
 {

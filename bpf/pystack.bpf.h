@@ -119,8 +119,7 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 	e->pad = 0;
 	e->nops = 0;
 	s->off = t->off;
-	/* tsd_block 0: the TSS layout was not proven; sample ops only */
-	e->tstate = t->tsd_block ? thread_state(task, t) : 0;
+	e->tstate = current_thread_state(task, t);
 	u64 pyframe = 0;
 	if (!e->tstate) {
 		e->flags |= LT_SAMPLE_NO_TSTATE;

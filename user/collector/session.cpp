@@ -167,6 +167,7 @@ void Session::adopt_or_throw(pid_t pid) {
   }
   lt_target t = target_for(interp);
   proctrack_->set_target(pid, t);
+  refresh_thread_states(pid);
   // Follow only once the target is in place: a child forked from now on
   // inherits it in BPF.
   if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
@@ -240,16 +241,20 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   t.gen_type = interp.gen_type_addr;
   t.generation = generation_++;
   if (auto it = tsd_.find(interp.pid); it != tsd_.end()) {
-    t.tss_key = it->second.key;
-    t.tsd_block = it->second.block;
-    t.tsd_levels = it->second.levels;
+    if (it->second.by_map) {
+      t.flags |= LT_TARGET_TSTATE_MAP;
+    } else {
+      t.tss_key = it->second.key;
+      t.tsd_block = it->second.block;
+      t.tsd_levels = it->second.levels;
+    }
     t.flags |= (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0) | (opts_.off_cpu ? LT_TARGET_OFF_CPU : 0);
   }
   // Op times come from samples, which need no Python stack (tsd_block 0
   // tells BPF to skip the walk).
   if (opts_.ops) t.flags |= LT_TARGET_OPS | (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
   if (opts_.gpu) t.flags |= LT_TARGET_GPU;
-  if (opts_.launch_stacks && t.tsd_block) t.flags |= LT_TARGET_LAUNCH_STACKS;
+  if (opts_.launch_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_LAUNCH_STACKS;
   if (auto v = tensor_vtables_.find(interp.pid); v != tensor_vtables_.end() && v->second) {
     t.tensor_vtable = v->second;
     t.flags |= LT_TARGET_SHAPES;
@@ -438,6 +443,18 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
   }
 }
 
+// Targets whose thread states BPF takes from lt_tstates: the interpreter's
+// thread list, read again (a thread started since is sampled from the next
+// refresh on; until then its samples count as having no thread state).
+void Session::refresh_thread_states(pid_t only) {
+  for (auto& [pid, tsd] : tsd_) {
+    if (!tsd.by_map || (only && pid != only)) continue;
+    auto interp = live_.find(pid);
+    if (interp == live_.end() || !alive_[pid]) continue;
+    proctrack_->set_thread_states(pid, python::thread_states_by_tid(interp->second));
+  }
+}
+
 void Session::check_forked_tsd() {
   for (auto it = unproven_tsd_.begin(); it != unproven_tsd_.end();) {
     const pid_t pid = it->first;
@@ -448,7 +465,7 @@ void Session::check_forked_tsd() {
     }
     try {
       auto proven = python::find_tsd_lookup(interp->second);
-      const bool changed = proven.key != tsd_[pid].key;
+      const bool changed = proven.key != tsd_[pid].key || proven.by_map != tsd_[pid].by_map;
       tsd_[pid] = proven;
       if (changed) proctrack_->set_target(pid, target_for(interp->second));
       it = unproven_tsd_.erase(it);
@@ -567,6 +584,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   auto last_liveness = monotonic_ns();
   auto last_ops_poll = last_liveness;
   auto last_gpu_poll = last_liveness;
+  auto last_tstates = last_liveness;
   while (!stop.load()) {
     // Producers never wake us (BPF_RB_NO_WAKEUP): a wakeup per event would
     // put our thread on the target's CPU in the middle of its step.  We
@@ -583,6 +601,10 @@ Trace Session::run(const std::atomic<bool>& stop) {
     }
     pending_exec_.clear();
     auto now = monotonic_ns();
+    if (now - last_tstates > 100'000'000) {
+      last_tstates = now;
+      refresh_thread_states();
+    }
     if (!ops_pending_.empty() && now - last_ops_poll > 250'000'000) {
       last_ops_poll = now;
       std::vector<pid_t> waiting;

@@ -135,6 +135,7 @@ class Session {
   std::map<pid_t, int> unproven_tsd_;       // forked children whose key is not re-checked yet -> tries
   std::exception_ptr callback_error_;       // raised inside the ring-buffer callback
   void check_forked_tsd();
+  void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
   std::vector<pid_t> ancestors(pid_t pid) const;
   Trace trace_;
   std::unique_ptr<tracefile::TraceWriter> writer_;

@@ -149,6 +149,31 @@ std::string root_path(pid_t pid, const std::string& path) {
   return proc_file(pid, "root") + inside;
 }
 
+std::map<pid_t, pid_t> host_tids(pid_t pid) {
+  std::map<pid_t, pid_t> out;
+  const std::string task = proc_file(pid, "task");
+  DIR* d = opendir(task.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long host = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || host <= 0) continue;
+    pid_t inner = static_cast<pid_t>(host);
+    std::ifstream st(task + "/" + e->d_name + "/status");
+    std::string line;
+    while (std::getline(st, line)) {
+      if (line.rfind("NSpid:", 0) != 0) continue;
+      std::istringstream ls(line.substr(6));
+      long v;
+      while (ls >> v) inner = static_cast<pid_t>(v);  // the last is the innermost namespace
+      break;
+    }
+    out[inner] = static_cast<pid_t>(host);
+  }
+  closedir(d);
+  return out;
+}
+
 std::string mapped_file(pid_t pid, const Mapping& m) {
   if (m.path.empty() || m.path[0] != '/') return "";
   auto same_file = [&](const std::string& p) {

@@ -38,6 +38,11 @@ std::string root_path(pid_t pid, const std::string& path);
 // through it land on the inode the target runs.
 std::string mapped_file(pid_t pid, const Mapping& m);
 
+// The threads of `pid`: tid in its own (innermost) pid namespace -> tid as
+// we see it (NSpid of /proc/PID/task/*/status; the identity outside
+// containers).
+std::map<pid_t, pid_t> host_tids(pid_t pid);
+
 // Reads target memory; false if any byte was unreadable.
 bool read_memory(pid_t pid, std::uint64_t addr, void* out, std::size_t len);
 template <typename T>

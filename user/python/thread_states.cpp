@@ -24,6 +24,15 @@ TsdLookup find_tsd_lookup(const Interpreter& interp) {
   auto fail = [&](const std::string& why) {
     return Error(ExitCode::unsupported, "pid " + std::to_string(pid) + ": cannot sample Python stacks: " + why);
   };
+  // The map fallback needs native_thread_id (3.11+) to match samples.
+  auto by_map = [&](const std::string& why) {
+    if (!l.tstate_native_thread_id) throw fail(why);
+    if (thread_states_by_tid(interp).empty()) throw fail("no thread state of the interpreter is readable yet");
+    TsdLookup t;
+    t.by_map = true;
+    return t;
+  };
+  if (!l.runtime_tss) return by_map("no pthread key for thread states");
   // Py_tss_t { int _is_initialized; pthread_key_t _key; }
   auto init = proc::read_value<std::int32_t>(pid, interp.runtime_addr + l.runtime_tss);
   auto key = proc::read_value<std::uint32_t>(pid, interp.runtime_addr + l.runtime_tss + 4);
@@ -50,9 +59,30 @@ TsdLookup find_tsd_lookup(const Interpreter& interp) {
     ts = proc::read_value<std::uint64_t>(pid, *ts + l.tstate_next);
   }
   if (t.threads_matched == 0)
-    throw fail("none of " + std::to_string(t.threads_checked) +
-               " thread(s) has its thread state at the glibc pthread-key slot (musl or an unknown libc?)");
+    return by_map("none of " + std::to_string(t.threads_checked) +
+                  " thread(s) has its thread state at the glibc pthread-key slot (musl or an unknown libc?)");
   return t;
+}
+
+std::vector<std::pair<std::uint32_t, std::uint64_t>> thread_states_by_tid(const Interpreter& interp) {
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> out;
+  const Layout& l = interp.layout;
+  if (!l.tstate_native_thread_id) return out;
+  auto interp_addr = proc::read_value<std::uint64_t>(interp.pid, interp.runtime_addr + l.runtime_interp_head);
+  if (!interp_addr || !*interp_addr) return out;
+  auto ts = proc::read_value<std::uint64_t>(interp.pid, *interp_addr + l.interp_threads_head);
+  // native_thread_id is gettid() in the target's pid namespace; BPF sees
+  // host tids.
+  const auto host_tid = proc::host_tids(interp.pid);
+  for (int i = 0; ts && *ts && i < 4096; ++i) {
+    auto tid = proc::read_value<std::uint64_t>(interp.pid, *ts + l.tstate_native_thread_id);
+    if (tid && *tid && *tid < (1ull << 31)) {
+      auto h = host_tid.find(static_cast<pid_t>(*tid));
+      if (h != host_tid.end()) out.emplace_back(static_cast<std::uint32_t>(h->second), *ts);
+    }
+    ts = proc::read_value<std::uint64_t>(interp.pid, *ts + l.tstate_next);
+  }
+  return out;
 }
 
 }  // namespace lt::python

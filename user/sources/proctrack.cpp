@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,12 +48,33 @@ int ProcTrackSource::drops_fd() const {
   return bpf_map__fd(skel_->maps.lt_drops);
 }
 
-int ProcTrackSource::share_with(bpf_map* targets, bpf_map* follow, bpf_map* events, bpf_map* drops) const {
-  const std::pair<bpf_map*, int> maps[] = {
-      {targets, targets_fd()}, {follow, follow_fd()}, {events, events_fd()}, {drops, drops_fd()}};
+int ProcTrackSource::share_with(bpf_map* targets, bpf_map* follow, bpf_map* events, bpf_map* drops,
+                                bpf_map* tstates) const {
+  const std::pair<bpf_map*, int> maps[] = {{targets, targets_fd()},
+                                           {follow, follow_fd()},
+                                           {events, events_fd()},
+                                           {drops, drops_fd()},
+                                           {tstates, bpf_map__fd(skel_->maps.lt_tstates)}};
   for (auto [map, fd] : maps)
     if (int err = bpf_map__reuse_fd(map, fd)) return err;
   return 0;
+}
+
+void ProcTrackSource::set_thread_states(pid_t pid,
+                                        const std::vector<std::pair<std::uint32_t, std::uint64_t>>& threads) {
+  const int fd = bpf_map__fd(skel_->maps.lt_tstates);
+  auto& known = tstate_tids_[pid];
+  std::set<std::uint32_t> now;
+  for (auto [tid, ts] : threads) {
+    now.insert(tid);
+    bpf_map_update_elem(fd, &tid, &ts, BPF_ANY);
+  }
+  for (std::uint32_t tid : known)
+    if (!now.count(tid)) bpf_map_delete_elem(fd, &tid);
+  if (now.empty())
+    tstate_tids_.erase(pid);
+  else
+    known = std::move(now);
 }
 
 void ProcTrackSource::follow(pid_t pid, std::uint32_t flags) {
@@ -70,6 +92,7 @@ void ProcTrackSource::forget(pid_t pid) {
   std::uint32_t key = static_cast<std::uint32_t>(pid);
   bpf_map_delete_elem(targets_fd(), &key);
   bpf_map_delete_elem(follow_fd(), &key);
+  set_thread_states(pid, {});
 }
 
 lt_drop_counters ProcTrackSource::drops() const {

@@ -1,10 +1,15 @@
 // Process lifecycle source (bpf/proctrack.bpf.c): fork/exec/exit of the
 // processes we follow.  It owns the maps every source shares (targets,
-// follow set, ring buffer, drop counters); other sources reuse its fds.
+// follow set, ring buffer, drop counters, thread states); other sources
+// reuse its fds.
 #pragma once
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "bpf/events.h"
 
@@ -27,7 +32,11 @@ class ProcTrackSource {
 
   // Points another source's copies of the shared maps at ours (before it
   // loads): one target table, one ring buffer.  0 or a negative errno.
-  int share_with(bpf_map* targets, bpf_map* follow, bpf_map* events, bpf_map* drops) const;
+  int share_with(bpf_map* targets, bpf_map* follow, bpf_map* events, bpf_map* drops, bpf_map* tstates) const;
+  // Thread states of a LT_TARGET_TSTATE_MAP target: (tid, PyThreadState*)
+  // for every thread it has now; entries of its threads that are gone are
+  // removed.
+  void set_thread_states(pid_t pid, const std::vector<std::pair<std::uint32_t, std::uint64_t>>& threads);
 
   void follow(pid_t pid, std::uint32_t flags);
   void set_target(pid_t pid, const lt_target& t);
@@ -36,6 +45,7 @@ class ProcTrackSource {
 
  private:
   lt_proctrack* skel_ = nullptr;
+  std::map<pid_t, std::set<std::uint32_t>> tstate_tids_;  // what set_thread_states put in
 };
 
 }  // namespace lt
