@@ -40,7 +40,10 @@ CUDA_HOME ?= /usr/local/cuda
 BRIDGE_SRCS := $(wildcard torchbridge/*.cpp)
 BRIDGE_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.pic.o,$(BRIDGE_SRCS)) torchbridge/exports.ld
 BRIDGE_CXXFLAGS := -O2 -g -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -fPIC -fvisibility=hidden \
-                   -I. -Ibpf -isystem $(CUDA_HOME)/include
+                   -I. -Ibpf -isystem $(CUDA_HOME)/include -include torchbridge/glibc_compat.h
+# The oldest glibc the bridge must load into (RHEL 8, Ubuntu 20.04,
+# manylinux_2_28): the link fails if it imports anything newer.
+BRIDGE_GLIBC_MAX := 2.28
 # The pure parts (CUPTI record decoding) are linked into the unit tests too.
 # Without the toolkit's CUPTI headers the bridge and its tests are left out
 # (with a warning): everything else still builds and tests.
@@ -58,7 +61,7 @@ $(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/i
 all: $(BUILD)/ltrace-bpf bridge
 
 ifneq ($(HAVE_CUPTI),)
-bridge: $(BUILD)/libltrace-bridge.so
+bridge: $(BUILD)/libltrace-bridge.so $(BUILD)/bridge-eh-test.so
 else
 bridge:
 	@echo "warning: no $(CUDA_HOME)/include/cupti.h (CUDA toolkit): libltrace-bridge.so not built, no CUPTI/NVTX" >&2
@@ -69,9 +72,23 @@ $(BUILD)/obj/torchbridge/%.pic.o: torchbridge/%.cpp $(wildcard torchbridge/*.h) 
 	$(CXX) $(BRIDGE_CXXFLAGS) -c $< -o $@
 
 # libstdc++ inside and nothing exported but the injection entry points: the
-# target may carry its own C++ runtime.
-$(BUILD)/libltrace-bridge.so: $(BRIDGE_OBJS)
-	$(CXX) -shared -o $@ $^ -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL -Wl,-z,defs -ldl -lpthread
+# target may carry its own C++ runtime.  libdl.so.2 and libpthread.so.0 are
+# needed by name: before glibc 2.34 the pinned dl* / pthread_* live there.
+# Checked before it replaces the last good build (tests/check_glibc_versions.sh).
+BRIDGE_LDFLAGS := -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL -Wl,-z,defs \
+                  -Wl,--push-state,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--pop-state
+$(BUILD)/libltrace-bridge.so: $(BRIDGE_OBJS) tests/check_glibc_versions.sh
+	$(CXX) -shared -o $@.tmp $(filter-out %.sh,$^) $(BRIDGE_LDFLAGS)
+	bash tests/check_glibc_versions.sh $@.tmp $(BRIDGE_GLIBC_MAX) || { rm -f $@.tmp; exit 1; }
+	mv $@.tmp $@
+
+# A library linked like the bridge that throws and catches: the test that
+# C++ exceptions unwind inside an older glibc (tests/integration/test_bridge_reach.py).
+$(BUILD)/bridge-eh-test.so: tests/workloads/bridge_eh_test.cpp $(BUILD)/obj/torchbridge/glibc_compat.pic.o \
+                            tests/check_glibc_versions.sh
+	$(CXX) $(BRIDGE_CXXFLAGS) -shared -o $@.tmp $< $(BUILD)/obj/torchbridge/glibc_compat.pic.o $(BRIDGE_LDFLAGS)
+	bash tests/check_glibc_versions.sh $@.tmp $(BRIDGE_GLIBC_MAX) || { rm -f $@.tmp; exit 1; }
+	mv $@.tmp $@
 
 $(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) vmlinux/vmlinux.h
 	@mkdir -p $(BUILD)

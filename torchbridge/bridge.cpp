@@ -637,16 +637,19 @@ __attribute__((constructor)) void on_load() {
     init_debug();
     Dl_info info{};
     char self[PATH_MAX] = {};
-    bool have_self = dladdr(reinterpret_cast<void*>(&on_load), &info) != 0 && info.dli_fname != nullptr &&
-                     realpath(info.dli_fname, self) != nullptr;
+    bool have_name = dladdr(reinterpret_cast<void*>(&on_load), &info) != 0 && info.dli_fname != nullptr;
+    bool have_self = have_name && realpath(info.dli_fname, self) != nullptr;
     // Stay mapped for good: the poll thread and the callbacks CUPTI / NVTX
     // hold must never see the code go away under them (dlclose is a no-op).
-    if (have_self) dlopen(self, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    // Loaded from a memfd ("/proc/self/fd/N", still open while we run) there
+    // is no real path: the name it was loaded by finds it.
+    if (have_name) dlopen(have_self ? self : info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     st();
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     bool launch =
         have_self && (env_names_self("CUDA_INJECTION64_PATH", self) || env_names_self("NVTX_INJECTION64_PATH", self));
-    debug("loaded from %s (%s)", have_self ? self : "?", launch ? "launch-time injection" : "late: dlopen");
+    const char* from = have_self ? self : (have_name ? info.dli_fname : "?");
+    debug("loaded from %s (%s)", from, launch ? "launch-time injection" : "late: dlopen");
     if (!launch) start(LT_BRIDGE_F_LATE);
   } catch (...) {
   }

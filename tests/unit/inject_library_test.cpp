@@ -175,7 +175,8 @@ class InjectLibrary : public ::testing::Test {
       std::string cmd = "cc -shared -fPIC -O2 " + flags + " -o " + out + " " + src + " 2>&1";
       return std::system(cmd.c_str()) == 0;
     };
-    built_ = cc("", lib()) && cc("-DINJECT_UNRESOLVED", broken_lib()) && cc("-DINJECT_SLOW_MS=400", slow_lib());
+    built_ = cc("", lib()) && cc("-DINJECT_UNRESOLVED", broken_lib()) && cc("-DINJECT_SLOW_MS=400", slow_lib()) &&
+             cc("-DINJECT_SET_ERRNO=77", errno_lib());
   }
   static void TearDownTestSuite() {
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -188,6 +189,7 @@ class InjectLibrary : public ::testing::Test {
   static std::string lib() { return dir_ + "/libinject_marker.so"; }
   static std::string broken_lib() { return dir_ + "/libinject_broken.so"; }
   static std::string slow_lib() { return dir_ + "/libinject_slow.so"; }
+  static std::string errno_lib() { return dir_ + "/libinject_errno.so"; }
   static std::string dir_;
   static bool built_;
 };
@@ -625,6 +627,159 @@ print(os.read(0, 10))
   t.write("still");
   EXPECT_EQ(t.line(), "b'still'");
   EXPECT_EQ(t.wait_exit(), 0);
+}
+
+// The memfd handoff (a target in a container): the library arrives as a
+// sealed memfd; the hook sees that very file before the dlopen; the
+// target keeps no fd and no file; the constructor runs once.
+TEST_F(InjectLibrary, MemfdHandoffLeavesNoFileAndNoFd) {
+  Target t(R"(
+import os
+print("READY")
+print(os.read(0, 10))
+)");
+  ASSERT_EQ(t.line(), "READY");
+  ASSERT_TRUE(wait_blocked(t.pid(), t.pid(), SYS_read));
+  lt::inject::InjectOptions opts;
+  opts.handoff = lt::inject::Handoff::memfd;
+  opts.memfd_name = "lt-marker-test";
+  std::string seen;
+  std::uintmax_t seen_size = 0;
+  int seals = -1;
+  opts.before_dlopen = [&](const std::string& f) {
+    seen = f;
+    seen_size = fs::file_size(f);
+    int fd = open(f.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      seals = fcntl(fd, F_GET_SEALS);
+      close(fd);
+    }
+  };
+  auto r = inject_library(t.pid(), lib(), opts);
+  EXPECT_TRUE(r.memfd);
+  EXPECT_NE(r.handle, 0u);
+  EXPECT_NE(r.detail.find("from a memfd"), std::string::npos) << r.detail;
+  EXPECT_EQ(seen.rfind("/proc/" + std::to_string(t.pid()) + "/fd/", 0), 0u) << seen;
+  EXPECT_EQ(seen_size, fs::file_size(lib()));
+  EXPECT_EQ(seals, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  std::string maps = slurp("/proc/" + std::to_string(t.pid()) + "/maps");
+  EXPECT_NE(maps.find("/memfd:lt-marker-test (deleted)"), std::string::npos) << maps;
+  EXPECT_EQ(maps.find(lib()), std::string::npos);
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(t.pid()) + "/fd"))
+    EXPECT_EQ(fs::read_symlink(e.path()).string().find("memfd:"), std::string::npos) << e.path();
+  EXPECT_EQ(slurp(marker_path(t.pid())), loaded_line(t.pid()));
+  t.write("x");
+  EXPECT_EQ(t.line(), "b'x'");
+  EXPECT_EQ(t.wait_exit(), 0);
+}
+
+// A hook that throws abandons the injection: nothing loaded, no fd left.
+TEST_F(InjectLibrary, MemfdHookFailureLoadsNothing) {
+  Target t("import os\nprint('READY')\nprint(os.read(0, 10))\n");
+  ASSERT_EQ(t.line(), "READY");
+  ASSERT_TRUE(wait_blocked(t.pid(), t.pid(), SYS_read));
+  lt::inject::InjectOptions opts;
+  opts.handoff = lt::inject::Handoff::memfd_or_path;
+  opts.before_dlopen = [](const std::string&) { throw lt::Error(lt::ExitCode::bpf, "no probes"); };
+  try {
+    inject_library(t.pid(), lib(), opts);
+    ADD_FAILURE() << "no error";
+  } catch (const lt::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "no probes");
+  }
+  EXPECT_EQ(slurp("/proc/" + std::to_string(t.pid()) + "/maps").find("inject_marker"), std::string::npos);
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(t.pid()) + "/fd"))
+    EXPECT_EQ(fs::read_symlink(e.path()).string().find("memfd:"), std::string::npos) << e.path();
+  EXPECT_FALSE(fs::exists(marker_path(t.pid())));
+  t.write("y");
+  EXPECT_EQ(t.line(), "b'y'");
+  EXPECT_EQ(t.wait_exit(), 0);
+}
+
+// The thread's errno comes back as it was (this library's constructor
+// leaves 77; glibc's dlopen keeps errno itself, our own failed calls do not:
+// see the next test).  CPython zeroes errno before its read(); the program
+// reads errno right after.
+TEST_F(InjectLibrary, ErrnoIsPutBack) {
+  for (auto handoff : {lt::inject::Handoff::path, lt::inject::Handoff::memfd}) {
+    Target t(R"(
+import ctypes, os
+loc = ctypes.CDLL(None).__errno_location
+loc.restype = ctypes.POINTER(ctypes.c_int)
+print("READY")
+os.read(0, 1)
+print(loc()[0])
+)");
+    ASSERT_EQ(t.line(), "READY");
+    ASSERT_TRUE(wait_blocked(t.pid(), t.pid(), SYS_read));
+    lt::inject::InjectOptions opts;
+    opts.handoff = handoff;
+    inject_library(t.pid(), errno_lib(), opts);
+    t.write("x");
+    EXPECT_EQ(t.line(), "0");
+    EXPECT_EQ(t.wait_exit(), 0);
+  }
+}
+
+// A target whose pid namespace refuses executable memfds
+// (vm.memfd_noexec = 2: memfd_create fails with EACCES, as it would under a
+// seccomp-less sandbox that forbids it): memfd_or_path loads the library by
+// its path (the same file there), says why, and the failed memfd_create's
+// errno does not leak into the thread.
+TEST_F(InjectLibrary, MemfdRefusedFallsBackToThePath) {
+  if (!fs::exists("/proc/sys/vm/memfd_noexec")) GTEST_SKIP() << "kernel without vm.memfd_noexec (< 6.3)";
+  Target t(R"(
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x20000000) != 0:  # CLONE_NEWPID: the sysctl is per pid namespace
+    print("NO-UNSHARE", ctypes.get_errno()); sys.exit(0)
+child = os.fork()
+if child:
+    sys.exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+with open("/proc/sys/vm/memfd_noexec", "w") as f:
+    f.write("2")
+loc = libc.__errno_location
+loc.restype = ctypes.POINTER(ctypes.c_int)
+print("READY")
+os.read(0, 1)
+print(loc()[0])
+)");
+  fs::remove(marker_path(1));
+  std::string first = t.line();
+  if (first.rfind("NO-UNSHARE", 0) == 0) GTEST_SKIP() << first;
+  ASSERT_EQ(first, "READY");
+  // The python in the new pid namespace: the target's only child.
+  std::istringstream kids(slurp("/proc/" + std::to_string(t.pid()) + "/task/" + std::to_string(t.pid()) + "/children"));
+  pid_t inner = 0;
+  kids >> inner;
+  ASSERT_GT(inner, 0);
+  ASSERT_TRUE(wait_blocked(inner, inner, SYS_read));
+  lt::inject::InjectOptions opts;
+  opts.handoff = lt::inject::Handoff::memfd_or_path;
+  std::string seen;
+  opts.before_dlopen = [&](const std::string& f) { seen = f; };
+  auto r = inject_library(inner, lib(), opts);
+  EXPECT_FALSE(r.memfd);
+  EXPECT_NE(r.detail.find("by path (no memfd: memfd_create failed in the target: Permission denied)"),
+            std::string::npos)
+      << r.detail;
+  EXPECT_EQ(seen, "/proc/" + std::to_string(inner) + "/root" + lib());
+  EXPECT_NE(slurp("/proc/" + std::to_string(inner) + "/maps").find(lib()), std::string::npos);
+  EXPECT_EQ(slurp(marker_path(1)), loaded_line(1));  // pid 1 of its namespace
+  // Memfd only: the same refusal is an error that says why.
+  opts.handoff = lt::inject::Handoff::memfd;
+  try {
+    inject_library(inner, lib(), opts);
+    ADD_FAILURE() << "no error";
+  } catch (const lt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no memfd (memfd_create failed in the target: Permission denied)"),
+              std::string::npos)
+        << e.what();
+  }
+  t.write("x");
+  EXPECT_EQ(t.line(), "0");
+  EXPECT_EQ(t.wait_exit(), 0);
+  fs::remove(marker_path(1));
 }
 
 double median(std::vector<double> v) {

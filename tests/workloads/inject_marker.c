@@ -3,6 +3,8 @@
 // /tmp/inject_marker.<pid>, so a test sees that (and how often) it ran.
 //   -DINJECT_UNRESOLVED   references a missing symbol: dlopen(RTLD_NOW) fails
 //   -DINJECT_SLOW_MS=N    the constructor sleeps N ms after writing the line
+//   -DINJECT_SET_ERRNO=N  the constructor leaves errno at N
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>

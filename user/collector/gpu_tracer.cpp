@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,26 @@ bool is_lib(const std::string& path, const char* stem) {
   auto slash = path.rfind('/');
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   return base.rfind(stem, 0) == 0;
+}
+
+// The memfd name an injected bridge gets: its mapping reads
+// "/memfd:libltrace-bridge.so (deleted)" in /proc/PID/maps.
+constexpr const char* kBridgeMemfdName = "libltrace-bridge.so";
+
+bool is_bridge(const std::string& path) {
+  return is_lib(path, "libltrace-bridge") || path.rfind(std::string("/memfd:") + kBridgeMemfdName, 0) == 0;
+}
+
+// A path we can open naming the file behind a mapping of pid: its
+// map_files entry (the very inode mapped: a memfd, a file deleted or
+// replaced since, another mount namespace's), else through its root.
+std::string mapped_file(pid_t pid, const proc::Mapping& m) {
+  char range[64];
+  std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m.start),
+                static_cast<unsigned long long>(m.end));
+  std::string mf = "/proc/" + std::to_string(pid) + "/map_files/" + range;
+  if (access(mf.c_str(), R_OK) == 0) return mf;
+  return proc::root_path(pid, m.path);
 }
 
 }  // namespace
@@ -56,12 +77,12 @@ bool GpuTracer::attach(pid_t pid) {
   std::string bridge, cuda;
   for (const auto& m : proc::read_maps(pid)) {
     if (m.path.empty() || m.path[0] != '/') continue;
-    if (is_lib(m.path, "libltrace-bridge")) bridge = m.path;
+    if (is_bridge(m.path) && bridge.empty()) bridge = mapped_file(pid, m);
     if (is_lib(m.path, "libcuda.so") || (without_driver && is_lib(m.path, "libcudart.so"))) cuda = m.path;
   }
   try {
     if (!bridge.empty()) {
-      source_().attach_bridge(proc::root_path(pid, bridge));
+      source_().attach_bridge(bridge);
       how_[pid] = "CUPTI bridge (loaded at launch)";
       return true;
     }
@@ -78,13 +99,22 @@ bool GpuTracer::attach(pid_t pid) {
       fall_back_to_uprobes(pid, opts_.inject ? "libltrace-bridge.so not found next to ltrace-bpf" : "--no-inject");
       return true;
     }
-    // Probes first: the injected bridge finds its semaphores set at once.
-    source_().attach_bridge(opts_.bridge_path);
-    auto r = inject::inject_library(pid, opts_.bridge_path);
+    // The bridge goes in as a memfd: the target may be in a container that
+    // does not see our file, and nothing is left in its file system.  The
+    // probes go on that very file before the dlopen, so the bridge finds its
+    // semaphores set at once.
+    GpuSource& source = source_();  // loaded before the target's thread is stopped
+    inject::InjectOptions io;
+    io.handoff = inject::Handoff::memfd_or_path;
+    io.memfd_name = kBridgeMemfdName;
+    io.before_dlopen = [&source](const std::string& file) { source.attach_bridge(file); };
+    auto r = inject::inject_library(pid, opts_.bridge_path, io);
     how_[pid] = "CUPTI bridge (injected into the running process)";
     note_("pid " + std::to_string(pid) + ": GPU: injected " + opts_.bridge_path +
+          (r.memfd ? " (as a memfd: nothing written to its file system)" : " (by its path)") +
           " (CUPTI from now on; NVTX ranges cannot be captured from a process attached late: launch it with "
           "`ltrace-bpf run -- ...` or NVTX_INJECTION64_PATH for those)");
+    if (opts_.verbose) note_("pid " + std::to_string(pid) + ": GPU: " + r.detail);
   } catch (const Error& e) {
     fall_back_to_uprobes(pid, e.what());
   }

@@ -599,6 +599,10 @@ std::uint64_t RemoteThread::push_scratch(const void* data, std::size_t len) {
   return at;
 }
 
+bool RemoteThread::write_memory(std::uint64_t addr, const void* data, std::size_t len) {
+  return s_->attached && s_->write_memory(addr, data, len);
+}
+
 std::optional<std::string> RemoteThread::read_cstring(std::uint64_t addr, std::size_t max) const {
   return proc::read_cstring(s_->pid, addr, max);
 }

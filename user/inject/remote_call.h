@@ -64,6 +64,10 @@ class RemoteThread {
   // call is abandoned and the thread restored: see the message).
   std::uint64_t call(std::uint64_t fn, std::initializer_list<std::uint64_t> args, Clock::time_point deadline);
 
+  // Writes target memory (e.g. to put back a value a call changed); false
+  // if not every byte could be written.
+  bool write_memory(std::uint64_t addr, const void* data, std::size_t len);
+
   // Reads a NUL-terminated string from the target (at most `max` bytes).
   std::optional<std::string> read_cstring(std::uint64_t addr, std::size_t max = 4096) const;
 
