@@ -32,18 +32,6 @@ bool is_bridge(const std::string& path) {
   return is_lib(path, "libltrace-bridge") || path.rfind(std::string("/memfd:") + kBridgeMemfdName, 0) == 0;
 }
 
-// A path we can open naming the file behind a mapping of pid: its
-// map_files entry (the very inode mapped: a memfd, a file deleted or
-// replaced since, another mount namespace's), else through its root.
-std::string mapped_file(pid_t pid, const proc::Mapping& m) {
-  char range[64];
-  std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m.start),
-                static_cast<unsigned long long>(m.end));
-  std::string mf = "/proc/" + std::to_string(pid) + "/map_files/" + range;
-  if (access(mf.c_str(), R_OK) == 0) return mf;
-  return proc::root_path(pid, m.path);
-}
-
 }  // namespace
 
 std::string find_bridge_library() {
@@ -77,7 +65,7 @@ bool GpuTracer::attach(pid_t pid) {
   std::string bridge, cuda;
   for (const auto& m : proc::read_maps(pid)) {
     if (m.path.empty() || m.path[0] != '/') continue;
-    if (is_bridge(m.path) && bridge.empty()) bridge = mapped_file(pid, m);
+    if (is_bridge(m.path) && bridge.empty()) bridge = proc::mapped_file(pid, m);
     if (is_lib(m.path, "libcuda.so") || (without_driver && is_lib(m.path, "libcudart.so"))) cuda = m.path;
   }
   try {

@@ -38,14 +38,15 @@ bool OpTracer::selected(const std::string& name) const {
 }
 
 bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
-  std::string lib;
+  std::string lib, open_path;
   for (auto& m : proc::read_maps(pid))
     if (is_libtorch_cpu(m.path)) {
       lib = m.path;
+      // The file the target runs (containers, chroots, overlayfs).
+      open_path = proc::mapped_file(pid, m);
       break;
     }
-  if (lib.empty()) return false;
-  const std::string open_path = proc::root_path(pid, lib);
+  if (lib.empty() || open_path.empty()) return false;
   struct stat st {};
   if (stat(open_path.c_str(), &st) != 0) return false;  // gone or deleted: try again later
   const auto file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
@@ -94,7 +95,9 @@ std::uint64_t OpTracer::tensor_vtable(pid_t pid) const {
     if (m.path.compare(slash == std::string::npos ? 0 : slash + 1, 9, "libc10.so") != 0 || m.offset != 0) continue;
     try {
       // Shared libraries link at 0: the mapping of offset 0 is the bias.
-      if (auto v = dynamic_object(proc::root_path(pid, m.path), "_ZTVN3c1010TensorImplE")) return m.start + *v + 16;
+      const std::string path = proc::mapped_file(pid, m);
+      if (path.empty()) return 0;
+      if (auto v = dynamic_object(path, "_ZTVN3c1010TensorImplE")) return m.start + *v + 16;
     } catch (const Error&) {
     }
     return 0;

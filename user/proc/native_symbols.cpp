@@ -58,7 +58,7 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
   e.ip = ip;
   std::string dso = base_name(m->path);
   std::strncpy(e.dso, dso.c_str(), sizeof e.dso - 1);
-  std::string path = root_path(pid, m->path);
+  std::string path = mapped_file(pid, *m);
   // One index per file, whoever maps it (every forked worker maps the same
   // libraries): keyed by device and inode, not by the per-pid path.
   struct stat st {};
