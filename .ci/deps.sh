@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(make g++ clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev pkg-config
               libgtest-dev systemtap-sdt-dev python3.11 python3.11-venv python3-pip procps util-linux chromium
-              slurmctld slurmd slurm-client munge iproute2)
+              slurmctld slurmd slurm-client munge iproute2 debootstrap)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,4 +37,9 @@ for v in 2.3.3 2.6.6; do
 done
 ls .venv/wheels/lightning-2.6.6-*.whl >/dev/null 2>&1 ||
   .venv/bin/pip download -q --no-deps --dest .venv/wheels "lightning==2.6.6"
+# Root file systems of other Debian suites for the container tests (once;
+# cached in /var/cache/ltrace-bpf/roots): sid with CPython 3.13-3.15 and
+# torch 2.15, bullseye with glibc 2.31.
+bash tests/roots/build.sh sid >/dev/null
+bash tests/roots/build.sh bullseye >/dev/null
 echo "deps: ok"

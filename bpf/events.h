@@ -54,6 +54,7 @@ enum lt_event_kind {
 	LT_EV_HOST_INFO = 35, /* host, kernel, clock reference */
 	LT_EV_PROC_ENV = 36,  /* job identity of a process (distributed ranks), from its environment */
 	LT_EV_CLOCK_SYNC = 37, /* this host's wall clock measured against a reference host's (cluster) */
+	LT_EV_PROC_CONTAINER = 38, /* the container a process runs in (namespaces, hostname, id) */
 	/* Python stacks (pysample source) */
 	LT_EV_PY_SAMPLE = 48,	 /* cpu-clock sample of a target thread */
 	LT_EV_OFFCPU_BEGIN = 49, /* a target thread blocked (sched_switch out) */
@@ -137,6 +138,20 @@ struct lt_proc_info_event {
 #define LT_PROC_PYTHON 0x1u	 /* interpreter found, probes live */
 #define LT_PROC_NOT_PYTHON 0x2u	 /* followed, but no CPython in it */
 #define LT_PROC_UNSUPPORTED 0x4u /* CPython we cannot read */
+
+/* PROC_CONTAINER (user space), right after PROC_INFO, only for a process
+ * that is not in our own pid, mount and UTS namespaces and root. */
+struct lt_proc_container_event {
+	struct lt_event_header hdr;
+	u32 ns_pid; /* its pid inside its own pid namespace */
+	u32 flags;  /* LT_CONTAINER_* */
+	char hostname[64];     /* its UTS namespace's */
+	char container_id[72]; /* 64 hex from its cgroup path (docker, containerd, cri-o, podman), "" if none */
+};
+#define LT_CONTAINER_PID_NS 0x1u
+#define LT_CONTAINER_MNT_NS 0x2u
+#define LT_CONTAINER_UTS_NS 0x4u
+#define LT_CONTAINER_CHROOT 0x8u /* same mount namespace, another root */
 
 /* WINDOW (user space): attach (begin=1) and detach (begin=0) times */
 struct lt_window_event {

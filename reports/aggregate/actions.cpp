@@ -282,7 +282,20 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       m.master_addr.clear();
       m.group_rank = m.slurm_nodeid = -1;
       m.master_port = 0;
+      m.container_flags = m.ns_pid = 0;
+      m.container_host.clear();
+      m.container_id.clear();
       if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns) pp.out.window_begin_ns = h.ts_ns;
+      return;
+    }
+    case LT_EV_PROC_CONTAINER: {
+      lt_proc_container_event e;
+      if (!record_as(h, p, e)) return;
+      auto& m = proc(h.pid).out.meta;
+      m.container_flags = e.flags | 0x80000000u;  // seen, even with no namespace of its own (an id only)
+      m.ns_pid = e.ns_pid;
+      m.container_host.assign(e.hostname, strnlen(e.hostname, sizeof e.hostname));
+      m.container_id.assign(e.container_id, strnlen(e.container_id, sizeof e.container_id));
       return;
     }
     case LT_EV_PROC_ENV: {

@@ -27,6 +27,9 @@ struct ProcessMeta {
   std::string hostname, slurm_job_id, master_addr;
   int group_rank = -1, slurm_nodeid = -1;
   unsigned master_port = 0;
+  // From PROC_CONTAINER: the container it runs in (flags 0: none seen).
+  unsigned container_flags = 0, ns_pid = 0;
+  std::string container_host, container_id;
 };
 
 struct ActionSeries {

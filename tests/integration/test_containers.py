@@ -271,3 +271,21 @@ def test_version_we_cannot_read(sid, tmp_path):
     finally:
         box.stop()
         os.unlink(dst)
+
+
+def test_container_named_in_reports(sid, tmp_path):
+    """Reports name the container: its UTS hostname, the id from its cgroup
+    path (as Docker names it), and the pid inside; live and from the trace."""
+    cid = "0123456789ab" + "cdef0123456789abcdef0123456789abcdef0123456789abcdef"[:52]
+    trace = tmp_path / "c.ltrace"
+    run = run_boxed(sid, tmp_path, "/usr/bin/python3.14", os.path.join(WORKLOADS, "profiler_actions.py"),
+                    site=True, hostname="trainer-7", cgroup_id=cid, lt_args=["-o", str(trace)])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    import re
+    note = re.search(r"runs in container trainer-7 \(id 0123456789ab, pid (\d+) inside\)", run.lt_err)
+    assert note, run.lt_err
+    assert int(note.group(1)) != run.pid  # its own pid namespace
+    r = subprocess.run([LTRACE, "report", str(trace)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "runs in container trainer-7 (id 0123456789ab" in r.stderr, r.stderr
+    assert parse_simple_report(r.stdout)["outer"][1] == "20"

@@ -11,6 +11,7 @@
 #include "reports/ops/op_table.h"
 #include "reports/simple/simple_report.h"
 #include "user/core/errors.h"
+#include "user/proc/container.h"
 
 namespace lt {
 
@@ -21,6 +22,7 @@ std::string describe(const ProcessMeta& m) {
   if (m.rank >= 0) s += " rank " + std::to_string(m.rank);
   if (m.local_rank >= 0) s += " local_rank " + std::to_string(m.local_rank);
   if (m.world_size >= 0) s += " world_size " + std::to_string(m.world_size);
+  if (m.container_flags) s += " in container " + proc::describe_container(m.container_host, m.container_id, m.ns_pid);
   if (!m.cmdline.empty()) s += ": " + m.cmdline;
   return s;
 }
@@ -31,6 +33,9 @@ void notes(const ProcessActions& p) {
     std::cerr << who << " is not a CPython process; nothing to report\n";
     return;
   }
+  if (p.meta.container_flags)
+    std::cerr << who << " runs in container "
+              << proc::describe_container(p.meta.container_host, p.meta.container_id, p.meta.ns_pid) << "\n";
   if (p.actions.empty())
     std::cerr << who
               << ": no Lightning actions seen in the window (is a Trainer running? actions are seen "

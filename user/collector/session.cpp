@@ -17,6 +17,7 @@
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
 #include "user/core/errors.h"
+#include "user/proc/container.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
 #include "user/proc/rank_env.h"
@@ -112,6 +113,11 @@ void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::
   std::strncpy(e.cmdline, cmd.c_str(), sizeof e.cmdline - 1);
   std::strncpy(e.torch_version, torch_version(pid).c_str(), sizeof e.torch_version - 1);
   emit(e);
+  // The container it runs in, if any (reports name it).
+  if (auto c = proc::container_of(pid)) {
+    c->hdr.ts_ns = e.hdr.ts_ns;
+    emit(*c);
+  }
   // Right after its PROC_INFO, at the same time, only for a process that is
   // part of a distributed job.
   if (renv.any()) {
