@@ -41,10 +41,9 @@ std::vector<std::string> split_nul(const std::string& s) {
 bool exists(pid_t pid) {
   if (pid <= 0) return false;
   if (kill(pid, 0) == 0 || errno == EPERM) {
-    // A zombie has no address space left to trace.
-    std::ifstream st(proc_file(pid, "stat"));
-    std::string line;
-    std::getline(st, line);
+    // A zombie has no address space left to trace.  The whole file: a
+    // comm may hold a newline.
+    const std::string line = slurp(proc_file(pid, "stat"));
     auto rp = line.rfind(')');
     return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z' && line[rp + 2] != 'X';
   }
