@@ -155,7 +155,8 @@ TEST(Census, PsTable) {
   e.container_id = kId;
   e.rank.rank = 1;
   e.rank.world_size = 2;
-  e.cmdline = "python3.13 train_lightning.py --a-very-long-argument-list that goes on and on and on";
+  e.argv = {"/usr/bin/python3.13", "/home/me/job/train_lightning.py", "--a-very-long-argument-list", "that", "goes",
+            "on", "and", "on/and/on"};
   e.python_version = "3.13";
   e.torch_version = "2.15.0";
   e.lightning_version = "2.6.6";

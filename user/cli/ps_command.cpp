@@ -61,7 +61,16 @@ PsRow ps_row(const proc::CensusEntry& e, const std::string& profile) {
   r.torch = or_dash(proc::printable(e.torch_version));
   r.lightning = or_dash(proc::printable(e.lightning_version));
   r.cuda = e.probe.maps.cuda ? "yes" : "no";
-  std::string cmd = proc::printable(e.cmdline.empty() ? "[" + e.probe.stat.comm + "]" : e.cmdline);
+  // The interpreter and the script by their names (the PYTHON column has
+  // the version; /proc/PID/cmdline the whole line), then the arguments.
+  std::string cmd;
+  for (std::size_t i = 0; i < e.argv.size(); ++i) {
+    const std::string& a = e.argv[i];
+    const bool shorten = i == 0 || (i == 1 && !a.empty() && a[0] != '-');
+    const auto slash = a.rfind('/');
+    cmd += (i ? " " : "") + (shorten && slash != std::string::npos && slash + 1 < a.size() ? a.substr(slash + 1) : a);
+  }
+  cmd = proc::printable(cmd.empty() ? "[" + e.probe.stat.comm + "]" : cmd);
   if (cp_len(cmd) > kCommandWidth) cmd = cp_prefix(cmd, kCommandWidth - 3) + "...";
   r.command = cmd;
   r.profile = profile;
@@ -117,8 +126,8 @@ int run_ps(bool verbose, std::ostream& out, std::ostream& err) {
         << skips.python_not_listed.size() << " CPython process(es) without either"
         << (verbose || skips.python_not_listed.empty() ? "" : "; -v lists them") << ")\n";
   if (verbose) {
-    for (pid_t pid : skips.python_not_listed)
-      err << "ltrace-bpf: pid " << pid << " (" << proc::printable(proc::read_comm(pid))
+    for (auto& [pid, comm] : skips.python_not_listed)
+      err << "ltrace-bpf: pid " << pid << " (" << proc::printable(comm)
           << "): not listed: CPython without torch mapped or a sign of Lightning\n";
     std::string skipped;
     for (auto& [why, n] : skips.counts)

@@ -183,12 +183,6 @@ std::string lightning_version(pid_t pid, const ProcessProbe& p) {
   return v.empty() ? "?" : v;
 }
 
-std::string join_cmdline(pid_t pid) {
-  std::string cmd;
-  for (auto& a : read_cmdline(pid)) cmd += (cmd.empty() ? "" : " ") + a;
-  return cmd;
-}
-
 }  // namespace
 
 // ---- pure parsers ----
@@ -500,7 +494,7 @@ CensusEntry describe_process(const ProcessProbe& probe) {
   if (auto cg = read_small(pid_file(pid, "cgroup"), 1 << 16)) e.container_id = container_id_from_cgroup(*cg);
   e.hostname = process_hostname(pid);
   e.rank = parse_rank_env(read_environ(pid));
-  e.cmdline = join_cmdline(pid);
+  e.argv = read_cmdline(pid);
   e.python_version = python_version_from_name(probe.maps.python_lib);
   if (e.python_version.empty()) e.python_version = python_version_from_name(probe.exe);
   if (probe.maps.torch()) {
@@ -520,7 +514,7 @@ std::vector<CensusEntry> take_census(CensusSkips* skips) {
       continue;
     }
     if (!p.eligible()) {
-      if (skips && p.python) skips->python_not_listed.push_back(pid);
+      if (skips && p.python) skips->python_not_listed.emplace_back(pid, p.stat.comm);
       continue;
     }
     out.push_back(describe_process(p));

@@ -112,13 +112,13 @@ struct CensusEntry {
   std::string hostname;      // in its UTS namespace
   std::string container_id;  // 64 hex, "" on the host
   RankEnv rank;
-  std::string cmdline;  // joined by spaces, raw bytes
+  std::vector<std::string> argv;  // /proc/PID/cmdline, raw bytes
   std::string python_version, torch_version, lightning_version;
 };
 
 struct CensusSkips {
   std::map<Skip, std::size_t> counts;
-  std::vector<pid_t> python_not_listed;  // CPython without torch or Lightning
+  std::vector<std::pair<pid_t, std::string>> python_not_listed;  // CPython without torch or Lightning: pid, comm
 };
 
 // Every eligible process, ascending pid; with what was skipped and why.
