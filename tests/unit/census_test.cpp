@@ -3,9 +3,16 @@
 // a probe of real processes (ourselves, a zombie, a pid that is gone).
 #include "user/proc/census.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "user/cli/ps_command.h"
 
@@ -24,6 +31,7 @@ TEST(Census, ParseStat) {
   EXPECT_EQ(s->state, 'S');
   EXPECT_EQ(s->ppid, 4000);
   EXPECT_EQ(s->starttime, 987654ull);
+  EXPECT_EQ(s->vsize, 23044096ull);
   EXPECT_FALSE(s->kernel_thread());
   EXPECT_FALSE(s->zombie());
   // A comm with spaces and parentheses ends at the last ')'.
@@ -207,4 +215,45 @@ TEST(Census, ProbesRealProcesses) {
   if (kt.skip != Skip::gone && kt.stat.comm == "kthreadd") {
     EXPECT_EQ(kt.skip, Skip::kernel_thread);
   }
+}
+
+// --all's watcher: a process that maps a libtorch*.so later is returned
+// once, at the first poll after the mapping, and never again.
+TEST(Census, WatcherReturnsANewlyEligibleProcessOnce) {
+  char dir[] = "/tmp/lt-census-XXXXXX";
+  ASSERT_TRUE(mkdtemp(dir));
+  const std::string lib = std::string(dir) + "/libtorch_cpu.so";
+  const std::string flag = std::string(dir) + "/go";
+  {
+    const int fd = open(lib.c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, "x", 1), 1);
+    close(fd);
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    while (access(flag.c_str(), F_OK) != 0) usleep(1000);
+    const int fd = open(lib.c_str(), O_RDONLY);
+    if (fd < 0 || mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED) _exit(1);
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  auto has = [&](const std::vector<pid_t>& v) { return std::find(v.begin(), v.end(), child) != v.end(); };
+  EligibleWatcher w;
+  EXPECT_FALSE(has(w.poll()));
+  EXPECT_FALSE(has(w.poll()));
+  close(open(flag.c_str(), O_CREAT | O_WRONLY, 0644));
+  bool found = false;
+  for (int i = 0; i < 200 && !found; ++i) {
+    found = has(w.poll());
+    if (!found) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(found);
+  EXPECT_FALSE(has(w.poll()));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  unlink(lib.c_str());
+  unlink(flag.c_str());
+  rmdir(dir);
 }

@@ -194,19 +194,20 @@ std::optional<StatInfo> parse_stat(const std::string& text) {
   s.comm = text.substr(lp + 1, rp - lp - 1);
   std::vector<std::string> f;
   std::size_t pos = rp + 2;
-  while (pos < text.size() && f.size() < 20) {
+  while (pos < text.size() && f.size() < 21) {
     auto end = text.find_first_of(" \n", pos);
     if (end == std::string::npos) end = text.size();
     if (end > pos) f.push_back(text.substr(pos, end - pos));
     pos = end + 1;
   }
-  // state ppid pgrp session tty tpgid flags ... starttime (field 22 = f[19])
+  // state ppid pgrp session tty tpgid flags ... starttime (field 22 = f[19]) vsize
   if (f.size() < 20 || f[0].size() != 1) return std::nullopt;
   try {
     s.state = f[0][0];
     s.ppid = static_cast<pid_t>(std::stol(f[1]));
     s.flags = static_cast<unsigned>(std::stoul(f[6]));
     s.starttime = std::stoull(f[19]);
+    if (f.size() > 20) s.vsize = std::stoull(f[20]);
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -422,7 +423,7 @@ std::vector<pid_t> list_pids() {
   return out;
 }
 
-ProcessProbe probe_process(pid_t pid) {
+ProcessProbe probe_process(pid_t pid, const std::string* lightning_known) {
   ProcessProbe p;
   p.pid = pid;
   if (pid == getpid()) {
@@ -463,7 +464,9 @@ ProcessProbe probe_process(pid_t pid) {
   }
   p.maps = scan_maps(*maps);
   p.python = starts_with(basename_of(p.exe), "python") || !p.maps.python_lib.empty();
-  if (p.python && !p.maps.torch()) {
+  if (p.python && !p.maps.torch() && lightning_known) {
+    p.lightning_sign = *lightning_known;
+  } else if (p.python && !p.maps.torch()) {
     p.lightning_dir = find_lightning(pid, pythonpath_of(pid));
     if (!p.lightning_dir.empty()) {
       p.lightning_sign = "a Lightning package on its PYTHONPATH";
@@ -523,9 +526,7 @@ std::vector<CensusEntry> take_census(CensusSkips* skips) {
 }
 
 std::vector<pid_t> EligibleWatcher::poll() {
-  static const long ticks = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
   const std::uint64_t now = now_ns(CLOCK_MONOTONIC);
-  const std::uint64_t boot_now = now_ns(CLOCK_BOOTTIME);
   std::vector<pid_t> out;
   std::map<pid_t, Seen> next;
   const pid_t self = getpid();
@@ -536,9 +537,11 @@ std::vector<pid_t> EligibleWatcher::poll() {
     if (!st || st->kernel_thread() || st->zombie()) continue;
     const std::string exe = read_link(pid_file(pid, "exe")).value_or("");
     Seen s;
+    bool known = false;
     if (auto it = seen_.find(pid); it != seen_.end() && it->second.starttime == st->starttime && it->second.exe == exe) {
       s = it->second;
-      if (s.settled || now < s.next_ns) {
+      known = true;
+      if (s.settled || (s.vsize == st->vsize && now < s.next_ns)) {
         next[pid] = s;
         continue;
       }
@@ -546,18 +549,18 @@ std::vector<pid_t> EligibleWatcher::poll() {
       s.starttime = st->starttime;
       s.exe = exe;
     }
-    const ProcessProbe p = probe_process(pid);
+    const ProcessProbe p = probe_process(pid, known ? &s.lightning : nullptr);
     if (p.skip == Skip::gone) continue;
+    s.vsize = p.stat.vsize;
+    s.lightning = p.lightning_sign;
     if (p.eligible()) {
       out.push_back(pid);
       s.settled = true;
     } else if (p.skip != Skip::none) {
-      s.settled = true;
+      s.settled = p.skip != Skip::unreadable;
+      s.next_ns = now + 5'000'000'000ull;
     } else {
-      // torch is imported seconds after the start: a young CPython is looked
-      // at on every call, anything else every 5 s.
-      const std::uint64_t age_ns = boot_now - std::min<std::uint64_t>(boot_now, st->starttime * 1000000000ull / ticks);
-      s.next_ns = p.python && age_ns < 60'000'000'000ull ? 0 : now + 5'000'000'000ull;
+      s.next_ns = now + 5'000'000'000ull;
     }
     next[pid] = s;
   }

@@ -38,6 +38,7 @@ struct StatInfo {
   pid_t ppid = 0;
   unsigned flags = 0;
   unsigned long long starttime = 0;  // clock ticks since boot
+  unsigned long long vsize = 0;      // bytes of address space: grows when a library is mapped
   bool kernel_thread() const { return flags & 0x00200000u; }  // PF_KTHREAD
   bool zombie() const { return state == 'Z' || state == 'X' || state == 'x'; }
 };
@@ -94,8 +95,9 @@ struct ProcessProbe {
   std::string lightning_dir;   // a Lightning package directory found on PYTHONPATH (as the target sees it)
   bool eligible() const { return skip == Skip::none && (maps.torch() || (python && !lightning_sign.empty())); }
 };
-// Stat, exe, maps, and (for CPython without torch) the Lightning signs.
-ProcessProbe probe_process(pid_t pid);
+// Stat, exe, maps, and (for CPython without torch) the Lightning signs;
+// `lightning_known` skips the signs (already looked at: "" none).
+ProcessProbe probe_process(pid_t pid, const std::string* lightning_known = nullptr);
 
 // The process's root directory was deleted (a chroot into a removed
 // directory, a container whose root is gone): no file of it can be opened
@@ -133,10 +135,10 @@ std::string torch_version(pid_t pid);  // finds the mapped libtorch itself
 
 // New eligible processes, for --all: each call returns the eligible
 // processes it did not return before (a pid reused by a new process counts
-// as new).  Cheap to call every 500 ms: a process is looked at again only
-// while it is CPython and not yet eligible (torch is imported seconds after
-// the start; looked at every call in its first minute, then every 5 s), or
-// after it exec'd another program.
+// as new).  Cheap to call every 500 ms: after the first look, a process
+// costs a stat and a readlink per call, and its maps are read again only
+// when its address space changed size (importing torch maps libraries),
+// when it exec'd, or every 5 s.
 class EligibleWatcher {
  public:
   std::vector<pid_t> poll();
@@ -145,8 +147,10 @@ class EligibleWatcher {
   struct Seen {
     unsigned long long starttime = 0;
     std::string exe;
-    bool settled = false;  // returned, or not CPython: not looked at again
-    std::uint64_t next_ns = 0;
+    unsigned long long vsize = 0;
+    bool settled = false;      // returned, or a kernel thread: not looked at again
+    std::uint64_t next_ns = 0;  // look again by then, whatever the size
+    std::string lightning;     // the sign of Lightning found the first time (environ and argv stay)
   };
   std::map<pid_t, Seen> seen_;
 };
