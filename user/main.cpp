@@ -20,6 +20,7 @@
 #include "user/cli/launch.h"
 #include "user/cli/merge_output.h"
 #include "user/cli/options.h"
+#include "user/cli/ps_command.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
 #include "user/cluster/agent.h"
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
       std::cout << "ltrace-bpf 0.1.0 (event ABI " << LT_EVENT_ABI_VERSION << ")\n";
       return 0;
     }
+    if (opts.command == Options::Command::ps) return run_ps(opts.verbose, std::cout, std::cerr);
     if (opts.command == Options::Command::cluster) {
       install_signals(true);
       cluster::ClusterOptions co;
@@ -157,7 +159,7 @@ int main(int argc, char** argv) {
         opts.pids.insert(opts.pids.end(), found.begin(), found.end());
         if (opts.verbose) std::cerr << "ltrace-bpf: --job-env: " << found.size() << " process(es) of the job here\n";
       }
-      SessionOptions so{opts.pids, opts.children, opts.duration_s, opts.verbose};
+      SessionOptions so{opts.pids, opts.all, opts.children, opts.duration_s, opts.verbose};
       so.gpu = opts.gpu;
       so.inject = opts.inject;
       so.launch_stacks = opts.launch_stacks;
@@ -200,6 +202,12 @@ int main(int argc, char** argv) {
         if (rc > 0) std::cerr << "ltrace-bpf: the command exited with status " << rc << "\n";
       }
       const auto& st = session.stats();
+      if (opts.all && st.traced == 0) {
+        if (!st.found)
+          throw Error(ExitCode::no_such_process, "--all: no process with torch or Lightning loaded was found");
+        throw Error(static_cast<ExitCode>(st.first_refusal),
+                    "--all: none of the " + std::to_string(st.found) + " process(es) found could be profiled");
+      }
       if (agent) {
         for (const auto& c : st.clock_syncs)
           cluster::agent_say("clock", {{"phase", std::to_string(c.phase)},

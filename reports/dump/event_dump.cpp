@@ -101,7 +101,7 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_proc_event pe;
     lt_proc_info_event pi;
     lt_proc_env_event pv;
-    lt_proc_container_event pc;
+    lt_proc_container_event pcn;
     lt_window_event w;
     lt_clock_sync_event cs;
     lt_offcpu_end_event oe;
@@ -134,10 +134,10 @@ void dump_events(const Trace& trace, std::ostream& out) {
           << " master_port=" << pv.master_port
           << " run_id=" << std::string(pv.run_id, strnlen(pv.run_id, sizeof pv.run_id))
           << " hostname=" << std::string(pv.hostname, strnlen(pv.hostname, sizeof pv.hostname));
-    else if (h.kind == LT_EV_PROC_CONTAINER && record_as(h, p, pc))
-      out << " ns_pid=" << pc.ns_pid << " flags=" << pc.flags
-          << " hostname=" << std::string(pc.hostname, strnlen(pc.hostname, sizeof pc.hostname))
-          << " container_id=" << std::string(pc.container_id, strnlen(pc.container_id, sizeof pc.container_id));
+    else if (h.kind == LT_EV_PROC_CONTAINER && record_as(h, p, pcn))
+      out << " ns_pid=" << pcn.ns_pid << " flags=" << pcn.flags
+          << " hostname=" << std::string(pcn.hostname, strnlen(pcn.hostname, sizeof pcn.hostname))
+          << " container_id=" << std::string(pcn.container_id, strnlen(pcn.container_id, sizeof pcn.container_id));
     else if (h.kind == LT_EV_WINDOW && record_as(h, p, w))
       out << (w.begin ? " begin" : " end");
     else if (h.kind == LT_EV_CLOCK_SYNC && record_as(h, p, cs))

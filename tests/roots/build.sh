@@ -52,7 +52,7 @@ if [ "$name" = sid ]; then
     site=$tmp/opt/site/$cp
     # torch's own CUDA libraries are python-version independent: hard links
     # of the venv's copies (the same torch release) instead of 4 GB more.
-    [ -d "$site/torch" ] || "$pip" install -q --no-deps --only-binary=:all: --python-version "$v" --implementation cp --abi "$cp" \
+    "$pip" install -q --no-deps --only-binary=:all: --python-version "$v" --implementation cp --abi "$cp" \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
       --target "$site" torch==2.15.0 pytorch-lightning==2.6.6 lightning-utilities torchmetrics tqdm pyyaml \
       fsspec packaging typing-extensions filelock sympy mpmath networkx jinja2 markupsafe numpy setuptools \
@@ -62,7 +62,10 @@ if [ "$name" = sid ]; then
     # The other layout: the same interpreter from libpython3.X.so.
     lib=$(ls "$tmp"/usr/lib/x86_64-linux-gnu/libpython$v.so.1.0)
     printf 'extern int Py_BytesMain(int, char**);\nint main(int c, char** v) { return Py_BytesMain(c, v); }\n' >"$tmp/shared.c"
-    cc -O2 -o "$tmp/usr/local/bin/python$v-shared" "$tmp/shared.c" "$lib" -Wl,--allow-shlib-undefined
+    # Linked here against the root's newer glibc and expat: their symbols
+    # resolve inside the root at run time.
+    cc -O2 -o "$tmp/usr/local/bin/python$v-shared" "$tmp/shared.c" "$lib" -Wl,-rpath,/usr/lib/x86_64-linux-gnu \
+      -Wl,--allow-shlib-undefined
     rm "$tmp/shared.c"
   done
 fi

@@ -41,7 +41,6 @@ TEST(Options, Errors) {
   EXPECT_EQ(code_of({"--pid", "0"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"--pid", "1", "--duration", "-1"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"--pid", "1", "--duration", "nan"}), lt::ExitCode::usage);
-  EXPECT_EQ(code_of({}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"--help"}), lt::ExitCode::ok);
 }
 
@@ -111,4 +110,29 @@ TEST(Options, GpuAndRun) {
   EXPECT_EQ(code_of({"run"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"run", "--"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"run", "--pid", "3", "--", "python"}), lt::ExitCode::usage);
+}
+
+TEST(Options, AllAndPs) {
+  // No target: every torch/Lightning process (--all), children followed.
+  auto o = parse({});
+  EXPECT_TRUE(o.all);
+  EXPECT_TRUE(o.children);
+  EXPECT_EQ(o.command, lt::Options::Command::live);
+  auto r = parse({"record", "--all", "-o", "x.ltrace", "--duration", "5"});
+  EXPECT_TRUE(r.all && r.children);
+  EXPECT_TRUE(parse({"record", "-o", "x.ltrace"}).all);
+  EXPECT_FALSE(parse({"--pid", "3"}).all);
+  EXPECT_FALSE(parse({"--job-env", "A=B"}).all);
+  EXPECT_EQ(code_of({"--all", "--pid", "3"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"--all", "--job-env", "A=B"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"report", "f.ltrace", "--all"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"run", "--all", "--", "python"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"agent", "-o", "x"}), lt::ExitCode::usage);  // the agent needs its job
+  // ps: only -v.
+  auto p = parse({"ps", "-v"});
+  EXPECT_EQ(p.command, lt::Options::Command::ps);
+  EXPECT_TRUE(p.verbose);
+  EXPECT_FALSE(p.all);
+  EXPECT_EQ(code_of({"ps", "--pid", "3"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"ps", "--all"}), lt::ExitCode::usage);
 }

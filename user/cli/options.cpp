@@ -10,6 +10,8 @@ namespace lt {
 
 std::string usage_text() {
   return R"(usage: ltrace-bpf --pid PID [--pid PID ...] [options]     attach, print reports
+       ltrace-bpf [--all] [options]                           every torch/Lightning process, now and later
+       ltrace-bpf ps [-v]                                     list the torch/Lightning processes here
        ltrace-bpf record --pid PID ... -o FILE [options]      attach, write a trace file
        ltrace-bpf report FILE [report options]                reports from a trace file
        ltrace-bpf report DIR --merge [--chrome F] [--chrome-dir D]  one job from many traces
@@ -33,6 +35,13 @@ options:
                         environment (repeatable: all must match), e.g.
                         SLURM_JOB_ID=4242 or TORCHELASTIC_RUN_ID=x; implies
                         --children (the node agent's way to find its ranks)
+      --all             every process on this host (containers included) with
+                        torch mapped, or CPython with Lightning on its
+                        PYTHONPATH or in its script's name, and every one that
+                        becomes so later (/proc polled every 500 ms); one
+                        report each; those that cannot be profiled are noted.
+                        The default without --pid and --job-env; implies
+                        --children.  Exit code 3 if none was found
   -c, --children        also follow every descendant (torchrun ranks,
                         DataLoader workers), including ones forked later
   -d, --duration SECS   detach after SECS seconds
@@ -107,7 +116,7 @@ agent (what cluster runs on each node; also for a DaemonSet):
   -V, --version         version
 
 exit codes:
-  0 ok   1 internal error   2 usage   3 no such process
+  0 ok   1 internal error   2 usage   3 no such process (--all: none found)
   4 not a CPython process   5 unsupported CPython version or build
   6 missing privileges (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
   7 BPF load/attach failed   8 cannot read or write a file   9 not a trace file (or from a newer version)
@@ -210,6 +219,9 @@ Options parse_options(int argc, char** argv) {
   } else if (argc > 1 && std::string(argv[1]) == "cluster") {
     o.command = Options::Command::cluster;
     first = 2;
+  } else if (argc > 1 && std::string(argv[1]) == "ps") {
+    o.command = Options::Command::ps;
+    first = 2;
   } else if (argc > 1 && std::string(argv[1]) == "run") {
     o.command = Options::Command::run;
     o.children = true;
@@ -257,6 +269,8 @@ Options parse_options(int argc, char** argv) {
             if (a == w && !has_inline && i + 1 < argc) o.agent_args.push_back(argv[i + 1]);
           if (has_inline) o.agent_args.back() += "=" + inline_value;
         }
+    if (o.command == Options::Command::ps && a != "-v" && a != "--verbose" && a != "-h" && a != "--help")
+      throw Error(ExitCode::usage, "ps takes no option but -v (got '" + a + "')");
     if (a == "-p" || a == "--pid")
       o.pids.push_back(parse_pid(arg()));
     else if (a == "--job-env") {
@@ -266,7 +280,9 @@ Options parse_options(int argc, char** argv) {
         throw Error(ExitCode::usage, "--job-env needs KEY=VALUE, e.g. SLURM_JOB_ID=4242 (got '" + kv + "')");
       o.job_env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
       o.children = true;
-    } else if (a == "-c" || a == "--children")
+    } else if (a == "--all")
+      o.all = true;
+    else if (a == "-c" || a == "--children")
       o.children = true;
     else if (a == "-d" || a == "--duration")
       o.duration_s = parse_seconds(arg());
@@ -382,9 +398,16 @@ Options parse_options(int argc, char** argv) {
     if (o.run_argv.empty())
       throw Error(ExitCode::usage, "run needs a command: ltrace-bpf run [options] -- COMMAND [ARGS]");
     if (!o.pids.empty()) throw Error(ExitCode::usage, "run launches its own target: --pid does not apply");
-  } else if (o.pids.empty() && o.job_env.empty()) {
+  } else if (o.command == Options::Command::live || o.command == Options::Command::record) {
+    if (o.all && (!o.pids.empty() || !o.job_env.empty()))
+      throw Error(ExitCode::usage, "--all takes every torch/Lightning process: --pid and --job-env do not apply");
+    if (o.pids.empty() && o.job_env.empty()) o.all = true;
+    if (o.all) o.children = true;
+  } else if (o.command == Options::Command::agent && o.pids.empty() && o.job_env.empty()) {
     throw Error(ExitCode::usage, "no target: give --pid PID or --job-env KEY=VALUE (see --help)");
   }
+  if (o.all && o.command != Options::Command::live && o.command != Options::Command::record)
+    throw Error(ExitCode::usage, "--all applies to live attach and record");
   if ((o.command == Options::Command::record || o.command == Options::Command::agent) && o.output.empty())
     throw Error(ExitCode::usage,
                 std::string(o.command == Options::Command::agent ? "agent" : "record") + " needs -o FILE");

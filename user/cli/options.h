@@ -10,9 +10,12 @@
 namespace lt {
 
 struct Options {
-  enum class Command { live, record, report, run, agent, cluster } command = Command::live;
+  enum class Command { live, record, report, run, agent, cluster, ps } command = Command::live;
   std::vector<std::string> run_argv;  // run: the command to launch under ltrace-bpf
   std::vector<pid_t> pids;
+  // --all, or live/record without --pid and --job-env: every process with
+  // torch or Lightning loaded, and those that start later (implies --children)
+  bool all = false;
   // --job-env KEY=VALUE: every local process of a job (by its environment), e.g. SLURM_JOB_ID=4242
   std::vector<std::pair<std::string, std::string>> job_env;
   std::string output;  // -o FILE: trace file (record: required; live: optional)

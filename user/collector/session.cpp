@@ -17,6 +17,7 @@
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
 #include "user/core/errors.h"
+#include "user/proc/census.h"
 #include "user/proc/container.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
@@ -47,24 +48,6 @@ lt_event_header user_header(lt_event_kind kind, std::uint16_t size, pid_t pid) {
   h.tid = static_cast<std::uint32_t>(pid);
   h.ts_ns = monotonic_ns();
   return h;
-}
-
-// The torch a process has loaded: the package directory of its mapped
-// libtorch, whose version.py states `__version__ = '...'`.
-std::string torch_version(pid_t pid) {
-  for (auto& m : proc::read_maps(pid)) {
-    auto at = m.path.find("/torch/lib/libtorch");
-    if (at == std::string::npos) continue;
-    std::ifstream f(proc::root_path(pid, m.path.substr(0, at) + "/torch/version.py"));
-    std::string line;
-    while (std::getline(f, line)) {
-      if (line.rfind("__version__", 0) != 0) continue;
-      auto q1 = line.find_first_of("'\""), q2 = line.find_last_of("'\"");
-      if (q1 != std::string::npos && q2 > q1) return line.substr(q1 + 1, q2 - q1 - 1);
-    }
-    return "";
-  }
-  return "";
 }
 
 std::string to_hex(std::uint64_t v) {
@@ -111,7 +94,7 @@ void Session::emit_proc_info(pid_t pid, const python::Interpreter* interp, std::
   std::string cmd;
   for (auto& a : proc::read_cmdline(pid)) cmd += (cmd.empty() ? "" : " ") + a;
   std::strncpy(e.cmdline, cmd.c_str(), sizeof e.cmdline - 1);
-  std::strncpy(e.torch_version, torch_version(pid).c_str(), sizeof e.torch_version - 1);
+  std::strncpy(e.torch_version, proc::torch_version(pid).c_str(), sizeof e.torch_version - 1);
   emit(e);
   // The container it runs in, if any (reports name it).
   if (auto c = proc::container_of(pid)) {
@@ -141,6 +124,40 @@ void Session::adopt(pid_t pid, bool must_be_python) {
     if (opts_.children && proc::exists(pid)) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
     emit_proc_info(pid, nullptr, e.code() == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON);
     if (e.code() != ExitCode::not_python) notes_.push_back("pid " + std::to_string(pid) + ": " + e.what());
+  }
+}
+
+// --all: adopts each process that became eligible since the last poll and
+// is not ours already (a child of a followed process comes with its fork
+// event).  One that cannot be profiled is a note, and leaves no trace.
+void Session::adopt_eligible() {
+  for (pid_t pid : watcher_->poll()) {
+    if (auto it = alive_.find(pid); it != alive_.end() && it->second) continue;
+    ++stats_.found;
+    std::string why;
+    ExitCode code = ExitCode::not_python;
+    if (proc::root_deleted(pid)) {
+      why = "its root directory was deleted, its files cannot be read";
+      code = ExitCode::io;
+    } else {
+      try {
+        adopt_or_throw(pid);
+        continue;
+      } catch (const Error& e) {
+        if (e.code() == ExitCode::usage) throw;
+        alive_.erase(pid);
+        live_.erase(pid);
+        if (e.code() == ExitCode::no_such_process || !proc::exists(pid)) {
+          --stats_.found;  // gone before we got to it
+          continue;
+        }
+        why = e.what();
+        code = e.code();
+      }
+    }
+    if (!stats_.first_refusal) stats_.first_refusal = static_cast<int>(code);
+    notes_.push_back("pid " + std::to_string(pid) + " (" + proc::printable(proc::read_comm(pid)) +
+                     "): not profiled: " + proc::printable(why));
   }
 }
 
@@ -178,6 +195,7 @@ void Session::adopt_or_throw(pid_t pid) {
   // inherits it in BPF.
   if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
   live_[pid] = interp;
+  ++stats_.traced;
   emit_proc_info(pid, &interp, LT_PROC_PYTHON);
   if (optracer_) attach_ops(pid, std::find(opts_.pids.begin(), opts_.pids.end(), pid) != opts_.pids.end());
   if (gputracer_) attach_gpu(pid);
@@ -336,6 +354,7 @@ void Session::on_record(const lt_event_header& h, const void* data, std::size_t 
         interp.pid = child;
         live_[child] = interp;
         forked_from_[child] = parent->first;
+        ++stats_.traced;
         // Same memory image, so BPF starts with the parent's thread-state
         // key; CPython re-creates the key in the child after fork, so it is
         // proven again there (check_forked_tsd) before we rely on it.
@@ -543,6 +562,12 @@ Trace Session::run(const std::atomic<bool>& stop) {
     if (opts_.children)
       for (pid_t c : proc::descendants(pid)) adopt(c, false);
   }
+  if (opts_.all) {
+    watcher_ = std::make_unique<proc::EligibleWatcher>();
+    adopt_eligible();
+    if (opts_.verbose && live_.empty())
+      std::fprintf(stderr, "ltrace-bpf: --all: no process with torch or Lightning loaded yet; waiting for one\n");
+  }
   if (opts_.device_stats) {
     std::vector<pid_t> pids;
     for (auto& [pid, interp] : live_) pids.push_back(pid);
@@ -591,6 +616,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   auto last_ops_poll = last_liveness;
   auto last_gpu_poll = last_liveness;
   auto last_tstates = last_liveness;
+  auto last_watch = last_liveness;
   while (!stop.load()) {
     // Producers never wake us (BPF_RB_NO_WAKEUP): a wakeup per event would
     // put our thread on the target's CPU in the middle of its step.  We
@@ -610,6 +636,10 @@ Trace Session::run(const std::atomic<bool>& stop) {
     if (now - last_tstates > 100'000'000) {
       last_tstates = now;
       refresh_thread_states();
+    }
+    if (watcher_ && now - last_watch > 500'000'000) {
+      last_watch = now;
+      adopt_eligible();
     }
     if (!ops_pending_.empty() && now - last_ops_poll > 250'000'000) {
       last_ops_poll = now;
@@ -654,7 +684,8 @@ Trace Session::run(const std::atomic<bool>& stop) {
         }
         any |= alive;
       }
-      if (!any) break;
+      // --all waits for processes still to come.
+      if (!any && !watcher_) break;
     }
   }
   // Drain everything already produced, then stop producing.

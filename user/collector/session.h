@@ -36,10 +36,15 @@ class Symbolizer;
 }  // namespace python
 namespace proc {
 class NativeSymbols;
+class EligibleWatcher;
 }  // namespace proc
 
 struct SessionOptions {
   std::vector<pid_t> pids;
+  // --all: every process with torch or Lightning loaded, now and started
+  // later (proc::EligibleWatcher, every 500 ms); those that cannot be
+  // profiled are notes.  Runs until a signal or --duration.
+  bool all = false;
   bool children = false;
   double duration_s = 0;  // 0: until signal or targets exit
   bool verbose = false;
@@ -73,6 +78,9 @@ struct SessionStats {
   double attach_latency_ms = 0;  // session start -> probes live
   std::size_t probes = 0;
   std::size_t processes = 0;
+  std::size_t found = 0;   // --all: eligible processes met
+  std::size_t traced = 0;  // processes adopted with probes (forked children included)
+  int first_refusal = 0;   // --all: the exit code of the first one that could not be profiled
   std::uint64_t records = 0;
   std::uint64_t file_bytes = 0;
   // CLOCK_SYNC results, attach then detach (empty without clock_host).
@@ -94,6 +102,7 @@ class Session {
 
  private:
   void adopt(pid_t pid, bool must_be_python);
+  void adopt_eligible();  // --all: the watcher's new processes
   void adopt_or_throw(pid_t pid);
   lt_target target_for(const python::Interpreter& interp);
   bool sampling() const { return opts_.sample_rate_hz > 0 || opts_.off_cpu || opts_.launch_stacks; }
@@ -114,6 +123,7 @@ class Session {
   std::map<pid_t, python::Interpreter> live_;  // targets with probes
   std::map<pid_t, bool> alive_;                // every process we report on
   std::vector<pid_t> pending_exec_;
+  std::unique_ptr<proc::EligibleWatcher> watcher_;  // --all
   std::unique_ptr<ProcTrackSource> proctrack_;
   std::unique_ptr<PyActionsSource> pyactions_;
   std::unique_ptr<PySampleSource> pysample_;

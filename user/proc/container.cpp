@@ -22,18 +22,17 @@ bool same_namespace(pid_t pid, const char* ns) {
   return theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev;
 }
 
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // Its pid in the innermost pid namespace (the last NSpid field).
 unsigned ns_pid_of(pid_t pid) {
-  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(st, line)) {
-    if (line.rfind("NSpid:", 0) != 0) continue;
-    std::istringstream ls(line.substr(6));
-    unsigned v = 0, last = static_cast<unsigned>(pid);
-    while (ls >> v) last = v;
-    return last;
-  }
-  return static_cast<unsigned>(pid);
+  auto ns = parse_nspid(slurp("/proc/" + std::to_string(pid) + "/status"));
+  return static_cast<unsigned>(ns.empty() ? pid : ns.back());
 }
 
 template <std::size_t N>
@@ -52,10 +51,7 @@ std::optional<lt_proc_container_event> container_of(pid_t pid) {
   char root[4096];
   ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/root").c_str(), root, sizeof root - 1);
   if (!(e.flags & LT_CONTAINER_MNT_NS) && n > 0 && !(n == 1 && root[0] == '/')) e.flags |= LT_CONTAINER_CHROOT;
-  std::ifstream cg("/proc/" + std::to_string(pid) + "/cgroup");
-  std::stringstream text;
-  text << cg.rdbuf();
-  const std::string id = container_id_from_cgroup(text.str());
+  const std::string id = container_id_from_cgroup(slurp("/proc/" + std::to_string(pid) + "/cgroup"));
   if (!e.flags && id.empty()) return std::nullopt;
   e.hdr.kind = LT_EV_PROC_CONTAINER;
   e.hdr.size = sizeof e;

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "user/proc/census.h"
+
 namespace lt::proc {
 
 namespace {
@@ -46,10 +48,9 @@ std::vector<std::string> split_nul(const std::string& s) {
 bool exists(pid_t pid) {
   if (pid <= 0) return false;
   if (kill(pid, 0) == 0 || errno == EPERM) {
-    // A zombie has no address space left to trace.
-    std::ifstream st(proc_file(pid, "stat"));
-    std::string line;
-    std::getline(st, line);
+    // A zombie has no address space left to trace.  The whole file: a
+    // comm may hold a newline.
+    const std::string line = slurp(proc_file(pid, "stat"));
     auto rp = line.rfind(')');
     return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z' && line[rp + 2] != 'X';
   }
@@ -159,15 +160,8 @@ std::map<pid_t, pid_t> host_tids(pid_t pid) {
     long host = std::strtol(e->d_name, &end, 10);
     if (*end != '\0' || host <= 0) continue;
     pid_t inner = static_cast<pid_t>(host);
-    std::ifstream st(task + "/" + e->d_name + "/status");
-    std::string line;
-    while (std::getline(st, line)) {
-      if (line.rfind("NSpid:", 0) != 0) continue;
-      std::istringstream ls(line.substr(6));
-      long v;
-      while (ls >> v) inner = static_cast<pid_t>(v);  // the last is the innermost namespace
-      break;
-    }
+    auto ns = parse_nspid(slurp(task + "/" + e->d_name + "/status"));
+    if (!ns.empty()) inner = ns.back();  // the innermost namespace's
     out[inner] = static_cast<pid_t>(host);
   }
   closedir(d);
