@@ -55,7 +55,7 @@ TEST(Census, ParseNspid) {
   EXPECT_EQ(parse_nspid("Name:\tx\nNSpid:\t99\n"), (std::vector<pid_t>{99}));
   EXPECT_TRUE(parse_nspid("Name:\tx\nPid:\t3\n").empty());  // old kernels: no NSpid
   EXPECT_TRUE(parse_nspid("").empty());
-  EXPECT_EQ(parse_nspid("NSpid:\t5 6"), (std::vector<pid_t>{5, 6}));  // last line, no newline
+  EXPECT_EQ(parse_nspid("NSpid:\t5 6"), (std::vector<pid_t>{5, 6}));   // last line, no newline
   EXPECT_TRUE(parse_nspid("NSpid:\t99999999999999999999\n").empty());  // out of range: nothing rather than garbage
 }
 
@@ -143,14 +143,16 @@ TEST(Census, VersionFiles) {
 TEST(Census, Printable) {
   EXPECT_EQ(printable("python3 train.py --lr=0.1"), "python3 train.py --lr=0.1");
   EXPECT_EQ(printable("épreuve Ωmega 🚀"), "épreuve Ωmega 🚀");  // valid UTF-8 stays
-  EXPECT_EQ(printable(std::string("a\xff" "b")), "a\\xffb");
+  EXPECT_EQ(printable(std::string("a\xff"
+                                  "b")),
+            "a\\xffb");
   EXPECT_EQ(printable("tab\there\nnl\x1b[31m"), "tab\\x09here\\x0anl\\x1b[31m");
   EXPECT_EQ(printable("back\\slash"), "back\\\\slash");
-  EXPECT_EQ(printable(std::string("\xc3")), "\\xc3");                     // cut short
-  EXPECT_EQ(printable(std::string("\xc0\xaf")), "\\xc0\\xaf");            // overlong
-  EXPECT_EQ(printable(std::string("\xed\xa0\x80")), "\\xed\\xa0\\x80");   // a surrogate
+  EXPECT_EQ(printable(std::string("\xc3")), "\\xc3");                             // cut short
+  EXPECT_EQ(printable(std::string("\xc0\xaf")), "\\xc0\\xaf");                    // overlong
+  EXPECT_EQ(printable(std::string("\xed\xa0\x80")), "\\xed\\xa0\\x80");           // a surrogate
   EXPECT_EQ(printable(std::string("\xf4\x90\x80\x80")), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
-  EXPECT_EQ(printable(std::string("\xc2\x85")), "\\xc2\\x85");            // C1 control (NEL)
+  EXPECT_EQ(printable(std::string("\xc2\x85")), "\\xc2\\x85");                    // C1 control (NEL)
   EXPECT_EQ(printable(std::string("x\0y", 3)), "x\\x00y");
 }
 
@@ -163,8 +165,14 @@ TEST(Census, PsTable) {
   e.container_id = kId;
   e.rank.rank = 1;
   e.rank.world_size = 2;
-  e.argv = {"/usr/bin/python3.13", "/home/me/job/train_lightning.py", "--a-very-long-argument-list", "that", "goes",
-            "on", "and", "on/and/on"};
+  e.argv = {"/usr/bin/python3.13",
+            "/home/me/job/train_lightning.py",
+            "--a-very-long-argument-list",
+            "that",
+            "goes",
+            "on",
+            "and",
+            "on/and/on"};
   e.python_version = "3.13";
   e.torch_version = "2.15.0";
   e.lightning_version = "2.6.6";
@@ -175,13 +183,14 @@ TEST(Census, PsTable) {
   host.hostname = "box";
   const std::string table =
       lt::render_ps_table({lt::ps_row(e, "yes"), lt::ps_row(host, "no: CPython 3.15 is not supported")});
-  EXPECT_EQ(table,
-            "PID   NSPID  HOST          CONTAINER     RANK  LOCAL  WORLD  PYTHON  TORCH   LIGHTNING  CUDA  COMMAND       "
-            "                                    PROFILE\n"
-            "4242  1      trainer-\\xff  3f4e5d6c7b8a  1     -      2      3.13    2.15.0  2.6.6      no    "
-            "python3.13 train_lightning.py --a-very-long-a...  yes\n"
-            "17    -      box           -             -     -      -      -       -       -          no    "
-            "[weird\\x0aname]                                   no: CPython 3.15 is not supported\n");
+  EXPECT_EQ(
+      table,
+      "PID   NSPID  HOST          CONTAINER     RANK  LOCAL  WORLD  PYTHON  TORCH   LIGHTNING  CUDA  COMMAND       "
+      "                                    PROFILE\n"
+      "4242  1      trainer-\\xff  3f4e5d6c7b8a  1     -      2      3.13    2.15.0  2.6.6      no    "
+      "python3.13 train_lightning.py --a-very-long-a...  yes\n"
+      "17    -      box           -             -     -      -      -       -       -          no    "
+      "[weird\\x0aname]                                   no: CPython 3.15 is not supported\n");
 }
 
 TEST(Census, ProbesRealProcesses) {

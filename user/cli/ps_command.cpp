@@ -78,12 +78,12 @@ PsRow ps_row(const proc::CensusEntry& e, const std::string& profile) {
 }
 
 std::string render_ps_table(const std::vector<PsRow>& rows) {
-  static const PsRow header{"PID",   "NSPID",  "HOST",  "CONTAINER", "RANK",    "LOCAL",  "WORLD",
-                            "PYTHON", "TORCH", "LIGHTNING", "CUDA", "COMMAND", "PROFILE"};
+  static const PsRow header{"PID",    "NSPID", "HOST",      "CONTAINER", "RANK",    "LOCAL",  "WORLD",
+                            "PYTHON", "TORCH", "LIGHTNING", "CUDA",      "COMMAND", "PROFILE"};
   auto cells = [](const PsRow& r) {
-    return std::vector<const std::string*>{&r.pid,   &r.nspid,  &r.host,  &r.container, &r.rank,    &r.local_rank,
-                                           &r.world_size, &r.python, &r.torch, &r.lightning, &r.cuda, &r.command,
-                                           &r.profile};
+    return std::vector<const std::string*>{&r.pid,        &r.nspid,      &r.host,   &r.container, &r.rank,
+                                           &r.local_rank, &r.world_size, &r.python, &r.torch,     &r.lightning,
+                                           &r.cuda,       &r.command,    &r.profile};
   };
   std::vector<std::size_t> width(13, 0);
   auto measure = [&](const PsRow& r) {
@@ -122,8 +122,8 @@ int run_ps(bool verbose, std::ostream& out, std::ostream& err) {
   out << render_ps_table(rows);
   out.flush();
   if (rows.empty())
-    err << "ltrace-bpf: no process with torch or Lightning loaded here ("
-        << skips.python_not_listed.size() << " CPython process(es) without either"
+    err << "ltrace-bpf: no process with torch or Lightning loaded here (" << skips.python_not_listed.size()
+        << " CPython process(es) without either"
         << (verbose || skips.python_not_listed.empty() ? "" : "; -v lists them") << ")\n";
   if (verbose) {
     for (auto& [pid, comm] : skips.python_not_listed)

@@ -538,7 +538,8 @@ std::vector<pid_t> EligibleWatcher::poll() {
     const std::string exe = read_link(pid_file(pid, "exe")).value_or("");
     Seen s;
     bool known = false;
-    if (auto it = seen_.find(pid); it != seen_.end() && it->second.starttime == st->starttime && it->second.exe == exe) {
+    if (auto it = seen_.find(pid);
+        it != seen_.end() && it->second.starttime == st->starttime && it->second.exe == exe) {
       s = it->second;
       known = true;
       if (s.settled || (s.vsize == st->vsize && now < s.next_ns)) {

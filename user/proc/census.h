@@ -37,8 +37,8 @@ struct StatInfo {
   char state = '?';
   pid_t ppid = 0;
   unsigned flags = 0;
-  unsigned long long starttime = 0;  // clock ticks since boot
-  unsigned long long vsize = 0;      // bytes of address space: grows when a library is mapped
+  unsigned long long starttime = 0;                           // clock ticks since boot
+  unsigned long long vsize = 0;                               // bytes of address space: grows when a library is mapped
   bool kernel_thread() const { return flags & 0x00200000u; }  // PF_KTHREAD
   bool zombie() const { return state == 'Z' || state == 'X' || state == 'x'; }
 };
@@ -148,9 +148,9 @@ class EligibleWatcher {
     unsigned long long starttime = 0;
     std::string exe;
     unsigned long long vsize = 0;
-    bool settled = false;      // returned, or a kernel thread: not looked at again
+    bool settled = false;       // returned, or a kernel thread: not looked at again
     std::uint64_t next_ns = 0;  // look again by then, whatever the size
-    std::string lightning;     // the sign of Lightning found the first time (environ and argv stay)
+    std::string lightning;      // the sign of Lightning found the first time (environ and argv stay)
   };
   std::map<pid_t, Seen> seen_;
 };
