@@ -22,23 +22,9 @@ import containers  # noqa: E402
 import lightning_site  # noqa: E402
 
 LTRACE = os.path.join(ROOT, "build", "ltrace-bpf")
-LOOP = r"""
-import os, sys, time
-from pytorch_lightning.profilers.base import PassThroughProfiler
-p = PassThroughProfiler()
-n = int(sys.argv[1])
-print("READY", flush=True)
-while not os.path.exists(sys.argv[2]):
-    time.sleep(0.005)
-for _ in range(1000):
-    with p.profile("warm"):
-        pass
-t = time.perf_counter()
-for _ in range(n):
-    with p.profile("[LightningModule]Model.on_train_batch_start"):
-        pass
-print("NS_PER_ACTION", (time.perf_counter() - t) / n * 1e9, flush=True)
-"""
+# The same timed loop as bench/action_cost.py ("pass": PassThroughProfiler).
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from action_cost import LOOP  # noqa: E402
 
 TARGETS = [("debian-3.11-exe (host)", None, "/usr/bin/python3.11"),
            ("sid-3.14-exe (container)", "sid", "/usr/bin/python3.14"),
@@ -56,7 +42,7 @@ def one(root, python, n, attach, host_site):
             site, go = box.inside + "/site", box.inside + "/go"
             out_path = box.host(box.inside + "/out")
             with open(out_path, "w") as out:
-                box.start([python, "-c", LOOP, str(n), go], env={"PYTHONPATH": site}, stdout=out)
+                box.start([python, "-c", LOOP, "pass", str(n), go], env={"PYTHONPATH": site}, stdout=out)
             pid, go_host, proc = box.pid, box.host(go), box.proc
         else:
             tmp = os.path.join("/tmp", f"lt-reach-{os.getpid()}")
@@ -66,7 +52,7 @@ def one(root, python, n, attach, host_site):
                 os.unlink(go_host)
             out_path = os.path.join(tmp, "out")
             with open(out_path, "w") as out:
-                proc = subprocess.Popen([python, "-c", LOOP, str(n), go_host], stdout=out,
+                proc = subprocess.Popen([python, "-c", LOOP, "pass", str(n), go_host], stdout=out,
                                         env=dict(os.environ, PYTHONPATH=host_site))
             pid = proc.pid
         while "READY" not in open(out_path).read():

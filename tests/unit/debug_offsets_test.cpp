@@ -2,13 +2,14 @@
 // position that offsetof() gives in that version's header (positions below
 // were measured with offsetof() against Debian's libpython3.X-dev headers),
 // and the layout built from them must agree with our table.
+#include "user/python/debug_offsets.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
 #include "user/core/errors.h"
-#include "user/python/debug_offsets.h"
 
 namespace {
 
@@ -25,9 +26,9 @@ struct Raw {
 TEST(DebugOffsets, FieldsAtTheirHeaderPositions) {
   {
     Raw r(584, 13);
-    r.put(152 + 8 * 4, 72);   // thread_state.current_frame
-    r.put(536 + 8 * 3, 40);   // unicode_object.asciiobject_size
-    r.put(24 + 8 * 2, 632);   // runtime_state.interpreters_head
+    r.put(152 + 8 * 4, 72);  // thread_state.current_frame
+    r.put(536 + 8 * 3, 40);  // unicode_object.asciiobject_size
+    r.put(24 + 8 * 2, 632);  // runtime_state.interpreters_head
     auto d = lt::python::parse_debug_offsets(r.bytes.data(), r.bytes.size(), 13);
     EXPECT_EQ(d.get("thread_state.current_frame"), 72u);
     EXPECT_EQ(d.get("unicode_object.asciiobject_size"), 40u);

@@ -264,7 +264,7 @@ int write_gpu_reports(const ActionsReport& rep, const GpuReport& gpu) {
     std::string who = "pid " + std::to_string(p.pid);
     if (pa && pa->meta.rank >= 0) who += ", rank " + std::to_string(pa->meta.rank);
     const bool timed = p.source == "CUPTI";
-    const char* how = timed                  ? "CUPTI: measured GPU times"
+    const char* how = timed                   ? "CUPTI: measured GPU times"
                       : p.source == "uprobes" ? "uprobes on libcudart/libcuda: calls only, no GPU times"
                                               : "no GPU activity recorded";
     std::string text = "GPU Report (" + who + "; " + how + ")\n";

@@ -15,7 +15,8 @@ namespace lt::proc {
 namespace {
 
 bool same_namespace(pid_t pid, const char* ns) {
-  struct stat theirs {}, ours{};
+  struct stat theirs {
+  }, ours{};
   const std::string path = "/proc/" + std::to_string(pid) + "/ns/" + ns;
   if (stat(path.c_str(), &theirs) != 0 || stat((std::string("/proc/self/ns/") + ns).c_str(), &ours) != 0)
     return true;  // cannot tell: assume ours

@@ -171,7 +171,7 @@ std::map<pid_t, pid_t> host_tids(pid_t pid) {
 std::string mapped_file(pid_t pid, const Mapping& m) {
   if (m.path.empty() || m.path[0] != '/') return "";
   auto same_file = [&](const std::string& p) {
-    struct stat st{};
+    struct stat st {};
     return stat(p.c_str(), &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
            minor(st.st_dev) == m.dev_minor;
   };
@@ -181,7 +181,7 @@ std::string mapped_file(pid_t pid, const Mapping& m) {
   const std::string map_file = proc_file(pid, "map_files/") + range;
   // map_files is the mapped file itself; under overlayfs its inode is the
   // real file's, which is what /proc/PID/maps shows and where uprobes fire.
-  struct stat st{};
+  struct stat st {};
   if (stat(map_file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return map_file;
   for (const std::string& p : {root_path(pid, m.path), m.path})
     if (same_file(p)) return p;

@@ -95,11 +95,15 @@ std::vector<std::string> field_names(const char* spec) {
   return out;
 }
 
-Error unsupported(const std::string& what) { return Error(ExitCode::unsupported, what); }
+Error unsupported(const std::string& what) {
+  return Error(ExitCode::unsupported, what);
+}
 
 }  // namespace
 
-bool debug_offsets_known(int minor) { return format_for(minor) != nullptr; }
+bool debug_offsets_known(int minor) {
+  return format_for(minor) != nullptr;
+}
 
 DebugOffsets parse_debug_offsets(const std::uint8_t* raw, std::size_t len, int minor) {
   const Format* fmt = format_for(minor);

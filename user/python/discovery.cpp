@@ -38,8 +38,8 @@ std::string unsupported_version_message(pid_t pid, std::uint64_t runtime_addr, i
   const std::string range = "supported: 3." + std::to_string(kMinMinor) + " to 3." + std::to_string(kMaxMinor);
   if (minor < kMinMinor) return v + " is not supported (" + range + ")";
   char cookie[8] = {};
-  const bool publishes = proc::read_memory(pid, runtime_addr, cookie, sizeof cookie) &&
-                         std::string(cookie, sizeof cookie) == "xdebugpy";
+  const bool publishes =
+      proc::read_memory(pid, runtime_addr, cookie, sizeof cookie) && std::string(cookie, sizeof cookie) == "xdebugpy";
   return v + " is not supported yet: this ltrace-bpf knows " +
          (publishes ? std::string("neither the format of its _Py_DebugOffsets nor ")
                     : std::string("none of its layout, including ")) +
