@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from action_cost import LOOP  # noqa: E402
 
 TARGETS = [("debian-3.11-exe (host)", None, "/usr/bin/python3.11"),
+           ("pyenv-3.11-lib (host)", None, "/root/.pyenv/versions/3.11.7/bin/python3.11"),
            ("sid-3.14-exe (container)", "sid", "/usr/bin/python3.14"),
            ("sid-3.14-lib (container)", "sid", "/usr/local/bin/python3.14-shared"),
            ("sid-3.15-exe (container)", "sid", "/usr/bin/python3.15"),
