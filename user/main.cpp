@@ -61,6 +61,9 @@ void install_signals(bool restart = false) {
 
 int main(int argc, char** argv) {
   using namespace lt;
+  // `run`: the command's own status is ours once the reports are out
+  // (128 + signal when it was killed), as time, perf record and nsys do.
+  int command_status = 0;
   try {
     g_agent = argc > 1 && std::string(argv[1]) == "agent";
     Options opts = parse_options(argc, argv);
@@ -199,7 +202,10 @@ int main(int argc, char** argv) {
       for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
       if (launch) {
         const int rc = launch->wait();
-        if (rc > 0) std::cerr << "ltrace-bpf: the command exited with status " << rc << "\n";
+        if (rc > 0) {
+          std::cerr << "ltrace-bpf: the command exited with status " << rc << "\n";
+          command_status = rc;
+        }
       }
       const auto& st = session.stats();
       if (opts.all && st.traced == 0) {
@@ -270,7 +276,7 @@ int main(int argc, char** argv) {
       dump_events(trace, dump);
       if (!dump) throw Error(ExitCode::io, "cannot write " + opts.dump_path);
     }
-    return 0;
+    return command_status;
   } catch (const Error& e) {
     std::cerr << "ltrace-bpf: " << e.what() << "\n";
     if (g_agent)

@@ -116,3 +116,14 @@ def test_sigterm_prints_report():
         assert p.poll() is None  # the target is untouched
     finally:
         p.kill()
+
+
+@pytest.mark.parametrize("code,want", [("import sys; sys.exit(3)", 3), ("pass", 0),
+                                       ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", 128 + 15)])
+def test_run_returns_the_commands_status(code, want):
+    """`run` exits with the command's status, 128 + signal when it was
+    killed (as time, perf record and nsys do), after printing its report."""
+    r = subprocess.run([LTRACE, "run", "--no-gpu", "--", "/usr/bin/python3.11", "-c", code], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == want, r.stderr
+    assert "lost events" in r.stderr, r.stderr  # the session ended normally first
