@@ -127,3 +127,12 @@ def test_run_returns_the_commands_status(code, want):
                        text=True, timeout=120)
     assert r.returncode == want, r.stderr
     assert "lost events" in r.stderr, r.stderr  # the session ended normally first
+
+
+def test_kernel_thread_is_named_as_such():
+    """A kernel thread (kthreadd, pid 2) is not a CPython process: exit 4 and
+    one line that says why, not a claim about privileges we have."""
+    r = subprocess.run([LTRACE, "--pid", "2"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 4, r.stderr
+    assert "kernel thread" in r.stderr and "CAP_SYS_PTRACE" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -1,9 +1,12 @@
 #include "user/python/discovery.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <regex>
 
 #include "user/core/errors.h"
+#include "user/proc/census.h"
 #include "user/proc/procfs.h"
 #include "user/python/debug_offsets.h"
 #include "user/python/elf_file.h"
@@ -53,9 +56,21 @@ std::string unsupported_version_message(pid_t pid, std::uint64_t runtime_addr, i
 Interpreter discover(pid_t pid) {
   if (!proc::exists(pid)) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
   auto maps = proc::read_maps(pid);
-  if (maps.empty())
+  if (maps.empty()) {
+    // A kernel thread has no memory map at all, whoever asks.
+    std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+    std::stringstream stat;
+    stat << stat_file.rdbuf();
+    if (auto st = proc::parse_stat(stat.str()); st && st->kernel_thread())
+      throw Error(ExitCode::not_python, "process " + std::to_string(pid) + " (" + st->comm +
+                                            ") is a kernel thread, not a CPython process");
+    // Readable but empty: the process let go of its memory (exiting).
+    if (std::ifstream("/proc/" + std::to_string(pid) + "/maps").is_open())
+      throw Error(ExitCode::no_such_process,
+                  "process " + std::to_string(pid) + " has no memory map (it is exiting or has exited)");
     throw Error(ExitCode::permission,
                 "cannot read /proc/" + std::to_string(pid) + "/maps (need CAP_SYS_PTRACE or root)");
+  }
 
   // Candidate files, libpython first: an executable linked against
   // libpython carries no interpreter of its own.
