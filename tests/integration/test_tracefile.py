@@ -83,3 +83,47 @@ def test_bad_trace_files(tmp_path):
     assert r.returncode == 2
     r = subprocess.run([LTRACE, "record", "--pid", "1"], capture_output=True, text=True)
     assert r.returncode == 2 and "-o FILE" in r.stderr
+
+
+def test_record_refuses_planted_files_and_a_second_recorder(tmp_path):
+    """As root on a shared machine: no writing through a symbolic link, into
+    a file another user created, or into a file another recorder holds."""
+    import os
+    import pwd
+    import signal
+    import time
+    target = subprocess.Popen(["/usr/bin/python3.11", "-c", "import time; time.sleep(60)"])
+    try:
+        victim = tmp_path / "victim"
+        victim.write_text("precious")
+        link = tmp_path / "link.ltrace"
+        link.symlink_to(victim)
+        r = subprocess.run([LTRACE, "record", "--pid", str(target.pid), "-o", str(link), "--duration", "1"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 8 and "symbolic link" in r.stderr, r.stderr
+        assert victim.read_text() == "precious"
+        planted = tmp_path / "planted.ltrace"
+        planted.write_text("someone else's")
+        nobody = pwd.getpwnam("nobody")
+        os.chown(planted, nobody.pw_uid, nobody.pw_gid)
+        r = subprocess.run([LTRACE, "record", "--pid", str(target.pid), "-o", str(planted), "--duration", "1"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 8 and "another user" in r.stderr, r.stderr
+        assert planted.read_text() == "someone else's"
+        out = tmp_path / "one.ltrace"
+        first = subprocess.Popen([LTRACE, "record", "--pid", str(target.pid), "-o", str(out), "--duration", "20"],
+                                 stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 30
+        while not out.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        r = subprocess.run([LTRACE, "record", "--pid", str(target.pid), "-o", str(out), "--duration", "1"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 8 and "another ltrace-bpf is writing" in r.stderr, r.stderr
+        first.send_signal(signal.SIGINT)
+        assert first.wait(60) == 0, first.stderr.read()
+        rep = subprocess.run([LTRACE, "report", str(out)], capture_output=True, text=True, timeout=60)
+        assert rep.returncode == 0, rep.stderr  # the first recording is intact
+    finally:
+        target.kill()
+        target.wait()
