@@ -143,7 +143,7 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/gpu/kernel_names.cpp reports/gpu/cuda_sites.cpp reports/model/code_points.cpp
 fuzz: $(SKELS)
 	@mkdir -p build-fuzz/corpus
-	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp -o build-fuzz/make_seed -lz -lzstd
+	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp user/core/output_file.cpp -o build-fuzz/make_seed -lz -lzstd
 	build-fuzz/make_seed build-fuzz/corpus/seed.ltrace
 	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(FUZZ_SRCS) -o build-fuzz/trace_reader_fuzz -lz -lzstd
 	build-fuzz/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \

@@ -24,7 +24,7 @@ def main():
     gen = os.path.join(ROOT, "build", "gen_trace")
     subprocess.run(["g++", "-std=c++20", "-O2", "-I", ROOT, "-I", os.path.join(ROOT, "bpf"),
                     os.path.join(ROOT, "bench", "gen_trace.cpp"), os.path.join(ROOT, "user/tracefile/trace_writer.cpp"),
-                    "-o", gen, "-lz", "-lzstd"], check=True)
+                    os.path.join(ROOT, "user/core/output_file.cpp"), "-o", gen, "-lz", "-lzstd"], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "big.ltrace")
         t = time.perf_counter()

@@ -29,6 +29,7 @@
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/session.h"
 #include "user/core/errors.h"
+#include "user/core/output_file.h"
 #include "user/proc/job_discovery.h"
 #include "user/proc/procfs.h"
 #include "user/proc/rank_env.h"
@@ -256,25 +257,23 @@ int main(int argc, char** argv) {
       if (opts.wants_report("gpu") || (!opts.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
       if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
       write_stack_exports(stack_rep, {opts.collapsed_path, opts.flamegraph_path, opts.speedscope_path});
-      auto write_file = [](const std::string& path, auto&& writer) {
-        std::ofstream f(path, std::ios::binary);
-        writer(f);
-        if (!f.flush()) throw Error(ExitCode::io, "cannot write " + path);
-        std::cerr << "ltrace-bpf: wrote " << path << "\n";
-      };
       if (!opts.chrome_path.empty())
-        write_file(opts.chrome_path, [&](std::ostream& f) {
+        write_output(opts.chrome_path, [&](std::ostream& f) {
           write_chrome_trace(rep, f, opts.wants_ops() ? &ops_rep : nullptr, &gpu_rep);
         });
       if (!opts.html_path.empty())
-        write_file(opts.html_path, [&](std::ostream& f) {
+        write_output(opts.html_path, [&](std::ostream& f) {
           write_html_report(rep, opts.extended, f, &stack_rep, opts.wants_ops() ? &ops_rep : nullptr, &gpu_rep);
         });
     }
     if (!opts.dump_path.empty()) {
-      std::ofstream dump(opts.dump_path);
-      dump_events(trace, dump);
-      if (!dump) throw Error(ExitCode::io, "cannot write " + opts.dump_path);
+      if (opts.dump_path == "-" || opts.dump_path == "/dev/stdout") {
+        dump_events(trace, std::cout);
+      } else {
+        OutputFile dump(opts.dump_path);
+        dump_events(trace, dump.stream());
+        dump.close();
+      }
     }
     return command_status;
   } catch (const Error& e) {

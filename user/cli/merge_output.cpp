@@ -8,6 +8,7 @@
 
 #include "reports/cluster/merged_trace.h"
 #include "user/core/errors.h"
+#include "user/core/output_file.h"
 #include "user/tracefile/trace_reader.h"
 
 namespace lt {
@@ -15,14 +16,6 @@ namespace lt {
 namespace fs = std::filesystem;
 
 namespace {
-
-template <typename F>
-void write_file(const std::string& path, F&& writer) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) writer(f);
-  if (!f || !f.flush()) throw Error(ExitCode::io, "cannot write " + path);
-  std::cerr << "ltrace-bpf: wrote " << path << "\n";
-}
 
 // A host name as a directory name: no separators, no dot-only names.
 std::string dir_name(const std::string& host) {
@@ -41,7 +34,7 @@ std::vector<std::string> write_rank_traces(const MergePlan& plan, const std::str
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const std::string path = (fs::path(dir) / rank_trace_filename(plan.ranks[i])).string();
-    write_file(path, [&](std::ostream& f) { write_rank_trace(plan, i, f); });
+    write_output(path, [&](std::ostream& f) { write_rank_trace(plan, i, f); });
     paths.push_back(path);
   }
   return paths;
@@ -122,7 +115,7 @@ int write_merged_reports(const std::vector<MergeInput>& files, const MergeOption
       std::cerr << "ltrace-bpf: " << plan.hosts[h].host
                 << ": clock not refined (its recorded wall clock is used as is): " << e.why_not << "\n";
   }
-  if (!opt.chrome_path.empty()) write_file(opt.chrome_path, [&](std::ostream& f) { write_merged_trace(plan, f); });
+  if (!opt.chrome_path.empty()) write_output(opt.chrome_path, [&](std::ostream& f) { write_merged_trace(plan, f); });
   if (!opt.chrome_dir.empty()) write_rank_traces(plan, opt.chrome_dir);
   return static_cast<int>(plan.ranks.size());
 }

@@ -11,6 +11,7 @@
 #include "reports/ops/op_table.h"
 #include "reports/simple/simple_report.h"
 #include "user/core/errors.h"
+#include "user/core/output_file.h"
 #include "user/proc/container.h"
 
 namespace lt {
@@ -70,8 +71,9 @@ void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std:
     std::error_code ec;
     std::filesystem::create_directories(out.dirpath, ec);
     auto path = std::filesystem::path(out.dirpath) / name;
-    std::ofstream f(path, std::ios::app | std::ios::binary);
-    if (!f || !(f << text) || !f.flush()) throw Error(ExitCode::io, "cannot write " + path.string());
+    OutputFile f(path.string(), OutputMode::append);  // Lightning appends, too
+    f.stream() << text;
+    f.close();
     std::cerr << "ltrace-bpf: wrote " << path.string() << " (" << describe(meta) << ")\n";
   } else {
     if (shown > 1) std::cout << "==> " << describe(meta) << " <==\n";

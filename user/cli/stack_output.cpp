@@ -9,6 +9,7 @@
 #include "reports/flame/named_profile.h"
 #include "reports/flame/speedscope.h"
 #include "user/core/errors.h"
+#include "user/core/output_file.h"
 
 namespace lt {
 
@@ -30,36 +31,28 @@ std::vector<NamedProfile> named(const StacksReport& stacks, Which which, const s
   return out;
 }
 
-template <typename Writer>
-void write_file(const std::string& path, Writer&& w) {
-  std::ofstream f(path, std::ios::binary);
-  w(f);
-  if (!f || !f.flush()) throw Error(ExitCode::io, "cannot write " + path);
-  std::cerr << "ltrace-bpf: wrote " << path << "\n";
-}
-
 }  // namespace
 
 void write_stack_exports(const StacksReport& stacks, const StackOutputPaths& paths) {
   auto on = named(stacks, Which::on_cpu), off = named(stacks, Which::off_cpu), gpu = named(stacks, Which::gpu);
   const std::string rate = stacks.rate_hz ? std::to_string(stacks.rate_hz) + " Hz" : "no sampling";
   if (!paths.collapsed.empty()) {
-    write_file(paths.collapsed, [&](std::ostream& f) { write_collapsed(on, f); });
+    write_output(paths.collapsed, [&](std::ostream& f) { write_collapsed(on, f); });
     if (!off.empty())
-      write_file(offcpu_sibling(paths.collapsed, ".offcpu"), [&](std::ostream& f) { write_collapsed(off, f); });
+      write_output(offcpu_sibling(paths.collapsed, ".offcpu"), [&](std::ostream& f) { write_collapsed(off, f); });
     if (!gpu.empty())
-      write_file(offcpu_sibling(paths.collapsed, ".gpu"), [&](std::ostream& f) { write_collapsed(gpu, f); });
+      write_output(offcpu_sibling(paths.collapsed, ".gpu"), [&](std::ostream& f) { write_collapsed(gpu, f); });
   }
   if (!paths.flamegraph.empty()) {
-    write_file(paths.flamegraph, [&](std::ostream& f) {
+    write_output(paths.flamegraph, [&](std::ostream& f) {
       write_flamegraph_svg(on, "ltrace-bpf: on-CPU Python stacks per Lightning action (" + rate + ")", "samples", f);
     });
     if (!off.empty())
-      write_file(offcpu_sibling(paths.flamegraph, ".offcpu"), [&](std::ostream& f) {
+      write_output(offcpu_sibling(paths.flamegraph, ".offcpu"), [&](std::ostream& f) {
         write_flamegraph_svg(off, "ltrace-bpf: off-CPU (blocked) Python stacks per Lightning action", "ns", f);
       });
     if (!gpu.empty())
-      write_file(offcpu_sibling(paths.flamegraph, ".gpu"), [&](std::ostream& f) {
+      write_output(offcpu_sibling(paths.flamegraph, ".gpu"), [&](std::ostream& f) {
         write_flamegraph_svg(gpu, "ltrace-bpf: GPU kernel time by launching Python stack, per Lightning action", "ns",
                              f);
       });
@@ -68,7 +61,7 @@ void write_stack_exports(const StacksReport& stacks, const StackOutputPaths& pat
     auto all = on;
     for (auto& n : named(stacks, Which::off_cpu, "off-CPU: ")) all.push_back(n);
     for (auto& n : named(stacks, Which::gpu, "GPU: ")) all.push_back(n);
-    write_file(paths.speedscope, [&](std::ostream& f) { write_speedscope(all, f); });
+    write_output(paths.speedscope, [&](std::ostream& f) { write_speedscope(all, f); });
   }
 }
 

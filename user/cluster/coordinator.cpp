@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -21,6 +22,7 @@
 #include "user/cluster/slurm_job.h"
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
+#include "user/core/output_file.h"
 
 namespace lt::cluster {
 
@@ -54,7 +56,7 @@ struct Node {
   bool receiving = false;
   std::uint64_t expect_bytes = 0;
   std::string recv_path;
-  std::ofstream recv;
+  std::unique_ptr<OutputFile> recv;  // the streamed trace, as it arrives
   std::uint64_t received = 0;
   bool stream_ok = false;
   int status = -1;  // srun's wait status
@@ -120,7 +122,9 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
   if (opt.gather == Gather::automatic) {
     std::random_device rd;
     marker = (dir / (".ltrace-cluster-" + std::to_string(rd()) + std::to_string(getpid()))).string();
-    std::ofstream(marker) << "ltrace-bpf cluster marker\n";
+    OutputFile m(marker);
+    m.stream() << "ltrace-bpf cluster marker\n";
+    m.close();
   }
   ClockServer clock;
 
@@ -163,8 +167,14 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     if (n.receiving) {
       if (line.rfind(std::string(kAgentPrefix) + "end", 0) == 0) {
         n.receiving = false;
-        n.recv.close();
         n.stream_ok = n.received == n.expect_bytes && n.recv;
+        try {
+          if (n.recv) n.recv->close();
+        } catch (const Error& e) {
+          n.stream_ok = false;
+          n.error = e.what();
+        }
+        n.recv.reset();
         return;
       }
       std::string bytes;
@@ -173,7 +183,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
         return;
       }
       n.received += bytes.size();
-      n.recv.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (n.recv) n.recv->stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
       return;
     }
     auto m = parse_agent_line(line);
@@ -205,10 +215,13 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     } else if (m->kind == "file") {
       n.expect_bytes = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
       n.recv_path = (dir / (n.name + ".ltrace")).string();
-      n.recv.open(n.recv_path, std::ios::binary | std::ios::trunc);
       n.receiving = true;
       n.received = 0;
-      if (!n.recv) n.error = "cannot write " + n.recv_path;
+      try {
+        n.recv = std::make_unique<OutputFile>(n.recv_path);
+      } catch (const Error& e) {
+        n.error = e.what();
+      }
     }
   };
   auto drain = [&](Node& n, int& fd, std::string& buf, bool is_err) {
@@ -331,7 +344,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
       << " node(s)\n# node\tstatus\thost\tprocesses\tranks\tattached_s\ttrace\tbytes\tclock_offset_ns\tclock_delay_ns\t"
          "detail\n";
   for (auto& n : ns) {
-    if (n.recv.is_open()) n.recv.close();
+    n.recv.reset();
     if (!n.recv_path.empty()) {
       n.trace = fs::path(n.recv_path).filename().string();
       n.bytes = n.received;
@@ -378,9 +391,9 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
   }
   const std::string manifest = (dir / kManifest).string();
   {
-    std::ofstream m(manifest, std::ios::trunc);
-    m << tsv.str();
-    if (!m.flush()) throw Error(ExitCode::io, "cannot write " + manifest);
+    OutputFile m(manifest);
+    m.stream() << tsv.str();
+    m.close();
   }
   std::cerr << "ltrace-bpf: cluster: " << good << " of " << ns.size()
             << " node(s) recorded; see them with: ltrace-bpf report " << opt.out_dir << " --merge\n";

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 #include <regex>
+#include <sstream>
 
 #include "user/core/errors.h"
 #include "user/proc/census.h"
@@ -62,8 +62,8 @@ Interpreter discover(pid_t pid) {
     std::stringstream stat;
     stat << stat_file.rdbuf();
     if (auto st = proc::parse_stat(stat.str()); st && st->kernel_thread())
-      throw Error(ExitCode::not_python, "process " + std::to_string(pid) + " (" + st->comm +
-                                            ") is a kernel thread, not a CPython process");
+      throw Error(ExitCode::not_python,
+                  "process " + std::to_string(pid) + " (" + st->comm + ") is a kernel thread, not a CPython process");
     // Readable but empty: the process let go of its memory (exiting).
     if (std::ifstream("/proc/" + std::to_string(pid) + "/maps").is_open())
       throw Error(ExitCode::no_such_process,

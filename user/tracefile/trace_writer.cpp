@@ -1,8 +1,6 @@
 #include "user/tracefile/trace_writer.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -12,6 +10,7 @@
 #include <ctime>
 
 #include "user/core/errors.h"
+#include "user/core/output_file.h"
 #include "user/tracefile/trace_format.h"
 
 namespace lt::tracefile {
@@ -28,29 +27,9 @@ std::uint64_t clock_ns(clockid_t id) {
 }  // namespace
 
 TraceWriter::TraceWriter(const std::string& path, int zstd_level) : level_(zstd_level), path_(path) {
-  // We run as root on shared machines: never follow a symbolic link, never
-  // write into something that is not a plain file or that another user
-  // created, and never share a file with another recorder (the lock is held
-  // until we close).  Only then is an old trace of ours truncated.
-  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-  if (fd_ < 0) {
-    const int e = errno;
-    if (e == ELOOP) throw Error(ExitCode::io, "not writing " + path + ": it is a symbolic link");
-    throw Error(ExitCode::io, "cannot create " + path + ": " + std::strerror(e));
-  }
-  auto refuse = [&](const std::string& why) {
-    ::close(fd_);
-    fd_ = -1;
-    throw Error(ExitCode::io, "not writing " + path + ": " + why);
-  };
-  struct stat st {};
-  if (fstat(fd_, &st) != 0) refuse(std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) refuse("it is not a regular file");
-  if (st.st_uid != geteuid())
-    refuse("it belongs to another user (uid " + std::to_string(st.st_uid) + "): remove it or choose another name");
-  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) refuse("another ltrace-bpf is writing it");
-  if (ftruncate(fd_, 0) != 0) refuse(std::strerror(errno));
-  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+  // Checked as every output (user/core/output_file.h), and locked: a second
+  // recorder on the same file is refused before anything is truncated.
+  fd_ = open_output_fd(path, OutputMode::exclusive_truncate);
   FileHeader h{};
   std::memcpy(h.magic, kFileMagic, sizeof h.magic);
   h.format_major = kFormatMajor;
