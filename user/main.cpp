@@ -45,6 +45,17 @@ void on_signal(int) {
 // `restart`: SA_RESTART, so a signal does not fail a write in progress (the
 // agent's stdout, the coordinator's stderr); the loops that wait still wake,
 // as poll() and nanosleep() are never restarted.
+// A target that exits while we attach gives one error, whichever step
+// noticed first (its /proc files gone, a probe on a vanished process, the
+// ptrace injection...): "process N exited while ltrace-bpf was attaching to
+// it", exit code 3. `existed`: the targets that were there when we started.
+void rethrow_if_a_target_exited(const std::vector<pid_t>& existed) {
+  for (pid_t pid : existed)
+    if (!lt::proc::exists(pid))
+      throw lt::Error(lt::ExitCode::no_such_process,
+                      "process " + std::to_string(pid) + " exited while ltrace-bpf was attaching to it");
+}
+
 void install_signals(bool restart = false) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -197,9 +208,22 @@ int main(int argc, char** argv) {
       so.shapes = opts.group_by_input_shapes;
       so.keep_in_memory = !opts.dump_path.empty();
       if (opts.command != Options::Command::record && !agent) so.sink = consume;
+      std::vector<pid_t> existed;
+      for (pid_t pid : opts.pids)
+        if (proc::exists(pid)) existed.push_back(pid);
+      bool attached = false;
+      so.on_attached = [&attached, then = std::move(so.on_attached)] {
+        attached = true;
+        if (then) then();
+      };
       Session session(so);
-      session.prepare();
-      trace = session.run(g_stop);
+      try {
+        session.prepare();
+        trace = session.run(g_stop);
+      } catch (const Error&) {
+        if (!attached) rethrow_if_a_target_exited(existed);
+        throw;
+      }
       for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
       if (launch) {
         const int rc = launch->wait();

@@ -136,3 +136,88 @@ def test_kernel_thread_is_named_as_such():
     assert r.returncode == 4, r.stderr
     assert "kernel thread" in r.stderr and "CAP_SYS_PTRACE" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+EXITED = "exited while ltrace-bpf was attaching to it"
+
+
+def test_target_exiting_during_attach_gives_one_code_and_message():
+    """Targets that exit 0-1.2 s after start, with ltrace-bpf attaching at
+    once: whichever step notices (discovery, probes, ops), the answer is exit
+    3 and one message (or a normal end, for a target that outlived the
+    attach). Before: 3 or 7 (a probe on a vanished process), by timing."""
+    codes = {}
+    for i in range(12):
+        p = subprocess.Popen(["/usr/bin/python3.11", "-c", f"import time; time.sleep({i * 0.1})"])
+        try:
+            r = lt("--pid", str(p.pid), "--report", "simple,ops", "--duration", "3")
+        finally:
+            p.kill()
+            p.wait()
+        codes.setdefault(r.returncode, []).append(i)
+        assert r.returncode in (0, NO_PROC), r.stderr
+        if r.returncode == NO_PROC:
+            line = one_line(r)
+            assert EXITED in line or line.endswith(f"no such process: {p.pid}"), line
+    assert NO_PROC in codes, codes  # the sweep reached inside the attach at least once
+
+
+IO = 8
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("errs")
+    p = start_python("/usr/bin/python3.11")
+    try:
+        out = d / "t.ltrace"
+        r = lt("record", "--pid", str(p.pid), "-o", str(out), "--duration", "0.3")
+        assert r.returncode == 0, r.stderr
+    finally:
+        p.kill()
+        p.wait()
+    os.chmod(d, 0o755)
+    return out
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+def test_file_errors_say_why(small_trace, tmp_path):
+    """Every file we read or write: exit 8 and one line with the system's
+    reason."""
+    d = tmp_path / "adir"
+    d.mkdir()
+    secret = tmp_path / "secret.ltrace"
+    secret.write_bytes(small_trace.read_bytes())
+    os.chmod(secret, 0o600)
+    os.chmod(tmp_path, 0o755)
+    cases = [
+        (["report", str(tmp_path / "missing.ltrace")], None, "No such file or directory"),
+        (["report", str(d)], None, "Is a directory"),
+        (["report", str(secret)], as_nobody, "Permission denied"),
+        (["report", str(small_trace), "--chrome", str(d)], None, "Is a directory"),
+        (["report", str(small_trace), "--chrome", str(d / "no" / "x.json")], None, "No such file or directory"),
+        (["report", str(small_trace), "--chrome", str(d / "x.json")], as_nobody, "Permission denied"),
+    ]
+    for args, pre, reason in cases:
+        r = lt(*args, preexec_fn=pre)
+        assert r.returncode == IO, (args, r.stderr)
+        assert reason in one_line(r), (args, r.stderr)
+
+
+def test_export_to_a_full_file_system_says_so(small_trace, tmp_path):
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs")
+    try:
+        (mnt / "fill").write_bytes(b"x" * 8192)  # full from the start
+        r = lt("report", str(small_trace), "--chrome", str(mnt / "t.json"))
+        assert r.returncode == IO, r.stderr
+        assert "No space left on device" in one_line(r), r.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])

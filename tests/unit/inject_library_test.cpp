@@ -603,8 +603,8 @@ TEST_F(InjectLibrary, VectorRegistersSurvive) {
   EXPECT_EQ(got, want);
 }
 
-// A call that outlives the timeout is abandoned: the thread gets its own
-// registers back (its read restarts and gets the data), and we say why.
+// A call that outlives the timeout is left to finish: the thread then
+// restores itself (its read restarts and gets the data), and we say why.
 TEST_F(InjectLibrary, TimeoutAbandonsTheCallAndRestoresTheThread) {
   Target t(R"(
 import os

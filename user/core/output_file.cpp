@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,10 +54,16 @@ OutputFile::~OutputFile() {
 }
 
 void OutputFile::close() {
+  errno = 0;
   out_.flush();
   const bool ok = static_cast<bool>(out_) && buf_->close() != nullptr;
+  int e = errno;  // of the failed flush or close
   buf_.reset();
-  if (!ok) throw Error(ExitCode::io, "cannot write " + path_);
+  // A write that failed before close() left its errno to later calls: a
+  // full file system is the common cause, and it can be seen.
+  struct statvfs fs {};
+  if (!ok && !e && statvfs(path_.c_str(), &fs) == 0 && fs.f_bavail == 0) e = ENOSPC;
+  if (!ok) throw Error(ExitCode::io, "cannot write " + path_ + ": " + (e ? std::strerror(e) : "write error"));
 }
 
 void note_written(const std::string& path) {

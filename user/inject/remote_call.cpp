@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "user/core/errors.h"
+#include "user/inject/signal_frame.h"
 #include "user/proc/procfs.h"
 
 namespace lt::inject {
@@ -34,9 +36,19 @@ using namespace std::chrono_literals;
 constexpr long kERestartSys = 512, kERestartNoIntr = 513, kERestartNoHand = 514, kERestartBlock = 516;
 
 constexpr std::uint64_t kRedZone = 128;
-constexpr std::uint64_t kScratchMax = 16 * 1024;        // strings we may push
+constexpr std::uint64_t kScratchMax = 32 * 1024;        // the signal frame (up to ~12 KiB) and strings
 constexpr std::uint64_t kThreadStackNeed = 128 * 1024;  // free stack a thread must have for the call
 constexpr std::uint64_t kFlagsDF = 0x400, kFlagsTF = 0x100;
+
+void (*g_step_hook)(int) = nullptr;
+int g_steps = 0;
+
+// Every point where the tracer could die with the thread in a new state.
+void step() {
+  if (g_step_hook) g_step_hook(++g_steps);
+}
+
+constexpr int kSyscallStop = SIGTRAP | 0x80;  // PTRACE_O_TRACESYSGOOD
 
 std::string hex(std::uint64_t v) {
   char b[32];
@@ -347,6 +359,20 @@ struct RemoteThread::State {
   std::uint64_t scratch_lo = 0, scratch_floor = 0;
   std::string where;
   std::vector<siginfo_t> pending;  // signals that arrived while we held the thread
+  std::uint64_t sigmask = 0;
+  bool restart = false;  // stopped in a system call the kernel would restart
+
+  // Once armed, the thread can always restore itself: its stack holds a
+  // signal frame with its original state, and whatever it runs ends in
+  // rt_sigreturn on that frame (libc's __restore_rt, or our trampoline
+  // after a call). The kernel detaches a tracee whose tracer dies and lets
+  // it run on, so nothing we leave in flight may need us to finish.
+  bool armed = false;
+  std::uint64_t restore_rt = 0;  // mov $15,%rax; syscall in its libc
+  std::uint64_t page = 0;        // our trampoline's page (0: none)
+  std::uint64_t frame_sp = 0;    // rsp at which rt_sigreturn finds the frame
+  user_regs_struct resumes{};    // what rt_sigreturn gives back
+  user_regs_struct now{};        // registers at the current stop
 
   bool write_memory(std::uint64_t addr, const void* data, std::size_t len) const {
     iovec local{const_cast<void*>(data), len};
@@ -397,6 +423,15 @@ struct RemoteThread::State {
   // any others are sent again.
   void detach() {
     if (!attached) return;
+    if (armed) {
+      try {
+        return_home(Clock::now() + 2s);
+      } catch (const Error&) {
+        if (!attached) throw;  // it exited
+        armed = false;         // put it back ourselves, from the stop it is in
+        dirty = true;
+      }
+    }
     if (dirty && !restore_registers() && errno == ESRCH) {
       attached = false;
       thread_gone("before it could be restored");
@@ -418,10 +453,194 @@ struct RemoteThread::State {
     pending.clear();
   }
 
+  void step_write(std::uint64_t addr, const void* data, std::size_t len) {
+    step();
+    if (!write_memory(addr, data, len))
+      throw Error(ExitCode::internal, "cannot write the stack of thread " + std::to_string(tid) + " at " + hex(addr));
+  }
+
+  bool set_regs(const user_regs_struct& r) {
+    step();
+    if (ptrace(PTRACE_SETREGS, tid, nullptr, &r) != 0) {
+      if (errno == ESRCH) thread_gone("while we held it");
+      return false;
+    }
+    now = r;
+    return true;
+  }
+
+  // Resumes to the next system call stop (entry or exit) and reads the
+  // registers there. Signals meanwhile are kept for the detach; a fault
+  // (our own doing: a bad frame) throws, the thread restored by us.
+  void to_syscall_stop(Clock::time_point deadline) {
+    step();
+    ptrace(PTRACE_SYSCALL, tid, nullptr, nullptr);
+    signal_stop = false;
+    for (;;) {
+      int st = 0;
+      if (!wait_until(tid, st, deadline)) {
+        ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
+        continue;  // a stop comes; the injected system calls do not block
+      }
+      if (gone(st)) thread_gone("while it restored itself");
+      if (!WIFSTOPPED(st)) continue;
+      step();
+      int event = st >> 16, sig = WSTOPSIG(st);
+      if (event == 0 && sig == kSyscallStop) {
+        ptrace(PTRACE_GETREGS, tid, nullptr, &now);
+        return;
+      }
+      if (event == 0) {
+        siginfo_t si{};
+        ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si);
+        if (is_fault(si)) {
+          signal_stop = true;  // the fault is not delivered
+          throw Error(ExitCode::internal, "thread " + std::to_string(tid) + " faulted (signal " + std::to_string(sig) +
+                                              ") while restoring itself; restored by the tracer");
+        }
+        pending.push_back(si);
+      }
+      ptrace(PTRACE_SYSCALL, tid, nullptr, nullptr);
+    }
+  }
+
+  bool at_our_sigreturn() const {
+    return static_cast<long>(now.orig_rax) == kSysRtSigreturn && now.rsp == frame_sp &&
+           (now.rip == restore_rt + sizeof kRestoreRtCode || (page && now.rip == page + sizeof kTrampolineCode));
+  }
+
+  // Runs system call `nr` in place of the rt_sigreturn the thread stands at
+  // (entry stop), returning to __restore_rt: a tracer dying at any point
+  // leaves it on its way to rt_sigreturn. Returns rax.
+  std::uint64_t inject_syscall(long nr, std::initializer_list<std::uint64_t> args, Clock::time_point deadline) {
+    user_regs_struct r = now;
+    r.orig_rax = static_cast<std::uint64_t>(nr);
+    unsigned long long* regs[] = {&r.rdi, &r.rsi, &r.rdx, &r.r10, &r.r8, &r.r9};
+    std::size_t i = 0;
+    for (auto a : args) *regs[i++] = a;
+    r.rip = restore_rt;
+    r.rsp = frame_sp;
+    set_regs(r);
+    to_syscall_stop(deadline);  // its exit
+    return now.rax;
+  }
+
+  // Walks the thread (from any stop of ours) to the rt_sigreturn entry.
+  void to_sigreturn_entry(Clock::time_point deadline) {
+    if (at_our_sigreturn()) return;
+    user_regs_struct r = now;
+    r.rip = restore_rt;
+    r.rsp = frame_sp;
+    r.orig_rax = ~0ull;  // a syscall entry stop: skip it; a signal stop: no restart
+    set_regs(r);
+    for (int i = 0; i < 4 && !at_our_sigreturn(); ++i) to_syscall_stop(deadline);
+    if (!at_our_sigreturn())
+      throw Error(ExitCode::internal, "thread " + std::to_string(tid) + " did not reach rt_sigreturn");
+  }
+
+  // Arms the thread (see `armed`): finds __restore_rt, writes the frame,
+  // and maps the trampoline with a system call made in place of the
+  // rt_sigreturn. Before the first register change, nothing the program
+  // can see has changed (the frame lies below its red zone).
+  void arm(Clock::time_point deadline) {
+    now = saved;
+    restore_rt = find_restore_rt();
+    if (!restore_rt)
+      throw Error(ExitCode::unsupported, "pid " + std::to_string(pid) +
+                                             ": no rt_sigreturn stub (__restore_rt) found in its libc; cannot call "
+                                             "into it safely");
+    SignalFrame f = build_signal_frame(saved, restart, xstate, fpregs, sigmask, scratch_lo);
+    if (f.at < scratch_floor) throw Error(ExitCode::internal, "remote scratch area full (signal frame)");
+    step();
+    if (!write_memory(f.at, f.bytes.data(), f.bytes.size()))
+      throw Error(ExitCode::internal, "cannot write the stack of thread " + std::to_string(tid) + " at " + hex(f.at));
+    scratch_lo = f.at;
+    frame_sp = f.sigreturn_sp;
+    resumes = f.resumes;
+    armed = true;
+    dirty = false;  // from here the thread restores itself
+    to_sigreturn_entry(deadline);
+    std::uint64_t at =
+        inject_syscall(SYS_mmap, {0, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, ~0ull, 0}, deadline);
+    if (static_cast<std::int64_t>(at) < 0 && static_cast<std::int64_t>(at) > -4096)
+      throw Error(ExitCode::internal, "mmap in pid " + std::to_string(pid) + " failed: " +
+                                          std::strerror(static_cast<int>(-static_cast<std::int64_t>(at))));
+    page = at;
+    step();
+    std::uint8_t check[sizeof kTrampolineCode] = {};
+    if (!write_memory(page, kTrampolineCode, sizeof kTrampolineCode) ||
+        !proc::read_memory(pid, page, check, sizeof check) || std::memcmp(check, kTrampolineCode, sizeof check) != 0)
+      throw Error(ExitCode::internal, "cannot write the call trampoline into pid " + std::to_string(pid));
+  }
+
+  // Brings the thread home: unmaps the trampoline, then, instead of its
+  // rt_sigreturn (which would make an interrupted sleep start over: the
+  // kernel's restart of a timed sleep needs the original registers at a
+  // stop in signal delivery), skips that system call with a PTRACE_INTERRUPT
+  // queued, so the thread stops in signal delivery again; there its own
+  // registers, FPU state and mask go back as the old code put them back,
+  // and the kernel restarts the interrupted call exactly. A tracer dying at
+  // any point leaves the thread with rip at __restore_rt and its frame.
+  void return_home(Clock::time_point deadline) {
+    to_sigreturn_entry(deadline);
+    if (page) {
+      inject_syscall(SYS_munmap, {page, 4096}, deadline);
+      page = 0;
+      to_sigreturn_entry(deadline);
+    }
+    user_regs_struct r = now;
+    r.rip = restore_rt;  // if we die now, it runs rt_sigreturn
+    r.orig_rax = ~0ull;  // skip it
+    set_regs(r);
+    step();
+    ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
+    ptrace(PTRACE_CONT, tid, nullptr, nullptr);
+    for (;;) {
+      int st = 0;
+      wait_requested_stop(tid, st, deadline);
+      if (gone(st)) thread_gone("while it was restored");
+      if (!WIFSTOPPED(st)) continue;
+      step();
+      int event = st >> 16, sig = WSTOPSIG(st);
+      if (event == 0 && sig == kSyscallStop) {  // not expected after PTRACE_CONT
+        ptrace(PTRACE_CONT, tid, nullptr, nullptr);
+        continue;
+      }
+      if (event == 0) {  // a signal on its way: in signal delivery too; keep it
+        siginfo_t si{};
+        ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si);
+        if (!is_fault(si)) pending.push_back(si);
+      }
+      break;
+    }
+    armed = false;
+    signal_stop = false;
+    dirty = true;  // detach() puts back registers and FPU state
+    ptrace(PTRACE_SETSIGMASK, tid, reinterpret_cast<void*>(sizeof sigmask), &sigmask);
+  }
+
+  // glibc's and musl's __restore_rt (a local symbol) by its code bytes, in
+  // the executable mappings of the target's libc.
+  std::uint64_t find_restore_rt() const {
+    for (const auto& m : proc::read_maps(pid)) {
+      if (m.perms.find('x') == std::string::npos) continue;
+      std::string b = basename_of(m.path);
+      if (b.rfind("libc.so", 0) != 0 && b.rfind("libc-", 0) != 0 && b.rfind("libc.musl", 0) != 0 &&
+          b.rfind("ld-musl", 0) != 0)
+        continue;
+      std::vector<std::uint8_t> buf(m.end - m.start);
+      if (!proc::read_memory(pid, m.start, buf.data(), buf.size())) continue;
+      auto it = std::search(buf.begin(), buf.end(), std::begin(kRestoreRtCode), std::end(kRestoreRtCode));
+      if (it != buf.end()) return m.start + static_cast<std::uint64_t>(it - buf.begin());
+    }
+    return 0;
+  }
+
   // The thread died under us: nothing to restore or detach.
   [[noreturn]] void thread_gone(const std::string& during) {
     attached = false;
     dirty = false;
+    armed = false;
     int st;
     waitpid(tid, &st, __WALL | WNOHANG);  // collect its exit: no zombie left with us
     if (!proc::exists(pid))
@@ -439,7 +658,8 @@ namespace {
 std::unique_ptr<RemoteThread::State> try_thread(pid_t pid, const Candidate& c, const std::vector<proc::Mapping>& maps,
                                                 const std::string& exe, Clock::time_point deadline, std::string& why) {
   pid_t tid = c.tid;
-  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+  step();
+  if (ptrace(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(PTRACE_O_TRACESYSGOOD))) != 0) {
     if (errno == EPERM) throw_ptrace_perm(pid, tid);
     if (errno == ESRCH) {
       why = "thread " + std::to_string(tid) + " exited";
@@ -500,6 +720,7 @@ std::unique_ptr<RemoteThread::State> try_thread(pid_t pid, const Candidate& c, c
 
   if (c.rank <= 1 && orig == c.nr) {
     s->where = "blocked in " + describe_syscall(c.nr);
+    s->restart = is_restart_code(rax);
     if (!is_restart_code(rax) && rax != -EINTR) s->where += " (just returned)";
   } else if (orig == -1) {
     const proc::Mapping* m = mapping_of(maps, r.rip);
@@ -530,10 +751,12 @@ std::unique_ptr<RemoteThread::State> try_thread(pid_t pid, const Candidate& c, c
 
   // Our call ends in a SIGSEGV; were it blocked, the kernel would reset the
   // process's SIGSEGV handler to the default when forcing it through.
+  // The mask also goes into the signal frame the thread restores itself from.
   std::uint64_t mask = 0;
-  if (ptrace(PTRACE_GETSIGMASK, tid, reinterpret_cast<void*>(sizeof mask), &mask) == 0 &&
-      (mask & (1ull << (SIGSEGV - 1))))
-    return let_go("blocks SIGSEGV");
+  if (ptrace(PTRACE_GETSIGMASK, tid, reinterpret_cast<void*>(sizeof mask), &mask) != 0)
+    return let_go("has no readable signal mask");
+  if (mask & (1ull << (SIGSEGV - 1))) return let_go("blocks SIGSEGV");
+  s->sigmask = mask;
 
   s->save_fpu();
   return s;
@@ -612,34 +835,33 @@ std::uint64_t RemoteThread::call(std::uint64_t fn, std::initializer_list<std::ui
   State& s = *s_;
   if (!s.attached) throw Error(ExitCode::internal, "remote thread already released");
   if (args.size() > 6) throw Error(ExitCode::internal, "remote call: at most 6 arguments");
+  if (!s.armed) s.arm(deadline);
   user_regs_struct r = s.saved;
   unsigned long long* argregs[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
   std::size_t i = 0;
   for (auto a : args) *argregs[i++] = a;
   r.rip = fn;
   r.rax = 0;           // no vector registers used (varargs ABI)
-  r.orig_rax = ~0ull;  // not in a system call: no restart on the way out
+  r.orig_rax = ~0ull;  // at a system call stop: skip it; no restart on the way out
   r.eflags &= ~(kFlagsDF | kFlagsTF);
-  // 16-byte aligned, then the return address 0 pushed: rsp % 16 == 8 at entry.
-  std::uint64_t sp = (s.scratch_lo & ~std::uint64_t{15}) - 8;
-  const std::uint64_t zero = 0;
-  if (!s.write_memory(sp, &zero, sizeof zero))
-    throw Error(ExitCode::internal, "cannot write the stack of thread " + std::to_string(s.tid) + " at " + hex(sp));
+  // The return address is the trampoline, and above it the stack pointer
+  // the trampoline switches to for rt_sigreturn. 16-byte aligned, then the
+  // return address pushed: rsp % 16 == 8 at entry.
+  std::uint64_t sp = (s.scratch_lo & ~std::uint64_t{15}) - 16 - 8;
+  const std::uint64_t ret[2] = {s.page, s.frame_sp};
+  s.step_write(sp, ret, sizeof ret);
   r.rsp = sp;
-
+  s.set_regs(r);
   s.prepare_fpu();
-  if (ptrace(PTRACE_SETREGS, s.tid, nullptr, &r) != 0) {
-    if (errno == ESRCH) s.thread_gone("before the call");
-    throw Error(ExitCode::internal, std::string("PTRACE_SETREGS: ") + std::strerror(errno));
-  }
-  s.dirty = true;
-  ptrace(PTRACE_CONT, s.tid, nullptr, nullptr);
 
+  const std::uint64_t tramp_end = s.page + sizeof kTrampolineCode;
+  step();
+  ptrace(PTRACE_SYSCALL, s.tid, nullptr, nullptr);
   for (;;) {
     int st = 0;
     if (!wait_until(s.tid, st, deadline)) {
-      // No safe undo: the call may hold locks. Stop it where it is, put the
-      // thread back as it was, and say so.
+      // No safe undo: the call may hold locks. Let it run on: it returns
+      // into the trampoline and restores the thread itself.
       ptrace(PTRACE_INTERRUPT, s.tid, nullptr, nullptr);
       wait_requested_stop(s.tid, st, Clock::now() + 1s);
       if (gone(st)) s.thread_gone("during the remote call (after the timeout)");
@@ -647,45 +869,59 @@ std::uint64_t RemoteThread::call(std::uint64_t fn, std::initializer_list<std::ui
       ptrace(PTRACE_GETREGS, s.tid, nullptr, &now);
       std::string at = static_cast<long>(now.orig_rax) >= 0 ? "blocked in " + describe_syscall(now.orig_rax)
                                                             : "running at " + hex(now.rip);
-      s.signal_stop = WIFSTOPPED(st) && (st >> 16) == 0;
-      if (s.signal_stop) {  // a signal beat our interrupt: keep it unless it is the call's own fault
-        siginfo_t si{};
-        if (ptrace(PTRACE_GETSIGINFO, s.tid, nullptr, &si) == 0 && !is_fault(si)) s.pending.push_back(si);
+      if (WIFSTOPPED(st) && (st >> 16) == 0 && WSTOPSIG(st) != kSyscallStop) {
+        siginfo_t si{};  // a signal beat our interrupt: keep it
+        if (ptrace(PTRACE_GETSIGINFO, s.tid, nullptr, &si) == 0) s.pending.push_back(si);
       }
+      s.signal_stop = false;
+      s.armed = false;  // nothing to undo: the thread finishes the call alone
       s.detach();
       throw Error(ExitCode::internal,
                   "remote call in thread " + std::to_string(s.tid) + " of pid " + std::to_string(s.pid) +
                       " did not return in time (" + at +
-                      "; the thread may be blocked in dlopen on a lock); it was abandoned and the thread's registers "
-                      "restored, but locks it took may stay held, so later dlopen() calls in the target can hang");
+                      "; the thread may be blocked in dlopen on a lock); it was left to finish the call, after which "
+                      "it restores its own state and goes on");
     }
     if (gone(st)) s.thread_gone("during the remote call");
     if (!WIFSTOPPED(st)) continue;
+    step();
     int event = st >> 16, sig = WSTOPSIG(st);
     if (event != 0) {
       // Our interrupt arriving late, or a group-stop: carry on with the call
       // (the detach reinstates a pending group-stop).
-      s.signal_stop = false;
-      ptrace(PTRACE_CONT, s.tid, nullptr, nullptr);
+      ptrace(PTRACE_SYSCALL, s.tid, nullptr, nullptr);
+      continue;
+    }
+    if (sig == kSyscallStop) {
+      ptrace(PTRACE_GETREGS, s.tid, nullptr, &s.now);
+      // The call's own system calls pass; ours is the trampoline's
+      // rt_sigreturn, with the result in rdi. The thread stays there.
+      if (static_cast<long>(s.now.orig_rax) == kSysRtSigreturn && s.now.rip == tramp_end && s.now.rsp == s.frame_sp)
+        return s.now.rdi;
+      ptrace(PTRACE_SYSCALL, s.tid, nullptr, nullptr);
       continue;
     }
     siginfo_t si{};
     ptrace(PTRACE_GETSIGINFO, s.tid, nullptr, &si);
-    s.signal_stop = true;
     if (is_fault(si)) {
-      user_regs_struct now{};
-      ptrace(PTRACE_GETREGS, s.tid, nullptr, &now);
-      if (sig == SIGSEGV && now.rip == 0 && now.rsp == sp + 8) return now.rax;  // our return
-      s.detach();                                                               // the fault is not delivered
+      ptrace(PTRACE_GETREGS, s.tid, nullptr, &s.now);
+      const std::uint64_t at = s.now.rip;
+      s.signal_stop = false;
+      s.detach();  // the fault is not delivered: back to rt_sigreturn, home
       throw Error(ExitCode::internal, "remote call in pid " + std::to_string(s.pid) + " faulted (signal " +
-                                          std::to_string(sig) + " at " + hex(now.rip) + ", address " +
+                                          std::to_string(sig) + " at " + hex(at) + ", address " +
                                           hex(reinterpret_cast<std::uint64_t>(si.si_addr)) +
                                           "); the fault was suppressed and the thread restored");
     }
     // Someone else's signal: keep it for the detach.
     s.pending.push_back(si);
-    ptrace(PTRACE_CONT, s.tid, nullptr, nullptr);
+    ptrace(PTRACE_SYSCALL, s.tid, nullptr, nullptr);
   }
+}
+
+void RemoteThread::set_step_hook(void (*hook)(int step)) {
+  g_step_hook = hook;
+  g_steps = 0;
 }
 
 void RemoteThread::release() {

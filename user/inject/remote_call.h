@@ -2,12 +2,21 @@
 //
 // RemoteThread picks one thread of the target at a safe point, stops only that
 // thread (PTRACE_SEIZE + PTRACE_INTERRUPT; the other threads keep running),
-// and runs functions on it: the thread's registers are pointed at the
-// function, the stack gets a return address of 0, and the call ends in a
-// SIGSEGV at address 0 that we catch and never deliver. release() (or the
-// destructor) puts back the original general registers, the whole
-// FPU/SSE/AVX state and any interrupted system call (which the kernel then
-// restarts), re-delivers signals that arrived meanwhile, and detaches.
+// and runs functions on it.
+//
+// The tracer may die at any instant (OOM killer, SIGKILL); the kernel then
+// detaches the thread and it runs on with the registers and memory it has.
+// So the thread can always restore itself: before its registers change, a
+// signal frame with its original state (all registers, FPU/SSE/AVX, signal
+// mask; an interrupted system call set to be made again) is written below
+// its red zone (signal_frame.h), and from then on whatever it runs ends in
+// rt_sigreturn on that frame. A call returns into a trampoline (in a page
+// mapped by a system call made in place of libc's __restore_rt) that keeps
+// the result in rdi for us and runs rt_sigreturn; we stop it there (a
+// PTRACE_SYSCALL stop) and read the result. release() (or the destructor)
+// unmaps the trampoline, lets the rt_sigreturn run, puts back the exact
+// FPU state, re-delivers signals that arrived meanwhile, and detaches. No
+// code of the target is patched; no SIGSTOP is ever sent.
 //
 // Safe point: a thread asleep in a system call that restarts transparently
 // (futex, nanosleep, clock_nanosleep, poll, select, wait4, read on a pipe or
@@ -61,7 +70,7 @@ class RemoteThread {
   // Calls fn(args...) (at most 6 integer/pointer arguments) on the stopped
   // thread and returns rax. Throws lt::Error if the thread exits, the call
   // faults (state restored, the fault suppressed) or `deadline` passes (the
-  // call is abandoned and the thread restored: see the message).
+  // thread is let go to finish the call and restore itself: see the message).
   std::uint64_t call(std::uint64_t fn, std::initializer_list<std::uint64_t> args, Clock::time_point deadline);
 
   // Writes target memory (e.g. to put back a value a call changed); false
@@ -74,6 +83,11 @@ class RemoteThread {
   // Restores everything and detaches. Idempotent. Throws lt::Error only if
   // the thread cannot be restored (it exited).
   void release();
+
+  // Tests only: `hook(n)` runs at the n-th step of this process's remote
+  // calls (each stop and each change to the thread), e.g. to SIGKILL the
+  // tracer there (tests/integration/test_inject_faults.py). Resets the count.
+  static void set_step_hook(void (*hook)(int step));
 
   struct State;  // opaque
 

@@ -1,8 +1,10 @@
 #include "user/tracefile/trace_reader.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 #include <zstd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 
@@ -41,7 +43,12 @@ class MemorySource : public Source {
 class FileSource : public Source {
  public:
   explicit FileSource(const std::string& path) : in_(path, std::ios::binary) {
-    if (!in_) throw Error(ExitCode::io, "cannot open " + path);
+    const int e = errno;
+    // A directory opens; reading it fails: say so up front.
+    struct stat st {};
+    if (in_ && stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      throw Error(ExitCode::io, "cannot read " + path + ": " + std::strerror(EISDIR));
+    if (!in_) throw Error(ExitCode::io, "cannot open " + path + ": " + std::strerror(e ? e : EIO));
     in_.seekg(0, std::ios::end);
     size_ = static_cast<std::uint64_t>(in_.tellg());
     in_.seekg(0);
