@@ -3,10 +3,12 @@
 // code (see --help); nothing escapes as an abort or a stack dump.
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/device_stats.h"
@@ -50,6 +52,14 @@ void on_signal(int) {
 // ptrace injection...): "process N exited while ltrace-bpf was attaching to
 // it", exit code 3. `existed`: the targets that were there when we started.
 void rethrow_if_a_target_exited(const std::vector<pid_t>& existed) {
+  // A process in the middle of exiting has lost its files and memory but is
+  // not a zombie yet: give it a moment to become one.
+  for (int i = 0; i < 20; ++i) {
+    bool all_there = true;
+    for (pid_t pid : existed) all_there &= lt::proc::exists(pid);
+    if (!all_there) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   for (pid_t pid : existed)
     if (!lt::proc::exists(pid))
       throw lt::Error(lt::ExitCode::no_such_process,
