@@ -116,7 +116,7 @@ agent (what cluster runs on each node; also for a DaemonSet):
   -V, --version         version
 
 exit codes:
-  0 ok   1 internal error   2 usage   3 no such process (--all: none found)
+  0 ok   1 internal error   2 usage   3 no such process, or it exited during attach (--all: none found)
   4 not a CPython process   5 unsupported CPython version or build
   6 missing privileges (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
   7 BPF load/attach failed   8 cannot read or write a file   9 not a trace file (or from a newer version)
