@@ -14,9 +14,14 @@
 // mapped by a system call made in place of libc's __restore_rt) that keeps
 // the result in rdi for us and runs rt_sigreturn; we stop it there (a
 // PTRACE_SYSCALL stop) and read the result. release() (or the destructor)
-// unmaps the trampoline, lets the rt_sigreturn run, puts back the exact
-// FPU state, re-delivers signals that arrived meanwhile, and detaches. No
-// code of the target is patched; no SIGSTOP is ever sent.
+// unmaps the trampoline, skips that last rt_sigreturn so the thread stops
+// in signal delivery, puts back its registers, FPU state and mask there (so
+// the kernel restarts an interrupted timed sleep exactly; after a tracer's
+// death the frame makes the call again instead, a relative timeout starting
+// over), re-delivers signals that arrived meanwhile, and detaches. No code
+// of the target is patched; no SIGSTOP is ever sent. A call past its
+// deadline is left to finish and restore the thread by itself (its 4 KiB
+// trampoline page stays mapped).
 //
 // Safe point: a thread asleep in a system call that restarts transparently
 // (futex, nanosleep, clock_nanosleep, poll, select, wait4, read on a pipe or
