@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -290,6 +291,10 @@ const proc::Mapping* mapping_of(const std::vector<proc::Mapping>& maps, std::uin
 
 bool wait_until(pid_t tid, int& st, Clock::time_point deadline) {
   auto pause = 10us;
+  // A stop we caused comes within microseconds once the thread runs:
+  // yielding (to it, on a busy machine) for the first 2 ms beats sleeping,
+  // as an injection goes through a few dozen stops.
+  const auto yield_until = Clock::now() + 2ms;
   for (;;) {
     pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
     if (r == tid) return true;
@@ -299,7 +304,12 @@ bool wait_until(pid_t tid, int& st, Clock::time_point deadline) {
       st = 0;
       return true;
     }
-    if (Clock::now() >= deadline) return false;
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    if (now < yield_until) {
+      sched_yield();
+      continue;
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, 200us);
   }
@@ -344,6 +354,23 @@ bool is_fault(const siginfo_t& si) {
   throw Error(ExitCode::permission, "cannot ptrace pid " + std::to_string(pid) + " (thread " + std::to_string(tid) +
                                         "): permission denied; need CAP_SYS_PTRACE (run as root), or the same uid with "
                                         "kernel.yama.ptrace_scope=0, and no other debugger/profiler attached");
+}
+
+// glibc's and musl's __restore_rt (a local symbol) by its code bytes, in
+// the executable mappings of the target's libc.
+std::uint64_t find_restore_rt(pid_t pid) {
+  for (const auto& m : proc::read_maps(pid)) {
+    if (m.perms.find('x') == std::string::npos) continue;
+    std::string b = basename_of(m.path);
+    if (b.rfind("libc.so", 0) != 0 && b.rfind("libc-", 0) != 0 && b.rfind("libc.musl", 0) != 0 &&
+        b.rfind("ld-musl", 0) != 0)
+      continue;
+    std::vector<std::uint8_t> buf(m.end - m.start);
+    if (!proc::read_memory(pid, m.start, buf.data(), buf.size())) continue;
+    auto it = std::search(buf.begin(), buf.end(), std::begin(kRestoreRtCode), std::end(kRestoreRtCode));
+    if (it != buf.end()) return m.start + static_cast<std::uint64_t>(it - buf.begin());
+  }
+  return 0;
 }
 
 }  // namespace
@@ -544,7 +571,7 @@ struct RemoteThread::State {
   // can see has changed (the frame lies below its red zone).
   void arm(Clock::time_point deadline) {
     now = saved;
-    restore_rt = find_restore_rt();
+    if (!restore_rt) restore_rt = find_restore_rt(pid);
     if (!restore_rt)
       throw Error(ExitCode::unsupported, "pid " + std::to_string(pid) +
                                              ": no rt_sigreturn stub (__restore_rt) found in its libc; cannot call "
@@ -617,23 +644,6 @@ struct RemoteThread::State {
     signal_stop = false;
     dirty = true;  // detach() puts back registers and FPU state
     ptrace(PTRACE_SETSIGMASK, tid, reinterpret_cast<void*>(sizeof sigmask), &sigmask);
-  }
-
-  // glibc's and musl's __restore_rt (a local symbol) by its code bytes, in
-  // the executable mappings of the target's libc.
-  std::uint64_t find_restore_rt() const {
-    for (const auto& m : proc::read_maps(pid)) {
-      if (m.perms.find('x') == std::string::npos) continue;
-      std::string b = basename_of(m.path);
-      if (b.rfind("libc.so", 0) != 0 && b.rfind("libc-", 0) != 0 && b.rfind("libc.musl", 0) != 0 &&
-          b.rfind("ld-musl", 0) != 0)
-        continue;
-      std::vector<std::uint8_t> buf(m.end - m.start);
-      if (!proc::read_memory(pid, m.start, buf.data(), buf.size())) continue;
-      auto it = std::search(buf.begin(), buf.end(), std::begin(kRestoreRtCode), std::end(kRestoreRtCode));
-      if (it != buf.end()) return m.start + static_cast<std::uint64_t>(it - buf.begin());
-    }
-    return 0;
   }
 
   // The thread died under us: nothing to restore or detach.
@@ -788,6 +798,7 @@ const std::string& RemoteThread::where() const {
 RemoteThread RemoteThread::attach(pid_t pid, Clock::time_point deadline) {
   auto start = Clock::now();
   std::string why = "no candidate thread";
+  std::uint64_t restore_rt = 0;
   for (auto pause = 1ms;; pause = std::min<std::chrono::milliseconds>(pause * 2, 8ms)) {
     if (!proc::exists(pid)) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
     auto maps = proc::read_maps(pid);
@@ -797,8 +808,13 @@ RemoteThread RemoteThread::attach(pid_t pid, Clock::time_point deadline) {
                                              " maps address 0, so a call returning there would not fault; cannot "
                                              "call into it");
     std::string exe = program_path(pid, maps);
+    // Looked up before any thread is stopped: it takes a scan of libc's code.
+    if (!restore_rt) restore_rt = find_restore_rt(pid);
     for (const auto& c : candidates(pid)) {
-      if (auto s = try_thread(pid, c, maps, exe, deadline, why)) return RemoteThread(std::move(s));
+      if (auto s = try_thread(pid, c, maps, exe, deadline, why)) {
+        s->restore_rt = restore_rt;
+        return RemoteThread(std::move(s));
+      }
       if (Clock::now() >= deadline) break;
     }
     if (Clock::now() >= deadline) {
