@@ -75,16 +75,19 @@ const char* cause_name(std::uint16_t cause) {
 // record(s) (ring buffer full), ...".  A process whose every action was
 // lost is said to have lost them, never to have run none.
 void loss_note(const ProcessActions& p) {
-  if (p.losses.empty()) return;
-  std::cerr << "ltrace-bpf: pid " << p.meta.pid << ": ";
-  if (p.actions.empty() && p.lost_action_records()) std::cerr << "no action recorded, ";
-  std::cerr << "lost";
-  const char* sep = " ";
+  const std::string who = "ltrace-bpf: pid " + std::to_string(p.meta.pid) + ": ";
+  std::string lost, degraded;
   for (auto& l : p.losses) {
-    std::cerr << sep << l.count << " " << kind_name(l.kind) << " record(s) (" << cause_name(l.cause) << ")";
-    sep = ", ";
+    std::string what = std::to_string(l.count) + " " + kind_name(l.kind) + " record(s)";
+    if (l.cause == LT_LOSS_READ_FAULT)
+      degraded += (degraded.empty() ? "" : ", ") + what;
+    else
+      lost += (lost.empty() ? "" : ", ") + what + " (" + cause_name(l.cause) + ")";
   }
-  std::cerr << "\n";
+  if (!lost.empty())
+    std::cerr << who << (p.actions.empty() && p.lost_action_records() ? "no action recorded, " : "") << "lost "
+              << lost << "\n";
+  if (!degraded.empty()) std::cerr << who << degraded << " sent with an unreadable name or stack\n";
 }
 
 void notes(const ProcessActions& p) {
