@@ -85,8 +85,8 @@ void loss_note(const ProcessActions& p) {
       lost += (lost.empty() ? "" : ", ") + what + " (" + cause_name(l.cause) + ")";
   }
   if (!lost.empty())
-    std::cerr << who << (p.actions.empty() && p.lost_action_records() ? "no action recorded, " : "") << "lost "
-              << lost << "\n";
+    std::cerr << who << (p.actions.empty() && p.lost_action_records() ? "no action recorded, " : "") << "lost " << lost
+              << "\n";
   if (!degraded.empty()) std::cerr << who << degraded << " sent with an unreadable name or stack\n";
 }
 
