@@ -56,20 +56,69 @@ struct {
 	__type(value, struct lt_drop_counters);
 } lt_drops SEC(".maps");
 
-static __always_inline void lt_count_ringbuf_drop(void)
+/* (tgid, record kind, cause) -> records lost, so a report can say which
+ * process lost what and why.  Bounded: a loss that finds the map full is
+ * still in lt_drops (user space reports it as unattributed). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct lt_loss_key);
+	__type(value, u64);
+} lt_losses SEC(".maps");
+
+static __always_inline void lt_attribute_loss(u32 tgid, u16 kind, u16 cause)
 {
-	u32 zero = 0;
-	struct lt_drop_counters *d = bpf_map_lookup_elem(&lt_drops, &zero);
-	if (d)
-		d->ringbuf_full++;
+	struct lt_loss_key key = {.tgid = tgid, .kind = kind, .cause = cause};
+	u64 *n = bpf_map_lookup_elem(&lt_losses, &key);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	u64 one = 1;
+	if (bpf_map_update_elem(&lt_losses, &key, &one, BPF_NOEXIST) == 0)
+		return;
+	n = bpf_map_lookup_elem(&lt_losses, &key); /* another CPU created it first */
+	if (n)
+		__sync_fetch_and_add(n, 1);
 }
 
-static __always_inline void lt_count_read_fault(void)
+static __always_inline struct lt_drop_counters *lt_drop_totals(void)
 {
 	u32 zero = 0;
-	struct lt_drop_counters *d = bpf_map_lookup_elem(&lt_drops, &zero);
+	return bpf_map_lookup_elem(&lt_drops, &zero);
+}
+
+/* A record of `kind` for process `tgid` found the ring buffer full. */
+static __always_inline void lt_count_ringbuf_drop_for(u32 tgid, u16 kind)
+{
+	struct lt_drop_counters *d = lt_drop_totals();
+	if (d)
+		d->ringbuf_full++;
+	lt_attribute_loss(tgid, kind, LT_LOSS_RINGBUF_FULL);
+}
+
+static __always_inline void lt_count_ringbuf_drop(u16 kind)
+{
+	lt_count_ringbuf_drop_for(bpf_get_current_pid_tgid() >> 32, kind);
+}
+
+/* A record of `kind` went out degraded: a name or stack was unreadable. */
+static __always_inline void lt_count_read_fault(u16 kind)
+{
+	struct lt_drop_counters *d = lt_drop_totals();
 	if (d)
 		d->read_faults++;
+	lt_attribute_loss(bpf_get_current_pid_tgid() >> 32, kind, LT_LOSS_READ_FAULT);
+}
+
+/* A record of `kind` was not sent at all because the target's memory it
+ * describes could not be read (e.g. a page not faulted in yet). */
+static __always_inline void lt_count_unreadable(u16 kind)
+{
+	struct lt_drop_counters *d = lt_drop_totals();
+	if (d)
+		d->unreadable++;
+	lt_attribute_loss(bpf_get_current_pid_tgid() >> 32, kind, LT_LOSS_UNREADABLE);
 }
 
 static __always_inline void lt_fill_header(struct lt_event_header *h, u16 kind, u16 size)

@@ -55,6 +55,7 @@ enum lt_event_kind {
 	LT_EV_PROC_ENV = 36,  /* job identity of a process (distributed ranks), from its environment */
 	LT_EV_CLOCK_SYNC = 37, /* this host's wall clock measured against a reference host's (cluster) */
 	LT_EV_PROC_CONTAINER = 38, /* the container a process runs in (namespaces, hostname, id) */
+	LT_EV_PROC_DROPS = 39,	   /* records one process lost, by kind and cause (at detach) */
 	/* Python stacks (pysample source) */
 	LT_EV_PY_SAMPLE = 48,	 /* cpu-clock sample of a target thread */
 	LT_EV_OFFCPU_BEGIN = 49, /* a target thread blocked (sched_switch out) */
@@ -213,6 +214,17 @@ struct lt_drops_event {
 	struct lt_event_header hdr;
 	u64 ringbuf_full;
 	u64 read_faults;
+};
+
+/* PROC_DROPS (user space, at detach): records of one kind that one process
+ * (hdr.pid; 0: not attributed, the per-process table was full) lost, by
+ * cause.  DROPS keeps the totals for older readers. */
+struct lt_proc_drops_event {
+	struct lt_event_header hdr;
+	u16 lost_kind; /* enum lt_event_kind of the records lost; 0: unknown */
+	u16 cause;     /* enum lt_loss_cause */
+	u32 pad;
+	u64 count;
 };
 
 /* Deepest Python stack carried by one sample (leaf side kept). */
@@ -597,10 +609,25 @@ enum lt_code_class {
 	LT_TYPE_COMBINED_LOADER = 2, /* type object of Lightning's CombinedLoader */
 };
 
-/* Drop counters (per-CPU array, index 0). */
+/* Drop counters (per-CPU array, index 0): totals over every process. */
 struct lt_drop_counters {
-	u64 ringbuf_full;
-	u64 read_faults;
+	u64 ringbuf_full; /* records that found the ring buffer full */
+	u64 read_faults;  /* records sent degraded (name or stack unreadable) */
+	u64 unreadable;	  /* records not sent: the target memory they describe was unreadable */
+};
+
+/* Why a record was lost or degraded (lt_losses, PROC_DROPS). */
+enum lt_loss_cause {
+	LT_LOSS_RINGBUF_FULL = 1, /* lost: the ring buffer was full */
+	LT_LOSS_READ_FAULT = 2,	  /* sent, degraded: a name or stack was unreadable */
+	LT_LOSS_UNREADABLE = 3,	  /* lost: what it describes could not be read from the target */
+};
+
+/* Key of lt_losses: losses of one process, one record kind, one cause. */
+struct lt_loss_key {
+	u32 tgid;
+	u16 kind;
+	u16 cause;
 };
 
 #ifdef __cplusplus

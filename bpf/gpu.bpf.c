@@ -44,12 +44,12 @@ static __always_inline int copy_body(u16 kind, u32 size, const void *src)
 {
 	void *e = bpf_ringbuf_reserve(&lt_events, sizeof(struct lt_event_header) + size, 0);
 	if (!e) {
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop(kind);
 		return 0;
 	}
 	lt_fill_header(e, kind, sizeof(struct lt_event_header) + size);
 	if (bpf_probe_read_user((char *)e + sizeof(struct lt_event_header), size, src)) {
-		lt_count_read_fault();
+		lt_count_read_fault(kind);
 		bpf_ringbuf_discard(e, 0);
 		return 0;
 	}
@@ -115,7 +115,7 @@ static __always_inline int emit_launch(struct pt_regs *ctx, const struct lt_targ
 {
 	struct lt_gpu_launch_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop(LT_EV_GPU_LAUNCH);
 		return 0;
 	}
 	lt_fill_header(&e->hdr, LT_EV_GPU_LAUNCH, sizeof(*e));

@@ -15,7 +15,7 @@ static __noinline int emit_shapes(struct pt_regs *ctx, const struct lt_target *t
 {
 	struct lt_op_shapes_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop(LT_EV_OP_SHAPES);
 		return 0;
 	}
 	lt_fill_header(&e->hdr, LT_EV_OP_SHAPES, sizeof(*e));
@@ -78,7 +78,7 @@ int lt_op_enter(struct pt_regs *ctx)
 		return emit_shapes(ctx, t, op, depth, (u32)(cookie >> 32));
 	struct lt_op_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop(LT_EV_OP);
 		return 0;
 	}
 	lt_fill_header(&e->hdr, LT_EV_OP, sizeof(*e));

@@ -14,7 +14,7 @@ static __always_inline void emit_proc(u16 kind, u32 parent, u32 child, u32 exit_
 {
 	struct lt_proc_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop_for(child, kind); /* the process it was about */
 		return;
 	}
 	lt_fill_header(&e->hdr, kind, sizeof(*e));

@@ -161,8 +161,21 @@ struct frame_view {
 static __always_inline int read_frame(u64 frame, const struct lt_py_offsets *o, struct frame_view *v)
 {
 	u64 block[FRAME_BLOCK_WORDS] = {};
-	if (bpf_probe_read_user(block, sizeof(block), (void *)(frame + o->frame_code)))
-		return -1;
+	if (bpf_probe_read_user(block, sizeof(block), (void *)(frame + o->frame_code))) {
+		/* The block can run past the end of a small frame into a page the
+		 * target has never touched: on 3.11 a generator's frame (embedded
+		 * in the generator, f_code 32 bytes in) ends before the block
+		 * does, and a generator allocated last before an untouched page
+		 * fails here (2-3 in 400,000 actions, issue 20).  BPF cannot
+		 * fault pages in; read the fields we need one by one, all inside
+		 * the frame. */
+		v->name_obj = 0; /* on_profile_resume reads it from localsplus */
+		if (bpf_probe_read_user(&v->code, sizeof(v->code), (void *)(frame + o->frame_code)) ||
+		    bpf_probe_read_user(&v->lasti, sizeof(v->lasti), (void *)(frame + o->frame_lasti)))
+			return -1;
+		v->code &= ~(u64)o->stackref_tag_mask;
+		return 0;
+	}
 	u32 lasti = (u32)(o->frame_lasti - o->frame_code) / 8;
 	u32 name = (u32)(o->frame_localsplus + 8 - o->frame_code) / 8;
 	v->code = block[0] & ~(u64)o->stackref_tag_mask; /* 3.14+: a tagged _PyStackRef */
@@ -190,7 +203,7 @@ static __always_inline struct lt_action_event *reserve_action(u16 kind)
 {
 	struct lt_action_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop(kind);
 		return 0;
 	}
 	lt_fill_header(&e->hdr, kind, sizeof(*e));
@@ -211,7 +224,7 @@ static __always_inline void read_name(struct lt_action_event *e, u64 s, const st
 	u64 hdr[5] = {}; /* ob_refcnt, ob_type, length, hash, state */
 	if (!s || bpf_probe_read_user(hdr, sizeof(hdr), (void *)s)) {
 		e->flags |= LT_ACT_NAME_UNREADABLE;
-		lt_count_read_fault();
+		lt_count_read_fault(LT_EV_ACTION_BEGIN);
 		return;
 	}
 	u32 state = (u32)hdr[4];
@@ -219,7 +232,7 @@ static __always_inline void read_name(struct lt_action_event *e, u64 s, const st
 	s64 len = (s64)hdr[2];
 	if (!(state & (1u << 5)) || len < 0 || len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4)) {
 		e->flags |= LT_ACT_NAME_UNREADABLE; /* not a compact str */
-		lt_count_read_fault();
+		lt_count_read_fault(LT_EV_ACTION_BEGIN);
 		return;
 	}
 	e->name_len = (u32)len;
@@ -271,7 +284,13 @@ static __always_inline int on_profile_resume(u64 frame, const struct frame_view 
 static __always_inline int is_profile_frame(u32 tgid, const struct lt_target *t, u64 frame, struct frame_view *v,
 					    struct class_val *c)
 {
-	if (read_frame(frame, &t->off, v) || !v->code)
+	if (read_frame(frame, &t->off, v)) {
+		/* Not known to be an action: counted so that a report never
+		 * says nothing was lost when a resume went unseen. */
+		lt_count_unreadable(LT_EV_NONE);
+		return 0;
+	}
+	if (!v->code)
 		return 0;
 	return profile_code(tgid, t, v->code, c);
 }

@@ -62,7 +62,7 @@ int BPF_PROG(lt_switch, bool preempt, struct task_struct *prev, struct task_stru
 		e->begin_ns = *began;
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	} else {
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop_for(next->tgid, LT_EV_OFFCPU_END);
 	}
 	bpf_map_delete_elem(&lt_offcpu_start, &next_tid);
 	return 0;

@@ -75,7 +75,7 @@ static long walk_one(u32 i, struct walk_ctx *c)
 	}
 	if (bpf_probe_read_user(s->buf, o->frame_block & (LT_BLOCK_MAX - 1), (void *)c->frame)) {
 		e->flags |= LT_SAMPLE_READ_FAULT;
-		lt_count_read_fault();
+		lt_count_read_fault(e->hdr.kind);
 		return 1;
 	}
 	u64 code = field_u64(s, o->frame_code) & ~(u64)o->stackref_tag_mask;
@@ -157,7 +157,7 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 	/* Slots past nframes hold an earlier sample's frames; user space
 	 * reads nframes and zeroes the rest before storing the record. */
 	if (bpf_ringbuf_output(&lt_events, e, sizeof(*e), BPF_RB_NO_WAKEUP))
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop(e->hdr.kind);
 	return 0;
 }
 

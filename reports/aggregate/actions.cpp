@@ -43,6 +43,16 @@ std::size_t ProcessActions::total_calls() const {
   return n;
 }
 
+std::uint64_t ProcessActions::lost_action_records() const {
+  std::uint64_t n = 0;
+  for (auto& l : losses) {
+    bool action = l.kind == LT_EV_ACTION_BEGIN || l.kind == LT_EV_ACTION_END || l.kind == LT_EV_FETCH_BEGIN ||
+                  l.kind == LT_EV_DIRECT_START || l.kind == LT_EV_DIRECT_STOP;
+    if ((action && l.cause == LT_LOSS_RINGBUF_FULL) || l.cause == LT_LOSS_UNREADABLE) n += l.count;
+  }
+  return n;
+}
+
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suf) {
@@ -342,6 +352,14 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       rep.host.clock_syncs.push_back({h.ts_ns, cs.offset_ns, static_cast<std::int64_t>(cs.delay_ns), cs.samples,
                                       cs.phase != 0,
                                       std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference))});
+      return;
+    }
+    case LT_EV_PROC_DROPS: {
+      lt_proc_drops_event d;
+      if (!record_as(h, p, d)) return;
+      RecordLoss l{d.lost_kind, d.cause, d.count};
+      if (d.cause == LT_LOSS_UNREADABLE) rep.unreadable += d.count;
+      (h.pid ? proc(h.pid).out.losses : rep.unattributed).push_back(l);
       return;
     }
     case LT_EV_DROPS: {

@@ -45,6 +45,13 @@ struct ActionInterval {
   bool estimated;                  // end inferred (fetches, manual optimizer_step)
 };
 
+// Records a process lost (or sent degraded), by kind and cause (PROC_DROPS).
+struct RecordLoss {
+  std::uint16_t kind = 0;   // lt_event_kind of the records; 0: unknown
+  std::uint16_t cause = 0;  // lt_loss_cause
+  std::uint64_t count = 0;
+};
+
 struct ProcessActions {
   ProcessMeta meta;
   std::vector<ActionSeries> actions;      // first-completion order
@@ -55,7 +62,12 @@ struct ProcessActions {
   std::uint64_t unmatched_stops = 0;  // stopped, start not seen (began before attach)
   std::uint64_t truncated_names = 0;  // longer than LT_NAME_MAX bytes: kept truncated
   std::uint64_t estimated = 0;        // *_next fetches, manual optimizer_step: closed by the next action
+  std::vector<RecordLoss> losses;     // what this process lost, by kind and cause
   bool exited = false;
+  // Action records (begin, end, fetch) lost: each is an action missing or
+  // left open.  Resumes whose generator frame was unreadable count too:
+  // each may have been one.
+  std::uint64_t lost_action_records() const;
   double window_seconds() const {
     return window_end_ns > window_begin_ns ? (window_end_ns - window_begin_ns) / 1e9 : 0.0;
   }
@@ -82,7 +94,9 @@ struct ActionsReport {
   HostMeta host;
   std::vector<ProcessActions> processes;  // in order of first appearance
   std::uint64_t ringbuf_drops = 0, read_faults = 0;
-  bool complete = true;  // the stream has its detach record
+  std::uint64_t unreadable = 0;          // records not sent: target memory unreadable (PROC_DROPS)
+  std::vector<RecordLoss> unattributed;  // losses the per-process table could not hold
+  bool complete = true;                  // the stream has its detach record
 };
 
 // Consumes records one at a time, so a live session needs no copy of the

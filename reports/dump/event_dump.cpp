@@ -40,6 +40,8 @@ const char* kind_name(unsigned k) {
       return "clock_sync";
     case LT_EV_PROC_CONTAINER:
       return "proc_container";
+    case LT_EV_PROC_DROPS:
+      return "proc_drops";
     case LT_EV_PY_SAMPLE:
       return "py_sample";
     case LT_EV_OFFCPU_BEGIN:
@@ -103,6 +105,8 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_proc_env_event pv;
     lt_proc_container_event pcn;
     lt_window_event w;
+    lt_drops_event dr;
+    lt_proc_drops_event pd;
     lt_clock_sync_event cs;
     lt_offcpu_end_event oe;
     lt_py_code_event pc;
@@ -138,6 +142,10 @@ void dump_events(const Trace& trace, std::ostream& out) {
       out << " ns_pid=" << pcn.ns_pid << " flags=" << pcn.flags
           << " hostname=" << std::string(pcn.hostname, strnlen(pcn.hostname, sizeof pcn.hostname))
           << " container_id=" << std::string(pcn.container_id, strnlen(pcn.container_id, sizeof pcn.container_id));
+    else if (h.kind == LT_EV_DROPS && record_as(h, p, dr))
+      out << " ringbuf_full=" << dr.ringbuf_full << " read_faults=" << dr.read_faults;
+    else if (h.kind == LT_EV_PROC_DROPS && record_as(h, p, pd))
+      out << " lost_kind=" << kind_name(pd.lost_kind) << " cause=" << pd.cause << " count=" << pd.count;
     else if (h.kind == LT_EV_WINDOW && record_as(h, p, w))
       out << (w.begin ? " begin" : " end");
     else if (h.kind == LT_EV_CLOCK_SYNC && record_as(h, p, cs))

@@ -1,5 +1,6 @@
 #include "user/cli/report_output.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,67 @@ std::string describe(const ProcessMeta& m) {
   return s;
 }
 
+const char* kind_name(std::uint16_t kind) {
+  switch (kind) {
+    case LT_EV_ACTION_BEGIN:
+      return "action start";
+    case LT_EV_ACTION_END:
+      return "action end";
+    case LT_EV_FETCH_BEGIN:
+      return "dataloader fetch";
+    case LT_EV_PROC_FORK:
+      return "fork";
+    case LT_EV_PROC_EXEC:
+      return "exec";
+    case LT_EV_PROC_EXIT:
+      return "exit";
+    case LT_EV_PY_SAMPLE:
+      return "stack sample";
+    case LT_EV_OFFCPU_BEGIN:
+    case LT_EV_OFFCPU_END:
+      return "off-CPU";
+    case LT_EV_OP:
+    case LT_EV_OP_SHAPES:
+      return "op";
+    case LT_EV_NONE:
+      return "generator resume";
+    default:
+      return "GPU";
+  }
+}
+
+const char* cause_name(std::uint16_t cause) {
+  switch (cause) {
+    case LT_LOSS_RINGBUF_FULL:
+      return "ring buffer full";
+    case LT_LOSS_READ_FAULT:
+      return "sent with an unreadable name or stack";
+    case LT_LOSS_UNREADABLE:
+      return "target memory unreadable";
+    default:
+      return "unknown cause";
+  }
+}
+
+// What one process lost, by kind and cause: "pid 7: lost 12 action start
+// record(s) (ring buffer full), ...".  A process whose every action was
+// lost is said to have lost them, never to have run none.
+void loss_note(const ProcessActions& p) {
+  const std::string who = "ltrace-bpf: pid " + std::to_string(p.meta.pid) + ": ";
+  std::string lost, degraded;
+  for (auto& l : p.losses) {
+    std::string what = std::to_string(l.count) + " " + kind_name(l.kind) + " record(s)";
+    if (l.cause == LT_LOSS_READ_FAULT)
+      degraded += (degraded.empty() ? "" : ", ") + what;
+    else
+      lost += (lost.empty() ? "" : ", ") + what + " (" + cause_name(l.cause) + ")";
+  }
+  if (!lost.empty())
+    std::cerr << who << (p.actions.empty() && p.lost_action_records() ? "no action recorded, " : "") << "lost " << lost
+              << "\n";
+  if (!degraded.empty()) std::cerr << who << degraded << " sent with an unreadable name or stack\n";
+}
+
 void notes(const ProcessActions& p) {
   const std::string who = "ltrace-bpf: pid " + std::to_string(p.meta.pid);
   if (p.meta.flags & LT_PROC_NOT_PYTHON) {
@@ -37,10 +99,11 @@ void notes(const ProcessActions& p) {
   if (p.meta.container_flags)
     std::cerr << who << " runs in container "
               << proc::describe_container(p.meta.container_host, p.meta.container_id, p.meta.ns_pid) << "\n";
-  if (p.actions.empty())
+  if (p.actions.empty() && !p.lost_action_records())
     std::cerr << who
               << ": no Lightning actions seen in the window (is a Trainer running? actions are seen "
                  "from the moment of attach: try a longer --duration)\n";
+  loss_note(p);
   if (p.open_at_end)
     std::cerr << who << ": " << p.open_at_end << " action(s) still open at detach, not counted (as Lightning)\n";
   if (p.unmatched_stops)
@@ -95,8 +158,14 @@ void lost_events_note(const ActionsReport& rep) {
     unmatched += p.unmatched_stops;
   }
   std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
-            << " unreadable action names or stacks, " << open << " open at detach, " << unmatched
-            << " ended before attach\n";
+            << " unreadable action names or stacks, " << rep.unreadable << " unreadable generator frames, " << open
+            << " open at detach, " << unmatched << " ended before attach\n";
+  std::uint64_t unattributed = 0;
+  for (auto& l : rep.unattributed) unattributed += l.count;
+  if (unattributed)
+    std::cerr << "ltrace-bpf: " << unattributed
+              << " of the lost or degraded records could not be attributed to a process (the per-process table "
+                 "was full)\n";
 }
 
 }  // namespace
@@ -113,7 +182,8 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
       if (p.meta.flags & LT_PROC_PYTHON) shown.push_back(&p);
   int written = 0;
   std::size_t quiet = 0;
-  for (auto& p : rep.processes) quiet += p.actions.empty() && (p.meta.flags & LT_PROC_PYTHON);
+  for (auto& p : rep.processes)
+    quiet += p.actions.empty() && !p.lost_action_records() && (p.meta.flags & LT_PROC_PYTHON);
   for (auto* p : shown) {
     ProcessMeta meta = with_rank_labels(p->meta, rep);
     SimpleReportInput in;
@@ -125,6 +195,9 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
     ++written;
   }
   for (auto* p : shown) notes(*p);
+  // Processes without a report of their own still say what they lost.
+  for (auto& p : rep.processes)
+    if (std::find(shown.begin(), shown.end(), &p) == shown.end()) loss_note(p);
   if (quiet && shown.size() != quiet)
     std::cerr << "ltrace-bpf: " << quiet
               << " other Python process(es) (DataLoader workers, launchers) ran no "

@@ -18,8 +18,7 @@ GpuSource::GpuSource(const ProcTrackSource& shared, int op_stacks_fd, std::uint6
     skel_ = nullptr;
     throw bpf_error(what, err);
   };
-  if (int err = shared.share_with(skel_->maps.lt_targets, skel_->maps.lt_follow, skel_->maps.lt_events,
-                                  skel_->maps.lt_drops, skel_->maps.lt_tstates))
+  if (int err = shared.share_with(skel_->obj))
     fail("share maps with gpu", -err);
   // Launches see the same per-thread op stacks as the op probes.
   if (op_stacks_fd >= 0)

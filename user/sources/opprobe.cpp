@@ -45,8 +45,7 @@ static_assert(offsetof(UprobeMultiAttr, path) == 16 && offsetof(UprobeMultiAttr,
 OpProbeSource::OpProbeSource(const ProcTrackSource& shared) {
   skel_ = lt_opprobe__open();
   if (!skel_) throw bpf_error("open opprobe", errno);
-  if (int err = shared.share_with(skel_->maps.lt_targets, skel_->maps.lt_follow, skel_->maps.lt_events,
-                                  skel_->maps.lt_drops, skel_->maps.lt_tstates)) {
+  if (int err = shared.share_with(skel_->obj)) {
     lt_opprobe__destroy(skel_);
     skel_ = nullptr;
     throw bpf_error("share maps with opprobe", -err);

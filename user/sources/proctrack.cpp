@@ -48,15 +48,16 @@ int ProcTrackSource::drops_fd() const {
   return bpf_map__fd(skel_->maps.lt_drops);
 }
 
-int ProcTrackSource::share_with(bpf_map* targets, bpf_map* follow, bpf_map* events, bpf_map* drops,
-                                bpf_map* tstates) const {
-  const std::pair<bpf_map*, int> maps[] = {{targets, targets_fd()},
-                                           {follow, follow_fd()},
-                                           {events, events_fd()},
-                                           {drops, drops_fd()},
-                                           {tstates, bpf_map__fd(skel_->maps.lt_tstates)}};
-  for (auto [map, fd] : maps)
-    if (int err = bpf_map__reuse_fd(map, fd)) return err;
+int ProcTrackSource::share_with(bpf_object* other) const {
+  // Every map of ours that the other object declares too (common.bpf.h),
+  // by name: a map added there is shared without touching each source.
+  bpf_map* ours;
+  bpf_object__for_each_map(ours, skel_->obj) {
+    if (bpf_map__is_internal(ours)) continue;  // .rodata/.bss: each object its own
+    bpf_map* theirs = bpf_object__find_map_by_name(other, bpf_map__name(ours));
+    if (!theirs || bpf_map__type(theirs) != bpf_map__type(ours)) continue;
+    if (int err = bpf_map__reuse_fd(theirs, bpf_map__fd(ours))) return err;
+  }
   return 0;
 }
 
@@ -104,9 +105,24 @@ lt_drop_counters ProcTrackSource::drops() const {
     for (auto& d : per) {
       total.ringbuf_full += d.ringbuf_full;
       total.read_faults += d.read_faults;
+      total.unreadable += d.unreadable;
     }
   }
   return total;
+}
+
+std::vector<LossCount> ProcTrackSource::losses() const {
+  std::vector<LossCount> out;
+  const int fd = bpf_map__fd(skel_->maps.lt_losses);
+  lt_loss_key key{}, next{};
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    std::uint64_t n = 0;
+    if (bpf_map_lookup_elem(fd, &next, &n) == 0 && n) out.push_back({next, n});
+    key = next;
+    prev = &key;
+  }
+  return out;
 }
 
 }  // namespace lt

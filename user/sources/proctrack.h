@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "user/collector/loss_records.h"
 
 struct lt_proctrack;
 struct bpf_map;
+struct bpf_object;
 
 namespace lt {
 
@@ -30,9 +32,10 @@ class ProcTrackSource {
   int events_fd() const;
   int drops_fd() const;
 
-  // Points another source's copies of the shared maps at ours (before it
-  // loads): one target table, one ring buffer.  0 or a negative errno.
-  int share_with(bpf_map* targets, bpf_map* follow, bpf_map* events, bpf_map* drops, bpf_map* tstates) const;
+  // Points another source's copies of the shared maps (common.bpf.h) at
+  // ours, by name, before it loads: one target table, one ring buffer, one
+  // set of loss counters.  0 or a negative errno.
+  int share_with(bpf_object* other) const;
   // Thread states of a LT_TARGET_TSTATE_MAP target: (tid, PyThreadState*)
   // for every thread it has now; entries of its threads that are gone are
   // removed.
@@ -42,6 +45,9 @@ class ProcTrackSource {
   void set_target(pid_t pid, const lt_target& t);
   void forget(pid_t pid);
   lt_drop_counters drops() const;  // summed over CPUs
+  // Records lost or degraded per (process, kind, cause), as far as the
+  // bounded table held them (drops() has the totals).
+  std::vector<LossCount> losses() const;
 
  private:
   lt_proctrack* skel_ = nullptr;

@@ -14,8 +14,7 @@ PyActionsSource::PyActionsSource(const ProcTrackSource& shared) {
   skel_ = lt_pyactions__open();
   if (!skel_) throw bpf_error("open pyactions", errno);
   // One target table, one ring buffer for all sources.
-  if (int err = shared.share_with(skel_->maps.lt_targets, skel_->maps.lt_follow, skel_->maps.lt_events,
-                                  skel_->maps.lt_drops, skel_->maps.lt_tstates)) {
+  if (int err = shared.share_with(skel_->obj)) {
     lt_pyactions__destroy(skel_);
     skel_ = nullptr;
     throw bpf_error("share maps with pyactions", -err);

@@ -32,8 +32,7 @@ PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, 
   if (!skel_) throw bpf_error("open pysample", errno);
   // Without the shared maps the sampler would run on private ones and
   // silently see no targets: fail instead.
-  if (int err = shared.share_with(skel_->maps.lt_targets, skel_->maps.lt_follow, skel_->maps.lt_events,
-                                  skel_->maps.lt_drops, skel_->maps.lt_tstates)) {
+  if (int err = shared.share_with(skel_->obj)) {
     release();
     throw bpf_error("share maps with pysample", -err);
   }
