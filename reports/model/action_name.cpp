@@ -59,6 +59,8 @@ unsigned name_kind(const lt_action_event& e) {
   return kind == 1 || kind == 2 || kind == 4 ? kind : 0;
 }
 
+constexpr std::size_t kMaxPendingThreads = 4096;
+
 std::string units_to_utf8(const std::string& units, unsigned kind) {
   return kind ? code_units_to_utf8(units.data(), units.size(), kind) : units;
 }
@@ -66,6 +68,9 @@ std::string units_to_utf8(const std::string& units, unsigned kind) {
 
 void ActionNameAssembler::add_tail(const lt_event_header& h, const lt_action_name_tail_event& t) {
   const std::uint64_t thread = (static_cast<std::uint64_t>(h.pid) << 32) | h.tid;
+  // Tails whose BEGIN never came stay until their thread's next name; a
+  // crafted file with tails on endless threads must not grow us without bound.
+  if (pending_.size() >= kMaxPendingThreads && !pending_.count(thread)) pending_.clear();
   auto& p = pending_[thread];
   // A new key, or a first piece again (the BEGIN of the last ones was lost):
   // start over.

@@ -42,8 +42,9 @@ class ActionNameAssembler {
     std::uint32_t start = 0;  // byte offset of units[0] in the name
     std::string units;        // code units from `start`, contiguous
     std::uint32_t end_offset = 0;
-    std::string end_units;  // the name's last bytes, after a gap
-    bool broken = false;    // a piece unreadable or lost
+    std::string end_units;                // the name's last bytes, after a gap
+    bool broken = false;                  // a piece unreadable or lost
+    std::uint32_t pieces = 0, first = 0;  // tails seen, the first one's offset
   };
   std::unordered_map<std::uint64_t, Pending> pending_;  // (pid << 32 | tid) -> tails so far
 };

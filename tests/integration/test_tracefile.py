@@ -144,16 +144,19 @@ def test_full_file_system_keeps_the_live_report(attach, tmp_path):
     try:
         def fill(_pid):
             # Attached and the file begun: now nothing more fits.
-            with open(small / "filler", "wb") as f:
-                try:
-                    while True:
-                        f.write(b"\0" * 4096)
-                        f.flush()
-                except OSError as e:
-                    assert e.errno == errno.ENOSPC
+            fd = os.open(small / "filler", os.O_WRONLY | os.O_CREAT)
+            try:
+                while True:
+                    os.write(fd, b"\0" * 4096)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+            finally:
+                os.close(fd)
 
-        run = attach([pyenv_python(12), os.path.join(WORKLOADS, "profiler_actions.py")],
-                     lt_args=["-o", str(small / "live.ltrace")], env={"PYTHONPATH": site}, before_release=fill)
+        # Stack samples for ~2 s: more than the last page of the file holds.
+        run = attach([pyenv_python(12), os.path.join(WORKLOADS, "profiler_actions.py"), "--scale", "10"],
+                     lt_args=["-o", str(small / "live.ltrace"), "--rate", "999"], env={"PYTHONPATH": site},
+                     before_release=fill)
         assert run.target_rc == 0, run.target_out
         assert run.lt_rc == 8, run.lt_err
         counts = json.loads(run.target_out.split("RESULT ", 1)[1])["counts"]
