@@ -50,10 +50,12 @@ def check_rows(text, counts, where):
     assert len([r for r in rows if r != "Total"]) == len(counts), (where, [r[:60] for r in rows])
 
 
-@pytest.mark.parametrize("minor", [8, 11, 12, 13])
-def test_long_names_never_merge(attach, sites, tmp_path, minor):
-    python = pyenv_python(minor)
-    assert python, f"CPython 3.{minor} missing under /root/.pyenv/versions"
+# pyenv's (libpython) and Debian's python3.11 (in the executable, PGO: its
+# resumes come through the _PyEval_EvalFrameDefault probe).
+@pytest.mark.parametrize("minor,python", [(m, pyenv_python(m)) for m in (8, 11, 12, 13)] +
+                         [(11, "/usr/bin/python3.11")], ids=["3.8", "3.11", "3.12", "3.13", "3.11-exe"])
+def test_long_names_never_merge(attach, sites, tmp_path, minor, python):
+    assert python and os.path.exists(python), f"CPython 3.{minor} missing"
     trace = tmp_path / "long.lt"
     run = attach([python, LONG], lt_args=["-o", str(trace)],
                  env={"PYTHONPATH": sites["2.3.3" if minor == 8 else "2.6.6"]})
