@@ -109,3 +109,19 @@ def test_control_characters_escaped_on_a_terminal_only(attach, sites, tmp_path):
     # Piped: raw again, the same bytes as live.
     r = subprocess.run([LTRACE, "report", str(trace)], capture_output=True, timeout=60)
     assert r.returncode == 0 and r.stdout.decode("utf-8") == run.lt_out
+
+
+@pytest.mark.parametrize("version", ["3.14", "3.15"])
+def test_long_names_never_merge_sid(tmp_path, version):
+    """3.14 and 3.15 (Debian sid, in a chroot): the same reader, the same rows."""
+    import containers
+    from test_containers import run_boxed
+    trace = tmp_path / "long.lt"
+    run = run_boxed(containers.root_path("sid"), tmp_path, f"/usr/bin/python{version}", LONG, mode="chroot",
+                    site=True, lt_args=["-o", str(trace)])
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 0, run.lt_err
+    counts = json.loads(run.target_out.split("RESULT ", 1)[1])["counts"]
+    check_rows(run.lt_out, counts, "live")
+    r = subprocess.run([LTRACE, "report", str(trace)], capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.decode("utf-8") == run.lt_out, r.stderr
