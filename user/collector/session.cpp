@@ -298,9 +298,9 @@ void Session::write_file(F&& f) {
     stats_.file_error_code = static_cast<int>(e.code());
     stats_.file_bytes = writer_->bytes_written();
     std::fprintf(stderr,
-                 "ltrace-bpf: %s; stopped writing %s after %llu bytes (the whole chunks in it are readable); "
+                 "ltrace-bpf: %s; stopped writing it after %llu bytes (the whole chunks in it are readable); "
                  "the live report goes on\n",
-                 e.what(), opts_.output_path.c_str(), static_cast<unsigned long long>(writer_->bytes_written()));
+                 e.what(), static_cast<unsigned long long>(writer_->bytes_written()));
     writer_->abandon();
     writer_.reset();
   }
