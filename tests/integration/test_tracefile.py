@@ -165,7 +165,6 @@ def test_full_file_system_keeps_the_live_report(attach, tmp_path):
             assert int(rows[name][1]) == counts[name], (name, run.lt_out)
         said = [line for line in run.lt_err.splitlines() if "stopped writing" in line]
         assert len(said) == 1, run.lt_err
-        print(said[0])
         assert "live.ltrace: No space left on device; stopped writing it after " in said[0], said
         written = int(said[0].split(" after ", 1)[1].split(" bytes", 1)[0])
         assert 0 < written <= os.path.getsize(small / "live.ltrace")
