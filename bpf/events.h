@@ -30,9 +30,8 @@ using s64 = std::int64_t;
 #define LT_EVENT_ABI_VERSION 2
 
 /* Longest action name carried inline.  Lightning's longest stock names
- * (ModelCheckpoint state keys) are ~150 bytes; longer names are re-read from
- * the target by user space through `name_ptr` and marked truncated if that
- * fails. */
+ * (ModelCheckpoint state keys) are ~150 bytes; the rest of a longer name
+ * comes in ACTION_NAME_TAIL records sent just before its ACTION_BEGIN. */
 #define LT_NAME_MAX 224
 
 enum lt_event_kind {
@@ -43,6 +42,7 @@ enum lt_event_kind {
 	LT_EV_DIRECT_START = 3, /* reserved: Profiler.start(name) called directly */
 	LT_EV_DIRECT_STOP = 4,	/* reserved: Profiler.stop(name) called directly */
 	LT_EV_FETCH_BEGIN = 5,	/* next(CombinedLoader): a dataloader fetch starts */
+	LT_EV_ACTION_NAME_TAIL = 6, /* more of the name of the ACTION_BEGIN that follows on this thread */
 	/* process lifecycle (proctrack source) */
 	LT_EV_PROC_FORK = 16,
 	LT_EV_PROC_EXEC = 17,
@@ -93,7 +93,7 @@ struct lt_event_header {
 
 /* Flags in lt_action_event.flags */
 #define LT_ACT_THROW 0x1u	   /* resumed through gen.throw / throwflag */
-#define LT_ACT_NAME_TRUNCATED 0x2u /* name longer than LT_NAME_MAX */
+#define LT_ACT_NAME_TRUNCATED 0x2u /* name longer than `name` holds: the rest is in ACTION_NAME_TAILs */
 #define LT_ACT_NAME_UNREADABLE 0x4u
 /* Bits 8-10: the name's str kind when it is not ASCII: 1 = Latin-1,
  * 2 = UCS-2, 4 = UCS-4 code units, little-endian, as CPython stores them
@@ -109,6 +109,24 @@ struct lt_action_event {
 	u32 name_len; /* length in code points (ASCII: bytes) */
 	u32 flags;
 	char name[LT_NAME_MAX];
+};
+
+/* ACTION_NAME_TAIL: a piece of a name longer than lt_action_event.name
+ * holds, as the same code units (ASCII bytes, or the kind in the BEGIN's
+ * flags), at byte `offset` of the str's data.  BPF sends them in order, on
+ * the BEGIN's thread, right before the BEGIN with the same key.  At most
+ * LT_NAME_TAILS_MAX: the first ones continue the name; when it is longer
+ * than they reach, the last one holds the name's final bytes instead (a
+ * gap before it: user space marks the name as cut).  bytes == 0: the piece
+ * could not be read. */
+#define LT_NAME_TAIL_CHUNK 256
+#define LT_NAME_TAILS_MAX 16
+struct lt_action_name_tail_event {
+	struct lt_event_header hdr;
+	u64 key;    /* the ACTION_BEGIN's key */
+	u32 offset; /* byte offset of chunk in the name's code units */
+	u32 bytes;  /* valid bytes in chunk */
+	char chunk[LT_NAME_TAIL_CHUNK];
 };
 
 /* PROC_FORK / PROC_EXEC / PROC_EXIT */

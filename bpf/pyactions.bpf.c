@@ -215,59 +215,122 @@ static __always_inline struct lt_action_event *reserve_action(u16 kind)
 	return e;
 }
 
-/* A resume of generator frame `frame` running `code` (already known to be
- * Profiler.profile): the first runs start() (BEGIN), the next one stop() (END). */
-/* Copies the action_name str into the event: ASCII as text; other compact
- * strs as raw code units with their kind in the flags (user space decodes). */
-static __always_inline void read_name(struct lt_action_event *e, u64 s, const struct lt_py_offsets *o)
+/* The action_name str's header, read once for the tails and the BEGIN. */
+struct name_view {
+	u64 data;  /* address of its code units, 0 if not a readable compact str */
+	u64 bytes; /* their size (len * kind) */
+	u32 len;   /* code points */
+	u32 kind;  /* 0 = ASCII, else 1, 2 or 4 */
+};
+
+static __always_inline void view_name(u64 s, const struct lt_py_offsets *o, struct name_view *n)
 {
 	u64 hdr[5] = {}; /* ob_refcnt, ob_type, length, hash, state */
-	if (!s || bpf_probe_read_user(hdr, sizeof(hdr), (void *)s)) {
-		e->flags |= LT_ACT_NAME_UNREADABLE;
-		lt_count_read_fault(LT_EV_ACTION_BEGIN);
+	n->data = 0;
+	if (!s || bpf_probe_read_user(hdr, sizeof(hdr), (void *)s))
 		return;
-	}
 	u32 state = (u32)hdr[4];
 	u32 kind = (state >> 2) & 7;
 	s64 len = (s64)hdr[2];
-	if (!(state & (1u << 5)) || len < 0 || len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4)) {
-		e->flags |= LT_ACT_NAME_UNREADABLE; /* not a compact str */
+	if (!(state & (1u << 5)) || len < 0 || len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
+		return; /* not a compact str */
+	n->len = (u32)len;
+	if (state & (1u << 6)) { /* ASCII */
+		n->kind = 0;
+		n->bytes = (u64)len;
+		n->data = s + o->str_ascii_data;
+	} else {
+		n->kind = kind;
+		n->bytes = (u64)len * kind;
+		n->data = s + o->str_compact_data;
+	}
+}
+
+/* What the BEGIN itself carries: ASCII as NUL-terminated text (so one byte
+ * less), other kinds as raw code units. */
+static __always_inline u64 name_head_bytes(const struct name_view *n)
+{
+	return n->kind ? LT_NAME_MAX : LT_NAME_MAX - 1;
+}
+
+/* The rest of a long name, in ACTION_NAME_TAILs before the BEGIN (bounded:
+ * LT_NAME_TAILS_MAX records; past that the last one carries the name's end). */
+static __always_inline void emit_name_tails(u64 key, const struct name_view *n)
+{
+	u64 head = name_head_bytes(n);
+	if (!n->data || n->bytes <= head)
+		return;
+	for (int i = 0; i < LT_NAME_TAILS_MAX; i++) {
+		u64 off = head + (u64)i * LT_NAME_TAIL_CHUNK;
+		if (off >= n->bytes)
+			break;
+		if (i == LT_NAME_TAILS_MAX - 1 && n->bytes - off > LT_NAME_TAIL_CHUNK)
+			off = n->bytes - LT_NAME_TAIL_CHUNK; /* the end; a multiple of the kind, as bytes is */
+		u64 size = n->bytes - off;
+		if (size > LT_NAME_TAIL_CHUNK)
+			size = LT_NAME_TAIL_CHUNK;
+		struct lt_action_name_tail_event *t = bpf_ringbuf_reserve(&lt_events, sizeof(*t), 0);
+		if (!t) {
+			lt_count_ringbuf_drop(LT_EV_ACTION_NAME_TAIL);
+			return;
+		}
+		lt_fill_header(&t->hdr, LT_EV_ACTION_NAME_TAIL, sizeof(*t));
+		t->key = key;
+		t->offset = (u32)off;
+		t->bytes = (u32)size;
+		if (bpf_probe_read_user(t->chunk, size, (void *)(n->data + off))) {
+			t->bytes = 0;
+			lt_count_read_fault(LT_EV_ACTION_NAME_TAIL);
+		}
+		bpf_ringbuf_submit(t, BPF_RB_NO_WAKEUP);
+	}
+}
+
+/* Copies the head of the action_name str into the BEGIN: ASCII as text;
+ * other compact strs as raw code units with their kind in the flags (user
+ * space decodes and appends the tails). */
+static __always_inline void read_name(struct lt_action_event *e, const struct name_view *n)
+{
+	if (!n->data) {
+		e->flags |= LT_ACT_NAME_UNREADABLE;
 		lt_count_read_fault(LT_EV_ACTION_BEGIN);
 		return;
 	}
-	e->name_len = (u32)len;
-	if (state & (1u << 6)) { /* ASCII: NUL-terminated text */
-		if (len >= LT_NAME_MAX)
-			e->flags |= LT_ACT_NAME_TRUNCATED;
-		if (bpf_probe_read_user_str(e->name, LT_NAME_MAX, (void *)(s + o->str_ascii_data)) < 0)
+	e->name_len = n->len;
+	u64 head = name_head_bytes(n);
+	if (n->bytes > head)
+		e->flags |= LT_ACT_NAME_TRUNCATED;
+	if (!n->kind) {
+		if (bpf_probe_read_user_str(e->name, LT_NAME_MAX, (void *)n->data) < 0)
 			e->flags |= LT_ACT_NAME_UNREADABLE;
 		return;
 	}
-	u64 bytes = (u64)len * kind;
-	if (bytes > LT_NAME_MAX) {
-		bytes = LT_NAME_MAX;
-		e->flags |= LT_ACT_NAME_TRUNCATED;
-	}
-	e->flags |= kind << LT_ACT_NAME_KIND_SHIFT;
-	if (bpf_probe_read_user(e->name, bytes & 0xff, (void *)(s + o->str_compact_data)))
+	u64 bytes = n->bytes > head ? head : n->bytes;
+	e->flags |= n->kind << LT_ACT_NAME_KIND_SHIFT;
+	if (bpf_probe_read_user(e->name, bytes & 0xff, (void *)n->data))
 		e->flags |= LT_ACT_NAME_UNREADABLE;
 }
 
+/* A resume of generator frame `frame` running `code` (already known to be
+ * Profiler.profile): the first runs start() (BEGIN), the next one stop() (END). */
 static __always_inline int on_profile_resume(u64 frame, const struct frame_view *v, const struct class_val *c,
 					     u32 throw, const struct lt_py_offsets *o)
 {
 	if (first_resume(v, c, o)) {
 		if (throw)
 			return 0; /* thrown into before it started: start() never runs */
+		/* localsplus slot 1 is action_name (slot 0 is self) */
+		u64 s = v->name_obj ? v->name_obj
+				    : read_u64(frame + o->frame_localsplus + 8) & ~(u64)o->stackref_tag_mask;
+		struct name_view n;
+		view_name(s, o, &n);
+		emit_name_tails(frame, &n);
 		struct lt_action_event *e = reserve_action(LT_EV_ACTION_BEGIN);
 		if (!e)
 			return 0;
 		e->key = frame;
-		/* localsplus slot 1 is action_name (slot 0 is self) */
-		u64 s = v->name_obj ? v->name_obj
-				    : read_u64(frame + o->frame_localsplus + 8) & ~(u64)o->stackref_tag_mask;
 		e->name_ptr = s;
-		read_name(e, s, o);
+		read_name(e, &n);
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 		return 0;
 	}

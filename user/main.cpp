@@ -25,6 +25,7 @@
 #include "user/cli/ps_command.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
+#include "user/cli/terminal_escape.h"
 #include "user/cluster/agent.h"
 #include "user/cluster/clock_exchange.h"
 #include "user/cluster/coordinator.h"
@@ -86,6 +87,8 @@ int main(int argc, char** argv) {
   // `run`: the command's own status is ours once the reports are out
   // (128 + signal when it was killed), as time, perf record and nsys do.
   int command_status = 0;
+  int file_status = 0;             // exit code of a live report's failed -o file (the report was printed)
+  escape_controls_on_terminals();  // names from the target must not drive the terminal
   try {
     g_agent = argc > 1 && std::string(argv[1]) == "agent";
     Options opts = parse_options(argc, argv);
@@ -243,6 +246,7 @@ int main(int argc, char** argv) {
         }
       }
       const auto& st = session.stats();
+      file_status = st.file_error_code;  // a live report's -o file failed: said when it did
       if (opts.all && st.traced == 0) {
         if (!st.found)
           throw Error(ExitCode::no_such_process, "--all: no process with torch or Lightning loaded was found");
@@ -309,7 +313,7 @@ int main(int argc, char** argv) {
         dump.close();
       }
     }
-    return command_status;
+    return file_status ? file_status : command_status;
   } catch (const Error& e) {
     std::cerr << "ltrace-bpf: " << e.what() << "\n";
     if (g_agent)

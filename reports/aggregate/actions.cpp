@@ -226,10 +226,6 @@ struct PerProcess {
   }
 };
 
-std::string name_of(const lt_action_event& e) {
-  return action_name(e);
-}
-
 }  // namespace
 
 struct ActionAggregator::State {
@@ -237,6 +233,7 @@ struct ActionAggregator::State {
   bool keep_intervals = false;
   std::uint64_t last_ts = 0;
   std::map<std::uint32_t, PerProcess> procs;
+  ActionNameAssembler names;  // long names: ACTION_NAME_TAILs + their BEGIN
   std::vector<std::uint32_t> order;
   std::uint64_t window_begin = 0, window_end = 0;
 
@@ -369,6 +366,11 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       rep.read_faults += d.read_faults;
       return;
     }
+    case LT_EV_ACTION_NAME_TAIL: {
+      lt_action_name_tail_event t;
+      if (record_as(h, p, t)) s_->names.add_tail(h, t);
+      return;
+    }
     case LT_EV_ACTION_BEGIN:
     case LT_EV_ACTION_END:
     case LT_EV_DIRECT_START:
@@ -381,10 +383,14 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
   lt_action_event e;
   if (!record_as(h, p, e)) return;
   auto& pp = proc(h.pid);
+  auto name_of = [&](const lt_action_event& ev) {
+    auto n = s_->names.name(h, ev);
+    if (!n.complete) ++pp.out.truncated_names;
+    return std::move(n.text);
+  };
   switch (h.kind) {
     case LT_EV_ACTION_BEGIN: {
       std::string name = name_of(e);
-      if (e.flags & LT_ACT_NAME_TRUNCATED) ++pp.out.truncated_names;
       if ((e.flags & LT_ACT_NAME_UNREADABLE) && name.empty()) name = "<unreadable action name>";
       pp.close_pending(h.tid, h.ts_ns, name);
       pp.note_name(name);

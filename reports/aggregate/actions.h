@@ -60,7 +60,7 @@ struct ProcessActions {
   std::uint64_t window_begin_ns = 0, window_end_ns = 0;
   std::uint64_t open_at_end = 0;      // started, never stopped in the window
   std::uint64_t unmatched_stops = 0;  // stopped, start not seen (began before attach)
-  std::uint64_t truncated_names = 0;  // longer than LT_NAME_MAX bytes: kept truncated
+  std::uint64_t truncated_names = 0;  // names not seen whole (past the tails' bound, or pieces lost): cut
   std::uint64_t estimated = 0;        // *_next fetches, manual optimizer_step: closed by the next action
   std::vector<RecordLoss> losses;     // what this process lost, by kind and cause
   bool exited = false;

@@ -20,6 +20,8 @@ const char* kind_name(unsigned k) {
       return "direct_stop";
     case LT_EV_FETCH_BEGIN:
       return "fetch";
+    case LT_EV_ACTION_NAME_TAIL:
+      return "action_name_tail";
     case LT_EV_PROC_FORK:
       return "fork";
     case LT_EV_PROC_EXEC:
@@ -100,6 +102,7 @@ void dump_events(const Trace& trace, std::ostream& out) {
   trace.for_each([&](const lt_event_header& h, const std::byte* p) {
     out << h.ts_ns << " " << h.pid << "/" << h.tid << " " << kind_name(h.kind);
     lt_action_event a;
+    lt_action_name_tail_event at;
     lt_proc_event pe;
     lt_proc_info_event pi;
     lt_proc_env_event pv;
@@ -123,6 +126,8 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_gpu_clock_event gc;
     if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
       out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << action_name(a);
+    else if (h.kind == LT_EV_ACTION_NAME_TAIL && record_as(h, p, at))
+      out << " key=0x" << std::hex << at.key << std::dec << " offset=" << at.offset << " bytes=" << at.bytes;
     else if (h.kind >= LT_EV_PROC_FORK && h.kind <= LT_EV_PROC_EXIT && record_as(h, p, pe))
       out << " parent=" << pe.parent_pid << " child=" << pe.child_pid << " code=" << pe.exit_code;
     else if (h.kind == LT_EV_PROC_INFO && record_as(h, p, pi))

@@ -127,3 +127,46 @@ def test_record_refuses_planted_files_and_a_second_recorder(tmp_path):
     finally:
         target.kill()
         target.wait()
+
+
+def test_full_file_system_keeps_the_live_report(attach, tmp_path):
+    """A live `-o` file that stops fitting (issue 20, point 5): the report is
+    still printed whole, the file stops with one line saying why and how
+    much was written, and the exit status is the file error's (8)."""
+    import errno
+    import json
+    import lightning_site
+    from conftest import pyenv_python
+    site = lightning_site.build(str(tmp_path / "site"), "2.6.6")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], check=True)
+    try:
+        def fill(_pid):
+            # Attached and the file begun: now nothing more fits.
+            fd = os.open(small / "filler", os.O_WRONLY | os.O_CREAT)
+            try:
+                while True:
+                    os.write(fd, b"\0" * 4096)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+            finally:
+                os.close(fd)
+
+        # Stack samples for ~2 s: more than the last page of the file holds.
+        run = attach([pyenv_python(12), os.path.join(WORKLOADS, "profiler_actions.py"), "--scale", "10"],
+                     lt_args=["-o", str(small / "live.ltrace"), "--rate", "999"], env={"PYTHONPATH": site},
+                     before_release=fill)
+        assert run.target_rc == 0, run.target_out
+        assert run.lt_rc == 8, run.lt_err
+        counts = json.loads(run.target_out.split("RESULT ", 1)[1])["counts"]
+        rows = parse_simple_report(run.lt_out)
+        for name in ("outer", "inner", "thread_action", "raises", "custom"):
+            assert int(rows[name][1]) == counts[name], (name, run.lt_out)
+        said = [line for line in run.lt_err.splitlines() if "stopped writing" in line]
+        assert len(said) == 1, run.lt_err
+        assert "live.ltrace: No space left on device; stopped writing it after " in said[0], said
+        written = int(said[0].split(" after ", 1)[1].split(" bytes", 1)[0])
+        assert 0 < written <= os.path.getsize(small / "live.ltrace")
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)

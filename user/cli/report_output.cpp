@@ -109,8 +109,9 @@ void notes(const ProcessActions& p) {
   if (p.unmatched_stops)
     std::cerr << who << ": " << p.unmatched_stops << " action(s) ended that began before attach, not counted\n";
   if (p.truncated_names)
-    std::cerr << who << ": " << p.truncated_names << " action name(s) longer than " << LT_NAME_MAX - 1
-              << " bytes were cut to that length\n";
+    std::cerr << who << ": " << p.truncated_names
+              << " action call(s) with a name not seen whole (longer than the ~4 KB we read, or pieces lost) "
+                 "are shown with their start, length and end around a [...cut...] marker\n";
   if (p.estimated)
     std::cerr << who << ": " << p.estimated
               << " duration(s) of *_next fetches / manual optimizer_step are estimates (each ends at the next action; "

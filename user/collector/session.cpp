@@ -302,10 +302,30 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   return t;
 }
 
+template <typename F>
+void Session::write_file(F&& f) {
+  if (!writer_) return;
+  try {
+    f(*writer_);
+  } catch (const Error& e) {
+    if (!opts_.sink) throw;  // record: the file is all there is
+    // The live report is still whole: keep it, drop the file.
+    stats_.file_error = e.what();
+    stats_.file_error_code = static_cast<int>(e.code());
+    stats_.file_bytes = writer_->bytes_written();
+    std::fprintf(stderr,
+                 "ltrace-bpf: %s; stopped writing it after %llu bytes (the whole chunks in it are readable); "
+                 "the live report goes on\n",
+                 e.what(), static_cast<unsigned long long>(writer_->bytes_written()));
+    writer_->abandon();
+    writer_.reset();
+  }
+}
+
 void Session::emit(const void* record, std::size_t size) {
   ++stats_.records;
   if (opts_.keep_in_memory) trace_.append(record, size);
-  if (writer_) writer_->append(record, size);
+  write_file([&](tracefile::TraceWriter& w) { w.append(record, size); });
   if (opts_.sink) {
     lt_event_header h;
     std::memcpy(&h, record, sizeof h);
@@ -689,7 +709,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
       stats_sampler_->set_pids(std::move(pids));
       stats_sampler_->poll();
     }
-    if (writer_) writer_->maybe_flush(now);  // a killed recorder loses at most ~1 s
+    write_file([&](tracefile::TraceWriter& w) { w.maybe_flush(now); });  // a killed recorder loses at most ~1 s
     if (deadline && now >= deadline) break;
     if (now - last_liveness > 200'000'000) {
       last_liveness = now;
@@ -733,10 +753,10 @@ Trace Session::run(const std::atomic<bool>& stop) {
   emit_clock_sync(1);
   proctrack_.reset();
   stats_.processes = alive_.size();
-  if (writer_) {
-    writer_->close();
-    stats_.file_bytes = writer_->bytes_written();
-  }
+  write_file([&](tracefile::TraceWriter& w) {
+    w.close();
+    stats_.file_bytes = w.bytes_written();
+  });
   if (callback_error_) std::rethrow_exception(callback_error_);
   return std::move(trace_);
 }

@@ -83,6 +83,10 @@ struct SessionStats {
   int first_refusal = 0;   // --all: the exit code of the first one that could not be profiled
   std::uint64_t records = 0;
   std::uint64_t file_bytes = 0;
+  // A live report's -o file that failed: the error (its code is the exit
+  // status after the report) and what had been written; 0 / "" when none.
+  int file_error_code = 0;
+  std::string file_error;
   // CLOCK_SYNC results, attach then detach (empty without clock_host).
   std::vector<lt_clock_sync_event> clock_syncs;
   std::vector<std::string> clock_errors;
@@ -115,6 +119,10 @@ class Session {
   void emit(const R& r) {
     emit(&r, sizeof r);
   }
+  // Runs a TraceWriter call; with a live report, a failure stops the file
+  // (said once on stderr) instead of the session.  Record mode rethrows.
+  template <typename F>
+  void write_file(F&& f);
   void emit_host_info();
   void emit_clock_sync(std::uint32_t phase);
 

@@ -106,6 +106,14 @@ void TraceWriter::flush() {
   pending_records_ = 0;
 }
 
+void TraceWriter::abandon() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  pending_.clear();
+  pending_records_ = 0;
+}
+
 void TraceWriter::close() {
   if (fd_ < 0) return;
   flush();

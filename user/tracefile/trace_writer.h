@@ -25,6 +25,9 @@ class TraceWriter {
   void flush();
   // Flushes and fsyncs; further appends are errors.
   void close();
+  // Closes without writing what is pending (after a write error); the
+  // chunks already written stay readable.
+  void abandon();
 
   std::uint64_t bytes_written() const { return bytes_written_; }
   std::uint64_t records() const { return records_; }
