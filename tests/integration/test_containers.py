@@ -14,6 +14,7 @@ import pytest
 
 import containers
 import lightning_site
+from busy import share_tolerance
 from conftest import LTRACE, WORKLOADS, parse_simple_report, wait_for
 from ops_table import merged, parse_ops_report
 
@@ -127,9 +128,14 @@ def test_sampler_shares(sid, tmp_path, version, layout):
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     rows = advanced_rows(run.lt_out)
     measured, total = shares(rows)
-    assert total > 200, rows  # ~4 s of the main thread at 999 Hz, even on a busy machine
-    for f, expected in (("hot_a", 60), ("hot_b", 30), ("hot_c", 10)):
-        assert abs(measured[f] - expected) <= 4.0, (f, measured, rows)
+    # Against the CPU time each function really used (the workload's own
+    # account): 4 points, or 4 binomial standard errors of the samples taken
+    # when a busy machine gave the target little CPU.
+    cpu_s = json.loads(run.target_out.strip().splitlines()[-1])["cpu_s"]
+    assert total >= 100, rows  # below this no share means much
+    for f in ("hot_a", "hot_b", "hot_c"):
+        expected = 100.0 * cpu_s[f] / sum(cpu_s.values())
+        assert abs(measured[f] - expected) <= share_tolerance(expected / 100, total, 4.0), (f, measured, cpu_s, rows)
     hasher = sum(n for label, n in rows.items() if label.endswith("(hasher)"))
     assert hasher > 0.2 * total, (hasher, total, rows)
 
@@ -202,12 +208,14 @@ def test_root_gone(sid, tmp_path):
         moved = str(tmp_path / "moved")
         shutil.move(box.host(box.inside), moved)
         os.makedirs(box.host(box.inside))
-        r = subprocess.Popen([LTRACE, "--pid", str(box.pid), "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-        time.sleep(1.0)
+        lt_err = tmp_path / "lt.err"
+        with open(lt_err, "w") as le:
+            r = subprocess.Popen([LTRACE, "--pid", str(box.pid), "-v"], stdout=subprocess.PIPE, stderr=le, text=True)
+        wait_for(str(lt_err), "attached", 60, r)  # not a fixed sleep: attaching takes longer on a busy machine
         open(go_host, "w").close()
         assert box.wait(60) == 0
-        out, err = r.communicate(timeout=60)
+        out, _ = r.communicate(timeout=60)
+        err = lt_err.read_text()
         assert r.returncode == 0, err
         rows = parse_simple_report(out)
         assert rows["outer"][1] == "20", out
