@@ -123,7 +123,7 @@ def test_sampler_shares(sid, tmp_path, version, layout):
     3.15 has no pthread key, so thread states come from its thread list with
     namespace tids translated), and a thread that released the GIL is seen."""
     run = run_boxed(sid, tmp_path, python_of(version, layout), os.path.join(WORKLOADS, "cpu_shares.py"),
-                    args=["--seconds", "4", "--hasher"],
+                    args=["--seconds", "4", "--min-cpu-seconds", "1", "--hasher"],
                     lt_args=["--rate", "999", "--report", "advanced", "--line-count-restriction", "40"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     rows = advanced_rows(run.lt_out)

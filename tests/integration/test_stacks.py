@@ -99,7 +99,8 @@ def check_sample_count(cumulative, cpu_s, who):
 def test_shares_and_lines_every_cpython(attach, name, python):
     if not python or not os.path.exists(python):
         pytest.fail(f"CPython {name} is not installed")
-    run = attach([python, SHARES, "--seconds", "4", "--hasher"],
+    # --min-cpu-seconds: on a busy machine it runs on past 4 s until ~1,000 samples
+    run = attach([python, SHARES, "--seconds", "4", "--min-cpu-seconds", "1", "--hasher"],
                  ["--rate", "999", "--report", "advanced", "--collapsed", "stacks.txt"])
     assert run.target_rc == 0, run.target_out
     assert run.lt_rc == 0, run.lt_err
@@ -149,7 +150,7 @@ def test_top_functions_agree_with_py_spy(attach, tmp_path, name, python):
                                      "--nonblocking", "--format", "raw", "-o", str(raw)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-    run = attach([python, SHARES, "--seconds", "5"],
+    run = attach([python, SHARES, "--seconds", "5", "--min-cpu-seconds", "1"],
                  ["--rate", "999", "--report", "advanced", "--collapsed", "stacks.txt"], before_release=start_pyspy)
     assert spy["p"].wait(timeout=60) == 0, spy["p"].stderr.read()
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
