@@ -80,7 +80,7 @@ def attach(tmp_path):
             with open(lt_out, "w") as lo, open(lt_err, "w") as le:
                 lt = subprocess.Popen([LTRACE] + ([subcommand] if subcommand else []) + ["--pid", str(target.pid), "-v"]
                                       + list(lt_args), stdout=lo, stderr=le, cwd=tmp)
-            wait_for(str(lt_err), "attached", 30, lt)
+            wait_for(str(lt_err), "attached", 120, lt)  # bounds a hang; a busy machine attaches slowly
             if before_release:
                 before_release(target.pid)
             if release:

@@ -201,7 +201,7 @@ def test_root_gone(sid, tmp_path):
         with open(tmp_path / "t.out", "w") as out:
             box.start(["/usr/bin/python3.14", script, "--wait-file", box.inside + "/go"],
                       env={"PYTHONPATH": box.inside + "/site"}, stdout=out)
-        wait_for(str(tmp_path / "t.out"), "READY", 60, box.proc)
+        wait_for(str(tmp_path / "t.out"), "READY", 120, box.proc)
         go_host = box.host(box.inside + "/go")
         # Move the per-test directory (the script's and its site's files)
         # away: what the process mapped stays reachable through map_files.
@@ -271,7 +271,7 @@ def test_version_we_cannot_read(sid, tmp_path):
         with open(tmp_path / "t.out", "w") as out:
             box.start([dst.replace(sid, ""), "-c", "import time; print('READY', flush=True); time.sleep(30)"],
                       stdout=out)
-        wait_for(str(tmp_path / "t.out"), "READY", 30, box.proc)
+        wait_for(str(tmp_path / "t.out"), "READY", 120, box.proc)
         r = subprocess.run([LTRACE, "--pid", str(box.pid)], capture_output=True, text=True, timeout=30)
         assert r.returncode == 5, r.stderr
         line = r.stderr.strip()

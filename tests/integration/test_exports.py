@@ -27,7 +27,7 @@ def exported(tmp_path_factory):
     rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(tmp / "run.ltrace"), "-v",
                             "--rate", "499", "--off-cpu"],
                            stderr=open(err, "w"))
-    wait_for(str(err), "attached", 30, rec)
+    wait_for(str(err), "attached", 120, rec)
     go.touch()
     assert job.wait(120) == 0
     assert rec.wait(60) == 0

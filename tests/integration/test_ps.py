@@ -225,7 +225,7 @@ def test_all_two_containers_and_the_host(sid_root, tmp_path, site):
             with open(log, "w") as out:
                 box.start(["python3.13", script, "--wait-file", box.inside + "/go"],
                           env={"PYTHONPATH": inner_site}, stdout=out)
-            wait_for(str(log), "READY", 60, box.proc)
+            wait_for(str(log), "READY", 120, box.proc)
             logs.append((name, log, lambda b=box: open(b.host(b.inside + "/go"), "w").close()))
             pids[box.pid] = name
         go = tmp_path / "go"
