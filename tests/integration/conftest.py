@@ -76,7 +76,7 @@ def attach(tmp_path):
             target = subprocess.Popen(cmd, stdout=wo,
                                       stderr=subprocess.STDOUT, env=full_env, cwd=tmp)
         try:
-            wait_for(str(wl_out), "READY", 120, target)
+            wait_for(str(wl_out), "READY", 600, target)  # torch + Lightning imports: minutes on a busy machine
             with open(lt_out, "w") as lo, open(lt_err, "w") as le:
                 lt = subprocess.Popen([LTRACE] + ([subcommand] if subcommand else []) + ["--pid", str(target.pid), "-v"]
                                       + list(lt_args), stdout=lo, stderr=le, cwd=tmp)
