@@ -84,7 +84,7 @@ def test_fifty_attach_detach_cycles(tmp_path, lightning_python):
         wait_for(str(out_path), "READY", 120, job)
         for i in range(50):
             r = subprocess.run([LTRACE, "--pid", str(job.pid), "--duration", "0.15"], capture_output=True, text=True,
-                               timeout=30)
+                               timeout=120)  # bounds a hang; attaching is slow on a busy machine
             assert r.returncode == 0, (i, r.stderr)
             assert job.poll() is None, "target died while being attached"
         stop.touch()
