@@ -44,7 +44,7 @@ def run_boxed(root, tmp_path, python, script, args=(), lt_args=(), mode="contain
         out_path, lt_out, lt_err = tmp_path / "target.out", tmp_path / "lt.out", tmp_path / "lt.err"
         with open(out_path, "w") as out:
             box.start([python, inside_script, "--wait-file", go] + list(args), env=envp, stdout=out)
-        wait_for(str(out_path), "READY", 180, box.proc)
+        wait_for(str(out_path), "READY", 600, box.proc)
         with open(lt_out, "w") as lo, open(lt_err, "w") as le:
             lt = subprocess.Popen([LTRACE] + ([subcommand] if subcommand else []) +
                                   ["--pid", str(box.pid), "-v"] + list(lt_args), stdout=lo, stderr=le, cwd=tmp_path)

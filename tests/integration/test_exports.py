@@ -22,7 +22,7 @@ def exported(tmp_path_factory):
     with open(log, "w") as f:
         job = subprocess.Popen([VENV_PY, TRAIN, "--wait-file", str(go), "--profiler", "none", "--epochs", "2",
                                 "--batches", "16", "--val"], stdout=f, stderr=subprocess.STDOUT)
-    wait_for(str(log), "READY", 120, job)
+    wait_for(str(log), "READY", 600, job)
     err = tmp / "rec.err"
     rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(tmp / "run.ltrace"), "-v",
                             "--rate", "499", "--off-cpu"],

@@ -135,7 +135,7 @@ def test_attach_to_running_fit(tmp_path, lightning_python):
         # Mid-fit: after its first fit (not a fixed sleep, which a busy
         # machine can spend importing), which also measures its speed; attach
         # for long enough to see ~40 steps at that speed (1 s when idle).
-        text = wait_for(str(log), "FIT_DONE", 300, job)
+        text = wait_for(str(log), "FIT_DONE", 600, job)
         steps_per_s = float(re.search(r"steps_per_s=([\d.]+)", text).group(1))
         duration = min(30.0, max(1.0, 40 / steps_per_s))
         assert job.poll() is None, "job finished before we could attach: make it longer"

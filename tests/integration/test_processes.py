@@ -53,7 +53,7 @@ def test_two_pids(tmp_path, sites):
         out = open(tmp_path / f"t{i}.out", "w")
         targets.append(subprocess.Popen(["/usr/bin/python3.11", ACTIONS, "--wait-file", str(go)], stdout=out, env=env))
     for i in range(2):
-        wait_for(str(tmp_path / f"t{i}.out"), "READY", 120)
+        wait_for(str(tmp_path / f"t{i}.out"), "READY", 600)
     err = open(tmp_path / "lt.err", "w")
     lt = subprocess.Popen([LTRACE, "-v", "--pid", str(targets[0].pid), "--pid", str(targets[1].pid)],
                           stdout=subprocess.PIPE, stderr=err, text=True)
@@ -81,7 +81,7 @@ def test_fifty_attach_detach_cycles(tmp_path, lightning_python):
         job = subprocess.Popen([lightning_python, train, "--until-file", str(stop)] + args, stdout=out,
                                stderr=subprocess.STDOUT)
     try:
-        wait_for(str(out_path), "READY", 120, job)
+        wait_for(str(out_path), "READY", 600, job)
         for i in range(50):
             r = subprocess.run([LTRACE, "--pid", str(job.pid), "--duration", "0.15"], capture_output=True, text=True,
                                timeout=120)  # bounds a hang; attaching is slow on a busy machine

@@ -56,7 +56,7 @@ def ps(*args, timeout=60):
     return parse_table(out), err, cpu
 
 
-def start(cmd, tmp_path, name, env=None, ready=True, timeout=180, **kw):
+def start(cmd, tmp_path, name, env=None, ready=True, timeout=600, **kw):
     """Starts a workload on the host; waits for its READY line."""
     log = tmp_path / f"{name}.out"
     full = dict(os.environ, PYTHONIOENCODING="utf-8", **(env or {}))
@@ -174,7 +174,7 @@ def test_ps_in_a_container(sid_root, tmp_path):
     try:
         with open(log, "w") as out:
             box.start(["python3.13", script, "--wait-file", go], env={"PYTHONPATH": "/opt/site/cp313"}, stdout=out)
-        wait_for(str(log), "READY", 180, box.proc)
+        wait_for(str(log), "READY", 600, box.proc)
         with open(f"/proc/{box.pid}/status") as f:
             nspid = re.search(r"^NSpid:\s+(.*)$", f.read(), re.M).group(1).split()
         assert len(nspid) == 2, nspid

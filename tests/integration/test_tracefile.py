@@ -44,7 +44,7 @@ def test_recorder_killed_leaves_a_readable_file(tmp_path, lightning_python):
         job = subprocess.Popen([lightning_python, TRAIN, "--until-file", str(stop), "--epochs", "1", "--batches", "50"],
                                stdout=f, stderr=subprocess.STDOUT)
     try:
-        wait_for(str(log), "FIT_DONE", 120, job)  # training is under way
+        wait_for(str(log), "FIT_DONE", 600, job)  # training is under way
         out = tmp_path / "killed.ltrace"
         rec_err = tmp_path / "rec.err"
         with open(rec_err, "w") as ef:
