@@ -25,14 +25,16 @@ trap 'stop_hogs; exit 143' TERM
 
 i=0
 while [ "$i" -lt "$n" ]; do
-  # Pure user-space spinning; a parent check every 2^20 iterations (a few ms).
+  # Pure user-space spinning; a parent check every 2^20 iterations (a few ms
+  # of CPU).  The parent's pid is passed in, not read at start-up: a script
+  # killed while the hog was still starting would otherwise go unnoticed.
   python3 -c '
-import os
-parent = os.getppid()
+import os, sys
+parent = int(sys.argv[1])
 while os.getppid() == parent:
     for _ in range(1 << 20):
         pass
-' &
+' $$ &
   hogs="$hogs $!"
   i=$((i + 1))
 done
