@@ -61,7 +61,7 @@ def attach(tmp_path):
 
     counter = [0]
 
-    def run(target_cmd, lt_args=(), env=None, timeout=180, release=True, before_release=None, subcommand=None):
+    def run(target_cmd, lt_args=(), env=None, timeout=900, release=True, before_release=None, subcommand=None):
         counter[0] += 1
         tmp = tmp_path / f"run{counter[0]}"
         tmp.mkdir()

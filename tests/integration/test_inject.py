@@ -175,7 +175,7 @@ def test_torch_training_loop(marker_lib, tmp_path):
     finally:
         t.cleanup()
     steps = out.split()[0]
-    ref = subprocess.run([VENV_PY, "-c", TORCH_JOB, steps, str(stop)], capture_output=True, text=True, timeout=300)
+    ref = subprocess.run([VENV_PY, "-c", TORCH_JOB, steps, str(stop)], capture_output=True, text=True, timeout=900)
     assert ref.returncode == 0, ref.stderr
     assert out == ref.stdout.split("READY\n", 1)[1]
 
