@@ -68,7 +68,7 @@ def test_run_captures_nvtx_from_the_first_call(tmp_path):
     prog = tmp_path / "nvtx.py"
     prog.write_text(NVTX_PROG)
     r = subprocess.run([LTRACE, "run", "--report", "gpu", "--", VENV_PY, str(prog)], capture_output=True, text=True,
-                       timeout=120)
+                       timeout=900)  # bounds a hang: importing torch takes minutes on a busy machine
     assert r.returncode == 0, r.stderr
     assert "RESULT 4.0" in r.stdout  # the command's own output goes through untouched
     rows = nvtx_rows(r.stdout)
@@ -143,7 +143,7 @@ def test_cpu_only_job_is_never_injected(tmp_path):
     assert not mapped_bridge(p.pid)
     assert "GPU Report" not in r.stdout
     stop.touch()
-    p.wait(timeout=120)
+    p.wait(timeout=300)
     assert p.returncode == 0
 
 
@@ -163,7 +163,7 @@ def test_late_injection_leaves_the_target_unchanged(tmp_path):
     assert "waiting for the CUDA driver" in r.stderr  # the bridge's own report, through its USDT probe
     assert "tracer left" in r.stderr                  # ...and its answer to the detach protocol
     stop.touch()
-    p.wait(timeout=120)
+    p.wait(timeout=300)
     assert p.returncode == 0
     # The same number of steps, never injected: the same result.
     ref, ref_out = start_loop(tmp_path, steps_of(out))
@@ -185,7 +185,7 @@ def test_no_inject_and_no_gpu(tmp_path):
     assert r.returncode == 0, r.stderr
     assert not mapped_bridge(p.pid)
     stop.touch()
-    p.wait(timeout=120)
+    p.wait(timeout=300)
     assert p.returncode == 0
 
 
@@ -194,7 +194,7 @@ def test_gpu_records_survive_the_trace_file(tmp_path):
     prog.write_text(NVTX_PROG)
     trace = tmp_path / "t.ltrace"
     live = subprocess.run([LTRACE, "run", "--report", "gpu", "-o", str(trace), "--", VENV_PY, str(prog)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=900)
     assert live.returncode == 0, live.stderr
     chrome, html = tmp_path / "t.json", tmp_path / "t.html"
     off = subprocess.run([LTRACE, "report", str(trace), "--report", "gpu", "--chrome", str(chrome), "--html", str(html)],
