@@ -97,15 +97,16 @@ print("%.4f %.4f" % (t1 - t0, busy() - b0))
 """
 
 
-def check_sleep_length(out):
+def check_sleep_length(out, held_s=0.0):
     """The 1 s sleep kept its length: not cut short, and not restarted by
     the injection (which comes >= 0.2 s into it: a restart would add that).
     Late by at most 50 ms plus the time the thread did anything but sleep:
     waited for a CPU (/proc/self/schedstat's run delay, large on a busy
     machine) or ran (the injected dlopen runs in it: 375 ms measured beside
-    CPU hogs, and it can end after the sleep's deadline)."""
+    CPU hogs, and it can end after the sleep's deadline), and the time the
+    injector held it stopped (`held_s`, as the injector reports it)."""
     elapsed, waited = (float(x) for x in out.split())
-    assert 1.0 - 0.05 < elapsed < 1.0 + 0.05 + waited, out
+    assert 1.0 - 0.05 < elapsed < 1.0 + 0.05 + waited + held_s, (out, held_s)
 
 
 def interpreters():
@@ -131,7 +132,8 @@ def test_sleeping_interpreter(marker_lib, name, python):
         assert "blocked in" in r["detail"]
         rc, out, err = t.finish()
         assert rc == 0, err
-        check_sleep_length(out)
+        held = re.search(r"thread held ([\d.]+) ms", r["detail"])
+        check_sleep_length(out, float(held.group(1)) / 1000 if held else 0.0)
         assert marker(t.p.pid) == f"loaded {t.p.pid}\n"
     finally:
         t.cleanup()
