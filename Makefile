@@ -57,7 +57,7 @@ endif
 # ...and their tests fill the CUDA headers' record structs.
 $(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/include
 
-.PHONY: all deps test unit-test integration-test demo install asan format vmlinux clean bench fuzz static bridge
+.PHONY: all deps test unit-test integration-test test-loaded demo install asan format vmlinux clean bench fuzz static bridge
 all: $(BUILD)/ltrace-bpf bridge
 
 ifneq ($(HAVE_CUPTI),)
@@ -128,6 +128,11 @@ unit-test: $(BUILD)/unit-tests
 
 integration-test: all
 	$(PY) -m pytest -q tests/integration
+
+# The integration tests beside two CPU-bound processes (tests/with_cpu_hogs.sh
+# ends them however the run ends): they must pass on a busy machine.
+test-loaded: all
+	tests/with_cpu_hogs.sh -n 2 $(PY) -m pytest -q tests/integration
 
 test: deps
 	$(MAKE) unit-test

@@ -61,7 +61,7 @@ def attach(tmp_path):
 
     counter = [0]
 
-    def run(target_cmd, lt_args=(), env=None, timeout=180, release=True, before_release=None, subcommand=None):
+    def run(target_cmd, lt_args=(), env=None, timeout=900, release=True, before_release=None, subcommand=None):
         counter[0] += 1
         tmp = tmp_path / f"run{counter[0]}"
         tmp.mkdir()
@@ -76,17 +76,17 @@ def attach(tmp_path):
             target = subprocess.Popen(cmd, stdout=wo,
                                       stderr=subprocess.STDOUT, env=full_env, cwd=tmp)
         try:
-            wait_for(str(wl_out), "READY", 120, target)
+            wait_for(str(wl_out), "READY", 600, target)  # torch + Lightning imports: minutes on a busy machine
             with open(lt_out, "w") as lo, open(lt_err, "w") as le:
                 lt = subprocess.Popen([LTRACE] + ([subcommand] if subcommand else []) + ["--pid", str(target.pid), "-v"]
                                       + list(lt_args), stdout=lo, stderr=le, cwd=tmp)
-            wait_for(str(lt_err), "attached", 30, lt)
+            wait_for(str(lt_err), "attached", 120, lt)  # bounds a hang; a busy machine attaches slowly
             if before_release:
                 before_release(target.pid)
             if release:
                 go.touch()
             target_rc = target.wait(timeout=timeout)
-            lt_rc = lt.wait(timeout=60)
+            lt_rc = lt.wait(timeout=300)  # bounds a hang; the report waits for CPU on a busy machine
         finally:
             for p in (target,):
                 if p.poll() is None:

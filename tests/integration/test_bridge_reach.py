@@ -110,7 +110,20 @@ LOAD_SCRIPT = r"""
 import ctypes, os, sys, time
 print("libc", os.confstr("CS_GNU_LIBC_VERSION"))
 bridge = ctypes.CDLL(sys.argv[1])
-time.sleep(0.3)  # its poll thread runs meanwhile
+# Its poll thread names itself, prints its debug line and sleeps in its poll
+# loop: wait for that (not a fixed time, which a busy machine outlasts).
+def poll_thread_sleeping():
+    for t in os.listdir("/proc/self/task"):
+        try:
+            if open(f"/proc/self/task/{t}/comm").read().strip() == "ltrace-bridge" and \
+                    open(f"/proc/self/task/{t}/syscall").read().split()[0] in ("35", "230"):  # (clock_)nanosleep
+                return True
+        except (OSError, IndexError):
+            pass
+    return False
+deadline = time.time() + 60
+while not poll_thread_sleeping() and time.time() < deadline:
+    time.sleep(0.01)
 maps = open("/proc/self/maps").read()
 print("mapped", sys.argv[1] in maps)
 print("threads", sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")))

@@ -98,7 +98,7 @@ def cluster(tmp_path_factory):
         out["job"] = job
         sim.wait_state(job, "RUNNING", 60)
         for r in range(4):
-            wait_for(str(tmp / f"rank{r}.out"), "READY", 180)
+            wait_for(str(tmp / f"rank{r}.out"), "READY", 600)
         pids = {}
         for r in range(4):
             m = re.search(r"READY (\d+) (\d+)", (tmp / f"rank{r}.out").read_text())

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import LTRACE, PYENV, WORKLOADS
+from conftest import LTRACE, PYENV, WORKLOADS, wait_for
 
 USAGE, NO_PROC, NOT_PY, UNSUPPORTED, PERM = 2, 3, 4, 5, 6
 
@@ -103,14 +103,17 @@ def test_python_without_lightning_gets_empty_report_and_hint():
         p.kill()
 
 
-def test_sigterm_prints_report():
+def test_sigterm_prints_report(tmp_path):
     p = start_python("/usr/bin/python3.11")
     try:
-        lt_proc = subprocess.Popen([LTRACE, "--pid", str(p.pid), "-v"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        err_path = tmp_path / "lt.err"
+        with open(err_path, "w") as err_file:
+            lt_proc = subprocess.Popen([LTRACE, "--pid", str(p.pid), "-v"], stdout=subprocess.PIPE,
+                                       stderr=err_file, text=True)
+        wait_for(str(err_path), "attached", 60, lt_proc)  # a fixed sleep can end before a busy machine attaches
         lt_proc.terminate()
-        out, err = lt_proc.communicate(timeout=30)
+        out, _ = lt_proc.communicate(timeout=30)
+        err = err_path.read_text()
         assert lt_proc.returncode == 0, err
         assert out == "Profiler Report\n\n"
         assert p.poll() is None  # the target is untouched

@@ -22,12 +22,12 @@ def exported(tmp_path_factory):
     with open(log, "w") as f:
         job = subprocess.Popen([VENV_PY, TRAIN, "--wait-file", str(go), "--profiler", "none", "--epochs", "2",
                                 "--batches", "16", "--val"], stdout=f, stderr=subprocess.STDOUT)
-    wait_for(str(log), "READY", 120, job)
+    wait_for(str(log), "READY", 600, job)
     err = tmp / "rec.err"
     rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(tmp / "run.ltrace"), "-v",
                             "--rate", "499", "--off-cpu"],
                            stderr=open(err, "w"))
-    wait_for(str(err), "attached", 30, rec)
+    wait_for(str(err), "attached", 120, rec)
     go.touch()
     assert job.wait(120) == 0
     assert rec.wait(60) == 0

@@ -86,11 +86,27 @@ def wait_in_syscall(pid, names, timeout=10):
 
 
 SLEEP_SCRIPT = """
-import sys, time
+import os, sys, time
 clock = getattr(time, "monotonic", time.time)
+def busy():
+    t = os.times()
+    return int(open("/proc/self/schedstat").read().split()[1]) * 1e-9 + t[0] + t[1]
 sys.stdout.write("READY\\n"); sys.stdout.flush()
-t0 = clock(); time.sleep(1.0); print("%.4f" % (clock() - t0))
+b0 = busy(); t0 = clock(); time.sleep(1.0); t1 = clock()
+print("%.4f %.4f" % (t1 - t0, busy() - b0))
 """
+
+
+def check_sleep_length(out, held_s=0.0):
+    """The 1 s sleep kept its length: not cut short, and not restarted by
+    the injection (which comes >= 0.2 s into it: a restart would add that).
+    Late by at most 50 ms plus the time the thread did anything but sleep:
+    waited for a CPU (/proc/self/schedstat's run delay, large on a busy
+    machine) or ran (the injected dlopen runs in it: 375 ms measured beside
+    CPU hogs, and it can end after the sleep's deadline), and the time the
+    injector held it stopped (`held_s`, as the injector reports it)."""
+    elapsed, waited = (float(x) for x in out.split())
+    assert 1.0 - 0.05 < elapsed < 1.0 + 0.05 + waited + held_s, (out, held_s)
 
 
 def interpreters():
@@ -116,7 +132,8 @@ def test_sleeping_interpreter(marker_lib, name, python):
         assert "blocked in" in r["detail"]
         rc, out, err = t.finish()
         assert rc == 0, err
-        assert abs(float(out.strip()) - 1.0) < 0.05, out
+        held = re.search(r"thread held ([\d.]+) ms", r["detail"])
+        check_sleep_length(out, float(held.group(1)) / 1000 if held else 0.0)
         assert marker(t.p.pid) == f"loaded {t.p.pid}\n"
     finally:
         t.cleanup()
@@ -163,7 +180,7 @@ def test_torch_training_loop(marker_lib, tmp_path):
     finally:
         t.cleanup()
     steps = out.split()[0]
-    ref = subprocess.run([VENV_PY, "-c", TORCH_JOB, steps, str(stop)], capture_output=True, text=True, timeout=300)
+    ref = subprocess.run([VENV_PY, "-c", TORCH_JOB, steps, str(stop)], capture_output=True, text=True, timeout=900)
     assert ref.returncode == 0, ref.stderr
     assert out == ref.stdout.split("READY\n", 1)[1]
 
@@ -187,7 +204,7 @@ def test_missing_library_reports_dlerror_and_target_goes_on(marker_lib):
         assert missing in r["message"]
         rc, out, err = t.finish()
         assert rc == 0, err
-        assert abs(float(out.strip()) - 1.0) < 0.05, out
+        check_sleep_length(out)
         assert marker(t.p.pid) == ""
     finally:
         t.cleanup()

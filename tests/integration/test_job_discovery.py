@@ -7,7 +7,7 @@ import re
 import socket
 import subprocess
 
-from conftest import LTRACE, WORKLOADS
+from conftest import LTRACE, WORKLOADS, wait_for
 
 PY = "/usr/bin/python3.11"
 
@@ -72,20 +72,22 @@ def test_proc_env_of_launcher_and_ranks(attach):
 def test_job_env_finds_the_job_without_pids(tmp_path):
     """--job-env: the node agent's way in. Every process of the job on this
     machine is found by its environment and followed with its children."""
-    import time
-
     token = str(random.randrange(10**9))
     env = dict(os.environ, LTRACE_TEST_JOB=token, RANK="0", WORLD_SIZE="1")
-    script = "import os, time; print('READY', os.getpid(), flush=True); time.sleep(3)"
+    # The job lives until told to stop (not a fixed 3 s, which a busy
+    # machine's attach can outlast).
+    stop = tmp_path / "stop"
+    script = ("import os, sys, time; print('READY', os.getpid(), flush=True)\n"
+              "while not os.path.exists(sys.argv[1]): time.sleep(0.02)")
     out = tmp_path / "job.out"
-    job = subprocess.Popen([PY, "-c", script], env=env, stdout=open(out, "w"), stderr=subprocess.STDOUT)
-    for _ in range(200):
-        if "READY" in out.read_text():
-            break
-        time.sleep(0.02)
-    r = subprocess.run([LTRACE, "--job-env", f"LTRACE_TEST_JOB={token}", "--duration", "1", "--dump",
-                        str(tmp_path / "ev.txt"), "-v"], capture_output=True, text=True, timeout=60)
-    job.wait(timeout=30)
+    job = subprocess.Popen([PY, "-c", script, str(stop)], env=env, stdout=open(out, "w"), stderr=subprocess.STDOUT)
+    try:
+        wait_for(str(out), "READY", 120, job)
+        r = subprocess.run([LTRACE, "--job-env", f"LTRACE_TEST_JOB={token}", "--duration", "1", "--dump",
+                            str(tmp_path / "ev.txt"), "-v"], capture_output=True, text=True, timeout=60)
+    finally:
+        stop.touch()
+        job.wait(timeout=30)
     assert r.returncode == 0, r.stderr
     assert "--job-env: 1 process(es) of the job here" in r.stderr
     envs = proc_env_lines((tmp_path / "ev.txt").read_text())

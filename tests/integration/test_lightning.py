@@ -19,7 +19,12 @@ def lightning_report(run):
     return open(files[0]).read()
 
 
-def check_against_simple(ours, theirs, py_minor):
+def run_delay(run):
+    """Seconds the target's main thread waited for a CPU during its fit(s)."""
+    return sum(float(x) for x in re.findall(r"^RUN_DELAY fit=([\d.]+)$", run.target_out, re.M))
+
+
+def check_against_simple(ours, theirs, py_minor, waited=0.0):
     """Same actions, same counts; totals within tolerance.
 
     Tolerance: our window for a generator action opens when Lightning's
@@ -29,8 +34,17 @@ def check_against_simple(ours, theirs, py_minor):
     jitter.  We allow 2% + 30 us per call.  On CPython >= 3.11 the *_next
     fetch windows end at the next action (an estimate, see
     docs/design-actions.md): not below Lightning's, at most 300 us per call above.
+
+    On a busy machine the thread is sometimes preempted inside those few
+    microseconds between our probe and Lightning's clock read, which moves
+    one call by a whole wait for a CPU (1.2 ms per call over one row's 42
+    calls, measured beside two CPU hogs).  Such hits are rare events, so a
+    few rows (at most max(2, 10 %)) may miss the tight bound, each by no
+    more than the time the thread waited for a CPU in all (`waited`, from
+    its schedstat: near 0 on an idle machine, where every row must hold).
     """
     assert set(ours) == set(theirs), (set(ours) ^ set(theirs))
+    loose = []
     for name, cells in theirs.items():
         assert ours[name][1] == cells[1], (name, ours[name], cells)
         if name == "Total":
@@ -38,9 +52,14 @@ def check_against_simple(ours, theirs, py_minor):
         calls = int(cells[1])
         a, b = float(ours[name][2]), float(cells[2])
         if name.endswith(FETCH_ACTIONS) and py_minor >= 11:
-            assert b * 0.95 <= a <= b + 300e-6 * calls, (name, a, b)
+            assert b * 0.95 <= a, (name, a, b)
+            excess = a - (b + 300e-6 * calls)
         else:
-            assert abs(a - b) <= 0.02 * b + 30e-6 * calls, (name, a, b)
+            excess = abs(a - b) - (0.02 * b + 30e-6 * calls)
+        if excess > 0:
+            assert excess <= waited, (name, a, b, f"beyond the tight bound by {excess:.6f} s; waited {waited:.6f} s")
+            loose.append((name, a, b))
+    assert len(loose) <= max(2, len(theirs) // 10), (f"{len(loose)} rows off; waited {waited:.6f} s", loose)
 
 
 @pytest.mark.parametrize("layout", ["exe", "lib"])
@@ -57,7 +76,7 @@ def test_matches_simple_profiler(attach, lightning_python, layout):
     theirs = parse_simple_report(lightning_report(run))
     ours = parse_simple_report(run.lt_out)
     assert len(theirs) > 30
-    check_against_simple(ours, theirs, 11)
+    check_against_simple(ours, theirs, 11, run_delay(run))
     assert run.lt_out.startswith("FIT Profiler Report\n\n")
     assert "[_TrainingEpochLoop].train_dataloader_next" in ours
     assert "[_EvaluationLoop].val_next" in ours
@@ -113,12 +132,15 @@ def test_attach_to_running_fit(tmp_path, lightning_python):
         job = subprocess.Popen([lightning_python, TRAIN, "--profiler", "none", "--until-file", str(stop)] + args,
                                stdout=f, stderr=subprocess.STDOUT)
     try:
-        wait_for(str(log), "READY", 60, job)
-        import time
-        time.sleep(3)  # mid-fit
+        # Mid-fit: after its first fit (not a fixed sleep, which a busy
+        # machine can spend importing), which also measures its speed; attach
+        # for long enough to see ~40 steps at that speed (1 s when idle).
+        text = wait_for(str(log), "FIT_DONE", 600, job)
+        steps_per_s = float(re.search(r"steps_per_s=([\d.]+)", text).group(1))
+        duration = min(30.0, max(1.0, 40 / steps_per_s))
         assert job.poll() is None, "job finished before we could attach: make it longer"
-        r = subprocess.run([LTRACE, "--pid", str(job.pid), "--duration", "1"], capture_output=True, text=True,
-                           timeout=60)
+        r = subprocess.run([LTRACE, "--pid", str(job.pid), "--duration", f"{duration:.2f}"], capture_output=True,
+                           text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         rows = parse_simple_report(r.stdout)
         assert r.stdout.startswith("FIT Profiler Report\n\n")

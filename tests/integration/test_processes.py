@@ -53,11 +53,11 @@ def test_two_pids(tmp_path, sites):
         out = open(tmp_path / f"t{i}.out", "w")
         targets.append(subprocess.Popen(["/usr/bin/python3.11", ACTIONS, "--wait-file", str(go)], stdout=out, env=env))
     for i in range(2):
-        wait_for(str(tmp_path / f"t{i}.out"), "READY", 30)
+        wait_for(str(tmp_path / f"t{i}.out"), "READY", 600)
     err = open(tmp_path / "lt.err", "w")
     lt = subprocess.Popen([LTRACE, "-v", "--pid", str(targets[0].pid), "--pid", str(targets[1].pid)],
                           stdout=subprocess.PIPE, stderr=err, text=True)
-    wait_for(str(tmp_path / "lt.err"), "attached", 30)
+    wait_for(str(tmp_path / "lt.err"), "attached", 120)
     go.touch()
     for t in targets:
         assert t.wait(60) == 0
@@ -81,10 +81,10 @@ def test_fifty_attach_detach_cycles(tmp_path, lightning_python):
         job = subprocess.Popen([lightning_python, train, "--until-file", str(stop)] + args, stdout=out,
                                stderr=subprocess.STDOUT)
     try:
-        wait_for(str(out_path), "READY", 60, job)
+        wait_for(str(out_path), "READY", 600, job)
         for i in range(50):
             r = subprocess.run([LTRACE, "--pid", str(job.pid), "--duration", "0.15"], capture_output=True, text=True,
-                               timeout=30)
+                               timeout=120)  # bounds a hang; attaching is slow on a busy machine
             assert r.returncode == 0, (i, r.stderr)
             assert job.poll() is None, "target died while being attached"
         stop.touch()

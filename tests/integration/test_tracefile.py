@@ -6,6 +6,7 @@ import signal
 import subprocess
 import time
 
+from busy import wait_until
 from conftest import LTRACE, WORKLOADS, parse_simple_report, wait_for
 
 TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
@@ -43,11 +44,19 @@ def test_recorder_killed_leaves_a_readable_file(tmp_path, lightning_python):
         job = subprocess.Popen([lightning_python, TRAIN, "--until-file", str(stop), "--epochs", "1", "--batches", "50"],
                                stdout=f, stderr=subprocess.STDOUT)
     try:
-        wait_for(str(log), "FIT_DONE", 120, job)  # training is under way
+        wait_for(str(log), "FIT_DONE", 600, job)  # training is under way
         out = tmp_path / "killed.ltrace"
-        rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(out), "-v"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(3.5)
+        rec_err = tmp_path / "rec.err"
+        with open(rec_err, "w") as ef:
+            rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(out), "-v"],
+                                   stdout=subprocess.DEVNULL, stderr=ef, text=True)
+        # Not a fixed sleep (a busy machine attaches and trains slower): a
+        # whole fit (50 batches) after the attach, then a chunk flushed after it.
+        wait_for(str(rec_err), "attached", 60, rec)
+        fits = log.read_text().count("FIT_DONE")
+        wait_until(lambda: log.read_text().count("FIT_DONE") >= fits + 2, 300, "a whole fit while recording")
+        size = out.stat().st_size
+        wait_until(lambda: out.stat().st_size > size, 60, "a chunk written after that fit")
         rec.send_signal(signal.SIGKILL)
         rec.wait(30)
         r = subprocess.run([LTRACE, "report", str(out)], capture_output=True, text=True, timeout=60)
@@ -66,7 +75,7 @@ def test_recorder_killed_leaves_a_readable_file(tmp_path, lightning_python):
     finally:
         stop.touch()
         try:
-            job.wait(120)
+            job.wait(600)  # it ends its current fit first: slow on a busy machine
         finally:
             if job.poll() is None:
                 job.kill()
@@ -113,10 +122,12 @@ def test_record_refuses_planted_files_and_a_second_recorder(tmp_path):
         out = tmp_path / "one.ltrace"
         first = subprocess.Popen([LTRACE, "record", "--pid", str(target.pid), "-o", str(out), "--duration", "20"],
                                  stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 30
-        while not out.exists() and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
+        # Until the first recorder holds its lock (/proc/locks names the
+        # file's inode), not a fixed time a busy machine can outlast.
+        wait_until(out.exists, 60, "the first recorder's file")
+        ino = out.stat().st_ino
+        wait_until(lambda: any(f.rsplit(":", 1)[-1] == str(ino) for line in open("/proc/locks")
+                               for f in line.split()[4:7] if f.count(":") == 2), 60, "the first recorder's lock")
         r = subprocess.run([LTRACE, "record", "--pid", str(target.pid), "-o", str(out), "--duration", "1"],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 8 and "another ltrace-bpf is writing" in r.stderr, r.stderr

@@ -77,10 +77,10 @@ def test_eval_frame_fallback(tmp_path, sites, minor):
     with open(log, "w") as f:
         w = subprocess.Popen([python, os.path.join(WORKLOADS, "profiler_actions.py"), "--wait-file", str(go)],
                              stdout=f, env=env)
-    wait_for(str(log), "READY", 30, w)
+    wait_for(str(log), "READY", 120, w)
     lt = subprocess.Popen([LTRACE, "--pid", str(w.pid), "-v"], stdout=subprocess.PIPE, stderr=open(err, "w"),
                           text=True, env=dict(os.environ, LTRACE_BPF_FORCE_EVAL_PROBE="1"))
-    wait_for(str(err), "attached", 30, lt)
+    wait_for(str(err), "attached", 120, lt)
     assert "_PyEval_EvalFrameDefault" in err.read_text()
     go.touch()
     assert w.wait(60) == 0

@@ -91,6 +91,13 @@ class SteadyStateTimer(pl.Callback):
             self.t1 = time.perf_counter()
 
 
+def run_delay_s():
+    """Seconds this thread has waited for a CPU while runnable (the run
+    queue; /proc schedstat): what a busy machine adds to timings."""
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1]) * 1e-9
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profiler", default="none", choices=["none", "simple", "advanced", "pytorch"])
@@ -156,9 +163,10 @@ def main():
             num_sanity_val_steps=2 if args.val else 0,
             limit_val_batches=4 if args.val else 0,
         )
-        t0 = time.perf_counter()
+        t0, d0 = time.perf_counter(), run_delay_s()
         trainer.fit(model, train, val)
         dt = time.perf_counter() - t0
+        print(f"RUN_DELAY fit={run_delay_s() - d0:.6f}", flush=True)
         if args.test:
             trainer.test(model, DataLoader(RandomDataset(32, 32), batch_size=8), verbose=False)
         w = model.net[0].weight.detach()
