@@ -126,7 +126,7 @@ struct PerProcess {
   bool stage_locked_fit = false;
 
   bool keep_intervals = false;
-  bool after_gap = false;  // a damaged range passed: stops without a start may have lost it there
+  bool after_gap = false;       // a damaged range passed: stops without a start may have lost it there
   std::uint64_t gaps_seen = 0;  // of State::gaps: applied lazily, so a gap costs O(1), not O(processes)
   std::uint64_t completed = 0;
   std::string last_completed;

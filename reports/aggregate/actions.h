@@ -84,7 +84,7 @@ struct ActionsReport {
   HostMeta host;
   std::vector<ProcessActions> processes;  // in order of first appearance
   std::uint64_t ringbuf_drops = 0, read_faults = 0;
-  bool complete = true;  // the stream has its detach record
+  bool complete = true;              // the stream has its detach record
   std::uint64_t damaged_ranges = 0;  // gaps in the stream (damaged chunks of a trace file)
 };
 

@@ -117,7 +117,8 @@ struct StackAggregator::State {
     }
     const std::uint64_t unknown_before = ps.unknown_frames;
     const std::size_t stack = b.add(frames_of(e, ps), 1);
-    b.by_raw.emplace(std::move(key), Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before)});
+    b.by_raw.emplace(std::move(key),
+                     Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before)});
   }
 
   std::uint64_t gaps = 0;  // damaged ranges of the trace file passed so far
@@ -196,7 +197,8 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       c.file.assign(e.file, strnlen(e.file, sizeof e.file));
       c.first_line = e.first_line;
       auto& slot = s.symbols[h.pid].codes[{e.code, e.checksum}];
-      if (slot.name != c.name || slot.file != c.file || slot.first_line != c.first_line || slot.readable != c.readable) {
+      if (slot.name != c.name || slot.file != c.file || slot.first_line != c.first_line ||
+          slot.readable != c.readable) {
         slot = std::move(c);
         ++s.sym_epoch;
       }
@@ -274,9 +276,10 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
         pp.launched.erase(pp.launched_order.front());
         pp.launched_order.pop_front();
       }
-      if (pp.launched.insert_or_assign(corr, PerProcess::Launched{State::action_or_none(s.actions.innermost_action(
-                                                                     h.pid, h.tid)),
-                                                                 s.frames_of(e, pp.out)})
+      if (pp.launched
+              .insert_or_assign(corr,
+                                PerProcess::Launched{State::action_or_none(s.actions.innermost_action(h.pid, h.tid)),
+                                                     s.frames_of(e, pp.out)})
               .second)
         pp.launched_order.push_back(corr);
       return;

@@ -197,9 +197,9 @@ void write_max_ratio(const std::string& out, std::uint64_t bytes, const R& rec) 
   }
   std::vector<char> z(ZSTD_compressBound(raw.size()));
   std::size_t n = ZSTD_compress(z.data(), z.size(), raw.data(), raw.size(), 19);
-  const std::size_t target = std::max<std::size_t>((raw.size() + tracefile::kMaxRatio - 1) / tracefile::kMaxRatio,
-                                                   (count + tracefile::kMaxRecordsPerByte - 1) /
-                                                       tracefile::kMaxRecordsPerByte);
+  const std::size_t target =
+      std::max<std::size_t>((raw.size() + tracefile::kMaxRatio - 1) / tracefile::kMaxRatio,
+                            (count + tracefile::kMaxRecordsPerByte - 1) / tracefile::kMaxRecordsPerByte);
   z.resize(n);
   if (n + 8 <= target) {
     const std::uint32_t magic = 0x184D2A50, len = static_cast<std::uint32_t>(target - n - 8);
@@ -260,9 +260,10 @@ int main(int argc, char** argv) {
     g.preamble();
     // Compressed size grows only at flushes: check often, stop at the size.
     const std::uint64_t budget = kind == "resync" ? 4096 : bytes;
+    const std::uint64_t flush_every = bytes < (1u << 20) ? 128 : 4096;  // small seeds: stop near the size
     for (std::uint64_t i = 0; w.bytes_written() < budget; ++i) {
       one_round(g, kind, i);
-      if (i % 4096 == 4095) w.flush();
+      if (i % flush_every == flush_every - 1) w.flush();
     }
     lt_window_event we{};
     g.put(we, LT_EV_WINDOW);

@@ -176,7 +176,7 @@ def test_flipped_byte_in_a_middle_chunk(attach, lightning_python, tmp_path):
     assert "the trace file is damaged" in r.stderr
     # Everything intact is reported: more than the chunks before the damage, less than all.
     assert total_calls(b.stdout) < total_calls(r.stdout) < total_calls(full.stdout), (b.stdout, r.stdout)
-    assert "lost events: 0 ring-buffer drops" in r.stderr  # the recording itself lost nothing
+    assert "ended abruptly" not in r.stderr  # the detach record, in the last chunk, was read
     # No action is paired across the gap: no row of the damaged report has more calls than the full one.
     rows_full, rows_bad = parse_simple_report(full.stdout), parse_simple_report(r.stdout)
     for name, cells in rows_bad.items():

@@ -279,7 +279,8 @@ TEST(TraceFile, CompressionRatioIsBounded) {
   std::size_t frame = ZSTD_findFrameCompressedSize(payload, c.stored_size);
   ASSERT_FALSE(ZSTD_isError(frame));
   ASSERT_LT(frame, c.stored_size);  // padded
-  if (c.raw_size > std::uint64_t{tracefile::kMaxRatio} * frame + tracefile::kRatioSlack) {
+  ASSERT_GT(c.raw_size, std::uint64_t{tracefile::kMaxRatio} * frame + tracefile::kRatioSlack);
+  {
     std::string bad = bytes.substr(0, first + sizeof c + frame);
     tracefile::ChunkHeader b = c;
     b.stored_size = static_cast<u32>(frame);
@@ -344,7 +345,7 @@ TEST(TraceFile, ActionsDoNotPairAcrossADamagedChunk) {
     act(w, LT_EV_ACTION_END, 1, "");
     act(w, LT_EV_ACTION_BEGIN, 2, "b");
     w.flush();
-    act(w, LT_EV_ACTION_END, 2, "");  // lost with the chunk
+    act(w, LT_EV_ACTION_END, 2, "");     // lost with the chunk
     act(w, LT_EV_ACTION_BEGIN, 2, "c");  // lost: the same generator key again
     w.flush();
     act(w, LT_EV_ACTION_END, 2, "");  // c's end: must not end b

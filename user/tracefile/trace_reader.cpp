@@ -254,15 +254,15 @@ ReadResult read_from(Source& src, const std::string& what, const RecordSink& sin
       while (w.fill(1 << 20)) w.skip(w.avail());
       w.skip(w.avail());
       d.length = w.offset() - start;
-      r.warnings.push_back("damaged chunk at byte " + std::to_string(start) + " (" + p.why + "): gave up looking for "
+      r.warnings.push_back("damaged chunk at byte " + std::to_string(start) + " (" + p.why +
+                           "): gave up looking for "
                            "an intact chunk after it (too many false chunk headers); " +
                            std::to_string(d.length) + " byte(s) skipped");
     } else {
       r.warnings.push_back("damaged chunk at byte " + std::to_string(start) + " (" + p.why + "): bytes " +
                            std::to_string(start) + ".." + std::to_string(start + skipped) + " skipped (" +
                            std::to_string(skipped) + " byte(s)), " +
-                           (next == Status::ok ? "reading on at the next intact chunk"
-                                               : "no intact chunk after it"));
+                           (next == Status::ok ? "reading on at the next intact chunk" : "no intact chunk after it"));
     }
     r.damaged.push_back(d);
     if (on_damage) on_damage(d);
@@ -306,16 +306,20 @@ ReadResult read_trace_file(const std::string& path, const RecordSink& sink, cons
   if (fstat(fd, &st) != 0) throw Error(ExitCode::io, "cannot read " + name + ": " + std::strerror(errno));
   if (const char* kind = kind_of(st.st_mode)) {
     if (S_ISCHR(st.st_mode) && isatty(fd))
-      throw Error(ExitCode::io, "cannot read " + name + ": it is a terminal, not a trace file (pipe one in: "
-                                "ltrace-bpf report - < FILE)");
+      throw Error(ExitCode::io, "cannot read " + name +
+                                    ": it is a terminal, not a trace file (pipe one in: "
+                                    "ltrace-bpf report - < FILE)");
     throw Error(ExitCode::io, "cannot read " + name + ": it is " + kind + ", not a trace file");
   }
   // Regular files, pipes, FIFOs and sockets are all read as a stream; the
   // messages about a stream say what it is.
   std::string what;
-  if (S_ISFIFO(st.st_mode)) what = name + " (" + (std_in ? "a pipe" : "a pipe or FIFO") + "): ";
-  else if (S_ISSOCK(st.st_mode)) what = name + " (a socket): ";
-  else if (std_in) what = name + ": ";
+  if (S_ISFIFO(st.st_mode))
+    what = name + " (" + (std_in ? "a pipe" : "a pipe or FIFO") + "): ";
+  else if (S_ISSOCK(st.st_mode))
+    what = name + " (a socket): ";
+  else if (std_in)
+    what = name + ": ";
   FdSource src(fd, name);
   return read_from(src, what, sink, on_damage);
 }

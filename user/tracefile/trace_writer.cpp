@@ -5,8 +5,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 
