@@ -210,7 +210,7 @@ ReadResult read_from(Source& src, const std::string& what, const RecordSink& sin
   ReadResult r;
   Window w(src);
   FileHeader fh{};
-  if (!w.fill(1)) throw Error(ExitCode::bad_trace, what + "is empty: not an ltrace-bpf trace file");
+  if (!w.fill(1)) throw Error(ExitCode::bad_trace, what + "empty input: not an ltrace-bpf trace file");
   if (!w.fill(sizeof fh) || std::memcmp(w.at(), kFileMagic, sizeof kFileMagic) != 0)
     throw Error(ExitCode::bad_trace, what + "not an ltrace-bpf trace file (bad magic)");
   std::memcpy(&fh, w.at(), sizeof fh);
