@@ -58,7 +58,7 @@ endif
 $(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/include
 
 .PHONY: all deps test unit-test integration-test test-loaded demo install asan format vmlinux clean bench fuzz static bridge
-all: $(BUILD)/ltrace-bpf bridge
+all: $(BUILD)/ltrace-bpf bridge $(BUILD)/make-adversarial
 
 ifneq ($(HAVE_CUPTI),)
 bridge: $(BUILD)/libltrace-bridge.so $(BUILD)/bridge-eh-test.so
@@ -114,6 +114,11 @@ $(BUILD)/ltrace-bpf-static: $(BUILD)/obj/user/main.o $(BUILD)/libltrace.a
 	$(CXX) $(CXXFLAGS) -static $^ -o $@ $(LDLIBS)
 	strip $@
 
+# Crafted slow-to-report traces (tests/fuzz/make_adversarial.cpp): the
+# worst-case timing test and the fuzz corpus.
+$(BUILD)/make-adversarial: $(BUILD)/obj/tests/fuzz/make_adversarial.o $(BUILD)/libltrace.a
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/unit-tests: $(TEST_OBJS) $(BRIDGE_TEST_OBJS) $(BUILD)/libltrace.a
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lgtest -lgtest_main -pthread -ldl
 
@@ -141,6 +146,7 @@ test: deps
 
 # libFuzzer on the trace reader (clang); FUZZ_SECONDS bounds the run.
 FUZZ_SECONDS ?= 20
+FUZZ_TIMEOUT ?= 10
 FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp reports/aggregate/actions.cpp \
              reports/model/action_name.cpp reports/aggregate/stacks.cpp reports/advanced/advanced_report.cpp \
              reports/aggregate/ops.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
@@ -151,8 +157,10 @@ fuzz: $(SKELS)
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp user/core/output_file.cpp -o build-fuzz/make_seed -lz -lzstd
 	build-fuzz/make_seed build-fuzz/corpus/seed.ltrace
 	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(FUZZ_SRCS) -o build-fuzz/trace_reader_fuzz -lz -lzstd
-	build-fuzz/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
-	    build-fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; tail -5 build-fuzz/fuzz.log; \
+	# tests/fuzz/corpus: committed seeds, the crafted inputs that were slow
+	# (make_adversarial); an input over FUZZ_TIMEOUT seconds is a failure.
+	build-fuzz/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=$(FUZZ_TIMEOUT) \
+	    -print_final_stats=1 build-fuzz/corpus tests/fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; tail -5 build-fuzz/fuzz.log; \
 	    if [ $$rc -ne 0 ]; then grep -m5 -E "ERROR|SUMMARY" build-fuzz/fuzz.log; exit $$rc; fi
 
 asan:

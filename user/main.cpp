@@ -151,11 +151,20 @@ int main(int argc, char** argv) {
       // Streamed: the aggregator sees each chunk's records; nothing else is
       // kept unless --dump asks for the whole stream.
       const bool keep = !opts.dump_path.empty();
-      auto r = tracefile::read_trace_file(opts.input, [&](const lt_event_header& h, const std::byte* p) {
-        consume(h, p);
-        if (keep) trace.append(p, h.size);
-      });
+      auto r = tracefile::read_trace_file(
+          opts.input,
+          [&](const lt_event_header& h, const std::byte* p) {
+            consume(h, p);
+            if (keep) trace.append(p, h.size);
+          },
+          [&](const tracefile::DamagedRange&) {
+            // Nothing pairs across the gap: a start before it with a stop after it.
+            aggregator.gap();
+            stacks.gap();
+          });
       for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << opts.input << ": " << w << "\n";
+      // Every report is still printed from what is intact; the exit code says data was lost.
+      if (r.data_lost()) command_status = static_cast<int>(ExitCode::damaged_trace);
       if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
     } else {
       install_signals(opts.command == Options::Command::agent);

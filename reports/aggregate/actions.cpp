@@ -136,6 +136,8 @@ struct PerProcess {
   bool stage_locked_fit = false;
 
   bool keep_intervals = false;
+  bool after_gap = false;       // a damaged range passed: stops without a start may have lost it there
+  std::uint64_t gaps_seen = 0;  // of State::gaps: applied lazily, so a gap costs O(1), not O(processes)
   std::uint64_t completed = 0;
   std::string last_completed;
 
@@ -210,6 +212,21 @@ struct PerProcess {
     if (new_program) pending.clear();
   }
 
+  // Records were lost here: every open action, generator, direct or
+  // inferred, is dropped (its end may be in the gap, or its key reused
+  // there) and counted.
+  void gap() {
+    out.lost_to_damage += open_gen.size() + open_direct.size() + pending.size();
+    open_gen.clear();
+    open_direct.clear();
+    pending.clear();
+    automatic_optimizer_steps.clear();
+    forget_threads(true);
+    after_gap = true;
+  }
+
+  void unmatched_stop() { ++(after_gap ? out.lost_to_damage : out.unmatched_stops); }
+
   std::string innermost(std::uint32_t tid) const {
     const OnThread* top = nullptr;
     if (auto it = thread_open.find(tid); it != thread_open.end() && !it->second.empty())
@@ -237,6 +254,8 @@ struct ActionAggregator::State {
   std::vector<std::uint32_t> order;
   std::uint64_t window_begin = 0, window_end = 0;
 
+  std::uint64_t gaps = 0;  // damaged ranges passed so far
+
   PerProcess& proc(std::uint32_t pid) {
     auto [it, fresh] = procs.try_emplace(pid);
     if (fresh) {
@@ -244,8 +263,17 @@ struct ActionAggregator::State {
       it->second.keep_intervals = keep_intervals;
       it->second.out.meta.pid = pid;
       it->second.out.window_begin_ns = window_begin;
+      it->second.after_gap = gaps > 0;
+      it->second.gaps_seen = gaps;
     }
-    return it->second;
+    return catch_up(it->second);
+  }
+  PerProcess& catch_up(PerProcess& pp) const {
+    if (pp.gaps_seen != gaps) {
+      pp.gap();
+      pp.gaps_seen = gaps;
+    }
+    return pp;
   }
 };
 
@@ -332,7 +360,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
     case LT_EV_PROC_EXEC: {
       lt_proc_event e;
       if (!record_as(h, p, e)) return;
-      if (auto it = s_->procs.find(e.child_pid); it != s_->procs.end()) it->second.forget_threads(true);
+      if (auto it = s_->procs.find(e.child_pid); it != s_->procs.end()) s_->catch_up(it->second).forget_threads(true);
       return;
     }
     case LT_EV_HOST_INFO: {
@@ -407,7 +435,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       auto it = pp.open_gen.find(e.key);
       pp.close_pending(h.tid, h.ts_ns, it == pp.open_gen.end() ? std::string() : it->second.name);
       if (it == pp.open_gen.end()) {
-        ++pp.out.unmatched_stops;
+        pp.unmatched_stop();
         break;
       }
       pp.record(it->second.name, it->second.ts, h.ts_ns, h.tid);
@@ -428,7 +456,7 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       pp.close_pending(h.tid, h.ts_ns, name);
       auto it = pp.open_direct.find({h.tid, name});
       if (it == pp.open_direct.end()) {
-        ++pp.out.unmatched_stops;
+        pp.unmatched_stop();
         break;
       }
       pp.record(name, it->second, h.ts_ns, h.tid);
@@ -442,6 +470,11 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
   }
 }
 
+void ActionAggregator::gap() {
+  ++s_->gaps;
+  s_->rep.damaged_ranges += 1;
+}
+
 ActionsReport ActionAggregator::finish() {
   auto& rep = s_->rep;
   // A recording cut short (recorder killed) has no detach record: the
@@ -452,7 +485,7 @@ ActionsReport ActionAggregator::finish() {
   auto& window_end = s_->window_end;
   auto& order = s_->order;
   for (auto pid : order) {
-    auto& pp = procs[pid];
+    auto& pp = s_->catch_up(procs[pid]);
     if (pp.out.window_end_ns == 0) pp.out.window_end_ns = window_end;
     pp.out.open_at_end = pp.open_gen.size() + pp.open_direct.size() + pp.pending.size();
     rep.processes.push_back(std::move(pp.out));
@@ -462,7 +495,9 @@ ActionsReport ActionAggregator::finish() {
 
 std::string ActionAggregator::innermost_action(std::uint32_t pid, std::uint32_t tid) const {
   auto it = s_->procs.find(pid);
-  return it == s_->procs.end() ? std::string() : it->second.innermost(tid);
+  // Nothing is open on any thread past a gap the process has not caught up with.
+  if (it == s_->procs.end() || it->second.gaps_seen != s_->gaps) return std::string();
+  return it->second.innermost(tid);
 }
 
 std::uint64_t ActionAggregator::completed(std::uint32_t pid) const {
@@ -497,6 +532,30 @@ ProcessMeta with_rank_labels(const ProcessMeta& m, const ActionsReport& rep) {
       out.rank = q.meta.rank >= 0 ? q.meta.rank - q.meta.local_rank : 0;
       break;
     }
+  }
+  return out;
+}
+
+ProcessIndex::ProcessIndex(const ActionsReport& rep) {
+  for (const auto& p : rep.processes) {
+    by_pid_[p.meta.pid] = &p;  // the last of a pid, as the scans this replaces found
+    if (p.meta.world_size > 1 && p.meta.local_rank > 0) ranked_child_.try_emplace(p.meta.ppid, &p);
+  }
+}
+
+const ProcessActions* ProcessIndex::find(std::uint32_t pid) const {
+  auto it = by_pid_.find(pid);
+  return it == by_pid_.end() ? nullptr : it->second;
+}
+
+ProcessMeta ProcessIndex::with_rank_labels(const ProcessMeta& m) const {
+  ProcessMeta out = m;
+  if (out.world_size >= 0) return out;
+  if (auto it = ranked_child_.find(m.pid); it != ranked_child_.end()) {
+    const ProcessMeta& q = it->second->meta;
+    out.world_size = q.world_size;
+    out.local_rank = 0;
+    out.rank = q.rank >= 0 ? q.rank - q.local_rank : 0;
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "reports/model/trace.h"
@@ -63,6 +64,7 @@ struct ProcessActions {
   std::uint64_t truncated_names = 0;  // names not seen whole (past the tails' bound, or pieces lost): cut
   std::uint64_t estimated = 0;        // *_next fetches, manual optimizer_step: closed by the next action
   std::vector<RecordLoss> losses;     // what this process lost, by kind and cause
+  std::uint64_t lost_to_damage = 0;   // start or stop in a damaged part of a trace file: not counted
   bool exited = false;
   // Action records (begin, end, fetch) lost: each is an action missing or
   // left open.  Resumes whose generator frame was unreadable count too:
@@ -97,6 +99,7 @@ struct ActionsReport {
   std::uint64_t unreadable = 0;          // records not sent: target memory unreadable (PROC_DROPS)
   std::vector<RecordLoss> unattributed;  // losses the per-process table could not hold
   bool complete = true;                  // the stream has its detach record
+  std::uint64_t damaged_ranges = 0;  // gaps in the stream (damaged chunks of a trace file)
 };
 
 // Consumes records one at a time, so a live session needs no copy of the
@@ -107,6 +110,10 @@ class ActionAggregator {
   ~ActionAggregator();
   void add(const lt_event_header& h, const std::byte* record);
   ActionsReport finish();
+  // The trace file lost records here (a damaged chunk): actions open now
+  // may have ended in the gap, and a stop after it may belong to a start
+  // in it, so nothing pairs across it.  Both are counted as lost_to_damage.
+  void gap();
   // The innermost action open on a thread right now (after the records
   // added so far), or "" outside any.  Stack samples are charged to it.
   std::string innermost_action(std::uint32_t pid, std::uint32_t tid) const;
@@ -130,5 +137,19 @@ ActionsReport aggregate_actions(const Trace& trace, bool keep_intervals = false)
 // from exec.  A parent with ranked children and no labels of its own is the
 // first rank of its node.
 ProcessMeta with_rank_labels(const ProcessMeta& m, const ActionsReport& rep);
+
+// The processes of a report by pid, and their rank labels completed as
+// with_rank_labels does, each in O(1): a crafted trace may hold 100,000
+// processes, and a scan of all of them per process made `report` quadratic.
+class ProcessIndex {
+ public:
+  explicit ProcessIndex(const ActionsReport& rep);
+  const ProcessActions* find(std::uint32_t pid) const;
+  ProcessMeta with_rank_labels(const ProcessMeta& m) const;
+
+ private:
+  std::unordered_map<std::uint32_t, const ProcessActions*> by_pid_;
+  std::unordered_map<std::uint32_t, const ProcessActions*> ranked_child_;  // ppid -> its first ranked child
+};
 
 }  // namespace lt

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <string>
 #include <tuple>
+#include <unordered_map>
 
 namespace lt {
 
@@ -26,7 +28,19 @@ struct Builder {
   std::map<std::tuple<std::string, std::string, int, int, bool>, std::uint32_t> frame_index;
   std::map<std::vector<std::uint32_t>, std::size_t> stack_index;
 
-  void add(const std::vector<StackFrame>& root_first, std::uint64_t weight) {
+  // Samples by their raw frames (codes, instructions, flags, native ip),
+  // valid while no symbol changes (State::sym_epoch): a thread sampled
+  // over and over in one place costs a hash of its frames, not a name
+  // lookup per frame.  A crafted trace of identical deep samples
+  // compresses ~1000x and made `report` take seconds per MB.
+  struct Cached {
+    std::size_t stack;
+    std::uint32_t unknown_frames;
+  };
+  std::unordered_map<std::string, Cached> by_raw;
+  std::uint64_t by_raw_epoch = 0;
+
+  std::size_t add(const std::vector<StackFrame>& root_first, std::uint64_t weight) {
     std::vector<std::uint32_t> ids;
     ids.reserve(root_first.size());
     for (const auto& f : root_first) {
@@ -39,6 +53,7 @@ struct Builder {
     if (fresh) out.stacks.push_back({std::move(ids), 0, 0});
     out.stacks[it->second].weight += weight;
     out.stacks[it->second].count += 1;
+    return it->second;
   }
 };
 
@@ -60,6 +75,7 @@ struct PerProcess {
     std::uint64_t ts;
   };
   std::map<std::uint32_t, Blocked> blocked;  // tid -> open off-CPU period
+  std::uint64_t gaps_seen = 0;               // of State::gaps, applied lazily
 };
 
 }  // namespace
@@ -79,15 +95,50 @@ struct StackAggregator::State {
   std::map<std::uint32_t, PerProcess> procs;
   std::vector<std::uint32_t> order;
 
+  std::uint64_t sym_epoch = 1;  // changes whenever any symbol does: cached samples are stale
+
   explicit State(const ActionAggregator& a) : actions(a) {}
+
+  // Adds a sample's stack to `b`, through its cache of raw frames.
+  void add_sample(Builder& b, const lt_py_sample_event& e, ProcessStacks& ps) {
+    if (b.by_raw_epoch != sym_epoch || b.by_raw.size() > 100'000) {
+      b.by_raw.clear();
+      b.by_raw_epoch = sym_epoch;
+    }
+    const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+    std::string key(reinterpret_cast<const char*>(e.frames), n * sizeof(lt_py_frame));
+    key.append(reinterpret_cast<const char*>(&e.user_ip), sizeof e.user_ip);
+    key.append(reinterpret_cast<const char*>(&e.flags), sizeof e.flags);
+    if (auto it = b.by_raw.find(key); it != b.by_raw.end()) {
+      b.out.stacks[it->second.stack].weight += 1;
+      b.out.stacks[it->second.stack].count += 1;
+      ps.unknown_frames += it->second.unknown_frames;
+      return;
+    }
+    const std::uint64_t unknown_before = ps.unknown_frames;
+    const std::size_t stack = b.add(frames_of(e, ps), 1);
+    b.by_raw.emplace(std::move(key),
+                     Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before)});
+  }
+
+  std::uint64_t gaps = 0;  // damaged ranges of the trace file passed so far
 
   PerProcess& proc(std::uint32_t pid) {
     auto [it, fresh] = procs.try_emplace(pid);
     if (fresh) {
       it->second.out.pid = pid;
+      it->second.gaps_seen = gaps;
       order.push_back(pid);
     }
-    return it->second;
+    auto& pp = it->second;
+    if (pp.gaps_seen != gaps) {
+      // Records were lost: off-CPU periods and launches open before the
+      // gap are not joined with what follows it.
+      pp.blocked.clear();
+      pp.last_launch.clear();
+      pp.gaps_seen = gaps;
+    }
+    return pp;
   }
 
   // Root-first frames of a sample, named from the symbol records.
@@ -145,13 +196,22 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       c.name.assign(e.name, strnlen(e.name, sizeof e.name));
       c.file.assign(e.file, strnlen(e.file, sizeof e.file));
       c.first_line = e.first_line;
-      s.symbols[h.pid].codes[{e.code, e.checksum}] = std::move(c);
+      auto& slot = s.symbols[h.pid].codes[{e.code, e.checksum}];
+      if (slot.name != c.name || slot.file != c.file || slot.first_line != c.first_line ||
+          slot.readable != c.readable) {
+        slot = std::move(c);
+        ++s.sym_epoch;
+      }
       return;
     }
     case LT_EV_PY_LINE: {
       lt_py_line_event e;
       if (!record_as(h, p, e)) return;
-      s.symbols[h.pid].lines[{e.code, e.checksum, e.lasti}] = e.line;
+      auto [it, fresh] = s.symbols[h.pid].lines.try_emplace({e.code, e.checksum, e.lasti}, e.line);
+      if (fresh || it->second != e.line) {
+        it->second = e.line;
+        ++s.sym_epoch;
+      }
       return;
     }
     case LT_EV_NATIVE_SYM: {
@@ -161,7 +221,12 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       f.function.assign(e.name, strnlen(e.name, sizeof e.name));
       f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
       f.native = true;
-      if (!f.function.empty()) s.symbols[h.pid].natives[e.ip] = std::move(f);
+      if (f.function.empty()) return;
+      auto& slot = s.symbols[h.pid].natives[e.ip];
+      if (slot.function != f.function || slot.file != f.file || !slot.native) {
+        slot = std::move(f);
+        ++s.sym_epoch;
+      }
       return;
     }
     case LT_EV_PROC_EXEC: {
@@ -169,6 +234,7 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       lt_proc_event e;
       if (!record_as(h, p, e)) return;
       s.symbols.erase(e.child_pid);
+      ++s.sym_epoch;
       if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) it->second.blocked.clear();
       return;
     }
@@ -188,7 +254,7 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       if (e.flags & LT_SAMPLE_NO_TSTATE) ++pp.out.samples_without_python;
       if (e.flags & LT_SAMPLE_TRUNCATED) ++pp.out.truncated;
       auto action = State::action_or_none(s.actions.innermost_action(h.pid, h.tid));
-      pp.on_cpu[action].add(s.frames_of(e, pp.out), 1);
+      s.add_sample(pp.on_cpu[action], e, pp.out);
       return;
     }
     case LT_EV_GPU_LAUNCH: {
@@ -210,9 +276,10 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
         pp.launched.erase(pp.launched_order.front());
         pp.launched_order.pop_front();
       }
-      if (pp.launched.insert_or_assign(corr, PerProcess::Launched{State::action_or_none(s.actions.innermost_action(
-                                                                     h.pid, h.tid)),
-                                                                 s.frames_of(e, pp.out)})
+      if (pp.launched
+              .insert_or_assign(corr,
+                                PerProcess::Launched{State::action_or_none(s.actions.innermost_action(h.pid, h.tid)),
+                                                     s.frames_of(e, pp.out)})
               .second)
         pp.launched_order.push_back(corr);
       return;
@@ -253,6 +320,10 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
     default:
       return;
   }
+}
+
+void StackAggregator::gap() {
+  ++s_->gaps;
 }
 
 StacksReport StackAggregator::finish() {

@@ -48,6 +48,9 @@ class StackAggregator {
   ~StackAggregator();
   void add(const lt_event_header& h, const std::byte* record);
   StacksReport finish();
+  // Records were lost here (a damaged chunk of a trace file): off-CPU
+  // periods and launches open now are not joined across the gap.
+  void gap();
 
  private:
   struct State;

@@ -237,10 +237,11 @@ MergePlan plan_merge(const std::vector<MergeInput>& inputs,
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const auto& rep = inputs[i].actions;
     std::size_t found = 0;
+    const ProcessIndex index(rep);
     for (auto& p : rep.processes) {
       if (p.actions.empty()) continue;
       ++found;
-      const ProcessMeta m = with_rank_labels(p.meta, rep);
+      const ProcessMeta m = index.with_rank_labels(p.meta);
       RankRun r;
       r.rank = m.rank;
       r.local_rank = m.local_rank;

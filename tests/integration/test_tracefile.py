@@ -181,3 +181,142 @@ def test_full_file_system_keeps_the_live_report(attach, tmp_path):
         assert 0 < written <= os.path.getsize(small / "live.ltrace")
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+ADVERSARIAL = os.path.join(os.path.dirname(LTRACE), "make-adversarial")
+EXIT_DAMAGED = 13
+
+
+def chunk_offsets(data):
+    """(offset, end) of each chunk of a trace file (docs/trace-format.md)."""
+    import struct
+    out, o = [], struct.unpack_from("<H", data, 14)[0]
+    while o + 40 <= len(data):
+        magic, _flags, _raw, stored = struct.unpack_from("<4I", data, o)
+        assert magic == 0x4B43544C
+        out.append((o, o + 40 + stored))
+        o += 40 + stored
+    return out
+
+
+def total_calls(stdout):
+    return sum(int(cells[1]) for name, cells in parse_simple_report(stdout).items() if name != "Total")
+
+
+def test_flipped_byte_in_a_middle_chunk(attach, lightning_python, tmp_path):
+    """One flipped byte in the middle of a real recording loses that chunk
+    only: the chunks after it are reported, the damaged range is named, and
+    the exit code says data was lost."""
+    run = attach([lightning_python, TRAIN, "--profiler", "none", "--epochs", "3", "--batches", "16", "--val",
+                  "--data-delay", "0.02"], lt_args=["-o", "run.ltrace"])
+    assert run.lt_rc == 0, run.lt_err
+    data = (run.tmp / "run.ltrace").read_bytes()
+    chunks = chunk_offsets(data)
+    assert len(chunks) >= 3, f"need a middle chunk: {len(chunks)} chunk(s)"
+    start, end = chunks[len(chunks) // 2]
+    bad = bytearray(data)
+    bad[(start + 40 + end) // 2] ^= 0x10  # the middle of the middle chunk's payload
+    damaged = tmp_path / "damaged.ltrace"
+    damaged.write_bytes(bytes(bad))
+    before = tmp_path / "before.ltrace"  # what the reader used to give: the chunks before it
+    before.write_bytes(data[:start])
+    full = subprocess.run([LTRACE, "report", str(run.tmp / "run.ltrace")], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([LTRACE, "report", str(damaged)], capture_output=True, text=True, timeout=60)
+    b = subprocess.run([LTRACE, "report", str(before)], capture_output=True, text=True, timeout=60)
+    assert full.returncode == 0, full.stderr
+    assert r.returncode == EXIT_DAMAGED, r.stderr
+    assert f"damaged chunk at byte {start}" in r.stderr and f"bytes {start}..{end} skipped ({end - start} byte(s))" \
+        in r.stderr, r.stderr
+    assert "the trace file is damaged" in r.stderr
+    # Everything intact is reported: more than the chunks before the damage, less than all.
+    assert total_calls(b.stdout) < total_calls(r.stdout) < total_calls(full.stdout), (b.stdout, r.stdout)
+    assert "ended abruptly" not in r.stderr  # the detach record, in the last chunk, was read
+    # No action is paired across the gap: no row of the damaged report has more calls than the full one.
+    rows_full, rows_bad = parse_simple_report(full.stdout), parse_simple_report(r.stdout)
+    for name, cells in rows_bad.items():
+        assert int(cells[1]) <= int(rows_full[name][1]), name
+
+
+def small_trace(tmp_path):
+    path = tmp_path / "small.ltrace"
+    subprocess.run([ADVERSARIAL, "normal", "100000", str(path)], check=True, timeout=120)
+    return path
+
+
+def test_report_reads_pipes_and_stdin(tmp_path):
+    path = small_trace(tmp_path)
+    want = subprocess.run([LTRACE, "report", str(path)], capture_output=True, text=True, timeout=60)
+    assert want.returncode == 0, want.stderr
+    assert "run_training_batch" in want.stdout
+    for arg in ["-", "/dev/stdin"]:
+        r = subprocess.run(f"cat {path} | {LTRACE} report {arg}", shell=True, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, (arg, r.stderr)
+        assert r.stdout == want.stdout, arg
+    junk = subprocess.run(f"echo not a trace | {LTRACE} report -", shell=True, capture_output=True, text=True,
+                          timeout=60)
+    assert junk.returncode == 9 and "standard input (a pipe): not an ltrace-bpf trace file" in junk.stderr, junk.stderr
+
+
+def test_report_of_a_fifo_a_directory_and_a_device(tmp_path):
+    import threading
+    path = small_trace(tmp_path)
+    want = subprocess.run([LTRACE, "report", str(path)], capture_output=True, text=True, timeout=60)
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+
+    def feed(data):
+        with open(fifo, "wb") as f:
+            f.write(data)
+
+    t = threading.Thread(target=feed, args=(path.read_bytes(),))
+    t.start()
+    r = subprocess.run([LTRACE, "report", str(fifo)], capture_output=True, text=True, timeout=60)
+    t.join()
+    assert r.returncode == 0 and r.stdout == want.stdout, r.stderr
+    t = threading.Thread(target=feed, args=(b"junk" * 100,))
+    t.start()
+    r = subprocess.run([LTRACE, "report", str(fifo)], capture_output=True, text=True, timeout=60)
+    t.join()
+    assert r.returncode == 9 and f"{fifo} (a pipe or FIFO): not an ltrace-bpf trace file" in r.stderr, r.stderr
+    r = subprocess.run([LTRACE, "report", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 8 and f"cannot read {tmp_path}: it is a directory, not a trace file" in r.stderr, r.stderr
+    r = subprocess.run([LTRACE, "report", "/dev/null"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 8 and "it is a character device" in r.stderr, r.stderr
+
+
+# Crafted traces that were slow to report (issue 20, point 10); the fuzz
+# corpus (tests/fuzz/corpus) holds small ones of each kind.
+ADVERSARIAL_KINDS = ["names", "unmatched", "nesting", "codes", "repeat_code", "ops", "gpu", "pids", "zstd", "zstd_ops",
+                     "resync"]
+
+
+def cpu_seconds_of_report(path):
+    """CPU time of `report` (all reports), not wall time: the machine is busy."""
+    p = subprocess.Popen([LTRACE, "report", "--report", "simple,advanced,ops,gpu", str(path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    assert p.returncode in (0, EXIT_DAMAGED), (path, p.returncode)
+    return ru.ru_utime + ru.ru_stime
+
+
+def test_crafted_traces_report_in_linear_time(tmp_path):
+    """Each crafted 2 MB trace costs at most 12x the CPU time of a normal one
+    (measured: most under 2x; `pids`, 100,000 processes each with its own
+    reports, ~9x: 114 MB of output, linear in the input).  Before: `pids`
+    was quadratic (over 300 s), `zstd` ~8x slower than now."""
+    size = 2_000_000
+    normal = tmp_path / "normal.ltrace"
+    subprocess.run([ADVERSARIAL, "normal", str(size), str(normal)], check=True, timeout=300)
+    base = max(cpu_seconds_of_report(normal), 0.05)
+    slow = {}
+    for kind in ADVERSARIAL_KINDS:
+        path = tmp_path / f"{kind}.ltrace"
+        subprocess.run([ADVERSARIAL, kind, str(size), str(path)], check=True, timeout=300)
+        assert abs(path.stat().st_size - size) < size // 2, (kind, path.stat().st_size)
+        t = cpu_seconds_of_report(path)
+        if t > 12 * base:
+            slow[kind] = round(t / base, 1)
+        path.unlink()
+    assert not slow, f"report CPU time over 12x a normal trace of the same size ({base:.2f} s): {slow}"

@@ -13,7 +13,7 @@ std::string usage_text() {
        ltrace-bpf [--all] [options]                           every torch/Lightning process, now and later
        ltrace-bpf ps [-v]                                     list the torch/Lightning processes here
        ltrace-bpf record --pid PID ... -o FILE [options]      attach, write a trace file
-       ltrace-bpf report FILE [report options]                reports from a trace file
+       ltrace-bpf report FILE|- [report options]              reports from a trace file (- : stdin)
        ltrace-bpf report DIR --merge [--chrome F] [--chrome-dir D]  one job from many traces
        ltrace-bpf run [options] -- COMMAND [ARGS...]          launch COMMAND under ltrace-bpf
        ltrace-bpf cluster --slurm-job ID -o DIR [options]     every rank of a running Slurm job
@@ -122,6 +122,7 @@ exit codes:
   7 BPF load/attach failed   8 cannot read or write a file   9 not a trace file (or from a newer version)
   10 run: the command could not be started
   11 cluster: some nodes gave no trace (the others' are kept)   12 cluster: Slurm not available
+  13 report: parts of the trace file were damaged and skipped (the rest is reported)
 )";
 }
 
@@ -233,7 +234,8 @@ Options parse_options(int argc, char** argv) {
       o.run_argv.assign(argv + i + 1, argv + argc);
       break;
     }
-    if (o.command == Options::Command::report && !a.empty() && a[0] != '-' && o.input.empty()) {
+    // "-" is standard input.
+    if (o.command == Options::Command::report && !a.empty() && (a[0] != '-' || a == "-") && o.input.empty()) {
       o.input = a;
       continue;
     }

@@ -108,6 +108,9 @@ void notes(const ProcessActions& p) {
     std::cerr << who << ": " << p.open_at_end << " action(s) still open at detach, not counted (as Lightning)\n";
   if (p.unmatched_stops)
     std::cerr << who << ": " << p.unmatched_stops << " action(s) ended that began before attach, not counted\n";
+  if (p.lost_to_damage)
+    std::cerr << who << ": " << p.lost_to_damage
+              << " action(s) whose start or stop was in a damaged part of the trace file, not counted\n";
   if (p.truncated_names)
     std::cerr << who << ": " << p.truncated_names
               << " action call(s) with a name not seen whole (longer than the ~4 KB we read, or pieces lost) "
@@ -153,11 +156,16 @@ void lost_events_note(const ActionsReport& rep) {
   if (!rep.complete)
     std::cerr << "ltrace-bpf: the recording ended abruptly (no detach record): drop counters are unknown and the "
                  "window ends at the last event\n";
-  std::uint64_t open = 0, unmatched = 0;
+  std::uint64_t open = 0, unmatched = 0, damaged = 0;
   for (auto& p : rep.processes) {
     open += p.open_at_end;
     unmatched += p.unmatched_stops;
+    damaged += p.lost_to_damage;
   }
+  if (rep.damaged_ranges)
+    std::cerr << "ltrace-bpf: the trace file is damaged: " << rep.damaged_ranges
+              << " range(s) of it were skipped (see the warnings above); every event in them is lost and " << damaged
+              << " action(s) cut by them are not counted\n";
   std::cerr << "ltrace-bpf: lost events: " << rep.ringbuf_drops << " ring-buffer drops, " << rep.read_faults
             << " unreadable action names or stacks, " << rep.unreadable << " unreadable generator frames, " << open
             << " open at detach, " << unmatched << " ended before attach\n";
@@ -185,8 +193,9 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
   std::size_t quiet = 0;
   for (auto& p : rep.processes)
     quiet += p.actions.empty() && !p.lost_action_records() && (p.meta.flags & LT_PROC_PYTHON);
+  const ProcessIndex index(rep);
   for (auto* p : shown) {
-    ProcessMeta meta = with_rank_labels(p->meta, rep);
+    ProcessMeta meta = index.with_rank_labels(p->meta);
     SimpleReportInput in;
     in.stage_title = stage_title(p->stage);
     in.actions = p->actions;
@@ -210,11 +219,10 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
 int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks, const OutputOptions& out,
                            const LineRestriction& restriction) {
   int written = 0;
+  const ProcessIndex index(rep);
   for (const auto& ps : stacks.processes) {
-    const ProcessActions* pa = nullptr;
-    for (auto& p : rep.processes)
-      if (p.meta.pid == ps.pid) pa = &p;
-    ProcessMeta meta = pa ? with_rank_labels(pa->meta, rep) : ProcessMeta{};
+    const ProcessActions* pa = index.find(ps.pid);
+    ProcessMeta meta = pa ? index.with_rank_labels(pa->meta) : ProcessMeta{};
     meta.pid = ps.pid;
     AdvancedReportInput in;
     Stage stage = pa ? pa->stage : Stage::none;
@@ -264,12 +272,11 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
   topt.with_input_shapes = table.input_shapes;
   std::size_t shown = 0;
   for (const auto& po : ops.processes) shown += !po.tables.empty();
+  const ProcessIndex index(rep);
   for (const auto& po : ops.processes) {
     if (po.tables.empty()) continue;
-    const ProcessActions* pa = nullptr;
-    for (auto& p : rep.processes)
-      if (p.meta.pid == po.pid) pa = &p;
-    ProcessMeta meta = pa ? with_rank_labels(pa->meta, rep) : ProcessMeta{};
+    const ProcessActions* pa = index.find(po.pid);
+    ProcessMeta meta = pa ? index.with_rank_labels(pa->meta) : ProcessMeta{};
     meta.pid = po.pid;
     const Stage stage = pa ? pa->stage : Stage::none;
     // Lightning's _stats_to_str: "{STAGE} Profiler Report", then per key
@@ -333,10 +340,9 @@ namespace lt {
 
 int write_gpu_reports(const ActionsReport& rep, const GpuReport& gpu) {
   int written = 0;
+  const ProcessIndex index(rep);
   for (const auto& p : gpu.processes) {
-    const ProcessActions* pa = nullptr;
-    for (auto& a : rep.processes)
-      if (a.meta.pid == p.pid) pa = &a;
+    const ProcessActions* pa = index.find(p.pid);
     std::string who = "pid " + std::to_string(p.pid);
     if (pa && pa->meta.rank >= 0) who += ", rank " + std::to_string(pa->meta.rank);
     const bool timed = p.source == "CUPTI";

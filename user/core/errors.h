@@ -21,6 +21,7 @@ enum class ExitCode : int {
   launch = 10,          // run: the command could not be started
   partial = 11,         // cluster: some nodes gave no trace (the others' are kept)
   slurm = 12,           // cluster: Slurm is not installed or did not answer
+  damaged_trace = 13,   // report: parts of the trace file were damaged and skipped (the rest is reported)
 };
 
 class Error : public std::runtime_error {

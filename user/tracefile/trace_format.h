@@ -9,12 +9,25 @@ namespace lt::tracefile {
 
 constexpr char kFileMagic[8] = {'L', 'T', 'R', 'A', 'C', 'E', 'B', 'F'};
 constexpr std::uint16_t kFormatMajor = 1;
-constexpr std::uint16_t kFormatMinor = 0;
+constexpr std::uint16_t kFormatMinor = 1;
 constexpr std::uint32_t kChunkMagic = 0x4b43544c;  // "LTCK"
 constexpr std::uint32_t kChunkZstd = 0x1;
 // Bounds a reader enforces before it allocates anything.
 constexpr std::uint32_t kMaxChunkRaw = 64u << 20;
 constexpr std::uint32_t kMaxChunkStored = 64u << 20;
+// A chunk may expand at most this much (format 1.1): a 1 MB crafted file
+// of ~8000x zstd frames was ~10 GB of records to aggregate.  Real record
+// streams compress ~20-300x (an idle thread sampled at 99 Hz, the most
+// repetitive we know, ~300x); a writer pads a chunk that would exceed
+// kWriterMaxRatio with a zstd skippable frame, which every reader skips.
+constexpr std::uint32_t kMaxRatio = 1024;
+constexpr std::uint32_t kWriterMaxRatio = 512;
+constexpr std::uint32_t kRatioSlack = 4096;  // small chunks: headers dominate
+// Likewise records per stored byte: each record's timestamp alone costs a
+// real stream about a byte or more; 30,000 identical 32-byte records per KB
+// would be that many calls into every aggregator.
+constexpr std::uint32_t kMaxRecordsPerByte = 4;
+constexpr std::uint32_t kWriterMaxRecordsPerByte = 2;
 
 struct FileHeader {
   char magic[8];

@@ -5,6 +5,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -87,6 +88,22 @@ void TraceWriter::flush() {
   std::vector<std::uint8_t> out(ZSTD_compressBound(pending_.size()));
   std::size_t n = ZSTD_compress(out.data(), out.size(), pending_.data(), pending_.size(), level_);
   if (ZSTD_isError(n)) throw Error(ExitCode::internal, std::string("zstd: ") + ZSTD_getErrorName(n));
+  // Records this repetitive would look crafted to a reader (kMaxRatio,
+  // kMaxRecordsPerByte): pad
+  // with a skippable frame (magic, u32 length, zeros), which ZSTD_decompress
+  // skips, so readers of format 1.0 read the chunk too.
+  if (pending_.size() > std::uint64_t{kWriterMaxRatio} * n ||
+      pending_records_ > std::uint64_t{kWriterMaxRecordsPerByte} * n) {
+    const std::size_t want =
+        std::max<std::size_t>(pending_.size() / kWriterMaxRatio, pending_records_ / kWriterMaxRecordsPerByte) + 1;
+    const std::size_t pad = std::max<std::size_t>(want - n, 8) - 8;
+    out.resize(n + 8 + pad);
+    const std::uint32_t magic = 0x184D2A50, len = static_cast<std::uint32_t>(pad);
+    std::memcpy(out.data() + n, &magic, 4);
+    std::memcpy(out.data() + n + 4, &len, 4);
+    std::memset(out.data() + n + 8, 0, pad);
+    n += 8 + pad;
+  }
   ChunkHeader c{};
   c.magic = kChunkMagic;
   c.flags = kChunkZstd;
