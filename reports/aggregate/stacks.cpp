@@ -6,6 +6,8 @@
 #include <map>
 #include <tuple>
 
+#include "reports/aggregate/stack_cut.h"
+
 namespace lt {
 
 namespace {
@@ -72,14 +74,19 @@ struct Symbols {
 };
 }  // namespace
 
+// A sample that ran in the opening frame's own code (between its calls):
+// cProfile has no row for it, but it is the action's time.
+inline constexpr const char* kOpeningFrame = "[action's own frame]";
+
 struct StackAggregator::State {
   const ActionAggregator& actions;
+  bool full_stacks = false;
   StacksReport rep;
   std::map<std::uint32_t, Symbols> symbols;  // by pid
   std::map<std::uint32_t, PerProcess> procs;
   std::vector<std::uint32_t> order;
 
-  explicit State(const ActionAggregator& a) : actions(a) {}
+  explicit State(const ActionAggregator& a, bool full) : actions(a), full_stacks(full) {}
 
   PerProcess& proc(std::uint32_t pid) {
     auto [it, fresh] = procs.try_emplace(pid);
@@ -90,14 +97,21 @@ struct StackAggregator::State {
     return it->second;
   }
 
-  // Root-first frames of a sample, named from the symbol records.
+  // Root-first frames of a sample charged to the innermost action open on
+  // its thread, named from the symbol records: the frames below the one
+  // that opened the action, or all of them (--full-stacks, no action, no
+  // opening frame known).
   std::vector<StackFrame> frames_of(const lt_py_sample_event& e, ProcessStacks& ps) {
+    StackCut cut{std::min<unsigned>(e.nframes, LT_STACK_MAX), CutHow::none};
+    if (!full_stacks) cut = cut_at_origin(e, actions.innermost_origin(e.hdr.pid, e.hdr.tid));
+    if (cut.how == CutHow::not_found) ++ps.uncut;
     std::vector<StackFrame> out;
-    const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+    const unsigned n = cut.keep;
     out.reserve(n + 2);
-    // The root side is missing: say so at the root, not silently.
-    if (e.flags & LT_SAMPLE_TRUNCATED) out.push_back({"[truncated]", "", 0, 0, false});
-    if (e.flags & LT_SAMPLE_READ_FAULT) out.push_back({"[unreadable frames]", "", 0, 0, false});
+    // The root side is missing: say so at the root, not silently (a cut
+    // stack has its root: the opening frame, left out).
+    if (!cut.cut() && (e.flags & LT_SAMPLE_TRUNCATED)) out.push_back({"[truncated]", "", 0, 0, false});
+    if (!cut.cut() && (e.flags & LT_SAMPLE_READ_FAULT)) out.push_back({"[unreadable frames]", "", 0, 0, false});
     const Symbols& sym = symbols[e.hdr.pid];
     for (unsigned i = n; i-- > 0;) {
       const lt_py_frame& f = e.frames[i];
@@ -116,14 +130,15 @@ struct StackAggregator::State {
       out.push_back(std::move(sf));
     }
     if (auto nat = sym.natives.find(e.user_ip); nat != sym.natives.end()) out.push_back(nat->second);
-    if (out.empty()) out.push_back({"[no Python frames]", "", 0, 0, false});
+    if (out.empty()) out.push_back({cut.cut() ? kOpeningFrame : "[no Python frames]", "", 0, 0, false});
     return out;
   }
 
   static std::string action_or_none(const std::string& a) { return a.empty() ? kNoAction : a; }
 };
 
-StackAggregator::StackAggregator(const ActionAggregator& actions) : s_(std::make_unique<State>(actions)) {}
+StackAggregator::StackAggregator(const ActionAggregator& actions, bool full_stacks)
+    : s_(std::make_unique<State>(actions, full_stacks)) {}
 StackAggregator::~StackAggregator() = default;
 
 void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
@@ -210,9 +225,10 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
         pp.launched.erase(pp.launched_order.front());
         pp.launched_order.pop_front();
       }
-      if (pp.launched.insert_or_assign(corr, PerProcess::Launched{State::action_or_none(s.actions.innermost_action(
-                                                                     h.pid, h.tid)),
-                                                                 s.frames_of(e, pp.out)})
+      if (pp.launched
+              .insert_or_assign(corr,
+                                PerProcess::Launched{State::action_or_none(s.actions.innermost_action(h.pid, h.tid)),
+                                                     s.frames_of(e, pp.out)})
               .second)
         pp.launched_order.push_back(corr);
       return;

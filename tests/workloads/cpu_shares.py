@@ -72,6 +72,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--stop-file")
     ap.add_argument("--wait-file", help="wait for this file before burning")
+    ap.add_argument("--in-action", metavar="NAME",
+                    help="run the hot loop inside Lightning's Profiler.profile(NAME) (its profiler module on the path)")
     ap.add_argument("--hasher", action="store_true",
                     help="also run a thread hashing in C with the GIL released (on-CPU, no GIL)")
     args = ap.parse_args()
@@ -84,7 +86,14 @@ def main():
     if args.wait_file:
         while not os.path.exists(args.wait_file):
             time.sleep(0.01)
-    slice_loop(args.seconds, args.stop_file)
+    if args.in_action:
+        # the real generator, at its real path suffix (lightning_site.py)
+        from pytorch_lightning.profilers.profiler import PassThroughProfiler
+
+        with PassThroughProfiler().profile(args.in_action):  # main() opens the action
+            slice_loop(args.seconds, args.stop_file)
+    else:
+        slice_loop(args.seconds, args.stop_file)
     stop.set()
     t.join()
     print(json.dumps({"file": os.path.abspath(__file__), "lines": hot_lines()}), flush=True)
