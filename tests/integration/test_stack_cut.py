@@ -126,7 +126,8 @@ def test_lightning_tables_start_inside_their_actions(attach, lightning_python, t
     cls = strategy[len("[Strategy]"):-len(".training_step")]
     module_step = next(n for n in ours if n.startswith("[LightningModule]") and n.endswith(".optimizer_step"))
     for action, opening in ((strategy, "_call_strategy_hook"), (f"[Strategy]{cls}.backward", "_call_strategy_hook"),
-                            (module_step, "_call_lightning_module_hook")):
+                            # its body calls hooks through _call_lightning_module_hook again
+                            (module_step, None)):
         assert action in ours, sorted(ours)
         # A frame above the action is in no row, but for the odd sample
         # whose action has no opening frame (seen: 1 of ~200 samples of one
@@ -134,17 +135,17 @@ def test_lightning_tables_start_inside_their_actions(attach, lightning_python, t
         bad = [(python_rows([r[6]])[0], float(r[3])) for r in ours[action] if python_rows([r[6]])
                and above_the_action(python_rows([r[6]])[0], opening)]
         assert all(pct <= 2.0 for _, pct in bad), (action, bad)
-        # the first row is the opening frame's callee, in (nearly) every sample
-        top = ours[action][0]
-        assert float(top[3]) >= 90.0, (action, ours[action][:3])
-        name = top[6].rsplit("(", 1)[1].rstrip(")").split(".")[-1]
-        assert name == action.rsplit(".", 1)[1], (action, top)
+        # the opening frame's callee is at the top, in (nearly) every sample
+        top = [r for r in ours[action] if float(r[3]) >= 90.0]
+        names = {r[6].rsplit("(", 1)[1].rstrip(")").split(".")[-1] for r in top}
+        assert action.rsplit(".", 1)[1] in names, (action, ours[action][:3])
     # The top rows by cumulative time name the same functions as
     # AdvancedProfiler's: ours (shares of samples) against theirs (cumtime),
     # Python functions only, by file and def line.  AdvancedProfiler switches
     # an outer action off for good at its first nested one, so optimizer_step
-    # (which nests training_step and backward) is not compared.
-    for action in (strategy, f"[Strategy]{cls}.backward"):
+    # (which nests training_step and backward) and backward (which nests the
+    # on_before_backward hooks, before Tensor.backward runs) are not compared.
+    for action in (strategy,):
         assert action in theirs, sorted(theirs)
         ranked = sorted(theirs[action], key=lambda r: -r[3])
         total = ranked[0][3]
