@@ -43,6 +43,7 @@ enum lt_event_kind {
 	LT_EV_DIRECT_STOP = 4,	/* reserved: Profiler.stop(name) called directly */
 	LT_EV_FETCH_BEGIN = 5,	/* next(CombinedLoader): a dataloader fetch starts */
 	LT_EV_ACTION_NAME_TAIL = 6, /* more of the name of the ACTION_BEGIN that follows on this thread */
+	LT_EV_ACTION_ORIGIN = 7,   /* the frame that opened the action just begun (sampling only) */
 	/* process lifecycle (proctrack source) */
 	LT_EV_PROC_FORK = 16,
 	LT_EV_PROC_EXEC = 17,
@@ -128,6 +129,29 @@ struct lt_action_name_tail_event {
 	u32 bytes;  /* valid bytes in chunk */
 	char chunk[LT_NAME_TAIL_CHUNK];
 };
+
+/* ACTION_ORIGIN: right after an ACTION_BEGIN or FETCH_BEGIN of the same
+ * thread, when its stacks are sampled: which frame opened the action, so a
+ * sample charged to it can keep only the frames below that one (what
+ * AdvancedProfiler's cProfile, enabled at the action's start, sees).  For
+ * ACTION_BEGIN the opening frame is the caller of contextlib's __enter__
+ * (the frame holding the `with`); for FETCH_BEGIN the frame calling
+ * next(CombinedLoader).  A record of its own, so older readers skip it and
+ * lt_action_event keeps its layout. */
+struct lt_action_origin_event {
+	struct lt_event_header hdr;
+	u64 key;	/* the key of the BEGIN it belongs to */
+	u64 code;	/* code object of the opening frame */
+	u32 checksum;	/* code_checksum() of it, as in lt_py_frame */
+	u32 depth;	/* its 1-based position from the thread's root frame (shim
+			 * frames not counted, as the sampler counts); 0 = unknown */
+	u16 begin_kind; /* LT_EV_ACTION_BEGIN or LT_EV_FETCH_BEGIN */
+	u16 flags;	/* LT_ORIGIN_* */
+	u32 pad;
+};
+#define LT_ORIGIN_TOO_DEEP 0x1u	 /* the walk hit its bound: depth unknown */
+#define LT_ORIGIN_READ_FAULT 0x2u /* a frame was unreadable: depth unknown */
+#define LT_ORIGIN_NOT_ENTER 0x4u	 /* not resumed from a __enter__ frame: no opening frame */
 
 /* PROC_FORK / PROC_EXEC / PROC_EXIT */
 struct lt_proc_event {

@@ -25,6 +25,7 @@
  * are user space's job.
  */
 #include "common.bpf.h"
+#include "pyorigin.bpf.h"
 #include "pyread.bpf.h"
 
 #define CO_GENERATOR 0x20
@@ -314,8 +315,9 @@ static __always_inline void read_name(struct lt_action_event *e, const struct na
 /* A resume of generator frame `frame` running `code` (already known to be
  * Profiler.profile): the first runs start() (BEGIN), the next one stop() (END). */
 static __always_inline int on_profile_resume(u64 frame, const struct frame_view *v, const struct class_val *c,
-					     u32 throw, const struct lt_py_offsets *o)
+					     u32 throw, const struct lt_target *t)
 {
+	const struct lt_py_offsets *o = &t->off;
 	if (first_resume(v, c, o)) {
 		if (throw)
 			return 0; /* thrown into before it started: start() never runs */
@@ -332,6 +334,7 @@ static __always_inline int on_profile_resume(u64 frame, const struct frame_view 
 		e->name_ptr = s;
 		read_name(e, &n);
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		emit_origin(t, frame, LT_EV_ACTION_BEGIN, 1);
 		return 0;
 	}
 	struct lt_action_event *e = reserve_action(LT_EV_ACTION_END);
@@ -368,7 +371,7 @@ static __always_inline int on_resume(u32 tgid, const struct lt_target *t, u64 ge
 	struct class_val c;
 	if (!frame || !is_profile_frame(tgid, t, frame, &v, &c))
 		return 0; /* finished generator, unreadable, or another generator */
-	return on_profile_resume(frame, &v, &c, throw, o);
+	return on_profile_resume(frame, &v, &c, throw, t);
 }
 
 SEC("uprobe")
@@ -394,7 +397,7 @@ int BPF_KPROBE(lt_eval_entry, u64 a0, u64 a1, u64 a2)
 		if (owner != 1)
 			return 0;
 	}
-	return on_profile_resume(frame, &v, &c, throw, o);
+	return on_profile_resume(frame, &v, &c, throw, t);
 }
 
 /* builtins.next(iterator[, default]): contextlib resumes Profiler.profile
@@ -420,6 +423,7 @@ int BPF_KPROBE(lt_next, u64 module, u64 args, u64 nargs)
 		return 0;
 	e->key = it;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	emit_origin(t, it, LT_EV_FETCH_BEGIN, 0);
 	return 0;
 }
 

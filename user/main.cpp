@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     ActionAggregator aggregator(exports);
     // Sees each record right after `aggregator`, which tells it the action
     // open on a sample's thread.
-    StackAggregator stacks(aggregator);
+    StackAggregator stacks(aggregator, opts.full_stacks);
     OpAggregator ops(aggregator, {opts.schedule, exports, opts.group_by_input_shapes});
     GpuAggregator gpu(aggregator, exports);
     DeviceStatsAggregator devstats(aggregator);

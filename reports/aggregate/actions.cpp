@@ -113,6 +113,7 @@ struct PerProcess {
   struct OnThread {
     std::string name;
     std::uint64_t ts;
+    ActionOrigin origin = {};
   };
   std::unordered_map<std::uint32_t, std::map<std::uint64_t, OnThread>> thread_open;       // tid -> seq -> action
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint64_t>> open_where;  // key -> (tid, seq)
@@ -127,6 +128,7 @@ struct PerProcess {
     std::string name;
     std::uint64_t ts;
     bool spans_optimizer_hooks;  // optimizer_step: its own hooks do not close it
+    ActionOrigin origin = {};    // fetches: the frame calling next(CombinedLoader)
   };
   std::unordered_map<std::uint32_t, Inferred> pending;
   std::unordered_map<std::uint32_t, int> automatic_optimizer_steps;  // tid -> open [LightningModule]*.optimizer_step
@@ -227,15 +229,30 @@ struct PerProcess {
 
   void unmatched_stop() { ++(after_gap ? out.lost_to_damage : out.unmatched_stops); }
 
-  std::string innermost(std::uint32_t tid) const {
+  std::pair<std::string, ActionOrigin> innermost(std::uint32_t tid) const {
     const OnThread* top = nullptr;
     if (auto it = thread_open.find(tid); it != thread_open.end() && !it->second.empty())
       top = &it->second.rbegin()->second;
     auto p = pending.find(tid);
     // An inferred window (a fetch, a manual optimizer_step) that began
     // after the innermost generator action is inside it.
-    if (p != pending.end() && (!top || p->second.ts >= top->ts)) return p->second.name;
-    return top ? top->name : std::string();
+    if (p != pending.end() && (!top || p->second.ts >= top->ts)) return {p->second.name, p->second.origin};
+    return top ? std::pair{top->name, top->origin} : std::pair<std::string, ActionOrigin>{};
+  }
+
+  // ACTION_ORIGIN follows the BEGIN / FETCH_BEGIN it describes on the same thread.
+  void set_origin(std::uint32_t tid, const lt_action_origin_event& e) {
+    const ActionOrigin o{e.code, e.checksum, e.depth};
+    if (e.begin_kind == LT_EV_FETCH_BEGIN) {
+      auto p = pending.find(tid);
+      if (p != pending.end() && !p->second.spans_optimizer_hooks) p->second.origin = o;
+      return;
+    }
+    auto w = open_where.find(e.key);
+    if (w == open_where.end() || w->second.first != tid) return;
+    auto t = thread_open.find(tid);
+    if (t == thread_open.end()) return;
+    if (auto a = t->second.find(w->second.second); a != t->second.end()) a->second.origin = o;
   }
 
   void on_end(std::uint32_t tid, const std::string& n) {
@@ -399,6 +416,11 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
       if (record_as(h, p, t)) s_->names.add_tail(h, t);
       return;
     }
+    case LT_EV_ACTION_ORIGIN: {
+      lt_action_origin_event e;
+      if (record_as(h, p, e)) proc(h.pid).set_origin(h.tid, e);
+      return;
+    }
     case LT_EV_ACTION_BEGIN:
     case LT_EV_ACTION_END:
     case LT_EV_DIRECT_START:
@@ -497,7 +519,13 @@ std::string ActionAggregator::innermost_action(std::uint32_t pid, std::uint32_t 
   auto it = s_->procs.find(pid);
   // Nothing is open on any thread past a gap the process has not caught up with.
   if (it == s_->procs.end() || it->second.gaps_seen != s_->gaps) return std::string();
-  return it->second.innermost(tid);
+  return it->second.innermost(tid).first;
+}
+
+ActionOrigin ActionAggregator::innermost_origin(std::uint32_t pid, std::uint32_t tid) const {
+  auto it = s_->procs.find(pid);
+  if (it == s_->procs.end() || it->second.gaps_seen != s_->gaps) return ActionOrigin{};
+  return it->second.innermost(tid).second;
 }
 
 std::uint64_t ActionAggregator::completed(std::uint32_t pid) const {

@@ -102,6 +102,15 @@ struct ActionsReport {
   std::uint64_t damaged_ranges = 0;  // gaps in the stream (damaged chunks of a trace file)
 };
 
+// The frame that opened an action (ACTION_ORIGIN): stack samples charged to
+// the action are cut there.  code 0: unknown (no cut).
+struct ActionOrigin {
+  std::uint64_t code = 0;
+  std::uint32_t checksum = 0;
+  std::uint32_t depth = 0;  // 1-based from the thread's root frame; 0: unknown
+  bool known() const { return code != 0; }
+};
+
 // Consumes records one at a time, so a live session needs no copy of the
 // stream in memory; finish() once, at the end.
 class ActionAggregator {
@@ -117,6 +126,9 @@ class ActionAggregator {
   // The innermost action open on a thread right now (after the records
   // added so far), or "" outside any.  Stack samples are charged to it.
   std::string innermost_action(std::uint32_t pid, std::uint32_t tid) const;
+  // The opening frame of that same action (unknown outside actions, for
+  // windows no probe opens, and in traces without ACTION_ORIGIN records).
+  ActionOrigin innermost_origin(std::uint32_t pid, std::uint32_t tid) const;
   // How many actions of a process completed so far, and the name of the
   // last one: the op report sees step functions end through these.
   std::uint64_t completed(std::uint32_t pid) const;

@@ -8,6 +8,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "reports/aggregate/stack_cut.h"
+
 namespace lt {
 
 namespace {
@@ -36,6 +38,7 @@ struct Builder {
   struct Cached {
     std::size_t stack;
     std::uint32_t unknown_frames;
+    bool uncut;  // the action's opening frame was not in the stack
   };
   std::unordered_map<std::string, Cached> by_raw;
   std::uint64_t by_raw_epoch = 0;
@@ -88,8 +91,13 @@ struct Symbols {
 };
 }  // namespace
 
+// A sample that ran in the opening frame's own code (between its calls):
+// cProfile has no row for it, but it is the action's time.
+inline constexpr const char* kOpeningFrame = "[action's own frame]";
+
 struct StackAggregator::State {
   const ActionAggregator& actions;
+  bool full_stacks = false;
   StacksReport rep;
   std::map<std::uint32_t, Symbols> symbols;  // by pid
   std::map<std::uint32_t, PerProcess> procs;
@@ -97,7 +105,7 @@ struct StackAggregator::State {
 
   std::uint64_t sym_epoch = 1;  // changes whenever any symbol does: cached samples are stale
 
-  explicit State(const ActionAggregator& a) : actions(a) {}
+  explicit State(const ActionAggregator& a, bool full) : actions(a), full_stacks(full) {}
 
   // Adds a sample's stack to `b`, through its cache of raw frames.
   void add_sample(Builder& b, const lt_py_sample_event& e, ProcessStacks& ps) {
@@ -109,16 +117,24 @@ struct StackAggregator::State {
     std::string key(reinterpret_cast<const char*>(e.frames), n * sizeof(lt_py_frame));
     key.append(reinterpret_cast<const char*>(&e.user_ip), sizeof e.user_ip);
     key.append(reinterpret_cast<const char*>(&e.flags), sizeof e.flags);
+    // The same frames cut at another opening frame are another stack.
+    if (!full_stacks) {
+      const ActionOrigin o = actions.innermost_origin(e.hdr.pid, e.hdr.tid);
+      key.append(reinterpret_cast<const char*>(&o.code), sizeof o.code);
+      key.append(reinterpret_cast<const char*>(&o.depth), sizeof o.depth);
+    }
     if (auto it = b.by_raw.find(key); it != b.by_raw.end()) {
       b.out.stacks[it->second.stack].weight += 1;
       b.out.stacks[it->second.stack].count += 1;
       ps.unknown_frames += it->second.unknown_frames;
+      ps.uncut += it->second.uncut;
       return;
     }
     const std::uint64_t unknown_before = ps.unknown_frames;
+    const std::uint64_t uncut_before = ps.uncut;
     const std::size_t stack = b.add(frames_of(e, ps), 1);
-    b.by_raw.emplace(std::move(key),
-                     Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before)});
+    b.by_raw.emplace(std::move(key), Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before),
+                                                     ps.uncut != uncut_before});
   }
 
   std::uint64_t gaps = 0;  // damaged ranges of the trace file passed so far
@@ -141,14 +157,21 @@ struct StackAggregator::State {
     return pp;
   }
 
-  // Root-first frames of a sample, named from the symbol records.
+  // Root-first frames of a sample charged to the innermost action open on
+  // its thread, named from the symbol records: the frames below the one
+  // that opened the action, or all of them (--full-stacks, no action, no
+  // opening frame known).
   std::vector<StackFrame> frames_of(const lt_py_sample_event& e, ProcessStacks& ps) {
+    StackCut cut{std::min<unsigned>(e.nframes, LT_STACK_MAX), CutHow::none};
+    if (!full_stacks) cut = cut_at_origin(e, actions.innermost_origin(e.hdr.pid, e.hdr.tid));
+    if (cut.how == CutHow::not_found) ++ps.uncut;
     std::vector<StackFrame> out;
-    const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+    const unsigned n = cut.keep;
     out.reserve(n + 2);
-    // The root side is missing: say so at the root, not silently.
-    if (e.flags & LT_SAMPLE_TRUNCATED) out.push_back({"[truncated]", "", 0, 0, false});
-    if (e.flags & LT_SAMPLE_READ_FAULT) out.push_back({"[unreadable frames]", "", 0, 0, false});
+    // The root side is missing: say so at the root, not silently (a cut
+    // stack has its root: the opening frame, left out).
+    if (!cut.cut() && (e.flags & LT_SAMPLE_TRUNCATED)) out.push_back({"[truncated]", "", 0, 0, false});
+    if (!cut.cut() && (e.flags & LT_SAMPLE_READ_FAULT)) out.push_back({"[unreadable frames]", "", 0, 0, false});
     const Symbols& sym = symbols[e.hdr.pid];
     for (unsigned i = n; i-- > 0;) {
       const lt_py_frame& f = e.frames[i];
@@ -167,14 +190,15 @@ struct StackAggregator::State {
       out.push_back(std::move(sf));
     }
     if (auto nat = sym.natives.find(e.user_ip); nat != sym.natives.end()) out.push_back(nat->second);
-    if (out.empty()) out.push_back({"[no Python frames]", "", 0, 0, false});
+    if (out.empty()) out.push_back({cut.cut() ? kOpeningFrame : "[no Python frames]", "", 0, 0, false});
     return out;
   }
 
   static std::string action_or_none(const std::string& a) { return a.empty() ? kNoAction : a; }
 };
 
-StackAggregator::StackAggregator(const ActionAggregator& actions) : s_(std::make_unique<State>(actions)) {}
+StackAggregator::StackAggregator(const ActionAggregator& actions, bool full_stacks)
+    : s_(std::make_unique<State>(actions, full_stacks)) {}
 StackAggregator::~StackAggregator() = default;
 
 void StackAggregator::add(const lt_event_header& h, const std::byte* p) {

@@ -32,6 +32,9 @@ struct ProcessStacks {
   std::uint64_t offcpu_periods = 0;
   std::uint64_t offcpu_open_at_end = 0;  // still blocked at detach: not counted
   std::uint64_t gpu_records = 0;         // kernels / copies joined to a launch stack
+  // Stacks charged to an action whose opening frame is known but that no
+  // frame of the stack runs: kept whole (see stack_cut.h).
+  std::uint64_t uncut = 0;
 };
 
 struct StacksReport {
@@ -43,8 +46,10 @@ struct StacksReport {
 
 class StackAggregator {
  public:
-  // `actions` must see each record before this does.
-  explicit StackAggregator(const ActionAggregator& actions);
+  // `actions` must see each record before this does.  Each stack charged
+  // to an action keeps only the frames below the one that opened it
+  // (stack_cut.h), unless `full_stacks` (--full-stacks): then whole stacks.
+  explicit StackAggregator(const ActionAggregator& actions, bool full_stacks = false);
   ~StackAggregator();
   void add(const lt_event_header& h, const std::byte* record);
   StacksReport finish();

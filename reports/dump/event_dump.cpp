@@ -22,6 +22,8 @@ const char* kind_name(unsigned k) {
       return "fetch";
     case LT_EV_ACTION_NAME_TAIL:
       return "action_name_tail";
+    case LT_EV_ACTION_ORIGIN:
+      return "action_origin";
     case LT_EV_PROC_FORK:
       return "fork";
     case LT_EV_PROC_EXEC:
@@ -124,7 +126,11 @@ void dump_events(const Trace& trace, std::ostream& out) {
     lt_nvtx_event nv;
     lt_gpu_status_event gs;
     lt_gpu_clock_event gc;
-    if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
+    lt_action_origin_event ao;
+    if (h.kind == LT_EV_ACTION_ORIGIN && record_as(h, p, ao))
+      out << " key=0x" << std::hex << ao.key << " code=0x" << ao.code << std::dec << " depth=" << ao.depth
+          << " flags=" << ao.flags << " of=" << kind_name(ao.begin_kind);
+    else if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
       out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << action_name(a);
     else if (h.kind == LT_EV_ACTION_NAME_TAIL && record_as(h, p, at))
       out << " key=0x" << std::hex << at.key << std::dec << " offset=" << at.offset << " bytes=" << at.bytes;

@@ -62,6 +62,10 @@ options:
       --collapsed FILE  stacks as flamegraph.pl "frame;frame count" lines
       --flamegraph FILE stacks as an SVG flame graph
       --speedscope FILE stacks for https://www.speedscope.app (one profile per action)
+      --full-stacks     whole stacks: by default a stack charged to an action
+                        starts below the frame that opened the action, as
+                        AdvancedProfiler's tables do (advanced, off-CPU, flame
+                        exports, --html)
       --sort-by KEY     ops: Lightning's sort_by_key (default cpu_time_total)
       --row-limit N     ops: rows per table (default 20; -1: all)
       --ops LIST        trace only these aten ops: comma-separated globs,
@@ -308,6 +312,8 @@ Options parse_options(int argc, char** argv) {
       o.rate_hz = parse_rate(arg());
     else if (a == "--off-cpu")
       o.off_cpu = true;
+    else if (a == "--full-stacks")
+      o.full_stacks = true;
     else if (a == "--sort-by")
       o.sort_by = parse_sort_key(arg());
     else if (a == "--row-limit")

@@ -30,8 +30,9 @@ struct Options {
     return ("," + report + ",").find("," + name + ",") != std::string::npos;
   }
   // Python stacks (advanced report, flame graphs)
-  unsigned rate_hz = 0;  // --rate; 0: default (99) when stacks are needed
-  bool off_cpu = false;  // --off-cpu
+  unsigned rate_hz = 0;      // --rate; 0: default (99) when stacks are needed
+  bool off_cpu = false;      // --off-cpu
+  bool full_stacks = false;  // --full-stacks: stacks keep the frames above their action's opening frame
   std::string collapsed_path, flamegraph_path, speedscope_path;
   LineRestriction line_count_restriction;  // AdvancedProfiler's: int = rows, fraction = share
   bool wants_stacks() const {

@@ -249,6 +249,9 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     if (ps.unknown_frames)
       std::cerr << who << ": " << ps.unknown_frames
                 << " frame(s) named <unknown>: their code objects were gone before they could be read\n";
+    if (ps.uncut)
+      std::cerr << who << ": " << ps.uncut
+                << " stack(s) did not run the frame that opened their action: kept whole, not cut at the action\n";
     if (ps.offcpu_open_at_end)
       std::cerr << who << ": " << ps.offcpu_open_at_end << " thread(s) still blocked at detach, not counted\n";
   }

@@ -1,0 +1,160 @@
+"""Each action's stacks start where the action starts (issue 21): a sample
+charged to an action keeps only the frames below the frame that opened it,
+as Lightning's AdvancedProfiler (cProfile enabled at the action's start)
+sees them.  Real BPF, real CPythons, real Lightning fits with
+AdvancedProfiler in the same process; ground truth from cpu_shares.py.
+"""
+import os
+import re
+
+import pytest
+
+import lightning_site
+from conftest import WORKLOADS, pyenv_python
+from test_stacks import check_shares, collapsed, function_of, sections, shares
+
+SHARES = os.path.join(WORKLOADS, "cpu_shares.py")
+TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
+TRANSFORMER = os.path.join(WORKLOADS, "transformer_fit.py")
+
+CASES = [(m, pyenv_python(m)) for m in (8, 11, 12, 13)] + [(11, "/usr/bin/python3.11")]
+IDS = [f"3.{m}-{'exe' if p and p.startswith('/usr') else 'lib'}" for m, p in CASES]
+
+# pstats: ncalls tottime percall cumtime percall filename:lineno(function)
+PSTATS_ROW = re.compile(r"^\s*([\d/]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) (.+)$")
+LABEL = re.compile(r"^(.*):(\d+)\((.*)\)$")
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sites")
+    # 2.6.x no longer runs on 3.8; 2.3.3 is the last release that does.
+    return {v: lightning_site.build(str(base / v), v) for v in ("2.3.3", "2.6.6")}
+
+
+def python_rows(rows):
+    """(file, def line, function) of a table's rows that are Python functions."""
+    out = []
+    for label in rows:
+        m = LABEL.match(label)
+        if m and m.group(1) not in ("~", "") and not m.group(1).endswith(".so") and ".so." not in m.group(1) \
+                and not m.group(3).startswith(("[", "<built-in", "{")):
+            out.append((m.group(1), int(m.group(2)), m.group(3)))
+    return out
+
+
+# The frames above a training step's actions (Trainer's properties, such as
+# Trainer.strategy, are legitimately called inside them).
+ABOVE = {"<module>", "Trainer.fit", "Trainer._fit_impl", "Trainer._run", "Trainer._run_stage", "_call_and_handle_interrupt"}
+
+
+def above_the_action(row, opening):
+    """Is this row one of the frames above a training step's action?"""
+    f, _, fn = row
+    return (fn in ABOVE or f in ("fit_loop.py", "training_epoch_loop.py") or fn.endswith((".run", ".advance"))
+            or fn.split(".")[-1] == opening)
+
+
+@pytest.mark.parametrize("minor,python", CASES, ids=IDS)
+def test_known_shares_inside_an_action(attach, sites, minor, python):
+    if not python or not os.path.exists(python):
+        pytest.fail(f"CPython 3.{minor} is not installed")
+    site = sites["2.3.3" if minor == 8 else "2.6.6"]
+    run = attach([python, SHARES, "--seconds", "3", "--cpu-clock", "--in-action", "hot"],
+                 ["--rate", "999", "--report", "advanced", "--collapsed", "stacks.txt"], env={"PYTHONPATH": site})
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 0, run.lt_err
+    tables = sections(run.lt_out)
+    assert "hot" in tables, sorted(tables)
+    labels = [r[6] for r in tables["hot"]]
+    # main() holds the `with`: the table starts at its callee, slice_loop
+    assert labels[0].endswith("(slice_loop)"), labels[:5]
+    assert float(tables["hot"][0][3]) >= 95.0, tables["hot"][0]
+    assert not any(l.endswith(("(<module>)", "(main)")) for l in labels), labels
+    cum = {f: int(next(r for r in tables["hot"] if r[6].endswith(f"({f})"))[1]) for f in ("hot_a", "hot_b", "hot_c")}
+    assert sum(cum.values()) > 200, cum  # up to ~3 s at 999 Hz, fewer on a busy machine
+    check_shares(shares(cum), f"inside the action on 3.{minor}")
+    stacks = collapsed(run.tmp / "stacks.txt")
+    in_action = [(fr, c) for fr, c in stacks if fr[0] == "hot"]
+    starts = {function_of(fr[1]) for fr, _ in in_action}
+    assert starts <= {"slice_loop", "[action's own frame]"}, starts
+    # time outside actions keeps its whole stacks (the waiter thread)
+    outside = [fr for fr, _ in stacks if fr[0] == "[no Lightning action]"]
+    waiter = [fr for fr in outside if "waiter" in {function_of(x) for x in fr}]
+    assert waiter and all(function_of(fr[1]).endswith("_bootstrap") for fr in waiter), outside[:3]
+    assert "not cut at the action" not in run.lt_err, run.lt_err
+
+
+def test_full_stacks_keep_the_callers(attach, sites):
+    run = attach([pyenv_python(12), SHARES, "--seconds", "2", "--in-action", "hot"],
+                 ["--rate", "999", "--report", "advanced", "--full-stacks"], env={"PYTHONPATH": sites["2.6.6"]})
+    assert run.lt_rc == 0, run.lt_err
+    labels = [r[6] for r in sections(run.lt_out)["hot"]]
+    assert any(l.endswith("(<module>)") for l in labels) and any(l.endswith("(main)") for l in labels), labels[:5]
+
+
+def advanced_profiler_tables(path):
+    """{action: [(file, line, function, cumtime)]} of AdvancedProfiler's report file."""
+    out, current = {}, None
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("Profile stats for: "):
+            current = line.rstrip("\n").split(": ", 1)[1].split(" rank: ")[0]
+            out[current] = []
+            continue
+        m = PSTATS_ROW.match(line.rstrip("\n"))
+        if current and m:
+            lm = LABEL.match(m.group(6))
+            if lm:
+                out[current].append((lm.group(1), int(lm.group(2)), lm.group(3), float(m.group(4))))
+    return out
+
+
+@pytest.mark.parametrize("workload", ["demo", "transformer"])
+def test_lightning_tables_start_inside_their_actions(attach, lightning_python, tmp_path, workload):
+    if workload == "demo":
+        cmd = [lightning_python, TRAIN, "--epochs", "2", "--batches", "40", "--hidden", "256", "--depth", "3",
+               "--batch-size", "32"]
+    else:
+        cmd = [lightning_python, TRANSFORMER, "--steps", "40"]
+    run = attach(cmd + ["--profiler", "advanced", "--dirpath", str(tmp_path), "--filename", "adv"],
+                 ["--rate", "999", "--report", "advanced", "--off-cpu"], timeout=400)
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 0, run.lt_err
+    ours = sections(run.lt_out)
+    theirs = advanced_profiler_tables(tmp_path / "fit-adv.txt")
+    strategy = next(n for n in ours if n.startswith("[Strategy]") and n.endswith(".training_step"))
+    cls = strategy[len("[Strategy]"):-len(".training_step")]
+    module_step = next(n for n in ours if n.startswith("[LightningModule]") and n.endswith(".optimizer_step"))
+    for action, opening in ((strategy, "_call_strategy_hook"), (f"[Strategy]{cls}.backward", "_call_strategy_hook"),
+                            # its body calls hooks through _call_lightning_module_hook again
+                            (module_step, None)):
+        assert action in ours, sorted(ours)
+        # A frame above the action is in no row, but for the odd sample
+        # whose action has no opening frame (seen: 1 of ~200 samples of one
+        # action in some runs; stderr does not count those): at most 2 %.
+        bad = [(python_rows([r[6]])[0], float(r[3])) for r in ours[action] if python_rows([r[6]])
+               and above_the_action(python_rows([r[6]])[0], opening)]
+        assert all(pct <= 2.0 for _, pct in bad), (action, bad)
+        # the opening frame's callee is at the top, in (nearly) every sample
+        top = [r for r in ours[action] if float(r[3]) >= 90.0]
+        names = {r[6].rsplit("(", 1)[1].rstrip(")").split(".")[-1] for r in top}
+        assert action.rsplit(".", 1)[1] in names, (action, ours[action][:3])
+    # The top rows by cumulative time name the same functions as
+    # AdvancedProfiler's: ours (shares of samples) against theirs (cumtime),
+    # Python functions only, by file and def line.  AdvancedProfiler switches
+    # an outer action off for good at its first nested one, so optimizer_step
+    # (which nests training_step and backward) and backward (which nests the
+    # on_before_backward hooks, before Tensor.backward runs) are not compared.
+    for action in (strategy,):
+        assert action in theirs, sorted(theirs)
+        ranked = sorted(theirs[action], key=lambda r: -r[3])
+        total = ranked[0][3]
+        their_keys = {(f, line): cum / total for f, line, fn, cum in ranked}
+        our_rows = [(python_rows([x[6]])[0], float(x[3])) for x in ours[action] if python_rows([x[6]])]
+        top = [(r, pct) for r, pct in our_rows if pct >= 20.0][:6]
+        assert len(top) >= 2, (action, our_rows[:8])
+        for (f, line, fn), pct in top:
+            assert (f, line) in their_keys, (action, f, line, fn, sorted(their_keys, key=lambda k: -their_keys[k])[:10])
+            # within sampling error (and cProfile's own overhead, which
+            # inflates Python-heavy callees): shares agree to 25 points
+            assert abs(their_keys[(f, line)] * 100 - pct) <= 25.0, (action, fn, pct, their_keys[(f, line)])
