@@ -106,7 +106,7 @@ static __always_inline void emit_origin(const struct lt_target *t, u64 key, u16 
 	bpf_loop(LT_ORIGIN_WALK_MAX, origin_step, 0, 0);
 	struct lt_action_origin_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
-		lt_count_ringbuf_drop();
+		lt_count_ringbuf_drop(LT_EV_ACTION_ORIGIN);
 		return;
 	}
 	lt_fill_header(&e->hdr, LT_EV_ACTION_ORIGIN, sizeof(*e));
