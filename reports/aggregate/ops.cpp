@@ -1,13 +1,14 @@
 #include "reports/aggregate/ops.h"
 
-#include "reports/aggregate/gpu_names.h"
-#include "reports/gpu/kernel_names.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <unordered_map>
+
+#include "reports/aggregate/gpu_names.h"
+#include "reports/aggregate/step_batches.h"
+#include "reports/gpu/kernel_names.h"
 
 namespace lt {
 
@@ -46,34 +47,78 @@ struct Acc {
 const char* copy_row_name(const lt_gpu_activity& a) {
   if (a.kind == LT_GPU_MEMSET) return "Memset (Device)";
   switch (a.copy_kind) {
-    case 1: return "Memcpy HtoD";
-    case 2: return "Memcpy DtoH";
-    case 8: return "Memcpy DtoD";
-    case 10: return "Memcpy PtoP";
-    default: return "Memcpy";
+    case 1:
+      return "Memcpy HtoD";
+    case 2:
+      return "Memcpy DtoH";
+    case 8:
+      return "Memcpy DtoD";
+    case 10:
+      return "Memcpy PtoP";
+    default:
+      return "Memcpy";
   }
 }
 
-// One profiler step of one process: op rows by name id, first-call order.
+// Ops of one process over a stretch of time: a batch, the gap after a
+// batch's end hooks, the ops outside any batch, or a table's total.  When a
+// window is merged into another, `forward` sends the GPU records that come
+// later (kernels finish after their launch) to where its ops went.
+struct Window;
+using WindowPtr = std::shared_ptr<Window>;
 struct Window {
   std::unordered_map<std::uint32_t, Acc> rows;
   std::vector<std::uint32_t> order;
   std::uint64_t samples = 0, in_probe = 0;
   bool has_cuda = false;
+  bool dropped = false;  // left out by --schedule
+  WindowPtr forward;
   Acc& row(std::uint32_t name_id) {
     auto [it, fresh] = rows.try_emplace(name_id);
     if (fresh) order.push_back(name_id);
     return it->second;
   }
   bool empty() const { return rows.empty() && samples == 0; }
+  // Adds this window to `to` and frees its rows.
+  void merge_into(const WindowPtr& to) {
+    for (auto id : order) {
+      const Acc& a = rows[id];
+      Acc& r = to->row(id);
+      r.calls += a.calls;
+      r.self += a.self;
+      r.total += a.total;
+      r.self_cuda += a.self_cuda;
+      r.cuda_total += a.cuda_total;
+      r.cpu_exact += a.cpu_exact;
+      r.device |= a.device;
+    }
+    to->samples += samples;
+    to->in_probe += in_probe;
+    to->has_cuda |= has_cuda;
+    release();
+    forward = to;
+  }
+  void drop() {
+    release();
+    dropped = true;
+  }
+  void release() {
+    std::unordered_map<std::uint32_t, Acc>().swap(rows);
+    std::vector<std::uint32_t>().swap(order);
+  }
 };
 
-struct Closed {
-  std::string title;    // the step action that ended it
-  std::string step;     // its step function ("training_step")
-  std::uint64_t index;  // its number among the windows of that step function
-  Window window;
-};
+// Where a window's records now count (nullptr: left out).
+Window* resolve(Window* w) {
+  while (w && !w->dropped && w->forward) w = w->forward.get();
+  return w && !w->dropped ? w : nullptr;
+}
+
+WindowPtr fresh_window() {
+  return std::make_shared<Window>();
+}
+
+constexpr const char* kOutsideTitle = "outside step functions";
 
 }  // namespace
 
@@ -101,7 +146,7 @@ struct OpAggregator::State {
   };
   std::vector<Held> held;
   std::vector<std::vector<std::int8_t>> op_args;  // op index -> per schema argument, tensor register or -1
-  void process(const lt_event_header& h, const std::byte* record, std::uint64_t done, const std::string& last);
+  void process(const lt_event_header& h, const std::byte* record, std::uint64_t done, const std::string& action);
   void vote(const std::byte* record) {
     lt_op_shapes_event e;
     std::memcpy(&e, record, sizeof e);
@@ -162,13 +207,60 @@ struct OpAggregator::State {
   std::vector<std::uint32_t> op_name_id;  // op index -> name id
   std::vector<std::string> names;         // name id -> name
   std::unordered_map<std::string, std::uint32_t> name_ids;
+  std::unordered_map<std::uint32_t, std::uint64_t> completed_seen;  // per process: actions completed so far
   struct Proc {
-    std::uint64_t completed_seen = 0;
-    Window pending;
-    std::vector<Closed> closed;
-    std::map<std::string, std::uint64_t> windows_of;   // step function -> windows numbered so far
-    std::map<std::string, std::uint64_t> steps_ended;  // ...of which closed by the step's end
-    std::string last_title, last_step;
+    // Where this process's ops go now (see step_batches.h): into the batch
+    // being run; into the gap after its end hooks (another end hook may
+    // still come: then the gap was the batch's); outside any batch; or,
+    // before the first batch boundary, into `unknown` (attached mid-batch:
+    // the first boundary tells whether it was one).
+    enum class Where { unknown, batch, gap, outside } where = Where::unknown;
+    BatchStage stage = BatchStage::none;  // of the batch (batch, gap)
+    std::string title;                    // the step function that ended in the batch, "" none yet
+    WindowPtr batch, gap, unknown = fresh_window(), outside = fresh_window();
+    std::map<BatchStage, std::string> last_title;  // per stage: the last step function's action name
+    // The tables, in order of their first window; a table's total is a Window.
+    struct Table {
+      std::string title, step;
+      WindowPtr acc = fresh_window();
+      std::uint64_t steps = 0;
+    };
+    std::vector<Table> tables;
+    std::map<std::string, std::size_t> table_of;
+    // --schedule: windows numbered per step function; the first five wait
+    // until it is known whether there will be five (else all are kept).
+    struct Early {
+      std::size_t table;
+      std::uint64_t index;
+      WindowPtr window;
+    };
+    std::map<std::string, std::uint64_t> windows_of;
+    std::map<std::string, std::vector<Early>> early;
+    std::uint64_t skipped = 0;
+    Window& sink() {
+      switch (where) {
+        case Where::batch:
+          return *batch;
+        case Where::gap:
+          return *gap;
+        case Where::unknown:
+          return *unknown;
+        default:
+          return *outside;
+      }
+    }
+    WindowPtr sink_ptr() {
+      switch (where) {
+        case Where::batch:
+          return batch;
+        case Where::gap:
+          return gap;
+        case Where::unknown:
+          return unknown;
+        default:
+          return outside;
+      }
+    }
     // Per thread, the ops running as far as the records tell, outermost first.
     struct Running {
       std::uint32_t name;  // its row: the op, or the (op, input shapes) pair
@@ -181,16 +273,14 @@ struct OpAggregator::State {
     std::unordered_map<std::uint32_t, std::vector<Running>> running;
     std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
     // GPU launches by CUPTI correlation id: the window they were made in
-    // (index into `closed`; == closed.size(): the pending one) and the ops
-    // running, outermost first.
+    // and the ops running, outermost first.
     struct Launch {
-      std::size_t window;
+      WindowPtr window;
       std::vector<std::uint32_t> ops;
     };
     std::unordered_map<std::uint32_t, Launch> launches;
     std::vector<std::uint32_t> launch_order;
     std::size_t launch_head = 0;
-    Window& window_at(std::size_t i) { return i < closed.size() ? closed[i].window : pending; }
   };
   GpuNameTable gpu_names;
   void on_gpu_launch(const lt_event_header& h, const lt_gpu_launch_event& e);
@@ -229,15 +319,125 @@ struct OpAggregator::State {
         if (r.interval != SIZE_MAX) out.intervals[r.interval].end_ns = std::max(ts, out.intervals[r.interval].begin_ns);
     p.running.clear();
   }
-  // A step function ended on this process: the pending window is its step.
-  void step_ended(Proc& p, const std::string& title) {
+  std::size_t table_index(Proc& p, const std::string& title, const std::string& step) {
+    auto [it, fresh] = p.table_of.try_emplace(title, p.tables.size());
+    if (fresh) p.tables.push_back({title, step});
+    return it->second;
+  }
+  void keep(Proc& p, std::size_t t, const WindowPtr& w) {
+    p.tables[t].steps++;
+    w->merge_into(p.tables[t].acc);
+  }
+  // Lightning: torch.profiler.schedule(wait=1, warmup=1, active=3),
+  // repeating, counted per step function; with fewer than 5 steps of a
+  // stage it records every step instead (and warns).
+  void keep_scheduled(Proc& p, const Proc::Early& e) {
+    if (e.index % 5 < 2) {
+      ++p.skipped;
+      e.window->drop();
+    } else {
+      keep(p, e.table, e.window);
+    }
+  }
+  // A finished batch whose step function ended: one step of its table.
+  void close_step(Proc& p, const std::string& title, const WindowPtr& w) {
     const std::string step = step_function_of(title);
-    if (step.empty()) return;
-    p.steps_ended[step]++;
-    p.closed.push_back({title, step, p.windows_of[step]++, std::move(p.pending)});
-    p.pending = Window{};
-    p.last_title = title;
-    p.last_step = step;
+    const std::size_t t = table_index(p, title, step);
+    if (!opts.schedule) return keep(p, t, w);
+    Proc::Early e{t, p.windows_of[step]++, w};
+    if (e.index >= 5) return keep_scheduled(p, e);
+    auto& early = p.early[step];
+    early.push_back(std::move(e));
+    if (early.size() == 5) {  // five steps: the schedule applies to this step function
+      for (auto& x : early) keep_scheduled(p, x);
+      early.clear();
+    }
+  }
+  // The batch (and its gap) is over: its ops go to its step's table, or,
+  // if no step function ran in it, outside; the gap's go outside.
+  void close_batch(Proc& p) {
+    using W = Proc::Where;
+    if (p.where != W::batch && p.where != W::gap) return;
+    if (!p.title.empty()) {
+      p.last_title[p.stage] = p.title;
+      close_step(p, p.title, p.batch);
+    } else {
+      p.batch->merge_into(p.outside);
+    }
+    if (p.where == W::gap) p.gap->merge_into(p.outside);
+    p.batch.reset();
+    p.gap.reset();
+    p.title.clear();
+    p.where = W::outside;
+  }
+  void open_batch(Proc& p, BatchStage stage) {
+    using W = Proc::Where;
+    if (p.where == W::unknown) p.unknown->merge_into(p.outside);  // a batch begins: we were outside one
+    close_batch(p);
+    p.batch = fresh_window();
+    p.stage = stage;
+    p.title.clear();
+    p.where = W::batch;
+  }
+  // We were in a batch of `stage` all along (attached mid-batch).
+  void adopt_unknown(Proc& p, BatchStage stage) {
+    p.batch = p.unknown;
+    p.unknown = fresh_window();
+    p.stage = stage;
+    p.title.clear();
+    p.where = Proc::Where::batch;
+  }
+  void action_began(Proc& p, const std::string& name) {
+    using W = Proc::Where;
+    const BatchHook hook = batch_hook_of(name);
+    if (hook.role == BatchRole::none) {
+      if (p.where == W::gap) close_batch(p);  // past the end hooks: the batch is over
+      return;
+    }
+    const bool same = (p.where == W::batch || p.where == W::gap) && p.stage == hook.stage;
+    if (hook.role == BatchRole::batch_end) {
+      if (same && p.where == W::gap) {  // the next end hook (the LightningModule's after the callbacks')
+        p.gap->merge_into(p.batch);
+        p.gap.reset();
+        p.where = W::batch;
+      } else if (!same) {
+        if (p.where == W::unknown)
+          adopt_unknown(p, hook.stage);
+        else
+          open_batch(p, hook.stage);
+      }
+      return;
+    }
+    // A step (or the training batch's body) with nothing seen before it: the
+    // ops so far were in a batch of its stage, this one (we attached after
+    // its start hooks) or, in a loop without hooks, the previous step's.
+    if (p.where == W::unknown && hook.role != BatchRole::batch_start) return adopt_unknown(p, hook.stage);
+    // batch_start, body or step: a new batch, unless it is this one's (the
+    // step inside run_training_batch; a step whose batch has no hooks is a
+    // new batch once the previous step ended).
+    if (same && p.where == W::batch && (p.title.empty() || hook.role == BatchRole::body)) return;
+    open_batch(p, hook.stage);
+  }
+  void action_ended(Proc& p, const std::string& name) {
+    using W = Proc::Where;
+    const BatchHook hook = batch_hook_of(name);
+    if (hook.role != BatchRole::step && hook.role != BatchRole::batch_end) return;
+    if (p.where == W::unknown) adopt_unknown(p, hook.stage);
+    if ((p.where != W::batch && p.where != W::gap) || p.stage != hook.stage) {
+      if (hook.role == BatchRole::batch_end) return;  // an end hook of no batch we know: its ops stay where they went
+      open_batch(p, hook.stage);                      // a step function ran outside any batch we saw
+    }
+    if (hook.role == BatchRole::step) {
+      if (p.where == W::gap) {
+        p.gap->merge_into(p.batch);
+        p.gap.reset();
+        p.where = W::batch;
+      }
+      if (p.title.empty()) p.title = name;  // nested step actions: the innermost names it
+    } else if (p.where == W::batch) {
+      p.gap = fresh_window();
+      p.where = W::gap;
+    }
   }
 };
 
@@ -248,21 +448,26 @@ OpAggregator::~OpAggregator() = default;
 void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
   auto& s = *s_;
   const bool action_end = h.kind == LT_EV_ACTION_END || h.kind == LT_EV_DIRECT_STOP;
+  const bool action_begin = h.kind == LT_EV_ACTION_BEGIN || h.kind == LT_EV_DIRECT_START;
   const std::uint64_t done = action_end ? s.actions.completed(h.pid) : 0;
-  const std::string last = action_end ? s.actions.last_completed(h.pid) : std::string();
+  // The action that ended (the last completed), or that began (now the
+  // innermost on its thread): batch boundaries.
+  const std::string name = action_end     ? s.actions.last_completed(h.pid)
+                           : action_begin ? s.actions.innermost_action(h.pid, h.tid)
+                                          : std::string();
   if (s.opts.group_by_shapes && s.layout < 0 && !s.layout_given_up) {
     // Until the TensorImpl layout is known, hold the stream (in order, with
     // what the action aggregator said at each record) and replay it then.
-    s.held.push_back({h, std::vector<std::byte>(record, record + h.size), done, last});
+    s.held.push_back({h, std::vector<std::byte>(record, record + h.size), done, name});
     if (h.kind == LT_EV_OP_SHAPES && h.size >= sizeof(lt_op_shapes_event)) s.vote(record);
     if (s.layout >= 0 || s.held.size() >= kMaxHeld) s.replay();
     return;
   }
-  s.process(h, record, done, last);
+  s.process(h, record, done, name);
 }
 
 void OpAggregator::State::process(const lt_event_header& h, const std::byte* record, std::uint64_t done,
-                                  const std::string& last) {
+                                  const std::string& action) {
   auto& s = *this;
   switch (h.kind) {
     case LT_EV_SAMPLER_INFO: {
@@ -288,23 +493,25 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       s.op_args[e.op].assign(e.arg_reg, e.arg_reg + std::min<std::size_t>(e.nargs, LT_OP_ARGS_MAX));
       return;
     }
+    case LT_EV_ACTION_BEGIN:
+    case LT_EV_DIRECT_START: {
+      auto it = s.procs.find(h.pid);
+      if (it != s.procs.end())
+        s.action_began(it->second, action);
+      else if (batch_hook_of(action).role != BatchRole::none)  // steps count from the first, ops or not
+        s.action_began(s.proc(h.pid), action);
+      return;
+    }
     case LT_EV_ACTION_END:
     case LT_EV_DIRECT_STOP: {
+      auto& seen = s.completed_seen[h.pid];
+      if (done == seen) return;  // a stop that completed nothing (its start was before the attach)
+      seen = done;
       auto it = s.procs.find(h.pid);
-      if (it == s.procs.end()) {
-        // No op yet in this process: still count its steps, so that
-        // --schedule numbers them as Lightning does.
-        if (!step_function_of(last).empty()) {
-          auto& p = s.proc(h.pid);
-          p.completed_seen = done;
-          s.step_ended(p, last);
-        }
-        return;
-      }
-      if (done != it->second.completed_seen) {
-        it->second.completed_seen = done;
-        s.step_ended(it->second, last);
-      }
+      if (it != s.procs.end())
+        s.action_ended(it->second, action);
+      else if (batch_hook_of(action).role != BatchRole::none)
+        s.action_ended(s.proc(h.pid), action);
       return;
     }
     case LT_EV_OP:
@@ -320,7 +527,7 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       const std::uint32_t id = h.kind == LT_EV_OP_SHAPES && s.opts.group_by_shapes ? s.shaped_id(e.op, record) : base;
       if (e.depth == 0) {  // deeper than BPF tracks: counted, not nested
         ++p.too_deep;
-        p.pending.row(id).calls++;
+        p.sink().row(id).calls++;
         return;
       }
       auto& st = p.running[h.tid];
@@ -337,10 +544,10 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
           parent.first_child_row = id;
         } else if (parent.children == 2 && parent.first_child_dup) {
           parent.first_child_dup = false;
-          p.pending.row(parent.first_child_row).calls++;
+          p.sink().row(parent.first_child_row).calls++;
         }
       }
-      if (!dup) p.pending.row(id).calls++;
+      if (!dup) p.sink().row(id).calls++;
       std::size_t interval = SIZE_MAX;
       if (s.opts.keep_intervals && s.out.intervals.size() < kMaxIntervals && st.size() + 1 == e.depth) {
         interval = s.out.intervals.size();
@@ -364,13 +571,13 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       nops = std::min<std::uint16_t>(nops, LT_OPS_DEPTH);
       std::uint32_t ops[LT_OPS_DEPTH];
       std::memcpy(ops, record + offsetof(lt_py_sample_event, ops), sizeof ops);
-      p.pending.samples++;
+      p.sink().samples++;
       std::uint16_t flags;
       std::memcpy(&flags, record + offsetof(lt_py_sample_event, flags), sizeof flags);
       if (flags & LT_SAMPLE_IN_PROBE) {
         // Time in our own probe handlers is our overhead: charging it to
         // the op being entered would inflate tiny ops.
-        p.pending.in_probe++;
+        p.sink().in_probe++;
         return;
       }
       if (auto r = p.running.find(h.tid); r != p.running.end()) s.close_from(p, r->second, nops, h.ts_ns);
@@ -388,10 +595,10 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
         // Recursion (an op calling itself) counts once toward total.
         if (std::find(seen, seen + nseen, id) == seen + nseen) {
           seen[nseen++] = id;
-          p.pending.row(id).total++;
+          p.sink().row(id).total++;
         }
       }
-      p.pending.row(id_at(nops - 1)).self++;
+      p.sink().row(id_at(nops - 1)).self++;
       return;
     }
     case LT_EV_PROC_EXIT: {
@@ -430,7 +637,7 @@ void OpAggregator::State::on_gpu_launch(const lt_event_header& h, const lt_gpu_l
   auto it = procs.find(h.pid);
   if (it == procs.end()) return;  // no op seen in this process: no op table
   auto& p = it->second;
-  Proc::Launch l{p.closed.size(), {}};
+  Proc::Launch l{p.sink_ptr(), {}};
   const unsigned n = std::min<unsigned>(e.nops, LT_OPS_DEPTH);
   l.ops.assign(e.ops, e.ops + n);
   // Bounded: a kernel runs within seconds of its launch.
@@ -452,7 +659,9 @@ void OpAggregator::State::on_gpu_activity(const lt_event_header& h, const lt_gpu
   auto& p = it->second;
   auto l = p.launches.find(a.correlation);
   if (!a.correlation || l == p.launches.end()) return;  // launched before the attach (or the op report's window)
-  Window& w = p.window_at(l->second.window);
+  Window* target = resolve(l->second.window.get());
+  if (!target) return;  // its step was left out by --schedule
+  Window& w = *target;
   w.has_cuda = true;
   const std::uint64_t dur = a.end_ns > a.start_ns ? a.end_ns - a.start_ns : 0;
   switch (a.kind) {
@@ -496,71 +705,59 @@ void OpAggregator::State::on_gpu_activity(const lt_event_header& h, const lt_gpu
 OpsReport OpAggregator::finish() {
   auto& s = *s_;
   if (!s.held.empty()) s.replay();
-  const bool schedule = s.opts.schedule;
   bool overridden = false;
   for (auto pid : s.order) {
     auto& p = s.procs[pid];
     s.close_all(p, p.last_ts);
-    // Ops after the last step's end belong to the step that never ended;
-    // a process without step functions has one window, "records".
-    if (!p.pending.empty()) {
-      if (p.last_step.empty())
-        p.closed.push_back({"records", "", 0, std::move(p.pending)});
-      else
-        p.closed.push_back({p.last_title, p.last_step, p.windows_of[p.last_step]++, std::move(p.pending)});
+    // A batch cut by the detach: to its step's table if its step function
+    // ended, else with the ops outside any batch.
+    s.close_batch(p);
+    // Fewer than five steps of a step function: --schedule keeps them all.
+    for (auto& [step, early] : p.early) {
+      if (!early.empty()) overridden = true;
+      for (auto& e : early) s.keep(p, e.table, e.window);
     }
     ProcessOps po;
     po.pid = pid;
     po.calls = p.calls;
     po.too_deep = p.too_deep;
-    std::map<std::string, std::size_t> table_of;
-    std::vector<std::unordered_map<std::uint32_t, std::size_t>> row_of;
-    for (auto& c : p.closed) {
-      if (schedule && !c.step.empty()) {
-        // Lightning: torch.profiler.schedule(wait=1, warmup=1, active=3),
-        // repeating, counted per step function; with fewer than 5 steps of
-        // a stage it records every step instead (and warns).
-        if (p.steps_ended[c.step] < 5) {
-          overridden = true;
-        } else if (c.index % 5 < 2) {
-          ++po.skipped_steps;
-          continue;
-        }
+    po.skipped_steps = p.skipped;
+    // A process that ran no step function (plain torch, a DataLoader
+    // worker) has one table, "records", for the attach window; in one that
+    // did, the ops of no batch (epoch ends, checkpoints, set-up) get a table
+    // of their own, so the tables add up to the attach window.
+    p.unknown->merge_into(p.outside);
+    const bool stepped = std::any_of(p.tables.begin(), p.tables.end(), [](auto& t) { return t.steps > 0; });
+    if (!p.outside->empty()) {
+      const std::size_t t = s.table_index(p, stepped ? kOutsideTitle : "records", "");
+      p.outside->merge_into(p.tables[t].acc);
+      if (!stepped) p.tables[t].steps = 1;  // "records": the attach window, one window
+    }
+    for (auto& t : p.tables) {
+      Window& w = *t.acc;
+      if (t.steps == 0 && w.empty()) continue;  // every step left out by --schedule
+      OpTableData table{t.title, {}, t.steps, w.samples, w.in_probe, w.has_cuda};
+      for (auto id : w.order) {
+        const Acc& a = w.rows[id];
+        const std::string& key = s.names[id];
+        const auto tab = key.find('\t');
+        OpRowData row{key.substr(0, tab), 0, 0, 0, tab == std::string::npos ? std::string() : key.substr(tab + 1)};
+        row.calls = a.calls;
+        row.self_samples = a.self;
+        row.total_samples = a.total;
+        row.self_cuda_ns = a.self_cuda;
+        row.cuda_total_ns = a.cuda_total;
+        row.cpu_exact_ns = a.cpu_exact;
+        row.device_row = a.device;
+        table.rows.push_back(std::move(row));
       }
-      auto [t, fresh] = table_of.try_emplace(c.title, po.tables.size());
-      if (fresh) {
-        po.tables.push_back({c.title, {}, 0, 0, 0});
-        row_of.emplace_back();
-      }
-      auto& table = po.tables[t->second];
-      table.steps++;
-      table.samples += c.window.samples;
-      table.in_probe += c.window.in_probe;
-      table.has_cuda |= c.window.has_cuda;
-      for (auto id : c.window.order) {
-        const Acc& a = c.window.rows[id];
-        auto [r, new_row] = row_of[t->second].try_emplace(id, table.rows.size());
-        if (new_row) {
-          const std::string& key = s.names[id];
-          const auto tab = key.find('\t');
-          table.rows.push_back(
-              {key.substr(0, tab), 0, 0, 0, tab == std::string::npos ? std::string() : key.substr(tab + 1)});
-        }
-        auto& row = table.rows[r->second];
-        row.calls += a.calls;
-        row.self_samples += a.self;
-        row.total_samples += a.total;
-        row.self_cuda_ns += a.self_cuda;
-        row.cuda_total_ns += a.cuda_total;
-        row.cpu_exact_ns += a.cpu_exact;
-        row.device_row |= a.device;
-      }
+      po.tables.push_back(std::move(table));
     }
     bool any_rows = false;
     for (auto& t : po.tables) any_rows |= !t.rows.empty();
     if (any_rows) s.out.processes.push_back(std::move(po));
   }
-  if (schedule && overridden)
+  if (s.opts.schedule && overridden)
     s.out.notes.push_back(
         "The PyTorch Profiler default schedule will be overridden as there is not enough steps to properly record "
         "traces.");

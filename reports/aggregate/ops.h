@@ -1,9 +1,9 @@
-// aten ops per process, in the windows Lightning's PyTorchProfiler reports:
-// its profiler steps at the end of every step function (training_step,
-// validation_step, test_step, predict_step), so each step-function window
-// holds every op from the previous step's end to its own end (forward,
-// backward, optimizer) on every thread of the process.  A process with no
-// step functions gets one table, "records", for the whole attach window.
+// aten ops per process, one table per step function (training_step,
+// validation_step, test_step, predict_step) holding the ops of that stage's
+// batches: a batch runs from its fetch to its last on_{stage}_batch_end hook
+// (step_batches.h; docs/design-ops.md).  Ops in no batch get the table
+// "outside step functions"; a process with no step functions gets one
+// table, "records", for the whole attach window.
 //
 // Calls are exact (one OP record per entry).  CPU times are sampled: a
 // cpu-clock sample of a thread carries the ops running on it, outermost
@@ -34,9 +34,9 @@ struct OpRowData {
 };
 
 struct OpTableData {
-  std::string title;            // the step function's action name, or "records"
+  std::string title;            // the step function's action name, "outside step functions" or "records"
   std::vector<OpRowData> rows;  // order of first call
-  std::uint64_t steps = 0;      // step windows summed into it
+  std::uint64_t steps = 0;      // batches summed into it (records: 1, outside step functions: 0)
   std::uint64_t samples = 0;    // samples of the process in those windows
   std::uint64_t in_probe = 0;   // ...of which in our own probes (not charged to ops)
   bool has_cuda = false;        // GPU records were joined into it

@@ -122,8 +122,9 @@ void op_sections(const ProcessOps& po, const OpsReport& ops, std::ostream& out) 
     }
     std::stable_sort(rows.begin(), rows.end(),
                      [](const OpRowData* a, const OpRowData* b) { return a->total_samples > b->total_samples; });
-    out << "<h3>Operators: " << html_escape(t.title) << "</h3>\n<p class=\"note\">" << t.steps
-        << " step(s); # of calls exact, CPU times (~) sampled estimates at " << ops.rate_hz << " Hz</p>\n"
+    out << "<h3>Operators: " << html_escape(t.title) << "</h3>\n<p class=\"note\">";
+    if (t.steps) out << t.steps << " step(s); ";
+    out << "# of calls exact, CPU times (~) sampled estimates at " << ops.rate_hz << " Hz</p>\n"
         << "<table class=\"ops\"><tr><th>Name</th><th>Self CPU %~</th><th>Self CPU~ (ms)</th>"
            "<th>CPU total~ (ms)</th><th>CPU time avg~ (us)</th>"
         << (t.has_cuda ? "<th>Self CUDA (ms)</th><th>CUDA total (ms)</th>" : "") << "<th># of Calls</th></tr>\n";
@@ -171,11 +172,11 @@ void gpu_sections(const GpuProcess& g, std::ostream& out) {
          "(ms)</th><th>Copies</th><th>Copy time (ms)</th><th>Launches</th><th>Syncs</th><th>Sync wait (ms)</th></tr>\n";
   char b[200];
   for (const auto& a : g.actions) {
-    std::snprintf(b, sizeof b, "<td>%llu</td><td>%.3f</td><td>%llu</td><td>%.3f</td><td>%llu</td><td>%llu</td><td>%.3f</td>",
-                  static_cast<unsigned long long>(a.kernels), a.kernel_ns / 1e6,
-                  static_cast<unsigned long long>(a.copies), a.copy_ns / 1e6,
-                  static_cast<unsigned long long>(a.launches), static_cast<unsigned long long>(a.syncs),
-                  a.sync_ns / 1e6);
+    std::snprintf(
+        b, sizeof b, "<td>%llu</td><td>%.3f</td><td>%llu</td><td>%.3f</td><td>%llu</td><td>%llu</td><td>%.3f</td>",
+        static_cast<unsigned long long>(a.kernels), a.kernel_ns / 1e6, static_cast<unsigned long long>(a.copies),
+        a.copy_ns / 1e6, static_cast<unsigned long long>(a.launches), static_cast<unsigned long long>(a.syncs),
+        a.sync_ns / 1e6);
     out << "<tr><td>" << html_escape(a.action.empty() ? "(outside any action)" : a.action) << "</td>" << b << "</tr>\n";
   }
   out << "</table>\n";

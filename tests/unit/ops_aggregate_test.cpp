@@ -359,49 +359,182 @@ TEST(OpsMerge, TooDeepRecordsAreCountedNotNested) {
 
 // ---------------------------------------------------------------- step windows
 
-TEST(OpsWindows, OpsGoToTheStepFunctionThatEndsNext) {
+namespace {
+
+constexpr const char* kTest = "[Strategy]SingleDeviceStrategy.test_step";
+constexpr const char* kOutside = "outside step functions";
+
+// Lightning's batches (lightning-profilers-spec.md): fetch, transfer, the
+// batch start hooks, the step (training: inside run_training_batch, with
+// backward and the optimizer step), the batch end hooks of the callbacks and
+// then of the LightningModule.  `body` runs inside the step's batch after
+// the step function ended (training: backward, optimizer).
+struct Lightning {
+  Stream& s;
+  std::uint64_t t = 1 * ms;
+  std::uint64_t key = 500;
+  void begin(const char* n) { s.action(LT_EV_ACTION_BEGIN, t++, key++, n); }
+  void end() { s.action(LT_EV_ACTION_END, t++, --key); }  // innermost first
+  void whole(const char* n) {
+    begin(n);
+    end();
+  }
+  void op(std::uint32_t op) { s.op(t++, op, 1); }
+  void train_batch(std::uint32_t fwd, std::uint32_t bwd, std::uint32_t opt) {
+    whole("[_TrainingEpochLoop].train_dataloader_next");
+    whole("[Strategy]SingleDeviceStrategy.batch_to_device");
+    whole("[Callback]Cb.on_train_batch_start");
+    whole("[LightningModule]M.on_train_batch_start");
+    begin("run_training_batch");
+    begin("[LightningModule]M.optimizer_step");
+    begin(kTrain);
+    op(fwd);
+    end();
+    begin("[Strategy]SingleDeviceStrategy.backward");
+    op(bwd);
+    end();
+    op(opt);
+    end();
+    end();
+    whole("[Callback]Cb.on_train_batch_end");
+    whole("[LightningModule]M.on_train_batch_end");
+  }
+  void eval_batch(const char* next, const char* step, const char* hook, std::uint32_t fwd, std::uint32_t in_hook,
+                  std::uint32_t between_hooks) {
+    whole(next);
+    whole((std::string("[Callback]Cb.on_") + hook + "_batch_start").c_str());
+    begin(step);
+    op(fwd);
+    end();
+    begin((std::string("[Callback]Cb.on_") + hook + "_batch_end").c_str());
+    op(in_hook);
+    end();
+    op(between_hooks);  // between the callbacks' end hook and the module's: still the batch
+    whole((std::string("[LightningModule]M.on_") + hook + "_batch_end").c_str());
+  }
+};
+
+}  // namespace
+
+TEST(OpsWindows, ValidationTablesHoldNoTrainingBackwardOrOptimizer) {
+  // The defect: the window of the first validation step after training
+  // began at the last training step's end, so the validation table held
+  // that step's backward and optimizer update.
   Stream s;
-  s.name(0, "aten::a");
-  s.name(1, "aten::b");
-  s.name(2, "aten::c");
-  s.name(3, "aten::d");
-  s.name(4, "aten::e");
-  s.op(1 * ms, 0, 1);  // before the first step: its window
-  s.action(LT_EV_ACTION_BEGIN, 2 * ms, 1, kTrain);
-  s.op(3 * ms, 1, 1);
-  s.sample(3 * ms + 1, {1});
-  s.action(LT_EV_ACTION_END, 4 * ms, 1);
-  s.op(5 * ms, 2, 1, 11);  // backward on another thread: the next training step
-  s.step(6 * ms, 7 * ms, kTrain);
-  s.action(LT_EV_ACTION_BEGIN, 8 * ms, 2, kVal);
-  s.op(9 * ms, 3, 1);
-  s.action(LT_EV_ACTION_END, 10 * ms, 2);
-  s.step(11 * ms, 12 * ms, "[LightningModule]M.on_validation_batch_end");  // not a step function
-  s.op(13 * ms, 4, 1);  // after the last step's end: the last step's table
-  s.sample(14 * ms, {4});
+  for (std::uint32_t i = 0; i < 9; ++i) s.name(i, ("aten::op" + std::to_string(i)).c_str());
+  Lightning l{s};
+  l.train_batch(0, 1, 2);
+  l.train_batch(0, 1, 2);
+  l.op(3);  // after the end hooks: the loop's own work (logging, checkpoint)
+  l.whole("[Callback]Cb.on_validation_start");
+  l.eval_batch("[_EvaluationLoop].val_next", kVal, "validation", 4, 5, 6);
+  l.eval_batch("[_EvaluationLoop].val_next", kVal, "validation", 4, 5, 6);
+  l.whole("[_EvaluationLoop].val_next");  // the fetch that ends the loop: no step, no batch
+  l.op(7);
+  l.whole("[LightningModule]M.on_validation_epoch_end");
+  l.op(8);
+  l.train_batch(0, 1, 2);
+  l.eval_batch("[_EvaluationLoop].test_next", kTest, "test", 4, 5, 6);
   auto rep = s.finish();
   ASSERT_EQ(rep.processes.size(), 1u);
   const auto& p = rep.processes[0];
-  ASSERT_EQ(p.tables.size(), 2u);
-  EXPECT_EQ(p.tables[0].title, kTrain);
-  EXPECT_EQ(p.tables[1].title, kVal);
-  const auto& train = p.tables[0];
-  EXPECT_EQ(train.steps, 2u);
-  EXPECT_EQ(train.samples, 1u);
-  EXPECT_EQ(row_names(train), (std::vector<std::string>{"aten::a", "aten::b", "aten::c"}));
-  const auto& val = p.tables[1];
-  EXPECT_EQ(val.steps, 2u);  // its one window and the unfinished one after it
-  EXPECT_EQ(val.samples, 1u);
-  EXPECT_EQ(row_names(val), (std::vector<std::string>{"aten::d", "aten::e"}));
-  EXPECT_EQ(row(val, "aten::e")->self_samples, 1u);
-  EXPECT_EQ(p.skipped_steps, 0u);
+  ASSERT_EQ(p.tables.size(), 4u);
+  const auto* train = table(p, kTrain);
+  const auto* val = table(p, kVal);
+  const auto* test = table(p, kTest);
+  const auto* outside = table(p, kOutside);
+  ASSERT_TRUE(train && val && test && outside);
+  EXPECT_EQ(p.tables[3].title, kOutside);  // after the step tables
+  EXPECT_EQ(train->steps, 3u);
+  EXPECT_EQ(row_names(*train), (std::vector<std::string>{"aten::op0", "aten::op1", "aten::op2"}));
+  EXPECT_EQ(calls(*train, "aten::op1"), 3u);
+  EXPECT_EQ(val->steps, 2u);
+  EXPECT_EQ(row_names(*val), (std::vector<std::string>{"aten::op4", "aten::op5", "aten::op6"}));
+  EXPECT_EQ(calls(*val, "aten::op4"), 2u);
+  EXPECT_EQ(test->steps, 1u);
+  EXPECT_EQ(row_names(*test), (std::vector<std::string>{"aten::op4", "aten::op5", "aten::op6"}));
+  EXPECT_EQ(row_names(*outside), (std::vector<std::string>{"aten::op3", "aten::op7", "aten::op8"}));
+  // The tables add up to every call.
+  std::uint64_t sum = 0;
+  for (auto& t : p.tables)
+    for (auto& r : t.rows) sum += r.calls;
+  EXPECT_EQ(sum, p.calls);
+}
+
+TEST(OpsWindows, AttachedMidBatchTheFirstBoundaryTellsWhichBatch) {
+  Stream s;
+  s.name(0, "aten::a");
+  s.name(1, "aten::b");
+  s.op(1 * ms, 0, 1);                      // a training step already running
+  s.action(LT_EV_ACTION_END, 2 * ms, 77);  // its end (start not seen): completes nothing, says nothing
+  s.op(3 * ms, 1, 1);
+  s.step(4 * ms, 5 * ms, "[Callback]Cb.on_train_batch_end");  // an end hook: we were in a training batch
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto& p = rep.processes[0];
+  // No training step ended in it: its ops are not charged to a step table.
+  ASSERT_EQ(p.tables.size(), 1u);
+  EXPECT_EQ(p.tables[0].title, "records");
+  EXPECT_EQ(row_names(p.tables[0]), (std::vector<std::string>{"aten::a", "aten::b"}));
+
+  Stream s2;
+  s2.name(0, "aten::a");
+  s2.op(1 * ms, 0, 1);
+  s2.step(2 * ms, 2 * ms + 1, "[_EvaluationLoop].val_next");  // a batch begins: the op before was outside it
+  s2.action(LT_EV_ACTION_BEGIN, 2 * ms + 2, 5, kVal);
+  s2.op(3 * ms, 0, 1);
+  s2.action(LT_EV_ACTION_END, 4 * ms, 5);
+  auto rep2 = s2.finish();
+  const auto& p2 = rep2.processes.at(0);
+  ASSERT_EQ(p2.tables.size(), 2u);
+  EXPECT_EQ(calls(*table(p2, kVal), "aten::a"), 1u);
+  EXPECT_EQ(calls(*table(p2, kOutside), "aten::a"), 1u);
+
+  Stream s3;  // a step first: everything before was in a training batch
+  s3.name(0, "aten::a");
+  s3.op(1 * ms, 0, 1);
+  s3.action(LT_EV_ACTION_BEGIN, 2 * ms, 5, "[Strategy]SingleDeviceStrategy.backward");
+  s3.op(3 * ms, 0, 1);
+  s3.action(LT_EV_ACTION_END, 4 * ms, 5);
+  s3.action(LT_EV_ACTION_END, 5 * ms, 6);  // training_step's end, its start before the attach: unmatched
+  s3.step(6 * ms, 7 * ms, kTrain);
+  auto rep3 = s3.finish();
+  const auto& p3 = rep3.processes.at(0);
+  ASSERT_EQ(p3.tables.size(), 1u);
+  EXPECT_EQ(p3.tables[0].title, kTrain);
+  EXPECT_EQ(calls(p3.tables[0], "aten::a"), 2u);
+}
+
+TEST(OpsWindows, StepsWithoutBatchHooksEachStartABatch) {
+  // profiler.profile("training_step") in a hand-written loop: a step's
+  // batch runs from its start to the next step's start (its backward and
+  // update are after its end); what ran before the first step seen was a
+  // training batch too (the previous step's backward).
+  Stream s;
+  s.name(0, "aten::before");
+  s.name(1, "aten::fwd");
+  s.name(2, "aten::bwd");
+  s.op(1 * ms, 0, 1);
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    s.action(LT_EV_ACTION_BEGIN, (10 + 10 * i) * ms, 100 + i, "training_step");
+    s.op((11 + 10 * i) * ms, 1, 1);
+    s.action(LT_EV_ACTION_END, (12 + 10 * i) * ms, 100 + i);
+    s.op((13 + 10 * i) * ms, 2, 1);
+  }
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(t.title, "training_step");
+  EXPECT_EQ(t.steps, 3u);
+  EXPECT_EQ(calls(t, "aten::fwd"), 3u);
+  EXPECT_EQ(calls(t, "aten::bwd"), 3u);
+  EXPECT_EQ(calls(t, "aten::before"), 1u);
 }
 
 TEST(OpsWindows, EmptyStepWindowsStillCountAsSteps) {
   Stream s;
   s.name(0, "aten::a");
-  s.op(1 * ms, 0, 1);
   s.step(2 * ms, 3 * ms);
+  s.op(3 * ms + 1, 0, 1);
   s.step(4 * ms, 5 * ms);  // no op in it
   auto rep = s.finish();
   const auto& t = only_table(rep);
@@ -415,12 +548,12 @@ TEST(OpsWindows, TablesPerProcess) {
   s.name(0, "aten::a");
   s.name(1, "aten::b");
   s.op(1 * ms, 0, 1, 20, 20);  // pid 20 first seen first
-  s.op(2 * ms, 0, 1);
-  s.step(3 * ms, 4 * ms, "[Callback]C.on_train_start", 20);  // not a step function
-  s.step(3 * ms, 4 * ms, kTrain, kPid);
+  s.step(2 * ms, 3 * ms, kTrain, kPid);
+  s.op(3 * ms + 1, 0, 1);
+  s.step(3 * ms + 2, 4 * ms, "[Callback]C.on_train_start", 20);  // not a step function
   s.op(5 * ms, 1, 1, 20, 20);
-  s.op(6 * ms, 1, 1);
-  s.step(7 * ms, 8 * ms, kTrain, kPid);
+  s.step(6 * ms, 8 * ms, kTrain, kPid);
+  s.op(8 * ms + 1, 1, 1);
   auto rep = s.finish();
   ASSERT_EQ(rep.processes.size(), 2u);
   EXPECT_EQ(rep.processes[0].pid, 20u);
@@ -428,7 +561,6 @@ TEST(OpsWindows, TablesPerProcess) {
   const auto& other = rep.processes[0];
   ASSERT_EQ(other.tables.size(), 1u);
   EXPECT_EQ(other.tables[0].title, "records");
-  EXPECT_EQ(other.tables[0].steps, 1u);
   EXPECT_EQ(row_names(other.tables[0]), (std::vector<std::string>{"aten::a", "aten::b"}));
   const auto& mine = rep.processes[1];
   ASSERT_EQ(mine.tables.size(), 1u);
@@ -438,19 +570,53 @@ TEST(OpsWindows, TablesPerProcess) {
   EXPECT_EQ(other.calls, 2u);
 }
 
-TEST(OpsWindows, AnotherProcessesStepsDoNotCloseOurWindow) {
+TEST(OpsWindows, AnotherProcessesStepsDoNotCloseOurBatch) {
   Stream s;
   s.name(0, "aten::a");
-  s.op(1 * ms, 0, 1);
-  s.step(2 * ms, 3 * ms, kTrain, 20);
-  s.op(4 * ms, 0, 1);
-  s.step(5 * ms, 6 * ms, kTrain, kPid);
+  s.step(1 * ms, 2 * ms, kTrain, kPid);
+  s.op(3 * ms, 0, 1);
+  s.step(4 * ms, 5 * ms, kTrain, 20);
+  s.step(4 * ms, 5 * ms, kVal, 20);
+  s.op(6 * ms, 0, 1);
   auto rep = s.finish();
   auto* mine = process(rep, kPid);
   ASSERT_TRUE(mine);
   ASSERT_EQ(mine->tables.size(), 1u);
   EXPECT_EQ(mine->tables[0].steps, 1u);
   EXPECT_EQ(calls(mine->tables[0], "aten::a"), 2u);
+}
+
+TEST(OpsWindows, GpuRecordsAfterTheBatchClosedJoinItsTable) {
+  Stream s;
+  s.name(0, "aten::mm");
+  Lightning l{s};
+  l.whole("[_EvaluationLoop].val_next");
+  l.begin(kVal);
+  l.op(0);
+  lt_gpu_launch_event launch{};
+  launch.hdr = {LT_EV_GPU_LAUNCH, sizeof launch, kPid, kPid, 0, l.t++};
+  launch.source = LT_LAUNCH_CUPTI;
+  launch.correlation = 9;
+  launch.nops = 1;
+  launch.ops[0] = 0;
+  s.feed(launch);
+  l.end();
+  l.whole("[LightningModule]M.on_validation_batch_end");
+  l.whole("[LightningModule]M.on_validation_epoch_end");  // the batch is closed, its window merged
+  lt_gpu_activity_event k{};
+  k.hdr = {LT_EV_GPU_ACTIVITY, sizeof k, kPid, kPid, 0, l.t++};
+  k.a.kind = LT_GPU_MEMCPY;
+  k.a.copy_kind = 1;
+  k.a.correlation = 9;
+  k.a.start_ns = 100;
+  k.a.end_ns = 350;
+  s.feed(k);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(t.title, kVal);
+  EXPECT_TRUE(t.has_cuda);
+  ASSERT_TRUE(row(t, "Memcpy HtoD"));
+  EXPECT_EQ(row(t, "aten::mm")->cuda_total_ns, 250u);
 }
 
 TEST(OpsWindows, SamplesBeforeTheFirstOpAreNotCounted) {
@@ -515,11 +681,11 @@ TEST(OpsSchedule, StepsBeforeTheFirstOpAreNumberedToo) {
             (std::vector<std::string>{"aten::w3", "aten::w4", "aten::w7", "aten::w8", "aten::w9"}));
 }
 
-TEST(OpsSchedule, OpsAfterTheLastStepAreTheNextWindow) {
-  auto rep = run_steps(10, true, true);  // window 10: 10 % 5 == 0, a wait step
+TEST(OpsSchedule, OpsAfterTheLastStepsEndAreItsBatch) {
+  auto rep = run_steps(10, true, true);  // its backward: step 9, an active one
   const auto& p = rep.processes.at(0);
-  EXPECT_EQ(p.skipped_steps, 5u);
-  EXPECT_EQ(calls(p.tables.at(0), "aten::w10"), 0u);
+  EXPECT_EQ(p.skipped_steps, 4u);
+  EXPECT_EQ(calls(p.tables.at(0), "aten::w10"), 1u);
 }
 
 TEST(OpsSchedule, FewerThanFiveStepsKeepEveryWindowAndWarn) {
@@ -534,9 +700,8 @@ TEST(OpsSchedule, FewerThanFiveStepsKeepEveryWindowAndWarn) {
 
 TEST(OpsSchedule, FourStepsWithTheLastStepsBackwardAfterItKeepEveryWindow) {
   // The ops after the last step end (in training, always the last step's
-  // backward and optimizer step) form a window numbered like a step, but
-  // only step ends count toward Lightning's "fewer than 5 steps" override:
-  // 4 steps keep every window and warn (num_training_batches = 4 < 5).
+  // backward and optimizer step) are that step's: 4 steps keep every
+  // window and warn (num_training_batches = 4 < 5).
   auto rep = run_steps(4, true, true);
   const auto& t = only_table(rep);
   EXPECT_EQ(rep.processes[0].skipped_steps, 0u);
@@ -549,15 +714,15 @@ TEST(OpsSchedule, StepFunctionsAreNumberedSeparately) {
   s.name(0, "aten::t");
   s.name(1, "aten::v");
   std::uint64_t t = 1;
+  std::uint64_t key = 1;
+  auto step = [&](const char* n, std::uint32_t op) {
+    s.action(LT_EV_ACTION_BEGIN, t++, key, n);
+    s.op(t++, op, 1);
+    s.action(LT_EV_ACTION_END, t++, key++);
+  };
   for (int i = 0; i < 10; ++i) {
-    s.op(t++, 0, 1);
-    s.step(t, t + 1, kTrain);
-    t += 2;
-    if (i % 4 == 3) {  // validation after steps 3 and 7: two windows only
-      s.op(t++, 1, 1);
-      s.step(t, t + 1, kVal);
-      t += 2;
-    }
+    step(kTrain, 0);
+    if (i % 4 == 3) step(kVal, 1);  // validation after steps 3 and 7: two windows only
   }
   auto rep = s.finish();
   const auto& p = rep.processes.at(0);
