@@ -1,13 +1,14 @@
 #include "reports/aggregate/ops.h"
 
-#include "reports/aggregate/gpu_names.h"
-#include "reports/gpu/kernel_names.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <unordered_map>
+
+#include "reports/aggregate/gpu_names.h"
+#include "reports/gpu/kernel_names.h"
 
 namespace lt {
 
@@ -46,11 +47,16 @@ struct Acc {
 const char* copy_row_name(const lt_gpu_activity& a) {
   if (a.kind == LT_GPU_MEMSET) return "Memset (Device)";
   switch (a.copy_kind) {
-    case 1: return "Memcpy HtoD";
-    case 2: return "Memcpy DtoH";
-    case 8: return "Memcpy DtoD";
-    case 10: return "Memcpy PtoP";
-    default: return "Memcpy";
+    case 1:
+      return "Memcpy HtoD";
+    case 2:
+      return "Memcpy DtoH";
+    case 8:
+      return "Memcpy DtoD";
+    case 10:
+      return "Memcpy PtoP";
+    default:
+      return "Memcpy";
   }
 }
 
@@ -68,12 +74,52 @@ struct Window {
   bool empty() const { return rows.empty() && samples == 0; }
 };
 
-struct Closed {
-  std::string title;    // the step action that ended it
-  std::string step;     // its step function ("training_step")
-  std::uint64_t index;  // its number among the windows of that step function
-  Window window;
+// A window once it is over: it has a place among the process's windows
+// (seq) and a table (its title).  Kept only while a GPU launch made in it
+// may still bring kernel times (the launches hold it); the window's rows
+// themselves are already folded into its table.
+struct WindowRef {
+  bool closed = false;
+  std::string title;
+  std::uint64_t seq = 0;
+  bool scheduled = true;       // counted by --schedule (not a wait/warmup step)
+  std::uint32_t next_pos = 0;  // position of a row the window gains after closing
 };
+
+// One table as its windows are folded in as they end, so memory does not
+// grow with the number of steps.  Rows keep where they first appeared
+// (window, position in it): sorted by that, they come out in the order of
+// folding every window at the end, even when a late kernel adds a row to a
+// window already folded.
+struct TableAcc {
+  std::uint64_t first = 0;  // the first window folded in: table order
+  std::uint64_t steps = 0, samples = 0, in_probe = 0;
+  bool has_cuda = false;
+  struct Row {
+    Acc acc;
+    std::uint64_t window;
+    std::uint32_t pos;
+  };
+  std::unordered_map<std::uint32_t, Row> rows;
+  Acc& row(std::uint32_t id, std::uint64_t window, std::uint32_t pos) {
+    auto [it, fresh] = rows.try_emplace(id, Row{{}, window, pos});
+    if (!fresh && std::pair(window, pos) < std::pair(it->second.window, it->second.pos)) {
+      it->second.window = window;
+      it->second.pos = pos;
+    }
+    return it->second.acc;
+  }
+};
+
+void add_acc(Acc& to, const Acc& a) {
+  to.calls += a.calls;
+  to.self += a.self;
+  to.total += a.total;
+  to.self_cuda += a.self_cuda;
+  to.cuda_total += a.cuda_total;
+  to.cpu_exact += a.cpu_exact;
+  to.device |= a.device;
+}
 
 }  // namespace
 
@@ -165,7 +211,13 @@ struct OpAggregator::State {
   struct Proc {
     std::uint64_t completed_seen = 0;
     Window pending;
-    std::vector<Closed> closed;
+    std::shared_ptr<WindowRef> pending_ref;  // made when a launch needs it
+    std::uint64_t next_seq = 0;              // windows folded so far
+    // Tables by title: every window (`all`), and with --schedule also only
+    // the steps Lightning's schedule records; finish() picks per step
+    // function, once it knows how many steps there were.
+    std::map<std::string, TableAcc> all, scheduled;
+    std::map<std::string, std::uint64_t> skipped_of;   // step function -> windows left out of `scheduled`
     std::map<std::string, std::uint64_t> windows_of;   // step function -> windows numbered so far
     std::map<std::string, std::uint64_t> steps_ended;  // ...of which closed by the step's end
     std::string last_title, last_step;
@@ -181,16 +233,18 @@ struct OpAggregator::State {
     std::unordered_map<std::uint32_t, std::vector<Running>> running;
     std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
     // GPU launches by CUPTI correlation id: the window they were made in
-    // (index into `closed`; == closed.size(): the pending one) and the ops
-    // running, outermost first.
+    // and the ops running, outermost first.
     struct Launch {
-      std::size_t window;
+      std::shared_ptr<WindowRef> window;
       std::vector<std::uint32_t> ops;
     };
     std::unordered_map<std::uint32_t, Launch> launches;
     std::vector<std::uint32_t> launch_order;
     std::size_t launch_head = 0;
-    Window& window_at(std::size_t i) { return i < closed.size() ? closed[i].window : pending; }
+    std::shared_ptr<WindowRef> pending_window() {
+      if (!pending_ref) pending_ref = std::make_shared<WindowRef>();
+      return pending_ref;
+    }
   };
   GpuNameTable gpu_names;
   void on_gpu_launch(const lt_event_header& h, const lt_gpu_launch_event& e);
@@ -234,10 +288,39 @@ struct OpAggregator::State {
     const std::string step = step_function_of(title);
     if (step.empty()) return;
     p.steps_ended[step]++;
-    p.closed.push_back({title, step, p.windows_of[step]++, std::move(p.pending)});
-    p.pending = Window{};
+    fold(p, title, step, p.windows_of[step]++);
     p.last_title = title;
     p.last_step = step;
+  }
+  // The pending window is over: into its table(s), then a new one.
+  void fold(Proc& p, const std::string& title, const std::string& step, std::uint64_t index) {
+    const std::uint64_t seq = p.next_seq++;
+    // Lightning: torch.profiler.schedule(wait=1, warmup=1, active=3),
+    // repeating, counted per step function.
+    const bool scheduled = step.empty() || index % 5 >= 2;
+    auto add = [&](TableAcc& t) {
+      if (t.steps == 0) t.first = seq;
+      t.steps++;
+      t.samples += p.pending.samples;
+      t.in_probe += p.pending.in_probe;
+      t.has_cuda |= p.pending.has_cuda;
+      for (std::uint32_t pos = 0; pos < p.pending.order.size(); ++pos) {
+        const std::uint32_t id = p.pending.order[pos];
+        add_acc(t.row(id, seq, pos), p.pending.rows[id]);
+      }
+    };
+    add(p.all[title]);
+    if (opts.schedule) {
+      if (scheduled)
+        add(p.scheduled[title]);
+      else
+        ++p.skipped_of[step];
+    }
+    if (p.pending_ref) {
+      *p.pending_ref = {true, title, seq, scheduled, static_cast<std::uint32_t>(p.pending.order.size())};
+      p.pending_ref.reset();
+    }
+    p.pending = Window{};
   }
 };
 
@@ -430,7 +513,7 @@ void OpAggregator::State::on_gpu_launch(const lt_event_header& h, const lt_gpu_l
   auto it = procs.find(h.pid);
   if (it == procs.end()) return;  // no op seen in this process: no op table
   auto& p = it->second;
-  Proc::Launch l{p.closed.size(), {}};
+  Proc::Launch l{p.pending_window(), {}};
   const unsigned n = std::min<unsigned>(e.nops, LT_OPS_DEPTH);
   l.ops.assign(e.ops, e.ops + n);
   // Bounded: a kernel runs within seconds of its launch.
@@ -452,8 +535,20 @@ void OpAggregator::State::on_gpu_activity(const lt_event_header& h, const lt_gpu
   auto& p = it->second;
   auto l = p.launches.find(a.correlation);
   if (!a.correlation || l == p.launches.end()) return;  // launched before the attach (or the op report's window)
-  Window& w = p.window_at(l->second.window);
-  w.has_cuda = true;
+  // The window still open, or the table(s) it was folded into.
+  WindowRef& ref = *l->second.window;
+  auto touch = [&](std::uint32_t id, auto&& f) {
+    if (!ref.closed) return f(p.pending.row(id));
+    const std::uint32_t pos = ref.next_pos++;
+    f(p.all[ref.title].row(id, ref.seq, pos));
+    if (opts.schedule && ref.scheduled) f(p.scheduled[ref.title].row(id, ref.seq, pos));
+  };
+  if (!ref.closed) {
+    p.pending.has_cuda = true;
+  } else {
+    p.all[ref.title].has_cuda = true;
+    if (opts.schedule && ref.scheduled) p.scheduled[ref.title].has_cuda = true;
+  }
   const std::uint64_t dur = a.end_ns > a.start_ns ? a.end_ns - a.start_ns : 0;
   switch (a.kind) {
     case LT_GPU_KERNEL:
@@ -462,11 +557,12 @@ void OpAggregator::State::on_gpu_activity(const lt_event_header& h, const lt_gpu
       const std::string name = a.kind == LT_GPU_KERNEL
                                    ? demangle_kernel(gpu_names.get(h.pid, LT_NAME_KERNEL, a.name_id, "kernel#"))
                                    : copy_row_name(a);
-      Acc& r = w.row(intern(name + '\t'));
-      r.device = true;
-      r.calls++;
-      r.self_cuda += dur;
-      r.cuda_total += dur;
+      touch(intern(name + '\t'), [&](Acc& r) {
+        r.device = true;
+        r.calls++;
+        r.self_cuda += dur;
+        r.cuda_total += dur;
+      });
       const auto& ops = l->second.ops;
       std::uint32_t seen[LT_OPS_DEPTH];
       unsigned nseen = 0;
@@ -474,18 +570,19 @@ void OpAggregator::State::on_gpu_activity(const lt_event_header& h, const lt_gpu
         const std::uint32_t id = name_id_of(ops[i]);
         if (std::find(seen, seen + nseen, id) == seen + nseen) {
           seen[nseen++] = id;
-          w.row(id).cuda_total += dur;
+          touch(id, [&](Acc& r) { r.cuda_total += dur; });
         }
       }
-      if (!ops.empty()) w.row(name_id_of(ops.back())).self_cuda += dur;
+      if (!ops.empty()) touch(name_id_of(ops.back()), [&](Acc& r) { r.self_cuda += dur; });
       return;
     }
     case LT_GPU_RUNTIME: {
       // torch lists the runtime calls (cudaLaunchKernel, ...) with their
       // CPU time; CUPTI measured it.
-      Acc& r = w.row(intern(gpu_names.get(h.pid, LT_NAME_RUNTIME_API, a.cbid, "runtime#") + '\t'));
-      r.calls++;
-      r.cpu_exact += dur;
+      touch(intern(gpu_names.get(h.pid, LT_NAME_RUNTIME_API, a.cbid, "runtime#") + '\t'), [&](Acc& r) {
+        r.calls++;
+        r.cpu_exact += dur;
+      });
       return;
     }
     default:
@@ -505,56 +602,54 @@ OpsReport OpAggregator::finish() {
     // a process without step functions has one window, "records".
     if (!p.pending.empty()) {
       if (p.last_step.empty())
-        p.closed.push_back({"records", "", 0, std::move(p.pending)});
+        s.fold(p, "records", "", 0);
       else
-        p.closed.push_back({p.last_title, p.last_step, p.windows_of[p.last_step]++, std::move(p.pending)});
+        s.fold(p, p.last_title, p.last_step, p.windows_of[p.last_step]++);
     }
     ProcessOps po;
     po.pid = pid;
     po.calls = p.calls;
     po.too_deep = p.too_deep;
-    std::map<std::string, std::size_t> table_of;
-    std::vector<std::unordered_map<std::uint32_t, std::size_t>> row_of;
-    for (auto& c : p.closed) {
-      if (schedule && !c.step.empty()) {
-        // Lightning: torch.profiler.schedule(wait=1, warmup=1, active=3),
-        // repeating, counted per step function; with fewer than 5 steps of
-        // a stage it records every step instead (and warns).
-        if (p.steps_ended[c.step] < 5) {
+    // With fewer than 5 steps of a step function Lightning records every
+    // step instead (and warns).
+    auto uses_schedule = [&](const std::string& step) { return schedule && !step.empty() && p.steps_ended[step] >= 5; };
+    for (auto& [step, n] : p.windows_of)
+      if (schedule && n > 0 && !step.empty()) {
+        if (uses_schedule(step))
+          po.skipped_steps += p.skipped_of[step];
+        else
           overridden = true;
-        } else if (c.index % 5 < 2) {
-          ++po.skipped_steps;
-          continue;
-        }
       }
-      auto [t, fresh] = table_of.try_emplace(c.title, po.tables.size());
-      if (fresh) {
-        po.tables.push_back({c.title, {}, 0, 0, 0});
-        row_of.emplace_back();
+    std::vector<std::pair<const std::string*, TableAcc*>> chosen;
+    for (auto& [title, t] : p.all) {
+      if (!uses_schedule(step_function_of(title))) {
+        chosen.push_back({&title, &t});
+      } else if (auto it = p.scheduled.find(title); it != p.scheduled.end()) {
+        chosen.push_back({&title, &it->second});
       }
-      auto& table = po.tables[t->second];
-      table.steps++;
-      table.samples += c.window.samples;
-      table.in_probe += c.window.in_probe;
-      table.has_cuda |= c.window.has_cuda;
-      for (auto id : c.window.order) {
-        const Acc& a = c.window.rows[id];
-        auto [r, new_row] = row_of[t->second].try_emplace(id, table.rows.size());
-        if (new_row) {
-          const std::string& key = s.names[id];
-          const auto tab = key.find('\t');
-          table.rows.push_back(
-              {key.substr(0, tab), 0, 0, 0, tab == std::string::npos ? std::string() : key.substr(tab + 1)});
-        }
-        auto& row = table.rows[r->second];
-        row.calls += a.calls;
-        row.self_samples += a.self;
-        row.total_samples += a.total;
-        row.self_cuda_ns += a.self_cuda;
-        row.cuda_total_ns += a.cuda_total;
-        row.cpu_exact_ns += a.cpu_exact;
-        row.device_row |= a.device;
+    }
+    std::sort(chosen.begin(), chosen.end(), [](auto& x, auto& y) { return x.second->first < y.second->first; });
+    for (auto& [title, t] : chosen) {
+      OpTableData table{*title, {}, t->steps, t->samples, t->in_probe, t->has_cuda};
+      std::vector<std::pair<const TableAcc::Row*, std::uint32_t>> rows;
+      rows.reserve(t->rows.size());
+      for (auto& [id, r] : t->rows) rows.push_back({&r, id});
+      std::sort(rows.begin(), rows.end(), [](auto& x, auto& y) {
+        return std::pair(x.first->window, x.first->pos) < std::pair(y.first->window, y.first->pos);
+      });
+      for (auto& [r, id] : rows) {
+        const std::string& key = s.names[id];
+        const auto tab = key.find('\t');
+        const Acc& a = r->acc;
+        OpRowData row{key.substr(0, tab), a.calls, a.self, a.total,
+                      tab == std::string::npos ? std::string() : key.substr(tab + 1)};
+        row.self_cuda_ns = a.self_cuda;
+        row.cuda_total_ns = a.cuda_total;
+        row.cpu_exact_ns = a.cpu_exact;
+        row.device_row = a.device;
+        table.rows.push_back(std::move(row));
       }
+      po.tables.push_back(std::move(table));
     }
     bool any_rows = false;
     for (auto& t : po.tables) any_rows |= !t.rows.empty();

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace lt {
 
@@ -68,7 +69,18 @@ namespace {
 struct Symbols {
   std::map<CodeKey, CodeSym> codes;
   std::map<LineKey, int> lines;
-  std::map<std::uint64_t, StackFrame> natives;  // by instruction address
+  // Native leaf frames: one NATIVE_SYM per sampled instruction address,
+  // and over a long attach the sampled addresses of a hot function keep
+  // coming; each names its frame by index, each frame is stored once.
+  std::unordered_map<std::uint64_t, std::uint32_t> natives;  // by instruction address
+  std::vector<StackFrame> native_frames;
+  std::map<std::pair<std::string, std::string>, std::uint32_t> native_frame_index;  // (function, dso)
+  void add_native(std::uint64_t ip, StackFrame f) {
+    auto [it, fresh] =
+        native_frame_index.try_emplace({f.function, f.file}, static_cast<std::uint32_t>(native_frames.size()));
+    if (fresh) native_frames.push_back(std::move(f));
+    natives[ip] = it->second;
+  }
 };
 }  // namespace
 
@@ -115,7 +127,7 @@ struct StackAggregator::State {
       }
       out.push_back(std::move(sf));
     }
-    if (auto nat = sym.natives.find(e.user_ip); nat != sym.natives.end()) out.push_back(nat->second);
+    if (auto nat = sym.natives.find(e.user_ip); nat != sym.natives.end()) out.push_back(sym.native_frames[nat->second]);
     if (out.empty()) out.push_back({"[no Python frames]", "", 0, 0, false});
     return out;
   }
@@ -161,7 +173,7 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       f.function.assign(e.name, strnlen(e.name, sizeof e.name));
       f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
       f.native = true;
-      if (!f.function.empty()) s.symbols[h.pid].natives[e.ip] = std::move(f);
+      if (!f.function.empty()) s.symbols[h.pid].add_native(e.ip, std::move(f));
       return;
     }
     case LT_EV_PROC_EXEC: {
@@ -210,9 +222,10 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
         pp.launched.erase(pp.launched_order.front());
         pp.launched_order.pop_front();
       }
-      if (pp.launched.insert_or_assign(corr, PerProcess::Launched{State::action_or_none(s.actions.innermost_action(
-                                                                     h.pid, h.tid)),
-                                                                 s.frames_of(e, pp.out)})
+      if (pp.launched
+              .insert_or_assign(corr,
+                                PerProcess::Launched{State::action_or_none(s.actions.innermost_action(h.pid, h.tid)),
+                                                     s.frames_of(e, pp.out)})
               .second)
         pp.launched_order.push_back(corr);
       return;
