@@ -1,14 +1,14 @@
 #include "reports/aggregate/ops.h"
 
+#include "reports/aggregate/gpu_names.h"
+#include "reports/gpu/kernel_names.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <unordered_map>
-
-#include "reports/aggregate/gpu_names.h"
-#include "reports/gpu/kernel_names.h"
 
 namespace lt {
 
@@ -47,16 +47,11 @@ struct Acc {
 const char* copy_row_name(const lt_gpu_activity& a) {
   if (a.kind == LT_GPU_MEMSET) return "Memset (Device)";
   switch (a.copy_kind) {
-    case 1:
-      return "Memcpy HtoD";
-    case 2:
-      return "Memcpy DtoH";
-    case 8:
-      return "Memcpy DtoD";
-    case 10:
-      return "Memcpy PtoP";
-    default:
-      return "Memcpy";
+    case 1: return "Memcpy HtoD";
+    case 2: return "Memcpy DtoH";
+    case 8: return "Memcpy DtoD";
+    case 10: return "Memcpy PtoP";
+    default: return "Memcpy";
   }
 }
 

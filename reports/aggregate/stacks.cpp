@@ -222,10 +222,9 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
         pp.launched.erase(pp.launched_order.front());
         pp.launched_order.pop_front();
       }
-      if (pp.launched
-              .insert_or_assign(corr,
-                                PerProcess::Launched{State::action_or_none(s.actions.innermost_action(h.pid, h.tid)),
-                                                     s.frames_of(e, pp.out)})
+      if (pp.launched.insert_or_assign(corr, PerProcess::Launched{State::action_or_none(s.actions.innermost_action(
+                                                                     h.pid, h.tid)),
+                                                                 s.frames_of(e, pp.out)})
               .second)
         pp.launched_order.push_back(corr);
       return;
