@@ -5,6 +5,7 @@
 // actions a second runs for hours in constant memory).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +37,11 @@ struct ProcessMeta {
 };
 
 struct ActionSeries {
+  ActionSeries() = default;
+  // A series from its durations (tests, reports built by hand).
+  ActionSeries(std::string n, std::initializer_list<double> durations_s = {}) : name(std::move(n)) {
+    for (double d : durations_s) add(d);
+  }
   std::string name;
   std::uint64_t calls = 0;
   ExactSum total_s;            // math.fsum of the durations: SimpleProfiler's total
