@@ -2,7 +2,7 @@
 
 Starts the demo job (tests/workloads/train_lightning.py, the `make demo`
 model, training until told to stop), then attaches ltrace-bpf to it twice,
-one after the other, for --seconds each:
+one after the other (or, with --together, both at once), for --seconds each:
   live    ltrace-bpf --pid P --report simple,advanced,ops --rate 999
   record  ltrace-bpf record --pid P --report simple,advanced,ops --rate 999 -o FILE
 and samples ltrace-bpf's VmRSS (/proc/PID/status) every second from
@@ -13,7 +13,7 @@ the slope over the second half (least squares, MB per hour), and the
 ratios live / record.
 
 usage: .venv/bin/python bench/live_rss.py [--seconds 3600] [--settle 30] [--modes live,record]
-       [--report simple,advanced,ops] [--csv FILE]
+       [--report simple,advanced,ops] [--together] [--csv FILE]
 """
 import argparse
 import os
@@ -65,31 +65,42 @@ def start_job(tmp):
     return job
 
 
-def measure(mode, pid, seconds, report, tmp):
-    """Attach for `seconds`, sampling our RSS each second: [(t, MB)]."""
+def command(mode, pid, report, tmp):
     args = [LTRACE, "--pid", str(pid), "-v", "--report", report, "--rate", "999"]
     if mode == "record":
         args = [LTRACE, "record", "--pid", str(pid), "-v", "--report", report, "--rate", "999",
                 "-o", os.path.join(tmp, "run.ltrace")]
-    out = open(os.path.join(tmp, mode + ".out"), "w")
-    err = open(os.path.join(tmp, mode + ".err"), "w+")
-    p = subprocess.Popen(args, stdout=out, stderr=err)
-    while "attached" not in open(err.name).read():
-        if p.poll() is not None:
-            break
-        time.sleep(0.1)
+    return args
+
+
+def measure(modes, pid, seconds, report, tmp):
+    """Attach each mode (all at once), sample their RSS each second for
+    `seconds` from "attached" on, stop them with SIGINT: {mode: [(t, MB)]}."""
+    procs = {}
+    for mode in modes:
+        out = open(os.path.join(tmp, mode + ".out"), "w")
+        err = open(os.path.join(tmp, mode + ".err"), "w+")
+        procs[mode] = (subprocess.Popen(command(mode, pid, report, tmp), stdout=out, stderr=err), err.name)
+    for mode, (p, err) in procs.items():
+        while "attached" not in open(err).read():
+            if p.poll() is not None:
+                raise RuntimeError(f"{mode}: exit {p.returncode}: {open(err).read()[-2000:]}")
+            time.sleep(0.1)
     t0 = time.monotonic()
-    samples = []
-    while p.poll() is None and time.monotonic() - t0 < seconds:
-        r = rss_mb(p.pid)
-        if r is not None:
-            samples.append((time.monotonic() - t0, r))
+    samples = {mode: [] for mode in modes}
+    while time.monotonic() - t0 < seconds:
+        for mode, (p, err) in procs.items():
+            if p.poll() is not None:
+                raise RuntimeError(f"{mode}: exit {p.returncode}: {open(err).read()[-2000:]}")
+            r = rss_mb(p.pid)
+            if r is not None:
+                samples[mode].append((time.monotonic() - t0, r))
         time.sleep(1.0)
-    p.send_signal(signal.SIGINT)  # detach: the report prints, the file closes
-    p.wait()
-    if p.returncode != 0:
-        err.seek(0)
-        raise RuntimeError(f"{mode}: exit {p.returncode}: {err.read()[-2000:]}")
+    for mode, (p, err) in procs.items():
+        p.send_signal(signal.SIGINT)  # detach: the report prints, the file closes
+    for mode, (p, err) in procs.items():
+        if p.wait() != 0:
+            raise RuntimeError(f"{mode}: exit {p.returncode}: {open(err).read()[-2000:]}")
     return samples
 
 
@@ -114,6 +125,7 @@ def main():
     ap.add_argument("--settle", type=float, default=30.0, help="seconds after which the first RSS is reported")
     ap.add_argument("--modes", default="live,record")
     ap.add_argument("--report", default="simple,advanced,ops")
+    ap.add_argument("--together", action="store_true", help="attach the modes at the same time (half the wall time)")
     ap.add_argument("--csv", help="write every sample here (mode,t_s,rss_mb)")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -122,8 +134,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         job = start_job(tmp)
         try:
-            for mode in args.modes.split(","):
-                samples = measure(mode, job.pid, args.seconds, args.report, tmp)
+            modes = args.modes.split(",")
+            groups = [modes] if args.together else [[m] for m in modes]
+            measured = {}
+            for group in groups:
+                measured.update(measure(group, job.pid, args.seconds, args.report, tmp))
+            for mode in modes:
+                samples = measured[mode]
                 results[mode] = (samples, summarize(samples, args.settle))
                 s = results[mode][1]
                 print(f"{mode:7s} RSS at {args.settle:.0f} s {s['start']:7.1f} MB, at half time {s['mid']:7.1f} MB, "
