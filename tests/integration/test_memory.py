@@ -50,7 +50,7 @@ def test_live_rss_stays_flat(tmp_path):
         job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "train_lightning.py"), "--epochs", "1000000",
                                 "--batches", "400", "--until-file", str(stop)], stdout=lo, stderr=subprocess.STDOUT)
     try:
-        wait_for(str(log), "READY", 120, job)
+        wait_for(str(log), "READY", 300, job)
         time.sleep(2)
         with open(tmp_path / "lt.out", "w") as out, open(tmp_path / "lt.err", "w") as err:
             lt = subprocess.Popen([LTRACE_BIN, "--pid", str(job.pid), "-v", "--report", "simple,advanced,ops", "--rate",
