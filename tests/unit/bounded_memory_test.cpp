@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -125,7 +126,8 @@ TEST(BoundedMemory, LiveAggregatorsDoNotGrowWithTheStream) {
   const std::size_t warm = heap_in_use();
   for (; i < 1'000'000; ++i) live.step(i);
   const std::size_t grown = heap_in_use() - std::min(heap_in_use(), warm);
-  EXPECT_LT(grown, 256u * 1024) << "heap grew by " << grown << " bytes over 900k steps";
+  std::printf("heap grew by %zu bytes over 900k steps\n", grown);  // previous build: 594 MB
+  EXPECT_LT(grown, 256u * 1024);
 
   // And the reports still count every call.
   const ActionsReport rep = live.actions.finish();
