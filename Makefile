@@ -152,7 +152,8 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/advanced/advanced_report.cpp \
              reports/aggregate/ops.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
              reports/aggregate/device_stats.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
-             reports/gpu/kernel_names.cpp reports/gpu/cuda_sites.cpp reports/model/code_points.cpp
+             reports/gpu/kernel_names.cpp reports/gpu/cuda_sites.cpp reports/model/code_points.cpp \
+             reports/model/exact_sum.cpp
 fuzz: $(SKELS)
 	@mkdir -p build-fuzz/corpus
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp user/core/output_file.cpp -o build-fuzz/make_seed -lz -lzstd

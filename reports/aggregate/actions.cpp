@@ -39,7 +39,7 @@ const char* stage_name(Stage s) {
 
 std::size_t ProcessActions::total_calls() const {
   std::size_t n = 0;
-  for (auto& a : actions) n += a.durations_s.size();
+  for (auto& a : actions) n += a.calls;
   return n;
 }
 
@@ -148,8 +148,8 @@ struct PerProcess {
     ++completed;
     last_completed = name;
     auto [it, fresh] = index.try_emplace(name, out.actions.size());
-    if (fresh) out.actions.push_back({name, {}});
-    out.actions[it->second].durations_s.push_back(end >= begin ? (end - begin) / 1e9 : 0.0);
+    if (fresh) out.actions.push_back({name});
+    out.actions[it->second].add(end >= begin ? (end - begin) / 1e9 : 0.0);
     if (keep_intervals)
       out.intervals.push_back(
           {static_cast<std::uint32_t>(it->second), tid, begin, end >= begin ? end : begin, estimated});

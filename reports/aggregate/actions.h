@@ -1,14 +1,18 @@
 // Lightning actions per process: pairs starts with stops and keeps, per
-// action name, the list of durations in the order SimpleProfiler would
-// (dict order = order of first completion).
+// action name, in the order SimpleProfiler would (dict order = order of
+// first completion), what its tables need of the durations: their number
+// and sums, never the durations themselves (a live attach at thousands of
+// actions a second runs for hours in constant memory).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "reports/model/exact_sum.h"
 #include "reports/model/trace.h"
 
 namespace lt {
@@ -34,8 +38,20 @@ struct ProcessMeta {
 };
 
 struct ActionSeries {
+  ActionSeries() = default;
+  // A series from its durations (tests, reports built by hand).
+  ActionSeries(std::string n, std::initializer_list<double> durations_s = {}) : name(std::move(n)) {
+    for (double d : durations_s) add(d);
+  }
   std::string name;
-  std::vector<double> durations_s;
+  std::uint64_t calls = 0;
+  ExactSum total_s;            // math.fsum of the durations: SimpleProfiler's total
+  double running_total_s = 0;  // the durations added left to right (the other tables' totals)
+  void add(double seconds) {
+    ++calls;
+    total_s.add(seconds);
+    running_total_s += seconds;
+  }
 };
 
 // One completed action on the timeline (kept only when asked: exports).

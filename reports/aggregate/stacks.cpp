@@ -87,7 +87,23 @@ namespace {
 struct Symbols {
   std::map<CodeKey, CodeSym> codes;
   std::map<LineKey, int> lines;
-  std::map<std::uint64_t, StackFrame> natives;  // by instruction address
+  // Native leaf frames: one NATIVE_SYM per sampled instruction address,
+  // and over a long attach the sampled addresses of a hot function keep
+  // coming; each names its frame by index, each frame is stored once.
+  std::unordered_map<std::uint64_t, std::uint32_t> natives;  // by instruction address
+  std::vector<StackFrame> native_frames;
+  std::map<std::pair<std::string, std::string>, std::uint32_t> native_frame_index;  // (function, dso)
+  // Returns whether the address now names another frame than before.
+  bool add_native(std::uint64_t ip, StackFrame f) {
+    auto [it, fresh] =
+        native_frame_index.try_emplace({f.function, f.file}, static_cast<std::uint32_t>(native_frames.size()));
+    if (fresh) native_frames.push_back(std::move(f));
+    auto [slot, added] = natives.try_emplace(ip, it->second);
+    if (added) return true;
+    if (slot->second == it->second) return false;
+    slot->second = it->second;
+    return true;
+  }
 };
 }  // namespace
 
@@ -189,7 +205,7 @@ struct StackAggregator::State {
       }
       out.push_back(std::move(sf));
     }
-    if (auto nat = sym.natives.find(e.user_ip); nat != sym.natives.end()) out.push_back(nat->second);
+    if (auto nat = sym.natives.find(e.user_ip); nat != sym.natives.end()) out.push_back(sym.native_frames[nat->second]);
     if (out.empty()) out.push_back({cut.cut() ? kOpeningFrame : "[no Python frames]", "", 0, 0, false});
     return out;
   }
@@ -246,11 +262,7 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
       f.native = true;
       if (f.function.empty()) return;
-      auto& slot = s.symbols[h.pid].natives[e.ip];
-      if (slot.function != f.function || slot.file != f.file || !slot.native) {
-        slot = std::move(f);
-        ++s.sym_epoch;
-      }
+      if (s.symbols[h.pid].add_native(e.ip, std::move(f))) ++s.sym_epoch;  // cached samples named it otherwise
       return;
     }
     case LT_EV_PROC_EXEC: {

@@ -408,9 +408,7 @@ void actions_section(std::string& o, const MergePlan& plan, const ClusterSummary
     }
     if (!intervals) {
       for (auto& a : rr.proc->actions) {
-        double t = 0;
-        for (double d : a.durations_s) t += d;
-        totals[a.name][r] += t;
+        totals[a.name][r] += a.running_total_s;
         has[a.name][r] = true;
       }
       continue;

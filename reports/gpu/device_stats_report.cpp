@@ -106,8 +106,8 @@ std::string render_device_stats(const DeviceStatsReport& rep, const DeviceStatsR
           meta = &pa.meta;
           for (auto& a : pa.actions) {
             auto& t = totals[a.name];
-            for (double d : a.durations_s) t.seconds += d;
-            t.calls += a.durations_s.size();
+            t.seconds += a.running_total_s;
+            t.calls += a.calls;
           }
         }
     out += "\n" + process_title(*p, meta, opt.gpu_names) + "\n";

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "reports/model/exact_sum.h"
+
 namespace lt {
 
 std::string python_format_5(double x) {
@@ -39,39 +41,9 @@ std::string python_format_5(double x) {
 }
 
 double python_fsum(const std::vector<double>& xs) {
-  // Shewchuk / CPython mathmodule.c msum: keep non-overlapping partials.
-  std::vector<double> partials;
-  for (double x : xs) {
-    std::size_t i = 0;
-    for (double y : partials) {
-      if (std::fabs(x) < std::fabs(y)) std::swap(x, y);
-      double hi = x + y;
-      double lo = y - (hi - x);
-      if (lo != 0.0) partials[i++] = lo;
-      x = hi;
-    }
-    partials.resize(i);
-    partials.push_back(x);
-  }
-  if (partials.empty()) return 0.0;
-  // Sum from the top, with CPython's half-way correction.
-  std::size_t n = partials.size();
-  double hi = partials[--n], lo = 0.0;
-  while (n > 0) {
-    double x = hi;
-    double y = partials[--n];
-    hi = x + y;
-    double yr = hi - x;
-    lo = y - yr;
-    if (lo != 0.0) break;
-  }
-  if (n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0))) {
-    double y = lo * 2.0;
-    double x = hi + y;
-    double yr = x - hi;
-    if (y == yr) hi = x;
-  }
-  return hi;
+  ExactSum sum;
+  for (double x : xs) sum.add(x);
+  return sum.value();
 }
 
 std::string expand_tabs(const std::string& s, int tabsize) {

@@ -31,11 +31,11 @@ std::vector<SimpleRow> simple_rows(const SimpleReportInput& in) {
   std::vector<Stat> stats;
   std::size_t total_calls = 0;
   for (auto& a : in.actions) {
-    double sum = python_fsum(a.durations_s);
-    double mean = a.durations_s.empty() ? 0.0 : sum / static_cast<double>(a.durations_s.size());
+    double sum = a.total_s.value();
+    double mean = a.calls == 0 ? 0.0 : sum / static_cast<double>(a.calls);
     double pct = in.total_seconds > 0 ? 100.0 * sum / in.total_seconds : 0.0;
     stats.push_back({&a, sum, mean, pct});
-    total_calls += a.durations_s.size();
+    total_calls += a.calls;
   }
   // Python's sorted(..., reverse=True) is stable: ties keep insertion order.
   std::stable_sort(stats.begin(), stats.end(),
@@ -44,7 +44,7 @@ std::vector<SimpleRow> simple_rows(const SimpleReportInput& in) {
   if (in.extended)
     rows.push_back({"Total", "-", std::to_string(total_calls), python_format_5(in.total_seconds), "100 %"});
   for (auto& s : stats)
-    rows.push_back({s.a->name, python_format_5(s.mean), std::to_string(s.a->durations_s.size()), python_format_5(s.sum),
+    rows.push_back({s.a->name, python_format_5(s.mean), std::to_string(s.a->calls), python_format_5(s.sum),
                     python_format_5(s.pct)});
   return rows;
 }

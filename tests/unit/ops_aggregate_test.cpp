@@ -946,3 +946,68 @@ TEST(OpsRobustness, EmptyStreamAndStepsWithoutOps) {
     for (auto& t : p.tables) EXPECT_TRUE(t.rows.empty());
   }
 }
+
+// Windows are folded into their table as their step ends (memory stays
+// flat over a long attach); a kernel's CUPTI record often arrives after
+// that.  Its row must land where it would had every window been kept to
+// the end: after the rows its own window had, before a later window's.
+TEST(OpsGpu, LateKernelsOfAFoldedWindowKeepFirstAppearanceOrder) {
+  for (bool schedule : {false, true}) {
+    Stream s({schedule, false, false});
+    s.name(0, "aten::mm");
+    s.name(1, "aten::relu");
+    s.name(2, "aten::add");
+    auto launch = [&](std::uint64_t ts, std::uint32_t corr, std::uint32_t op) {
+      lt_gpu_launch_event e{};
+      e.hdr = {LT_EV_GPU_LAUNCH, sizeof e, kPid, kPid, 0, ts};
+      e.correlation = corr;
+      e.source = LT_LAUNCH_CUPTI;
+      e.nops = 1;
+      e.ops[0] = op;
+      s.feed(e);
+    };
+    auto kernel = [&](std::uint64_t ts, std::uint32_t corr, std::uint64_t dur) {
+      lt_gpu_activity_event e{};
+      e.hdr = {LT_EV_GPU_ACTIVITY, sizeof e, kPid, kPid, 0, ts};
+      e.a.kind = LT_GPU_KERNEL;
+      e.a.correlation = corr;
+      e.a.name_id = 7;
+      e.a.start_ns = ts;
+      e.a.end_ns = ts + dur;
+      s.feed(e);
+    };
+    std::uint64_t t = 1 * ms;
+    // 10 steps: each runs mm (launching kernel#7, whose record comes one
+    // step later) and, from step 1 on, relu; step 5 also add.
+    for (std::uint32_t i = 0; i < 10; ++i) {
+      const std::uint64_t b = t;
+      s.op(t += ms, 0, 1);
+      launch(t += ms, 100 + i, 0);
+      if (i > 0) {
+        kernel(t += ms, 100 + i - 1, 1000);  // the previous step's kernel
+        s.op(t += ms, 1, 1);
+      }
+      if (i == 5) s.op(t += ms, 2, 1);
+      s.step(b, t += ms);
+    }
+    kernel(t += ms, 109, 1000);
+    auto rep = s.finish();
+    const auto& tb = only_table(rep);
+    // Step 0 (every window): mm, then (late) kernel#7, then relu from step
+    // 1.  Scheduled (steps 2-4, 7-9): step 2's own window has mm, then the
+    // kernel of step 1 (a skipped step: not counted), relu, then its own
+    // late kernel.
+    const std::vector<std::string> want =
+        schedule ? std::vector<std::string>{"aten::mm", "aten::relu", "kernel#7"}
+                 : std::vector<std::string>{"aten::mm", "kernel#7", "aten::relu", "aten::add"};
+    EXPECT_EQ(row_names(tb), want) << "schedule " << schedule;
+    auto* k = row(tb, "kernel#7");
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->calls, schedule ? 6u : 10u);
+    EXPECT_EQ(k->self_cuda_ns, k->calls * 1000);
+    auto* mm = row(tb, "aten::mm");
+    ASSERT_NE(mm, nullptr);
+    EXPECT_EQ(mm->self_cuda_ns, k->calls * 1000);  // the op that launched it
+    EXPECT_TRUE(tb.has_cuda);
+  }
+}

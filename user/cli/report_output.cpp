@@ -232,11 +232,7 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     in.period_ns = stacks.period_ns;
     in.restriction = restriction;
     if (pa)
-      for (auto& a : pa->actions) {
-        double total = 0;
-        for (double d : a.durations_s) total += d;
-        in.action_time[a.name] = {a.durations_s.size(), total};
-      }
+      for (auto& a : pa->actions) in.action_time[a.name] = {a.calls, a.running_total_s};
     deliver(render_advanced_report(in), meta, stage, stacks.processes.size(), out);
     ++written;
     const std::string who = "ltrace-bpf: pid " + std::to_string(ps.pid);
