@@ -980,7 +980,7 @@ TEST(OpsGpu, LateKernelsOfAFoldedWindowKeepFirstAppearanceOrder) {
     // 10 steps: each runs mm (launching kernel#7, whose record comes one
     // step later) and, from step 1 on, relu; step 5 also add.
     for (std::uint32_t i = 0; i < 10; ++i) {
-      const std::uint64_t b = t;
+      s.action(LT_EV_ACTION_BEGIN, t += ms, 300 + i, kTrain);  // the step's batch holds its ops
       s.op(t += ms, 0, 1);
       launch(t += ms, 100 + i, 0);
       if (i > 0) {
@@ -988,7 +988,7 @@ TEST(OpsGpu, LateKernelsOfAFoldedWindowKeepFirstAppearanceOrder) {
         s.op(t += ms, 1, 1);
       }
       if (i == 5) s.op(t += ms, 2, 1);
-      s.step(b, t += ms);
+      s.action(LT_EV_ACTION_END, t += ms, 300 + i);
     }
     kernel(t += ms, 109, 1000);
     auto rep = s.finish();

@@ -368,7 +368,7 @@ TEST(TraceFile, ActionsDoNotPairAcrossADamagedChunk) {
   EXPECT_EQ(rep.damaged_ranges, 1u);
   ASSERT_EQ(p.actions.size(), 1u);
   EXPECT_EQ(p.actions[0].name, "a");
-  EXPECT_EQ(p.actions[0].durations_s.size(), 2u);
+  EXPECT_EQ(p.actions[0].calls, 2u);
   EXPECT_EQ(p.lost_to_damage, 2u);  // b (open at the gap) and the stop after it
   EXPECT_EQ(p.unmatched_stops, 0u);
   unlink(path.c_str());
