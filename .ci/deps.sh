@@ -6,8 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(make g++ clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev pkg-config
               libgtest-dev systemtap-sdt-dev python3.11 python3.11-venv python3-pip procps util-linux chromium
-              slurmctld slurmd slurm-client munge iproute2 debootstrap
-              python3-torch python3-yaml python3-packaging python3-typing-extensions python3-tqdm python3-fsspec)
+              slurmctld slurmd slurm-client munge iproute2 debootstrap)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -38,13 +37,6 @@ for v in 2.3.3 2.6.6; do
 done
 ls .venv/wheels/lightning-2.6.6-*.whl >/dev/null 2>&1 ||
   .venv/bin/pip download -q --no-deps --dest .venv/wheels "lightning==2.6.6"
-# Lightning for Debian's own torch 1.13 (python3-torch): the last releases
-# that support it, pure Python, into a directory the tests put on PYTHONPATH
-# (Debian's site-packages stay untouched).
-if ! PYTHONPATH=.venv/debian-site /usr/bin/python3 -c "import torch, pytorch_lightning" 2>/dev/null; then
-  .venv/bin/pip install -q --no-deps --target .venv/debian-site \
-    "pytorch-lightning==2.2.5" "lightning-utilities==0.11.9" "torchmetrics==1.4.3"
-fi
 # Root file systems of other Debian suites for the container tests (once;
 # cached in /var/cache/ltrace-bpf/roots): sid with CPython 3.13-3.15 and
 # torch 2.15, bullseye with glibc 2.31.
