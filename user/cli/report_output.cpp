@@ -37,6 +37,10 @@ const char* kind_name(std::uint16_t kind) {
       return "action end";
     case LT_EV_FETCH_BEGIN:
       return "dataloader fetch";
+    case LT_EV_ACTION_NAME_TAIL:
+      return "action name piece";
+    case LT_EV_ACTION_ORIGIN:
+      return "action opening frame";
     case LT_EV_PROC_FORK:
       return "fork";
     case LT_EV_PROC_EXEC:
