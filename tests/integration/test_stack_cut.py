@@ -4,6 +4,7 @@ as Lightning's AdvancedProfiler (cProfile enabled at the action's start)
 sees them.  Real BPF, real CPythons, real Lightning fits with
 AdvancedProfiler in the same process; ground truth from cpu_shares.py.
 """
+import json
 import os
 import re
 
@@ -11,7 +12,7 @@ import pytest
 
 import lightning_site
 from conftest import WORKLOADS, pyenv_python
-from test_stacks import check_shares, collapsed, function_of, sections, shares
+from test_stacks import check_shares, collapsed, function_of, sections
 
 SHARES = os.path.join(WORKLOADS, "cpu_shares.py")
 TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
@@ -73,7 +74,8 @@ def test_known_shares_inside_an_action(attach, sites, minor, python):
     assert not any(l.endswith(("(<module>)", "(main)")) for l in labels), labels
     cum = {f: int(next(r for r in tables["hot"] if r[6].endswith(f"({f})"))[1]) for f in ("hot_a", "hot_b", "hot_c")}
     assert sum(cum.values()) > 200, cum  # up to ~3 s at 999 Hz, fewer on a busy machine
-    check_shares(shares(cum), f"inside the action on 3.{minor}")
+    cpu_s = json.loads(run.target_out.strip().splitlines()[-1])["cpu_s"]  # what each really used
+    check_shares(cum, cpu_s, f"inside the action on 3.{minor}")
     stacks = collapsed(run.tmp / "stacks.txt")
     in_action = [(fr, c) for fr, c in stacks if fr[0] == "hot"]
     starts = {function_of(fr[1]) for fr, _ in in_action}
@@ -134,7 +136,9 @@ def test_lightning_tables_start_inside_their_actions(attach, lightning_python, t
         # action in some runs; stderr does not count those): at most 2 %.
         bad = [(python_rows([r[6]])[0], float(r[3])) for r in ours[action] if python_rows([r[6]])
                and above_the_action(python_rows([r[6]])[0], opening)]
-        assert all(pct <= 2.0 for _, pct in bad), (action, bad)
+        # (or one sample, in an action sampled fewer than 50 times).
+        samples = max(int(r[1]) for r in ours[action])
+        assert all(pct <= max(2.0, 100.0 / samples + 0.01) for _, pct in bad), (action, samples, bad)
         # the opening frame's callee is at the top, in (nearly) every sample
         top = [r for r in ours[action] if float(r[3]) >= 90.0]
         names = {r[6].rsplit("(", 1)[1].rstrip(")").split(".")[-1] for r in top}
