@@ -150,7 +150,7 @@ FUZZ_TIMEOUT ?= 10
 FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp reports/aggregate/actions.cpp \
              reports/model/action_name.cpp reports/aggregate/stacks.cpp reports/aggregate/stack_cut.cpp \
              reports/advanced/advanced_report.cpp \
-             reports/aggregate/ops.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
+             reports/aggregate/ops.cpp reports/aggregate/step_batches.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
              reports/aggregate/device_stats.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
              reports/gpu/kernel_names.cpp reports/gpu/cuda_sites.cpp reports/model/code_points.cpp \
              reports/model/exact_sum.cpp
