@@ -4,7 +4,8 @@
 #   make test       unit tests (GoogleTest) + integration tests (real BPF, CPython, Lightning)
 #   make demo       attach to a bundled Lightning training run and print the report
 #   make install PREFIX=/usr/local
-#   make asan       unit tests under AddressSanitizer + UBSan
+#   make asan       unit tests under AddressSanitizer + UBSan (part of make test)
+#   make check      include layering (tests/layers/layers.txt) + clang-format, no build
 #   make format     clang-format every C/C++ source
 #   make vmlinux    regenerate vmlinux/vmlinux.h from the running kernel's BTF
 #   make static     build/ltrace-bpf-static: no shared libraries needed
@@ -17,9 +18,16 @@ BPFTOOL  ?= bpftool
 VENV     ?= .venv
 PY       := $(VENV)/bin/python
 
+# Every build uses all cores unless told otherwise (make -jN).
+NPROC    := $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS += -j$(NPROC)
+
 ARCH     := x86
 CXXFLAGS ?= -O2 -g
 override CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -I. -I$(BUILD) -Ibpf
+# Each object's header dependencies, written by the compiler (-MMD): a header
+# change rebuilds only what includes it.
+DEPFLAGS  = -MMD -MP
 LDLIBS   := -lbpf -lelf -lz -lzstd
 BPFFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -Wall -Wno-unused-function \
             -idirafter /usr/include/$(shell $(CC) -dumpmachine)
@@ -28,8 +36,16 @@ BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS    := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
+# One archive per source directory (tests/layers/layers.txt says which may
+# use which; make test checks the includes against it).
+LIB_DIRS := $(sort $(patsubst %/,%,$(dir $(wildcard reports/*/*.cpp user/*/*.cpp))))
 LIB_SRCS := $(wildcard reports/*/*.cpp user/*/*.cpp)
 LIB_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRCS))
+lib_archive = $(BUILD)/lib/$(subst /,.,$(1)).a
+lib_objects = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard $(subst .,/,$(1))/*.cpp))
+LIB_ARCHIVES := $(foreach d,$(LIB_DIRS),$(call lib_archive,$(d)))
+# The archives are linked as one group: the link does not depend on their order.
+LINK_LIBS = -Wl,--start-group $(LIB_ARCHIVES) -Wl,--end-group
 TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
 
@@ -57,7 +73,7 @@ endif
 # ...and their tests fill the CUDA headers' record structs.
 $(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/include
 
-.PHONY: all deps test unit-test integration-test test-loaded demo install asan format vmlinux clean bench fuzz static bridge
+.PHONY: all deps check check-layers check-format test unit-test integration-test test-loaded demo install asan format vmlinux clean bench fuzz static bridge
 all: $(BUILD)/ltrace-bpf bridge $(BUILD)/make-adversarial
 
 ifneq ($(HAVE_CUPTI),)
@@ -67,9 +83,9 @@ bridge:
 	@echo "warning: no $(CUDA_HOME)/include/cupti.h (CUDA toolkit): libltrace-bridge.so not built, no CUPTI/NVTX" >&2
 endif
 
-$(BUILD)/obj/torchbridge/%.pic.o: torchbridge/%.cpp $(wildcard torchbridge/*.h) bpf/events.h
+$(BUILD)/obj/torchbridge/%.pic.o: torchbridge/%.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(BRIDGE_CXXFLAGS) -c $< -o $@
+	$(CXX) $(BRIDGE_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # libstdc++ inside and nothing exported but the injection entry points: the
 # target may carry its own C++ runtime.  libdl.so.2 and libpthread.so.0 are
@@ -90,37 +106,43 @@ $(BUILD)/bridge-eh-test.so: tests/workloads/bridge_eh_test.cpp $(BUILD)/obj/torc
 	bash tests/check_glibc_versions.sh $@.tmp $(BRIDGE_GLIBC_MAX) || { rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) vmlinux/vmlinux.h
+$(BUILD)/%.bpf.o: bpf/%.bpf.c vmlinux/vmlinux.h
 	@mkdir -p $(BUILD)
-	$(CLANG) $(BPFFLAGS) -c $< -o $@
+	$(CLANG) $(BPFFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(BPFTOOL) gen skeleton $< name lt_$* > $@
 
-$(BUILD)/obj/%.o: %.cpp $(SKELS) $(wildcard */*/*.h */*.h)
+# The skeletons must exist before the first compile (order-only); after it,
+# the .d file names the ones an object really includes.
+$(BUILD)/obj/%.o: %.cpp | $(SKELS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -c $< -o $@
+	$(CXX) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/libltrace.a: $(LIB_OBJS)
-	ar rcs $@ $^
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-$(BUILD)/ltrace-bpf: $(BUILD)/obj/user/main.o $(BUILD)/libltrace.a
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+.SECONDEXPANSION:
+$(BUILD)/lib/%.a: $$(call lib_objects,$$*)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/ltrace-bpf: $(BUILD)/obj/user/main.o $(LIB_ARCHIVES)
+	$(CXX) $(CXXFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
 
 # One self-contained binary (libbpf, libelf, zlib, zstd and libc inside) for
 # machines without those libraries, e.g. the GPU check (tests/gpu/smoke.sh).
 static: $(BUILD)/ltrace-bpf-static
-$(BUILD)/ltrace-bpf-static: $(BUILD)/obj/user/main.o $(BUILD)/libltrace.a
-	$(CXX) $(CXXFLAGS) -static $^ -o $@ $(LDLIBS)
+$(BUILD)/ltrace-bpf-static: $(BUILD)/obj/user/main.o $(LIB_ARCHIVES)
+	$(CXX) $(CXXFLAGS) -static $< $(LINK_LIBS) -o $@ $(LDLIBS)
 	strip $@
 
 # Crafted slow-to-report traces (tests/fuzz/make_adversarial.cpp): the
 # worst-case timing test and the fuzz corpus.
-$(BUILD)/make-adversarial: $(BUILD)/obj/tests/fuzz/make_adversarial.o $(BUILD)/libltrace.a
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/make-adversarial: $(BUILD)/obj/tests/fuzz/make_adversarial.o $(LIB_ARCHIVES)
+	$(CXX) $(CXXFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
 
-$(BUILD)/unit-tests: $(TEST_OBJS) $(BRIDGE_TEST_OBJS) $(BUILD)/libltrace.a
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lgtest -lgtest_main -pthread -ldl
+$(BUILD)/unit-tests: $(TEST_OBJS) $(BRIDGE_TEST_OBJS) $(LIB_ARCHIVES)
+	$(CXX) $(CXXFLAGS) $(TEST_OBJS) $(BRIDGE_TEST_OBJS) $(LINK_LIBS) -o $@ $(LDLIBS) -lgtest -lgtest_main -pthread -ldl
 
 deps:
 	bash .ci/deps.sh
@@ -131,7 +153,9 @@ deps:
 unit-test: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
 
-integration-test: all
+# build/unit-tests too: tests/integration/test_inject*.py run its
+# InjectCli.FromEnvironment as the injector.
+integration-test: all $(BUILD)/unit-tests
 	$(PY) -m pytest -q tests/integration
 
 # The integration tests beside two CPU-bound processes (tests/with_cpu_hogs.sh
@@ -139,8 +163,18 @@ integration-test: all
 test-loaded: all
 	tests/with_cpu_hogs.sh -n 2 $(PY) -m pytest -q tests/integration
 
+# Checks that need no build: the include layering and clang-format.
+check: check-layers check-format
+check-layers:
+	python3 tests/layers/check_layers.py
+check-format:
+	@clang-format --dry-run -Werror $(FORMAT_SRCS) && echo "format: ok ($(words $(FORMAT_SRCS)) files)"
+
+# The unit tests run under AddressSanitizer + UBSan (make asan); `make
+# unit-test` runs the plain build.
 test: deps
-	$(MAKE) unit-test
+	$(MAKE) check
+	$(MAKE) asan
 	$(MAKE) fuzz
 	$(MAKE) integration-test
 
@@ -148,12 +182,12 @@ test: deps
 FUZZ_SECONDS ?= 20
 FUZZ_TIMEOUT ?= 10
 FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp reports/aggregate/actions.cpp \
-             reports/model/action_name.cpp reports/aggregate/stacks.cpp reports/aggregate/stack_cut.cpp \
+             user/model/action_name.cpp reports/aggregate/stacks.cpp reports/aggregate/stack_cut.cpp \
              reports/advanced/advanced_report.cpp \
              reports/aggregate/ops.cpp reports/aggregate/step_batches.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
-             reports/aggregate/device_stats.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
-             reports/gpu/kernel_names.cpp reports/gpu/cuda_sites.cpp reports/model/code_points.cpp \
-             reports/model/exact_sum.cpp
+             reports/aggregate/device_stats.cpp reports/aggregate/duration_stat.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
+             reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp user/model/code_points.cpp \
+             user/model/exact_sum.cpp
 fuzz: $(SKELS)
 	@mkdir -p build-fuzz/corpus
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp user/core/output_file.cpp -o build-fuzz/make_seed -lz -lzstd
@@ -167,7 +201,8 @@ fuzz: $(SKELS)
 
 asan:
 	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" build-asan/unit-tests
-	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests
+	# InjectCli.FromEnvironment injects into a process the integration tests start.
+	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --gtest_filter=-InjectCli.FromEnvironment
 
 demo: deps
 	$(MAKE) all
@@ -181,8 +216,10 @@ install: all
 	install -D -m 0755 $(BUILD)/ltrace-bpf $(DESTDIR)$(PREFIX)/bin/ltrace-bpf
 	install -D -m 0755 $(BUILD)/libltrace-bridge.so $(DESTDIR)$(PREFIX)/lib/ltrace-bpf/libltrace-bridge.so
 
+FORMAT_SRCS := $(wildcard bpf/*.c bpf/*.h user/*.cpp user/*/*.cpp user/*/*.h reports/*/*.cpp reports/*/*.h \
+                 tests/unit/*.cpp tests/fuzz/*.cpp torchbridge/*.cpp torchbridge/*.h)
 format:
-	clang-format -i $(wildcard bpf/*.c bpf/*.h user/*.cpp user/*/*.cpp user/*/*.h reports/*/*.cpp reports/*/*.h tests/unit/*.cpp torchbridge/*.cpp torchbridge/*.h)
+	clang-format -i $(FORMAT_SRCS)
 
 vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/vmlinux.h

@@ -37,24 +37,24 @@ using s64 = std::int64_t;
 enum lt_event_kind {
 	LT_EV_NONE = 0,
 	/* Lightning actions (pyactions source) */
-	LT_EV_ACTION_BEGIN = 1, /* Profiler.profile generator: first resume */
-	LT_EV_ACTION_END = 2,	/* Profiler.profile generator: second resume */
-	LT_EV_DIRECT_START = 3, /* reserved: Profiler.start(name) called directly */
-	LT_EV_DIRECT_STOP = 4,	/* reserved: Profiler.stop(name) called directly */
-	LT_EV_FETCH_BEGIN = 5,	/* next(CombinedLoader): a dataloader fetch starts */
+	LT_EV_ACTION_BEGIN = 1,	    /* Profiler.profile generator: first resume */
+	LT_EV_ACTION_END = 2,	    /* Profiler.profile generator: second resume */
+	LT_EV_DIRECT_START = 3,	    /* reserved: Profiler.start(name) called directly */
+	LT_EV_DIRECT_STOP = 4,	    /* reserved: Profiler.stop(name) called directly */
+	LT_EV_FETCH_BEGIN = 5,	    /* next(CombinedLoader): a dataloader fetch starts */
 	LT_EV_ACTION_NAME_TAIL = 6, /* more of the name of the ACTION_BEGIN that follows on this thread */
-	LT_EV_ACTION_ORIGIN = 7,   /* the frame that opened the action just begun (sampling only) */
+	LT_EV_ACTION_ORIGIN = 7,    /* the frame that opened the action just begun (sampling only) */
 	/* process lifecycle (proctrack source) */
 	LT_EV_PROC_FORK = 16,
 	LT_EV_PROC_EXEC = 17,
 	LT_EV_PROC_EXIT = 18,
 	/* produced in user space, never by BPF */
-	LT_EV_PROC_INFO = 32, /* pid, rank labels, interpreter */
-	LT_EV_DROPS = 33,     /* ring-buffer drop counters at a point in time */
-	LT_EV_WINDOW = 34,    /* attach / detach times */
-	LT_EV_HOST_INFO = 35, /* host, kernel, clock reference */
-	LT_EV_PROC_ENV = 36,  /* job identity of a process (distributed ranks), from its environment */
-	LT_EV_CLOCK_SYNC = 37, /* this host's wall clock measured against a reference host's (cluster) */
+	LT_EV_PROC_INFO = 32,	   /* pid, rank labels, interpreter */
+	LT_EV_DROPS = 33,	   /* ring-buffer drop counters at a point in time */
+	LT_EV_WINDOW = 34,	   /* attach / detach times */
+	LT_EV_HOST_INFO = 35,	   /* host, kernel, clock reference */
+	LT_EV_PROC_ENV = 36,	   /* job identity of a process (distributed ranks), from its environment */
+	LT_EV_CLOCK_SYNC = 37,	   /* this host's wall clock measured against a reference host's (cluster) */
 	LT_EV_PROC_CONTAINER = 38, /* the container a process runs in (namespaces, hostname, id) */
 	LT_EV_PROC_DROPS = 39,	   /* records one process lost, by kind and cause (at detach) */
 	/* Python stacks (pysample source) */
@@ -149,9 +149,9 @@ struct lt_action_origin_event {
 	u16 flags;	/* LT_ORIGIN_* */
 	u32 pad;
 };
-#define LT_ORIGIN_TOO_DEEP 0x1u	 /* the walk hit its bound: depth unknown */
+#define LT_ORIGIN_TOO_DEEP 0x1u	  /* the walk hit its bound: depth unknown */
 #define LT_ORIGIN_READ_FAULT 0x2u /* a frame was unreadable: depth unknown */
-#define LT_ORIGIN_NOT_ENTER 0x4u	 /* not resumed from a __enter__ frame: no opening frame */
+#define LT_ORIGIN_NOT_ENTER 0x4u  /* not resumed from a __enter__ frame: no opening frame */
 
 /* PROC_FORK / PROC_EXEC / PROC_EXIT */
 struct lt_proc_event {
@@ -186,8 +186,8 @@ struct lt_proc_info_event {
  * that is not in our own pid, mount and UTS namespaces and root. */
 struct lt_proc_container_event {
 	struct lt_event_header hdr;
-	u32 ns_pid; /* its pid inside its own pid namespace */
-	u32 flags;  /* LT_CONTAINER_* */
+	u32 ns_pid;	       /* its pid inside its own pid namespace */
+	u32 flags;	       /* LT_CONTAINER_* */
 	char hostname[64];     /* its UTS namespace's */
 	char container_id[72]; /* 64 hex from its cgroup path (docker, containerd, cri-o, podman), "" if none */
 };
@@ -395,7 +395,6 @@ struct lt_sampler_info_event {
 #define LT_SAMPLER_ON_CPU 0x1u
 #define LT_SAMPLER_OFF_CPU 0x2u
 
-
 /* ------------------------------------------------------------------ */
 /* GPU.  The bridge library (torchbridge/, loaded into the target by
  * CUDA_INJECTION64_PATH / NVTX_INJECTION64_PATH at launch, or by ptrace
@@ -408,31 +407,31 @@ struct lt_sampler_info_event {
 #define LT_GPU_KERNEL 1
 #define LT_GPU_MEMCPY 2
 #define LT_GPU_MEMSET 3
-#define LT_GPU_RUNTIME 4 /* a CUDA runtime API call (cudaLaunchKernel, ...) */
-#define LT_GPU_DRIVER 5	 /* a CUDA driver API call not made by the runtime */
-#define LT_GPU_SYNC 6	 /* host waited: stream / event / context synchronisation */
+#define LT_GPU_RUNTIME 4  /* a CUDA runtime API call (cudaLaunchKernel, ...) */
+#define LT_GPU_DRIVER 5	  /* a CUDA driver API call not made by the runtime */
+#define LT_GPU_SYNC 6	  /* host waited: stream / event / context synchronisation */
 #define LT_GPU_OVERHEAD 7 /* CUPTI's own buffer flushes, ... */
 
 /* One CUPTI activity record, times already on CLOCK_MONOTONIC. */
 struct lt_gpu_activity {
 	u64 start_ns;
 	u64 end_ns;
-	u64 bytes;	  /* MEMCPY / MEMSET */
-	u32 correlation;  /* CUPTI correlation id: joins an API call to its kernels */
-	u32 name_id;	  /* KERNEL: kernel name (GPU_NAME); RUNTIME/DRIVER: 0 */
-	u32 cbid;	  /* RUNTIME / DRIVER: callback id (cupti_runtime_cbid.h) */
-	u32 tid;	  /* RUNTIME / DRIVER / SYNC: calling thread (kernel tid) */
+	u64 bytes;	 /* MEMCPY / MEMSET */
+	u32 correlation; /* CUPTI correlation id: joins an API call to its kernels */
+	u32 name_id;	 /* KERNEL: kernel name (GPU_NAME); RUNTIME/DRIVER: 0 */
+	u32 cbid;	 /* RUNTIME / DRIVER: callback id (cupti_runtime_cbid.h) */
+	u32 tid;	 /* RUNTIME / DRIVER / SYNC: calling thread (kernel tid) */
 	u32 stream;
 	u32 context;
 	u32 grid[3];
 	u32 block[3];
-	u32 registers;	  /* KERNEL: registers per thread */
-	u32 shared_mem;	  /* KERNEL: static + dynamic shared memory */
-	u32 graph_id;	  /* KERNEL: CUDA graph, 0 = none */
-	u16 kind;	  /* LT_GPU_* */
+	u32 registers;	/* KERNEL: registers per thread */
+	u32 shared_mem; /* KERNEL: static + dynamic shared memory */
+	u32 graph_id;	/* KERNEL: CUDA graph, 0 = none */
+	u16 kind;	/* LT_GPU_* */
 	u16 device;
-	u8 copy_kind;	  /* MEMCPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, ...) */
-	u8 sync_type;	  /* SYNC: CUpti_ActivitySynchronizationType */
+	u8 copy_kind; /* MEMCPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, ...) */
+	u8 sync_type; /* SYNC: CUpti_ActivitySynchronizationType */
 	u16 pad;
 	u32 pad2;
 };
@@ -504,15 +503,15 @@ struct lt_gpu_launch_event {
 
 #define LT_NVTX_MSG_MAX 192
 struct lt_nvtx {
-	u64 ts_ns;	/* CLOCK_MONOTONIC, read in the callback */
-	u64 range_id;	/* START / END */
-	u32 domain;	/* 0 = default domain, else LT_NAME_NVTX_DOMAIN id */
-	u32 string_id;	/* registered message: LT_NAME_NVTX_STRING id, else 0 */
-	u32 color;	/* ARGB, 0 = none */
+	u64 ts_ns;     /* CLOCK_MONOTONIC, read in the callback */
+	u64 range_id;  /* START / END */
+	u32 domain;    /* 0 = default domain, else LT_NAME_NVTX_DOMAIN id */
+	u32 string_id; /* registered message: LT_NAME_NVTX_STRING id, else 0 */
+	u32 color;     /* ARGB, 0 = none */
 	u32 category;
 	u32 tid;
-	u16 type;	/* LT_NVTX_* */
-	u16 msg_len;	/* bytes of the whole message (msg holds at most LT_NVTX_MSG_MAX - 1) */
+	u16 type;    /* LT_NVTX_* */
+	u16 msg_len; /* bytes of the whole message (msg holds at most LT_NVTX_MSG_MAX - 1) */
 	char msg[LT_NVTX_MSG_MAX];
 };
 struct lt_nvtx_event {
@@ -521,13 +520,13 @@ struct lt_nvtx_event {
 };
 
 /* lt_gpu_status.state */
-#define LT_BRIDGE_ACTIVE 1	  /* CUPTI subscribed, activity on */
-#define LT_BRIDGE_CUPTI_BUSY 2	  /* another CUPTI client holds it (error 39: kineto, Nsight) */
-#define LT_BRIDGE_NO_CUPTI 3	  /* libcupti could not be loaded */
-#define LT_BRIDGE_CUPTI_ERROR 4	  /* another CUPTI error (code in `error`) */
-#define LT_BRIDGE_DORMANT 5	  /* the tracer left: CUPTI released */
-#define LT_BRIDGE_NVTX 6	  /* NVTX injection initialised for one module */
-#define LT_BRIDGE_DROPPED 7	  /* CUPTI dropped records (count in `dropped`) */
+#define LT_BRIDGE_ACTIVE 1	/* CUPTI subscribed, activity on */
+#define LT_BRIDGE_CUPTI_BUSY 2	/* another CUPTI client holds it (error 39: kineto, Nsight) */
+#define LT_BRIDGE_NO_CUPTI 3	/* libcupti could not be loaded */
+#define LT_BRIDGE_CUPTI_ERROR 4 /* another CUPTI error (code in `error`) */
+#define LT_BRIDGE_DORMANT 5	/* the tracer left: CUPTI released */
+#define LT_BRIDGE_NVTX 6	/* NVTX injection initialised for one module */
+#define LT_BRIDGE_DROPPED 7	/* CUPTI dropped records (count in `dropped`) */
 
 struct lt_gpu_status {
 	u32 state; /* LT_BRIDGE_* */
@@ -537,7 +536,7 @@ struct lt_gpu_status {
 	u32 flags; /* LT_BRIDGE_F_* */
 	char detail[112];
 };
-#define LT_BRIDGE_F_LATE 0x1u	 /* injected into a running process */
+#define LT_BRIDGE_F_LATE 0x1u	     /* injected into a running process */
 #define LT_BRIDGE_F_TS_CALLBACK 0x2u /* CUPTI timestamps come from our CLOCK_MONOTONIC callback */
 struct lt_gpu_status_event {
 	struct lt_event_header hdr;
@@ -549,8 +548,8 @@ struct lt_gpu_status_event {
 struct lt_gpu_clock {
 	u64 cupti_ns;
 	u64 monotonic_ns;
-	s64 offset_ns;	 /* monotonic = cupti + offset */
-	u64 error_ns;	 /* half the width of the reading window */
+	s64 offset_ns; /* monotonic = cupti + offset */
+	u64 error_ns;  /* half the width of the reading window */
 };
 struct lt_gpu_clock_event {
 	struct lt_event_header hdr;
@@ -561,10 +560,10 @@ struct lt_gpu_clock_event {
 struct lt_device_stats_event {
 	struct lt_event_header hdr; /* pid = 0 */
 	u32 device;
-	u32 gpu_util_pct;    /* utilization.gpu (%) */
-	u32 mem_util_pct;    /* utilization.memory (%) */
-	u32 temperature_c;   /* temperature.gpu (°C) */
-	u64 mem_used_bytes;  /* memory.used */
+	u32 gpu_util_pct;   /* utilization.gpu (%) */
+	u32 mem_util_pct;   /* utilization.memory (%) */
+	u32 temperature_c;  /* temperature.gpu (°C) */
+	u64 mem_used_bytes; /* memory.used */
 	u64 mem_total_bytes;
 	u32 power_mw;
 	u32 sm_clock_mhz;
@@ -575,7 +574,7 @@ struct lt_device_stats_event {
 /* PROC_STATS (user space, /proc): one target process at one time */
 struct lt_proc_stats_event {
 	struct lt_event_header hdr; /* pid = the process */
-	u64 cpu_ns;	    /* utime + stime so far */
+	u64 cpu_ns;		    /* utime + stime so far */
 	u64 rss_bytes;
 	u32 vm_percent_x100;   /* cpu_vm_percent * 100 (system, as psutil) */
 	u32 swap_percent_x100; /* cpu_swap_percent * 100 */
@@ -606,22 +605,22 @@ struct lt_py_offsets {
 	u16 frame_owner;	 /* 3.11+: _PyInterpreterFrame.owner */
 	u16 str_compact_data;	 /* sizeof(PyCompactUnicodeObject): non-ASCII data */
 	/* Stack walking (pysample) */
-	u16 tstate_frame;   /* PyThreadState: frame / cframe / current_frame */
-	u16 cframe_frame;   /* _PyCFrame.current_frame (3.11/3.12), 0xffff = none */
-	u16 frame_previous; /* f_back / previous */
-	u16 frame_block;    /* bytes of a frame to read at once (covers every field) */
-	u8 owner_cstack;    /* 3.12+: frames with owner >= this are not Python's (shims), 0xff = none */
-	u8 stackref_tag_mask;   /* 3.14+: tag bits of _PyStackRefs (f_executable, localsplus) */
+	u16 tstate_frame;     /* PyThreadState: frame / cframe / current_frame */
+	u16 cframe_frame;     /* _PyCFrame.current_frame (3.11/3.12), 0xffff = none */
+	u16 frame_previous;   /* f_back / previous */
+	u16 frame_block;      /* bytes of a frame to read at once (covers every field) */
+	u8 owner_cstack;      /* 3.12+: frames with owner >= this are not Python's (shims), 0xff = none */
+	u8 stackref_tag_mask; /* 3.14+: tag bits of _PyStackRefs (f_executable, localsplus) */
 	u8 pad[2];
 };
 
 #define LT_TARGET_FOLLOW_CHILDREN 0x1u
-#define LT_TARGET_GEN_VIA_EVAL 0x2u /* resumes come from the eval-frame probe */
-#define LT_TARGET_SAMPLE 0x4u	    /* sample its threads' Python stacks */
-#define LT_TARGET_OFF_CPU 0x8u	    /* record its threads' blocking */
-#define LT_TARGET_OPS 0x10u	    /* trace its aten ops */
-#define LT_TARGET_SHAPES 0x20u	    /* ...with their tensor arguments' shapes */
-#define LT_TARGET_GPU 0x40u	    /* take its GPU records (bridge USDT, CUDA uprobes) */
+#define LT_TARGET_GEN_VIA_EVAL 0x2u   /* resumes come from the eval-frame probe */
+#define LT_TARGET_SAMPLE 0x4u	      /* sample its threads' Python stacks */
+#define LT_TARGET_OFF_CPU 0x8u	      /* record its threads' blocking */
+#define LT_TARGET_OPS 0x10u	      /* trace its aten ops */
+#define LT_TARGET_SHAPES 0x20u	      /* ...with their tensor arguments' shapes */
+#define LT_TARGET_GPU 0x40u	      /* take its GPU records (bridge USDT, CUDA uprobes) */
 #define LT_TARGET_LAUNCH_STACKS 0x80u /* ...and the Python stack of its launches */
 #define LT_TARGET_TSTATE_MAP 0x100u   /* thread states from lt_tstates, not from fsbase */
 

@@ -322,8 +322,8 @@ static __always_inline int on_profile_resume(u64 frame, const struct frame_view 
 		if (throw)
 			return 0; /* thrown into before it started: start() never runs */
 		/* localsplus slot 1 is action_name (slot 0 is self) */
-		u64 s = v->name_obj ? v->name_obj
-				    : read_u64(frame + o->frame_localsplus + 8) & ~(u64)o->stackref_tag_mask;
+		u64 s =
+		    v->name_obj ? v->name_obj : read_u64(frame + o->frame_localsplus + 8) & ~(u64)o->stackref_tag_mask;
 		struct name_view n;
 		view_name(s, o, &n);
 		emit_name_tails(frame, &n);

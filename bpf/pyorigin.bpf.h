@@ -22,11 +22,11 @@
 
 struct origin_scratch {
 	struct lt_py_offsets off;
-	u64 frame;  /* next frame to read, 0 = done */
-	u64 code;   /* the opening frame's code object */
-	u64 first;  /* the innermost Python frame's code object */
-	u32 seen;   /* Python frames counted so far (leaf side first) */
-	u32 skip;   /* Python frames below the opening one (0 or 1) */
+	u64 frame; /* next frame to read, 0 = done */
+	u64 code;  /* the opening frame's code object */
+	u64 first; /* the innermost Python frame's code object */
+	u32 seen;  /* Python frames counted so far (leaf side first) */
+	u32 skip;  /* Python frames below the opening one (0 or 1) */
 	u32 fault;
 	u32 pad;
 	u8 buf[LT_ORIGIN_BLOCK_MAX + 8];

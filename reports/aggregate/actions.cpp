@@ -3,7 +3,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "reports/model/action_name.h"
+#include "user/model/action_name.h"
 
 namespace lt {
 

@@ -12,8 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "reports/model/exact_sum.h"
-#include "reports/model/trace.h"
+#include "user/model/exact_sum.h"
+#include "user/model/trace.h"
 
 namespace lt {
 
@@ -115,7 +115,7 @@ struct ActionsReport {
   std::uint64_t unreadable = 0;          // records not sent: target memory unreadable (PROC_DROPS)
   std::vector<RecordLoss> unattributed;  // losses the per-process table could not hold
   bool complete = true;                  // the stream has its detach record
-  std::uint64_t damaged_ranges = 0;  // gaps in the stream (damaged chunks of a trace file)
+  std::uint64_t damaged_ranges = 0;      // gaps in the stream (damaged chunks of a trace file)
 };
 
 // The frame that opened an action (ACTION_ORIGIN): stack samples charged to

@@ -8,8 +8,8 @@
 #include <unordered_map>
 
 #include "reports/aggregate/gpu_names.h"
-#include "reports/gpu/cuda_sites.h"
-#include "reports/gpu/kernel_names.h"
+#include "reports/aggregate/kernel_names.h"
+#include "user/model/cuda_sites.h"
 
 namespace lt {
 
@@ -57,7 +57,7 @@ struct GpuAggregator::State {
     std::unordered_map<std::uint32_t, Launch> launches;  // correlation -> launch
     std::deque<std::uint32_t> launch_order;
     std::unordered_map<std::uint32_t, std::pair<std::uint16_t, std::uint64_t>> last_uprobe;  // tid -> source, ts
-    std::map<std::uint32_t, std::vector<std::uint64_t>> kernels;  // name id -> durations
+    std::map<std::uint32_t, std::vector<std::uint64_t>> kernels;                             // name id -> durations
     std::map<std::string, DurationStat> memops;
     std::map<std::pair<std::uint16_t, std::uint32_t>, std::vector<std::uint64_t>> apis;  // (kind, cbid)
     std::map<std::string, DurationStat> nvtx;
@@ -110,8 +110,8 @@ struct GpuAggregator::State {
     if (e.source != LT_LAUNCH_CUPTI) {
       // The runtime's own call into the driver is one call, not two.
       auto& last = p.last_uprobe[h.tid];
-      const bool nested = e.source == LT_LAUNCH_LIBCUDA && last.first == LT_LAUNCH_CUDART &&
-                          h.ts_ns - last.second < kNestedLaunchNs;
+      const bool nested =
+          e.source == LT_LAUNCH_LIBCUDA && last.first == LT_LAUNCH_CUDART && h.ts_ns - last.second < kNestedLaunchNs;
       last = {e.source, h.ts_ns};
       if (nested) return;
       const char* fn = cuda_site_name(e.source, e.cbid);
@@ -174,7 +174,8 @@ struct GpuAggregator::State {
           s.begin_ns = a.start_ns;
           s.end_ns = std::max(a.end_ns, a.start_ns);
           s.correlation = a.correlation;
-          s.name = a.kind == LT_GPU_KERNEL ? slice_name({h.pid, LT_NAME_KERNEL, a.name_id}) : slice_literal(memop_name(a));
+          s.name =
+              a.kind == LT_GPU_KERNEL ? slice_name({h.pid, LT_NAME_KERNEL, a.name_id}) : slice_literal(memop_name(a));
           s.launch_ns = l ? l->ts : 0;
           s.bytes = a.bytes;
           std::memcpy(s.grid, a.grid, sizeof s.grid);
@@ -345,8 +346,12 @@ GpuReport GpuAggregator::finish() {
     for (auto& [key, ns] : p.apis) {
       const std::string* n =
           s.name_of(pid, key.first == LT_GPU_RUNTIME ? LT_NAME_RUNTIME_API : LT_NAME_DRIVER_API, key.second);
-      p.out.apis.push_back({n ? *n : (key.first == LT_GPU_RUNTIME ? "runtime#" : "driver#") + std::to_string(key.second),
-                            std::move(ns), {}, "", ""});
+      p.out.apis.push_back(
+          {n ? *n : (key.first == LT_GPU_RUNTIME ? "runtime#" : "driver#") + std::to_string(key.second),
+           std::move(ns),
+           {},
+           "",
+           ""});
     }
     for (auto& [k, d] : p.nvtx) p.out.nvtx.push_back(std::move(d));
     for (auto& [fn, n] : p.probed) p.out.probed_calls.push_back({fn, n});

@@ -7,8 +7,8 @@
 #include <unordered_map>
 
 #include "reports/aggregate/gpu_names.h"
+#include "reports/aggregate/kernel_names.h"
 #include "reports/aggregate/step_batches.h"
-#include "reports/gpu/kernel_names.h"
 
 namespace lt {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
-#include "reports/model/trace.h"
+#include "user/model/trace.h"
 
 namespace lt {
 

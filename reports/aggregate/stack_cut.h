@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "reports/aggregate/actions.h"
-#include "reports/model/trace.h"
+#include "user/model/trace.h"
 
 namespace lt {
 

@@ -149,8 +149,9 @@ struct StackAggregator::State {
     const std::uint64_t unknown_before = ps.unknown_frames;
     const std::uint64_t uncut_before = ps.uncut;
     const std::size_t stack = b.add(frames_of(e, ps), 1);
-    b.by_raw.emplace(std::move(key), Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before),
-                                                     ps.uncut != uncut_before});
+    b.by_raw.emplace(std::move(key),
+                     Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before),
+                                     ps.uncut != uncut_before});
   }
 
   std::uint64_t gaps = 0;  // damaged ranges of the trace file passed so far

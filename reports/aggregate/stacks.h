@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
-#include "reports/model/stack_profile.h"
+#include "user/model/stack_profile.h"
 
 namespace lt {
 

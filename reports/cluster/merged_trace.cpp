@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <set>
 
-#include "reports/export/json_escape.h"
+#include "reports/format/json_escape.h"
 
 namespace lt {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "reports/model/action_name.h"
+#include "user/model/action_name.h"
 
 namespace lt {
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <ostream>
 
-#include "reports/model/trace.h"
+#include "user/model/trace.h"
 
 namespace lt {
 void dump_events(const Trace& trace, std::ostream& out);

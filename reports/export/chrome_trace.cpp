@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "reports/export/json_escape.h"
+#include "reports/format/json_escape.h"
 
 namespace lt {
 
@@ -44,12 +44,18 @@ std::uint64_t gpu_pid(const GpuSlice& s, bool several) {
 
 const char* gpu_category(std::uint16_t kind) {
   switch (kind) {
-    case LT_GPU_KERNEL: return "kernel";
-    case LT_GPU_MEMCPY: return "gpu_memcpy";
-    case LT_GPU_MEMSET: return "gpu_memset";
-    case LT_GPU_RUNTIME: return "cuda_runtime";
-    case LT_GPU_DRIVER: return "cuda_driver";
-    default: return "nvtx";
+    case LT_GPU_KERNEL:
+      return "kernel";
+    case LT_GPU_MEMCPY:
+      return "gpu_memcpy";
+    case LT_GPU_MEMSET:
+      return "gpu_memset";
+    case LT_GPU_RUNTIME:
+      return "cuda_runtime";
+    case LT_GPU_DRIVER:
+      return "cuda_driver";
+    default:
+      return "nvtx";
   }
 }
 
@@ -65,13 +71,14 @@ void write_gpu_events(const ActionsReport& rep, const GpuReport& gpu, const std:
     if (device) {
       rows.insert({pid, s.stream});
       if (gpu_pids.insert(pid).second)
-        sep() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << pid
-              << ", \"tid\": 0, \"args\": {\"name\": "
-              << json_string("GPU " + std::to_string(s.device) + (several ? " (pid " + std::to_string(s.pid) + ")" : ""))
+        sep() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << pid << ", \"tid\": 0, \"args\": {\"name\": "
+              << json_string("GPU " + std::to_string(s.device) +
+                             (several ? " (pid " + std::to_string(s.pid) + ")" : ""))
               << "}}";
     }
     auto& o = sep() << "{\"ph\": \"X\", \"cat\": \"" << gpu_category(s.kind) << "\", \"name\": " << json_string(name)
-                    << ", \"pid\": " << pid << ", \"tid\": " << tid << ", \"ts\": " << us_exact(wall_ns(rep, s.begin_ns))
+                    << ", \"pid\": " << pid << ", \"tid\": " << tid
+                    << ", \"ts\": " << us_exact(wall_ns(rep, s.begin_ns))
                     << ", \"dur\": " << us_exact(static_cast<std::int64_t>(s.end_ns - s.begin_ns)) << ", \"args\": {";
     if (s.kind == LT_GPU_KERNEL) {
       o << "\"device\": " << s.device << ", \"stream\": " << s.stream << ", \"correlation\": " << s.correlation
@@ -79,7 +86,8 @@ void write_gpu_events(const ActionsReport& rep, const GpuReport& gpu, const std:
         << s.grid[0] << ", " << s.grid[1] << ", " << s.grid[2] << "], \"block\": [" << s.block[0] << ", " << s.block[1]
         << ", " << s.block[2] << "]";
     } else if (device) {
-      const double gbps = s.end_ns > s.begin_ns ? static_cast<double>(s.bytes) / static_cast<double>(s.end_ns - s.begin_ns) : 0;
+      const double gbps =
+          s.end_ns > s.begin_ns ? static_cast<double>(s.bytes) / static_cast<double>(s.end_ns - s.begin_ns) : 0;
       char bw[32];
       std::snprintf(bw, sizeof bw, "%.3f", gbps);
       o << "\"device\": " << s.device << ", \"stream\": " << s.stream << ", \"correlation\": " << s.correlation
@@ -95,7 +103,8 @@ void write_gpu_events(const ActionsReport& rep, const GpuReport& gpu, const std:
       sep() << "{\"ph\": \"s\", \"id\": " << s.correlation << ", \"pid\": " << s.pid << ", \"tid\": " << s.tid
             << ", \"ts\": " << us_exact(wall_ns(rep, s.launch_ns)) << ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}";
       sep() << "{\"ph\": \"f\", \"id\": " << s.correlation << ", \"pid\": " << pid << ", \"tid\": " << tid
-            << ", \"ts\": " << us_exact(wall_ns(rep, s.begin_ns)) << ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}";
+            << ", \"ts\": " << us_exact(wall_ns(rep, s.begin_ns))
+            << ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}";
     }
   }
   for (const auto& [pid, stream] : rows)

@@ -5,9 +5,9 @@
 #include <map>
 #include <vector>
 
-#include "reports/export/json_escape.h"
 #include "reports/flame/html_flame.h"
 #include "reports/flame/named_profile.h"
+#include "reports/format/json_escape.h"
 #include "reports/simple/simple_report.h"
 
 namespace lt {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "reports/export/json_escape.h"
 #include "reports/flame/collapsed.h"
+#include "reports/format/json_escape.h"
 
 namespace lt {
 

@@ -2,8 +2,8 @@
 
 #include <sstream>
 
-#include "reports/export/json_escape.h"
 #include "reports/flame/collapsed.h"
+#include "reports/format/json_escape.h"
 
 namespace lt {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "reports/model/stack_profile.h"
+#include "user/model/stack_profile.h"
 
 namespace lt {
 

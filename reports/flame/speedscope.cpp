@@ -4,8 +4,8 @@
 #include <map>
 #include <tuple>
 
-#include "reports/export/json_escape.h"
 #include "reports/flame/collapsed.h"
+#include "reports/format/json_escape.h"
 
 namespace lt {
 

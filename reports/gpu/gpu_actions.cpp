@@ -26,9 +26,9 @@ std::string render_gpu_actions(std::vector<GpuActionRow> rows, bool with_times) 
   std::stable_sort(rows.begin(), rows.end(), [&](const GpuActionRow& a, const GpuActionRow& b) {
     return with_times ? a.kernel_ns + a.copy_ns > b.kernel_ns + b.copy_ns : a.launches > b.launches;
   });
-  std::vector<std::string> head = with_times ? std::vector<std::string>{"Action", "Kernels", "Kernel time (s)", "Copies",
-                                                                        "Copy time (s)", "Copied (MB)", "Launches",
-                                                                        "Syncs", "Sync wait (s)"}
+  std::vector<std::string> head = with_times ? std::vector<std::string>{"Action",   "Kernels",       "Kernel time (s)",
+                                                                        "Copies",   "Copy time (s)", "Copied (MB)",
+                                                                        "Launches", "Syncs",         "Sync wait (s)"}
                                              : std::vector<std::string>{"Action", "Launches", "Syncs"};
   std::vector<std::vector<std::string>> cells;
   for (const auto& r : rows) {

@@ -1,5 +1,4 @@
 #include "reports/gpu/gpu_tables.h"
-#include "reports/model/code_points.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,13 +8,13 @@
 #include <tuple>
 #include <utility>
 
+#include "user/model/code_points.h"
+
 namespace lt {
 namespace {
 
 constexpr std::size_t kMaxTextWidth = 100;     // nsys's default limit for auto-width columns
 const char* const kEllipsis = "\xE2\x80\xA6";  // U+2026 "…"
-
-
 
 std::string limit_text(const std::string& s) {
   return cp_len(s) > kMaxTextWidth ? cp_prefix(s, kMaxTextWidth - 1) + kEllipsis : s;
@@ -186,19 +185,6 @@ std::string render_gpu_mem_size_sum(std::vector<DurationStat> operations) {
                      fmt_fixed(r.s.stddev / kMB, 3), limit_text(r.name)});
   }
   return render(cols, cells);
-}
-
-std::string memcpy_operation_name(std::uint8_t copy_kind) {
-  static const char* const kNames[] = {
-      "Unknown",         "Host-to-Device",  "Device-to-Host",   "Host-to-Array", "Array-to-Host", "Array-to-Array",
-      "Array-to-Device", "Device-to-Array", "Device-to-Device", "Host-to-Host",  "Peer-to-Peer",
-  };
-  const char* kind = copy_kind < sizeof kNames / sizeof kNames[0] ? kNames[copy_kind] : kNames[0];
-  return std::string("[CUDA memcpy ") + kind + "]";
-}
-
-std::string memset_operation_name() {
-  return "[CUDA memset]";
 }
 
 }  // namespace lt

@@ -24,22 +24,9 @@
 #include <string>
 #include <vector>
 
-namespace lt {
+#include "reports/aggregate/duration_stat.h"
 
-// One row's raw values: what nsys's SQL aggregates from the trace.  Entries
-// with the same key (name, and for NVTX also style and domain) are merged
-// into one row; an entry without values (no durations, or for the size table
-// no bytes) gives no row.
-struct DurationStat {
-  // Kernel name (as the caller wants it shown: demangled, or short_kernel_name),
-  // CUDA API function (cudaLaunchKernel, ...), memory operation
-  // (memcpy_operation_name / memset_operation_name), or NVTX range message.
-  std::string name;
-  std::vector<std::uint64_t> durations_ns;  // one per instance / call
-  std::vector<std::uint64_t> bytes;         // cuda_gpu_mem_size_sum only: one per copy or memset
-  std::string style;                        // nvtx_sum only: "PushPop" or "StartEnd"
-  std::string domain;                       // nvtx_sum only: "" = the default domain
-};
+namespace lt {
 
 // cuda_gpu_kern_sum:
 //  Time (%)  Total Time (ns)  Instances  Avg (ns)  Med (ns)  Min (ns)  Max (ns)  StdDev (ns)  Name
@@ -60,13 +47,5 @@ std::string render_api_sum(std::vector<DurationStat> calls);
 // nvtx_sum; a range of a named domain is shown "domain:range", as nsys does:
 //  Time (%)  Total Time (ns)  Instances  Avg (ns)  Med (ns)  Min (ns)  Max (ns)  StdDev (ns)  Style  Range
 std::string render_nvtx_sum(std::vector<DurationStat> ranges);
-
-// nsys's operation name for a CUpti_ActivityMemcpyKind: 1 HtoD
-// "[CUDA memcpy Host-to-Device]", 2 DtoH, 3 HtoA, 4 AtoH, 5 AtoA, 6 AtoD,
-// 7 DtoA, 8 DtoD "[CUDA memcpy Device-to-Device]", 9 HtoH, 10 PtoP
-// "[CUDA memcpy Peer-to-Peer]"; anything else "[CUDA memcpy Unknown]".
-std::string memcpy_operation_name(std::uint8_t copy_kind);
-// "[CUDA memset]".
-std::string memset_operation_name();
 
 }  // namespace lt

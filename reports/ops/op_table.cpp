@@ -1,10 +1,11 @@
 #include "reports/ops/op_table.h"
-#include "reports/model/code_points.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <stdexcept>
+
+#include "user/model/code_points.h"
 
 namespace lt {
 namespace {
@@ -14,8 +15,6 @@ constexpr std::size_t kMaxNameWidth = 55;
 constexpr std::size_t kMaxShapesWidth = 80;
 constexpr std::size_t kDefaultWidth = 12;
 constexpr std::size_t kSpacing = 2;
-
-
 
 // "{: >W}": right-aligned, never truncated (an over-long value pushes the row out).
 std::string pad_left(const std::string& s, std::size_t width) {

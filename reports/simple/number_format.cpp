@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "reports/model/exact_sum.h"
+#include "user/model/exact_sum.h"
 
 namespace lt {
 

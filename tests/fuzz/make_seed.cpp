@@ -11,7 +11,11 @@ int main(int argc, char** argv) {
   lt::tracefile::TraceWriter w(argv[1]);
   for (int i = 0; i < 8; ++i) {
     lt_action_event e{};
-    e.hdr = {static_cast<lt::u16>(i % 2 ? LT_EV_ACTION_END : LT_EV_ACTION_BEGIN), sizeof e, 1, 1, 0,
+    e.hdr = {static_cast<lt::u16>(i % 2 ? LT_EV_ACTION_END : LT_EV_ACTION_BEGIN),
+             sizeof e,
+             1,
+             1,
+             0,
              static_cast<lt::u64>(i)};
     e.key = static_cast<lt::u64>(i / 2);
     std::snprintf(e.name, sizeof e.name, "a%d", i / 2);
@@ -25,8 +29,8 @@ int main(int argc, char** argv) {
     std::snprintf(c.file, sizeof c.file, "/x/m%d.py", i);
     w.append(&c, sizeof c);
     lt_py_sample_event s{};
-    s.hdr = {static_cast<lt::u16>(i % 3 ? LT_EV_PY_SAMPLE : LT_EV_OFFCPU_BEGIN), sizeof s, 1, 1, 0,
-             static_cast<lt::u64>(i)};
+    s.hdr = {
+        static_cast<lt::u16>(i % 3 ? LT_EV_PY_SAMPLE : LT_EV_OFFCPU_BEGIN), sizeof s, 1, 1, 0, static_cast<lt::u64>(i)};
     s.nframes = 2;
     s.frames[0].code = c.code;
     s.frames[1].code = 0x1000;

@@ -3,7 +3,7 @@
 // DeviceStatsAggregator and the report.  Not built by `make`; build here:
 //   g++ -std=c++20 -O2 -I. -Ibpf tests/gpu/device_stats_probe.cpp user/gpu/nvml.cpp user/proc/proc_stats.cpp
 //       user/collector/stats_sampler.cpp reports/aggregate/device_stats.cpp reports/aggregate/actions.cpp
-//       reports/model/action_name.cpp reports/gpu/device_stats_report.cpp -o build/device-stats-probe -ldl
+//       user/model/action_name.cpp reports/gpu/device_stats_report.cpp -o build/device-stats-probe -ldl
 // run there:  build/device-stats-probe PID [seconds]
 #include <unistd.h>
 

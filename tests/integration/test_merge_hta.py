@@ -22,15 +22,7 @@ from clock_shift import build_shift_shim
 from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
 
 
-def merge_supported():
-    if not os.path.exists(LTRACE):
-        return False
-    r = subprocess.run([LTRACE, "--help"], capture_output=True, text=True)
-    return "--merge" in r.stdout + r.stderr
-
-
 pytestmark = [
-    pytest.mark.skipif(not merge_supported(), reason="`report --merge` is not in `ltrace-bpf --help` yet"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (BPF)"),
 ]
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "reports/model/action_name.h"
 #include "user/cli/terminal_escape.h"
+#include "user/model/action_name.h"
 
 using namespace lt;
 

@@ -2,7 +2,7 @@
 // for any number and order of values, in bounded memory.  The oracle is
 // independent: values on a fixed binary grid summed exactly as 128-bit
 // integers, rounded once.
-#include "reports/model/exact_sum.h"
+#include "user/model/exact_sum.h"
 
 #include <gtest/gtest.h>
 

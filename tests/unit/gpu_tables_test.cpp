@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "reports/gpu/kernel_names.h"
+#include "reports/aggregate/kernel_names.h"
 
 namespace {
 

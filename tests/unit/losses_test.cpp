@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "reports/aggregate/actions.h"
-#include "user/collector/loss_records.h"
+#include "user/sources/loss_records.h"
 
 using namespace lt;
 

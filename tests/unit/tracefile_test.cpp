@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
-#include "reports/model/trace.h"
 #include "user/core/errors.h"
+#include "user/model/trace.h"
 #include "user/tracefile/trace_format.h"
 #include "user/tracefile/trace_reader.h"
 #include "user/tracefile/trace_writer.h"

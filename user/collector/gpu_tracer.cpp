@@ -7,9 +7,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "reports/gpu/cuda_sites.h"
 #include "user/core/errors.h"
 #include "user/inject/inject_library.h"
+#include "user/model/cuda_sites.h"
 #include "user/proc/procfs.h"
 #include "user/python/elf_file.h"
 #include "user/sources/gpu.h"

@@ -15,7 +15,6 @@
 
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/gpu_tracer.h"
-#include "user/collector/loss_records.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
 #include "user/core/errors.h"
@@ -27,6 +26,7 @@
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
 #include "user/sources/gpu.h"
+#include "user/sources/loss_records.h"
 #include "user/sources/opprobe.h"
 #include "user/sources/proctrack.h"
 #include "user/sources/pyactions.h"

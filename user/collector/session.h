@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "reports/model/trace.h"
+#include "user/model/trace.h"
 #include "user/python/discovery.h"
 #include "user/python/thread_states.h"
 #include "user/tracefile/trace_writer.h"

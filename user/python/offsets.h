@@ -19,13 +19,13 @@ struct Layout {
   unsigned code_qualname;   // 0 = absent (<= 3.10)
   unsigned code_varnames;   // co_varnames / co_localsplusnames
   // Thread states (python-unwinding.md §2.1), for the stack sampler.
-  unsigned runtime_tss = 0;          // _PyRuntime -> Py_tss_t autoTSSkey {int init; key}
-  unsigned runtime_interp_head = 0;  // _PyRuntime.interpreters.head
-  unsigned interp_threads_head = 0;  // PyInterpreterState -> first PyThreadState
-  unsigned tstate_next = 8;          // PyThreadState.next
-  unsigned tstate_thread_id = 0;     // PyThreadState.thread_id (pthread_t)
+  unsigned runtime_tss = 0;              // _PyRuntime -> Py_tss_t autoTSSkey {int init; key}
+  unsigned runtime_interp_head = 0;      // _PyRuntime.interpreters.head
+  unsigned interp_threads_head = 0;      // PyInterpreterState -> first PyThreadState
+  unsigned tstate_next = 8;              // PyThreadState.next
+  unsigned tstate_thread_id = 0;         // PyThreadState.thread_id (pthread_t)
   unsigned tstate_native_thread_id = 0;  // PyThreadState.native_thread_id (gettid; 3.11+, 0 = absent)
-  unsigned code_linetable = 0;       // co_lnotab (<= 3.9) / co_linetable
+  unsigned code_linetable = 0;           // co_lnotab (<= 3.9) / co_linetable
   unsigned type_tp_name = 24;
   unsigned type_tp_iternext = 224;
   unsigned type_tp_methods = 232;

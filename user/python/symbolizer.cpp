@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "reports/model/action_name.h"
+#include "user/model/action_name.h"
 #include "user/proc/procfs.h"
 #include "user/python/line_table.h"
 

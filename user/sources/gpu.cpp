@@ -18,8 +18,7 @@ GpuSource::GpuSource(const ProcTrackSource& shared, int op_stacks_fd, std::uint6
     skel_ = nullptr;
     throw bpf_error(what, err);
   };
-  if (int err = shared.share_with(skel_->obj))
-    fail("share maps with gpu", -err);
+  if (int err = shared.share_with(skel_->obj)) fail("share maps with gpu", -err);
   // Launches see the same per-thread op stacks as the op probes.
   if (op_stacks_fd >= 0)
     if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd)) fail("share op stacks with gpu", -err);
@@ -62,8 +61,8 @@ void GpuSource::attach_bridge(const std::string& path) {
     }
     made.push_back(l);
   }
-  bpf_link* session = bpf_program__attach_usdt(skel_->progs.lt_gpu_session, -1, path.c_str(), "ltrace", "session",
-                                               nullptr);
+  bpf_link* session =
+      bpf_program__attach_usdt(skel_->progs.lt_gpu_session, -1, path.c_str(), "ltrace", "session", nullptr);
   if (!session) {
     int err = errno;
     undo();

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "user/collector/loss_records.h"
+#include "user/sources/loss_records.h"
 
 struct lt_proctrack;
 struct bpf_map;

@@ -1,6 +1,6 @@
 // The on-disk trace format (docs/trace-format.md): a 64-byte file header,
 // then chunks, each a 40-byte header and a zstd frame holding a run of
-// event records exactly as they are in memory (reports/model/trace.h).
+// event records exactly as they are in memory (user/model/trace.h).
 // Everything here is little-endian and fixed-size.
 #pragma once
 #include <cstdint>

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "reports/model/trace.h"
+#include "user/model/trace.h"
 
 namespace lt::tracefile {
 

@@ -1,4 +1,4 @@
-#include "user/collector/loss_records.h"
+#include "user/sources/loss_records.h"
 
 #include <algorithm>
 #include <tuple>

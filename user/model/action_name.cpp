@@ -1,4 +1,4 @@
-#include "reports/model/action_name.h"
+#include "user/model/action_name.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "reports/export/json_escape.h"
+#include "reports/format/json_escape.h"
 
 #include <cstdio>
 

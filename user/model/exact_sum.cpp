@@ -1,4 +1,4 @@
-#include "reports/model/exact_sum.h"
+#include "user/model/exact_sum.h"
 
 #include <cmath>
 #include <utility>

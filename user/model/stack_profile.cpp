@@ -1,4 +1,4 @@
-#include "reports/model/stack_profile.h"
+#include "user/model/stack_profile.h"
 
 namespace lt {
 

@@ -1,4 +1,4 @@
-#include "reports/gpu/cuda_sites.h"
+#include "user/model/cuda_sites.h"
 
 #include "bpf/events.h"
 

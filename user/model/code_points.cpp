@@ -1,4 +1,4 @@
-#include "reports/model/code_points.h"
+#include "user/model/code_points.h"
 
 namespace lt {
 

@@ -1,4 +1,4 @@
-#include "reports/gpu/kernel_names.h"
+#include "reports/aggregate/kernel_names.h"
 
 #include <cxxabi.h>
 
