@@ -81,6 +81,7 @@ ChromeSource rank_source(const MergePlan& plan, const RankRun& r, std::uint64_t 
 
 void write_merged_trace(const MergePlan& plan, std::ostream& out) {
   ChromeDocument doc = document(plan, 0, true);
+  doc.gpu_pid_blocks = true;  // pids are rank indexes: GPU 0 would be rank 0
   for (auto& r : plan.ranks) doc.sources.push_back(rank_source(plan, r, static_cast<std::uint64_t>(r.index)));
   write_chrome_document(doc, out);
 }

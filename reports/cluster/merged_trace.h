@@ -7,10 +7,11 @@
 //  * write_merged_trace: one file, one process group per rank: pid = the
 //    rank's index (its rank), process_name "rank N (host, pid P)",
 //    process_sort_index = the index; distributedInfo {rank 0, world_size N}.
-//    Its GPU rows (when the inputs have GpuReports with slices), when
-//    several ranks have some: pid 1e9 + 64 * index + device, named
+//    Its GPU rows (when the inputs have GpuReports with slices): pid
+//    1e9 + 64 * index + device (never a rank's pid), named
 //    "GPU d (rank N)", sorted with the rank; its ac2g flow ids are its
-//    correlation ids + 2^32 * its place among the ranks with GPU rows.
+//    correlation ids + 2^32 * its place among the ranks with GPU rows
+//    (when several have some).
 //  * write_rank_trace: one rank alone (pid = its OS pid, as kineto writes),
 //    distributedInfo.rank = its index; its GPU rows as a single trace has
 //    them (pid = device, flow id = correlation id).  Holistic Trace Analysis takes a

@@ -178,22 +178,23 @@ class Writer {
     if (!src.gpu) return;
     const GpuReport& gpu = *src.gpu;
     // kineto puts a device's streams under pid = device index.  With several
-    // processes (ranks) those collide, so each process's devices get their
-    // own pid block.
+    // processes (ranks) those collide, as they do with documents whose pids
+    // are small numbers: then each process's devices get their own pid block.
     const bool several = gpu_place_.size() > 1;
+    const bool blocks = several || doc_.gpu_pid_blocks;
     for (const auto& s : gpu.slices) {
       if (!included(src, s)) continue;
       const GpuOwner who = owner(src, s.pid);
       const std::string& name = s.name < gpu.names.size() ? gpu.names[s.name] : "?";
       const bool device = on_device(s);
-      const std::uint64_t pid = !device ? who.pid : several ? 1'000'000'000ull + who.pid * 64 + s.device : s.device;
+      const std::uint64_t pid = !device ? who.pid : blocks ? 1'000'000'000ull + who.pid * 64 + s.device : s.device;
       const std::uint64_t tid = device ? s.stream : s.tid;
       if (device) {
         streams_.insert({pid, s.stream});
         if (gpu_pids_.insert(pid).second) {
           next() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << pid
                  << ", \"tid\": 0, \"args\": {\"name\": "
-                 << json_string("GPU " + std::to_string(s.device) + (several ? " (" + who.label + ")" : "")) << "}}";
+                 << json_string("GPU " + std::to_string(s.device) + (blocks ? " (" + who.label + ")" : "")) << "}}";
           if (who.sort_index >= 0)
             next() << "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " << pid
                    << ", \"tid\": 0, \"args\": {\"sort_index\": " << who.sort_index << "}}";

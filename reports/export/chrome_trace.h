@@ -75,15 +75,20 @@ struct ChromeDocument {
   // ("\"merged\": true, ..."), then the losses when given.
   std::string ltrace_members;
   std::optional<ChromeLosses> losses;
+  // Each process's GPU rows in their own pid block even when only one
+  // process has some: the document's pids are small numbers (ranks) that
+  // kineto's pid = device would collide with.
+  bool gpu_pid_blocks = false;
   std::vector<ChromeSource> sources;
 };
 
 // Events in order: each source's processes (metadata, actions, ops), then
 // its GPU slices and flows; last, the GPU stream rows' names.  GPU rows of a
 // process are under pid = device when only one process in the document has
-// GPU slices, else 1e9 + 64 * its pid + device; flow ids are the CUPTI
-// correlation id, plus 2^32 * the process's place among the GPU processes
-// when there are several (correlation ids are per process).
+// GPU slices (and no gpu_pid_blocks), else 1e9 + 64 * its pid + device,
+// named "GPU <device> (<gpu_label>)"; flow ids are the CUPTI correlation id,
+// plus 2^32 * the process's place among the GPU processes when there are
+// several (correlation ids are per process).
 void write_chrome_document(const ChromeDocument& doc, std::ostream& out);
 
 }  // namespace lt
