@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "reports/format/json_escape.h"
 
@@ -56,7 +57,7 @@ class Writer {
 
   void write() {
     header();
-    count_gpu_processes();
+    index_processes();
     for (const auto& src : doc_.sources) {
       std::map<std::uint32_t, std::vector<const OpInterval*>> ops_of;  // op calls by process, in begin order
       if (src.ops)
@@ -75,9 +76,10 @@ class Writer {
   std::ostream& out_;
   bool first_ = true;
   std::uint64_t external_id_ = 0;
-  std::map<std::pair<std::size_t, std::uint32_t>, std::uint64_t> gpu_place_;  // (source, OS pid) -> place
-  std::set<std::pair<std::uint64_t, std::uint32_t>> streams_;                 // (GPU pid, stream) rows
-  std::set<std::uint64_t> gpu_pids_;                                          // named GPU rows
+  std::map<std::pair<std::size_t, std::uint32_t>, std::uint64_t> gpu_place_;     // (source, OS pid) -> place
+  std::set<std::pair<std::uint64_t, std::uint32_t>> streams_;                    // (GPU pid, stream) rows
+  std::set<std::uint64_t> gpu_pids_;                                             // named GPU rows
+  std::vector<std::unordered_map<std::uint32_t, const ChromeProcess*>> listed_;  // per source, by OS pid
 
   std::ostream& next() {
     out_ << (first_ ? "\n" : ",\n");
@@ -113,27 +115,32 @@ class Writer {
     out_ << "},\n\"traceEvents\": [";
   }
 
-  const ChromeProcess* listed(const ChromeSource& src, std::uint32_t os_pid) const {
-    for (const auto& p : src.processes)
-      if (p.proc->meta.pid == os_pid) return &p;
-    return nullptr;
+  const ChromeProcess* listed(std::size_t source, std::uint32_t os_pid) const {
+    const auto& m = listed_[source];
+    const auto it = m.find(os_pid);
+    return it == m.end() ? nullptr : it->second;
   }
 
-  bool included(const ChromeSource& src, const GpuSlice& s) const { return src.unlisted_gpu || listed(src, s.pid); }
+  bool included(std::size_t source, const GpuSlice& s) const {
+    return doc_.sources[source].unlisted_gpu || listed(source, s.pid);
+  }
 
-  // The processes with GPU rows, in document order: their place numbers
-  // their flows apart.
-  void count_gpu_processes() {
+  // Each source's listed processes by OS pid; the processes with GPU rows,
+  // in document order: their place numbers their flows apart.
+  void index_processes() {
+    listed_.resize(doc_.sources.size());
+    for (std::size_t i = 0; i < doc_.sources.size(); ++i)
+      for (const auto& p : doc_.sources[i].processes) listed_[i].emplace(p.proc->meta.pid, &p);
     for (std::size_t i = 0; i < doc_.sources.size(); ++i) {
       const auto& src = doc_.sources[i];
       if (!src.gpu) continue;
       for (const auto& s : src.gpu->slices)
-        if (on_device(s) && included(src, s)) gpu_place_.try_emplace({i, s.pid}, gpu_place_.size());
+        if (on_device(s) && included(i, s)) gpu_place_.try_emplace({i, s.pid}, gpu_place_.size());
     }
   }
 
-  GpuOwner owner(const ChromeSource& src, std::uint32_t os_pid) const {
-    if (const ChromeProcess* p = listed(src, os_pid)) return {p->pid, p->gpu_label, p->sort_index};
+  GpuOwner owner(std::size_t source, std::uint32_t os_pid) const {
+    if (const ChromeProcess* p = listed(source, os_pid)) return {p->pid, p->gpu_label, p->sort_index};
     return {os_pid, "pid " + std::to_string(os_pid), -1};
   }
 
@@ -183,8 +190,8 @@ class Writer {
     const bool several = gpu_place_.size() > 1;
     const bool blocks = several || doc_.gpu_pid_blocks;
     for (const auto& s : gpu.slices) {
-      if (!included(src, s)) continue;
-      const GpuOwner who = owner(src, s.pid);
+      if (!included(source, s)) continue;
+      const GpuOwner who = owner(source, s.pid);
       const std::string& name = s.name < gpu.names.size() ? gpu.names[s.name] : "?";
       const bool device = on_device(s);
       const std::uint64_t pid = !device ? who.pid : blocks ? 1'000'000'000ull + who.pid * 64 + s.device : s.device;
