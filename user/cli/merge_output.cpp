@@ -56,7 +56,8 @@ std::vector<std::string> trace_files_in(const std::string& dir) {
   return out;
 }
 
-std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpAggregatorOptions op_options) {
+std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpAggregatorOptions op_options,
+                                          bool gpu_slices) {
   std::error_code ec;
   const std::vector<std::string> files =
       fs::is_directory(path, ec) ? trace_files_in(path) : std::vector<std::string>{path};
@@ -67,13 +68,16 @@ std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpA
   for (const auto& file : files) {
     ActionAggregator actions(true);
     OpAggregator op_agg(actions, op_options);
+    GpuAggregator gpu(actions, true);
     auto r = tracefile::read_trace_file(file, [&](const lt_event_header& h, const std::byte* p) {
       actions.add(h, p);
       if (ops) op_agg.add(h, p);
+      if (gpu_slices) gpu.add(h, p);
     });
     for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << file << ": " << w << "\n";
     MergeInput in{file, actions.finish(), std::nullopt};
     if (ops) in.ops = op_agg.finish();
+    if (gpu_slices) in.gpu = gpu.finish();
     out.push_back(std::move(in));
   }
   return out;
