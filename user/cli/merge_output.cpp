@@ -28,9 +28,7 @@ std::string dir_name(const std::string& host) {
 }  // namespace
 
 std::vector<std::string> write_rank_traces(const MergePlan& plan, const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(ExitCode::io, "cannot create " + dir + ": " + ec.message());
+  make_output_dirs(dir);
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const std::string path = (fs::path(dir) / rank_trace_filename(plan.ranks[i])).string();
