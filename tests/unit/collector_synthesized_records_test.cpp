@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,12 +156,12 @@ TEST(CollectorSynthesizedRecords, ProcessRecordsOfARankNameItsJob) {
   char* argv[] = {sleep_arg0, sleep_arg1, nullptr};
   pid_t child = 0;
   ASSERT_EQ(posix_spawnp(&child, "sleep", nullptr, nullptr, argv, envp.data()), 0);
-  // Its environment is in place once it runs `sleep` (the exec done).
+  // Its environment is readable once the exec has set up its new stack
+  // (the comm changes earlier than that).
   for (int i = 0; i < 500; ++i) {
-    std::ifstream c("/proc/" + std::to_string(child) + "/comm");
-    std::string n;
-    std::getline(c, n);
-    if (n == "sleep") break;
+    std::ifstream e("/proc/" + std::to_string(child) + "/environ");
+    std::string all((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+    if (all.find("RANK=3") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   Emitted out;
