@@ -10,10 +10,18 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "bpf/events.h"
+#include "user/collector/every.h"
+#include "user/collector/pending_attach.h"
+#include "user/collector/record_normalizer.h"
+#include "user/collector/synthesized_records.h"
+#include "user/collector/target_tracker.h"
+#include "user/core/errors.h"
 #include "user/model/trace.h"
 #include "user/python/discovery.h"
 #include "user/python/thread_states.h"
@@ -105,16 +113,49 @@ class Session {
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
+  // Why a process could not be adopted.
+  struct Refusal {
+    ExitCode code;
+    std::string why;
+  };
+
+  // The steps of run(), in order.
+  void start_sources();
+  void adopt_targets();
+  void mark_attached(std::uint64_t t0);
+  void start_chores(std::uint64_t now);
+  std::uint64_t do_chores();  // between two drains; returns when
+  void detach(ring_buffer* rb);
+  void finish();
+
+  // Targets.
   void adopt(pid_t pid, bool must_be_python);
   void adopt_eligible();  // --all: the watcher's new processes
-  void adopt_or_throw(pid_t pid);
+  std::optional<Refusal> try_adopt(pid_t pid);
+  void adopt_checked(pid_t pid);  // throws lt::Error; try_adopt() turns it into a Refusal
+  std::optional<python::TsdLookup> thread_state_key(const python::Interpreter& interp, std::string& why) const;
   lt_target target_for(const python::Interpreter& interp);
   bool sampling() const { return opts_.sample_rate_hz > 0 || opts_.off_cpu || opts_.launch_stacks; }
-  void attach_ops(pid_t pid, bool explicit_target);
-  void emit_proc_info(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts = 0);
-  void on_record(const lt_event_header& h, const void* data, std::size_t size);
+  bool explicit_target(pid_t pid) const;
+  void check_forked_tsd();
+  void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
+  bool reap_exited();                          // exits found by polling; false: every process gone
+
+  // Probes that wait for a library (PendingAttach attempts).
+  PendingAttach::Attempt attach_ops(pid_t pid, bool first);
+  PendingAttach::Attempt attach_gpu(pid_t pid, bool first);
+  void release_gpu(ring_buffer* rb);
+
+  // Records.
+  static int on_ring_record(void* ctx, void* data, std::size_t size);  // the ring buffer's callback
+  void on_record(const void* data, std::size_t size);
+  void on_process_record(const lt_event_header& h, const lt_proc_event& p);
+  void on_bridge_status(pid_t pid, const lt_gpu_status_event& e);
+  void describe_stack(const lt_event_header& h, std::span<const std::byte> record);
+  void emit_process_records(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts);
   // Every record goes through here: into the in-memory Trace and/or the file.
   void emit(const void* record, std::size_t size);
+  void emit(std::span<const std::byte> record) { emit(record.data(), record.size()); }
   template <typename R>
   void emit(const R& r) {
     emit(&r, sizeof r);
@@ -123,45 +164,36 @@ class Session {
   // (said once on stderr) instead of the session.  Record mode rethrows.
   template <typename F>
   void write_file(F&& f);
-  void emit_host_info();
   void emit_clock_sync(std::uint32_t phase);
 
   SessionOptions opts_;
   std::map<pid_t, python::Interpreter> prepared_;
-  std::map<pid_t, python::Interpreter> live_;  // targets with probes
-  std::map<pid_t, bool> alive_;                // every process we report on
-  std::vector<pid_t> pending_exec_;
+  TargetTracker targets_;
   std::unique_ptr<proc::EligibleWatcher> watcher_;  // --all
+  // The sources (BPF), in the order they load.
   std::unique_ptr<ProcTrackSource> proctrack_;
   std::unique_ptr<PyActionsSource> pyactions_;
   std::unique_ptr<PySampleSource> pysample_;
   std::unique_ptr<OpProbeSource> opprobe_;
   std::unique_ptr<OpTracer> optracer_;
-  std::map<pid_t, int> ops_pending_;  // targets without libtorch mapped yet -> polls
   std::unique_ptr<GpuSource> gpusrc_;
   std::unique_ptr<GpuTracer> gputracer_;
-  std::map<pid_t, int> gpu_pending_;     // targets without CUDA (yet) -> polls
+  PendingAttach ops_pending_;  // targets without libtorch mapped yet
+  PendingAttach gpu_pending_;  // targets without CUDA (yet)
+  // The drain loop's periodic chores (start_chores() sets their clocks).
+  Every thread_states_, watch_, liveness_;
   std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)
   std::unique_ptr<StatsSampler> stats_sampler_;
-  void attach_gpu(pid_t pid);
-  void release_gpu(ring_buffer* rb);
   std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor
   std::unique_ptr<python::Symbolizer> symbolizer_;
   std::unique_ptr<proc::NativeSymbols> natives_;
-  std::map<pid_t, python::TsdLookup> tsd_;  // how BPF finds each target's thread states
-  std::map<pid_t, pid_t> forked_from_;      // child -> parent, from fork events (same image)
-  std::map<pid_t, int> unproven_tsd_;       // forked children whose key is not re-checked yet -> tries
-  std::exception_ptr callback_error_;       // raised inside the ring-buffer callback
-  void check_forked_tsd();
-  void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
-  std::vector<pid_t> ancestors(pid_t pid) const;
+  RecordNormalizer normalizer_;
+  std::exception_ptr callback_error_;  // raised inside the ring-buffer callback
   Trace trace_;
   std::unique_ptr<tracefile::TraceWriter> writer_;
   SessionStats stats_;
   std::vector<std::string> notes_;
   std::uint32_t generation_ = 1;
 };
-
-std::uint64_t monotonic_ns();
 
 }  // namespace lt

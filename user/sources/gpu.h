@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "user/sources/bpf_owner.h"
 #include "user/sources/proctrack.h"
 
 struct lt_gpu;
@@ -47,10 +48,12 @@ class GpuSource {
   void release_sessions();
 
  private:
-  lt_gpu* skel_ = nullptr;
+  // Destroyed in reverse: the session probes first (as release_sessions()),
+  // then the data probes, then the skeleton.
+  SkeletonPtr<lt_gpu> skel_;
   std::set<std::pair<unsigned long, unsigned long>> bridges_;  // (dev, inode): one file, whatever path names it
-  std::vector<bpf_link*> session_links_;
-  std::vector<bpf_link*> links_;
+  std::vector<LinkPtr> links_;
+  std::vector<LinkPtr> session_links_;
 };
 
 }  // namespace lt

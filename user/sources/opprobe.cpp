@@ -42,28 +42,20 @@ static_assert(offsetof(UprobeMultiAttr, path) == 16 && offsetof(UprobeMultiAttr,
 
 }  // namespace
 
-OpProbeSource::OpProbeSource(const ProcTrackSource& shared) {
-  skel_ = lt_opprobe__open();
+void SkeletonDestroy::operator()(lt_opprobe* s) const {
+  lt_opprobe__destroy(s);
+}
+
+OpProbeSource::OpProbeSource(const ProcTrackSource& shared) : skel_(lt_opprobe__open()) {
   if (!skel_) throw bpf_error("open opprobe", errno);
-  if (int err = shared.share_with(skel_->obj)) {
-    lt_opprobe__destroy(skel_);
-    skel_ = nullptr;
-    throw bpf_error("share maps with opprobe", -err);
-  }
+  if (int err = shared.share_with(skel_->obj)) throw bpf_error("share maps with opprobe", -err);
   // Loaded as a uprobe_multi program: bpf_get_attach_cookie then reads the
   // per-offset cookie of the link.
   bpf_program__set_expected_attach_type(skel_->progs.lt_op_enter, static_cast<bpf_attach_type>(kTraceUprobeMulti));
-  if (int err = lt_opprobe__load(skel_)) {
-    lt_opprobe__destroy(skel_);
-    skel_ = nullptr;
-    throw bpf_error("load opprobe (uprobe_multi needs Linux 6.6+)", -err);
-  }
+  if (int err = lt_opprobe__load(skel_.get())) throw bpf_error("load opprobe (uprobe_multi needs Linux 6.6+)", -err);
 }
 
-OpProbeSource::~OpProbeSource() {
-  for (int fd : link_fds_) close(fd);
-  if (skel_) lt_opprobe__destroy(skel_);
-}
+OpProbeSource::~OpProbeSource() = default;
 
 int OpProbeSource::stacks_fd() const {
   return bpf_map__fd(skel_->maps.lt_op_stacks);
@@ -82,7 +74,7 @@ void OpProbeSource::attach(const std::string& path, const std::vector<std::uint6
   a.pid = pid > 0 ? static_cast<std::uint32_t>(pid) : 0;
   long fd = syscall(__NR_bpf, kLinkCreate, &a, sizeof a);
   if (fd < 0) throw bpf_error("attach " + std::to_string(offsets.size()) + " op probes in " + path, errno);
-  link_fds_.push_back(static_cast<int>(fd));
+  link_fds_.emplace_back(static_cast<int>(fd));
   probes_ += offsets.size();
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "user/sources/bpf_owner.h"
 #include "user/sources/proctrack.h"
 
 struct lt_opprobe;
@@ -32,8 +33,8 @@ class OpProbeSource {
   std::size_t probes() const { return probes_; }
 
  private:
-  lt_opprobe* skel_ = nullptr;
-  std::vector<int> link_fds_;
+  SkeletonPtr<lt_opprobe> skel_;
+  std::vector<OwnedFd> link_fds_;  // closed before the skeleton is destroyed
   std::size_t probes_ = 0;
 };
 

@@ -16,24 +16,17 @@
 
 namespace lt {
 
-ProcTrackSource::ProcTrackSource() {
-  skel_ = lt_proctrack__open();
-  if (!skel_) throw bpf_error("open proctrack", errno);
-  if (int err = lt_proctrack__load(skel_)) {
-    lt_proctrack__destroy(skel_);
-    skel_ = nullptr;
-    throw bpf_error("load proctrack", -err);
-  }
-  if (int err = lt_proctrack__attach(skel_)) {
-    lt_proctrack__destroy(skel_);
-    skel_ = nullptr;
-    throw bpf_error("attach sched tracepoints", -err);
-  }
+void SkeletonDestroy::operator()(lt_proctrack* s) const {
+  lt_proctrack__destroy(s);
 }
 
-ProcTrackSource::~ProcTrackSource() {
-  if (skel_) lt_proctrack__destroy(skel_);
+ProcTrackSource::ProcTrackSource() : skel_(lt_proctrack__open()) {
+  if (!skel_) throw bpf_error("open proctrack", errno);
+  if (int err = lt_proctrack__load(skel_.get())) throw bpf_error("load proctrack", -err);
+  if (int err = lt_proctrack__attach(skel_.get())) throw bpf_error("attach sched tracepoints", -err);
 }
+
+ProcTrackSource::~ProcTrackSource() = default;
 
 int ProcTrackSource::targets_fd() const {
   return bpf_map__fd(skel_->maps.lt_targets);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "user/sources/bpf_owner.h"
 #include "user/sources/loss_records.h"
 
 struct lt_proctrack;
@@ -50,7 +51,7 @@ class ProcTrackSource {
   std::vector<LossCount> losses() const;
 
  private:
-  lt_proctrack* skel_ = nullptr;
+  SkeletonPtr<lt_proctrack> skel_;
   std::map<pid_t, std::set<std::uint32_t>> tstate_tids_;  // what set_thread_states put in
 };
 

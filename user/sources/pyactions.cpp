@@ -10,26 +10,18 @@
 
 namespace lt {
 
-PyActionsSource::PyActionsSource(const ProcTrackSource& shared) {
-  skel_ = lt_pyactions__open();
-  if (!skel_) throw bpf_error("open pyactions", errno);
-  // One target table, one ring buffer for all sources.
-  if (int err = shared.share_with(skel_->obj)) {
-    lt_pyactions__destroy(skel_);
-    skel_ = nullptr;
-    throw bpf_error("share maps with pyactions", -err);
-  }
-  if (int err = lt_pyactions__load(skel_)) {
-    lt_pyactions__destroy(skel_);
-    skel_ = nullptr;
-    throw bpf_error("load pyactions", -err);
-  }
+void SkeletonDestroy::operator()(lt_pyactions* s) const {
+  lt_pyactions__destroy(s);
 }
 
-PyActionsSource::~PyActionsSource() {
-  for (auto* l : links_) bpf_link__destroy(l);
-  if (skel_) lt_pyactions__destroy(skel_);
+PyActionsSource::PyActionsSource(const ProcTrackSource& shared) : skel_(lt_pyactions__open()) {
+  if (!skel_) throw bpf_error("open pyactions", errno);
+  // One target table, one ring buffer for all sources.
+  if (int err = shared.share_with(skel_->obj)) throw bpf_error("share maps with pyactions", -err);
+  if (int err = lt_pyactions__load(skel_.get())) throw bpf_error("load pyactions", -err);
 }
+
+PyActionsSource::~PyActionsSource() = default;
 
 void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
   struct stat st {};
@@ -46,9 +38,9 @@ void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
     // pid -1: every process mapping this file (BPF keeps only targets),
     // which covers children forked later; otherwise one process, all its
     // threads.
-    bpf_link* link = bpf_program__attach_uprobe(prog, false, pid, interp.open_path.c_str(), s.file_offset);
+    LinkPtr link(bpf_program__attach_uprobe(prog, false, pid, interp.open_path.c_str(), s.file_offset));
     if (!link) throw bpf_error("attach uprobe " + s.function + " in " + interp.binary, errno);
-    links_.push_back(link);
+    links_.push_back(std::move(link));
   }
   attached_.insert(key);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "user/python/discovery.h"
+#include "user/sources/bpf_owner.h"
 #include "user/sources/proctrack.h"
 
 struct lt_pyactions;
@@ -32,8 +33,8 @@ class PyActionsSource {
   std::size_t probes() const { return links_.size(); }
 
  private:
-  lt_pyactions* skel_ = nullptr;
-  std::vector<bpf_link*> links_;
+  SkeletonPtr<lt_pyactions> skel_;
+  std::vector<LinkPtr> links_;                                          // destroyed before the skeleton
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;  // dev, inode, pid scope
 };
 

@@ -27,29 +27,25 @@ int open_cpu_clock(int cpu, std::uint64_t period_ns) {
 }
 }  // namespace
 
-PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu, int op_stacks_fd) {
-  skel_ = lt_pysample__open();
+void SkeletonDestroy::operator()(lt_pysample* s) const {
+  lt_pysample__destroy(s);
+}
+
+PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu, int op_stacks_fd)
+    : skel_(lt_pysample__open()) {
   if (!skel_) throw bpf_error("open pysample", errno);
   // Without the shared maps the sampler would run on private ones and
   // silently see no targets: fail instead.
-  if (int err = shared.share_with(skel_->obj)) {
-    release();
-    throw bpf_error("share maps with pysample", -err);
-  }
+  if (int err = shared.share_with(skel_->obj)) throw bpf_error("share maps with pysample", -err);
   // The op stacks are written by the op probes: samples read which ops run.
   if (op_stacks_fd >= 0)
-    if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd)) {
-      release();
+    if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd))
       throw bpf_error("share op stacks with pysample", -err);
-    }
   // A program we will not attach is not loaded either: sched_switch runs on
   // every context switch of the machine.
   bpf_program__set_autoload(skel_->progs.lt_switch, off_cpu);
   bpf_program__set_autoload(skel_->progs.lt_sample, rate_hz > 0);
-  if (int err = lt_pysample__load(skel_)) {
-    release();
-    throw bpf_error("load pysample", -err);
-  }
+  if (int err = lt_pysample__load(skel_.get())) throw bpf_error("load pysample", -err);
   if (rate_hz > 0) {
     period_ns_ = 1'000'000'000ull / rate_hz;
     int ncpu = libbpf_num_possible_cpus();
@@ -57,42 +53,25 @@ PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, 
       int fd = open_cpu_clock(cpu, period_ns_);
       if (fd < 0) {
         if (errno == ENODEV) continue;  // possible but offline
-        int e = errno;
-        release();
-        throw bpf_error("open a cpu-clock perf event on CPU " + std::to_string(cpu), e);
+        const int err = errno;
+        throw bpf_error("open a cpu-clock perf event on CPU " + std::to_string(cpu), err);
       }
-      perf_fds_.push_back(fd);
-      bpf_link* link = bpf_program__attach_perf_event(skel_->progs.lt_sample, fd);
+      perf_fds_.emplace_back(fd);
+      LinkPtr link(bpf_program__attach_perf_event(skel_->progs.lt_sample, fd));
       if (!link) {
-        int e = errno;
-        release();
-        throw bpf_error("attach the stack sampler on CPU " + std::to_string(cpu), e);
+        const int err = errno;
+        throw bpf_error("attach the stack sampler on CPU " + std::to_string(cpu), err);
       }
-      links_.push_back(link);
+      links_.push_back(std::move(link));
     }
   }
   if (off_cpu) {
-    bpf_link* link = bpf_program__attach(skel_->progs.lt_switch);
-    if (!link) {
-      int e = errno;
-      release();
-      throw bpf_error("attach sched_switch", e);
-    }
-    links_.push_back(link);
+    LinkPtr link(bpf_program__attach(skel_->progs.lt_switch));
+    if (!link) throw bpf_error("attach sched_switch", errno);
+    links_.push_back(std::move(link));
   }
 }
 
-PySampleSource::~PySampleSource() {
-  release();
-}
-
-void PySampleSource::release() {
-  for (auto* l : links_) bpf_link__destroy(l);
-  links_.clear();
-  for (int fd : perf_fds_) close(fd);
-  perf_fds_.clear();
-  if (skel_) lt_pysample__destroy(skel_);
-  skel_ = nullptr;
-}
+PySampleSource::~PySampleSource() = default;
 
 }  // namespace lt

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "user/sources/bpf_owner.h"
 #include "user/sources/proctrack.h"
 
 struct lt_pysample;
@@ -24,10 +25,10 @@ class PySampleSource {
   std::uint64_t period_ns() const { return period_ns_; }
 
  private:
-  void release();  // detach and unload; safe to call twice
-  lt_pysample* skel_ = nullptr;
-  std::vector<int> perf_fds_;
-  std::vector<bpf_link*> links_;
+  // Destroyed in reverse: links, then perf events, then the skeleton.
+  SkeletonPtr<lt_pysample> skel_;
+  std::vector<OwnedFd> perf_fds_;
+  std::vector<LinkPtr> links_;
   std::uint64_t period_ns_ = 0;
 };
 

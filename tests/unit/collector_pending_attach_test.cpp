@@ -1,0 +1,102 @@
+// The one poller for probes that wait for a library the target has not
+// loaded yet (user/collector/pending_attach.h), with a scripted attempt.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "user/collector/pending_attach.h"
+
+using namespace lt;
+using Attempt = PendingAttach::Attempt;
+
+namespace {
+
+constexpr std::uint64_t kMs = 1'000'000;
+
+// Says `later` for a pid until its count of attempts reaches ready_after.
+struct ScriptedAttach {
+  std::map<pid_t, int> ready_after;
+  std::vector<std::pair<pid_t, bool>> calls;  // (pid, first)
+  Attempt operator()(pid_t pid, bool first) {
+    calls.emplace_back(pid, first);
+    int n = 0;
+    for (auto& c : calls) n += c.first == pid;
+    return n >= ready_after[pid] ? Attempt::done : Attempt::later;
+  }
+};
+
+auto ours_all = [](pid_t) { return true; };
+
+}  // namespace
+
+TEST(CollectorPendingAttach, FirstAttemptAtStartThenRetriesEveryInterval) {
+  ScriptedAttach script;
+  script.ready_after = {{10, 1}, {20, 3}};
+  PendingAttach p(250 * kMs, std::ref(script));
+  p.start_clock(0);
+  p.start(10);
+  p.start(20);
+  EXPECT_FALSE(p.waiting(10));  // attached at once
+  EXPECT_TRUE(p.waiting(20));
+  ASSERT_EQ(script.calls.size(), 2u);
+  EXPECT_TRUE(script.calls[0].second && script.calls[1].second);  // both first attempts
+
+  p.poll(100 * kMs, ours_all);  // too soon
+  EXPECT_EQ(script.calls.size(), 2u);
+  p.poll(251 * kMs, ours_all);  // retry 1: still later
+  EXPECT_TRUE(p.waiting(20));
+  p.poll(400 * kMs, ours_all);  // within the interval of the last retry
+  EXPECT_EQ(script.calls.size(), 3u);
+  p.poll(502 * kMs, ours_all);  // retry 2: done
+  EXPECT_FALSE(p.waiting(20));
+  EXPECT_TRUE(p.empty());
+  ASSERT_EQ(script.calls.size(), 4u);
+  EXPECT_EQ(script.calls[3], std::make_pair(pid_t{20}, false));  // a retry, not the first attempt
+  p.poll(2000 * kMs, ours_all);
+  EXPECT_EQ(script.calls.size(), 4u);  // nothing left to try
+}
+
+TEST(CollectorPendingAttach, TargetsNoLongerOursStopWaitingUntried) {
+  ScriptedAttach script;
+  script.ready_after = {{10, 100}, {20, 100}};
+  PendingAttach p(250 * kMs, std::ref(script));
+  p.start_clock(0);
+  p.start(10);
+  p.start(20);
+  p.poll(300 * kMs, [](pid_t pid) { return pid == 20; });  // 10 exited
+  EXPECT_FALSE(p.waiting(10));
+  EXPECT_TRUE(p.waiting(20));
+  EXPECT_EQ(script.calls.size(), 3u);
+  EXPECT_EQ(script.calls.back().first, 20);
+}
+
+TEST(CollectorPendingAttach, AnIdlePollerDoesNotRestartItsInterval) {
+  // As the loop it replaces: the interval runs from the last retry (or the
+  // loop's start), whether or not anything was waiting in between.
+  ScriptedAttach script;
+  script.ready_after = {{10, 2}};
+  PendingAttach p(250 * kMs, std::ref(script));
+  p.start_clock(0);
+  p.poll(1000 * kMs, ours_all);  // nothing waits: no retry, clock untouched
+  p.start(10);
+  p.poll(1001 * kMs, ours_all);  // due since 250 ms
+  EXPECT_FALSE(p.waiting(10));
+  EXPECT_EQ(script.calls.size(), 2u);
+}
+
+TEST(CollectorPendingAttach, AnAttemptThatThrowsLeavesTheTargetNotWaiting) {
+  int calls = 0;
+  PendingAttach p(250 * kMs, [&](pid_t, bool first) -> Attempt {
+    ++calls;
+    if (!first) throw std::runtime_error("ends the session");
+    return Attempt::later;
+  });
+  p.start_clock(0);
+  p.start(10);
+  EXPECT_TRUE(p.waiting(10));
+  EXPECT_THROW(p.poll(300 * kMs, ours_all), std::runtime_error);
+  EXPECT_FALSE(p.waiting(10));
+  EXPECT_EQ(calls, 2);
+}

@@ -1,0 +1,51 @@
+// Owners for what a source holds from libbpf and the kernel: each BPF
+// skeleton, each link, each file descriptor is released by its owner's
+// destructor, so a source that fails half-way through its constructor, or
+// is destroyed, releases exactly what it got, in reverse order of members.
+#pragma once
+#include <memory>
+#include <utility>
+
+struct lt_proctrack;
+struct lt_pyactions;
+struct lt_pysample;
+struct lt_opprobe;
+struct lt_gpu;
+struct bpf_link;
+
+namespace lt {
+
+// The skeletons' destroy functions are static inline in their generated
+// headers, so each overload is defined in the one .cpp that includes that
+// skeleton (user/sources/<name>.cpp).
+struct SkeletonDestroy {
+  void operator()(lt_proctrack* s) const;
+  void operator()(lt_pyactions* s) const;
+  void operator()(lt_pysample* s) const;
+  void operator()(lt_opprobe* s) const;
+  void operator()(lt_gpu* s) const;
+};
+template <typename Skeleton>
+using SkeletonPtr = std::unique_ptr<Skeleton, SkeletonDestroy>;
+
+struct LinkDestroy {
+  void operator()(bpf_link* l) const;
+};
+using LinkPtr = std::unique_ptr<bpf_link, LinkDestroy>;
+
+// A file descriptor (a raw BPF link, a perf event), closed once.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd = -1) : fd_(fd) {}
+  ~OwnedFd();
+  OwnedFd(OwnedFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  OwnedFd& operator=(OwnedFd&& o) noexcept;
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace lt
