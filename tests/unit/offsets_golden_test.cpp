@@ -23,9 +23,7 @@ std::string golden_path() {
 // One line per field: "3.<minor> <name> <value>".
 std::string dump(int minor, const lt::python::Layout& l) {
   std::ostringstream out;
-  auto field = [&](const char* name, unsigned value) {
-    out << "3." << minor << ' ' << name << ' ' << value << '\n';
-  };
+  auto field = [&](const char* name, unsigned value) { out << "3." << minor << ' ' << name << ' ' << value << '\n'; };
   const auto& b = l.bpf;
 #define LT_BPF(f) field("bpf." #f, b.f)
   LT_BPF(py_minor);
