@@ -66,9 +66,11 @@ class ElfImage {
   // executable ones when asked), else nullopt.
   std::optional<std::uint64_t> file_offset(std::uint64_t vaddr, bool executable_only = false) const;
 
-  // Every symbol of .dynsym and .symtab, in section order; f(const SymbolEntry&).
+  // Every symbol of .dynsym and .symtab (or of .dynsym only), in section
+  // order; f(const SymbolEntry&).
+  enum class Tables { all, dynamic_only };
   template <class F>
-  void for_each_symbol(F&& f) const;
+  void for_each_symbol(F&& f, Tables tables = Tables::all) const;
   // Every section header with its name and bytes; f(const SectionEntry&).
   template <class F>
   void for_each_section(F&& f) const;
@@ -89,11 +91,12 @@ class ElfImage {
 };
 
 template <class F>
-void ElfImage::for_each_symbol(F&& f) const {
+void ElfImage::for_each_symbol(F&& f, Tables tables) const {
   Elf_Scn* scn = nullptr;
   GElf_Shdr sh;
   Elf_Data* data = nullptr;
   while (next_symbol_table(scn, sh, data)) {
+    if (tables == Tables::dynamic_only && sh.sh_type != SHT_DYNSYM) continue;
     GElf_Sym s;
     for (int i = 0; gelf_getsym(data, i, &s); ++i) {
       const char* n = elf_strptr(elf_, sh.sh_link, s.st_name);

@@ -190,17 +190,19 @@ OpCatalog load_op_catalog(const std::string& path) {
     std::string_view mangled;
   };
   std::vector<Raw> raw;
-  file.for_each_symbol([&](const elf::SymbolEntry& s) {
-    if (!s.dynamic || s.type != STT_FUNC || !s.defined() || s.value == 0) return;
-    auto st = op_catalog_detail::op_call_struct(s.name);
-    if (!st) return;
-    auto offset = file.file_offset(s.value, /*executable_only=*/true);
-    if (!offset) {
-      ++cat.skipped;
-      return;
-    }
-    raw.push_back({*st, *offset, s.name});
-  });
+  file.for_each_symbol(
+      [&](const elf::SymbolEntry& s) {
+        if (s.type != STT_FUNC || !s.defined() || s.value == 0) return;
+        auto st = op_catalog_detail::op_call_struct(s.name);
+        if (!st) return;
+        auto offset = file.file_offset(s.value, /*executable_only=*/true);
+        if (!offset) {
+          ++cat.skipped;
+          return;
+        }
+        raw.push_back({*st, *offset, s.name});
+      },
+      elf::ElfImage::Tables::dynamic_only);
   // One entry per struct (a symbol could appear twice only in a malformed file).
   std::sort(raw.begin(), raw.end(), [](const Raw& a, const Raw& b) { return a.struct_name < b.struct_name; });
   raw.erase(
@@ -251,9 +253,11 @@ std::optional<std::uint64_t> dynamic_object(const std::string& path, std::string
   check_readable(file, path);
   if (!file.ok() || !file.is_elf64()) return std::nullopt;
   std::optional<std::uint64_t> found;
-  file.for_each_symbol([&](const elf::SymbolEntry& s) {
-    if (!found && s.dynamic && s.defined() && s.value != 0 && s.name == symbol) found = s.value;
-  });
+  file.for_each_symbol(
+      [&](const elf::SymbolEntry& s) {
+        if (!found && s.defined() && s.value != 0 && s.name == symbol) found = s.value;
+      },
+      elf::ElfImage::Tables::dynamic_only);
   return found;
 }
 
