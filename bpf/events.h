@@ -671,6 +671,9 @@ struct lt_loss_key {
 	u16 cause;
 };
 
+/* Every size and offset above, asserted: a moved field fails the build. */
+#include "events_layout.h"
+
 #ifdef __cplusplus
 } /* namespace lt */
 #endif

@@ -23,6 +23,7 @@
 
 #include "user/core/errors.h"
 #include "user/inject/signal_frame.h"
+#include "user/inject/syscall_table.h"
 #include "user/proc/procfs.h"
 
 namespace lt::inject {
@@ -73,106 +74,19 @@ bool is_restart_code(long rax) {
   return rax == -kERestartSys || rax == -kERestartNoIntr || rax == -kERestartNoHand || rax == -kERestartBlock;
 }
 
-// Blocking system calls the kernel restarts transparently after an
-// interruption without a signal handler (they return -ERESTART*).
+// What a thread asleep in system call `nr` does when we interrupt it
+// (syscall_table.h).
 bool restarts_transparently(long nr) {
-  switch (nr) {
-    case SYS_read:
-    case SYS_readv:
-    case SYS_recvfrom:
-    case SYS_recvmsg:  // checked: pipe/socket/tty
-    case SYS_poll:
-    case SYS_select:
-    case SYS_pause:
-    case SYS_nanosleep:
-    case SYS_accept:
-    case SYS_wait4:
-    case SYS_rt_sigsuspend:
-    case SYS_futex:
-    case SYS_clock_nanosleep:
-    case SYS_waitid:
-    case SYS_pselect6:
-    case SYS_ppoll:
-    case SYS_accept4:
-#ifdef SYS_futex_waitv
-    case SYS_futex_waitv:
-#endif
-      return true;
-    default:
-      return false;
-  }
+  const SyscallInfo* s = syscall_info(nr);
+  return s && s->role == SyscallRole::sleeps_restarted;
 }
-
-// Blocking calls that return EINTR to the caller when interrupted (as with
-// any debugger attaching); callers normally retry. Second choice.
 bool returns_eintr(long nr) {
-  switch (nr) {
-    case SYS_epoll_wait:
-    case SYS_epoll_pwait:
-    case SYS_rt_sigtimedwait:
-#ifdef SYS_epoll_pwait2
-    case SYS_epoll_pwait2:
-#endif
-      return true;
-    default:
-      return false;
-  }
+  const SyscallInfo* s = syscall_info(nr);
+  return s && s->role == SyscallRole::sleeps_eintr;
 }
-
 bool reads_fd(long nr) {
-  return nr == SYS_read || nr == SYS_readv || nr == SYS_recvfrom || nr == SYS_recvmsg;
-}
-
-const char* syscall_name(long nr) {
-  switch (nr) {
-    case SYS_read:
-      return "read";
-    case SYS_readv:
-      return "readv";
-    case SYS_recvfrom:
-      return "recvfrom";
-    case SYS_recvmsg:
-      return "recvmsg";
-    case SYS_poll:
-      return "poll";
-    case SYS_select:
-      return "select";
-    case SYS_pause:
-      return "pause";
-    case SYS_nanosleep:
-      return "nanosleep";
-    case SYS_accept:
-      return "accept";
-    case SYS_accept4:
-      return "accept4";
-    case SYS_wait4:
-      return "wait4";
-    case SYS_waitid:
-      return "waitid";
-    case SYS_rt_sigsuspend:
-      return "rt_sigsuspend";
-    case SYS_rt_sigtimedwait:
-      return "rt_sigtimedwait";
-    case SYS_futex:
-      return "futex";
-    case SYS_clock_nanosleep:
-      return "clock_nanosleep";
-    case SYS_pselect6:
-      return "pselect6";
-    case SYS_ppoll:
-      return "ppoll";
-    case SYS_epoll_wait:
-      return "epoll_wait";
-    case SYS_epoll_pwait:
-      return "epoll_pwait";
-    default:
-      return nullptr;
-  }
-}
-
-std::string describe_syscall(long nr) {
-  const char* n = syscall_name(nr);
-  return n ? n : "syscall " + std::to_string(nr);
+  const SyscallInfo* s = syscall_info(nr);
+  return s && s->arg0_fd;
 }
 
 // A read on these can only block waiting for a writer, and returns

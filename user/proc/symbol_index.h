@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-typedef struct Elf Elf;
+#include "user/proc/elf_image.h"
 
 namespace lt::proc {
 
@@ -16,7 +16,6 @@ class SymbolIndex {
  public:
   // Throws nothing: an unreadable file gives an empty index.
   explicit SymbolIndex(const std::string& path);
-  ~SymbolIndex();
   SymbolIndex(const SymbolIndex&) = delete;
   SymbolIndex& operator=(const SymbolIndex&) = delete;
   // The function containing the byte at `file_offset` of the file, or null.
@@ -28,13 +27,8 @@ class SymbolIndex {
     std::uint64_t value, size;
     const char* name;
   };
-  struct Segment {
-    std::uint64_t vaddr, offset, filesz;
-  };
-  int fd_ = -1;
-  Elf* elf_ = nullptr;
+  elf::ElfImage image_;  // owns the mapping the names point into
   std::vector<Sym> syms_;
-  std::vector<Segment> segments_;
 };
 
 }  // namespace lt::proc

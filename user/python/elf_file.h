@@ -1,5 +1,6 @@
 // Just enough ELF for discovery: file type, loadable segments, and symbol
-// values from .dynsym (which survives strip) with .symtab as a fallback.
+// values from .dynsym (which survives strip) with .symtab as a fallback, read
+// with the one ELF reader (user/proc/elf_image.h) and kept: no file stays open.
 #pragma once
 #include <cstdint>
 #include <optional>

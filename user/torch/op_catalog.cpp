@@ -1,18 +1,13 @@
 #include "user/torch/op_catalog.h"
 
 #include <cxxabi.h>
-#include <elf.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <bit>
-#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "user/core/errors.h"
+#include "user/proc/elf_image.h"
 
 namespace lt {
 namespace op_catalog_detail {
@@ -160,107 +155,34 @@ std::optional<SchemaResolver::Name> SchemaResolver::resolve(std::string_view str
 
 namespace {
 
-// The whole file, mapped read-only: the kernel pages in only what is read
-// (.dynsym, .dynstr, .rodata: ~25 MB of a ~450 MB library).
-class Mapping {
- public:
-  explicit Mapping(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(ExitCode::io, "cannot open " + path + ": " + std::strerror(errno));
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      close(fd);
+// The file as the catalog needs it, or lt::Error: unreadable (io) or not an
+// ELF64 file of this machine's byte order (unsupported).
+void check_readable(const elf::ElfImage& file, const std::string& path) {
+  using P = elf::ElfImage::Problem;
+  switch (file.problem()) {
+    case P::none:
+    case P::not_elf:
+      return;
+    case P::cannot_open:
+      throw Error(ExitCode::io, "cannot open " + path + ": " + std::strerror(file.error()));
+    case P::not_regular:
       throw Error(ExitCode::io, "cannot read " + path + ": not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      const int err = errno;
-      close(fd);
-      if (p == MAP_FAILED) throw Error(ExitCode::io, "cannot map " + path + ": " + std::strerror(err));
-      base_ = static_cast<const char*>(p);
-    } else {
-      close(fd);
-    }
   }
-  ~Mapping() {
-    if (base_) munmap(const_cast<char*>(base_), size_);
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  std::size_t size() const { return size_; }
-  // [off, off + len) when it lies inside the file, else empty.
-  std::string_view bytes(std::uint64_t off, std::uint64_t len) const {
-    if (off > size_ || len > size_ - off) return {};
-    return {base_ + off, static_cast<std::size_t>(len)};
-  }
-  // A copy, since the file gives no alignment guarantee for the struct.
-  template <class T>
-  bool get(std::uint64_t off, T& out) const {
-    auto b = bytes(off, sizeof(T));
-    if (b.size() != sizeof(T)) return false;
-    std::memcpy(&out, b.data(), sizeof(T));
-    return true;
-  }
-
- private:
-  const char* base_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-struct ExecSegment {
-  std::uint64_t vaddr, offset, filesz;
-};
-
-std::string_view c_str_at(std::string_view table, std::uint64_t off) {
-  if (off >= table.size()) return {};
-  auto rest = table.substr(static_cast<std::size_t>(off));
-  auto nul = rest.find('\0');
-  return nul == std::string_view::npos ? std::string_view() : rest.substr(0, nul);
 }
 
 }  // namespace
 
 OpCatalog load_op_catalog(const std::string& path) {
-  Mapping file(path);
-  Elf64_Ehdr eh{};
-  if (!file.get(0, eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+  const elf::ElfImage file(path);
+  check_readable(file, path);
+  if (file.problem() == elf::ElfImage::Problem::not_elf)
     throw Error(ExitCode::unsupported, path + " is not an ELF file");
-  constexpr unsigned char host_data = std::endian::native == std::endian::little ? ELFDATA2LSB : ELFDATA2MSB;
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != host_data)
+  if (!file.is_elf64() || !file.native_byte_order())
     throw Error(ExitCode::unsupported, path + " is not a 64-bit ELF file of this machine's byte order");
 
-  // A uprobe takes a file offset; the code's virtual addresses map to it
-  // through the executable PT_LOADs (vaddr and offset differ in lld output).
-  std::vector<ExecSegment> exec;
-  if (eh.e_phentsize == sizeof(Elf64_Phdr)) {
-    for (std::uint64_t i = 0; i < eh.e_phnum; ++i) {
-      Elf64_Phdr ph{};
-      if (!file.get(eh.e_phoff + i * sizeof(Elf64_Phdr), ph)) break;
-      if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) exec.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz});
-    }
-  }
-
-  std::vector<Elf64_Shdr> sections;
-  if (eh.e_shoff != 0 && eh.e_shentsize == sizeof(Elf64_Shdr)) {
-    std::uint64_t n = eh.e_shnum;
-    Elf64_Shdr first{};
-    if (n == 0 && file.get(eh.e_shoff, first)) n = first.sh_size;  // more than SHN_LORESERVE sections
-    n = std::min<std::uint64_t>(n, file.size() / sizeof(Elf64_Shdr));
-    sections.resize(static_cast<std::size_t>(n));
-    for (std::size_t i = 0; i < sections.size(); ++i)
-      if (!file.get(eh.e_shoff + i * sizeof(Elf64_Shdr), sections[i])) sections[i] = {};
-  }
-  auto section_bytes = [&](std::size_t i) -> std::string_view {
-    if (i >= sections.size() || sections[i].sh_type == SHT_NOBITS) return {};
-    return file.bytes(sections[i].sh_offset, sections[i].sh_size);
-  };
-  std::size_t shstrndx = eh.e_shstrndx;
-  if (shstrndx == SHN_XINDEX && !sections.empty()) shstrndx = sections[0].sh_link;
-  const std::string_view shstr = section_bytes(shstrndx);
-
-  // Exported at::_ops::<Struct>::call symbols.
+  // Exported at::_ops::<Struct>::call symbols.  A uprobe takes a file offset;
+  // the code's virtual addresses map to it through the executable PT_LOADs
+  // (vaddr and offset differ in lld output).
   OpCatalog cat;
   struct Raw {
     std::string_view struct_name;
@@ -268,26 +190,19 @@ OpCatalog load_op_catalog(const std::string& path) {
     std::string_view mangled;
   };
   std::vector<Raw> raw;
-  for (std::size_t i = 0; i < sections.size(); ++i) {
-    if (sections[i].sh_type != SHT_DYNSYM) continue;
-    const std::string_view syms = section_bytes(i);
-    const std::string_view strtab = section_bytes(sections[i].sh_link);
-    for (std::size_t off = 0; off + sizeof(Elf64_Sym) <= syms.size(); off += sizeof(Elf64_Sym)) {
-      Elf64_Sym s;
-      std::memcpy(&s, syms.data() + off, sizeof s);
-      if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
-      auto st = op_catalog_detail::op_call_struct(c_str_at(strtab, s.st_name));
-      if (!st) continue;
-      auto seg = std::find_if(exec.begin(), exec.end(), [&](const ExecSegment& e) {
-        return s.st_value >= e.vaddr && s.st_value - e.vaddr < e.filesz;
-      });
-      if (seg == exec.end()) {
-        ++cat.skipped;
-        continue;
-      }
-      raw.push_back({*st, s.st_value - seg->vaddr + seg->offset, c_str_at(strtab, s.st_name)});
-    }
-  }
+  file.for_each_symbol(
+      [&](const elf::SymbolEntry& s) {
+        if (s.type != STT_FUNC || !s.defined() || s.value == 0) return;
+        auto st = op_catalog_detail::op_call_struct(s.name);
+        if (!st) return;
+        auto offset = file.file_offset(s.value, /*executable_only=*/true);
+        if (!offset) {
+          ++cat.skipped;
+          return;
+        }
+        raw.push_back({*st, *offset, s.name});
+      },
+      elf::ElfImage::Tables::dynamic_only);
   // One entry per struct (a symbol could appear twice only in a malformed file).
   std::sort(raw.begin(), raw.end(), [](const Raw& a, const Raw& b) { return a.struct_name < b.struct_name; });
   raw.erase(
@@ -301,13 +216,12 @@ OpCatalog load_op_catalog(const std::string& path) {
   for (auto& r : raw) keys.push_back(r.struct_name);
   op_catalog_detail::SchemaResolver resolver(keys);
   if (!raw.empty()) {
-    for (std::size_t i = 0; i < sections.size(); ++i) {
-      const auto& sh = sections[i];
+    file.for_each_section([&](const elf::SectionEntry& sec) {
+      const auto& sh = sec.header;
       if (sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC) || (sh.sh_flags & (SHF_WRITE | SHF_EXECINSTR)))
-        continue;
-      const std::string_view name = c_str_at(shstr, sh.sh_name);
-      if (name.starts_with(".rodata") || name.starts_with(".lrodata")) resolver.scan(section_bytes(i));
-    }
+        return;
+      if (sec.name.starts_with(".rodata") || sec.name.starts_with(".lrodata")) resolver.scan(sec.bytes);
+    });
   }
   cat.schemas_found = resolver.schemas_found();
 
@@ -335,26 +249,16 @@ OpCatalog load_op_catalog(const std::string& path) {
 }
 
 std::optional<std::uint64_t> dynamic_object(const std::string& path, std::string_view symbol) {
-  Mapping file(path);
-  Elf64_Ehdr eh{};
-  if (!file.get(0, eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh.e_shentsize != sizeof(Elf64_Shdr))
-    return std::nullopt;
-  const std::uint64_t n = std::min<std::uint64_t>(eh.e_shnum, file.size() / sizeof(Elf64_Shdr));
-  std::vector<Elf64_Shdr> sections(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < sections.size(); ++i)
-    if (!file.get(eh.e_shoff + i * sizeof(Elf64_Shdr), sections[i])) sections[i] = {};
-  for (auto& sh : sections) {
-    if (sh.sh_type != SHT_DYNSYM || sh.sh_link >= sections.size()) continue;
-    const std::string_view syms = file.bytes(sh.sh_offset, sh.sh_size);
-    const std::string_view strtab = file.bytes(sections[sh.sh_link].sh_offset, sections[sh.sh_link].sh_size);
-    for (std::size_t off = 0; off + sizeof(Elf64_Sym) <= syms.size(); off += sizeof(Elf64_Sym)) {
-      Elf64_Sym s;
-      std::memcpy(&s, syms.data() + off, sizeof s);
-      if (s.st_shndx != SHN_UNDEF && s.st_value != 0 && c_str_at(strtab, s.st_name) == symbol) return s.st_value;
-    }
-  }
-  return std::nullopt;
+  const elf::ElfImage file(path);
+  check_readable(file, path);
+  if (!file.ok() || !file.is_elf64()) return std::nullopt;
+  std::optional<std::uint64_t> found;
+  file.for_each_symbol(
+      [&](const elf::SymbolEntry& s) {
+        if (!found && s.defined() && s.value != 0 && s.name == symbol) found = s.value;
+      },
+      elf::ElfImage::Tables::dynamic_only);
+  return found;
 }
 
 }  // namespace lt

@@ -1,4 +1,5 @@
-// The ATen operator entry points of a libtorch_cpu.so: every exported
+// The ATen operator entry points of a libtorch_cpu.so (read with
+// user/proc/elf_image.h): every exported
 // at::_ops::<Struct>::call, with the file offset a uprobe attaches at and the
 // operator name torch.profiler reports for it.
 //
@@ -39,7 +40,7 @@ struct OpCatalog {
 };
 
 // Throws lt::Error with a one-line message when the file cannot be opened or
-// mapped (ExitCode::io) or is not a little-endian ELF64 file
+// is not a regular file (ExitCode::io) or is not a little-endian ELF64 file
 // (ExitCode::unsupported).  An ELF file without .dynsym or without any ATen
 // operator gives an empty catalog: the caller decides whether that is fatal.
 OpCatalog load_op_catalog(const std::string& path);

@@ -1,0 +1,112 @@
+// The one ELF reader (user/proc/elf_image.h) and the symbol index on it,
+// against the unit-test binary itself: a real ELF file whose symbols and
+// code we know.  (op_catalog_test covers synthetic and hostile files.)
+#include "user/proc/elf_image.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "user/proc/symbol_index.h"
+#include "user/python/elf_file.h"
+
+extern "C" __attribute__((noinline, used)) int lt_elf_image_test_marker(int x) {
+  return x * 3 + 1;
+}
+
+namespace {
+
+using lt::elf::ElfImage;
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string temp_file(const std::string& name, const std::string& contents) {
+  std::string path = testing::TempDir() + "elf_image_test_" + std::to_string(getpid()) + "_" + name;
+  std::ofstream(path, std::ios::binary) << contents;
+  return path;
+}
+
+TEST(ElfImage, ProblemsAreReportedNotThrown) {
+  {
+    ElfImage e(testing::TempDir() + "elf_image_test_no_such_file");
+    EXPECT_EQ(e.problem(), ElfImage::Problem::cannot_open);
+    EXPECT_EQ(e.error(), ENOENT);
+  }
+  EXPECT_EQ(ElfImage(testing::TempDir()).problem(), ElfImage::Problem::not_regular);
+  for (const char* contents : {"", "#!/bin/sh\necho hi\n",
+                               "\x7f"
+                               "ELF"}) {
+    const std::string p = temp_file("bad", contents);
+    ElfImage e(p);
+    EXPECT_EQ(e.problem(), ElfImage::Problem::not_elf) << '"' << contents << '"';
+    int calls = 0;
+    e.for_each_symbol([&](const lt::elf::SymbolEntry&) { ++calls; });
+    e.for_each_section([&](const lt::elf::SectionEntry&) { ++calls; });
+    EXPECT_EQ(calls, 0);
+    EXPECT_TRUE(e.loads().empty());
+    std::remove(p.c_str());
+  }
+}
+
+TEST(ElfImage, ReadsItsOwnExecutable) {
+  const std::string exe = self_exe();
+  ElfImage e(exe);
+  ASSERT_TRUE(e.ok()) << exe;
+  EXPECT_TRUE(e.is_elf64());
+  EXPECT_TRUE(e.native_byte_order());
+  ASSERT_FALSE(e.loads().empty());
+
+  // The marker: a defined FUNC in .symtab, inside an executable PT_LOAD,
+  // whose file bytes are the code this process runs.
+  const lt::elf::SymbolEntry* marker = nullptr;
+  lt::elf::SymbolEntry copy{};
+  e.for_each_symbol([&](const lt::elf::SymbolEntry& s) {
+    if (std::strcmp(s.name, "lt_elf_image_test_marker") == 0 && s.defined()) {
+      copy = s;
+      marker = &copy;
+    }
+  });
+  ASSERT_NE(marker, nullptr);
+  EXPECT_EQ(marker->type, STT_FUNC);
+  EXPECT_GT(marker->size, 0u);
+  auto off = e.file_offset(marker->value, /*executable_only=*/true);
+  ASSERT_TRUE(off.has_value());
+  EXPECT_EQ(e.file_offset(marker->value), off);
+
+  std::string_view text;
+  std::uint64_t text_addr = 0;
+  e.for_each_section([&](const lt::elf::SectionEntry& s) {
+    if (s.name == ".text") {
+      text = s.bytes;
+      text_addr = s.header.sh_addr;
+    }
+  });
+  ASSERT_FALSE(text.empty());
+  ASSERT_GE(marker->value, text_addr);
+  ASSERT_LE(marker->value - text_addr + marker->size, text.size());
+  const auto* code = reinterpret_cast<const unsigned char*>(&lt_elf_image_test_marker);
+  EXPECT_EQ(std::memcmp(text.data() + (marker->value - text_addr), code, marker->size), 0);
+
+  // The users of the reader see the same symbol.
+  lt::proc::SymbolIndex index(exe);
+  ASSERT_NE(index.function_at(*off), nullptr);
+  EXPECT_STREQ(index.function_at(*off), "lt_elf_image_test_marker");
+  EXPECT_STREQ(index.function_at(*off + marker->size - 1), "lt_elf_image_test_marker");
+  lt::elf::ElfFile file(exe);
+  auto sym = file.symbol("lt_elf_image_test_marker");
+  ASSERT_TRUE(sym.has_value());
+  EXPECT_EQ(sym->value, marker->value);
+  EXPECT_EQ(file.file_offset(marker->value), off);
+  EXPECT_EQ(file.read(marker->value, marker->size), std::string(reinterpret_cast<const char*>(code), marker->size));
+}
+
+}  // namespace
