@@ -149,6 +149,7 @@ Options parse_options(int argc, char** argv) {
     if (o.command == Options::Command::cluster && spec.passed_on) {
       if (is_short) {
         o.agent_args.push_back(as_typed);
+        if (spec.arg) o.agent_args.push_back(optarg);
       } else {
         o.agent_args.push_back(sub_argv[before]);
         if (spec.arg && optind == before + 2) o.agent_args.push_back(sub_argv[before + 1]);
@@ -160,6 +161,8 @@ Options parse_options(int argc, char** argv) {
     if (!given[i] || !table[i].needs) continue;
     auto other = std::find_if(table.begin(), table.end(),
                               [&](const OptionSpec& s) { return std::strcmp(s.name, table[i].needs) == 0; });
+    if (other == table.end())
+      throw Error(ExitCode::internal, flag_name(table[i]) + " needs --" + table[i].needs + ", which is no option");
     const bool mutual = other->needs && std::strcmp(other->needs, table[i].name) == 0;
     if (!given[other - table.begin()])
       throw usage_error(mutual ? flag_name(table[std::min<size_t>(i, other - table.begin())]) + " and " +
