@@ -28,6 +28,20 @@ if ! { .venv/bin/python -c "import torch, pytorch_lightning, pytest, hta, jsonsc
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r .ci/requirements.txt
 fi
+# torch 1.13.1 + Lightning 2.2.5 for the op tests' torch-1.13 cases, on
+# pyenv's CPython 3.10 (torch 1.13 supports 3.7-3.10).  The pins are complete
+# (--no-deps); a copy of the file in the venv marks it installed.
+PY310=/root/.pyenv/versions/3.10.13/bin/python3.10
+if [ -x "$PY310" ]; then
+  [ -x .venv-torch113/bin/python ] || "$PY310" -m venv .venv-torch113
+  if ! { cmp -s .ci/requirements-torch113.txt .venv-torch113/requirements.txt &&
+         .venv-torch113/bin/python -c "import torch, pytorch_lightning" 2>/dev/null; }; then
+    .venv-torch113/bin/pip install -q --no-deps -r .ci/requirements-torch113.txt
+    cp .ci/requirements-torch113.txt .venv-torch113/requirements.txt
+  fi
+else
+  echo "deps: no $PY310 (pyenv): .venv-torch113 not made, the torch-1.13 op tests will skip" >&2
+fi
 # Lightning wheels whose profiler modules run on every CPython 3.8-3.13
 # (tests/integration/lightning_site.py).
 mkdir -p .venv/wheels

@@ -448,7 +448,10 @@ OpAggregator::~OpAggregator() = default;
 void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
   auto& s = *s_;
   const bool action_end = h.kind == LT_EV_ACTION_END || h.kind == LT_EV_DIRECT_STOP;
-  const bool action_begin = h.kind == LT_EV_ACTION_BEGIN || h.kind == LT_EV_DIRECT_START;
+  // A dataloader fetch has only a begin record (docs/design-actions.md); it
+  // starts a batch, so the ops it runs (collate, the DataLoader's own
+  // record_function) and the transfer after it are that batch's.
+  const bool action_begin = h.kind == LT_EV_ACTION_BEGIN || h.kind == LT_EV_DIRECT_START || h.kind == LT_EV_FETCH_BEGIN;
   const std::uint64_t done = action_end ? s.actions.completed(h.pid) : 0;
   // The action that ended (the last completed), or that began (now the
   // innermost on its thread): batch boundaries.
@@ -494,7 +497,8 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       return;
     }
     case LT_EV_ACTION_BEGIN:
-    case LT_EV_DIRECT_START: {
+    case LT_EV_DIRECT_START:
+    case LT_EV_FETCH_BEGIN: {
       auto it = s.procs.find(h.pid);
       if (it != s.procs.end())
         s.action_began(it->second, action);

@@ -461,6 +461,51 @@ TEST(OpsWindows, ValidationTablesHoldNoTrainingBackwardOrOptimizer) {
   EXPECT_EQ(sum, p.calls);
 }
 
+TEST(OpsWindows, TheFetchRecordStartsTheBatch) {
+  // A real fetch is one FETCH_BEGIN record (builtins.next on CombinedLoader,
+  // no end probe): the ops it runs (collate; torch 1.13's DataLoader
+  // record_function allocates a tensor) and the batch transfer's are the
+  // batch's, not outside.  The fetch that finds the loader exhausted runs
+  // no step: its ops are outside.
+  Stream s;
+  for (std::uint32_t i = 0; i < 6; ++i) s.name(i, ("aten::op" + std::to_string(i)).c_str());
+  Lightning l{s};
+  auto batch = [&](const char* start_hook, const char* step, const char* end_hook) {
+    s.action(LT_EV_FETCH_BEGIN, l.t++, 900);
+    l.op(0);  // in the fetch
+    l.begin("[Strategy]SingleDeviceStrategy.batch_to_device");
+    l.op(1);  // the transfer
+    l.end();
+    l.whole(start_hook);
+    l.begin(step);
+    l.op(2);
+    l.end();
+    l.whole(end_hook);
+  };
+  l.whole("[Callback]Cb.on_train_epoch_start");
+  batch("[Callback]Cb.on_train_batch_start", kTrain, "[LightningModule]M.on_train_batch_end");
+  batch("[Callback]Cb.on_train_batch_start", kTrain, "[LightningModule]M.on_train_batch_end");
+  l.whole("[Callback]Cb.on_validation_start");  // the next fetches are val_next
+  batch("[Callback]Cb.on_validation_batch_start", kVal, "[LightningModule]M.on_validation_batch_end");
+  s.action(LT_EV_FETCH_BEGIN, l.t++, 900);  // exhausted
+  l.op(3);
+  l.whole("[LightningModule]M.on_validation_epoch_end");
+  auto rep = s.finish();
+  const auto& p = rep.processes.at(0);
+  ASSERT_EQ(p.tables.size(), 3u);
+  const auto* train = table(p, kTrain);
+  const auto* val = table(p, kVal);
+  const auto* outside = table(p, kOutside);
+  ASSERT_TRUE(train && val && outside);
+  EXPECT_EQ(train->steps, 2u);
+  EXPECT_EQ(calls(*train, "aten::op0"), 2u);
+  EXPECT_EQ(calls(*train, "aten::op1"), 2u);
+  EXPECT_EQ(val->steps, 1u);
+  EXPECT_EQ(calls(*val, "aten::op0"), 1u);
+  EXPECT_EQ(calls(*val, "aten::op1"), 1u);
+  EXPECT_EQ(row_names(*outside), (std::vector<std::string>{"aten::op3"}));
+}
+
 TEST(OpsWindows, AttachedMidBatchTheFirstBoundaryTellsWhichBatch) {
   Stream s;
   s.name(0, "aten::a");

@@ -3,16 +3,19 @@ gradient accumulation, and a test run after fit, under torch.profiler in the
 same process, for the per-stage op tables (issue: no training backward in the
 validation table).
 
-The reference: a callback opens a record_function "ltb:<stage>" in
-on_<stage>_batch_start (it is the only callback, so it runs first) and the
-LightningModule closes it in on_<stage>_batch_end (module hooks run after the
-callbacks'), so torch.profiler scopes each batch's hooks, step, backward and
-optimizer update.  Fetching and the batch transfer hold no aten op here (the
-batches are made up front and transfer_batch_to_device is the identity), so
-the reference and ltrace-bpf's batch (which starts at the fetch) hold the
-same ops.  Writes, per stage and for the ops outside every batch, the aten
-op counts torch.profiler recorded (its events(), same-name parents merged as
-in its tables, and the raw entries).
+The reference: a batch begins with Lightning's fetch (next() on its
+CombinedLoader), so the loaders here are plain iterables whose __next__
+opens a record_function "ltb:<stage>" and then collates the batch (aten::stack
+of its samples, as a DataLoader's default collate does), and the
+LightningModule closes the scope in on_<stage>_batch_end (module hooks run
+after the callbacks').  torch.profiler thus scopes each batch's collate,
+transfer (Lightning's default: aten::to), hooks, step, backward and optimizer
+update: what ltrace-bpf charges to a batch.  The scopes are made up front and
+reused: in torch 1.13 constructing a record_function allocates a tensor
+(aten::zeros), which would fall outside its own scope.  Writes, per stage and
+for the ops outside every batch, the aten op counts torch.profiler recorded
+(its events(), same-name parents merged as in its tables, and the raw
+entries).
 
 Prints RESULT with a checksum of the trained weights.
 """
@@ -33,39 +36,29 @@ except ImportError:  # the standalone package
 STAGES = {"train": "training_step", "validation": "validation_step", "test": "test_step"}
 
 
-class Batches(torch.utils.data.Dataset):
-    """Whole batches made up front: fetching one runs no aten op."""
+SCOPES = {}  # stage -> its reusable record_function (made before the profile starts)
+OPEN = []  # the scope of the batch now running
 
-    def __init__(self, n, seed):
+
+class Batches:
+    """A loader of n batches of 16 samples (made up front), collated as
+    each is fetched, inside the reference scope of its batch."""
+
+    def __init__(self, n, seed, stage):
         g = torch.Generator().manual_seed(seed)
-        self.items = [(torch.randn(16, 32, generator=g), torch.randint(0, 4, (16,), generator=g)) for _ in range(n)]
+        self.samples = [[(torch.randn(32, generator=g), torch.randint(0, 4, (), generator=g)) for _ in range(16)]
+                        for _ in range(n)]
+        self.stage = stage
+        SCOPES.setdefault(stage, record_function("ltb:" + stage))
 
     def __len__(self):
-        return len(self.items)
+        return len(self.samples)
 
-    def __getitem__(self, i):
-        return self.items[i]
-
-
-class Scopes(pl.Callback):
-    """Opens the reference scope of each batch (closed by the module)."""
-
-    def __init__(self, module):
-        self.module = module
-
-    def _open(self, stage):
-        assert self.module.scope is None, "a batch scope is still open"
-        self.module.scope = record_function("ltb:" + stage)
-        self.module.scope.__enter__()
-
-    def on_train_batch_start(self, *a, **k):
-        self._open("train")
-
-    def on_validation_batch_start(self, *a, **k):
-        self._open("validation")
-
-    def on_test_batch_start(self, *a, **k):
-        self._open("test")
+    def __iter__(self):
+        for samples in self.samples:
+            assert not OPEN, "a batch scope is still open"
+            OPEN.append(SCOPES[self.stage].__enter__())
+            yield torch.stack([x for x, _ in samples]), torch.stack([y for _, y in samples])
 
 
 class Model(pl.LightningModule):
@@ -74,7 +67,6 @@ class Model(pl.LightningModule):
         self.l1 = torch.nn.Linear(32, 64)
         self.norm = torch.nn.LayerNorm(64)
         self.l2 = torch.nn.Linear(64, 4)
-        self.scope = None
 
     def forward(self, x):
         return self.l2(self.norm(F.relu(self.l1(x))))
@@ -94,13 +86,9 @@ class Model(pl.LightningModule):
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
 
-    def transfer_batch_to_device(self, batch, device, dataloader_idx):
-        return batch  # CPU already: no aten::to in the fetch
-
     def _close(self):
-        if self.scope is not None:
-            self.scope.__exit__(None, None, None)
-            self.scope = None
+        if OPEN:
+            OPEN.pop().__exit__(None, None, None)
 
     def on_train_batch_end(self, *a, **k):
         self._close()
@@ -112,8 +100,8 @@ class Model(pl.LightningModule):
         self._close()
 
 
-def loader(n, seed):
-    return torch.utils.data.DataLoader(Batches(n, seed), batch_size=None, shuffle=False)
+def loader(n, seed, stage):
+    return Batches(n, seed, stage)
 
 
 def stage_of(ev):
@@ -137,15 +125,15 @@ def main():
     def trainer():
         return pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                           enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=2,
-                          val_check_interval=0.5, accumulate_grad_batches=2, limit_val_batches=3,
-                          callbacks=[Scopes(model)])
+                          val_check_interval=0.5, accumulate_grad_batches=2, limit_val_batches=3)
 
+    train, val, test = loader(a.batches, 1, "train"), loader(4, 2, "validation"), loader(3, 3, "test")
     prof = None
     if a.out:
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         prof.__enter__()
-    trainer().fit(model, loader(a.batches, 1), loader(4, 2))
-    trainer().test(model, loader(3, 3), verbose=False)
+    trainer().fit(model, train, val)
+    trainer().test(model, test, verbose=False)
     if prof is not None:
         prof.__exit__(None, None, None)
         merged, raw = {}, {}

@@ -224,6 +224,7 @@ exit codes:
   10 run: the command could not be started
   11 cluster: some nodes gave no trace (the others' are kept)   12 cluster: Slurm not available
   13 report: parts of the trace file were damaged and skipped (the rest is reported)
+  14 refused to write through a link, or into a file someone else planted
 )";
   return out;
 }
