@@ -1,4 +1,6 @@
-// Command-line parsing.  Errors are lt::Error(usage) with one line of text.
+// Command-line parsing: what the command line asks for (Options), parsed by
+// the option and command tables (user/cli/cli_table.h).  Errors are
+// lt::Error(usage) with one line of text.
 #pragma once
 #include <sys/types.h>
 

@@ -1,0 +1,59 @@
+// `ltrace-bpf report FILE|-`: the reports from a trace file (no root, no
+// BPF); `report DIR --merge`: several trace files as one job.
+#include <iostream>
+
+#include "user/cli/builtin.h"
+#include "user/cli/merge_output.h"
+#include "user/cli/report_set.h"
+#include "user/cluster/coordinator.h"
+#include "user/core/errors.h"
+#include "user/tracefile/trace_reader.h"
+
+namespace lt {
+namespace {
+
+int merge_reports(const Options& opts) {
+  MergeOptions mo;
+  mo.ops = opts.wants_ops();
+  mo.simple = opts.wants_report("simple");
+  mo.reports = {opts.extended, opts.dirpath, opts.filename};
+  mo.ops_table = {opts.sort_by, opts.row_limit, opts.group_by_input_shapes};
+  mo.chrome_path = opts.chrome_path;
+  mo.chrome_dir = opts.chrome_dir;
+  mo.notes = cluster::manifest_notes(opts.input);
+  const bool traces = !mo.chrome_path.empty() || !mo.chrome_dir.empty();  // GPU rows kept only for them
+  write_merged_reports(read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}, traces),
+                       mo);
+  return 0;
+}
+
+}  // namespace
+
+void check_report(Options& o) {
+  if (o.input.empty()) throw Error(ExitCode::usage, "report needs a trace file: ltrace-bpf report FILE");
+}
+
+int cmd_report(Options& opts) {
+  if (opts.merge) return merge_reports(opts);
+  ReportSet reports(opts);
+  // Streamed: the aggregators see each chunk's records; nothing else is
+  // kept unless --dump asks for the whole stream.
+  Trace trace;
+  const bool keep = !opts.dump_path.empty();
+  auto r = tracefile::read_trace_file(
+      opts.input,
+      [&](const lt_event_header& h, const std::byte* p) {
+        reports.add(h, p);
+        if (keep) trace.append(p, h.size);
+      },
+      // Nothing pairs across the gap: a start before it with a stop after it.
+      [&](const tracefile::DamagedRange&) { reports.gap(); });
+  for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << opts.input << ": " << w << "\n";
+  if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
+  reports.write();
+  if (keep) write_event_dump(trace, opts.dump_path);
+  // Every report is still printed from what is intact; the exit code says data was lost.
+  return r.data_lost() ? static_cast<int>(ExitCode::damaged_trace) : 0;
+}
+
+}  // namespace lt

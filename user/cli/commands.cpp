@@ -1,0 +1,68 @@
+// The command table: every command once, with the words --help shows, the
+// check of its options and the function that runs it.  Table order is
+// --help order.
+#include <iostream>
+
+#include "bpf/events.h"
+#include "user/cli/builtin.h"
+#include "user/cli/cli_table.h"
+#include "user/cli/ps_command.h"
+#include "user/core/errors.h"
+
+namespace lt {
+namespace {
+
+using C = Options::Command;
+
+void no_check(Options&) {}
+
+// clang-format off
+const CommandSpec kCommands[] = {
+  {"", C::live, "ltrace-bpf [--pid PID ... | --job-env K=V | --all] [options]",
+   "attach, print reports; with no target, every torch/Lightning process, now and later (--all)",
+   "{} does not apply to a live attach", false, check_live, cmd_live},
+  {"ps", C::ps, "ltrace-bpf ps [-v]", "list the torch/Lightning processes here",
+   "ps takes no option but -v (got '{}')", true, no_check, cmd_ps},
+  {"record", C::record, "ltrace-bpf record [--pid PID ...] -o FILE [options]", "attach, write a trace file",
+   "{} does not apply to record", false, check_record, cmd_record},
+  {"report", C::report, "ltrace-bpf report FILE|-|DIR [--merge] [options]",
+   "reports from a trace file (-: stdin); with --merge, one job from the traces under DIR",
+   "report reads a trace file: {} does not apply", false, check_report, cmd_report},
+  {"run", C::run, "ltrace-bpf run [options] -- COMMAND [ARGS...]", "launch COMMAND under ltrace-bpf",
+   "run launches its own target: {} does not apply", false, check_run, cmd_run},
+  {"cluster", C::cluster, "ltrace-bpf cluster --slurm-job ID -o DIR [options]", "every rank of a running Slurm job",
+   "cluster finds every rank itself: {} does not apply", false, check_cluster, cmd_cluster},
+  {"agent", C::agent, "ltrace-bpf agent --job-env K=V ... -o FILE [options]",
+   "one node's recorder (cluster starts it)", "{} does not apply to agent", false, check_agent, cmd_agent},
+};
+// clang-format on
+
+}  // namespace
+
+std::span<const CommandSpec> command_table() {
+  return kCommands;
+}
+
+const CommandSpec& command_spec(Options::Command id) {
+  for (const CommandSpec& c : kCommands)
+    if (c.id == id) return c;
+  throw Error(ExitCode::internal, "no command " + std::to_string(static_cast<int>(id)) + " in the command table");
+}
+
+int cmd_ps(Options& opts) {
+  return run_ps(opts.verbose, std::cout, std::cerr);
+}
+
+int run_command(Options& opts) {
+  if (opts.help) {
+    std::cout << usage_text();
+    return 0;
+  }
+  if (opts.version) {
+    std::cout << "ltrace-bpf 0.1.0 (event ABI " << LT_EVENT_ABI_VERSION << ")\n";
+    return 0;
+  }
+  return command_spec(opts.command).run(opts);
+}
+
+}  // namespace lt

@@ -1,0 +1,294 @@
+// Every option of ltrace-bpf, once: its names, the commands that take it,
+// its --help text and how its value is checked and stored.  Table order is
+// --help order.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "user/cli/cli_table.h"
+#include "user/core/errors.h"
+
+namespace lt {
+namespace {
+
+using C = Options::Command;
+constexpr CommandSet kEvery = command_bit(C::live) | command_bit(C::record) | command_bit(C::report) |
+                              command_bit(C::run) | command_bit(C::agent) | command_bit(C::cluster) |
+                              command_bit(C::ps);
+// Everything but ps, which lists processes and takes only -v.
+constexpr CommandSet kAll = kEvery & ~command_bit(C::ps);
+// The commands that attach (report reads a trace file instead).
+constexpr CommandSet kAttaching = kAll & ~command_bit(C::report);
+// The commands given their targets (run launches its own, cluster finds every rank).
+constexpr CommandSet kTargeted = command_bit(C::live) | command_bit(C::record) | command_bit(C::agent);
+
+constexpr const char* kClusterOnly = "--slurm-job, --nodes, --gather, --agent and --clock-addr apply to cluster";
+constexpr const char* kAgentOnly = "--clock-server, --stream and --shared-marker apply to agent";
+constexpr const char* kMergeOnly = "--merge and --chrome-dir apply to report: ltrace-bpf report DIR --merge";
+
+long parse_long(const std::string& s, long lo, long hi, const std::string& error) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) throw Error(ExitCode::usage, error);
+  return v;
+}
+
+double parse_seconds(const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0)
+    throw Error(ExitCode::usage, "invalid duration '" + s + "': expected seconds > 0");
+  return v;
+}
+
+// "a,b,,c" -> a, b, c
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::string rest = s + ",";
+  for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(','))
+    if (at > 0) out.push_back(rest.substr(0, at));
+  return out;
+}
+
+// Lightning's PyTorchProfiler.AVAILABLE_SORT_KEYS and its error text.
+std::string parse_sort_key(const std::string& s) {
+  static const char* const keys[] = {"cpu_time",
+                                     "cuda_time",
+                                     "cpu_time_total",
+                                     "cuda_time_total",
+                                     "cpu_memory_usage",
+                                     "cuda_memory_usage",
+                                     "self_cpu_memory_usage",
+                                     "self_cuda_memory_usage",
+                                     "count"};
+  for (const char* k : keys)
+    if (s == k) return s;
+  std::string set;
+  for (const char* k : keys) set += std::string(set.empty() ? "{'" : ", '") + k + "'";
+  throw Error(ExitCode::usage, "Found sort_by_key: " + s + ". Should be within " + set + "}. ");
+}
+
+void store_report(Options& o, const std::string& v) {
+  std::string rest = v + ",";
+  for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
+    std::string one = rest.substr(0, at);
+    if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu")
+      throw Error(ExitCode::usage,
+                  "unknown report '" + one + "' (available: simple, advanced, ops, gpu, or several: simple,ops,gpu)");
+  }
+  o.report = v;
+  o.report_given = true;
+}
+
+void store_job_env(Options& o, const std::string& kv) {
+  auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error(ExitCode::usage, "--job-env needs KEY=VALUE, e.g. SLURM_JOB_ID=4242 (got '" + kv + "')");
+  o.job_env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  o.children = true;
+}
+
+void store_wait(Options& o, const std::string& w) {
+  char* end = nullptr;
+  o.wait_s = std::strtod(w.c_str(), &end);
+  if (w.empty() || *end || !std::isfinite(o.wait_s) || o.wait_s < 0 || o.wait_s > 3600)
+    throw Error(ExitCode::usage, "invalid --wait '" + w + "': expected seconds, 0 to 3600");
+}
+
+// clang-format off
+const OptionSpec kOptions[] = {
+  {.name = "output", .short_name = 'o', .arg = "FILE", .commands = kAttaching,
+   .help = "write the trace file (record, agent: required; live: also keep it); cluster: the directory "
+           "for the traces, one per node, and cluster-nodes.tsv",
+   .store = [](Options& o, const std::string& v) { o.output = v; }, .example = "x.ltrace"},
+  {.name = "pid", .short_name = 'p', .arg = "PID", .commands = kTargeted,
+   .help = "process to attach to (repeatable)",
+   .store = [](Options& o, const std::string& v) {
+     o.pids.push_back(static_cast<pid_t>(
+         parse_long(v, 1, 4194304, "invalid pid '" + v + "': expected a positive number")));
+   }, .example = "1"},
+  {.name = "job-env", .arg = "KEY=VAL", .commands = kTargeted | command_bit(C::run),
+   .help = "every process of a job on this machine, found by its environment (repeatable: all must match), "
+           "e.g. SLURM_JOB_ID=4242 or TORCHELASTIC_RUN_ID=x; implies --children (the node agent's way to "
+           "find its ranks)",
+   .store = store_job_env, .example = "A=1"},
+  {.name = "all", .commands = command_bit(C::live) | command_bit(C::record),
+   .help = "every process on this host (containers included) with torch mapped, or CPython with Lightning "
+           "on its PYTHONPATH or in its script's name, and every one that becomes so later (/proc polled "
+           "every 500 ms); one report each; those that cannot be profiled are noted. The default without "
+           "--pid and --job-env; implies --children.  Exit code 3 if none was found",
+   .store = [](Options& o, const std::string&) { o.all = true; },
+   .refusal = "--all applies to live attach and record"},
+  {.name = "children", .short_name = 'c', .commands = kAttaching,
+   .help = "also follow every descendant (torchrun ranks, DataLoader workers), including ones forked later",
+   .store = [](Options& o, const std::string&) { o.children = true; }, .passed_on = true},
+  {.name = "duration", .short_name = 'd', .arg = "SECS", .commands = kAttaching,
+   .help = "detach after SECS seconds",
+   .store = [](Options& o, const std::string& v) { o.duration_s = parse_seconds(v); }, .example = "2.5"},
+  {.name = "report", .arg = "NAME", .commands = kAll,
+   .help = "simple (default): SimpleProfiler's table per action; advanced: where each action's time went, "
+           "by Python function (AdvancedProfiler's layout, from sampled stacks); ops: PyTorchProfiler's "
+           "operator table (aten ops: exact calls, sampled CPU times) per step function; gpu: kernel, copy, "
+           "CUDA API and NVTX summaries (nsys stats layout) and GPU time per action; shown by default when "
+           "the targets used CUDA; several at once: simple,advanced,ops,gpu",
+   .store = store_report, .example = "simple,ops"},
+  {.name = "rate", .arg = "HZ", .commands = kAttaching,
+   .help = "stack samples per second and CPU (default 99; 1-10000)",
+   .store = [](Options& o, const std::string& v) {
+     o.rate_hz = static_cast<unsigned>(
+         parse_long(v, 1, 10000, "invalid rate '" + v + "': expected samples per second, 1 to 10000"));
+   }, .example = "499", .passed_on = true},
+  {.name = "off-cpu", .commands = kAttaching,
+   .help = "also record where threads block (sched_switch), per action and per stack: dataloader waits, "
+           "GIL, CUDA sync",
+   .store = [](Options& o, const std::string&) { o.off_cpu = true; }, .passed_on = true},
+  {.name = "line-count-restriction", .arg = "R", .commands = kAll,
+   .help = "advanced: rows per action (integer) or share of rows (<1)",
+   .store = [](Options& o, const std::string& v) {
+     auto r = parse_line_restriction(v);
+     if (!r)
+       throw Error(ExitCode::usage, "invalid line count restriction '" + v +
+                                        "': expected a number of rows (20) or a share of them (0.5)");
+     o.line_count_restriction = *r;
+   }, .example = "0.5"},
+  {.name = "collapsed", .arg = "FILE", .commands = kAll,
+   .help = "stacks as flamegraph.pl \"frame;frame count\" lines",
+   .store = [](Options& o, const std::string& v) { o.collapsed_path = v; }, .example = "s.txt"},
+  {.name = "flamegraph", .arg = "FILE", .commands = kAll,
+   .help = "stacks as an SVG flame graph",
+   .store = [](Options& o, const std::string& v) { o.flamegraph_path = v; }, .example = "s.svg"},
+  {.name = "speedscope", .arg = "FILE", .commands = kAll,
+   .help = "stacks for https://www.speedscope.app (one profile per action)",
+   .store = [](Options& o, const std::string& v) { o.speedscope_path = v; }, .example = "s.json"},
+  {.name = "full-stacks", .commands = kAll,
+   .help = "whole stacks: by default a stack charged to an action starts below the frame that opened the "
+           "action, as AdvancedProfiler's tables do (advanced, off-CPU, flame exports, --html)",
+   .store = [](Options& o, const std::string&) { o.full_stacks = true; }},
+  {.name = "sort-by", .arg = "KEY", .commands = kAll,
+   .help = "ops: Lightning's sort_by_key (default cpu_time_total)",
+   .store = [](Options& o, const std::string& v) { o.sort_by = parse_sort_key(v); }, .example = "count"},
+  {.name = "row-limit", .arg = "N", .commands = kAll,
+   .help = "ops: rows per table (default 20; -1: all)",
+   .store = [](Options& o, const std::string& v) {
+     o.row_limit = static_cast<int>(parse_long(
+         v, -1, 1000000, "invalid row limit '" + v + "': expected a count of rows, or -1 for all"));
+   }, .example = "-1"},
+  {.name = "ops", .arg = "LIST", .commands = kAttaching,
+   .help = "trace only these aten ops: comma-separated globs, e.g. 'aten::mm,aten::add*' (implies --report ops)",
+   .store = [](Options& o, const std::string& v) {
+     o.op_filters = split_commas(v);
+     if (o.op_filters.empty())
+       throw Error(ExitCode::usage, "--ops needs at least one op name or glob, e.g. 'aten::mm,aten::add*'");
+   }, .example = "aten::mm", .passed_on = true},
+  {.name = "group-by-input-shapes", .commands = kAll,
+   .help = "ops: one row per op and input shapes (records tensor shapes at each op entry: ~1 us more per op)",
+   .store = [](Options& o, const std::string&) { o.group_by_input_shapes = true; }, .passed_on = true},
+  {.name = "schedule", .commands = kAll,
+   .help = "ops: only the steps Lightning's default schedule records (wait 1, warmup 1, active 3, per stage)",
+   .store = [](Options& o, const std::string&) { o.schedule = true; }},
+  {.name = "no-gpu", .commands = kAll,
+   .help = "no GPU records (by default a CUDA target gets CUPTI kernels/copies/API calls through the bridge "
+           "library)",
+   .store = [](Options& o, const std::string&) { o.gpu = false; }, .passed_on = true},
+  {.name = "no-inject", .commands = kAll,
+   .help = "never load the bridge into a running process with ptrace (GPU launches are then counted by "
+           "uprobes only)",
+   .store = [](Options& o, const std::string&) { o.inject = false; }, .passed_on = true},
+  {.name = "launch-stacks", .commands = kAll,
+   .help = "the Python stack of every kernel launch: GPU time by launching stack in --collapsed/--flamegraph "
+           "(.gpu sibling files) and --speedscope",
+   .store = [](Options& o, const std::string&) { o.launch_stacks = true; }, .passed_on = true},
+  {.name = "device-stats", .commands = kAll,
+   .help = "GPU (NVML) and process CPU/memory samples per action, with DeviceStatsMonitor's key names",
+   .store = [](Options& o, const std::string&) { o.device_stats = true; }, .passed_on = true},
+  {.name = "no-extended", .commands = kAll,
+   .help = "SimpleProfiler(extended=False) layout",
+   .store = [](Options& o, const std::string&) { o.extended = false; }},
+  {.name = "dirpath", .arg = "DIR", .commands = kAll,
+   .help = "with --filename: write Lightning's report files, DIR/{stage}-NAME[-{local_rank}].txt (appended)",
+   .store = [](Options& o, const std::string& v) { o.dirpath = v; }, .example = "d", .needs = "filename"},
+  {.name = "filename", .arg = "NAME", .commands = kAll,
+   .help = "with --dirpath: the NAME of Lightning's report files",
+   .store = [](Options& o, const std::string& v) { o.filename = v; }, .example = "f", .needs = "dirpath"},
+  {.name = "verbose", .short_name = 'v', .commands = kEvery,
+   .help = "attach details and notes on stderr (ps: what was skipped and why)",
+   .store = [](Options& o, const std::string&) { o.verbose = true; }, .passed_on = true},
+  {.name = "dump", .arg = "FILE", .commands = kAll,
+   .help = "write every recorded event as one text line (-: stdout)",
+   .store = [](Options& o, const std::string& v) { o.dump_path = v; }, .example = "d.txt"},
+  {.name = "chrome", .arg = "FILE", .commands = kAll,
+   .help = "Chrome/Perfetto trace (kineto conventions; loads in HTA)",
+   .store = [](Options& o, const std::string& v) { o.chrome_path = v; }, .example = "t.json"},
+  {.name = "html", .arg = "FILE", .commands = kAll,
+   .help = "one self-contained HTML page: tables and a timeline",
+   .store = [](Options& o, const std::string& v) { o.html_path = v; }, .example = "t.html"},
+  {.name = "merge", .commands = command_bit(C::report),
+   .help = "report DIR: the trace files under DIR (one per node) are one job: per-rank reports, a cluster "
+           "summary (time per action per rank, slowest rank, step skew, straggler), and --chrome as one "
+           "trace on a common clock",
+   .store = [](Options& o, const std::string&) { o.merge = true; }, .refusal = kMergeOnly},
+  {.name = "chrome-dir", .arg = "DIR", .commands = command_bit(C::report),
+   .help = "with --merge: rank-<N>.json per rank (HTA's input)",
+   .store = [](Options& o, const std::string& v) { o.chrome_dir = v; }, .example = "c",
+   .refusal = kMergeOnly, .needs = "merge"},
+  {.name = "slurm-job", .arg = "ID", .commands = command_bit(C::cluster),
+   .help = "the running Slurm job (required)",
+   .store = [](Options& o, const std::string& v) { o.slurm_job = v; }, .example = "4",
+   .refusal = kClusterOnly,
+   .heading = "cluster (on a login node; one agent per node, started by srun inside the job's allocation, "
+              "records every rank of the job there; -o DIR takes the traces):"},
+  {.name = "nodes", .arg = "A,B", .commands = command_bit(C::cluster),
+   .help = "only these nodes of the job",
+   .store = [](Options& o, const std::string& v) {
+     o.nodes = split_commas(v);
+     if (o.nodes.empty()) throw Error(ExitCode::usage, "--nodes needs node names, e.g. node1,node2");
+   }, .example = "a,b", .refusal = kClusterOnly},
+  {.name = "gather", .arg = "MODE", .commands = command_bit(C::cluster),
+   .help = "auto (default): the agents write into DIR when their node sees it (a shared file system), else "
+           "send their trace back through srun; shared; stream",
+   .store = [](Options& o, const std::string& v) {
+     if (v != "auto" && v != "shared" && v != "stream")
+       throw Error(ExitCode::usage, "--gather takes auto, shared or stream (got '" + v + "')");
+     o.gather = v;
+   }, .example = "stream", .refusal = kClusterOnly},
+  {.name = "agent", .arg = "PATH", .commands = command_bit(C::cluster),
+   .help = "ltrace-bpf on the nodes (default: this one's path)",
+   .store = [](Options& o, const std::string& v) { o.agent_path = v; }, .example = "/x/ltrace-bpf",
+   .refusal = kClusterOnly},
+  {.name = "clock-addr", .arg = "HOST", .commands = command_bit(C::cluster),
+   .help = "the address the nodes reach this host at (default: SLURM_LAUNCH_NODE_IPADDR, which srun gives them)",
+   .store = [](Options& o, const std::string& v) { o.clock_addr = v; }, .example = "10.0.0.1",
+   .refusal = kClusterOnly},
+  {.name = "wait", .arg = "SECS", .commands = command_bit(C::cluster) | command_bit(C::agent),
+   .help = "cluster, agent: how long each agent waits for its node's ranks (default 10)",
+   .store = store_wait, .example = "2", .refusal = "--wait applies to cluster and agent"},
+  {.name = "clock-server", .arg = "[HOST]:PORT", .commands = command_bit(C::agent),
+   .help = "measure this host's wall clock against the coordinator's, at attach and at detach (UDP)",
+   .store = [](Options& o, const std::string& v) { o.clock_server = v; }, .example = ":9",
+   .refusal = kAgentOnly,
+   .heading = "agent (what cluster runs on each node; also for a DaemonSet):"},
+  {.name = "stream", .commands = command_bit(C::agent),
+   .help = "send the trace back on stdout (base64), not to -o",
+   .store = [](Options& o, const std::string&) { o.stream = true; }, .refusal = kAgentOnly},
+  {.name = "shared-marker", .arg = "F", .commands = command_bit(C::agent),
+   .help = "stream unless file F is visible here",
+   .store = [](Options& o, const std::string& v) { o.shared_marker = v; }, .example = "m",
+   .refusal = kAgentOnly},
+  {.name = "help", .short_name = 'h', .commands = kEvery,
+   .help = "this text",
+   .store = [](Options& o, const std::string&) { o.help = true; }, .heading = "help:"},
+  {.name = "version", .short_name = 'V', .commands = kEvery,
+   .help = "version",
+   .store = [](Options& o, const std::string&) { o.version = true; }},
+};
+// clang-format on
+
+}  // namespace
+
+std::span<const OptionSpec> option_table() {
+  return kOptions;
+}
+
+}  // namespace lt

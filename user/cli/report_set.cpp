@@ -1,0 +1,75 @@
+#include "user/cli/report_set.h"
+
+#include <iostream>
+
+#include "reports/dump/event_dump.h"
+#include "reports/export/chrome_trace.h"
+#include "reports/export/html_report.h"
+#include "reports/gpu/device_stats_report.h"
+#include "user/cli/report_output.h"
+#include "user/cli/stack_output.h"
+#include "user/core/output_file.h"
+
+namespace lt {
+namespace {
+bool wants_exports(const Options& o) {
+  return !o.chrome_path.empty() || !o.html_path.empty();
+}
+}  // namespace
+
+ReportSet::ReportSet(const Options& opts)
+    : opts_(opts),
+      actions_(wants_exports(opts)),
+      stacks_(actions_, opts.full_stacks),
+      ops_(actions_, {opts.schedule, wants_exports(opts), opts.group_by_input_shapes}),
+      gpu_(actions_, wants_exports(opts)),
+      devstats_(actions_) {}
+
+void ReportSet::add(const lt_event_header& h, const std::byte* p) {
+  actions_.add(h, p);
+  stacks_.add(h, p);
+  ops_.add(h, p);
+  gpu_.add(h, p);
+  devstats_.add(h, p);
+}
+
+void ReportSet::gap() {
+  actions_.gap();
+  stacks_.gap();
+}
+
+void ReportSet::write() {
+  const Options& o = opts_;
+  ActionsReport rep = actions_.finish();
+  StacksReport stack_rep = stacks_.finish();
+  OpsReport ops_rep = ops_.finish();
+  GpuReport gpu_rep = gpu_.finish();
+  DeviceStatsReport dev_rep = devstats_.finish();
+  const OutputOptions files{o.extended, o.dirpath, o.filename};
+  if (o.wants_report("simple")) write_simple_reports(rep, files);
+  if (o.wants_report("advanced")) write_advanced_reports(rep, stack_rep, files, o.line_count_restriction);
+  if (o.wants_ops()) write_ops_reports(rep, ops_rep, files, {o.sort_by, o.row_limit, o.group_by_input_shapes});
+  // GPU tables when asked, or by default whenever a target used CUDA.
+  if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
+  if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
+  write_stack_exports(stack_rep, {o.collapsed_path, o.flamegraph_path, o.speedscope_path});
+  if (!o.chrome_path.empty())
+    write_output(o.chrome_path,
+                 [&](std::ostream& f) { write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep); });
+  if (!o.html_path.empty())
+    write_output(o.html_path, [&](std::ostream& f) {
+      write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep);
+    });
+}
+
+void write_event_dump(const Trace& trace, const std::string& path) {
+  if (path == "-" || path == "/dev/stdout") {
+    dump_events(trace, std::cout);
+    return;
+  }
+  OutputFile dump(path);
+  dump_events(trace, dump.stream());
+  dump.close();
+}
+
+}  // namespace lt

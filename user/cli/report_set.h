@@ -1,0 +1,40 @@
+// Every aggregator a command's reports need, fed the same record stream
+// (live from the collector, or from a trace file), and the reports and
+// exports the options ask for, written once the stream ends.
+#pragma once
+#include <cstddef>
+
+#include "reports/aggregate/actions.h"
+#include "reports/aggregate/device_stats.h"
+#include "reports/aggregate/gpu.h"
+#include "reports/aggregate/ops.h"
+#include "reports/aggregate/stacks.h"
+#include "user/cli/options.h"
+#include "user/model/trace.h"
+
+namespace lt {
+
+class ReportSet {
+ public:
+  explicit ReportSet(const Options& opts);
+  // One record; the stack, op, GPU and device aggregators see it right
+  // after the action aggregator, which tells them the action open on its thread.
+  void add(const lt_event_header& h, const std::byte* p);
+  // A damaged stretch of a trace file: nothing pairs across it.
+  void gap();
+  // The reports (stdout or Lightning's files) and exports (--chrome, --html, flame graphs).
+  void write();
+
+ private:
+  const Options& opts_;
+  ActionAggregator actions_;
+  StackAggregator stacks_;
+  OpAggregator ops_;
+  GpuAggregator gpu_;
+  DeviceStatsAggregator devstats_;
+};
+
+// --dump FILE: every record as one text line ("-" or /dev/stdout: stdout).
+void write_event_dump(const Trace& trace, const std::string& path);
+
+}  // namespace lt
