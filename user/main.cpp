@@ -127,8 +127,9 @@ int main(int argc, char** argv) {
       mo.chrome_path = opts.chrome_path;
       mo.chrome_dir = opts.chrome_dir;
       mo.notes = cluster::manifest_notes(opts.input);
-      write_merged_reports(read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}),
-                           mo);
+      const bool traces = !mo.chrome_path.empty() || !mo.chrome_dir.empty();  // GPU rows kept only for them
+      write_merged_reports(
+          read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}, traces), mo);
       return 0;
     }
     Trace trace;

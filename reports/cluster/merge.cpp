@@ -247,6 +247,7 @@ MergePlan plan_merge(const std::vector<MergeInput>& inputs,
       r.proc = &p;
       r.report = &rep;
       r.ops = inputs[i].ops ? &*inputs[i].ops : nullptr;
+      r.gpu = inputs[i].gpu ? &*inputs[i].gpu : nullptr;
       r.clock_offset_ns = plan.hosts[r.host_index].clock_offset_ns;
       r.exited = p.exited;
       r.file_cut = !rep.complete;

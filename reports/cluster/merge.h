@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/ops.h"
 
 namespace lt {
@@ -27,6 +28,7 @@ struct MergeInput {
   std::string file;              // as given: names the file in notes
   ActionsReport actions;         // aggregated with keep_intervals = true
   std::optional<OpsReport> ops;  // kept intervals: op slices in the traces
+  std::optional<GpuReport> gpu;  // kept slices: kernel, copy, API rows and launch flows in the traces
 };
 
 enum class ClockSource {
@@ -78,6 +80,7 @@ struct RankRun {
   const ProcessActions* proc = nullptr;
   const ActionsReport* report = nullptr;
   const OpsReport* ops = nullptr;
+  const GpuReport* gpu = nullptr;
   std::int64_t clock_offset_ns = 0;  // its host's correction
   bool exited = false;               // the process exited during the capture
   bool file_cut = false;             // its recording ended abruptly (no detach record)

@@ -1,9 +1,9 @@
 #include "reports/export/chrome_trace.h"
 
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "reports/format/json_escape.h"
 
@@ -20,26 +20,6 @@ std::string us_exact(std::int64_t ns) {
   const unsigned long long a = ns < 0 ? static_cast<unsigned long long>(-ns) : static_cast<unsigned long long>(ns);
   std::snprintf(b, sizeof b, "%s%llu.%03llu", sign, a / 1000, a % 1000);
   return b;
-}
-
-// Nanoseconds on the wall clock when the trace has a clock pair (so traces
-// of several hosts line up), else on the recording host's monotonic clock.
-std::int64_t wall_ns(const ActionsReport& rep, std::uint64_t mono_ns) {
-  if (rep.host.realtime_ns == 0) return static_cast<std::int64_t>(mono_ns);
-  return static_cast<std::int64_t>(mono_ns - rep.host.monotonic_ns + rep.host.realtime_ns);
-}
-
-const ProcessActions* first_ranked(const ActionsReport& rep) {
-  for (auto& p : rep.processes)
-    if (p.meta.rank >= 0) return &p;
-  return nullptr;
-}
-
-// GPU rows: kineto puts a device's streams under pid = device index.  With
-// several processes on one machine (ranks) those collide, so each process's
-// devices get their own pid block.
-std::uint64_t gpu_pid(const GpuSlice& s, bool several) {
-  return several ? 1'000'000'000ull + static_cast<std::uint64_t>(s.pid) * 64 + s.device : s.device;
 }
 
 const char* gpu_category(std::uint16_t kind) {
@@ -59,133 +39,268 @@ const char* gpu_category(std::uint16_t kind) {
   }
 }
 
-void write_gpu_events(const ActionsReport& rep, const GpuReport& gpu, const std::function<std::ostream&()>& sep) {
-  const bool several = gpu.processes.size() > 1;
-  std::set<std::pair<std::uint64_t, std::uint32_t>> rows;  // (pid, stream) of GPU rows
-  std::set<std::uint64_t> gpu_pids;
-  for (const auto& s : gpu.slices) {
-    const std::string& name = s.name < gpu.names.size() ? gpu.names[s.name] : "?";
-    const bool device = s.kind == LT_GPU_KERNEL || s.kind == LT_GPU_MEMCPY || s.kind == LT_GPU_MEMSET;
-    const std::uint64_t pid = device ? gpu_pid(s, several) : s.pid;
-    const std::uint64_t tid = device ? s.stream : s.tid;
-    if (device) {
-      rows.insert({pid, s.stream});
-      if (gpu_pids.insert(pid).second)
-        sep() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << pid << ", \"tid\": 0, \"args\": {\"name\": "
-              << json_string("GPU " + std::to_string(s.device) +
-                             (several ? " (pid " + std::to_string(s.pid) + ")" : ""))
-              << "}}";
+bool on_device(const GpuSlice& s) {
+  return s.kind == LT_GPU_KERNEL || s.kind == LT_GPU_MEMCPY || s.kind == LT_GPU_MEMSET;
+}
+
+// A GPU slice's process as the document shows it: listed, or (unlisted_gpu)
+// under its OS pid.
+struct GpuOwner {
+  std::uint64_t pid = 0;
+  std::string label;
+  int sort_index = -1;
+};
+
+class Writer {
+ public:
+  Writer(const ChromeDocument& doc, std::ostream& out) : doc_(doc), out_(out) {}
+
+  void write() {
+    header();
+    index_processes();
+    for (const auto& src : doc_.sources) {
+      std::map<std::uint32_t, std::vector<const OpInterval*>> ops_of;  // op calls by process, in begin order
+      if (src.ops)
+        for (const auto& iv : src.ops->intervals) ops_of[iv.pid].push_back(&iv);
+      for (const auto& p : src.processes) process_events(src, p, ops_of[p.proc->meta.pid]);
     }
-    auto& o = sep() << "{\"ph\": \"X\", \"cat\": \"" << gpu_category(s.kind) << "\", \"name\": " << json_string(name)
-                    << ", \"pid\": " << pid << ", \"tid\": " << tid
-                    << ", \"ts\": " << us_exact(wall_ns(rep, s.begin_ns))
-                    << ", \"dur\": " << us_exact(static_cast<std::int64_t>(s.end_ns - s.begin_ns)) << ", \"args\": {";
-    if (s.kind == LT_GPU_KERNEL) {
-      o << "\"device\": " << s.device << ", \"stream\": " << s.stream << ", \"correlation\": " << s.correlation
-        << ", \"registers per thread\": " << s.registers << ", \"shared memory\": " << s.shared_mem << ", \"grid\": ["
-        << s.grid[0] << ", " << s.grid[1] << ", " << s.grid[2] << "], \"block\": [" << s.block[0] << ", " << s.block[1]
-        << ", " << s.block[2] << "]";
-    } else if (device) {
-      const double gbps =
-          s.end_ns > s.begin_ns ? static_cast<double>(s.bytes) / static_cast<double>(s.end_ns - s.begin_ns) : 0;
-      char bw[32];
-      std::snprintf(bw, sizeof bw, "%.3f", gbps);
-      o << "\"device\": " << s.device << ", \"stream\": " << s.stream << ", \"correlation\": " << s.correlation
-        << ", \"bytes\": " << s.bytes << ", \"memory bandwidth (GB/s)\": " << bw;
-    } else if (s.kind == LT_GPU_RUNTIME || s.kind == LT_GPU_DRIVER) {
-      o << "\"correlation\": " << s.correlation;
-    } else {
-      o << "\"pid\": " << s.pid;
+    for (std::size_t i = 0; i < doc_.sources.size(); ++i) gpu_events(i);
+    for (const auto& [pid, stream] : streams_)
+      next() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << pid << ", \"tid\": " << stream
+             << ", \"args\": {\"name\": " << json_string("stream " + std::to_string(stream)) << "}}";
+    out_ << "\n],\n\"traceName\": \"ltrace-bpf\"\n}\n";
+  }
+
+ private:
+  const ChromeDocument& doc_;
+  std::ostream& out_;
+  bool first_ = true;
+  std::uint64_t external_id_ = 0;
+  std::map<std::pair<std::size_t, std::uint32_t>, std::uint64_t> gpu_place_;     // (source, OS pid) -> place
+  std::set<std::pair<std::uint64_t, std::uint32_t>> streams_;                    // (GPU pid, stream) rows
+  std::set<std::uint64_t> gpu_pids_;                                             // named GPU rows
+  std::vector<std::unordered_map<std::uint32_t, const ChromeProcess*>> listed_;  // per source, by OS pid
+
+  std::ostream& next() {
+    out_ << (first_ ? "\n" : ",\n");
+    first_ = false;
+    return out_;
+  }
+
+  // Nanoseconds on the document's clock: the recording host's wall clock
+  // when the trace has a clock pair (so traces of several hosts line up),
+  // else its monotonic clock; plus the source's correction.
+  static std::int64_t time_ns(const ChromeSource& src, std::uint64_t mono_ns) {
+    const HostMeta& h = src.actions->host;
+    const std::uint64_t t = h.realtime_ns == 0 ? mono_ns : mono_ns - h.monotonic_ns + h.realtime_ns;
+    return static_cast<std::int64_t>(t) + src.clock_offset_ns;
+  }
+
+  void header() {
+    const auto& d = doc_;
+    out_ << "{\n\"distributedInfo\": {\"backend\": \"unknown\", \"rank\": " << d.rank
+         << ", \"world_size\": " << d.world_size << "},\n";
+    out_ << "\"schemaVersion\": 1,\n\"deviceProperties\": [],\n\"displayTimeUnit\": \"ms\",\n";
+    if (d.absolute_time) out_ << "\"baseTimeNanoseconds\": 0,\n";
+    if (!d.hostname.empty()) out_ << "\"hostname\": " << json_string(d.hostname) << ",\n";
+    out_ << "\"ltrace_bpf\": {" << d.ltrace_members;
+    if (d.losses) {
+      const auto& l = *d.losses;
+      out_ << (d.ltrace_members.empty() ? "" : ", ") << "\"ringbuf_drops\": " << l.ringbuf_drops
+           << ", \"unreadable_names\": " << l.unreadable_names << ", \"open_at_detach\": " << l.open_at_detach
+           << ", \"ended_before_attach\": " << l.ended_before_attach
+           << ", \"estimated_durations\": " << l.estimated_durations
+           << ", \"complete\": " << (l.complete ? "true" : "false");
     }
-    o << "}}";
-    // kineto's launch -> kernel arrow, from the launching call on its thread.
-    if (device && s.correlation && s.launch_ns && s.tid) {
-      sep() << "{\"ph\": \"s\", \"id\": " << s.correlation << ", \"pid\": " << s.pid << ", \"tid\": " << s.tid
-            << ", \"ts\": " << us_exact(wall_ns(rep, s.launch_ns)) << ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}";
-      sep() << "{\"ph\": \"f\", \"id\": " << s.correlation << ", \"pid\": " << pid << ", \"tid\": " << tid
-            << ", \"ts\": " << us_exact(wall_ns(rep, s.begin_ns))
-            << ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}";
+    out_ << "},\n\"traceEvents\": [";
+  }
+
+  const ChromeProcess* listed(std::size_t source, std::uint32_t os_pid) const {
+    const auto& m = listed_[source];
+    const auto it = m.find(os_pid);
+    return it == m.end() ? nullptr : it->second;
+  }
+
+  bool included(std::size_t source, const GpuSlice& s) const {
+    return doc_.sources[source].unlisted_gpu || listed(source, s.pid);
+  }
+
+  // Each source's listed processes by OS pid; the processes with GPU rows,
+  // in document order: their place numbers their flows apart.
+  void index_processes() {
+    listed_.resize(doc_.sources.size());
+    for (std::size_t i = 0; i < doc_.sources.size(); ++i)
+      for (const auto& p : doc_.sources[i].processes) listed_[i].emplace(p.proc->meta.pid, &p);
+    for (std::size_t i = 0; i < doc_.sources.size(); ++i) {
+      const auto& src = doc_.sources[i];
+      if (!src.gpu) continue;
+      for (const auto& s : src.gpu->slices)
+        if (on_device(s) && included(i, s)) gpu_place_.try_emplace({i, s.pid}, gpu_place_.size());
     }
   }
-  for (const auto& [pid, stream] : rows)
-    sep() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << pid << ", \"tid\": " << stream
-          << ", \"args\": {\"name\": " << json_string("stream " + std::to_string(stream)) << "}}";
-}
+
+  GpuOwner owner(std::size_t source, std::uint32_t os_pid) const {
+    if (const ChromeProcess* p = listed(source, os_pid)) return {p->pid, p->gpu_label, p->sort_index};
+    return {os_pid, "pid " + std::to_string(os_pid), -1};
+  }
+
+  void process_events(const ChromeSource& src, const ChromeProcess& cp, const std::vector<const OpInterval*>& ops) {
+    const ProcessActions& p = *cp.proc;
+    const auto& m = p.meta;
+    next() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << cp.pid
+           << ", \"tid\": 0, \"args\": {\"name\": " << json_string(cp.name) << "}}";
+    if (cp.sort_index >= 0)
+      next() << "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " << cp.pid
+             << ", \"tid\": 0, \"args\": {\"sort_index\": " << cp.sort_index << "}}";
+    next() << "{\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": " << cp.pid
+           << ", \"tid\": 0, \"args\": {\"labels\": " << json_string(cp.labels) << "}}";
+    std::set<std::uint32_t> tids;
+    for (const auto& iv : p.intervals) tids.insert(iv.tid);
+    for (const auto* iv : ops) tids.insert(iv->tid);
+    for (auto tid : tids)
+      next() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << cp.pid << ", \"tid\": " << tid
+             << ", \"args\": {\"name\": " << json_string(tid == m.pid ? "main thread" : "thread " + std::to_string(tid))
+             << "}}";
+    for (const auto& iv : p.intervals)
+      next() << "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " << json_string(p.actions[iv.action].name)
+             << ", \"pid\": " << cp.pid << ", \"tid\": " << iv.tid
+             << ", \"ts\": " << us_exact(time_ns(src, iv.begin_ns))
+             << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv.end_ns - iv.begin_ns))
+             << ", \"args\": {\"External id\": 0" << (iv.estimated ? ", \"estimated\": true" : "") << "}}";
+    for (const auto* iv : ops) {
+      const auto& names = src.ops->names;
+      const std::string name =
+          iv->op < names.size() && !names[iv->op].empty() ? names[iv->op] : "op#" + std::to_string(iv->op);
+      ++external_id_;
+      next() << "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": " << json_string(name) << ", \"pid\": " << cp.pid
+             << ", \"tid\": " << iv->tid << ", \"ts\": " << us_exact(time_ns(src, iv->begin_ns))
+             << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv->end_ns - iv->begin_ns))
+             << ", \"args\": {\"External id\": " << external_id_ << ", \"Ev Idx\": " << external_id_ - 1
+             << ", \"end\": \"upper bound\"}}";
+    }
+  }
+
+  void gpu_events(std::size_t source) {
+    const ChromeSource& src = doc_.sources[source];
+    if (!src.gpu) return;
+    const GpuReport& gpu = *src.gpu;
+    // kineto puts a device's streams under pid = device index.  With several
+    // processes (ranks) those collide, as they do with documents whose pids
+    // are small numbers: then each process's devices get their own pid block.
+    const bool several = gpu_place_.size() > 1;
+    const bool blocks = several || doc_.gpu_pid_blocks;
+    for (const auto& s : gpu.slices) {
+      if (!included(source, s)) continue;
+      const GpuOwner who = owner(source, s.pid);
+      const std::string& name = s.name < gpu.names.size() ? gpu.names[s.name] : "?";
+      const bool device = on_device(s);
+      const std::uint64_t pid = !device ? who.pid : blocks ? 1'000'000'000ull + who.pid * 64 + s.device : s.device;
+      const std::uint64_t tid = device ? s.stream : s.tid;
+      if (device) {
+        streams_.insert({pid, s.stream});
+        if (gpu_pids_.insert(pid).second) {
+          next() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << pid
+                 << ", \"tid\": 0, \"args\": {\"name\": "
+                 << json_string("GPU " + std::to_string(s.device) + (blocks ? " (" + who.label + ")" : "")) << "}}";
+          if (who.sort_index >= 0)
+            next() << "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " << pid
+                   << ", \"tid\": 0, \"args\": {\"sort_index\": " << who.sort_index << "}}";
+        }
+      }
+      auto& o =
+          next() << "{\"ph\": \"X\", \"cat\": \"" << gpu_category(s.kind) << "\", \"name\": " << json_string(name)
+                 << ", \"pid\": " << pid << ", \"tid\": " << tid << ", \"ts\": " << us_exact(time_ns(src, s.begin_ns))
+                 << ", \"dur\": " << us_exact(static_cast<std::int64_t>(s.end_ns - s.begin_ns)) << ", \"args\": {";
+      if (s.kind == LT_GPU_KERNEL) {
+        o << "\"device\": " << s.device << ", \"stream\": " << s.stream << ", \"correlation\": " << s.correlation
+          << ", \"registers per thread\": " << s.registers << ", \"shared memory\": " << s.shared_mem << ", \"grid\": ["
+          << s.grid[0] << ", " << s.grid[1] << ", " << s.grid[2] << "], \"block\": [" << s.block[0] << ", "
+          << s.block[1] << ", " << s.block[2] << "]";
+      } else if (device) {
+        const double gbps =
+            s.end_ns > s.begin_ns ? static_cast<double>(s.bytes) / static_cast<double>(s.end_ns - s.begin_ns) : 0;
+        char bw[32];
+        std::snprintf(bw, sizeof bw, "%.3f", gbps);
+        o << "\"device\": " << s.device << ", \"stream\": " << s.stream << ", \"correlation\": " << s.correlation
+          << ", \"bytes\": " << s.bytes << ", \"memory bandwidth (GB/s)\": " << bw;
+      } else if (s.kind == LT_GPU_RUNTIME || s.kind == LT_GPU_DRIVER) {
+        o << "\"correlation\": " << s.correlation;
+      } else {
+        o << "\"pid\": " << s.pid;
+      }
+      o << "}}";
+      // kineto's launch -> kernel arrow, from the launching call on its thread.
+      if (device && s.correlation && s.launch_ns && s.tid) {
+        const std::uint64_t id = (several ? gpu_place_.at({source, s.pid}) << 32 : 0) + s.correlation;
+        next() << "{\"ph\": \"s\", \"id\": " << id << ", \"pid\": " << who.pid << ", \"tid\": " << s.tid
+               << ", \"ts\": " << us_exact(time_ns(src, s.launch_ns)) << ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}";
+        next() << "{\"ph\": \"f\", \"id\": " << id << ", \"pid\": " << pid << ", \"tid\": " << tid
+               << ", \"ts\": " << us_exact(time_ns(src, s.begin_ns))
+               << ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}";
+      }
+    }
+  }
+};
 
 }  // namespace
 
+ChromeLosses chrome_losses(const ActionsReport& rep) {
+  ChromeLosses l;
+  l.ringbuf_drops = rep.ringbuf_drops;
+  l.unreadable_names = rep.read_faults;
+  l.complete = rep.complete;
+  for (const auto& p : rep.processes) {
+    l.open_at_detach += p.open_at_end;
+    l.ended_before_attach += p.unmatched_stops;
+    l.estimated_durations += p.estimated;
+  }
+  return l;
+}
+
+ChromeLosses chrome_losses(const ActionsReport& rep, const ProcessActions& proc) {
+  ChromeLosses l;
+  l.ringbuf_drops = rep.ringbuf_drops;
+  l.unreadable_names = rep.read_faults;
+  l.complete = rep.complete;
+  l.open_at_detach = proc.open_at_end;
+  l.ended_before_attach = proc.unmatched_stops;
+  l.estimated_durations = proc.estimated;
+  return l;
+}
+
+void write_chrome_document(const ChromeDocument& doc, std::ostream& out) {
+  Writer(doc, out).write();
+}
+
 void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops, const GpuReport* gpu) {
-  const ProcessActions* ranked = first_ranked(rep);
-  int rank = ranked ? ranked->meta.rank : 0;
-  int world = ranked && ranked->meta.world_size > 0 ? ranked->meta.world_size : 1;
-  std::uint64_t drops = rep.ringbuf_drops, faults = rep.read_faults, open = 0, unmatched = 0, estimated = 0;
-  for (auto& p : rep.processes) {
-    open += p.open_at_end;
-    unmatched += p.unmatched_stops;
-    estimated += p.estimated;
-  }
-  out << "{\n\"schemaVersion\": 1,\n";
-  out << "\"distributedInfo\": {\"backend\": \"unknown\", \"rank\": " << rank << ", \"world_size\": " << world
-      << "},\n";
-  out << "\"deviceProperties\": [],\n";
-  out << "\"displayTimeUnit\": \"ms\",\n";
-  if (!rep.host.hostname.empty()) out << "\"hostname\": " << json_string(rep.host.hostname) << ",\n";
-  out << "\"ltrace_bpf\": {\"ringbuf_drops\": " << drops << ", \"unreadable_names\": " << faults
-      << ", \"open_at_detach\": " << open << ", \"ended_before_attach\": " << unmatched
-      << ", \"estimated_durations\": " << estimated << ", \"complete\": " << (rep.complete ? "true" : "false")
-      << "},\n";
-  out << "\"traceEvents\": [";
-  bool first = true;
-  auto sep = [&]() -> std::ostream& {
-    out << (first ? "\n" : ",\n");
-    first = false;
-    return out;
-  };
-  // op calls by process, in begin order per process
-  std::map<std::uint32_t, std::vector<const OpInterval*>> ops_of;
+  ChromeDocument doc;
+  for (const auto& p : rep.processes)
+    if (p.meta.rank >= 0) {
+      doc.rank = p.meta.rank;
+      doc.world_size = p.meta.world_size > 0 ? p.meta.world_size : 1;
+      break;
+    }
+  doc.hostname = rep.host.hostname;
+  doc.losses = chrome_losses(rep);
+  ChromeSource src;
+  src.actions = &rep;
+  src.ops = ops;
+  src.gpu = gpu;
+  src.unlisted_gpu = true;
+  std::set<std::uint32_t> with_ops;
   if (ops)
-    for (auto& iv : ops->intervals) ops_of[iv.pid].push_back(&iv);
-  std::uint64_t external_id = 0;
-  for (auto& p : rep.processes) {
-    auto my_ops = ops_of.find(p.meta.pid);
-    if (p.actions.empty() && my_ops == ops_of.end()) continue;
+    for (const auto& iv : ops->intervals) with_ops.insert(iv.pid);
+  for (const auto& p : rep.processes) {
     const auto& m = p.meta;
-    std::string pname = m.cmdline.empty() ? m.comm : m.cmdline;
-    if (m.rank >= 0) pname += " (rank " + std::to_string(m.rank) + ")";
-    if (!m.torch_version.empty()) pname += " [torch " + m.torch_version + "]";
-    sep() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << m.pid
-          << ", \"tid\": 0, \"args\": {\"name\": " << json_string(pname) << "}}";
-    sep() << "{\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": " << m.pid
-          << ", \"tid\": 0, \"args\": {\"labels\": " << json_string("pid " + std::to_string(m.pid)) << "}}";
-    std::set<std::uint32_t> tids;
-    for (auto& iv : p.intervals) tids.insert(iv.tid);
-    if (my_ops != ops_of.end())
-      for (auto* iv : my_ops->second) tids.insert(iv->tid);
-    for (auto tid : tids)
-      sep() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << m.pid << ", \"tid\": " << tid
-            << ", \"args\": {\"name\": " << json_string(tid == m.pid ? "main thread" : "thread " + std::to_string(tid))
-            << "}}";
-    for (auto& iv : p.intervals) {
-      sep() << "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " << json_string(p.actions[iv.action].name)
-            << ", \"pid\": " << m.pid << ", \"tid\": " << iv.tid << ", \"ts\": " << us_exact(wall_ns(rep, iv.begin_ns))
-            << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv.end_ns - iv.begin_ns))
-            << ", \"args\": {\"External id\": 0" << (iv.estimated ? ", \"estimated\": true" : "") << "}}";
-    }
-    if (my_ops == ops_of.end()) continue;
-    for (auto* iv : my_ops->second) {
-      const std::string& name = iv->op < ops->names.size() && !ops->names[iv->op].empty()
-                                    ? ops->names[iv->op]
-                                    : "op#" + std::to_string(iv->op);
-      ++external_id;
-      sep() << "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": " << json_string(name) << ", \"pid\": " << m.pid
-            << ", \"tid\": " << iv->tid << ", \"ts\": " << us_exact(wall_ns(rep, iv->begin_ns))
-            << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv->end_ns - iv->begin_ns))
-            << ", \"args\": {\"External id\": " << external_id << ", \"Ev Idx\": " << external_id - 1
-            << ", \"end\": \"upper bound\"}}";
-    }
+    if (p.actions.empty() && !with_ops.count(m.pid)) continue;
+    std::string name = m.cmdline.empty() ? m.comm : m.cmdline;
+    if (m.rank >= 0) name += " (rank " + std::to_string(m.rank) + ")";
+    if (!m.torch_version.empty()) name += " [torch " + m.torch_version + "]";
+    const std::string pid = "pid " + std::to_string(m.pid);
+    src.processes.push_back({&p, m.pid, name, pid, -1, pid});
   }
-  if (gpu && !gpu->slices.empty()) write_gpu_events(rep, *gpu, sep);
-  out << "\n],\n\"traceName\": \"ltrace-bpf\"\n}\n";
+  doc.sources.push_back(std::move(src));
+  write_chrome_document(doc, out);
 }
 
 }  // namespace lt

@@ -109,7 +109,7 @@ def test_record_refuses_planted_files_and_a_second_recorder(tmp_path):
         link.symlink_to(victim)
         r = subprocess.run([LTRACE, "record", "--pid", str(target.pid), "-o", str(link), "--duration", "1"],
                            capture_output=True, text=True, timeout=60)
-        assert r.returncode == 8 and "symbolic link" in r.stderr, r.stderr
+        assert r.returncode == 14 and "symbolic link" in r.stderr, r.stderr  # ExitCode::unsafe_output
         assert victim.read_text() == "precious"
         planted = tmp_path / "planted.ltrace"
         planted.write_text("someone else's")
@@ -117,7 +117,13 @@ def test_record_refuses_planted_files_and_a_second_recorder(tmp_path):
         os.chown(planted, nobody.pw_uid, nobody.pw_gid)
         r = subprocess.run([LTRACE, "record", "--pid", str(target.pid), "-o", str(planted), "--duration", "1"],
                            capture_output=True, text=True, timeout=60)
-        assert r.returncode == 8 and "another user" in r.stderr, r.stderr
+        assert r.returncode == 14 and "another user" in r.stderr, r.stderr
+        hard = tmp_path / "hard.ltrace"
+        os.link(victim, hard)
+        r = subprocess.run([LTRACE, "record", "--pid", str(target.pid), "-o", str(hard), "--duration", "1"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 14 and "hard link" in r.stderr, r.stderr
+        assert victim.read_text() == "precious"
         assert planted.read_text() == "someone else's"
         out = tmp_path / "one.ltrace"
         first = subprocess.Popen([LTRACE, "record", "--pid", str(target.pid), "-o", str(out), "--duration", "20"],
@@ -135,6 +141,7 @@ def test_record_refuses_planted_files_and_a_second_recorder(tmp_path):
         assert first.wait(60) == 0, first.stderr.read()
         rep = subprocess.run([LTRACE, "report", str(out)], capture_output=True, text=True, timeout=60)
         assert rep.returncode == 0, rep.stderr  # the first recording is intact
+        assert out.stat().st_mode & 0o777 == 0o600  # it holds command lines and environments
     finally:
         target.kill()
         target.wait()

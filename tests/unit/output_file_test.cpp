@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -42,14 +43,14 @@ TEST(OutputFile, RefusesLinksFifosAndOthersFiles) {
   const std::string d = temp_dir();
   std::ofstream(d + "/victim") << "precious";
   ASSERT_EQ(symlink((d + "/victim").c_str(), (d + "/link").c_str()), 0);
-  EXPECT_EQ(code_of(d + "/link"), lt::ExitCode::io);
+  EXPECT_EQ(code_of(d + "/link"), lt::ExitCode::unsafe_output);
   EXPECT_EQ(slurp(d + "/victim"), "precious");
   ASSERT_EQ(mkfifo((d + "/fifo").c_str(), 0600), 0);
-  EXPECT_EQ(code_of(d + "/fifo"), lt::ExitCode::io);  // and does not hang without a reader
+  EXPECT_EQ(code_of(d + "/fifo"), lt::ExitCode::unsafe_output);  // and does not hang without a reader
   std::ofstream(d + "/planted") << "theirs";
   if (geteuid() == 0) {
     ASSERT_EQ(chown((d + "/planted").c_str(), 65534, 65534), 0);
-    EXPECT_EQ(code_of(d + "/planted"), lt::ExitCode::io);
+    EXPECT_EQ(code_of(d + "/planted"), lt::ExitCode::unsafe_output);
     EXPECT_EQ(slurp(d + "/planted"), "theirs");
   }
   EXPECT_EQ(code_of(d), lt::ExitCode::io);  // a directory
@@ -81,6 +82,98 @@ TEST(OutputFile, SecondExclusiveWriterIsRefused) {
   EXPECT_EQ(code_of(d + "/t.ltrace", lt::OutputMode::exclusive_truncate), lt::ExitCode::io);
   close(first);
   EXPECT_EQ(code_of(d + "/t.ltrace", lt::OutputMode::exclusive_truncate), lt::ExitCode::ok);
+  std::system(("rm -rf " + d).c_str());
+}
+
+// A scoped SUDO_UID/SUDO_GID, as sudo sets them.
+struct SudoAs {
+  SudoAs(const char* uid, const char* gid) {
+    setenv("SUDO_UID", uid, 1);
+    setenv("SUDO_GID", gid, 1);
+  }
+  ~SudoAs() {
+    unsetenv("SUDO_UID");
+    unsetenv("SUDO_GID");
+  }
+};
+
+TEST(OutputFile, RefusesAHardLink) {
+  const std::string d = temp_dir();
+  std::ofstream(d + "/victim") << "precious";
+  ASSERT_EQ(link((d + "/victim").c_str(), (d + "/hard").c_str()), 0);
+  EXPECT_EQ(code_of(d + "/hard"), lt::ExitCode::unsafe_output);
+  EXPECT_EQ(code_of(d + "/hard", lt::OutputMode::append), lt::ExitCode::unsafe_output);
+  EXPECT_EQ(slurp(d + "/victim"), "precious");
+  std::system(("rm -rf " + d).c_str());
+}
+
+TEST(OutputFile, FollowsADirectoryLinkOnlyIfRootsOrOurs) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (chown)";
+  const std::string d = temp_dir();
+  ASSERT_EQ(mkdir((d + "/elsewhere").c_str(), 0777), 0);
+  // Another user's link to a directory: what we write would go where they chose.
+  ASSERT_EQ(symlink((d + "/elsewhere").c_str(), (d + "/theirs").c_str()), 0);
+  ASSERT_EQ(lchown((d + "/theirs").c_str(), 65534, 65534), 0);
+  EXPECT_EQ(code_of(d + "/theirs/out.txt"), lt::ExitCode::unsafe_output);
+  struct stat st {};
+  EXPECT_NE(stat((d + "/elsewhere/out.txt").c_str(), &st), 0);
+  // ...also behind a link of ours that points through theirs.
+  ASSERT_EQ(symlink((d + "/theirs").c_str(), (d + "/mine").c_str()), 0);
+  EXPECT_EQ(code_of(d + "/mine/out.txt"), lt::ExitCode::unsafe_output);
+  // Our own link (or root's) is followed.
+  ASSERT_EQ(symlink((d + "/elsewhere").c_str(), (d + "/ours").c_str()), 0);
+  EXPECT_EQ(code_of(d + "/ours/out.txt"), lt::ExitCode::ok);
+  EXPECT_EQ(stat((d + "/elsewhere/out.txt").c_str(), &st), 0);
+  std::system(("rm -rf " + d).c_str());
+}
+
+TEST(OutputFile, TracesAreOwnerOnly) {
+  const std::string d = temp_dir();
+  const int fd = lt::open_output_fd(d + "/t.ltrace", lt::OutputMode::exclusive_truncate, lt::OutputAccess::owner_only);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  struct stat st {};
+  ASSERT_EQ(stat((d + "/t.ltrace").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // An older trace of ours that others could read is made private.
+  std::ofstream(d + "/old.ltrace") << "x";
+  ASSERT_EQ(chmod((d + "/old.ltrace").c_str(), 0644), 0);
+  lt::OutputFile f(d + "/old.ltrace", lt::OutputMode::truncate, lt::OutputAccess::owner_only);
+  f.close();
+  ASSERT_EQ(stat((d + "/old.ltrace").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A report stays readable.
+  lt::OutputFile r(d + "/report.txt");
+  r.close();
+  ASSERT_EQ(stat((d + "/report.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0044, 0044u);
+  std::system(("rm -rf " + d).c_str());
+}
+
+TEST(OutputFile, UnderSudoFilesAndDirectoriesBelongToTheInvokingUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (chown)";
+  const std::string d = temp_dir();
+  SudoAs sudo("65534", "65534");
+  lt::make_output_dirs(d + "/a/b");
+  struct stat st {};
+  ASSERT_EQ(stat((d + "/a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  ASSERT_EQ(stat((d + "/a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_gid, 65534u);
+  {
+    lt::OutputFile f(d + "/a/b/fit-x.txt", lt::OutputMode::append);
+    f.stream() << "one";
+    f.close();
+  }
+  ASSERT_EQ(stat((d + "/a/b/fit-x.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  // The invoking user's own file is theirs to append to...
+  EXPECT_EQ(code_of(d + "/a/b/fit-x.txt", lt::OutputMode::append), lt::ExitCode::ok);
+  // ...a third user's is not.
+  std::ofstream(d + "/a/b/third") << "z";
+  ASSERT_EQ(chown((d + "/a/b/third").c_str(), 12345, 12345), 0);
+  EXPECT_EQ(code_of(d + "/a/b/third"), lt::ExitCode::unsafe_output);
   std::system(("rm -rf " + d).c_str());
 }
 

@@ -28,9 +28,7 @@ std::string dir_name(const std::string& host) {
 }  // namespace
 
 std::vector<std::string> write_rank_traces(const MergePlan& plan, const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(ExitCode::io, "cannot create " + dir + ": " + ec.message());
+  make_output_dirs(dir);
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const std::string path = (fs::path(dir) / rank_trace_filename(plan.ranks[i])).string();
@@ -56,7 +54,8 @@ std::vector<std::string> trace_files_in(const std::string& dir) {
   return out;
 }
 
-std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpAggregatorOptions op_options) {
+std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpAggregatorOptions op_options,
+                                          bool gpu_slices) {
   std::error_code ec;
   const std::vector<std::string> files =
       fs::is_directory(path, ec) ? trace_files_in(path) : std::vector<std::string>{path};
@@ -67,13 +66,16 @@ std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpA
   for (const auto& file : files) {
     ActionAggregator actions(true);
     OpAggregator op_agg(actions, op_options);
+    GpuAggregator gpu(actions, true);
     auto r = tracefile::read_trace_file(file, [&](const lt_event_header& h, const std::byte* p) {
       actions.add(h, p);
       if (ops) op_agg.add(h, p);
+      if (gpu_slices) gpu.add(h, p);
     });
     for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << file << ": " << w << "\n";
     MergeInput in{file, actions.finish(), std::nullopt};
     if (ops) in.ops = op_agg.finish();
+    if (gpu_slices) in.gpu = gpu.finish();
     out.push_back(std::move(in));
   }
   return out;

@@ -42,8 +42,10 @@ std::vector<std::string> trace_files_in(const std::string& dir);
 
 // Reads and aggregates every trace file of `path` (a directory, or one
 // file), each on its own, intervals kept; with `ops`, op tables and slices
-// too.  Reader warnings go to stderr.  Throws lt::Error(io) when there is no
-// trace file, lt::Error(bad_trace) as the reader does.
-std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpAggregatorOptions op_options = {});
+// too; with `gpu_slices`, GPU slices (for the merged Chrome traces).  Reader
+// warnings go to stderr.  Throws lt::Error(io) when there is no trace file,
+// lt::Error(bad_trace) as the reader does.
+std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpAggregatorOptions op_options = {},
+                                          bool gpu_slices = false);
 
 }  // namespace lt

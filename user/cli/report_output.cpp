@@ -139,8 +139,7 @@ void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std:
       // Several unranked processes would share one file name: keep them apart.
       name = lightning_report_filename(stage_name(stage), out.filename + "-pid" + std::to_string(meta.pid), -1);
     }
-    std::error_code ec;
-    std::filesystem::create_directories(out.dirpath, ec);
+    make_output_dirs(out.dirpath);
     auto path = std::filesystem::path(out.dirpath) / name;
     OutputFile f(path.string(), OutputMode::append);  // Lightning appends, too
     f.stream() << text;

@@ -97,9 +97,8 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
                     "--nodes: " + n + " is not a node of Slurm job " + job.id + " (" + job.nodelist + ")");
     nodes = opt.nodes;
   }
+  make_output_dirs(opt.out_dir);
   std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  if (ec) throw Error(ExitCode::io, "cannot create " + opt.out_dir + ": " + ec.message());
   const fs::path dir = fs::absolute(opt.out_dir, ec);
   // Traces of an earlier run in the same directory would be merged with
   // this one's (and a failed node's stale file taken for its trace).
@@ -213,7 +212,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
       n.receiving = true;
       n.received = 0;
       try {
-        n.recv = std::make_unique<OutputFile>(n.recv_path);
+        n.recv = std::make_unique<OutputFile>(n.recv_path, OutputMode::truncate, OutputAccess::owner_only);
       } catch (const Error& e) {
         n.error = e.what();
       }

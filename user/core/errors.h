@@ -22,6 +22,7 @@ enum class ExitCode : int {
   partial = 11,         // cluster: some nodes gave no trace (the others' are kept)
   slurm = 12,           // cluster: Slurm is not installed or did not answer
   damaged_trace = 13,   // report: parts of the trace file were damaged and skipped (the rest is reported)
+  unsafe_output = 14,   // refused to write through a link, or into a file someone else planted
 };
 
 class Error : public std::runtime_error {

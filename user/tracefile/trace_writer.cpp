@@ -30,7 +30,7 @@ std::uint64_t clock_ns(clockid_t id) {
 TraceWriter::TraceWriter(const std::string& path, int zstd_level) : level_(zstd_level), path_(path) {
   // Checked as every output (user/core/output_file.h), and locked: a second
   // recorder on the same file is refused before anything is truncated.
-  fd_ = open_output_fd(path, OutputMode::exclusive_truncate);
+  fd_ = open_output_fd(path, OutputMode::exclusive_truncate, OutputAccess::owner_only);
   FileHeader h{};
   std::memcpy(h.magic, kFileMagic, sizeof h.magic);
   h.format_major = kFormatMajor;
