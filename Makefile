@@ -24,7 +24,10 @@ MAKEFLAGS += -j$(NPROC)
 
 ARCH     := x86
 CXXFLAGS ?= -O2 -g
-override CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -I. -I$(BUILD) -Ibpf
+# libfmt (reports/format/numbers.cpp) header-only: Debian ships no static
+# libfmt.a for `make static`, and the installed binary needs no libfmt.so.
+FMT_FLAGS := -DFMT_HEADER_ONLY
+override CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-missing-field-initializers -I. -I$(BUILD) -Ibpf $(FMT_FLAGS)
 # Each object's header dependencies, written by the compiler (-MMD): a header
 # change rebuilds only what includes it.
 DEPFLAGS  = -MMD -MP
@@ -121,10 +124,12 @@ $(BUILD)/obj/%.o: %.cpp | $(SKELS)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
+# The source directory too: a file removed from it (its mtime changes) drops
+# its stale object from the archive.
 .SECONDEXPANSION:
-$(BUILD)/lib/%.a: $$(call lib_objects,$$*)
+$(BUILD)/lib/%.a: $$(call lib_objects,$$*) $$(subst .,/,$$*)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $(filter %.o,$^)
 
 $(BUILD)/ltrace-bpf: $(BUILD)/obj/user/main.o $(LIB_ARCHIVES)
 	$(CXX) $(CXXFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
@@ -186,13 +191,14 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/advanced/advanced_report.cpp \
              reports/aggregate/ops.cpp reports/aggregate/step_batches.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
              reports/aggregate/device_stats.cpp reports/aggregate/duration_stat.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
-             reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp user/model/code_points.cpp \
+             reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp reports/format/code_points.cpp \
+             reports/format/numbers.cpp \
              user/model/exact_sum.cpp
 fuzz: $(SKELS)
 	@mkdir -p build-fuzz/corpus
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp user/core/output_file.cpp -o build-fuzz/make_seed -lz -lzstd
 	build-fuzz/make_seed build-fuzz/corpus/seed.ltrace
-	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(FUZZ_SRCS) -o build-fuzz/trace_reader_fuzz -lz -lzstd
+	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(FMT_FLAGS) $(FUZZ_SRCS) -o build-fuzz/trace_reader_fuzz -lz -lzstd
 	# tests/fuzz/corpus: committed seeds, the crafted inputs that were slow
 	# (make_adversarial); an input over FUZZ_TIMEOUT seconds is a failure.
 	build-fuzz/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=$(FUZZ_TIMEOUT) \

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(make g++ clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev pkg-config
-              libgtest-dev systemtap-sdt-dev python3.11 python3.11-venv python3-pip procps util-linux chromium
+              libgtest-dev libfmt-dev systemtap-sdt-dev python3.11 python3.11-venv python3-pip procps util-linux chromium
               slurmctld slurmd slurm-client munge iproute2 debootstrap)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

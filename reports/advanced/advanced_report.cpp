@@ -1,13 +1,16 @@
 #include "reports/advanced/advanced_report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <tuple>
+
+#include "reports/format/numbers.h"
 
 namespace lt {
 
@@ -57,12 +60,6 @@ std::string row_label(const StackFrame& f) {
          "(" + f.function + ")";
 }
 
-std::string fmt(const char* format, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, format, v);
-  return b;
-}
-
 std::string table(const StackProfile& p, const LineRestriction& r, bool samples) {
   auto rows = function_rows(p);
   const std::uint64_t total = p.total_weight();
@@ -79,15 +76,13 @@ std::string table(const StackProfile& p, const LineRestriction& r, bool samples)
   auto pct = [&](std::uint64_t w) { return total ? 100.0 * static_cast<double>(w) / static_cast<double>(total) : 0.0; };
   for (std::size_t i = 0; i < keep; ++i) {
     const auto& row = rows[i];
-    char line[128];
     if (samples)
-      std::snprintf(line, sizeof line, "%9llu%9llu%8.2f%%%8.2f%%%10.3f%10.3f ",
-                    static_cast<unsigned long long>(row.self), static_cast<unsigned long long>(row.cumulative),
-                    pct(row.self), pct(row.cumulative), row.self * sec_per_unit, row.cumulative * sec_per_unit);
+      out += fmt::format("{:9}{:9}{:8.2f}%{:8.2f}%{:10.3f}{:10.3f} ", row.self, row.cumulative, pct(row.self),
+                         pct(row.cumulative), row.self * sec_per_unit, row.cumulative * sec_per_unit);
     else
-      std::snprintf(line, sizeof line, "%9llu%10.3f%10.3f%8.2f%%%8.2f%% ", static_cast<unsigned long long>(row.count),
-                    row.self * sec_per_unit, row.cumulative * sec_per_unit, pct(row.self), pct(row.cumulative));
-    out += line + row_label(row.function) + "\n";
+      out += fmt::format("{:9}{:10.3f}{:10.3f}{:8.2f}%{:8.2f}% ", row.count, row.self * sec_per_unit,
+                         row.cumulative * sec_per_unit, pct(row.self), pct(row.cumulative));
+    out += row_label(row.function) + "\n";
   }
   out += "\n\n";
   return out;
@@ -133,18 +128,18 @@ std::string render_advanced_report(const AdvancedReportInput& in) {
   for (const auto& p : in.stacks->on_cpu) {
     out += "Profile stats for: " + p.name + in.rank_suffix + "\n";
     const std::uint64_t n = p.total_weight();
-    std::string head = "         " + std::to_string(n) + " samples = " + fmt("%.3f", n * in.period_ns / 1e9) +
-                       " s on-CPU (estimated: one sample every " + fmt("%.3f", period_ms) + " ms of CPU)";
+    std::string head = "         " + std::to_string(n) + " samples = " + fixed(n * in.period_ns / 1e9, 3) +
+                       " s on-CPU (estimated: one sample every " + fixed(period_ms, 3) + " ms of CPU)";
     if (auto t = in.action_time.find(p.name); t != in.action_time.end())
       head += " while innermost; the action ran " + std::to_string(t->second.calls) + " time(s), " +
-              fmt("%.3f", t->second.seconds) + " s in total";
+              fixed(t->second.seconds, 3) + " s in total";
     out += head + "\n\n" + table(p, in.restriction, true);
   }
   for (const auto& p : in.stacks->off_cpu) {
     out += "Off-CPU stats for: " + p.name + in.rank_suffix + "\n";
     std::uint64_t periods = 0;
     for (auto& s : p.stacks) periods += s.count;
-    out += "         " + std::to_string(periods) + " blocking period(s), " + fmt("%.3f", p.total_weight() / 1e9) +
+    out += "         " + std::to_string(periods) + " blocking period(s), " + fixed(p.total_weight() / 1e9, 3) +
            " s off-CPU (measured at sched_switch)\n\n" + table(p, in.restriction, false);
   }
   return out;

@@ -7,22 +7,14 @@
 #include <limits>
 #include <map>
 
+#include "reports/format/numbers.h"
+#include "reports/format/stats.h"
+
 namespace lt {
 
 namespace {
 
 constexpr std::int64_t kNoTol = std::numeric_limits<std::int64_t>::max();
-
-template <typename T>
-T median_of(std::vector<T> v) {
-  if (v.empty()) return T{};
-  const std::size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  const T hi = v[mid];
-  if (v.size() % 2) return hi;
-  const T lo = *std::max_element(v.begin(), v.begin() + mid);
-  return lo + (hi - lo) / 2;
-}
 
 // Index of the element of sorted `v` nearest to t, or -1 when none is
 // closer than tol.
@@ -209,21 +201,6 @@ StepSkew analyze_steps(const MergePlan& plan) {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-std::string ms(std::int64_t ns) {
-  return fmt("%.3f ms", ns / 1e6);
-}
-std::string signed_ms(std::int64_t ns) {
-  return fmt("%+.3f ms", ns / 1e6);
-}
-std::string pct(double x) {
-  return fmt("%.1f%%", x * 100);
-}
-
 std::string utc(std::int64_t ns) {
   const std::time_t s = static_cast<std::time_t>(ns / 1'000'000'000);
   std::tm tm{};
@@ -300,10 +277,9 @@ void header(std::string& o, const MergePlan& plan, const ClockEstimate* clock) {
   bool wall = true;
   for (auto& h : plan.hosts) wall = wall && h.clock_pair;
   if (!plan.ranks.empty()) {
-    o += "Window: " + (wall ? utc(plan.begin_ns) + ", " : std::string()) +
-         fmt("%.3f s", (plan.end_ns - plan.begin_ns) / 1e9) + "; recorded on every rank" +
-         (early_any(plan) ? " that did not end early" : "") + ": " +
-         fmt("%.3f s", (plan.overlap_end_ns - plan.overlap_begin_ns) / 1e9) + "\n";
+    o += "Window: " + (wall ? utc(plan.begin_ns) + ", " : std::string()) + ns_as_s(plan.end_ns - plan.begin_ns, 3) +
+         " s; recorded on every rank" + (early_any(plan) ? " that did not end early" : "") + ": " +
+         ns_as_s(plan.overlap_end_ns - plan.overlap_begin_ns, 3) + " s\n";
   }
   if (plan.missing_ranks.empty()) {
     o += "Missing: none\n";
@@ -325,7 +301,7 @@ void header(std::string& o, const MergePlan& plan, const ClockEstimate* clock) {
   for (auto& r : plan.ranks) {
     if (!r.ended_early) continue;
     early += "  " + who(r) + ": " + (r.exited ? "exited" : "its recording ended") + " " +
-             fmt("%.3f s", (plan.end_ns - r.end_ns()) / 1e9) +
+             ns_as_s(plan.end_ns - r.end_ns(), 3) + " s" +
              " before the end, while other ranks went on training; its data up to then is used\n";
   }
   o += early.empty() ? "Ended early: none\n" : "Ended early:\n" + early;
@@ -352,29 +328,30 @@ void header(std::string& o, const MergePlan& plan, const ClockEstimate* clock) {
            "least round trip plus half the drift); corrections added to each host's:\n";
     else {
       o += "Clock: the common clock is " + ref.host + "'s wall clock";
-      if (ref.clock_offset_ns) o += " " + signed_ms(ref.clock_offset_ns);
+      if (ref.clock_offset_ns) o += " " + signed_fixed(ref.clock_offset_ns / 1e6, 3) + " ms";
       o += "; corrections added to each host's:\n";
     }
     for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
       if (h == plan.reference_host && !by_coordinator) continue;
       const auto& hc = plan.hosts[h];
-      o += "  " + hc.host + ": " + signed_ms(hc.clock_offset_ns) + ", " + clock_source_name(hc.source);
+      o += "  " + hc.host + ": " + signed_fixed(hc.clock_offset_ns / 1e6, 3) + " ms, " + clock_source_name(hc.source);
       if (hc.source == ClockSource::measured && !hc.measured_against.empty())
-        o += " against " + hc.measured_against + ", within " + ms(hc.residual_ns) + " (" +
+        o += " against " + hc.measured_against + ", within " + ns_as_ms(hc.residual_ns, 3) + " ms (" +
              std::to_string(hc.measurements) + " measurement" + (hc.measurements == 1 ? "" : "s") +
-             (hc.measurements > 1 ? ", drift " + signed_ms(hc.drift_ns) : std::string()) + ")";
+             (hc.measurements > 1 ? ", drift " + signed_fixed(hc.drift_ns / 1e6, 3) + " ms" : std::string()) + ")";
       const HostOffsetEstimate* e = clock && h < clock->hosts.size() ? &clock->hosts[h] : nullptr;
       if (!hc.clock_pair) o += " (no clock pair in its trace: not aligned)";
       if (e && e->estimated) {
         if (hc.source == ClockSource::estimated)
           o += " from " + std::to_string(e->pairs) + " matched " + clock->action + " ends";
         else
-          o += "; the " + clock->action + " ends suggest " + signed_ms(e->change_ns) + " more (" +
+          o += "; the " + clock->action + " ends suggest " + signed_fixed(e->change_ns / 1e6, 3) + " ms more (" +
                std::to_string(e->pairs) + " pairs)";
-        o += ", residual " + ms(e->mad_ns) + " median, " + ms(e->p95_ns) + " p95, standard error " + ms(e->stderr_ns);
+        o += ", residual " + ns_as_ms(e->mad_ns, 3) + " ms median, " + ns_as_ms(e->p95_ns, 3) +
+             " ms p95, standard error " + ns_as_ms(e->stderr_ns, 3) + " ms";
         if (e->wake_corrected)
           o += "; its ranks never waited alike with " + plan.hosts[plan.reference_host].host + "'s: corrected by the " +
-               ms(clock->wake_latency_ns) +
+               ns_as_ms(clock->wake_latency_ns, 3) + " ms" +
                " a waiting rank takes to leave the all-reduce after the last one (seen on one host)";
         else if (e->role_bias)
           o += "; its ranks never waited alike with " + plan.hosts[plan.reference_host].host +
@@ -443,7 +420,7 @@ void actions_section(std::string& o, const MergePlan& plan, const ClusterSummary
   std::vector<std::vector<std::string>> cells;
   for (auto& [name, v] : rows) {
     std::vector<std::string> row{name};
-    for (std::size_t r = 0; r < cols; ++r) row.push_back(has[name][r] ? fmt("%.4f", (*v)[r]) : "-");
+    for (std::size_t r = 0; r < cols; ++r) row.push_back(has[name][r] ? fixed((*v)[r], 4) : "-");
     // Ranks that ended early ran fewer calls: left out, unless all did.
     std::size_t worst = n, m = 0;
     double sum = 0, lo = 0;
@@ -456,12 +433,12 @@ void actions_section(std::string& o, const MergePlan& plan, const ClusterSummary
     }
     const double mean = m ? sum / m : 0;
     row.push_back(worst < n ? plan.ranks[worst].label : "-");
-    row.push_back(m > 1 && mean > 0 ? pct(((*v)[worst] - lo) / mean) : "-");
+    row.push_back(m > 1 && mean > 0 ? percent(((*v)[worst] - lo) / mean * 100, 1) : "-");
     cells.push_back(std::move(row));
   }
   o += "\nTime per Lightning action (seconds per rank";
   if (intervals)
-    o += ", calls inside the " + fmt("%.3f s", (we - wb) / 1e9) + " recorded on every rank" +
+    o += ", calls inside the " + ns_as_s(we - wb, 3) + " s recorded on every rank" +
          (early_any(plan) ? " that did not end early" : "");
   o += "; spread = (max - min) / mean; \"-\": not run)\n";
   for (std::size_t r = 0; r < cols; ++r)
@@ -484,10 +461,10 @@ void steps_section(std::string& o, const MergePlan& plan, const StepSkew& sk, co
   o += " (steps: " + sk.steps.step_action + "; " + std::to_string(sk.shared_steps) + " seen on two or more ranks, " +
        std::to_string(sk.common_steps) + " on every rank with steps; on the common clock)\n";
   if (sk.shared_steps) {
-    o += "Start skew across ranks (max - min): median " + ms(sk.median_skew_ns) + ", max " + ms(sk.max_skew_ns) +
-         " (step " + std::to_string(sk.max_skew_step) + ")\n";
+    o += "Start skew across ranks (max - min): median " + ns_as_ms(sk.median_skew_ns, 3) + " ms, max " +
+         ns_as_ms(sk.max_skew_ns, 3) + " ms" + " (step " + std::to_string(sk.max_skew_step) + ")\n";
     const std::string mark = sk.steps.sync_action.empty() ? sk.steps.step_action : sk.steps.sync_action;
-    o += "End of " + mark + " across ranks (max - min): median " + ms(sk.median_sync_spread_ns) +
+    o += "End of " + mark + " across ranks (max - min): median " + ns_as_ms(sk.median_sync_spread_ns, 3) + " ms" +
          (sk.steps.sync_action.empty() ? "\n"
                                        : " (all-reduce jitter plus what remains of the clock error: an upper bound "
                                          "of that error)\n");
@@ -500,8 +477,7 @@ void steps_section(std::string& o, const MergePlan& plan, const StepSkew& sk, co
       continue;
     }
     rows.push_back({plan.ranks[r].label, std::to_string(st.seen), std::to_string(st.steps),
-                    fmt("%.3f", st.mean_step_s * 1e3), fmt("%.3f", st.mean_wait_s * 1e3),
-                    fmt("%.3f", st.mean_load_s * 1e3)});
+                    fixed(st.mean_step_s * 1e3, 3), fixed(st.mean_wait_s * 1e3, 3), fixed(st.mean_load_s * 1e3, 3)});
   }
   std::size_t used = 0;
   for (auto& st : sk.ranks) used = std::max(used, st.steps);
@@ -517,8 +493,8 @@ void steps_section(std::string& o, const MergePlan& plan, const StepSkew& sk, co
                  " time minus the fastest rank's; load = step time - wait~ + how late the rank began the step)\n";
   if (sk.straggler >= 0)
     o += "Straggler: " + who(plan.ranks[sk.straggler]) + ": mean load " +
-         fmt("%.3f ms", sk.ranks[sk.straggler].mean_load_s * 1e3) + ", median of the ranks " +
-         fmt("%.3f ms", sk.median_load_s * 1e3) + " (+" + pct(sk.straggler_excess) + ")\n";
+         fixed(sk.ranks[sk.straggler].mean_load_s * 1e3, 3) + " ms, median of the ranks " +
+         fixed(sk.median_load_s * 1e3, 3) + " ms (+" + percent(sk.straggler_excess * 100, 1) + ")\n";
   else
     o += "Straggler: none (no rank's mean load exceeds the median by more than 5%)\n";
 
@@ -535,14 +511,14 @@ void steps_section(std::string& o, const MergePlan& plan, const StepSkew& sk, co
     for (std::size_t r = 0; r < cols; ++r) head.push_back(plan.ranks[r].label + " (ms)");
     std::vector<std::vector<std::string>> cells;
     for (auto* c : worst) {
-      std::vector<std::string> row{std::to_string(c->index), fmt("%.3f", c->start_skew_ns / 1e6)};
+      std::vector<std::string> row{std::to_string(c->index), ns_as_ms(c->start_skew_ns, 3)};
       for (std::size_t r = 0; r < cols; ++r) {
         if (c->at[r] < 0) {
           row.push_back("-");
           continue;
         }
         const RankStep& s = sk.steps.per_rank[r][c->at[r]];
-        row.push_back(fmt("%.3f", (s.end_ns - s.begin_ns) / 1e6));
+        row.push_back(ns_as_ms(s.end_ns - s.begin_ns, 3));
       }
       cells.push_back(std::move(row));
     }
@@ -565,11 +541,12 @@ void wait_section(std::string& o, const MergePlan& plan, const StepSkew& sk) {
     if (!st.steps) continue;
     wait += st.wait_s;
     step += st.step_s;
-    rows.push_back({plan.ranks[r].label, fmt("%.3f", st.wait_s), st.step_s > 0 ? pct(st.wait_s / st.step_s) : "-"});
+    rows.push_back(
+        {plan.ranks[r].label, fixed(st.wait_s, 3), st.step_s > 0 ? percent(st.wait_s / st.step_s * 100, 1) : "-"});
   }
   o += table({"Rank", "waited~ (s)", "of its step time"}, rows);
-  o += "Total: " + fmt("%.3f s", wait) + " of " + fmt("%.3f s", step) + " step time" +
-       (step > 0 ? " (" + pct(wait / step) + ")" : "") + ", over the steps compared above\n";
+  o += "Total: " + fixed(wait, 3) + " s of " + fixed(step, 3) + " s step time" +
+       (step > 0 ? " (" + percent(wait / step * 100, 1) + ")" : "") + ", over the steps compared above\n";
 }
 
 }  // namespace

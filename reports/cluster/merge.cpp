@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "reports/format/stats.h"
+
 namespace lt {
 
 const char* clock_source_name(ClockSource s) {
@@ -46,16 +48,6 @@ bool is_strategy_step(const std::string& n) {
 }
 bool is_strategy_backward(const std::string& n) {
   return starts_with(n, "[Strategy]") && ends_with(n, ".backward");
-}
-
-std::int64_t median_of(std::vector<std::int64_t> v) {
-  if (v.empty()) return 0;
-  const std::size_t n = v.size(), mid = n / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  const std::int64_t hi = v[mid];
-  if (n % 2) return hi;
-  const std::int64_t lo = *std::max_element(v.begin(), v.begin() + mid);
-  return lo + (hi - lo) / 2;
 }
 
 int action_index(const ProcessActions& p, bool (*match)(const std::string&)) {

@@ -1,31 +1,14 @@
 #include "reports/gpu/device_stats_report.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
+
+#include "reports/format/code_points.h"
+#include "reports/format/numbers.h"
 
 namespace lt {
 
 namespace {
-
-// Columns on screen: UTF-8 continuation bytes take none ("°C").
-std::size_t display_width(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++n;
-  return n;
-}
-
-std::string pad_right(const std::string& s, std::size_t width) {
-  std::size_t w = display_width(s);
-  return w >= width ? s : s + std::string(width - w, ' ');
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string key_label(const ProcessDeviceStats& p, const DeviceStatRow& r) {
   std::string name = device_stat_name(r.key);
@@ -64,11 +47,8 @@ void render_block(std::string& out, const ProcessDeviceStats& p, const ActionDev
   out += "  " + pad_right("key", key_width) + "        mean         min         max   samples\n";
   for (auto& r : a.rows) {
     out += "  " + pad_right(key_label(p, r), key_width);
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%12s%12s%12s%10llu\n", fmt("%.1f", r.stat.mean()).c_str(),
-                  fmt("%.1f", r.stat.min).c_str(), fmt("%.1f", r.stat.max).c_str(),
-                  static_cast<unsigned long long>(r.stat.count));
-    out += buf;
+    out += pad_left(fixed(r.stat.mean(), 1), 12) + pad_left(fixed(r.stat.min, 1), 12) +
+           pad_left(fixed(r.stat.max, 1), 12) + pad_left(std::to_string(r.stat.count), 10) + "\n";
   }
 }
 
@@ -113,8 +93,9 @@ std::string render_device_stats(const DeviceStatsReport& rep, const DeviceStatsR
     out += "\n" + process_title(*p, meta, opt.gpu_names) + "\n";
 
     std::size_t key_width = 3;
+    // Columns on screen: "°C" takes two.
     auto widen = [&](const ActionDeviceStats& a) {
-      for (auto& r : a.rows) key_width = std::max(key_width, display_width(key_label(*p, r)));
+      for (auto& r : a.rows) key_width = std::max(key_width, cp_len(key_label(*p, r)));
     };
     widen(p->window);
     for (auto& a : p->actions) widen(a);
@@ -138,11 +119,11 @@ std::string render_device_stats(const DeviceStatsReport& rep, const DeviceStatsR
     const double window_s =
         p->window.last_ns > p->window.first_ns ? (p->window.last_ns - p->window.first_ns) / 1e9 : 0.0;
     out += "\n";
-    render_block(out, *p, p->window, "[whole window]  (" + fmt("%.1f", window_s) + " s)", key_width);
+    render_block(out, *p, p->window, "[whole window]  (" + fixed(window_s, 1) + " s)", key_width);
     for (const ActionDeviceStats* a : blocks) {
       std::string title = a->action;
       if (auto t = totals.find(a->action); t != totals.end() && t->second.calls)
-        title += "  (" + fmt("%.3f", t->second.seconds) + " s in " + std::to_string(t->second.calls) +
+        title += "  (" + fixed(t->second.seconds, 3) + " s in " + std::to_string(t->second.calls) +
                  (t->second.calls == 1 ? " call)" : " calls)");
       render_block(out, *p, *a, title, key_width);
     }

@@ -1,22 +1,19 @@
 #include "reports/gpu/gpu_actions.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "reports/format/numbers.h"
 
 namespace lt {
 
 namespace {
 
 std::string seconds(std::uint64_t ns) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6f", ns / 1e9);
-  return b;
+  return ns_as_s(static_cast<double>(ns), 6);
 }
 
 std::string megabytes(std::uint64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", bytes / 1e6);
-  return b;
+  return fixed(static_cast<double>(bytes) / 1e6, 3);
 }
 
 }  // namespace

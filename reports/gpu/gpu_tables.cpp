@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdio>
 #include <map>
 #include <tuple>
 #include <utility>
 
-#include "user/model/code_points.h"
+#include "reports/format/code_points.h"
+#include "reports/format/numbers.h"
 
 namespace lt {
 namespace {
@@ -18,29 +18,6 @@ const char* const kEllipsis = "\xE2\x80\xA6";  // U+2026 "…"
 
 std::string limit_text(const std::string& s) {
   return cp_len(s) > kMaxTextWidth ? cp_prefix(s, kMaxTextWidth - 1) + kEllipsis : s;
-}
-
-// "1234567.5" -> "1,234,567.5" (the integer part of a non-negative number).
-std::string group_thousands(const std::string& s) {
-  const std::size_t dot = s.find('.');
-  const std::size_t int_end = dot == std::string::npos ? s.size() : dot;
-  std::string out;
-  for (std::size_t i = 0; i < int_end; ++i) {
-    if (i > 0 && (int_end - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return out + s.substr(int_end);
-}
-
-std::string fmt_int(std::uint64_t v) {
-  return group_thousands(std::to_string(v));
-}
-
-// Python's "{:,.Nf}": printf rounds the exact binary value as Python does.
-std::string fmt_fixed(double v, int decimals, bool grouped = true) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return grouped ? group_thousands(buf) : buf;
 }
 
 struct Summary {
@@ -139,14 +116,14 @@ std::string render_time_table(std::vector<DurationStat>& in, const char* count_h
   for (const Row& r : rows) grand += static_cast<double>(r.s.total);
   std::vector<std::vector<std::string>> cells;
   for (const Row& r : rows) {
-    std::vector<std::string> c = {fmt_fixed(grand > 0 ? 100.0 * static_cast<double>(r.s.total) / grand : 0.0, 1),
-                                  fmt_int(r.s.total),
-                                  fmt_int(r.s.count),
-                                  fmt_fixed(r.s.mean, 1),
-                                  fmt_fixed(r.s.median, 1),
-                                  fmt_int(r.s.min),
-                                  fmt_int(r.s.max),
-                                  fmt_fixed(r.s.stddev, 1)};
+    std::vector<std::string> c = {grouped_fixed(grand > 0 ? 100.0 * static_cast<double>(r.s.total) / grand : 0.0, 1),
+                                  grouped(r.s.total),
+                                  grouped(r.s.count),
+                                  grouped_fixed(r.s.mean, 1),
+                                  grouped_fixed(r.s.median, 1),
+                                  grouped(r.s.min),
+                                  grouped(r.s.max),
+                                  grouped_fixed(r.s.stddev, 1)};
     if (nvtx) c.push_back(limit_text(r.style));
     c.push_back(limit_text(r.name));
     cells.push_back(std::move(c));
@@ -179,10 +156,10 @@ std::string render_gpu_mem_size_sum(std::vector<DurationStat> operations) {
   constexpr double kMB = 1e6;  // nsys's MB: 10^6 bytes
   std::vector<std::vector<std::string>> cells;
   for (const Row& r : rows) {
-    cells.push_back({fmt_fixed(static_cast<double>(r.s.total) / kMB, 3), fmt_int(r.s.count),
-                     fmt_fixed(r.s.mean / kMB, 3), fmt_fixed(r.s.median / kMB, 3),
-                     fmt_fixed(static_cast<double>(r.s.min) / kMB, 3), fmt_fixed(static_cast<double>(r.s.max) / kMB, 3),
-                     fmt_fixed(r.s.stddev / kMB, 3), limit_text(r.name)});
+    cells.push_back(
+        {grouped_fixed(static_cast<double>(r.s.total) / kMB, 3), grouped(r.s.count), grouped_fixed(r.s.mean / kMB, 3),
+         grouped_fixed(r.s.median / kMB, 3), grouped_fixed(static_cast<double>(r.s.min) / kMB, 3),
+         grouped_fixed(static_cast<double>(r.s.max) / kMB, 3), grouped_fixed(r.s.stddev / kMB, 3), limit_text(r.name)});
   }
   return render(cols, cells);
 }

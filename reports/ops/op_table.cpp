@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <stdexcept>
 
-#include "user/model/code_points.h"
+#include "reports/format/code_points.h"
+#include "reports/format/numbers.h"
 
 namespace lt {
 namespace {
@@ -16,31 +16,19 @@ constexpr std::size_t kMaxShapesWidth = 80;
 constexpr std::size_t kDefaultWidth = 12;
 constexpr std::size_t kSpacing = 2;
 
-// "{: >W}": right-aligned, never truncated (an over-long value pushes the row out).
-std::string pad_left(const std::string& s, std::size_t width) {
-  const std::size_t len = cp_len(s);
-  return len >= width ? s : std::string(width - len, ' ') + s;
-}
-
-std::string printf_fixed(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
-
 // torch's _format_time: the unit switches at 1 ms and 1 s, 3 decimals.  Both
 // Python's "%.3f" and glibc's round the exact binary value, so they agree.
 std::string format_time(double us) {
-  if (us >= 1000.0 * 1000.0) return printf_fixed("%.3fs", us / (1000.0 * 1000.0));
-  if (us >= 1000.0) return printf_fixed("%.3fms", us / 1000.0);
-  return printf_fixed("%.3fus", us);
+  if (us >= 1000.0 * 1000.0) return fixed(us / (1000.0 * 1000.0), 3) + "s";
+  if (us >= 1000.0) return fixed(us / 1000.0, 3) + "ms";
+  return fixed(us, 3) + "us";
 }
 
 // torch's _format_time_share.  torch raises when the total is 0 but the time
 // is not; that cannot be printed, so it gets "NaN" like the 0/0 case.
 std::string format_share(double us, double total_us) {
   if (total_us == 0) return "NaN";
-  return printf_fixed("%.2f%%", us * 100.0 / total_us);
+  return percent(us * 100.0 / total_us, 2);
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {

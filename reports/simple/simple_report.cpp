@@ -3,25 +3,10 @@
 #include <algorithm>
 #include <numeric>
 
+#include "reports/format/code_points.h"
 #include "reports/simple/number_format.h"
 
 namespace lt {
-
-namespace {
-
-// Code points in a UTF-8 string: Python's len() for ljust widths.
-std::size_t code_points(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-std::string ljust(const std::string& s, std::size_t width) {
-  std::size_t n = code_points(s);
-  return n >= width ? s : s + std::string(width - n, ' ');
-}
-
-}  // namespace
 
 std::vector<SimpleRow> simple_rows(const SimpleReportInput& in) {
   struct Stat {
@@ -56,10 +41,10 @@ std::string render_simple_report(const SimpleReportInput& in) {
   if (in.actions.empty()) return out + NL;
 
   std::size_t K = 0;
-  for (auto& a : in.actions) K = std::max(K, code_points(a.name));
+  for (auto& a : in.actions) K = std::max(K, cp_len(a.name));
   auto row = [&](const std::vector<std::string>& cells) {
-    std::string r = NL + "|  " + ljust(cells[0], K) + "\t|";
-    for (std::size_t i = 1; i < cells.size(); ++i) r += "  " + ljust(cells[i], 15) + "\t|";
+    std::string r = NL + "|  " + pad_right(cells[0], K) + "\t|";
+    for (std::size_t i = 1; i < cells.size(); ++i) r += "  " + pad_right(cells[i], 15) + "\t|";
     return r;
   };
   std::string header = in.extended ? row({"Action", "Mean duration (s)", "Num calls", "Total time (s)", "Percentage %"})

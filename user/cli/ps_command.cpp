@@ -4,8 +4,8 @@
 
 #include <ostream>
 
+#include "reports/format/code_points.h"
 #include "user/core/errors.h"
-#include "user/model/code_points.h"
 #include "user/proc/procfs.h"
 #include "user/python/discovery.h"
 

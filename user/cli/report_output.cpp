@@ -1,12 +1,12 @@
 #include "user/cli/report_output.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "reports/advanced/advanced_report.h"
+#include "reports/format/numbers.h"
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
 #include "reports/ops/op_table.h"
@@ -316,9 +316,8 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
       in_probe += t.in_probe;
     }
     if (in_probe) {
-      char pct[32];
-      std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * in_probe / samples);
-      std::cerr << who << ": " << in_probe << " of " << samples << " samples (" << pct
+      std::cerr << who << ": " << in_probe << " of " << samples << " samples ("
+                << percent(100.0 * in_probe / samples, 1)
                 << ") were in ltrace-bpf's own probes: our overhead, not charged to any op\n";
     }
     if (po.skipped_steps)

@@ -1,7 +1,8 @@
 #include "user/cluster/agent_protocol.h"
 
-#include <cstdio>
 #include <cstring>
+
+#include "reports/format/numbers.h"
 
 namespace lt::cluster {
 
@@ -11,9 +12,7 @@ std::string encode_value(const std::string& v) {
   std::string o;
   for (unsigned char c : v) {
     if (c == '%' || c == ' ' || c == '=' || c < 0x20 || c == 0x7f) {
-      char b[4];
-      std::snprintf(b, sizeof b, "%%%02X", c);
-      o += b;
+      o += "%" + hex(c, 2, HexCase::upper);
     } else {
       o += static_cast<char>(c);
     }

@@ -17,6 +17,7 @@
 #include <random>
 #include <sstream>
 
+#include "reports/format/numbers.h"
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/clock_exchange.h"
 #include "user/cluster/slurm_job.h"
@@ -82,12 +83,6 @@ std::string why_line(const Node& n) {
   return n.stderr_tail.empty() ? "" : ": " + n.stderr_tail.back();
 }
 
-std::string fmt_s(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", s);
-  return b;
-}
-
 }  // namespace
 
 int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
@@ -145,10 +140,10 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
                                   "--clock-server",
                                   opt.clock_host + ":" + std::to_string(clock.port()),
                                   "--wait",
-                                  fmt_s(opt.wait_s)};
+                                  fixed(opt.wait_s, 3)};
     if (opt.gather == Gather::stream) a.push_back("--stream");
     if (!marker.empty()) a.insert(a.end(), {"--shared-marker", marker});
-    if (opt.duration_s > 0) a.insert(a.end(), {"--duration", fmt_s(opt.duration_s)});
+    if (opt.duration_s > 0) a.insert(a.end(), {"--duration", fixed(opt.duration_s, 3)});
     a.insert(a.end(), opt.agent_args.begin(), opt.agent_args.end());
     const auto argv = agent_srun_argv(opt.srun, job.id, n.name, a);
     if (opt.verbose) {
@@ -198,7 +193,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
       n.processes = m->field("processes");
       n.ranks = m->field("ranks");
       std::cerr << "ltrace-bpf: cluster: " << n.name << ": attached to " << n.processes << " process(es)"
-                << (n.ranks.empty() ? "" : " (ranks " + n.ranks + ")") << " at " << fmt_s(n.attached_s) << " s\n";
+                << (n.ranks.empty() ? "" : " (ranks " + n.ranks + ")") << " at " << fixed(n.attached_s, 3) << " s\n";
     } else if (m->kind == "clock") {
       n.clock_offset = m->field("offset_ns");
       n.clock_delay = m->field("delay_ns");
@@ -323,7 +318,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
         std::size_t ok = 0;
         for (auto& n : ns) ok += n.attached_s >= 0;
         std::cerr << "ltrace-bpf: cluster: " << ok << " of " << ns.size() << " node(s) attached; the last at "
-                  << fmt_s(last) << " s after start\n";
+                  << fixed(last, 3) << " s after start\n";
       }
     }
   }
@@ -376,7 +371,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     std::replace(clean.begin(), clean.end(), '\n', ' ');
     tsv << n.name << "\t" << (ok ? "ok" : "failed") << "\t" << (n.host.empty() ? "-" : n.host) << "\t"
         << (n.processes.empty() ? "-" : n.processes) << "\t" << (n.ranks.empty() ? "-" : n.ranks) << "\t"
-        << (n.attached_s >= 0 ? fmt_s(n.attached_s) : "-") << "\t" << (n.trace.empty() ? "-" : n.trace) << "\t"
+        << (n.attached_s >= 0 ? fixed(n.attached_s, 3) : "-") << "\t" << (n.trace.empty() ? "-" : n.trace) << "\t"
         << n.bytes << "\t" << (n.clock_offset.empty() ? "-" : n.clock_offset) << "\t"
         << (n.clock_delay.empty() ? "-" : n.clock_delay) << "\t" << (clean.empty() ? "-" : clean) << "\n";
     if (ok)

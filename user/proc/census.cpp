@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdio>
 #include <ctime>
 
+#include "reports/format/numbers.h"
 #include "user/proc/procfs.h"
 
 namespace lt::proc {
@@ -335,18 +335,14 @@ std::string version_from_metadata(const std::string& text) {
 std::string printable(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  auto hex = [&out](unsigned char c) {
-    char b[8];
-    std::snprintf(b, sizeof b, "\\x%02x", c);
-    out += b;
-  };
+  auto escape = [&out](unsigned char c) { out += "\\x" + hex(c, 2); };
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();
   for (std::size_t i = 0; i < n;) {
     const unsigned char c = p[i];
     if (c < 0x80) {
       if (c < 0x20 || c == 0x7f)
-        hex(c);
+        escape(c);
       else if (c == '\\')
         out += "\\\\";
       else
@@ -372,7 +368,7 @@ std::string printable(const std::string& s) {
     }
     ok = ok && cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp < 0xa0);
     if (!ok) {
-      hex(c);
+      escape(c);
       ++i;
       continue;
     }

@@ -7,9 +7,10 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <ctime>
+
+#include "reports/format/numbers.h"
 
 namespace lt::proc {
 
@@ -114,9 +115,7 @@ std::uint32_t x100(double v) {
 }  // namespace
 
 double round1(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f", x);
-  return std::strtod(buf, nullptr);
+  return std::strtod(fixed(x, 1).c_str(), nullptr);
 }
 
 std::optional<double> vm_percent(std::string_view meminfo, std::string_view zoneinfo, long page_size) {

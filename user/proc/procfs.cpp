@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "reports/format/numbers.h"
 #include "user/proc/census.h"
 
 namespace lt::proc {
@@ -175,10 +175,7 @@ std::string mapped_file(pid_t pid, const Mapping& m) {
     return stat(p.c_str(), &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
            minor(st.st_dev) == m.dev_minor;
   };
-  char range[64];
-  std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m.start),
-                static_cast<unsigned long long>(m.end));
-  const std::string map_file = proc_file(pid, "map_files/") + range;
+  const std::string map_file = proc_file(pid, "map_files/") + hex(m.start) + "-" + hex(m.end);
   // map_files is the mapped file itself; under overlayfs its inode is the
   // real file's, which is what /proc/PID/maps shows and where uprobes fire.
   struct stat st {};

@@ -1,6 +1,7 @@
 // Python measures, pads and slices str by code points, not bytes: the
 // renderers that reproduce Python-made tables (torch's op table, nsys's
-// stats) count UTF-8 text the same way so non-ASCII names line up.
+// stats, SimpleProfiler's) count UTF-8 text the same way so non-ASCII names
+// line up.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -11,5 +12,9 @@ namespace lt {
 std::size_t cp_len(const std::string& s);
 // s[:n] in Python terms.
 std::string cp_prefix(const std::string& s, std::size_t n);
+// s.rjust(width) / "{: >W}": never truncates (an over-long value pushes the row out).
+std::string pad_left(const std::string& s, std::size_t width);
+// s.ljust(width) / "{: <W}": never truncates.
+std::string pad_right(const std::string& s, std::size_t width);
 
 }  // namespace lt

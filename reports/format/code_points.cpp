@@ -1,4 +1,4 @@
-#include "user/model/code_points.h"
+#include "reports/format/code_points.h"
 
 namespace lt {
 
@@ -14,6 +14,16 @@ std::string cp_prefix(const std::string& s, std::size_t n) {
     if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n) return s.substr(0, i);
   }
   return s;
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  const std::size_t len = cp_len(s);
+  return len >= width ? s : std::string(width - len, ' ') + s;
+}
+
+std::string pad_right(const std::string& s, std::size_t width) {
+  const std::size_t len = cp_len(s);
+  return len >= width ? s : s + std::string(width - len, ' ');
 }
 
 }  // namespace lt
