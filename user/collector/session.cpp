@@ -105,7 +105,10 @@ Trace Session::run(const std::atomic<bool>& stop) {
       ring_buffer__new(proctrack_->events_fd(), &Session::on_ring_record, this, nullptr), &ring_buffer__free);
   if (!ring) throw bpf_error("open the ring buffer", errno);
 
-  const auto deadline = opts_.duration_s > 0 ? t0 + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
+  // --duration counts from when the probes are in: on a busy machine
+  // attaching can take seconds, and the user asked for SECS of profile.
+  const auto attached = monotonic_ns();
+  const auto deadline = opts_.duration_s > 0 ? attached + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
   start_chores(monotonic_ns());
   bool behind = false;
   raise_drain_priority();
