@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   int command_status = 0;
   int file_status = 0;             // exit code of a live report's failed -o file (the report was printed)
   escape_controls_on_terminals();  // names from the target must not drive the terminal
+  valid_utf8_on_std_streams();     // nor make the output invalid UTF-8
   try {
     g_agent = argc > 1 && std::string(argv[1]) == "agent";
     Options opts = parse_options(argc, argv);
