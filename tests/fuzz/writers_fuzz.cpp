@@ -14,6 +14,7 @@
 //     dump and the Simple/Advanced text: valid UTF-8, JSON that parses.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
