@@ -194,6 +194,9 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp reports/format/code_points.cpp \
              reports/format/numbers.cpp \
              user/model/exact_sum.cpp
+WRITERS_FUZZ_SRCS := tests/fuzz/writers_fuzz.cpp \
+             $(wildcard reports/format/*.cpp reports/aggregate/*.cpp reports/export/*.cpp reports/flame/*.cpp \
+                        reports/simple/*.cpp reports/advanced/*.cpp reports/dump/*.cpp user/model/*.cpp)
 fuzz: $(SKELS)
 	@mkdir -p build-fuzz/corpus
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp user/core/output_file.cpp -o build-fuzz/make_seed -lz -lzstd
@@ -204,6 +207,13 @@ fuzz: $(SKELS)
 	build-fuzz/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=$(FUZZ_TIMEOUT) \
 	    -print_final_stats=1 build-fuzz/corpus tests/fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; tail -5 build-fuzz/fuzz.log; \
 	    if [ $$rc -ne 0 ]; then grep -m5 -E "ERROR|SUMMARY" build-fuzz/fuzz.log; exit $$rc; fi
+	# The writers (tests/fuzz/writers_fuzz.cpp): names of any bytes -> valid UTF-8, JSON that parses.
+	@mkdir -p build-fuzz/writers-corpus
+	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(WRITERS_FUZZ_SRCS) -o build-fuzz/writers_fuzz
+	build-fuzz/writers_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=$(FUZZ_TIMEOUT) \
+	    -print_final_stats=1 build-fuzz/writers-corpus tests/fuzz/writers_corpus > build-fuzz/writers_fuzz.log 2>&1; rc=$$?; \
+	    tail -5 build-fuzz/writers_fuzz.log; \
+	    if [ $$rc -ne 0 ]; then grep -m5 -E "ERROR|SUMMARY|writers_fuzz:" build-fuzz/writers_fuzz.log; exit $$rc; fi
 
 asan:
 	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" build-asan/unit-tests

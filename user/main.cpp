@@ -14,6 +14,7 @@
 int main(int argc, char** argv) {
   using namespace lt;
   escape_controls_on_terminals();  // names from the target must not drive the terminal
+  valid_utf8_on_std_streams();     // nor make the output invalid UTF-8
   // An agent's failures also go to the coordinator, as a status line.
   const bool agent = argc > 1 && std::string(argv[1]) == "agent";
   try {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "reports/format/utf8_text.h"
 #include "user/model/action_name.h"
 
 namespace lt {
@@ -100,7 +101,11 @@ void dump_sample(const lt_event_header& h, const std::byte* p, std::ostream& out
 }
 }  // namespace
 
-void dump_events(const Trace& trace, std::ostream& out) {
+void dump_events(const Trace& trace, std::ostream& to) {
+  // Names, command lines and messages are the target's bytes: the lines are
+  // valid UTF-8 text all the same (reports/format/utf8_text.h).
+  Utf8TextBuf text(to.rdbuf());
+  std::ostream out(&text);
   trace.for_each([&](const lt_event_header& h, const std::byte* p) {
     out << h.ts_ns << " " << h.pid << "/" << h.tid << " " << kind_name(h.kind);
     lt_action_event a;
@@ -206,6 +211,8 @@ void dump_events(const Trace& trace, std::ostream& out) {
           << " error=" << gc.c.error_ns;
     out << "\n";
   });
+  text.finish();
+  if (!out) to.setstate(std::ios::badbit);
 }
 
 }  // namespace lt

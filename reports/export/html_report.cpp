@@ -9,6 +9,7 @@
 #include "reports/flame/named_profile.h"
 #include "reports/format/json_escape.h"
 #include "reports/simple/simple_report.h"
+#include "user/model/code_points.h"
 
 namespace lt {
 
@@ -70,7 +71,7 @@ void timeline(const ProcessActions& p, std::ostream& out) {
           << "</title></rect>";
       if (w > 60)
         out << "<text x=\"" << fmt(x + 2, "%.2f") << "\" y=\"" << depth[i] * kRow + 11 << "\">"
-            << html_escape(name.substr(0, static_cast<std::size_t>(w / 7))) << "</text>";
+            << html_escape(cp_prefix(name, static_cast<std::size_t>(w / 7))) << "</text>";
       out << "\n";
     }
     out << "</svg>\n";

@@ -3,13 +3,15 @@
 #include <algorithm>
 #include <map>
 
+#include "reports/format/utf8_text.h"
+
 namespace lt {
 
 namespace {
 
 // ';' would split the frame in two and a newline would end the record.
 std::string folded_label(const std::string& raw) {
-  const std::string s = valid_utf8(raw);  // inferno reads lines as UTF-8
+  const std::string s = utf8_text(raw);  // inferno reads lines as UTF-8
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
@@ -40,46 +42,6 @@ FlameNode& child(FlameNode& parent, const std::string& label, const std::string&
 const StackFrame& frame_at(const StackProfile& p, std::uint32_t index) {
   static const StackFrame unknown{};
   return index < p.frames.size() ? p.frames[index] : unknown;
-}
-
-std::string valid_utf8(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  const std::size_t n = s.size();
-  for (std::size_t i = 0; i < n;) {
-    const unsigned c = b[i];
-    // Sequence length and the allowed range of the second byte (rejects
-    // overlongs, surrogates and code points above U+10FFFF).
-    std::size_t len = 0;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c < 0x80)
-      len = 1;
-    else if (c >= 0xC2 && c <= 0xDF)
-      len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    }
-    bool ok = len > 0 && i + len <= n;
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      const unsigned d = b[i + k];
-      ok = k == 1 ? (d >= lo && d <= hi) : (d >= 0x80 && d <= 0xBF);
-    }
-    if (ok) {
-      out.append(s, i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
 }
 
 void write_collapsed(const std::vector<NamedProfile>& profiles, std::ostream& out) {

@@ -34,8 +34,4 @@ FlameNode flame_tree(const std::vector<NamedProfile>& profiles, const std::strin
 // rather than crashing an export over one bad record.
 const StackFrame& frame_at(const StackProfile& p, std::uint32_t index);
 
-// Names come from the target's memory and may be cut mid-character; XML and
-// JSON readers reject invalid UTF-8, so each bad byte becomes U+FFFD.
-std::string valid_utf8(const std::string& s);
-
 }  // namespace lt

@@ -5,6 +5,7 @@
 
 #include "reports/flame/collapsed.h"
 #include "reports/format/json_escape.h"
+#include "reports/format/utf8_text.h"
 
 namespace lt {
 
@@ -22,7 +23,7 @@ constexpr std::uint64_t kMinShare = 1000;  // frames under total/1000 are omitte
 // controls; newlines too, labels are one line), after making the text
 // valid UTF-8.
 std::string xml(const std::string& raw) {
-  std::string text = valid_utf8(raw);
+  std::string text = utf8_text(raw);
   for (char& c : text)
     if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = ' ';
   return html_escape(text);  // the same five entities
@@ -167,7 +168,7 @@ void write_flamegraph_svg(const std::vector<NamedProfile>& profiles, const std::
         << ", " << num(100.0 * static_cast<double>(n.value) / static_cast<double>(total), "%.2f") << "%)</title>"
         << "<rect x=\"" << num(kPad + f.x) << "\" y=\"" << y << "\" width=\"" << num(f.w) << "\" height=\""
         << kFrameH - 1 << "\" rx=\"2\" fill=\"" << color(n) << "\"/><text x=\"" << num(kPad + f.x + 3) << "\" y=\""
-        << y + 11.5 << "\">" << xml(fit_text(valid_utf8(n.label), static_cast<int>((f.w - 6) / kCharW)))
+        << y + 11.5 << "\">" << xml(fit_text(utf8_text(n.label), static_cast<int>((f.w - 6) / kCharW)))
         << "</text></g>\n";
   }
   if (total > 0) out << kScript;

@@ -12,7 +12,7 @@ namespace {
 constexpr std::uint64_t kMinShare = 10000;  // keep the page light: drop frames < total/10000
 
 std::string jstr(const std::string& s) {
-  return json_string(valid_utf8(s));
+  return json_string(s);  // valid UTF-8 whatever the bytes
 }
 
 // Tree as {"n":label,"v":weight,"k":kind,"c":[children]}; "k" (1 native,
@@ -136,7 +136,7 @@ const char* kScript = R"JS(
 }  // namespace
 
 std::string html_flame_section(const std::vector<NamedProfile>& profiles, const std::string& id_prefix) {
-  const std::string id = html_escape(valid_utf8(id_prefix));
+  const std::string id = html_escape(id_prefix);
   std::string data = "[";
   std::ostringstream options;
   int shown = 0;
@@ -145,7 +145,7 @@ std::string html_flame_section(const std::vector<NamedProfile>& profiles, const 
     const StackProfile& p = *np.profile;
     const std::string name = np.root.empty() ? p.name : np.root;
     const FlameNode tree = flame_tree({{"", &p}}, name);
-    options << "<option value=\"" << shown << "\">" << html_escape(valid_utf8(name)) << "</option>";
+    options << "<option value=\"" << shown << "\">" << html_escape(name) << "</option>";
     data += shown++ ? ",\n" : "\n";
     data += "{\"name\":" + jstr(name) + ",\"unit\":\"" + (p.unit == StackUnit::nanoseconds ? "ns" : "samples") +
             "\",\"t\":";

@@ -1,8 +1,13 @@
-// JSON / HTML text escaping shared by the exporters.
+// JSON / HTML text escaping shared by the exporters.  Both give valid UTF-8
+// whatever the bytes (the rule: utf8_text.h).
 #pragma once
 #include <string>
+#include <string_view>
 
 namespace lt {
-std::string json_string(const std::string& s);  // with the quotes
-std::string html_escape(const std::string& s);
+// A JSON string, with the quotes: lone surrogates and stray bytes as \uXXXX
+// escapes, so json.load gives back the target's str.
+std::string json_string(std::string_view s);
+// utf8_text(s) with the five markup characters as entities.
+std::string html_escape(std::string_view s);
 }  // namespace lt

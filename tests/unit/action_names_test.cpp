@@ -87,10 +87,15 @@ TEST(ActionNames, NonAsciiKindsAndSurrogates) {
   std::string want;
   for (int i = 0; i < 500; ++i) want += "\xCE\xA9";
   EXPECT_EQ(n.text, want);
-  // A lone surrogate (Python allows one in a str) never becomes invalid UTF-8.
+  // A lone surrogate (Python allows one in a str) is kept, in its 3-byte
+  // form, for the writers to escape (reports/format/utf8_text.h).
   std::u16string lone = u"a";
   lone.push_back(static_cast<char16_t>(0xD800));
-  EXPECT_EQ(code_units_to_utf8(ucs2(lone).data(), 4, 2), "a\xEF\xBF\xBD");
+  EXPECT_EQ(code_units_to_utf8(ucs2(lone).data(), 4, 2), "a\xED\xA0\x80");
+  const unsigned char ucs4_lone[] = {0xFF, 0xDC, 0, 0};
+  EXPECT_EQ(code_units_to_utf8(ucs4_lone, 4, 4), "\xED\xB3\xBF");
+  const unsigned char past_unicode[] = {0, 0, 0x11, 0};
+  EXPECT_EQ(code_units_to_utf8(past_unicode, 4, 4), "\xEF\xBF\xBD");  // garbage: U+FFFD
 }
 
 TEST(ActionNames, LostPieceOrOldTraceIsMarkedNotMerged) {

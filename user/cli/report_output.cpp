@@ -7,6 +7,7 @@
 
 #include "reports/advanced/advanced_report.h"
 #include "reports/format/numbers.h"
+#include "reports/format/utf8_text.h"
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
 #include "reports/ops/op_table.h"
@@ -142,7 +143,7 @@ void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std:
     make_output_dirs(out.dirpath);
     auto path = std::filesystem::path(out.dirpath) / name;
     OutputFile f(path.string(), OutputMode::append);  // Lightning appends, too
-    f.stream() << text;
+    f.stream() << utf8_text(text);                    // as std::cout gets it (main.cpp)
     f.close();
     std::cerr << "ltrace-bpf: wrote " << path.string() << " (" << describe(meta) << ")\n";
   } else {

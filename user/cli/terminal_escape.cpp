@@ -5,6 +5,8 @@
 #include <iostream>
 #include <streambuf>
 
+#include "reports/format/utf8_text.h"
+
 namespace lt {
 
 namespace {
@@ -87,6 +89,14 @@ void escape_controls_on_terminals() {
   // Never freed: the streams flush at exit, after any static would be gone.
   if (isatty(STDOUT_FILENO)) std::cout.rdbuf(new EscapingBuf(std::cout.rdbuf()));
   if (isatty(STDERR_FILENO)) std::cerr.rdbuf(new EscapingBuf(std::cerr.rdbuf()));
+}
+
+void valid_utf8_on_std_streams() {
+  // In front of the terminal escaper, which expects valid UTF-8.  Never
+  // freed, as above: a reports' last line ends in a newline, so nothing is
+  // held at exit.
+  std::cout.rdbuf(new Utf8TextBuf(std::cout.rdbuf()));
+  std::cerr.rdbuf(new Utf8TextBuf(std::cerr.rdbuf()));
 }
 
 }  // namespace lt
