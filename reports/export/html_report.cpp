@@ -7,9 +7,9 @@
 
 #include "reports/flame/html_flame.h"
 #include "reports/flame/named_profile.h"
+#include "reports/format/code_points.h"
 #include "reports/format/json_escape.h"
 #include "reports/simple/simple_report.h"
-#include "user/model/code_points.h"
 
 namespace lt {
 
