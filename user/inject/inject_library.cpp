@@ -25,6 +25,7 @@
 
 #include "user/core/errors.h"
 #include "user/inject/remote_call.h"
+#include "user/proc/elf_image.h"
 #include "user/proc/procfs.h"
 #include "user/python/elf_file.h"
 
@@ -113,18 +114,15 @@ pid_t check_target(pid_t pid) {
                                              " (another debugger/profiler is attached); detach it first");
   }
 
-  // The executable's ELF header says the architecture.
-  int fd = open((base + "/exe").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == EACCES || errno == EPERM) perm_error(pid, "read the executable");
+  // The executable's ELF header says the architecture (/proc/PID/exe: the
+  // file the process runs, whatever mount namespace it is in).
+  const elf::ElfImage exe(base + "/exe");
+  if (exe.problem() == elf::ElfImage::Problem::cannot_open) {
+    if (exe.error() == EACCES || exe.error() == EPERM) perm_error(pid, "read the executable");
     if (!proc::exists(pid)) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
     throw Error(ExitCode::unsupported, "process " + std::to_string(pid) + " has no executable (kernel thread?)");
   }
-  unsigned char eh[20] = {};
-  ssize_t n = pread(fd, eh, sizeof eh, 0);
-  close(fd);
-  std::uint16_t machine = static_cast<std::uint16_t>(eh[18] | eh[19] << 8);
-  if (n != sizeof eh || std::memcmp(eh, ELFMAG, SELFMAG) != 0 || eh[EI_CLASS] != ELFCLASS64 || machine != EM_X86_64)
+  if (!exe.ok() || !exe.is_elf64() || exe.machine() != EM_X86_64)
     throw Error(ExitCode::unsupported, "process " + std::to_string(pid) + " is not an x86-64 ELF process");
   return pid;
 }

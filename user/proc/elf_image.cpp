@@ -35,6 +35,7 @@ ElfImage::ElfImage(const std::string& path) {
     return;
   }
   type_ = eh.e_type;
+  machine_ = eh.e_machine;
   elf64_ = gelf_getclass(elf_) == ELFCLASS64;
   constexpr unsigned char host_data = std::endian::native == std::endian::little ? ELFDATA2LSB : ELFDATA2MSB;
   native_order_ = eh.e_ident[EI_DATA] == host_data;

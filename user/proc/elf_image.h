@@ -59,7 +59,8 @@ class ElfImage {
   int error() const { return errno_; }
   bool is_elf64() const { return elf64_; }
   bool native_byte_order() const { return native_order_; }
-  int type() const { return type_; }  // ET_*
+  int type() const { return type_; }        // ET_*
+  int machine() const { return machine_; }  // EM_*
 
   const std::vector<LoadSegment>& loads() const { return loads_; }
   // File offset of a virtual address inside a PT_LOAD's file image (only
@@ -85,6 +86,7 @@ class ElfImage {
   int errno_ = 0;
   bool elf64_ = false, native_order_ = false;
   int type_ = 0;
+  int machine_ = 0;
   std::string_view raw_;  // the whole file
   std::size_t shstrndx_ = 0;
   std::vector<LoadSegment> loads_;
