@@ -216,7 +216,8 @@ fuzz: $(SKELS)
 	    if [ $$rc -ne 0 ]; then grep -m5 -E "ERROR|SUMMARY|writers_fuzz:" build-fuzz/writers_fuzz.log; exit $$rc; fi
 
 asan:
-	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" build-asan/unit-tests
+	# The bridge too: tests/unit/bridge_library_test.cpp checks the built library.
+	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" build-asan/unit-tests bridge
 	# InjectCli.FromEnvironment injects into a process the integration tests start.
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --gtest_filter=-InjectCli.FromEnvironment
 
