@@ -18,9 +18,13 @@ BPFTOOL  ?= bpftool
 VENV     ?= .venv
 PY       := $(VENV)/bin/python
 
-# Every build uses all cores unless told otherwise (make -jN).
-NPROC    := $(shell nproc 2>/dev/null || echo 2)
+# Every build uses all cores
+# (make NPROC=1 for one at a time).  Only the top-level make sets it: the
+# sub-makes share its job slots.
+NPROC    ?= $(shell nproc 2>/dev/null || echo 2)
+ifeq ($(MAKELEVEL),0)
 MAKEFLAGS += -j$(NPROC)
+endif
 
 ARCH     := x86
 CXXFLAGS ?= -O2 -g
@@ -217,7 +221,7 @@ fuzz: $(SKELS)
 
 asan:
 	# The bridge too: tests/unit/bridge_library_test.cpp checks the built library.
-	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" build-asan/unit-tests bridge
+	$(MAKE) BUILD=build-asan CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wno-maybe-uninitialized" build-asan/unit-tests bridge
 	# InjectCli.FromEnvironment injects into a process the integration tests start.
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --gtest_filter=-InjectCli.FromEnvironment
 
