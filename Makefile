@@ -189,6 +189,8 @@ test: deps
 
 # libFuzzer on the trace reader (clang); FUZZ_SECONDS bounds the run.
 FUZZ_SECONDS ?= 20
+# Both fuzz targets: libFuzzer + ASan + UBSan, built like the library.
+FUZZ_CXX := clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(FMT_FLAGS)
 FUZZ_TIMEOUT ?= 10
 FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp reports/aggregate/actions.cpp \
              user/model/action_name.cpp reports/aggregate/stacks.cpp reports/aggregate/stack_cut.cpp \
@@ -205,7 +207,7 @@ fuzz: $(SKELS)
 	@mkdir -p build-fuzz/corpus
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp user/core/output_file.cpp -o build-fuzz/make_seed -lz -lzstd
 	build-fuzz/make_seed build-fuzz/corpus/seed.ltrace
-	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(FMT_FLAGS) $(FUZZ_SRCS) -o build-fuzz/trace_reader_fuzz -lz -lzstd
+	$(FUZZ_CXX) $(FUZZ_SRCS) -o build-fuzz/trace_reader_fuzz -lz -lzstd
 	# tests/fuzz/corpus: committed seeds, the crafted inputs that were slow
 	# (make_adversarial); an input over FUZZ_TIMEOUT seconds is a failure.
 	build-fuzz/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=$(FUZZ_TIMEOUT) \
@@ -213,7 +215,7 @@ fuzz: $(SKELS)
 	    if [ $$rc -ne 0 ]; then grep -m5 -E "ERROR|SUMMARY" build-fuzz/fuzz.log; exit $$rc; fi
 	# The writers (tests/fuzz/writers_fuzz.cpp): names of any bytes -> valid UTF-8, JSON that parses.
 	@mkdir -p build-fuzz/writers-corpus
-	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. -Ibpf $(WRITERS_FUZZ_SRCS) -o build-fuzz/writers_fuzz
+	$(FUZZ_CXX) $(WRITERS_FUZZ_SRCS) -o build-fuzz/writers_fuzz
 	build-fuzz/writers_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=$(FUZZ_TIMEOUT) \
 	    -print_final_stats=1 build-fuzz/writers-corpus tests/fuzz/writers_corpus > build-fuzz/writers_fuzz.log 2>&1; rc=$$?; \
 	    tail -5 build-fuzz/writers_fuzz.log; \
