@@ -81,6 +81,9 @@ enum lt_event_kind {
 	LT_EV_GPU_CLOCK = 86,	     /* how GPU timestamps were mapped to CLOCK_MONOTONIC */
 	LT_EV_DEVICE_STATS = 87,     /* user space: NVML device sample */
 	LT_EV_PROC_STATS = 88,	     /* user space: /proc CPU and memory sample of a target */
+	/* memory (memprobe source: entry probes on torch's allocator hooks) */
+	LT_EV_MEM = 96,	      /* an allocation, a free or an out-of-memory */
+	LT_EV_MEM_STACK = 97, /* lt_py_sample_event: the Python stack of the MEM just before */
 };
 
 struct lt_event_header {
@@ -328,6 +331,34 @@ struct lt_op_shapes_event {
 	u16 depth;
 	u16 tensors; /* bit i: register i pointed to a tensor; impl[i] holds its words */
 	u64 impl[LT_SHAPE_REGS][LT_SHAPE_WORDS];
+};
+
+/* MEM: one allocator event, seen by an entry probe (never a return probe:
+ * allocations throw).  CPU: c10's ProfiledCPUMemoryReporter::New (ptr and
+ * size known at entry) and ::Delete (ptr only: bytes is 0, user space finds
+ * the size from the allocation).  CUDA: c10::reportMemoryUsageToProfiler,
+ * which the caching allocator calls on every malloc and free with the
+ * signed size and its own totals.  `depth` is the number of aten ops running
+ * on the thread (as lt_op_event.depth; user space truncates its op stack to
+ * it) when LT_MEM_OPS_KNOWN is set (docs/design-memory.md). */
+#define LT_MEM_ALLOC 1
+#define LT_MEM_FREE 2
+#define LT_MEM_OOM 3		  /* an allocation of `bytes` failed */
+#define LT_MEM_OPS_KNOWN 0x1u	  /* depth is valid (op probes are on for this process) */
+#define LT_MEM_HAS_STACK 0x2u	  /* a MEM_STACK follows on this thread */
+#define LT_MEM_TOTALS_KNOWN 0x4u /* total_allocated / total_reserved come from the allocator */
+struct lt_mem_event {
+	struct lt_event_header hdr;
+	u64 ptr;
+	s64 bytes;	     /* > 0 allocated, < 0 freed (CUDA), 0 = free of unknown size (CPU) */
+	u64 total_allocated; /* the allocator's live bytes after this event (LT_MEM_TOTALS_KNOWN) */
+	u64 total_reserved;  /* CUDA: bytes the caching allocator holds from the driver */
+	u8 what;	     /* LT_MEM_ALLOC / LT_MEM_FREE / LT_MEM_OOM */
+	u8 device_type;	     /* c10::DeviceType: 0 CPU, 1 CUDA */
+	s8 device_index;     /* -1 for CPU */
+	u8 pad;
+	u16 depth; /* ops running (LT_MEM_OPS_KNOWN) */
+	u16 flags; /* LT_MEM_* flags */
 };
 
 /* OP_NAME (user space, pid 0): what an op index means; written before the

@@ -160,6 +160,19 @@ LT_OFFSET(lt_op_shapes_event, depth, 28);
 LT_OFFSET(lt_op_shapes_event, tensors, 30);
 LT_OFFSET(lt_op_shapes_event, impl, 32);
 
+LT_SIZE(lt_mem_event, 64);
+LT_OFFSET(lt_mem_event, hdr, 0);
+LT_OFFSET(lt_mem_event, ptr, 24);
+LT_OFFSET(lt_mem_event, bytes, 32);
+LT_OFFSET(lt_mem_event, total_allocated, 40);
+LT_OFFSET(lt_mem_event, total_reserved, 48);
+LT_OFFSET(lt_mem_event, what, 56);
+LT_OFFSET(lt_mem_event, device_type, 57);
+LT_OFFSET(lt_mem_event, device_index, 58);
+LT_OFFSET(lt_mem_event, pad, 59);
+LT_OFFSET(lt_mem_event, depth, 60);
+LT_OFFSET(lt_mem_event, flags, 62);
+
 LT_SIZE(lt_op_name_event, 248);
 LT_OFFSET(lt_op_name_event, hdr, 0);
 LT_OFFSET(lt_op_name_event, op, 24);
