@@ -343,9 +343,9 @@ struct lt_op_shapes_event {
  * it) when LT_MEM_OPS_KNOWN is set (docs/design-memory.md). */
 #define LT_MEM_ALLOC 1
 #define LT_MEM_FREE 2
-#define LT_MEM_OOM 3		  /* an allocation of `bytes` failed */
-#define LT_MEM_OPS_KNOWN 0x1u	  /* depth is valid (op probes are on for this process) */
-#define LT_MEM_HAS_STACK 0x2u	  /* a MEM_STACK follows on this thread */
+#define LT_MEM_OOM 3		 /* an allocation of `bytes` failed */
+#define LT_MEM_OPS_KNOWN 0x1u	 /* depth is valid (op probes are on for this process) */
+#define LT_MEM_HAS_STACK 0x2u	 /* a MEM_STACK follows on this thread */
 #define LT_MEM_TOTALS_KNOWN 0x4u /* total_allocated / total_reserved come from the allocator */
 struct lt_mem_event {
 	struct lt_event_header hdr;

@@ -69,6 +69,7 @@ int lt_op_enter(struct pt_regs *ctx)
 		struct lt_op_frame *f = &s->f[idx];
 		f->sp = sp;
 		f->ra = read_u64(sp);
+		caller_frame_keep(f, sp);
 		f->pyframe = pyframe;
 		f->op = op;
 		s->depth = d + 1;

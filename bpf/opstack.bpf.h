@@ -19,6 +19,14 @@
  *     newer one called from it (an op calling back into Python): a
  *     returned op's stack slot can survive when the next call happens to
  *     leave it untouched, but the caller's Python frame has moved on.
+ *   - its caller's frame (the 16 words above the return address) is as it
+ *     was at entry, but for at most one word: a returned op's slot can also
+ *     survive in a hole of a later, deeper C++ frame (an unwritten local) —
+ *     with no Python frame moving, e.g. in autograd's backward — and that
+ *     frame then rewrites several of the words around it.  A running op's
+ *     caller is suspended; only an out-parameter it passed can change
+ *     (measured on torch 1.13 and 2.x: at most one word for running ops,
+ *     three or more for returned ones; docs/design-ops.md).
  * Checked innermost first: once one op is running, all outer ones are.
  *
  * Shared by opprobe.bpf.c (writes) and pysample.bpf.c (reads at samples);
@@ -30,10 +38,16 @@
 #include "common.bpf.h"
 #include "pyread.bpf.h"
 
+/* How much of the caller's frame an op's entry keeps, and how many of those
+ * words may change while the op still runs (its out-parameters). */
+#define LT_OP_CALLER_WORDS 16
+#define LT_OP_CALLER_CHANGES_MAX 1
+
 struct lt_op_frame {
-	u64 sp;	     /* stack pointer at entry: the return address slot */
-	u64 ra;	     /* the return address found there */
-	u64 pyframe; /* the Python frame executing when it was called (0: unknown) */
+	u64 sp;				/* stack pointer at entry: the return address slot */
+	u64 ra;				/* the return address found there */
+	u64 pyframe;			/* the Python frame executing when it was called (0: unknown) */
+	u64 caller[LT_OP_CALLER_WORDS]; /* the words above the return address, at entry */
 	u32 op;
 	u32 pad;
 };
@@ -57,6 +71,33 @@ struct {
 /* Depth of Python calls an op may make back into Python and still be seen
  * running (hooks, Python kernels). */
 #define LT_OP_PY_REENTRY 4
+
+/* Keeps the caller's frame words of an op entered at `sp` (zeros when
+ * unreadable, e.g. at the top of a thread's stack). */
+static __always_inline void caller_frame_keep(struct lt_op_frame *f, u64 sp)
+{
+	if (bpf_probe_read_user(f->caller, sizeof(f->caller), (void *)(sp + 8)))
+		__builtin_memset(f->caller, 0, sizeof(f->caller));
+}
+
+/* Is the caller's frame of `f` still as it was at entry, but for at most
+ * LT_OP_CALLER_CHANGES_MAX words?  Unreadable: the other checks decide. */
+static __always_inline int caller_frame_intact(const struct lt_op_frame *f)
+{
+	u64 now[LT_OP_CALLER_WORDS];
+	if (bpf_probe_read_user(now, sizeof(now), (void *)(f->sp + 8)))
+		return 1;
+	u32 changed = 0;
+	for (int k = 0; k < LT_OP_CALLER_WORDS; k++) {
+		u64 x = now[k] ^ f->caller[k];
+		u64 y = x | -x; /* top bit set when x != 0 */
+		/* keeps clang from turning this into a compare and branch: 16
+		 * branches are 2^16 paths for the verifier */
+		asm volatile("" : "+r"(y));
+		changed += y >> 63;
+	}
+	return changed <= LT_OP_CALLER_CHANGES_MAX;
+}
 
 /* Is `frame` the current Python frame `cur` or one of its callers? */
 static __always_inline int pyframe_live(u64 frame, u64 cur, const struct lt_target *t)
@@ -90,7 +131,7 @@ static __always_inline u32 op_stack_settle(struct lt_op_stack *s, u64 sp, int at
 		asm volatile("%[i] &= 15" : [i] "+r"(idx)); /* keep the bound visible to the verifier */
 		struct lt_op_frame *f = &s->f[idx];
 		int below = at_entry ? sp < f->sp : sp <= f->sp;
-		if (below && read_u64(f->sp) == f->ra && pyframe_live(f->pyframe, pyframe, t))
+		if (below && read_u64(f->sp) == f->ra && pyframe_live(f->pyframe, pyframe, t) && caller_frame_intact(f))
 			break;
 		d--;
 	}

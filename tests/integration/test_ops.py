@@ -408,17 +408,12 @@ def test_each_step_table_holds_only_its_stages_batches(tmp_path, python):
         rows = tables[STEP_TABLES[stage]]
         assert not [n for n in rows if "backward" in n.lower()], (stage, sorted(rows))
         assert "aten::add_" not in rows and "aten::_foreach_add_" not in rows, (stage, sorted(rows))
-    known = []  # see the end
     for stage, title in STEP_TABLES.items():
         ours = tables[title]
         merged_ref, raw_ref = data["merged"][stage], data["raw"][stage]
         assert set(ours) == set(merged_ref), (stage, set(ours) ^ set(merged_ref))
         for name, n in merged_ref.items():
             if raw_ref.get(name) == n:
-                if (python == TORCH113_PY and (stage, name) == ("train", "aten::empty")
-                        and ours[name]["calls"] < n):
-                    known.append((stage, name, ours[name]["calls"], n))
-                    continue
                 assert ours[name]["calls"] == n, (stage, name, ours[name]["calls"], n)
             else:  # torch merged calls into a same-named parent: see check_against_profiler
                 assert ours[name]["calls"] <= raw_ref[name], (stage, name, ours[name]["calls"], raw_ref[name])
@@ -429,10 +424,3 @@ def test_each_step_table_holds_only_its_stages_batches(tmp_path, python):
     outside = tables["outside step functions"]
     for name, n in data["raw"]["outside"].items():
         assert outside.get(name, {"calls": 0})["calls"] >= min(n, data["merged"]["outside"].get(name, 0)), name
-    if known:
-        # torch 1.13's CPU layer_norm backward allocates its buffer (a 4th
-        # aten::empty) from a deeper frame whose stack leaves the 3rd
-        # aten::empty's return-address slot untouched: without return probes
-        # that one looks still running, the 4th nests under it, and torch's
-        # same-name merge drops it (docs/design-ops.md, nesting limits).
-        pytest.xfail(f"known false nesting in torch 1.13's layer_norm backward: {known}")
