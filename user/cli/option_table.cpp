@@ -74,9 +74,9 @@ void store_report(Options& o, const std::string& v) {
   std::string rest = v + ",";
   for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
     std::string one = rest.substr(0, at);
-    if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu")
+    if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu" && one != "memory")
       throw Error(ExitCode::usage,
-                  "unknown report '" + one + "' (available: simple, advanced, ops, gpu, or several: simple,ops,gpu)");
+                  "unknown report '" + one + "' (available: simple, advanced, ops, gpu, memory, or several: simple,ops,gpu)");
   }
   o.report = v;
   o.report_given = true;
@@ -132,7 +132,9 @@ const OptionSpec kOptions[] = {
            "by Python function (AdvancedProfiler's layout, from sampled stacks); ops: PyTorchProfiler's "
            "operator table (aten ops: exact calls, sampled CPU times) per step function; gpu: kernel, copy, "
            "CUDA API and NVTX summaries (nsys stats layout) and GPU time per action; shown by default when "
-           "the targets used CUDA; several at once: simple,advanced,ops,gpu",
+           "the targets used CUDA; memory: bytes allocated and freed and peak live bytes per action and device (CPU, "
+           "each CUDA device), allocations still alive at the end by op and allocating line, out-of-memory "
+           "events; several at once: simple,advanced,ops,gpu,memory",
    .store = store_report, .example = "simple,ops"},
   {.name = "rate", .arg = "HZ", .commands = kAttaching,
    .help = "stack samples per second and CPU (default 99; 1-10000)",
@@ -201,7 +203,8 @@ const OptionSpec kOptions[] = {
            "(.gpu sibling files) and --speedscope",
    .store = [](Options& o, const std::string&) { o.launch_stacks = true; }, .passed_on = true},
   {.name = "device-stats", .commands = kAll,
-   .help = "GPU (NVML) and process CPU/memory samples per action, with DeviceStatsMonitor's key names",
+   .help = "GPU (NVML) and process CPU/memory samples per action, with DeviceStatsMonitor's key names; with "
+           "CUDA allocator records, the torch.cuda.memory_stats() keys they determine",
    .store = [](Options& o, const std::string&) { o.device_stats = true; }, .passed_on = true},
   {.name = "no-extended", .commands = kAll,
    .help = "SimpleProfiler(extended=False) layout",

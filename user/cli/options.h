@@ -26,7 +26,7 @@ struct Options {
   double duration_s = 0;
   bool extended = true;
   std::string dirpath, filename;
-  std::string report = "simple";  // comma-separated: simple, advanced, ops, gpu
+  std::string report = "simple";  // comma-separated: simple, advanced, ops, gpu, memory
   bool report_given = false;      // --report given (else gpu tables show when there is GPU data)
   bool wants_report(const std::string& name) const {
     return ("," + report + ",").find("," + name + ",") != std::string::npos;
