@@ -20,7 +20,7 @@ std::string mem_device_name(MemDevice d) {
 namespace {
 
 constexpr std::size_t kMaxOoms = 1000;
-constexpr std::uint32_t kNoOp = UINT32_MAX;       // no op running
+constexpr std::uint32_t kNoOp = UINT32_MAX;           // no op running
 constexpr std::uint32_t kUnknownOp = UINT32_MAX - 1;  // ops not traced, or their records lost
 
 // Live bytes over time, at most `cap` points: each bucket keeps its maximum,
@@ -82,8 +82,7 @@ struct Pending {
 struct Proc {
   ProcessMemory out;
   std::map<MemDevice, DeviceState> devices;
-  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> ops;  // tid -> running ops, outermost first
-  std::unordered_map<std::uint32_t, Pending> pending;                 // tid -> awaiting its stack
+  std::unordered_map<std::uint32_t, Pending> pending;  // tid -> awaiting its stack
   std::vector<Site> sites;
   std::map<std::pair<std::uint32_t, std::string>, std::uint32_t> site_index;  // (op, raw frames) -> site
   std::map<std::pair<std::string, MemDevice>, MemActionRow> actions;
@@ -98,6 +97,10 @@ struct MemoryAggregator::State {
   PySymbols symbols;
   std::vector<std::string> op_names;  // op index -> name (OP_NAME)
   std::map<std::uint32_t, Proc> procs;
+  // (pid, tid) -> the aten ops running, outermost first: kept for every
+  // thread that enters ops, since its first allocation may come later.
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> ops;
+  static std::uint64_t thread_key(std::uint32_t pid, std::uint32_t tid) { return std::uint64_t{pid} << 32 | tid; }
   std::vector<std::uint32_t> order;
   std::size_t events = 0;
 
@@ -135,9 +138,9 @@ struct MemoryAggregator::State {
   }
 
   // The innermost op of a thread at an allocator event `depth` ops deep.
-  std::uint32_t op_at(Proc& p, std::uint32_t tid, const lt_mem_event& e) {
+  std::uint32_t op_at(std::uint32_t pid, std::uint32_t tid, const lt_mem_event& e) {
     if (!(e.flags & LT_MEM_OPS_KNOWN)) return kUnknownOp;
-    auto& st = p.ops[tid];
+    auto& st = ops[thread_key(pid, tid)];
     if (st.size() > e.depth) st.resize(e.depth);
     if (e.depth == 0) return kNoOp;
     return st.size() == e.depth ? st.back() : kUnknownOp;
@@ -154,7 +157,7 @@ struct MemoryAggregator::State {
     const MemDevice dev{e.device_type, e.device_index};
     DeviceState& d = p.devices[dev];
     d.sum.device = dev;
-    const std::uint32_t op = op_at(p, h.tid, e);
+    const std::uint32_t op = op_at(h.pid, h.tid, e);
     const std::string action = action_at(h.pid, h.tid);
     MemActionRow& row = p.actions[{action, dev}];
     row.action = action;
@@ -208,8 +211,13 @@ struct MemoryAggregator::State {
         ++d.sum.ooms;
         ++p.out.ooms_total;
         if (p.out.ooms.size() < kMaxOoms) {
-          p.out.ooms.push_back({h.ts_ns, h.tid, dev, static_cast<std::uint64_t>(std::max<std::int64_t>(e.bytes, 0)),
-                                action, op_name(op), {}});
+          p.out.ooms.push_back({h.ts_ns,
+                                h.tid,
+                                dev,
+                                static_cast<std::uint64_t>(std::max<std::int64_t>(e.bytes, 0)),
+                                action,
+                                op_name(op),
+                                {}});
           if (e.flags & LT_MEM_HAS_STACK) p.pending[h.tid] = {dev, 0, p.out.ooms.size() - 1, op};
         }
         break;
@@ -231,9 +239,9 @@ struct MemoryAggregator::State {
     if (opts.keep_events) {
       if (events < opts.max_events) {
         ++events;
-        p.out.events.push_back(
-            {h.ts_ns, e.ptr, h.tid, dev, e.what == LT_MEM_OOM,
-             e.what == LT_MEM_OOM ? static_cast<std::int64_t>(e.bytes) : signed_bytes, live, reserved});
+        p.out.events.push_back({h.ts_ns, e.ptr, h.tid, dev, e.what == LT_MEM_OOM,
+                                e.what == LT_MEM_OOM ? static_cast<std::int64_t>(e.bytes) : signed_bytes, live,
+                                reserved});
       } else {
         ++p.out.events_dropped;
       }
@@ -288,7 +296,6 @@ void MemoryAggregator::add(const lt_event_header& h, const std::byte* p) {
       if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) {
         for (auto& [dev, d] : it->second.devices) d.live.clear();
         it->second.live_entries = 0;
-        it->second.ops.clear();
         it->second.pending.clear();
       }
       return;
@@ -305,9 +312,8 @@ void MemoryAggregator::add(const lt_event_header& h, const std::byte* p) {
       if (h.size < sizeof(lt_op_event)) return;
       lt_op_event e;
       std::memcpy(&e, p, sizeof e);  // OP_SHAPES starts like OP
-      auto it = s.procs.find(h.pid);
-      if (it == s.procs.end() || e.depth == 0) return;  // ops matter only to processes that allocate
-      auto& st = it->second.ops[h.tid];
+      if (e.depth == 0) return;      // deeper than BPF tracks
+      auto& st = s.ops[State::thread_key(h.pid, h.tid)];
       if (st.size() >= e.depth) st.resize(e.depth - 1u);
       if (st.size() + 1 == e.depth) st.push_back(e.op);
       return;
@@ -330,10 +336,8 @@ void MemoryAggregator::add(const lt_event_header& h, const std::byte* p) {
 }
 
 void MemoryAggregator::gap() {
-  for (auto& [pid, p] : s_->procs) {
-    p.pending.clear();
-    p.ops.clear();
-  }
+  for (auto& [pid, p] : s_->procs) p.pending.clear();
+  s_->ops.clear();
 }
 
 MemoryReport MemoryAggregator::finish() {

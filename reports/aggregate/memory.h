@@ -63,10 +63,10 @@ struct MemDeviceSummary {
 // that made them.
 struct MemLeakRow {
   MemDevice device;
-  std::string op;                  // the innermost aten op running ("" none or unknown)
-  std::vector<StackFrame> stack;   // root first; empty: no stack recorded
+  std::string op;                 // the innermost aten op running ("" none or unknown)
+  std::vector<StackFrame> stack;  // root first; empty: no stack recorded
   std::uint64_t bytes = 0, count = 0;
-  std::uint64_t first_ns = 0;      // the oldest of them
+  std::uint64_t first_ns = 0;  // the oldest of them
 };
 
 struct MemOom {
@@ -106,9 +106,9 @@ struct ProcessMemory {
   std::vector<MemActionRow> actions;      // first-begin order of actions, kNoAction last; per action by device
   std::vector<MemLeakRow> leaks;          // biggest first
   std::uint64_t leak_bytes = 0, leak_count = 0;
-  std::vector<MemOom> ooms;       // in time order (the first kMaxOoms)
-  std::uint64_t ooms_total = 0;   // including those not kept
-  std::vector<MemEvent> events;   // exports only, in stream order (capped)
+  std::vector<MemOom> ooms;      // in time order (the first kMaxOoms)
+  std::uint64_t ooms_total = 0;  // including those not kept
+  std::vector<MemEvent> events;  // exports only, in stream order (capped)
   std::uint64_t events_dropped = 0;
   std::vector<MemTimeline> timelines;  // exports only, one per device
   std::uint64_t untracked = 0;         // allocations not remembered: the live map was full
@@ -121,11 +121,11 @@ struct MemoryReport {
 };
 
 struct MemoryOptions {
-  bool keep_events = false;              // Chrome events and the timeline (exports)
-  std::size_t max_events = 4'000'000;    // per report, for the Chrome trace
-  std::size_t timeline_points = 2000;    // per device
-  std::size_t max_live = 8'000'000;      // live allocations remembered, per process
-  std::size_t max_sites = 100'000;       // distinct (op, stack) sites per process
+  bool keep_events = false;            // Chrome events and the timeline (exports)
+  std::size_t max_events = 4'000'000;  // per report, for the Chrome trace
+  std::size_t timeline_points = 2000;  // per device
+  std::size_t max_live = 8'000'000;    // live allocations remembered, per process
+  std::size_t max_sites = 100'000;     // distinct (op, stack) sites per process
 };
 
 class MemoryAggregator {

@@ -103,9 +103,8 @@ std::string render_memory_report(const MemoryReport& rep, const MemoryRenderOpti
 
     out << "\n  per Lightning action (innermost action open on the allocating thread)\n";
     Table act;
-    act.rows.push_back(
-        {"action", "device", "allocs", "allocated", "frees", "freed", "frees of unknown size", "peak live",
-         "peak reserved"});
+    act.rows.push_back({"action", "device", "allocs", "allocated", "frees", "freed", "frees of unknown size",
+                        "peak live", "peak reserved"});
     act.align = "ll";
     for (auto& r : p.actions)
       act.rows.push_back({utf8_text(r.action), mem_device_name(r.device), num(r.allocs), num(r.alloc_bytes),
@@ -115,16 +114,13 @@ std::string render_memory_report(const MemoryReport& rep, const MemoryRenderOpti
 
     out << "\n  still alive at the end: " << p.leak_count << " allocations, " << p.leak_bytes
         << " bytes, by op and allocating stack (biggest first)\n";
-    if (!p.stacks && !p.leaks.empty())
-      out << "  (no allocation stacks in this trace: grouped by op only)\n";
-    if (p.untracked)
-      out << "  (" << p.untracked << " allocations not followed: too many alive at once; not listed)\n";
+    if (!p.stacks && !p.leaks.empty()) out << "  (no allocation stacks in this trace: grouped by op only)\n";
+    if (p.untracked) out << "  (" << p.untracked << " allocations not followed: too many alive at once; not listed)\n";
     if (!p.leaks.empty()) {
       Table leaks;
       leaks.rows.push_back({"bytes", "count", "device", "op", "allocated at"});
       leaks.align = "rrlll";
-      const std::size_t n = opt.leak_rows < 0 ? p.leaks.size()
-                                              : std::min<std::size_t>(p.leaks.size(), opt.leak_rows);
+      const std::size_t n = opt.leak_rows < 0 ? p.leaks.size() : std::min<std::size_t>(p.leaks.size(), opt.leak_rows);
       for (std::size_t i = 0; i < n; ++i) {
         const MemLeakRow& l = p.leaks[i];
         const std::string at = allocating_line(l.stack);
@@ -149,9 +145,9 @@ std::string render_memory_report(const MemoryReport& rep, const MemoryRenderOpti
       out << "\n  out of memory: " << p.ooms_total << " failed allocations\n";
       const std::uint64_t t0 = window_begin(p, opt);
       for (const MemOom& o : p.ooms) {
-        out << "  at " << ns_as_s(static_cast<double>(o.ts_ns >= t0 ? o.ts_ns - t0 : 0), 3) << " s, thread "
-            << o.tid << ", " << mem_device_name(o.device) << ", " << o.bytes << " bytes asked, in "
-            << utf8_text(o.action) << ", op " << (o.op.empty() ? "-" : utf8_text(o.op)) << "\n";
+        out << "  at " << ns_as_s(static_cast<double>(o.ts_ns >= t0 ? o.ts_ns - t0 : 0), 3) << " s, thread " << o.tid
+            << ", " << mem_device_name(o.device) << ", " << o.bytes << " bytes asked, in " << utf8_text(o.action)
+            << ", op " << (o.op.empty() ? "-" : utf8_text(o.op)) << "\n";
         write_stack(out, o.stack, opt.stack_frames, "        ");
       }
       if (p.ooms_total > p.ooms.size()) out << "  ... " << p.ooms_total - p.ooms.size() << " more not kept\n";

@@ -7,7 +7,8 @@
 //   Allocations made before the attach are unknown: ...
 //
 //   pid 4242 (python)
-//     device  allocs  allocated  frees  freed  frees of unknown size  live at end  peak live  reserved  peak reserved  OOMs
+//     device  allocs  allocated  frees  freed  frees of unknown size  live at end  peak live  reserved  peak reserved
+//     OOMs
 //     ...
 //     action  device  allocs  allocated  frees  freed  peak live  peak reserved
 //     ...

@@ -75,8 +75,8 @@ void store_report(Options& o, const std::string& v) {
   for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
     std::string one = rest.substr(0, at);
     if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu" && one != "memory")
-      throw Error(ExitCode::usage,
-                  "unknown report '" + one + "' (available: simple, advanced, ops, gpu, memory, or several: simple,ops,gpu)");
+      throw Error(ExitCode::usage, "unknown report '" + one +
+                                       "' (available: simple, advanced, ops, gpu, memory, or several: simple,ops,gpu)");
   }
   o.report = v;
   o.report_given = true;
