@@ -6,14 +6,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/stacks.h"
+#include "reports/export/chrome_trace.h"
+#include "reports/export/html_report.h"
 
 using namespace lt;
 
@@ -416,4 +420,73 @@ TEST(MemoryReportText, Golden) {
       "   4096      1  CPU     aten::empty  /w/leak.py:12 (keep)\n"
       "        keep (/w/leak.py:12)\n";
   EXPECT_EQ(render_memory_report(rep), want);
+}
+
+TEST(MemoryExport, ChromeMemoryInstantsAsKinetoWritesThem) {
+  Stream s({.keep_events = true});
+  auto k = s.begin(kTrain);
+  s.alloc(0x1000, 256);
+  s.free_cpu(0x1000);
+  s.mem({.ptr = 0x7f00,
+         .bytes = 512,
+         .type = 1,
+         .index = 0,
+         .flags = LT_MEM_TOTALS_KNOWN,
+         .total_allocated = 1536,
+         .total_reserved = 2 << 20});
+  s.mem({.what = LT_MEM_OOM,
+         .bytes = 1 << 30,
+         .type = 1,
+         .index = 0,
+         .flags = LT_MEM_TOTALS_KNOWN,
+         .total_allocated = 1536,
+         .total_reserved = 2 << 20});
+  s.end(k);
+  ActionsReport actions = s.actions.finish();
+  MemoryReport mem = s.memory.finish();
+  std::ostringstream out;
+  write_chrome_trace(actions, out, nullptr, nullptr, &mem);
+  const std::string j = out.str();
+  // ts: 1,000,003 ns since boot (the third record of this stream) = 1000.003 us.
+  EXPECT_NE(j.find("{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": 20, "
+                   "\"tid\": 20, \"ts\": 1000.002, \"args\": {\"Device Type\": 0, \"Device Id\": -1, \"Addr\": 4096, "
+                   "\"Bytes\": 256, \"Total Allocated\": 256, \"Total Reserved\": 0}}"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"Addr\": 4096, \"Bytes\": -256, \"Total Allocated\": 0, \"Total Reserved\": 0}}"),
+            std::string::npos);
+  EXPECT_NE(j.find("\"name\": \"[memory]\", \"pid\": 20, \"tid\": 20, \"ts\": 1000.004, \"args\": {\"Device Type\": 1, "
+                   "\"Device Id\": 0, \"Addr\": 32512, \"Bytes\": 512, \"Total Allocated\": 1536, \"Total Reserved\": "
+                   "2097152}}"),
+            std::string::npos);
+  EXPECT_NE(j.find("\"name\": \"[OutOfMemory]\", \"pid\": 20, \"tid\": 20, \"ts\": 1000.005, \"args\": {\"Device "
+                   "Type\": 1, \"Device Id\": 0, \"Bytes\": 1073741824, \"Total Allocated\": 1536"),
+            std::string::npos);
+  // Without the memory report, no instants.
+  std::ostringstream none;
+  write_chrome_trace(actions, none);
+  EXPECT_EQ(none.str().find("[memory]"), std::string::npos);
+}
+
+TEST(MemoryExport, HtmlTimelinePerDevice) {
+  Stream s({.keep_events = true});
+  auto k = s.begin(kTrain);
+  for (std::uint64_t i = 0; i < 5000; ++i) {
+    s.ts += 10'000;  // 10 us apart: 50 ms in all
+    s.alloc(0x1000 + i, 1 << 10);
+  }
+  s.end(k);
+  ActionsReport actions = s.actions.finish();
+  MemoryReport mem = s.memory.finish();
+  std::ostringstream out;
+  write_html_report(actions, true, out, nullptr, nullptr, nullptr, &mem);
+  const std::string h = out.str();
+  EXPECT_NE(h.find("<h3>Memory</h3>"), std::string::npos);
+  EXPECT_NE(h.find("<h4>CPU: live bytes, peak 4.883 MiB"), std::string::npos) << h.substr(h.find("<h3>Memory"), 600);
+  const auto poly = h.find("<polyline");
+  ASSERT_NE(poly, std::string::npos);
+  const auto pts = h.substr(poly, h.find("/>", poly) - poly);
+  const auto points = std::count(pts.begin(), pts.end(), ',');
+  EXPECT_GT(points, 100);
+  EXPECT_LE(points, 2000);
 }

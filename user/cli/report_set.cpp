@@ -62,11 +62,12 @@ void ReportSet::write() {
     if (auto cuda = render_cuda_memory_stats(mem_rep, {&rep}); !cuda.empty()) std::cout << cuda << "\n";
   write_stack_exports(stack_rep, {o.collapsed_path, o.flamegraph_path, o.speedscope_path});
   if (!o.chrome_path.empty())
-    write_output(o.chrome_path,
-                 [&](std::ostream& f) { write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep); });
+    write_output(o.chrome_path, [&](std::ostream& f) {
+      write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep);
+    });
   if (!o.html_path.empty())
     write_output(o.html_path, [&](std::ostream& f) {
-      write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep);
+      write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep);
     });
 }
 
