@@ -106,7 +106,8 @@ def test_crafted_trace_outputs_agree_and_chrome_validates(tmp_path):
 
 
 def test_leak_view_lists_the_kept_tensors_at_their_line(attach):
-    run = attach([VENV_PY, MEM_LEAK, "--keep", "8"], lt_args=["--report", "memory"])
+    import jsonschema
+    run = attach([VENV_PY, MEM_LEAK, "--keep", "8"], lt_args=["--report", "memory", "--chrome", "t.json"])
     assert run.target_rc == 0, run.target_out
     truth = json.loads(run.target_out.strip().splitlines()[-1])
     assert truth["oom"]
@@ -124,6 +125,14 @@ def test_leak_view_lists_the_kept_tensors_at_their_line(attach):
                   run.lt_out)
     assert m and int(m.group(1)) >= 1 and int(m.group(2)) == 2**62, run.lt_out
     assert f"mem_leak.py:{truth['oom_line']})" in run.lt_out.split("out of memory:")[1], run.lt_out
+    # Chrome: the same events as kineto's instants.
+    d = json.load(open(run.tmp / "t.json"))
+    jsonschema.validate(d, json.load(open(SCHEMA)))
+    inst = [e for e in d["traceEvents"] if e["ph"] == "i"]
+    assert [e["args"]["Bytes"] for e in inst if e["name"] == "[OutOfMemory]"][:1] == [2**62]
+    kept = sorted(4 * (100_000 + 1000 * i) for i in range(8))
+    made = sorted(e["args"]["Bytes"] for e in inst if e["name"] == "[memory]" and e["args"]["Bytes"] in kept)
+    assert made == kept
 
 
 def test_lightning_fit_bytes_per_action(attach):
