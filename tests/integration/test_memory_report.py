@@ -15,7 +15,7 @@ ADVERSARIAL = os.path.join(os.path.dirname(LTRACE), "make-adversarial")
 SCHEMA = os.path.join(os.path.dirname(__file__), "chrome_trace.schema.json")
 MEM_LEAK = os.path.join(WORKLOADS, "mem_leak.py")
 TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
-TRAIN_STEP = "[LightningModule]Model.training_step"
+TRAIN_STEP = "[Strategy]SingleDeviceStrategy.training_step"
 
 
 def section(text, pid=None):
