@@ -11,6 +11,8 @@
 #include "bpf/events.h"
 #include "user/torch/mem_sites.h"
 
+using namespace lt;
+
 namespace {
 
 TEST(MemHooks, KindsOfBothManglings) {
