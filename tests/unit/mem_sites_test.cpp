@@ -1,6 +1,8 @@
 // The allocator hooks of real libc10 files (torch 2.x from PyPI, torch
 // 1.13.1 from PyPI and Debian): each of the five found once, inside the
 // executable code, and the manglings of both integer spellings of the totals.
+#include "user/torch/mem_sites.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -9,7 +11,6 @@
 #include <string>
 
 #include "bpf/events.h"
-#include "user/torch/mem_sites.h"
 
 using namespace lt;
 
@@ -38,7 +39,8 @@ class RealLibc10 : public testing::TestWithParam<std::string> {};
 TEST_P(RealLibc10, FindsAllFiveHooks) {
   std::string path = GetParam();
   if (path.front() != '/') path = source_dir() + path;
-  if (path.starts_with("/usr/") && !std::filesystem::exists(path)) GTEST_SKIP() << "Debian's python3-torch not installed";
+  if (path.starts_with("/usr/") && !std::filesystem::exists(path))
+    GTEST_SKIP() << "Debian's python3-torch not installed";
   ASSERT_TRUE(std::filesystem::exists(path)) << path << " is not installed: run `make deps`";
   const auto sites = lt::find_mem_hooks(path);
   std::set<std::uint32_t> kinds;

@@ -237,10 +237,10 @@ TEST(OpTable, MemoryColumnsAndFormat) {
   lt::OpTableOptions opt;
   opt.profile_memory = true;
   opt.sort_by = "";
-  const std::string out = lt::render_op_table(
-      {mem_row("a", 0, 1023), mem_row("b", 1024, -1536), mem_row("c", 1048576 * 3 + 5, -2147483649LL),
-       mem_row("d", 524288000, 0)},
-      opt);
+  const std::string out =
+      lt::render_op_table({mem_row("a", 0, 1023), mem_row("b", 1024, -1536),
+                           mem_row("c", 1048576 * 3 + 5, -2147483649LL), mem_row("d", 524288000, 0)},
+                          opt);
   EXPECT_NE(out.find("  CPU time avg       CPU Mem  Self CPU Mem    # of Calls  \n"), std::string::npos) << out;
   EXPECT_NE(out.find("           0 B        1023 B             1  \n"), std::string::npos) << out;
   EXPECT_NE(out.find("       1.00 KB      -1.50 KB             1  \n"), std::string::npos) << out;

@@ -14,7 +14,7 @@ Per iteration (float32, 4 bytes an element):
                            which it frees itself before it returns: CPU Mem
                            4, Self CPU Mem minus the copy (a free inside an op)
   keep.clear()             every kept tensor freed outside any op
---huge: also asks for a tensor of 2**62 floats (the allocator refuses:
+--huge: also asks for a tensor of 2**40 floats, 4 TiB (the allocator refuses:
 RuntimeError, caught), and goes on.
 """
 import argparse
@@ -55,7 +55,7 @@ def main():
         keep.append(r)
         if a.huge:
             try:
-                torch.empty(2**62)
+                torch.empty(2**40)
             except RuntimeError:
                 caught += 1
         keep.clear()
