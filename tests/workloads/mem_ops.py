@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--truth", help="write the expected bytes per op here")
     ap.add_argument("--huge", action="store_true")
+    ap.add_argument("--torch-profile", action="store_true", help="run the loop under torch.profiler(profile_memory=True)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     x, y = torch.ones(X), torch.ones(Y)
@@ -47,6 +48,11 @@ def main():
             time.sleep(0.01)
     caught = 0
     checksum = 0.0
+    prof = None
+    if a.torch_profile:
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+        prof.__enter__()
+    t0 = time.perf_counter()
     for _ in range(a.iters):
         keep = [torch.empty(E), torch.zeros(Z), torch.ones(O), torch.cat([x, y]), torch.mm(ma, mb)]
         torch.mm(ma, mb)  # dropped at once
@@ -60,6 +66,9 @@ def main():
                 caught += 1
         keep.clear()
         del r
+    elapsed = time.perf_counter() - t0
+    if prof is not None:
+        prof.__exit__(None, None, None)
     n = a.iters
     f = 4
     mm_out = f * M * P
@@ -80,6 +89,7 @@ def main():
         with open(a.truth, "w") as fh:
             json.dump(truth, fh)
     print(f"RESULT iters={n} caught={caught} checksum={checksum}", flush=True)
+    print(f"ELAPSED {elapsed:.6f}", flush=True)  # the loop alone (bench/mem_overhead.py)
 
 
 if __name__ == "__main__":
