@@ -133,6 +133,7 @@ int attach(Options& opts) {
   so.ops = opts.wants_ops();
   so.op_filters = opts.op_filters;
   so.shapes = opts.group_by_input_shapes;
+  so.memory = opts.profile_memory;
   so.keep_in_memory = !opts.dump_path.empty();
   std::unique_ptr<ReportSet> reports;
   if (!recording) {

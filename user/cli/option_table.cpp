@@ -187,6 +187,13 @@ const OptionSpec kOptions[] = {
   {.name = "group-by-input-shapes", .commands = kAll,
    .help = "ops: one row per op and input shapes (records tensor shapes at each op entry: ~1 us more per op)",
    .store = [](Options& o, const std::string&) { o.group_by_input_shapes = true; }, .passed_on = true},
+  {.name = "profile-memory", .commands = kAll,
+   .help = "ops: torch.profiler's memory columns (CPU Mem, Self CPU Mem; CUDA Mem for CUDA jobs), exact bytes from "
+           "entry probes on torch's allocator hooks (implies --report ops)",
+   .store = [](Options& o, const std::string&) { o.profile_memory = true; }, .passed_on = true},
+  {.name = "memory-bytes", .commands = kAll,
+   .help = "ops: the memory columns in exact bytes instead of torch's rounded KB/MB/GB (for scripts)",
+   .store = [](Options& o, const std::string&) { o.memory_bytes = true; }, .passed_on = true},
   {.name = "schedule", .commands = kAll,
    .help = "ops: only the steps Lightning's default schedule records (wait 1, warmup 1, active 3, per stage)",
    .store = [](Options& o, const std::string&) { o.schedule = true; }},
