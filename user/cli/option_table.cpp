@@ -211,7 +211,8 @@ const OptionSpec kOptions[] = {
    .store = [](Options& o, const std::string&) { o.launch_stacks = true; }, .passed_on = true},
   {.name = "device-stats", .commands = kAll,
    .help = "GPU (NVML) and process CPU/memory samples per action, with DeviceStatsMonitor's key names; with "
-           "CUDA allocator records, the torch.cuda.memory_stats() keys they determine",
+           "CUDA allocator records (--report memory or --profile-memory), the torch.cuda.memory_stats() keys they "
+           "determine",
    .store = [](Options& o, const std::string&) { o.device_stats = true; }, .passed_on = true},
   {.name = "no-extended", .commands = kAll,
    .help = "SimpleProfiler(extended=False) layout",
