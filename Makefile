@@ -198,7 +198,8 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/aggregate/ops.cpp reports/aggregate/step_batches.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
              reports/aggregate/device_stats.cpp reports/aggregate/duration_stat.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
              reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp reports/format/code_points.cpp \
-             reports/format/numbers.cpp \
+             reports/format/numbers.cpp reports/format/utf8_text.cpp reports/aggregate/memory.cpp \
+             reports/aggregate/py_symbols.cpp reports/memory/memory_report.cpp user/model/stack_profile.cpp \
              user/model/exact_sum.cpp
 WRITERS_FUZZ_SRCS := tests/fuzz/writers_fuzz.cpp \
              $(wildcard reports/format/*.cpp reports/aggregate/*.cpp reports/export/*.cpp reports/flame/*.cpp \

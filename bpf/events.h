@@ -347,6 +347,14 @@ struct lt_op_shapes_event {
 #define LT_MEM_OPS_KNOWN 0x1u	 /* depth is valid (op probes are on for this process) */
 #define LT_MEM_HAS_STACK 0x2u	 /* a MEM_STACK follows on this thread */
 #define LT_MEM_TOTALS_KNOWN 0x4u /* total_allocated / total_reserved come from the allocator */
+/* Which allocator hook a memprobe uprobe sits on (its attach cookie). */
+enum lt_mem_site {
+	LT_MEM_SITE_CPU_NEW = 1,      /* ProfiledCPUMemoryReporter::New(this, ptr, nbytes) */
+	LT_MEM_SITE_CPU_DELETE = 2,   /* ProfiledCPUMemoryReporter::Delete(this, ptr) */
+	LT_MEM_SITE_CPU_OOM = 3,      /* ProfiledCPUMemoryReporter::OutOfMemory(this, nbytes) */
+	LT_MEM_SITE_REPORT_USAGE = 4, /* reportMemoryUsageToProfiler(ptr, size, total_alloc, total_res, Device) */
+	LT_MEM_SITE_REPORT_OOM = 5,   /* reportOutOfMemoryToProfiler(size, total_alloc, total_res, Device) */
+};
 struct lt_mem_event {
 	struct lt_event_header hdr;
 	u64 ptr;
@@ -654,6 +662,8 @@ struct lt_py_offsets {
 #define LT_TARGET_GPU 0x40u	      /* take its GPU records (bridge USDT, CUDA uprobes) */
 #define LT_TARGET_LAUNCH_STACKS 0x80u /* ...and the Python stack of its launches */
 #define LT_TARGET_TSTATE_MAP 0x100u   /* thread states from lt_tstates, not from fsbase */
+#define LT_TARGET_MEM 0x200u	      /* take its allocator events (memprobe) */
+#define LT_TARGET_MEM_STACKS 0x400u   /* ...with the Python stack of each */
 
 struct lt_target {
 	struct lt_py_offsets off;

@@ -40,6 +40,7 @@ constexpr const char* kStepFunctions[] = {"training_step", "validation_step", "t
 struct Acc {
   std::uint64_t calls = 0, self = 0, total = 0;
   std::uint64_t self_cuda = 0, cuda_total = 0, cpu_exact = 0;
+  std::int64_t cpu_mem = 0, self_cpu_mem = 0, cuda_mem = 0, self_cuda_mem = 0;
   bool device = false;
 };
 
@@ -71,6 +72,7 @@ struct Window {
   std::vector<std::uint32_t> order;
   std::uint64_t samples = 0, in_probe = 0;
   bool has_cuda = false;
+  bool has_memory = false, has_cuda_memory = false;
   bool dropped = false;  // left out by --schedule
   WindowPtr forward;
   Acc& row(std::uint32_t name_id) {
@@ -90,11 +92,17 @@ struct Window {
       r.self_cuda += a.self_cuda;
       r.cuda_total += a.cuda_total;
       r.cpu_exact += a.cpu_exact;
+      r.cpu_mem += a.cpu_mem;
+      r.self_cpu_mem += a.self_cpu_mem;
+      r.cuda_mem += a.cuda_mem;
+      r.self_cuda_mem += a.self_cuda_mem;
       r.device |= a.device;
     }
     to->samples += samples;
     to->in_probe += in_probe;
     to->has_cuda |= has_cuda;
+    to->has_memory |= has_memory;
+    to->has_cuda_memory |= has_cuda_memory;
     release();
     forward = to;
   }
@@ -119,6 +127,9 @@ WindowPtr fresh_window() {
 }
 
 constexpr const char* kOutsideTitle = "outside step functions";
+// torch.profiler's row for allocations and frees made outside every op
+// (MEMORY_EVENT_NAME).
+constexpr const char* kMemoryRow = "[memory]";
 
 }  // namespace
 
@@ -281,7 +292,12 @@ struct OpAggregator::State {
     std::unordered_map<std::uint32_t, Launch> launches;
     std::vector<std::uint32_t> launch_order;
     std::size_t launch_head = 0;
+    // CPU allocations seen, by address: a free's size (Delete has only
+    // the pointer).
+    std::unordered_map<std::uint64_t, std::int64_t> cpu_sizes;
+    std::uint64_t mem_events = 0, frees_unknown = 0, mem_without_ops = 0, ooms = 0;
   };
+  void on_mem(const lt_event_header& h, const lt_mem_event& e);
   GpuNameTable gpu_names;
   void on_gpu_launch(const lt_event_header& h, const lt_gpu_launch_event& e);
   void on_gpu_activity(const lt_event_header& h, const lt_gpu_activity& a);
@@ -605,9 +621,22 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       p.sink().row(id_at(nops - 1)).self++;
       return;
     }
+    case LT_EV_MEM: {
+      if (h.size < sizeof(lt_mem_event)) return;
+      lt_mem_event e;
+      std::memcpy(&e, record, sizeof e);
+      s.on_mem(h, e);
+      return;
+    }
     case LT_EV_PROC_EXIT: {
       auto it = s.procs.find(h.pid);
       if (it != s.procs.end()) s.close_all(it->second, h.ts_ns);
+      return;
+    }
+    case LT_EV_PROC_EXEC: {
+      // A new image: the old allocations' addresses mean nothing any more.
+      auto it = s.procs.find(h.pid);
+      if (it != s.procs.end()) std::unordered_map<std::uint64_t, std::int64_t>().swap(it->second.cpu_sizes);
       return;
     }
     case LT_EV_GPU_NAME: {
@@ -634,6 +663,67 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
     default:
       return;
   }
+}
+
+// One allocator event: its signed size (a CPU free's from the allocation
+// seen), charged to the innermost op running on its thread (self) and to
+// every distinct op running (total), or to the "[memory]" row when none.
+void OpAggregator::State::on_mem(const lt_event_header& h, const lt_mem_event& e) {
+  auto& p = proc(h.pid);
+  p.last_ts = std::max(p.last_ts, h.ts_ns);
+  ++p.mem_events;
+  const bool cpu = e.device_type == 0;
+  std::int64_t bytes = e.bytes;
+  switch (e.what) {
+    case LT_MEM_ALLOC:
+      if (bytes <= 0) return;
+      if (cpu) p.cpu_sizes[e.ptr] = bytes;
+      break;
+    case LT_MEM_FREE:
+      if (cpu && bytes == 0) {
+        auto it = p.cpu_sizes.find(e.ptr);
+        if (it == p.cpu_sizes.end()) {  // allocated before the attach
+          ++p.frees_unknown;
+          return;
+        }
+        bytes = -it->second;
+        p.cpu_sizes.erase(it);
+      }
+      if (bytes > 0) bytes = -bytes;
+      break;
+    case LT_MEM_OOM:
+      ++p.ooms;
+      return;
+    default:
+      return;
+  }
+  if (!(e.flags & LT_MEM_OPS_KNOWN)) {
+    ++p.mem_without_ops;
+    return;
+  }
+  auto& st = p.running[h.tid];
+  close_from(p, st, e.depth, h.ts_ns);
+  Window& w = p.sink();
+  w.has_memory = true;
+  w.has_cuda_memory |= !cpu;
+  std::int64_t Acc::*total = cpu ? &Acc::cpu_mem : &Acc::cuda_mem;
+  std::int64_t Acc::*self = cpu ? &Acc::self_cpu_mem : &Acc::self_cuda_mem;
+  if (st.empty()) {
+    Acc& a = w.row(intern(std::string(kMemoryRow) + '\t'));
+    a.calls++;
+    a.*total += bytes;
+    a.*self += bytes;
+    return;
+  }
+  std::uint32_t seen[LT_OPS_DEPTH];
+  unsigned nseen = 0;
+  for (std::size_t i = 0; i < st.size() && nseen < LT_OPS_DEPTH; ++i) {
+    const std::uint32_t id = st[i].name;
+    if (std::find(seen, seen + nseen, id) != seen + nseen) continue;  // recursion counts once
+    seen[nseen++] = id;
+    w.row(id).*total += bytes;
+  }
+  w.row(st.back().name).*self += bytes;
 }
 
 void OpAggregator::State::on_gpu_launch(const lt_event_header& h, const lt_gpu_launch_event& e) {
@@ -726,6 +816,10 @@ OpsReport OpAggregator::finish() {
     po.calls = p.calls;
     po.too_deep = p.too_deep;
     po.skipped_steps = p.skipped;
+    po.mem_events = p.mem_events;
+    po.frees_unknown = p.frees_unknown;
+    po.mem_without_ops = p.mem_without_ops;
+    po.ooms = p.ooms;
     // A process that ran no step function (plain torch, a DataLoader
     // worker) has one table, "records", for the attach window; in one that
     // did, the ops of no batch (epoch ends, checkpoints, set-up) get a table
@@ -740,7 +834,7 @@ OpsReport OpAggregator::finish() {
     for (auto& t : p.tables) {
       Window& w = *t.acc;
       if (t.steps == 0 && w.empty()) continue;  // every step left out by --schedule
-      OpTableData table{t.title, {}, t.steps, w.samples, w.in_probe, w.has_cuda};
+      OpTableData table{t.title, {}, t.steps, w.samples, w.in_probe, w.has_cuda, w.has_memory, w.has_cuda_memory};
       for (auto id : w.order) {
         const Acc& a = w.rows[id];
         const std::string& key = s.names[id];
@@ -753,6 +847,10 @@ OpsReport OpAggregator::finish() {
         row.cuda_total_ns = a.cuda_total;
         row.cpu_exact_ns = a.cpu_exact;
         row.device_row = a.device;
+        row.cpu_mem = a.cpu_mem;
+        row.self_cpu_mem = a.self_cpu_mem;
+        row.cuda_mem = a.cuda_mem;
+        row.self_cuda_mem = a.self_cuda_mem;
         table.rows.push_back(std::move(row));
       }
       po.tables.push_back(std::move(table));

@@ -5,6 +5,10 @@
 // "outside step functions"; a process with no step functions gets one
 // table, "records", for the whole attach window.
 //
+// Memory columns (MEM records, --profile-memory) are exact: each allocation
+// or free is charged to the ops running on its thread, as torch.profiler's
+// profile_memory=True charges them (docs/design-memory.md).
+//
 // Calls are exact (one OP record per entry).  CPU times are sampled: a
 // cpu-clock sample of a thread carries the ops running on it, outermost
 // first; the innermost gets self time, each distinct op in it total time.
@@ -31,15 +35,22 @@ struct OpRowData {
   std::uint64_t self_cuda_ns = 0, cuda_total_ns = 0;
   std::uint64_t cpu_exact_ns = 0;
   bool device_row = false;  // a kernel / copy row: no CPU time
+  // --profile-memory (MEM records; exact): bytes allocated minus freed
+  // while the op ran (total: in it or the ops it called; self: in it alone),
+  // CPU allocator and CUDA caching allocator apart.  torch's "[memory]" row
+  // holds the allocations and frees made outside every op.
+  std::int64_t cpu_mem = 0, self_cpu_mem = 0, cuda_mem = 0, self_cuda_mem = 0;
 };
 
 struct OpTableData {
-  std::string title;            // the step function's action name, "outside step functions" or "records"
-  std::vector<OpRowData> rows;  // order of first call
-  std::uint64_t steps = 0;      // batches summed into it (records: 1, outside step functions: 0)
-  std::uint64_t samples = 0;    // samples of the process in those windows
-  std::uint64_t in_probe = 0;   // ...of which in our own probes (not charged to ops)
-  bool has_cuda = false;        // GPU records were joined into it
+  std::string title;             // the step function's action name, "outside step functions" or "records"
+  std::vector<OpRowData> rows;   // order of first call
+  std::uint64_t steps = 0;       // batches summed into it (records: 1, outside step functions: 0)
+  std::uint64_t samples = 0;     // samples of the process in those windows
+  std::uint64_t in_probe = 0;    // ...of which in our own probes (not charged to ops)
+  bool has_cuda = false;         // GPU records were joined into it
+  bool has_memory = false;       // MEM records were charged into it
+  bool has_cuda_memory = false;  // ...of a CUDA device
 };
 
 struct ProcessOps {
@@ -48,6 +59,11 @@ struct ProcessOps {
   std::uint64_t calls = 0;          // every op call seen
   std::uint64_t too_deep = 0;       // calls nested deeper than LT_OPS_DEPTH (counted, not nested)
   std::uint64_t skipped_steps = 0;  // windows left out by --schedule
+  // Memory (MEM records): events seen, and CPU frees of an allocation made
+  // before the attach (their size is unknown: counted, charged to nothing).
+  std::uint64_t mem_events = 0, frees_unknown = 0;
+  std::uint64_t mem_without_ops = 0;  // MEM records with no op stack (op probes off): not charged
+  std::uint64_t ooms = 0;             // out-of-memory events
 };
 
 // One op call on the timeline (exports).  end_ns is an upper bound: the

@@ -67,6 +67,10 @@ const char* kind_name(unsigned k) {
       return "op_name";
     case LT_EV_OP_SHAPES:
       return "op_shapes";
+    case LT_EV_MEM:
+      return "mem";
+    case LT_EV_MEM_STACK:
+      return "mem_stack";
     case LT_EV_GPU_ACTIVITY:
       return "gpu_activity";
     case LT_EV_GPU_NAME:
@@ -132,7 +136,13 @@ void dump_events(const Trace& trace, std::ostream& to) {
     lt_gpu_status_event gs;
     lt_gpu_clock_event gc;
     lt_action_origin_event ao;
-    if (h.kind == LT_EV_ACTION_ORIGIN && record_as(h, p, ao))
+    lt_mem_event me;
+    if (h.kind == LT_EV_MEM && record_as(h, p, me))
+      out << " what=" << static_cast<int>(me.what) << " ptr=0x" << std::hex << me.ptr << std::dec
+          << " bytes=" << me.bytes << " device=" << static_cast<int>(me.device_type) << ":"
+          << static_cast<int>(me.device_index) << " depth=" << me.depth << " flags=" << me.flags
+          << " allocated=" << me.total_allocated << " reserved=" << me.total_reserved;
+    else if (h.kind == LT_EV_ACTION_ORIGIN && record_as(h, p, ao))
       out << " key=0x" << std::hex << ao.key << " code=0x" << ao.code << std::dec << " depth=" << ao.depth
           << " flags=" << ao.flags << " of=" << kind_name(ao.begin_kind);
     else if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))

@@ -62,7 +62,13 @@ class Writer {
       std::map<std::uint32_t, std::vector<const OpInterval*>> ops_of;  // op calls by process, in begin order
       if (src.ops)
         for (const auto& iv : src.ops->intervals) ops_of[iv.pid].push_back(&iv);
-      for (const auto& p : src.processes) process_events(src, p, ops_of[p.proc->meta.pid]);
+      std::unordered_map<std::uint32_t, const ProcessMemory*> memory_of;
+      if (src.memory)
+        for (const auto& pm : src.memory->processes) memory_of.emplace(pm.pid, &pm);
+      for (const auto& p : src.processes) {
+        auto m = memory_of.find(p.proc->meta.pid);
+        process_events(src, p, ops_of[p.proc->meta.pid], m == memory_of.end() ? nullptr : m->second);
+      }
     }
     for (std::size_t i = 0; i < doc_.sources.size(); ++i) gpu_events(i);
     for (const auto& [pid, stream] : streams_)
@@ -144,7 +150,8 @@ class Writer {
     return {os_pid, "pid " + std::to_string(os_pid), -1};
   }
 
-  void process_events(const ChromeSource& src, const ChromeProcess& cp, const std::vector<const OpInterval*>& ops) {
+  void process_events(const ChromeSource& src, const ChromeProcess& cp, const std::vector<const OpInterval*>& ops,
+                      const ProcessMemory* memory) {
     const ProcessActions& p = *cp.proc;
     const auto& m = p.meta;
     next() << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << cp.pid
@@ -157,6 +164,8 @@ class Writer {
     std::set<std::uint32_t> tids;
     for (const auto& iv : p.intervals) tids.insert(iv.tid);
     for (const auto* iv : ops) tids.insert(iv->tid);
+    if (memory)
+      for (const auto& e : memory->events) tids.insert(e.tid);
     for (auto tid : tids)
       next() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << cp.pid << ", \"tid\": " << tid
              << ", \"args\": {\"name\": " << json_string(tid == m.pid ? "main thread" : "thread " + std::to_string(tid))
@@ -177,6 +186,21 @@ class Writer {
              << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv->end_ns - iv->begin_ns))
              << ", \"args\": {\"External id\": " << external_id_ << ", \"Ev Idx\": " << external_id_ - 1
              << ", \"end\": \"upper bound\"}}";
+    }
+    if (memory) memory_events(src, cp, *memory);
+  }
+
+  // kineto's memory instants (torch's profile_memory=True export).
+  void memory_events(const ChromeSource& src, const ChromeProcess& cp, const ProcessMemory& pm) {
+    for (const MemEvent& e : pm.events) {
+      auto& o = next() << "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \""
+                       << (e.oom ? "[OutOfMemory]" : "[memory]") << "\", \"pid\": " << cp.pid << ", \"tid\": " << e.tid
+                       << ", \"ts\": " << us_exact(time_ns(src, e.ts_ns))
+                       << ", \"args\": {\"Device Type\": " << int{e.device.type}
+                       << ", \"Device Id\": " << int{e.device.index};
+      if (!e.oom) o << ", \"Addr\": " << e.ptr;
+      o << ", \"Bytes\": " << e.bytes << ", \"Total Allocated\": " << e.total_allocated
+        << ", \"Total Reserved\": " << e.total_reserved << "}}";
     }
   }
 
@@ -272,7 +296,8 @@ void write_chrome_document(const ChromeDocument& doc, std::ostream& out) {
   Writer(doc, out).write();
 }
 
-void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops, const GpuReport* gpu) {
+void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops, const GpuReport* gpu,
+                        const MemoryReport* memory) {
   ChromeDocument doc;
   for (const auto& p : rep.processes)
     if (p.meta.rank >= 0) {
@@ -286,10 +311,14 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
   src.actions = &rep;
   src.ops = ops;
   src.gpu = gpu;
+  src.memory = memory;
   src.unlisted_gpu = true;
-  std::set<std::uint32_t> with_ops;
+  std::set<std::uint32_t> with_ops;  // and with memory events
   if (ops)
     for (const auto& iv : ops->intervals) with_ops.insert(iv.pid);
+  if (memory)
+    for (const auto& pm : memory->processes)
+      if (!pm.events.empty()) with_ops.insert(pm.pid);
   for (const auto& p : rep.processes) {
     const auto& m = p.meta;
     if (p.actions.empty() && !with_ops.count(m.pid)) continue;

@@ -16,6 +16,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
 
 namespace lt {
@@ -28,9 +29,17 @@ namespace lt {
 // (kineto: pid = device, tid = stream), CUDA API calls "cuda_runtime" /
 // "cuda_driver" slices on their thread, "ac2g" flows from each launch call
 // to its kernel (by CUPTI correlation id), and NVTX ranges "nvtx" slices.
-// Every process with actions or ops gets a process group under its OS pid.
+// With `memory` (events kept), each allocator event is kineto's memory
+// instant: "ph": "i", "s": "t", cat "cpu_instant_event", name "[memory]"
+// ("[OutOfMemory]" for a failed allocation), args "Device Type", "Device Id",
+// "Addr", "Bytes" (negative for a free; 0: a free whose size is unknown),
+// "Total Allocated", "Total Reserved", on the allocating thread, as
+// torch.profiler(profile_memory=True) writes them: TensorBoard's and HTA's
+// memory views read these.
+// Every process with actions, ops or memory events gets a process group
+// under its OS pid.
 void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops = nullptr,
-                        const GpuReport* gpu = nullptr);
+                        const GpuReport* gpu = nullptr, const MemoryReport* memory = nullptr);
 
 // ---- The writer's parameters, for documents of several recordings ----
 
@@ -47,9 +56,10 @@ struct ChromeProcess {
 // One recording (one trace file's reports) and which of it goes in.
 struct ChromeSource {
   const ActionsReport* actions = nullptr;
-  const OpsReport* ops = nullptr;    // op slices of the listed processes
-  const GpuReport* gpu = nullptr;    // GPU slices (kept) of the listed processes
-  std::int64_t clock_offset_ns = 0;  // added to every time, after the recording's own clock pair
+  const OpsReport* ops = nullptr;        // op slices of the listed processes
+  const GpuReport* gpu = nullptr;        // GPU slices (kept) of the listed processes
+  const MemoryReport* memory = nullptr;  // allocator events (kept) of the listed processes
+  std::int64_t clock_offset_ns = 0;      // added to every time, after the recording's own clock pair
   std::vector<ChromeProcess> processes;
   // GPU slices of processes not listed go in too, under their OS pid.
   bool unlisted_gpu = false;

@@ -183,10 +183,50 @@ void gpu_sections(const GpuProcess& g, std::ostream& out) {
   out << "</table>\n";
 }
 
+// Live bytes over time per device: a polyline of the downsampled timeline
+// (reserved bytes dashed, CUDA), and the device's totals.
+void memory_sections(const ProcessMemory& pm, std::ostream& out) {
+  out << "<h3>Memory</h3>\n<p class=\"note\">torch's allocators while attached: live bytes (allocations made "
+         "before the attach are not known; CUDA: the caching allocator's own totals), each point the maximum of "
+         "its stretch of time</p>\n";
+  out << "<table class=\"memory\"><tr><th>Device</th><th>Allocs</th><th>Allocated (bytes)</th><th>Freed "
+         "(bytes)</th><th>Peak live (bytes)</th><th>Still alive (bytes)</th><th>OOMs</th></tr>\n";
+  for (const auto& d : pm.devices)
+    out << "<tr><td>" << mem_device_name(d.device) << "</td><td>" << d.allocs << "</td><td>" << d.alloc_bytes
+        << "</td><td>" << d.freed_bytes << "</td><td>" << d.peak_live << "</td><td>" << d.live << "</td><td>" << d.ooms
+        << "</td></tr>\n";
+  out << "</table>\n";
+  constexpr int kHeight = 120;
+  for (const auto& tl : pm.timelines) {
+    if (tl.points.empty()) continue;
+    const std::uint64_t t0 = tl.points.front().ts_ns, t1 = tl.points.back().ts_ns;
+    const double span = std::max<double>(1.0, static_cast<double>(t1 - t0));
+    double top = 1;
+    for (const auto& p : tl.points) top = std::max({top, static_cast<double>(p.live), static_cast<double>(p.reserved)});
+    auto line = [&](bool reserved) {
+      std::string pts;
+      for (const auto& p : tl.points) {
+        const double v =
+            reserved ? static_cast<double>(p.reserved) : static_cast<double>(std::max<std::int64_t>(p.live, 0));
+        pts += fmt(static_cast<double>(p.ts_ns - t0) / span * (kWidth - 2) + 1) + "," +
+               fmt(kHeight - 1 - v / top * (kHeight - 2)) + " ";
+      }
+      return pts;
+    };
+    out << "<h4>" << mem_device_name(tl.device) << ": live bytes, peak " << fmt(top / 1048576.0, "%.3f") << " MiB over "
+        << fmt(span / 1e9, "%.3f") << " s</h4>\n<svg class=\"timeline memory\" width=\"" << kWidth << "\" height=\""
+        << kHeight << "\">";
+    out << "<polyline fill=\"none\" stroke=\"#3070c0\" stroke-width=\"1\" points=\"" << line(false) << "\"/>";
+    if (tl.device.cuda())
+      out << "<polyline fill=\"none\" stroke=\"#c07030\" stroke-dasharray=\"4 2\" points=\"" << line(true) << "\"/>";
+    out << "</svg>\n";
+  }
+}
+
 }  // namespace
 
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks,
-                       const OpsReport* ops, const GpuReport* gpu) {
+                       const OpsReport* ops, const GpuReport* gpu, const MemoryReport* memory) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
       << "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
@@ -219,7 +259,11 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     if (gpu)
       for (auto& g : gpu->processes)
         if (g.pid == p.meta.pid) pg = &g;
-    if (p.actions.empty() && !ps && !po && !pg) continue;
+    const ProcessMemory* pm = nullptr;
+    if (memory)
+      for (auto& mp : memory->processes)
+        if (mp.pid == p.meta.pid && !mp.timelines.empty()) pm = &mp;
+    if (p.actions.empty() && !ps && !po && !pg && !pm) continue;
     const auto& m = p.meta;
     out << "<section class=\"process\"><h2>pid " << m.pid;
     if (m.rank >= 0) out << " — rank " << m.rank << " / " << m.world_size;
@@ -247,6 +291,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     timeline(p, out);
     if (po) op_sections(*po, *ops, out);
     if (pg) gpu_sections(*pg, out);
+    if (pm) memory_sections(*pm, out);
     if (ps) flame_sections(*ps, *stacks, out);
     out << "</section>\n";
   }

@@ -8,6 +8,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 
@@ -15,6 +16,10 @@ namespace lt {
 // Built from a report aggregated with keep_intervals = true.
 // With `gpu`: per process the kernel, copy and NVTX summaries and the GPU
 // work per action; op tables gain Self CUDA / CUDA total when joined.
+// With `memory` (events kept): per process and device a timeline of live
+// bytes (each point the maximum of its stretch of time, at most 2000 per
+// device; CUDA: reserved bytes too) and the allocation totals.
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks = nullptr,
-                       const OpsReport* ops = nullptr, const GpuReport* gpu = nullptr);
+                       const OpsReport* ops = nullptr, const GpuReport* gpu = nullptr,
+                       const MemoryReport* memory = nullptr);
 }  // namespace lt

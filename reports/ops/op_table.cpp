@@ -31,6 +31,17 @@ std::string format_share(double us, double total_us) {
   return percent(us * 100.0 / total_us, 2);
 }
 
+// torch 2.15's _format_memory: binary units, two decimals, the sign kept.
+std::string format_memory(std::int64_t nbytes) {
+  constexpr double kKB = 1024.0, kMB = 1024.0 * kKB, kGB = 1024.0 * kMB;
+  const double v = static_cast<double>(nbytes);
+  const double mag = v < 0 ? -v : v;
+  if (mag >= kGB) return fixed(v * 1.0 / kGB, 2) + " GB";
+  if (mag >= kMB) return fixed(v * 1.0 / kMB, 2) + " MB";
+  if (mag >= kKB) return fixed(v * 1.0 / kKB, 2) + " KB";
+  return std::to_string(nbytes) + " B";
+}
+
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
     s.replace(at, from.size(), to);
@@ -47,6 +58,10 @@ enum class SortKey {
   kDeviceTimeAvg,
   kDeviceTimeTotal,
   kSelfDeviceTimeTotal,
+  kCpuMem,
+  kSelfCpuMem,
+  kDeviceMem,
+  kSelfDeviceMem,
   kZero
 };
 
@@ -63,13 +78,11 @@ SortKey parse_sort_key(const std::string& sort_by) {
   if (attr == "device_time") return SortKey::kDeviceTimeAvg;
   if (attr == "device_time_total") return SortKey::kDeviceTimeTotal;
   if (attr == "self_device_time_total") return SortKey::kSelfDeviceTimeTotal;
-  // FunctionEventAvg attributes that hold 0 without memory or FLOP data.
-  static const char* const kZeroAttrs[] = {
-      "cpu_memory_usage", "device_memory_usage", "self_cpu_memory_usage", "self_device_memory_usage", "flops",
-  };
-  for (const char* z : kZeroAttrs) {
-    if (attr == z) return SortKey::kZero;
-  }
+  if (attr == "cpu_memory_usage") return SortKey::kCpuMem;
+  if (attr == "self_cpu_memory_usage") return SortKey::kSelfCpuMem;
+  if (attr == "device_memory_usage") return SortKey::kDeviceMem;
+  if (attr == "self_device_memory_usage") return SortKey::kSelfDeviceMem;
+  if (attr == "flops") return SortKey::kZero;  // FunctionEventAvg.flops: 0 without FLOP data
   throw std::invalid_argument("op table: unknown sort key '" + sort_by + "'");
 }
 
@@ -102,6 +115,16 @@ void sort_rows(std::vector<OpRow>& rows, SortKey key) {
         return r.self_cpu_us;
     }
   };
+  if (key == SortKey::kCpuMem || key == SortKey::kSelfCpuMem || key == SortKey::kDeviceMem ||
+      key == SortKey::kSelfDeviceMem) {
+    // Integers, compared as integers (torch: Python ints).
+    auto field = key == SortKey::kCpuMem       ? &OpRow::cpu_mem
+                 : key == SortKey::kSelfCpuMem ? &OpRow::self_cpu_mem
+                 : key == SortKey::kDeviceMem  ? &OpRow::cuda_mem
+                                               : &OpRow::self_cuda_mem;
+    std::stable_sort(rows.begin(), rows.end(), [field](const OpRow& a, const OpRow& b) { return a.*field > b.*field; });
+    return;
+  }
   if (key == SortKey::kCount) {
     // Compared as integers: a double would merge counts above 2^53.
     std::stable_sort(rows.begin(), rows.end(), [](const OpRow& a, const OpRow& b) { return a.calls > b.calls; });
@@ -167,6 +190,17 @@ std::string render_op_table(std::vector<OpRow> rows, const OpTableOptions& opt) 
       t.widths.push_back(kDefaultWidth);  // "CUDA time avg" overhangs, as in torch
     }
   }
+  // _build_table's has_device_mem; its memory columns come after the times.
+  const bool device_mem = opt.profile_memory && !opt.device.empty() &&
+                          std::any_of(rows.begin(), rows.end(), [](const OpRow& r) { return r.self_cuda_mem > 0; });
+  if (opt.profile_memory) {
+    std::vector<std::string> mem = {"CPU Mem", "Self CPU Mem"};
+    if (device_mem) mem.insert(mem.end(), {dev + " Mem", "Self " + dev + " Mem"});
+    for (auto& h : mem) {
+      headers.push_back(h);
+      t.widths.push_back(kDefaultWidth);
+    }
+  }
   headers.push_back("# of Calls");
   t.widths.push_back(kDefaultWidth);
   if (shapes) {
@@ -203,6 +237,15 @@ std::string render_op_table(std::vector<OpRow> rows, const OpTableOptions& opt) 
       cells.push_back(format_share(r.self_cuda_us, total_self_device));
       cells.push_back(format_time(r.cuda_total_us));
       cells.push_back(format_time(device_time_avg(r)));
+    }
+    if (opt.profile_memory) {
+      auto mem = [&opt](std::int64_t b) { return opt.memory_bytes ? std::to_string(b) : format_memory(b); };
+      cells.push_back(mem(r.cpu_mem));
+      cells.push_back(mem(r.self_cpu_mem));
+      if (device_mem) {
+        cells.push_back(mem(r.cuda_mem));
+        cells.push_back(mem(r.self_cuda_mem));
+      }
     }
     cells.push_back(std::to_string(r.calls));
     if (shapes) cells.push_back(cp_prefix(r.input_shapes, shapes_width));

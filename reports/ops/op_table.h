@@ -2,7 +2,9 @@
 // i.e. _build_table in torch/autograd/profiler_util.py, torch 2.15), byte for
 // byte: the CPU columns, and the device columns ("Self CUDA", "Self CUDA %",
 // "CUDA total", "CUDA time avg", footer "Self CUDA time total: ...") when the
-// rows carry device time.  No memory columns, no stacks, no overload names, no
+// rows carry device time, and with profile_memory the memory columns ("CPU
+// Mem", "Self CPU Mem", and "CUDA Mem", "Self CUDA Mem" when a row has device
+// memory), torch 2.15's _format_memory ("1.50 MB", "-512 B").  No stacks, no overload names, no
 // node ids, no FLOPs.  A pure function: no I/O.
 #pragma once
 #include <cstdint>
@@ -29,14 +31,18 @@ struct OpRow {
   // memset), false for CPU ops, runtime calls and GPU user annotations (whose
   // share can then exceed 100%, as in torch).
   bool device_event = false;
+  // Bytes allocated minus freed while the op ran (torch's cpu_memory_usage,
+  // self_cpu_memory_usage, device_memory_usage, self_device_memory_usage).
+  std::int64_t cpu_mem = 0, self_cpu_mem = 0, cuda_mem = 0, self_cuda_mem = 0;
 };
 
 struct OpTableOptions {
   // torch's sort_by: cpu_time (the per-call average), cpu_time_total,
   // self_cpu_time_total, count; cuda_time (the per-call average of
   // cuda_total_us), cuda_time_total, self_cuda_time_total (and the same with
-  // xpu_/privateuse1_/device_); the memory and flops keys (always zero here, so
-  // they keep the input order).  "" = no sort.  Anything else throws
+  // xpu_/privateuse1_/device_); cpu_memory_usage, self_cpu_memory_usage,
+  // cuda_memory_usage, self_cuda_memory_usage (the memory fields); flops
+  // (always zero here, so it keeps the input order).  "" = no sort.  Anything else throws
   // std::invalid_argument (torch raises AttributeError).
   std::string sort_by = "cpu_time_total";
   int row_limit = 20;  // negative = all rows
@@ -57,6 +63,12 @@ struct OpTableOptions {
   // device headers keep torch's 12-character columns, so "CUDA time avg"
   // overhangs by one, as in torch.
   std::string device;
+  // torch's profile_memory: the CPU memory columns, and with a device the
+  // device ones when some row has self_cuda_mem > 0 (has_device_mem).
+  bool profile_memory = false;
+  // The memory cells as exact byte counts ("1048576") instead of torch's
+  // rounded units: for scripts and tests (--memory-bytes).
+  bool memory_bytes = false;
 };
 
 // The table text, ending in "\n" like torch's; "" when there are no rows.

@@ -143,6 +143,51 @@ void one_round(Gen& g, const std::string& kind, std::uint64_t i) {
     ga.a.start_ns = g.ts;
     ga.a.end_ns = g.ts + 10;
     g.put(ga, LT_EV_GPU_ACTIVITY, 1, 9);
+  } else if (kind == "mem") {
+    // Allocations with their stacks (each from another site) in an action,
+    // half freed again (CPU frees carry no size), a CUDA allocation with the
+    // allocator's totals now and then, and an out-of-memory.
+    g.action(LT_EV_ACTION_BEGIN, i, "[LightningModule]Model.training_step");
+    lt_mem_event m{};
+    m.what = LT_MEM_ALLOC;
+    m.ptr = 0x10000 + i * 64;
+    m.bytes = static_cast<lt::s64>(64 + i % 4096);
+    m.device_index = -1;
+    m.flags = LT_MEM_HAS_STACK;
+    g.put(m, LT_EV_MEM);
+    lt_py_sample_event st{};
+    st.nframes = 3;
+    st.frames[0].code = 0x100000 + i % 1'000'000;
+    st.frames[1].code = 0x1000;
+    st.frames[2].code = 0x1001;
+    g.put(st, LT_EV_MEM_STACK);
+    if (i % 2) {
+      lt_mem_event f{};
+      f.what = LT_MEM_FREE;
+      f.ptr = 0x10000 + (i - 1) * 64;
+      f.device_index = -1;
+      g.put(f, LT_EV_MEM);
+    }
+    if (i % 100 == 0) {
+      lt_mem_event c{};
+      c.what = i % 200 ? LT_MEM_FREE : LT_MEM_ALLOC;
+      c.ptr = 0x7f0000000000ull + (i / 200) * 4096;
+      c.bytes = i % 200 ? -4096 : 4096;
+      c.device_type = 1;
+      c.device_index = 0;
+      c.flags = LT_MEM_TOTALS_KNOWN;
+      c.total_allocated = i % 200 ? 0 : 4096;
+      c.total_reserved = 2 << 20;
+      g.put(c, LT_EV_MEM);
+    }
+    if (i % 1000 == 999) {
+      lt_mem_event o{};
+      o.what = LT_MEM_OOM;
+      o.bytes = 1ll << 40;
+      o.device_index = -1;
+      g.put(o, LT_EV_MEM);
+    }
+    g.action(LT_EV_ACTION_END, i, "");
   } else if (kind == "pids") {
     const auto pid = static_cast<lt::u32>(100 + i);
     g.action(LT_EV_ACTION_BEGIN, i, "run_training_batch", pid, pid);

@@ -10,10 +10,12 @@
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
+#include "reports/memory/memory_report.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
 
@@ -30,17 +32,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   lt::OpAggregator ops(actions, {/*schedule=*/true, /*keep_intervals=*/true});
   lt::GpuAggregator gpu(actions, /*keep_slices=*/true);
   lt::DeviceStatsAggregator dev(actions);
+  lt::MemoryAggregator mem(actions, {.keep_events = true});
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
     stacks.add(h, p);
     ops.add(h, p);
     gpu.add(h, p);
     dev.add(h, p);
+    mem.add(h, p);
   });
   auto rep = actions.finish();
   auto st = stacks.finish();
   (void)ops.finish();
   (void)dev.finish();
+  const auto memory = mem.finish();
+  (void)lt::render_memory_report(memory, {&rep});
+  (void)lt::render_cuda_memory_stats(memory, {&rep});
   for (const auto& p : gpu.finish().processes) {
     (void)lt::render_gpu_kern_sum(p.kernels);
     (void)lt::render_nvtx_sum(p.nvtx);

@@ -45,4 +45,10 @@ grep -n "Off-CPU stats for" -A 12 "$OUT/gpu.out" | head -60
 echo "== offline report from the trace file"
 $LT report "$OUT/gpu.ltrace" --report simple,advanced --line-count-restriction 6 > "$OUT/offline.out" 2>/dev/null
 echo "rc=$?; offline report identical to live: $(cmp -s "$OUT/offline.out" "$OUT/gpu.out" && echo yes || echo no)"
+echo "== --profile-memory on the GPU fit: CUDA Mem columns (reportMemoryUsageToProfiler), MEM records in the trace"
+run_fit mem --report ops --profile-memory --row-limit 15 --sort-by self_cuda_memory_usage -o "$OUT/mem.ltrace"
+head -30 "$OUT/mem.out"
+$LT report "$OUT/mem.ltrace" --dump "$OUT/mem.dump" > /dev/null 2>&1
+echo "MEM records by device (type:index): $(grep ' mem ' "$OUT/mem.dump" | grep -o 'device=[^ ]*' | sort | uniq -c | tr '\n' ' ')"
+echo "CUDA allocs with totals: $(grep ' mem ' "$OUT/mem.dump" | grep -c 'device=1:.*flags=[57]')"
 ls -la "$OUT"

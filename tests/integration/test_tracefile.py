@@ -294,8 +294,8 @@ def test_report_of_a_fifo_a_directory_and_a_device(tmp_path):
 
 # Crafted traces that were slow to report (issue 20, point 10); the fuzz
 # corpus (tests/fuzz/corpus) holds small ones of each kind.
-ADVERSARIAL_KINDS = ["names", "unmatched", "nesting", "codes", "repeat_code", "ops", "gpu", "pids", "zstd", "zstd_ops",
-                     "resync"]
+ADVERSARIAL_KINDS = ["names", "unmatched", "nesting", "codes", "repeat_code", "ops", "gpu", "mem", "pids", "zstd",
+                     "zstd_ops", "resync"]
 
 
 def cpu_seconds_of_report(path):

@@ -219,3 +219,59 @@ TEST(OpTable, SortsByDeviceKeys) {
   opt.sort_by = "self_xpu_time_total";  // torch maps every device prefix to the same attribute
   EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"k_many", "k_one", "op"}));
 }
+
+// --profile-memory: torch 2.15's columns after the times, its _format_memory
+// (values from torch itself: 0 B, 1023 B, 1.00 KB, -1.50 KB, 3.00 MB,
+// -2.00 GB, 500.00 MB), and the four memory sort keys sort for real.
+lt::OpRow mem_row(const std::string& name, std::int64_t cpu, std::int64_t self_cpu, std::int64_t cuda = 0,
+                  std::int64_t self_cuda = 0) {
+  lt::OpRow r = row(name, 1, 1, 1);
+  r.cpu_mem = cpu;
+  r.self_cpu_mem = self_cpu;
+  r.cuda_mem = cuda;
+  r.self_cuda_mem = self_cuda;
+  return r;
+}
+
+TEST(OpTable, MemoryColumnsAndFormat) {
+  lt::OpTableOptions opt;
+  opt.profile_memory = true;
+  opt.sort_by = "";
+  const std::string out =
+      lt::render_op_table({mem_row("a", 0, 1023), mem_row("b", 1024, -1536),
+                           mem_row("c", 1048576 * 3 + 5, -2147483649LL), mem_row("d", 524288000, 0)},
+                          opt);
+  EXPECT_NE(out.find("  CPU time avg       CPU Mem  Self CPU Mem    # of Calls  \n"), std::string::npos) << out;
+  EXPECT_NE(out.find("           0 B        1023 B             1  \n"), std::string::npos) << out;
+  EXPECT_NE(out.find("       1.00 KB      -1.50 KB             1  \n"), std::string::npos) << out;
+  EXPECT_NE(out.find("       3.00 MB      -2.00 GB             1  \n"), std::string::npos) << out;
+  EXPECT_NE(out.find("     500.00 MB           0 B             1  \n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("CUDA"), std::string::npos);
+  opt.memory_bytes = true;
+  EXPECT_NE(lt::render_op_table({mem_row("c", 3145733, -2147483649LL)}, opt).find("     3145733   -2147483649"),
+            std::string::npos);
+}
+
+TEST(OpTable, MemorySortKeys) {
+  lt::OpTableOptions opt;
+  opt.profile_memory = true;
+  opt.device = "cuda";
+  opt.row_limit = -1;
+  const std::vector<lt::OpRow> rows = {mem_row("x", 10, -5, 0, 0), mem_row("y", 30, 1, 7, 2),
+                                       mem_row("z", 20, 4, 9, -1)};
+  opt.sort_by = "cpu_memory_usage";
+  EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"y", "z", "x"}));
+  opt.sort_by = "self_cpu_memory_usage";
+  EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"z", "y", "x"}));
+  opt.sort_by = "cuda_memory_usage";
+  EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"z", "y", "x"}));
+  opt.sort_by = "self_cuda_memory_usage";
+  EXPECT_EQ(names_in_order(lt::render_op_table(rows, opt)), (std::vector<std::string>{"y", "x", "z"}));
+  // has_device_mem (some self device memory > 0): the CUDA memory columns follow the CPU ones
+  EXPECT_NE(lt::render_op_table(rows, opt).find("  CPU Mem  Self CPU Mem      CUDA Mem  Self CUDA Mem    # of Calls"),
+            std::string::npos)
+      << lt::render_op_table(rows, opt);
+  // without profile_memory: no memory columns at all (torch's default)
+  opt.profile_memory = false;
+  EXPECT_EQ(lt::render_op_table(rows, opt).find("Mem"), std::string::npos);
+}

@@ -1056,3 +1056,110 @@ TEST(OpsGpu, LateKernelsOfAFoldedWindowKeepFirstAppearanceOrder) {
     EXPECT_TRUE(tb.has_cuda);
   }
 }
+
+// --profile-memory: MEM records charged to the ops running on their thread.
+namespace {
+void mem(Stream& s, std::uint64_t ts, std::uint8_t what, std::uint64_t ptr, std::int64_t bytes, std::uint16_t depth,
+         std::uint8_t device_type = 0, std::uint16_t flags = LT_MEM_OPS_KNOWN, std::uint32_t tid = kPid) {
+  lt_mem_event e{};
+  e.hdr = {LT_EV_MEM, sizeof e, kPid, tid, 0, ts};
+  e.what = what;
+  e.ptr = ptr;
+  e.bytes = bytes;
+  e.depth = depth;
+  e.device_type = device_type;
+  e.device_index = device_type ? 0 : -1;
+  e.flags = flags;
+  s.feed(e);
+}
+}  // namespace
+
+// Nesting: an allocation inside aten::empty (inside aten::zeros) is empty's
+// self and both totals; a free inside median itself is its self only; the
+// depth of a MEM record closes the ops that returned (as an OP entry does).
+TEST(OpsMemory, NestingSelfAndTotal) {
+  Stream s;
+  s.name(0, "aten::zeros");
+  s.name(1, "aten::empty");
+  s.name(2, "aten::median");
+  s.name(3, "aten::clone");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 1, 2);
+  mem(s, 3 * ms, LT_MEM_ALLOC, 0xa0, 400, 2);  // in empty in zeros
+  s.op(4 * ms, 2, 1);                          // zeros returned: median at depth 1
+  s.op(5 * ms, 3, 2);
+  mem(s, 6 * ms, LT_MEM_ALLOC, 0xb0, 1000, 2);  // in clone in median
+  mem(s, 7 * ms, LT_MEM_FREE, 0xb0, 0, 1);      // clone returned; median frees the copy (size from the alloc)
+  mem(s, 8 * ms, LT_MEM_FREE, 0xa0, 0, 0);      // outside every op: torch's [memory] row
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_TRUE(t.has_memory);
+  EXPECT_FALSE(t.has_cuda_memory);
+  auto* zeros = row(t, "aten::zeros");
+  auto* empty = row(t, "aten::empty");
+  auto* median = row(t, "aten::median");
+  auto* clone = row(t, "aten::clone");
+  auto* memory = row(t, "[memory]");
+  ASSERT_TRUE(zeros && empty && median && clone && memory);
+  EXPECT_EQ(zeros->cpu_mem, 400);
+  EXPECT_EQ(zeros->self_cpu_mem, 0);
+  EXPECT_EQ(empty->cpu_mem, 400);
+  EXPECT_EQ(empty->self_cpu_mem, 400);
+  EXPECT_EQ(clone->cpu_mem, 1000);
+  EXPECT_EQ(clone->self_cpu_mem, 1000);
+  EXPECT_EQ(median->cpu_mem, 0);
+  EXPECT_EQ(median->self_cpu_mem, -1000);
+  EXPECT_EQ(memory->cpu_mem, -400);
+  EXPECT_EQ(memory->self_cpu_mem, -400);
+  EXPECT_EQ(memory->calls, 1u);
+  EXPECT_EQ(zeros->calls, 1u);  // MEM records are no calls of the ops
+  EXPECT_EQ(rep.processes[0].mem_events, 4u);
+  EXPECT_EQ(rep.processes[0].frees_unknown, 0u);
+}
+
+// A free of an allocation made before the attach: counted, charged nothing;
+// an OOM is counted; records without op stacks are counted, not charged.
+TEST(OpsMemory, FreesOfUnknownSizeAndOom) {
+  Stream s;
+  s.name(0, "aten::add");
+  s.op(1 * ms, 0, 1);
+  mem(s, 2 * ms, LT_MEM_FREE, 0xdead, 0, 1);
+  mem(s, 3 * ms, LT_MEM_OOM, 0, 1ll << 62, 1);
+  mem(s, 4 * ms, LT_MEM_ALLOC, 0xc0, 64, 0, 0, 0);  // no LT_MEM_OPS_KNOWN
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto& p = rep.processes[0];
+  EXPECT_EQ(p.frees_unknown, 1u);
+  EXPECT_EQ(p.ooms, 1u);
+  EXPECT_EQ(p.mem_without_ops, 1u);
+  const auto* add = row(only_table(rep), "aten::add");
+  ASSERT_TRUE(add);
+  EXPECT_EQ(add->cpu_mem, 0);
+  EXPECT_EQ(add->self_cpu_mem, 0);
+  EXPECT_EQ(row(only_table(rep), "[memory]"), nullptr);
+}
+
+// CUDA: signed sizes from the caching allocator go to the CUDA columns (no
+// size lookup), CPU columns untouched; recursion counts once toward total.
+TEST(OpsMemory, CudaColumnsAndRecursion) {
+  Stream s;
+  s.name(0, "aten::to");
+  s.name(1, "aten::_to_copy");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 1, 2);
+  s.op(3 * ms, 0, 3);  // aten::to again, inside
+  mem(s, 4 * ms, LT_MEM_ALLOC, 0x7f00, 4096, 3, 1);
+  mem(s, 5 * ms, LT_MEM_FREE, 0x7f00, -1024, 3, 1);  // a CUDA free carries its size
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_TRUE(t.has_cuda_memory);
+  auto* to = row(t, "aten::to");
+  auto* copy = row(t, "aten::_to_copy");
+  ASSERT_TRUE(to && copy);
+  EXPECT_EQ(to->cuda_mem, 3072);  // once, though it runs twice on the stack
+  EXPECT_EQ(to->self_cuda_mem, 3072);
+  EXPECT_EQ(copy->cuda_mem, 3072);
+  EXPECT_EQ(copy->self_cuda_mem, 0);
+  EXPECT_EQ(to->cpu_mem, 0);
+  EXPECT_EQ(to->self_cpu_mem, 0);
+}

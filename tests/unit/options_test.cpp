@@ -90,7 +90,8 @@ TEST(Options, OpsErrors) {
   EXPECT_EQ(code_of({"--pid", "12", "--row-limit", "-2"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"--pid", "12", "--row-limit", "x"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"--pid", "12", "--ops", ","}), lt::ExitCode::usage);
-  EXPECT_EQ(code_of({"--pid", "12", "--report", "ops,memory"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"--pid", "12", "--report", "ops,heap"}), lt::ExitCode::usage);
+  EXPECT_TRUE(parse({"--pid", "12", "--report", "ops,memory"}).wants_report("memory"));
   EXPECT_EQ(code_of({"report", "f.ltrace", "--ops", "aten::mm"}), lt::ExitCode::usage);  // nothing to probe offline
 }
 

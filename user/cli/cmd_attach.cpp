@@ -130,9 +130,12 @@ int attach(Options& opts) {
   if (agent) set_up_agent(opts, so);
   so.sample_rate_hz = opts.effective_rate();
   so.off_cpu = opts.off_cpu;
-  so.ops = opts.wants_ops();
+  // --report memory names the op and the Python stack of each allocation.
+  so.ops = opts.wants_ops() || opts.wants_report("memory");
   so.op_filters = opts.op_filters;
   so.shapes = opts.group_by_input_shapes;
+  so.memory = opts.profile_memory || opts.wants_report("memory");
+  so.memory_stacks = opts.wants_report("memory");
   so.keep_in_memory = !opts.dump_path.empty();
   std::unique_ptr<ReportSet> reports;
   if (!recording) {

@@ -74,9 +74,9 @@ void store_report(Options& o, const std::string& v) {
   std::string rest = v + ",";
   for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
     std::string one = rest.substr(0, at);
-    if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu")
-      throw Error(ExitCode::usage,
-                  "unknown report '" + one + "' (available: simple, advanced, ops, gpu, or several: simple,ops,gpu)");
+    if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu" && one != "memory")
+      throw Error(ExitCode::usage, "unknown report '" + one +
+                                       "' (available: simple, advanced, ops, gpu, memory, or several: simple,ops,gpu)");
   }
   o.report = v;
   o.report_given = true;
@@ -132,7 +132,9 @@ const OptionSpec kOptions[] = {
            "by Python function (AdvancedProfiler's layout, from sampled stacks); ops: PyTorchProfiler's "
            "operator table (aten ops: exact calls, sampled CPU times) per step function; gpu: kernel, copy, "
            "CUDA API and NVTX summaries (nsys stats layout) and GPU time per action; shown by default when "
-           "the targets used CUDA; several at once: simple,advanced,ops,gpu",
+           "the targets used CUDA; memory: bytes allocated and freed and peak live bytes per action and device (CPU, "
+           "each CUDA device), allocations still alive at the end by op and allocating line, out-of-memory "
+           "events; several at once: simple,advanced,ops,gpu,memory",
    .store = store_report, .example = "simple,ops"},
   {.name = "rate", .arg = "HZ", .commands = kAttaching,
    .help = "stack samples per second and CPU (default 99; 1-10000)",
@@ -185,6 +187,13 @@ const OptionSpec kOptions[] = {
   {.name = "group-by-input-shapes", .commands = kAll,
    .help = "ops: one row per op and input shapes (records tensor shapes at each op entry: ~1 us more per op)",
    .store = [](Options& o, const std::string&) { o.group_by_input_shapes = true; }, .passed_on = true},
+  {.name = "profile-memory", .commands = kAll,
+   .help = "ops: torch.profiler's memory columns (CPU Mem, Self CPU Mem; CUDA Mem for CUDA jobs), exact bytes from "
+           "entry probes on torch's allocator hooks (implies --report ops)",
+   .store = [](Options& o, const std::string&) { o.profile_memory = true; }, .passed_on = true},
+  {.name = "memory-bytes", .commands = kAll,
+   .help = "ops: the memory columns in exact bytes instead of torch's rounded KB/MB/GB (for scripts)",
+   .store = [](Options& o, const std::string&) { o.memory_bytes = true; }, .passed_on = true},
   {.name = "schedule", .commands = kAll,
    .help = "ops: only the steps Lightning's default schedule records (wait 1, warmup 1, active 3, per stage)",
    .store = [](Options& o, const std::string&) { o.schedule = true; }},
@@ -201,7 +210,9 @@ const OptionSpec kOptions[] = {
            "(.gpu sibling files) and --speedscope",
    .store = [](Options& o, const std::string&) { o.launch_stacks = true; }, .passed_on = true},
   {.name = "device-stats", .commands = kAll,
-   .help = "GPU (NVML) and process CPU/memory samples per action, with DeviceStatsMonitor's key names",
+   .help = "GPU (NVML) and process CPU/memory samples per action, with DeviceStatsMonitor's key names; with "
+           "CUDA allocator records (--report memory or --profile-memory), the torch.cuda.memory_stats() keys they "
+           "determine",
    .store = [](Options& o, const std::string&) { o.device_stats = true; }, .passed_on = true},
   {.name = "no-extended", .commands = kAll,
    .help = "SimpleProfiler(extended=False) layout",

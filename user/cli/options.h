@@ -26,7 +26,7 @@ struct Options {
   double duration_s = 0;
   bool extended = true;
   std::string dirpath, filename;
-  std::string report = "simple";  // comma-separated: simple, advanced, ops, gpu
+  std::string report = "simple";  // comma-separated: simple, advanced, ops, gpu, memory
   bool report_given = false;      // --report given (else gpu tables show when there is GPU data)
   bool wants_report(const std::string& name) const {
     return ("," + report + ",").find("," + name + ",") != std::string::npos;
@@ -45,9 +45,11 @@ struct Options {
   std::string sort_by = "cpu_time_total";  // Lightning's sort_by_key
   int row_limit = 20;                      // -1: every row
   bool group_by_input_shapes = false;      // ops: one row per (op, input shapes)
+  bool profile_memory = false;             // ops: memory columns from the allocator probes
+  bool memory_bytes = false;               // ops: memory cells in exact bytes
   std::vector<std::string> op_filters;     // --ops globs
   bool schedule = false;                   // Lightning's default schedule: wait 1, warmup 1, active 3
-  bool wants_ops() const { return wants_report("ops") || !op_filters.empty(); }
+  bool wants_ops() const { return wants_report("ops") || !op_filters.empty() || profile_memory; }
   // Op times are sampled: they need a higher rate than stacks to be useful
   // on short ops (999 Hz costs ~1% of a CPU, docs/benchmarks.md).
   unsigned effective_rate() const { return rate_hz ? rate_hz : wants_ops() ? 999 : (wants_stacks() ? 99 : 0); }

@@ -299,10 +299,16 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
         row.self_cuda_us = r.self_cuda_ns / 1e3;
         row.cuda_total_us = r.cuda_total_ns / 1e3;
         row.device_event = r.device_row;
+        row.cpu_mem = r.cpu_mem;
+        row.self_cpu_mem = r.self_cpu_mem;
+        row.cuda_mem = r.cuda_mem;
+        row.self_cuda_mem = r.self_cuda_mem;
         rows.push_back(std::move(row));
       }
       OpTableOptions o = topt;
-      if (t.has_cuda) o.device = "cuda";
+      if (t.has_cuda || t.has_cuda_memory) o.device = "cuda";
+      o.profile_memory = table.profile_memory || t.has_memory;
+      o.memory_bytes = table.memory_bytes;
       text += "\nProfile stats for: " + t.title + rank + "\n" + render_op_table(std::move(rows), o);
     }
     deliver(text + "\n", meta, stage, shown, out);
@@ -321,6 +327,13 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
                 << percent(100.0 * in_probe / samples, 1)
                 << ") were in ltrace-bpf's own probes: our overhead, not charged to any op\n";
     }
+    if (po.frees_unknown)
+      std::cerr << who << ": " << po.frees_unknown
+                << " CPU free(s) of memory allocated before the attach: size unknown, charged to no op\n";
+    if (po.mem_without_ops)
+      std::cerr << who << ": " << po.mem_without_ops
+                << " allocator event(s) recorded without op probes: charged to no op\n";
+    if (po.ooms) std::cerr << who << ": " << po.ooms << " out-of-memory event(s) (allocations that failed)\n";
     if (po.skipped_steps)
       std::cerr << who << ": --schedule left out " << po.skipped_steps << " step(s) (wait 1, warmup 1, active 3)\n";
   }

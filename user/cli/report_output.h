@@ -27,6 +27,8 @@ struct OpsOutputOptions {
   std::string sort_by = "cpu_time_total";
   int row_limit = 20;
   bool input_shapes = false;
+  bool profile_memory = false;  // --profile-memory: the memory columns (also shown when the trace has MEM records)
+  bool memory_bytes = false;    // --memory-bytes: exact byte counts in the memory cells
 };
 // PyTorchProfiler's report of every process with op calls: one "Profile
 // stats for:" table per step function (or "records").

@@ -6,6 +6,7 @@
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
 #include "reports/gpu/device_stats_report.h"
+#include "reports/memory/memory_report.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
 #include "user/core/output_file.h"
@@ -23,7 +24,8 @@ ReportSet::ReportSet(const Options& opts)
       stacks_(actions_, opts.full_stacks),
       ops_(actions_, {opts.schedule, wants_exports(opts), opts.group_by_input_shapes}),
       gpu_(actions_, wants_exports(opts)),
-      devstats_(actions_) {}
+      devstats_(actions_),
+      memory_(actions_, {.keep_events = wants_exports(opts)}) {}
 
 void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   actions_.add(h, p);
@@ -31,11 +33,13 @@ void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   ops_.add(h, p);
   gpu_.add(h, p);
   devstats_.add(h, p);
+  memory_.add(h, p);
 }
 
 void ReportSet::gap() {
   actions_.gap();
   stacks_.gap();
+  memory_.gap();
 }
 
 void ReportSet::write() {
@@ -45,20 +49,27 @@ void ReportSet::write() {
   OpsReport ops_rep = ops_.finish();
   GpuReport gpu_rep = gpu_.finish();
   DeviceStatsReport dev_rep = devstats_.finish();
+  MemoryReport mem_rep = memory_.finish();
   const OutputOptions files{o.extended, o.dirpath, o.filename};
   if (o.wants_report("simple")) write_simple_reports(rep, files);
   if (o.wants_report("advanced")) write_advanced_reports(rep, stack_rep, files, o.line_count_restriction);
-  if (o.wants_ops()) write_ops_reports(rep, ops_rep, files, {o.sort_by, o.row_limit, o.group_by_input_shapes});
+  if (o.wants_ops())
+    write_ops_reports(rep, ops_rep, files,
+                      {o.sort_by, o.row_limit, o.group_by_input_shapes, o.profile_memory, o.memory_bytes});
   // GPU tables when asked, or by default whenever a target used CUDA.
   if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
+  if (o.wants_report("memory")) std::cout << render_memory_report(mem_rep, {&rep, o.row_limit}) << "\n";
   if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
+  if (o.device_stats)
+    if (auto cuda = render_cuda_memory_stats(mem_rep, {&rep}); !cuda.empty()) std::cout << cuda << "\n";
   write_stack_exports(stack_rep, {o.collapsed_path, o.flamegraph_path, o.speedscope_path});
   if (!o.chrome_path.empty())
-    write_output(o.chrome_path,
-                 [&](std::ostream& f) { write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep); });
+    write_output(o.chrome_path, [&](std::ostream& f) {
+      write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep);
+    });
   if (!o.html_path.empty())
     write_output(o.html_path, [&](std::ostream& f) {
-      write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep);
+      write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep);
     });
 }
 

@@ -7,6 +7,7 @@
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "user/cli/options.h"
@@ -32,6 +33,7 @@ class ReportSet {
   OpAggregator ops_;
   GpuAggregator gpu_;
   DeviceStatsAggregator devstats_;
+  MemoryAggregator memory_;
 };
 
 // --dump FILE: every record as one text line ("-" or /dev/stdout: stdout).

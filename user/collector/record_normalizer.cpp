@@ -6,7 +6,8 @@
 namespace lt {
 
 bool carries_stack(std::uint16_t kind) {
-  return kind == LT_EV_PY_SAMPLE || kind == LT_EV_GPU_LAUNCH_STACK || kind == LT_EV_OFFCPU_BEGIN;
+  return kind == LT_EV_PY_SAMPLE || kind == LT_EV_GPU_LAUNCH_STACK || kind == LT_EV_OFFCPU_BEGIN ||
+         kind == LT_EV_MEM_STACK;
 }
 
 std::size_t fixed_size(std::uint16_t kind) {
@@ -18,7 +19,10 @@ std::size_t fixed_size(std::uint16_t kind) {
     case LT_EV_PY_SAMPLE:
     case LT_EV_GPU_LAUNCH_STACK:
     case LT_EV_OFFCPU_BEGIN:
+    case LT_EV_MEM_STACK:
       return sizeof(lt_py_sample_event);
+    case LT_EV_MEM:
+      return sizeof(lt_mem_event);
     case LT_EV_GPU_LAUNCH:
       return sizeof(lt_gpu_launch_event);
     case LT_EV_GPU_STATUS:

@@ -13,6 +13,7 @@
 
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/gpu_tracer.h"
+#include "user/collector/mem_tracer.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
 #include "user/proc/census.h"
@@ -22,6 +23,7 @@
 #include "user/sources/bpf_errors.h"
 #include "user/sources/gpu.h"
 #include "user/sources/loss_records.h"
+#include "user/sources/memprobe.h"
 #include "user/sources/opprobe.h"
 #include "user/sources/proctrack.h"
 #include "user/sources/pyactions.h"
@@ -80,7 +82,8 @@ R read_record(std::span<const std::byte> record) {
 Session::Session(SessionOptions opts)
     : opts_(std::move(opts)),
       ops_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_ops(pid, first); }),
-      gpu_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_gpu(pid, first); }) {}
+      gpu_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_gpu(pid, first); }),
+      mem_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_memory(pid, first); }) {}
 Session::~Session() = default;
 
 void Session::prepare() {
@@ -148,6 +151,10 @@ void Session::start_sources() {
     optracer_ =
         std::make_unique<OpTracer>(*opprobe_, opts_.op_filters, [this](const void* r, std::size_t n) { emit(r, n); });
   }
+  if (opts_.memory) {
+    memprobe_ = std::make_unique<MemProbeSource>(*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1);
+    memtracer_ = std::make_unique<MemTracer>(*memprobe_);
+  }
   if (opts_.gpu) {
     GpuTracerOptions go{opts_.inject, find_bridge_library(), opts_.verbose};
     gputracer_ = std::make_unique<GpuTracer>(
@@ -197,7 +204,8 @@ void Session::mark_attached(std::uint64_t t0) {
   emit(w);
   stats_.attach_latency_ms = (w.hdr.ts_ns - t0) / 1e6;
   if (opts_.on_attached) opts_.on_attached();
-  stats_.probes = pyactions_->probes() + (optracer_ ? optracer_->probes() : 0);
+  stats_.probes =
+      pyactions_->probes() + (optracer_ ? optracer_->probes() : 0) + (memtracer_ ? memtracer_->probes() : 0);
   if (opts_.verbose)
     std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s), %.1f ms%s\n", targets_.live_count(),
                  stats_.probes, stats_.attach_latency_ms,
@@ -213,6 +221,7 @@ void Session::start_chores(std::uint64_t now) {
   liveness_ = {kLivenessNs, now};
   ops_pending_.start_clock(now);
   gpu_pending_.start_clock(now);
+  mem_pending_.start_clock(now);
 }
 
 // What the loop does between two drains, in this order: forked children's
@@ -229,6 +238,7 @@ std::uint64_t Session::do_chores() {
   const auto ours = [this](pid_t p) { return targets_.live_and_alive(p); };
   ops_pending_.poll(now, ours);
   gpu_pending_.poll(now, ours);
+  mem_pending_.poll(now, ours);
   if (stats_sampler_) {
     stats_sampler_->set_pids(targets_.live_alive_pids());
     stats_sampler_->poll();
@@ -245,6 +255,7 @@ void Session::detach(ring_buffer* rb) {
   gpusrc_.reset();
   pyactions_.reset();
   pysample_.reset();
+  memprobe_.reset();
   opprobe_.reset();
   if (!callback_error_) ring_buffer__consume(rb);
 }
@@ -356,6 +367,7 @@ void Session::adopt_checked(pid_t pid) {
   emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);
   if (optracer_) ops_pending_.start(pid);
   if (gputracer_) gpu_pending_.start(pid);
+  if (memtracer_) mem_pending_.start(pid);
 }
 
 // How BPF finds this interpreter's thread states, or why it cannot (then
@@ -424,6 +436,19 @@ PendingAttach::Attempt Session::attach_ops(pid_t pid, bool first) {
   return PendingAttach::Attempt::done;
 }
 
+// Memory probes for one target, once it has loaded torch (libc10).  As for
+// ops: an error ends the session only for an explicit --pid at adoption.
+PendingAttach::Attempt Session::attach_memory(pid_t pid, bool first) {
+  try {
+    if (!memtracer_->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
+    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, memtracer_->describe().c_str());
+  } catch (const Error& e) {
+    if (first && explicit_target(pid)) throw;
+    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; its memory is missing from the report");
+  }
+  return PendingAttach::Attempt::done;
+}
+
 lt_target Session::target_for(const python::Interpreter& interp) {
   lt_target t{};
   t.off = interp.layout.bpf;
@@ -445,6 +470,8 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   if (opts_.ops) t.flags |= LT_TARGET_OPS | (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
   if (opts_.gpu) t.flags |= LT_TARGET_GPU;
   if (opts_.launch_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_LAUNCH_STACKS;
+  if (opts_.memory) t.flags |= LT_TARGET_MEM;
+  if (opts_.memory_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_MEM_STACKS;
   if (auto v = tensor_vtables_.find(interp.pid); v != tensor_vtables_.end() && v->second) {
     t.tensor_vtable = v->second;
     t.flags |= LT_TARGET_SHAPES;

@@ -36,6 +36,8 @@ class PyActionsSource;
 class PySampleSource;
 class OpProbeSource;
 class OpTracer;
+class MemProbeSource;
+class MemTracer;
 class GpuSource;
 class GpuTracer;
 class StatsSampler;
@@ -61,6 +63,10 @@ struct SessionOptions {
   bool ops = false;                     // aten op entry probes (needs sample_rate_hz for times)
   std::vector<std::string> op_filters;  // --ops globs; empty: every op
   bool shapes = false;                  // ops with their tensor arguments' shapes
+  // Allocator events (--profile-memory, --report memory): entry probes on
+  // libc10's allocator hooks (user/collector/mem_tracer.h).
+  bool memory = false;
+  bool memory_stacks = false;  // ...with the Python stack of each (needs sampling's TSD key)
   // GPU: records from CUDA targets (the CUPTI bridge, injected if needed,
   // or uprobes on libcudart / libcuda); see user/collector/gpu_tracer.h.
   bool gpu = true;
@@ -135,7 +141,9 @@ class Session {
   void adopt_checked(pid_t pid);  // throws lt::Error; try_adopt() turns it into a Refusal
   std::optional<python::TsdLookup> thread_state_key(const python::Interpreter& interp, std::string& why) const;
   lt_target target_for(const python::Interpreter& interp);
-  bool sampling() const { return opts_.sample_rate_hz > 0 || opts_.off_cpu || opts_.launch_stacks; }
+  bool sampling() const {
+    return opts_.sample_rate_hz > 0 || opts_.off_cpu || opts_.launch_stacks || opts_.memory_stacks;
+  }
   bool explicit_target(pid_t pid) const;
   void check_forked_tsd();
   void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
@@ -144,6 +152,7 @@ class Session {
   // Probes that wait for a library (PendingAttach attempts).
   PendingAttach::Attempt attach_ops(pid_t pid, bool first);
   PendingAttach::Attempt attach_gpu(pid_t pid, bool first);
+  PendingAttach::Attempt attach_memory(pid_t pid, bool first);
   void release_gpu(ring_buffer* rb);
 
   // Records.
@@ -176,10 +185,13 @@ class Session {
   std::unique_ptr<PySampleSource> pysample_;
   std::unique_ptr<OpProbeSource> opprobe_;
   std::unique_ptr<OpTracer> optracer_;
+  std::unique_ptr<MemProbeSource> memprobe_;
+  std::unique_ptr<MemTracer> memtracer_;
   std::unique_ptr<GpuSource> gpusrc_;
   std::unique_ptr<GpuTracer> gputracer_;
   PendingAttach ops_pending_;  // targets without libtorch mapped yet
   PendingAttach gpu_pending_;  // targets without CUDA (yet)
+  PendingAttach mem_pending_;  // targets without libc10 mapped yet
   // The drain loop's periodic chores (start_chores() sets their clocks).
   Every thread_states_, watch_, liveness_;
   std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)

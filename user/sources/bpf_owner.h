@@ -11,6 +11,7 @@ struct lt_pyactions;
 struct lt_pysample;
 struct lt_opprobe;
 struct lt_gpu;
+struct lt_memprobe;
 struct bpf_link;
 
 namespace lt {
@@ -24,6 +25,7 @@ struct SkeletonDestroy {
   void operator()(lt_pysample* s) const;
   void operator()(lt_opprobe* s) const;
   void operator()(lt_gpu* s) const;
+  void operator()(lt_memprobe* s) const;
 };
 template <typename Skeleton>
 using SkeletonPtr = std::unique_ptr<Skeleton, SkeletonDestroy>;

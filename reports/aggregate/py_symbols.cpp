@@ -1,0 +1,65 @@
+#include "reports/aggregate/py_symbols.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace lt {
+
+void PySymbols::add(const lt_event_header& h, const std::byte* p) {
+  switch (h.kind) {
+    case LT_EV_PY_CODE: {
+      lt_py_code_event e;
+      if (!record_as(h, p, e)) return;
+      if (e.flags & LT_CODE_UNREADABLE) {
+        by_pid_[h.pid].codes.erase({e.code, e.checksum});
+        return;
+      }
+      Code c;
+      c.name.assign(e.name, strnlen(e.name, sizeof e.name));
+      c.file.assign(e.file, strnlen(e.file, sizeof e.file));
+      c.first_line = e.first_line;
+      by_pid_[h.pid].codes[{e.code, e.checksum}] = std::move(c);
+      return;
+    }
+    case LT_EV_PY_LINE: {
+      lt_py_line_event e;
+      if (!record_as(h, p, e)) return;
+      by_pid_[h.pid].lines[{e.code, e.checksum, e.lasti}] = e.line;
+      return;
+    }
+    case LT_EV_PROC_EXEC: {
+      lt_proc_event e;
+      if (!record_as(h, p, e)) return;
+      by_pid_.erase(e.child_pid);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+std::vector<StackFrame> PySymbols::frames(const lt_py_sample_event& e) const {
+  std::vector<StackFrame> out;
+  const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+  out.reserve(n + 1);
+  if (e.flags & LT_SAMPLE_TRUNCATED) out.push_back({"[truncated]", "", 0, 0, false});
+  auto proc = by_pid_.find(e.hdr.pid);
+  for (unsigned i = n; i-- > 0;) {
+    const lt_py_frame& f = e.frames[i];
+    StackFrame sf;
+    sf.function = "<unknown>";
+    if (proc != by_pid_.end()) {
+      if (auto c = proc->second.codes.find({f.code, f.checksum}); c != proc->second.codes.end()) {
+        sf.function = c->second.name;
+        sf.file = c->second.file;
+        sf.first_line = c->second.first_line;
+        auto l = proc->second.lines.find({f.code, f.checksum, f.lasti});
+        sf.line = l != proc->second.lines.end() ? l->second : 0;
+      }
+    }
+    out.push_back(std::move(sf));
+  }
+  return out;
+}
+
+}  // namespace lt

@@ -1,0 +1,57 @@
+#include "user/collector/mem_tracer.h"
+
+#include <sys/stat.h>
+
+#include "bpf/events.h"
+#include "user/core/errors.h"
+#include "user/proc/procfs.h"
+#include "user/sources/memprobe.h"
+
+namespace lt {
+
+namespace {
+bool is_libc10(const std::string& path) {
+  auto slash = path.rfind('/');
+  // libc10.so, libc10.so.1.13 (Debian); not libc10_cuda.so
+  return path.compare(slash == std::string::npos ? 0 : slash + 1, 9, "libc10.so") == 0;
+}
+}  // namespace
+
+bool MemTracer::attach(pid_t pid, pid_t pid_filter) {
+  std::string lib, open_path;
+  for (auto& m : proc::read_maps(pid))
+    if (is_libc10(m.path)) {
+      lib = m.path;
+      open_path = proc::mapped_file(pid, m);  // the file the target runs (containers, chroots)
+      break;
+    }
+  if (lib.empty() || open_path.empty()) return false;
+  struct stat st {};
+  if (stat(open_path.c_str(), &st) != 0) return false;
+  const auto file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
+  if (attached_.count({file.first, file.second, pid_filter}) || attached_.count({file.first, file.second, -1}))
+    return true;
+  auto known = sites_.find(file);
+  if (known == sites_.end()) {
+    auto sites = find_mem_hooks(open_path);
+    bool has_new = false, has_delete = false;
+    std::string names;
+    for (auto& s : sites) {
+      has_new |= s.kind == LT_MEM_SITE_CPU_NEW;
+      has_delete |= s.kind == LT_MEM_SITE_CPU_DELETE;
+      names += " " + s.symbol;
+    }
+    if (!has_new || !has_delete)
+      throw Error(ExitCode::unsupported,
+                  lib + " has no c10::ProfiledCPUMemoryReporter::New/Delete: memory cannot be tracked");
+    last_ = lib + ": " + std::to_string(sites.size()) + " allocator hooks:" + names;
+    known = sites_.emplace(file, std::move(sites)).first;
+  }
+  std::vector<MemProbeSource::Site> sites;
+  for (auto& s : known->second) sites.push_back({s.file_offset, s.kind});
+  probes_ += source_.attach(open_path, pid_filter, sites);
+  attached_.insert({file.first, file.second, pid_filter});
+  return true;
+}
+
+}  // namespace lt

@@ -1,0 +1,37 @@
+// Puts the memory probes on the libc10 of each target: the allocator hooks
+// (user/torch/mem_sites.h), found once per libc10 file and attached per
+// target (or for every process mapping the file, with --children).
+#pragma once
+#include <sys/types.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "user/torch/mem_sites.h"
+
+namespace lt {
+
+class MemProbeSource;
+
+class MemTracer {
+ public:
+  explicit MemTracer(MemProbeSource& source) : source_(source) {}
+  // Probes pid's libc10 (pid_filter -1: every process mapping it).
+  // Returns false when the process has no libc10 mapped (yet).  Throws
+  // lt::Error (io: unreadable; unsupported: no CPU allocator hooks; bpf).
+  bool attach(pid_t pid, pid_t pid_filter);
+  std::size_t probes() const { return probes_; }
+  const std::string& describe() const { return last_; }  // for --verbose
+
+ private:
+  MemProbeSource& source_;
+  std::map<std::pair<unsigned long, unsigned long>, std::vector<MemHookSite>> sites_;  // per (dev, inode)
+  std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;
+  std::size_t probes_ = 0;
+  std::string last_;
+};
+
+}  // namespace lt

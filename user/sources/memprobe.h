@@ -1,0 +1,43 @@
+// Memory source (bpf/memprobe.bpf.c): entry uprobes on torch's allocator
+// hooks in libc10 (the CPU allocator's ProfiledCPUMemoryReporter, the
+// CUDA caching allocator's reportMemoryUsageToProfiler).  Which processes
+// report is decided per target (LT_TARGET_MEM in the shared target table).
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "user/sources/bpf_owner.h"
+#include "user/sources/proctrack.h"
+
+struct lt_memprobe;
+
+namespace lt {
+
+class MemProbeSource {
+ public:
+  // op_stacks_fd: OpProbeSource::stacks_fd() when ops are traced, else -1.
+  // Throws lt::Error(bpf|permission).
+  MemProbeSource(const ProcTrackSource& shared, int op_stacks_fd);
+  ~MemProbeSource();
+  MemProbeSource(const MemProbeSource&) = delete;
+  MemProbeSource& operator=(const MemProbeSource&) = delete;
+
+  struct Site {
+    std::uint64_t offset;  // file offset of the hook's entry
+    std::uint32_t kind;    // enum lt_mem_site
+  };
+  // Entry uprobes at `sites` of `path` (a path this process can open);
+  // pid -1: every process mapping the file (BPF keeps only targets).
+  // Returns how many attached.
+  std::size_t attach(const std::string& path, pid_t pid, const std::vector<Site>& sites);
+  std::size_t probes() const { return links_.size(); }
+
+ private:
+  SkeletonPtr<lt_memprobe> skel_;
+  std::vector<LinkPtr> links_;  // destroyed before the skeleton
+};
+
+}  // namespace lt
