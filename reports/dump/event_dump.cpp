@@ -178,7 +178,8 @@ void dump_events(const Trace& trace, std::ostream& to) {
       out << " phase=" << cs.phase << " offset_ns=" << cs.offset_ns << " delay_ns=" << cs.delay_ns
           << " samples=" << cs.samples
           << " reference=" << std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference));
-    else if (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN || h.kind == LT_EV_GPU_LAUNCH_STACK)
+    else if (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN || h.kind == LT_EV_GPU_LAUNCH_STACK ||
+             h.kind == LT_EV_MEM_STACK)
       dump_sample(h, p, out);
     else if (h.kind == LT_EV_OFFCPU_END && record_as(h, p, oe))
       out << " began=" << oe.begin_ns;
