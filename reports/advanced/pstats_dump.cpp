@@ -161,4 +161,30 @@ PstatsStats pstats_from_stacks(const StackProfile& p) {
   return out;
 }
 
+std::string pstats_dump_readme(std::uint64_t period_ns, unsigned rate_hz) {
+  std::string period = std::to_string(period_ns / 1000) + " us";
+  return "These .prof files were written by ltrace-bpf --dump-stats, in the format of cProfile's dump_stats\n"
+         "(AdvancedProfiler(dump_stats=True) names: {stage}[-{filename}][-{local_rank}]-{action}.prof).\n"
+         "Load them with pstats.Stats(path) or snakeviz.  They are made from sampled stacks, not from\n"
+         "cProfile's deterministic hooks, so the columns mean:\n"
+         "\n"
+         "  tottime, cumtime  ESTIMATES: on-CPU samples x the sampling period (" +
+         period + ", " + std::to_string(rate_hz) +
+         " Hz),\n"
+         "                    CPU time of the thread; cProfile's are wall time (time blocked is not here:\n"
+         "                    see --off-cpu in the Advanced report).  A function no sample caught is absent.\n"
+         "  ncalls            NOT CALL COUNTS: a lower bound, the number of distinct call paths (from the\n"
+         "                    action's opening frame, call sites included) that samples caught the function\n"
+         "                    in; each needs a call of its own.  The primitive count (after the /) leaves\n"
+         "                    out paths where the function is already on the stack (recursion).\n"
+         "  percall           therefore an upper bound at best; do not read it as a mean.\n"
+         "  callers           the frame directly above in the sampled stacks, with the same meanings.\n"
+         "\n"
+         "Each action's stacks start below the frame that opened the action (as AdvancedProfiler's\n"
+         "cProfile sees only calls made inside it); --full-stacks keeps whole stacks.  Function names\n"
+         "are qualified names (co_qualname) on Python 3.11+, where cProfile writes co_name.  Frames\n"
+         "with no file (\"[action's own frame]\", \"[truncated]\") are written as cProfile writes\n"
+         "builtins: file \"~\", line 0.\n";
+}
+
 }  // namespace lt

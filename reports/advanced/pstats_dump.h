@@ -50,6 +50,11 @@ PstatsStats pstats_from_stacks(const StackProfile& p);
 // valid UTF-8 (utf8_text: bytes that are not become \xNN).
 std::string marshal_pstats(const PstatsStats& stats);
 
+// The caveat written beside the files (pstats has no header field for it):
+// DIR/README.ltrace-bpf.txt.
+inline constexpr const char* kPstatsDumpReadmeName = "README.ltrace-bpf.txt";
+std::string pstats_dump_readme(std::uint64_t period_ns, unsigned rate_hz);
+
 // The marshal encoder's pieces, exposed for its tests.
 namespace marshal {
 void put_int(std::string& out, std::int64_t v);           // 'i' (int32) or 'l' (15-bit digits)

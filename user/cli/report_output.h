@@ -27,6 +27,7 @@ struct OpsOutputOptions {
   std::string sort_by = "cpu_time_total";
   int row_limit = 20;
   bool input_shapes = false;
+  bool records = false;  // --ops-layout records: one "records" table summed over the steps
 };
 // PyTorchProfiler's report of every process with op calls: one "Profile
 // stats for:" table per step function (or "records").

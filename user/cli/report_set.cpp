@@ -6,6 +6,7 @@
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
 #include "reports/gpu/device_stats_report.h"
+#include "user/cli/prof_dump_output.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
 #include "user/core/output_file.h"
@@ -48,7 +49,9 @@ void ReportSet::write() {
   const OutputOptions files{o.extended, o.dirpath, o.filename};
   if (o.wants_report("simple")) write_simple_reports(rep, files);
   if (o.wants_report("advanced")) write_advanced_reports(rep, stack_rep, files, o.line_count_restriction);
-  if (o.wants_ops()) write_ops_reports(rep, ops_rep, files, {o.sort_by, o.row_limit, o.group_by_input_shapes});
+  if (!o.dump_stats_dir.empty()) write_prof_dumps(rep, stack_rep, o.dump_stats_dir, o.filename);
+  if (o.wants_ops())
+    write_ops_reports(rep, ops_rep, files, {o.sort_by, o.row_limit, o.group_by_input_shapes, o.ops_records});
   // GPU tables when asked, or by default whenever a target used CUDA.
   if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
   if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
