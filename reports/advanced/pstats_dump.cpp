@@ -158,6 +158,9 @@ PstatsStats pstats_from_stacks(const StackProfile& p) {
   for (std::size_t k = 0; k < keys.size(); ++k)
     if (own[k].nc) out[keys[k]].own = own[k];
   for (const auto& [edge, c] : edges) out[keys[edge.second]].callers[keys[edge.first]] = c;
+  // pstats refuses an empty dict ("Cannot create or construct"); cProfile's
+  // own dump of a short action always holds its disable() call.
+  if (out.empty()) out[{"~", 0, kNoSamplesRow}] = {};
   return out;
 }
 
@@ -172,7 +175,8 @@ std::string pstats_dump_readme(std::uint64_t period_ns, unsigned rate_hz) {
          period + ", " + std::to_string(rate_hz) +
          " Hz),\n"
          "                    CPU time of the thread; cProfile's are wall time (time blocked is not here:\n"
-         "                    see --off-cpu in the Advanced report).  A function no sample caught is absent.\n"
+         "                    see --off-cpu in the Advanced report).  A function no sample caught is absent;\n"
+         "                    an action no sample caught has one row, [no samples in this action].\n"
          "  ncalls            NOT CALL COUNTS: a lower bound, the number of distinct call paths (from the\n"
          "                    action's opening frame, call sites included) that samples caught the function\n"
          "                    in; each needs a call of its own.  The primitive count (after the /) leaves\n"

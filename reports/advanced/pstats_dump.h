@@ -41,6 +41,10 @@ struct PstatsEntry {
 
 using PstatsStats = std::map<PstatsKey, PstatsEntry>;
 
+// The one row of a profile no sample caught (0 calls, 0 s): pstats cannot
+// load an empty dump.
+inline constexpr const char* kNoSamplesRow = "[no samples in this action]";
+
 // The stats of one on-CPU profile (unit samples; period_ns seconds per
 // sample).  Other units (off-CPU nanoseconds) are taken as nanoseconds.
 PstatsStats pstats_from_stacks(const StackProfile& p);

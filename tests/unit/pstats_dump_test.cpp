@@ -140,3 +140,14 @@ TEST(PstatsFromStacks, PseudoFramesAndNativeFramesKeys) {
   EXPECT_TRUE(s.count({"~", 0, "[action's own frame]"}));
   EXPECT_TRUE(s.count({"/lib/libc.so.6", 0, "memcpy"}));
 }
+
+// pstats.Stats refuses an empty dump: an action no sample caught gets one row, 0 calls, 0 s.
+TEST(PstatsFromStacks, NoSamplesIsOneEmptyRow) {
+  auto s = pstats_from_stacks(StackProfile{});
+  ASSERT_EQ(s.size(), 1u);
+  const auto& [key, e] = *s.begin();
+  EXPECT_EQ(key.file, "~");
+  EXPECT_EQ(key.name, kNoSamplesRow);
+  EXPECT_EQ(e.own.nc, 0u);
+  EXPECT_EQ(e.own.tt, 0.0);
+}

@@ -65,7 +65,7 @@ int write_prof_dumps(const ActionsReport& rep, const StacksReport& stacks, const
       if (!seen_files.insert(file).second)
         std::cerr << "ltrace-bpf: pid " << pid << ": two actions are named " << file
                   << " once made safe for a file name (as Lightning's): the last one is kept\n";
-      write_file(std::filesystem::path(dir) / file, marshal_pstats(prof ? pstats_from_stacks(*prof) : PstatsStats{}));
+      write_file(std::filesystem::path(dir) / file, marshal_pstats(pstats_from_stacks(prof ? *prof : StackProfile{})));
       ++written;
     }
   }
