@@ -30,7 +30,7 @@ def load(path):
 
 def test_known_shares_in_tottime(attach, lightning_python):
     run = attach([lightning_python, SHARES, "--seconds", "3", "--min-cpu-seconds", "1", "--in-action", "hot"],
-                 ["--rate", "999", "--report", "advanced", "--dump-stats", "dumps"])
+                 ["--rate", "999", "--report", "advanced", "--dump-stats", "dumps", "-o", "t.ltrace"])
     assert run.target_rc == 0, run.target_out
     assert run.lt_rc == 0, run.lt_err
     dumps = run.tmp / "dumps"
@@ -53,6 +53,11 @@ def test_known_shares_in_tottime(attach, lightning_python):
     assert abs(next(iter(callers.values()))[3] - rows["hot_a"][3]) < 1e-9
     assert "ESTIMATES" in (dumps / "README.ltrace-bpf.txt").read_text()
     assert "ncalls a lower bound" in run.lt_err, run.lt_err
+    # offline, from the trace file: the same bytes
+    again = subprocess.run([LTRACE, "report", str(run.tmp / "t.ltrace"), "--dump-stats", str(run.tmp / "again")],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert (run.tmp / "again" / "hot.prof").read_bytes() == (dumps / "hot.prof").read_bytes()
 
 
 def test_one_prof_per_action_named_as_lightning_names_them(attach, lightning_python, tmp_path):
