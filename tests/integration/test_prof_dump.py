@@ -62,9 +62,11 @@ def test_known_shares_in_tottime(attach, lightning_python):
 
 def test_one_prof_per_action_named_as_lightning_names_them(attach, lightning_python, tmp_path):
     theirs = tmp_path / "theirs"
-    run = attach([lightning_python, TRAIN, "--epochs", "1", "--batches", "12", "--hidden", "128", "--profiler",
-                  "advanced", "--dump-stats", "--dirpath", str(theirs), "--filename", "adv"],
-                 ["--rate", "999", "--report", "advanced", "--dump-stats", "ours", "--dirpath", "ours",
+    # a DataLoader worker (followed, sampled, no actions) writes no file and
+    # leaves the trainer's names alone
+    run = attach([lightning_python, TRAIN, "--epochs", "1", "--batches", "12", "--hidden", "128", "--workers", "1",
+                  "--profiler", "advanced", "--dump-stats", "--dirpath", str(theirs), "--filename", "adv"],
+                 ["--rate", "999", "--report", "advanced", "--children", "--dump-stats", "ours", "--dirpath", "ours",
                   "--filename", "adv"], timeout=400)
     assert run.target_rc == 0, run.target_out
     assert run.lt_rc == 0, run.lt_err
@@ -73,7 +75,9 @@ def test_one_prof_per_action_named_as_lightning_names_them(attach, lightning_pyt
     our_profs = sorted(f for f in os.listdir(ours) if f.endswith(".prof"))
     assert len(their_profs) > 20, their_profs
     assert our_profs == their_profs, (set(our_profs) ^ set(their_profs))
-    assert "fit-adv.txt" in os.listdir(ours)  # the text report went to Lightning's file beside them
+    # the text reports went to Lightning's files beside them (the worker's
+    # has one too, so each is kept apart by pid there)
+    assert any(f.startswith("fit-adv") and f.endswith(".txt") for f in os.listdir(ours)), os.listdir(ours)
     step = next(f for f in our_profs if f.startswith("fit-adv-[Strategy]") and f.endswith(".training_step.prof"))
     for f in our_profs:
         st, text = load(ours / f)  # every one loads, sampled or not
@@ -125,3 +129,22 @@ def test_records_layout_sums_the_step_tables(attach, lightning_python, tmp_path)
     assert "aten::addmm" in summed or "aten::mm" in summed, sorted(summed)
     if "outside step functions" in tables:
         assert "not in the records table" in run.lt_err, run.lt_err
+
+
+def test_a_planted_symlink_is_refused(attach, lightning_python, tmp_path):
+    """The .prof files go through user/core/output_file: a link planted where
+    one will be written is refused (exit 14) and its target left alone."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+
+    def plant(pid):
+        dumps = tmp_path / "run1" / "dumps"
+        dumps.mkdir()
+        os.symlink(victim, dumps / "hot.prof")
+
+    run = attach([lightning_python, SHARES, "--seconds", "1", "--in-action", "hot"],
+                 ["--rate", "999", "--report", "advanced", "--dump-stats", "dumps"], before_release=plant)
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 14, (run.lt_rc, run.lt_err)
+    assert victim.read_text() == "keep me"
+    assert "hot.prof" in run.lt_err, run.lt_err

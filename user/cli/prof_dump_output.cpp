@@ -25,45 +25,54 @@ void write_file(const std::filesystem::path& path, const std::string& bytes) {
 int write_prof_dumps(const ActionsReport& rep, const StacksReport& stacks, const std::string& dir,
                      const std::string& filename) {
   // AdvancedProfiler writes a file for every action it profiled, sampled
-  // or not: every process that ran actions, and every one with samples.
-  std::vector<std::uint32_t> pids;
-  for (const auto& p : rep.processes)
-    if (!p.actions.empty()) pids.push_back(p.meta.pid);
-  for (const auto& ps : stacks.processes)
-    if (std::find(pids.begin(), pids.end(), ps.pid) == pids.end()) pids.push_back(ps.pid);
+  // or not: the actions each process ran, and those it was sampled in
+  // (begun before the attach).  Processes with none (DataLoader workers,
+  // launchers) write nothing.
+  struct Dumps {
+    std::uint32_t pid;
+    const ProcessActions* actions;
+    const ProcessStacks* stacks;
+    std::vector<std::string> names;
+  };
   const ProcessIndex index(rep);
-  int written = 0;
-  make_output_dirs(dir);
-  for (auto pid : pids) {
-    const ProcessActions* pa = index.find(pid);
-    const ProcessMeta meta = pa ? index.with_rank_labels(pa->meta) : ProcessMeta{};
-    const Stage stage = pa ? pa->stage : Stage::none;
-    const ProcessStacks* ps = nullptr;
+  std::vector<Dumps> procs;
+  auto add = [&](std::uint32_t pid) {
+    for (const auto& d : procs)
+      if (d.pid == pid) return;
+    Dumps d{pid, index.find(pid), nullptr, {}};
     for (const auto& s : stacks.processes)
-      if (s.pid == pid) ps = &s;
+      if (s.pid == pid) d.stacks = &s;
+    if (d.actions)
+      for (const auto& a : d.actions->actions) d.names.push_back(a.name);
+    if (d.stacks)
+      for (const auto& prof : d.stacks->on_cpu)
+        if (prof.name != kNoAction && std::find(d.names.begin(), d.names.end(), prof.name) == d.names.end())
+          d.names.push_back(prof.name);
+    if (!d.names.empty()) procs.push_back(std::move(d));
+  };
+  for (const auto& p : rep.processes) add(p.meta.pid);
+  for (const auto& ps : stacks.processes) add(ps.pid);
+  int written = 0;
+  if (!procs.empty()) make_output_dirs(dir);
+  for (const auto& d : procs) {
+    const ProcessMeta meta = d.actions ? index.with_rank_labels(d.actions->meta) : ProcessMeta{};
+    const Stage stage = d.actions ? d.actions->stage : Stage::none;
     // As the text reports' files (report_output.cpp): the local rank under
     // a distributed run; several unranked processes kept apart by pid.
     const int local_rank = meta.world_size > 1 ? std::max(meta.local_rank, 0) : -1;
     std::string name_part = filename;
-    if (pids.size() > 1 && meta.world_size <= 1)
-      name_part += (name_part.empty() ? "pid" : "-pid") + std::to_string(pid);
-    std::vector<std::string> actions;
-    if (pa)
-      for (const auto& a : pa->actions) actions.push_back(a.name);
-    if (ps)
-      for (const auto& prof : ps->on_cpu)
-        if (prof.name != kNoAction && std::find(actions.begin(), actions.end(), prof.name) == actions.end())
-          actions.push_back(prof.name);
+    if (procs.size() > 1 && meta.world_size <= 1)
+      name_part += (name_part.empty() ? "pid" : "-pid") + std::to_string(d.pid);
     std::set<std::string> seen_files;
-    for (const auto& action : actions) {
+    for (const auto& action : d.names) {
       const StackProfile* prof = nullptr;
-      if (ps)
-        for (const auto& p : ps->on_cpu)
+      if (d.stacks)
+        for (const auto& p : d.stacks->on_cpu)
           if (p.name == action) prof = &p;
       const std::string file =
           lightning_report_filename(stage_name(stage), name_part, local_rank, ".prof", utf8_text(action));
       if (!seen_files.insert(file).second)
-        std::cerr << "ltrace-bpf: pid " << pid << ": two actions are named " << file
+        std::cerr << "ltrace-bpf: pid " << d.pid << ": two actions are named " << file
                   << " once made safe for a file name (as Lightning's): the last one is kept\n";
       write_file(std::filesystem::path(dir) / file, marshal_pstats(pstats_from_stacks(prof ? *prof : StackProfile{})));
       ++written;
