@@ -156,9 +156,10 @@ const OptionSpec kOptions[] = {
      o.line_count_restriction = *r;
    }, .example = "0.5"},
   {.name = "dump-stats", .arg = "DIR", .commands = kReporting,
-   .help = "AdvancedProfiler(dump_stats=True)'s files (usually with --report advanced), one DIR/{stage}[-NAME][-{local_rank}]-{action}.prof "
-           "per action, for pstats and snakeviz, from the sampled stacks: tottime and cumtime are CPU-time estimates "
-           "(samples x period), ncalls a lower bound (distinct call paths sampled); DIR/README.ltrace-bpf.txt says so",
+   .help = "AdvancedProfiler(dump_stats=True)'s files (usually with --report advanced), one "
+           "DIR/{stage}[-NAME][-{local_rank}]-{action}.prof per action, for pstats and snakeviz, from the sampled "
+           "stacks: tottime and cumtime are CPU-time estimates (samples x period), ncalls a lower bound (distinct "
+           "call paths sampled); DIR/README.ltrace-bpf.txt says so",
    .store = [](Options& o, const std::string& v) {
      if (v.empty()) throw Error(ExitCode::usage, "--dump-stats needs a directory");
      o.dump_stats_dir = v;
