@@ -67,11 +67,12 @@ std::string render_simple_report(const SimpleReportInput& in) {
 }
 
 std::string lightning_report_filename(const std::string& stage, const std::string& filename, int local_rank,
-                                      const std::string& extension) {
+                                      const std::string& extension, const std::string& action) {
   std::vector<std::string> parts;
   if (!stage.empty()) parts.push_back(stage);
   if (!filename.empty()) parts.push_back(filename);
   if (local_rank >= 0) parts.push_back(std::to_string(local_rank));
+  if (!action.empty()) parts.push_back(action);
   std::string joined;
   for (std::size_t i = 0; i < parts.size(); ++i) joined += (i ? "-" : "") + parts[i];
   // 2.6.1+: unsafe characters -> '_', then collapse runs of '_', then strip.

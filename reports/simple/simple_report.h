@@ -25,8 +25,9 @@ struct SimpleRow {
 };
 std::vector<SimpleRow> simple_rows(const SimpleReportInput& in);
 
-// Lightning's _prepare_filename (2.6.1+ sanitising): "{stage}-{filename}[-{local_rank}].txt"
+// Lightning's _prepare_filename (2.6.1+ sanitising): "{stage}-{filename}[-{local_rank}][-{action}].txt"
+// (AdvancedProfiler's dump_stats names a .prof per action with it).
 std::string lightning_report_filename(const std::string& stage, const std::string& filename, int local_rank,
-                                      const std::string& extension = ".txt");
+                                      const std::string& extension = ".txt", const std::string& action = "");
 
 }  // namespace lt

@@ -119,3 +119,17 @@ TEST(FileName, LightningPatterns) {
   EXPECT_EQ(lt::lightning_report_filename("", "", -1), "profile.txt");
   EXPECT_EQ(lt::lightning_report_filename("fit", "a/b:c__d", -1), "fit-a_b_c_d.txt");
 }
+
+// AdvancedProfiler's dump_stats: _prepare_filename(action_name=..., extension=".prof"), the spec's examples.
+TEST(FileName, ProfPerAction) {
+  EXPECT_EQ(lt::lightning_report_filename("fit", "perf", -1, ".prof", "[Strategy]DDPStrategy.backward"),
+            "fit-perf-[Strategy]DDPStrategy.backward.prof");
+  EXPECT_EQ(lt::lightning_report_filename("fit", "", -1, ".prof", "[LightningModule]BoringModel.training_step"),
+            "fit-[LightningModule]BoringModel.training_step.prof");
+  EXPECT_EQ(lt::lightning_report_filename("fit", "", 1, ".prof", "run_training_batch"),
+            "fit-1-run_training_batch.prof");
+  EXPECT_EQ(lt::lightning_report_filename(
+                "fit", "", -1, ".prof", "[Callback]ModelCheckpoint{'monitor': None, 'mode': 'min'}.on_validation_end"),
+            "fit-[Callback]ModelCheckpoint{'monitor'_ None, 'mode'_ 'min'}.on_validation_end.prof");
+  EXPECT_EQ(lt::lightning_report_filename("fit", "", -1, ".prof", "../../etc/x"), "fit-.._.._etc_x.prof");
+}

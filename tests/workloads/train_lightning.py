@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--torch-profile", help="run fit under torch.profiler (CPU) and write key_averages JSON here")
     ap.add_argument("--dirpath")
     ap.add_argument("--filename")
+    ap.add_argument("--dump-stats", action="store_true", help="AdvancedProfiler(dump_stats=True): a .prof per action")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batches", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=8)
@@ -127,7 +128,8 @@ def main():
     if args.profiler == "simple":
         profiler = SimpleProfiler(dirpath=args.dirpath, filename=args.filename)
     elif args.profiler == "advanced":
-        profiler = AdvancedProfiler(dirpath=args.dirpath, filename=args.filename)
+        extra = {"dump_stats": True} if args.dump_stats else {}  # Lightning 2.4+
+        profiler = AdvancedProfiler(dirpath=args.dirpath, filename=args.filename, **extra)
     elif args.profiler == "pytorch":
         profiler = PyTorchProfiler(dirpath=args.dirpath, filename=args.filename)
     n = args.batches * args.batch_size

@@ -19,6 +19,8 @@ constexpr CommandSet kEvery = command_bit(C::live) | command_bit(C::record) | co
 constexpr CommandSet kAll = kEvery & ~command_bit(C::ps);
 // The commands that attach (report reads a trace file instead).
 constexpr CommandSet kAttaching = kAll & ~command_bit(C::report);
+// The commands that print reports (record, agent and cluster only write traces).
+constexpr CommandSet kReporting = command_bit(C::live) | command_bit(C::report) | command_bit(C::run);
 // The commands given their targets (run launches its own, cluster finds every rank).
 constexpr CommandSet kTargeted = command_bit(C::live) | command_bit(C::record) | command_bit(C::agent);
 
@@ -155,6 +157,15 @@ const OptionSpec kOptions[] = {
                                         "': expected a number of rows (20) or a share of them (0.5)");
      o.line_count_restriction = *r;
    }, .example = "0.5"},
+  {.name = "dump-stats", .arg = "DIR", .commands = kReporting,
+   .help = "AdvancedProfiler(dump_stats=True)'s files (usually with --report advanced), one "
+           "DIR/{stage}[-NAME][-{local_rank}]-{action}.prof per action, for pstats and snakeviz, from the sampled "
+           "stacks: tottime and cumtime are CPU-time estimates (samples x period), ncalls a lower bound (distinct "
+           "call paths sampled); DIR/README.ltrace-bpf.txt says so",
+   .store = [](Options& o, const std::string& v) {
+     if (v.empty()) throw Error(ExitCode::usage, "--dump-stats needs a directory");
+     o.dump_stats_dir = v;
+   }, .example = "d"},
   {.name = "collapsed", .arg = "FILE", .commands = kAll,
    .help = "stacks as flamegraph.pl \"frame;frame count\" lines",
    .store = [](Options& o, const std::string& v) { o.collapsed_path = v; }, .example = "s.txt"},
@@ -177,6 +188,14 @@ const OptionSpec kOptions[] = {
      o.row_limit = static_cast<int>(parse_long(
          v, -1, 1000000, "invalid row limit '" + v + "': expected a count of rows, or -1 for all"));
    }, .example = "-1"},
+  {.name = "ops-layout", .arg = "LAYOUT", .commands = kAll,
+   .help = "ops: steps (default): one table per step function; records: Lightning 2.x's shape, one "
+           "\"Profile stats for: records\" table summed over every step (diffable with old PyTorchProfiler output)",
+   .store = [](Options& o, const std::string& v) {
+     if (v != "steps" && v != "records")
+       throw Error(ExitCode::usage, "unknown --ops-layout '" + v + "' (available: steps, records)");
+     o.ops_records = v == "records";
+   }, .example = "records"},
   {.name = "ops", .arg = "LIST", .commands = kAttaching,
    .help = "trace only these aten ops: comma-separated globs, e.g. 'aten::mm,aten::add*' (implies --report ops)",
    .store = [](Options& o, const std::string& v) {

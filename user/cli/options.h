@@ -37,9 +37,10 @@ struct Options {
   bool full_stacks = false;  // --full-stacks: stacks keep the frames above their action's opening frame
   std::string collapsed_path, flamegraph_path, speedscope_path;
   LineRestriction line_count_restriction;  // AdvancedProfiler's: int = rows, fraction = share
+  std::string dump_stats_dir;              // --dump-stats DIR: AdvancedProfiler's .prof per action (samples stacks)
   bool wants_stacks() const {
     return wants_report("advanced") || rate_hz || off_cpu || !collapsed_path.empty() || !flamegraph_path.empty() ||
-           !speedscope_path.empty();
+           !speedscope_path.empty() || !dump_stats_dir.empty();
   }
   // aten ops (PyTorchProfiler's table)
   std::string sort_by = "cpu_time_total";  // Lightning's sort_by_key
@@ -49,6 +50,7 @@ struct Options {
   bool memory_bytes = false;               // ops: memory cells in exact bytes
   std::vector<std::string> op_filters;     // --ops globs
   bool schedule = false;                   // Lightning's default schedule: wait 1, warmup 1, active 3
+  bool ops_records = false;                // --ops-layout records: Lightning 2.x's one "records" table
   bool wants_ops() const { return wants_report("ops") || !op_filters.empty() || profile_memory; }
   // Op times are sampled: they need a higher rate than stacks to be useful
   // on short ops (999 Hz costs ~1% of a CPU, docs/benchmarks.md).

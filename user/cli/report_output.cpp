@@ -11,6 +11,7 @@
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
 #include "reports/ops/op_table.h"
+#include "reports/ops/records_table.h"
 #include "reports/simple/simple_report.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
@@ -287,7 +288,15 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     std::string title = stage_title(stage);
     std::string text = (title.empty() ? "" : title + " ") + "Profiler Report";
     const std::string rank = meta.world_size > 1 && meta.rank >= 0 ? " rank: " + std::to_string(meta.rank) : "";
-    for (const auto& t : po.tables) {
+    // --ops-layout records: Lightning 2.x's one table over every step.
+    std::vector<OpTableData> records;
+    std::uint64_t left_out = 0;
+    if (table.records) {
+      RecordsTable r = records_table(po.tables);
+      left_out = r.left_out_calls;
+      records.push_back(std::move(r.table));
+    }
+    for (const auto& t : table.records ? records : po.tables) {
       std::vector<OpRow> rows;
       rows.reserve(t.rows.size());
       const double us_per_sample = ops.period_ns / 1e3;
@@ -334,6 +343,10 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
       std::cerr << who << ": " << po.mem_without_ops
                 << " allocator event(s) recorded without op probes: charged to no op\n";
     if (po.ooms) std::cerr << who << ": " << po.ooms << " out-of-memory event(s) (allocations that failed)\n";
+    if (left_out)
+      std::cerr << who << ": --ops-layout records: " << left_out
+                << " op call(s) outside step functions (epoch ends, checkpoints, set-up) are not in the records table "
+                   "(--ops-layout steps shows them)\n";
     if (po.skipped_steps)
       std::cerr << who << ": --schedule left out " << po.skipped_steps << " step(s) (wait 1, warmup 1, active 3)\n";
   }

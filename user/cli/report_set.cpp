@@ -7,6 +7,7 @@
 #include "reports/export/html_report.h"
 #include "reports/gpu/device_stats_report.h"
 #include "reports/memory/memory_report.h"
+#include "user/cli/prof_dump_output.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
 #include "user/core/output_file.h"
@@ -53,9 +54,10 @@ void ReportSet::write() {
   const OutputOptions files{o.extended, o.dirpath, o.filename};
   if (o.wants_report("simple")) write_simple_reports(rep, files);
   if (o.wants_report("advanced")) write_advanced_reports(rep, stack_rep, files, o.line_count_restriction);
+  if (!o.dump_stats_dir.empty()) write_prof_dumps(rep, stack_rep, o.dump_stats_dir, o.filename);
   if (o.wants_ops())
     write_ops_reports(rep, ops_rep, files,
-                      {o.sort_by, o.row_limit, o.group_by_input_shapes, o.profile_memory, o.memory_bytes});
+                      {o.sort_by, o.row_limit, o.group_by_input_shapes, o.profile_memory, o.memory_bytes, o.ops_records});
   // GPU tables when asked, or by default whenever a target used CUDA.
   if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
   if (o.wants_report("memory")) std::cout << render_memory_report(mem_rep, {&rep, o.row_limit}) << "\n";
