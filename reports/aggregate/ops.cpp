@@ -510,8 +510,9 @@ std::vector<OpAggregator::State::Completion> OpAggregator::State::completions_of
 // torch's self is a record's time less its children's.  Charged to the
 // window the action ends in.
 void OpAggregator::State::charge_completions(const lt_event_header& h, const std::vector<Completion>& done) {
-  if (done.empty()) return;
-  auto& p = proc(h.pid);
+  auto it = procs.find(h.pid);
+  if (done.empty() || it == procs.end()) return;  // rows from the process's first op (or batch hook) on
+  auto& p = it->second;
   for (const auto& c : done) {
     const std::uint64_t dur = c.span.end_ns - c.span.begin_ns;
     const auto key = std::make_pair(c.span.tid, c.span.name);

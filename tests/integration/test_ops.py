@@ -410,7 +410,8 @@ def test_each_step_table_holds_only_its_stages_batches(tmp_path, python):
         assert "aten::add_" not in rows and "aten::_foreach_add_" not in rows, (stage, sorted(rows))
     known = []  # see the end
     for stage, title in STEP_TABLES.items():
-        ours = tables[title]
+        # Lightning's [pl][profile] action rows are not in the reference's batch scopes.
+        ours = {n: r for n, r in tables[title].items() if not n.startswith("[pl]")}
         merged_ref, raw_ref = data["merged"][stage], data["raw"][stage]
         assert set(ours) == set(merged_ref), (stage, set(ours) ^ set(merged_ref))
         for name, n in merged_ref.items():
