@@ -475,7 +475,7 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
   // innermost on its thread): batch boundaries.
   // A sample is charged to the action open on its thread ([pl][profile] self).
   const bool sample = h.kind == LT_EV_PY_SAMPLE;
-  const std::string name = action_end                ? s.actions.last_completed(h.pid)
+  const std::string name = action_end               ? s.actions.last_completed(h.pid)
                            : action_begin || sample ? s.actions.innermost_action(h.pid, h.tid)
                                                     : std::string();
   const auto completions = s.completions_of(h);
