@@ -5,8 +5,11 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from conftest import VENV_PY, WORKLOADS
 from ops_table import merged, parse_ops_report
+from test_ops import TORCH113_PY, need_torch113
 
 MODULE_FIT = os.path.join(WORKLOADS, "module_fit.py")
 NAME_WIDTH = 55  # torch's table cuts names of 52 characters or more to 52 and "..."
@@ -16,9 +19,9 @@ def cut(name):
     return name if len(name) < NAME_WIDTH - 3 else name[:NAME_WIDTH - 3] + "..."
 
 
-def reference(tmp_path):
+def reference(tmp_path, python):
     out = tmp_path / "reference.json"
-    r = subprocess.run([VENV_PY, MODULE_FIT, "--reference", str(out)], capture_output=True, text=True, timeout=600,
+    r = subprocess.run([python, MODULE_FIT, "--reference", str(out)], capture_output=True, text=True, timeout=600,
                        cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(out.read_text()), r.stdout
@@ -33,9 +36,12 @@ def profile_rows(rows):
     return out
 
 
-def test_profile_rows_match_lightnings_pytorch_profiler(attach, tmp_path):
-    theirs, ref_out = reference(tmp_path)
-    run = attach([VENV_PY, MODULE_FIT], lt_args=["--report", "ops", "--row-limit", "-1"])
+@pytest.mark.parametrize("python", [pytest.param(VENV_PY, id="venv"),
+                                    pytest.param(TORCH113_PY, id="torch-1.13-py3.10")])
+def test_profile_rows_match_lightnings_pytorch_profiler(attach, tmp_path, python):
+    need_torch113(python)
+    theirs, ref_out = reference(tmp_path, python)
+    run = attach([python, MODULE_FIT], lt_args=["--report", "ops", "--row-limit", "-1"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     # Same fit (same weights), so the same actions ran.
     assert [l for l in run.target_out.splitlines() if l.startswith("RESULT")] == \
