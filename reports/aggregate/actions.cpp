@@ -1,5 +1,6 @@
 #include "reports/aggregate/actions.h"
 
+#include <array>
 #include <tuple>
 #include <unordered_map>
 
@@ -142,9 +143,11 @@ struct PerProcess {
   std::uint64_t gaps_seen = 0;  // of State::gaps: applied lazily, so a gap costs O(1), not O(processes)
   std::uint64_t completed = 0;
   std::string last_completed;
+  std::array<CompletedSpan, kRecentSpans> recent;  // the last completions, by completed % kRecentSpans
 
   void record(const std::string& name, std::uint64_t begin, std::uint64_t end, std::uint32_t tid,
               bool estimated = false) {
+    recent[completed % kRecentSpans] = {name, begin, end >= begin ? end : begin, tid};
     ++completed;
     last_completed = name;
     auto [it, fresh] = index.try_emplace(name, out.actions.size());
@@ -531,6 +534,13 @@ ActionOrigin ActionAggregator::innermost_origin(std::uint32_t pid, std::uint32_t
 std::uint64_t ActionAggregator::completed(std::uint32_t pid) const {
   auto it = s_->procs.find(pid);
   return it == s_->procs.end() ? 0 : it->second.completed;
+}
+
+const CompletedSpan* ActionAggregator::completed_span(std::uint32_t pid, std::uint64_t index) const {
+  auto it = s_->procs.find(pid);
+  if (it == s_->procs.end() || index >= it->second.completed || it->second.completed - index > kRecentSpans)
+    return nullptr;
+  return &it->second.recent[index % kRecentSpans];
 }
 
 std::string ActionAggregator::last_completed(std::uint32_t pid) const {

@@ -127,6 +127,15 @@ struct ActionOrigin {
   bool known() const { return code != 0; }
 };
 
+// One completed action: name, begin and end (CLOCK_MONOTONIC ns), thread.
+struct CompletedSpan {
+  std::string name;
+  std::uint64_t begin_ns = 0, end_ns = 0;
+  std::uint32_t tid = 0;
+};
+// A record completes at most a few actions (a pending fetch and its own).
+inline constexpr std::uint64_t kRecentSpans = 8;
+
 // Consumes records one at a time, so a live session needs no copy of the
 // stream in memory; finish() once, at the end.
 class ActionAggregator {
@@ -149,6 +158,10 @@ class ActionAggregator {
   // last one: the op report sees step functions end through these.
   std::uint64_t completed(std::uint32_t pid) const;
   std::string last_completed(std::uint32_t pid) const;
+  // The index-th completed action of a process (0-based, in completion
+  // order) while it is among the last kRecentSpans: the op report reads
+  // every completion after each record ([pl][profile] rows).
+  const CompletedSpan* completed_span(std::uint32_t pid, std::uint64_t index) const;
   // Action names of a process in the order they first began.
   const std::vector<std::string>& begin_order(std::uint32_t pid) const;
 

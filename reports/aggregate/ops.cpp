@@ -41,6 +41,7 @@ struct Acc {
   std::uint64_t calls = 0, self = 0, total = 0;
   std::uint64_t self_cuda = 0, cuda_total = 0, cpu_exact = 0;
   std::int64_t cpu_mem = 0, self_cpu_mem = 0, cuda_mem = 0, self_cuda_mem = 0;
+  std::uint64_t record_self_ns = 0, record_total_ns = 0;  // [pl][profile] rows: measured total, estimated self
   bool device = false;
 };
 
@@ -96,6 +97,8 @@ struct Window {
       r.self_cpu_mem += a.self_cpu_mem;
       r.cuda_mem += a.cuda_mem;
       r.self_cuda_mem += a.self_cuda_mem;
+      r.record_self_ns += a.record_self_ns;
+      r.record_total_ns += a.record_total_ns;
       r.device |= a.device;
     }
     to->samples += samples;
@@ -149,15 +152,26 @@ struct OpAggregator::State {
   int layout = -1;
   bool layout_given_up = false;
   int votes[LT_SHAPE_WORDS] = {};
+  // An action completed by a record, and the action open around it on its
+  // thread right after (its parent, "" none): [pl][profile] rows.
+  struct Completion {
+    CompletedSpan span;
+    std::string parent;
+  };
   struct Held {
     lt_event_header h;
     std::vector<std::byte> bytes;
     std::uint64_t done;
     std::string last;
+    std::vector<Completion> completions;
   };
   std::vector<Held> held;
   std::vector<std::vector<std::int8_t>> op_args;  // op index -> per schema argument, tensor register or -1
-  void process(const lt_event_header& h, const std::byte* record, std::uint64_t done, const std::string& action);
+  std::unordered_map<std::uint32_t, std::uint64_t> spans_seen;  // per process: completions read so far
+  std::vector<Completion> completions_of(const lt_event_header& h);
+  void charge_completions(const lt_event_header& h, const std::vector<Completion>& done);
+  void process(const lt_event_header& h, const std::byte* record, std::uint64_t done, const std::string& action,
+               const std::vector<Completion>& completions);
   void vote(const std::byte* record) {
     lt_op_shapes_event e;
     std::memcpy(&e, record, sizeof e);
@@ -185,7 +199,7 @@ struct OpAggregator::State {
     }
     auto pending = std::move(held);
     held.clear();
-    for (auto& r : pending) process(r.h, r.bytes.data(), r.done, r.last);
+    for (auto& r : pending) process(r.h, r.bytes.data(), r.done, r.last, r.completions);
   }
   // The row id of an (op, input shapes) pair, torch's format: one entry per
   // schema argument, a tensor's sizes or [].
@@ -282,6 +296,10 @@ struct OpAggregator::State {
       std::size_t interval;           // index in out.intervals, SIZE_MAX: none
     };
     std::unordered_map<std::uint32_t, std::vector<Running>> running;
+    // [pl][profile] rows, per (thread, open action): samples in which an op
+    // ran while the action was the thread's innermost, and the measured time
+    // of the actions completed inside it.  Taken when it completes.
+    std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> covered_samples, child_ns;
     std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
     // GPU launches by CUPTI correlation id: the window they were made in
     // and the ops running, outermost first.
@@ -471,23 +489,71 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
   const std::uint64_t done = action_end ? s.actions.completed(h.pid) : 0;
   // The action that ended (the last completed), or that began (now the
   // innermost on its thread): batch boundaries.
-  const std::string name = action_end     ? s.actions.last_completed(h.pid)
-                           : action_begin ? s.actions.innermost_action(h.pid, h.tid)
-                                          : std::string();
+  // A sample is charged to the action open on its thread ([pl][profile] self).
+  const bool sample = h.kind == LT_EV_PY_SAMPLE;
+  const std::string name = action_end               ? s.actions.last_completed(h.pid)
+                           : action_begin || sample ? s.actions.innermost_action(h.pid, h.tid)
+                                                    : std::string();
+  const auto completions = s.completions_of(h);
   if (s.opts.group_by_shapes && s.layout < 0 && !s.layout_given_up) {
     // Until the TensorImpl layout is known, hold the stream (in order, with
     // what the action aggregator said at each record) and replay it then.
-    s.held.push_back({h, std::vector<std::byte>(record, record + h.size), done, name});
+    s.held.push_back({h, std::vector<std::byte>(record, record + h.size), done, name, completions});
     if (h.kind == LT_EV_OP_SHAPES && h.size >= sizeof(lt_op_shapes_event)) s.vote(record);
     if (s.layout >= 0 || s.held.size() >= kMaxHeld) s.replay();
     return;
   }
-  s.process(h, record, done, name);
+  s.process(h, record, done, name, completions);
+}
+
+std::vector<OpAggregator::State::Completion> OpAggregator::State::completions_of(const lt_event_header& h) {
+  std::vector<Completion> out;
+  if (h.kind != LT_EV_ACTION_BEGIN && h.kind != LT_EV_ACTION_END && h.kind != LT_EV_DIRECT_START &&
+      h.kind != LT_EV_DIRECT_STOP && h.kind != LT_EV_FETCH_BEGIN)
+    return out;
+  auto& seen = spans_seen[h.pid];
+  const std::uint64_t done = actions.completed(h.pid);
+  for (; seen < done; ++seen)
+    if (const CompletedSpan* c = actions.completed_span(h.pid, seen))
+      out.push_back({*c, actions.innermost_action(h.pid, c->tid)});
+  return out;
+}
+
+// Lightning's PyTorchProfiler wraps each action in record_function("[pl][profile]"
+// + name): a row per action with its calls and measured time (total); self
+// is that time less the actions completed inside it (measured) and the time
+// ops ran while it was the innermost action on its thread (sampled), as
+// torch's self is a record's time less its children's.  Charged to the
+// window the action ends in.
+void OpAggregator::State::charge_completions(const lt_event_header& h, const std::vector<Completion>& done) {
+  auto it = procs.find(h.pid);
+  if (done.empty() || it == procs.end()) return;  // rows from the process's first op (or batch hook) on
+  auto& p = it->second;
+  for (const auto& c : done) {
+    const std::uint64_t dur = c.span.end_ns - c.span.begin_ns;
+    const auto key = std::make_pair(c.span.tid, c.span.name);
+    std::uint64_t covered = 0, children = 0;
+    if (auto it = p.covered_samples.find(key); it != p.covered_samples.end()) {
+      covered = it->second * out.period_ns;
+      p.covered_samples.erase(it);
+    }
+    if (auto it = p.child_ns.find(key); it != p.child_ns.end()) {
+      children = it->second;
+      p.child_ns.erase(it);
+    }
+    Acc& a = p.sink().row(intern("[pl][profile]" + c.span.name));
+    a.calls++;
+    a.record_total_ns += dur;
+    a.record_self_ns += dur - std::min(dur, covered + children);
+    if (!c.parent.empty()) p.child_ns[{c.span.tid, c.parent}] += dur;
+  }
 }
 
 void OpAggregator::State::process(const lt_event_header& h, const std::byte* record, std::uint64_t done,
-                                  const std::string& action) {
+                                  const std::string& action, const std::vector<Completion>& completions) {
   auto& s = *this;
+  // Before the batch boundaries below: an action ends in the window it ran in.
+  s.charge_completions(h, completions);
   switch (h.kind) {
     case LT_EV_SAMPLER_INFO: {
       if (h.size < sizeof(lt_sampler_info_event)) return;
@@ -600,6 +666,7 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
         p.sink().in_probe++;
         return;
       }
+      if (nops > 0 && !action.empty()) p.covered_samples[{h.tid, action}]++;
       if (auto r = p.running.find(h.tid); r != p.running.end()) s.close_from(p, r->second, nops, h.ts_ns);
       if (nops == 0) return;
       // Grouped by shapes, a row is an (op, shapes) pair: the records'
@@ -846,6 +913,8 @@ OpsReport OpAggregator::finish() {
         row.self_cuda_ns = a.self_cuda;
         row.cuda_total_ns = a.cuda_total;
         row.cpu_exact_ns = a.cpu_exact;
+        row.record_self_ns = a.record_self_ns;
+        row.record_total_ns = a.record_total_ns;
         row.device_row = a.device;
         row.cpu_mem = a.cpu_mem;
         row.self_cpu_mem = a.self_cpu_mem;

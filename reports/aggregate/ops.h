@@ -34,6 +34,9 @@ struct OpRowData {
   // ("cudaLaunchKernel") have a measured CPU time instead of samples.
   std::uint64_t self_cuda_ns = 0, cuda_total_ns = 0;
   std::uint64_t cpu_exact_ns = 0;
+  // [pl][profile] rows (one per Lightning action, as PyTorchProfiler's
+  // record_function around it): measured total, self less what ran inside.
+  std::uint64_t record_self_ns = 0, record_total_ns = 0;
   bool device_row = false;  // a kernel / copy row: no CPU time
   // --profile-memory (MEM records; exact): bytes allocated minus freed
   // while the op ran (total: in it or the ops it called; self: in it alone),

@@ -409,7 +409,8 @@ def test_each_step_table_holds_only_its_stages_batches(tmp_path, python):
         assert not [n for n in rows if "backward" in n.lower()], (stage, sorted(rows))
         assert "aten::add_" not in rows and "aten::_foreach_add_" not in rows, (stage, sorted(rows))
     for stage, title in STEP_TABLES.items():
-        ours = tables[title]
+        # Lightning's [pl][profile] action rows are not in the reference's batch scopes.
+        ours = {n: r for n, r in tables[title].items() if not n.startswith("[pl]")}
         merged_ref, raw_ref = data["merged"][stage], data["raw"][stage]
         assert set(ours) == set(merged_ref), (stage, set(ours) ^ set(merged_ref))
         for name, n in merged_ref.items():

@@ -112,9 +112,15 @@ std::uint64_t calls(const OpTableData& t, const std::string& name) {
   return r ? r->calls : 0;
 }
 
+bool action_row(const OpRowData& r) {
+  return r.name.rfind("[pl][profile]", 0) == 0;
+}
+
+// The op rows (not the [pl][profile] action rows), in table order.
 std::vector<std::string> row_names(const OpTableData& t) {
   std::vector<std::string> out;
-  for (auto& r : t.rows) out.push_back(r.name);
+  for (auto& r : t.rows)
+    if (!action_row(r)) out.push_back(r.name);
   return out;
 }
 
@@ -457,7 +463,7 @@ TEST(OpsWindows, ValidationTablesHoldNoTrainingBackwardOrOptimizer) {
   // The tables add up to every call.
   std::uint64_t sum = 0;
   for (auto& t : p.tables)
-    for (auto& r : t.rows) sum += r.calls;
+    for (auto& r : t.rows) sum += action_row(r) ? 0 : r.calls;
   EXPECT_EQ(sum, p.calls);
 }
 
@@ -657,8 +663,9 @@ TEST(OpsWindows, GpuRecordsAfterTheBatchClosedJoinItsTable) {
   k.a.end_ns = 350;
   s.feed(k);
   auto rep = s.finish();
-  const auto& t = only_table(rep);
-  EXPECT_EQ(t.title, kVal);
+  ASSERT_EQ(rep.processes.size(), 1u);
+  ASSERT_TRUE(table(rep.processes[0], kVal));
+  const auto& t = *table(rep.processes[0], kVal);  // the epoch-end hook's [pl][profile] row is outside it
   EXPECT_TRUE(t.has_cuda);
   ASSERT_TRUE(row(t, "Memcpy HtoD"));
   EXPECT_EQ(row(t, "aten::mm")->cuda_total_ns, 250u);
@@ -711,7 +718,7 @@ TEST(OpsSchedule, WithoutScheduleEveryWindowIsKept) {
   auto rep = run_steps(10, false);
   const auto& t = only_table(rep);
   EXPECT_EQ(t.steps, 10u);
-  EXPECT_EQ(t.rows.size(), 10u);
+  EXPECT_EQ(row_names(t).size(), 10u);
   EXPECT_EQ(rep.processes[0].skipped_steps, 0u);
   EXPECT_TRUE(rep.notes.empty());
 }
@@ -737,7 +744,7 @@ TEST(OpsSchedule, FewerThanFiveStepsKeepEveryWindowAndWarn) {
   auto rep = run_steps(3, true);
   const auto& t = only_table(rep);
   EXPECT_EQ(t.steps, 3u);
-  EXPECT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(row_names(t).size(), 3u);
   EXPECT_EQ(rep.processes[0].skipped_steps, 0u);
   ASSERT_EQ(rep.notes.size(), 1u);
   EXPECT_NE(rep.notes[0].find("default schedule will be overridden"), std::string::npos);
@@ -750,7 +757,7 @@ TEST(OpsSchedule, FourStepsWithTheLastStepsBackwardAfterItKeepEveryWindow) {
   auto rep = run_steps(4, true, true);
   const auto& t = only_table(rep);
   EXPECT_EQ(rep.processes[0].skipped_steps, 0u);
-  EXPECT_EQ(t.rows.size(), 5u);
+  EXPECT_EQ(row_names(t).size(), 5u);
   EXPECT_EQ(rep.notes.size(), 1u);
 }
 
@@ -988,7 +995,7 @@ TEST(OpsRobustness, EmptyStreamAndStepsWithoutOps) {
   auto rep = s.finish();  // no crash; whatever it shows has no calls
   for (auto& p : rep.processes) {
     EXPECT_EQ(p.calls, 0u);
-    for (auto& t : p.tables) EXPECT_TRUE(t.rows.empty());
+    for (auto& t : p.tables) EXPECT_TRUE(row_names(t).empty());  // the step's [pl][profile] row only
   }
 }
 
@@ -1162,4 +1169,54 @@ TEST(OpsMemory, CudaColumnsAndRecursion) {
   EXPECT_EQ(copy->self_cuda_mem, 0);
   EXPECT_EQ(to->cpu_mem, 0);
   EXPECT_EQ(to->self_cpu_mem, 0);
+// ---------------------------------------------------------------- [pl][profile] rows
+
+namespace {
+const OpRowData* any_row(const OpsReport& rep, const std::string& name) {
+  for (auto& p : rep.processes)
+    for (auto& t : p.tables)
+      if (auto* r = row(t, name)) return r;
+  return nullptr;
+}
+}  // namespace
+
+TEST(OpsActionRows, MeasuredTotalSelfLessNestedActionsAndSampledOps) {
+  Stream s;
+  s.sampler(1 * ms);
+  s.name(0, "aten::mm");
+  s.op(ms / 2, 0, 1);  // the process has an op table from here on
+  s.action(LT_EV_ACTION_BEGIN, 1 * ms, 0xA, "run_training_batch");
+  s.action(LT_EV_ACTION_BEGIN, 2 * ms, 0xB, kTrain);
+  s.op(3 * ms, 0, 1);
+  s.sample(4 * ms, {0});  // an op runs: not the step's own time
+  s.sample(5 * ms, {});   // the step's own Python
+  s.action(LT_EV_ACTION_END, 6 * ms, 0xB);
+  s.action(LT_EV_ACTION_END, 10 * ms, 0xA);
+  s.step(11 * ms, 12 * ms);  // a second step, alone
+  auto rep = s.finish();
+  const auto* step = any_row(rep, std::string("[pl][profile]") + kTrain);
+  const auto* batch = any_row(rep, "[pl][profile]run_training_batch");
+  ASSERT_TRUE(step && batch);
+  EXPECT_EQ(step->calls, 2u);
+  EXPECT_EQ(step->record_total_ns, 4 * ms + 1 * ms);
+  EXPECT_EQ(step->record_self_ns, 3 * ms + 1 * ms);  // less the one sample with an op (1 ms)
+  EXPECT_EQ(batch->calls, 1u);
+  EXPECT_EQ(batch->record_total_ns, 9 * ms);
+  EXPECT_EQ(batch->record_self_ns, 5 * ms);  // less the step inside it (4 ms, measured)
+  // The action rows add no op calls and no samples.
+  EXPECT_EQ(rep.processes.at(0).calls, 2u);
+}
+
+TEST(OpsActionRows, NoRowsBeforeTheProcessHasAnOpTable) {
+  Stream s;
+  s.name(0, "aten::mm");
+  s.action(LT_EV_ACTION_BEGIN, 1 * ms, 0xA, "[LightningModule]M.setup");
+  s.action(LT_EV_ACTION_END, 2 * ms, 0xA);
+  s.op(3 * ms, 0, 1);
+  s.action(LT_EV_ACTION_BEGIN, 4 * ms, 0xB, "[LightningModule]M.teardown");
+  s.action(LT_EV_ACTION_END, 5 * ms, 0xB);
+  auto rep = s.finish();
+  EXPECT_EQ(any_row(rep, "[pl][profile][LightningModule]M.setup"), nullptr);
+  ASSERT_NE(any_row(rep, "[pl][profile][LightningModule]M.teardown"), nullptr);
+  EXPECT_EQ(any_row(rep, "[pl][profile][LightningModule]M.teardown")->record_total_ns, 1 * ms);
 }

@@ -303,8 +303,8 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
       for (const auto& r : t.rows) {
         // Runtime rows (cudaLaunchKernel) carry CUPTI's measured CPU time.
         const double exact_us = r.cpu_exact_ns / 1e3;
-        OpRow row{r.name, r.input_shapes, r.self_samples * us_per_sample + exact_us,
-                  r.total_samples * us_per_sample + exact_us, r.calls};
+        OpRow row{r.name, r.input_shapes, r.self_samples * us_per_sample + exact_us + r.record_self_ns / 1e3,
+                  r.total_samples * us_per_sample + exact_us + r.record_total_ns / 1e3, r.calls};
         row.self_cuda_us = r.self_cuda_ns / 1e3;
         row.cuda_total_us = r.cuda_total_ns / 1e3;
         row.device_event = r.device_row;
