@@ -1169,6 +1169,8 @@ TEST(OpsMemory, CudaColumnsAndRecursion) {
   EXPECT_EQ(copy->self_cuda_mem, 0);
   EXPECT_EQ(to->cpu_mem, 0);
   EXPECT_EQ(to->self_cpu_mem, 0);
+}
+
 // ---------------------------------------------------------------- [pl][profile] rows
 
 namespace {

@@ -17,8 +17,8 @@ int merge_reports(const Options& opts) {
   mo.ops = opts.wants_ops();
   mo.simple = opts.wants_report("simple");
   mo.reports = {opts.extended, opts.dirpath, opts.filename};
-  mo.ops_table = {opts.sort_by,          opts.row_limit,    opts.group_by_input_shapes,
-                  opts.profile_memory,   opts.memory_bytes, opts.ops_records};
+  mo.ops_table = {opts.sort_by,        opts.row_limit,    opts.group_by_input_shapes,
+                  opts.profile_memory, opts.memory_bytes, opts.ops_records};
   mo.chrome_path = opts.chrome_path;
   mo.chrome_dir = opts.chrome_dir;
   mo.notes = cluster::manifest_notes(opts.input);

@@ -29,7 +29,7 @@ struct OpsOutputOptions {
   bool input_shapes = false;
   bool profile_memory = false;  // --profile-memory: the memory columns (also shown when the trace has MEM records)
   bool memory_bytes = false;    // --memory-bytes: exact byte counts in the memory cells
-  bool records = false;  // --ops-layout records: one "records" table summed over the steps
+  bool records = false;         // --ops-layout records: one "records" table summed over the steps
 };
 // PyTorchProfiler's report of every process with op calls: one "Profile
 // stats for:" table per step function (or "records").

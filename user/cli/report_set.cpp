@@ -56,8 +56,9 @@ void ReportSet::write() {
   if (o.wants_report("advanced")) write_advanced_reports(rep, stack_rep, files, o.line_count_restriction);
   if (!o.dump_stats_dir.empty()) write_prof_dumps(rep, stack_rep, o.dump_stats_dir, o.filename);
   if (o.wants_ops())
-    write_ops_reports(rep, ops_rep, files,
-                      {o.sort_by, o.row_limit, o.group_by_input_shapes, o.profile_memory, o.memory_bytes, o.ops_records});
+    write_ops_reports(
+        rep, ops_rep, files,
+        {o.sort_by, o.row_limit, o.group_by_input_shapes, o.profile_memory, o.memory_bytes, o.ops_records});
   // GPU tables when asked, or by default whenever a target used CUDA.
   if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
   if (o.wants_report("memory")) std::cout << render_memory_report(mem_rep, {&rep, o.row_limit}) << "\n";
