@@ -61,21 +61,13 @@ def test_memory_columns_equal_the_truth(attach, tmp_path, python):
     tables = mem_tables(run.lt_out)
     assert list(tables) == ["records"], run.lt_out[:1000]
     rows = tables["records"]
-    # Known limit (docs/design-memory.md, "Stale op slots"): on torch 1.13
-    # median frees its copy after its child aten::empty returned, from a
-    # deeper frame that leaves empty's return-address slot intact, so the
-    # free is charged to empty, not to median itself, in most iterations.
-    # Totals of every other op, and every self, are exact.
-    stale = {"aten::empty", "aten::median"} if python == TORCH113_PY else set()
+    # torch 1.13's median frees its copy after its child aten::empty
+    # returned, from a deeper frame that leaves empty's return-address slot
+    # intact: the caller-frame check (docs/design-ops.md, check 4) must see
+    # that empty returned, or the free is charged to empty.
     for name, (total, self_) in truth.items():
         assert name in rows, (name, sorted(rows))
-        if name in stale:
-            continue
         assert rows[name][1:] == (total, self_), (name, rows[name], (total, self_), run.lt_out)
-    if stale:
-        assert rows["aten::median"][1] == truth["aten::median"][0]  # its total holds its child's
-        # what empty got wrongly is exactly what median lacks
-        assert (rows["aten::empty"][2] - truth["aten::empty"][1]) == -(rows["aten::median"][2] - truth["aten::median"][1])
     # Everything the loop allocated it freed: self memory sums to zero.
     assert sum(r[2] for r in rows.values()) == 0, run.lt_out
     # Ops that allocate nothing are charged nothing (torch.profiler's
@@ -85,8 +77,7 @@ def test_memory_columns_equal_the_truth(attach, tmp_path, python):
             assert rows[name][1:] == (0, 0), (name, rows[name])
     # Sorted by self CPU memory: the biggest allocator first.
     order = names_in_order(run.lt_out)
-    if not stale:
-        assert order[0] == "aten::empty", order
+    assert order[0] == "aten::empty", order
     selfs = [rows[n][2] for n in order]
     assert selfs == sorted(selfs, reverse=True), order
 
