@@ -43,6 +43,25 @@ struct OpRowData {
   // CPU allocator and CUDA caching allocator apart.  torch's "[memory]" row
   // holds the allocations and frees made outside every op.
   std::int64_t cpu_mem = 0, self_cpu_mem = 0, cuda_mem = 0, self_cuda_mem = 0;
+
+  // Adds the counts and times of the same op's row from another window (the
+  // one place that knows every field: tables summed over steps use it).
+  OpRowData& operator+=(const OpRowData& r) {
+    calls += r.calls;
+    self_samples += r.self_samples;
+    total_samples += r.total_samples;
+    self_cuda_ns += r.self_cuda_ns;
+    cuda_total_ns += r.cuda_total_ns;
+    cpu_exact_ns += r.cpu_exact_ns;
+    record_self_ns += r.record_self_ns;
+    record_total_ns += r.record_total_ns;
+    device_row = device_row || r.device_row;
+    cpu_mem += r.cpu_mem;
+    self_cpu_mem += r.self_cpu_mem;
+    cuda_mem += r.cuda_mem;
+    self_cuda_mem += r.self_cuda_mem;
+    return *this;
+  }
 };
 
 struct OpTableData {

@@ -20,20 +20,15 @@ RecordsTable records_table(const std::vector<OpTableData>& tables) {
     out.table.samples += t.samples;
     out.table.in_probe += t.in_probe;
     out.table.has_cuda |= t.has_cuda;
+    out.table.has_memory |= t.has_memory;
+    out.table.has_cuda_memory |= t.has_cuda_memory;
     for (const auto& r : t.rows) {
       auto [it, fresh] = index.try_emplace({r.name, r.input_shapes}, out.table.rows.size());
       if (fresh) {
         out.table.rows.push_back(r);
         continue;
       }
-      OpRowData& sum = out.table.rows[it->second];
-      sum.calls += r.calls;
-      sum.self_samples += r.self_samples;
-      sum.total_samples += r.total_samples;
-      sum.self_cuda_ns += r.self_cuda_ns;
-      sum.cuda_total_ns += r.cuda_total_ns;
-      sum.cpu_exact_ns += r.cpu_exact_ns;
-      sum.device_row = sum.device_row || r.device_row;
+      out.table.rows[it->second] += r;
     }
   }
   return out;
