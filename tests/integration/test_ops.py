@@ -111,11 +111,13 @@ CASES = [pytest.param(VENV_PY, [], id="pypi-torch"),
          # the interpreter in libpython3.11.so (pyenv) instead of the executable
          pytest.param(PYENV_311, [], id="pyenv-3.11-libpython"),
          pytest.param(VENV_PY, ["--raising"], id="pypi-torch-raising"),
-         # Issue 18 (open): on torch 1.13 the sampled self share of aten::sigmoid
-         # came out 0.025 against torch.profiler's 0.064 in two runs (tolerance
-         # 0.032); call counts agree.  Not yet understood: marked, not hidden.
+         # torch 1.13 only: aten::sigmoid's sampled CPU share came out
+         # 0.025-0.031 against torch.profiler's 0.064 (wall time) in 3 of 7
+         # runs, just past the 50% tolerance; call counts always agree and
+         # 2.x agrees.  Not yet understood: marked, not hidden (docs/design-ops.md).
          pytest.param(TORCH113_PY, [], id="pypi-torch-1.13",
-                      marks=pytest.mark.xfail(reason="issue 18: torch 1.13 self-time shares (open)", strict=False))]
+                      marks=pytest.mark.xfail(reason="torch 1.13: aten::sigmoid's sampled share at the tolerance's edge (open)",
+                                              strict=False))]
 
 
 @pytest.mark.parametrize("python,extra", CASES)
