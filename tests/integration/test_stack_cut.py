@@ -79,7 +79,16 @@ def test_known_shares_inside_an_action(attach, sites, minor, python):
     stacks = collapsed(run.tmp / "stacks.txt")
     in_action = [(fr, c) for fr, c in stacks if fr[0] == "hot"]
     starts = {function_of(fr[1]) for fr, _ in in_action}
-    assert starts <= {"slice_loop", "[action's own frame]"}, starts
+    # The `with` statement's own machinery runs inside the action too: the
+    # generator's __enter__ after the action's start and its __exit__ before
+    # its stop.  Lightning's AdvancedProfiler has __exit__ in its table as
+    # well (cProfile is switched off inside it).  A sample lands there only
+    # now and then, so it must stay a sliver of the action's samples.
+    # (CPython before 3.11 has no qualified names: plain __enter__/__exit__.)
+    machinery = {f"{cls}{m}" for cls in ("_GeneratorContextManager.", "") for m in ("__enter__", "__exit__")}
+    assert starts <= {"slice_loop", "[action's own frame]"} | machinery, starts
+    in_machinery = sum(c for fr, c in in_action if function_of(fr[1]) in machinery)
+    assert in_machinery <= max(2, 0.02 * sum(c for _, c in in_action)), (in_machinery, starts)
     # time outside actions keeps its whole stacks (the waiter thread)
     outside = [fr for fr, _ in stacks if fr[0] == "[no Lightning action]"]
     waiter = [fr for fr in outside if "waiter" in {function_of(x) for x in fr}]
