@@ -131,15 +131,18 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 			e->flags |= LT_SAMPLE_TRUNCATED; /* frames left: the root side is missing */
 	}
 	/* In one of our uprobes rather than in the target's own code: in the
-	 * kernel with the user IP just past the int3, or at the out-of-line
-	 * copy of the probed instruction (the "[uprobes]" page) while it is
-	 * single-stepped. */
+	 * kernel with the user IP just past the int3 (the trap taken), or at
+	 * the int3 itself (the kernel resets the IP to the probed address
+	 * before it runs the uprobe's programs, and a sample can land while
+	 * they run), or at the out-of-line copy of the probed instruction
+	 * (the "[uprobes]" page) while it is single-stepped. */
 	if (regs) {
 		u64 xol = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
-		u8 insn = 0;
+		u8 insn[2] = {};
 		if (xol && regs->ip - xol < 4096)
 			e->flags |= LT_SAMPLE_IN_PROBE;
-		else if (in_kernel && !bpf_probe_read_user(&insn, 1, (void *)(regs->ip - 1)) && insn == 0xcc)
+		else if (in_kernel && !bpf_probe_read_user(insn, 2, (void *)(regs->ip - 1)) &&
+			 (insn[0] == 0xcc || insn[1] == 0xcc))
 			e->flags |= LT_SAMPLE_IN_PROBE;
 	}
 	if (regs && (t->flags & LT_TARGET_OPS)) {

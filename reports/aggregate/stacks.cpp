@@ -289,6 +289,12 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       auto& pp = s.proc(h.pid);
       ++pp.out.samples;
       if (e.flags & LT_SAMPLE_NO_TSTATE) ++pp.out.samples_without_python;
+      // Time in our own uprobes is our overhead, not the target's: charged
+      // to no action and no stack (as in the op tables), only counted.
+      if (e.flags & LT_SAMPLE_IN_PROBE) {
+        ++pp.out.in_probe;
+        return;
+      }
       if (e.flags & LT_SAMPLE_TRUNCATED) ++pp.out.truncated;
       auto action = State::action_or_none(s.actions.innermost_action(h.pid, h.tid));
       s.add_sample(pp.on_cpu[action], e, pp.out);

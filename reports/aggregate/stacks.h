@@ -28,6 +28,7 @@ struct ProcessStacks {
   std::uint64_t samples = 0;
   std::uint64_t samples_without_python = 0;  // threads with no Python thread state
   std::uint64_t truncated = 0;               // deeper than LT_STACK_MAX frames
+  std::uint64_t in_probe = 0;                // in one of our uprobes: in no stack (our overhead)
   std::uint64_t unknown_frames = 0;          // code objects gone before we read them
   std::uint64_t offcpu_periods = 0;
   std::uint64_t offcpu_open_at_end = 0;  // still blocked at detach: not counted

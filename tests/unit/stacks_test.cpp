@@ -280,6 +280,34 @@ TEST(Stacks, TruncatedAndUnreadableStacksSayWhereTheRootIs) {
   EXPECT_EQ(roots, (std::vector<std::string>{"[truncated]", "[unreadable frames]"}));
 }
 
+// A sample taken while the thread handles one of our uprobes (seen: in the
+// action probe, between an action's BEGIN and its ORIGIN record) is our
+// overhead: it is counted, and in no action's stacks.
+TEST(Stacks, SamplesInOurOwnProbesAreInNoStack) {
+  Stream s;
+  s.sampler(ms);
+  s.code(0x100, "main", "/w/train.py", 1);
+  s.code(0x200, "step", "/w/train.py", 10);
+  s.action(LT_EV_ACTION_BEGIN, 1 * ms, 1, 0xa, "training_step");
+  lt_py_sample_event e{};
+  e.hdr = {LT_EV_PY_SAMPLE, sizeof e, kPid, 1, 0, 2 * ms};
+  e.nframes = 2;
+  e.frames[0] = {0x200, 4, 7};
+  e.frames[1] = {0x100, 4, 7};
+  e.flags = LT_SAMPLE_IN_KERNEL | LT_SAMPLE_IN_PROBE;
+  s.feed(e);
+  s.sample(LT_EV_PY_SAMPLE, 3 * ms, 1, {0x100, 0x200});
+  s.action(LT_EV_ACTION_END, 4 * ms, 1, 0xa);
+  s.actions.finish();
+  auto rep = s.stacks.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  EXPECT_EQ(rep.processes[0].samples, 2u);
+  EXPECT_EQ(rep.processes[0].in_probe, 1u);
+  const StackProfile* p = profile(rep.processes[0].on_cpu, "training_step");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(leaf_functions(*p), std::vector<std::string>{"step"});
+}
+
 TEST(AdvancedReport, SameBaseNameLineAndFunctionMergeLikeStripDirs) {
   StackProfile p;
   p.frames = {{"f", "/a/util.py", 3, 1, false}, {"f", "/b/util.py", 3, 1, false}};

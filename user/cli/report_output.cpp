@@ -244,6 +244,9 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     if (ps.samples_without_python)
       std::cerr << who << ": " << ps.samples_without_python << " of " << ps.samples
                 << " samples were of threads with no Python thread state (native threads)\n";
+    if (ps.in_probe)
+      std::cerr << who << ": " << ps.in_probe << " of " << ps.samples
+                << " samples were in ltrace-bpf's own probes: our overhead, in no stack\n";
     if (ps.truncated)
       std::cerr << who << ": " << ps.truncated << " stack(s) deeper than " << LT_STACK_MAX
                 << " frames were cut at the root side ([truncated])\n";
