@@ -66,6 +66,15 @@ std::string render_simple_report(const SimpleReportInput& in) {
   return out;
 }
 
+int lightning_local_rank(int world_size, int local_rank) {
+  return world_size > 1 ? std::max(local_rank, 0) : -1;
+}
+
+std::string lightning_rank_suffix(int world_size, int local_rank) {
+  const int r = lightning_local_rank(world_size, local_rank);
+  return r >= 0 ? " rank: " + std::to_string(r) : "";
+}
+
 std::string lightning_report_filename(const std::string& stage, const std::string& filename, int local_rank,
                                       const std::string& extension, const std::string& action) {
   std::vector<std::string> parts;

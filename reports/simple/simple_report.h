@@ -30,4 +30,11 @@ std::vector<SimpleRow> simple_rows(const SimpleReportInput& in);
 std::string lightning_report_filename(const std::string& stage, const std::string& filename, int local_rank,
                                       const std::string& extension = ".txt", const std::string& action = "");
 
+// The rank Lightning's profilers name a process by: the trainer's *local*
+// rank when world_size > 1 (0 when unknown, as Profiler.local_rank), else
+// none (-1).  Used in file names and in the " rank: N" of report headers.
+int lightning_local_rank(int world_size, int local_rank);
+// "Profile stats for: {action}" + this: " rank: {local_rank}", or "".
+std::string lightning_rank_suffix(int world_size, int local_rank);
+
 }  // namespace lt

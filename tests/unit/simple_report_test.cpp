@@ -120,6 +120,17 @@ TEST(FileName, LightningPatterns) {
   EXPECT_EQ(lt::lightning_report_filename("fit", "a/b:c__d", -1), "fit-a_b_c_d.txt");
 }
 
+// Profiler._stats_to_str: " rank: {local_rank}" (the trainer's local rank, not
+// the global one) when world_size > 1; Profiler.local_rank is 0 when unset.
+TEST(FileName, RankInHeadersIsTheLocalRank) {
+  EXPECT_EQ(lt::lightning_rank_suffix(8, 3), " rank: 3");   // global rank 7 on node 1: local 3
+  EXPECT_EQ(lt::lightning_rank_suffix(8, -1), " rank: 0");  // local rank unknown
+  EXPECT_EQ(lt::lightning_rank_suffix(1, 0), "");
+  EXPECT_EQ(lt::lightning_rank_suffix(-1, 2), "");
+  EXPECT_EQ(lt::lightning_local_rank(4, 1), 1);
+  EXPECT_EQ(lt::lightning_local_rank(1, 1), -1);
+}
+
 // AdvancedProfiler's dump_stats: _prepare_filename(action_name=..., extension=".prof"), the spec's examples.
 TEST(FileName, ProfPerAction) {
   EXPECT_EQ(lt::lightning_report_filename("fit", "perf", -1, ".prof", "[Strategy]DDPStrategy.backward"),

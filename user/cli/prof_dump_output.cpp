@@ -59,7 +59,7 @@ int write_prof_dumps(const ActionsReport& rep, const StacksReport& stacks, const
     const Stage stage = d.actions ? d.actions->stage : Stage::none;
     // As the text reports' files (report_output.cpp): the local rank under
     // a distributed run; several unranked processes kept apart by pid.
-    const int local_rank = meta.world_size > 1 ? std::max(meta.local_rank, 0) : -1;
+    const int local_rank = lightning_local_rank(meta.world_size, meta.local_rank);
     std::string name_part = filename;
     if (procs.size() > 1 && meta.world_size <= 1)
       name_part += (name_part.empty() ? "pid" : "-pid") + std::to_string(d.pid);

@@ -135,7 +135,7 @@ namespace {
 void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std::size_t shown,
              const OutputOptions& out) {
   if (!out.dirpath.empty()) {
-    int local_rank = meta.world_size > 1 ? std::max(meta.local_rank, 0) : -1;
+    const int local_rank = lightning_local_rank(meta.world_size, meta.local_rank);
     std::string name = lightning_report_filename(stage_name(stage), out.filename, local_rank);
     if (shown > 1 && meta.world_size <= 1) {
       // Several unranked processes would share one file name: keep them apart.
@@ -232,7 +232,7 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     AdvancedReportInput in;
     Stage stage = pa ? pa->stage : Stage::none;
     in.stage_title = stage_title(stage);
-    if (meta.world_size > 1 && meta.rank >= 0) in.rank_suffix = " rank: " + std::to_string(meta.rank);
+    in.rank_suffix = lightning_rank_suffix(meta.world_size, meta.local_rank);
     in.stacks = &ps;
     in.period_ns = stacks.period_ns;
     in.restriction = restriction;
@@ -290,7 +290,7 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     // "Profile stats for: {key}[ rank: N]" and the table, joined by "\n".
     std::string title = stage_title(stage);
     std::string text = (title.empty() ? "" : title + " ") + "Profiler Report";
-    const std::string rank = meta.world_size > 1 && meta.rank >= 0 ? " rank: " + std::to_string(meta.rank) : "";
+    const std::string rank = lightning_rank_suffix(meta.world_size, meta.local_rank);
     // --ops-layout records: Lightning 2.x's one table over every step.
     std::vector<OpTableData> records;
     std::uint64_t left_out = 0;
