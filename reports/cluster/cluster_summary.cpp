@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "reports/format/code_points.h"
 #include "reports/format/numbers.h"
 #include "reports/format/stats.h"
 
@@ -215,15 +216,14 @@ std::string utc(std::int64_t ns) {
 // A plain text table: the first column left-aligned, the others right.
 std::string table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> w(head.size());
-  for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+  for (std::size_t i = 0; i < head.size(); ++i) w[i] = cp_len(head[i]);  // code points: names may be any text
   for (auto& r : rows)
-    for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], cp_len(r[i]));
   auto line = [&](const std::vector<std::string>& cells) {
     std::string s = "|";
     for (std::size_t i = 0; i < w.size(); ++i) {
       const std::string c = i < cells.size() ? cells[i] : "";
-      const std::string pad(w[i] - c.size(), ' ');
-      s += " " + (i == 0 ? c + pad : pad + c) + " |";
+      s += " " + (i == 0 ? pad_right(c, w[i]) : pad_left(c, w[i])) + " |";
     }
     return s + "\n";
   };

@@ -1,10 +1,22 @@
 #include "reports/format/code_points.h"
 
+#include "reports/format/utf8_text.h"
+
 namespace lt {
 
 std::size_t cp_len(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  for (std::size_t i = 0; i < s.size();) {
+    if (p[i] < 0x80) {  // the common case
+      ++n;
+      ++i;
+      continue;
+    }
+    const Utf8Char ch = next_utf8(p + i, s.size() - i);
+    n += ch.kind == Utf8Char::scalar ? 1 : ch.kind == Utf8Char::surrogate ? 6 : 4;
+    i += ch.len;
+  }
   return n;
 }
 

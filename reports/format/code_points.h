@@ -8,7 +8,10 @@
 
 namespace lt {
 
-// len(s) in Python terms: UTF-8 code points.
+// len(s) in Python terms: UTF-8 code points.  Bytes that are not UTF-8 are
+// measured as the writers print them (utf8_text.h): a stray byte as `\xNN`
+// (4 columns), a lone surrogate as `\uXXXX` (6), so a table padded with it
+// still lines up once written.
 std::size_t cp_len(const std::string& s);
 // s[:n] in Python terms.
 std::string cp_prefix(const std::string& s, std::size_t n);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "reports/format/code_points.h"
 #include "reports/format/numbers.h"
 
 namespace lt {
@@ -38,19 +39,18 @@ std::string render_gpu_actions(std::vector<GpuActionRow> rows, bool with_times) 
       cells.push_back({name, std::to_string(r.launches), std::to_string(r.syncs)});
   }
   std::vector<std::size_t> w(head.size());
-  for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+  // Widths in code points (action names may be any text).
+  for (std::size_t i = 0; i < head.size(); ++i) w[i] = cp_len(head[i]);
   for (auto& row : cells)
-    for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+    for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], cp_len(row[i]));
   auto line = [&](const std::vector<std::string>& row) {
     std::string out;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      const std::size_t pad = w[i] - row[i].size();
-      out += i == 0 ? row[i] + std::string(pad, ' ') : "  |  " + std::string(pad, ' ') + row[i];
-    }
+    for (std::size_t i = 0; i < row.size(); ++i)
+      out += i == 0 ? pad_right(row[i], w[i]) : "  |  " + pad_left(row[i], w[i]);
     return out + "\n";
   };
   std::string out = line(head);
-  std::size_t width = out.size() - 1;
+  std::size_t width = cp_len(out) - 1;
   out += std::string(width, '-') + "\n";
   for (auto& row : cells) out += line(row);
   return out;

@@ -15,6 +15,7 @@
 #include "reports/format/code_points.h"
 #include "reports/format/numbers.h"
 #include "reports/format/stats.h"
+#include "reports/format/utf8_text.h"
 
 using namespace lt;
 
@@ -145,6 +146,11 @@ TEST(FormatCodePoints, PadAndSlice) {
   EXPECT_EQ(cp_len(""), 0u);
   EXPECT_EQ(cp_len("temp °C"), 7u);
   EXPECT_EQ(cp_len("\xE2\x80\xA6"), 1u);
+  // not UTF-8: as wide as the writers print it (utf8_text)
+  for (const std::string& s : {std::string("a\xFF"
+                                           "b"),
+                               std::string("\x80"), std::string("x\xED\xA0\x80"), std::string("\xE2\x80")})
+    EXPECT_EQ(cp_len(s), cp_len(utf8_text(s))) << utf8_text(s);
   EXPECT_EQ(pad_left("ab", 5), "   ab");
   EXPECT_EQ(pad_right("ab", 5), "ab   ");
   EXPECT_EQ(pad_left("°C", 4), "  °C");

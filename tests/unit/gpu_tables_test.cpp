@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "reports/aggregate/kernel_names.h"
+#include "reports/format/code_points.h"
+#include "reports/gpu/gpu_actions.h"
 
 namespace {
 
@@ -274,4 +276,22 @@ TEST(KernelName, ShortNames) {
   EXPECT_EQ(lt::short_kernel_name("ampere_sgemm_128x64_tn"), "ampere_sgemm_128x64_tn");
   EXPECT_EQ(lt::short_kernel_name(""), "");
   EXPECT_EQ(lt::short_kernel_name("void broken<int(float*"), "void broken<int(float*");  // unbalanced: no crash
+}
+
+// Action names are any text: the columns line up by code points (and a byte
+// that is not UTF-8 as wide as it is written), not by bytes.
+TEST(GpuActions, NonAsciiNamesLineUp) {
+  std::vector<lt::GpuActionRow> rows(3);
+  rows[0].action = "[LightningModule]Modèle.training_step";
+  rows[0].kernels = 12;
+  rows[1].action = "ascii_only";
+  rows[1].kernels = 3;
+  rows[2].action = "odd\xFFname";
+  rows[2].kernels = 1;
+  const std::string t = lt::render_gpu_actions(rows, true);
+  std::vector<std::size_t> widths;
+  for (std::size_t a = 0, b; (b = t.find('\n', a)) != std::string::npos; a = b + 1)
+    widths.push_back(lt::cp_len(t.substr(a, b - a)));
+  ASSERT_EQ(widths.size(), 5u);  // head, rule, 3 rows
+  for (auto w : widths) EXPECT_EQ(w, widths[0]) << t;
 }

@@ -132,12 +132,14 @@ void notes(const ProcessActions& p) {
 namespace {
 
 // Prints one process's report, or appends it to Lightning's file name for it.
-void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std::size_t shown,
-             const OutputOptions& out) {
+// `sole_trainer`: the one process of several that ran Lightning actions (the
+// others are DataLoader workers, launchers): it keeps Lightning's name.
+void deliver(const std::string& text, const ProcessMeta& meta, Stage stage, std::size_t shown, const OutputOptions& out,
+             bool sole_trainer = false) {
   if (!out.dirpath.empty()) {
     const int local_rank = lightning_local_rank(meta.world_size, meta.local_rank);
     std::string name = lightning_report_filename(stage_name(stage), out.filename, local_rank);
-    if (shown > 1 && meta.world_size <= 1) {
+    if (shown > 1 && meta.world_size <= 1 && !sole_trainer) {
       // Several unranked processes would share one file name: keep them apart.
       name = lightning_report_filename(stage_name(stage), out.filename + "-pid" + std::to_string(meta.pid), -1);
     }
@@ -225,6 +227,11 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
                            const LineRestriction& restriction) {
   int written = 0;
   const ProcessIndex index(rep);
+  // Sampled DataLoader workers have stacks but no actions: with one trainer,
+  // its file keeps Lightning's name and theirs get a -pidN.
+  std::size_t trainers = 0;
+  for (const auto& ps : stacks.processes)
+    if (const ProcessActions* pa = index.find(ps.pid); pa && !pa->actions.empty()) ++trainers;
   for (const auto& ps : stacks.processes) {
     const ProcessActions* pa = index.find(ps.pid);
     ProcessMeta meta = pa ? index.with_rank_labels(pa->meta) : ProcessMeta{};
@@ -238,7 +245,8 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     in.restriction = restriction;
     if (pa)
       for (auto& a : pa->actions) in.action_time[a.name] = {a.calls, a.running_total_s};
-    deliver(render_advanced_report(in), meta, stage, stacks.processes.size(), out);
+    deliver(render_advanced_report(in), meta, stage, stacks.processes.size(), out,
+            trainers == 1 && pa && !pa->actions.empty());
     ++written;
     const std::string who = "ltrace-bpf: pid " + std::to_string(ps.pid);
     if (ps.samples_without_python)
