@@ -181,4 +181,6 @@ def test_dump_of_a_vanishing_process_fails_cleanly():
     finally:
         p.kill()
         p.wait()
+    print("dumps of an exiting process: %d whole, %d exit 3, %d other" %
+          (codes.count(0), codes.count(3), len(codes) - codes.count(0) - codes.count(3)))
     assert codes.count(0) >= 1 and codes[-1] == 3, codes

@@ -12,12 +12,13 @@ import threading
 import time
 
 stop = threading.Event()
-state = {"burned": 0}
+state = {"burned": 0, "stop": False}  # a plain flag: the burner calls nothing
 
 
 def sleeper():
-    while not stop.is_set():
-        time.sleep(0.5)  # at: sleeper
+    # One long sleep (a daemon thread, not joined): a loop of short ones
+    # would now and then be caught waking, waiting for the GIL.
+    time.sleep(3600)  # at: sleeper
 
 
 def reader(fd):
@@ -31,7 +32,7 @@ def locker(lock):
 
 def burner():
     n = 0
-    while not stop.is_set():  # at: burner
+    while not state["stop"]:  # at: burner
         n += 1  # at: burner
     state["burned"] = n > 0
 
@@ -59,7 +60,7 @@ def main():
     roles += [("idler%d" % i, idler, (ev,)) for i in range(idle)]
     threads = []
     for name, fn, args in roles:
-        t = threading.Thread(target=fn, args=args, name=name)
+        t = threading.Thread(target=fn, args=args, name=name, daemon=fn is sleeper)
         t.start()
         threads.append(t)
     while any(t.native_id is None for t in threads):
@@ -74,11 +75,13 @@ def main():
     print("ready " + json.dumps(tids), flush=True)
     sys.stdin.readline()  # at: main
     stop.set()
+    state["stop"] = True
     ev.set()
     lock.release()
     os.write(w, b"x")
     for t in threads:
-        t.join()
+        if t.name != "sleeper":
+            t.join()
     if "--child" in sys.argv:
         child.kill()
         child.wait()

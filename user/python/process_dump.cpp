@@ -20,7 +20,9 @@ ProcessDump dump_process(pid_t pid, proc::NativeNamer& namer) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto born = proc::start_time(pid);
   if (!born) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
-  auto same_process = [&] { return proc::start_time(pid) == born; };
+  // Still the process we started reading, and not on its way out (an
+  // exiting process releases its memory map before it turns zombie).
+  auto same_process = [&] { return proc::start_time(pid) == born && !proc::read_maps(pid).empty(); };
   ProcessDump d;
   d.pid = pid;
   d.comm = proc::read_comm(pid);
@@ -28,10 +30,10 @@ ProcessDump dump_process(pid_t pid, proc::NativeNamer& namer) {
   Interpreter interp;
   try {
     interp = discover(pid);
-  } catch (const Error&) {
+  } catch (const Error& e) {
     // Whatever discover() met (maps gone, memory unreadable) means this
-    // when the process is gone.
-    if (!same_process()) throw vanished(pid);
+    // when the process is gone or going.
+    if (e.code() == ExitCode::no_such_process || !same_process()) throw vanished(pid);
     throw;
   }
   d.python_version = interp.version_string();
