@@ -152,6 +152,14 @@ def test_dump_of_a_vanishing_process_fails_cleanly():
     # No such pid: exit 3, one line.
     r = dump(4194303)
     assert r.returncode == 3 and r.stderr.decode().count("\n") == 1, r
+    # Not Python: exit 4, not "exited".
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        r = dump(sleeper.pid)
+        assert r.returncode == 4 and b"not a CPython" in r.stderr, r
+    finally:
+        sleeper.kill()
+        sleeper.wait()
     # A process whose threads come and go, and which exits while we dump it
     # again and again: every dump is valid JSON or exit 3 with one line; the
     # last ones (pid gone) exit 3.

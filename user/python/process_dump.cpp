@@ -1,6 +1,7 @@
 #include "user/python/process_dump.h"
 
 #include <chrono>
+#include <fstream>
 #include <map>
 
 #include "user/core/errors.h"
@@ -22,7 +23,11 @@ ProcessDump dump_process(pid_t pid, proc::NativeNamer& namer) {
   if (!born) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
   // Still the process we started reading, and not on its way out (an
   // exiting process releases its memory map before it turns zombie).
-  auto same_process = [&] { return proc::start_time(pid) == born && !proc::read_maps(pid).empty(); };
+  auto same_process = [&] {
+    if (proc::start_time(pid) != born) return false;
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    return !maps || maps.peek() != std::ifstream::traits_type::eof();  // unreadable: we cannot tell, so alive
+  };
   ProcessDump d;
   d.pid = pid;
   d.comm = proc::read_comm(pid);
