@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from conftest import LTRACE, WORKLOADS, pyenv_python
+import containers
+from conftest import LTRACE, WORKLOADS, pyenv_python, wait_for
 
 TARGET = os.path.join(WORKLOADS, "dump_target.py")
 # time.sleep: clock_nanosleep (3.11+), select (3.8-3.10).
@@ -192,3 +193,36 @@ def test_dump_of_a_vanishing_process_fails_cleanly():
     print("dumps of an exiting process: %d whole, %d exit 3, %d other" %
           (codes.count(0), codes.count(3), len(codes) - codes.count(0) - codes.count(3)))
     assert codes.count(0) >= 1 and codes[-1] == 3, codes
+
+
+@pytest.mark.parametrize("minor", [14, 15])
+def test_dump_in_a_container(tmp_path, minor):
+    """CPython 3.14/3.15 from Debian sid in a pid namespace: tids mapped to
+    ours, the GIL holder from the live _Py_DebugOffsets."""
+    lines = marked_lines()
+    box = containers.Box(containers.root_path("sid"), mode="container")
+    try:
+        script = box.put(TARGET)
+        go = box.inside + "/go"
+        out_path = tmp_path / "target.out"
+        with open(out_path, "w") as out:
+            box.start(["/usr/bin/python3.%d" % minor, script, "--wait-file", go], stdout=out)
+        text = wait_for(str(out_path), "\n", 60, box.proc)
+        ns_tids = json.loads(text.split("ready ", 1)[1].splitlines()[0])
+        host = {}  # tid inside -> tid here
+        for tid in os.listdir("/proc/%d/task" % box.pid):
+            status = open("/proc/%d/task/%s/status" % (box.pid, tid)).read()
+            host[int(re.search(r"NSpid:.*\s(\d+)\n", status).group(1))] = int(tid)
+        doc = dump_json(box.pid)
+        open(box.host(go), "w").close()
+        assert box.wait(60) == 0
+        assert out_path.read_text().endswith("done 5 threads, burned=True\n")
+    finally:
+        box.stop()
+    [proc] = doc["processes"]
+    assert proc["python"] == "3.%d" % minor
+    threads = by_tid(proc)
+    for role in ("sleeper", "reader", "locker", "burner"):
+        th = threads[host[ns_tids[role]]]
+        assert th["frames"][0]["function"] == role and th["frames"][0]["line"] in lines[role], th
+    assert proc["gil_known"] and proc["gil_tid"] == host[ns_tids["burner"]], proc["gil_tid"]

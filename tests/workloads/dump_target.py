@@ -3,7 +3,7 @@
 one waiting on a lock, one burning CPU (the GIL holder), one blocked in a
 function whose name and file are not plain UTF-8, and --idle N more waiting
 on an Event.  Prints "ready" and each role's native tid as JSON; on a line
-"quit" on stdin it releases everything and prints the same result every run.
+"quit" on stdin (or once --wait-file PATH exists) it releases everything and prints the same result every run.
 The lines the test expects are marked "# at: ROLE"."""
 import json
 import os
@@ -73,7 +73,12 @@ def main():
         tids["child"] = child.pid
     time.sleep(0.3)  # every thread reaches its blocking call
     print("ready " + json.dumps(tids), flush=True)
-    sys.stdin.readline()  # at: main
+    if "--wait-file" in sys.argv:  # in a container: no stdin to wait on
+        go = sys.argv[sys.argv.index("--wait-file") + 1]
+        while not os.path.exists(go):
+            time.sleep(0.05)
+    else:
+        sys.stdin.readline()  # at: main
     stop.set()
     state["stop"] = True
     ev.set()
