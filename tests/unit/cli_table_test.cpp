@@ -45,6 +45,9 @@ std::vector<std::string> base_args(const CommandSpec& c) {
     case Options::Command::cluster:
       a.insert(a.end(), {"--slurm-job", "4", "-o", "t"});
       break;
+    case Options::Command::dump:
+      a.insert(a.end(), {"--pid", "1"});
+      break;
     default:
       break;
   }

@@ -149,7 +149,7 @@ TEST(LineTableFormat, LocationTableKinds) {
 TEST(LineTableFormat, UnknownVersionGivesFirstLine) {
   const Bytes t = {6, 1, 4, 2};
   EXPECT_EQ(line_for(7, 10, t, 8), 10);
-  EXPECT_EQ(line_for(14, 10, t, 8), 10);
+  EXPECT_EQ(line_for(16, 10, t, 8), 10);
   EXPECT_EQ(line_for(-1, 10, t, 8), 10);
 }
 

@@ -68,6 +68,9 @@ std::string dump(int minor, const lt::python::Layout& l) {
   LT_FIELD(type_tp_name);
   LT_FIELD(type_tp_iternext);
   LT_FIELD(type_tp_methods);
+  LT_FIELD(runtime_gil_tstate);
+  LT_FIELD(interp_gil_holder);
+  LT_FIELD(interp_gil_locked);
 #undef LT_FIELD
   return out.str();
 }

@@ -15,6 +15,7 @@ void check_run(Options& opts);
 void check_agent(Options& opts);
 void check_report(Options& opts);
 void check_cluster(Options& opts);
+void check_dump(Options& opts);
 
 int cmd_live(Options& opts);     // attach, print reports
 int cmd_record(Options& opts);   // attach, write a trace file
@@ -23,5 +24,6 @@ int cmd_agent(Options& opts);    // one node's recorder, reporting to the cluste
 int cmd_report(Options& opts);   // reports from a trace file, or one job from many (--merge)
 int cmd_cluster(Options& opts);  // every rank of a Slurm job
 int cmd_ps(Options& opts);       // the torch/Lightning processes here
+int cmd_dump(Options& opts);     // every thread of a process, now
 
 }  // namespace lt

@@ -32,6 +32,9 @@ const CommandSpec kCommands[] = {
    "run launches its own target: {} does not apply", false, check_run, cmd_run},
   {"cluster", C::cluster, "ltrace-bpf cluster --slurm-job ID -o DIR [options]", "every rank of a running Slurm job",
    "cluster finds every rank itself: {} does not apply", false, check_cluster, cmd_cluster},
+  {"dump", C::dump, "ltrace-bpf dump --pid PID ... [--children] [--json]",
+   "every thread's Python stack, state and native leaf now, without stopping the process",
+   "dump takes --pid, --children, --json and -v (got '{}')", true, check_dump, cmd_dump},
   {"agent", C::agent, "ltrace-bpf agent --job-env K=V ... -o FILE [options]",
    "one node's recorder (cluster starts it)", "{} does not apply to agent", false, check_agent, cmd_agent},
 };

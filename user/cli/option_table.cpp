@@ -14,9 +14,9 @@ namespace {
 using C = Options::Command;
 constexpr CommandSet kEvery = command_bit(C::live) | command_bit(C::record) | command_bit(C::report) |
                               command_bit(C::run) | command_bit(C::agent) | command_bit(C::cluster) |
-                              command_bit(C::ps);
-// Everything but ps, which lists processes and takes only -v.
-constexpr CommandSet kAll = kEvery & ~command_bit(C::ps);
+                              command_bit(C::ps) | command_bit(C::dump);
+// Everything but ps and dump, which read processes and take a few options.
+constexpr CommandSet kAll = kEvery & ~command_bit(C::ps) & ~command_bit(C::dump);
 // The commands that attach (report reads a trace file instead).
 constexpr CommandSet kAttaching = kAll & ~command_bit(C::report);
 // The commands that print reports (record, agent and cluster only write traces).
@@ -105,7 +105,7 @@ const OptionSpec kOptions[] = {
    .help = "write the trace file (record, agent: required; live: also keep it); cluster: the directory "
            "for the traces, one per node, and cluster-nodes.tsv",
    .store = [](Options& o, const std::string& v) { o.output = v; }, .example = "x.ltrace"},
-  {.name = "pid", .short_name = 'p', .arg = "PID", .commands = kTargeted,
+  {.name = "pid", .short_name = 'p', .arg = "PID", .commands = kTargeted | command_bit(C::dump),
    .help = "process to attach to (repeatable)",
    .store = [](Options& o, const std::string& v) {
      o.pids.push_back(static_cast<pid_t>(
@@ -123,7 +123,7 @@ const OptionSpec kOptions[] = {
            "--pid and --job-env; implies --children.  Exit code 3 if none was found",
    .store = [](Options& o, const std::string&) { o.all = true; },
    .refusal = "--all applies to live attach and record"},
-  {.name = "children", .short_name = 'c', .commands = kAttaching,
+  {.name = "children", .short_name = 'c', .commands = kAttaching | command_bit(C::dump),
    .help = "also follow every descendant (torchrun ranks, DataLoader workers), including ones forked later",
    .store = [](Options& o, const std::string&) { o.children = true; }, .passed_on = true},
   {.name = "duration", .short_name = 'd', .arg = "SECS", .commands = kAttaching,
@@ -306,6 +306,9 @@ const OptionSpec kOptions[] = {
    .help = "stream unless file F is visible here",
    .store = [](Options& o, const std::string& v) { o.shared_marker = v; }, .example = "m",
    .refusal = kAgentOnly},
+  {.name = "json", .commands = command_bit(C::dump),
+   .help = "dump: one JSON document (every process, thread, frame) instead of text",
+   .store = [](Options& o, const std::string&) { o.json = true; }},
   {.name = "help", .short_name = 'h', .commands = kEvery,
    .help = "this text",
    .store = [](Options& o, const std::string&) { o.help = true; }, .heading = "help:"},

@@ -12,7 +12,7 @@
 namespace lt {
 
 struct Options {
-  enum class Command { live, record, report, run, agent, cluster, ps } command = Command::live;
+  enum class Command { live, record, report, run, agent, cluster, ps, dump } command = Command::live;
   std::vector<std::string> run_argv;  // run: the command to launch under ltrace-bpf
   std::vector<pid_t> pids;
   // --all, or live/record without --pid and --job-env: every process with
@@ -61,6 +61,7 @@ struct Options {
   bool launch_stacks = false;  // --launch-stacks: the Python stack of each launch (at most one per ms per thread)
   bool device_stats = false;   // --device-stats: NVML + /proc samples per action
   bool verbose = false;
+  bool json = false;  // dump: one JSON document instead of text
   std::string dump_path;
   bool merge = false;                  // report DIR --merge: several trace files (nodes) as one job
   std::string chrome_dir;              // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)

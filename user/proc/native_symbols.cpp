@@ -29,10 +29,10 @@ std::string base_name(const std::string& path) {
 
 }  // namespace
 
-NativeSymbols::NativeSymbols(Emit emit) : emit_(std::move(emit)) {}
-NativeSymbols::~NativeSymbols() = default;
+NativeNamer::NativeNamer() = default;
+NativeNamer::~NativeNamer() = default;
 
-const Mapping* NativeSymbols::mapping_of(pid_t pid, std::uint64_t ip) {
+const Mapping* NativeNamer::mapping_of(pid_t pid, std::uint64_t ip) {
   auto find = [ip](const std::vector<Mapping>& maps) -> const Mapping* {
     for (auto& m : maps)
       if (ip >= m.start && ip < m.end) return &m;
@@ -46,36 +46,51 @@ const Mapping* NativeSymbols::mapping_of(pid_t pid, std::uint64_t ip) {
   return find(maps_[pid]);
 }
 
+std::optional<NativeName> NativeNamer::name(pid_t pid, std::uint64_t ip) {
+  if (!ip) return std::nullopt;
+  const Mapping* m = mapping_of(pid, ip);
+  if (!m || m->path.empty() || m->path[0] != '/') return std::nullopt;
+  NativeName out;
+  out.path = m->path;
+  out.dso = base_name(m->path);
+  std::string path = mapped_file(pid, *m);
+  // One index per file, whoever maps it (every forked worker maps the same
+  // libraries): keyed by device and inode, not by the per-pid path.
+  struct stat st {};
+  if (path.empty() || stat(path.c_str(), &st) != 0) return std::nullopt;
+  auto f = files_.find({st.st_dev, st.st_ino});
+  // Unreadable or not ELF: an empty index, and the frame is named by its file.
+  if (f == files_.end())
+    f = files_.emplace(std::make_pair(st.st_dev, st.st_ino), std::make_unique<SymbolIndex>(path)).first;
+  if (const char* sym = f->second->function_at(ip - m->start + m->offset)) out.function = demangle(sym);
+  if (out.function.empty()) out.function = "[" + out.dso + "]";
+  return out;
+}
+
+void NativeNamer::forget(pid_t pid) {
+  maps_.erase(pid);
+}
+
+NativeSymbols::NativeSymbols(Emit emit) : emit_(std::move(emit)) {}
+NativeSymbols::~NativeSymbols() = default;
+
 void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts) {
   if (!ip || !done_.emplace(pid, ip).second) return;
-  const Mapping* m = mapping_of(pid, ip);
-  if (!m || m->path.empty() || m->path[0] != '/' || m->path == skip_file) return;
+  auto n = namer_.name(pid, ip);
+  if (!n || n->path == skip_file) return;
   lt_native_sym_event e{};
   e.hdr.kind = LT_EV_NATIVE_SYM;
   e.hdr.size = sizeof e;
   e.hdr.pid = e.hdr.tid = static_cast<std::uint32_t>(pid);
   e.hdr.ts_ns = ts;
   e.ip = ip;
-  std::string dso = base_name(m->path);
-  std::strncpy(e.dso, dso.c_str(), sizeof e.dso - 1);
-  std::string path = mapped_file(pid, *m);
-  // One index per file, whoever maps it (every forked worker maps the same
-  // libraries): keyed by device and inode, not by the per-pid path.
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return;
-  auto f = files_.find({st.st_dev, st.st_ino});
-  // Unreadable or not ELF: an empty index, and the frame is named by its file.
-  if (f == files_.end())
-    f = files_.emplace(std::make_pair(st.st_dev, st.st_ino), std::make_unique<SymbolIndex>(path)).first;
-  std::string name;
-  if (const char* sym = f->second->function_at(ip - m->start + m->offset)) name = demangle(sym);
-  if (name.empty()) name = "[" + dso + "]";
-  std::strncpy(e.name, name.c_str(), sizeof e.name - 1);
+  std::strncpy(e.dso, n->dso.c_str(), sizeof e.dso - 1);
+  std::strncpy(e.name, n->function.c_str(), sizeof e.name - 1);
   emit_(&e, sizeof e);
 }
 
 void NativeSymbols::forget(pid_t pid) {
-  maps_.erase(pid);
+  namer_.forget(pid);
   done_.erase(done_.lower_bound({pid, 0}), done_.lower_bound({pid + 1, 0}));
 }
 

@@ -1,8 +1,9 @@
-// Names the native instruction a sampled thread was at (its user-space
-// leaf): which mapped file, which function symbol in it (demangled).  Only
-// the leaf: our targets (CPython, libtorch) are built without frame
-// pointers, and we do not unwind native stacks in BPF.  Results go into the
-// stream as NATIVE_SYM records, once per (pid, address).
+// Names the native instruction a thread was at (its user-space leaf): which
+// mapped file, which function symbol in it (demangled).  Only the leaf: our
+// targets (CPython, libtorch) are built without frame pointers, and we do
+// not unwind native stacks.  NativeNamer answers one address; NativeSymbols
+// puts the answers into the stream as NATIVE_SYM records, once per (pid,
+// address), for stack samples.
 #pragma once
 #include <sys/types.h>
 
@@ -10,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,6 +21,27 @@
 namespace lt::proc {
 
 class SymbolIndex;
+
+struct NativeName {
+  std::string function;  // demangled; "[dso]" when the file has no symbol there
+  std::string dso;       // base name of the mapped file
+  std::string path;      // the mapped file as the target names it
+};
+
+class NativeNamer {
+ public:
+  NativeNamer();
+  ~NativeNamer();
+  // `ip` of `pid`, or nullopt when it is in no mapped file (JIT code,
+  // anonymous memory, a vanished process).
+  std::optional<NativeName> name(pid_t pid, std::uint64_t ip);
+  void forget(pid_t pid);
+
+ private:
+  const Mapping* mapping_of(pid_t pid, std::uint64_t ip);
+  std::map<pid_t, std::vector<Mapping>> maps_;
+  std::map<std::pair<dev_t, ino_t>, std::unique_ptr<SymbolIndex>> files_;  // by file identity
+};
 
 class NativeSymbols {
  public:
@@ -31,10 +54,8 @@ class NativeSymbols {
   void forget(pid_t pid);  // exec or exit: its addresses mean nothing now
 
  private:
-  const Mapping* mapping_of(pid_t pid, std::uint64_t ip);
   Emit emit_;
-  std::map<pid_t, std::vector<Mapping>> maps_;
-  std::map<std::pair<dev_t, ino_t>, std::unique_ptr<SymbolIndex>> files_;  // by file identity
+  NativeNamer namer_;
   std::set<std::pair<pid_t, std::uint64_t>> done_;
 };
 

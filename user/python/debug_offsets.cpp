@@ -189,6 +189,10 @@ void apply_debug_offsets(const DebugOffsets& d, Layout& l) {
                         " = " + std::to_string(*v) + ", expected " + std::to_string(u.expected) + ")");
     u.set(*v);
   }
+  // The GIL holder matters only to `dump`: what is published wins, with no
+  // cross-check (3.15 has no table value for it).
+  if (auto v = d.get("interpreter_state.gil_runtime_state_holder")) l.interp_gil_holder = static_cast<unsigned>(*v);
+  if (auto v = d.get("interpreter_state.gil_runtime_state_locked")) l.interp_gil_locked = static_cast<unsigned>(*v);
 }
 
 }  // namespace lt::python

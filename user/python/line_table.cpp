@@ -128,6 +128,8 @@ int line_for(int minor, int first_line, std::span<const std::uint8_t> table, int
     case 11:
     case 12:
     case 13:
+    case 14:
+    case 15:
       return loctable_line(first_line, table, 2 * static_cast<std::int64_t>(index));
     default:
       return first_line;

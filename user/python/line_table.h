@@ -24,11 +24,12 @@ inline constexpr int kNoLine = 0;
 //   3.11+    (instruction pointer - start of co_code_adaptive) / 2, in code
 //            units.  3.11/3.12 report prev_instr, which is -1 before the first
 //            instruction and may point at an inline CACHE unit (those map to
-//            the line of the instruction that owns them); 3.13 reports instr_ptr.
+//            the line of the instruction that owns them); 3.13+ report instr_ptr.
 //
 // Returns first_line for a negative index (frame not started), for a position
 // the table does not cover (3.10+; garbage or a stale read), and for a minor
-// version outside 3.8..3.13 whose format we have not verified.  Returns kNoLine
+// version outside 3.8..3.15 whose format we have not verified (3.14/3.15 keep
+// 3.11's location table: checked on Debian sid's builds by test_dump.py).  Returns kNoLine
 // where the table says the instruction has no line.  On 3.8/3.9 a position past
 // the end gets the table's last line, as CPython's PyCode_Addr2Line does.
 int line_for(int minor, int first_line, std::span<const std::uint8_t> table, int index);

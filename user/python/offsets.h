@@ -29,6 +29,12 @@ struct Layout {
   unsigned type_tp_name = 24;
   unsigned type_tp_iternext = 224;
   unsigned type_tp_methods = 232;
+  // Who holds the GIL (python-unwinding.md §2.1), for `dump`: <= 3.11
+  // _PyRuntime.gilstate.tstate_current (the holder's PyThreadState, NULL
+  // when released); 3.12+ PyInterpreterState._gil.last_holder, which is the
+  // holder only while _gil.locked is set.  0 = not known for this version.
+  unsigned runtime_gil_tstate = 0;
+  unsigned interp_gil_holder = 0, interp_gil_locked = 0;
 };
 
 // Layout for CPython 3.<minor>, or nullopt if we have no table for it.

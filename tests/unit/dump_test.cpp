@@ -1,0 +1,81 @@
+// `dump` output (user/cli/dump_output.cpp) from synthetic process dumps:
+// whatever bytes the target's names hold, the text is valid UTF-8 with one
+// line per frame, and the JSON strings give back the target's str.  And the
+// system-call names a blocked thread is reported in.
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+
+#include "reports/format/utf8_text.h"
+#include "user/cli/dump_output.h"
+#include "user/proc/syscall_names.h"
+
+namespace {
+
+lt::python::ProcessDump odd_process() {
+  lt::python::ProcessDump d;
+  d.pid = 42;
+  d.comm = "py\xff";
+  d.cmdline = {"python3", "tr\nain.py"};
+  d.python_version = "3.11";
+  d.python_binary = "/usr/bin/python3.11";
+  d.gil_known = true;
+  d.gil_tid = 43;
+  lt::python::ThreadDump t;
+  t.status.tid = 43;
+  t.status.name = "w\x1b[2J";
+  t.status.state = 'S';
+  t.status.syscall = SYS_futex;
+  t.status.pc = 0x7f00;
+  t.python = true;
+  t.holds_gil = true;
+  t.leaf = lt::proc::NativeName{"__futex_abstimed_wait_common", "libc.so.6", "/usr/lib/libc.so.6"};
+  // A lone surrogate as CPython's decoder keeps it (ED B3 BF), a stray byte,
+  // a newline, and a frame that could not be read.
+  t.frames = {{"w\xc3\xa9ird", "odd\xed\xb3\xbf\n\xfe.py", 2, true}, {"", "", 0, false}, {"<module>", "m.py", 0, true}};
+  t.torn = true;
+  d.threads.push_back(t);
+  lt::python::ThreadDump native;
+  native.status.tid = 44;
+  native.status.state = 'R';
+  d.threads.push_back(native);
+  return d;
+}
+
+TEST(DumpOutput, TextIsValidUtf8OneLinePerFrame) {
+  const std::string text = lt::dump_text(odd_process());
+  EXPECT_EQ(lt::utf8_text(text), text);  // valid UTF-8 already
+  EXPECT_NE(text.find("Process 42: python3 tr\\x0aain.py\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("GIL held by thread 43"), std::string::npos) << text;
+  EXPECT_NE(text.find("Thread 43 \"w\\x1b[2J\" (holds the GIL): sleeping in futex, at "
+                      "__futex_abstimed_wait_common (libc.so.6)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n    w\xc3\xa9ird (odd\\udcff\\x0a\\xfe.py:2)\n    <unreadable code object>\n"
+                      "    <module> (m.py:?)\n    <the stack changed"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Thread 44 (no Python): running\n"), std::string::npos) << text;
+}
+
+TEST(DumpOutput, JsonGivesBackTheStrings) {
+  const std::string json = lt::dump_json({odd_process()});
+  EXPECT_EQ(lt::utf8_text(json), json);
+  EXPECT_NE(json.find("\"file\": \"odd\\udcff\\n\\udcfe.py\", \"line\": 2"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"frames\": [{\"function\": \"w\xc3\xa9ird\""), std::string::npos) << json;
+  EXPECT_NE(json.find(", null, {\"function\": \"<module>\", \"file\": \"m.py\", \"line\": null}]"), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"syscall\": \"futex\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"gil_tid\": 43"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"ip\": \"0x7f00\""), std::string::npos) << json;
+}
+
+TEST(SyscallNames, ByNumber) {
+  EXPECT_EQ(lt::proc::syscall_name(SYS_read), "read");
+  EXPECT_EQ(lt::proc::syscall_name(SYS_futex), "futex");
+  EXPECT_EQ(lt::proc::syscall_name(SYS_epoll_wait), "epoll_wait");
+  EXPECT_EQ(lt::proc::syscall_name(SYS_clock_nanosleep), "clock_nanosleep");
+  EXPECT_EQ(lt::proc::syscall_name(100000), "syscall 100000");
+  EXPECT_EQ(lt::proc::syscall_name(-1), "syscall -1");
+}
+
+}  // namespace

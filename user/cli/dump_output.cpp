@@ -1,0 +1,133 @@
+#include "user/cli/dump_output.h"
+
+#include "reports/format/json_escape.h"
+#include "reports/format/numbers.h"
+#include "reports/format/utf8_text.h"
+#include "user/proc/syscall_names.h"
+#include "user/python/line_table.h"
+
+namespace lt {
+
+namespace {
+
+// A name as one line of valid UTF-8: control characters (a newline in a
+// file name) as \xNN, so one frame stays one line.
+std::string one_line(const std::string& bytes) {
+  std::string out;
+  for (char c : utf8_text(bytes)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string hex_addr(std::uint64_t v) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), hex[v & 15]);
+    v >>= 4;
+  } while (v);
+  return "0x" + s;
+}
+
+// "sleeping in futex", "running", "disk sleep in read".
+std::string state_of(const python::ThreadDump& t) {
+  if (t.gone) return "exited while read";
+  std::string s = t.status.state_words();
+  if (t.status.syscall >= 0 && t.status.state != 'R') s += " in " + proc::syscall_name(t.status.syscall);
+  return s;
+}
+
+std::string frame_text(const python::PyFrameInfo& f) {
+  if (!f.readable) return "<unreadable code object>";
+  std::string line = f.line == python::kNoLine ? "?" : std::to_string(f.line);
+  return one_line(f.function) + " (" + one_line(f.file) + ":" + line + ")";
+}
+
+}  // namespace
+
+std::string dump_text(const python::ProcessDump& d) {
+  std::string out = "Process " + std::to_string(d.pid) + ":";
+  for (const auto& a : d.cmdline) out += " " + one_line(a);
+  if (d.cmdline.empty()) out += " [" + one_line(d.comm) + "]";
+  out += "\nPython " + d.python_version + " (" + one_line(d.python_binary) + "); ";
+  if (!d.gil_known)
+    out += "GIL holder not known for this version";
+  else if (d.gil_tid)
+    out += "GIL held by thread " + std::to_string(d.gil_tid);
+  else
+    out += "GIL not held";
+  out += "; " + std::to_string(d.threads.size()) + " threads, read in " + fixed(d.read_ms, 1) + " ms\n";
+  for (const auto& t : d.threads) {
+    out += "\nThread " + (t.status.tid ? std::to_string(t.status.tid) : std::string("?"));
+    if (!t.status.name.empty()) out += " \"" + one_line(t.status.name) + "\"";
+    if (t.holds_gil) out += " (holds the GIL)";
+    if (!t.python) out += " (no Python)";
+    out += ": " + state_of(t);
+    if (t.leaf) out += ", at " + one_line(t.leaf->function) + " (" + one_line(t.leaf->dso) + ")";
+    out += "\n";
+    for (const auto& f : t.frames) out += "    " + frame_text(f) + "\n";
+    if (t.truncated) out += "    ... (deeper than " + std::to_string(python::kMaxFrames) + " frames)\n";
+    if (t.torn) out += "    <the stack changed while it was read: the frames above may be incomplete>\n";
+  }
+  return out;
+}
+
+std::string dump_json(const std::vector<python::ProcessDump>& dumps) {
+  std::string out = "{\"processes\": [";
+  bool first_p = true;
+  for (const auto& d : dumps) {
+    out += first_p ? "\n" : ",\n";
+    first_p = false;
+    out += "{\"pid\": " + std::to_string(d.pid) + ", \"comm\": " + json_string(d.comm) + ", \"cmdline\": [";
+    for (std::size_t i = 0; i < d.cmdline.size(); ++i) out += (i ? ", " : "") + json_string(d.cmdline[i]);
+    out += "], \"python\": " + json_string(d.python_version) + ", \"python_binary\": " + json_string(d.python_binary);
+    out += ", \"gil_known\": " + std::string(d.gil_known ? "true" : "false");
+    out += ", \"gil_tid\": " + (d.gil_tid ? std::to_string(d.gil_tid) : std::string("null"));
+    out += ", \"read_ms\": " + fixed(d.read_ms, 3) + ", \"threads\": [";
+    bool first_t = true;
+    for (const auto& t : d.threads) {
+      out += first_t ? "\n  " : ",\n  ";
+      first_t = false;
+      out += "{\"tid\": " + (t.status.tid ? std::to_string(t.status.tid) : std::string("null"));
+      out += ", \"name\": " + json_string(t.status.name);
+      out += ", \"state\": " + json_string(t.gone ? "exited" : t.status.state_words());
+      out += ", \"syscall\": " + (t.status.syscall >= 0 && !t.gone ? json_string(proc::syscall_name(t.status.syscall))
+                                                                   : std::string("null"));
+      out += ", \"python\": " + std::string(t.python ? "true" : "false");
+      out += ", \"holds_gil\": " + std::string(t.holds_gil ? "true" : "false");
+      out += ", \"native_leaf\": ";
+      if (t.leaf)
+        out += "{\"function\": " + json_string(t.leaf->function) + ", \"dso\": " + json_string(t.leaf->dso) +
+               ", \"ip\": " + json_string(hex_addr(t.status.pc)) + "}";
+      else
+        out += "null";
+      out += ", \"truncated\": " + std::string(t.truncated ? "true" : "false");
+      out += ", \"torn\": " + std::string(t.torn ? "true" : "false");
+      out += ", \"frames\": [";
+      for (std::size_t i = 0; i < t.frames.size(); ++i) {
+        const auto& f = t.frames[i];
+        out += i ? ", " : "";
+        if (!f.readable)
+          out += "null";
+        else
+          out += "{\"function\": " + json_string(f.function) + ", \"file\": " + json_string(f.file) +
+                 ", \"line\": " + (f.line == python::kNoLine ? std::string("null") : std::to_string(f.line)) + "}";
+      }
+      out += "]}";
+    }
+    out += "]}";
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+}  // namespace lt

@@ -1,0 +1,45 @@
+// `dump`: what every thread of one process is doing right now, without
+// stopping it: /proc for each thread's state, blocking system call and
+// native leaf; the interpreter's memory for its Python stack and the GIL
+// holder (thread_stacks.h).  The one function the cluster-wide dump can
+// call per rank (docs/design-dump.md).
+#pragma once
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "user/proc/native_symbols.h"
+#include "user/proc/thread_status.h"
+#include "user/python/thread_stacks.h"
+
+namespace lt::python {
+
+struct ThreadDump {
+  proc::ThreadStatus status;
+  bool gone = false;    // listed by the interpreter, but exited before /proc was read
+  bool python = false;  // has a Python thread state
+  bool holds_gil = false;
+  std::vector<PyFrameInfo> frames;  // innermost first
+  bool truncated = false, torn = false;
+  std::optional<proc::NativeName> leaf;  // where it is blocked (the instruction after its system call)
+};
+
+struct ProcessDump {
+  pid_t pid = 0;
+  std::string comm;
+  std::vector<std::string> cmdline;
+  std::string python_version, python_binary;
+  bool gil_known = false;
+  pid_t gil_tid = 0;                // 0: nobody holds it (or not known)
+  std::vector<ThreadDump> threads;  // by tid
+  double read_ms = 0;               // how long reading took (measured, monotonic clock)
+};
+
+// Throws lt::Error: no_such_process when `pid` does not exist or exits (or
+// is replaced by another process with its pid) while it is read;
+// not_python / unsupported / permission as discover() does.
+ProcessDump dump_process(pid_t pid, proc::NativeNamer& namer);
+
+}  // namespace lt::python
