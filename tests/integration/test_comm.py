@@ -49,15 +49,18 @@ def rank_results(tmp):
 
 def parse_comm_report(text):
     """rank -> {(collective, size, count, type): calls}, and rank -> process-group lines."""
-    rows, groups, rank = {}, {}, None
+    rows, groups, rank, in_sizes = {}, {}, None, False
     for line in text.splitlines():
         m = re.match(r"pid \d+ rank (\d+) .*: (\d+) calls", line)
         if m:
             rank = int(m.group(1))
             rows[rank], groups[rank] = {}, []
+            in_sizes = True
             continue
         cells = line.split()
-        if rank is not None and len(cells) == 6 and line.startswith("  ") and cells[4].isdigit():
+        if not line.startswith("  ") or line.startswith("  ("):
+            in_sizes = False
+        if rank is not None and in_sizes and len(cells) == 6 and cells[4].isdigit():
             rows[rank][tuple(cells[:4])] = int(cells[4])
         if rank is not None and line.startswith("  pg "):
             groups[rank].append(line.strip())
@@ -79,7 +82,9 @@ def test_comm_counts_bytes_and_reference(tmp_path):
         with open(run / "lt.out", "w") as lo, open(run / "lt.err", "w") as le:
             lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm", "-o",
                                    str(trace)], stdout=lo, stderr=le)
-        # with --children one probe set serves every process mapping the file
+        # every rank adopted (the window opens), and the comm probes in: with
+        # --children one probe set serves every process mapping the file
+        wait_for(str(run / "lt.err"), "attached:", 120, lt)
         wait_for(str(run / "lt.err"), "c10d backend methods", 120, lt)
         (run / "go").touch()
         assert job.wait(timeout=300) == 0, log.read_text()
