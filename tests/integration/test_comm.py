@@ -117,3 +117,37 @@ def test_comm_counts_bytes_and_reference(tmp_path):
                              timeout=120)
     assert offline.returncode == 0, offline.stderr
     assert offline.stdout == live
+
+
+def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
+    """Trainer(strategy="ddp", accelerator="cpu", devices=2): DDP's reducer
+    all-reduces the gradients (Linear(32, 2): 66 float32 in one bucket) once
+    per step, in backward; rank 1 is spawned by Lightning after the attach
+    and followed with --children."""
+    steps = 6
+    log = tmp_path / "job.log"
+    go = tmp_path / "go"
+    with open(log, "w") as lo:
+        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "ddp_straggler.py"), str(go), str(steps), "2", "1"],
+                               stdout=lo, stderr=subprocess.STDOUT, cwd=tmp_path,
+                               env=dict(os.environ, SLOW_RANK="-1", SLOW_S="0"))
+    try:
+        wait_for(str(log), "READY 0", 300, job)
+        with open(tmp_path / "lt.out", "w") as lo, open(tmp_path / "lt.err", "w") as le:
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm"], stdout=lo,
+                                  stderr=le)
+        wait_for(str(tmp_path / "lt.err"), "attached:", 120, lt)
+        wait_for(str(tmp_path / "lt.err"), "c10d backend methods", 120, lt)
+        go.touch()
+        assert job.wait(timeout=300) == 0, log.read_text()
+        assert lt.wait(timeout=120) == 0, (tmp_path / "lt.err").read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    out = (tmp_path / "lt.out").read_text()
+    sections = out.split("\npid ")[1:]
+    assert len(sections) == 2, out
+    for sec in sections:
+        rows = [ln.split() for ln in sec.splitlines()]
+        assert ["all_reduce", "264", "66", "float32", str(steps), str(264 * steps)] in rows, out
+        assert ["[Strategy]DDPStrategy.backward", "all_reduce", str(steps), str(264 * steps)] in rows, out
