@@ -84,6 +84,8 @@ enum lt_event_kind {
 	/* memory (memprobe source: entry probes on torch's allocator hooks) */
 	LT_EV_MEM = 96,	      /* an allocation, a free or an out-of-memory */
 	LT_EV_MEM_STACK = 97, /* lt_py_sample_event: the Python stack of the MEM just before */
+	/* communication (commprobe source: entry probes on c10d's process-group backends) */
+	LT_EV_COMM = 112, /* a collective or point-to-point call entered */
 };
 
 struct lt_event_header {
@@ -355,6 +357,60 @@ enum lt_mem_site {
 	LT_MEM_SITE_REPORT_USAGE = 4, /* reportMemoryUsageToProfiler(ptr, size, total_alloc, total_res, Device) */
 	LT_MEM_SITE_REPORT_OOM = 5,   /* reportOutOfMemoryToProfiler(size, total_alloc, total_res, Device) */
 };
+/* COMM: a thread entered one of c10d's process-group backend methods
+ * (ProcessGroupGloo::allreduce, ...; docs/design-comm.md).  Entry only: no
+ * return probe, so no duration.  `pg` is the backend object, `seq` our own
+ * count of calls on it in this process since the attach (from 1; counted in
+ * BPF, so a record lost to a full ring buffer leaves a gap, not a shift).
+ * For calls that carry data, impl[] holds words LT_COMM_FIRST_WORD.. of the
+ * TensorImpl of the call's first tensor (this rank's share, see
+ * docs/design-comm.md): its sizes, numel and dtype lie there in every torch
+ * build we know; user space finds them. */
+#define LT_COMM_FIRST_WORD 6
+#define LT_COMM_WORDS 24
+#define LT_COMM_HAS_TENSOR 0x1u /* impl[] was read */
+enum lt_comm_kind {
+	LT_COMM_ALLREDUCE = 1,
+	LT_COMM_ALLREDUCE_COALESCED = 2,
+	LT_COMM_BROADCAST = 3,
+	LT_COMM_REDUCE = 4,
+	LT_COMM_ALLGATHER = 5,
+	LT_COMM_ALLGATHER_COALESCED = 6,
+	LT_COMM_ALLGATHER_INTO_TENSOR = 7, /* _allgather_base (< 2.10), all_gather_single */
+	LT_COMM_GATHER = 8,
+	LT_COMM_SCATTER = 9,
+	LT_COMM_REDUCE_SCATTER = 10,
+	LT_COMM_REDUCE_SCATTER_TENSOR = 11, /* reduce_scatter_single */
+	LT_COMM_ALLTOALL = 12,
+	LT_COMM_ALLTOALL_SINGLE = 13, /* alltoall_base (< 2.10), all_to_all_single */
+	LT_COMM_BARRIER = 14,
+	LT_COMM_SEND = 15,
+	LT_COMM_RECV = 16,
+	LT_COMM_RECV_ANYSOURCE = 17,
+	LT_COMM_KIND_MAX = 18,
+};
+enum lt_comm_backend {
+	LT_COMM_GLOO = 1,
+	LT_COMM_NCCL = 2, /* reserved: ProcessGroupNCCL in libtorch_cuda (not probed yet) */
+};
+/* A commprobe uprobe's attach cookie: which call, and where its tensor is. */
+#define LT_COMM_COOKIE(kind, backend, reg, form) ((kind) | ((backend) << 8) | ((reg) << 16) | ((form) << 20))
+#define LT_COMM_FORM_NONE 0   /* no tensor (barrier) */
+#define LT_COMM_FORM_VECTOR 1 /* the register holds std::vector<at::Tensor>& */
+#define LT_COMM_FORM_TENSOR 2 /* the register holds at::Tensor& */
+struct lt_comm_event {
+	struct lt_event_header hdr;
+	u64 pg;	 /* the backend object (c10d::ProcessGroupGloo *) */
+	u64 seq; /* calls on pg in this process since the attach, this one included */
+	u8 kind; /* enum lt_comm_kind */
+	u8 backend;
+	u16 ntensors; /* tensors in the vector argument (1 for a single tensor, 0 none) */
+	s32 peer;     /* send / recv: the peer rank; -1 otherwise */
+	u32 flags;    /* LT_COMM_HAS_TENSOR */
+	u32 pad;
+	u64 impl[LT_COMM_WORDS];
+};
+
 struct lt_mem_event {
 	struct lt_event_header hdr;
 	u64 ptr;
@@ -664,6 +720,7 @@ struct lt_py_offsets {
 #define LT_TARGET_TSTATE_MAP 0x100u   /* thread states from lt_tstates, not from fsbase */
 #define LT_TARGET_MEM 0x200u	      /* take its allocator events (memprobe) */
 #define LT_TARGET_MEM_STACKS 0x400u   /* ...with the Python stack of each */
+#define LT_TARGET_COMM 0x800u	      /* take its c10d calls (commprobe) */
 
 struct lt_target {
 	struct lt_py_offsets off;

@@ -160,6 +160,18 @@ LT_OFFSET(lt_op_shapes_event, depth, 28);
 LT_OFFSET(lt_op_shapes_event, tensors, 30);
 LT_OFFSET(lt_op_shapes_event, impl, 32);
 
+LT_SIZE(lt_comm_event, 248);
+LT_OFFSET(lt_comm_event, hdr, 0);
+LT_OFFSET(lt_comm_event, pg, 24);
+LT_OFFSET(lt_comm_event, seq, 32);
+LT_OFFSET(lt_comm_event, kind, 40);
+LT_OFFSET(lt_comm_event, backend, 41);
+LT_OFFSET(lt_comm_event, ntensors, 42);
+LT_OFFSET(lt_comm_event, peer, 44);
+LT_OFFSET(lt_comm_event, flags, 48);
+LT_OFFSET(lt_comm_event, pad, 52);
+LT_OFFSET(lt_comm_event, impl, 56);
+
 LT_SIZE(lt_mem_event, 64);
 LT_OFFSET(lt_mem_event, hdr, 0);
 LT_OFFSET(lt_mem_event, ptr, 24);

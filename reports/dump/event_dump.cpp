@@ -71,6 +71,8 @@ const char* kind_name(unsigned k) {
       return "mem";
     case LT_EV_MEM_STACK:
       return "mem_stack";
+    case LT_EV_COMM:
+      return "comm";
     case LT_EV_GPU_ACTIVITY:
       return "gpu_activity";
     case LT_EV_GPU_NAME:
@@ -137,7 +139,12 @@ void dump_events(const Trace& trace, std::ostream& to) {
     lt_gpu_clock_event gc;
     lt_action_origin_event ao;
     lt_mem_event me;
-    if (h.kind == LT_EV_MEM && record_as(h, p, me))
+    lt_comm_event ce;
+    if (h.kind == LT_EV_COMM && record_as(h, p, ce))
+      out << " comm=" << static_cast<int>(ce.kind) << " backend=" << static_cast<int>(ce.backend) << " pg=0x"
+          << std::hex << ce.pg << std::dec << " seq=" << ce.seq << " tensors=" << ce.ntensors << " peer=" << ce.peer
+          << " flags=" << ce.flags;
+    else if (h.kind == LT_EV_MEM && record_as(h, p, me))
       out << " what=" << static_cast<int>(me.what) << " ptr=0x" << std::hex << me.ptr << std::dec
           << " bytes=" << me.bytes << " device=" << static_cast<int>(me.device_type) << ":"
           << static_cast<int>(me.device_index) << " depth=" << me.depth << " flags=" << me.flags

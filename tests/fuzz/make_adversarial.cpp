@@ -188,6 +188,25 @@ void one_round(Gen& g, const std::string& kind, std::uint64_t i) {
       g.put(o, LT_EV_MEM);
     }
     g.action(LT_EV_ACTION_END, i, "");
+  } else if (kind == "comm") {
+    // c10d calls in an action, each on another process group and of
+    // another size: the per-process rows and groups must stay bounded.
+    g.action(LT_EV_ACTION_BEGIN, i, "[LightningModule]Model.training_step");
+    lt_comm_event c{};
+    c.pg = 0x1000 + i * 64;
+    c.seq = i + 1;
+    c.kind = static_cast<lt::u8>(1 + i % (LT_COMM_KIND_MAX - 1));
+    c.backend = LT_COMM_GLOO;
+    c.peer = -1;
+    c.ntensors = 1;
+    c.flags = LT_COMM_HAS_TENSOR;
+    c.impl[2] = 1;        // ndim
+    c.impl[3] = 1 + i;    // size
+    c.impl[8] = 1;        // stride
+    c.impl[14] = 1 + i;   // numel
+    c.impl[15] = i % 16;  // dtype
+    g.put(c, LT_EV_COMM);
+    g.action(LT_EV_ACTION_END, i, "");
   } else if (kind == "pids") {
     const auto pid = static_cast<lt::u32>(100 + i);
     g.action(LT_EV_ACTION_BEGIN, i, "run_training_batch", pid, pid);

@@ -8,11 +8,13 @@
 
 #include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
+#include "reports/comm/comm_report.h"
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
 #include "reports/memory/memory_report.h"
@@ -33,6 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   lt::GpuAggregator gpu(actions, /*keep_slices=*/true);
   lt::DeviceStatsAggregator dev(actions);
   lt::MemoryAggregator mem(actions, {.keep_events = true});
+  lt::CommAggregator comm(actions, {.keep_calls = true});
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
     stacks.add(h, p);
@@ -40,6 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     gpu.add(h, p);
     dev.add(h, p);
     mem.add(h, p);
+    comm.add(h, p);
   });
   auto rep = actions.finish();
   auto st = stacks.finish();
@@ -48,6 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto memory = mem.finish();
   (void)lt::render_memory_report(memory, {&rep});
   (void)lt::render_cuda_memory_stats(memory, {&rep});
+  (void)lt::render_comm_report(comm.finish(), {&rep});
   for (const auto& p : gpu.finish().processes) {
     (void)lt::render_gpu_kern_sum(p.kernels);
     (void)lt::render_nvtx_sum(p.nvtx);

@@ -136,6 +136,7 @@ int attach(Options& opts) {
   so.shapes = opts.group_by_input_shapes;
   so.memory = opts.profile_memory || opts.wants_report("memory");
   so.memory_stacks = opts.wants_report("memory");
+  so.comm = opts.wants_report("comm");
   so.keep_in_memory = !opts.dump_path.empty();
   std::unique_ptr<ReportSet> reports;
   if (!recording) {

@@ -76,9 +76,10 @@ void store_report(Options& o, const std::string& v) {
   std::string rest = v + ",";
   for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
     std::string one = rest.substr(0, at);
-    if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu" && one != "memory")
-      throw Error(ExitCode::usage, "unknown report '" + one +
-                                       "' (available: simple, advanced, ops, gpu, memory, or several: simple,ops,gpu)");
+    if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu" && one != "memory" && one != "comm")
+      throw Error(ExitCode::usage,
+                  "unknown report '" + one +
+                      "' (available: simple, advanced, ops, gpu, memory, comm, or several: simple,ops,gpu)");
   }
   o.report = v;
   o.report_given = true;
@@ -136,7 +137,8 @@ const OptionSpec kOptions[] = {
            "CUDA API and NVTX summaries (nsys stats layout) and GPU time per action; shown by default when "
            "the targets used CUDA; memory: bytes allocated and freed and peak live bytes per action and device (CPU, "
            "each CUDA device), allocations still alive at the end by op and allocating line, out-of-memory "
-           "events; several at once: simple,advanced,ops,gpu,memory",
+           "events; comm: every c10d collective and point-to-point call (gloo) per rank, by kind and message size "
+           "(nccl-tests' layout) and per action; several at once: simple,advanced,ops,gpu,memory,comm",
    .store = store_report, .example = "simple,ops"},
   {.name = "rate", .arg = "HZ", .commands = kAttaching,
    .help = "stack samples per second and CPU (default 99; 1-10000)",

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "reports/comm/comm_report.h"
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
@@ -26,7 +27,8 @@ ReportSet::ReportSet(const Options& opts)
       ops_(actions_, {opts.schedule, wants_exports(opts), opts.group_by_input_shapes}),
       gpu_(actions_, wants_exports(opts)),
       devstats_(actions_),
-      memory_(actions_, {.keep_events = wants_exports(opts)}) {}
+      memory_(actions_, {.keep_events = wants_exports(opts)}),
+      comm_(actions_) {}
 
 void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   actions_.add(h, p);
@@ -35,6 +37,7 @@ void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   gpu_.add(h, p);
   devstats_.add(h, p);
   memory_.add(h, p);
+  comm_.add(h, p);
 }
 
 void ReportSet::gap() {
@@ -51,6 +54,7 @@ void ReportSet::write() {
   GpuReport gpu_rep = gpu_.finish();
   DeviceStatsReport dev_rep = devstats_.finish();
   MemoryReport mem_rep = memory_.finish();
+  CommReport comm_rep = comm_.finish();
   const OutputOptions files{o.extended, o.dirpath, o.filename};
   if (o.wants_report("simple")) write_simple_reports(rep, files);
   if (o.wants_report("advanced")) write_advanced_reports(rep, stack_rep, files, o.line_count_restriction);
@@ -62,6 +66,7 @@ void ReportSet::write() {
   // GPU tables when asked, or by default whenever a target used CUDA.
   if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
   if (o.wants_report("memory")) std::cout << render_memory_report(mem_rep, {&rep, o.row_limit}) << "\n";
+  if (o.wants_report("comm")) std::cout << render_comm_report(comm_rep, {&rep}) << "\n";
   if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
   if (o.device_stats)
     if (auto cuda = render_cuda_memory_stats(mem_rep, {&rep}); !cuda.empty()) std::cout << cuda << "\n";

@@ -23,6 +23,8 @@ std::size_t fixed_size(std::uint16_t kind) {
       return sizeof(lt_py_sample_event);
     case LT_EV_MEM:
       return sizeof(lt_mem_event);
+    case LT_EV_COMM:
+      return sizeof(lt_comm_event);
     case LT_EV_GPU_LAUNCH:
       return sizeof(lt_gpu_launch_event);
     case LT_EV_GPU_STATUS:
@@ -70,6 +72,12 @@ std::span<const std::byte> RecordNormalizer::normalize(const void* data, std::si
     auto out = copy(data, e);
     for (unsigned i = 0; i < LT_SHAPE_REGS; ++i)
       if (!(e->tensors & (1u << i))) std::memset(e->impl[i], 0, sizeof e->impl[i]);
+    return out;
+  }
+  if (h.kind == LT_EV_COMM) {
+    lt_comm_event* e;
+    auto out = copy(data, e);
+    if (!(e->flags & LT_COMM_HAS_TENSOR)) std::memset(e->impl, 0, sizeof e->impl);
     return out;
   }
   return {static_cast<const std::byte*>(data), size};

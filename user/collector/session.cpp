@@ -12,6 +12,7 @@
 #include <ctime>
 
 #include "user/cluster/clock_exchange.h"
+#include "user/collector/comm_tracer.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/mem_tracer.h"
 #include "user/collector/op_tracer.h"
@@ -21,6 +22,7 @@
 #include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
+#include "user/sources/commprobe.h"
 #include "user/sources/gpu.h"
 #include "user/sources/loss_records.h"
 #include "user/sources/memprobe.h"
@@ -83,7 +85,8 @@ Session::Session(SessionOptions opts)
     : opts_(std::move(opts)),
       ops_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_ops(pid, first); }),
       gpu_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_gpu(pid, first); }),
-      mem_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_memory(pid, first); }) {}
+      mem_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_memory(pid, first); }),
+      comm_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_comm(pid, first); }) {}
 Session::~Session() = default;
 
 void Session::prepare() {
@@ -155,6 +158,10 @@ void Session::start_sources() {
     memprobe_ = std::make_unique<MemProbeSource>(*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1);
     memtracer_ = std::make_unique<MemTracer>(*memprobe_);
   }
+  if (opts_.comm) {
+    commprobe_ = std::make_unique<CommProbeSource>(*proctrack_);
+    commtracer_ = std::make_unique<CommTracer>(*commprobe_);
+  }
   if (opts_.gpu) {
     GpuTracerOptions go{opts_.inject, find_bridge_library(), opts_.verbose};
     gputracer_ = std::make_unique<GpuTracer>(
@@ -204,8 +211,8 @@ void Session::mark_attached(std::uint64_t t0) {
   emit(w);
   stats_.attach_latency_ms = (w.hdr.ts_ns - t0) / 1e6;
   if (opts_.on_attached) opts_.on_attached();
-  stats_.probes =
-      pyactions_->probes() + (optracer_ ? optracer_->probes() : 0) + (memtracer_ ? memtracer_->probes() : 0);
+  stats_.probes = pyactions_->probes() + (optracer_ ? optracer_->probes() : 0) +
+                  (memtracer_ ? memtracer_->probes() : 0) + (commtracer_ ? commtracer_->probes() : 0);
   if (opts_.verbose)
     std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s), %.1f ms%s\n", targets_.live_count(),
                  stats_.probes, stats_.attach_latency_ms,
@@ -222,6 +229,7 @@ void Session::start_chores(std::uint64_t now) {
   ops_pending_.start_clock(now);
   gpu_pending_.start_clock(now);
   mem_pending_.start_clock(now);
+  comm_pending_.start_clock(now);
 }
 
 // What the loop does between two drains, in this order: forked children's
@@ -239,6 +247,7 @@ std::uint64_t Session::do_chores() {
   ops_pending_.poll(now, ours);
   gpu_pending_.poll(now, ours);
   mem_pending_.poll(now, ours);
+  comm_pending_.poll(now, ours);
   if (stats_sampler_) {
     stats_sampler_->set_pids(targets_.live_alive_pids());
     stats_sampler_->poll();
@@ -256,6 +265,7 @@ void Session::detach(ring_buffer* rb) {
   pyactions_.reset();
   pysample_.reset();
   memprobe_.reset();
+  commprobe_.reset();
   opprobe_.reset();
   if (!callback_error_) ring_buffer__consume(rb);
 }
@@ -368,6 +378,7 @@ void Session::adopt_checked(pid_t pid) {
   if (optracer_) ops_pending_.start(pid);
   if (gputracer_) gpu_pending_.start(pid);
   if (memtracer_) mem_pending_.start(pid);
+  if (commtracer_) comm_pending_.start(pid);
 }
 
 // How BPF finds this interpreter's thread states, or why it cannot (then
@@ -449,6 +460,19 @@ PendingAttach::Attempt Session::attach_memory(pid_t pid, bool first) {
   return PendingAttach::Attempt::done;
 }
 
+// Comm probes for one target, once it has loaded libtorch_cpu.  As for
+// memory: an error ends the session only for an explicit --pid at adoption.
+PendingAttach::Attempt Session::attach_comm(pid_t pid, bool first) {
+  try {
+    if (!commtracer_->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
+    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, commtracer_->describe().c_str());
+  } catch (const Error& e) {
+    if (first && explicit_target(pid)) throw;
+    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; its collectives are missing from the report");
+  }
+  return PendingAttach::Attempt::done;
+}
+
 lt_target Session::target_for(const python::Interpreter& interp) {
   lt_target t{};
   t.off = interp.layout.bpf;
@@ -471,6 +495,7 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   if (opts_.gpu) t.flags |= LT_TARGET_GPU;
   if (opts_.launch_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_LAUNCH_STACKS;
   if (opts_.memory) t.flags |= LT_TARGET_MEM;
+  if (opts_.comm) t.flags |= LT_TARGET_COMM;
   if (opts_.memory_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_MEM_STACKS;
   if (auto v = tensor_vtables_.find(interp.pid); v != tensor_vtables_.end() && v->second) {
     t.tensor_vtable = v->second;

@@ -38,6 +38,8 @@ class OpProbeSource;
 class OpTracer;
 class MemProbeSource;
 class MemTracer;
+class CommProbeSource;
+class CommTracer;
 class GpuSource;
 class GpuTracer;
 class StatsSampler;
@@ -67,6 +69,9 @@ struct SessionOptions {
   // libc10's allocator hooks (user/collector/mem_tracer.h).
   bool memory = false;
   bool memory_stacks = false;  // ...with the Python stack of each (needs sampling's TSD key)
+  // c10d calls (--report comm): entry probes on libtorch_cpu's process-group
+  // backend methods (user/collector/comm_tracer.h).
+  bool comm = false;
   // GPU: records from CUDA targets (the CUPTI bridge, injected if needed,
   // or uprobes on libcudart / libcuda); see user/collector/gpu_tracer.h.
   bool gpu = true;
@@ -153,6 +158,7 @@ class Session {
   PendingAttach::Attempt attach_ops(pid_t pid, bool first);
   PendingAttach::Attempt attach_gpu(pid_t pid, bool first);
   PendingAttach::Attempt attach_memory(pid_t pid, bool first);
+  PendingAttach::Attempt attach_comm(pid_t pid, bool first);
   void release_gpu(ring_buffer* rb);
 
   // Records.
@@ -187,11 +193,14 @@ class Session {
   std::unique_ptr<OpTracer> optracer_;
   std::unique_ptr<MemProbeSource> memprobe_;
   std::unique_ptr<MemTracer> memtracer_;
+  std::unique_ptr<CommProbeSource> commprobe_;
+  std::unique_ptr<CommTracer> commtracer_;
   std::unique_ptr<GpuSource> gpusrc_;
   std::unique_ptr<GpuTracer> gputracer_;
-  PendingAttach ops_pending_;  // targets without libtorch mapped yet
-  PendingAttach gpu_pending_;  // targets without CUDA (yet)
-  PendingAttach mem_pending_;  // targets without libc10 mapped yet
+  PendingAttach ops_pending_;   // targets without libtorch mapped yet
+  PendingAttach gpu_pending_;   // targets without CUDA (yet)
+  PendingAttach mem_pending_;   // targets without libc10 mapped yet
+  PendingAttach comm_pending_;  // targets without libtorch_cpu mapped yet
   // The drain loop's periodic chores (start_chores() sets their clocks).
   Every thread_states_, watch_, liveness_;
   std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)

@@ -12,6 +12,7 @@ struct lt_pysample;
 struct lt_opprobe;
 struct lt_gpu;
 struct lt_memprobe;
+struct lt_commprobe;
 struct bpf_link;
 
 namespace lt {
@@ -26,6 +27,7 @@ struct SkeletonDestroy {
   void operator()(lt_opprobe* s) const;
   void operator()(lt_gpu* s) const;
   void operator()(lt_memprobe* s) const;
+  void operator()(lt_commprobe* s) const;
 };
 template <typename Skeleton>
 using SkeletonPtr = std::unique_ptr<Skeleton, SkeletonDestroy>;

@@ -1,0 +1,233 @@
+#include "reports/aggregate/comm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "reports/aggregate/stacks.h"  // kNoAction
+
+namespace lt {
+
+namespace {
+
+constexpr std::size_t kMaxCallsKept = 1'000'000;
+// Rows and groups per process: a real job has a few dozen of each; a
+// damaged or crafted trace must not grow them without bound.
+constexpr std::size_t kMaxRows = 4096;
+constexpr std::size_t kMaxGroups = 1024;
+
+struct DType {
+  const char* name;
+  std::size_t size;
+};
+// c10::ScalarType, in its enum order (c10/core/ScalarType.h)
+constexpr DType kDTypes[] = {
+    {"uint8", 1},           {"int8", 1},
+    {"int16", 2},           {"int32", 4},
+    {"int64", 8},           {"float16", 2},
+    {"float32", 4},         {"float64", 8},
+    {"complex32", 4},       {"complex64", 8},
+    {"complex128", 16},     {"bool", 1},
+    {"qint8", 1},           {"quint8", 1},
+    {"qint32", 4},          {"bfloat16", 2},
+    {"quint4x2", 1},        {"quint2x4", 1},
+    {"bits1x8", 1},         {"bits2x4", 1},
+    {"bits4x2", 1},         {"bits8", 1},
+    {"bits16", 2},          {"float8_e5m2", 1},
+    {"float8_e4m3fn", 1},   {"float8_e5m2fnuz", 1},
+    {"float8_e4m3fnuz", 1},
+};
+constexpr int kDTypeCount = static_cast<int>(sizeof kDTypes / sizeof kDTypes[0]);
+
+// Does word k start ndim, sizes, zeros in the unused size slots, and is
+// numel_ (k + 12: after the 5 sizes, 5 strides and storage_offset_) their
+// product?  ndim 0 only when `scalar_ok`.
+bool tensor_at(const std::uint64_t* w, int k, bool scalar_ok, CommTensor& out) {
+  if (k < 0 || k + 13 >= LT_COMM_WORDS) return false;
+  const std::uint64_t n = w[k];
+  if (n > 5 || (n == 0 && !scalar_ok)) return false;
+  std::uint64_t product = 1;
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    const std::uint64_t size = w[k + 1 + i];
+    if (i < n) {
+      if (size < 1 || size > (1ull << 40)) return false;
+      product *= size;
+      if (product > (1ull << 48)) return false;
+    } else if (size != 0) {
+      return false;
+    }
+  }
+  if (w[k + 12] != product) return false;
+  const int dtype = static_cast<int>(w[k + 13] & 0xffff);
+  if (dtype >= kDTypeCount) return false;
+  out = {k, static_cast<unsigned>(n), product, dtype};
+  return true;
+}
+
+}  // namespace
+
+std::string comm_kind_name(std::uint8_t kind) {
+  switch (kind) {
+    case LT_COMM_ALLREDUCE:
+      return "all_reduce";
+    case LT_COMM_ALLREDUCE_COALESCED:
+      return "all_reduce_coalesced";
+    case LT_COMM_BROADCAST:
+      return "broadcast";
+    case LT_COMM_REDUCE:
+      return "reduce";
+    case LT_COMM_ALLGATHER:
+      return "all_gather";
+    case LT_COMM_ALLGATHER_COALESCED:
+      return "all_gather_coalesced";
+    case LT_COMM_ALLGATHER_INTO_TENSOR:
+      return "all_gather_into_tensor";
+    case LT_COMM_GATHER:
+      return "gather";
+    case LT_COMM_SCATTER:
+      return "scatter";
+    case LT_COMM_REDUCE_SCATTER:
+      return "reduce_scatter";
+    case LT_COMM_REDUCE_SCATTER_TENSOR:
+      return "reduce_scatter_tensor";
+    case LT_COMM_ALLTOALL:
+      return "all_to_all";
+    case LT_COMM_ALLTOALL_SINGLE:
+      return "all_to_all_single";
+    case LT_COMM_BARRIER:
+      return "barrier";
+    case LT_COMM_SEND:
+      return "send";
+    case LT_COMM_RECV:
+      return "recv";
+    case LT_COMM_RECV_ANYSOURCE:
+      return "recv_anysource";
+    default:
+      return "comm#" + std::to_string(kind);
+  }
+}
+
+std::string comm_dtype_name(int t) {
+  return t >= 0 && t < kDTypeCount ? kDTypes[t].name : "dtype#" + std::to_string(t);
+}
+
+std::size_t comm_dtype_size(int t) {
+  return t >= 0 && t < kDTypeCount ? kDTypes[t].size : 0;
+}
+
+std::optional<CommTensor> decode_comm_tensor(const std::uint64_t* w, int hint) {
+  CommTensor t;
+  if (hint >= 0 && tensor_at(w, hint, true, t)) return t;
+  for (int k = 0; k + 13 < LT_COMM_WORDS; ++k)
+    if (tensor_at(w, k, false, t)) return t;
+  if (hint < 0)
+    for (int k = 0; k + 13 < LT_COMM_WORDS; ++k)
+      if (tensor_at(w, k, true, t)) return t;
+  return std::nullopt;
+}
+
+struct CommAggregator::State {
+  const ActionAggregator& actions;
+  CommAggregatorOptions opts;
+  struct Proc {
+    int layout = -1;
+    ProcessComm out;
+    std::map<std::tuple<std::uint8_t, std::string, std::uint64_t>, CommSizeRow> sizes;
+    std::map<std::pair<std::string, std::uint8_t>, CommActionRow> by_action;
+    std::unordered_map<std::uint64_t, CommGroup> groups;
+  };
+  std::map<std::uint32_t, Proc> procs;
+
+  void comm(const lt_event_header& h, const lt_comm_event& e) {
+    Proc& p = procs[h.pid];
+    p.out.pid = h.pid;
+    std::string dtype;
+    std::uint64_t count = 0, bytes = 0;
+    if (e.flags & LT_COMM_HAS_TENSOR) {
+      if (auto t = decode_comm_tensor(e.impl, p.layout)) {
+        if (t->ndim > 0) p.layout = t->layout;
+        dtype = comm_dtype_name(t->dtype);
+        count = t->numel;
+        bytes = count * comm_dtype_size(t->dtype);
+      } else {
+        ++p.out.unreadable;
+      }
+    }
+    std::tuple<std::uint8_t, std::string, std::uint64_t> key{e.kind, dtype, count};
+    if (p.sizes.size() >= kMaxRows && !p.sizes.count(key)) {
+      ++p.out.rows_dropped;  // counted in the totals below, not in a row
+    } else {
+      auto& row = p.sizes[key];
+      row.kind = e.kind;
+      row.dtype = dtype;
+      row.count = count;
+      row.bytes = bytes;
+      ++row.calls;
+      if (e.ntensors > 1) ++row.multi_tensor_calls;
+    }
+    ++p.out.calls;
+    p.out.bytes += bytes;
+
+    std::string action = actions.innermost_action(h.pid, h.tid);
+    if (action.empty()) action = actions.innermost_action(h.pid, h.pid);
+    if (action.empty()) action = kNoAction;
+    if (p.by_action.size() < kMaxRows || p.by_action.count({action, e.kind})) {
+      auto& a = p.by_action[{action, e.kind}];
+      a.action = action;
+      a.kind = e.kind;
+      ++a.calls;
+      a.bytes += bytes;
+    }
+
+    auto g = p.groups.find(e.pg);
+    if (g == p.groups.end() && p.groups.size() >= kMaxGroups) {
+      ++p.out.rows_dropped;
+      return;
+    }
+    if (g == p.groups.end()) {
+      g = p.groups.emplace(e.pg, CommGroup{}).first;
+      g->second.index = static_cast<unsigned>(p.groups.size() - 1);
+      g->second.object = e.pg;
+      g->second.first_seq = e.seq;
+    }
+    ++g->second.calls;
+    g->second.first_seq = std::min(g->second.first_seq, e.seq);
+    g->second.last_seq = std::max(g->second.last_seq, e.seq);
+
+    if (opts.keep_calls && p.out.calls_kept.size() < kMaxCallsKept)
+      p.out.calls_kept.push_back({h.ts_ns, h.tid, g->second.index, e.seq, e.kind, e.peer, dtype, count, bytes, action});
+  }
+};
+
+CommAggregator::CommAggregator(const ActionAggregator& actions, CommAggregatorOptions opts)
+    : s_(std::make_unique<State>(State{actions, opts, {}})) {}
+
+CommAggregator::~CommAggregator() = default;
+
+void CommAggregator::add(const lt_event_header& h, const std::byte* record) {
+  if (h.kind != LT_EV_COMM || h.size < sizeof(lt_comm_event)) return;
+  lt_comm_event e;
+  std::memcpy(&e, record, sizeof e);
+  s_->comm(h, e);
+}
+
+CommReport CommAggregator::finish() {
+  CommReport rep;
+  for (auto& [pid, p] : s_->procs) {
+    ProcessComm out = std::move(p.out);
+    for (auto& [k, r] : p.sizes) out.sizes.push_back(r);
+    std::stable_sort(out.sizes.begin(), out.sizes.end(), [](const CommSizeRow& a, const CommSizeRow& b) {
+      return std::tie(a.kind, a.bytes, a.dtype, a.count) < std::tie(b.kind, b.bytes, b.dtype, b.count);
+    });
+    for (auto& [k, r] : p.by_action) out.actions.push_back(r);
+    for (auto& [obj, g] : p.groups) out.groups.push_back(g);
+    std::sort(out.groups.begin(), out.groups.end(),
+              [](const CommGroup& a, const CommGroup& b) { return a.index < b.index; });
+    rep.processes.push_back(std::move(out));
+  }
+  return rep;
+}
+
+}  // namespace lt

@@ -1,0 +1,153 @@
+"""--report comm on a real 2-rank gloo job (issue 16, gloo on CPU).
+
+tests/workloads/comm_gloo.py issues a known set of c10d calls per rank
+(all_reduce of float32 [1000] and of a 0-dim float32, broadcast of int64
+[16], all_gather of float64 [256], barrier, send/recv of int32 [10]) per
+round.  Attached to its launcher with --children, the report must count
+each rank's calls per kind, dtype and size exactly as issued, agree with
+what torch.profiler records in a reference run, give the same bytes from
+the trace file (report FILE), and leave the job's results unchanged."""
+import os
+import re
+import subprocess
+
+from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
+
+ROUNDS = 20
+# (collective, size B, count, type) -> calls per rank; send on rank 0, recv on rank 1
+EXPECTED = {
+    ("all_reduce", "4", "1", "float32"): ROUNDS,
+    ("all_reduce", "4000", "1000", "float32"): ROUNDS,
+    ("broadcast", "128", "16", "int64"): ROUNDS,
+    ("all_gather", "2048", "256", "float64"): ROUNDS,
+    ("barrier", "-", "-", "-"): ROUNDS,
+}
+P2P = {0: ("send", "40", "10", "int32"), 1: ("recv", "40", "10", "int32")}
+# torch.profiler's dispatcher op -> our collective name
+PROFILER_NAMES = {"c10d::allreduce_": "all_reduce", "c10d::broadcast_": "broadcast", "c10d::allgather_": "all_gather",
+                  "c10d::barrier": "barrier", "c10d::send": "send", "c10d::recv_": "recv"}
+
+
+def start_job(tmp, *extra):
+    tmp.mkdir()
+    log = tmp / "job.log"
+    with open(log, "w") as lo:
+        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "comm_gloo.py"), str(tmp / "go"), str(ROUNDS),
+                                str(tmp), *extra], stdout=lo, stderr=subprocess.STDOUT)
+    wait_for(str(log), "READY 0", 300, job)
+    wait_for(str(log), "READY 1", 300, job)
+    return job, log
+
+
+def rank_results(tmp):
+    out = {}
+    for r in (0, 1):
+        lines = (tmp / f"rank{r}.txt").read_text().splitlines()
+        out[r] = {"checksum": lines[0].split()[1], "ops": dict((ln.split()[0], int(ln.split()[1])) for ln in lines[1:])}
+    return out
+
+
+def parse_comm_report(text):
+    """rank -> {(collective, size, count, type): calls}, and rank -> process-group lines."""
+    rows, groups, rank, in_sizes = {}, {}, None, False
+    for line in text.splitlines():
+        m = re.match(r"pid \d+ rank (\d+) .*: (\d+) calls", line)
+        if m:
+            rank = int(m.group(1))
+            rows[rank], groups[rank] = {}, []
+            in_sizes = True
+            continue
+        cells = line.split()
+        if not line.startswith("  ") or line.startswith("  ("):
+            in_sizes = False
+        if rank is not None and in_sizes and len(cells) == 6 and cells[4].isdigit():
+            rows[rank][tuple(cells[:4])] = int(cells[4])
+        if rank is not None and line.startswith("  pg "):
+            groups[rank].append(line.strip())
+    return rows, groups
+
+
+def test_comm_counts_bytes_and_reference(tmp_path):
+    # Reference: the same job under torch.profiler, not attached.
+    ref_tmp = tmp_path / "ref"
+    job, _ = start_job(ref_tmp, "--profile")
+    (ref_tmp / "go").touch()
+    assert job.wait(timeout=300) == 0
+    ref = rank_results(ref_tmp)
+
+    run = tmp_path / "traced"
+    job, log = start_job(run)
+    trace = run / "comm.lt"
+    try:
+        with open(run / "lt.out", "w") as lo, open(run / "lt.err", "w") as le:
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm", "-o",
+                                   str(trace)], stdout=lo, stderr=le)
+        # every rank adopted (the window opens), and the comm probes in: with
+        # --children one probe set serves every process mapping the file
+        wait_for(str(run / "lt.err"), "attached:", 120, lt)
+        wait_for(str(run / "lt.err"), "c10d backend methods", 120, lt)
+        (run / "go").touch()
+        assert job.wait(timeout=300) == 0, log.read_text()
+        assert lt.wait(timeout=120) == 0, (run / "lt.err").read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    live = (run / "lt.out").read_text()
+    rows, groups = parse_comm_report(live)
+    assert sorted(rows) == [0, 1], live
+    for r in (0, 1):
+        want = dict(EXPECTED)
+        want[P2P[r]] = ROUNDS
+        assert rows[r] == want, f"rank {r}:\n{live}"
+        # one process group, every call of it seen, numbered from the attach
+        assert groups[r] == [f"pg 0: {ROUNDS * 6} calls, seq 1-{ROUNDS * 6}"], live
+        # torch.profiler's count of each dispatcher op in the reference run
+        ours = {}
+        for (kind, *_), n in rows[r].items():
+            ours[kind] = ours.get(kind, 0) + n
+        theirs = {PROFILER_NAMES[k]: n for k, n in ref[r]["ops"].items() if k in PROFILER_NAMES}
+        assert ours == theirs, (ours, ref[r]["ops"])
+
+    # the job computed the same with and without us
+    traced = rank_results(run)
+    assert [traced[r]["checksum"] for r in (0, 1)] == [ref[r]["checksum"] for r in (0, 1)]
+
+    # the recorded trace gives the same report
+    offline = subprocess.run([LTRACE, "report", str(trace), "--report", "comm"], capture_output=True, text=True,
+                             timeout=120)
+    assert offline.returncode == 0, offline.stderr
+    assert offline.stdout == live
+
+
+def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
+    """Trainer(strategy="ddp", accelerator="cpu", devices=2): DDP's reducer
+    all-reduces the gradients (Linear(32, 2): 66 float32 in one bucket) once
+    per step, in backward; rank 1 is spawned by Lightning after the attach
+    and followed with --children."""
+    steps = 6
+    log = tmp_path / "job.log"
+    go = tmp_path / "go"
+    with open(log, "w") as lo:
+        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "ddp_straggler.py"), str(go), str(steps), "2", "1"],
+                               stdout=lo, stderr=subprocess.STDOUT, cwd=tmp_path,
+                               env=dict(os.environ, SLOW_RANK="-1", SLOW_S="0"))
+    try:
+        wait_for(str(log), "READY 0", 300, job)
+        with open(tmp_path / "lt.out", "w") as lo, open(tmp_path / "lt.err", "w") as le:
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm"], stdout=lo,
+                                  stderr=le)
+        wait_for(str(tmp_path / "lt.err"), "attached:", 120, lt)
+        wait_for(str(tmp_path / "lt.err"), "c10d backend methods", 120, lt)
+        go.touch()
+        assert job.wait(timeout=300) == 0, log.read_text()
+        assert lt.wait(timeout=120) == 0, (tmp_path / "lt.err").read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    out = (tmp_path / "lt.out").read_text()
+    sections = out.split("\npid ")[1:]
+    assert len(sections) == 2, out
+    for sec in sections:
+        rows = [ln.split() for ln in sec.splitlines()]
+        assert ["all_reduce", "264", "66", "float32", str(steps), str(264 * steps)] in rows, out
+        assert ["[Strategy]DDPStrategy.backward", "all_reduce", str(steps), str(264 * steps)] in rows, out

@@ -1,0 +1,41 @@
+// Communication source (bpf/commprobe.bpf.c): entry uprobes on c10d's
+// process-group backend methods (user/torch/comm_sites.h).  Which processes
+// report is decided per target (LT_TARGET_COMM in the shared target table).
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "user/sources/bpf_owner.h"
+#include "user/sources/proctrack.h"
+
+struct lt_commprobe;
+
+namespace lt {
+
+class CommProbeSource {
+ public:
+  // Throws lt::Error(bpf|permission).
+  explicit CommProbeSource(const ProcTrackSource& shared);
+  ~CommProbeSource();
+  CommProbeSource(const CommProbeSource&) = delete;
+  CommProbeSource& operator=(const CommProbeSource&) = delete;
+
+  struct Site {
+    std::uint64_t offset;  // file offset of the method's entry
+    std::uint64_t cookie;  // LT_COMM_COOKIE
+  };
+  // Entry uprobes at `sites` of `path` (a path this process can open);
+  // pid -1: every process mapping the file (BPF keeps only targets).
+  // Returns how many attached.
+  std::size_t attach(const std::string& path, pid_t pid, const std::vector<Site>& sites);
+  std::size_t probes() const { return links_.size(); }
+
+ private:
+  SkeletonPtr<lt_commprobe> skel_;
+  std::vector<LinkPtr> links_;  // destroyed before the skeleton
+};
+
+}  // namespace lt

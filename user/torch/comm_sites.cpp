@@ -1,0 +1,82 @@
+#include "user/torch/comm_sites.h"
+
+#include <cstring>
+
+#include "bpf/events.h"
+#include "user/core/errors.h"
+#include "user/proc/elf_image.h"
+
+namespace lt {
+
+namespace {
+
+struct Method {
+  std::string_view name;  // c10d::ProcessGroupGloo::<name>
+  std::uint32_t kind, reg, form;
+};
+
+// rdx = 2, rcx = 3: the first and second arguments after the hidden return
+// pointer (rdi) and `this` (rsi).  The tensor is this rank's share: the
+// buffer of an in-place call, the input of a gather-like call, the output
+// of a scatter-like call.
+constexpr Method kGloo[] = {
+    {"allreduce", LT_COMM_ALLREDUCE, 2, LT_COMM_FORM_VECTOR},
+    {"allreduce_coalesced", LT_COMM_ALLREDUCE_COALESCED, 2, LT_COMM_FORM_VECTOR},
+    {"broadcast", LT_COMM_BROADCAST, 2, LT_COMM_FORM_VECTOR},
+    {"reduce", LT_COMM_REDUCE, 2, LT_COMM_FORM_VECTOR},
+    {"allgather", LT_COMM_ALLGATHER, 3, LT_COMM_FORM_VECTOR},  // (outputs[][], inputs[])
+    {"allgather_coalesced", LT_COMM_ALLGATHER_COALESCED, 3, LT_COMM_FORM_VECTOR},
+    {"_allgather_base", LT_COMM_ALLGATHER_INTO_TENSOR, 3, LT_COMM_FORM_TENSOR},    // torch < 2.10
+    {"all_gather_single", LT_COMM_ALLGATHER_INTO_TENSOR, 3, LT_COMM_FORM_TENSOR},  // (output, input)
+    {"gather", LT_COMM_GATHER, 3, LT_COMM_FORM_VECTOR},
+    {"scatter", LT_COMM_SCATTER, 2, LT_COMM_FORM_VECTOR},                // (outputs[], inputs[][])
+    {"reduce_scatter", LT_COMM_REDUCE_SCATTER, 2, LT_COMM_FORM_VECTOR},  // (outputs[], inputs[][])
+    {"reduce_scatter_single", LT_COMM_REDUCE_SCATTER_TENSOR, 2, LT_COMM_FORM_TENSOR},
+    {"alltoall", LT_COMM_ALLTOALL, 3, LT_COMM_FORM_VECTOR},
+    {"alltoall_base", LT_COMM_ALLTOALL_SINGLE, 3, LT_COMM_FORM_TENSOR},  // torch < 2.10
+    {"all_to_all_single", LT_COMM_ALLTOALL_SINGLE, 3, LT_COMM_FORM_TENSOR},
+    {"barrier", LT_COMM_BARRIER, 0, LT_COMM_FORM_NONE},
+    {"send", LT_COMM_SEND, 2, LT_COMM_FORM_VECTOR},
+    {"recv", LT_COMM_RECV, 2, LT_COMM_FORM_VECTOR},
+    {"recvAnysource", LT_COMM_RECV_ANYSOURCE, 2, LT_COMM_FORM_VECTOR},
+};
+
+constexpr std::string_view kGlooPrefix = "_ZN4c10d16ProcessGroupGloo";
+
+}  // namespace
+
+std::uint64_t comm_site_cookie(std::string_view m) {
+  if (!m.starts_with(kGlooPrefix)) return 0;
+  m.remove_prefix(kGlooPrefix.size());
+  // <length><name>E<parameters>: a method of the class itself, not of a nested class
+  std::size_t len = 0, i = 0;
+  while (i < m.size() && m[i] >= '0' && m[i] <= '9') len = len * 10 + static_cast<std::size_t>(m[i++] - '0');
+  if (!i || i + len >= m.size() || m[i + len] != 'E') return 0;
+  const std::string_view name = m.substr(i, len);
+  for (const Method& x : kGloo)
+    if (x.name == name) return LT_COMM_COOKIE(std::uint64_t{x.kind}, std::uint64_t{LT_COMM_GLOO}, x.reg, x.form);
+  return 0;
+}
+
+std::vector<CommSite> find_comm_sites(const std::string& path) {
+  const elf::ElfImage file(path);
+  if (file.problem() == elf::ElfImage::Problem::cannot_open)
+    throw Error(ExitCode::io, "cannot open " + path + ": " + std::strerror(file.error()));
+  std::vector<CommSite> out;
+  if (!file.ok() || !file.is_elf64()) return out;
+  file.for_each_symbol(
+      [&](const elf::SymbolEntry& s) {
+        if (!s.defined() || s.value == 0 || s.type != STT_FUNC) return;
+        const std::uint64_t cookie = comm_site_cookie(s.name);
+        if (!cookie) return;
+        const auto off = file.file_offset(s.value, true);
+        if (!off) return;
+        for (const auto& o : out)
+          if (o.file_offset == *off) return;  // one probe per address (aliases)
+        out.push_back({*off, cookie, std::string(s.name)});
+      },
+      elf::ElfImage::Tables::dynamic_only);
+  return out;
+}
+
+}  // namespace lt
