@@ -3,6 +3,7 @@ recorded, loaded in headless Chromium (script run): the DOM's step count,
 per-step durations and per-step parts equal the numbers of the same run's
 text report and Chrome trace, and the dataloader verdict is there."""
 import json
+from decimal import Decimal
 import os
 import re
 import shutil
@@ -69,13 +70,14 @@ def trace_steps(tmp):
     """Training steps from the Chrome trace's slices, independently of the
     page's code: each run_training_batch with the fetch before it and the
     on_train_batch_end hooks after it, on the loop's thread."""
-    ev = [e for e in json.load(open(tmp / "run.json"))["traceEvents"] if e.get("ph") == "X"]
-    bodies = [e for e in ev if e["name"] == "run_training_batch"]
+    # Decimal: wall-clock microseconds with 3 decimals are past a double's precision.
+    ev = [e for e in json.load(open(tmp / "run.json"), parse_float=Decimal)["traceEvents"] if e.get("ph") == "X"]
+    bodies = sorted((e for e in ev if e["name"] == "run_training_batch"), key=lambda e: e["ts"])
     tid = bodies[0]["tid"]
     ev = sorted((e for e in ev if e["tid"] == tid), key=lambda e: e["ts"])
     steps = []
-    for k, b in enumerate(sorted(bodies, key=lambda e: e["ts"])):
-        nxt = bodies[k + 1]["ts"] if k + 1 < len(bodies) else float("inf")
+    for k, b in enumerate(bodies):
+        nxt = bodies[k + 1]["ts"] if k + 1 < len(bodies) else Decimal("Infinity")
         fetch = [e for e in ev if e["name"].endswith(".train_dataloader_next") and e["ts"] + e["dur"] <= b["ts"]
                  and (k == 0 or e["ts"] >= bodies[k - 1]["ts"] + bodies[k - 1]["dur"])]
         ends = [e for e in ev if e["name"].endswith("on_train_batch_end") and b["ts"] <= e["ts"] < nxt]
@@ -115,7 +117,7 @@ def test_parts_add_up_and_match_the_fetches(run):
         assert sum(int(bar["data-%s-ns" % k]) for k in parts) == int(bar["data-ns"])
         # The fetch is all of the dataloader part here (no batch transfer on CPU
         # is slower than a microsecond or so): the trace's fetch slice.
-        assert abs(int(bar["data-dataloader-ns"]) - fetch * 1000) <= 2 + 0.05 * fetch * 1000, bar
+        assert abs(int(bar["data-dataloader-ns"]) - fetch * 1000) <= 2 + Decimal("0.05") * fetch * 1000, bar
         assert int(bar["data-step-ns"]) > 0 and int(bar["data-backward-ns"]) > 0
     # The Simple report's totals bound the chart's: the steps hold every
     # training_step call (exclusive time cannot exceed the calls' total).
@@ -133,7 +135,7 @@ def test_dataloader_verdict(run):
     assert m, "no dataloader verdict"
     share = float(m.group(1))
     want = trace_steps(tmp)
-    fetch_share = sum(f for _, _, f in want) / sum(e - b for b, e, _ in want)
+    fetch_share = float(sum(f for _, _, f in want) / sum(e - b for b, e, _ in want))
     # The verdict's share is the dataloader part (fetch + transfer) over the steps.
     assert fetch_share - 0.01 <= share <= fetch_share + 0.05, (share, fetch_share)
     assert share > 0.3  # ~24 ms of sleep per batch against a tiny model
