@@ -25,43 +25,67 @@ struct OpenStep {
   bool has_body = false;
 };
 
-// Exclusive time of the intervals (sorted by begin, longest first) inside
-// [begin, end), by the part of the innermost categorised one.
-std::array<std::uint64_t, kStepParts> split_step(const std::vector<const ActionInterval*>& ivs,
-                                                 const std::vector<StepPart>& part_of_action, std::uint64_t begin,
-                                                 std::uint64_t end) {
-  std::array<std::uint64_t, kStepParts> parts{};
+// Exclusive time on one thread: each instant goes to the innermost action
+// open there, by its part (an uncategorised action inherits its parent's).
+// One sweep over the thread's intervals (sorted by begin, longest first);
+// the segments come out sorted and disjoint, instants in no action left out.
+struct Segment {
+  std::uint64_t begin, end;
+  StepPart part;
+};
+std::vector<Segment> exclusive_segments(const std::vector<const ActionInterval*>& ivs,
+                                        const std::vector<StepPart>& part_of_action) {
+  std::vector<Segment> segs;
   struct Open {
     std::uint64_t end;
     StepPart part;
   };
   std::vector<Open> stack;
-  std::uint64_t t = begin;
+  std::uint64_t t = 0;
+  auto emit = [&](std::uint64_t b, std::uint64_t e, StepPart part) {
+    if (!segs.empty() && segs.back().end == b && segs.back().part == part)
+      segs.back().end = e;
+    else
+      segs.push_back({b, e, part});
+  };
   auto advance = [&](std::uint64_t to) {
     while (t < to) {
       while (!stack.empty() && stack.back().end <= t) stack.pop_back();
       if (stack.empty()) {
-        parts[static_cast<std::size_t>(StepPart::other)] += to - t;
         t = to;
         break;
       }
       const std::uint64_t e = std::min(stack.back().end, to);
-      parts[static_cast<std::size_t>(stack.back().part)] += e - t;
+      emit(t, e, stack.back().part);
       t = e;
     }
   };
-  // The first interval that may overlap the step: intervals are sorted by
-  // begin, and none of a thread's is longer than the run.
   for (const ActionInterval* iv : ivs) {
-    if (iv->begin_ns >= end) break;
-    if (iv->end_ns <= begin) continue;
-    advance(std::max(iv->begin_ns, begin));
+    if (iv->end_ns <= iv->begin_ns) continue;
+    advance(std::max(iv->begin_ns, t));
     while (!stack.empty() && stack.back().end <= t) stack.pop_back();
     StepPart part = part_of_action[iv->action];
     if (part == StepPart::other && !stack.empty()) part = stack.back().part;
-    stack.push_back({std::min(iv->end_ns, end), part});
+    if (iv->end_ns > t) stack.push_back({iv->end_ns, part});
   }
-  advance(end);
+  advance(UINT64_MAX);
+  return segs;
+}
+
+// A step's parts from the thread's segments; what no segment covers is "other".
+std::array<std::uint64_t, kStepParts> split_step(const std::vector<Segment>& segs, std::uint64_t begin,
+                                                 std::uint64_t end) {
+  std::array<std::uint64_t, kStepParts> parts{};
+  auto it =
+      std::upper_bound(segs.begin(), segs.end(), begin, [](std::uint64_t v, const Segment& s) { return v < s.end; });
+  std::uint64_t covered = 0;
+  for (; it != segs.end() && it->begin < end; ++it) {
+    const std::uint64_t b = std::max(it->begin, begin), e = std::min(it->end, end);
+    if (e <= b) continue;
+    parts[static_cast<std::size_t>(it->part)] += e - b;
+    covered += e - b;
+  }
+  parts[static_cast<std::size_t>(StepPart::other)] += (end - begin) - covered;
   return parts;
 }
 
@@ -210,8 +234,9 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
     close(open_train, train);
     close(open_val, val);
     if (train.size() + val.size() <= out.train.size() + out.validation.size()) continue;
+    const std::vector<Segment> segs = exclusive_segments(ivs, part_of_action);
     for (auto* v : {&train, &val})
-      for (auto& s : *v) s.part_ns = split_step(ivs, part_of_action, s.begin_ns, s.end_ns);
+      for (auto& s : *v) s.part_ns = split_step(segs, s.begin_ns, s.end_ns);
     out.tid = tid;
     out.train = std::move(train);
     out.validation = std::move(val);
