@@ -106,7 +106,8 @@ std::uint64_t union_ns(std::vector<std::pair<std::uint64_t, std::uint64_t>>& v) 
   return total;
 }
 
-void add_gpu(std::vector<StepRecord>& steps, const std::vector<const GpuSlice*>& slices, std::uint64_t longest) {
+void add_gpu(std::vector<StepRecord>& steps, const std::vector<const GpuSlice*>& slices, std::uint64_t longest,
+             const std::vector<Segment>& segs) {
   for (auto& s : steps) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> kernels, all;
     const std::uint64_t from = s.begin_ns > longest ? s.begin_ns - longest : 0;
@@ -123,6 +124,19 @@ void add_gpu(std::vector<StepRecord>& steps, const std::vector<const GpuSlice*>&
     const std::uint64_t busy = union_ns(all);
     s.copy_ns = busy - s.kernel_ns;
     s.gpu_idle_ns = s.duration_ns() - busy;
+    // Where the GPU sat idle: each gap between busy stretches (`all` is
+    // sorted now) split by the actions open on the loop's thread then.
+    std::uint64_t cursor = s.begin_ns;
+    auto idle = [&](std::uint64_t b, std::uint64_t e) {
+      if (e <= b) return;
+      const auto parts = split_step(segs, b, e);
+      for (std::size_t k = 0; k < kStepParts; ++k) s.gpu_idle_part_ns[k] += parts[k];
+    };
+    for (auto [b, e] : all) {
+      idle(cursor, b);
+      cursor = std::max(cursor, e);
+    }
+    idle(cursor, s.end_ns);
   }
 }
 
@@ -187,6 +201,7 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
   }
   std::map<std::uint32_t, std::vector<const ActionInterval*>> by_thread;
   for (const auto& iv : p.intervals) by_thread[iv.tid].push_back(&iv);
+  std::vector<Segment> loop_segments;  // the loop thread's, for where the GPU idled
   // Each thread's steps; the thread with the most is the loop's.
   for (auto& [tid, ivs] : by_thread) {
     std::sort(ivs.begin(), ivs.end(), [](auto* a, auto* b) {
@@ -234,10 +249,11 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
     close(open_train, train);
     close(open_val, val);
     if (train.size() + val.size() <= out.train.size() + out.validation.size()) continue;
-    const std::vector<Segment> segs = exclusive_segments(ivs, part_of_action);
+    std::vector<Segment> segs = exclusive_segments(ivs, part_of_action);
     for (auto* v : {&train, &val})
       for (auto& s : *v) s.part_ns = split_step(segs, s.begin_ns, s.end_ns);
     out.tid = tid;
+    loop_segments = segs;
     out.train = std::move(train);
     out.validation = std::move(val);
   }
@@ -252,8 +268,8 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
       }
     if (!mine.empty()) {
       std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->begin_ns < b->begin_ns; });
-      add_gpu(out.train, mine, longest);
-      add_gpu(out.validation, mine, longest);
+      add_gpu(out.train, mine, longest, loop_segments);
+      add_gpu(out.validation, mine, longest, loop_segments);
       out.has_gpu = true;
     }
   }

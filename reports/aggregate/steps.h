@@ -42,6 +42,7 @@ struct StepRecord {
   // step's duration.
   bool has_gpu = false;
   std::uint64_t kernel_ns = 0, copy_ns = 0, gpu_idle_ns = 0;
+  std::array<std::uint64_t, kStepParts> gpu_idle_part_ns{};  // the idle time by the part running on the CPU
   std::uint64_t duration_ns() const { return end_ns - begin_ns; }
 };
 

@@ -211,10 +211,16 @@ std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id)
     std::uint64_t idle = 0;
     for (const auto& x : t) idle += x.gpu_idle_ns;
     const double share = idle / total;
+    std::array<std::uint64_t, kStepParts> where{};
+    for (const auto& x : t)
+      for (std::size_t k = 0; k < kStepParts; ++k) where[k] += x.gpu_idle_part_ns[k];
+    const std::size_t most = static_cast<std::size_t>(std::max_element(where.begin(), where.end()) - where.begin());
     if (share >= kGpuIdleVerdict)
       v.push_back({"gpu_idle",
-                   "GPU idle " + pct(share) + " of training step time (no kernel, copy or set running; shown when >= " +
-                       pct(kGpuIdleVerdict) + ")",
+                   "GPU idle " + pct(share) + " of training step time, most of it (" +
+                       pct(idle ? static_cast<double>(where[most]) / idle : 0) + ") during " +
+                       step_part_label(static_cast<StepPart>(most)) +
+                       " (no kernel, copy or set running; shown when >= " + pct(kGpuIdleVerdict) + ")",
                    "#" + id + "-gpu-train", share});
   }
   return v;

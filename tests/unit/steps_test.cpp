@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "bpf/events.h"
@@ -191,6 +192,18 @@ TEST(Steps, GpuKernelCopyAndIdlePerStep) {
   EXPECT_EQ(s.train[0].kernel_ns, 5 * ms + 500000);
   EXPECT_EQ(s.train[0].copy_ns, 1 * ms);
   EXPECT_EQ(s.train[0].gpu_idle_ns, s.train[0].duration_ns() - 6500000);
+  // Idle 0..3 and 9..12, by what the loop's thread ran then.
+  const auto& idle = s.train[0].gpu_idle_part_ns;
+  EXPECT_EQ(idle[size_t(StepPart::dataloader)], 2 * ms);
+  EXPECT_EQ(idle[size_t(StepPart::hooks)], 1 * ms);
+  EXPECT_EQ(idle[size_t(StepPart::optimizer)], 1500000u);
+  EXPECT_EQ(idle[size_t(StepPart::backward)], 1250000u);
+  EXPECT_EQ(idle[size_t(StepPart::other)], 250000u);
+  const auto v = step_verdicts(s, "p5");
+  const auto gpu = std::find_if(v.begin(), v.end(), [](const Verdict& x) { return x.kind == "gpu_idle"; });
+  ASSERT_NE(gpu, v.end());
+  EXPECT_NEAR(gpu->value, 6.0 / 12.5, 1e-9);
+  EXPECT_NE(gpu->text.find("during dataloader fetch + transfer"), std::string::npos) << gpu->text;
 }
 
 TEST(Steps, HtmlPageCarriesTheNumbers) {
