@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "reports/export/dashboard.h"
 #include "reports/flame/html_flame.h"
 #include "reports/flame/named_profile.h"
 #include "reports/format/code_points.h"
@@ -233,8 +234,19 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
          "td:first-child,th:first-child{text-align:left;font-family:monospace}"
          ".lost{background:#fff4e0;border:1px solid #e0b060;padding:6px 10px;display:inline-block}"
          "svg.timeline{border:1px solid #ddd;background:#fafafa;display:block}"
-         "svg text{font:10px monospace;pointer-events:none}.note{color:#666}</style></head><body>\n";
-  out << "<h1>ltrace-bpf report</h1>\n";
+         "svg text{font:10px monospace;pointer-events:none}.note{color:#666}</style>\n";
+  write_dashboard_head(out);
+  out << "</head><body>\n<h1>ltrace-bpf report</h1>\n";
+  // The dashboard first: overview, findings, step charts; the tables below.
+  std::vector<ProcessSteps> steps;
+  for (auto& p : rep.processes) steps.push_back(step_records(p, gpu));
+  write_overview(rep, steps, {}, out);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto& m = rep.processes[i].meta;
+    write_step_charts(
+        steps[i], process_chart_id(m),
+        "Steps of pid " + std::to_string(m.pid) + (m.rank >= 0 ? " (rank " + std::to_string(m.rank) + ")" : ""), out);
+  }
   if (!rep.host.hostname.empty()) out << "<p>host " << html_escape(rep.host.hostname) << "</p>\n";
   std::uint64_t open = 0, unmatched = 0, estimated = 0;
   for (auto& p : rep.processes) {

@@ -21,8 +21,10 @@ int merge_reports(const Options& opts) {
                   opts.profile_memory, opts.memory_bytes, opts.ops_records};
   mo.chrome_path = opts.chrome_path;
   mo.chrome_dir = opts.chrome_dir;
+  mo.html_path = opts.html_path;
   mo.notes = cluster::manifest_notes(opts.input);
-  const bool traces = !mo.chrome_path.empty() || !mo.chrome_dir.empty();  // GPU rows kept only for them
+  // GPU slices kept only for the outputs that draw them.
+  const bool traces = !mo.chrome_path.empty() || !mo.chrome_dir.empty() || !mo.html_path.empty();
   write_merged_reports(read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}, traces),
                        mo);
   return 0;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "reports/cluster/merged_html.h"
 #include "reports/cluster/merged_trace.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
@@ -119,6 +120,8 @@ int write_merged_reports(const std::vector<MergeInput>& files, const MergeOption
   }
   if (!opt.chrome_path.empty()) write_output(opt.chrome_path, [&](std::ostream& f) { write_merged_trace(plan, f); });
   if (!opt.chrome_dir.empty()) write_rank_traces(plan, opt.chrome_dir);
+  if (!opt.html_path.empty())
+    write_output(opt.html_path, [&](std::ostream& f) { write_merged_html(plan, summary, f); });
   return static_cast<int>(plan.ranks.size());
 }
 

@@ -23,6 +23,7 @@ struct MergeOptions {
   OpsOutputOptions ops_table;
   std::string chrome_path;  // --chrome FILE: the merged trace
   std::string chrome_dir;   // --chrome-dir DIR: rank-<N>.json per rank (HTA's input)
+  std::string html_path;    // --html FILE: the merged dashboard
   // host name -> ns added to its wall clock (the cluster agent's measurement)
   std::map<std::string, std::int64_t> measured_offsets_ns;
   bool estimate_clock = true;  // refine hosts without a measurement from the collectives

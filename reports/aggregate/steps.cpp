@@ -1,0 +1,344 @@
+#include "reports/aggregate/steps.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "bpf/events.h"
+
+namespace lt {
+
+namespace {
+
+std::string_view hook_of(std::string_view name) {
+  const std::size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+// One batch being assembled from its hooks.
+struct OpenStep {
+  std::uint64_t begin = 0, end = 0, body_end = 0;
+  bool has_body = false;
+};
+
+// Exclusive time on one thread: each instant goes to the innermost action
+// open there, by its part (an uncategorised action inherits its parent's).
+// One sweep over the thread's intervals (sorted by begin, longest first);
+// the segments come out sorted and disjoint, instants in no action left out.
+struct Segment {
+  std::uint64_t begin, end;
+  StepPart part;
+};
+std::vector<Segment> exclusive_segments(const std::vector<const ActionInterval*>& ivs,
+                                        const std::vector<StepPart>& part_of_action) {
+  std::vector<Segment> segs;
+  struct Open {
+    std::uint64_t end;
+    StepPart part;
+  };
+  std::vector<Open> stack;
+  std::uint64_t t = 0;
+  auto emit = [&](std::uint64_t b, std::uint64_t e, StepPart part) {
+    if (!segs.empty() && segs.back().end == b && segs.back().part == part)
+      segs.back().end = e;
+    else
+      segs.push_back({b, e, part});
+  };
+  auto advance = [&](std::uint64_t to) {
+    while (t < to) {
+      while (!stack.empty() && stack.back().end <= t) stack.pop_back();
+      if (stack.empty()) {
+        t = to;
+        break;
+      }
+      const std::uint64_t e = std::min(stack.back().end, to);
+      emit(t, e, stack.back().part);
+      t = e;
+    }
+  };
+  for (const ActionInterval* iv : ivs) {
+    if (iv->end_ns <= iv->begin_ns) continue;
+    advance(std::max(iv->begin_ns, t));
+    while (!stack.empty() && stack.back().end <= t) stack.pop_back();
+    StepPart part = part_of_action[iv->action];
+    if (part == StepPart::other && !stack.empty()) part = stack.back().part;
+    if (iv->end_ns > t) stack.push_back({iv->end_ns, part});
+  }
+  advance(UINT64_MAX);
+  return segs;
+}
+
+// A step's parts from the thread's segments; what no segment covers is "other".
+std::array<std::uint64_t, kStepParts> split_step(const std::vector<Segment>& segs, std::uint64_t begin,
+                                                 std::uint64_t end) {
+  std::array<std::uint64_t, kStepParts> parts{};
+  auto it =
+      std::upper_bound(segs.begin(), segs.end(), begin, [](std::uint64_t v, const Segment& s) { return v < s.end; });
+  std::uint64_t covered = 0;
+  for (; it != segs.end() && it->begin < end; ++it) {
+    const std::uint64_t b = std::max(it->begin, begin), e = std::min(it->end, end);
+    if (e <= b) continue;
+    parts[static_cast<std::size_t>(it->part)] += e - b;
+    covered += e - b;
+  }
+  parts[static_cast<std::size_t>(StepPart::other)] += (end - begin) - covered;
+  return parts;
+}
+
+// Union length of [b, e) intervals (sorted by begin) clipped to [lo, hi).
+std::uint64_t union_ns(std::vector<std::pair<std::uint64_t, std::uint64_t>>& v) {
+  std::sort(v.begin(), v.end());
+  std::uint64_t total = 0, cur_b = 0, cur_e = 0;
+  bool open = false;
+  for (auto [b, e] : v) {
+    if (!open || b > cur_e) {
+      if (open) total += cur_e - cur_b;
+      cur_b = b, cur_e = e, open = true;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  if (open) total += cur_e - cur_b;
+  return total;
+}
+
+void add_gpu(std::vector<StepRecord>& steps, const std::vector<const GpuSlice*>& slices, std::uint64_t longest,
+             const std::vector<Segment>& segs) {
+  for (auto& s : steps) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> kernels, all;
+    const std::uint64_t from = s.begin_ns > longest ? s.begin_ns - longest : 0;
+    auto it = std::lower_bound(slices.begin(), slices.end(), from,
+                               [](const GpuSlice* g, std::uint64_t v) { return g->begin_ns < v; });
+    for (; it != slices.end() && (*it)->begin_ns < s.end_ns; ++it) {
+      const std::uint64_t b = std::max((*it)->begin_ns, s.begin_ns), e = std::min((*it)->end_ns, s.end_ns);
+      if (e <= b) continue;
+      all.emplace_back(b, e);
+      if ((*it)->kind == LT_GPU_KERNEL) kernels.emplace_back(b, e);
+    }
+    s.has_gpu = true;
+    s.kernel_ns = union_ns(kernels);
+    const std::uint64_t busy = union_ns(all);
+    s.copy_ns = busy - s.kernel_ns;
+    s.gpu_idle_ns = s.duration_ns() - busy;
+    // Where the GPU sat idle: each gap between busy stretches (`all` is
+    // sorted now) split by the actions open on the loop's thread then.
+    std::uint64_t cursor = s.begin_ns;
+    auto idle = [&](std::uint64_t b, std::uint64_t e) {
+      if (e <= b) return;
+      const auto parts = split_step(segs, b, e);
+      for (std::size_t k = 0; k < kStepParts; ++k) s.gpu_idle_part_ns[k] += parts[k];
+    };
+    for (auto [b, e] : all) {
+      idle(cursor, b);
+      cursor = std::max(cursor, e);
+    }
+    idle(cursor, s.end_ns);
+  }
+}
+
+}  // namespace
+
+const char* step_part_name(StepPart p) {
+  switch (p) {
+    case StepPart::dataloader:
+      return "dataloader";
+    case StepPart::step:
+      return "step";
+    case StepPart::backward:
+      return "backward";
+    case StepPart::optimizer:
+      return "optimizer";
+    case StepPart::hooks:
+      return "hooks";
+    case StepPart::other:
+      return "other";
+  }
+  return "other";
+}
+
+const char* step_part_label(StepPart p) {
+  switch (p) {
+    case StepPart::dataloader:
+      return "dataloader fetch + transfer";
+    case StepPart::step:
+      return "training_step / validation_step (forward)";
+    case StepPart::backward:
+      return "backward";
+    case StepPart::optimizer:
+      return "optimizer step + zero_grad";
+    case StepPart::hooks:
+      return "callbacks and hooks";
+    case StepPart::other:
+      return "other (no finer action)";
+  }
+  return "other";
+}
+
+StepPart step_part_of(std::string_view action) {
+  const BatchHook bh = batch_hook_of(action);
+  const std::string_view hook = hook_of(action);
+  if (bh.role == BatchRole::batch_start && ends_with(hook, "_next")) return StepPart::dataloader;
+  if (hook == "transfer_batch_to_device" || hook == "batch_to_device") return StepPart::dataloader;
+  if (bh.role == BatchRole::step) return StepPart::step;
+  if (hook == "backward") return StepPart::backward;
+  if (hook == "optimizer_step" || hook == "optimizer_zero_grad") return StepPart::optimizer;
+  if (action.starts_with("[Callback]") || hook.starts_with("on_")) return StepPart::hooks;
+  return StepPart::other;
+}
+
+ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
+  ProcessSteps out;
+  out.pid = p.meta.pid;
+  std::vector<StepPart> part_of_action;
+  std::vector<BatchHook> hook_of_action;
+  for (const auto& a : p.actions) {
+    part_of_action.push_back(step_part_of(a.name));
+    hook_of_action.push_back(batch_hook_of(a.name));
+  }
+  std::map<std::uint32_t, std::vector<const ActionInterval*>> by_thread;
+  for (const auto& iv : p.intervals) by_thread[iv.tid].push_back(&iv);
+  std::vector<Segment> loop_segments;  // the loop thread's, for where the GPU idled
+  // Each thread's steps; the thread with the most is the loop's.
+  for (auto& [tid, ivs] : by_thread) {
+    std::sort(ivs.begin(), ivs.end(), [](auto* a, auto* b) {
+      return a->begin_ns != b->begin_ns ? a->begin_ns < b->begin_ns : a->end_ns > b->end_ns;
+    });
+    std::vector<StepRecord> train, val;
+    std::optional<OpenStep> open_train, open_val;
+    auto close = [&](std::optional<OpenStep>& o, std::vector<StepRecord>& v) {
+      if (o && o->has_body) {
+        StepRecord r;
+        r.index = static_cast<std::uint32_t>(v.size());
+        r.begin_ns = o->begin;
+        r.end_ns = o->end;
+        v.push_back(r);
+      }
+      o.reset();
+    };
+    for (const ActionInterval* iv : ivs) {
+      const BatchHook bh = hook_of_action[iv->action];
+      if (bh.stage != BatchStage::train && bh.stage != BatchStage::validation) continue;
+      auto& o = bh.stage == BatchStage::train ? open_train : open_val;
+      auto& v = bh.stage == BatchStage::train ? train : val;
+      switch (bh.role) {
+        case BatchRole::batch_start:
+          // A fetch after the body ended starts the next batch; one inside
+          // the body (older loops fetch in run_training_batch) belongs to it.
+          if (o && o->has_body && iv->begin_ns >= o->body_end) close(o, v);
+          if (!o) o = OpenStep{iv->begin_ns, iv->end_ns};
+          break;
+        case BatchRole::body:
+        case BatchRole::step:
+          if (o && o->has_body && iv->begin_ns >= o->body_end) close(o, v);
+          if (!o) o = OpenStep{iv->begin_ns, iv->end_ns};
+          o->has_body = true;
+          o->body_end = std::max(o->body_end, iv->end_ns);
+          break;
+        case BatchRole::batch_end:
+          if (!o) continue;
+          break;
+        case BatchRole::none:
+          continue;
+      }
+      o->end = std::max(o->end, iv->end_ns);
+    }
+    close(open_train, train);
+    close(open_val, val);
+    if (train.size() + val.size() <= out.train.size() + out.validation.size()) continue;
+    std::vector<Segment> segs = exclusive_segments(ivs, part_of_action);
+    for (auto* v : {&train, &val})
+      for (auto& s : *v) s.part_ns = split_step(segs, s.begin_ns, s.end_ns);
+    out.tid = tid;
+    loop_segments = segs;
+    out.train = std::move(train);
+    out.validation = std::move(val);
+  }
+  if (gpu && !gpu->slices.empty()) {
+    std::vector<const GpuSlice*> mine;
+    std::uint64_t longest = 0;
+    for (const auto& g : gpu->slices)
+      if (g.pid == p.meta.pid && (g.kind == LT_GPU_KERNEL || g.kind == LT_GPU_MEMCPY || g.kind == LT_GPU_MEMSET) &&
+          g.end_ns > g.begin_ns) {
+        mine.push_back(&g);
+        longest = std::max(longest, g.end_ns - g.begin_ns);
+      }
+    if (!mine.empty()) {
+      std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->begin_ns < b->begin_ns; });
+      add_gpu(out.train, mine, longest, loop_segments);
+      add_gpu(out.validation, mine, longest, loop_segments);
+      out.has_gpu = true;
+    }
+  }
+  return out;
+}
+
+std::uint64_t percentile_ns(std::vector<std::uint64_t> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t rank = static_cast<std::size_t>(q * static_cast<double>(v.size()) + 0.999999999);
+  rank = std::clamp<std::size_t>(rank, 1, v.size());
+  return v[rank - 1];
+}
+
+StepStats step_stats(const std::vector<StepRecord>& steps) {
+  StepStats st;
+  st.count = steps.size();
+  if (steps.empty()) return st;
+  std::vector<std::uint64_t> d;
+  for (const auto& s : steps) d.push_back(s.duration_ns());
+  st.p50 = percentile_ns(d, 0.5);
+  st.p90 = percentile_ns(d, 0.9);
+  st.p99 = percentile_ns(d, 0.99);
+  st.max = *std::max_element(d.begin(), d.end());
+  std::vector<std::uint64_t> dev;
+  for (auto x : d) dev.push_back(x > st.p50 ? x - st.p50 : st.p50 - x);
+  st.mad = percentile_ns(dev, 0.5);
+  st.spike_above = st.p50 + std::max<std::uint64_t>(3 * st.mad, st.p50 / 20);
+  return st;
+}
+
+std::vector<std::size_t> spike_indexes(const std::vector<StepRecord>& steps, const StepStats& st) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].duration_ns() > st.spike_above) out.push_back(i);
+  return out;
+}
+
+StepBuckets bucket_steps(const std::vector<StepRecord>& steps, std::size_t max_buckets) {
+  StepBuckets b;
+  if (max_buckets == 0) max_buckets = 1;
+  b.bucket = std::max<std::size_t>(1, (steps.size() + max_buckets - 1) / max_buckets);
+  for (std::size_t i = 0; i < steps.size(); i += b.bucket) {
+    const std::size_t n = std::min(b.bucket, steps.size() - i);
+    StepRecord r;
+    r.index = steps[i].index;
+    r.begin_ns = steps[i].begin_ns;
+    std::uint64_t dur = 0, mx = 0, kern = 0, copy = 0;
+    for (std::size_t j = i; j < i + n; ++j) {
+      dur += steps[j].duration_ns();
+      mx = std::max(mx, steps[j].duration_ns());
+      for (std::size_t k = 0; k < kStepParts; ++k) r.part_ns[k] += steps[j].part_ns[k];
+      kern += steps[j].kernel_ns;
+      copy += steps[j].copy_ns;
+    }
+    r.end_ns = r.begin_ns + dur / n;
+    // Means of the parts; what rounding leaves goes to "other", so they
+    // still add up to the bucket's mean duration.
+    std::uint64_t sum = 0;
+    for (auto& x : r.part_ns) sum += (x /= n);
+    r.part_ns[static_cast<std::size_t>(StepPart::other)] += dur / n - sum;
+    r.has_gpu = steps[i].has_gpu;
+    r.kernel_ns = kern / n;
+    r.copy_ns = copy / n;
+    r.gpu_idle_ns = dur / n - std::min(dur / n, r.kernel_ns + r.copy_ns);
+    b.rows.push_back(r);
+    b.max_ns.push_back(mx);
+  }
+  return b;
+}
+
+}  // namespace lt

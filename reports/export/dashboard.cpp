@@ -1,0 +1,324 @@
+#include "reports/export/dashboard.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <set>
+
+#include "reports/format/json_escape.h"
+
+namespace lt {
+
+namespace {
+
+constexpr int kW = 1100, kPlotH = 180, kPad = 40;
+
+std::string f(double v, const char* fm = "%.3f") {
+  char b[64];
+  std::snprintf(b, sizeof b, fm, v);
+  return b;
+}
+std::string ms(std::uint64_t ns) {
+  return f(static_cast<double>(ns) / 1e6);
+}
+std::string pct(double share) {
+  return f(100.0 * share, "%.1f") + "%";
+}
+
+const char* kPartColor[kStepParts] = {"#e0a030", "#4a90d9", "#9b59b6", "#2eaa6e", "#c0c0c0", "#eeeeee"};
+const char* kGpuColor[3] = {"#76b900", "#f08080", "#dddddd"};  // kernel, copy, idle
+
+std::uint64_t total_ns(const std::vector<StepRecord>& v) {
+  std::uint64_t t = 0;
+  for (const auto& s : v) t += s.duration_ns();
+  return t;
+}
+
+std::uint64_t part_total(const std::vector<StepRecord>& v, StepPart p) {
+  std::uint64_t t = 0;
+  for (const auto& s : v) t += s.part_ns[static_cast<std::size_t>(p)];
+  return t;
+}
+
+void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id,
+                     std::ostream& out) {
+  const StepStats st = step_stats(steps);
+  const auto spikes = spike_indexes(steps, st);
+  const StepBuckets b = bucket_steps(steps, kMaxStepPoints);
+  const std::string cid = id + "-steptime-" + stage;
+  out << "<h4 id=\"" << cid << "\">" << stage << " step time: " << steps.size() << " steps, median " << ms(st.p50)
+      << " ms, p90 " << ms(st.p90) << " ms, p99 " << ms(st.p99) << " ms, max " << ms(st.max) << " ms</h4>\n";
+  out << "<p class=\"note\">Each step from its fetch to its last on_*_batch_end hook. Spike: longer than median + "
+         "max(3&times;MAD, 5% of the median) = "
+      << ms(st.spike_above) << " ms (MAD " << ms(st.mad) << " ms); " << spikes.size() << " spike(s), in red.";
+  if (b.bucket > 1)
+    out << " Downsampled: each point is the mean of " << b.bucket << " consecutive steps, the faint line their max.";
+  out << "</p>\n";
+  const double top = std::max<double>(1.0, static_cast<double>(st.max));
+  const double n = static_cast<double>(std::max<std::size_t>(1, b.rows.size()));
+  auto x_of = [&](std::size_t i) { return kPad + (static_cast<double>(i) + 0.5) / n * (kW - kPad - 4); };
+  auto y_of = [&](double v) { return 4 + (kPlotH - 8) * (1 - v / top); };
+  out << "<svg class=\"chart steptime\" id=\"" << cid << "-svg\" data-stage=\"" << stage << "\" data-steps=\""
+      << steps.size() << "\" data-bucket=\"" << b.bucket << "\" data-p50-ns=\"" << st.p50 << "\" data-p90-ns=\""
+      << st.p90 << "\" data-p99-ns=\"" << st.p99 << "\" data-spike-above-ns=\"" << st.spike_above << "\" data-spikes=\""
+      << spikes.size() << "\" width=\"" << kW << "\" height=\"" << kPlotH + 20 << "\" role=\"img\">\n";
+  for (double q : {0.0, 0.5, 1.0}) {
+    out << "<line class=\"grid\" x1=\"" << kPad << "\" x2=\"" << kW << "\" y1=\"" << f(y_of(top * q), "%.1f")
+        << "\" y2=\"" << f(y_of(top * q), "%.1f") << "\"/><text x=\"2\" y=\"" << f(y_of(top * q) + 4, "%.1f") << "\">"
+        << f(top * q / 1e6, "%.1f") << "</text>";
+  }
+  out << "<line class=\"median\" x1=\"" << kPad << "\" x2=\"" << kW << "\" y1=\"" << f(y_of(st.p50), "%.1f")
+      << "\" y2=\"" << f(y_of(st.p50), "%.1f") << "\"/>\n";
+  std::string line, maxline;
+  for (std::size_t i = 0; i < b.rows.size(); ++i) {
+    line += f(x_of(i), "%.1f") + "," + f(y_of(b.rows[i].duration_ns()), "%.1f") + " ";
+    maxline += f(x_of(i), "%.1f") + "," + f(y_of(b.max_ns[i]), "%.1f") + " ";
+  }
+  if (b.bucket > 1) out << "<polyline class=\"maxline\" points=\"" << maxline << "\"/>\n";
+  out << "<polyline class=\"line\" points=\"" << line << "\"/>\n";
+  std::set<std::size_t> spike_set(spikes.begin(), spikes.end());
+  for (std::size_t i = 0; i < b.rows.size(); ++i) {
+    const auto& r = b.rows[i];
+    bool spike = false;
+    for (std::size_t j = i * b.bucket; j < std::min(steps.size(), (i + 1) * b.bucket); ++j) spike |= spike_set.count(j);
+    out << "<circle class=\"pt" << (spike ? " spike" : "") << "\" cx=\"" << f(x_of(i), "%.1f") << "\" cy=\""
+        << f(y_of(b.bucket > 1 && spike ? b.max_ns[i] : r.duration_ns()), "%.1f") << "\" r=\"" << (spike ? 3.5 : 2)
+        << "\" data-i=\"" << r.index << "\" data-ns=\"" << r.duration_ns() << "\""
+        << (b.bucket > 1 ? " data-max-ns=\"" + std::to_string(b.max_ns[i]) + "\"" : std::string()) << "><title>"
+        << stage << " step " << r.index << (b.bucket > 1 ? "+" : "") << ": " << ms(r.duration_ns()) << " ms"
+        << "</title></circle>\n";
+  }
+  out << "</svg>\n";
+  if (!spikes.empty()) {
+    const std::size_t bar_bucket = bucket_steps(steps, kMaxStepBars).bucket;
+    out << "<p class=\"spikes\">Spikes:";
+    std::size_t shown = 0;
+    for (auto i : spikes) {
+      if (++shown > 50) {
+        out << " &hellip; " << spikes.size() - 50 << " more";
+        break;
+      }
+      out << " <a href=\"#" << id << "-parts-" << stage << "-" << i / bar_bucket << "\" data-i=\"" << i << "\">#" << i
+          << " (" << ms(steps[i].duration_ns()) << " ms)</a>";
+    }
+    out << "</p>\n";
+  }
+}
+
+void parts_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id, bool gpu,
+                 std::ostream& out) {
+  const StepBuckets b = bucket_steps(steps, kMaxStepBars);
+  const std::string cid = id + (gpu ? "-gpu-" : "-parts-") + stage;
+  std::uint64_t top = 1;
+  for (const auto& r : b.rows) top = std::max(top, r.duration_ns());
+  const double bw = static_cast<double>(kW - kPad - 4) / static_cast<double>(std::max<std::size_t>(1, b.rows.size()));
+  out << "<h4 id=\"" << cid << "\">" << stage
+      << (gpu ? " steps on the GPU: kernel, copy and idle time" : " steps: what each is made of") << "</h4>\n";
+  out << "<p class=\"legend\">";
+  if (gpu) {
+    const char* names[3] = {"kernels (union over streams)", "memcpy/memset not under a kernel", "GPU idle"};
+    for (int k = 0; k < 3; ++k)
+      out << "<span><i style=\"background:" << kGpuColor[k] << "\"></i>" << names[k] << "</span> ";
+  } else {
+    for (std::size_t k = 0; k < kStepParts; ++k) {
+      const double share =
+          total_ns(steps) ? static_cast<double>(part_total(steps, static_cast<StepPart>(k))) / total_ns(steps) : 0;
+      out << "<span><i style=\"background:" << kPartColor[k] << "\"></i>" << step_part_label(static_cast<StepPart>(k))
+          << " " << pct(share) << "</span> ";
+    }
+  }
+  out << "</p>\n";
+  if (b.bucket > 1) out << "<p class=\"note\">Each bar: the mean of " << b.bucket << " consecutive steps.</p>\n";
+  out << "<svg class=\"chart parts" << (gpu ? " gpu" : "") << "\" data-stage=\"" << stage << "\" data-steps=\""
+      << steps.size() << "\" data-bucket=\"" << b.bucket << "\" width=\"" << kW << "\" height=\"" << kPlotH + 4
+      << "\" role=\"img\">\n";
+  for (std::size_t i = 0; i < b.rows.size(); ++i) {
+    const auto& r = b.rows[i];
+    out << "<g class=\"bar\" id=\"" << cid << "-" << i << "\" data-i=\"" << r.index << "\" data-ns=\""
+        << r.duration_ns() << "\"";
+    std::vector<std::pair<std::uint64_t, const char*>> segs;
+    if (gpu) {
+      out << " data-kernel-ns=\"" << r.kernel_ns << "\" data-copy-ns=\"" << r.copy_ns << "\" data-idle-ns=\""
+          << r.gpu_idle_ns << "\"";
+      segs = {{r.kernel_ns, kGpuColor[0]}, {r.copy_ns, kGpuColor[1]}, {r.gpu_idle_ns, kGpuColor[2]}};
+    } else {
+      for (std::size_t k = 0; k < kStepParts; ++k) {
+        out << " data-" << step_part_name(static_cast<StepPart>(k)) << "-ns=\"" << r.part_ns[k] << "\"";
+        segs.emplace_back(r.part_ns[k], kPartColor[k]);
+      }
+    }
+    out << "><title>" << stage << " step " << r.index << (b.bucket > 1 ? "+ (mean)" : "") << ": " << ms(r.duration_ns())
+        << " ms";
+    if (gpu) {
+      out << "; kernels " << ms(r.kernel_ns) << ", copies " << ms(r.copy_ns) << ", idle " << ms(r.gpu_idle_ns);
+    } else {
+      for (std::size_t k = 0; k < kStepParts; ++k)
+        if (r.part_ns[k]) out << "; " << step_part_name(static_cast<StepPart>(k)) << " " << ms(r.part_ns[k]);
+    }
+    out << " ms</title>";
+    double y = kPlotH;
+    for (auto [v, color] : segs) {
+      if (!v) continue;
+      const double h = static_cast<double>(v) / top * (kPlotH - 4);
+      y -= h;
+      out << "<rect x=\"" << f(kPad + i * bw, "%.2f") << "\" y=\"" << f(y, "%.2f") << "\" width=\""
+          << f(std::max(0.5, bw * 0.85), "%.2f") << "\" height=\"" << f(h, "%.2f") << "\" fill=\"" << color << "\"/>";
+    }
+    out << "</g>\n";
+  }
+  out << "<text x=\"2\" y=\"12\">" << f(top / 1e6, "%.1f") << " ms</text></svg>\n";
+}
+
+std::string wall_time(const HostMeta& h, std::uint64_t mono_ns) {
+  if (!h.realtime_ns || !h.monotonic_ns || !mono_ns) return "";
+  const std::int64_t real = static_cast<std::int64_t>(h.realtime_ns) +
+                            (static_cast<std::int64_t>(mono_ns) - static_cast<std::int64_t>(h.monotonic_ns));
+  const std::time_t secs = static_cast<std::time_t>(real / 1000000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char b[40];
+  std::strftime(b, sizeof b, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return b;
+}
+
+}  // namespace
+
+std::string process_chart_id(const ProcessMeta& m) {
+  return "p" + std::to_string(m.pid);
+}
+
+std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id) {
+  std::vector<Verdict> v;
+  const auto& t = s.train;
+  if (t.empty()) return v;
+  const double total = static_cast<double>(total_ns(t));
+  if (total <= 0) return v;
+  const double dl = part_total(t, StepPart::dataloader) / total;
+  if (dl >= kDataloaderVerdict)
+    v.push_back({"dataloader",
+                 "Dataloader fetch + transfer is " + pct(dl) + " of training step time (" + std::to_string(t.size()) +
+                     " steps; shown when >= " + pct(kDataloaderVerdict) + ")",
+                 "#" + id + "-parts-train", dl});
+  const StepStats st = step_stats(t);
+  const auto spikes = spike_indexes(t, st);
+  if (!spikes.empty())
+    v.push_back({"spikes",
+                 std::to_string(spikes.size()) + " of " + std::to_string(t.size()) +
+                     " training steps are spikes (longer than " + ms(st.spike_above) + " ms = median " + ms(st.p50) +
+                     " ms + max(3 x MAD, 5% of median)); the longest took " + ms(st.max) + " ms",
+                 "#" + id + "-steptime-train", static_cast<double>(spikes.size())});
+  if (s.has_gpu) {
+    std::uint64_t idle = 0;
+    for (const auto& x : t) idle += x.gpu_idle_ns;
+    const double share = idle / total;
+    std::array<std::uint64_t, kStepParts> where{};
+    for (const auto& x : t)
+      for (std::size_t k = 0; k < kStepParts; ++k) where[k] += x.gpu_idle_part_ns[k];
+    const std::size_t most = static_cast<std::size_t>(std::max_element(where.begin(), where.end()) - where.begin());
+    if (share >= kGpuIdleVerdict)
+      v.push_back({"gpu_idle",
+                   "GPU idle " + pct(share) + " of training step time, most of it (" +
+                       pct(idle ? static_cast<double>(where[most]) / idle : 0) + ") during " +
+                       step_part_label(static_cast<StepPart>(most)) +
+                       " (no kernel, copy or set running; shown when >= " + pct(kGpuIdleVerdict) + ")",
+                   "#" + id + "-gpu-train", share});
+  }
+  return v;
+}
+
+void write_dashboard_head(std::ostream& out) {
+  out << "<style>svg.chart{border:1px solid #ddd;background:#fcfcfc;display:block}"
+         "svg.chart text{font:10px monospace}svg.chart .grid{stroke:#e4e4e4}svg.chart .median{stroke:#888;"
+         "stroke-dasharray:4 3}svg.chart .line{fill:none;stroke:#4a90d9;stroke-width:1}svg.chart .maxline{fill:none;"
+         "stroke:#4a90d9;stroke-opacity:.3}circle.pt{fill:#4a90d9}circle.spike{fill:#d33}"
+         "g.bar:hover,g.bar.sel{outline:1px solid #333}p.legend span{margin-right:14px}p.legend i{display:inline-block;"
+         "width:10px;height:10px;margin-right:4px}ul.verdicts li{margin:3px 0}table.overview td,table.overview "
+         "th{text-align:left;"
+         "font-family:system-ui,sans-serif}#readout{position:fixed;right:12px;top:12px;background:#fff;border:1px "
+         "solid #aaa;padding:4px 8px;"
+         "font:12px monospace;display:none}</style>\n"
+         "<script>document.addEventListener('DOMContentLoaded',function(){"
+         "var r=document.createElement('div');r.id='readout';document.body.appendChild(r);"
+         "document.querySelectorAll('svg.chart [data-ns]').forEach(function(e){e.addEventListener('mouseenter',"
+         "function(){var t=e.querySelector('title');r.textContent=t?t.textContent:'';r.style.display='block';});});"
+         "if(location.hash){var e=document.querySelector(location.hash);if(e&&e.classList)e.classList.add('sel');}"
+         "document.body.setAttribute('data-script','ran');});</script>\n";
+}
+
+void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& steps, const std::vector<Verdict>& extra,
+                    std::ostream& out) {
+  out << "<section id=\"overview\"><h2>Overview</h2>\n<table class=\"overview\">\n";
+  std::set<std::string> hosts, jobs, pythons, torches;
+  std::vector<std::string> ranks;
+  std::uint64_t begin = UINT64_MAX, end = 0;
+  for (const auto& p : rep.processes) {
+    if (p.actions.empty()) continue;
+    const auto& m = p.meta;
+    if (!m.hostname.empty()) hosts.insert(m.hostname);
+    if (!m.slurm_job_id.empty()) jobs.insert("Slurm job " + m.slurm_job_id);
+    if (m.py_major) pythons.insert(std::to_string(m.py_major) + "." + std::to_string(m.py_minor));
+    if (!m.torch_version.empty()) torches.insert(m.torch_version);
+    if (m.rank >= 0) ranks.push_back(std::to_string(m.rank) + "/" + std::to_string(m.world_size));
+    if (p.window_end_ns > p.window_begin_ns) {
+      begin = std::min(begin, p.window_begin_ns);
+      end = std::max(end, p.window_end_ns);
+    }
+    if (jobs.empty() && !m.cmdline.empty()) jobs.insert(m.cmdline);
+  }
+  if (!rep.host.hostname.empty()) hosts.insert(rep.host.hostname);
+  auto row = [&](const char* k, const std::set<std::string>& vals) {
+    if (vals.empty()) return;
+    std::string s;
+    for (const auto& v : vals) s += (s.empty() ? "" : ", ") + v;
+    out << "<tr><th>" << k << "</th><td>" << html_escape(s) << "</td></tr>\n";
+  };
+  row("Job", jobs);
+  row("Host(s)", hosts);
+  if (!ranks.empty()) {
+    std::string s;
+    for (const auto& r : ranks) s += (s.empty() ? "" : ", ") + r;
+    out << "<tr><th>Ranks (rank/world)</th><td>" << s << "</td></tr>\n";
+  }
+  row("Python", pythons);
+  row("torch", torches);
+  if (end > begin) {
+    const std::string w = wall_time(rep.host, begin);
+    out << "<tr><th>Attach window</th><td>" << f((end - begin) / 1e9) << " s" << (w.empty() ? "" : " from " + w)
+        << "</td></tr>\n";
+  }
+  std::uint64_t lost = rep.ringbuf_drops + rep.read_faults;
+  for (const auto& p : rep.processes) lost += p.lost_action_records();
+  out << "<tr><th>Lost events</th><td><a href=\"#lost\">" << lost << "</a></td></tr>\n</table>\n";
+  std::vector<Verdict> all = extra;
+  std::size_t with_steps = 0;
+  for (const auto& s : steps) with_steps += !s.train.empty() || !s.validation.empty();
+  for (const auto& s : steps)
+    for (auto& v : step_verdicts(s, "p" + std::to_string(s.pid))) {
+      if (with_steps > 1) v.text = "pid " + std::to_string(s.pid) + ": " + v.text;
+      all.push_back(v);
+    }
+  if (lost)
+    all.push_back({"lost", std::to_string(lost) + " records lost: counts and times undercount", "#lost",
+                   static_cast<double>(lost)});
+  out << "<h3>Findings</h3>\n<ul class=\"verdicts\">\n";
+  if (all.empty()) out << "<li class=\"none\">No finding passed its threshold.</li>\n";
+  for (const auto& v : all)
+    out << "<li class=\"verdict\" data-verdict=\"" << v.kind << "\" data-value=\"" << f(v.value, "%.6f")
+        << "\"><a href=\"" << v.href << "\">" << html_escape(v.text) << "</a></li>\n";
+  out << "</ul></section>\n";
+}
+
+void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out) {
+  if (s.train.empty() && s.validation.empty()) return;
+  out << "<section class=\"steps\" id=\"" << id << "-steps\" data-pid=\"" << s.pid << "\" data-tid=\"" << s.tid
+      << "\"><h2>" << html_escape(title) << "</h2>\n";
+  for (auto [stage, v] : {std::pair{"train", &s.train}, std::pair{"validation", &s.validation}}) {
+    if (v->empty()) continue;
+    step_time_chart(*v, stage, id, out);
+    parts_chart(*v, stage, id, false, out);
+    if (s.has_gpu) parts_chart(*v, stage, id, true, out);
+  }
+  out << "</section>\n";
+}
+
+}  // namespace lt

@@ -1,0 +1,44 @@
+// The dashboard at the top of the HTML page (--html): an overview of the
+// job with verdicts computed from the data, step time over the run, and
+// what each step is made of (docs/design-html.md).  Charts are inline SVG
+// with their numbers in data-* attributes (readable with script off, and
+// checked by the tests); the script only adds a hover read-out.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "reports/aggregate/actions.h"
+#include "reports/aggregate/steps.h"
+
+namespace lt {
+
+inline constexpr std::size_t kMaxStepPoints = 2000;  // step-time chart: more steps are bucketed
+inline constexpr std::size_t kMaxStepBars = 500;     // stacked bars: more steps are bucketed
+inline constexpr double kDataloaderVerdict = 0.10;   // share of training step time
+inline constexpr double kGpuIdleVerdict = 0.20;      // share of training step time
+inline constexpr double kSlowRankVerdict = 0.05;     // median step above the ranks' median
+
+// One finding, with the chart it comes from.
+struct Verdict {
+  std::string kind;  // "dataloader", "spikes", "gpu_idle", "slow_rank", "lost"
+  std::string text;  // plain text (escaped when written)
+  std::string href;  // "#id" of its chart
+  double value = 0;  // the share (0..1) or count it states
+};
+
+// `id`: a prefix unique in the page for this process's charts ("p1234").
+std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id);
+
+// The page's style and script (once, in <head>).
+void write_dashboard_head(std::ostream& out);
+// The overview: job, hosts, ranks, versions, attach window, lost events and
+// the verdicts (each a link).
+void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& steps, const std::vector<Verdict>& extra,
+                    std::ostream& out);
+// One process's charts: step time per stage and the stacked parts per step
+// (and GPU kernel / copy / idle when the steps have GPU records).
+void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out);
+
+std::string process_chart_id(const ProcessMeta& m);  // "p<pid>"
+}  // namespace lt
