@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
@@ -34,6 +35,7 @@ class ReportSet {
   GpuAggregator gpu_;
   DeviceStatsAggregator devstats_;
   MemoryAggregator memory_;
+  CompileAggregator compiles_;  // torch.compile regions: the ops report's compile section
 };
 
 // --dump FILE: every record as one text line ("-" or /dev/stdout: stdout).
