@@ -67,9 +67,9 @@ enum lt_event_kind {
 	LT_EV_SAMPLER_INFO = 53, /* rate, period, off-CPU on/off */
 	LT_EV_NATIVE_SYM = 54,	 /* a native instruction address -> symbol */
 	/* aten operators (opprobe source) */
-	LT_EV_OP = 64,	      /* an at::_ops::<op>::call entry */
-	LT_EV_OP_NAME = 65,   /* user space: op index -> aten name */
-	LT_EV_OP_SHAPES = 66, /* an op entry with its tensor arguments (--group-by-input-shapes) */
+	LT_EV_OP = 64,		/* an at::_ops::<op>::call entry */
+	LT_EV_OP_NAME = 65,	/* user space: op index -> aten name */
+	LT_EV_OP_SHAPES = 66,	/* an op entry with its tensor arguments (--group-by-input-shapes) */
 	LT_EV_REGION_CODE = 67, /* a compiled region's entry: the code object Dynamo compiled */
 	/* GPU (gpu source: the CUPTI/NVTX bridge in torchbridge/ via USDT, and
 	 * uprobes on libcudart / libcuda entry points) */

@@ -44,17 +44,19 @@ static __noinline int emit_shapes(struct pt_regs *ctx, const struct lt_target *t
 /* The op index of a compiled region entry (dynamo_eval_custom_code's 4th
  * argument is its annotation, "Torch-Compiled Region: F/C"): base + 1 + F *
  * LT_REGION_COMPILES + C; base itself for any other text. */
+#define LT_REGION_PREFIX "Torch-Compiled Region: "
+#define LT_REGION_PREFIX_LEN (sizeof(LT_REGION_PREFIX) - 1)
+
 static __noinline u32 region_op(u64 annotation, u32 base)
 {
-	static const char prefix[] = "Torch-Compiled Region: ";
 	char s[48];
 	if (bpf_probe_read_user_str(s, sizeof(s), (void *)annotation) <= 0)
 		return base;
-	for (int i = 0; i < sizeof(prefix) - 1; i++)
-		if (s[i] != prefix[i])
+	for (int i = 0; i < LT_REGION_PREFIX_LEN; i++)
+		if (s[i] != LT_REGION_PREFIX[i])
 			return base;
 	u32 f = 0, c = 0, nf = 0, nc = 0, slash = 0;
-	for (int i = sizeof(prefix) - 1; i < sizeof(s); i++) {
+	for (int i = LT_REGION_PREFIX_LEN; i < sizeof(s); i++) {
 		char ch = s[i];
 		if (ch == 0)
 			break;

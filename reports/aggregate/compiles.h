@@ -25,10 +25,10 @@ struct CompiledRegion {
 };
 
 struct Recompile {
-  unsigned frame = 0, compile = 0;  // the new graph
-  std::uint64_t at_ns = 0;          // its first entry: just after its compile ended
-  unsigned after = 0;               // the compile id of the frame that ran before (whose guards failed)
-  std::string function;             // as in CompiledRegion
+  unsigned frame = 0, compile = 0;   // the new graph
+  std::uint64_t at_ns = 0;           // its first entry: just after its compile ended
+  unsigned after = 0;                // the compile id of the frame that ran before (whose guards failed)
+  std::string function;              // as in CompiledRegion
   std::vector<std::string> kernels;  // inductor kernels first called in it (its new code, if any)
 };
 

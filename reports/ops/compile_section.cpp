@@ -30,8 +30,8 @@ std::string render_compile_section(std::uint32_t pid, const CompilesProcess& p, 
   s += "Recompilations seen while attached: " + std::to_string(p.recompiles.size()) + "\n";
   for (const auto& c : p.recompiles) {
     s += "  " + since(c.at_ns, begin) + "  frame " + std::to_string(c.frame) +
-         (c.function.empty() ? "" : " (" + c.function + ")") + " recompiled: graph " +
-         id(c.frame, c.compile) + " first ran after graph " + id(c.frame, c.after) +
+         (c.function.empty() ? "" : " (" + c.function + ")") + " recompiled: graph " + id(c.frame, c.compile) +
+         " first ran after graph " + id(c.frame, c.after) +
          " (a guard of the graphs before it failed; reason: kept in the target's Python objects, not readable from "
          "outside; TORCH_LOGS=recompiles prints it in the target)\n";
     if (!c.kernels.empty()) {

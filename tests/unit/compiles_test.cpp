@@ -2,12 +2,13 @@
 // names, recompilations (a frame's new id running after an older one), the
 // kernels first called in a recompiled graph; and the kernel names read from
 // inductor's generated modules.
+#include "reports/aggregate/compiles.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 
-#include "reports/aggregate/compiles.h"
 #include "reports/ops/compile_section.h"
 #include "user/torch/compiled_code.h"
 
@@ -95,8 +96,7 @@ TEST(Compiles, CallsAndRecompiles) {
   const std::string text = render_compile_section(kPid, p, r.window_begin_ns);
   EXPECT_NE(text.find("Torch-Compiled Region: 0/1" + std::string(14, ' ') + "2  +0.200 s"), std::string::npos) << text;
   EXPECT_NE(text.find("Recompilations seen while attached: 1"), std::string::npos) << text;
-  EXPECT_NE(text.find("+0.200 s  frame 0 recompiled: graph 0/1 first ran after graph 0/0"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("+0.200 s  frame 0 recompiled: graph 0/1 first ran after graph 0/0"), std::string::npos) << text;
 }
 
 TEST(Compiles, NothingWithoutRegions) {

@@ -11,8 +11,8 @@
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
 #include "user/sources/opprobe.h"
-#include "user/torch/op_args.h"
 #include "user/torch/compiled_code.h"
+#include "user/torch/op_args.h"
 #include "user/torch/op_catalog.h"
 
 namespace lt {
@@ -144,7 +144,8 @@ std::vector<std::string> OpTracer::attach_compiled(pid_t pid, pid_t pid_filter) 
         }
       } else {
         const auto slash = m.path.rfind('/');
-        if (auto k = inductor_kernel(open_path, proc::root_path(pid, m.path.substr(0, slash)))) {
+        if (auto k =
+                inductor_kernel(open_path, proc::root_path(pid, m.path.substr(0, slash)), m.path.substr(slash + 1))) {
           std::string name = k->name.empty() ? "inductor kernel " + m.path.substr(slash + 1) : k->name;
           if (selected(name)) {
             probes.first.push_back(k->file_offset);

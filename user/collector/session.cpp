@@ -436,7 +436,7 @@ void Session::attach_compiled() {
     ++it;
     try {
       for (const auto& k : optracer_->attach_compiled(pid, opts_.children ? -1 : pid))
-        if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: inductor kernel %s probed\n", pid, k.c_str());
+        if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s probed\n", pid, k.c_str());
     } catch (const Error& e) {
       notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; some compiled kernels are missing");
     }

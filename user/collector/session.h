@@ -197,7 +197,7 @@ class Session {
   PendingAttach mem_pending_;  // targets without libc10 mapped yet
   // The drain loop's periodic chores (start_chores() sets their clocks).
   Every thread_states_, watch_, liveness_, compiled_scan_;
-  std::set<pid_t> ops_attached_;  // targets whose op probes are in: their compiled code is looked for
+  std::set<pid_t> ops_attached_;         // targets whose op probes are in: their compiled code is looked for
   std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)
   std::unique_ptr<StatsSampler> stats_sampler_;
   std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor

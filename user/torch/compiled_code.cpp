@@ -71,7 +71,8 @@ std::vector<std::pair<std::string, std::string>> pybinding_kernels(std::string_v
   return out;
 }
 
-std::string kernel_name_for(std::string_view cpp_text, const std::vector<std::pair<std::string, std::string>>& kernels) {
+std::string kernel_name_for(std::string_view cpp_text,
+                            const std::vector<std::pair<std::string, std::string>>& kernels) {
   std::string best;
   for (auto& [name, source] : kernels)
     if (!source.empty() && cpp_text.find(source) != std::string_view::npos && (best.empty() || name < best))
@@ -85,14 +86,14 @@ std::optional<std::uint64_t> compiled_region_entry(const std::string& path) {
   return exports_of(path).region;
 }
 
-std::optional<InductorKernel> inductor_kernel(const std::string& path, const std::string& dir_path) {
+std::optional<InductorKernel> inductor_kernel(const std::string& path, const std::string& dir_path,
+                                              const std::string& file_name) {
   const Exports e = exports_of(path);
   if (!e.kernel || !e.pyinit) return std::nullopt;
   InductorKernel k{*e.kernel, ""};
   // <cache>/<xx>/<hash>.main.so: the source beside it, the generated
   // modules in the cache's other two-character directories.
-  const auto slash = path.rfind('/');
-  std::string stem = path.substr(slash + 1);
+  std::string stem = file_name;
   if (stem.size() > 3 && stem.compare(stem.size() - 3, 3, ".so") == 0) stem.resize(stem.size() - 3);
   const std::string cpp = read_text(dir_path + "/" + stem + ".cpp");
   if (cpp.empty()) return k;

@@ -28,10 +28,12 @@ struct InductorKernel {
   std::string name;               // "cpp_fused_relu_0"; "" when no generated module names it
 };
 
-// The kernel of an inductor kernel library at `path` (a path we can open;
-// `dir_path`: its directory as we can open it, for the .cpp beside it and
-// the cache's generated modules).  nullopt: not an inductor kernel library.
-std::optional<InductorKernel> inductor_kernel(const std::string& path, const std::string& dir_path);
+// The kernel of an inductor kernel library at `path` (a path we can open,
+// e.g. /proc/PID/map_files/...; `dir_path`: its directory as we can open it,
+// for the .cpp beside it and the cache's generated modules; `file_name`:
+// its name there, "c<hash>.main.so").  nullopt: not an inductor kernel library.
+std::optional<InductorKernel> inductor_kernel(const std::string& path, const std::string& dir_path,
+                                              const std::string& file_name);
 
 namespace compiled_code_detail {
 // Each `NAME = async_compile.cpp_pybinding([...], r'''SOURCE''')` of a
