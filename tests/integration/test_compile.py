@@ -50,7 +50,7 @@ def result_line(out):
 
 
 def self_cpu_total_us(text):
-    m = re.search(r"Self CPU time total: ([0-9.]+)(us|ms|s)", text)
+    m = re.search(r"Self CPU time total~?: ([0-9.]+)(us|ms|s)", text)
     assert m, text[-1500:]
     return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
 
