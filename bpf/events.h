@@ -67,9 +67,10 @@ enum lt_event_kind {
 	LT_EV_SAMPLER_INFO = 53, /* rate, period, off-CPU on/off */
 	LT_EV_NATIVE_SYM = 54,	 /* a native instruction address -> symbol */
 	/* aten operators (opprobe source) */
-	LT_EV_OP = 64,	      /* an at::_ops::<op>::call entry */
-	LT_EV_OP_NAME = 65,   /* user space: op index -> aten name */
-	LT_EV_OP_SHAPES = 66, /* an op entry with its tensor arguments (--group-by-input-shapes) */
+	LT_EV_OP = 64,		/* an at::_ops::<op>::call entry */
+	LT_EV_OP_NAME = 65,	/* user space: op index -> aten name */
+	LT_EV_OP_SHAPES = 66,	/* an op entry with its tensor arguments (--group-by-input-shapes) */
+	LT_EV_REGION_CODE = 67, /* a compiled region's entry: the code object Dynamo compiled */
 	/* GPU (gpu source: the CUPTI/NVTX bridge in torchbridge/ via USDT, and
 	 * uprobes on libcudart / libcuda entry points) */
 	LT_EV_GPU_ACTIVITY = 80,     /* one CUPTI activity record: kernel, copy, API call... */
@@ -294,6 +295,14 @@ struct lt_py_frame {
 
 /* Deepest nesting of aten ops tracked per thread (ops calling ops). */
 #define LT_OPS_DEPTH 16
+/* torch.compile regions (docs/design-compile.md): an op probe whose cookie
+ * has LT_OP_COOKIE_REGION set reads the region's annotation ("Torch-Compiled
+ * Region: F/C") from its 4th argument and reports op index
+ * base + 1 + F * LT_REGION_COMPILES + C (base: the cookie's index, the row for
+ * an annotation it cannot parse or out of these bounds). */
+#define LT_OP_COOKIE_REGION (1ull << 63)
+#define LT_REGION_FRAMES 64
+#define LT_REGION_COMPILES 8
 
 /* PY_SAMPLE / OFFCPU_BEGIN: one thread's Python stack, leaf first, and the
  * aten ops running on it (outermost first) when ops are traced. */
@@ -318,6 +327,16 @@ struct lt_op_event {
 	u32 op;	   /* index into the session's op table (LT_EV_OP_NAME) */
 	u16 depth; /* ops running on this thread, this one included; 0 = deeper than LT_OPS_DEPTH */
 	u16 pad;
+};
+
+/* REGION_CODE: just before the OP record of a compiled region's entry
+ * (docs/design-compile.md), on the same thread: the code object of the frame
+ * Dynamo runs the region for (the user's function; PY_CODE names it). */
+struct lt_region_code_event {
+	struct lt_event_header hdr;
+	u32 op;	      /* the region's op index, as in its OP record */
+	u32 checksum; /* code_checksum() of code, as in lt_py_frame (0: unreadable) */
+	u64 code;     /* f_code / f_executable of the frame */
 };
 
 /* OP_SHAPES: an OP with, for each integer argument register (rdi, rsi,

@@ -153,6 +153,12 @@ LT_OFFSET(lt_op_event, op, 24);
 LT_OFFSET(lt_op_event, depth, 28);
 LT_OFFSET(lt_op_event, pad, 30);
 
+LT_SIZE(lt_region_code_event, 40);
+LT_OFFSET(lt_region_code_event, hdr, 0);
+LT_OFFSET(lt_region_code_event, op, 24);
+LT_OFFSET(lt_region_code_event, checksum, 28);
+LT_OFFSET(lt_region_code_event, code, 32);
+
 LT_SIZE(lt_op_shapes_event, 800);
 LT_OFFSET(lt_op_shapes_event, hdr, 0);
 LT_OFFSET(lt_op_shapes_event, op, 24);

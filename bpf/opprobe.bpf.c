@@ -41,6 +41,66 @@ static __noinline int emit_shapes(struct pt_regs *ctx, const struct lt_target *t
 	return 0;
 }
 
+/* The op index of a compiled region entry (dynamo_eval_custom_code's 4th
+ * argument is its annotation, "Torch-Compiled Region: F/C"): base + 1 + F *
+ * LT_REGION_COMPILES + C; base itself for any other text. */
+#define LT_REGION_PREFIX "Torch-Compiled Region: "
+#define LT_REGION_PREFIX_LEN (sizeof(LT_REGION_PREFIX) - 1)
+
+static __noinline u32 region_op(u64 annotation, u32 base)
+{
+	char s[48];
+	if (bpf_probe_read_user_str(s, sizeof(s), (void *)annotation) <= 0)
+		return base;
+	for (int i = 0; i < LT_REGION_PREFIX_LEN; i++)
+		if (s[i] != LT_REGION_PREFIX[i])
+			return base;
+	u32 f = 0, c = 0, nf = 0, nc = 0, slash = 0;
+	for (int i = LT_REGION_PREFIX_LEN; i < sizeof(s); i++) {
+		char ch = s[i];
+		if (ch == 0)
+			break;
+		if (ch == '/' && !slash && nf) {
+			slash = 1;
+			continue;
+		}
+		if (ch < '0' || ch > '9')
+			return base;
+		if (slash) {
+			c = c * 10 + (ch - '0');
+			nc++;
+		} else {
+			f = f * 10 + (ch - '0');
+			nf++;
+		}
+		if (f >= LT_REGION_FRAMES || c >= LT_REGION_COMPILES)
+			return base;
+	}
+	if (!nc)
+		return base;
+	return base + 1 + f * LT_REGION_COMPILES + c;
+}
+
+/* The code object of the frame a compiled region runs for (the 2nd argument
+ * of dynamo_eval_custom_code), so the compile section can name the user's
+ * function.  Sent before the region's OP record: user space reads the code
+ * object while the frame still runs. */
+static __noinline int emit_region_code(struct pt_regs *ctx, const struct lt_target *t, u32 op)
+{
+	struct lt_region_code_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
+	if (!e) {
+		lt_count_ringbuf_drop(LT_EV_REGION_CODE);
+		return 0;
+	}
+	lt_fill_header(&e->hdr, LT_EV_REGION_CODE, sizeof(*e));
+	u64 code = read_u64(PT_REGS_PARM2(ctx) + t->off.frame_code) & ~(u64)t->off.stackref_tag_mask;
+	e->op = op;
+	e->code = code;
+	e->checksum = code ? code_checksum(code, &t->off) : 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
 SEC("uprobe")
 int lt_op_enter(struct pt_regs *ctx)
 {
@@ -56,6 +116,8 @@ int lt_op_enter(struct pt_regs *ctx)
 	/* the op's index, and above bit 32 its tensor argument registers */
 	u64 cookie = bpf_get_attach_cookie(ctx);
 	u32 op = (u32)cookie;
+	if (cookie & LT_OP_COOKIE_REGION)
+		op = region_op(PT_REGS_PARM4(ctx), op);
 	if (!s->tstate && t->tsd_block)
 		s->tstate = thread_state(task, t);
 	u64 pyframe = current_pyframe(s->tstate, &t->off);
@@ -70,13 +132,17 @@ int lt_op_enter(struct pt_regs *ctx)
 		f->sp = sp;
 		f->ra = read_u64(sp);
 		caller_frame_keep(f, sp);
-		f->pyframe = pyframe;
+		/* a compiled region runs its graph several Python calls deeper
+		 * than LT_OP_PY_REENTRY: the stack checks alone decide for it */
+		f->pyframe = (cookie & LT_OP_COOKIE_REGION) ? 0 : pyframe;
 		f->op = op;
 		s->depth = d + 1;
 		depth = d + 1;
 	}
+	if (cookie & LT_OP_COOKIE_REGION)
+		emit_region_code(ctx, t, op);
 	if (t->flags & LT_TARGET_SHAPES)
-		return emit_shapes(ctx, t, op, depth, (u32)(cookie >> 32));
+		return emit_shapes(ctx, t, op, depth, (u32)(cookie >> 32) & 0x3f);
 	struct lt_op_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
 		lt_count_ringbuf_drop(LT_EV_OP);

@@ -67,6 +67,8 @@ const char* kind_name(unsigned k) {
       return "op_name";
     case LT_EV_OP_SHAPES:
       return "op_shapes";
+    case LT_EV_REGION_CODE:
+      return "region_code";
     case LT_EV_MEM:
       return "mem";
     case LT_EV_MEM_STACK:

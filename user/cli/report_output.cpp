@@ -57,6 +57,8 @@ const char* kind_name(std::uint16_t kind) {
     case LT_EV_OP:
     case LT_EV_OP_SHAPES:
       return "op";
+    case LT_EV_REGION_CODE:
+      return "compiled region function";
     case LT_EV_NONE:
       return "generator resume";
     default:

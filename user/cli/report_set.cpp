@@ -8,6 +8,7 @@
 #include "reports/export/html_report.h"
 #include "reports/gpu/device_stats_report.h"
 #include "reports/memory/memory_report.h"
+#include "reports/ops/compile_section.h"
 #include "user/cli/prof_dump_output.h"
 #include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
@@ -38,6 +39,7 @@ void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   devstats_.add(h, p);
   memory_.add(h, p);
   comm_.add(h, p);
+  compiles_.add(h, p);
 }
 
 void ReportSet::gap() {
@@ -63,6 +65,12 @@ void ReportSet::write() {
     write_ops_reports(
         rep, ops_rep, files,
         {o.sort_by, o.row_limit, o.group_by_input_shapes, o.profile_memory, o.memory_bytes, o.ops_records});
+  // A compiled job's regions and recompilations: after its op tables (the
+  // region rows come from the op probes; docs/design-compile.md).
+  if (o.wants_ops()) {
+    const CompilesReport comp = compiles_.finish();
+    for (const auto& [pid, p] : comp.procs) std::cout << render_compile_section(pid, p, comp.window_begin_ns);
+  }
   // GPU tables when asked, or by default whenever a target used CUDA.
   if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
   if (o.wants_report("memory")) std::cout << render_memory_report(mem_rep, {&rep, o.row_limit}) << "\n";

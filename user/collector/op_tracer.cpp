@@ -11,6 +11,7 @@
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
 #include "user/sources/opprobe.h"
+#include "user/torch/compiled_code.h"
 #include "user/torch/op_args.h"
 #include "user/torch/op_catalog.h"
 
@@ -22,6 +23,18 @@ namespace {
 bool is_libtorch_cpu(const std::string& path) {
   auto slash = path.rfind('/');
   return path.compare(slash == std::string::npos ? 0 : slash + 1, 15, "libtorch_cpu.so") == 0;
+}
+bool is_libtorch_python(const std::string& path) {
+  auto slash = path.rfind('/');
+  return path.compare(slash == std::string::npos ? 0 : slash + 1, 18, "libtorch_python.so") == 0;
+}
+// Inductor names its kernel libraries <cache>/<2 chars>/c<hash>[.main].so;
+// only these are read (every other library of the process would cost an ELF
+// read per file for nothing).
+bool maybe_inductor_library(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash < 3 || path[slash - 3] != '/') return false;
+  return path.size() > slash + 4 && path[slash + 1] == 'c' && path.compare(path.size() - 3, 3, ".so") == 0;
 }
 }  // namespace
 
@@ -87,6 +100,65 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
   probes_ += known->second.first.size();
   attach_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return true;
+}
+
+std::uint32_t OpTracer::add_op(std::string name) {
+  ops_.push_back({std::move(name), "", {}});
+  announced_.resize(ops_.size(), false);
+  return static_cast<std::uint32_t>(ops_.size() - 1);
+}
+
+void OpTracer::attach_file(const std::string& open_path, std::pair<unsigned long, unsigned long> file,
+                           pid_t pid_filter) {
+  if (attached_.count({file.first, file.second, pid_filter}) || attached_.count({file.first, file.second, -1})) return;
+  auto& probes = probes_of_[file];
+  source_.attach(open_path, probes.first, probes.second, pid_filter);
+  attached_.insert({file.first, file.second, pid_filter});
+  probes_ += probes.first.size();
+}
+
+std::vector<std::string> OpTracer::attach_compiled(pid_t pid, pid_t pid_filter) {
+  std::vector<std::string> added;
+  for (auto& m : proc::read_maps(pid)) {
+    if (m.offset != 0) continue;
+    const bool python = is_libtorch_python(m.path);
+    if (!python && !maybe_inductor_library(m.path)) continue;
+    const std::string open_path = proc::mapped_file(pid, m);
+    struct stat st {};
+    if (open_path.empty() || stat(open_path.c_str(), &st) != 0) continue;
+    const auto file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
+    if (!probes_of_.count(file)) {
+      std::pair<std::vector<std::uint64_t>, std::vector<std::uint64_t>> probes;
+      if (python) {
+        if (auto at = compiled_region_entry(open_path)) {
+          if (region_base_ == UINT32_MAX) {
+            // One block for every libtorch_python: row names are the
+            // annotations, the same in every process.
+            region_base_ = add_op("Torch-Compiled Region");
+            for (unsigned f = 0; f < LT_REGION_FRAMES; ++f)
+              for (unsigned c = 0; c < LT_REGION_COMPILES; ++c)
+                add_op("Torch-Compiled Region: " + std::to_string(f) + "/" + std::to_string(c));
+          }
+          probes.first.push_back(*at);
+          probes.second.push_back(region_base_ | LT_OP_COOKIE_REGION);
+        }
+      } else {
+        const auto slash = m.path.rfind('/');
+        if (auto k =
+                inductor_kernel(open_path, proc::root_path(pid, m.path.substr(0, slash)), m.path.substr(slash + 1))) {
+          std::string name = k->name.empty() ? "inductor kernel " + m.path.substr(slash + 1) : k->name;
+          if (selected(name)) {
+            probes.first.push_back(k->file_offset);
+            probes.second.push_back(add_op(name));
+            added.push_back(std::move(name));
+          }
+        }
+      }
+      probes_of_.emplace(file, std::move(probes));
+    }
+    attach_file(open_path, file, pid_filter);
+  }
+  return added;
 }
 
 std::uint64_t OpTracer::tensor_vtable(pid_t pid) const {

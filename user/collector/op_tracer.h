@@ -31,6 +31,13 @@ class OpTracer {
   // Returns false when the process has no libtorch mapped (yet).  Throws
   // lt::Error (usage: --ops matches nothing; bpf: attach failed).
   bool attach(pid_t pid, pid_t pid_filter);
+  // torch.compile's code in pid (docs/design-compile.md): the compiled
+  // region entry of its libtorch_python and the kernel of every inductor
+  // kernel library it maps now, each file read once.  Called at attach and
+  // then periodically: kernel libraries are built and loaded while the job
+  // runs.  Returns the kernel libraries newly probed ("cpp_fused_relu_0").
+  // Throws lt::Error(bpf) when an attach fails.
+  std::vector<std::string> attach_compiled(pid_t pid, pid_t pid_filter);
   // Writes the op's OP_NAME record the first time the op is seen.
   void announce(std::uint32_t op);
   std::size_t probes() const { return probes_; }
@@ -56,7 +63,10 @@ class OpTracer {
   std::size_t probes_ = 0;
   double attach_ms_ = 0;
   std::string last_;
+  std::uint32_t region_base_ = UINT32_MAX;  // the compiled regions' block of op indexes (none yet)
   bool selected(const std::string& name) const;
+  std::uint32_t add_op(std::string name);
+  void attach_file(const std::string& open_path, std::pair<unsigned long, unsigned long> file, pid_t pid_filter);
 };
 
 }  // namespace lt

@@ -33,6 +33,8 @@ std::size_t fixed_size(std::uint16_t kind) {
       return sizeof(lt_op_event);
     case LT_EV_OP_SHAPES:
       return sizeof(lt_op_shapes_event);
+    case LT_EV_REGION_CODE:
+      return sizeof(lt_region_code_event);
     default:
       return 0;
   }

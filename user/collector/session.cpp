@@ -41,6 +41,7 @@ constexpr std::uint64_t kThreadStatesNs = 100'000'000;   // lt_tstates refreshed
 constexpr std::uint64_t kLivenessNs = 200'000'000;       // exits looked for by polling
 constexpr std::uint64_t kPendingAttachNs = 250'000'000;  // op / GPU probes retried
 constexpr std::uint64_t kWatchNs = 500'000'000;          // --all: new eligible processes
+constexpr std::uint64_t kCompiledScanNs = 200'000'000;   // --report ops: inductor kernel libraries loaded since
 constexpr std::uint64_t kBridgeFlushNs = 1'500'000'000;  // detach: the bridges' last flush
 // 8 MiB at ~280 B/event holds ~30,000 records, >100 ms of a 250k events/s
 // burst.  A drain that found more than a tenth of that means we are falling
@@ -181,6 +182,9 @@ void Session::start_sources() {
     natives_ = std::make_unique<proc::NativeSymbols>([this](const void* r, std::size_t n) { emit(r, n); });
     emit(sampler_info_record(pysample_->period_ns(), opts_.sample_rate_hz, opts_.off_cpu, monotonic_ns()));
   }
+  // Compiled regions name their function (REGION_CODE) with or without samples.
+  if (opprobe_ && !symbolizer_)
+    symbolizer_ = std::make_unique<python::Symbolizer>([this](const void* r, std::size_t n) { emit(r, n); });
 }
 
 // --pid targets (and their descendants with --children), --all's first
@@ -226,6 +230,7 @@ void Session::start_chores(std::uint64_t now) {
   thread_states_ = {kThreadStatesNs, now};
   watch_ = {kWatchNs, now};
   liveness_ = {kLivenessNs, now};
+  compiled_scan_ = {kCompiledScanNs, now};
   ops_pending_.start_clock(now);
   gpu_pending_.start_clock(now);
   mem_pending_.start_clock(now);
@@ -248,6 +253,7 @@ std::uint64_t Session::do_chores() {
   gpu_pending_.poll(now, ours);
   mem_pending_.poll(now, ours);
   comm_pending_.poll(now, ours);
+  if (optracer_ && compiled_scan_.due(now)) attach_compiled();
   if (stats_sampler_) {
     stats_sampler_->set_pids(targets_.live_alive_pids());
     stats_sampler_->poll();
@@ -427,6 +433,27 @@ void Session::release_gpu(ring_buffer* rb) {
 // polled until it does (ops before that cannot exist).  An error is the
 // session's end only for an explicit --pid at its adoption (or a wrong
 // --ops); otherwise that process's ops are missing, and said so.
+// torch.compile's kernel libraries are built and dlopen'ed while the job
+// runs (a recompile): each op target's maps are looked at again, new
+// libraries probed (docs/design-compile.md).  Calls before the look are
+// missed: at most kCompiledScanNs of a new kernel's first calls.
+void Session::attach_compiled() {
+  for (auto it = ops_attached_.begin(); it != ops_attached_.end();) {
+    const pid_t pid = *it;
+    if (!targets_.live_and_alive(pid)) {
+      it = ops_attached_.erase(it);
+      continue;
+    }
+    ++it;
+    try {
+      for (const auto& k : optracer_->attach_compiled(pid, opts_.children ? -1 : pid))
+        if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s probed\n", pid, k.c_str());
+    } catch (const Error& e) {
+      notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; some compiled kernels are missing");
+    }
+  }
+}
+
 PendingAttach::Attempt Session::attach_ops(pid_t pid, bool first) {
   try {
     // Shapes on before the probes, so that no call goes without them.
@@ -436,6 +463,8 @@ PendingAttach::Attempt Session::attach_ops(pid_t pid, bool first) {
         if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));
     }
     if (!optracer_->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
+    ops_attached_.insert(pid);
+    optracer_->attach_compiled(pid, opts_.children ? -1 : pid);
     if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, optracer_->describe().c_str());
     if (opts_.shapes && !tensor_vtables_[pid])
       notes_.push_back("pid " + std::to_string(pid) +
@@ -583,6 +612,7 @@ void Session::on_record(const void* data, std::size_t size) {
       // Names and lines go in ahead of the sample, read while the code
       // objects are still alive.
       if (carries_stack(h.kind)) describe_stack(h, record);
+      if (h.kind == LT_EV_REGION_CODE) describe_region(h, record);
       emit(record);
   }
 }
@@ -624,13 +654,22 @@ void Session::on_bridge_status(pid_t pid, const lt_gpu_status_event& e) {
   if (gputracer_) gputracer_->on_status(pid, e.s);
 }
 
+// The function a compiled region runs for, named while its frame runs.
+void Session::describe_region(const lt_event_header& h, std::span<const std::byte> record) {
+  const auto pid = static_cast<pid_t>(h.pid);
+  const auto* interp = targets_.live(pid);
+  if (!symbolizer_ || !interp) return;
+  const auto e = read_record<lt_region_code_event>(record);
+  if (e.code) symbolizer_->describe_code(pid, e.code, e.checksum, *interp, h.ts_ns);
+}
+
 void Session::describe_stack(const lt_event_header& h, std::span<const std::byte> record) {
   const auto pid = static_cast<pid_t>(h.pid);
   const auto* interp = targets_.live(pid);
   if (!symbolizer_ || !interp) return;
   const auto e = read_record<lt_py_sample_event>(record);
   symbolizer_->describe(e, *interp, targets_.ancestors(pid));
-  natives_->describe(pid, e.user_ip, interp->binary, h.ts_ns);
+  if (natives_) natives_->describe(pid, e.user_ip, interp->binary, h.ts_ns);
 }
 
 void Session::emit_process_records(pid_t pid, const python::Interpreter* interp, std::uint32_t flags,

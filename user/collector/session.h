@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -156,6 +157,8 @@ class Session {
 
   // Probes that wait for a library (PendingAttach attempts).
   PendingAttach::Attempt attach_ops(pid_t pid, bool first);
+  void attach_compiled();
+  void describe_region(const lt_event_header& h, std::span<const std::byte> record);
   PendingAttach::Attempt attach_gpu(pid_t pid, bool first);
   PendingAttach::Attempt attach_memory(pid_t pid, bool first);
   PendingAttach::Attempt attach_comm(pid_t pid, bool first);
@@ -202,7 +205,8 @@ class Session {
   PendingAttach mem_pending_;   // targets without libc10 mapped yet
   PendingAttach comm_pending_;  // targets without libtorch_cpu mapped yet
   // The drain loop's periodic chores (start_chores() sets their clocks).
-  Every thread_states_, watch_, liveness_;
+  Every thread_states_, watch_, liveness_, compiled_scan_;
+  std::set<pid_t> ops_attached_;         // targets whose op probes are in: their compiled code is looked for
   std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)
   std::unique_ptr<StatsSampler> stats_sampler_;
   std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor

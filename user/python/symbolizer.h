@@ -29,6 +29,12 @@ class Symbolizer {
   // made before the fork is at the same address there, and is read there
   // when the process itself has exited (short-lived DataLoader workers).
   void describe(const lt_py_sample_event& e, const Interpreter& interp, const std::vector<pid_t>& forked_from = {});
+  // Emits the PY_CODE of one code object (a compiled region's function,
+  // REGION_CODE), once.
+  void describe_code(pid_t pid, std::uint64_t code, std::uint32_t checksum, const Interpreter& interp,
+                     std::uint64_t ts) {
+    this->code({pid, code, checksum}, interp, ts, {});
+  }
   // A process exec'd or exited: its addresses mean something else now.
   void forget(pid_t pid);
 

@@ -1,0 +1,111 @@
+"""torch.compile-aware op report (docs/design-compile.md): a compiled MLP
+(inductor on CPU, compiled before we attach) under --report ops, against
+torch.profiler on the same steps: compiled-region rows and inductor's fused
+kernels with exact calls, the table's Self CPU total near the profiler's,
+and a recompile forced while attached (a new input shape)."""
+import glob
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import VENV_PY, WORKLOADS
+from ops_table import merged, parse_ops_report
+
+COMPILED_MLP = os.path.join(WORKLOADS, "compiled_mlp.py")
+ITERS = 200
+
+
+@pytest.fixture(scope="module")
+def inductor_cache(tmp_path_factory):
+    """One inductor cache for the module, warmed by the reference run: the
+    runs under test load the kernels without compiling them again (g++ on a
+    busy machine takes a minute), and the generated modules are there to read."""
+    cache = tmp_path_factory.mktemp("inductor")
+    out = cache / "prof.json"
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
+    r = subprocess.run([VENV_PY, COMPILED_MLP, "--profile", str(out), "--iters", str(ITERS)], capture_output=True,
+                       text=True, timeout=600, cwd=cache, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return cache, json.loads(out.read_text()), r.stdout
+
+
+def kernel_call_sites(cache):
+    """cpp_fused_* -> calls per graph run, from the generated module's call()."""
+    sites = {}
+    for path in glob.glob(os.path.join(cache, "*", "*.py")):
+        text = open(path).read()
+        if "cpp_pybinding" not in text or "def call(" not in text:
+            continue
+        body = text[text.index("def call("):]
+        for name in re.findall(r"^\s+(cpp_fused_\w+)\(", body, re.M):
+            sites[name] = sites.get(name, 0) + 1
+    return sites
+
+
+def result_line(out):
+    return next(line for line in out.splitlines() if line.startswith("RESULT"))
+
+
+def self_cpu_total_us(text):
+    m = re.search(r"Self CPU time total~?: ([0-9.]+)(us|ms|s)", text)
+    assert m, text[-1500:]
+    return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
+
+
+def test_compiled_regions_and_kernels_match_torch_profiler(attach, inductor_cache):
+    cache, prof, prof_out = inductor_cache
+    theirs = prof["ops"]
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    run = attach([VENV_PY, COMPILED_MLP, "--iters", str(ITERS)],
+                 lt_args=["--report", "ops", "--row-limit", "-1"], env=env)
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert result_line(run.target_out) == result_line(prof_out)  # same work, same outputs
+    ours = merged(parse_ops_report(run.lt_out))
+    # The compiled region: named and counted as torch.profiler does.
+    region = "Torch-Compiled Region: 0/0"
+    assert theirs[region]["count"] == ITERS
+    assert ours.get(region, {}).get("calls") == theirs[region]["count"], (ours.get(region), run.lt_out[-3000:])
+    # Inductor's kernels: each called once per call site per graph run (this
+    # torch cannot profile CPU kernels itself: kernel profiling fails to
+    # load; the graph runs are torch.profiler's `## Call CompiledFxGraph` count).
+    graph_runs = sum(v["count"] for k, v in theirs.items() if k.startswith("## Call CompiledFxGraph"))
+    assert graph_runs == ITERS
+    sites = kernel_call_sites(str(cache))
+    assert sites, "no generated module with cpp_fused kernels in the cache"
+    for name, n in sites.items():
+        assert ours.get(name, {}).get("calls") == n * graph_runs, (name, ours.get(name), run.lt_out[-3000:])
+    # The aten ops inside the graph: exact as before.
+    assert ours["aten::addmm"]["calls"] == theirs["aten::addmm"]["count"]
+    # The table's Self CPU total accounts for the compiled work: within 25%
+    # of the profiler's (which its own overhead inflates).
+    ours_total, their_total = self_cpu_total_us(run.lt_out), self_cpu_total_us(prof["table"])
+    assert abs(ours_total - their_total) <= 0.25 * their_total, (ours_total, their_total, run.lt_out[-3000:])
+    # The kernels' samples went to their rows: together a real share of it.
+    kernel_self = sum(ours[n]["self_us"] for n in sites)
+    assert kernel_self > 0.05 * ours_total, (kernel_self, ours_total)
+    assert "Recompilations seen while attached: 0" in run.lt_out
+
+
+def test_recompile_while_attached_is_reported(attach, inductor_cache):
+    cache, _, _ = inductor_cache
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    base = subprocess.run([VENV_PY, COMPILED_MLP, "--iters", "20", "--recompile", "20"], capture_output=True,
+                          text=True, timeout=600, env=dict(os.environ, **env))
+    assert base.returncode == 0, base.stderr[-2000:]
+    run = attach([VENV_PY, COMPILED_MLP, "--iters", "20", "--recompile", "20"],
+                 lt_args=["--report", "ops", "--row-limit", "-1"], env=env)
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert result_line(run.target_out) == result_line(base.stdout)
+    out = run.lt_out
+    assert "Recompilations seen while attached: 1" in out, out[-3000:]
+    # when, which function (the user's, by file:line), which graphs; the
+    # guard failure reason stays in the target's Python objects: said so.
+    assert re.search(r"\+[0-9.]+ s  frame 0 \(MLP\.forward \(\S*compiled_mlp\.py:31\)\) recompiled: "
+                     r"graph 0/1 first ran after graph 0/0 \(a guard of the graphs before it failed; reason: ", out), \
+        out[-3000:]
+    ours = merged(parse_ops_report(out))
+    assert ours["Torch-Compiled Region: 0/0"]["calls"] == 20
+    assert ours["Torch-Compiled Region: 0/1"]["calls"] == 20
