@@ -40,7 +40,10 @@ rank = int(os.environ["RANK"])
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}", rank=rank,
                         world_size=2)
-print("READY", rank, os.getpid(), flush=True)
+# One write per line: both ranks share the log, and under python -u (or
+# PYTHONUNBUFFERED) print() writes each piece apart, so lines interleave.
+sys.stdout.write(f"READY {rank} {os.getpid()}\n")
+sys.stdout.flush()
 while not os.path.exists(go):
     time.sleep(0.01)
 
@@ -80,4 +83,5 @@ with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as f:
     for name, n in sorted(counts.items()):
         f.write(f"{name} {n}\n")
 dist.destroy_process_group()
-print("DONE", rank, flush=True)
+sys.stdout.write(f"DONE {rank}\n")
+sys.stdout.flush()
