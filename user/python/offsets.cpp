@@ -40,6 +40,10 @@ struct Row {
   // The GIL holder: _PyRuntime.gilstate.tstate_current (<= 3.11), or
   // PyInterpreterState._gil.{last_holder, locked} (3.12+); 0 = absent.
   unsigned runtime_gil_tstate, interp_gil_holder, interp_gil_locked;
+  // Instance attributes (Layout::InstDict), PyHeapTypeObject.ht_cached_keys,
+  // the start of PyDictValues' array; 0 / none = not measured (3.14+).
+  Layout::InstDict inst_dict;
+  unsigned heap_cached_keys, dict_values_start;
 };
 
 // clang-format off
@@ -52,7 +56,8 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 48, .str_compact_data = 72, .eval_frame_arg = 0,
    .tstate_frame = 24, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 0,
    .runtime_tss = 1392, .runtime_interp_head = 32, .interp_threads_head = 8,
-   .runtime_gil_tstate = 1368, .interp_gil_holder = 0, .interp_gil_locked = 0},
+   .runtime_gil_tstate = 1368, .interp_gil_holder = 0, .interp_gil_locked = 0,
+   .inst_dict = Layout::InstDict::dictoffset, .heap_cached_keys = 872, .dict_values_start = 0},
   {.minor = 9,
    .gen_frame = 16, .gen_frame_embedded = 0,
    .frame_code = 32, .frame_lasti = 104, .frame_localsplus = 360, .frame_previous = 24, .frame_owner = kAbsent, .frame_block = 112, .owner_cstack = kNone8, .stackref_tag_mask = 0,
@@ -61,7 +66,8 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 48, .str_compact_data = 72, .eval_frame_arg = 1,
    .tstate_frame = 24, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 0,
    .runtime_tss = 584, .runtime_interp_head = 32, .interp_threads_head = 8,
-   .runtime_gil_tstate = 568, .interp_gil_holder = 0, .interp_gil_locked = 0},
+   .runtime_gil_tstate = 568, .interp_gil_holder = 0, .interp_gil_locked = 0,
+   .inst_dict = Layout::InstDict::dictoffset, .heap_cached_keys = 864, .dict_values_start = 0},
   {.minor = 10,
    .gen_frame = 16, .gen_frame_embedded = 0,
    .frame_code = 32, .frame_lasti = 96, .frame_localsplus = 352, .frame_previous = 24, .frame_owner = kAbsent, .frame_block = 104, .owner_cstack = kNone8, .stackref_tag_mask = 0,
@@ -70,7 +76,8 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 48, .str_compact_data = 72, .eval_frame_arg = 1,
    .tstate_frame = 24, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 0,
    .runtime_tss = 584, .runtime_interp_head = 32, .interp_threads_head = 8,
-   .runtime_gil_tstate = 568, .interp_gil_holder = 0, .interp_gil_locked = 0},
+   .runtime_gil_tstate = 568, .interp_gil_holder = 0, .interp_gil_locked = 0,
+   .inst_dict = Layout::InstDict::dictoffset, .heap_cached_keys = 872, .dict_values_start = 0},
   {.minor = 11,
    .gen_frame = 80, .gen_frame_embedded = 1,
    .frame_code = 32, .frame_lasti = 56, .frame_localsplus = 72, .frame_previous = 48, .frame_owner = 69, .frame_block = 72, .owner_cstack = kNone8, .stackref_tag_mask = 0,
@@ -79,7 +86,8 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 48, .str_compact_data = 72, .eval_frame_arg = 1,
    .tstate_frame = 56, .cframe_frame = 8, .tstate_thread_id = 152, .tstate_native_thread_id = 160,
    .runtime_tss = 592, .runtime_interp_head = 40, .interp_threads_head = 16,
-   .runtime_gil_tstate = 576, .interp_gil_holder = 0, .interp_gil_locked = 0},
+   .runtime_gil_tstate = 576, .interp_gil_holder = 0, .interp_gil_locked = 0,
+   .inst_dict = Layout::InstDict::managed, .heap_cached_keys = 872, .dict_values_start = 0},
   {.minor = 12,
    .gen_frame = 72, .gen_frame_embedded = 1,
    .frame_code = 0, .frame_lasti = 56, .frame_localsplus = 72, .frame_previous = 8, .frame_owner = 70, .frame_block = 72, .owner_cstack = 3, .stackref_tag_mask = 0,
@@ -88,7 +96,8 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 40, .str_compact_data = 56, .eval_frame_arg = 1,
    .tstate_frame = 56, .cframe_frame = 0, .tstate_thread_id = 136, .tstate_native_thread_id = 144,
    .runtime_tss = 1544, .runtime_interp_head = 40, .interp_threads_head = 72,
-   .runtime_gil_tstate = 0, .interp_gil_holder = 1048, .interp_gil_locked = 1056},
+   .runtime_gil_tstate = 0, .interp_gil_holder = 1048, .interp_gil_locked = 1056,
+   .inst_dict = Layout::InstDict::tagged, .heap_cached_keys = 880, .dict_values_start = 0},
   {.minor = 13,
    .gen_frame = 72, .gen_frame_embedded = 1,
    .frame_code = 0, .frame_lasti = 56, .frame_localsplus = 72, .frame_previous = 8, .frame_owner = 70, .frame_block = 72, .owner_cstack = 3, .stackref_tag_mask = 0,
@@ -97,7 +106,8 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 40, .str_compact_data = 56, .eval_frame_arg = 1,
    .tstate_frame = 72, .cframe_frame = kAbsent, .tstate_thread_id = 152, .tstate_native_thread_id = 160,
    .runtime_tss = 2160, .runtime_interp_head = 632, .interp_threads_head = 7344,
-   .runtime_gil_tstate = 0, .interp_gil_holder = 7760, .interp_gil_locked = 7768},
+   .runtime_gil_tstate = 0, .interp_gil_holder = 7760, .interp_gil_locked = 7768,
+   .inst_dict = Layout::InstDict::inline_values, .heap_cached_keys = 880, .dict_values_start = 8},
   {.minor = 14,
    .gen_frame = 72, .gen_frame_embedded = 1,
    .frame_code = 0, .frame_lasti = 56, .frame_localsplus = 80, .frame_previous = 8, .frame_owner = 74, .frame_block = 80, .owner_cstack = 3, .stackref_tag_mask = 7,
@@ -106,7 +116,8 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 40, .str_compact_data = 56, .eval_frame_arg = 1,
    .tstate_frame = 72, .cframe_frame = kAbsent, .tstate_thread_id = 152, .tstate_native_thread_id = 160,
    .runtime_tss = 2336, .runtime_interp_head = 808, .interp_threads_head = 7344,
-   .runtime_gil_tstate = 0, .interp_gil_holder = 7792, .interp_gil_locked = 7800},
+   .runtime_gil_tstate = 0, .interp_gil_holder = 7792, .interp_gil_locked = 7800,
+   .inst_dict = Layout::InstDict::none, .heap_cached_keys = 0, .dict_values_start = 0},
   {.minor = 15,
    .gen_frame = 72, .gen_frame_embedded = 1,
    .frame_code = 0, .frame_lasti = 56, .frame_localsplus = 80, .frame_previous = 8, .frame_owner = 74, .frame_block = 80, .owner_cstack = 3, .stackref_tag_mask = 7,
@@ -115,7 +126,8 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 40, .str_compact_data = 56, .eval_frame_arg = 1,
    .tstate_frame = 72, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 184,
    .runtime_tss = 0, .runtime_interp_head = 936, .interp_threads_head = 7336,
-   .runtime_gil_tstate = 0, .interp_gil_holder = 0, .interp_gil_locked = 0},
+   .runtime_gil_tstate = 0, .interp_gil_holder = 0, .interp_gil_locked = 0,
+   .inst_dict = Layout::InstDict::none, .heap_cached_keys = 0, .dict_values_start = 0},
 }};
 // clang-format on
 
@@ -159,6 +171,10 @@ Layout layout_of(const Row& r) {
   l.runtime_gil_tstate = r.runtime_gil_tstate;
   l.interp_gil_holder = r.interp_gil_holder;
   l.interp_gil_locked = r.interp_gil_locked;
+  l.inst_dict = r.inst_dict;
+  l.heap_cached_keys = r.heap_cached_keys;
+  l.dict_values_start = r.dict_values_start;
+  l.dict_keys_log2 = r.minor >= 11;
   return l;
 }
 }  // namespace

@@ -1,0 +1,149 @@
+// The nn.Module tree read from outside (user/python/module_tree.cpp) against
+// real interpreters: each pyenv CPython 3.8-3.13 runs a small stand-in for
+// torch.nn.Module (attributes set the way nn.Module sets them, `_modules`
+// a plain dict) and we read its named_modules() with process_vm_readv.
+// The stand-in prints what named_modules() itself says, so the expected
+// list comes from the interpreter, not from this file.
+#include "user/python/module_tree.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Lines: "ROOT <id>", then "MOD <name>\t<type>" per named_modules() entry.
+// `vars(head)` materializes one instance's __dict__ (the dict path on
+// 3.11+); the others keep their attributes in split values.
+constexpr const char* kScript = R"PY(
+import sys
+class Module:
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+    def add(self, name, m):
+        self._modules[name] = m
+        return m
+    def named_modules(self, memo=None, prefix=""):
+        memo = set() if memo is None else memo
+        if self not in memo:
+            memo.add(self)
+            yield prefix, self
+            for name, m in self._modules.items():
+                if m is None:
+                    continue
+                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name)
+class LightningModule(Module): pass
+class Linear(Module): pass
+Linear.__module__ = "torch.nn.modules.linear"
+class Block(Module): pass
+class Net(LightningModule): pass
+net = Net()
+block = net.add("block", Block())
+block.add("act", Linear())
+seq = block.add("seq", Module())
+for i in range(3):
+    seq.add(str(i), Linear())
+head = net.add("head", Linear())
+vars(head)
+net.add("alias", head)
+net.add("nothing", None)
+net.add("bl\u00f6ck", Block()).add("inner", head)
+print("ROOT", id(net))
+for name, m in net.named_modules():
+    t = type(m)
+    print("MOD %s\t%s.%s" % (name, t.__module__, t.__name__))
+print("END", flush=True)
+sys.stdin.read()
+)PY";
+
+struct Target {
+  pid_t pid = -1;
+  std::uint64_t root = 0;
+  std::vector<lt::python::ModuleEntry> expected;
+};
+
+Target start(const std::string& python) {
+  int in[2], out[2];
+  if (pipe(in) || pipe(out)) return {};
+  Target t;
+  t.pid = fork();
+  if (t.pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    execl(python.c_str(), python.c_str(), "-c", kScript, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  FILE* f = fdopen(out[0], "r");
+  char line[1024];
+  while (f && fgets(line, sizeof line, f)) {
+    std::string s(line);
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    if (s.rfind("ROOT ", 0) == 0) t.root = std::stoull(s.substr(5));
+    if (s.rfind("MOD ", 0) == 0) {
+      auto tab = s.find('\t');
+      t.expected.push_back({0, s.substr(4, tab - 4), s.substr(tab + 1)});
+    }
+    if (s == "END") break;
+  }
+  // in[1] stays open: the target waits on stdin until we kill it.
+  return t;
+}
+
+void stop(const Target& t) {
+  if (t.pid > 0) {
+    kill(t.pid, SIGKILL);
+    waitpid(t.pid, nullptr, 0);
+  }
+}
+
+class ModuleTree : public ::testing::TestWithParam<int> {};
+
+TEST_P(ModuleTree, NamedModulesOfARealInterpreter) {
+  const int minor = GetParam();
+  const std::string version = "3." + std::to_string(minor);
+  std::string python;
+  for (const char* v : {"3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"})
+    if (std::string(v).rfind(version + ".", 0) == 0)
+      python = std::string("/root/.pyenv/versions/") + v + "/bin/python3";
+  if (python.empty() || access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no CPython " << version;
+  auto layout = lt::python::layout_for(minor);
+  ASSERT_TRUE(layout);
+  Target t = start(python);
+  ASSERT_NE(t.root, 0u);
+  ASSERT_EQ(t.expected.size(), 9u);  // the script's own named_modules(): alias and None not repeated
+  auto tree = lt::python::read_module_tree(t.pid, t.root, *layout);
+  const bool lightning = lt::python::derives_from(t.pid, t.root, "LightningModule");
+  const bool not_lightning = tree.size() > 1 && lt::python::derives_from(t.pid, tree[1].addr, "LightningModule");
+  stop(t);
+  ASSERT_EQ(tree.size(), t.expected.size());
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    EXPECT_EQ(tree[i].name, t.expected[i].name) << i;
+    EXPECT_EQ(tree[i].type, t.expected[i].type) << i;
+  }
+  EXPECT_EQ(tree[0].addr, t.root);
+  EXPECT_TRUE(lightning);
+  EXPECT_FALSE(not_lightning);
+}
+
+INSTANTIATE_TEST_SUITE_P(Pyenv, ModuleTree, ::testing::Range(8, 14));
+
+TEST(ModuleTree, UnknownVersionReadsNothing) {
+  auto layout = lt::python::layout_for(14);
+  ASSERT_TRUE(layout);
+  EXPECT_TRUE(lt::python::read_module_tree(getpid(), 0x1000, *layout).empty());
+}
+
+}  // namespace
