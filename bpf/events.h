@@ -44,6 +44,7 @@ enum lt_event_kind {
 	LT_EV_FETCH_BEGIN = 5,	    /* next(CombinedLoader): a dataloader fetch starts */
 	LT_EV_ACTION_NAME_TAIL = 6, /* more of the name of the ACTION_BEGIN that follows on this thread */
 	LT_EV_ACTION_ORIGIN = 7,    /* the frame that opened the action just begun (sampling only) */
+	LT_EV_MODULE_CALL = 8,	    /* nn.Module._call_impl entered (--module-names) */
 	/* process lifecycle (proctrack source) */
 	LT_EV_PROC_FORK = 16,
 	LT_EV_PROC_EXEC = 17,
@@ -66,6 +67,7 @@ enum lt_event_kind {
 	LT_EV_PY_LINE = 52,	 /* (code object, instruction) -> line */
 	LT_EV_SAMPLER_INFO = 53, /* rate, period, off-CPU on/off */
 	LT_EV_NATIVE_SYM = 54,	 /* a native instruction address -> symbol */
+	LT_EV_MODULE_NAME = 55,	 /* an nn.Module object -> its named_modules() name and type */
 	/* aten operators (opprobe source) */
 	LT_EV_OP = 64,		/* an at::_ops::<op>::call entry */
 	LT_EV_OP_NAME = 65,	/* user space: op index -> aten name */
@@ -158,6 +160,22 @@ struct lt_action_origin_event {
 #define LT_ORIGIN_TOO_DEEP 0x1u	  /* the walk hit its bound: depth unknown */
 #define LT_ORIGIN_READ_FAULT 0x2u /* a frame was unreadable: depth unknown */
 #define LT_ORIGIN_NOT_ENTER 0x4u  /* not resumed from a __enter__ frame: no opening frame */
+
+/* MODULE_CALL: a thread entered torch.nn.Module._call_impl (one per
+ * module __call__ on every torch version: 2.x's _wrapped_call_impl calls it,
+ * 1.13's __call__ is it), sent by the eval-frame probe for targets with
+ * LT_TARGET_MODULES (docs/design-modules.md).  No return event: the call
+ * runs while a frame of _call_impl stays at `depth` on the thread. */
+struct lt_module_call_event {
+	struct lt_event_header hdr;
+	u64 self;  /* the module (localsplus[0]); MODULE_NAME names it */
+	u64 frame; /* its _call_impl frame */
+	u64 code;  /* _call_impl's code object */
+	u32 depth; /* the frame's 1-based position from the thread's root, as the
+		    * sampler counts (shims skipped); 0 = unknown (no thread state,
+		    * stack too deep or unreadable) */
+	u32 pad;
+};
 
 /* PROC_FORK / PROC_EXEC / PROC_EXIT */
 struct lt_proc_event {
@@ -499,6 +517,21 @@ struct lt_native_sym_event {
 	char dso[64];	/* base name of the mapped file */
 };
 
+/* MODULE_NAME (user space): a module of the LightningModule's tree, read
+ * from the target before the first MODULE_CALL that needs it, named as
+ * Lightning's PyTorchProfiler names its `[pl][module]{type}: {name}` rows. */
+#define LT_MODULE_TYPE_MAX 128
+#define LT_MODULE_PATH_MAX 256
+struct lt_module_name_event {
+	struct lt_event_header hdr;
+	u64 module; /* the module object's address (MODULE_CALL.self) */
+	u32 flags;  /* LT_MODULE_NAME_* */
+	u32 pad;
+	char type[LT_MODULE_TYPE_MAX]; /* type(m).__module__ + "." + __name__, UTF-8 */
+	char name[LT_MODULE_PATH_MAX]; /* named_modules() path ("" = the root), UTF-8 */
+};
+#define LT_MODULE_NAME_TRUNCATED 0x1u /* type or name cut to fit */
+
 /* SAMPLER_INFO (user space, once per session) */
 struct lt_sampler_info_event {
 	struct lt_event_header hdr;
@@ -740,6 +773,7 @@ struct lt_py_offsets {
 #define LT_TARGET_MEM 0x200u	      /* take its allocator events (memprobe) */
 #define LT_TARGET_MEM_STACKS 0x400u   /* ...with the Python stack of each */
 #define LT_TARGET_COMM 0x800u	      /* take its c10d calls (commprobe) */
+#define LT_TARGET_MODULES 0x1000u     /* send its nn.Module calls (MODULE_CALL, eval-frame probe) */
 
 struct lt_target {
 	struct lt_py_offsets off;
@@ -765,6 +799,7 @@ enum lt_code_class {
 	LT_CODE_OTHER = 0,
 	LT_CODE_PROFILE_GEN = 1,     /* code of Profiler.profile */
 	LT_TYPE_COMBINED_LOADER = 2, /* type object of Lightning's CombinedLoader */
+	LT_CODE_MODULE_CALL = 3,     /* code of torch.nn.Module._call_impl */
 };
 
 /* Drop counters (per-CPU array, index 0): totals over every process. */

@@ -54,6 +54,14 @@ LT_OFFSET(lt_action_origin_event, begin_kind, 48);
 LT_OFFSET(lt_action_origin_event, flags, 50);
 LT_OFFSET(lt_action_origin_event, pad, 52);
 
+LT_SIZE(lt_module_call_event, 56);
+LT_OFFSET(lt_module_call_event, hdr, 0);
+LT_OFFSET(lt_module_call_event, self, 24);
+LT_OFFSET(lt_module_call_event, frame, 32);
+LT_OFFSET(lt_module_call_event, code, 40);
+LT_OFFSET(lt_module_call_event, depth, 48);
+LT_OFFSET(lt_module_call_event, pad, 52);
+
 LT_SIZE(lt_proc_event, 56);
 LT_OFFSET(lt_proc_event, hdr, 0);
 LT_OFFSET(lt_proc_event, parent_pid, 24);
@@ -227,6 +235,14 @@ LT_OFFSET(lt_native_sym_event, hdr, 0);
 LT_OFFSET(lt_native_sym_event, ip, 24);
 LT_OFFSET(lt_native_sym_event, name, 32);
 LT_OFFSET(lt_native_sym_event, dso, 192);
+
+LT_SIZE(lt_module_name_event, 424);
+LT_OFFSET(lt_module_name_event, hdr, 0);
+LT_OFFSET(lt_module_name_event, module, 24);
+LT_OFFSET(lt_module_name_event, flags, 32);
+LT_OFFSET(lt_module_name_event, pad, 36);
+LT_OFFSET(lt_module_name_event, type, 40);
+LT_OFFSET(lt_module_name_event, name, 168);
 
 LT_SIZE(lt_sampler_info_event, 40);
 LT_OFFSET(lt_sampler_info_event, hdr, 0);

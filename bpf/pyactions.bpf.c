@@ -28,6 +28,8 @@
 #include "pyorigin.bpf.h"
 #include "pyread.bpf.h"
 
+#define CO_VARARGS 0x4
+#define CO_VARKEYWORDS 0x8
 #define CO_GENERATOR 0x20
 
 struct class_key {
@@ -92,12 +94,28 @@ static __always_inline int str_endswith(u64 str, const struct lt_py_offsets *o, 
 	return n >= len && bytes_equal(str + o->str_ascii_data + (u64)(n - len), suffix, len);
 }
 
+/* torch.nn.Module._call_impl(self, *args, **kwargs) in
+ * torch/nn/modules/module.py: one call per module __call__. */
+static __always_inline u32 classify_module_call(u64 code, const struct lt_py_offsets *o)
+{
+	if (!str_equals(read_u64(code + o->code_name), o, "_call_impl", 10))
+		return LT_CODE_OTHER;
+	if (str_endswith(read_u64(code + o->code_filename), o, "torch/nn/modules/module.py", 26))
+		return LT_CODE_MODULE_CALL;
+	return LT_CODE_OTHER;
+}
+
 /* Lightning's Profiler.profile: a 2-argument generator named "profile" in
  * lightning/pytorch/profilers/profiler.py (lightning wheel) or
- * pytorch_lightning/profilers/profiler.py (pytorch-lightning wheel). */
+ * pytorch_lightning/profilers/profiler.py (pytorch-lightning wheel).  Or
+ * Module._call_impl (argcount and flags tell the two apart before any
+ * name is read). */
 static __always_inline u32 classify_code(u64 code, const struct lt_py_offsets *o)
 {
-	if (read_s32(code + o->code_argcount) != 2 || !(read_s32(code + o->code_flags) & CO_GENERATOR))
+	s32 argcount = read_s32(code + o->code_argcount), flags = read_s32(code + o->code_flags);
+	if (argcount == 1 && (flags & CO_VARARGS) && (flags & CO_VARKEYWORDS))
+		return classify_module_call(code, o);
+	if (argcount != 2 || !(flags & CO_GENERATOR))
 		return LT_CODE_OTHER;
 	if (!str_equals(read_u64(code + o->code_name), o, "profile", 7))
 		return LT_CODE_OTHER;
@@ -227,7 +245,11 @@ struct name_view {
 static __always_inline void view_name(u64 s, const struct lt_py_offsets *o, struct name_view *n)
 {
 	u64 hdr[5] = {}; /* ob_refcnt, ob_type, length, hash, state */
+	/* every field set: the verifier rejects a spill of an unset one */
 	n->data = 0;
+	n->bytes = 0;
+	n->len = 0;
+	n->kind = 0;
 	if (!s || bpf_probe_read_user(hdr, sizeof(hdr), (void *)s))
 		return;
 	u32 state = (u32)hdr[4];
@@ -374,12 +396,36 @@ static __always_inline int on_resume(u32 tgid, const struct lt_target *t, u64 ge
 	return on_profile_resume(frame, &v, &c, throw, t);
 }
 
+/* MODULE_CALL: `frame` runs Module._call_impl; its self is localsplus[0]. */
+static __always_inline int emit_module_call(const struct lt_target *t, u64 frame, u64 code)
+{
+	const struct lt_py_offsets *o = &t->off;
+	u64 self = read_u64(frame + o->frame_localsplus) & ~(u64)o->stackref_tag_mask;
+	u32 depth = callee_depth(t);
+	struct lt_module_call_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
+	if (!e) {
+		lt_count_ringbuf_drop(LT_EV_MODULE_CALL);
+		return 0;
+	}
+	lt_fill_header(&e->hdr, LT_EV_MODULE_CALL, sizeof(*e));
+	e->self = self;
+	e->frame = frame;
+	e->code = code;
+	e->depth = depth;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* Every frame the eval loop starts: attached when generator resumes must
+ * come from here (LT_TARGET_GEN_VIA_EVAL, PGO builds) or module calls are
+ * wanted (LT_TARGET_MODULES); each target takes only what it asked for. */
 SEC("uprobe")
 int BPF_KPROBE(lt_eval_entry, u64 a0, u64 a1, u64 a2)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
-	if (!t)
+	if (!t || !(t->flags & (LT_TARGET_GEN_VIA_EVAL | LT_TARGET_MODULES)))
 		return 0;
 	const struct lt_py_offsets *o = &t->off;
 	/* 3.8: (frame, throwflag); 3.9+: (tstate, frame, throwflag) */
@@ -387,8 +433,21 @@ int BPF_KPROBE(lt_eval_entry, u64 a0, u64 a1, u64 a2)
 	u32 throw = (u32)(o->eval_frame_arg == 0 ? a1 : a2);
 	struct frame_view v;
 	struct class_val c;
-	if (!is_profile_frame(tgid, t, frame, &v, &c))
+	if (read_frame(frame, o, &v)) {
+		/* Not known to be an action (or a module call): counted so that a
+		 * report never says nothing was lost when one went unseen. */
+		lt_count_unreadable((t->flags & LT_TARGET_GEN_VIA_EVAL) ? LT_EV_NONE : LT_EV_MODULE_CALL);
 		return 0;
+	}
+	if (!v.code)
+		return 0;
+	if (!profile_code(tgid, t, v.code, &c)) {
+		if (c.cls == LT_CODE_MODULE_CALL && (t->flags & LT_TARGET_MODULES))
+			return emit_module_call(t, frame, v.code);
+		return 0;
+	}
+	if (!(t->flags & LT_TARGET_GEN_VIA_EVAL))
+		return 0; /* builtin_next and gen_throw take this target's resumes */
 	if (o->py_minor >= 11) {
 		/* Only frames owned by a generator are resumes; 3.11 also evaluates
 		 * the code once at creation (owned by the thread) to build it. */

@@ -136,4 +136,33 @@ static __always_inline void emit_origin(const struct lt_target *t, u64 key, u16 
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
+/* The 1-based position from the thread's root, counted as the sampler
+ * counts, of a frame the eval loop is just entering (its caller is still
+ * the thread's current frame; 3.11+ links the new frame only inside the
+ * loop).  0 = unknown: stacks not sampled (nobody needs the depth), no
+ * thread state, or the walk faulted or hit its bound. */
+static __always_inline u32 callee_depth(const struct lt_target *t)
+{
+	if (!(t->flags & (LT_TARGET_SAMPLE | LT_TARGET_OFF_CPU | LT_TARGET_LAUNCH_STACKS)))
+		return 0;
+	u32 zero = 0;
+	struct origin_scratch *s = bpf_map_lookup_elem(&lt_origin_scratch, &zero);
+	if (!s)
+		return 0;
+	u64 frame = current_pyframe(current_thread_state(bpf_get_current_task_btf(), t), &t->off);
+	if (!frame)
+		return 0;
+	s->off = t->off;
+	s->frame = frame;
+	s->code = 0;
+	s->first = 0;
+	s->seen = 0;
+	s->skip = 0;
+	s->fault = 0;
+	bpf_loop(LT_ORIGIN_WALK_MAX, origin_step, 0, 0);
+	if (s->frame || s->fault)
+		return 0;
+	return s->seen + 1;
+}
+
 #endif /* LTRACE_PYORIGIN_BPF_H */

@@ -25,6 +25,10 @@ const char* kind_name(unsigned k) {
       return "action_name_tail";
     case LT_EV_ACTION_ORIGIN:
       return "action_origin";
+    case LT_EV_MODULE_CALL:
+      return "module_call";
+    case LT_EV_MODULE_NAME:
+      return "module_name";
     case LT_EV_PROC_FORK:
       return "fork";
     case LT_EV_PROC_EXEC:
@@ -142,7 +146,15 @@ void dump_events(const Trace& trace, std::ostream& to) {
     lt_action_origin_event ao;
     lt_mem_event me;
     lt_comm_event ce;
-    if (h.kind == LT_EV_COMM && record_as(h, p, ce))
+    lt_module_call_event mc;
+    lt_module_name_event mn;
+    if (h.kind == LT_EV_MODULE_CALL && record_as(h, p, mc))
+      out << " self=0x" << std::hex << mc.self << " frame=0x" << mc.frame << std::dec << " depth=" << mc.depth;
+    else if (h.kind == LT_EV_MODULE_NAME && record_as(h, p, mn))
+      out << " module=0x" << std::hex << mn.module << std::dec << " flags=" << mn.flags
+          << " type=" << utf8_text(std::string(mn.type, strnlen(mn.type, sizeof mn.type)))
+          << " name=" << utf8_text(std::string(mn.name, strnlen(mn.name, sizeof mn.name)));
+    else if (h.kind == LT_EV_COMM && record_as(h, p, ce))
       out << " comm=" << static_cast<int>(ce.kind) << " backend=" << static_cast<int>(ce.backend) << " pg=0x"
           << std::hex << ce.pg << std::dec << " seq=" << ce.seq << " tensors=" << ce.ntensors << " peer=" << ce.peer
           << " flags=" << ce.flags;

@@ -67,3 +67,45 @@ def test_profile_rows_match_lightnings_pytorch_profiler(attach, tmp_path, python
     # run_training_batch's self leaves out the actions it runs (training
     # step, backward, optimizer step: measured), so it is well below its total.
     assert batch["self_us"] < 0.9 * batch["total_us"], batch
+
+
+def recorded_module_calls(dump_path):
+    """{"[pl][module]{type}: {name}": calls} from the recorded MODULE_CALL and
+    MODULE_NAME records themselves (--module-names; no report prints the rows
+    yet).  Calls of modules with no name (the root, modules outside the tree)
+    are left out, as Lightning leaves them out."""
+    names, calls = {}, {}
+    for line in open(dump_path, encoding="utf-8"):
+        f = line.split()
+        if len(f) > 3 and f[2] == "module_name":
+            kv = dict(x.split("=", 1) for x in f[3:])
+            names[kv["module"]] = (kv["type"], kv["name"])
+        elif len(f) > 3 and f[2] == "module_call":
+            addr = f[3][len("self="):]
+            calls[addr] = calls.get(addr, 0) + 1
+    out = {}
+    for addr, n in calls.items():
+        if addr in names and names[addr][1]:
+            key = "[pl][module]%s: %s" % names[addr]
+            out[key] = out.get(key, 0) + n
+    return out, len(names)
+
+
+@pytest.mark.parametrize("python", [pytest.param(VENV_PY, id="venv"),
+                                    pytest.param(TORCH113_PY, id="torch-1.13-py3.10")])
+def test_module_calls_and_names_match_lightnings_pytorch_profiler(attach, tmp_path, python):
+    """--module-names records one MODULE_CALL per nn.Module call and the
+    LightningModule's tree as MODULE_NAMEs: the same module names (types
+    included) and call counts as Lightning's PyTorchProfiler
+    (record_module_names=True) on the same fit."""
+    need_torch113(python)
+    theirs, ref_out = reference(tmp_path, python)
+    run = attach([python, MODULE_FIT], lt_args=["--module-names", "--dump", "dump.txt"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert [l for l in run.target_out.splitlines() if l.startswith("RESULT")] == \
+        [l for l in ref_out.splitlines() if l.startswith("RESULT")]
+    want = {name: calls for name, calls in theirs.items() if name.startswith("[pl][module]")}
+    assert len(want) >= 6 and any(name.endswith(": block.act") for name in want), want
+    got, named = recorded_module_calls(run.tmp / "dump.txt")
+    assert got == want
+    assert named >= len(want) + 1  # the root too; `unused` is named but never called

@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "bpf/events.h"
+#include "user/collector/module_namer.h"
+#include "user/python/discovery.h"
+
 namespace {
 
 // Lines: "ROOT <id>", then "MOD <name>\t<type>" per named_modules() entry.
@@ -45,7 +49,9 @@ class LightningModule(Module): pass
 class Linear(Module): pass
 Linear.__module__ = "torch.nn.modules.linear"
 class Block(Module): pass
-class Net(LightningModule): pass
+class Net(LightningModule):
+    def wait(self):
+        sys.stdin.read()
 net = Net()
 block = net.add("block", Block())
 block.add("act", Linear())
@@ -61,13 +67,15 @@ print("ROOT", id(net))
 for name, m in net.named_modules():
     t = type(m)
     print("MOD %s\t%s.%s" % (name, t.__module__, t.__name__))
+print("BLOCK", id(block))
 print("END", flush=True)
-sys.stdin.read()
+net.wait()
 )PY";
 
 struct Target {
   pid_t pid = -1;
   std::uint64_t root = 0;
+  std::uint64_t block = 0;
   std::vector<lt::python::ModuleEntry> expected;
 };
 
@@ -92,6 +100,7 @@ Target start(const std::string& python) {
     std::string s(line);
     if (!s.empty() && s.back() == '\n') s.pop_back();
     if (s.rfind("ROOT ", 0) == 0) t.root = std::stoull(s.substr(5));
+    if (s.rfind("BLOCK ", 0) == 0) t.block = std::stoull(s.substr(6));
     if (s.rfind("MOD ", 0) == 0) {
       auto tab = s.find('\t');
       t.expected.push_back({0, s.substr(4, tab - 4), s.substr(tab + 1)});
@@ -139,6 +148,38 @@ TEST_P(ModuleTree, NamedModulesOfARealInterpreter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pyenv, ModuleTree, ::testing::Range(8, 14));
+
+// --module-names' MODULE_NAME records: a call of a submodule (not a
+// LightningModule) finds the root as the `self` of a frame on the target's
+// stack, names the whole tree once, and a second call reads nothing.
+TEST(ModuleNamer, RootFromAFrameSelfWholeTreeOnce) {
+  const std::string python = "/root/.pyenv/versions/3.11.7/bin/python3";
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no CPython 3.11";
+  Target t = start(python);
+  ASSERT_NE(t.block, 0u);
+  usleep(200 * 1000);  // into Waiter.wait
+  std::vector<lt::lt_module_name_event> got;
+  lt::ModuleNamer namer([&](const void* r, std::size_t n) {
+    ASSERT_EQ(n, sizeof(lt::lt_module_name_event));
+    got.push_back(*static_cast<const lt::lt_module_name_event*>(r));
+  });
+  auto interp = lt::python::discover(t.pid);
+  namer.describe(interp, t.block, 1);
+  const std::size_t first = got.size();
+  namer.describe(interp, t.block, 2);
+  namer.describe(interp, 0x12345678, 100'000'000);  // not a module of the tree: given up after one read
+  namer.describe(interp, 0x12345678, 200'000'000);
+  stop(t);
+  ASSERT_EQ(first, t.expected.size());
+  EXPECT_EQ(got.size(), first);  // nothing named twice
+  for (std::size_t i = 0; i < first; ++i) {
+    EXPECT_EQ(std::string(got[i].name), t.expected[i].name) << i;
+    EXPECT_EQ(got[i].hdr.kind, lt::LT_EV_MODULE_NAME);
+    EXPECT_EQ(got[i].flags, 0u);
+  }
+  EXPECT_EQ(got[0].module, t.root);
+  EXPECT_EQ(std::string(got[1].type), "__main__.Block");
+}
 
 TEST(ModuleTree, UnknownVersionReadsNothing) {
   auto layout = lt::python::layout_for(14);

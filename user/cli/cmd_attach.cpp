@@ -137,6 +137,7 @@ int attach(Options& opts) {
   so.memory = opts.profile_memory || opts.wants_report("memory");
   so.memory_stacks = opts.wants_report("memory");
   so.comm = opts.wants_report("comm");
+  so.module_names = opts.module_names;
   so.keep_in_memory = !opts.dump_path.empty();
   std::unique_ptr<ReportSet> reports;
   if (!recording) {

@@ -212,6 +212,11 @@ const OptionSpec kOptions[] = {
    .help = "ops: torch.profiler's memory columns (CPU Mem, Self CPU Mem; CUDA Mem for CUDA jobs), exact bytes from "
            "entry probes on torch's allocator hooks (implies --report ops)",
    .store = [](Options& o, const std::string&) { o.profile_memory = true; }, .passed_on = true},
+  {.name = "module-names", .commands = kAttaching,
+   .help = "ops: record each nn.Module call and the LightningModule's module names into the trace, for Lightning's "
+           "[pl][module] rows (an entry probe on CPython's eval loop: fires on every Python call made from C; "
+           "implies --report ops)",
+   .store = [](Options& o, const std::string&) { o.module_names = true; }, .passed_on = true},
   {.name = "memory-bytes", .commands = kAll,
    .help = "ops: the memory columns in exact bytes instead of torch's rounded KB/MB/GB (for scripts)",
    .store = [](Options& o, const std::string&) { o.memory_bytes = true; }, .passed_on = true},

@@ -47,11 +47,12 @@ struct Options {
   int row_limit = 20;                      // -1: every row
   bool group_by_input_shapes = false;      // ops: one row per (op, input shapes)
   bool profile_memory = false;             // ops: memory columns from the allocator probes
+  bool module_names = false;               // ops: MODULE_CALL / MODULE_NAME records ([pl][module] rows)
   bool memory_bytes = false;               // ops: memory cells in exact bytes
   std::vector<std::string> op_filters;     // --ops globs
   bool schedule = false;                   // Lightning's default schedule: wait 1, warmup 1, active 3
   bool ops_records = false;                // --ops-layout records: Lightning 2.x's one "records" table
-  bool wants_ops() const { return wants_report("ops") || !op_filters.empty() || profile_memory; }
+  bool wants_ops() const { return wants_report("ops") || !op_filters.empty() || profile_memory || module_names; }
   // Op times are sampled: they need a higher rate than stacks to be useful
   // on short ops (999 Hz costs ~1% of a CPU, docs/benchmarks.md).
   unsigned effective_rate() const { return rate_hz ? rate_hz : wants_ops() ? 999 : (wants_stacks() ? 99 : 0); }

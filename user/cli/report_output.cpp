@@ -43,6 +43,8 @@ const char* kind_name(std::uint16_t kind) {
       return "action name piece";
     case LT_EV_ACTION_ORIGIN:
       return "action opening frame";
+    case LT_EV_MODULE_CALL:
+      return "module call";
     case LT_EV_PROC_FORK:
       return "fork";
     case LT_EV_PROC_EXEC:

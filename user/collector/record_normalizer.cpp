@@ -35,6 +35,8 @@ std::size_t fixed_size(std::uint16_t kind) {
       return sizeof(lt_op_shapes_event);
     case LT_EV_REGION_CODE:
       return sizeof(lt_region_code_event);
+    case LT_EV_MODULE_CALL:
+      return sizeof(lt_module_call_event);
     default:
       return 0;
   }

@@ -15,6 +15,7 @@
 #include "user/collector/comm_tracer.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/mem_tracer.h"
+#include "user/collector/module_namer.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
 #include "user/proc/census.h"
@@ -149,7 +150,9 @@ void Session::start_sources() {
   emit(host_info_record());
   emit_clock_sync(0);
   proctrack_ = std::make_unique<ProcTrackSource>();
-  pyactions_ = std::make_unique<PyActionsSource>(*proctrack_);
+  pyactions_ = std::make_unique<PyActionsSource>(*proctrack_, opts_.module_names);
+  if (opts_.module_names)
+    module_namer_ = std::make_unique<ModuleNamer>([this](const void* r, std::size_t n) { emit(r, n); });
   if (opts_.ops) {
     opprobe_ = std::make_unique<OpProbeSource>(*proctrack_);
     optracer_ =
@@ -356,8 +359,9 @@ void Session::adopt_checked(pid_t pid) {
   if (opts_.verbose) {
     std::string sites;
     for (auto& s : interp.sites)
-      sites += " " + s.function + "@file+0x" + to_hex(s.file_offset) +
-               (s.cheap_entry ? "" : " (single-stepped entry: ~10 us per hit)");
+      if (!s.modules_only || opts_.module_names)
+        sites += " " + s.function + "@file+0x" + to_hex(s.file_offset) +
+                 (s.cheap_entry ? "" : " (single-stepped entry: ~10 us per hit)");
     std::fprintf(stderr, "ltrace-bpf: pid %d: CPython %s (%s), probes:%s\n", pid, interp.version_string().c_str(),
                  interp.binary.c_str(), sites.c_str());
   }
@@ -525,6 +529,7 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   if (opts_.launch_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_LAUNCH_STACKS;
   if (opts_.memory) t.flags |= LT_TARGET_MEM;
   if (opts_.comm) t.flags |= LT_TARGET_COMM;
+  if (opts_.module_names) t.flags |= LT_TARGET_MODULES;
   if (opts_.memory_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_MEM_STACKS;
   if (auto v = tensor_vtables_.find(interp.pid); v != tensor_vtables_.end() && v->second) {
     t.tensor_vtable = v->second;
@@ -613,6 +618,7 @@ void Session::on_record(const void* data, std::size_t size) {
       // objects are still alive.
       if (carries_stack(h.kind)) describe_stack(h, record);
       if (h.kind == LT_EV_REGION_CODE) describe_region(h, record);
+      if (h.kind == LT_EV_MODULE_CALL) describe_module(h, record);
       emit(record);
   }
 }
@@ -641,6 +647,7 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
   // caches can go.
   if (symbolizer_) symbolizer_->forget(pid);
   if (natives_) natives_->forget(pid);
+  if (module_namer_) module_namer_->forget(pid);
 }
 
 void Session::on_bridge_status(pid_t pid, const lt_gpu_status_event& e) {
@@ -661,6 +668,14 @@ void Session::describe_region(const lt_event_header& h, std::span<const std::byt
   if (!symbolizer_ || !interp) return;
   const auto e = read_record<lt_region_code_event>(record);
   if (e.code) symbolizer_->describe_code(pid, e.code, e.checksum, *interp, h.ts_ns);
+}
+
+// The module a MODULE_CALL runs, named (with its whole tree) before it.
+void Session::describe_module(const lt_event_header& h, std::span<const std::byte> record) {
+  const auto pid = static_cast<pid_t>(h.pid);
+  const auto* interp = targets_.live(pid);
+  if (!module_namer_ || !interp) return;
+  module_namer_->describe(*interp, read_record<lt_module_call_event>(record).self, h.ts_ns);
 }
 
 void Session::describe_stack(const lt_event_header& h, std::span<const std::byte> record) {

@@ -34,6 +34,7 @@ namespace lt {
 
 class ProcTrackSource;
 class PyActionsSource;
+class ModuleNamer;
 class PySampleSource;
 class OpProbeSource;
 class OpTracer;
@@ -73,6 +74,9 @@ struct SessionOptions {
   // c10d calls (--report comm): entry probes on libtorch_cpu's process-group
   // backend methods (user/collector/comm_tracer.h).
   bool comm = false;
+  // nn.Module calls (--module-names): MODULE_CALL from the eval loop's
+  // entry, MODULE_NAME records read from the target (module_namer.h).
+  bool module_names = false;
   // GPU: records from CUDA targets (the CUPTI bridge, injected if needed,
   // or uprobes on libcudart / libcuda); see user/collector/gpu_tracer.h.
   bool gpu = true;
@@ -159,6 +163,7 @@ class Session {
   PendingAttach::Attempt attach_ops(pid_t pid, bool first);
   void attach_compiled();
   void describe_region(const lt_event_header& h, std::span<const std::byte> record);
+  void describe_module(const lt_event_header& h, std::span<const std::byte> record);
   PendingAttach::Attempt attach_gpu(pid_t pid, bool first);
   PendingAttach::Attempt attach_memory(pid_t pid, bool first);
   PendingAttach::Attempt attach_comm(pid_t pid, bool first);
@@ -211,6 +216,7 @@ class Session {
   std::unique_ptr<StatsSampler> stats_sampler_;
   std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor
   std::unique_ptr<python::Symbolizer> symbolizer_;
+  std::unique_ptr<ModuleNamer> module_namer_;  // --module-names
   std::unique_ptr<proc::NativeSymbols> natives_;
   RecordNormalizer normalizer_;
   std::exception_ptr callback_error_;  // raised inside the ring-buffer callback

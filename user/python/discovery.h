@@ -26,7 +26,7 @@ struct Interpreter {
   std::uint64_t gen_type_addr = 0;  // &PyGen_Type in the target
   bool gen_via_eval() const {
     for (auto& s : sites)
-      if (s.function == "_PyEval_EvalFrameDefault") return true;
+      if (s.function == "_PyEval_EvalFrameDefault" && !s.modules_only) return true;
     return false;
   }
   Layout layout{};

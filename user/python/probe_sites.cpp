@@ -168,8 +168,15 @@ std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, con
   // the tests cover it on every CPython.
   const char* force = std::getenv("LTRACE_BPF_FORCE_EVAL_PROBE");
   const bool forced = force && *force == '1';
-  if (!forced && gen_throw && next && !code_takes_address_of(file, *next, *gen_throw))
-    return {site(file, "builtin_next", *next), site(file, "gen_throw", *gen_throw)};
+  if (!forced && gen_throw && next && !code_takes_address_of(file, *next, *gen_throw)) {
+    std::vector<ProbeSite> sites{site(file, "builtin_next", *next), site(file, "gen_throw", *gen_throw)};
+    // nn.Module calls are seen only at the eval loop's entry.
+    if (auto eval = file.symbol("_PyEval_EvalFrameDefault")) {
+      sites.push_back(site(file, "_PyEval_EvalFrameDefault", eval->value));
+      sites.back().modules_only = true;
+    }
+    return sites;
+  }
 
   // Not found, or the compiler inlined copies into callers (PGO): every
   // generator resume still enters the eval loop, so probe that instead

@@ -23,6 +23,9 @@ struct ProbeSite {
   std::string function;  // "builtin_next", "gen_throw", "_PyEval_EvalFrameDefault"
   std::uint64_t file_offset = 0;
   bool cheap_entry = true;  // first instruction is emulated (push), not single-stepped
+  // Attached only for nn.Module calls (--module-names): the eval loop's
+  // entry on a build whose generator entry points are probed directly.
+  bool modules_only = false;
 };
 
 // Throws lt::Error(unsupported) if the generator entry points cannot be found.

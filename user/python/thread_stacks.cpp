@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "user/proc/procfs.h"
@@ -32,7 +33,8 @@ struct Code {
 
 class Reader {
  public:
-  explicit Reader(const Interpreter& interp) : interp_(interp), l_(interp.layout) {}
+  Reader(const Interpreter& interp, bool first_locals)
+      : interp_(interp), l_(interp.layout), first_locals_(first_locals) {}
 
   // The frame chain of one thread state, innermost first.
   PyThreadStack stack_of(std::uint64_t tstate) {
@@ -90,6 +92,7 @@ class Reader {
         return;
       }
       const std::uint64_t code = at<std::uint64_t>(b, o.frame_code) & ~std::uint64_t{o.stackref_tag_mask};
+      const std::uint64_t this_frame = frame;
       frame = at<std::uint64_t>(b, o.frame_previous);
       std::int32_t lasti;
       if (o.py_minor >= 11) {
@@ -110,6 +113,13 @@ class Reader {
         f.function = c.name;
         f.file = c.file;
         f.line = line_for(interp_.minor, c.first_line, c.table, lasti);
+      }
+      if (first_locals_) {
+        // Past the block on <= 3.10 (f_localsplus lies after PyFrameObject's fields).
+        auto local = o.frame_localsplus + 8u <= block
+                         ? std::optional(at<std::uint64_t>(b, o.frame_localsplus))
+                         : proc::read_value<std::uint64_t>(pid, this_frame + o.frame_localsplus);
+        f.first_local = local ? *local & ~std::uint64_t{o.stackref_tag_mask} : 0;
       }
       out.frames.push_back(std::move(f));
     }
@@ -144,6 +154,7 @@ class Reader {
 
   const Interpreter& interp_;
   const Layout& l_;
+  bool first_locals_;
   std::map<std::uint64_t, Code> codes_;  // one dump: a code object on a stack is alive
 };
 
@@ -167,7 +178,7 @@ unsigned pthread_tid_offset(pid_t pid, const std::vector<std::uint64_t>& pthread
 
 }  // namespace
 
-PyThreads read_thread_stacks(const Interpreter& interp) {
+PyThreads read_thread_stacks(const Interpreter& interp, bool first_locals) {
   PyThreads out;
   const pid_t pid = interp.pid;
   const Layout& l = interp.layout;
@@ -191,7 +202,7 @@ PyThreads read_thread_stacks(const Interpreter& interp) {
       if (auto p = proc::read_value<std::uint64_t>(pid, t + l.tstate_thread_id); p && *p) pthreads.push_back(*p);
     pthread_tid = pthread_tid_offset(pid, pthreads, ns_tids);
   }
-  Reader reader(interp);
+  Reader reader(interp, first_locals);
   for (auto t : tstates) {
     PyThreadStack s = reader.stack_of(t);
     std::optional<std::int64_t> ns_tid;

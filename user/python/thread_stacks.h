@@ -17,10 +17,11 @@
 namespace lt::python {
 
 struct PyFrameInfo {
-  std::string function;  // co_qualname (3.11+) or co_name; UTF-8 as decoded (may hold lone surrogates)
-  std::string file;      // co_filename
-  int line = 0;          // kNoLine (0): CPython has none for the instruction
-  bool readable = true;  // false: the code object could not be read (function and file empty)
+  std::string function;           // co_qualname (3.11+) or co_name; UTF-8 as decoded (may hold lone surrogates)
+  std::string file;               // co_filename
+  int line = 0;                   // kNoLine (0): CPython has none for the instruction
+  bool readable = true;           // false: the code object could not be read (function and file empty)
+  std::uint64_t first_local = 0;  // localsplus[0] (a method's self), when asked for; 0: not read or unset
 };
 
 struct PyThreadStack {
@@ -39,6 +40,8 @@ struct PyThreads {
 
 inline constexpr std::size_t kMaxFrames = 1024;
 
-PyThreads read_thread_stacks(const Interpreter& interp);
+// first_locals: also read each frame's first local (--module-names finds the
+// LightningModule as the `self` of a frame on some stack).
+PyThreads read_thread_stacks(const Interpreter& interp, bool first_locals = false);
 
 }  // namespace lt::python

@@ -14,7 +14,8 @@ void SkeletonDestroy::operator()(lt_pyactions* s) const {
   lt_pyactions__destroy(s);
 }
 
-PyActionsSource::PyActionsSource(const ProcTrackSource& shared) : skel_(lt_pyactions__open()) {
+PyActionsSource::PyActionsSource(const ProcTrackSource& shared, bool module_calls)
+    : skel_(lt_pyactions__open()), module_calls_(module_calls) {
   if (!skel_) throw bpf_error("open pyactions", errno);
   // One target table, one ring buffer for all sources.
   if (int err = shared.share_with(skel_->obj)) throw bpf_error("share maps with pyactions", -err);
@@ -30,6 +31,7 @@ void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
   auto key = std::make_tuple(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino), pid);
   if (attached_.count(key) || attached_.count(std::make_tuple(std::get<0>(key), std::get<1>(key), pid_t{-1}))) return;
   for (const auto& s : interp.sites) {
+    if (s.modules_only && !module_calls_) continue;
     bpf_program* prog = s.function == "builtin_next"               ? skel_->progs.lt_next
                         : s.function == "gen_throw"                ? skel_->progs.lt_gen_throw
                         : s.function == "_PyEval_EvalFrameDefault" ? skel_->progs.lt_eval_entry

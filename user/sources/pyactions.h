@@ -20,7 +20,9 @@ namespace lt {
 
 class PyActionsSource {
  public:
-  explicit PyActionsSource(const ProcTrackSource& shared);
+  // module_calls: also attach the eval loop's entry where only module
+  // calls need it (--module-names: MODULE_CALL records).
+  PyActionsSource(const ProcTrackSource& shared, bool module_calls);
   ~PyActionsSource();
   PyActionsSource(const PyActionsSource&) = delete;
   PyActionsSource& operator=(const PyActionsSource&) = delete;
@@ -34,6 +36,7 @@ class PyActionsSource {
 
  private:
   SkeletonPtr<lt_pyactions> skel_;
+  bool module_calls_;
   std::vector<LinkPtr> links_;                                          // destroyed before the skeleton
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;  // dev, inode, pid scope
 };
