@@ -296,6 +296,17 @@ struct OpAggregator::State {
       std::size_t interval;           // index in out.intervals, SIZE_MAX: none
     };
     std::unordered_map<std::uint32_t, std::vector<Running>> running;
+    // [pl][module] calls (--module-names) open per thread, outermost first,
+    // as far as MODULE_CALL records and samples tell (no return probe: a
+    // call is over once a sample no longer has its _call_impl at its depth,
+    // or a later call starts at its depth or above).
+    struct OpenModule {
+      std::uint32_t depth;
+      std::uint64_t code;
+      std::uint32_t row;
+    };
+    std::unordered_map<std::uint32_t, std::vector<OpenModule>> modules_open;
+    std::map<std::uint64_t, std::string> module_names;  // address -> row name, "" = no Lightning row
     // [pl][profile] rows, per (thread, open action): samples in which an op
     // ran while the action was the thread's innermost, and the measured time
     // of the actions completed inside it.  Taken when it completes.
@@ -329,6 +340,51 @@ struct OpAggregator::State {
     if (op < op_name_id.size() && op_name_id[op] != UINT32_MAX) return op_name_id[op];
     // An op whose name record is missing (a damaged trace): still a row.
     return intern(op < op_names.size() && !op_names[op].empty() ? op_names[op] : "op#" + std::to_string(op));
+  }
+  // A module's row until its name is known (MODULE_NAME may come after its
+  // first calls): renamed, or dropped when it has no Lightning name, at the end.
+  static constexpr const char* kModuleKey = "\x01module ";
+  std::uint32_t module_row(std::uint64_t self) { return intern(kModuleKey + std::to_string(self)); }
+  void on_module_call(const lt_event_header& h, const lt_module_call_event& e) {
+    auto& p = proc(h.pid);
+    p.last_ts = std::max(p.last_ts, h.ts_ns);
+    const std::uint32_t row = module_row(e.self);
+    p.sink().row(row).calls++;
+    auto& st = p.modules_open[h.tid];
+    while (!st.empty() && (e.depth == 0 || st.back().depth >= e.depth)) st.pop_back();
+    if (e.depth) st.push_back({e.depth, e.code, row});  // depth unknown: calls only
+  }
+  // A sample's frames, leaf first: the module calls still open are those
+  // whose _call_impl is at their depth from the root; each gets the sample
+  // in its total, the innermost in its self when no op ran (torch: a
+  // record's self is its time less its children's, ops and modules alike).
+  void charge_modules(Proc& p, std::uint32_t tid, const std::byte* record, std::uint16_t nops) {
+    auto it = p.modules_open.find(tid);
+    if (it == p.modules_open.end() || it->second.empty()) return;
+    lt_py_sample_event e;
+    std::memcpy(&e, record, sizeof e);
+    if (e.flags & (LT_SAMPLE_TRUNCATED | LT_SAMPLE_READ_FAULT | LT_SAMPLE_NO_TSTATE)) return;
+    const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+    auto& st = it->second;
+    std::size_t keep = 0;
+    while (keep < st.size() && st[keep].depth <= n && e.frames[n - st[keep].depth].code == st[keep].code) ++keep;
+    st.resize(keep);
+    std::uint32_t seen[64];
+    unsigned nseen = 0;
+    for (const auto& m : st)
+      if (nseen < 64 && std::find(seen, seen + nseen, m.row) == seen + nseen) {
+        seen[nseen++] = m.row;
+        p.sink().row(m.row).total++;
+      }
+    if (!st.empty() && nops == 0) p.sink().row(st.back().row).self++;
+  }
+  // The row name of an interned key: a module's resolved name, "" for none.
+  std::string row_key(std::uint32_t pid, std::uint32_t id) {
+    const std::string& key = names[id];
+    if (key.rfind(kModuleKey, 0) != 0) return key;
+    auto& named = procs[pid].module_names;
+    auto it = named.find(std::stoull(key.substr(std::strlen(kModuleKey))));
+    return it == named.end() ? std::string() : it->second;
   }
   std::uint32_t intern(const std::string& name) {
     auto [it, fresh] = name_ids.try_emplace(name, static_cast<std::uint32_t>(names.size()));
@@ -667,6 +723,7 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
         return;
       }
       if (nops > 0 && !action.empty()) p.covered_samples[{h.tid, action}]++;
+      s.charge_modules(p, h.tid, record, nops);
       if (auto r = p.running.find(h.tid); r != p.running.end()) s.close_from(p, r->second, nops, h.ts_ns);
       if (nops == 0) return;
       // Grouped by shapes, a row is an (op, shapes) pair: the records'
@@ -686,6 +743,24 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
         }
       }
       p.sink().row(id_at(nops - 1)).self++;
+      return;
+    }
+    case LT_EV_MODULE_CALL: {
+      if (h.size < sizeof(lt_module_call_event)) return;
+      lt_module_call_event e;
+      std::memcpy(&e, record, sizeof e);
+      s.on_module_call(h, e);
+      return;
+    }
+    case LT_EV_MODULE_NAME: {
+      if (h.size < sizeof(lt_module_name_event)) return;
+      lt_module_name_event e;
+      std::memcpy(&e, record, sizeof e);
+      const std::string name(e.name, strnlen(e.name, sizeof e.name));
+      // Lightning's row: "[pl][module]{type}: {name}"; the root (no name) has none.
+      s.proc(h.pid).module_names.try_emplace(
+          e.module, name.empty() ? std::string()
+                                 : "[pl][module]" + std::string(e.type, strnlen(e.type, sizeof e.type)) + ": " + name);
       return;
     }
     case LT_EV_MEM: {
@@ -904,7 +979,8 @@ OpsReport OpAggregator::finish() {
       OpTableData table{t.title, {}, t.steps, w.samples, w.in_probe, w.has_cuda, w.has_memory, w.has_cuda_memory};
       for (auto id : w.order) {
         const Acc& a = w.rows[id];
-        const std::string& key = s.names[id];
+        const std::string key = s.row_key(pid, id);
+        if (key.empty()) continue;  // a module with no Lightning name (the LightningModule itself)
         const auto tab = key.find('\t');
         OpRowData row{key.substr(0, tab), 0, 0, 0, tab == std::string::npos ? std::string() : key.substr(tab + 1)};
         row.calls = a.calls;

@@ -1222,3 +1222,78 @@ TEST(OpsActionRows, NoRowsBeforeTheProcessHasAnOpTable) {
   ASSERT_NE(any_row(rep, "[pl][profile][LightningModule]M.teardown"), nullptr);
   EXPECT_EQ(any_row(rep, "[pl][profile][LightningModule]M.teardown")->record_total_ns, 1 * ms);
 }
+
+// ---------------------------------------------------------------- [pl][module] rows
+
+namespace {
+
+void module_call(Stream& s, std::uint64_t ts, std::uint64_t self, std::uint32_t depth) {
+  lt_module_call_event e{};
+  e.hdr = {LT_EV_MODULE_CALL, sizeof e, kPid, kPid, 0, ts};
+  e.self = self;
+  e.code = 0xc0de;  // _call_impl
+  e.depth = depth;
+  s.feed(e);
+}
+
+void module_name(Stream& s, std::uint64_t addr, const char* type, const char* name) {
+  lt_module_name_event e{};
+  e.hdr = {LT_EV_MODULE_NAME, sizeof e, kPid, kPid, 0, 1};
+  e.module = addr;
+  std::strncpy(e.type, type, sizeof e.type - 1);
+  std::strncpy(e.name, name, sizeof e.name - 1);
+  s.feed(e);
+}
+
+// A sample whose stack (root first) has `codes` (0xc0de = a _call_impl frame).
+void stack_sample(Stream& s, std::uint64_t ts, std::initializer_list<std::uint64_t> root_first,
+                  std::initializer_list<std::uint32_t> ops_running = {}) {
+  lt_py_sample_event e{};
+  e.hdr = {LT_EV_PY_SAMPLE, sizeof e, kPid, kPid, 0, ts};
+  e.nframes = static_cast<u16>(root_first.size());
+  std::size_t i = root_first.size();
+  for (auto c : root_first) e.frames[--i].code = c;  // leaf first
+  e.nops = static_cast<u16>(ops_running.size());
+  i = 0;
+  for (auto o : ops_running) e.ops[i++] = o;
+  s.feed(e);
+}
+
+}  // namespace
+
+// Calls exact under Lightning's names (a module named after its first call
+// too), the LightningModule itself without a row; total = samples with the
+// call's _call_impl still at its depth, self = those where it is the
+// innermost module and no op runs.
+TEST(OpsModules, ExactCallsLightningsNamesSampledTotals) {
+  Stream s;
+  s.sampler(ms);
+  s.name(0, "aten::linear");
+  module_call(s, 1 * ms, 0xb0, 3);  // block, before its name is known
+  module_name(s, 0xa0, "m.Model", "");
+  module_name(s, 0xb0, "m.Block", "block");
+  module_name(s, 0xc0, "torch.nn.modules.linear.Linear", "block.lin");
+  stack_sample(s, 2 * ms, {0x1, 0x2, 0xc0de, 0x3});  // in block: its self
+  module_call(s, 3 * ms, 0xc0, 5);                   // block.lin inside block
+  s.op(3 * ms, 0, 1);
+  stack_sample(s, 4 * ms, {0x1, 0x2, 0xc0de, 0x3, 0xc0de, 0x4}, {0});  // in lin's op
+  stack_sample(s, 5 * ms, {0x1, 0x2, 0xc0de, 0x5});                    // lin returned: block's self again
+  stack_sample(s, 6 * ms, {0x1, 0x2, 0x6});                            // block returned
+  stack_sample(s, 7 * ms, {0x1, 0x2, 0xc0de, 0x3});                    // a _call_impl again, but no call: none
+  module_call(s, 8 * ms, 0xa0, 2);                                     // the LightningModule: no row
+  module_call(s, 9 * ms, 0xc0, 3);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  auto* block = row(t, "[pl][module]m.Block: block");
+  auto* lin = row(t, "[pl][module]torch.nn.modules.linear.Linear: block.lin");
+  ASSERT_TRUE(block && lin);
+  EXPECT_EQ(block->calls, 1u);
+  EXPECT_EQ(lin->calls, 2u);
+  EXPECT_EQ(block->total_samples, 3u);
+  EXPECT_EQ(block->self_samples, 2u);
+  EXPECT_EQ(lin->total_samples, 1u);
+  EXPECT_EQ(lin->self_samples, 0u);  // the op ran: its self
+  EXPECT_EQ(row(t, "aten::linear")->total_samples, 1u);
+  for (auto& r : t.rows) EXPECT_NE(r.name.rfind("\x01", 0), 0u) << "placeholder left: " << r.name;
+  EXPECT_EQ(t.rows.size(), 3u);  // block, block.lin, aten::linear
+}

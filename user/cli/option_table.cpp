@@ -213,9 +213,9 @@ const OptionSpec kOptions[] = {
            "entry probes on torch's allocator hooks (implies --report ops)",
    .store = [](Options& o, const std::string&) { o.profile_memory = true; }, .passed_on = true},
   {.name = "module-names", .commands = kAttaching,
-   .help = "ops: record each nn.Module call and the LightningModule's module names into the trace, for Lightning's "
-           "[pl][module] rows (an entry probe on CPython's eval loop: fires on every Python call made from C; "
-           "implies --report ops)",
+   .help = "ops: Lightning's [pl][module] rows: exact calls of each named submodule of the LightningModule, "
+           "sampled time (an entry probe on CPython's eval loop: fires on every Python call made from C; implies "
+           "--report ops)",
    .store = [](Options& o, const std::string&) { o.module_names = true; }, .passed_on = true},
   {.name = "memory-bytes", .commands = kAll,
    .help = "ops: the memory columns in exact bytes instead of torch's rounded KB/MB/GB (for scripts)",

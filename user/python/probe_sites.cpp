@@ -170,10 +170,14 @@ std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, con
   const bool forced = force && *force == '1';
   if (!forced && gen_throw && next && !code_takes_address_of(file, *next, *gen_throw)) {
     std::vector<ProbeSite> sites{site(file, "builtin_next", *next), site(file, "gen_throw", *gen_throw)};
-    // nn.Module calls are seen only at the eval loop's entry.
+    // nn.Module calls are seen only at the eval loop's entry; a build where
+    // it cannot be probed still traces actions (no module calls).
     if (auto eval = file.symbol("_PyEval_EvalFrameDefault")) {
-      sites.push_back(site(file, "_PyEval_EvalFrameDefault", eval->value));
-      sites.back().modules_only = true;
+      try {
+        sites.push_back(site(file, "_PyEval_EvalFrameDefault", eval->value));
+        sites.back().modules_only = true;
+      } catch (const Error&) {
+      }
     }
     return sites;
   }
