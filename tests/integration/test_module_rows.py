@@ -27,11 +27,12 @@ def reference(tmp_path, python):
     return json.loads(out.read_text()), r.stdout
 
 
-def profile_rows(rows):
-    """{cut name: calls} of the [pl][profile] rows, names cut as the table cuts them."""
+def profile_rows(rows, prefix="[pl][profile]"):
+    """{cut name: calls} of the [pl][profile] (or other prefix's) rows, names
+    cut as the table cuts them (cut names that collide are summed)."""
     out = {}
     for name, calls in rows.items():
-        if name.startswith("[pl][profile]"):
+        if name.startswith(prefix):
             out[cut(name)] = out.get(cut(name), 0) + calls
     return out
 
@@ -100,7 +101,7 @@ def test_module_calls_and_names_match_lightnings_pytorch_profiler(attach, tmp_pa
     (record_module_names=True) on the same fit."""
     need_torch113(python)
     theirs, ref_out = reference(tmp_path, python)
-    run = attach([python, MODULE_FIT], lt_args=["--module-names", "--dump", "dump.txt"])
+    run = attach([python, MODULE_FIT], lt_args=["--module-names", "--row-limit", "-1", "--dump", "dump.txt"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     assert [l for l in run.target_out.splitlines() if l.startswith("RESULT")] == \
         [l for l in ref_out.splitlines() if l.startswith("RESULT")]
@@ -109,3 +110,11 @@ def test_module_calls_and_names_match_lightnings_pytorch_profiler(attach, tmp_pa
     got, named = recorded_module_calls(run.tmp / "dump.txt")
     assert got == want
     assert named >= len(want) + 1  # the root too; `unused` is named but never called
+    # The op tables' [pl][module] rows: the same calls (summed over the
+    # step-function tables; names cut at 52 characters, as torch cuts them).
+    ours = merged(parse_ops_report(run.lt_out))
+    rows = {name: r["calls"] for name, r in ours.items() if name.startswith("[pl][module]")}
+    assert rows == profile_rows(want, "[pl][module]")
+    for name, r in ours.items():
+        if name.startswith("[pl][module]"):
+            assert 0 <= r["self_us"] <= r["total_us"] * 1.001 + 0.01, (name, r)
