@@ -118,16 +118,23 @@ void stop(const Target& t) {
   }
 }
 
+// pyenv's CPython 3.<minor>, or "" when it is not installed.
+std::string pyenv_python(int minor) {
+  const std::string version = "3." + std::to_string(minor) + ".";
+  for (const char* v : {"3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"})
+    if (std::string(v).rfind(version, 0) == 0) {
+      std::string python = std::string("/root/.pyenv/versions/") + v + "/bin/python3";
+      return access(python.c_str(), X_OK) == 0 ? python : "";
+    }
+  return "";
+}
+
 class ModuleTree : public ::testing::TestWithParam<int> {};
 
 TEST_P(ModuleTree, NamedModulesOfARealInterpreter) {
   const int minor = GetParam();
-  const std::string version = "3." + std::to_string(minor);
-  std::string python;
-  for (const char* v : {"3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"})
-    if (std::string(v).rfind(version + ".", 0) == 0)
-      python = std::string("/root/.pyenv/versions/") + v + "/bin/python3";
-  if (python.empty() || access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no CPython " << version;
+  const std::string python = pyenv_python(minor);
+  if (python.empty()) GTEST_SKIP() << "no CPython 3." << minor;
   auto layout = lt::python::layout_for(minor);
   ASSERT_TRUE(layout);
   Target t = start(python);
@@ -152,9 +159,11 @@ INSTANTIATE_TEST_SUITE_P(Pyenv, ModuleTree, ::testing::Range(8, 14));
 // --module-names' MODULE_NAME records: a call of a submodule (not a
 // LightningModule) finds the root as the `self` of a frame on the target's
 // stack, names the whole tree once, and a second call reads nothing.
-TEST(ModuleNamer, RootFromAFrameSelfWholeTreeOnce) {
-  const std::string python = "/root/.pyenv/versions/3.11.7/bin/python3";
-  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no CPython 3.11";
+class ModuleNamer : public ::testing::TestWithParam<int> {};
+
+TEST_P(ModuleNamer, RootFromAFrameSelfWholeTreeOnce) {
+  const std::string python = pyenv_python(GetParam());
+  if (python.empty()) GTEST_SKIP() << "no CPython 3." << GetParam();
   Target t = start(python);
   ASSERT_NE(t.block, 0u);
   usleep(200 * 1000);  // into Waiter.wait
@@ -179,6 +188,18 @@ TEST(ModuleNamer, RootFromAFrameSelfWholeTreeOnce) {
   }
   EXPECT_EQ(got[0].module, t.root);
   EXPECT_EQ(std::string(got[1].type), "__main__.Block");
+}
+
+INSTANTIATE_TEST_SUITE_P(Pyenv, ModuleNamer, ::testing::Range(8, 14));
+
+// The eval loop's entry, when found only for module calls, does not make
+// generator resumes come from it (builtin_next / gen_throw take them).
+TEST(ModuleSites, ModulesOnlyEvalSiteIsNotTheResumePath) {
+  lt::python::Interpreter interp;
+  interp.sites = {{"builtin_next", 1}, {"gen_throw", 2}, {"_PyEval_EvalFrameDefault", 3}};
+  EXPECT_TRUE(interp.gen_via_eval());
+  interp.sites.back().modules_only = true;
+  EXPECT_FALSE(interp.gen_via_eval());
 }
 
 TEST(ModuleTree, UnknownVersionReadsNothing) {
