@@ -91,3 +91,33 @@ def test_eval_frame_fallback(tmp_path, sites, minor):
     rows = parse_simple_report(out)
     assert rows["outer"][1] == "20" and rows["inner"][1] == "20" and rows["thread_action"][1] == "15"
     assert rows["raises"][1] == "5" and rows["custom"][1] == "3"
+
+
+@pytest.mark.parametrize("minor", [8, 12])
+def test_module_names_eval_probe_keeps_action_counts(tmp_path, sites, minor):
+    """--module-names attaches the eval loop's entry probe also on builds
+    whose resumes come from builtin_next / gen_throw: every action is still
+    counted once (the eval probe leaves those targets' resumes alone)."""
+    import subprocess
+    from conftest import LTRACE, wait_for
+    python = pyenv_python(minor)
+    go, log, err, trace = tmp_path / "go", tmp_path / "w.out", tmp_path / "lt.err", tmp_path / "t.ltrace"
+    env = dict(os.environ, PYTHONPATH=sites["2.3.3" if minor == 8 else "2.6.6"], PYTHONIOENCODING="utf-8")
+    with open(log, "w") as f:
+        w = subprocess.Popen([python, os.path.join(WORKLOADS, "profiler_actions.py"), "--wait-file", str(go)],
+                             stdout=f, env=env)
+    wait_for(str(log), "READY", 120, w)
+    lt = subprocess.Popen([LTRACE, "--pid", str(w.pid), "-v", "--module-names", "-o", str(trace)],
+                          stdout=subprocess.PIPE, stderr=open(err, "w"), text=True)
+    wait_for(str(err), "attached", 120, lt)
+    probes = [l for l in err.read_text().splitlines() if "probes:" in l]
+    assert probes and "_PyEval_EvalFrameDefault" in probes[0] and "builtin_next" in probes[0], probes
+    go.touch()
+    assert w.wait(60) == 0
+    lt.communicate(timeout=60)
+    r = subprocess.run([LTRACE, "report", str(trace), "--report", "simple"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = parse_simple_report(r.stdout)
+    assert rows["outer"][1] == "20" and rows["inner"][1] == "20" and rows["thread_action"][1] == "15"
+    assert rows["raises"][1] == "5" and rows["custom"][1] == "3"
