@@ -34,9 +34,32 @@ def start_job(tmp, *extra):
     with open(log, "w") as lo:
         job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "comm_gloo.py"), str(tmp / "go"), str(ROUNDS),
                                 str(tmp), *extra], stdout=lo, stderr=subprocess.STDOUT)
-    wait_for(str(log), "READY 0", 300, job)
-    wait_for(str(log), "READY 1", 300, job)
+    try:
+        wait_for(str(log), "READY 0", 300, job)
+        wait_for(str(log), "READY 1", 300, job)
+    except BaseException:
+        # the launcher and both ranks (its process group): none is left behind
+        kill_tree(job)
+        raise
     return job, log
+
+
+def kill_tree(job):
+    for pid in [job.pid] + children_of(job.pid):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    job.wait()
+
+
+def children_of(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+    return kids + [g for k in kids for g in children_of(k)]
 
 
 def rank_results(tmp):
@@ -72,7 +95,11 @@ def test_comm_counts_bytes_and_reference(tmp_path):
     ref_tmp = tmp_path / "ref"
     job, _ = start_job(ref_tmp, "--profile")
     (ref_tmp / "go").touch()
-    assert job.wait(timeout=300) == 0
+    try:
+        assert job.wait(timeout=300) == 0
+    finally:
+        if job.poll() is None:
+            kill_tree(job)
     ref = rank_results(ref_tmp)
 
     run = tmp_path / "traced"
@@ -91,7 +118,7 @@ def test_comm_counts_bytes_and_reference(tmp_path):
         assert lt.wait(timeout=120) == 0, (run / "lt.err").read_text()
     finally:
         if job.poll() is None:
-            job.kill()
+            kill_tree(job)
     live = (run / "lt.out").read_text()
     rows, groups = parse_comm_report(live)
     assert sorted(rows) == [0, 1], live
@@ -143,7 +170,7 @@ def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
         assert lt.wait(timeout=120) == 0, (tmp_path / "lt.err").read_text()
     finally:
         if job.poll() is None:
-            job.kill()
+            kill_tree(job)
     out = (tmp_path / "lt.out").read_text()
     sections = out.split("\npid ")[1:]
     assert len(sections) == 2, out

@@ -49,6 +49,10 @@ def result_line(out):
     return next(line for line in out.splitlines() if line.startswith("RESULT"))
 
 
+def seconds(out):
+    return float(next(line for line in out.splitlines() if line.startswith("SECONDS")).split()[1])
+
+
 def self_cpu_total_us(text):
     m = re.search(r"Self CPU time total~?: ([0-9.]+)(us|ms|s)", text)
     assert m, text[-1500:]
@@ -79,13 +83,27 @@ def test_compiled_regions_and_kernels_match_torch_profiler(attach, inductor_cach
         assert ours.get(name, {}).get("calls") == n * graph_runs, (name, ours.get(name), run.lt_out[-3000:])
     # The aten ops inside the graph: exact as before.
     assert ours["aten::addmm"]["calls"] == theirs["aten::addmm"]["count"]
-    # The table's Self CPU total accounts for the compiled work: within 25%
-    # of the profiler's (which its own overhead inflates).
-    ours_total, their_total = self_cpu_total_us(run.lt_out), self_cpu_total_us(prof["table"])
-    assert abs(ours_total - their_total) <= 0.25 * their_total, (ours_total, their_total, run.lt_out[-3000:])
-    # The kernels' samples went to their rows: together a real share of it.
-    kernel_self = sum(ours[n]["self_us"] for n in sites)
-    assert kernel_self > 0.05 * ours_total, (kernel_self, ours_total)
+    # The table's Self CPU total accounts for the compiled work. Two runs'
+    # absolute times differ by more than any fixed slack (0.29 s vs 0.35 s
+    # for the same steps, idle machine), so compare within each run: our
+    # total is sampled on-CPU time of the steps the target timed itself
+    # (SECONDS), so at most that wall time and, even with the target
+    # preempted by two CPU hogs, a real share of it.
+    ours_total = self_cpu_total_us(run.lt_out)
+    steps_us = seconds(run.target_out) * 1e6
+    assert 0.4 * steps_us <= ours_total <= 1.1 * steps_us + 5000, (ours_total, steps_us, run.lt_out[-3000:])
+    # Where the time went, as shares of each table's own total: inductor's
+    # kernels (which torch.profiler cannot see into) hold what its
+    # `## Call CompiledFxGraph` row keeps as self time, and aten::addmm the
+    # same share in both (sampled: within 12 points).
+    their_total = self_cpu_total_us(prof["table"])
+    kernel_share = sum(ours[n]["self_us"] for n in sites) / ours_total
+    graph_share = sum(v["self_cpu_time_total"] for k, v in theirs.items()
+                      if k.startswith("## Call CompiledFxGraph")) / their_total
+    assert kernel_share > 0.05 and abs(kernel_share - graph_share) <= 0.12, (kernel_share, graph_share, run.lt_out[-3000:])
+    addmm_share = ours["aten::addmm"]["self_us"] / ours_total
+    their_addmm_share = theirs["aten::addmm"]["self_cpu_time_total"] / their_total
+    assert abs(addmm_share - their_addmm_share) <= 0.12, (addmm_share, their_addmm_share, run.lt_out[-3000:])
     assert "Recompilations seen while attached: 0" in run.lt_out
 
 

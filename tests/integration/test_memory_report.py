@@ -100,7 +100,8 @@ def test_crafted_trace_outputs_agree_and_chrome_validates(tmp_path):
     assert re.search(r"^  reserved_bytes\.all\.current\s+2097152$", r.stdout, re.M), r.stdout
     # HTML: one timeline per device, at most 2000 points each.
     html = (tmp_path / "t.html").read_text()
-    polylines = re.findall(r'<polyline[^>]*points="([^"]*)"', html)
+    # (the dashboard's step-time lines have a class; the memory timelines do not)
+    polylines = re.findall(r'<polyline fill="none"[^>]*points="([^"]*)"', html)
     assert len(polylines) == 3  # CPU live; CUDA live and reserved
     assert all(0 < len(p.split()) <= 2000 for p in polylines)
 
