@@ -17,6 +17,7 @@ import lightning_site
 from busy import share_tolerance
 from conftest import LTRACE, WORKLOADS, parse_simple_report, wait_for
 from ops_table import merged, parse_ops_report
+from test_module_rows import profile_rows
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +171,36 @@ def test_ops_torch_2_15(sid, tmp_path, version):
         assert ours.get(name, {}).get("calls") == n, (name, ours.get(name), n)
         checked += 1
     assert checked >= 10, theirs["raw_counts"]
+
+
+@pytest.mark.parametrize("version", ["3.14", "3.15"])
+def test_module_rows_torch_2_15(sid, tmp_path, version):
+    """--module-names inside the container on sid's CPython 3.14/3.15 (the
+    nn.Module tree read from outside with those versions' object layouts):
+    the [pl][module] rows have the names and calls of Lightning's
+    PyTorchProfiler(record_module_names=True) on the same fit in the same root."""
+    site = f"/opt/site/cp{version.replace('.', '')}"
+    python = f"/usr/bin/python{version}"
+    script = os.path.join(WORKLOADS, "module_fit.py")
+    ref = containers.Box(sid, mode="container")
+    try:
+        inside = ref.put(script)
+        with open(tmp_path / "ref.out", "w") as out:
+            ref.start([python, inside, "--reference", ref.inside + "/ref.json"], env={"PYTHONPATH": site}, stdout=out)
+        assert ref.wait(600) == 0, (tmp_path / "ref.out").read_text()[-2000:]
+        theirs = json.load(open(ref.host(ref.inside + "/ref.json")))
+        ref_out = (tmp_path / "ref.out").read_text()
+    finally:
+        ref.stop()
+    run = run_boxed(sid, tmp_path, python, script, env={"PYTHONPATH": site},
+                    lt_args=["--module-names", "--row-limit", "-1"], timeout=600)
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert [l for l in run.target_out.splitlines() if l.startswith("RESULT")] == \
+        [l for l in ref_out.splitlines() if l.startswith("RESULT")]
+    want = profile_rows(theirs, "[pl][module]")  # names cut as the table cuts them
+    assert len(want) >= 6 and any(name.endswith(": block.act") for name in theirs), theirs
+    ours = merged(parse_ops_report(run.lt_out))
+    assert {name: r["calls"] for name, r in ours.items() if name.startswith("[pl][module]")} == want, run.lt_out[-3000:]
 
 
 def test_same_named_file_on_host_is_not_used(sid, tmp_path):

@@ -1,5 +1,6 @@
 // The nn.Module tree read from outside (user/python/module_tree.cpp) against
-// real interpreters: each pyenv CPython 3.8-3.13 runs a small stand-in for
+// real interpreters: each pyenv CPython 3.8-3.13, and sid's 3.14/3.15 in
+// the container root tests/roots/build.sh makes, runs a small stand-in for
 // torch.nn.Module (attributes set the way nn.Module sets them, `_modules`
 // a plain dict) and we read its named_modules() with process_vm_readv.
 // The stand-in prints what named_modules() itself says, so the expected
@@ -79,7 +80,11 @@ struct Target {
   std::vector<lt::python::ModuleEntry> expected;
 };
 
-Target start(const std::string& python) {
+// argv of CPython 3.<minor>: pyenv's, or sid's run in its root (chroot),
+// or empty when it is not installed.
+std::vector<std::string> python_argv(int minor);
+
+Target start(const std::vector<std::string>& python) {
   int in[2], out[2];
   if (pipe(in) || pipe(out)) return {};
   Target t;
@@ -89,7 +94,12 @@ Target start(const std::string& python) {
     dup2(out[1], 1);
     close(in[1]);
     close(out[0]);
-    execl(python.c_str(), python.c_str(), "-c", kScript, static_cast<char*>(nullptr));
+    std::vector<char*> argv;
+    for (const auto& a : python) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(const_cast<char*>("-c"));
+    argv.push_back(const_cast<char*>(kScript));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
     _exit(127);
   }
   close(in[0]);
@@ -118,22 +128,27 @@ void stop(const Target& t) {
   }
 }
 
-// pyenv's CPython 3.<minor>, or "" when it is not installed.
-std::string pyenv_python(int minor) {
+std::vector<std::string> python_argv(int minor) {
   const std::string version = "3." + std::to_string(minor) + ".";
   for (const char* v : {"3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"})
     if (std::string(v).rfind(version, 0) == 0) {
       std::string python = std::string("/root/.pyenv/versions/") + v + "/bin/python3";
-      return access(python.c_str(), X_OK) == 0 ? python : "";
+      if (access(python.c_str(), X_OK) == 0) return {python};
+      return {};
     }
-  return "";
+  // 3.14/3.15: Debian sid's (its python3.X lives in the executable, not in
+  // a libpython), in the root `make deps` builds for the container tests.
+  const std::string root = "/var/cache/ltrace-bpf/roots/sid";
+  const std::string python = "/usr/bin/python3." + std::to_string(minor);
+  if (access((root + python).c_str(), X_OK) == 0) return {"/usr/sbin/chroot", root, python};
+  return {};
 }
 
 class ModuleTree : public ::testing::TestWithParam<int> {};
 
 TEST_P(ModuleTree, NamedModulesOfARealInterpreter) {
   const int minor = GetParam();
-  const std::string python = pyenv_python(minor);
+  const auto python = python_argv(minor);
   if (python.empty()) GTEST_SKIP() << "no CPython 3." << minor;
   auto layout = lt::python::layout_for(minor);
   ASSERT_TRUE(layout);
@@ -141,8 +156,12 @@ TEST_P(ModuleTree, NamedModulesOfARealInterpreter) {
   ASSERT_NE(t.root, 0u);
   ASSERT_EQ(t.expected.size(), 9u);  // the script's own named_modules(): alias and None not repeated
   auto tree = lt::python::read_module_tree(t.pid, t.root, *layout);
-  const bool lightning = lt::python::derives_from(t.pid, t.root, "LightningModule");
-  const bool not_lightning = tree.size() > 1 && lt::python::derives_from(t.pid, tree[1].addr, "LightningModule");
+  const bool lightning = lt::python::derives_from(t.pid, t.root, "LightningModule", *layout);
+  const bool not_lightning =
+      tree.size() > 1 && lt::python::derives_from(t.pid, tree[1].addr, "LightningModule", *layout);
+  // `object` is the MRO's last item: found only when the tuple's items
+  // are read from where this version keeps them.
+  const bool object_last = lt::python::derives_from(t.pid, t.root, "object", *layout);
   stop(t);
   ASSERT_EQ(tree.size(), t.expected.size());
   for (std::size_t i = 0; i < tree.size(); ++i) {
@@ -152,9 +171,10 @@ TEST_P(ModuleTree, NamedModulesOfARealInterpreter) {
   EXPECT_EQ(tree[0].addr, t.root);
   EXPECT_TRUE(lightning);
   EXPECT_FALSE(not_lightning);
+  EXPECT_TRUE(object_last);
 }
 
-INSTANTIATE_TEST_SUITE_P(Pyenv, ModuleTree, ::testing::Range(8, 14));
+INSTANTIATE_TEST_SUITE_P(CPython, ModuleTree, ::testing::Range(8, 16));
 
 // --module-names' MODULE_NAME records: a call of a submodule (not a
 // LightningModule) finds the root as the `self` of a frame on the target's
@@ -162,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(Pyenv, ModuleTree, ::testing::Range(8, 14));
 class ModuleNamer : public ::testing::TestWithParam<int> {};
 
 TEST_P(ModuleNamer, RootFromAFrameSelfWholeTreeOnce) {
-  const std::string python = pyenv_python(GetParam());
+  const auto python = python_argv(GetParam());
   if (python.empty()) GTEST_SKIP() << "no CPython 3." << GetParam();
   Target t = start(python);
   ASSERT_NE(t.block, 0u);
@@ -190,7 +210,7 @@ TEST_P(ModuleNamer, RootFromAFrameSelfWholeTreeOnce) {
   EXPECT_EQ(std::string(got[1].type), "__main__.Block");
 }
 
-INSTANTIATE_TEST_SUITE_P(Pyenv, ModuleNamer, ::testing::Range(8, 14));
+INSTANTIATE_TEST_SUITE_P(CPython, ModuleNamer, ::testing::Range(8, 16));
 
 // The eval loop's entry, when found only for module calls, does not make
 // generator resumes come from it (builtin_next / gen_throw take them).
@@ -203,9 +223,9 @@ TEST(ModuleSites, ModulesOnlyEvalSiteIsNotTheResumePath) {
 }
 
 TEST(ModuleTree, UnknownVersionReadsNothing) {
-  auto layout = lt::python::layout_for(14);
-  ASSERT_TRUE(layout);
-  EXPECT_TRUE(lt::python::read_module_tree(getpid(), 0x1000, *layout).empty());
+  lt::python::Layout layout{};  // no instance-dict row
+  ASSERT_EQ(layout.inst_dict, lt::python::Layout::InstDict::none);
+  EXPECT_TRUE(lt::python::read_module_tree(getpid(), 0x1000, layout).empty());
 }
 
 }  // namespace

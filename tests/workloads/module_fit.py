@@ -84,7 +84,9 @@ def main():
                          devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, profiler=profiler)
     model = Model()
+    t0 = time.perf_counter()
     trainer.fit(model, loader(args.batches, 1), loader(2, 2))
+    fit_seconds = time.perf_counter() - t0
     if args.reference:
         profiler.summary()
         rows = {}
@@ -95,6 +97,7 @@ def main():
             json.dump(rows, f, indent=1)
     with torch.no_grad():
         print("RESULT", round(sum(float(p.sum()) for p in model.parameters()), 6), flush=True)
+    print("SECONDS %.4f" % fit_seconds, flush=True)  # the fit alone (bench/module_names_cost.py)
 
 
 if __name__ == "__main__":

@@ -24,11 +24,12 @@ bool copy_field(char* out, std::size_t cap, const std::string& s) {
 }  // namespace
 
 std::uint64_t ModuleNamer::find_root(const python::Interpreter& interp, std::uint64_t self) const {
-  if (python::derives_from(interp.pid, self, kRootClass)) return self;
+  if (python::derives_from(interp.pid, self, kRootClass, interp.layout)) return self;
   // The innermost frame whose first local is a LightningModule, on any thread.
   for (const auto& t : python::read_thread_stacks(interp, true).threads)
     for (const auto& f : t.frames)
-      if (f.first_local && python::derives_from(interp.pid, f.first_local, kRootClass)) return f.first_local;
+      if (f.first_local && python::derives_from(interp.pid, f.first_local, kRootClass, interp.layout))
+        return f.first_local;
   return 0;
 }
 

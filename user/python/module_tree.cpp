@@ -9,11 +9,12 @@
 namespace lt::python {
 
 namespace {
-// PyTypeObject and PyDictObject fields at the same offsets in 3.8-3.13
-// (offsetof() against each pyenv version's headers, 2026-12-02).
+// PyTypeObject and PyDictObject fields at the same offsets in 3.8-3.15
+// (offsetof() against each pyenv version's headers and sid's 3.14/3.15,
+// 2026-12-02); a tuple's items move in 3.14 (Layout::tuple_items).
 constexpr std::uint64_t kTypeBasicsize = 32, kTypeFlags = 168, kTypeDict = 264, kTypeDictoffset = 288, kTypeMro = 344;
 constexpr std::uint64_t kDictKeys = 32, kDictValues = 40;
-constexpr std::uint64_t kTupleSize = 16, kTupleItems = 24;
+constexpr std::uint64_t kTupleSize = 16;
 constexpr std::uint64_t kFlagInlineValues = 1u << 2, kFlagManagedDict = 1u << 4;
 constexpr std::uint64_t kManagedDict = 24, kManagedValues311 = 32;  // bytes before the object
 constexpr std::size_t kMaxEntries = 1 << 16;                        // a dict's entries we look at
@@ -171,15 +172,14 @@ std::optional<std::uint64_t> instance_attr(pid_t pid, std::uint64_t obj, const s
   }
 }
 
-bool derives_from(pid_t pid, std::uint64_t obj, const std::string& base) {
+bool derives_from(pid_t pid, std::uint64_t obj, const std::string& base, const Layout& l) {
   const std::uint64_t mro = word(pid, type_of(pid, obj) + kTypeMro);
   auto n = mro ? proc::read_value<std::int64_t>(pid, mro + kTupleSize) : std::nullopt;
   if (!n || *n <= 0 || static_cast<std::uint64_t>(*n) > kMaxMro) return false;
   std::vector<std::uint64_t> items(static_cast<std::size_t>(*n));
-  if (!proc::read_memory(pid, mro + kTupleItems, items.data(), items.size() * 8)) return false;
-  Layout any{};  // tp_name's offset is the same in every version
+  if (!proc::read_memory(pid, mro + l.tuple_items, items.data(), items.size() * 8)) return false;
   for (auto t : items)
-    if (type_name(pid, t, any) == base) return true;
+    if (type_name(pid, t, l) == base) return true;
   return false;
 }
 

@@ -33,7 +33,7 @@ std::vector<ModuleEntry> read_module_tree(pid_t pid, std::uint64_t root, const L
 // Does the type of `obj` have a class named `base` (tp_name) in its MRO?
 // (The root of the tree is the first module whose class derives from
 // LightningModule.)
-bool derives_from(pid_t pid, std::uint64_t obj, const std::string& base);
+bool derives_from(pid_t pid, std::uint64_t obj, const std::string& base, const Layout& l);
 
 // obj.<attr> when it lives in the instance's own attributes (not a class
 // attribute or a property), or nullopt.

@@ -41,7 +41,8 @@ struct Row {
   // PyInterpreterState._gil.{last_holder, locked} (3.12+); 0 = absent.
   unsigned runtime_gil_tstate, interp_gil_holder, interp_gil_locked;
   // Instance attributes (Layout::InstDict), PyHeapTypeObject.ht_cached_keys,
-  // the start of PyDictValues' array; 0 / none = not measured (3.14+).
+  // the start of PyDictValues' array (3.14/3.15: offsetof() against sid's
+  // libpython3.14-dev 3.14.10 and libpython3.15-dev 3.15.2 headers).
   Layout::InstDict inst_dict;
   unsigned heap_cached_keys, dict_values_start;
 };
@@ -117,7 +118,7 @@ constexpr std::array<Row, 8> kRows{{
    .tstate_frame = 72, .cframe_frame = kAbsent, .tstate_thread_id = 152, .tstate_native_thread_id = 160,
    .runtime_tss = 2336, .runtime_interp_head = 808, .interp_threads_head = 7344,
    .runtime_gil_tstate = 0, .interp_gil_holder = 7792, .interp_gil_locked = 7800,
-   .inst_dict = Layout::InstDict::none, .heap_cached_keys = 0, .dict_values_start = 0},
+   .inst_dict = Layout::InstDict::inline_values, .heap_cached_keys = 880, .dict_values_start = 8},
   {.minor = 15,
    .gen_frame = 72, .gen_frame_embedded = 1,
    .frame_code = 0, .frame_lasti = 56, .frame_localsplus = 80, .frame_previous = 8, .frame_owner = 74, .frame_block = 80, .owner_cstack = 3, .stackref_tag_mask = 7,
@@ -127,7 +128,7 @@ constexpr std::array<Row, 8> kRows{{
    .tstate_frame = 72, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 184,
    .runtime_tss = 0, .runtime_interp_head = 936, .interp_threads_head = 7336,
    .runtime_gil_tstate = 0, .interp_gil_holder = 0, .interp_gil_locked = 0,
-   .inst_dict = Layout::InstDict::none, .heap_cached_keys = 0, .dict_values_start = 0},
+   .inst_dict = Layout::InstDict::inline_values, .heap_cached_keys = 888, .dict_values_start = 8},
 }};
 // clang-format on
 
@@ -175,6 +176,7 @@ Layout layout_of(const Row& r) {
   l.heap_cached_keys = r.heap_cached_keys;
   l.dict_values_start = r.dict_values_start;
   l.dict_keys_log2 = r.minor >= 11;
+  l.tuple_items = r.minor >= 14 ? 32 : 24;  // 3.14 caches a tuple's hash (ob_hash) before ob_item
   return l;
 }
 }  // namespace

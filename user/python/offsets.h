@@ -37,18 +37,20 @@ struct Layout {
   unsigned interp_gil_holder = 0, interp_gil_locked = 0;
   // Instance attributes and dicts, for the nn.Module tree read from outside
   // (module_tree.cpp; measured with offsetof() against each pyenv
-  // 3.8-3.13's headers).  inst_dict: where an object's attributes live.
+  // 3.8-3.13's headers and sid's 3.14/3.15).  inst_dict: where an
+  // object's attributes live.
   enum class InstDict : unsigned char {
     none,           // not known for this version: no module tree
     dictoffset,     // <= 3.10: the dict pointer at obj + type->tp_dictoffset
     managed,        // 3.11: dict pointer at obj - 24, else values at obj - 32
     tagged,         // 3.12: obj - 24 holds the dict, or the values' address - 1 (odd)
-    inline_values,  // 3.13: dict pointer at obj - 24, else values at obj + tp_basicsize
+    inline_values,  // 3.13+: dict pointer at obj - 24, else values at obj + tp_basicsize
   };
   InstDict inst_dict = InstDict::none;
   unsigned heap_cached_keys = 0;   // PyHeapTypeObject.ht_cached_keys: keys of split values
   unsigned dict_values_start = 0;  // bytes before the value array of PyDictValues (3.13: 8)
   bool dict_keys_log2 = false;     // PyDictKeysObject: 3.11+ (log2 sizes, dk_kind) or <= 3.10 (dk_size)
+  unsigned tuple_items = 24;       // PyTupleObject.ob_item (3.14+: 32, after ob_hash)
 };
 
 // Layout for CPython 3.<minor>, or nullopt if we have no table for it.
