@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "user/model/stack_profile.h"
+
 namespace lt {
 
 namespace {
@@ -58,7 +60,7 @@ void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
       std::memcpy(&e, record, sizeof e);
       if (e.flags & LT_CODE_UNREADABLE) return;
       auto& f = procs_[h.pid].functions[{e.code, e.checksum}];
-      f = std::string(e.name, strnlen(e.name, sizeof e.name)) + " (" +
+      f = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name))) + " (" +
           std::string(e.file, strnlen(e.file, sizeof e.file)) + ":" + std::to_string(e.first_line) + ")";
       return;
     }

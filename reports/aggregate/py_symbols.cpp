@@ -15,7 +15,7 @@ void PySymbols::add(const lt_event_header& h, const std::byte* p) {
         return;
       }
       Code c;
-      c.name.assign(e.name, strnlen(e.name, sizeof e.name));
+      c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
       c.file.assign(e.file, strnlen(e.file, sizeof e.file));
       c.first_line = e.first_line;
       by_pid_[h.pid].codes[{e.code, e.checksum}] = std::move(c);

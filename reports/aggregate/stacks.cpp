@@ -234,7 +234,7 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
       if (!record_as(h, p, e)) return;
       CodeSym c;
       c.readable = !(e.flags & LT_CODE_UNREADABLE);
-      c.name.assign(e.name, strnlen(e.name, sizeof e.name));
+      c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
       c.file.assign(e.file, strnlen(e.file, sizeof e.file));
       c.first_line = e.first_line;
       auto& slot = s.symbols[h.pid].codes[{e.code, e.checksum}];

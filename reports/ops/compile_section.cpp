@@ -1,5 +1,7 @@
 #include "reports/ops/compile_section.h"
 
+#include <map>
+
 #include "reports/format/numbers.h"
 
 namespace lt {
@@ -26,6 +28,16 @@ std::string render_compile_section(std::uint32_t pid, const CompilesProcess& p, 
     first.resize(std::max<std::size_t>(first.size(), 9), ' ');
     s += "  " + name + std::string(calls.size() < 7 ? 7 - calls.size() : 0, ' ') + calls + "  " + first + "  " +
          (r.function.empty() ? "?" : r.function) + "\n";
+  }
+  // A graph break leaves the rest of the function to a resume function that
+  // Dynamo compiles as a frame of its own: one per break that ran.
+  std::map<unsigned, std::string> breaks;
+  for (const auto& r : p.regions)
+    if (r.function.find(" [after graph break] (") != std::string::npos) breaks.emplace(r.frame, r.function);
+  if (!breaks.empty()) {
+    s += "Graph breaks seen (a frame resuming a function after a break): " + std::to_string(breaks.size()) + "\n";
+    for (const auto& [frame, function] : breaks)
+      s += "  frame " + std::to_string(frame) + ": " + function + " (file:line = where it resumes)\n";
   }
   s += "Recompilations seen while attached: " + std::to_string(p.recompiles.size()) + "\n";
   for (const auto& c : p.recompiles) {

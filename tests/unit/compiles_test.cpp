@@ -10,6 +10,7 @@
 #include <string>
 
 #include "reports/ops/compile_section.h"
+#include "user/model/stack_profile.h"
 #include "user/torch/compiled_code.h"
 
 using namespace lt;
@@ -125,4 +126,33 @@ TEST(Compiles, KernelNamesFromGeneratedModule) {
   const std::string cpp = "// header\n#include <x.h>\nextern \"C\" void kernel(float* a, float* b) { softmax(); }\n";
   EXPECT_EQ(compiled_code_detail::kernel_name_for(cpp, k), "cpp_fused__log_softmax_2");
   EXPECT_EQ(compiled_code_detail::kernel_name_for("nothing", k), "");
+}
+
+TEST(Compiles, GraphBreakResumeFunctionsShowTheUsersFunction) {
+  EXPECT_EQ(python_function_name("MLP.torch_dynamo_resume_in_forward_at_9"), "MLP.forward [after graph break]");
+  EXPECT_EQ(python_function_name("torch_dynamo_resume_in_step_at_120"), "step [after graph break]");
+  // A break inside a resume function nests the prefix.
+  EXPECT_EQ(python_function_name("M.torch_dynamo_resume_in_torch_dynamo_resume_in_forward_at_9_at_12"),
+            "M.forward [after graph break]");
+  // Anything else, or not quite Dynamo's shape, stays as it is.
+  EXPECT_EQ(python_function_name("MLP.forward"), "MLP.forward");
+  EXPECT_EQ(python_function_name("torch_dynamo_resume_in_forward_at_"), "torch_dynamo_resume_in_forward_at_");
+  EXPECT_EQ(python_function_name("torch_dynamo_resume_in_forward_at_x1"), "torch_dynamo_resume_in_forward_at_x1");
+  EXPECT_EQ(python_function_name("my_torch_dynamo_resume_in_f_at_1"), "my_torch_dynamo_resume_in_f_at_1");
+}
+
+TEST(Compiles, GraphBreaksFromResumeFrames) {
+  CompilesProcess p;
+  p.regions.push_back({.frame = 0, .compile = 0, .calls = 5, .first_ns = 0, .function = "MLP.forward (m.py:35)"});
+  p.regions.push_back(
+      {.frame = 1, .compile = 0, .calls = 5, .first_ns = 0, .function = "MLP.forward [after graph break] (m.py:38)"});
+  p.regions.push_back(
+      {.frame = 1, .compile = 1, .calls = 1, .first_ns = 0, .function = "MLP.forward [after graph break] (m.py:38)"});
+  const std::string text = render_compile_section(kPid, p, 0);
+  EXPECT_NE(text.find("Graph breaks seen (a frame resuming a function after a break): 1\n"
+                      "  frame 1: MLP.forward [after graph break] (m.py:38)"),
+            std::string::npos)
+      << text;
+  p.regions.resize(1);
+  EXPECT_EQ(render_compile_section(kPid, p, 0).find("Graph breaks"), std::string::npos);
 }

@@ -6,6 +6,8 @@ inference graph, one compiled region and its fused kernels per step).
 --recompile N: after the steps, N more steps with a new batch size, which
 fails Dynamo's shape guard and recompiles while the tracer is attached
 (dynamic=False, so the new shape gets its own graph).
+--graph-break: forward breaks the graph after fc1 (torch._dynamo.graph_break),
+so Dynamo runs the rest as a resume function, frame 1.
 
 --profile FILE: run the same steps under torch.profiler (CPU) and write
 its key_averages (name -> count, cpu_time_total, self_cpu_time_total in
@@ -20,6 +22,8 @@ import time
 
 import torch
 
+GRAPH_BREAK = False
+
 
 class MLP(torch.nn.Module):
     def __init__(self):
@@ -30,6 +34,8 @@ class MLP(torch.nn.Module):
 
     def forward(self, x):
         h = torch.relu(self.fc1(x))
+        if GRAPH_BREAK:
+            torch._dynamo.graph_break()  # the rest runs in a resume function: its own frame and graph
         h = torch.tanh(self.fc2(h)) * 0.5 + h[:, :256].sigmoid()
         return torch.log_softmax(self.fc3(h), dim=1)
 
@@ -48,7 +54,10 @@ def main():
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--recompile", type=int, default=0)
     ap.add_argument("--profile")
+    ap.add_argument("--graph-break", action="store_true")
     a = ap.parse_args()
+    global GRAPH_BREAK
+    GRAPH_BREAK = a.graph_break
     torch.set_num_threads(1)
     torch.manual_seed(1234)
     model = torch.compile(MLP(), dynamic=False)

@@ -28,14 +28,6 @@ bool is_libtorch_python(const std::string& path) {
   auto slash = path.rfind('/');
   return path.compare(slash == std::string::npos ? 0 : slash + 1, 18, "libtorch_python.so") == 0;
 }
-// Inductor names its kernel libraries <cache>/<2 chars>/c<hash>[.main].so;
-// only these are read (every other library of the process would cost an ELF
-// read per file for nothing).
-bool maybe_inductor_library(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos || slash < 3 || path[slash - 3] != '/') return false;
-  return path.size() > slash + 4 && path[slash + 1] == 'c' && path.compare(path.size() - 3, 3, ".so") == 0;
-}
 }  // namespace
 
 OpTracer::OpTracer(OpProbeSource& source, std::vector<std::string> filters, Emit emit)

@@ -31,10 +31,33 @@
 #include "user/sources/proctrack.h"
 #include "user/sources/pyactions.h"
 #include "user/sources/pysample.h"
+#include "user/torch/compiled_code.h"
 
 namespace lt {
 
 namespace {
+// A sample's leaf in one of inductor's kernel libraries is its `kernel`:
+// named as the op table names it (cpp_fused_relu_0, from the generated
+// module beside it), so flame graphs and Advanced stacks end in the fused
+// kernel, not in "kernel (c<hash>.main.so)".  Each library is read once:
+// every sampled address in it asks.
+proc::NativeSymbols::Renamer inductor_leaf_names() {
+  auto known = std::make_shared<std::map<std::string, std::optional<std::string>>>();
+  return [known](pid_t pid, const proc::NativeName& n) -> std::optional<std::string> {
+    if (n.function != "kernel" || !maybe_inductor_library(n.path)) return std::nullopt;
+    const std::string at = proc::root_path(pid, n.path);
+    auto it = known->find(at);
+    if (it != known->end()) return it->second;
+    std::optional<std::string> name;
+    try {
+      const auto slash = n.path.rfind('/');
+      auto k = inductor_kernel(at, proc::root_path(pid, n.path.substr(0, slash)), n.path.substr(slash + 1));
+      if (k && !k->name.empty()) name = k->name;
+    } catch (const Error&) {  // unreadable now: keep the symbol
+    }
+    return known->emplace(at, std::move(name)).first->second;
+  };
+}
 
 // How often the drain loop does each of its chores.
 constexpr std::uint64_t kDrainNapNs = 20'000'000;        // a drain every 20 ms
@@ -182,7 +205,8 @@ void Session::start_sources() {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
                                                  opprobe_ ? opprobe_->stacks_fd() : -1);
     symbolizer_ = std::make_unique<python::Symbolizer>([this](const void* r, std::size_t n) { emit(r, n); });
-    natives_ = std::make_unique<proc::NativeSymbols>([this](const void* r, std::size_t n) { emit(r, n); });
+    natives_ = std::make_unique<proc::NativeSymbols>([this](const void* r, std::size_t n) { emit(r, n); },
+                                                     inductor_leaf_names());
     emit(sampler_info_record(pysample_->period_ns(), opts_.sample_rate_hz, opts_.off_cpu, monotonic_ns()));
   }
   // Compiled regions name their function (REGION_CODE) with or without samples.

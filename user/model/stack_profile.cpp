@@ -12,4 +12,23 @@ std::string frame_label(const StackFrame& f) {
   return label + ")";
 }
 
+std::string python_function_name(std::string_view qualname) {
+  static constexpr std::string_view kResume = "torch_dynamo_resume_in_";
+  const auto dot = qualname.rfind('.');
+  const std::string_view owner = dot == std::string_view::npos ? "" : qualname.substr(0, dot + 1);
+  std::string_view name = qualname.substr(owner.size());
+  if (name.substr(0, kResume.size()) != kResume) return std::string(qualname);
+  // Peel every resume prefix and its "_at_<line>" suffix (a break inside a
+  // resume function nests them); what is left is the user's function.
+  while (name.substr(0, kResume.size()) == kResume) {
+    std::string_view rest = name.substr(kResume.size());
+    const auto at = rest.rfind("_at_");
+    if (at == std::string_view::npos || at == 0 || at + 4 == rest.size() ||
+        rest.find_first_not_of("0123456789", at + 4) != std::string_view::npos)
+      return std::string(qualname);  // not Dynamo's shape: as it is
+    name = rest.substr(0, at);
+  }
+  return std::string(owner) + std::string(name) + " [after graph break]";
+}
+
 }  // namespace lt

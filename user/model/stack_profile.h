@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lt {
@@ -17,6 +18,14 @@ struct StackFrame {
   bool native = false;   // a native frame (function = symbol, file = DSO)
   bool operator==(const StackFrame&) const = default;
 };
+
+// The name reports show for a Python function (co_qualname / co_name):
+// itself, except Dynamo's graph-break resume functions, which continue a
+// user's function after a graph break and are named after it
+// (`torch_dynamo_resume_in_forward_at_33`, nested for later breaks): shown
+// as that function, `MLP.forward [after graph break]`; their file and lines
+// are the user's own.
+std::string python_function_name(std::string_view qualname);
 
 enum class StackUnit { samples, nanoseconds };
 

@@ -71,13 +71,15 @@ void NativeNamer::forget(pid_t pid) {
   maps_.erase(pid);
 }
 
-NativeSymbols::NativeSymbols(Emit emit) : emit_(std::move(emit)) {}
+NativeSymbols::NativeSymbols(Emit emit, Renamer rename) : emit_(std::move(emit)), rename_(std::move(rename)) {}
 NativeSymbols::~NativeSymbols() = default;
 
 void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts) {
   if (!ip || !done_.emplace(pid, ip).second) return;
   auto n = namer_.name(pid, ip);
   if (!n || n->path == skip_file) return;
+  if (rename_)
+    if (auto better = rename_(pid, *n)) n->function = std::move(*better);
   lt_native_sym_event e{};
   e.hdr.kind = LT_EV_NATIVE_SYM;
   e.hdr.size = sizeof e;

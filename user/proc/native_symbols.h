@@ -46,7 +46,10 @@ class NativeNamer {
 class NativeSymbols {
  public:
   using Emit = std::function<void(const void* record, std::size_t size)>;
-  explicit NativeSymbols(Emit emit);
+  // A better name for a leaf than its symbol, where a data source knows one
+  // (inductor's `kernel` is cpp_fused_relu_0); nullopt keeps the symbol.
+  using Renamer = std::function<std::optional<std::string>(pid_t pid, const NativeName& n)>;
+  explicit NativeSymbols(Emit emit, Renamer rename = {});
   ~NativeSymbols();
   // Describes `ip` of `pid` unless it lies in `skip_file` (the interpreter:
   // its frames are the Python ones) or was described already.
@@ -55,6 +58,7 @@ class NativeSymbols {
 
  private:
   Emit emit_;
+  Renamer rename_;
   NativeNamer namer_;
   std::set<std::pair<pid_t, std::uint64_t>> done_;
 };

@@ -86,6 +86,12 @@ std::optional<std::uint64_t> compiled_region_entry(const std::string& path) {
   return exports_of(path).region;
 }
 
+bool maybe_inductor_library(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash < 3 || path[slash - 3] != '/') return false;
+  return path.size() > slash + 4 && path[slash + 1] == 'c' && path.compare(path.size() - 3, 3, ".so") == 0;
+}
+
 std::optional<InductorKernel> inductor_kernel(const std::string& path, const std::string& dir_path,
                                               const std::string& file_name) {
   const Exports e = exports_of(path);

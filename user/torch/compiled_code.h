@@ -23,6 +23,11 @@ namespace lt {
 // it exports one (torch >= 2.5; earlier: none, no region rows).
 std::optional<std::uint64_t> compiled_region_entry(const std::string& path);
 
+// Inductor names its kernel libraries <cache>/<2 chars>/c<hash>[.main].so;
+// only paths of that shape are worth reading as one (every other library
+// of a process would cost an ELF read for nothing).
+bool maybe_inductor_library(const std::string& path);
+
 struct InductorKernel {
   std::uint64_t file_offset = 0;  // of `kernel`
   std::string name;               // "cpp_fused_relu_0"; "" when no generated module names it
