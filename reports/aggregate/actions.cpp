@@ -4,6 +4,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "reports/format/utf8_text.h"
 #include "user/model/action_name.h"
 
 namespace lt {
@@ -596,6 +597,18 @@ ProcessMeta ProcessIndex::with_rank_labels(const ProcessMeta& m) const {
     out.rank = q.rank >= 0 ? q.rank - q.local_rank : 0;
   }
   return out;
+}
+
+std::string process_title(std::uint32_t pid, const ActionsReport* rep) {
+  std::string t = "pid " + std::to_string(pid);
+  if (!rep) return t;
+  ProcessIndex index(*rep);
+  if (const ProcessActions* pa = index.find(pid)) {
+    const ProcessMeta m = index.with_rank_labels(pa->meta);
+    if (m.rank >= 0) t += " rank " + std::to_string(m.rank);
+    if (!m.comm.empty()) t += " (" + utf8_text(m.comm) + ")";
+  }
+  return t;
 }
 
 }  // namespace lt

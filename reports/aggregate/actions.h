@@ -179,6 +179,11 @@ ActionsReport aggregate_actions(const Trace& trace, bool keep_intervals = false)
 // first rank of its node.
 ProcessMeta with_rank_labels(const ProcessMeta& m, const ActionsReport& rep);
 
+// "pid 123 rank 1 (python)": a process as the smaller reports title it,
+// rank and command name from `rep` when it has them (nullptr: the pid).
+// The command name is shown as utf8_text shows target text.
+std::string process_title(std::uint32_t pid, const ActionsReport* rep);
+
 // The processes of a report by pid, and their rank labels completed as
 // with_rank_labels does, each in O(1): a crafted trace may hold 100,000
 // processes, and a scan of all of them per process made `report` quadratic.

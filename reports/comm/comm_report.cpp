@@ -4,44 +4,10 @@
 #include <sstream>
 #include <vector>
 
-#include "reports/format/code_points.h"
+#include "reports/format/text_table.h"
 #include "reports/format/utf8_text.h"
 
 namespace lt {
-
-namespace {
-
-// Columns two spaces apart; the first `left` columns left-aligned.
-void write_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows, std::size_t left) {
-  std::vector<std::size_t> w;
-  for (auto& r : rows)
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      if (w.size() <= i) w.push_back(0);
-      w[i] = std::max(w[i], cp_len(r[i]));
-    }
-  for (auto& r : rows) {
-    std::string line = "  ";
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      if (i) line += "  ";
-      line += i < left ? (i + 1 == r.size() ? r[i] : pad_right(r[i], w[i])) : pad_left(r[i], w[i]);
-    }
-    out << line << "\n";
-  }
-}
-
-std::string process_title(const ProcessComm& p, const CommRenderOptions& opt) {
-  std::string t = "pid " + std::to_string(p.pid);
-  if (!opt.actions) return t;
-  ProcessIndex index(*opt.actions);
-  if (const ProcessActions* pa = index.find(p.pid)) {
-    const ProcessMeta m = index.with_rank_labels(pa->meta);
-    if (m.rank >= 0) t += " rank " + std::to_string(m.rank);
-    if (!m.comm.empty()) t += " (" + utf8_text(m.comm) + ")";
-  }
-  return t;
-}
-
-}  // namespace
 
 std::string render_comm_report(const CommReport& rep, const CommRenderOptions& opt) {
   std::ostringstream out;
@@ -52,7 +18,7 @@ std::string render_comm_report(const CommReport& rep, const CommRenderOptions& o
     return out.str();
   }
   for (const ProcessComm& p : rep.processes) {
-    out << "\n" << process_title(p, opt) << ": " << p.calls << " calls, " << p.bytes << " bytes\n";
+    out << "\n" << process_title(p.pid, opt.actions) << ": " << p.calls << " calls, " << p.bytes << " bytes\n";
     std::vector<std::vector<std::string>> sizes{{"collective", "size (B)", "count", "type", "calls", "bytes"}};
     bool multi = false;
     for (auto& r : p.sizes) {
@@ -62,7 +28,7 @@ std::string render_comm_report(const CommReport& rep, const CommRenderOptions& o
                        std::to_string(r.bytes * r.calls)});
       multi |= r.multi_tensor_calls > 0;
     }
-    write_table(out, sizes, 1);
+    TextTable{sizes, "l"}.write(out);
     out << "  (size: bytes of this rank's tensor per call: the buffer of all_reduce, broadcast, reduce, send, recv; "
            "the input of the gathers and all_to_all; the output of the scatters)\n";
     if (multi) out << "  (some calls passed several tensors: only the first is counted)\n";
@@ -73,7 +39,7 @@ std::string render_comm_report(const CommReport& rep, const CommRenderOptions& o
     std::vector<std::vector<std::string>> acts{{"action", "collective", "calls", "bytes"}};
     for (auto& a : p.actions)
       acts.push_back({utf8_text(a.action), comm_kind_name(a.kind), std::to_string(a.calls), std::to_string(a.bytes)});
-    write_table(out, acts, 2);
+    TextTable{acts, "ll"}.write(out);
 
     out << "\n  process groups (backend objects in order of first use; seq: our count since the attach)\n";
     for (auto& g : p.groups) {

@@ -5,49 +5,15 @@
 
 #include "reports/format/code_points.h"
 #include "reports/format/numbers.h"
+#include "reports/format/text_table.h"
 #include "reports/format/utf8_text.h"
 
 namespace lt {
 
 namespace {
 
-// A plain table, columns two spaces apart, indented.
-struct Table {
-  std::vector<std::vector<std::string>> rows;  // rows[0]: the header
-  std::string align = "l";                     // per column 'l' or 'r'; columns past it are right-aligned
-  bool left_aligned(std::size_t i) const { return i < align.size() && align[i] == 'l'; }
-  void write(std::ostream& out, const std::string& indent) const {
-    std::vector<std::size_t> w;
-    for (auto& r : rows)
-      for (std::size_t i = 0; i < r.size(); ++i) {
-        if (w.size() <= i) w.push_back(0);
-        w[i] = std::max(w[i], cp_len(r[i]));
-      }
-    for (auto& r : rows) {
-      std::string line = indent;
-      for (std::size_t i = 0; i < r.size(); ++i) {
-        if (i) line += "  ";
-        line += left_aligned(i) ? (i + 1 == r.size() ? r[i] : pad_right(r[i], w[i])) : pad_left(r[i], w[i]);
-      }
-      out << line << "\n";
-    }
-  }
-};
-
 std::string num(std::uint64_t v) {
   return std::to_string(v);
-}
-
-std::string process_title(const ProcessMemory& p, const MemoryRenderOptions& opt) {
-  std::string t = "pid " + std::to_string(p.pid);
-  if (!opt.actions) return t;
-  ProcessIndex index(*opt.actions);
-  if (const ProcessActions* pa = index.find(p.pid)) {
-    const ProcessMeta m = index.with_rank_labels(pa->meta);
-    if (m.rank >= 0) t += " rank " + std::to_string(m.rank);
-    if (!m.comm.empty()) t += " (" + utf8_text(m.comm) + ")";
-  }
-  return t;
 }
 
 std::uint64_t window_begin(const ProcessMemory& p, const MemoryRenderOptions& opt) {
@@ -88,8 +54,8 @@ std::string render_memory_report(const MemoryReport& rep, const MemoryRenderOpti
     return out.str();
   }
   for (const ProcessMemory& p : rep.processes) {
-    out << "\n" << process_title(p, opt) << "\n";
-    Table dev;
+    out << "\n" << process_title(p.pid, opt.actions) << "\n";
+    TextTable dev;
     dev.rows.push_back({"device", "allocs", "allocated", "frees", "freed", "frees of unknown size", "live at end",
                         "peak live", "reserved", "peak reserved", "OOMs"});
     for (auto& d : p.devices)
@@ -102,7 +68,7 @@ std::string render_memory_report(const MemoryReport& rep, const MemoryRenderOpti
            "minus freed since the attach)\n";
 
     out << "\n  per Lightning action (innermost action open on the allocating thread)\n";
-    Table act;
+    TextTable act;
     act.rows.push_back({"action", "device", "allocs", "allocated", "frees", "freed", "frees of unknown size",
                         "peak live", "peak reserved"});
     act.align = "ll";
@@ -117,7 +83,7 @@ std::string render_memory_report(const MemoryReport& rep, const MemoryRenderOpti
     if (!p.stacks && !p.leaks.empty()) out << "  (no allocation stacks in this trace: grouped by op only)\n";
     if (p.untracked) out << "  (" << p.untracked << " allocations not followed: too many alive at once; not listed)\n";
     if (!p.leaks.empty()) {
-      Table leaks;
+      TextTable leaks;
       leaks.rows.push_back({"bytes", "count", "device", "op", "allocated at"});
       leaks.align = "rrlll";
       const std::size_t n = opt.leak_rows < 0 ? p.leaks.size() : std::min<std::size_t>(p.leaks.size(), opt.leak_rows);
@@ -166,8 +132,8 @@ std::string render_cuda_memory_stats(const MemoryReport& rep, const MemoryRender
         out << "CUDA allocator (torch.cuda.memory_stats() keys, as DeviceStatsMonitor logs them; from the caching "
                "allocator's records while attached)\n";
       any = true;
-      out << "\n" << process_title(p, opt) << ", " << mem_device_name(d.device) << "\n";
-      Table t;
+      out << "\n" << process_title(p.pid, opt.actions) << ", " << mem_device_name(d.device) << "\n";
+      TextTable t;
       t.rows.push_back({"key", "value", ""});
       auto row = [&](const char* k, std::string v, const char* note) { t.rows.push_back({k, std::move(v), note}); };
       const char* totals = d.totals_known ? "" : "from the attach (no allocator totals)";

@@ -1,7 +1,5 @@
 #include "user/collector/mem_tracer.h"
 
-#include <sys/stat.h>
-
 #include "bpf/events.h"
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
@@ -9,26 +7,10 @@
 
 namespace lt {
 
-namespace {
-bool is_libc10(const std::string& path) {
-  auto slash = path.rfind('/');
-  // libc10.so, libc10.so.1.13 (Debian); not libc10_cuda.so
-  return path.compare(slash == std::string::npos ? 0 : slash + 1, 9, "libc10.so") == 0;
-}
-}  // namespace
-
 bool MemTracer::attach(pid_t pid, pid_t pid_filter) {
-  std::string lib, open_path;
-  for (auto& m : proc::read_maps(pid))
-    if (is_libc10(m.path)) {
-      lib = m.path;
-      open_path = proc::mapped_file(pid, m);  // the file the target runs (containers, chroots)
-      break;
-    }
-  if (lib.empty() || open_path.empty()) return false;
-  struct stat st {};
-  if (stat(open_path.c_str(), &st) != 0) return false;
-  const auto file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
+  auto found = proc::find_mapped_library(pid, "libc10.so");  // not libc10_cuda.so
+  if (!found) return false;
+  const auto& [lib, open_path, file] = *found;
   if (attached_.count({file.first, file.second, pid_filter}) || attached_.count({file.first, file.second, -1}))
     return true;
   auto known = sites_.find(file);

@@ -185,6 +185,19 @@ std::string mapped_file(pid_t pid, const Mapping& m) {
   return "";
 }
 
+std::optional<MappedLibrary> find_mapped_library(pid_t pid, const std::string& name) {
+  for (auto& m : read_maps(pid)) {
+    const auto slash = m.path.rfind('/');
+    if (m.path.compare(slash == std::string::npos ? 0 : slash + 1, name.size(), name) != 0) continue;
+    MappedLibrary lib{m.path, mapped_file(pid, m), {}};  // the file the target runs (containers, chroots)
+    struct stat st {};
+    if (lib.open_path.empty() || stat(lib.open_path.c_str(), &st) != 0) return std::nullopt;
+    lib.file = {static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino)};
+    return lib;
+  }
+  return std::nullopt;
+}
+
 bool read_memory(pid_t pid, std::uint64_t addr, void* out, std::size_t len) {
   iovec local{out, len};
   iovec remote{reinterpret_cast<void*>(addr), len};

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lt::proc {
@@ -37,6 +38,17 @@ std::string root_path(pid_t pid, const std::string& path);
 // shows host paths).  Empty if none of them is that file.  Uprobes attached
 // through it land on the inode the target runs.
 std::string mapped_file(pid_t pid, const Mapping& m);
+
+// The first library mapped in `pid` whose file name starts with `name`
+// ("libc10.so" matches Debian's libc10.so.1.13, not libc10_cuda.so): the
+// path as the target names it, one we can open (mapped_file) and that
+// file's (device, inode), the key probes are attached and cached by.
+struct MappedLibrary {
+  std::string path;
+  std::string open_path;
+  std::pair<unsigned long, unsigned long> file;
+};
+std::optional<MappedLibrary> find_mapped_library(pid_t pid, const std::string& name);
 
 // The threads of `pid`: tid in its own (innermost) pid namespace -> tid as
 // we see it (NSpid of /proc/PID/task/*/status; the identity outside
