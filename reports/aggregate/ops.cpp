@@ -343,8 +343,15 @@ struct OpAggregator::State {
   }
   // A module's row until its name is known (MODULE_NAME may come after its
   // first calls): renamed, or dropped when it has no Lightning name, at the end.
-  static constexpr const char* kModuleKey = "\x01module ";
-  std::uint32_t module_row(std::uint64_t self) { return intern(kModuleKey + std::to_string(self)); }
+  // Its key holds a NUL, which no op name from a record can (they are cut
+  // at the first): a crafted OP_NAME can neither pose as a module row nor
+  // reach the module lookup.
+  std::unordered_map<std::uint32_t, std::uint64_t> module_of_row;  // row id -> the module's self
+  std::uint32_t module_row(std::uint64_t self) {
+    const std::uint32_t id = intern(std::string("\0module ", 8) + std::to_string(self));
+    module_of_row.emplace(id, self);
+    return id;
+  }
   void on_module_call(const lt_event_header& h, const lt_module_call_event& e) {
     auto& p = proc(h.pid);
     p.last_ts = std::max(p.last_ts, h.ts_ns);
@@ -358,12 +365,14 @@ struct OpAggregator::State {
   // whose _call_impl is at their depth from the root; each gets the sample
   // in its total, the innermost in its self when no op ran (torch: a
   // record's self is its time less its children's, ops and modules alike).
-  void charge_modules(Proc& p, std::uint32_t tid, const std::byte* record, std::uint16_t nops) {
+  // Returns whether a module call was open (then the sample is not the
+  // enclosing action's self).
+  bool charge_modules(Proc& p, std::uint32_t tid, const std::byte* record, std::uint16_t nops) {
     auto it = p.modules_open.find(tid);
-    if (it == p.modules_open.end() || it->second.empty()) return;
+    if (it == p.modules_open.end() || it->second.empty()) return false;
     lt_py_sample_event e;
     std::memcpy(&e, record, sizeof e);
-    if (e.flags & (LT_SAMPLE_TRUNCATED | LT_SAMPLE_READ_FAULT | LT_SAMPLE_NO_TSTATE)) return;
+    if (e.flags & (LT_SAMPLE_TRUNCATED | LT_SAMPLE_READ_FAULT | LT_SAMPLE_NO_TSTATE)) return false;
     const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
     auto& st = it->second;
     std::size_t keep = 0;
@@ -377,13 +386,14 @@ struct OpAggregator::State {
         p.sink().row(m.row).total++;
       }
     if (!st.empty() && nops == 0) p.sink().row(st.back().row).self++;
+    return !st.empty();
   }
   // The row name of an interned key: a module's resolved name, "" for none.
   std::string row_key(std::uint32_t pid, std::uint32_t id) {
-    const std::string& key = names[id];
-    if (key.rfind(kModuleKey, 0) != 0) return key;
+    auto module = module_of_row.find(id);
+    if (module == module_of_row.end()) return names[id];
     auto& named = procs[pid].module_names;
-    auto it = named.find(std::stoull(key.substr(std::strlen(kModuleKey))));
+    auto it = named.find(module->second);
     return it == named.end() ? std::string() : it->second;
   }
   std::uint32_t intern(const std::string& name) {
@@ -722,8 +732,10 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
         p.sink().in_probe++;
         return;
       }
-      if (nops > 0 && !action.empty()) p.covered_samples[{h.tid, action}]++;
-      s.charge_modules(p, h.tid, record, nops);
+      // A sample an op or a module call holds is not the action's self
+      // (torch: a record's self leaves out its children's time).
+      const bool in_module = s.charge_modules(p, h.tid, record, nops);
+      if ((nops > 0 || in_module) && !action.empty()) p.covered_samples[{h.tid, action}]++;
       if (auto r = p.running.find(h.tid); r != p.running.end()) s.close_from(p, r->second, nops, h.ts_ns);
       if (nops == 0) return;
       // Grouped by shapes, a row is an (op, shapes) pair: the records'

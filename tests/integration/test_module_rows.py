@@ -72,8 +72,8 @@ def test_profile_rows_match_lightnings_pytorch_profiler(attach, tmp_path, python
 
 def recorded_module_calls(dump_path):
     """{"[pl][module]{type}: {name}": calls} from the recorded MODULE_CALL and
-    MODULE_NAME records themselves (--module-names; no report prints the rows
-    yet).  Calls of modules with no name (the root, modules outside the tree)
+    MODULE_NAME records themselves (--module-names; the op tables' rows are
+    checked apart).  Calls of modules with no name (the root, modules outside the tree)
     are left out, as Lightning leaves them out."""
     names, calls = {}, {}
     for line in open(dump_path, encoding="utf-8"):

@@ -186,7 +186,7 @@ TEST_P(ModuleNamer, RootFromAFrameSelfWholeTreeOnce) {
   if (python.empty()) GTEST_SKIP() << "no CPython 3." << GetParam();
   Target t = start(python);
   ASSERT_NE(t.block, 0u);
-  usleep(200 * 1000);  // into Waiter.wait
+  usleep(200 * 1000);  // into Net.wait
   std::vector<lt::lt_module_name_event> got;
   lt::ModuleNamer namer([&](const void* r, std::size_t n) {
     ASSERT_EQ(n, sizeof(lt::lt_module_name_event));
@@ -195,10 +195,17 @@ TEST_P(ModuleNamer, RootFromAFrameSelfWholeTreeOnce) {
   auto interp = lt::python::discover(t.pid);
   namer.describe(interp, t.block, 1);
   const std::size_t first = got.size();
-  namer.describe(interp, t.block, 2);
-  namer.describe(interp, 0x12345678, 100'000'000);  // not a module of the tree: given up after one read
-  namer.describe(interp, 0x12345678, 200'000'000);
+  const std::size_t reads_first = namer.tree_reads();
+  namer.describe(interp, t.block, 2);  // known: no read
+  const std::size_t reads_known = namer.tree_reads();
+  namer.describe(interp, 0x12345678, 100'000'000);  // not a module of the tree: one re-read,
+  const std::size_t reads_unknown = namer.tree_reads();
+  namer.describe(interp, 0x12345678, 200'000'000);  // then given up: none
   stop(t);
+  EXPECT_EQ(reads_first, 1u);
+  EXPECT_EQ(reads_known, 1u);
+  EXPECT_EQ(reads_unknown, 2u);
+  EXPECT_EQ(namer.tree_reads(), 2u);
   ASSERT_EQ(first, t.expected.size());
   EXPECT_EQ(got.size(), first);  // nothing named twice
   for (std::size_t i = 0; i < first; ++i) {

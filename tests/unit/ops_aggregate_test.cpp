@@ -1297,3 +1297,45 @@ TEST(OpsModules, ExactCallsLightningsNamesSampledTotals) {
   for (auto& r : t.rows) EXPECT_NE(r.name.rfind("\x01", 0), 0u) << "placeholder left: " << r.name;
   EXPECT_EQ(t.rows.size(), 3u);  // block, block.lin, aten::linear
 }
+
+// torch: a record's self leaves out its children, modules too. A sample
+// inside a module call with no op running is the module's self, not also
+// the enclosing action's (Self CPU total counted it twice).
+TEST(OpsModules, ModuleSelfIsNotAlsoTheActionsSelf) {
+  Stream s;
+  s.sampler(1 * ms);
+  s.name(0, "aten::mm");
+  s.op(ms / 2, 0, 1);  // the process has an op table from here on
+  module_name(s, 0xb0, "m.Block", "block");
+  s.action(LT_EV_ACTION_BEGIN, 1 * ms, 0xB, kTrain);
+  module_call(s, 2 * ms, 0xb0, 3);
+  stack_sample(s, 3 * ms, {0x1, 0x2, 0xc0de});  // in block, no op: block's self
+  stack_sample(s, 4 * ms, {0x1, 0x2});          // block returned: the step's own
+  s.action(LT_EV_ACTION_END, 6 * ms, 0xB);
+  auto rep = s.finish();
+  const auto* step = any_row(rep, std::string("[pl][profile]") + kTrain);
+  const auto* block = any_row(rep, "[pl][module]m.Block: block");
+  ASSERT_TRUE(step && block);
+  EXPECT_EQ(block->self_samples, 1u);
+  EXPECT_EQ(step->record_total_ns, 5 * ms);
+  EXPECT_EQ(step->record_self_ns, 4 * ms);  // less block's sample (1 ms)
+}
+
+// An op name from a record cannot pose as a module row or break the lookup
+// of module names (a crafted trace threw std::invalid_argument here).
+TEST(OpsModules, OpNamesThatLookLikeModuleKeysStayOps) {
+  Stream s;
+  s.sampler(ms);
+  s.name(0, "\x01module x");
+  s.name(1, "\x01module 176");  // 176 = 0xb0
+  module_name(s, 0xb0, "m.Block", "block");
+  s.op(1 * ms, 0, 1);
+  s.op(2 * ms, 1, 1);
+  module_call(s, 3 * ms, 0xb0, 3);
+  OpsReport rep;
+  ASSERT_NO_THROW(rep = s.finish());
+  const auto& t = only_table(rep);
+  ASSERT_TRUE(row(t, "\x01module x") && row(t, "\x01module 176") && row(t, "[pl][module]m.Block: block"));
+  EXPECT_EQ(row(t, "\x01module 176")->calls, 1u);
+  EXPECT_EQ(row(t, "[pl][module]m.Block: block")->calls, 1u);
+}

@@ -45,6 +45,7 @@ void ModuleNamer::describe(const python::Interpreter& interp, std::uint64_t self
   last_try_[pid] = ts;
   const std::uint64_t root = find_root(interp, self);
   if (!root) return;
+  ++tree_reads_;
   for (const auto& m : python::read_module_tree(pid, root, interp.layout)) {
     if (!known.insert(m.addr).second) continue;
     lt_module_name_event e{};

@@ -31,6 +31,7 @@ class ModuleNamer {
   // The process exited or exec'd: its addresses mean nothing any more.
   void forget(pid_t pid) { known_.erase(pid), given_up_.erase(pid), last_try_.erase(pid); }
 
+  std::size_t tree_reads() const { return tree_reads_; }  // how often a tree was read (tests)
   std::size_t named(pid_t pid) const {
     auto it = known_.find(pid);
     return it == known_.end() ? 0 : it->second.size();
@@ -43,6 +44,7 @@ class ModuleNamer {
   std::map<pid_t, std::set<std::uint64_t>> known_;     // modules named in the trace
   std::map<pid_t, std::set<std::uint64_t>> given_up_;  // read again once, still not in the tree
   std::map<pid_t, std::uint64_t> last_try_;            // when the root was last looked for
+  std::size_t tree_reads_ = 0;
 };
 
 }  // namespace lt
