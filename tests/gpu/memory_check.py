@@ -91,9 +91,10 @@ def self_cuda_mem(table, op):
             for row in lines[i + 1:]:
                 cells = re.split(r"\s{2,}", row.strip())
                 if cells and cells[0] == op and len(cells) > col:
-                    m = re.match(r"(-?[0-9.]+) (b|Kb|Mb|Gb)", cells[col])
+                    # torch 2.x units (B, KB, MB, GB; powers of 1024), torch 1.x's (b, Kb, Mb, Gb)
+                    m = re.match(r"(-?[0-9.]+) ([KMG]?[Bb])$", cells[col])
                     if m:
-                        return float(m.group(1)) * {"b": 1, "Kb": 1024, "Mb": 1024**2, "Gb": 1024**3}[m.group(2)]
+                        return float(m.group(1)) * 1024 ** "BKMG".index(m.group(2)[0].upper())
     return None
 
 
@@ -141,7 +142,7 @@ def main():
     total += 1
     empty = self_cuda_mem(text, "aten::empty")
     # The job's torch.empty calls, plus the aten::empty inside torch.ones
-    # (1 MiB); the table prints 2 decimals of Mb.
+    # (1 MiB); the table prints 2 decimals of MB.
     lo, hi = ref["empty_bytes"], ref["empty_bytes"] + MIB
     good = empty is not None and lo - 0.01 * MIB <= empty <= hi + 0.01 * MIB
     ok += good
