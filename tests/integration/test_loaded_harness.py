@@ -34,6 +34,22 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
+def running_child(parent, comm):
+    """A child of `parent` that has exec'd `comm` (not a shell still forking)."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        if name == comm and int(text.rsplit(")", 1)[1].split()[1]) == parent:
+            return int(d)
+    return None
+
+
 def test_the_commands_status_comes_back_and_the_hogs_end():
     r = subprocess.run([HOGS, "-n", "2", "sh", "-c", "sleep 2; exit 3"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, r.stderr
@@ -50,6 +66,11 @@ def test_hogs_burn_cpu_while_the_command_runs(tmp_path):
         pids = wait_until(lambda: "CPU-bound" in err.read_text() and hog_pids(err.read_text()), 60, "the hogs")
         before = [cpu_ticks(h) for h in pids]
         wait_until(lambda: all(cpu_ticks(h) > b for h, b in zip(pids, before)), 60, "the hogs to use CPU")
+        # The command is running (exec'd): a SIGINT that lands while dash is
+        # still forking it is taken by the child's copy of the script's trap
+        # and lost when it execs, and sleep then runs its 600 s (CI saw this
+        # twice on a loaded machine; a user's Ctrl-C at that instant too).
+        wait_until(lambda: running_child(p.pid, "sleep"), 60, "the command to start")
         # Ctrl-C reaches the whole foreground group: the command ends, so do the hogs.
         os.killpg(p.pid, signal.SIGINT)
         assert p.wait(timeout=60) != 0
