@@ -73,6 +73,7 @@ enum lt_event_kind {
 	LT_EV_OP_NAME = 65,	/* user space: op index -> aten name */
 	LT_EV_OP_SHAPES = 66,	/* an op entry with its tensor arguments (--group-by-input-shapes) */
 	LT_EV_REGION_CODE = 67, /* a compiled region's entry: the code object Dynamo compiled */
+	LT_EV_COMPILE_NOTE = 68, /* user space: a compile or graph break Dynamo kept (its reason) */
 	/* GPU (gpu source: the CUPTI/NVTX bridge in torchbridge/ via USDT, and
 	 * uprobes on libcudart / libcuda entry points) */
 	LT_EV_GPU_ACTIVITY = 80,     /* one CUPTI activity record: kernel, copy, API call... */
@@ -356,6 +357,33 @@ struct lt_region_code_event {
 	u32 checksum; /* code_checksum() of code, as in lt_py_frame (0: unreadable) */
 	u64 code;     /* f_code / f_executable of the frame */
 };
+
+/* COMPILE_NOTE (user space): what torch.compile's Dynamo kept of one
+ * compile (its recompile reason, failure, time), or one graph break reason,
+ * read from the target's Python objects (user/python/dynamo_state.h).  The
+ * ts is when it was read, not when it happened: start_wall_us says that. */
+#define LT_COMPILE_ID_MAX 32
+#define LT_COMPILE_FUNC_MAX 128
+#define LT_COMPILE_FILE_MAX 256
+#define LT_COMPILE_REASON_MAX 512
+#define LT_COMPILE_FAILURE_MAX 256
+struct lt_compile_note_event {
+	struct lt_event_header hdr;
+	u32 what;	   /* LT_COMPILE_NOTE_* */
+	u32 flags;	   /* LT_COMPILE_NOTE_TRUNCATED */
+	s64 start_wall_us; /* COMPILE: when it started, CLOCK_REALTIME us; 0 unknown */
+	s64 duration_us;   /* COMPILE: how long it took; -1 unknown */
+	s64 count;	   /* COMPILE: graph breaks in it (-1 unknown); GRAPH_BREAK: times met since the process began */
+	s64 first_line;	   /* COMPILE: co_firstlineno */
+	char compile_id[LT_COMPILE_ID_MAX];	/* "0/1" */
+	char function[LT_COMPILE_FUNC_MAX];	/* co_name */
+	char file[LT_COMPILE_FILE_MAX];		/* co_filename */
+	char reason[LT_COMPILE_REASON_MAX];	/* COMPILE: the guard that failed ("" = first compile); GRAPH_BREAK: why */
+	char failure[LT_COMPILE_FAILURE_MAX]; /* COMPILE: "fail_type: fail_reason"; "" = it compiled */
+};
+#define LT_COMPILE_NOTE_COMPILE 1u
+#define LT_COMPILE_NOTE_GRAPH_BREAK 2u
+#define LT_COMPILE_NOTE_TRUNCATED 0x1u /* a text cut to fit */
 
 /* OP_SHAPES: an OP with, for each integer argument register (rdi, rsi,
  * rdx, rcx, r8, r9) that points to a dense at::Tensor, words 6..21 of its

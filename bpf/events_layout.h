@@ -167,6 +167,20 @@ LT_OFFSET(lt_region_code_event, op, 24);
 LT_OFFSET(lt_region_code_event, checksum, 28);
 LT_OFFSET(lt_region_code_event, code, 32);
 
+LT_SIZE(lt_compile_note_event, 1248);
+LT_OFFSET(lt_compile_note_event, hdr, 0);
+LT_OFFSET(lt_compile_note_event, what, 24);
+LT_OFFSET(lt_compile_note_event, flags, 28);
+LT_OFFSET(lt_compile_note_event, start_wall_us, 32);
+LT_OFFSET(lt_compile_note_event, duration_us, 40);
+LT_OFFSET(lt_compile_note_event, count, 48);
+LT_OFFSET(lt_compile_note_event, first_line, 56);
+LT_OFFSET(lt_compile_note_event, compile_id, 64);
+LT_OFFSET(lt_compile_note_event, function, 96);
+LT_OFFSET(lt_compile_note_event, file, 224);
+LT_OFFSET(lt_compile_note_event, reason, 480);
+LT_OFFSET(lt_compile_note_event, failure, 992);
+
 LT_SIZE(lt_op_shapes_event, 800);
 LT_OFFSET(lt_op_shapes_event, hdr, 0);
 LT_OFFSET(lt_op_shapes_event, op, 24);

@@ -1,7 +1,9 @@
 #include "reports/aggregate/compiles.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "reports/aggregate/actions.h"
 #include "user/model/stack_profile.h"
 
 namespace lt {
@@ -26,8 +28,46 @@ bool parse_region_name(const std::string& name, unsigned& frame, unsigned& compi
          digits(name, slash + 1, name.size(), compile);
 }
 
+void CompileAggregator::add_note(const lt_event_header& h, const std::byte* record) {
+  if (h.size < sizeof(lt_compile_note_event)) return;
+  lt_compile_note_event e;
+  std::memcpy(&e, record, sizeof e);
+  auto text = [](const char* f, std::size_t cap) { return std::string(f, strnlen(f, cap)); };
+  Proc& p = procs_[h.pid];
+  if (e.what == LT_COMPILE_NOTE_GRAPH_BREAK) {
+    auto& n = p.breaks[text(e.reason, sizeof e.reason)];
+    n = std::max(n, static_cast<std::int64_t>(e.count));  // read again later: the larger count is newer
+    return;
+  }
+  if (e.what != LT_COMPILE_NOTE_COMPILE) return;
+  DynamoCompileNote n;
+  n.id = text(e.compile_id, sizeof e.compile_id);
+  n.function = python_function_name(text(e.function, sizeof e.function));
+  if (e.file[0]) n.function += " (" + text(e.file, sizeof e.file) + ":" + std::to_string(e.first_line) + ")";
+  // Wall clock to the trace's: HOST_INFO's pair, taken at the start.
+  if (e.start_wall_us > 0 && wall_minus_mono_ns_)
+    n.start_ns = e.start_wall_us * 1000 - wall_minus_mono_ns_;
+  n.duration_us = e.duration_us;
+  n.graph_breaks = e.count;
+  n.reason = text(e.reason, sizeof e.reason);
+  n.failure = text(e.failure, sizeof e.failure);
+  n.truncated = e.flags & LT_COMPILE_NOTE_TRUNCATED;
+  p.notes.emplace(n.id, std::move(n));  // the first record of an id wins
+}
+
 void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
   switch (h.kind) {
+    case LT_EV_HOST_INFO: {
+      if (h.size < sizeof(lt_host_info_event)) return;
+      lt_host_info_event e;
+      std::memcpy(&e, record, sizeof e);
+      if (!wall_minus_mono_ns_ && e.realtime_ns && e.monotonic_ns)
+        wall_minus_mono_ns_ = static_cast<std::int64_t>(e.realtime_ns) - static_cast<std::int64_t>(e.monotonic_ns);
+      return;
+    }
+    case LT_EV_COMPILE_NOTE:
+      add_note(h, record);
+      return;
     case LT_EV_WINDOW: {
       if (h.size < sizeof(lt_window_event)) return;
       lt_window_event w;
@@ -93,7 +133,12 @@ void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
           if (auto f = p.functions.find(c->second); f != p.functions.end()) r.function = f->second;
         auto last = p.last_compile.find(n.frame);
         if (last != p.last_compile.end() && last->second != n.compile) {
-          p.recompiles.push_back({n.frame, n.compile, h.ts_ns, last->second, r.function, {}});
+          std::string action;
+          if (actions_) {
+            action = actions_->innermost_action(h.pid, h.tid);
+            if (action.empty()) action = actions_->innermost_action(h.pid, h.pid);
+          }
+          p.recompiles.push_back({n.frame, n.compile, h.ts_ns, last->second, r.function, {}, action, -1});
           p.open_recompile.push_back(static_cast<std::uint32_t>(p.recompiles.size() - 1));
         }
       } else if (!p.open_recompile.empty()) {
@@ -113,10 +158,21 @@ CompilesReport CompileAggregator::finish() {
   CompilesReport out;
   out.window_begin_ns = window_begin_;
   for (auto& [pid, p] : procs_) {
-    if (p.regions.empty()) continue;
+    if (p.regions.empty() && p.notes.empty()) continue;
     auto& o = out.procs[pid];
     for (auto& [k, r] : p.regions) o.regions.push_back(r);
+    for (auto& [k, n] : p.notes) o.compiles.push_back(std::move(n));
+    std::stable_sort(o.compiles.begin(), o.compiles.end(),
+                     [](const DynamoCompileNote& a, const DynamoCompileNote& b) { return a.start_ns < b.start_ns; });
     o.recompiles = std::move(p.recompiles);
+    for (auto& r : o.recompiles) {
+      const std::string id = std::to_string(r.frame) + "/" + std::to_string(r.compile);
+      for (std::size_t i = 0; i < o.compiles.size(); ++i)
+        if (o.compiles[i].id == id) r.note = static_cast<int>(i);
+    }
+    for (auto& [reason, count] : p.breaks) o.graph_breaks.push_back({reason, count});
+    std::stable_sort(o.graph_breaks.begin(), o.graph_breaks.end(),
+                     [](const GraphBreakNote& a, const GraphBreakNote& b) { return a.count > b.count; });
   }
   return out;
 }

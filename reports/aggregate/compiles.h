@@ -5,17 +5,41 @@
 // a frame's new compile id running for the first time after one of its
 // earlier ids ran while attached (Dynamo runs a graph right after compiling
 // it, and keeps an id per guard set, so a new id after an older one ran means
-// the older one's guards failed and the frame compiled again).  Pure: the
-// records in, the report out.
+// the older one's guards failed and the frame compiled again).  Each
+// recompile is charged to the Lightning action open on the thread that ran
+// it, and joined by compile id to what Dynamo itself recorded of the compile
+// (COMPILE_NOTE: the guard that failed, how long it took; read from the
+// target's Python objects), which also lists the compiles before the attach
+// and the graph breaks Dynamo met.  Pure: the records in, the report out.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "bpf/events.h"
 
 namespace lt {
+
+class ActionAggregator;
+
+// One compile as Dynamo recorded it (torch._dynamo.utils._compilation_metrics).
+struct DynamoCompileNote {
+  std::string id;               // "0/1"
+  std::string function;         // "forward (model.py:31)"
+  std::int64_t start_ns = 0;    // on the trace's clock (CLOCK_MONOTONIC); 0 unknown
+  std::int64_t duration_us = -1;
+  std::int64_t graph_breaks = -1;
+  std::string reason;           // the recompile reason; "" = the frame's first compile
+  std::string failure;          // "" = it compiled
+  bool truncated = false;
+};
+
+struct GraphBreakNote {
+  std::string reason;
+  std::int64_t count = 0;  // since the process began
+};
 
 struct CompiledRegion {
   unsigned frame = 0, compile = 0;
@@ -30,11 +54,15 @@ struct Recompile {
   unsigned after = 0;                // the compile id of the frame that ran before (whose guards failed)
   std::string function;              // as in CompiledRegion
   std::vector<std::string> kernels;  // inductor kernels first called in it (its new code, if any)
+  std::string action;                // the Lightning action open where it first ran; "" none or unknown
+  int note = -1;                     // what Dynamo recorded of its compile: index in CompilesProcess::compiles
 };
 
 struct CompilesProcess {
   std::vector<CompiledRegion> regions;  // by (frame, compile)
   std::vector<Recompile> recompiles;    // in time order
+  std::vector<DynamoCompileNote> compiles;  // Dynamo's record, by start time; empty: not read
+  std::vector<GraphBreakNote> graph_breaks; // most met first
 };
 
 struct CompilesReport {
@@ -45,6 +73,9 @@ struct CompilesReport {
 
 class CompileAggregator {
  public:
+  // With `actions` (fed each record before this one), recompiles are charged
+  // to the action open where they first ran.
+  explicit CompileAggregator(const ActionAggregator* actions = nullptr) : actions_(actions) {}
   void add(const lt_event_header& h, const std::byte* record);
   CompilesReport finish();
 
@@ -57,7 +88,10 @@ class CompileAggregator {
     std::vector<std::uint32_t> open_recompile;  // kernels' first calls go to the newest recompile
     std::map<std::uint32_t, std::pair<std::uint64_t, std::uint32_t>> code_of_op;  // REGION_CODE: op -> code
     std::map<std::pair<std::uint64_t, std::uint32_t>, std::string> functions;     // PY_CODE: code -> name
+    std::map<std::string, DynamoCompileNote> notes;                               // COMPILE_NOTE by id
+    std::map<std::string, std::int64_t> breaks;                                   // graph break -> count
   };
+  void add_note(const lt_event_header& h, const std::byte* record);
   struct Name {
     bool region = false;
     unsigned frame = 0, compile = 0;
@@ -67,6 +101,8 @@ class CompileAggregator {
   std::vector<Name> names_;  // by op index
   std::map<std::uint32_t, Proc> procs_;
   std::uint64_t window_begin_ = 0;
+  std::int64_t wall_minus_mono_ns_ = 0;  // HOST_INFO: realtime - monotonic; 0 unknown
+  const ActionAggregator* actions_ = nullptr;
 };
 
 // "Torch-Compiled Region: F/C" -> (F, C); false for any other name.

@@ -73,6 +73,8 @@ const char* kind_name(unsigned k) {
       return "op_shapes";
     case LT_EV_REGION_CODE:
       return "region_code";
+    case LT_EV_COMPILE_NOTE:
+      return "compile_note";
     case LT_EV_MEM:
       return "mem";
     case LT_EV_MEM_STACK:
@@ -148,7 +150,19 @@ void dump_events(const Trace& trace, std::ostream& to) {
     lt_comm_event ce;
     lt_module_call_event mc;
     lt_module_name_event mn;
-    if (h.kind == LT_EV_MODULE_CALL && record_as(h, p, mc))
+    lt_compile_note_event cn;
+    auto field = [](const char* f, std::size_t cap) {  // one record per line: newlines as \n
+      std::string t;
+      for (const char* c = f; c < f + strnlen(f, cap); ++c) t += *c == '\n' ? std::string("\\n") : std::string(1, *c);
+      return utf8_text(t);
+    };
+    if (h.kind == LT_EV_COMPILE_NOTE && record_as(h, p, cn))
+      out << " what=" << cn.what << " flags=" << cn.flags << " id=" << field(cn.compile_id, sizeof cn.compile_id)
+          << " start_wall_us=" << cn.start_wall_us << " duration_us=" << cn.duration_us << " count=" << cn.count
+          << " function=" << field(cn.function, sizeof cn.function) << " file=" << field(cn.file, sizeof cn.file)
+          << ":" << cn.first_line << " reason=" << field(cn.reason, sizeof cn.reason)
+          << " failure=" << field(cn.failure, sizeof cn.failure);
+    else if (h.kind == LT_EV_MODULE_CALL && record_as(h, p, mc))
       out << " self=0x" << std::hex << mc.self << " frame=0x" << mc.frame << std::dec << " depth=" << mc.depth;
     else if (h.kind == LT_EV_MODULE_NAME && record_as(h, p, mn))
       out << " module=0x" << std::hex << mn.module << std::dec << " flags=" << mn.flags

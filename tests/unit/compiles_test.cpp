@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "reports/aggregate/actions.h"
 #include "reports/ops/compile_section.h"
 #include "user/model/stack_profile.h"
 #include "user/torch/compiled_code.h"
@@ -155,4 +156,104 @@ TEST(Compiles, GraphBreaksFromResumeFrames) {
       << text;
   p.regions.resize(1);
   EXPECT_EQ(render_compile_section(kPid, p, 0).find("Graph breaks"), std::string::npos);
+}
+
+// What Dynamo recorded (COMPILE_NOTE) joined to the recompile seen, by
+// compile id; the recompile charged to the Lightning action open where it
+// first ran; a compile before the attach listed with a negative start; the
+// graph breaks with their counts, the larger of two reads kept.
+TEST(Compiles, DynamoNotesJoinRecompilesAndActions) {
+  ActionAggregator actions(false);
+  CompileAggregator agg(&actions);
+  auto feed = [&](const auto& r) {
+    actions.add(r.hdr, reinterpret_cast<const std::byte*>(&r));
+    agg.add(r.hdr, reinterpret_cast<const std::byte*>(&r));
+  };
+  lt_host_info_event host{};
+  host.hdr = {LT_EV_HOST_INFO, sizeof host, 0, 0, 0, 1};
+  host.monotonic_ns = 1000 * ms;
+  host.realtime_ns = 1'796'214'800'000 * ms;  // wall = mono + 1796214799 s
+  feed(host);
+  lt_window_event w{};
+  w.hdr = {LT_EV_WINDOW, sizeof w, kPid, kPid, 0, 2000 * ms};
+  w.begin = 1;
+  feed(w);
+  auto name = [&](std::uint32_t op, const char* n) {
+    lt_op_name_event e{};
+    e.hdr = {LT_EV_OP_NAME, sizeof e, 0, 0, 0, 1};
+    e.op = op;
+    std::strncpy(e.name, n, sizeof e.name - 1);
+    feed(e);
+  };
+  auto op = [&](std::uint32_t o, std::uint64_t ts) {
+    lt_op_event e{};
+    e.hdr = {LT_EV_OP, sizeof e, kPid, kPid, 0, ts};
+    e.op = o;
+    e.depth = 1;
+    feed(e);
+  };
+  auto action = [&](lt_event_kind kind, std::uint64_t ts, const char* n) {
+    lt_action_event e{};
+    e.hdr = {static_cast<u16>(kind), sizeof e, kPid, kPid, 0, ts};
+    e.key = 42;
+    std::strncpy(e.name, n, sizeof e.name - 1);
+    feed(e);
+  };
+  auto note = [&](const char* id, std::int64_t wall_us, const char* reason, std::int64_t count = 1,
+                  unsigned what = LT_COMPILE_NOTE_COMPILE) {
+    lt_compile_note_event e{};
+    e.hdr = {LT_EV_COMPILE_NOTE, sizeof e, kPid, kPid, 0, 9000 * ms};
+    e.what = what;
+    e.start_wall_us = wall_us;
+    e.duration_us = 1'310'689;
+    e.count = count;
+    e.first_line = 31;
+    std::strncpy(e.compile_id, id, sizeof e.compile_id - 1);
+    std::strncpy(e.function, "forward", sizeof e.function - 1);
+    std::strncpy(e.file, "/job/model.py", sizeof e.file - 1);
+    std::strncpy(e.reason, reason, sizeof e.reason - 1);
+    feed(e);
+  };
+  name(1, "Torch-Compiled Region: 0/0");
+  name(2, "Torch-Compiled Region: 0/1");
+  op(1, 2100 * ms);
+  action(LT_EV_ACTION_BEGIN, 2990 * ms, "[LightningModule]M.training_step");
+  op(2, 3000 * ms);  // the recompile, inside training_step
+  action(LT_EV_ACTION_END, 3010 * ms, "");
+  // 0/0 compiled 1.5 s before the attach (mono 500 ms), 0/1 at mono 2700 ms.
+  note("0/0", 1'796'214'799'500'000, "");
+  note("0/1", 1'796'214'801'700'000, "0/0: tensor 'x' size mismatch at index 0. expected 64, actual 48");
+  note("", 0, "Call to `torch._dynamo.graph_break()`\n  Explanation: User-inserted graph break.\n  Hint: x", 2,
+       LT_COMPILE_NOTE_GRAPH_BREAK);
+  note("", 0, "Call to `torch._dynamo.graph_break()`\n  Explanation: User-inserted graph break.\n  Hint: x", 5,
+       LT_COMPILE_NOTE_GRAPH_BREAK);
+  const CompilesReport r = agg.finish();
+  const auto& p = r.procs.at(kPid);
+  ASSERT_EQ(p.recompiles.size(), 1u);
+  EXPECT_EQ(p.recompiles[0].action, "[LightningModule]M.training_step");
+  ASSERT_EQ(p.compiles.size(), 2u);
+  EXPECT_EQ(p.compiles[0].id, "0/0");
+  EXPECT_EQ(p.compiles[0].start_ns, 500 * static_cast<std::int64_t>(ms));
+  ASSERT_EQ(p.recompiles[0].note, 1);
+  ASSERT_EQ(p.graph_breaks.size(), 1u);
+  EXPECT_EQ(p.graph_breaks[0].count, 5);
+  const std::string text = render_compile_section(kPid, p, r.window_begin_ns);
+  for (const char* want :
+       {"+1.000 s  frame 0 recompiled in [LightningModule]M.training_step: graph 0/1 first ran after graph 0/0\n"
+        "    reason (Dynamo's recompile_reason): 0/0: tensor 'x' size mismatch at index 0. expected 64, actual 48\n"
+        "    the compile took 1.311 s\n",
+        "Recompilations per Lightning action: [LightningModule]M.training_step 1\n",
+        "  0/0      -1.500 s    1.311 s       1  forward (/job/model.py:31)\n",
+        "first compile of this frame\n", "  0/1      +0.700 s",
+        "       5  Call to `torch._dynamo.graph_break()` -- User-inserted graph break.\n"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n---\n" << text;
+}
+
+// A recompile with no compile log read says why its reason is missing.
+TEST(Compiles, RecompileWithoutDynamoLogSaysWhy) {
+  CompilesProcess p;
+  p.regions.push_back({.frame = 0, .compile = 0, .calls = 5, .first_ns = 0, .function = ""});
+  p.recompiles.push_back({0, 1, 0, 0, "", {}, "", -1});
+  const std::string text = render_compile_section(kPid, p, 0);
+  EXPECT_NE(text.find("reason: not in what Dynamo kept (no compile log was read"), std::string::npos) << text;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "tests/unit/python_target.h"
 #include "user/collector/module_namer.h"
 #include "user/python/discovery.h"
 
@@ -80,69 +81,23 @@ struct Target {
   std::vector<lt::python::ModuleEntry> expected;
 };
 
-// argv of CPython 3.<minor>: pyenv's, or sid's run in its root (chroot),
-// or empty when it is not installed.
-std::vector<std::string> python_argv(int minor);
-
 Target start(const std::vector<std::string>& python) {
-  int in[2], out[2];
-  if (pipe(in) || pipe(out)) return {};
   Target t;
-  t.pid = fork();
-  if (t.pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    std::vector<char*> argv;
-    for (const auto& a : python) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(const_cast<char*>("-c"));
-    argv.push_back(const_cast<char*>(kScript));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  FILE* f = fdopen(out[0], "r");
-  char line[1024];
-  while (f && fgets(line, sizeof line, f)) {
-    std::string s(line);
-    if (!s.empty() && s.back() == '\n') s.pop_back();
+  t.pid = lt::testing::start_python(python, kScript, [&](const std::string& s) {
     if (s.rfind("ROOT ", 0) == 0) t.root = std::stoull(s.substr(5));
     if (s.rfind("BLOCK ", 0) == 0) t.block = std::stoull(s.substr(6));
     if (s.rfind("MOD ", 0) == 0) {
       auto tab = s.find('\t');
       t.expected.push_back({0, s.substr(4, tab - 4), s.substr(tab + 1)});
     }
-    if (s == "END") break;
-  }
-  // in[1] stays open: the target waits on stdin until we kill it.
+    return s != "END";
+  });
   return t;
 }
 
-void stop(const Target& t) {
-  if (t.pid > 0) {
-    kill(t.pid, SIGKILL);
-    waitpid(t.pid, nullptr, 0);
-  }
-}
+void stop(const Target& t) { lt::testing::stop_python(t.pid); }
 
-std::vector<std::string> python_argv(int minor) {
-  const std::string version = "3." + std::to_string(minor) + ".";
-  for (const char* v : {"3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"})
-    if (std::string(v).rfind(version, 0) == 0) {
-      std::string python = std::string("/root/.pyenv/versions/") + v + "/bin/python3";
-      if (access(python.c_str(), X_OK) == 0) return {python};
-      return {};
-    }
-  // 3.14/3.15: Debian sid's (its python3.X lives in the executable, not in
-  // a libpython), in the root `make deps` builds for the container tests.
-  const std::string root = "/var/cache/ltrace-bpf/roots/sid";
-  const std::string python = "/usr/bin/python3." + std::to_string(minor);
-  if (access((root + python).c_str(), X_OK) == 0) return {"/usr/sbin/chroot", root, python};
-  return {};
-}
+using lt::testing::python_argv;
 
 class ModuleTree : public ::testing::TestWithParam<int> {};
 

@@ -29,7 +29,8 @@ ReportSet::ReportSet(const Options& opts)
       gpu_(actions_, wants_exports(opts)),
       devstats_(actions_),
       memory_(actions_, {.keep_events = wants_exports(opts)}),
-      comm_(actions_) {}
+      comm_(actions_),
+      compiles_(&actions_) {}
 
 void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   actions_.add(h, p);

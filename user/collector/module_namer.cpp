@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "bpf/events.h"
+#include "user/collector/fixed_field.h"
 #include "user/python/module_tree.h"
 #include "user/python/thread_stacks.h"
 
@@ -13,14 +14,6 @@ namespace {
 constexpr const char* kRootClass = "LightningModule";
 constexpr std::uint64_t kRetryNs = 20'000'000;  // between two looks for the root
 
-// Copies UTF-8 text into a fixed field, cut on a character boundary.
-bool copy_field(char* out, std::size_t cap, const std::string& s) {
-  std::size_t n = std::min(s.size(), cap - 1);
-  while (n < s.size() && n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  std::memcpy(out, s.data(), n);
-  out[n] = 0;
-  return n < s.size();
-}
 }  // namespace
 
 std::uint64_t ModuleNamer::find_root(const python::Interpreter& interp, std::uint64_t self) const {

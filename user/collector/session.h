@@ -34,6 +34,7 @@ namespace lt {
 
 class ProcTrackSource;
 class PyActionsSource;
+class DynamoNotes;
 class ModuleNamer;
 class PySampleSource;
 class OpProbeSource;
@@ -164,6 +165,7 @@ class Session {
   void attach_compiled();
   void describe_region(const lt_event_header& h, std::span<const std::byte> record);
   void describe_module(const lt_event_header& h, std::span<const std::byte> record);
+  void read_dynamo(std::uint64_t now, bool final);
   PendingAttach::Attempt attach_gpu(pid_t pid, bool first);
   PendingAttach::Attempt attach_memory(pid_t pid, bool first);
   PendingAttach::Attempt attach_comm(pid_t pid, bool first);
@@ -210,13 +212,15 @@ class Session {
   PendingAttach mem_pending_;   // targets without libc10 mapped yet
   PendingAttach comm_pending_;  // targets without libtorch_cpu mapped yet
   // The drain loop's periodic chores (start_chores() sets their clocks).
-  Every thread_states_, watch_, liveness_, compiled_scan_;
+  Every thread_states_, watch_, liveness_, compiled_scan_, dynamo_scan_;
   std::set<pid_t> ops_attached_;         // targets whose op probes are in: their compiled code is looked for
   std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)
   std::unique_ptr<StatsSampler> stats_sampler_;
   std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor
   std::unique_ptr<python::Symbolizer> symbolizer_;
   std::unique_ptr<ModuleNamer> module_namer_;  // --module-names
+  std::unique_ptr<DynamoNotes> dynamo_notes_;  // --report ops: recompile reasons, graph breaks
+  std::set<pid_t> compiled_pids_;              // targets that ran a compiled region while attached
   std::unique_ptr<proc::NativeSymbols> natives_;
   RecordNormalizer normalizer_;
   std::exception_ptr callback_error_;  // raised inside the ring-buffer callback

@@ -84,6 +84,13 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> read_entries(pid_t pid, con
   return out;
 }
 
+std::string key_name(pid_t pid, std::uint64_t key, const Layout& l, KeyNames* names) {
+  if (!names) return read_str(pid, key, l);
+  auto it = names->find(key);
+  if (it == names->end()) it = names->emplace(key, read_str(pid, key, l)).first;
+  return it->second;
+}
+
 // Index of str key `name` in a key table, or nullopt.
 std::optional<std::size_t> find_key(pid_t pid, const KeysView& k, const std::string& name, const Layout& l) {
   auto entries = read_entries(pid, k);
@@ -119,7 +126,7 @@ std::optional<std::uint64_t> values_lookup(pid_t pid, std::uint64_t type, std::u
 }  // namespace
 
 std::vector<std::pair<std::string, std::uint64_t>> dict_items(pid_t pid, std::uint64_t dict, const Layout& l,
-                                                              std::size_t max_items) {
+                                                              std::size_t max_items, KeyNames* names) {
   std::vector<std::pair<std::string, std::uint64_t>> out;
   auto keys = view_keys(pid, dict ? word(pid, dict + kDictKeys) : 0, l);
   if (!keys) return out;
@@ -131,7 +138,7 @@ std::vector<std::pair<std::string, std::uint64_t>> dict_items(pid_t pid, std::ui
     auto [key, value] = entries[i];
     if (values) value = split_value(pid, values, i, l);
     if (!key || !value) continue;  // deleted, or not set on this instance
-    std::string name = read_str(pid, key, l);
+    std::string name = key_name(pid, key, l, names);
     if (name.empty()) continue;  // not a str (or an empty one: no attribute name)
     out.emplace_back(std::move(name), value);
   }
@@ -170,6 +177,62 @@ std::optional<std::uint64_t> instance_attr(pid_t pid, std::uint64_t obj, const s
     default:
       return std::nullopt;
   }
+}
+
+std::string object_type_name(pid_t pid, std::uint64_t obj, const Layout& l) {
+  return type_name(pid, type_of(pid, obj), l);
+}
+
+std::optional<std::uint64_t> dict_get(pid_t pid, std::uint64_t dict, const std::string& key, const Layout& l) {
+  return dict_lookup(pid, dict, key, l);
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> instance_attrs(pid_t pid, std::uint64_t obj, const Layout& l,
+                                                                  KeyNames* names) {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  const std::uint64_t type = type_of(pid, obj);
+  using K = Layout::InstDict;
+  if (!type || l.inst_dict == K::none) return out;
+  const std::uint64_t flags = word(pid, type + kTypeFlags);
+  const bool managed = l.inst_dict != K::dictoffset && (flags & kFlagManagedDict);
+  if (!managed) {
+    const auto off = static_cast<std::int64_t>(word(pid, type + kTypeDictoffset));
+    if (off <= 0) return out;
+    return dict_items(pid, word(pid, obj + static_cast<std::uint64_t>(off)), l, kMaxEntries, names);
+  }
+  const std::uint64_t slot = word(pid, obj - kManagedDict);
+  std::uint64_t values = 0;
+  switch (l.inst_dict) {
+    case K::managed:
+      if (slot) return dict_items(pid, slot, l, kMaxEntries, names);
+      values = word(pid, obj - kManagedValues311);
+      break;
+    case K::tagged:
+      if (!(slot & 1)) return dict_items(pid, slot, l, kMaxEntries, names);
+      values = slot + 1;
+      break;
+    case K::inline_values: {
+      if (slot) return dict_items(pid, slot, l, kMaxEntries, names);
+      if (!(flags & kFlagInlineValues)) return out;
+      values = obj + word(pid, type + kTypeBasicsize);
+      std::uint8_t valid = 0;
+      if (!proc::read_memory(pid, values + 3, &valid, 1) || !valid) return out;
+      break;
+    }
+    default:
+      return out;
+  }
+  // Split values, keyed by the class's cached keys.
+  auto keys = view_keys(pid, word(pid, type + l.heap_cached_keys), l);
+  if (!keys || !values) return out;
+  auto entries = read_entries(pid, *keys);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const std::uint64_t v = split_value(pid, values, i, l);
+    if (!entries[i].first || !v) continue;
+    std::string name = key_name(pid, entries[i].first, l, names);
+    if (!name.empty()) out.emplace_back(std::move(name), v);
+  }
+  return out;
 }
 
 bool derives_from(pid_t pid, std::uint64_t obj, const std::string& base, const Layout& l) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "user/python/offsets.h"
@@ -39,9 +40,25 @@ bool derives_from(pid_t pid, std::uint64_t obj, const std::string& base, const L
 // attribute or a property), or nullopt.
 std::optional<std::uint64_t> instance_attr(pid_t pid, std::uint64_t obj, const std::string& attr, const Layout& l);
 
+// Key str objects already read (address -> text), for reading many dicts
+// that share their keys (attribute names are interned).  Keep one only for
+// a short read: an address may be reused once its str is freed.
+using KeyNames = std::unordered_map<std::uint64_t, std::string>;
+
 // The (str key, value) items of a dict object in insertion order (non-str
 // keys skipped), at most `max_items`.
 std::vector<std::pair<std::string, std::uint64_t>> dict_items(pid_t pid, std::uint64_t dict, const Layout& l,
-                                                              std::size_t max_items = 4096);
+                                                              std::size_t max_items = 4096, KeyNames* names = nullptr);
+
+// Every instance attribute of obj (what vars(obj) holds), in one read of
+// its dict or split values; empty if it has none or is unreadable.
+std::vector<std::pair<std::string, std::uint64_t>> instance_attrs(pid_t pid, std::uint64_t obj, const Layout& l,
+                                                                  KeyNames* names = nullptr);
+
+// The tp_name of obj's type ("dict", "collections.deque"); "" if unreadable.
+std::string object_type_name(pid_t pid, std::uint64_t obj, const Layout& l);
+
+// dict[key] for a str key, or nullopt.
+std::optional<std::uint64_t> dict_get(pid_t pid, std::uint64_t dict, const std::string& key, const Layout& l);
 
 }  // namespace lt::python

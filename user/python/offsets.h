@@ -35,6 +35,9 @@ struct Layout {
   // holder only while _gil.locked is set.  0 = not known for this version.
   unsigned runtime_gil_tstate = 0;
   unsigned interp_gil_holder = 0, interp_gil_locked = 0;
+  // sys.modules: PyInterpreterState.modules / .imports.modules, for what
+  // Dynamo keeps (dynamo_state.h).  0 = not known for this version.
+  unsigned interp_modules = 0;
   // Instance attributes and dicts, for the nn.Module tree read from outside
   // (module_tree.cpp; measured with offsetof() against each pyenv
   // 3.8-3.13's headers and sid's 3.14/3.15).  inst_dict: where an

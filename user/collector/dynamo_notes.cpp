@@ -1,0 +1,50 @@
+#include "user/collector/dynamo_notes.h"
+
+#include "bpf/events.h"
+#include "user/collector/fixed_field.h"
+
+namespace lt {
+
+namespace {
+lt_compile_note_event note(pid_t pid, std::uint64_t ts, unsigned what) {
+  lt_compile_note_event e{};
+  e.hdr.kind = LT_EV_COMPILE_NOTE;
+  e.hdr.size = sizeof e;
+  e.hdr.pid = static_cast<std::uint32_t>(pid);
+  e.hdr.tid = static_cast<std::uint32_t>(pid);
+  e.hdr.ts_ns = ts;
+  e.what = what;
+  e.duration_us = -1;
+  e.count = -1;
+  return e;
+}
+}  // namespace
+
+void DynamoNotes::read(const python::Interpreter& interp, std::uint64_t ts, bool final) {
+  auto state = reader_.read(interp);
+  if (!state) return;
+  auto& sent = sent_[interp.pid];
+  for (const auto& c : state->compiles) {
+    if (!sent.insert({c.compile_id, c.start_wall_us}).second) continue;
+    auto e = note(interp.pid, ts, LT_COMPILE_NOTE_COMPILE);
+    e.start_wall_us = c.start_wall_us;
+    e.duration_us = c.duration_us;
+    e.count = c.graph_breaks;
+    e.first_line = c.first_line;
+    if (copy_field(e.compile_id, sizeof e.compile_id, c.compile_id) |
+        copy_field(e.function, sizeof e.function, c.function) | copy_field(e.file, sizeof e.file, c.file) |
+        copy_field(e.reason, sizeof e.reason, c.recompile_reason) |
+        copy_field(e.failure, sizeof e.failure, c.failure))
+      e.flags |= LT_COMPILE_NOTE_TRUNCATED;
+    emit_(&e, sizeof e);
+  }
+  if (!final) return;
+  for (const auto& b : state->graph_breaks) {
+    auto e = note(interp.pid, ts, LT_COMPILE_NOTE_GRAPH_BREAK);
+    e.count = b.count;
+    if (copy_field(e.reason, sizeof e.reason, b.reason)) e.flags |= LT_COMPILE_NOTE_TRUNCATED;
+    emit_(&e, sizeof e);
+  }
+}
+
+}  // namespace lt
