@@ -69,10 +69,10 @@ enum lt_event_kind {
 	LT_EV_NATIVE_SYM = 54,	 /* a native instruction address -> symbol */
 	LT_EV_MODULE_NAME = 55,	 /* an nn.Module object -> its named_modules() name and type */
 	/* aten operators (opprobe source) */
-	LT_EV_OP = 64,		/* an at::_ops::<op>::call entry */
-	LT_EV_OP_NAME = 65,	/* user space: op index -> aten name */
-	LT_EV_OP_SHAPES = 66,	/* an op entry with its tensor arguments (--group-by-input-shapes) */
-	LT_EV_REGION_CODE = 67, /* a compiled region's entry: the code object Dynamo compiled */
+	LT_EV_OP = 64,		 /* an at::_ops::<op>::call entry */
+	LT_EV_OP_NAME = 65,	 /* user space: op index -> aten name */
+	LT_EV_OP_SHAPES = 66,	 /* an op entry with its tensor arguments (--group-by-input-shapes) */
+	LT_EV_REGION_CODE = 67,	 /* a compiled region's entry: the code object Dynamo compiled */
 	LT_EV_COMPILE_NOTE = 68, /* user space: a compile or graph break Dynamo kept (its reason) */
 	/* GPU (gpu source: the CUPTI/NVTX bridge in torchbridge/ via USDT, and
 	 * uprobes on libcudart / libcuda entry points) */
@@ -373,12 +373,12 @@ struct lt_compile_note_event {
 	u32 flags;	   /* LT_COMPILE_NOTE_TRUNCATED */
 	s64 start_wall_us; /* COMPILE: when it started, CLOCK_REALTIME us; 0 unknown */
 	s64 duration_us;   /* COMPILE: how long it took; -1 unknown */
-	s64 count;	   /* COMPILE: graph breaks in it (-1 unknown); GRAPH_BREAK: times met since the process began */
-	s64 first_line;	   /* COMPILE: co_firstlineno */
-	char compile_id[LT_COMPILE_ID_MAX];	/* "0/1" */
-	char function[LT_COMPILE_FUNC_MAX];	/* co_name */
-	char file[LT_COMPILE_FILE_MAX];		/* co_filename */
-	char reason[LT_COMPILE_REASON_MAX];	/* COMPILE: the guard that failed ("" = first compile); GRAPH_BREAK: why */
+	s64 count;	/* COMPILE: graph breaks in it (-1 unknown); GRAPH_BREAK: times met since the process began */
+	s64 first_line; /* COMPILE: co_firstlineno */
+	char compile_id[LT_COMPILE_ID_MAX]; /* "0/1" */
+	char function[LT_COMPILE_FUNC_MAX]; /* co_name */
+	char file[LT_COMPILE_FILE_MAX];	    /* co_filename */
+	char reason[LT_COMPILE_REASON_MAX]; /* COMPILE: the guard that failed ("" = first compile); GRAPH_BREAK: why */
 	char failure[LT_COMPILE_FAILURE_MAX]; /* COMPILE: "fail_type: fail_reason"; "" = it compiled */
 };
 #define LT_COMPILE_NOTE_COMPILE 1u

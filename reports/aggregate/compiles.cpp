@@ -45,14 +45,20 @@ void CompileAggregator::add_note(const lt_event_header& h, const std::byte* reco
   n.function = python_function_name(text(e.function, sizeof e.function));
   if (e.file[0]) n.function += " (" + text(e.file, sizeof e.file) + ":" + std::to_string(e.first_line) + ")";
   // Wall clock to the trace's: HOST_INFO's pair, taken at the start.
-  if (e.start_wall_us > 0 && wall_minus_mono_ns_)
-    n.start_ns = e.start_wall_us * 1000 - wall_minus_mono_ns_;
+  if (e.start_wall_us > 0 && wall_minus_mono_ns_) n.start_ns = e.start_wall_us * 1000 - wall_minus_mono_ns_;
   n.duration_us = e.duration_us;
   n.graph_breaks = e.count;
   n.reason = text(e.reason, sizeof e.reason);
   n.failure = text(e.failure, sizeof e.failure);
   n.truncated = e.flags & LT_COMPILE_NOTE_TRUNCATED;
-  p.notes.emplace(n.id, std::move(n));  // the first record of an id wins
+  // Dynamo records an id twice when it compiles the backward graph later
+  // (at its first run): the first record is the compile, the reason and a
+  // failure may be in either.
+  auto [it, added] = p.notes.emplace(n.id, n);
+  if (!added) {
+    if (it->second.reason.empty()) it->second.reason = n.reason;
+    if (it->second.failure.empty()) it->second.failure = n.failure;
+  }
 }
 
 void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {

@@ -26,13 +26,13 @@ class ActionAggregator;
 
 // One compile as Dynamo recorded it (torch._dynamo.utils._compilation_metrics).
 struct DynamoCompileNote {
-  std::string id;               // "0/1"
-  std::string function;         // "forward (model.py:31)"
-  std::int64_t start_ns = 0;    // on the trace's clock (CLOCK_MONOTONIC); 0 unknown
+  std::string id;             // "0/1"
+  std::string function;       // "forward (model.py:31)"
+  std::int64_t start_ns = 0;  // on the trace's clock (CLOCK_MONOTONIC); 0 unknown
   std::int64_t duration_us = -1;
   std::int64_t graph_breaks = -1;
-  std::string reason;           // the recompile reason; "" = the frame's first compile
-  std::string failure;          // "" = it compiled
+  std::string reason;   // the recompile reason; "" = the frame's first compile
+  std::string failure;  // "" = it compiled
   bool truncated = false;
 };
 
@@ -59,10 +59,10 @@ struct Recompile {
 };
 
 struct CompilesProcess {
-  std::vector<CompiledRegion> regions;  // by (frame, compile)
-  std::vector<Recompile> recompiles;    // in time order
-  std::vector<DynamoCompileNote> compiles;  // Dynamo's record, by start time; empty: not read
-  std::vector<GraphBreakNote> graph_breaks; // most met first
+  std::vector<CompiledRegion> regions;       // by (frame, compile)
+  std::vector<Recompile> recompiles;         // in time order
+  std::vector<DynamoCompileNote> compiles;   // Dynamo's record, by start time; empty: not read
+  std::vector<GraphBreakNote> graph_breaks;  // most met first
 };
 
 struct CompilesReport {

@@ -159,8 +159,8 @@ void dump_events(const Trace& trace, std::ostream& to) {
     if (h.kind == LT_EV_COMPILE_NOTE && record_as(h, p, cn))
       out << " what=" << cn.what << " flags=" << cn.flags << " id=" << field(cn.compile_id, sizeof cn.compile_id)
           << " start_wall_us=" << cn.start_wall_us << " duration_us=" << cn.duration_us << " count=" << cn.count
-          << " function=" << field(cn.function, sizeof cn.function) << " file=" << field(cn.file, sizeof cn.file)
-          << ":" << cn.first_line << " reason=" << field(cn.reason, sizeof cn.reason)
+          << " function=" << field(cn.function, sizeof cn.function) << " file=" << field(cn.file, sizeof cn.file) << ":"
+          << cn.first_line << " reason=" << field(cn.reason, sizeof cn.reason)
           << " failure=" << field(cn.failure, sizeof cn.failure);
     else if (h.kind == LT_EV_MODULE_CALL && record_as(h, p, mc))
       out << " self=0x" << std::hex << mc.self << " frame=0x" << mc.frame << std::dec << " depth=" << mc.depth;

@@ -31,8 +31,10 @@ std::string one_line(const std::string& text) {
     const auto b = l.find_first_not_of(" \t\r");
     if (b == std::string::npos) continue;
     l = l.substr(b);
-    if (out.empty()) out = l;
-    else if (l.rfind("Explanation:", 0) == 0) out += " -- " + l.substr(12 + (l.size() > 12 && l[12] == ' '));
+    if (out.empty())
+      out = l;
+    else if (l.rfind("Explanation:", 0) == 0)
+      out += " -- " + l.substr(12 + (l.size() > 12 && l[12] == ' '));
     if (line > 8) break;
   }
   return out;
@@ -51,20 +53,20 @@ std::string render_dynamo_log(const CompilesProcess& p, std::uint64_t begin) {
         if (v.size() >= w) return v;
         return right ? std::string(w - v.size(), ' ') + v : v + std::string(w - v.size(), ' ');
       };
-      const std::string started =
-          c.start_ns > 0 && begin && static_cast<std::uint64_t>(c.start_ns) < begin
-              ? "-" + fixed((begin - static_cast<std::uint64_t>(c.start_ns)) / 1e9, 3) + " s"
-              : c.start_ns > 0 ? since(static_cast<std::uint64_t>(c.start_ns), begin) : "?";
+      const std::string started = c.start_ns > 0 && begin && static_cast<std::uint64_t>(c.start_ns) < begin
+                                      ? "-" + fixed((begin - static_cast<std::uint64_t>(c.start_ns)) / 1e9, 3) + " s"
+                                  : c.start_ns > 0 ? since(static_cast<std::uint64_t>(c.start_ns), begin)
+                                                   : "?";
       s += "  " + pad(c.id.empty() ? "?" : c.id, 6, false) + pad(started, 11, true) + "  " +
            pad(c.duration_us >= 0 ? fixed(c.duration_us / 1e6, 3) + " s" : "?", 9, true) + "  " +
-           pad(c.graph_breaks >= 0 ? std::to_string(c.graph_breaks) : "?", 6, true) + "  " +
+           pad(c.graph_breaks >= 0 ? std::to_string(c.graph_breaks) : "-", 6, true) + "  " +
            (c.function.empty() ? "?" : c.function) + "\n";
       s += "                                        " +
-           (c.reason.empty() ? std::string("first compile of this frame") : "recompiled: " + one_line(c.reason)) +
-           "\n";
+           (c.reason.empty() ? std::string("first compile of this frame") : "recompiled: " + one_line(c.reason)) + "\n";
       if (!c.failure.empty()) s += "                                        failed: " + one_line(c.failure) + "\n";
     }
-    s += "  (Started: from the attach, on the wall clock; negative = before it)\n";
+    s += "  (Started: from the attach, on the wall clock; negative = before it.  Breaks: graph breaks in the "
+         "compile, - = not recorded)\n";
   }
   if (!p.graph_breaks.empty()) {
     s += "Graph breaks Dynamo met (times since the process began, torch._dynamo.utils.counters; "
@@ -124,7 +126,7 @@ std::string render_compile_section(std::uint32_t pid, const CompilesProcess& p, 
       s += "\n";
     }
   }
-  if (!per_action.empty()) {
+  if (!per_action.empty() && !(per_action.size() == 1 && per_action.count("(no action)"))) {
     s += "Recompilations per Lightning action:";
     for (const auto& [action, n] : per_action) s += " " + action + " " + std::to_string(n) + ";";
     s.back() = '\n';

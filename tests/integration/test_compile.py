@@ -116,23 +116,83 @@ def test_compiled_regions_and_kernels_match_torch_profiler(attach, inductor_cach
 def test_recompile_while_attached_is_reported(attach, inductor_cache):
     cache, _, _ = inductor_cache
     env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    base = subprocess.run([VENV_PY, COMPILED_MLP, "--iters", "20", "--recompile", "20"], capture_output=True,
-                          text=True, timeout=600, env=dict(os.environ, **env))
+    args = ["--iters", "20", "--recompile", "20", "--linger", "1"]
+    base = subprocess.run([VENV_PY, COMPILED_MLP] + args, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, **env))
     assert base.returncode == 0, base.stderr[-2000:]
-    run = attach([VENV_PY, COMPILED_MLP, "--iters", "20", "--recompile", "20"],
-                 lt_args=["--report", "ops", "--row-limit", "-1"], env=env)
+    run = attach([VENV_PY, COMPILED_MLP] + args, lt_args=["--report", "ops", "--row-limit", "-1"], env=env)
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     assert result_line(run.target_out) == result_line(base.stdout)
     out = run.lt_out
     assert "Recompilations seen while attached: 1" in out, out[-3000:]
-    # when, which function (the user's, by file:line), which graphs; the
-    # guard failure reason stays in the target's Python objects: said so.
+    # when, which function (the user's, by file:line), which graphs, and the
+    # guard that failed, as Dynamo recorded it in the target (read from outside)
     assert re.search((r"\+[0-9.]+ s  frame 0 \(MLP\.forward \(\S*compiled_mlp\.py:%d\)\) recompiled: "
-                      r"graph 0/1 first ran after graph 0/0 \(a guard of the graphs before it failed; reason: ")
+                      r"graph 0/1 first ran after graph 0/0\n"
+                      r"    reason \(Dynamo's recompile_reason\): 0/0: tensor 'x' size mismatch at index 0\. "
+                      r"expected 64, actual 48\n    the compile took [0-9.]+ s\n") % forward_line(), out), out[-3000:]
+    # Dynamo's own list: 0/0 compiled before the attach (a negative start), 0/1 after.
+    assert re.search(r"  0/0 +-[0-9.]+ s +[0-9.]+ s +\S+  forward \(\S*compiled_mlp\.py:%d\)\n +first compile of this"
                      % forward_line(), out), out[-3000:]
+    assert re.search(r"  0/1 +\+[0-9.]+ s +[0-9.]+ s +\S+  forward \(\S*compiled_mlp\.py:%d\)\n +recompiled: 0/0: "
+                     r"tensor 'x' size mismatch" % forward_line(), out), out[-3000:]
     ours = merged(parse_ops_report(out))
     assert ours["Torch-Compiled Region: 0/0"]["calls"] == 20
     assert ours["Torch-Compiled Region: 0/1"]["calls"] == 20
+
+
+COMPILED_FIT = os.path.join(WORKLOADS, "compiled_fit.py")
+
+
+def dynamo_lines(out):
+    """The target's own account: compile id -> first recompile reason (or "")."""
+    ids = {}
+    for line in out.splitlines():
+        if line.startswith("DYNAMO\t"):
+            _, cid, reason = line.split("\t", 2)
+            ids.setdefault(cid, reason)
+            if reason:
+                ids[cid] = reason
+    return ids
+
+
+def test_compiled_lightning_fit_regions_and_recompiles_per_action(attach, tmp_path):
+    """A real Lightning fit of a compiled network, attached after its first
+    graph was compiled: the region rows' calls equal torch.profiler's in a
+    reference run of the same fit; the two recompiles the fit makes while
+    attached (validation's no_grad fails the grad-mode guard; the epoch's
+    smaller last batch fails the shape guard) are each reported with the
+    reason Dynamo recorded in the process (its own DYNAMO lines), charged to
+    the Lightning action that ran them; the fused kernels have rows."""
+    cache = tmp_path / "inductor"
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    prof = tmp_path / "prof.json"
+    ref = subprocess.run([VENV_PY, COMPILED_FIT, "--profile", str(prof)], capture_output=True, text=True,
+                         timeout=900, env=dict(os.environ, **env), cwd=tmp_path)
+    assert ref.returncode == 0, ref.stdout[-2000:] + ref.stderr[-2000:]
+    regions = {k: v for k, v in json.loads(prof.read_text()).items() if k.startswith("Torch-Compiled Region")}
+    run = attach([VENV_PY, COMPILED_FIT, "--linger", "1"], lt_args=["--report", "ops", "--row-limit", "-1"],
+                 env=env)
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert result_line(run.target_out) == result_line(ref.stdout)
+    out = run.lt_out
+    ours = merged(parse_ops_report(out))
+    assert regions and {k: ours.get(k, {}).get("calls") for k in regions} == regions, (regions, out[-4000:])
+    assert any(k.startswith("cpp_fused_") and v["calls"] > 0 for k, v in ours.items()), out[-4000:]
+    dyn = dynamo_lines(run.target_out)
+    recompiled = sorted(cid for cid in dyn if cid != "0/0")
+    assert len(recompiled) == 2, dyn
+    assert "Recompilations seen while attached: 2" in out, out[-4000:]
+    for cid in recompiled:
+        m = re.search(r"recompiled in (\S+): graph %s first ran after graph 0/\d\n"
+                      r"    reason \(Dynamo's recompile_reason\): (.*)\n" % re.escape(cid), out)
+        assert m, (cid, out[-4000:])
+        assert m.group(2).strip() == dyn[cid].strip(), (m.group(2), dyn[cid])
+        # grad mode changed in validation; the smaller batch came in training
+        want = "validation_step" if "grad_mode" in dyn[cid] else "training_step"
+        assert m.group(1).endswith(want), (m.group(1), dyn[cid])
+    assert re.search(r"Recompilations per Lightning action: .*training_step 1;.*validation_step 1\n", out), \
+        out[-4000:]
 
 
 def test_fused_kernels_are_named_leaves_of_sampled_stacks(attach, inductor_cache, tmp_path):
@@ -188,6 +248,9 @@ def test_graph_break_resume_shows_the_users_function(attach, inductor_cache, tmp
     assert re.search(r"Graph breaks seen \(a frame resuming a function after a break\): 1\n"
                      r"  frame 1: MLP\.forward \[after graph break\] \(\S*compiled_mlp\.py:\d+\)", run.lt_out), \
         run.lt_out[-3000:]
+    # the break's reason, as Dynamo counted it in the target
+    assert re.search(r"Graph breaks Dynamo met \(.*\): 1\n +[1-9]\d*  Call to `torch\._dynamo\.graph_break\(\)` -- ",
+                     run.lt_out), run.lt_out[-3000:]
     text = out.read_text(encoding="utf-8")
     assert "torch_dynamo_resume_in_" not in text
     resumed = sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines()

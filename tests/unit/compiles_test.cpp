@@ -243,9 +243,8 @@ TEST(Compiles, DynamoNotesJoinRecompilesAndActions) {
         "    reason (Dynamo's recompile_reason): 0/0: tensor 'x' size mismatch at index 0. expected 64, actual 48\n"
         "    the compile took 1.311 s\n",
         "Recompilations per Lightning action: [LightningModule]M.training_step 1\n",
-        "  0/0      -1.500 s    1.311 s       1  forward (/job/model.py:31)\n",
-        "first compile of this frame\n", "  0/1      +0.700 s",
-        "       5  Call to `torch._dynamo.graph_break()` -- User-inserted graph break.\n"})
+        "  0/0      -1.500 s    1.311 s       1  forward (/job/model.py:31)\n", "first compile of this frame\n",
+        "  0/1      +0.700 s", "       5  Call to `torch._dynamo.graph_break()` -- User-inserted graph break.\n"})
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n---\n" << text;
 }
 

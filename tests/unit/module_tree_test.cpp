@@ -95,7 +95,9 @@ Target start(const std::vector<std::string>& python) {
   return t;
 }
 
-void stop(const Target& t) { lt::testing::stop_python(t.pid); }
+void stop(const Target& t) {
+  lt::testing::stop_python(t.pid);
+}
 
 using lt::testing::python_argv;
 

@@ -6,6 +6,8 @@ inference graph, one compiled region and its fused kernels per step).
 --recompile N: after the steps, N more steps with a new batch size, which
 fails Dynamo's shape guard and recompiles while the tracer is attached
 (dynamic=False, so the new shape gets its own graph).
+--linger SECS: go on (idle) that long before exiting, as a job goes on
+after a recompile (what Dynamo recorded is read from the live process).
 --graph-break: forward breaks the graph after fc1 (torch._dynamo.graph_break),
 so Dynamo runs the rest as a resume function, frame 1.
 
@@ -55,6 +57,7 @@ def main():
     ap.add_argument("--recompile", type=int, default=0)
     ap.add_argument("--profile")
     ap.add_argument("--graph-break", action="store_true")
+    ap.add_argument("--linger", type=float, default=0.0)
     a = ap.parse_args()
     global GRAPH_BREAK
     GRAPH_BREAK = a.graph_break
@@ -85,6 +88,7 @@ def main():
     acc2 = steps(model, x2, a.recompile) if a.recompile else 0.0
     print("RESULT acc=%.6e acc2=%.6e" % (acc, acc2), flush=True)
     print("SECONDS %.3f" % (time.perf_counter() - t0), flush=True)
+    time.sleep(a.linger)
     sys.exit(0)
 
 

@@ -20,7 +20,7 @@ lt_compile_note_event note(pid_t pid, std::uint64_t ts, unsigned what) {
 }
 }  // namespace
 
-void DynamoNotes::read(const python::Interpreter& interp, std::uint64_t ts, bool final) {
+void DynamoNotes::read(const python::Interpreter& interp, std::uint64_t ts) {
   auto state = reader_.read(interp);
   if (!state) return;
   auto& sent = sent_[interp.pid];
@@ -33,13 +33,15 @@ void DynamoNotes::read(const python::Interpreter& interp, std::uint64_t ts, bool
     e.first_line = c.first_line;
     if (copy_field(e.compile_id, sizeof e.compile_id, c.compile_id) |
         copy_field(e.function, sizeof e.function, c.function) | copy_field(e.file, sizeof e.file, c.file) |
-        copy_field(e.reason, sizeof e.reason, c.recompile_reason) |
-        copy_field(e.failure, sizeof e.failure, c.failure))
+        copy_field(e.reason, sizeof e.reason, c.recompile_reason) | copy_field(e.failure, sizeof e.failure, c.failure))
       e.flags |= LT_COMPILE_NOTE_TRUNCATED;
     emit_(&e, sizeof e);
   }
-  if (!final) return;
+  auto& counts = breaks_[interp.pid];
   for (const auto& b : state->graph_breaks) {
+    auto [it, added] = counts.emplace(b.reason, b.count);
+    if (!added && it->second == b.count) continue;
+    it->second = b.count;
     auto e = note(interp.pid, ts, LT_COMPILE_NOTE_GRAPH_BREAK);
     e.count = b.count;
     if (copy_field(e.reason, sizeof e.reason, b.reason)) e.flags |= LT_COMPILE_NOTE_TRUNCATED;

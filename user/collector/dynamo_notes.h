@@ -1,10 +1,12 @@
 // COMPILE_NOTE records: what torch.compile's Dynamo kept about its compiles
 // (the guard failure behind each recompile, failures, graph break reasons),
 // read from the target's Python objects (python/dynamo_state.h) while it
-// runs, so that `report FILE` needs no process.  Dynamo keeps only its
-// newest 64 compiles, so the session reads every few seconds, and each
-// compile goes into the trace once.  Graph break counts grow as the job
-// runs: they go in once, at the detach.
+// runs, so that `report FILE` needs no process.  The session reads when a
+// compiled region runs for the first time (a compile just ended: Dynamo
+// records it before the graph's first run), every few seconds (it keeps
+// only its newest 64) and at the detach.  Each compile goes into the trace
+// once; a graph break again when its count grew (the report keeps the
+// largest).
 #pragma once
 #include <sys/types.h>
 
@@ -24,14 +26,15 @@ class DynamoNotes {
   using Emit = std::function<void(const void*, std::size_t)>;
   explicit DynamoNotes(Emit emit) : emit_(std::move(emit)) {}
 
-  // Emits the compiles not yet in the trace; with `final`, the graph breaks too.
-  void read(const python::Interpreter& interp, std::uint64_t ts, bool final);
-  void forget(pid_t pid) { sent_.erase(pid), reader_.forget(pid); }
+  // Emits the compiles and graph break counts not yet in the trace.
+  void read(const python::Interpreter& interp, std::uint64_t ts);
+  void forget(pid_t pid) { sent_.erase(pid), breaks_.erase(pid), reader_.forget(pid); }
 
  private:
   Emit emit_;
   python::DynamoStateReader reader_;
   std::map<pid_t, std::set<std::pair<std::string, std::int64_t>>> sent_;  // (compile id, start)
+  std::map<pid_t, std::map<std::string, std::int64_t>> breaks_;           // reason -> count sent
 };
 
 }  // namespace lt

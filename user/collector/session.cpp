@@ -13,9 +13,9 @@
 
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/comm_tracer.h"
+#include "user/collector/dynamo_notes.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/mem_tracer.h"
-#include "user/collector/dynamo_notes.h"
 #include "user/collector/module_namer.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
@@ -66,7 +66,7 @@ constexpr std::uint64_t kThreadStatesNs = 100'000'000;   // lt_tstates refreshed
 constexpr std::uint64_t kLivenessNs = 200'000'000;       // exits looked for by polling
 constexpr std::uint64_t kPendingAttachNs = 250'000'000;  // op / GPU probes retried
 constexpr std::uint64_t kWatchNs = 500'000'000;          // --all: new eligible processes
-constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;  // what Dynamo kept: its newest 64 compiles
+constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;   // what Dynamo kept: its newest 64 compiles
 constexpr std::uint64_t kCompiledScanNs = 200'000'000;   // --report ops: inductor kernel libraries loaded since
 constexpr std::uint64_t kBridgeFlushNs = 1'500'000'000;  // detach: the bridges' last flush
 // 8 MiB at ~280 B/event holds ~30,000 records, >100 ms of a 250k events/s
@@ -158,7 +158,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
     // Every target gone (--all waits for processes still to come).
     if (liveness_.due(now) && !reap_exited() && !watcher_) break;
   }
-  if (dynamo_notes_) read_dynamo(monotonic_ns(), true);
+  if (dynamo_notes_) read_dynamo(monotonic_ns());
   detach(ring.get());
   ring.reset();
   finish();
@@ -286,7 +286,7 @@ std::uint64_t Session::do_chores() {
   mem_pending_.poll(now, ours);
   comm_pending_.poll(now, ours);
   if (optracer_ && compiled_scan_.due(now)) attach_compiled();
-  if (dynamo_notes_ && dynamo_scan_.due(now)) read_dynamo(now, false);
+  if (dynamo_notes_ && dynamo_scan_.due(now)) read_dynamo(now);
   if (stats_sampler_) {
     stats_sampler_->set_pids(targets_.live_alive_pids());
     stats_sampler_->poll();
@@ -679,7 +679,7 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
   if (natives_) natives_->forget(pid);
   if (module_namer_) module_namer_->forget(pid);
   if (dynamo_notes_) dynamo_notes_->forget(pid);
-  compiled_pids_.erase(pid);
+  compiled_regions_.erase(pid);
 }
 
 void Session::on_bridge_status(pid_t pid, const lt_gpu_status_event& e) {
@@ -697,20 +697,22 @@ void Session::on_bridge_status(pid_t pid, const lt_gpu_status_event& e) {
 void Session::describe_region(const lt_event_header& h, std::span<const std::byte> record) {
   const auto pid = static_cast<pid_t>(h.pid);
   const auto* interp = targets_.live(pid);
-  if (interp && dynamo_notes_) compiled_pids_.insert(pid);
-  if (!symbolizer_ || !interp) return;
   const auto e = read_record<lt_region_code_event>(record);
+  // A region's first run follows its compile (Dynamo has recorded it by
+  // then): read now, while the process surely runs, not only every 2 s.
+  if (interp && dynamo_notes_ && compiled_regions_[pid].insert(e.op).second) dynamo_notes_->read(*interp, h.ts_ns);
+  if (!symbolizer_ || !interp) return;
   if (e.code) symbolizer_->describe_code(pid, e.code, e.checksum, *interp, h.ts_ns);
 }
 
 // What Dynamo kept about the compiles of the targets that run compiled
-// regions: read every kDynamoScanNs (it keeps only its newest 64) and once
-// more at the detach, with the graph breaks.  Only those targets: finding
-// Dynamo walks sys.modules once per process.
-void Session::read_dynamo(std::uint64_t now, bool final) {
-  for (pid_t pid : compiled_pids_)
+// regions (describe_region reads too, at each region's first run): every
+// kDynamoScanNs, since it keeps only its newest 64, and at the detach.
+// Only those targets: finding Dynamo walks sys.modules once per process.
+void Session::read_dynamo(std::uint64_t now) {
+  for (const auto& [pid, regions] : compiled_regions_)
     if (const auto* interp = targets_.live(pid); interp && targets_.live_and_alive(pid))
-      dynamo_notes_->read(*interp, now, final);
+      dynamo_notes_->read(*interp, now);
 }
 
 // The module a MODULE_CALL runs, named (with its whole tree) before it.

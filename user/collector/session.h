@@ -165,7 +165,7 @@ class Session {
   void attach_compiled();
   void describe_region(const lt_event_header& h, std::span<const std::byte> record);
   void describe_module(const lt_event_header& h, std::span<const std::byte> record);
-  void read_dynamo(std::uint64_t now, bool final);
+  void read_dynamo(std::uint64_t now);
   PendingAttach::Attempt attach_gpu(pid_t pid, bool first);
   PendingAttach::Attempt attach_memory(pid_t pid, bool first);
   PendingAttach::Attempt attach_comm(pid_t pid, bool first);
@@ -218,9 +218,9 @@ class Session {
   std::unique_ptr<StatsSampler> stats_sampler_;
   std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor
   std::unique_ptr<python::Symbolizer> symbolizer_;
-  std::unique_ptr<ModuleNamer> module_namer_;  // --module-names
-  std::unique_ptr<DynamoNotes> dynamo_notes_;  // --report ops: recompile reasons, graph breaks
-  std::set<pid_t> compiled_pids_;              // targets that ran a compiled region while attached
+  std::unique_ptr<ModuleNamer> module_namer_;                  // --module-names
+  std::unique_ptr<DynamoNotes> dynamo_notes_;                  // --report ops: recompile reasons, graph breaks
+  std::map<pid_t, std::set<std::uint32_t>> compiled_regions_;  // region ops each target ran while attached
   std::unique_ptr<proc::NativeSymbols> natives_;
   RecordNormalizer normalizer_;
   std::exception_ptr callback_error_;  // raised inside the ring-buffer callback
