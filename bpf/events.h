@@ -649,11 +649,13 @@ struct lt_gpu_name_event {
 #define LT_LAUNCH_LIBCUDA 3 /* uprobe on a libcuda entry point (no correlation) */
 
 /* lt_gpu_launch_event.api: what the call does (both sources agree) */
-#define LT_API_LAUNCH 1 /* kernel launch (incl. graph launch) */
+#define LT_API_LAUNCH 1 /* kernel launch */
 #define LT_API_SYNC 2	/* waits for the device */
 #define LT_API_MEMCPY 3
 #define LT_API_MEMSET 4
 #define LT_API_OTHER 5
+#define LT_API_GRAPH_LAUNCH                                                                                            \
+	6 /* a CUDA graph replay (cudaGraphLaunch, cuGraphLaunch): its kernels carry its correlation and a graph id */
 
 /* GPU_LAUNCH: hdr.pid/tid = the calling thread, at API entry. */
 struct lt_gpu_launch_event {

@@ -258,16 +258,16 @@ lt::u16 classify_api(CUpti_CallbackDomain domain, std::string_view cupti_name) {
   std::string base = api_base_name(cupti_name);
   std::string_view b = base;
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    if (starts_with(b, "cudaLaunchKernel") || starts_with(b, "cudaLaunchCooperativeKernel") || b == "cudaGraphLaunch")
-      return LT_API_LAUNCH;
+    if (b == "cudaGraphLaunch") return LT_API_GRAPH_LAUNCH;
+    if (starts_with(b, "cudaLaunchKernel") || starts_with(b, "cudaLaunchCooperativeKernel")) return LT_API_LAUNCH;
     if (starts_with(b, "cudaMemcpy")) return LT_API_MEMCPY;
     if (starts_with(b, "cudaMemset")) return LT_API_MEMSET;
     if (b == "cudaDeviceSynchronize" || b == "cudaStreamSynchronize" || b == "cudaEventSynchronize") return LT_API_SYNC;
     return 0;
   }
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
-    if (b == "cuLaunchKernel" || b == "cuLaunchKernelEx" || starts_with(b, "cuLaunchCooperativeKernel") ||
-        b == "cuGraphLaunch")
+    if (b == "cuGraphLaunch") return LT_API_GRAPH_LAUNCH;
+    if (b == "cuLaunchKernel" || b == "cuLaunchKernelEx" || starts_with(b, "cuLaunchCooperativeKernel"))
       return LT_API_LAUNCH;
     if (starts_with(b, "cuMemcpy")) return LT_API_MEMCPY;
     if (starts_with(b, "cuMemsetD")) return LT_API_MEMSET;

@@ -61,8 +61,68 @@ void CompileAggregator::add_note(const lt_event_header& h, const std::byte* reco
   }
 }
 
+namespace {
+constexpr std::pair<unsigned, unsigned> kOutside{~0u, ~0u};
+constexpr std::size_t kMaxReplays = 1 << 16;  // replays whose kernels may still come
+}  // namespace
+
+// A CUDA graph replay: charged to the innermost compiled region open on the
+// thread (the op stack BPF sent with the launch).
+void CompileAggregator::add_graph_launch(const lt_event_header& h, const std::byte* record) {
+  if (h.size < sizeof(lt_gpu_launch_event)) return;
+  lt_gpu_launch_event e;
+  std::memcpy(&e, record, sizeof e);
+  if (e.api != LT_API_GRAPH_LAUNCH) return;
+  auto where = kOutside;
+  for (unsigned i = std::min<unsigned>(e.nops, LT_OPS_DEPTH); i-- > 0;)
+    if (e.ops[i] < names_.size() && names_[e.ops[i]].region) {
+      where = {names_[e.ops[i]].frame, names_[e.ops[i]].compile};
+      break;
+    }
+  Proc& p = procs_[h.pid];
+  if (where == kOutside) {
+    ++p.replays_outside;
+  } else {
+    auto& r = p.regions[where];
+    r.frame = where.first, r.compile = where.second;
+    ++r.graph_replays;
+  }
+  if (!e.correlation) return;  // uprobes: no kernels to join
+  if (p.replays.size() >= kMaxReplays) {
+    p.replays.erase(p.replay_order.front());
+    p.replay_order.pop_front();
+  }
+  if (p.replays.insert_or_assign(e.correlation, where).second) p.replay_order.push_back(e.correlation);
+}
+
+// A kernel of a graph replay (CUPTI gives it the replay's correlation id).
+void CompileAggregator::add_graph_kernel(const lt_event_header& h, const std::byte* record) {
+  if (h.size < sizeof(lt_gpu_activity_event)) return;
+  lt_gpu_activity_event e;
+  std::memcpy(&e, record, sizeof e);
+  if (e.a.kind != LT_GPU_KERNEL || !e.a.graph_id) return;
+  auto it = procs_.find(h.pid);
+  if (it == procs_.end()) return;
+  Proc& p = it->second;
+  auto r = p.replays.find(e.a.correlation);
+  if (r == p.replays.end()) return;
+  if (r->second == kOutside) {
+    ++p.kernels_outside;
+    return;
+  }
+  auto& region = p.regions[r->second];
+  ++region.graph_kernels;
+  if (e.a.end_ns > e.a.start_ns) region.graph_kernel_ns += e.a.end_ns - e.a.start_ns;
+}
+
 void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
   switch (h.kind) {
+    case LT_EV_GPU_LAUNCH:
+      add_graph_launch(h, record);
+      return;
+    case LT_EV_GPU_ACTIVITY:
+      add_graph_kernel(h, record);
+      return;
     case LT_EV_HOST_INFO: {
       if (h.size < sizeof(lt_host_info_event)) return;
       lt_host_info_event e;
@@ -164,12 +224,14 @@ CompilesReport CompileAggregator::finish() {
   CompilesReport out;
   out.window_begin_ns = window_begin_;
   for (auto& [pid, p] : procs_) {
-    if (p.regions.empty() && p.notes.empty()) continue;
+    if (p.regions.empty() && p.notes.empty() && !p.replays_outside) continue;
     auto& o = out.procs[pid];
     for (auto& [k, r] : p.regions) o.regions.push_back(r);
     for (auto& [k, n] : p.notes) o.compiles.push_back(std::move(n));
     std::stable_sort(o.compiles.begin(), o.compiles.end(),
                      [](const DynamoCompileNote& a, const DynamoCompileNote& b) { return a.start_ns < b.start_ns; });
+    o.graph_replays_outside = p.replays_outside;
+    o.graph_kernels_outside = p.kernels_outside;
     o.recompiles = std::move(p.recompiles);
     for (auto& r : o.recompiles) {
       const std::string id = std::to_string(r.frame) + "/" + std::to_string(r.compile);

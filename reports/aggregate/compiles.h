@@ -13,6 +13,7 @@
 // and the graph breaks Dynamo met.  Pure: the records in, the report out.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -46,6 +47,10 @@ struct CompiledRegion {
   std::uint64_t calls = 0;
   std::uint64_t first_ns = 0;  // its first entry we saw
   std::string function;        // the user's function Dynamo compiled: "MLP.forward (file.py:31)"; "" unknown
+  // CUDA graphs (inductor's cudagraph trees replay them inside the region):
+  // cudaGraphLaunch / cuGraphLaunch calls made while it ran, and the kernels
+  // of those replays (CUPTI: joined by correlation id).
+  std::uint64_t graph_replays = 0, graph_kernels = 0, graph_kernel_ns = 0;
 };
 
 struct Recompile {
@@ -63,6 +68,8 @@ struct CompilesProcess {
   std::vector<Recompile> recompiles;         // in time order
   std::vector<DynamoCompileNote> compiles;   // Dynamo's record, by start time; empty: not read
   std::vector<GraphBreakNote> graph_breaks;  // most met first
+  std::uint64_t graph_replays_outside = 0;   // CUDA graph replays outside every compiled region
+  std::uint64_t graph_kernels_outside = 0;
 };
 
 struct CompilesReport {
@@ -90,8 +97,15 @@ class CompileAggregator {
     std::map<std::pair<std::uint64_t, std::uint32_t>, std::string> functions;     // PY_CODE: code -> name
     std::map<std::string, DynamoCompileNote> notes;                               // COMPILE_NOTE by id
     std::map<std::string, std::int64_t> breaks;                                   // graph break -> count
+    // CUDA graph replays by correlation id -> the region they ran in
+    // ({~0u, ~0u}: none), the oldest forgotten past kMaxReplays.
+    std::map<std::uint32_t, std::pair<unsigned, unsigned>> replays;
+    std::deque<std::uint32_t> replay_order;
+    std::uint64_t replays_outside = 0, kernels_outside = 0;
   };
   void add_note(const lt_event_header& h, const std::byte* record);
+  void add_graph_launch(const lt_event_header& h, const std::byte* record);
+  void add_graph_kernel(const lt_event_header& h, const std::byte* record);
   struct Name {
     bool region = false;
     unsigned frame = 0, compile = 0;

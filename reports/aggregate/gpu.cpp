@@ -121,7 +121,7 @@ struct GpuAggregator::State {
     ++p.out.launches;
     auto r = p.row(action_at(h.pid, h.tid));
     auto& row = p.out.actions[r];
-    if (e.api == LT_API_LAUNCH) row.launches++;
+    if (e.api == LT_API_LAUNCH || e.api == LT_API_GRAPH_LAUNCH) row.launches++;
     if (e.api == LT_API_SYNC && e.source != LT_LAUNCH_CUPTI) row.syncs++;  // CUPTI: counted with its duration
     if (e.source != LT_LAUNCH_CUPTI || !e.correlation) return;
     if (p.launches.size() >= kMaxLaunches) {

@@ -82,7 +82,7 @@ std::string render_dynamo_log(const CompilesProcess& p, std::uint64_t begin) {
 }  // namespace
 
 std::string render_compile_section(std::uint32_t pid, const CompilesProcess& p, std::uint64_t begin) {
-  if (p.regions.empty() && p.compiles.empty()) return "";
+  if (p.regions.empty() && p.compiles.empty() && !p.graph_replays_outside) return "";
   std::string s = "\ntorch.compile (pid " + std::to_string(pid) + "): compiled regions run while attached\n";
   s += "  Region                              Calls  First run  Function\n";
   for (const auto& r : p.regions) {
@@ -93,6 +93,23 @@ std::string render_compile_section(std::uint32_t pid, const CompilesProcess& p, 
     first.resize(std::max<std::size_t>(first.size(), 9), ' ');
     s += "  " + name + std::string(calls.size() < 7 ? 7 - calls.size() : 0, ' ') + calls + "  " + first + "  " +
          (r.function.empty() ? "?" : r.function) + "\n";
+  }
+  std::uint64_t replays = p.graph_replays_outside;
+  for (const auto& r : p.regions) replays += r.graph_replays;
+  if (replays) {
+    s += "CUDA graphs replayed (cudaGraphLaunch; their kernels joined by CUPTI correlation id):\n";
+    s += "  Region                            Replays  Kernels  Kernel time\n";
+    auto row = [&](std::string name, std::uint64_t n, std::uint64_t k, std::string t) {
+      name.resize(std::max<std::size_t>(name.size(), 32), ' ');
+      std::string a = std::to_string(n), b = std::to_string(k);
+      s += "  " + name + std::string(a.size() < 9 ? 9 - a.size() : 0, ' ') + a +
+           std::string(b.size() < 9 ? 9 - b.size() : 0, ' ') + b + (t.empty() ? "" : "  " + t) + "\n";
+    };
+    for (const auto& r : p.regions)
+      if (r.graph_replays)
+        row("Torch-Compiled Region: " + id(r.frame, r.compile), r.graph_replays, r.graph_kernels,
+            fixed(r.graph_kernel_ns / 1e6, 3) + " ms");
+    if (p.graph_replays_outside) row("outside compiled regions", p.graph_replays_outside, p.graph_kernels_outside, "");
   }
   // A graph break leaves the rest of the function to a resume function that
   // Dynamo compiles as a frame of its own: one per break that ran.

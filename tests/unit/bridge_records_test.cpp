@@ -513,7 +513,7 @@ TEST(BridgeApi, ClassifyByName) {
   EXPECT_EQ(ltb::classify_api(R, "cudaLaunchKernel_ptsz_v7000"), LT_API_LAUNCH);
   EXPECT_EQ(ltb::classify_api(R, "cudaLaunchKernelExC_v11060"), LT_API_LAUNCH);
   EXPECT_EQ(ltb::classify_api(R, "cudaLaunchCooperativeKernel_v9000"), LT_API_LAUNCH);
-  EXPECT_EQ(ltb::classify_api(R, "cudaGraphLaunch_ptsz_v10000"), LT_API_LAUNCH);
+  EXPECT_EQ(ltb::classify_api(R, "cudaGraphLaunch_ptsz_v10000"), LT_API_GRAPH_LAUNCH);
   EXPECT_EQ(ltb::classify_api(R, "cudaMemcpyAsync_v3020"), LT_API_MEMCPY);
   EXPECT_EQ(ltb::classify_api(R, "cudaMemcpy2DAsync_ptsz_v7000"), LT_API_MEMCPY);
   EXPECT_EQ(ltb::classify_api(R, "cudaMemsetAsync_v3020"), LT_API_MEMSET);
@@ -528,7 +528,7 @@ TEST(BridgeApi, ClassifyByName) {
   EXPECT_EQ(ltb::classify_api(D, "cuLaunchKernel_ptsz"), LT_API_LAUNCH);
   EXPECT_EQ(ltb::classify_api(D, "cuLaunchKernelEx_ptsz"), LT_API_LAUNCH);
   EXPECT_EQ(ltb::classify_api(D, "cuLaunchCooperativeKernel_ptsz"), LT_API_LAUNCH);
-  EXPECT_EQ(ltb::classify_api(D, "cuGraphLaunch_ptsz"), LT_API_LAUNCH);
+  EXPECT_EQ(ltb::classify_api(D, "cuGraphLaunch_ptsz"), LT_API_GRAPH_LAUNCH);
   EXPECT_EQ(ltb::classify_api(D, "cuMemcpyHtoDAsync_v2_ptsz"), LT_API_MEMCPY);
   EXPECT_EQ(ltb::classify_api(D, "cuMemsetD32Async"), LT_API_MEMSET);
   EXPECT_EQ(ltb::classify_api(D, "cuCtxSynchronize_v2"), LT_API_SYNC);
@@ -556,7 +556,7 @@ TEST(BridgeApi, ClassifyLibcuptiCallbackNames) {
   EXPECT_EQ(cls(R, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000), LT_API_LAUNCH);
   EXPECT_EQ(cls(R, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060), LT_API_LAUNCH);
   EXPECT_EQ(cls(R, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000), LT_API_LAUNCH);
-  EXPECT_EQ(cls(R, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000), LT_API_LAUNCH);
+  EXPECT_EQ(cls(R, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000), LT_API_GRAPH_LAUNCH);
   EXPECT_EQ(cls(R, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), LT_API_MEMCPY);
   EXPECT_EQ(cls(R, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020), LT_API_MEMSET);
   EXPECT_EQ(cls(R, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020), LT_API_SYNC);
@@ -568,8 +568,8 @@ TEST(BridgeApi, ClassifyLibcuptiCallbackNames) {
   EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx), LT_API_LAUNCH);
   EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz), LT_API_LAUNCH);
   EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel), LT_API_LAUNCH);
-  EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch), LT_API_LAUNCH);
-  EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz), LT_API_LAUNCH);
+  EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch), LT_API_GRAPH_LAUNCH);
+  EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz), LT_API_GRAPH_LAUNCH);
   EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2), LT_API_MEMCPY);
   EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2), LT_API_MEMSET);
   EXPECT_EQ(cls(D, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize), LT_API_SYNC);
@@ -583,9 +583,10 @@ TEST(BridgeApi, ClassifyLibcuptiCallbackNames) {
       const char* n = nullptr;
       if (name_of(d, cbid, &n) == CUPTI_SUCCESS && n) count[ltb::classify_api(d, n)]++;
     }
-  std::printf("[ cbids    ] launch %d, sync %d, memcpy %d, memset %d\n", count[LT_API_LAUNCH], count[LT_API_SYNC],
-              count[LT_API_MEMCPY], count[LT_API_MEMSET]);
-  EXPECT_GE(count[LT_API_LAUNCH], 16);
+  std::printf("[ cbids    ] launch %d, graph launch %d, sync %d, memcpy %d, memset %d\n", count[LT_API_LAUNCH],
+              count[LT_API_GRAPH_LAUNCH], count[LT_API_SYNC], count[LT_API_MEMCPY], count[LT_API_MEMSET]);
+  EXPECT_GE(count[LT_API_LAUNCH], 14);
+  EXPECT_GE(count[LT_API_GRAPH_LAUNCH], 2);
   EXPECT_GE(count[LT_API_SYNC], 8);
 }
 

@@ -256,3 +256,57 @@ TEST(Compiles, RecompileWithoutDynamoLogSaysWhy) {
   const std::string text = render_compile_section(kPid, p, 0);
   EXPECT_NE(text.find("reason: not in what Dynamo kept (no compile log was read"), std::string::npos) << text;
 }
+
+// CUDA graph replays: a cudaGraphLaunch inside a compiled region is charged
+// to it (innermost region of the launch's op stack), its kernels (graph id
+// set, the replay's correlation id) too; a replay outside every region and
+// an ordinary launch's kernel are kept apart.
+TEST(Compiles, CudaGraphReplaysGoToTheReplayingRegion) {
+  Stream s;
+  s.name(1, "Torch-Compiled Region: 0/0");
+  s.name(2, "aten::addmm");
+  s.op(1, 10 * ms);
+  auto launch = [&](std::uint32_t corr, std::uint16_t api, std::vector<std::uint32_t> ops) {
+    lt_gpu_launch_event e{};
+    e.hdr = {LT_EV_GPU_LAUNCH, sizeof e, kPid, kPid, 0, 11 * ms};
+    e.correlation = corr;
+    e.source = LT_LAUNCH_CUPTI;
+    e.api = api;
+    e.nops = static_cast<std::uint16_t>(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) e.ops[i] = ops[i];
+    s.feed(e);
+  };
+  auto kernel = [&](std::uint32_t corr, std::uint32_t graph, std::uint64_t start, std::uint64_t end) {
+    lt_gpu_activity_event e{};
+    e.hdr = {LT_EV_GPU_ACTIVITY, sizeof e, kPid, kPid, 0, 20 * ms};
+    e.a.kind = LT_GPU_KERNEL;
+    e.a.correlation = corr;
+    e.a.graph_id = graph;
+    e.a.start_ns = start;
+    e.a.end_ns = end;
+    s.feed(e);
+  };
+  launch(100, LT_API_GRAPH_LAUNCH, {1, 2});  // innermost region: 0/0, under an op it calls
+  launch(101, LT_API_GRAPH_LAUNCH, {1});
+  launch(102, LT_API_LAUNCH, {1});        // an ordinary launch: not a replay
+  launch(103, LT_API_GRAPH_LAUNCH, {2});  // outside every region
+  kernel(100, 7, 1000, 3000);
+  kernel(100, 7, 3000, 4000);
+  kernel(101, 7, 5000, 8000);
+  kernel(102, 0, 5000, 9000);  // not from a graph
+  kernel(103, 8, 5000, 6000);
+  kernel(999, 7, 5000, 6000);  // no replay seen for it
+  const CompilesReport r = s.agg.finish();
+  const auto& p = r.procs.at(kPid);
+  ASSERT_EQ(p.regions.size(), 1u);
+  EXPECT_EQ(p.regions[0].graph_replays, 2u);
+  EXPECT_EQ(p.regions[0].graph_kernels, 3u);
+  EXPECT_EQ(p.regions[0].graph_kernel_ns, 6000u);
+  EXPECT_EQ(p.graph_replays_outside, 1u);
+  EXPECT_EQ(p.graph_kernels_outside, 1u);
+  const std::string text = render_compile_section(kPid, p, 0);
+  EXPECT_NE(text.find("  Torch-Compiled Region: 0/0              2        3  0.006 ms\n"
+                      "  outside compiled regions                1        1\n"),
+            std::string::npos)
+      << text;
+}
