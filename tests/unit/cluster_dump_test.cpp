@@ -224,6 +224,55 @@ TEST(HangVerdict, RanksSeenInACollectiveOnceAreNoHang) {
   EXPECT_EQ(joined(verdict_lines(v, 1.0)).rfind("no hang found", 0), 0u);
 }
 
+namespace {
+// Lightning's training step inside DDP's backward: autograd's entry, below
+// the user's code, with no c10d frame (the reducer's all-reduce is C++).
+std::vector<PyFrameInfo> in_backward() {
+  return {{"_engine_run_backward", "/v/lib/python3.11/site-packages/torch/autograd/graph.py", 768, true},
+          {"backward", "/v/lib/python3.11/site-packages/torch/autograd/__init__.py", 289, true},
+          {"backward", "/v/lib/python3.11/site-packages/torch/_tensor.py", 521, true},
+          {"backward", "/v/lib/python3.11/site-packages/pytorch_lightning/core/module.py", 1090, true},
+          {"fit", "/job/train.py", 60, true}};
+}
+}  // namespace
+
+TEST(HangVerdict, DdpRanksBlockedInBackwardWaitForTheOneElsewhere) {
+  std::vector<RankProcess> ps;
+  for (int r = 0; r < 3; ++r) ps.push_back(rank(r, thread(0, 'S', SYS_futex, 5, in_backward()), 1.0));
+  ps.push_back(rank(3, thread(0, 'S', SYS_clock_nanosleep, 9, in_load_batch()), 1.0));
+  const auto v = cluster::hang_verdict(ps);
+  EXPECT_TRUE(v.hang);
+  EXPECT_EQ(v.collective, cluster::kBackward);
+  EXPECT_EQ(v.waiting.size(), 3u);
+  const std::string text = joined(verdict_lines(v, 1.0));
+  EXPECT_NE(text.find("hang: ranks 0-2 wait in backward (DDP's gradient all-reduce, most likely"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rank 3 has not entered it: it is in /job/train.py:88 (load_batch), blocked in clock_nanosleep"),
+            std::string::npos)
+      << text;
+  // Seen once in backward (not blocked across both reads): not waiting.
+  ps[0].dump.threads[0].blocked_at_least_s = 0;
+  EXPECT_EQ(cluster::hang_verdict(ps).waiting.size(), 2u);
+}
+
+TEST(HangVerdict, EveryRankBlockedInBackwardIsNotCalledAHang) {
+  // As well a long backward (a GPU's work waited for on the CPU) as a stuck
+  // reducer: nothing tells them apart, so no verdict of a hang.
+  std::vector<RankProcess> ps;
+  for (int r = 0; r < 4; ++r) ps.push_back(rank(r, thread(0, 'S', SYS_futex, 5, in_backward()), 1.0));
+  const auto v = cluster::hang_verdict(ps);
+  EXPECT_FALSE(v.hang);
+  EXPECT_EQ(v.inside_now.size(), 4u);
+  EXPECT_EQ(joined(verdict_lines(v, 1.0)).rfind("no hang found: every rank was blocked in backward", 0), 0u);
+  // Every rank blocked in one c10d collective is a hang: none is missing,
+  // and that is said.
+  std::vector<RankProcess> c;
+  for (int r = 0; r < 2; ++r) c.push_back(rank(r, thread(0, 'S', SYS_futex, 5, in_all_reduce()), 1.0, 2));
+  const auto w = cluster::hang_verdict(c);
+  EXPECT_TRUE(w.hang);
+  EXPECT_NE(joined(verdict_lines(w, 1.0)).find("none is missing from it"), std::string::npos);
+}
+
 TEST(HangVerdict, RankRanges) {
   EXPECT_EQ(cluster::rank_ranges({}), "");
   EXPECT_EQ(cluster::rank_ranges({3}), "3");

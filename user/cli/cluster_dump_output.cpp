@@ -69,7 +69,8 @@ std::string places_json(const std::vector<RankPlace>& ps) {
 const char* kNotKnown[] = {
     "the collective's sequence number and process group: a dump reads stacks, not c10d's state (ranks in the "
     "same collective may be at different calls of it)",
-    "a DDP reducer's wait: it runs in C++ under backward(), with no c10d Python frame"};
+    "which collective a rank blocked in backward() waits for: DDP's reducer runs its gradient all-reduce in C++, "
+    "with no c10d Python frame (taken to be that wait)"};
 
 double interval_of(const std::vector<cluster::RankProcess>& ps) {
   double least = 0;
@@ -83,15 +84,27 @@ double interval_of(const std::vector<cluster::RankProcess>& ps) {
 std::vector<std::string> verdict_lines(const cluster::Verdict& v, double interval_s) {
   std::vector<std::string> out;
   if (!v.hang) {
-    out.push_back("no hang found: no rank was blocked in a c10d collective in both reads" +
-                  (interval_s > 0 ? " (" + fixed(interval_s, 1) + " s apart)" : std::string()) + " (" +
-                  std::to_string(v.ranks_read) + " rank(s) read)");
+    const std::string apart = (interval_s > 0 ? " (" + fixed(interval_s, 1) + " s apart)" : std::string()) + " (" +
+                              std::to_string(v.ranks_read) + " rank(s) read)";
+    // In the verdict, inside_now holds blocked ranks only when every rank
+    // was blocked in backward (hang_verdict.h).
+    const bool all_backward = !v.inside_now.empty() && v.inside_now.front().blocked_s > 0;
+    if (all_backward)
+      out.push_back("no hang found: every rank was blocked in backward in both reads" + apart +
+                    ": a long backward is not told from a stuck DDP reducer (a longer --duration tells more)");
+    else
+      out.push_back("no hang found: no rank was blocked in a c10d collective in both reads" + apart);
     for (const auto& p : v.inside_now)
-      out.push_back("rank " + std::to_string(p.rank) + " was inside " + p.collective +
-                    " when read, and moving: " + where(p));
+      out.push_back("rank " + std::to_string(p.rank) + " was inside " +
+                    (p.collective.empty() ? std::string(cluster::kBackward) : p.collective) + " when read" +
+                    (all_backward ? ": " : ", and moving: ") + where(p));
   } else {
-    out.push_back("hang: " + ranks_word(v.waiting) + " wait in " + v.collective +
-                  " (process group and sequence number not known) for at least " + seconds(v.waited_s));
+    out.push_back(
+        "hang: " + ranks_word(v.waiting) + " wait in " + v.collective +
+        (v.collective == cluster::kBackward
+             ? " (DDP's gradient all-reduce, most likely: no c10d frame; bucket and sequence number not known)"
+             : " (process group and sequence number not known)") +
+        " for at least " + seconds(v.waited_s));
     for (const auto& p : v.other_collective)
       out.push_back("rank " + std::to_string(p.rank) + " waits in " + p.collective + " instead: " + where(p));
     for (const auto& p : v.not_waiting) {

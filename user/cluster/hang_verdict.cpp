@@ -48,6 +48,13 @@ bool is_c10d_file(std::string_view file) {
   return ends_with(file, "torch/distributed/distributed_c10d.py");
 }
 
+// autograd's entry from Python: torch 2.x's _engine_run_backward, older
+// torch's torch.autograd.backward itself.
+bool is_backward_frame(const python::PyFrameInfo& f) {
+  return f.readable && ((f.function == "_engine_run_backward" && ends_with(f.file, "torch/autograd/graph.py")) ||
+                        (f.function == "backward" && ends_with(f.file, "torch/autograd/__init__.py")));
+}
+
 bool library_file(std::string_view f) {
   if (f.empty() || f.front() == '<') return true;  // <frozen importlib._bootstrap>, <string>
   for (std::string_view dir : {"/site-packages/", "/dist-packages/"})
@@ -97,6 +104,11 @@ std::optional<RankPlace> rank_place(const RankProcess& p) {
     const bool is_main = t.status.tid == p.dump.pid;
     if (is_main) main = &t;
     const std::string c = collective_of(t.frames);
+    // A thread blocked across both reads inside backward() (no c10d frame):
+    // DDP's reducer waiting for the gradient all-reduce, most likely.
+    const bool in_backward =
+        c.empty() && t.blocked_at_least_s > 0 && std::any_of(t.frames.begin(), t.frames.end(), is_backward_frame);
+    if (in_backward && (!waiting || is_main)) waiting = place_of(p, t, std::string(kBackward));
     if (c.empty()) continue;
     if (t.blocked_at_least_s > 0 && (!waiting || is_main)) waiting = place_of(p, t, c);
     if (!inside || is_main) inside = place_of(p, t, c);
@@ -155,11 +167,19 @@ Verdict hang_verdict(const std::vector<RankProcess>& processes) {
       if (!r.collective.empty()) v.inside_now.push_back(r);
     return v;
   }
-  v.hang = true;
   v.collective = std::max_element(count.begin(), count.end(), [&](const auto& a, const auto& b) {
                    if (a.second != b.second) return a.second < b.second;
                    return first_rank[a.first] > first_rank[b.first];  // ties: the lowest rank's
                  })->first;
+  // Every rank blocked in backward() is as well a long backward (a GPU's
+  // work, waited for on the CPU) as a stuck reducer: a hang only when some
+  // rank is elsewhere.
+  v.hang = v.collective != kBackward || count[v.collective] < static_cast<int>(places.size());
+  if (!v.hang) {
+    for (const auto& [rank, r] : places) v.inside_now.push_back(r);
+    v.collective.clear();
+    return v;
+  }
   for (const auto& [rank, r] : places) {
     if (r.collective == v.collective && r.blocked_s > 0)
       v.waiting.push_back(r);

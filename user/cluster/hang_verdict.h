@@ -11,6 +11,11 @@
 //    same system call in both of its agent's reads, and never ran in between
 //    (ThreadDump::blocked_at_least_s > 0): a snapshot of a healthy job
 //    catches ranks inside collectives all the time, two reads do not;
+//  * DDP's gradient all-reduce has no c10d Python frame (the reducer runs
+//    it in C++ under backward()): a thread blocked across both reads inside
+//    autograd's backward() counts as waiting in kBackward ("backward", the
+//    reducer's wait, most likely); since a long backward looks the same, it
+//    is a hang only when some rank is not waiting there;
 //  * not known: the collective's sequence number and process group (they
 //    live in C++ objects and the frame's locals, which a dump does not
 //    read), so ranks "in all_reduce" may be at different calls of it.
@@ -24,6 +29,8 @@
 #include "user/cluster/dump_lines.h"
 
 namespace lt::cluster {
+
+inline constexpr const char* kBackward = "backward";
 
 // The c10d entry point `frames` (innermost first) are inside: the
 // outermost distributed_c10d.py frame with a collective's name; "" if none.
