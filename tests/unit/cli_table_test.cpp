@@ -28,8 +28,10 @@ Options parse(std::vector<std::string> args) {
   return lt::parse_options(static_cast<int>(argv.size()), argv.data());
 }
 
-// The least each command needs to parse, before the option under test.
-std::vector<std::string> base_args(const CommandSpec& c) {
+// The least each command needs to parse, before the option under test;
+// an option that only applies to a mode of its command (cluster's dump,
+// the agent's --dump-threads) gets that mode's.
+std::vector<std::string> base_args(const CommandSpec& c, const OptionSpec& o) {
   std::vector<std::string> a;
   if (*c.name) a.push_back(c.name);
   switch (c.id) {
@@ -40,10 +42,16 @@ std::vector<std::string> base_args(const CommandSpec& c) {
       a.push_back("f.ltrace");
       break;
     case Options::Command::agent:
-      a.insert(a.end(), {"--job-env", "A=1", "-o", "x.ltrace"});
+      if (std::strcmp(o.name, "dump-threads") == 0)
+        a.insert(a.end(), {"--job-env", "A=1"});
+      else
+        a.insert(a.end(), {"--job-env", "A=1", "-o", "x.ltrace"});
       break;
     case Options::Command::cluster:
-      a.insert(a.end(), {"--slurm-job", "4", "-o", "t"});
+      if (std::strcmp(o.name, "json") == 0)
+        a.insert(a.end(), {"--slurm-job", "4", "dump"});
+      else
+        a.insert(a.end(), {"--slurm-job", "4", "-o", "t"});
       break;
     case Options::Command::dump:
       a.insert(a.end(), {"--pid", "1"});
@@ -62,7 +70,7 @@ const OptionSpec& row_named(const char* name) {
 
 // The option (as `flag`), its example value, and what it needs.
 std::vector<std::string> with_option(const CommandSpec& c, const OptionSpec& o, const std::string& flag) {
-  auto a = base_args(c);
+  auto a = base_args(c, o);
   a.push_back(flag);
   if (o.arg) a.push_back(o.example);
   if (o.needs) {

@@ -14,6 +14,7 @@
 #include "user/cli/report_set.h"
 #include "user/cli/stop_signals.h"
 #include "user/cluster/agent.h"
+#include "user/cluster/agent_dump.h"
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/session.h"
@@ -218,6 +219,12 @@ void check_run(Options& o) {
 }
 
 void check_agent(Options& o) {
+  if (o.agent_dump) {
+    if (o.job_env.empty()) throw Error(ExitCode::usage, "agent --dump-threads needs --job-env KEY=VALUE");
+    if (!o.output.empty() || !o.pids.empty())
+      throw Error(ExitCode::usage, "agent --dump-threads writes to stdout and finds its processes by --job-env");
+    return;
+  }
   if (o.pids.empty() && o.job_env.empty())
     throw Error(ExitCode::usage, "no target: give --pid PID or --job-env KEY=VALUE (see --help)");
   if (o.output.empty()) throw Error(ExitCode::usage, "agent needs -o FILE");
@@ -233,6 +240,7 @@ int cmd_run(Options& opts) {
   return attach(opts);
 }
 int cmd_agent(Options& opts) {
+  if (opts.agent_dump) return cluster::run_agent_dump(opts.job_env, opts.wait_s, opts.duration_s, opts.verbose);
   return attach(opts);
 }
 

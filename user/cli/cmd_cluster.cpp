@@ -1,18 +1,56 @@
-// `ltrace-bpf cluster`: one agent per node of a Slurm job (user/cluster/coordinator.h).
+// `ltrace-bpf cluster`: one agent per node of a Slurm job (user/cluster/coordinator.h);
+// `cluster ... dump`: every rank's threads now and a hang verdict (user/cluster/cluster_dump.h).
+#include <iostream>
+
 #include "user/cli/builtin.h"
+#include "user/cli/cluster_dump_output.h"
 #include "user/cli/stop_signals.h"
+#include "user/cluster/cluster_dump.h"
 #include "user/cluster/coordinator.h"
+#include "user/cluster/hang_verdict.h"
 #include "user/core/errors.h"
 
 namespace lt {
 
 void check_cluster(Options& o) {
   if (o.slurm_job.empty()) throw Error(ExitCode::usage, "cluster needs --slurm-job ID (the running job to attach to)");
+  if (o.cluster_dump) {
+    if (!o.output.empty() || !o.agent_args.empty() || o.gather != "auto" || !o.clock_addr.empty())
+      throw Error(ExitCode::usage,
+                  "cluster ... dump prints every rank's threads: it takes --nodes, --agent, --wait, --duration, "
+                  "--json and -v");
+    return;
+  }
+  if (o.json) throw Error(ExitCode::usage, "--json applies to dump and cluster ... dump");
   if (o.output.empty()) throw Error(ExitCode::usage, "cluster needs -o DIR (where the traces go)");
 }
 
+namespace {
+
+int cluster_dump(Options& opts) {
+  cluster::ClusterDumpOptions co;
+  co.job_id = opts.slurm_job;
+  co.nodes = opts.nodes;
+  co.agent_path = opts.agent_path;
+  co.wait_s = opts.wait_s;
+  co.interval_s = opts.duration_s > 0 ? opts.duration_s : 1.0;
+  co.verbose = opts.verbose;
+  const cluster::ClusterDump cd = cluster::gather_cluster_dump(co, stop_requested());
+  const auto processes = cd.by_rank();
+  const cluster::Verdict v = cluster::hang_verdict(processes);
+  std::cout << (opts.json ? cluster_dump_json(cd, processes, v) : cluster_dump_text(cd, processes, v));
+  std::cout.flush();
+  bool failed = false;
+  for (const auto& n : cd.nodes) failed = failed || !n.error.empty();
+  if (v.hang) return static_cast<int>(ExitCode::hang);
+  return failed ? static_cast<int>(ExitCode::partial) : 0;
+}
+
+}  // namespace
+
 int cmd_cluster(Options& opts) {
   install_stop_signals(true);
+  if (opts.cluster_dump) return cluster_dump(opts);
   cluster::ClusterOptions co;
   co.job_id = opts.slurm_job;
   co.out_dir = opts.output;

@@ -10,6 +10,18 @@ namespace lt {
 
 namespace {
 
+std::string hex_addr(std::uint64_t v) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), hex[v & 15]);
+    v >>= 4;
+  } while (v);
+  return "0x" + s;
+}
+
+}  // namespace
+
 // A name as one line of valid UTF-8: control characters (a newline in a
 // file name) as \xNN, so one frame stays one line.
 std::string one_line(const std::string& bytes) {
@@ -28,16 +40,6 @@ std::string one_line(const std::string& bytes) {
   return out;
 }
 
-std::string hex_addr(std::uint64_t v) {
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), hex[v & 15]);
-    v >>= 4;
-  } while (v);
-  return "0x" + s;
-}
-
 // "sleeping in futex", "running", "disk sleep in read".
 std::string state_of(const python::ThreadDump& t) {
   if (t.gone) return "exited while read";
@@ -51,8 +53,6 @@ std::string frame_text(const python::PyFrameInfo& f) {
   std::string line = f.line == python::kNoLine ? "?" : std::to_string(f.line);
   return one_line(f.function) + " (" + one_line(f.file) + ":" + line + ")";
 }
-
-}  // namespace
 
 std::string dump_text(const python::ProcessDump& d) {
   std::string out = "Process " + std::to_string(d.pid) + ":";
@@ -72,6 +72,7 @@ std::string dump_text(const python::ProcessDump& d) {
     if (t.holds_gil) out += " (holds the GIL)";
     if (!t.python) out += " (no Python)";
     out += ": " + state_of(t);
+    if (t.blocked_at_least_s > 0) out += " (for at least " + fixed(t.blocked_at_least_s, 1) + " s)";
     if (t.leaf) out += ", at " + one_line(t.leaf->function) + " (" + one_line(t.leaf->dso) + ")";
     out += "\n";
     for (const auto& f : t.frames) out += "    " + frame_text(f) + "\n";
@@ -83,50 +84,53 @@ std::string dump_text(const python::ProcessDump& d) {
 
 std::string dump_json(const std::vector<python::ProcessDump>& dumps) {
   std::string out = "{\"processes\": [";
-  bool first_p = true;
-  for (const auto& d : dumps) {
-    out += first_p ? "\n" : ",\n";
-    first_p = false;
-    out += "{\"pid\": " + std::to_string(d.pid) + ", \"comm\": " + json_string(d.comm) + ", \"cmdline\": [";
-    for (std::size_t i = 0; i < d.cmdline.size(); ++i) out += (i ? ", " : "") + json_string(d.cmdline[i]);
-    out += "], \"python\": " + json_string(d.python_version) + ", \"python_binary\": " + json_string(d.python_binary);
-    out += ", \"gil_known\": " + std::string(d.gil_known ? "true" : "false");
-    out += ", \"gil_tid\": " + (d.gil_tid ? std::to_string(d.gil_tid) : std::string("null"));
-    out += ", \"read_ms\": " + fixed(d.read_ms, 3) + ", \"threads\": [";
-    bool first_t = true;
-    for (const auto& t : d.threads) {
-      out += first_t ? "\n  " : ",\n  ";
-      first_t = false;
-      out += "{\"tid\": " + (t.status.tid ? std::to_string(t.status.tid) : std::string("null"));
-      out += ", \"name\": " + json_string(t.status.name);
-      out += ", \"state\": " + json_string(t.gone ? "exited" : t.status.state_words());
-      out += ", \"syscall\": " + (t.status.syscall >= 0 && !t.gone ? json_string(proc::syscall_name(t.status.syscall))
-                                                                   : std::string("null"));
-      out += ", \"python\": " + std::string(t.python ? "true" : "false");
-      out += ", \"holds_gil\": " + std::string(t.holds_gil ? "true" : "false");
-      out += ", \"native_leaf\": ";
-      if (t.leaf)
-        out += "{\"function\": " + json_string(t.leaf->function) + ", \"dso\": " + json_string(t.leaf->dso) +
-               ", \"ip\": " + json_string(hex_addr(t.status.pc)) + "}";
-      else
+  for (std::size_t i = 0; i < dumps.size(); ++i) out += (i ? ",\n" : "\n") + dump_process_json(dumps[i]);
+  out += "\n]}\n";
+  return out;
+}
+
+std::string dump_process_json(const python::ProcessDump& d) {
+  std::string out;
+  out += "{\"pid\": " + std::to_string(d.pid) + ", \"comm\": " + json_string(d.comm) + ", \"cmdline\": [";
+  for (std::size_t i = 0; i < d.cmdline.size(); ++i) out += (i ? ", " : "") + json_string(d.cmdline[i]);
+  out += "], \"python\": " + json_string(d.python_version) + ", \"python_binary\": " + json_string(d.python_binary);
+  out += ", \"gil_known\": " + std::string(d.gil_known ? "true" : "false");
+  out += ", \"gil_tid\": " + (d.gil_tid ? std::to_string(d.gil_tid) : std::string("null"));
+  out += ", \"read_ms\": " + fixed(d.read_ms, 3) + ", \"threads\": [";
+  bool first_t = true;
+  for (const auto& t : d.threads) {
+    out += first_t ? "\n  " : ",\n  ";
+    first_t = false;
+    out += "{\"tid\": " + (t.status.tid ? std::to_string(t.status.tid) : std::string("null"));
+    out += ", \"name\": " + json_string(t.status.name);
+    out += ", \"state\": " + json_string(t.gone ? "exited" : t.status.state_words());
+    out += ", \"syscall\": " +
+           (t.status.syscall >= 0 && !t.gone ? json_string(proc::syscall_name(t.status.syscall)) : std::string("null"));
+    out += ", \"python\": " + std::string(t.python ? "true" : "false");
+    out += ", \"holds_gil\": " + std::string(t.holds_gil ? "true" : "false");
+    out += ", \"native_leaf\": ";
+    if (t.leaf)
+      out += "{\"function\": " + json_string(t.leaf->function) + ", \"dso\": " + json_string(t.leaf->dso) +
+             ", \"ip\": " + json_string(hex_addr(t.status.pc)) + "}";
+    else
+      out += "null";
+    out += ", \"truncated\": " + std::string(t.truncated ? "true" : "false");
+    out += ", \"torn\": " + std::string(t.torn ? "true" : "false");
+    out += ", \"blocked_at_least_s\": " +
+           (t.blocked_at_least_s > 0 ? fixed(t.blocked_at_least_s, 3) : std::string("null"));
+    out += ", \"frames\": [";
+    for (std::size_t i = 0; i < t.frames.size(); ++i) {
+      const auto& f = t.frames[i];
+      out += i ? ", " : "";
+      if (!f.readable)
         out += "null";
-      out += ", \"truncated\": " + std::string(t.truncated ? "true" : "false");
-      out += ", \"torn\": " + std::string(t.torn ? "true" : "false");
-      out += ", \"frames\": [";
-      for (std::size_t i = 0; i < t.frames.size(); ++i) {
-        const auto& f = t.frames[i];
-        out += i ? ", " : "";
-        if (!f.readable)
-          out += "null";
-        else
-          out += "{\"function\": " + json_string(f.function) + ", \"file\": " + json_string(f.file) +
-                 ", \"line\": " + (f.line == python::kNoLine ? std::string("null") : std::to_string(f.line)) + "}";
-      }
-      out += "]}";
+      else
+        out += "{\"function\": " + json_string(f.function) + ", \"file\": " + json_string(f.file) +
+               ", \"line\": " + (f.line == python::kNoLine ? std::string("null") : std::to_string(f.line)) + "}";
     }
     out += "]}";
   }
-  out += "\n]}\n";
+  out += "]}";
   return out;
 }
 

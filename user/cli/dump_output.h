@@ -13,5 +13,14 @@ namespace lt {
 std::string dump_text(const python::ProcessDump& d);
 // {"processes": [...]}: docs/design-dump.md lists the fields.
 std::string dump_json(const std::vector<python::ProcessDump>& dumps);
+// One element of "processes" (no trailing newline).
+std::string dump_process_json(const python::ProcessDump& d);
+
+// The pieces the cluster dump's verdict shares: a name as one line of
+// valid UTF-8 (control characters as \xNN); "function (file:line)".
+std::string one_line(const std::string& bytes);
+std::string frame_text(const python::PyFrameInfo& f);
+// "sleeping in futex", "running", "exited while read".
+std::string state_of(const python::ThreadDump& t);
 
 }  // namespace lt

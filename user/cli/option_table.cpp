@@ -25,7 +25,7 @@ constexpr CommandSet kReporting = command_bit(C::live) | command_bit(C::report) 
 constexpr CommandSet kTargeted = command_bit(C::live) | command_bit(C::record) | command_bit(C::agent);
 
 constexpr const char* kClusterOnly = "--slurm-job, --nodes, --gather, --agent and --clock-addr apply to cluster";
-constexpr const char* kAgentOnly = "--clock-server, --stream and --shared-marker apply to agent";
+constexpr const char* kAgentOnly = "--clock-server, --stream, --shared-marker and --dump-threads apply to agent";
 constexpr const char* kMergeOnly = "--merge and --chrome-dir apply to report: ltrace-bpf report DIR --merge";
 
 long parse_long(const std::string& s, long lo, long hi, const std::string& error) {
@@ -128,7 +128,7 @@ const OptionSpec kOptions[] = {
    .help = "also follow every descendant (torchrun ranks, DataLoader workers), including ones forked later",
    .store = [](Options& o, const std::string&) { o.children = true; }, .passed_on = true},
   {.name = "duration", .short_name = 'd', .arg = "SECS", .commands = kAttaching,
-   .help = "detach after SECS seconds",
+   .help = "detach after SECS seconds; cluster ... dump: the time between each node's two reads (default 1)",
    .store = [](Options& o, const std::string& v) { o.duration_s = parse_seconds(v); }, .example = "2.5"},
   {.name = "report", .arg = "NAME", .commands = kAll,
    .help = "simple (default): SimpleProfiler's table per action; advanced: where each action's time went, "
@@ -313,8 +313,11 @@ const OptionSpec kOptions[] = {
    .help = "stream unless file F is visible here",
    .store = [](Options& o, const std::string& v) { o.shared_marker = v; }, .example = "m",
    .refusal = kAgentOnly},
-  {.name = "json", .commands = command_bit(C::dump),
-   .help = "dump: one JSON document (every process, thread, frame) instead of text",
+  {.name = "dump-threads", .commands = command_bit(C::agent),
+   .help = "dump the node's ranks twice, --duration apart, as status lines (cluster ... dump), instead of recording",
+   .store = [](Options& o, const std::string&) { o.agent_dump = true; }, .refusal = kAgentOnly},
+  {.name = "json", .commands = command_bit(C::dump) | command_bit(C::cluster),
+   .help = "dump, cluster ... dump: one JSON document (every process, thread, frame; the verdict) instead of text",
    .store = [](Options& o, const std::string&) { o.json = true; }},
   {.name = "help", .short_name = 'h', .commands = kEvery,
    .help = "this text",

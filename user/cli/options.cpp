@@ -127,6 +127,10 @@ Options parse_options(int argc, char** argv) {
         o.input = optarg;
         continue;
       }
+      if (o.command == Options::Command::cluster && !o.cluster_dump && std::strcmp(optarg, "dump") == 0) {
+        o.cluster_dump = true;
+        continue;
+      }
       if (o.command == Options::Command::ps) throw usage_error(refusal(cmd, table[0], optarg));
       throw usage_error("unknown option '" + std::string(optarg) + "' (see --help)");
     }

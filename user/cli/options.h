@@ -62,7 +62,9 @@ struct Options {
   bool launch_stacks = false;  // --launch-stacks: the Python stack of each launch (at most one per ms per thread)
   bool device_stats = false;   // --device-stats: NVML + /proc samples per action
   bool verbose = false;
-  bool json = false;  // dump: one JSON document instead of text
+  bool json = false;          // dump, cluster ... dump: one JSON document instead of text
+  bool cluster_dump = false;  // cluster --slurm-job N dump: every rank's threads and a hang verdict
+  bool agent_dump = false;    // agent --dump-threads: the node's ranks dumped twice (--duration apart), not recorded
   std::string dump_path;
   bool merge = false;                  // report DIR --merge: several trace files (nodes) as one job
   std::string chrome_dir;              // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)

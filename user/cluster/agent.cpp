@@ -32,8 +32,12 @@ bool write_stdout(const char* p, std::size_t n) {
 }  // namespace
 
 void agent_say(const std::string& kind, const std::vector<std::pair<std::string, std::string>>& fields) {
-  const std::string line = agent_line(kind, fields) + "\n";
-  write_stdout(line.data(), line.size());
+  agent_say_line(agent_line(kind, fields));
+}
+
+void agent_say_line(const std::string& line) {
+  const std::string l = line + "\n";
+  write_stdout(l.data(), l.size());
 }
 
 AgentOutput agent_output(const std::string& output, const std::string& shared_marker, bool force_stream) {

@@ -12,6 +12,8 @@ namespace lt::cluster {
 
 // One status line on stdout, flushed (srun forwards it at once).
 void agent_say(const std::string& kind, const std::vector<std::pair<std::string, std::string>>& fields = {});
+// A line made by agent_line() (or dump_lines()), written the same way.
+void agent_say_line(const std::string& line);
 
 struct AgentOutput {
   std::string trace_path;  // where the session writes

@@ -23,6 +23,9 @@ enum class ExitCode : int {
   slurm = 12,           // cluster: Slurm is not installed or did not answer
   damaged_trace = 13,   // report: parts of the trace file were damaged and skipped (the rest is reported)
   unsafe_output = 14,   // refused to write through a link, or into a file someone else planted
+  // cluster ... dump: a hang was found (ranks wait in a c10d collective; its verdict names who has not entered
+  // it).  Not an error of ours: a distinct code so scripts and watchdogs can act on it.
+  hang = 15,
 };
 
 class Error : public std::runtime_error {

@@ -84,6 +84,12 @@ std::optional<ThreadStatus> thread_status(pid_t pid, pid_t tid) {
     t.name = stat->substr(open + 1, close - open - 1);
   auto fields = stat_fields_after_comm(*stat);
   if (!fields.empty() && !fields[0].empty()) t.state = fields[0][0];
+  // "on-CPU ns, run-queue ns, times run" (CONFIG_SCHED_INFO).
+  if (auto ss = slurp(dir + "schedstat")) {
+    std::istringstream in(*ss);
+    unsigned long long on_cpu = 0, queued = 0, runs = 0;
+    if (in >> on_cpu >> queued >> runs) t.runs = static_cast<long long>(runs);
+  }
   // "running" | "-1 SP PC" (blocked, not in a call) | "NR A1..A6 SP PC".
   // Read after stat: a thread that woke in between shows "running" here.
   if (auto sc = slurp(dir + "syscall")) {

@@ -14,11 +14,15 @@
 namespace lt::proc {
 
 struct ThreadStatus {
-  pid_t tid = 0;                    // as we see it (host pid namespace)
-  std::string name;                 // comm: raw bytes, up to 15
-  char state = '?';                 // stat field 3: R running, S sleeping, D disk sleep, T/t stopped, Z, X, I
-  long syscall = -1;                // the call it is blocked in; -1: none (running, or blocked outside one)
-  std::uint64_t sp = 0, pc = 0;     // user registers while blocked (0: running or unknown)
+  pid_t tid = 0;                 // as we see it (host pid namespace)
+  std::string name;              // comm: raw bytes, up to 15
+  char state = '?';              // stat field 3: R running, S sleeping, D disk sleep, T/t stopped, Z, X, I
+  long syscall = -1;             // the call it is blocked in; -1: none (running, or blocked outside one)
+  std::uint64_t sp = 0, pc = 0;  // user registers while blocked (0: running or unknown)
+  // How many times the scheduler has put it on a CPU (schedstat's third
+  // field): unchanged between two reads, the thread did not run at all in
+  // between, so it was blocked the whole time.  -1: not known (no schedstat).
+  long long runs = -1;
   std::string state_words() const;  // "running", "sleeping", "disk sleep", ...
 };
 

@@ -97,4 +97,33 @@ ProcessDump dump_process(pid_t pid, proc::NativeNamer& namer) {
   return d;
 }
 
+namespace {
+bool same_frames(const std::vector<PyFrameInfo>& a, const std::vector<PyFrameInfo>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].function != b[i].function || a[i].file != b[i].file || a[i].line != b[i].line ||
+        a[i].readable != b[i].readable)
+      return false;
+  return true;
+}
+bool blocked(const ThreadDump& t) {
+  return !t.gone && !t.torn && t.status.state != 'R' && t.status.syscall >= 0 && t.status.runs >= 0;
+}
+}  // namespace
+
+void mark_still_blocked(const ProcessDump& earlier, ProcessDump& later, double interval_s) {
+  if (earlier.pid != later.pid || interval_s <= 0) return;
+  std::map<pid_t, const ThreadDump*> before;
+  for (const auto& t : earlier.threads)
+    if (t.status.tid) before[t.status.tid] = &t;
+  for (auto& t : later.threads) {
+    auto it = before.find(t.status.tid);
+    if (!t.status.tid || it == before.end()) continue;
+    const ThreadDump& b = *it->second;
+    if (blocked(t) && blocked(b) && t.status.syscall == b.status.syscall && t.status.runs == b.status.runs &&
+        t.status.pc == b.status.pc && same_frames(t.frames, b.frames))
+      t.blocked_at_least_s = interval_s;
+  }
+}
+
 }  // namespace lt::python

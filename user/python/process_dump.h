@@ -24,6 +24,10 @@ struct ThreadDump {
   std::vector<PyFrameInfo> frames;  // innermost first
   bool truncated = false, torn = false;
   std::optional<proc::NativeName> leaf;  // where it is blocked (the instruction after its system call)
+  // > 0: seen blocked in the same system call, at the same Python stack, in
+  // two reads this many seconds apart, and never put on a CPU in between: a
+  // lower bound on how long it has been blocked (mark_still_blocked).
+  double blocked_at_least_s = 0;
 };
 
 struct ProcessDump {
@@ -41,5 +45,13 @@ struct ProcessDump {
 // is replaced by another process with its pid) while it is read;
 // not_python / unsupported / permission as discover() does.
 ProcessDump dump_process(pid_t pid, proc::NativeNamer& namer);
+
+// Two dumps of one process, the second begun `interval_s` after the first
+// ended: every thread of `later` that is blocked in a system call in both,
+// in the same call at the same Python stack, and whose scheduler run count
+// did not change (it was never on a CPU in between, so it never left that
+// call), gets blocked_at_least_s = interval_s.  Threads whose run count is
+// not known get nothing: the same stack twice could be two visits.
+void mark_still_blocked(const ProcessDump& earlier, ProcessDump& later, double interval_s);
 
 }  // namespace lt::python
