@@ -8,7 +8,8 @@ Without --trace, records a real Lightning CPU fit (tests/workloads/
 train_lightning.py, one epoch of BATCHES batches, validation on) with the op
 and allocator probes (--profile-memory), so every kind the exports draw is
 there but GPU work (no GPU here).  Exports are written with the same options
-(--profile-memory: actions, ops, memory).  "per record" divides by the
+(--profile-memory: actions, ops, memory); "report s" and "peak MB" are the
+whole `report` run (read, aggregate, write; GNU time's maximum RSS).  "per record" divides by the
 records in the trace file (`report -v`); "per item" by what each file holds
 (trace: records; JSON: traceEvents; Perfetto: slices + counter values +
 instants, each slice one begin and one end packet).  One run; the sizes are
@@ -55,13 +56,15 @@ def wait(path, pattern, timeout):
 
 
 def export(trace, flag, out):
+    """Seconds and peak RSS (MB, GNU time) of the whole `report` run: read, aggregate, write."""
     t = time.perf_counter()
-    r = subprocess.run([LTRACE, "report", trace, "--profile-memory", flag, out, "-v"], capture_output=True,
-                       text=True)
+    r = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb=%M", LTRACE, "report", trace, "--profile-memory", flag,
+                        out, "-v"], capture_output=True, text=True)
     secs = time.perf_counter() - t
     assert r.returncode == 0, r.stderr
     records = int(re.search(r"read (\d+) events", r.stderr).group(1))
-    return secs, records
+    rss_mb = int(re.search(r"maxrss_kb=(\d+)", r.stderr).group(1)) / 1024
+    return secs, rss_mb, records
 
 
 def gz(path):
@@ -86,19 +89,20 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         trace = args.trace or record(tmp, args.batches)
         js, pf = os.path.join(tmp, "t.json"), os.path.join(tmp, "t.pftrace")
-        js_s, records = export(trace, "--chrome", js)
-        pf_s, _ = export(trace, "--perfetto", pf)
+        js_s, js_mb, records = export(trace, "--chrome", js)
+        pf_s, pf_mb, _ = export(trace, "--perfetto", pf)
         json_items = len(json.load(open(js))["traceEvents"])
         pf_items, packets = perfetto_items(pf)
-        rows = [("trace file", os.path.getsize(trace), gz(trace), records, None),
-                ("Chrome JSON", os.path.getsize(js), gz(js), json_items, js_s),
-                ("Perfetto", os.path.getsize(pf), gz(pf), pf_items, pf_s)]
+        rows = [("trace file", os.path.getsize(trace), gz(trace), records, None, None),
+                ("Chrome JSON", os.path.getsize(js), gz(js), json_items, js_s, js_mb),
+                ("Perfetto", os.path.getsize(pf), gz(pf), pf_items, pf_s, pf_mb)]
         print(f"{records} records in the trace file; Perfetto: {packets} packets")
         print(f"{'format':<12} {'bytes':>12} {'gzip -6':>12} {'B/record':>9} {'gz B/rec':>9} {'items':>9} "
-              f"{'B/item':>7} {'report s':>8}")
-        for name, size, zsize, items, secs in rows:
+              f"{'B/item':>7} {'report s':>8} {'peak MB':>8}")
+        for name, size, zsize, items, secs, mb in rows:
             print(f"{name:<12} {size:>12,} {zsize:>12,} {size / records:>9.1f} {zsize / records:>9.1f} "
-                  f"{items:>9,} {size / items:>7.1f} {'' if secs is None else f'{secs:.2f}':>8}")
+                  f"{items:>9,} {size / items:>7.1f} {'' if secs is None else f'{secs:.2f}':>8} "
+                  f"{'' if mb is None else f'{mb:.0f}':>8}")
 
 
 if __name__ == "__main__":

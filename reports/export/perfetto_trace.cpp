@@ -1,8 +1,10 @@
 #include "reports/export/perfetto_trace.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -56,6 +58,15 @@ bool on_device(const GpuSlice& s) {
   return s.kind == LT_GPU_KERNEL || s.kind == LT_GPU_MEMCPY || s.kind == LT_GPU_MEMSET;
 }
 
+// Which encloses which when two slices on a thread have the same times:
+// actions, NVTX ranges, ops, then the CUDA calls ops make.
+int category_rank(const char* category) {
+  static const char* const order[] = {"user_annotation", "nvtx", "cpu_op", "cuda_runtime", "cuda_driver"};
+  for (int i = 0; i < 5; ++i)
+    if (std::strcmp(category, order[i]) == 0) return i;
+  return 5;
+}
+
 // One slice to draw, on the document's clock.
 struct Slice {
   std::int64_t begin = 0, end = 0;
@@ -63,6 +74,7 @@ struct Slice {
   const char* category = nullptr;
   std::uint64_t flow = 0;  // 0: none
   bool terminating = false;
+  std::uint32_t tid = 0;  // the thread's track (CPU slices)
 };
 
 class Writer {
@@ -77,6 +89,14 @@ class Writer {
     for (std::size_t i = 0; i < doc_.sources.size(); ++i) index_gpu(i);
     for (std::size_t i = 0; i < doc_.sources.size(); ++i) {
       const ChromeSource& src = doc_.sources[i];
+      // Each process's op calls and CUDA API slices, found once.
+      ops_of_.clear();
+      api_of_.clear();
+      if (src.ops)
+        for (const auto& iv : src.ops->intervals) ops_of_[iv.pid].push_back(&iv);
+      if (src.gpu)
+        for (const auto& s : src.gpu->slices)
+          if (!on_device(s)) api_of_[s.pid].push_back(&s);
       for (const auto& cp : src.processes) cpu_process(i, cp);
       unlisted_api_slices(i);
       gpu_device_slices(i);
@@ -163,12 +183,23 @@ class Writer {
     event(ts, e);
   }
 
-  // One track's slices in time order, nested strictly: parents first (by
-  // begin, then longest), ends written when the next slice begins after them.
-  void slices(std::uint64_t track_uuid, std::vector<Slice>& v) {
-    std::stable_sort(v.begin(), v.end(), [](const Slice& a, const Slice& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
-    });
+  // Per thread, then parents first (by begin, then longest, then
+  // category_rank); the rest of the order by content, so the file is the
+  // same on every run.  std::sort, not
+  // stable_sort: no buffer the size of the slices.
+  static bool track_order(const Slice& a, const Slice& b) {
+    if (a.tid != b.tid) return a.tid < b.tid;
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end > b.end;
+    if (a.category != b.category) return category_rank(a.category) < category_rank(b.category);
+    if (const int c = a.name->compare(*b.name)) return c < 0;
+    return a.flow < b.flow;
+  }
+
+  // One track's slices in time order, nested strictly: ends written when the
+  // next slice begins after them.
+  void slices(std::uint64_t track_uuid, std::span<Slice> v) {
+    if (!std::is_sorted(v.begin(), v.end(), track_order)) std::sort(v.begin(), v.end(), track_order);
     std::vector<std::int64_t> open;  // ends of the open slices, innermost last
     for (Slice& s : v) {
       while (!open.empty() && open.back() <= s.begin) {
@@ -260,27 +291,33 @@ class Writer {
     const ProcessActions& p = *cp.proc;
     const std::uint32_t os_pid = p.meta.pid;
     process_track(source, os_pid, cp.pid, cp.name, cp.labels);
-    std::map<std::uint32_t, std::vector<Slice>> by_tid;
+    // One vector for the process (48 bytes a slice, sized once), grouped by
+    // thread below: the only per-slice memory the writer holds.
+    std::vector<Slice> all;
+    all.reserve(p.intervals.size() + ops_of_[os_pid].size() + api_of_[os_pid].size());
+    auto add = [&](std::uint32_t tid, Slice s) {
+      s.tid = tid;
+      all.push_back(s);
+    };
     for (const auto& iv : p.intervals)
       if (src.keeps(os_pid, iv.begin_ns, iv.end_ns))
-        by_tid[iv.tid].push_back(
+        add(iv.tid,
             {time_ns(src, iv.begin_ns), time_ns(src, iv.end_ns), &p.actions[iv.action].name, "user_annotation"});
-    if (src.ops) {
-      for (const auto& iv : src.ops->intervals) {
-        if (iv.pid != os_pid || !src.keeps(os_pid, iv.begin_ns, iv.end_ns)) continue;
-        const auto& names = src.ops->names;
-        const std::string* name = &unknown_;
-        if (iv.op < names.size() && !names[iv.op].empty()) {
-          name = &names[iv.op];
-        } else {
-          name = &op_names_.try_emplace(iv.op, "op#" + std::to_string(iv.op)).first->second;
-        }
-        by_tid[iv.tid].push_back({time_ns(src, iv.begin_ns), time_ns(src, iv.end_ns), name, "cpu_op"});
+    for (const OpInterval* op : ops_of_[os_pid]) {
+      const OpInterval& iv = *op;
+      if (!src.keeps(os_pid, iv.begin_ns, iv.end_ns)) continue;
+      const auto& names = src.ops->names;
+      const std::string* name = &unknown_;
+      if (iv.op < names.size() && !names[iv.op].empty()) {
+        name = &names[iv.op];
+      } else {
+        name = &op_names_.try_emplace(iv.op, "op#" + std::to_string(iv.op)).first->second;
       }
+      add(iv.tid, {time_ns(src, iv.begin_ns), time_ns(src, iv.end_ns), name, "cpu_op"});
     }
-    if (src.gpu)
-      for (const auto& s : src.gpu->slices)
-        if (s.pid == os_pid && !on_device(s) && included(source, s)) by_tid[s.tid].push_back(api_slice(source, s));
+    for (const GpuSlice* s : api_of_[os_pid])
+      if (included(source, *s)) add(s->tid, api_slice(source, *s));
+    std::sort(all.begin(), all.end(), track_order);
     const ProcessMemory* memory = nullptr;
     if (src.memory)
       for (const auto& pm : src.memory->processes)
@@ -290,11 +327,14 @@ class Writer {
       for (const auto& e : memory->events)
         if (e.oom && src.keeps(os_pid, e.ts_ns, e.ts_ns)) ooms[e.tid].push_back(&e);
     std::set<std::uint32_t> tids;
-    for (const auto& [tid, v] : by_tid) tids.insert(tid);
+    for (const Slice& sl : all) tids.insert(sl.tid);
     for (const auto& [tid, v] : ooms) tids.insert(tid);
+    auto from = all.begin();
     for (auto tid : tids) {
       const std::uint64_t uuid = thread_track(cp.pid, os_pid, tid);
-      slices(uuid, by_tid[tid]);
+      auto to = std::find_if(from, all.end(), [&](const Slice& sl) { return sl.tid != tid; });
+      slices(uuid, std::span<Slice>(from, to));
+      from = to;
       for (const MemEvent* e : ooms[tid]) {
         ProtoMessage ev;
         ev.varint(f::kCategoryIids, intern(categories_, f::kEventCategories, "cpu_instant_event"));
@@ -382,7 +422,9 @@ class Writer {
   }
 
   const std::string unknown_ = "?";
-  std::unordered_map<std::uint32_t, std::string> op_names_;  // "op#N" for ops with no name
+  std::unordered_map<std::uint32_t, std::string> op_names_;                   // "op#N" for ops with no name
+  std::unordered_map<std::uint32_t, std::vector<const OpInterval*>> ops_of_;  // this source's, by OS pid
+  std::unordered_map<std::uint32_t, std::vector<const GpuSlice*>> api_of_;
 };
 
 }  // namespace

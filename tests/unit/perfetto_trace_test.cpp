@@ -307,7 +307,7 @@ TEST(PerfettoTrace, KernelsOnStreamTracksWithFlowsFromTheirLaunch) {
   ASSERT_EQ(kernel->terminating.size(), 1u);
   EXPECT_EQ(launch->flows[0], kernel->terminating[0]);
 
-  // --steps of a process with no steps keeps nothing of it; a window before the kernel drops it.
+  // A window before everything keeps nothing.
   rep.window_begin_ns = 0;
   const RangeFilter early(*parse_time_window("0,0.001"), rep);
   std::ostringstream none;
@@ -324,4 +324,38 @@ TEST(PerfettoTrace, KernelsOnStreamTracksWithFlowsFromTheirLaunch) {
   EXPECT_EQ(kept["cudaLaunchKernel"], 1);
   EXPECT_EQ(kept["training_step"], 1);  // 10..20 ms overlaps
   EXPECT_EQ(kept["run_training_epoch"], 1);
+}
+
+TEST(ExportRange, StepsKeepTheirOwnProcessesSteps) {
+  // Two processes, 4 training batches each (fetch, body, end hook), 100 ms
+  // apart; the second process's start 50 ms later.
+  ActionsReport rep;
+  for (std::uint32_t pid : {7u, 8u}) {
+    ProcessActions p;
+    p.meta.pid = pid;
+    p.actions = {ActionSeries("[_TrainingEpochLoop].train_dataloader_next"), ActionSeries("run_training_batch"),
+                 ActionSeries("[Callback]TQDMProgressBar.on_train_batch_end")};
+    const std::uint64_t off = pid == 8 ? 50 * ms : 0;
+    for (std::uint64_t i = 0; i < 4; ++i) {
+      const std::uint64_t t = off + i * 100 * ms;
+      p.intervals.push_back({0, pid, t, t + 10 * ms, false});
+      p.intervals.push_back({1, pid, t + 10 * ms, t + 60 * ms, false});
+      p.intervals.push_back({2, pid, t + 60 * ms, t + 61 * ms, false});
+    }
+    rep.processes.push_back(p);
+  }
+  const RangeFilter r(*parse_step_range("1-2"), rep);
+  EXPECT_NE(r.summary().find("training steps 1-2 of 2 process(es)"), std::string::npos) << r.summary();
+  EXPECT_FALSE(r.keeps(7, 0, 61 * ms));          // step 0
+  EXPECT_TRUE(r.keeps(7, 100 * ms, 110 * ms));   // step 1's fetch
+  EXPECT_TRUE(r.keeps(7, 260 * ms, 261 * ms));   // step 2's end hook
+  EXPECT_FALSE(r.keeps(7, 300 * ms, 310 * ms));  // step 3
+  EXPECT_FALSE(r.keeps(8, 100 * ms, 110 * ms));  // process 8's step 0 (50-111 ms); its step 1 begins at 150
+  EXPECT_TRUE(r.keeps(8, 150 * ms, 160 * ms));
+  EXPECT_FALSE(r.keeps(9, 150 * ms, 160 * ms));  // a process with no steps
+  const RangeFilter past(*parse_step_range("4-9"), rep);
+  EXPECT_TRUE(past.matched_nothing());
+  EXPECT_NE(past.summary().find("the trace has 4 training step(s)"), std::string::npos) << past.summary();
+  const RangeFilter tail(*parse_step_range("3-9"), rep);  // B past the last: up to the last
+  EXPECT_TRUE(tail.keeps(7, 360 * ms, 361 * ms));
 }
