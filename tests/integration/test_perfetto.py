@@ -7,8 +7,8 @@ start for start, nested per track, and its memory counters carry the JSON's
 "Total Allocated" values.  --steps keeps exactly the events that overlap the
 chosen training steps, found here from the full Chrome trace as
 test_dashboard finds them; --window those overlapping the seconds after the
-attach; both the same in the merged per-rank traces; bad values are usage
-errors (exit 2, one line)."""
+attach; both the same in the merged per-rank traces and live (no trace
+file); bad values are usage errors (exit 2, one line)."""
 import json
 import os
 import shutil
@@ -217,3 +217,26 @@ def test_bad_ranges_are_usage_errors(tmp_path, args, words):
     assert r.returncode == 2, r.stderr
     assert words in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_live_attach_takes_the_range(tmp_path):
+    """Live (no trace file): --steps on --chrome and --perfetto at detach."""
+    go, log = tmp_path / "go", tmp_path / "job.log"
+    with open(log, "w") as f:
+        job = subprocess.Popen([VENV_PY, TRAIN, "--wait-file", str(go), "--profiler", "none", "--epochs", "1",
+                                "--batches", "8"], stdout=f, stderr=subprocess.STDOUT)
+    wait_for(str(log), "READY", 600, job)
+    err = tmp_path / "live.err"
+    live = subprocess.Popen([LTRACE, "--pid", str(job.pid), "-v", "--steps", "2-3", "--chrome",
+                             str(tmp_path / "live.json"), "--perfetto", str(tmp_path / "live.pftrace")],
+                            stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+    wait_for(str(err), "attached", 120, live)
+    go.touch()
+    assert job.wait(120) == 0
+    assert live.wait(60) == 0, open(err).read()
+    assert "training steps 2-3" in open(err).read()
+    doc = chrome(tmp_path / "live.json")
+    names = Counter(e["name"] for e in slices(doc))
+    assert names["run_training_batch"] == 2
+    begins, _, _ = perfetto(tmp_path / "live.pftrace")
+    assert Counter(n for n, _, _, _ in begins) == names
