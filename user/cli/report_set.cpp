@@ -92,7 +92,12 @@ void ReportSet::write() {
     });
   if (!o.perfetto_path.empty())
     write_output(o.perfetto_path, [&](std::ostream& f) {
-      write_perfetto_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range);
+      const PerfettoStats st =
+          write_perfetto_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range);
+      if (o.verbose)
+        std::cerr << "ltrace-bpf: --perfetto: " << st.slices << " slices (" << st.cut_slices
+                  << " cut at their parent's end to nest), " << st.counters << " counter values, " << st.packets
+                  << " packets\n";
     });
   if (!o.html_path.empty())
     write_output(o.html_path, [&](std::ostream& f) {
