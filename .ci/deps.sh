@@ -23,7 +23,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3.11 -m venv .venv
 fi
-if ! { .venv/bin/python -c "import torch, pytorch_lightning, pytest, hta, jsonschema" 2>/dev/null &&
+if ! { .venv/bin/python -c "import torch, pytorch_lightning, pytest, hta, jsonschema, perfetto" 2>/dev/null &&
        [ -x .venv/bin/py-spy ]; }; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r .ci/requirements.txt

@@ -507,6 +507,7 @@ ActionsReport ActionAggregator::finish() {
   // window then ends at the last event seen.
   rep.complete = s_->window_end != 0;
   if (!rep.complete) s_->window_end = s_->last_ts;
+  rep.window_begin_ns = s_->window_begin;
   auto& procs = s_->procs;
   auto& window_end = s_->window_end;
   auto& order = s_->order;

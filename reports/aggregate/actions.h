@@ -115,6 +115,7 @@ struct ActionsReport {
   std::uint64_t unreadable = 0;          // records not sent: target memory unreadable (PROC_DROPS)
   std::vector<RecordLoss> unattributed;  // losses the per-process table could not hold
   bool complete = true;                  // the stream has its detach record
+  std::uint64_t window_begin_ns = 0;     // the attach (WINDOW begin; 0: none in the stream)
   std::uint64_t damaged_ranges = 0;      // gaps in the stream (damaged chunks of a trace file)
 };
 

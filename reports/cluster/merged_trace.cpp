@@ -1,9 +1,11 @@
 #include "reports/cluster/merged_trace.h"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "reports/export/chrome_trace.h"
+#include "reports/export/perfetto_trace.h"
 #include "reports/format/json_escape.h"
 
 namespace lt {
@@ -66,9 +68,24 @@ ChromeDocument document(const MergePlan& plan, int rank, bool merged) {
   return doc;
 }
 
+// --steps/--window resolved once per recording (several ranks may share one).
+class RangeFilters {
+ public:
+  explicit RangeFilters(const ExportRange& range) : range_(range) {}
+  const RangeFilter* of(const ActionsReport* rep) {
+    if (range_.all()) return nullptr;
+    return &filters_.try_emplace(rep, range_, *rep).first->second;
+  }
+
+ private:
+  ExportRange range_;
+  std::map<const ActionsReport*, RangeFilter> filters_;
+};
+
 // One rank: its own process of its recording, on the common clock.
-ChromeSource rank_source(const MergePlan& plan, const RankRun& r, std::uint64_t pid) {
+ChromeSource rank_source(const MergePlan& plan, const RankRun& r, std::uint64_t pid, RangeFilters& ranges) {
   ChromeSource src;
+  src.range = ranges.of(r.report);
   src.actions = r.report;
   src.ops = r.ops;
   src.gpu = r.gpu;
@@ -77,21 +94,32 @@ ChromeSource rank_source(const MergePlan& plan, const RankRun& r, std::uint64_t 
   return src;
 }
 
-}  // namespace
-
-void write_merged_trace(const MergePlan& plan, std::ostream& out) {
+ChromeDocument merged_document(const MergePlan& plan, RangeFilters& ranges) {
   ChromeDocument doc = document(plan, 0, true);
   doc.gpu_pid_blocks = true;  // pids are rank indexes: GPU 0 would be rank 0
-  for (auto& r : plan.ranks) doc.sources.push_back(rank_source(plan, r, static_cast<std::uint64_t>(r.index)));
-  write_chrome_document(doc, out);
+  for (auto& r : plan.ranks) doc.sources.push_back(rank_source(plan, r, static_cast<std::uint64_t>(r.index), ranges));
+  return doc;
 }
 
-void write_rank_trace(const MergePlan& plan, std::size_t i, std::ostream& out) {
+}  // namespace
+
+void write_merged_trace(const MergePlan& plan, std::ostream& out, const ExportRange& range) {
+  RangeFilters ranges(range);
+  write_chrome_document(merged_document(plan, ranges), out);
+}
+
+void write_merged_perfetto(const MergePlan& plan, std::ostream& out, const ExportRange& range) {
+  RangeFilters ranges(range);
+  write_perfetto_document(merged_document(plan, ranges), out);
+}
+
+void write_rank_trace(const MergePlan& plan, std::size_t i, std::ostream& out, const ExportRange& range) {
+  RangeFilters ranges(range);
   const RankRun& r = plan.ranks.at(i);
   ChromeDocument doc = document(plan, r.index, false);
   doc.hostname = r.host;
   doc.losses = chrome_losses(*r.report, *r.proc);
-  doc.sources.push_back(rank_source(plan, r, r.proc->meta.pid));
+  doc.sources.push_back(rank_source(plan, r, r.proc->meta.pid, ranges));
   write_chrome_document(doc, out);
 }
 

@@ -26,16 +26,25 @@
 // calls, NVTX ranges and launch flows as `--chrome` writes them.  One rank's
 // events equal the single trace's of its process, but for the pid, the
 // process_name / labels / sort index and the clock correction.
+//
+// With an ExportRange (--steps/--window), each rank keeps what the range
+// selects in its own recording: its own steps (indexed from its first), or
+// seconds from its recording's attach (reports/export/export_range.h).
+//  * write_merged_perfetto: the merged trace's document in Perfetto's
+//    protobuf format (reports/export/perfetto_trace.h).
 #pragma once
 #include <ostream>
 #include <string>
 
 #include "reports/cluster/merge.h"
+#include "reports/export/export_range.h"
 
 namespace lt {
 
-void write_merged_trace(const MergePlan& plan, std::ostream& out);
-void write_rank_trace(const MergePlan& plan, std::size_t rank_position, std::ostream& out);
+void write_merged_trace(const MergePlan& plan, std::ostream& out, const ExportRange& range = {});
+void write_merged_perfetto(const MergePlan& plan, std::ostream& out, const ExportRange& range = {});
+void write_rank_trace(const MergePlan& plan, std::size_t rank_position, std::ostream& out,
+                      const ExportRange& range = {});
 // "rank-<index>.json"
 std::string rank_trace_filename(const RankRun& r);
 

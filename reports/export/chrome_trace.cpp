@@ -61,7 +61,8 @@ class Writer {
     for (const auto& src : doc_.sources) {
       std::map<std::uint32_t, std::vector<const OpInterval*>> ops_of;  // op calls by process, in begin order
       if (src.ops)
-        for (const auto& iv : src.ops->intervals) ops_of[iv.pid].push_back(&iv);
+        for (const auto& iv : src.ops->intervals)
+          if (src.keeps(iv.pid, iv.begin_ns, iv.end_ns)) ops_of[iv.pid].push_back(&iv);
       std::unordered_map<std::uint32_t, const ProcessMemory*> memory_of;
       if (src.memory)
         for (const auto& pm : src.memory->processes) memory_of.emplace(pm.pid, &pm);
@@ -128,7 +129,8 @@ class Writer {
   }
 
   bool included(std::size_t source, const GpuSlice& s) const {
-    return doc_.sources[source].unlisted_gpu || listed(source, s.pid);
+    const ChromeSource& src = doc_.sources[source];
+    return (src.unlisted_gpu || listed(source, s.pid)) && src.keeps(s);
   }
 
   // Each source's listed processes by OS pid; the processes with GPU rows,
@@ -170,12 +172,14 @@ class Writer {
       next() << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << cp.pid << ", \"tid\": " << tid
              << ", \"args\": {\"name\": " << json_string(tid == m.pid ? "main thread" : "thread " + std::to_string(tid))
              << "}}";
-    for (const auto& iv : p.intervals)
+    for (const auto& iv : p.intervals) {
+      if (!src.keeps(m.pid, iv.begin_ns, iv.end_ns)) continue;
       next() << "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " << json_string(p.actions[iv.action].name)
              << ", \"pid\": " << cp.pid << ", \"tid\": " << iv.tid
              << ", \"ts\": " << us_exact(time_ns(src, iv.begin_ns))
              << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv.end_ns - iv.begin_ns))
              << ", \"args\": {\"External id\": 0" << (iv.estimated ? ", \"estimated\": true" : "") << "}}";
+    }
     for (const auto* iv : ops) {
       const auto& names = src.ops->names;
       const std::string name =
@@ -193,6 +197,7 @@ class Writer {
   // kineto's memory instants (torch's profile_memory=True export).
   void memory_events(const ChromeSource& src, const ChromeProcess& cp, const ProcessMemory& pm) {
     for (const MemEvent& e : pm.events) {
+      if (!src.keeps(pm.pid, e.ts_ns, e.ts_ns)) continue;
       auto& o = next() << "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \""
                        << (e.oom ? "[OutOfMemory]" : "[memory]") << "\", \"pid\": " << cp.pid << ", \"tid\": " << e.tid
                        << ", \"ts\": " << us_exact(time_ns(src, e.ts_ns))
@@ -296,8 +301,8 @@ void write_chrome_document(const ChromeDocument& doc, std::ostream& out) {
   Writer(doc, out).write();
 }
 
-void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops, const GpuReport* gpu,
-                        const MemoryReport* memory) {
+ChromeDocument recording_document(const ActionsReport& rep, const OpsReport* ops, const GpuReport* gpu,
+                                  const MemoryReport* memory, const RangeFilter* range) {
   ChromeDocument doc;
   for (const auto& p : rep.processes)
     if (p.meta.rank >= 0) {
@@ -307,12 +312,19 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
     }
   doc.hostname = rep.host.hostname;
   doc.losses = chrome_losses(rep);
+  // The attach on the document's clock: where --window's seconds count from.
+  if (const std::uint64_t t0 = attach_begin_ns(rep)) {
+    const HostMeta& h = rep.host;
+    const std::uint64_t t = h.realtime_ns == 0 ? t0 : t0 - h.monotonic_ns + h.realtime_ns;
+    doc.ltrace_members = "\"attach_ns\": " + std::to_string(t);
+  }
   ChromeSource src;
   src.actions = &rep;
   src.ops = ops;
   src.gpu = gpu;
   src.memory = memory;
   src.unlisted_gpu = true;
+  src.range = range;
   std::set<std::uint32_t> with_ops;  // and with memory events
   if (ops)
     for (const auto& iv : ops->intervals) with_ops.insert(iv.pid);
@@ -329,7 +341,12 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
     src.processes.push_back({&p, m.pid, name, pid, -1, pid});
   }
   doc.sources.push_back(std::move(src));
-  write_chrome_document(doc, out);
+  return doc;
+}
+
+void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops, const GpuReport* gpu,
+                        const MemoryReport* memory, const RangeFilter* range) {
+  write_chrome_document(recording_document(rep, ops, gpu, memory, range), out);
 }
 
 }  // namespace lt

@@ -18,6 +18,7 @@
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
+#include "reports/export/export_range.h"
 
 namespace lt {
 
@@ -37,9 +38,13 @@ namespace lt {
 // torch.profiler(profile_memory=True) writes them: TensorBoard's and HTA's
 // memory views read these.
 // Every process with actions, ops or memory events gets a process group
-// under its OS pid.
+// under its OS pid.  "ltrace_bpf": {"attach_ns": ...} is the attach on the
+// trace's clock (integer nanoseconds; "ts" is in microseconds): --window
+// counts from it.  With `range` (--steps/--window), only the events it
+// keeps (export_range.h).
 void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops = nullptr,
-                        const GpuReport* gpu = nullptr, const MemoryReport* memory = nullptr);
+                        const GpuReport* gpu = nullptr, const MemoryReport* memory = nullptr,
+                        const RangeFilter* range = nullptr);
 
 // ---- The writer's parameters, for documents of several recordings ----
 
@@ -63,6 +68,15 @@ struct ChromeSource {
   std::vector<ChromeProcess> processes;
   // GPU slices of processes not listed go in too, under their OS pid.
   bool unlisted_gpu = false;
+  // --steps/--window resolved for this recording; null: everything.
+  const RangeFilter* range = nullptr;
+  bool keeps(std::uint32_t os_pid, std::uint64_t begin_ns, std::uint64_t end_ns) const {
+    return !range || range->keeps(os_pid, begin_ns, end_ns);
+  }
+  // A GPU slice: by its own times, or by its launch's (a step's kernels stay with it).
+  bool keeps(const GpuSlice& s) const {
+    return keeps(s.pid, s.begin_ns, s.end_ns) || (s.launch_ns && keeps(s.pid, s.launch_ns, s.launch_ns));
+  }
 };
 
 // The "ltrace_bpf" lost-event counts.
@@ -100,5 +114,10 @@ struct ChromeDocument {
 // plus 2^32 * the process's place among the GPU processes when there are
 // several (correlation ids are per process).
 void write_chrome_document(const ChromeDocument& doc, std::ostream& out);
+
+// The document of one recording, as write_chrome_trace writes it (also the
+// Perfetto writer's input).  The reports must outlive it.
+ChromeDocument recording_document(const ActionsReport& rep, const OpsReport* ops, const GpuReport* gpu,
+                                  const MemoryReport* memory, const RangeFilter* range = nullptr);
 
 }  // namespace lt

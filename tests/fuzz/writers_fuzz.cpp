@@ -30,6 +30,7 @@
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
+#include "reports/export/perfetto_trace.h"
 #include "reports/flame/collapsed.h"
 #include "reports/flame/flamegraph_svg.h"
 #include "reports/flame/speedscope.h"
@@ -363,6 +364,10 @@ void check_writers(FuzzedDataProvider& fdp) {
   std::ostringstream chrome, html, speedscope, collapsed, svg, dump;
   lt::write_chrome_trace(rep, chrome, nullptr, nullptr);
   check_json(chrome.str(), "Chrome trace");
+  // Perfetto: the same document as packets, and cut to steps (ranges of any trace).
+  std::ostringstream perfetto;
+  const lt::RangeFilter steps(*lt::parse_step_range("1-2"), rep);
+  lt::write_perfetto_trace(rep, perfetto, nullptr, nullptr, nullptr, &steps);
   lt::write_html_report(rep, true, html, &st, nullptr, nullptr);
   check_text(html.str(), "HTML page");
   std::vector<lt::NamedProfile> named;

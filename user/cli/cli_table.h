@@ -29,7 +29,7 @@ struct OptionSpec {
   // Said when a command that does not take it is given it; nullptr: the
   // command's own words (CommandSpec::refusal).
   const char* refusal = nullptr;
-  const char* needs = nullptr;    // the long name of an option it only works with
+  const char* needs = nullptr;    // the long name of an option it only works with ("a|b": any one of them)
   bool passed_on = false;         // cluster: given on to every agent as typed
   const char* heading = nullptr;  // --help: a section that starts at this row
 };

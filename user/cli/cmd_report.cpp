@@ -22,9 +22,11 @@ int merge_reports(const Options& opts) {
   mo.chrome_path = opts.chrome_path;
   mo.chrome_dir = opts.chrome_dir;
   mo.html_path = opts.html_path;
+  mo.perfetto_path = opts.perfetto_path;
+  mo.range = opts.export_range;
   mo.notes = cluster::manifest_notes(opts.input);
   // GPU slices kept only for the outputs that draw them.
-  const bool traces = !mo.chrome_path.empty() || !mo.chrome_dir.empty() || !mo.html_path.empty();
+  const bool traces = opts.wants_trace_export() || !mo.html_path.empty();
   write_merged_reports(read_merge_inputs(opts.input, mo.ops, {opts.schedule, true, opts.group_by_input_shapes}, traces),
                        mo);
   return 0;

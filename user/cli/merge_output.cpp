@@ -28,12 +28,12 @@ std::string dir_name(const std::string& host) {
 
 }  // namespace
 
-std::vector<std::string> write_rank_traces(const MergePlan& plan, const std::string& dir) {
+std::vector<std::string> write_rank_traces(const MergePlan& plan, const std::string& dir, const ExportRange& range) {
   make_output_dirs(dir);
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const std::string path = (fs::path(dir) / rank_trace_filename(plan.ranks[i])).string();
-    write_output(path, [&](std::ostream& f) { write_rank_trace(plan, i, f); });
+    write_output(path, [&](std::ostream& f) { write_rank_trace(plan, i, f, range); });
     paths.push_back(path);
   }
   return paths;
@@ -118,8 +118,11 @@ int write_merged_reports(const std::vector<MergeInput>& files, const MergeOption
       std::cerr << "ltrace-bpf: " << plan.hosts[h].host
                 << ": clock not refined (its recorded wall clock is used as is): " << e.why_not << "\n";
   }
-  if (!opt.chrome_path.empty()) write_output(opt.chrome_path, [&](std::ostream& f) { write_merged_trace(plan, f); });
-  if (!opt.chrome_dir.empty()) write_rank_traces(plan, opt.chrome_dir);
+  if (!opt.chrome_path.empty())
+    write_output(opt.chrome_path, [&](std::ostream& f) { write_merged_trace(plan, f, opt.range); });
+  if (!opt.perfetto_path.empty())
+    write_output(opt.perfetto_path, [&](std::ostream& f) { write_merged_perfetto(plan, f, opt.range); });
+  if (!opt.chrome_dir.empty()) write_rank_traces(plan, opt.chrome_dir, opt.range);
   if (!opt.html_path.empty())
     write_output(opt.html_path, [&](std::ostream& f) { write_merged_html(plan, summary, f); });
   return static_cast<int>(plan.ranks.size());

@@ -9,6 +9,7 @@
 
 #include "reports/cluster/cluster_summary.h"
 #include "reports/cluster/merge.h"
+#include "reports/export/export_range.h"
 #include "user/cli/report_output.h"
 
 namespace lt {
@@ -21,9 +22,11 @@ struct MergeOptions {
   bool ops = false;
   OutputOptions reports;
   OpsOutputOptions ops_table;
-  std::string chrome_path;  // --chrome FILE: the merged trace
-  std::string chrome_dir;   // --chrome-dir DIR: rank-<N>.json per rank (HTA's input)
-  std::string html_path;    // --html FILE: the merged dashboard
+  std::string chrome_path;    // --chrome FILE: the merged trace
+  std::string chrome_dir;     // --chrome-dir DIR: rank-<N>.json per rank (HTA's input)
+  std::string html_path;      // --html FILE: the merged dashboard
+  std::string perfetto_path;  // --perfetto FILE: the merged trace in Perfetto's format
+  ExportRange range;          // --steps/--window: what the trace exports keep (per rank)
   // host name -> ns added to its wall clock (the cluster agent's measurement)
   std::map<std::string, std::int64_t> measured_offsets_ns;
   bool estimate_clock = true;  // refine hosts without a measurement from the collectives
@@ -35,7 +38,8 @@ struct MergeOptions {
 int write_merged_reports(const std::vector<MergeInput>& files, const MergeOptions& opt);
 
 // rank-<N>.json for every rank under `dir` (created); returns the paths.
-std::vector<std::string> write_rank_traces(const MergePlan& plan, const std::string& dir);
+std::vector<std::string> write_rank_traces(const MergePlan& plan, const std::string& dir,
+                                           const ExportRange& range = {});
 
 // The trace files under `dir` (recursively, by their magic), sorted by path.
 // Throws lt::Error(io) when `dir` cannot be read.

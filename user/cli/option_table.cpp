@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "reports/export/export_range.h"
 #include "user/cli/cli_table.h"
 #include "user/core/errors.h"
 
@@ -98,6 +99,24 @@ void store_wait(Options& o, const std::string& w) {
   o.wait_s = std::strtod(w.c_str(), &end);
   if (w.empty() || *end || !std::isfinite(o.wait_s) || o.wait_s < 0 || o.wait_s > 3600)
     throw Error(ExitCode::usage, "invalid --wait '" + w + "': expected seconds, 0 to 3600");
+}
+
+void store_steps(Options& o, const std::string& v) {
+  const auto r = parse_step_range(v);
+  if (!r) throw Error(ExitCode::usage, "invalid --steps '" + v + "': expected A-B (training steps, 0 <= A <= B) or A");
+  if (o.export_range.kind == ExportRange::Kind::window)
+    throw Error(ExitCode::usage, "--steps and --window exclude each other");
+  o.export_range = *r;
+}
+
+void store_window(Options& o, const std::string& v) {
+  const auto r = parse_time_window(v);
+  if (!r)
+    throw Error(ExitCode::usage,
+                "invalid --window '" + v + "': expected START,END in seconds after the attach, 0 <= START < END");
+  if (o.export_range.kind == ExportRange::Kind::steps)
+    throw Error(ExitCode::usage, "--steps and --window exclude each other");
+  o.export_range = *r;
 }
 
 // clang-format off
@@ -258,6 +277,19 @@ const OptionSpec kOptions[] = {
   {.name = "chrome", .arg = "FILE", .commands = kAll,
    .help = "Chrome/Perfetto trace (kineto conventions; loads in HTA)",
    .store = [](Options& o, const std::string& v) { o.chrome_path = v; }, .example = "t.json"},
+  {.name = "perfetto", .arg = "FILE", .commands = kAll,
+   .help = "Perfetto's protobuf trace (the --chrome content: actions, ops, GPU work, memory as counters; smaller, "
+           "for ui.perfetto.dev and trace_processor)",
+   .store = [](Options& o, const std::string& v) { o.perfetto_path = v; }, .example = "t.pftrace"},
+  {.name = "steps", .arg = "A-B", .commands = kAll,
+   .help = "the trace exports (--chrome, --perfetto, --chrome-dir) keep only training steps A to B (or step A), "
+           "indexed from each process's first step seen: the events overlapping them, whole (an enclosing epoch "
+           "too); the text reports and --html still cover the whole attach",
+   .store = store_steps, .example = "2-4", .needs = "chrome|perfetto|chrome-dir"},
+  {.name = "window", .arg = "START,END", .commands = kAll,
+   .help = "the trace exports keep only the events overlapping START to END seconds after the attach (whole, "
+           "not clipped), e.g. 10,20; the text reports and --html still cover the whole attach",
+   .store = store_window, .example = "1,2.5", .needs = "chrome|perfetto|chrome-dir"},
   {.name = "html", .arg = "FILE", .commands = kAll,
    .help = "one self-contained HTML page: tables and a timeline",
    .store = [](Options& o, const std::string& v) { o.html_path = v; }, .example = "t.html"},

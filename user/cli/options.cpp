@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
+#include <vector>
 
 #include "user/cli/cli_table.h"
 #include "user/core/errors.h"
@@ -21,6 +23,16 @@ constexpr size_t kWidth = 79;
 
 Error usage_error(const std::string& what) {
   return Error(ExitCode::usage, what);
+}
+
+// OptionSpec::needs "a|b|c" -> a, b, c
+std::vector<std::string> split_alternatives(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (auto bar = s.find('|'); bar != std::string::npos; from = bar + 1, bar = s.find('|', from))
+    out.push_back(s.substr(from, bar - from));
+  out.push_back(s.substr(from));
+  return out;
 }
 
 std::string flag_name(const OptionSpec& o) {
@@ -161,8 +173,26 @@ Options parse_options(int argc, char** argv) {
     }
   }
   if (o.help || o.version) return o;
+  auto row_named = [&](std::string_view name) {
+    return std::find_if(table.begin(), table.end(), [&](const OptionSpec& s) { return s.name == name; });
+  };
   for (size_t i = 0; i < table.size(); ++i) {
     if (!given[i] || !table[i].needs) continue;
+    // "a|b|c": any one of them.
+    if (std::strchr(table[i].needs, '|')) {
+      const std::vector<std::string> any = split_alternatives(table[i].needs);
+      std::string names;
+      bool one = false;
+      for (std::size_t k = 0; k < any.size(); ++k) {
+        const auto row = row_named(any[k]);
+        if (row == table.end())
+          throw Error(ExitCode::internal, flag_name(table[i]) + " needs --" + any[k] + ", which is no option");
+        one |= given[row - table.begin()];
+        names += (k == 0 ? "" : k + 1 == any.size() ? " or " : ", ") + flag_name(*row);
+      }
+      if (!one) throw usage_error(flag_name(table[i]) + " needs " + names);
+      continue;
+    }
     auto other = std::find_if(table.begin(), table.end(),
                               [&](const OptionSpec& s) { return std::strcmp(s.name, table[i].needs) == 0; });
     if (other == table.end())

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reports/advanced/advanced_report.h"
+#include "reports/export/export_range.h"
 
 namespace lt {
 
@@ -69,6 +70,9 @@ struct Options {
   bool merge = false;                  // report DIR --merge: several trace files (nodes) as one job
   std::string chrome_dir;              // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text
+  std::string perfetto_path;           // --perfetto FILE: Perfetto's protobuf trace
+  ExportRange export_range;            // --steps A-B / --window START,END: what the trace exports keep
+  bool wants_trace_export() const { return !chrome_path.empty() || !perfetto_path.empty() || !chrome_dir.empty(); }
   // cluster: --slurm-job ID -o DIR [--nodes A,B] [--gather auto|shared|stream] [--agent PATH] [--clock-addr HOST]
   std::string slurm_job;
   std::vector<std::string> nodes;

@@ -6,6 +6,7 @@
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
+#include "reports/export/perfetto_trace.h"
 #include "reports/gpu/device_stats_report.h"
 #include "reports/memory/memory_report.h"
 #include "reports/ops/compile_section.h"
@@ -17,7 +18,7 @@
 namespace lt {
 namespace {
 bool wants_exports(const Options& o) {
-  return !o.chrome_path.empty() || !o.html_path.empty();
+  return !o.chrome_path.empty() || !o.perfetto_path.empty() || !o.html_path.empty();
 }
 }  // namespace
 
@@ -80,9 +81,23 @@ void ReportSet::write() {
   if (o.device_stats)
     if (auto cuda = render_cuda_memory_stats(mem_rep, {&rep}); !cuda.empty()) std::cout << cuda << "\n";
   write_stack_exports(stack_rep, {o.collapsed_path, o.flamegraph_path, o.speedscope_path});
+  // --steps/--window: the trace exports only (the reports above cover the attach).
+  const RangeFilter range(o.export_range, rep);
+  if (!range.everything())
+    std::cerr << "ltrace-bpf: " << (range.matched_nothing() ? "warning: " : "") << "trace exports keep "
+              << range.summary() << "\n";
   if (!o.chrome_path.empty())
     write_output(o.chrome_path, [&](std::ostream& f) {
-      write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep);
+      write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range);
+    });
+  if (!o.perfetto_path.empty())
+    write_output(o.perfetto_path, [&](std::ostream& f) {
+      const PerfettoStats st =
+          write_perfetto_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range);
+      if (o.verbose)
+        std::cerr << "ltrace-bpf: --perfetto: " << st.slices << " slices (" << st.cut_slices
+                  << " cut at their parent's end to nest), " << st.counters << " counter values, " << st.packets
+                  << " packets\n";
     });
   if (!o.html_path.empty())
     write_output(o.html_path, [&](std::ostream& f) {

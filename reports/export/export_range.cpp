@@ -1,0 +1,103 @@
+#include "reports/export/export_range.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "reports/aggregate/steps.h"
+
+namespace lt {
+namespace {
+
+std::optional<std::uint32_t> parse_index(const std::string& s) {
+  if (s.empty() || s.size() > 9) return std::nullopt;
+  for (char c : s)
+    if (c < '0' || c > '9') return std::nullopt;
+  return static_cast<std::uint32_t>(std::stoul(s));
+}
+
+std::optional<double> parse_seconds(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (*end != '\0' || errno != 0 || !std::isfinite(v) || v < 0) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<ExportRange> parse_step_range(const std::string& s) {
+  const auto dash = s.find('-');
+  const auto a = parse_index(s.substr(0, dash));
+  const auto b = dash == std::string::npos ? a : parse_index(s.substr(dash + 1));
+  if (!a || !b || *b < *a) return std::nullopt;
+  ExportRange r;
+  r.kind = ExportRange::Kind::steps;
+  r.first_step = *a;
+  r.last_step = *b;
+  return r;
+}
+
+std::optional<ExportRange> parse_time_window(const std::string& s) {
+  const auto comma = s.find(',');
+  if (comma == std::string::npos) return std::nullopt;
+  const auto a = parse_seconds(s.substr(0, comma));
+  const auto b = parse_seconds(s.substr(comma + 1));
+  if (!a || !b || *b <= *a) return std::nullopt;
+  ExportRange r;
+  r.kind = ExportRange::Kind::window;
+  r.start_s = *a;
+  r.end_s = *b;
+  return r;
+}
+
+std::uint64_t attach_begin_ns(const ActionsReport& rep) {
+  if (rep.window_begin_ns) return rep.window_begin_ns;
+  std::uint64_t begin = 0;
+  for (const auto& p : rep.processes)
+    if (p.window_begin_ns && (begin == 0 || p.window_begin_ns < begin)) begin = p.window_begin_ns;
+  return begin;
+}
+
+RangeFilter::RangeFilter(const ExportRange& range, const ActionsReport& rep) : all_(range.all()) {
+  if (all_) return;
+  if (range.kind == ExportRange::Kind::window) {
+    const std::uint64_t t0 = attach_begin_ns(rep);
+    window_ = Span{t0 + static_cast<std::uint64_t>(std::llround(range.start_s * 1e9)),
+                   t0 + static_cast<std::uint64_t>(std::llround(range.end_s * 1e9))};
+    summary_ = "window " + std::to_string(range.start_s) + " s to " + std::to_string(range.end_s) + " s after attach";
+    return;
+  }
+  std::size_t most = 0, procs = 0;
+  for (const auto& p : rep.processes) {
+    if (p.intervals.empty()) continue;
+    const ProcessSteps steps = step_records(p);
+    most = std::max(most, steps.train.size());
+    if (range.first_step >= steps.train.size()) continue;
+    const std::size_t last = std::min<std::size_t>(range.last_step, steps.train.size() - 1);
+    spans_.emplace(p.meta.pid, Span{steps.train[range.first_step].begin_ns, steps.train[last].end_ns});
+    ++procs;
+  }
+  const std::string asked =
+      "training steps " + std::to_string(range.first_step) + "-" + std::to_string(range.last_step);
+  summary_ = procs
+                 ? asked + " of " + std::to_string(procs) + " process(es)"
+                 : "no " + asked + ": the trace has " + std::to_string(most) + " training step(s) per process at most";
+}
+
+bool RangeFilter::keeps(std::uint32_t pid, std::uint64_t begin_ns, std::uint64_t end_ns) const {
+  if (all_) return true;
+  Span s;
+  if (window_) {
+    s = *window_;
+  } else {
+    const auto it = spans_.find(pid);
+    if (it == spans_.end()) return false;
+    s = it->second;
+  }
+  if (end_ns <= begin_ns) return begin_ns >= s.begin_ns && begin_ns <= s.end_ns;
+  return begin_ns < s.end_ns && end_ns > s.begin_ns;
+}
+
+}  // namespace lt
