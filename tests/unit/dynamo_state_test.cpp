@@ -94,6 +94,9 @@ TEST_P(DynamoState, CompileLogAndGraphBreaksOfARealInterpreter) {
   lt::python::DynamoStateReader reader;
   auto got = reader.read(interp);
   auto again = reader.read(interp);  // from the cached module dict
+  std::uint64_t newest = 0;
+  auto all = reader.read(interp, &newest);
+  auto none_new = reader.read(interp, &newest);  // nothing after the newest
   // The notes: each compile once, each graph break again only when its count grew.
   std::vector<lt::lt_compile_note_event> notes;
   lt::DynamoNotes dn([&](const void* r, std::size_t n) {
@@ -125,8 +128,12 @@ TEST_P(DynamoState, CompileLogAndGraphBreaksOfARealInterpreter) {
     EXPECT_EQ(got->graph_breaks[i].reason, want_breaks[i].reason);
     EXPECT_EQ(got->graph_breaks[i].count, want_breaks[i].count);
   }
-  ASSERT_TRUE(again);
+  ASSERT_TRUE(again && all && none_new);
   EXPECT_EQ(again->compiles.size(), want.size());
+  EXPECT_EQ(all->compiles.size(), want.size());
+  EXPECT_NE(newest, 0u);
+  EXPECT_TRUE(none_new->compiles.empty());
+  EXPECT_EQ(none_new->graph_breaks.size(), want_breaks.size());
   EXPECT_EQ(first, want.size() + want_breaks.size());
   ASSERT_EQ(notes.size(), first);  // nothing twice
   EXPECT_EQ(notes.back().what, LT_COMPILE_NOTE_GRAPH_BREAK);

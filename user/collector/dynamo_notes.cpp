@@ -1,5 +1,8 @@
 #include "user/collector/dynamo_notes.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "bpf/events.h"
 #include "user/collector/fixed_field.h"
 
@@ -21,7 +24,13 @@ lt_compile_note_event note(pid_t pid, std::uint64_t ts, unsigned what) {
 }  // namespace
 
 void DynamoNotes::read(const python::Interpreter& interp, std::uint64_t ts) {
-  auto state = reader_.read(interp);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto state = reader_.read(interp, &newest_[interp.pid]);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (cost_.reads++ == 0)
+    cost_.first_ms = ms;
+  else
+    cost_.max_later_ms = std::max(cost_.max_later_ms, ms);
   if (!state) return;
   auto& sent = sent_[interp.pid];
   for (const auto& c : state->compiles) {

@@ -28,13 +28,23 @@ class DynamoNotes {
 
   // Emits the compiles and graph break counts not yet in the trace.
   void read(const python::Interpreter& interp, std::uint64_t ts);
-  void forget(pid_t pid) { sent_.erase(pid), breaks_.erase(pid), reader_.forget(pid); }
+  void forget(pid_t pid) { sent_.erase(pid), breaks_.erase(pid), newest_.erase(pid), reader_.forget(pid); }
+
+  // What the reads cost (for -v): how many, the first (it walks sys.modules)
+  // and the slowest of the others, in ms.
+  struct Cost {
+    unsigned reads = 0;
+    double first_ms = 0, max_later_ms = 0;
+  };
+  const Cost& cost() const { return cost_; }
 
  private:
   Emit emit_;
   python::DynamoStateReader reader_;
   std::map<pid_t, std::set<std::pair<std::string, std::int64_t>>> sent_;  // (compile id, start)
   std::map<pid_t, std::map<std::string, std::int64_t>> breaks_;           // reason -> count sent
+  std::map<pid_t, std::uint64_t> newest_;                                 // the newest compile object read, per process
+  Cost cost_;
 };
 
 }  // namespace lt

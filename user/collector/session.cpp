@@ -158,7 +158,12 @@ Trace Session::run(const std::atomic<bool>& stop) {
     // Every target gone (--all waits for processes still to come).
     if (liveness_.due(now) && !reap_exited() && !watcher_) break;
   }
-  if (dynamo_notes_) read_dynamo(monotonic_ns());
+  if (dynamo_notes_) {
+    read_dynamo(monotonic_ns());
+    if (opts_.verbose && dynamo_notes_->cost().reads)
+      std::fprintf(stderr, "ltrace-bpf: Dynamo's records read %u times: first %.1f ms, later at most %.1f ms\n",
+                   dynamo_notes_->cost().reads, dynamo_notes_->cost().first_ms, dynamo_notes_->cost().max_later_ms);
+  }
   detach(ring.get());
   ring.reset();
   finish();

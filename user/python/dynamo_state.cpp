@@ -122,15 +122,21 @@ std::uint64_t DynamoStateReader::utils_dict(const Interpreter& interp) {
   return dict;
 }
 
-std::optional<DynamoState> DynamoStateReader::read(const Interpreter& interp) {
+std::optional<DynamoState> DynamoStateReader::read(const Interpreter& interp, std::uint64_t* newest) {
   const std::uint64_t dict = utils_dict(interp);
   if (!dict) return std::nullopt;
   const pid_t pid = interp.pid;
   const Layout& l = interp.layout;
   DynamoState s;
   KeyNames names;  // the dataclass's field names, read once
-  if (auto dq = dict_get(pid, dict, "_compilation_metrics", l))
-    for (std::uint64_t m : deque_items(pid, *dq, l, kMaxCompiles)) s.compiles.push_back(read_compile(pid, m, l, names));
+  if (auto dq = dict_get(pid, dict, "_compilation_metrics", l)) {
+    auto items = deque_items(pid, *dq, l, kMaxCompiles);
+    auto from = items.begin();
+    if (newest && *newest)
+      if (auto seen = std::find(items.begin(), items.end(), *newest); seen != items.end()) from = seen + 1;
+    for (auto it = from; it != items.end(); ++it) s.compiles.push_back(read_compile(pid, *it, l, names));
+    if (newest && !items.empty()) *newest = items.back();
+  }
   if (auto counters = dict_get(pid, dict, "counters", l))
     if (auto breaks = dict_get(pid, *counters, "graph_break", l))
       for (auto& [reason, count] : dict_items(pid, *breaks, l, kMaxBreaks))

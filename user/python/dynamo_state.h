@@ -57,7 +57,10 @@ struct DynamoState {
 class DynamoStateReader {
  public:
   // nullopt: Dynamo is not loaded, or this CPython has no sys.modules offset.
-  std::optional<DynamoState> read(const Interpreter& interp);
+  // Compiles are read only after `*newest` (the newest compile object an
+  // earlier read saw: while still in the deque it is alive, so its address
+  // names it); all of them when it is 0 or gone.  *newest is updated.
+  std::optional<DynamoState> read(const Interpreter& interp, std::uint64_t* newest = nullptr);
   void forget(pid_t pid);
 
  private:
