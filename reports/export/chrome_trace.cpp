@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "reports/export/gpu_slice_kinds.h"
 #include "reports/format/json_escape.h"
 
 namespace lt {
@@ -20,27 +21,6 @@ std::string us_exact(std::int64_t ns) {
   const unsigned long long a = ns < 0 ? static_cast<unsigned long long>(-ns) : static_cast<unsigned long long>(ns);
   std::snprintf(b, sizeof b, "%s%llu.%03llu", sign, a / 1000, a % 1000);
   return b;
-}
-
-const char* gpu_category(std::uint16_t kind) {
-  switch (kind) {
-    case LT_GPU_KERNEL:
-      return "kernel";
-    case LT_GPU_MEMCPY:
-      return "gpu_memcpy";
-    case LT_GPU_MEMSET:
-      return "gpu_memset";
-    case LT_GPU_RUNTIME:
-      return "cuda_runtime";
-    case LT_GPU_DRIVER:
-      return "cuda_driver";
-    default:
-      return "nvtx";
-  }
-}
-
-bool on_device(const GpuSlice& s) {
-  return s.kind == LT_GPU_KERNEL || s.kind == LT_GPU_MEMCPY || s.kind == LT_GPU_MEMSET;
 }
 
 // A GPU slice's process as the document shows it: listed, or (unlisted_gpu)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "reports/export/gpu_slice_kinds.h"
 #include "reports/export/proto_encoder.h"
 #include "reports/format/utf8_text.h"
 
@@ -36,27 +37,6 @@ constexpr std::uint32_t kEventCategories = 1, kEventNames = 2, kIid = 1, kIntern
 enum EventType : std::uint64_t { kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4 };
 constexpr std::uint64_t kIncrementalStateCleared = 1, kNeedsIncrementalState = 2;
 constexpr std::uint64_t kSequence = 1;  // every packet: one writer, one sequence
-
-const char* gpu_category(std::uint16_t kind) {
-  switch (kind) {
-    case LT_GPU_KERNEL:
-      return "kernel";
-    case LT_GPU_MEMCPY:
-      return "gpu_memcpy";
-    case LT_GPU_MEMSET:
-      return "gpu_memset";
-    case LT_GPU_RUNTIME:
-      return "cuda_runtime";
-    case LT_GPU_DRIVER:
-      return "cuda_driver";
-    default:
-      return "nvtx";
-  }
-}
-
-bool on_device(const GpuSlice& s) {
-  return s.kind == LT_GPU_KERNEL || s.kind == LT_GPU_MEMCPY || s.kind == LT_GPU_MEMSET;
-}
 
 // Which encloses which when two slices on a thread have the same times:
 // actions, NVTX ranges, ops, then the CUDA calls ops make.

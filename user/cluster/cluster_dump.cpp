@@ -14,6 +14,7 @@
 
 #include "reports/format/numbers.h"
 #include "user/cluster/agent_protocol.h"
+#include "user/cluster/line_pipe.h"
 #include "user/cluster/slurm_job.h"
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
@@ -66,22 +67,7 @@ void handle_line(Agent& a, const std::string& line, bool is_err) {
 }
 
 void drain(Agent& a, int& fd, std::string& buf, bool is_err) {
-  char chunk[65536];
-  const ssize_t r = read(fd, chunk, sizeof chunk);
-  if (r < 0 && errno == EINTR) return;
-  if (r <= 0) {
-    if (!buf.empty()) buf += '\n';
-    close(fd);
-    fd = -1;
-  } else {
-    buf.append(chunk, static_cast<std::size_t>(r));
-  }
-  std::size_t at = 0, nl;
-  while ((nl = buf.find('\n', at)) != std::string::npos) {
-    handle_line(a, buf.substr(at, nl - at), is_err);
-    at = nl + 1;
-  }
-  buf.erase(0, at);
+  drain_lines(fd, buf, [&](std::string line) { handle_line(a, line, is_err); });
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "reports/format/numbers.h"
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/clock_exchange.h"
+#include "user/cluster/line_pipe.h"
 #include "user/cluster/slurm_job.h"
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
@@ -219,32 +220,16 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     }
   };
   auto drain = [&](Node& n, int& fd, std::string& buf, bool is_err) {
-    char chunk[65536];
-    const ssize_t r = read(fd, chunk, sizeof chunk);
-    if (r < 0 && errno == EINTR) return;
-    n.last_io = Clock::now();
-    if (r <= 0) {
-      if (!buf.empty()) buf += '\n';
-      close(fd);
-      fd = -1;
-    } else {
-      buf.append(chunk, static_cast<std::size_t>(r));
-    }
-    std::size_t at = 0, nl;
-    while ((nl = buf.find('\n', at)) != std::string::npos) {
-      std::string line = buf.substr(at, nl - at);
-      at = nl + 1;
-      if (is_err) {
-        if (line.rfind("ltrace-bpf: ", 0) == 0) line.erase(0, 12);
-        if (line.empty()) continue;
-        std::cerr << "ltrace-bpf: " << n.name << ": " << line << "\n";
-        n.stderr_tail.push_back(line);
-        if (n.stderr_tail.size() > 3) n.stderr_tail.erase(n.stderr_tail.begin());
-      } else {
-        handle_line(n, line);
-      }
-    }
-    buf.erase(0, at);
+    const auto now = Clock::now();
+    const bool read_some = drain_lines(fd, buf, [&](std::string line) {
+      if (!is_err) return handle_line(n, line);
+      if (line.rfind("ltrace-bpf: ", 0) == 0) line.erase(0, 12);
+      if (line.empty()) return;
+      std::cerr << "ltrace-bpf: " << n.name << ": " << line << "\n";
+      n.stderr_tail.push_back(line);
+      if (n.stderr_tail.size() > 3) n.stderr_tail.erase(n.stderr_tail.begin());
+    });
+    if (read_some) n.last_io = now;
   };
 
   for (;;) {
