@@ -45,7 +45,11 @@ void CompileAggregator::add_note(const lt_event_header& h, const std::byte* reco
   n.function = python_function_name(text(e.function, sizeof e.function));
   if (e.file[0]) n.function += " (" + text(e.file, sizeof e.file) + ":" + std::to_string(e.first_line) + ")";
   // Wall clock to the trace's: HOST_INFO's pair, taken at the start.
-  if (e.start_wall_us > 0 && wall_minus_mono_ns_) n.start_ns = e.start_wall_us * 1000 - wall_minus_mono_ns_;
+  // (Values from a damaged or crafted file that overflow are left unknown.)
+  std::int64_t wall_ns = 0, start = 0;
+  if (e.start_wall_us > 0 && wall_minus_mono_ns_ && !__builtin_mul_overflow(e.start_wall_us, 1000, &wall_ns) &&
+      !__builtin_sub_overflow(wall_ns, wall_minus_mono_ns_, &start) && start > 0)
+    n.start_ns = start;
   n.duration_us = e.duration_us;
   n.graph_breaks = e.count;
   n.reason = text(e.reason, sizeof e.reason);
@@ -127,7 +131,8 @@ void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
       if (h.size < sizeof(lt_host_info_event)) return;
       lt_host_info_event e;
       std::memcpy(&e, record, sizeof e);
-      if (!wall_minus_mono_ns_ && e.realtime_ns && e.monotonic_ns)
+      if (!wall_minus_mono_ns_ && e.realtime_ns && e.monotonic_ns && e.realtime_ns < (1ull << 62) &&
+          e.monotonic_ns < (1ull << 62))
         wall_minus_mono_ns_ = static_cast<std::int64_t>(e.realtime_ns) - static_cast<std::int64_t>(e.monotonic_ns);
       return;
     }

@@ -1,5 +1,6 @@
 #include "reports/ops/compile_section.h"
 
+#include <cstdio>
 #include <map>
 
 #include "reports/format/numbers.h"
@@ -17,6 +18,22 @@ std::string id(unsigned frame, unsigned compile) {
 constexpr const char* kNoLog =
     "no compile log was read: torch without torch._dynamo.utils._compilation_metrics, or the process ended first";
 constexpr const char* kNotInLog = "Dynamo keeps its newest 64 compiles";
+
+// A name from the trace on one line: control characters (a newline would
+// fake a report line) as \xNN.
+std::string flat(const std::string& name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) {
+      char b[5];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
 
 // A reason on one line: Dynamo's texts run over several ("Call to ...\n
 // Explanation: ...\n  Hint: ..."); the first line and the explanation say it.
@@ -37,7 +54,7 @@ std::string one_line(const std::string& text) {
       out += " -- " + l.substr(12 + (l.size() > 12 && l[12] == ' '));
     if (line > 8) break;
   }
-  return out;
+  return flat(out);
 }
 
 // Dynamo's own record: every compile it kept (before the attach too), and
@@ -60,7 +77,7 @@ std::string render_dynamo_log(const CompilesProcess& p, std::uint64_t begin) {
       s += "  " + pad(c.id.empty() ? "?" : c.id, 6, false) + pad(started, 11, true) + "  " +
            pad(c.duration_us >= 0 ? fixed(c.duration_us / 1e6, 3) + " s" : "?", 9, true) + "  " +
            pad(c.graph_breaks >= 0 ? std::to_string(c.graph_breaks) : "-", 6, true) + "  " +
-           (c.function.empty() ? "?" : c.function) + "\n";
+           (c.function.empty() ? "?" : flat(c.function)) + "\n";
       s += "                                        " +
            (c.reason.empty() ? std::string("first compile of this frame") : "recompiled: " + one_line(c.reason)) + "\n";
       if (!c.failure.empty()) s += "                                        failed: " + one_line(c.failure) + "\n";
@@ -92,7 +109,7 @@ std::string render_compile_section(std::uint32_t pid, const CompilesProcess& p, 
     std::string first = since(r.first_ns, begin);
     first.resize(std::max<std::size_t>(first.size(), 9), ' ');
     s += "  " + name + std::string(calls.size() < 7 ? 7 - calls.size() : 0, ' ') + calls + "  " + first + "  " +
-         (r.function.empty() ? "?" : r.function) + "\n";
+         (r.function.empty() ? "?" : flat(r.function)) + "\n";
   }
   std::uint64_t replays = p.graph_replays_outside;
   for (const auto& r : p.regions) replays += r.graph_replays;
@@ -119,17 +136,17 @@ std::string render_compile_section(std::uint32_t pid, const CompilesProcess& p, 
   if (!breaks.empty()) {
     s += "Graph breaks seen (a frame resuming a function after a break): " + std::to_string(breaks.size()) + "\n";
     for (const auto& [frame, function] : breaks)
-      s += "  frame " + std::to_string(frame) + ": " + function + " (file:line = where it resumes)\n";
+      s += "  frame " + std::to_string(frame) + ": " + flat(function) + " (file:line = where it resumes)\n";
   }
   s += "Recompilations seen while attached: " + std::to_string(p.recompiles.size()) + "\n";
   std::map<std::string, unsigned> per_action;
   for (const auto& c : p.recompiles) {
     const DynamoCompileNote* note = c.note >= 0 ? &p.compiles[static_cast<std::size_t>(c.note)] : nullptr;
     s += "  " + since(c.at_ns, begin) + "  frame " + std::to_string(c.frame) +
-         (c.function.empty() ? "" : " (" + c.function + ")") + " recompiled" +
-         (c.action.empty() ? "" : " in " + c.action) + ": graph " + id(c.frame, c.compile) + " first ran after graph " +
-         id(c.frame, c.after) + "\n";
-    ++per_action[c.action.empty() ? "(no action)" : c.action];
+         (c.function.empty() ? "" : " (" + flat(c.function) + ")") + " recompiled" +
+         (c.action.empty() ? "" : " in " + flat(c.action)) + ": graph " + id(c.frame, c.compile) +
+         " first ran after graph " + id(c.frame, c.after) + "\n";
+    ++per_action[c.action.empty() ? "(no action)" : flat(c.action)];
     if (note && !note->reason.empty())
       s += "    reason (Dynamo's recompile_reason): " + one_line(note->reason) + "\n";
     else if (note)
@@ -139,7 +156,7 @@ std::string render_compile_section(std::uint32_t pid, const CompilesProcess& p, 
     if (note && note->duration_us >= 0) s += "    the compile took " + fixed(note->duration_us / 1e6, 3) + " s\n";
     if (!c.kernels.empty()) {
       s += "    new kernels:";
-      for (const auto& k : c.kernels) s += " " + k;
+      for (const auto& k : c.kernels) s += " " + flat(k);
       s += "\n";
     }
   }

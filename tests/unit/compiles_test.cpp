@@ -310,3 +310,32 @@ TEST(Compiles, CudaGraphReplaysGoToTheReplayingRegion) {
             std::string::npos)
       << text;
 }
+
+// Names and reasons from a trace stay on their line; a crafted start time
+// that would overflow is left unknown, not wrapped.
+TEST(Compiles, CraftedNotesStayOnTheirLines) {
+  Stream s;
+  lt_host_info_event host{};
+  host.hdr = {LT_EV_HOST_INFO, sizeof host, 0, 0, 0, 1};
+  host.monotonic_ns = 1;
+  host.realtime_ns = 1ull << 61;
+  s.feed(host);
+  lt_compile_note_event e{};
+  e.hdr = {LT_EV_COMPILE_NOTE, sizeof e, kPid, kPid, 0, 5};
+  e.what = LT_COMPILE_NOTE_COMPILE;
+  e.start_wall_us = INT64_MAX;
+  e.duration_us = -1;
+  e.count = -1;
+  std::strncpy(e.compile_id, "0/0", sizeof e.compile_id - 1);
+  std::strncpy(e.function, "f\nTorch-Compiled Region: 9/9", sizeof e.function - 1);
+  std::strncpy(e.reason, "a\r\tb", sizeof e.reason - 1);
+  s.feed(e);
+  const CompilesReport r = s.agg.finish();
+  const auto& p = r.procs.at(kPid);
+  ASSERT_EQ(p.compiles.size(), 1u);
+  EXPECT_EQ(p.compiles[0].start_ns, 0);
+  const std::string text = render_compile_section(kPid, p, 0);
+  EXPECT_EQ(text.find("\nTorch-Compiled Region: 9/9"), std::string::npos) << text;
+  EXPECT_NE(text.find("f\\x0aTorch-Compiled Region: 9/9"), std::string::npos) << text;
+  EXPECT_NE(text.find("recompiled: a\\x0d\\x09b\n"), std::string::npos) << text;
+}

@@ -94,9 +94,12 @@ TEST_P(DynamoState, CompileLogAndGraphBreaksOfARealInterpreter) {
   lt::python::DynamoStateReader reader;
   auto got = reader.read(interp);
   auto again = reader.read(interp);  // from the cached module dict
-  std::uint64_t newest = 0;
+  lt::python::DynamoStateReader::Newest newest;
   auto all = reader.read(interp, &newest);
   auto none_new = reader.read(interp, &newest);  // nothing after the newest
+  auto stale = newest;
+  stale.start_wall_us += 1;  // the address now holds another compile: read them all
+  auto all_again = reader.read(interp, &stale);
   // The notes: each compile once, each graph break again only when its count grew.
   std::vector<lt::lt_compile_note_event> notes;
   lt::DynamoNotes dn([&](const void* r, std::size_t n) {
@@ -131,8 +134,11 @@ TEST_P(DynamoState, CompileLogAndGraphBreaksOfARealInterpreter) {
   ASSERT_TRUE(again && all && none_new);
   EXPECT_EQ(again->compiles.size(), want.size());
   EXPECT_EQ(all->compiles.size(), want.size());
-  EXPECT_NE(newest, 0u);
+  EXPECT_NE(newest.addr, 0u);
+  EXPECT_EQ(newest.id, want.back().compile_id);
   EXPECT_TRUE(none_new->compiles.empty());
+  ASSERT_TRUE(all_again);
+  EXPECT_EQ(all_again->compiles.size(), want.size());
   EXPECT_EQ(none_new->graph_breaks.size(), want_breaks.size());
   EXPECT_EQ(first, want.size() + want_breaks.size());
   ASSERT_EQ(notes.size(), first);  // nothing twice

@@ -43,7 +43,7 @@ class DynamoNotes {
   python::DynamoStateReader reader_;
   std::map<pid_t, std::set<std::pair<std::string, std::int64_t>>> sent_;  // (compile id, start)
   std::map<pid_t, std::map<std::string, std::int64_t>> breaks_;           // reason -> count sent
-  std::map<pid_t, std::uint64_t> newest_;                                 // the newest compile object read, per process
+  std::map<pid_t, python::DynamoStateReader::Newest> newest_;             // the newest compile read, per process
   Cost cost_;
 };
 

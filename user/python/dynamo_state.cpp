@@ -122,7 +122,7 @@ std::uint64_t DynamoStateReader::utils_dict(const Interpreter& interp) {
   return dict;
 }
 
-std::optional<DynamoState> DynamoStateReader::read(const Interpreter& interp, std::uint64_t* newest) {
+std::optional<DynamoState> DynamoStateReader::read(const Interpreter& interp, Newest* newest) {
   const std::uint64_t dict = utils_dict(interp);
   if (!dict) return std::nullopt;
   const pid_t pid = interp.pid;
@@ -132,10 +132,14 @@ std::optional<DynamoState> DynamoStateReader::read(const Interpreter& interp, st
   if (auto dq = dict_get(pid, dict, "_compilation_metrics", l)) {
     auto items = deque_items(pid, *dq, l, kMaxCompiles);
     auto from = items.begin();
-    if (newest && *newest)
-      if (auto seen = std::find(items.begin(), items.end(), *newest); seen != items.end()) from = seen + 1;
+    if (newest && newest->addr)
+      if (auto seen = std::find(items.begin(), items.end(), newest->addr); seen != items.end()) {
+        const DynamoCompile c = read_compile(pid, *seen, l, names);
+        if (c.compile_id == newest->id && c.start_wall_us == newest->start_wall_us) from = seen + 1;
+      }
     for (auto it = from; it != items.end(); ++it) s.compiles.push_back(read_compile(pid, *it, l, names));
-    if (newest && !items.empty()) *newest = items.back();
+    if (newest && from != items.end())
+      *newest = {items.back(), s.compiles.back().compile_id, s.compiles.back().start_wall_us};
   }
   if (auto counters = dict_get(pid, dict, "counters", l))
     if (auto breaks = dict_get(pid, *counters, "graph_break", l))

@@ -57,10 +57,17 @@ struct DynamoState {
 class DynamoStateReader {
  public:
   // nullopt: Dynamo is not loaded, or this CPython has no sys.modules offset.
-  // Compiles are read only after `*newest` (the newest compile object an
-  // earlier read saw: while still in the deque it is alive, so its address
-  // names it); all of them when it is 0 or gone.  *newest is updated.
-  std::optional<DynamoState> read(const Interpreter& interp, std::uint64_t* newest = nullptr);
+  // The newest compile a read saw, to read only those after it next time.
+  // Its address names it while it is in the deque (alive); once it left,
+  // the address may hold a new object, so id and start must agree too.
+  struct Newest {
+    std::uint64_t addr = 0;
+    std::string id;
+    std::int64_t start_wall_us = 0;
+  };
+  // With `newest`, compiles are read only after it (all of them when it is
+  // not found, or is another object now); *newest is updated.
+  std::optional<DynamoState> read(const Interpreter& interp, Newest* newest = nullptr);
   void forget(pid_t pid);
 
  private:
