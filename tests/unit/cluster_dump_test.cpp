@@ -355,3 +355,22 @@ TEST(ClusterDumpOptions, DumpIsAWordAfterCluster) {
   EXPECT_EQ(code_of({"agent", "--dump-threads", "--pid", "1", "--job-env", "A=1"}), ExitCode::usage);
   EXPECT_EQ(code_of({"record", "--pid", "1", "-o", "x", "--dump-threads"}), ExitCode::usage);
 }
+
+// Three of four ranks blocked in backward and the fourth gone (died, or
+// unreadable): that is DDP's classic hang, not "every rank in backward".
+TEST(HangVerdict, BackwardWithARankMissingIsAHang) {
+  std::vector<RankProcess> ps;
+  for (int r = 0; r < 3; ++r) ps.push_back(rank(r, thread(0, 'S', SYS_futex, 5, in_backward()), 1.0));
+  const auto v = cluster::hang_verdict(ps);
+  EXPECT_TRUE(v.hang);
+  EXPECT_EQ(v.unread, std::vector<int>{3});
+}
+
+// A crafted WORLD_SIZE does not make the verdict list two billion ranks.
+TEST(HangVerdict, HugeWorldSizeIsBounded) {
+  std::vector<RankProcess> ps;
+  for (int r = 0; r < 2; ++r)
+    ps.push_back(rank(r, thread(0, 'S', SYS_futex, 5, in_all_reduce()), 1.0, 2'000'000'000));
+  const auto v = cluster::hang_verdict(ps);
+  EXPECT_LE(v.unread.size(), 65536u);
+}

@@ -76,11 +76,28 @@ int run_agent_dump(const std::vector<std::pair<std::string, std::string>>& job_e
   } else {
     second = std::move(first);
   }
+  // A launcher (torchrun under srun) has only SLURM_PROCID, its node's
+  // index, while its children have RANK: it is not a rank itself, and
+  // taking it for one would hide the real rank (the launcher's pid is lower).
+  std::map<pid_t, std::map<std::string, std::string>> environ;
+  for (const auto& [pid, r] : second) environ[pid] = proc::read_environ(pid);
+  auto explicit_rank = [&](pid_t pid) {
+    const auto& e = environ[pid];
+    for (const char* k : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+      if (auto it = e.find(k); it != e.end() && proc::parse_env_number(it->second) >= 0) return true;
+    return false;
+  };
+  auto launcher = [&](pid_t pid) {
+    if (explicit_rank(pid)) return false;
+    for (pid_t c : proc::descendants(pid))
+      if (second.count(c) && explicit_rank(c)) return true;
+    return false;
+  };
   std::string ranks;
   for (auto& [pid, r] : second) {
     RankProcess p;
-    const auto env = proc::parse_rank_env(proc::read_environ(pid));
-    p.rank = env.rank;
+    const auto env = proc::parse_rank_env(environ[pid]);
+    p.rank = launcher(pid) ? -1 : env.rank;
     p.world_size = env.world_size;
     p.dump = std::move(r.dump);
     if (auto it = first.find(pid); interval_s > 0 && it != first.end()) {

@@ -1,5 +1,7 @@
 #include "user/cluster/dump_lines.h"
 
+#include <cmath>
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -26,7 +28,7 @@ bool to_double(const std::string& s, double& v) {
   if (s.empty()) return false;
   char* end = nullptr;
   v = std::strtod(s.c_str(), &end);
-  return *end == '\0' && v == v;
+  return *end == '\0' && std::isfinite(v) && v >= 0;  // times and durations: inf would print as invalid JSON
 }
 
 }  // namespace

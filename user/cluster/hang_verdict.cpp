@@ -152,6 +152,9 @@ Verdict hang_verdict(const std::vector<RankProcess>& processes) {
   std::set<int> seen;
   for (const auto& p : processes)
     if (p.rank >= 0) seen.insert(p.rank);
+  // A world size from the environment bounds the ranks we list as unread,
+  // not the loop: a crafted or odd WORLD_SIZE must not list 2^31 ranks.
+  if (world > 0) world = std::min(world, (seen.empty() ? 0 : *seen.rbegin() + 1) + 65536);
   for (int r = 0; r < world; ++r)
     if (!seen.count(r)) v.unread.push_back(r);
 
@@ -174,7 +177,9 @@ Verdict hang_verdict(const std::vector<RankProcess>& processes) {
   // Every rank blocked in backward() is as well a long backward (a GPU's
   // work, waited for on the CPU) as a stuck reducer: a hang only when some
   // rank is elsewhere.
-  v.hang = v.collective != kBackward || count[v.collective] < static_cast<int>(places.size());
+  // Ranks that died or could not be read are elsewhere too.
+  const int expected = std::max({static_cast<int>(places.size()), static_cast<int>(seen.size()), world});
+  v.hang = v.collective != kBackward || count[v.collective] < expected;
   if (!v.hang) {
     for (const auto& [rank, r] : places) v.inside_now.push_back(r);
     v.collective.clear();
