@@ -21,7 +21,8 @@ std::optional<double> parse_seconds(const std::string& s) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(s.c_str(), &end);
-  if (*end != '\0' || errno != 0 || !std::isfinite(v) || v < 0) return std::nullopt;
+  // At most a year: seconds past that would overflow the nanosecond clock.
+  if (*end != '\0' || errno != 0 || !std::isfinite(v) || v < 0 || v > 366.0 * 86400) return std::nullopt;
   return v;
 }
 

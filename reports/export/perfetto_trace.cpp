@@ -89,6 +89,12 @@ class Writer {
   std::ostream& out_;
   PerfettoStats stats_;
   std::uint64_t next_uuid_ = 1;
+  // A merged document's ranks come from several hosts and containers whose
+  // thread ids collide, and its pids are rank indexes (0 is the idle
+  // process to trace_processor): there each (rank, thread) gets a tid of
+  // its own, the real one in its name, and the pid is the rank index + 1.
+  std::map<std::pair<std::size_t, std::uint32_t>, std::uint32_t> merged_tid_;
+  bool merged() const { return doc_.gpu_pid_blocks; }
   std::unordered_map<std::string, std::uint64_t> names_, categories_;
   ProtoMessage interned_;  // InternedData for the packet being built
   std::vector<std::unordered_map<std::uint32_t, const ChromeProcess*>> listed_;  // per source, by OS pid
@@ -236,7 +242,7 @@ class Writer {
     if (!fresh) return it->second;
     it->second = next_uuid_++;
     ProtoMessage proc, fields;
-    proc.varint(f::kPid, static_cast<std::uint32_t>(doc_pid));
+    proc.varint(f::kPid, static_cast<std::uint32_t>(doc_pid + (merged() ? 1 : 0)));
     proc.bytes(f::kProcessName, utf8_text(name));
     if (!labels.empty()) proc.bytes(f::kProcessLabels, utf8_text(labels));
     fields.message(f::kProcess, proc);
@@ -244,12 +250,19 @@ class Writer {
     return it->second;
   }
 
-  std::uint64_t thread_track(std::uint64_t doc_pid, std::uint32_t os_pid, std::uint32_t tid) {
+  std::uint64_t thread_track(std::size_t source, std::uint64_t doc_pid, std::uint32_t os_pid, std::uint32_t tid) {
     const std::uint64_t uuid = next_uuid_++;
     ProtoMessage thread, fields;
-    thread.varint(f::kPid, static_cast<std::uint32_t>(doc_pid));
-    thread.varint(f::kTid, tid);
-    thread.bytes(f::kThreadName, tid == os_pid ? "main thread" : "thread " + std::to_string(tid));
+    std::string name = tid == os_pid ? "main thread" : "thread " + std::to_string(tid);
+    std::uint32_t out_tid = tid;
+    if (merged()) {
+      out_tid =
+          merged_tid_.try_emplace({source, tid}, static_cast<std::uint32_t>(merged_tid_.size() + 1)).first->second;
+      if (tid == os_pid) name += " (tid " + std::to_string(tid) + ")";
+    }
+    thread.varint(f::kPid, static_cast<std::uint32_t>(doc_pid + (merged() ? 1 : 0)));
+    thread.varint(f::kTid, out_tid);
+    thread.bytes(f::kThreadName, name);
     fields.message(f::kThread, thread);
     track(uuid, fields);
     return uuid;
@@ -311,7 +324,7 @@ class Writer {
     for (const auto& [tid, v] : ooms) tids.insert(tid);
     auto from = all.begin();
     for (auto tid : tids) {
-      const std::uint64_t uuid = thread_track(cp.pid, os_pid, tid);
+      const std::uint64_t uuid = thread_track(source, cp.pid, os_pid, tid);
       auto to = std::find_if(from, all.end(), [&](const Slice& sl) { return sl.tid != tid; });
       slices(uuid, std::span<Slice>(from, to));
       from = to;
@@ -367,7 +380,7 @@ class Writer {
     for (auto& [key, v] : by_thread) {
       const auto [pid, tid] = key;
       process_track(source, pid, pid, "pid " + std::to_string(pid), "pid " + std::to_string(pid));
-      slices(thread_track(pid, pid, tid), v);
+      slices(thread_track(source, pid, pid, tid), v);
     }
   }
 

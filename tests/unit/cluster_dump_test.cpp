@@ -369,8 +369,7 @@ TEST(HangVerdict, BackwardWithARankMissingIsAHang) {
 // A crafted WORLD_SIZE does not make the verdict list two billion ranks.
 TEST(HangVerdict, HugeWorldSizeIsBounded) {
   std::vector<RankProcess> ps;
-  for (int r = 0; r < 2; ++r)
-    ps.push_back(rank(r, thread(0, 'S', SYS_futex, 5, in_all_reduce()), 1.0, 2'000'000'000));
+  for (int r = 0; r < 2; ++r) ps.push_back(rank(r, thread(0, 'S', SYS_futex, 5, in_all_reduce()), 1.0, 2'000'000'000));
   const auto v = cluster::hang_verdict(ps);
   EXPECT_LE(v.unread.size(), 65536u);
 }

@@ -1,8 +1,7 @@
 #include "user/cluster/dump_lines.h"
 
-#include <cmath>
-
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 #include "reports/format/numbers.h"
