@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "reports/export/dashboard.h"
+#include "reports/export/step_timeline.h"
 #include "reports/flame/html_flame.h"
 #include "reports/flame/named_profile.h"
-#include "reports/format/code_points.h"
 #include "reports/format/json_escape.h"
 #include "reports/simple/simple_report.h"
 
@@ -16,70 +16,12 @@ namespace lt {
 
 namespace {
 
-constexpr int kWidth = 1100;               // timeline px
-constexpr int kRow = 16;                   // px per nesting level
-constexpr std::size_t kMaxSlices = 20000;  // per process, to keep the page light
+constexpr int kWidth = 1100;  // timeline px
 
 std::string fmt(double v, const char* f = "%.1f") {
   char b[48];
   std::snprintf(b, sizeof b, f, v);
   return b;
-}
-
-std::string color_of(const std::string& name) {
-  unsigned h = 2166136261u;
-  for (unsigned char c : name) h = (h ^ c) * 16777619u;
-  return "hsl(" + std::to_string(h % 360) + ",55%,62%)";
-}
-
-void timeline(const ProcessActions& p, std::ostream& out) {
-  if (p.intervals.empty()) return;
-  std::uint64_t t0 = UINT64_MAX, t1 = 0;
-  for (auto& iv : p.intervals) {
-    t0 = std::min(t0, iv.begin_ns);
-    t1 = std::max(t1, iv.end_ns);
-  }
-  const double span = std::max<double>(1.0, static_cast<double>(t1 - t0));
-  std::map<std::uint32_t, std::vector<const ActionInterval*>> by_thread;
-  std::size_t drawn = 0;
-  for (auto& iv : p.intervals)
-    if (drawn++ < kMaxSlices) by_thread[iv.tid].push_back(&iv);
-  for (auto& [tid, ivs] : by_thread) {
-    // Depth by containment: sort by start, longest first, keep a stack of ends.
-    std::sort(ivs.begin(), ivs.end(), [](auto* a, auto* b) {
-      return a->begin_ns != b->begin_ns ? a->begin_ns < b->begin_ns : a->end_ns > b->end_ns;
-    });
-    std::vector<std::uint64_t> stack;
-    std::vector<int> depth(ivs.size());
-    int max_depth = 0;
-    for (std::size_t i = 0; i < ivs.size(); ++i) {
-      while (!stack.empty() && stack.back() <= ivs[i]->begin_ns) stack.pop_back();
-      depth[i] = static_cast<int>(stack.size());
-      max_depth = std::max(max_depth, depth[i]);
-      stack.push_back(ivs[i]->end_ns);
-    }
-    out << "<h4>thread " << tid << (tid == p.meta.pid ? " (main)" : "") << "</h4>\n";
-    out << "<svg class=\"timeline\" width=\"" << kWidth << "\" height=\"" << (max_depth + 1) * kRow + 2
-        << "\" role=\"img\">\n";
-    for (std::size_t i = 0; i < ivs.size(); ++i) {
-      const auto& iv = *ivs[i];
-      const std::string& name = p.actions[iv.action].name;
-      double x = (iv.begin_ns - t0) / span * kWidth;
-      double w = std::max(0.5, (iv.end_ns - iv.begin_ns) / span * kWidth);
-      out << "<rect x=\"" << fmt(x, "%.2f") << "\" y=\"" << depth[i] * kRow << "\" width=\"" << fmt(w, "%.2f")
-          << "\" height=\"" << kRow - 2 << "\" fill=\"" << color_of(name) << "\"><title>" << html_escape(name) << " — "
-          << fmt((iv.end_ns - iv.begin_ns) / 1e3, "%.1f") << " µs" << (iv.estimated ? " (estimated)" : "")
-          << "</title></rect>";
-      if (w > 60)
-        out << "<text x=\"" << fmt(x + 2, "%.2f") << "\" y=\"" << depth[i] * kRow + 11 << "\">"
-            << html_escape(cp_prefix(name, static_cast<std::size_t>(w / 7))) << "</text>";
-      out << "\n";
-    }
-    out << "</svg>\n";
-  }
-  if (p.intervals.size() > kMaxSlices)
-    out << "<p class=\"note\">Timeline shows the first " << kMaxSlices << " of " << p.intervals.size()
-        << " actions.</p>\n";
 }
 
 // Sampled stacks of one process: a flame graph with one profile per action.
@@ -236,6 +178,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
          "svg.timeline{border:1px solid #ddd;background:#fafafa;display:block}"
          "svg text{font:10px monospace;pointer-events:none}.note{color:#666}</style>\n";
   write_dashboard_head(out);
+  write_step_timeline_head(out);
   out << "</head><body>\n<h1>ltrace-bpf report</h1>\n";
   // The dashboard first: overview, findings, step charts; the tables below.
   std::vector<ProcessSteps> steps;
@@ -246,6 +189,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     write_step_charts(
         steps[i], process_chart_id(m),
         "Steps of pid " + std::to_string(m.pid) + (m.rank >= 0 ? " (rank " + std::to_string(m.rank) + ")" : ""), out);
+    write_step_timeline(rep.processes[i], steps[i], process_chart_id(m), out);
   }
   if (!rep.host.hostname.empty()) out << "<p>host " << html_escape(rep.host.hostname) << "</p>\n";
   std::uint64_t open = 0, unmatched = 0, estimated = 0;
@@ -299,8 +243,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
       if (extended) out << "<td>" << r.pct << "</td>";
       out << "</tr>\n";
     }
-    out << "</table>\n<h3>Timeline</h3>\n";
-    timeline(p, out);
+    out << "</table>\n";
     if (po) op_sections(*po, *ops, out);
     if (pg) gpu_sections(*pg, out);
     if (pm) memory_sections(*pm, out);

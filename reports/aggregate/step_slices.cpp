@@ -1,0 +1,89 @@
+#include "reports/aggregate/step_slices.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace lt {
+
+std::vector<std::size_t> sorted_by_begin(const ProcessActions& p) {
+  std::vector<std::size_t> v(p.intervals.size());
+  std::iota(v.begin(), v.end(), 0);
+  std::stable_sort(v.begin(), v.end(),
+                   [&](std::size_t a, std::size_t b) { return p.intervals[a].begin_ns < p.intervals[b].begin_ns; });
+  return v;
+}
+
+std::vector<StepSlice> step_slices(const ProcessActions& p, const std::vector<std::size_t>& by_begin,
+                                   std::uint64_t begin_ns, std::uint64_t end_ns) {
+  std::vector<StepSlice> out;
+  auto it = std::lower_bound(by_begin.begin(), by_begin.end(), begin_ns,
+                             [&](std::size_t i, std::uint64_t t) { return p.intervals[i].begin_ns < t; });
+  for (; it != by_begin.end() && p.intervals[*it].begin_ns <= end_ns; ++it) {
+    const auto& iv = p.intervals[*it];
+    if (iv.end_ns > end_ns || iv.end_ns < iv.begin_ns) continue;
+    out.push_back({iv.action, iv.tid, iv.begin_ns - begin_ns, iv.end_ns - begin_ns, 0});
+  }
+  // Depth by containment per thread: by start, the longer (enclosing) first,
+  // a stack of the open slices' ends.
+  std::stable_sort(out.begin(), out.end(), [](const StepSlice& a, const StepSlice& b) {
+    if (a.tid != b.tid) return a.tid < b.tid;
+    return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
+  });
+  std::vector<std::uint64_t> stack;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (i == 0 || out[i].tid != out[i - 1].tid) stack.clear();
+    while (!stack.empty() && stack.back() <= out[i].begin_ns) stack.pop_back();
+    out[i].depth = static_cast<std::uint32_t>(stack.size());
+    stack.push_back(out[i].end_ns);
+  }
+  return out;
+}
+
+std::vector<std::size_t> timeline_priority(const std::vector<StepRecord>& steps, std::size_t slowest) {
+  std::vector<std::size_t> out;
+  if (steps.empty()) return out;
+  std::vector<std::size_t> by_dur(steps.size());
+  std::iota(by_dur.begin(), by_dur.end(), 0);
+  // Longest first; among equals the earlier step.
+  std::stable_sort(by_dur.begin(), by_dur.end(),
+                   [&](std::size_t a, std::size_t b) { return steps[a].duration_ns() > steps[b].duration_ns(); });
+  auto add = [&](std::size_t i) {
+    if (std::find(out.begin(), out.end(), i) == out.end()) out.push_back(i);
+  };
+  for (std::size_t k = 0; k < std::min(slowest, by_dur.size()); ++k) add(by_dur[k]);
+  // The median step: nearest rank in duration order (by_dur is descending).
+  const std::size_t rank = (steps.size() + 1) / 2;  // 1-based, ascending
+  add(by_dur[steps.size() - rank]);
+  add(0);
+  add(steps.size() - 1);
+  return out;
+}
+
+TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const std::vector<std::size_t>& slice_counts,
+                                     std::size_t budget_bytes, std::size_t slowest) {
+  TimelineChoice c;
+  const auto order = timeline_priority(steps, slowest);
+  if (order.empty()) return c;
+  c.default_step = order.front();
+  std::size_t used = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t i = order[k];
+    const std::size_t bytes = (i < slice_counts.size() ? slice_counts[i] : 0) * kTimelineSliceBytes;
+    if (k == 0 && bytes > budget_bytes) {
+      c.slice_cap = std::max<std::size_t>(1, budget_bytes / kTimelineSliceBytes);
+      c.steps.push_back(i);
+      used = budget_bytes;
+      continue;
+    }
+    if (used + bytes > budget_bytes) {
+      ++c.left_out;
+      continue;
+    }
+    used += bytes;
+    c.steps.push_back(i);
+  }
+  std::sort(c.steps.begin(), c.steps.end());
+  return c;
+}
+
+}  // namespace lt

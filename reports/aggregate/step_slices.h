@@ -1,0 +1,56 @@
+// Which steps the HTML page's step timeline embeds, and each one's slices.
+//
+// The page draws one chosen step at full resolution, but embeds the slices
+// of a bounded set of steps only, so a 1-hour run's page stays light: the
+// slowest (the worst spikes first), then the median step, the first and the
+// last, in that priority, while the estimated bytes fit a budget
+// (docs/design-html.md, "Step timeline").
+//
+// Pure functions of the kept intervals (ActionAggregator(keep_intervals)).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "reports/aggregate/actions.h"
+#include "reports/aggregate/steps.h"
+
+namespace lt {
+
+inline constexpr std::size_t kTimelineSlowest = 20;                   // the slowest steps embedded
+inline constexpr std::size_t kTimelineBudgetBytes = 2 * 1024 * 1024;  // all embedded slices of a process
+inline constexpr std::size_t kTimelineSliceBytes = 40;                // estimate of one slice's JSON ("[n,t,b,e,d],")
+
+// One action inside a step: on its thread, nested `depth` deep among the
+// step's actions of that thread; times are ns from the step's begin.
+struct StepSlice {
+  std::uint32_t action = 0;  // index into ProcessActions::actions
+  std::uint32_t tid = 0;
+  std::uint64_t begin_ns = 0, end_ns = 0;
+  std::uint32_t depth = 0;
+};
+
+// The actions of `p` that lie wholly inside [begin_ns, end_ns] (any thread),
+// ordered by thread, then begin (the enclosing first), with their depths.
+// `by_begin`: p.intervals' indexes sorted by begin (sorted_by_begin).
+std::vector<std::size_t> sorted_by_begin(const ProcessActions& p);
+std::vector<StepSlice> step_slices(const ProcessActions& p, const std::vector<std::size_t>& by_begin,
+                                   std::uint64_t begin_ns, std::uint64_t end_ns);
+
+// Step positions in embedding priority: the `slowest` longest (longest
+// first), the median (nearest rank), the first and the last; no repeats.
+std::vector<std::size_t> timeline_priority(const std::vector<StepRecord>& steps, std::size_t slowest);
+
+struct TimelineChoice {
+  std::vector<std::size_t> steps;  // positions chosen, ascending
+  std::size_t default_step = 0;    // the slowest step's position (drawn first)
+  std::size_t slice_cap = 0;       // slices kept of the default step when it alone is over budget (0: all)
+  std::size_t left_out = 0;        // prioritised steps left out for the budget
+};
+// `slice_counts[i]`: how many slices step i has.  Steps are taken in
+// priority while their estimated bytes fit `budget_bytes`; the slowest is
+// always taken, cut to the budget if it alone exceeds it.
+TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const std::vector<std::size_t>& slice_counts,
+                                     std::size_t budget_bytes = kTimelineBudgetBytes,
+                                     std::size_t slowest = kTimelineSlowest);
+
+}  // namespace lt

@@ -1,0 +1,129 @@
+#include "reports/export/step_timeline.h"
+
+#include <map>
+
+#include "reports/aggregate/step_slices.h"
+#include "reports/format/json_escape.h"
+
+namespace lt {
+
+void write_step_timeline_head(std::ostream& out) {
+  // Drawn by script only: nothing of it is needed with script off.  Zoom
+  // keeps [z0, z1] (fractions of the step); a slice narrower than half a
+  // pixel is still drawn half a pixel wide so short ones stay visible.
+  out << "<style>section.steptl svg{border:1px solid #ddd;background:#fafafa;display:block;cursor:grab}"
+         "section.steptl text{font:10px monospace;pointer-events:none}section.steptl .tl-info{margin-left:12px;"
+         "color:#444}</style>\n"
+         "<script>document.addEventListener('DOMContentLoaded',function(){"
+         "document.querySelectorAll('section.steptl').forEach(function(sec){"
+         "var d=JSON.parse(sec.querySelector('script.tl-data').textContent),by={};"
+         "d.steps.forEach(function(s){by[s.i]=s;});"
+         "var inp=sec.querySelector('input.tl-step'),box=sec.querySelector('div.tl-draw'),"
+         "info=sec.querySelector('.tl-info'),W=1100,R=16,cur=null,z0=0,z1=1,NS='http://www.w3.org/2000/svg';"
+         "function col(n){var h=2166136261;for(var k=0;k<n.length;k++){h=Math.imul(h^n.charCodeAt(k),16777619)>>>0;}"
+         "return 'hsl('+(h%360)+',55%,62%)';}"
+         "function el(t,a){var e=document.createElementNS(NS,t);for(var k in a)e.setAttribute(k,a[k]);return e;}"
+         "function draw(){box.textContent='';if(!cur){info.textContent='step '+inp.value+' is not embedded; export it: "
+         "'"
+         "+d.cmd.replace(/N/g,inp.value);sec.setAttribute('data-drawn','');return;}"
+         "var dur=Math.max(1,cur.e-cur.b),a=z0*dur,span=(z1-z0)*dur,rows={},order=[],n=0;"
+         "cur.s.forEach(function(x){var t=x[1];if(!(t in rows)){rows[t]=0;order.push(t);}"
+         "rows[t]=Math.max(rows[t],x[4]+1);});"
+         "var y0={},h=0;order.forEach(function(t){y0[t]=h+14;h+=14+rows[t]*R;});"
+         "var svg=el('svg',{width:W,height:h+2,'class':'tl','data-step':cur.i,'data-z0':z0,'data-z1':z1});"
+         "order.forEach(function(t){var l=el('text',{x:2,y:y0[t]-3});l.textContent='thread '+t+(t==d.tid?' (loop)':'');"
+         "svg.appendChild(l);});"
+         "cur.s.forEach(function(x){if(x[3]<a||x[2]>a+span)return;var nm=d.names[x[0]],"
+         "x0=(x[2]-a)/span*W,w=Math.max(0.5,(x[3]-x[2])/span*W);if(x0<0){w+=x0;x0=0;}if(x0+w>W)w=W-x0;"
+         "var g=el('rect',{'class':'sl',x:x0.toFixed(2),y:y0[x[1]]+x[4]*R,width:w.toFixed(2),height:R-2,fill:col(nm),"
+         "'data-name':nm,'data-tid':x[1],'data-b':x[2],'data-e':x[3]});var tt=el('title',{});"
+         "tt.textContent=nm+' \\u2014 '+((x[3]-x[2])/1e3).toFixed(1)+' "
+         "\\u00b5s';g.appendChild(tt);svg.appendChild(g);n++;"
+         "if(w>60){var tx=el('text',{x:(x0+2).toFixed(2),y:y0[x[1]]+x[4]*R+11});"
+         "tx.textContent=nm.slice(0,Math.floor(w/7));svg.appendChild(tx);}});"
+         "box.appendChild(svg);sec.setAttribute('data-drawn',cur.i);"
+         "info.textContent=d.stage+' step '+cur.i+': '+(dur/1e6).toFixed(3)+' ms, '+cur.s.length+' actions'"
+         "+(cur.cut?' (cut to the page budget)':'')+'; view '+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
+         "' ms; '+n+' drawn. Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i);}"
+         "function choose(i){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();}"
+         "function zoom(f,c){var s=(z1-z0)*f;s=Math.min(1,Math.max(1e-6,s));var m=z0+(z1-z0)*c;"
+         "z0=Math.max(0,Math.min(1-s,m-s*c));z1=z0+s;draw();}"
+         "function pan(f){var s=z1-z0;z0=Math.max(0,Math.min(1-s,z0+f*s));z1=z0+s;draw();}"
+         "inp.addEventListener('change',function(){choose(+inp.value);});"
+         "sec.querySelector('.tl-in').addEventListener('click',function(){zoom(0.5,0.5);});"
+         "sec.querySelector('.tl-out').addEventListener('click',function(){zoom(2,0.5);});"
+         "sec.querySelector('.tl-left').addEventListener('click',function(){pan(-0.25);});"
+         "sec.querySelector('.tl-right').addEventListener('click',function(){pan(0.25);});"
+         "sec.querySelector('.tl-reset').addEventListener('click',function(){z0=0;z1=1;draw();});"
+         "box.addEventListener('wheel',function(ev){ev.preventDefault();var r=box.getBoundingClientRect();"
+         "zoom(ev.deltaY<0?0.8:1.25,Math.min(1,Math.max(0,(ev.clientX-r.left)/W)));},{passive:false});"
+         "var drag=null;box.addEventListener('mousedown',function(ev){drag=ev.clientX;});"
+         "window.addEventListener('mouseup',function(){drag=null;});"
+         "box.addEventListener('mousemove',function(ev){if(drag===null)return;var dx=ev.clientX-drag;drag=ev.clientX;"
+         "pan(-dx/W);});"
+         // The process's step charts of the stage: a bar or point selects its step.
+         "var charts=document.getElementById(d.charts);if(charts)charts.querySelectorAll('svg.chart[data-stage=\"'+"
+         "d.stage+'\"] [data-i]').forEach(function(e){e.style.cursor='pointer';e.addEventListener('click',function(){"
+         "choose(+e.getAttribute('data-i'));sec.scrollIntoView();});});"
+         "sec.chooseStep=choose;choose(d.def);});});</script>\n";
+}
+
+void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out) {
+  // Training steps only: they are what `--steps` counts, so each drawn step
+  // has its export command.
+  const auto& steps = s.train;
+  if (steps.empty()) return;
+  const char* stage = "train";
+  const auto by_begin = sorted_by_begin(p);
+  std::vector<std::size_t> counts(steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size();
+  const TimelineChoice c = choose_timeline_steps(steps, counts);
+  // Action names: only those the embedded steps use, indexed compactly.
+  std::map<std::uint32_t, std::size_t> name_index;
+  std::vector<std::uint32_t> names;
+  std::string body;
+  for (std::size_t k = 0; k < c.steps.size(); ++k) {
+    const std::size_t i = c.steps[k];
+    auto slices = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns);
+    const bool cut = i == c.default_step && c.slice_cap && slices.size() > c.slice_cap;
+    if (cut) slices.resize(c.slice_cap);
+    body += std::string(k ? ",\n" : "") + "{\"i\":" + std::to_string(steps[i].index) +
+            ",\"b\":0,\"e\":" + std::to_string(steps[i].duration_ns()) + (cut ? ",\"cut\":1" : "") + ",\"s\":[";
+    for (std::size_t j = 0; j < slices.size(); ++j) {
+      const auto& sl = slices[j];
+      auto [it, fresh] = name_index.try_emplace(sl.action, names.size());
+      if (fresh) names.push_back(sl.action);
+      body += (j ? ",[" : "[") + std::to_string(it->second) + "," + std::to_string(sl.tid) + "," +
+              std::to_string(sl.begin_ns) + "," + std::to_string(sl.end_ns) + "," + std::to_string(sl.depth) + "]";
+    }
+    body += "]}";
+  }
+  const std::string cmd = "ltrace-bpf report TRACE --steps N-N --perfetto step-N.pftrace";
+  out << "<section class=\"steptl\" id=\"" << id << "-timeline\" data-stage=\"" << stage << "\"><h3>Step timeline ("
+      << stage << ")</h3>\n<noscript><p class=\"note\">The step timeline is drawn by script: turn script on to see "
+      << "it (the tables below do not need it).</p></noscript>\n<p>Step <input class=\"tl-step\" type=\"number\" "
+      << "min=\"0\" max=\"" << steps.size() - 1 << "\" value=\"" << steps[c.default_step].index
+      << "\"> <button class=\"tl-in\">zoom in</button> <button class=\"tl-out\">zoom out</button> <button "
+         "class=\"tl-left\">&larr;</button> <button class=\"tl-right\">&rarr;</button> <button "
+         "class=\"tl-reset\">whole step</button><span class=\"tl-info\"></span></p>\n"
+      << "<p class=\"note\">One step at full resolution: its actions on their threads, nested by depth (wheel or "
+         "buttons to zoom, drag to pan). Click a bar or point in the step charts above to choose a step. Embedded: "
+      << c.steps.size() << " of " << steps.size() << " steps (the " << kTimelineSlowest
+      << " slowest, the median, the first and the last, within " << kTimelineBudgetBytes / 1024 << " KiB"
+      << (c.left_out ? "; " + std::to_string(c.left_out) + " left out for that budget" : std::string())
+      << "); any step as a Perfetto/Chrome file: <code>" << cmd << "</code> (N: the step).</p>\n"
+      << "<div class=\"tl-draw\"></div>\n<script type=\"application/json\" class=\"tl-data\">{\"stage\":\"" << stage
+      << "\",\"tid\":" << s.tid << ",\"charts\":\"" << id << "-steps\",\"def\":" << steps[c.default_step].index
+      << ",\"cmd\":\"" << cmd << "\",\"names\":[";
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    // json_escape leaves "</" as is: escape '<' so no name can close the block.
+    std::string safe;
+    for (char ch : json_string(p.actions[names[k]].name))
+      safe += ch == '<' ? std::string("\\u003c") : std::string(1, ch);
+    out << (k ? "," : "") << safe;
+  }
+  out << "],\"steps\":[\n" << body << "]}</script>\n</section>\n";
+}
+
+}  // namespace lt
