@@ -155,3 +155,90 @@ def test_merged_page_from_the_same_trace(run, tmp_path):
     m = re.search(r'<svg class="chart heatmap" data-ranks="(\d+)"', html)
     assert m and int(m.group(1)) >= 1
     assert len(re.findall(r'<rect class="cell"', html)) == BATCHES
+
+
+def timeline_data(html):
+    m = re.search(r'<script type="application/json" class="tl-data">(.*?)</script>', html, re.S)
+    assert m, "no step timeline data"
+    return json.loads(m.group(1))
+
+
+def trace_slices_in(tmp, begin, end):
+    """The Chrome trace's action slices of the traced process lying wholly
+    inside [begin, end] (trace microseconds), as (name, ns from begin, ns
+    from begin), sorted."""
+    ev = [e for e in json.load(open(tmp / "run.json"), parse_float=Decimal)["traceEvents"] if e.get("ph") == "X"]
+    pid = [e for e in ev if e["name"] == "run_training_batch"][0]["pid"]
+    return sorted((e["name"], (e["ts"] - begin) * 1000, (e["ts"] + e["dur"] - begin) * 1000) for e in ev
+                  if e["pid"] == pid and e["ts"] >= begin and e["ts"] + e["dur"] <= end)
+
+
+def page_slices(d, entry):
+    return sorted((d["names"][s[0]], s[2], s[3]) for s in entry["s"])
+
+
+def test_step_timeline_slices_are_the_steps_actions(run):
+    tmp, rows, dom, _ = run
+    html = (tmp / "run.html").read_text()
+    d = timeline_data(html)
+    want = trace_steps(tmp)
+    assert d["stage"] == "train" and len(d["steps"]) >= 3
+    # The default step drawn is the slowest; the script drew it on load.
+    durs = [e - b for b, e, _ in want]
+    assert d["def"] == durs.index(max(durs))
+    assert 'data-drawn="%d"' % d["def"] in dom
+    for entry in d["steps"]:
+        b, e, _ = want[entry["i"]]
+        assert abs(entry["e"] - (e - b) * 1000) <= 2
+        got, exp = page_slices(d, entry), trace_slices_in(tmp, b, e)
+        assert [n for n, _, _ in got] == [n for n, _, _ in exp], entry["i"]
+        assert any(n == "run_training_batch" for n, _, _ in got)
+        for (n, gb, ge), (_, wb, we) in zip(got, exp):
+            assert abs(gb - wb) <= 2 and abs(ge - we) <= 2, (n, gb, ge, wb, we)
+            assert 0 <= gb <= ge <= entry["e"]
+    # The drawn step's rectangles are its slices.
+    drawn = [attrs(t) for t in re.findall(r'<rect class="sl"[^>]*>', dom)]
+    entry = [s for s in d["steps"] if s["i"] == d["def"]][0]
+    assert sorted((r["data-name"], int(r["data-b"]), int(r["data-e"])) for r in drawn) == page_slices(d, entry)
+    assert "--steps %d-%d" % (d["def"], d["def"]) in dom  # the export hint of the drawn step
+
+
+def test_clicking_a_step_bar_draws_that_step(run, tmp_path):
+    tmp, _, _, _ = run
+    html = (tmp / "run.html").read_text()
+    d = timeline_data(html)
+    other = [s for s in d["steps"] if s["i"] != d["def"]][0]
+    # A click on the stacked bar of another embedded step, dispatched after the page's own script set up.
+    page = tmp_path / "click.html"
+    page.write_text(html.replace("</body>", "<script>document.addEventListener('DOMContentLoaded',function(){"
+                                 "document.querySelector('svg.chart.parts[data-stage=\"train\"] g.bar[data-i=\"%d\"]')"
+                                 ".dispatchEvent(new MouseEvent('click',{bubbles:true}));});</script></body>"
+                                 % other["i"]))
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp_path / "prof")]
+    dom = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    out = dom.stdout
+    assert 'data-drawn="%d"' % other["i"] in out
+    assert re.search(r'<svg[^>]*class="tl"[^>]*data-step="%d"' % other["i"], out)
+    drawn = [attrs(t) for t in re.findall(r'<rect class="sl"[^>]*>', out)]
+    assert sorted((r["data-name"], int(r["data-b"]), int(r["data-e"])) for r in drawn) == page_slices(d, other)
+
+
+def test_page_loads_with_script_off(run, tmp_path):
+    """Scripts blocked (a Content-Security-Policy of script-src 'none' in a
+    copy of the page: headless Chromium's --dump-dom gives nothing with
+    scripting disabled outright): the page still loads, the tables and the
+    SVG charts are there, and the timeline says it needs script."""
+    tmp, rows, _, _ = run
+    html = (tmp / "run.html").read_text()
+    page = tmp_path / "noscript.html"
+    page.write_text(html.replace("<head>", "<head><meta http-equiv=\"Content-Security-Policy\" "
+                                 "content=\"script-src 'none'\">", 1))
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp_path / "prof")]
+    dom = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    out = dom.stdout
+    assert 'data-script="ran"' not in out and 'class="tl"' not in out  # no script ran
+    assert "<noscript><p class=\"note\">The step timeline is drawn by script" in html
+    assert '<table class="simple">' in out and "run_training_batch" in out  # the tables remain
+    assert '<svg class="chart steptime"' in out  # and the SVG charts

@@ -1,0 +1,144 @@
+// The step timeline's data: which steps the page embeds (priority and byte
+// budget) and each step's slices (contained actions, depth per thread).
+#include "reports/aggregate/step_slices.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "reports/export/dashboard.h"
+#include "reports/export/step_timeline.h"
+
+using namespace lt;
+
+namespace {
+
+std::vector<StepRecord> steps_of(const std::vector<std::uint64_t>& durations) {
+  std::vector<StepRecord> v;
+  std::uint64_t t = 1000;
+  for (std::size_t i = 0; i < durations.size(); ++i) {
+    StepRecord r;
+    r.index = static_cast<std::uint32_t>(i);
+    r.begin_ns = t;
+    r.end_ns = t + durations[i];
+    t = r.end_ns + 10;
+    v.push_back(r);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST(StepSlices, PrioritySlowestThenMedianFirstLast) {
+  // 30 steps: duration 100 + (i * 7 % 30), all distinct; step 29 not among the slowest 3.
+  std::vector<std::uint64_t> d;
+  for (std::uint64_t i = 0; i < 30; ++i) d.push_back(100 + (i * 7 % 30));
+  const auto steps = steps_of(d);
+  const auto order = timeline_priority(steps, 3);
+  std::vector<std::size_t> by_dur(30);
+  for (std::size_t i = 0; i < 30; ++i) by_dur[i] = i;
+  std::sort(by_dur.begin(), by_dur.end(), [&](auto a, auto b) { return d[a] > d[b]; });
+  ASSERT_EQ(order.size(), 6u);
+  EXPECT_EQ(order[0], by_dur[0]);
+  EXPECT_EQ(order[1], by_dur[1]);
+  EXPECT_EQ(order[2], by_dur[2]);
+  // Median by nearest rank: the 15th shortest of 30.
+  std::vector<std::uint64_t> sorted = d;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(d[order[3]], sorted[14]);
+  EXPECT_EQ(order[4], 0u);
+  EXPECT_EQ(order[5], 29u);
+}
+
+TEST(StepSlices, PriorityHasNoRepeats) {
+  // One step: slowest, median, first and last are the same step.
+  EXPECT_EQ(timeline_priority(steps_of({5}), 20), std::vector<std::size_t>{0});
+  EXPECT_TRUE(timeline_priority({}, 20).empty());
+}
+
+TEST(StepSlices, BudgetKeepsPriorityOrderAndCountsLeftOut) {
+  const auto steps = steps_of({10, 50, 40, 30, 20});  // priority (slowest 2): 1, 2, then median 3, first 0, last 4
+  const std::vector<std::size_t> counts = {10, 10, 10, 1000, 10};
+  // Room for 25 slices: steps 1 and 2 (20 slices); 3 (1000) does not fit; 0 does not fit either (30 > 25).
+  const auto c = choose_timeline_steps(steps, counts, 25 * kTimelineSliceBytes, 2);
+  EXPECT_EQ(c.default_step, 1u);
+  EXPECT_EQ(c.steps, (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(c.left_out, 3u);
+  EXPECT_EQ(c.slice_cap, 0u);
+  // A smaller step later in priority still fits after a big one is skipped.
+  const auto c2 = choose_timeline_steps(steps, counts, 35 * kTimelineSliceBytes, 2);
+  EXPECT_EQ(c2.steps, (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(c2.left_out, 2u);
+}
+
+TEST(StepSlices, SlowestStepAloneOverBudgetIsCut) {
+  const auto steps = steps_of({10, 50});
+  const auto c = choose_timeline_steps(steps, {10, 100}, 20 * kTimelineSliceBytes, 20);
+  EXPECT_EQ(c.default_step, 1u);
+  EXPECT_EQ(c.slice_cap, 20u);
+  EXPECT_EQ(c.steps, std::vector<std::size_t>{1});  // nothing else fits after the cut step
+  EXPECT_EQ(c.left_out, 1u);
+}
+
+TEST(StepSlices, ContainedActionsWithDepthPerThread) {
+  ProcessActions p;
+  p.actions.emplace_back("outer");   // 0
+  p.actions.emplace_back("inner");   // 1
+  p.actions.emplace_back("leaf");    // 2
+  p.actions.emplace_back("fit");     // 3: straddles the step
+  p.actions.emplace_back("worker");  // 4: another thread
+  // Completion order (inner ones first), as the aggregator keeps them.
+  p.intervals.push_back({2, 1, 130, 140, false});
+  p.intervals.push_back({1, 1, 120, 150, false});
+  p.intervals.push_back({1, 1, 160, 170, false});
+  p.intervals.push_back({0, 1, 100, 200, false});
+  p.intervals.push_back({4, 2, 110, 190, false});
+  p.intervals.push_back({3, 1, 50, 500, false});
+  p.intervals.push_back({1, 1, 195, 260, false});  // ends after the step
+  const auto by_begin = sorted_by_begin(p);
+  const auto s = step_slices(p, by_begin, 100, 200);
+  ASSERT_EQ(s.size(), 5u);
+  // Thread 1 first: outer (0), inner (1), leaf (2), inner (1); then thread 2.
+  EXPECT_EQ(s[0].action, 0u);
+  EXPECT_EQ(s[0].depth, 0u);
+  EXPECT_EQ(s[0].begin_ns, 0u);
+  EXPECT_EQ(s[0].end_ns, 100u);
+  EXPECT_EQ(s[1].action, 1u);
+  EXPECT_EQ(s[1].depth, 1u);
+  EXPECT_EQ(s[2].action, 2u);
+  EXPECT_EQ(s[2].depth, 2u);
+  EXPECT_EQ(s[3].action, 1u);
+  EXPECT_EQ(s[3].depth, 1u);
+  EXPECT_EQ(s[3].begin_ns, 60u);
+  EXPECT_EQ(s[4].tid, 2u);
+  EXPECT_EQ(s[4].depth, 0u);
+  EXPECT_EQ(s[4].begin_ns, 10u);
+  EXPECT_EQ(s[4].end_ns, 90u);
+}
+
+TEST(StepSlices, PageEmbedsOnlyChosenStepsAndEscapesNames) {
+  // 40 steps of one action each, named with a "</script>" to be escaped.
+  ProcessActions p;
+  p.meta.pid = 7;
+  p.actions.emplace_back("</script><b>x");
+  ProcessSteps s;
+  s.pid = s.tid = 7;
+  std::vector<std::uint64_t> d;
+  for (std::uint64_t i = 0; i < 40; ++i) d.push_back(1000 + i);
+  s.train = steps_of(d);
+  for (auto& r : s.train) p.intervals.push_back({0, 7, r.begin_ns, r.end_ns, false});
+  std::ostringstream out;
+  write_step_timeline(p, s, "p7", out);
+  const std::string html = out.str();
+  EXPECT_EQ(html.find("</script><b>"), std::string::npos);
+  EXPECT_NE(html.find("\\u003c/script>\\u003cb>x"), std::string::npos);
+  // 20 slowest (steps 20..39) + median (19) + first (0): 22 steps, one slice each.
+  std::size_t entries = 0;
+  for (std::size_t at = html.find("{\"i\":"); at != std::string::npos; at = html.find("{\"i\":", at + 1)) ++entries;
+  EXPECT_EQ(entries, 22u);
+  EXPECT_NE(html.find("\"def\":39"), std::string::npos);
+  EXPECT_NE(html.find("{\"i\":19,"), std::string::npos);
+  EXPECT_EQ(html.find("{\"i\":18,"), std::string::npos);
+  EXPECT_NE(html.find("<noscript>"), std::string::npos);
+}
