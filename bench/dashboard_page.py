@@ -7,7 +7,9 @@ training step, so 42 events a step), writes a trace of STEPS training steps
 ms long, only their number matters for the page), runs `ltrace-bpf report
 --html` on it, and loads the page in headless Chromium (--dump-dom), timing
 it against an empty page in the same browser (the difference is the page's
-own parse, layout and script).  One run each; a busy machine reads slower.
+own parse, layout and script), and the page without its step timeline
+(section and data cut out) the same way, so the timeline's own share shows.
+One run each; a busy machine reads slower.
 """
 import argparse
 import os
@@ -56,10 +58,22 @@ def main():
         page_s, dom = load_s(browser, "file://" + html, profile)
         m = re.search(r'<svg class="chart steptime"[^>]*data-steps="(\d+)"[^>]*data-bucket="(\d+)"', dom)
         assert m and 'data-script="ran"' in dom
-    print("| steps | page bytes | step-time bucket | report --html s | Chromium load s (page - empty) |")
-    print("|---|---|---|---|---|")
-    print(f"| {m.group(1)} | {size} | {m.group(2)} | {report_s:.2f} | {page_s - empty_s:.2f} "
-          f"({page_s:.2f} - {empty_s:.2f}) |")
+        drawn = re.search(r'data-drawn="(\d+)"', dom)
+        assert drawn, "the step timeline drew no step"
+        rects = len(re.findall(r'<rect class="sl"', dom))
+        draw_ms = re.search(r'data-draw-ms="([\d.]+)"', dom).group(1)
+        text = open(html, encoding="utf-8").read()
+        tl = re.search(r'<section class="steptl".*?</section>\n', text, re.S)
+        tl_bytes = len(tl.group(0).encode()) if tl else 0
+        cut = os.path.join(tmp, "no_timeline.html")
+        with open(cut, "w", encoding="utf-8") as f:
+            f.write(text.replace(tl.group(0), "") if tl else text)
+        cut_s, _ = load_s(browser, "file://" + cut, profile)
+    print("| steps | page bytes | step timeline bytes | step-time bucket | report --html s | "
+          "Chromium load s (page - empty) | without the step timeline s | step drawn (rects) | its draw ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| {m.group(1)} | {size} | {tl_bytes} | {m.group(2)} | {report_s:.2f} | {page_s - empty_s:.2f} "
+          f"({page_s:.2f} - {empty_s:.2f}) | {cut_s - empty_s:.2f} | {drawn.group(1)} ({rects}) | {draw_ms} |")
     return 0
 
 
