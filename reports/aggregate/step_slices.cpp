@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "bpf/events.h"
+
 namespace lt {
 
 std::vector<std::size_t> sorted_by_begin(const ProcessActions& p) {
@@ -11,6 +13,52 @@ std::vector<std::size_t> sorted_by_begin(const ProcessActions& p) {
   std::stable_sort(v.begin(), v.end(),
                    [&](std::size_t a, std::size_t b) { return p.intervals[a].begin_ns < p.intervals[b].begin_ns; });
   return v;
+}
+
+namespace {
+// Depth by containment per row (tid): by start, the longer first, a stack
+// of the open slices' ends.
+void nest(std::vector<StepSlice>& out) {
+  std::stable_sort(out.begin(), out.end(), [](const StepSlice& a, const StepSlice& b) {
+    if (a.tid != b.tid) return a.tid < b.tid;
+    return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
+  });
+  std::vector<std::uint64_t> stack;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (i == 0 || out[i].tid != out[i - 1].tid) stack.clear();
+    while (!stack.empty() && stack.back() <= out[i].begin_ns) stack.pop_back();
+    out[i].depth = static_cast<std::uint32_t>(stack.size());
+    stack.push_back(out[i].end_ns);
+  }
+}
+}  // namespace
+
+GpuWork gpu_work_of(const GpuReport& gpu, std::uint32_t pid) {
+  GpuWork w;
+  for (const auto& g : gpu.slices)
+    if (g.pid == pid && (g.kind == LT_GPU_KERNEL || g.kind == LT_GPU_MEMCPY || g.kind == LT_GPU_MEMSET) &&
+        g.end_ns > g.begin_ns) {
+      w.by_begin.push_back(&g);
+      w.longest = std::max(w.longest, g.end_ns - g.begin_ns);
+    }
+  std::stable_sort(w.by_begin.begin(), w.by_begin.end(),
+                   [](const GpuSlice* a, const GpuSlice* b) { return a->begin_ns < b->begin_ns; });
+  return w;
+}
+
+std::vector<StepSlice> step_gpu_slices(const GpuWork& w, std::uint64_t begin_ns, std::uint64_t end_ns) {
+  std::vector<StepSlice> out;
+  const std::uint64_t from = begin_ns > w.longest ? begin_ns - w.longest : 0;
+  auto it = std::lower_bound(w.by_begin.begin(), w.by_begin.end(), from,
+                             [](const GpuSlice* g, std::uint64_t t) { return g->begin_ns < t; });
+  for (; it != w.by_begin.end() && (*it)->begin_ns < end_ns; ++it) {
+    const GpuSlice& g = **it;
+    if (g.end_ns <= begin_ns) continue;
+    out.push_back(
+        {g.name, g.stream, std::max(g.begin_ns, begin_ns) - begin_ns, std::min(g.end_ns, end_ns) - begin_ns, 0});
+  }
+  nest(out);
+  return out;
 }
 
 std::vector<StepSlice> step_slices(const ProcessActions& p, const std::vector<std::size_t>& by_begin,
@@ -23,19 +71,7 @@ std::vector<StepSlice> step_slices(const ProcessActions& p, const std::vector<st
     if (iv.end_ns > end_ns || iv.end_ns < iv.begin_ns) continue;
     out.push_back({iv.action, iv.tid, iv.begin_ns - begin_ns, iv.end_ns - begin_ns, 0});
   }
-  // Depth by containment per thread: by start, the longer (enclosing) first,
-  // a stack of the open slices' ends.
-  std::stable_sort(out.begin(), out.end(), [](const StepSlice& a, const StepSlice& b) {
-    if (a.tid != b.tid) return a.tid < b.tid;
-    return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
-  });
-  std::vector<std::uint64_t> stack;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (i == 0 || out[i].tid != out[i - 1].tid) stack.clear();
-    while (!stack.empty() && stack.back() <= out[i].begin_ns) stack.pop_back();
-    out[i].depth = static_cast<std::uint32_t>(stack.size());
-    stack.push_back(out[i].end_ns);
-  }
+  nest(out);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/steps.h"
 
 namespace lt {
@@ -35,6 +36,18 @@ struct StepSlice {
 std::vector<std::size_t> sorted_by_begin(const ProcessActions& p);
 std::vector<StepSlice> step_slices(const ProcessActions& p, const std::vector<std::size_t>& by_begin,
                                    std::uint64_t begin_ns, std::uint64_t end_ns);
+
+// The kernels, copies and sets of process `pid`, by begin, and the longest
+// one (so a step's overlapping work is found by a binary search).
+struct GpuWork {
+  std::vector<const GpuSlice*> by_begin;
+  std::uint64_t longest = 0;
+};
+GpuWork gpu_work_of(const GpuReport& gpu, std::uint32_t pid);
+// That work overlapping [begin_ns, end_ns], clipped to it (ns from begin),
+// `tid` the stream and `action` the index into GpuReport::names; by stream,
+// then begin, with depths per stream (concurrent work on one stream stacks).
+std::vector<StepSlice> step_gpu_slices(const GpuWork& w, std::uint64_t begin_ns, std::uint64_t end_ns);
 
 // Step positions in embedding priority: the `slowest` longest (longest
 // first), the median (nearest rank), the first and the last; no repeats.

@@ -29,15 +29,19 @@ void write_step_timeline_head(std::ostream& out) {
          "'"
          "+d.cmd.replace(/N/g,inp.value);sec.setAttribute('data-drawn','');return;}"
          "var t0=performance.now(),dur=Math.max(1,cur.e-cur.b),a=z0*dur,span=(z1-z0)*dur,rows={},order=[],n=0;"
-         "cur.s.forEach(function(x){var t=x[1];if(!(t in rows)){rows[t]=0;order.push(t);}"
+         // GPU work on rows keyed 's'+stream, after the threads.
+         "var all=cur.s.concat((cur.g||[]).map(function(x){return [x[0],'s'+x[1],x[2],x[3],x[4],1];}));"
+         "all.forEach(function(x){var t=x[1];if(!(t in rows)){rows[t]=0;order.push(t);}"
          "rows[t]=Math.max(rows[t],x[4]+1);});"
          "var y0={},h=0;order.forEach(function(t){y0[t]=h+14;h+=14+rows[t]*R;});"
          "var svg=el('svg',{width:W,height:h+2,'class':'tl','data-step':cur.i,'data-z0':z0,'data-z1':z1});"
-         "order.forEach(function(t){var l=el('text',{x:2,y:y0[t]-3});l.textContent='thread '+t+(t==d.tid?' (loop)':'');"
+         "order.forEach(function(t){var l=el('text',{x:2,y:y0[t]-3});l.textContent=(typeof t=='string'?'GPU stream '"
+         "+t.slice(1):'thread '+t+(t==d.tid?' (loop)':''));"
          "svg.appendChild(l);});"
-         "cur.s.forEach(function(x){if(x[3]<a||x[2]>a+span)return;var nm=d.names[x[0]],"
+         "all.forEach(function(x){if(x[3]<a||x[2]>a+span)return;var nm=d.names[x[0]],"
          "x0=(x[2]-a)/span*W,w=Math.max(0.5,(x[3]-x[2])/span*W);if(x0<0){w+=x0;x0=0;}if(x0+w>W)w=W-x0;"
-         "var g=el('rect',{'class':'sl',x:x0.toFixed(2),y:y0[x[1]]+x[4]*R,width:w.toFixed(2),height:R-2,fill:col(nm),"
+         "var g=el('rect',{'class':x[5]?'sl "
+         "gpu':'sl',x:x0.toFixed(2),y:y0[x[1]]+x[4]*R,width:w.toFixed(2),height:R-2,fill:col(nm),"
          "'data-name':nm,'data-tid':x[1],'data-b':x[2],'data-e':x[3]});var tt=el('title',{});"
          "tt.textContent=nm+' \\u2014 '+((x[3]-x[2])/1e3).toFixed(1)+' "
          "\\u00b5s';g.appendChild(tt);svg.appendChild(g);n++;"
@@ -47,7 +51,8 @@ void write_step_timeline_head(std::ostream& out) {
          // The draw's own time, read by bench/dashboard_page.py.
          "sec.setAttribute('data-draw-ms',(performance.now()-t0).toFixed(2));"
          "info.textContent=d.stage+' step '+cur.i+': '+(dur/1e6).toFixed(3)+' ms, '+cur.s.length+' actions'"
-         "+(cur.cut?' (cut to the page budget)':'')+'; view '+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
+         "+(cur.cut?' (cut to the page budget)':'')+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
+         "'+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
          "' ms; '+n+' drawn. Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i);}"
          "function choose(i){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();}"
          "function zoom(f,c){var s=(z1-z0)*f;s=Math.min(1,Math.max(1e-6,s));var m=z0+(z1-z0)*c;"
@@ -72,36 +77,54 @@ void write_step_timeline_head(std::ostream& out) {
          "sec.chooseStep=choose;choose(d.def);});});</script>\n";
 }
 
-void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out) {
+void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
+                         const GpuReport* gpu) {
   // Training steps only: they are what `--steps` counts, so each drawn step
   // has its export command.
   const auto& steps = s.train;
   if (steps.empty()) return;
   const char* stage = "train";
   const auto by_begin = sorted_by_begin(p);
+  const GpuWork work = gpu ? gpu_work_of(*gpu, p.meta.pid) : GpuWork{};
   std::vector<std::size_t> counts(steps.size());
   for (std::size_t i = 0; i < steps.size(); ++i)
-    counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size();
+    counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size() +
+                (work.by_begin.empty() ? 0 : step_gpu_slices(work, steps[i].begin_ns, steps[i].end_ns).size());
   const TimelineChoice c = choose_timeline_steps(steps, counts);
-  // Action names: only those the embedded steps use, indexed compactly.
-  std::map<std::uint32_t, std::size_t> name_index;
-  std::vector<std::uint32_t> names;
+  // Names (actions', GPU work's): only those the embedded steps use, indexed compactly.
+  std::map<std::pair<bool, std::uint32_t>, std::size_t> name_index;
+  std::vector<std::pair<bool, std::uint32_t>> names;
   std::string body;
-  for (std::size_t k = 0; k < c.steps.size(); ++k) {
-    const std::size_t i = c.steps[k];
-    auto slices = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns);
-    const bool cut = i == c.default_step && c.slice_cap && slices.size() > c.slice_cap;
-    if (cut) slices.resize(c.slice_cap);
-    body += std::string(k ? ",\n" : "") + "{\"i\":" + std::to_string(steps[i].index) +
-            ",\"b\":0,\"e\":" + std::to_string(steps[i].duration_ns()) + (cut ? ",\"cut\":1" : "") + ",\"s\":[";
-    for (std::size_t j = 0; j < slices.size(); ++j) {
-      const auto& sl = slices[j];
-      auto [it, fresh] = name_index.try_emplace(sl.action, names.size());
-      if (fresh) names.push_back(sl.action);
+  auto rows = [&](const std::vector<StepSlice>& v, bool is_gpu) {
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      const auto& sl = v[j];
+      auto [it, fresh] = name_index.try_emplace({is_gpu, sl.action}, names.size());
+      if (fresh) names.push_back({is_gpu, sl.action});
       body += (j ? ",[" : "[") + std::to_string(it->second) + "," + std::to_string(sl.tid) + "," +
               std::to_string(sl.begin_ns) + "," + std::to_string(sl.end_ns) + "," + std::to_string(sl.depth) + "]";
     }
-    body += "]}";
+  };
+  for (std::size_t k = 0; k < c.steps.size(); ++k) {
+    const std::size_t i = c.steps[k];
+    auto slices = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns);
+    auto gpu_slices =
+        work.by_begin.empty() ? std::vector<StepSlice>{} : step_gpu_slices(work, steps[i].begin_ns, steps[i].end_ns);
+    // Over the budget alone (the slowest step only): the actions first, then GPU work, up to the cap.
+    const bool cut = i == c.default_step && c.slice_cap && slices.size() + gpu_slices.size() > c.slice_cap;
+    if (cut) {
+      if (slices.size() > c.slice_cap) slices.resize(c.slice_cap);
+      gpu_slices.resize(c.slice_cap - slices.size());
+    }
+    body += std::string(k ? ",\n" : "") + "{\"i\":" + std::to_string(steps[i].index) +
+            ",\"b\":0,\"e\":" + std::to_string(steps[i].duration_ns()) + (cut ? ",\"cut\":1" : "") + ",\"s\":[";
+    rows(slices, false);
+    body += "]";
+    if (!gpu_slices.empty()) {
+      body += ",\"g\":[";
+      rows(gpu_slices, true);
+      body += "]";
+    }
+    body += "}";
   }
   const std::string cmd = "ltrace-bpf report TRACE --steps N-N --perfetto step-N.pftrace";
   out << "<section class=\"steptl\" id=\"" << id << "-timeline\" data-stage=\"" << stage << "\"><h3>Step timeline ("
@@ -111,7 +134,9 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
       << "\"> <button class=\"tl-in\">zoom in</button> <button class=\"tl-out\">zoom out</button> <button "
          "class=\"tl-left\">&larr;</button> <button class=\"tl-right\">&rarr;</button> <button "
          "class=\"tl-reset\">whole step</button><span class=\"tl-info\"></span></p>\n"
-      << "<p class=\"note\">One step at full resolution: its actions on their threads, nested by depth (wheel or "
+      << "<p class=\"note\">One step at full resolution: its actions on their threads, nested by depth, and its GPU "
+         "kernels and "
+         "copies on stream rows when recorded (wheel or "
          "buttons to zoom, drag to pan). Click a bar or point in the step charts above to choose a step. Embedded: "
       << c.steps.size() << " of " << steps.size() << " steps (the " << kTimelineSlowest
       << " slowest, the median, the first and the last, within " << kTimelineBudgetBytes / 1024 << " KiB"
@@ -123,7 +148,8 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
   for (std::size_t k = 0; k < names.size(); ++k) {
     // json_escape leaves "</" as is: escape '<' so no name can close the block.
     std::string safe;
-    for (char ch : json_string(p.actions[names[k]].name))
+    const auto [is_gpu, n] = names[k];
+    for (char ch : json_string(is_gpu ? gpu->names[n] : p.actions[names[k].second].name))
       safe += ch == '<' ? std::string("\\u003c") : std::string(1, ch);
     out << (k ? "," : "") << safe;
   }

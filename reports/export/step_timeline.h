@@ -9,6 +9,7 @@
 #include <string>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/steps.h"
 
 namespace lt {
@@ -18,6 +19,9 @@ void write_step_timeline_head(std::ostream& out);
 // The training steps of `s` for process `p` (nothing without any); `id`: the
 // process's chart prefix (process_chart_id), whose step charts' bars select
 // the step drawn.
-void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out);
+// `gpu`: kept slices (GpuAggregator(keep_slices)): the step's kernels and
+// copies on stream rows; null: none.
+void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
+                         const GpuReport* gpu = nullptr);
 
 }  // namespace lt

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "bpf/events.h"
 #include "reports/export/dashboard.h"
 #include "reports/export/step_timeline.h"
 
@@ -141,4 +142,56 @@ TEST(StepSlices, PageEmbedsOnlyChosenStepsAndEscapesNames) {
   EXPECT_NE(html.find("{\"i\":19,"), std::string::npos);
   EXPECT_EQ(html.find("{\"i\":18,"), std::string::npos);
   EXPECT_NE(html.find("<noscript>"), std::string::npos);
+}
+
+TEST(StepSlices, GpuWorkOverlappingTheStepOnStreamRows) {
+  GpuReport gpu;
+  gpu.names = {"gemm", "memcpy HtoD", "other_pid"};
+  auto add = [&](std::uint32_t pid, std::uint16_t kind, std::uint32_t stream, std::uint64_t b, std::uint64_t e,
+                 std::uint32_t name) {
+    GpuSlice g;
+    g.pid = pid;
+    g.kind = kind;
+    g.stream = stream;
+    g.begin_ns = b;
+    g.end_ns = e;
+    g.name = name;
+    gpu.slices.push_back(g);
+  };
+  add(7, LT_GPU_KERNEL, 3, 150, 180, 0);
+  add(7, LT_GPU_MEMCPY, 2, 90, 120, 1);    // straddles the begin: clipped
+  add(7, LT_GPU_KERNEL, 3, 190, 400, 0);   // straddles the end: clipped
+  add(7, LT_GPU_KERNEL, 3, 10, 50, 0);     // before the step
+  add(7, LT_GPU_RUNTIME, 0, 120, 130, 0);  // an API call: not drawn on a stream
+  add(8, LT_GPU_KERNEL, 3, 150, 160, 2);   // another process
+  const auto w = gpu_work_of(gpu, 7);
+  EXPECT_EQ(w.longest, 210u);
+  const auto s = step_gpu_slices(w, 100, 200);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].tid, 2u);  // stream 2 first
+  EXPECT_EQ(s[0].begin_ns, 0u);
+  EXPECT_EQ(s[0].end_ns, 20u);
+  EXPECT_EQ(s[1].tid, 3u);
+  EXPECT_EQ(s[1].begin_ns, 50u);
+  EXPECT_EQ(s[1].end_ns, 80u);
+  EXPECT_EQ(s[2].begin_ns, 90u);
+  EXPECT_EQ(s[2].end_ns, 100u);
+  EXPECT_EQ(s[2].depth, 0u);
+
+  // On the page: a "g" array with the kernels' names.
+  ProcessActions p;
+  p.meta.pid = 7;
+  p.actions.emplace_back("run_training_batch");
+  p.intervals.push_back({0, 7, 100, 200, false});
+  ProcessSteps steps;
+  steps.pid = steps.tid = 7;
+  steps.train = steps_of({100});
+  steps.train[0].begin_ns = 100;
+  steps.train[0].end_ns = 200;
+  std::ostringstream out;
+  write_step_timeline(p, steps, "p7", out, &gpu);
+  const std::string html = out.str();
+  EXPECT_NE(html.find("\"names\":[\"run_training_batch\",\"memcpy HtoD\",\"gemm\"]"), std::string::npos) << html;
+  EXPECT_NE(html.find("\"s\":[[0,7,0,100,0]],\"g\":[[1,2,0,20,0],[2,3,50,80,0],[2,3,90,100,0]]"), std::string::npos)
+      << html;
 }
