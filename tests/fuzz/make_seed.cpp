@@ -38,7 +38,11 @@ int main(int argc, char** argv) {
     lt_op_name_event on{};
     on.hdr = {LT_EV_OP_NAME, sizeof on, 0, 0, 0, static_cast<lt::u64>(i)};
     on.op = static_cast<lt::u32>(i % 3);
-    std::snprintf(on.name, sizeof on.name, "aten::op%d", i % 3);
+    // op 2: a compiled region, so the compile section is reached
+    if (i % 3 == 2)
+      std::snprintf(on.name, sizeof on.name, "Torch-Compiled Region: 0/%d", i % 2);
+    else
+      std::snprintf(on.name, sizeof on.name, "aten::op%d", i % 3);
     w.append(&on, sizeof on);
     for (lt::u16 depth = 1; depth <= 2; ++depth) {
       lt_op_event op{};
@@ -100,6 +104,16 @@ int main(int argc, char** argv) {
     gs.s.state = LT_BRIDGE_ACTIVE;
     std::memcpy(gs.s.detail, "active", 7);
     w.append(&gs, sizeof gs);
+    lt_compile_note_event cn{};
+    cn.hdr = {LT_EV_COMPILE_NOTE, sizeof cn, 1, 1, 0, static_cast<lt::u64>(i)};
+    cn.what = i % 2 ? LT_COMPILE_NOTE_COMPILE : LT_COMPILE_NOTE_GRAPH_BREAK;
+    cn.start_wall_us = 1'796'214'809'325'742 + i;
+    cn.duration_us = 1000;
+    cn.count = i;
+    std::snprintf(cn.compile_id, sizeof cn.compile_id, "0/%d", i % 2);
+    std::snprintf(cn.function, sizeof cn.function, "forward");
+    std::snprintf(cn.reason, sizeof cn.reason, "0/0: tensor 'x' size mismatch at index 0\n  Explanation: x");
+    w.append(&cn, sizeof cn);
   }
   w.close();
   return 0;

@@ -9,6 +9,7 @@
 #include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
+#include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
@@ -18,6 +19,7 @@
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
 #include "reports/memory/memory_report.h"
+#include "reports/ops/compile_section.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
 
@@ -36,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   lt::DeviceStatsAggregator dev(actions);
   lt::MemoryAggregator mem(actions, {.keep_events = true});
   lt::CommAggregator comm(actions, {.keep_calls = true});
+  lt::CompileAggregator compiles(&actions);
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
     stacks.add(h, p);
@@ -44,6 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     dev.add(h, p);
     mem.add(h, p);
     comm.add(h, p);
+    compiles.add(h, p);
   });
   auto rep = actions.finish();
   auto st = stacks.finish();
@@ -53,6 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)lt::render_memory_report(memory, {&rep});
   (void)lt::render_cuda_memory_stats(memory, {&rep});
   (void)lt::render_comm_report(comm.finish(), {&rep});
+  const auto comp = compiles.finish();
+  for (const auto& [pid, cp] : comp.procs) (void)lt::render_compile_section(pid, cp, comp.window_begin_ns);
   for (const auto& p : gpu.finish().processes) {
     (void)lt::render_gpu_kern_sum(p.kernels);
     (void)lt::render_nvtx_sum(p.nvtx);
