@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/ops.h"
 
@@ -29,6 +30,7 @@ struct MergeInput {
   ActionsReport actions;         // aggregated with keep_intervals = true
   std::optional<OpsReport> ops;  // kept intervals: op slices in the traces
   std::optional<GpuReport> gpu;  // kept slices: kernel, copy, API rows and launch flows in the traces
+  std::optional<CommReport> comm;  // kept calls: who arrived last at each collective (reports/cluster/arrivals.h)
 };
 
 enum class ClockSource {
@@ -81,6 +83,7 @@ struct RankRun {
   const ActionsReport* report = nullptr;
   const OpsReport* ops = nullptr;
   const GpuReport* gpu = nullptr;
+  const ProcessComm* comm = nullptr;  // its COMM calls, when the input has them
   std::int64_t clock_offset_ns = 0;  // its host's correction
   bool exited = false;               // the process exited during the capture
   bool file_cut = false;             // its recording ended abruptly (no detach record)
