@@ -57,7 +57,7 @@ ArrivalInput arrival_input(const MergePlan& plan) {
     for (const auto& c : rr.comm->calls_kept) {
       if (c.pg >= in.size()) in.resize(c.pg + 1);
       in[c.pg].resize(plan.ranks.size());
-      in[c.pg][r].push_back({rr.common_ns(c.ts_ns), c.seq, c.kind, c.bytes});
+      in[c.pg][r].push_back({rr.common_ns(c.ts_ns), c.seq, c.kind, c.bytes, c.tid, c.ts_ns});
     }
   }
   for (auto& g : in) g.resize(plan.ranks.size());
@@ -161,8 +161,12 @@ ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks) {
           x.kind = c.kind;
           x.bytes = c.bytes;
           x.arrival_ns.assign(nranks, CollectiveInstance::kMissing);
+          x.tid.assign(nranks, 0);
+          x.mono_ns.assign(nranks, 0);
         }
         x.arrival_ns[r] = c.t_ns;
+        x.tid[r] = c.tid;
+        x.mono_ns[r] = c.mono_ns;
       }
     for (auto& [k, x] : inst) {
       ++ga.instances;

@@ -36,6 +36,8 @@ struct ArrivalCall {
   std::uint64_t seq = 0;  // our per-(process, pg object) count
   std::uint8_t kind = 0;
   std::uint64_t bytes = 0;
+  std::uint32_t tid = 0;      // for the traces' rows
+  std::uint64_t mono_ns = 0;  // its recording's own clock, for the traces
 };
 
 // groups[g][r]: rank position r's calls in its g-th process group (any order).
@@ -47,6 +49,8 @@ struct CollectiveInstance {
   std::uint8_t kind = 0;
   std::uint64_t bytes = 0;
   std::vector<std::int64_t> arrival_ns;  // per rank position; kMissing when not recorded
+  std::vector<std::uint32_t> tid;        // per rank position
+  std::vector<std::uint64_t> mono_ns;    // per rank position: its recording's clock
   int last = -1;                         // rank position; -1: incomplete
   static constexpr std::int64_t kMissing = INT64_MIN;
 };
