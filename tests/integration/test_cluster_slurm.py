@@ -141,7 +141,8 @@ def cluster(tmp_path_factory):
                                          stderr=open(tmp / f"single{rank}.err", "w"), stdout=subprocess.DEVNULL))
         b_err = open(tmp / "b.err", "w")
         t0 = time.time()
-        b = subprocess.Popen([LTRACE, "cluster", "--slurm-job", str(job), "-o", str(b_dir), "--duration", "300"],
+        b = subprocess.Popen([LTRACE, "cluster", "--slurm-job", str(job), "-o", str(b_dir), "--duration", "300",
+                              "--report", "simple,comm"],  # comm probes on every agent: who arrived last
                              env=sim.env, stdout=subprocess.PIPE, stderr=b_err, text=True)
         try:
             for rank, rec in zip(sorted(pids), recs):
