@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 
+#include "reports/aggregate/comm.h"
+#include "reports/cluster/arrivals.h"
 #include "reports/format/code_points.h"
 #include "reports/format/numbers.h"
 #include "reports/format/stats.h"
@@ -549,6 +551,41 @@ void wait_section(std::string& o, const MergePlan& plan, const StepSkew& sk) {
        (step > 0 ? " (" + percent(wait / step * 100, 1) + ")" : "") + ", over the steps compared above\n";
 }
 
+// Measured from the COMM records (reports/cluster/arrivals.h): who arrived
+// last at each collective and how long the others waited for it.
+void arrivals_section(std::string& o, const MergePlan& plan) {
+  const ArrivalInput in = arrival_input(plan);
+  if (in.empty()) return;
+  const ArrivalReport rep = analyze_arrivals(in, plan.ranks.size());
+  o += "\nLast to arrive at collectives (measured: each rank's c10d call entry on the common clock; the k-th "
+       "call of a process group is one collective on every rank; supersedes the wait~ estimate above)\n";
+  for (const auto& g : rep.groups) {
+    o += "pg " + std::to_string(g.group) + ": ";
+    if (!g.aligned) {
+      o += g.why_not + "\n";
+      continue;
+    }
+    std::size_t ranks = 0;
+    for (bool p : g.present) ranks += p;
+    o += std::to_string(g.instances) + " collectives on " + std::to_string(ranks) + " ranks, " +
+         std::to_string(g.complete) + " recorded by every one of them (the others are left out: a rank not yet " +
+         "attached, or a record lost, could have been the last)\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    for (const auto& st : rep.ranks[r])
+      rows.push_back(
+          {plan.ranks[r].label, comm_kind_name(st.kind), std::to_string(st.instances), std::to_string(st.last),
+           st.instances ? percent(100.0 * static_cast<double>(st.last) / st.instances, 1) : "-",
+           fixed(st.waited_for_ns / 1e9, 3), fixed(st.median_waited_for_ns / 1e6, 3), fixed(st.own_wait_ns / 1e9, 3)});
+  if (rows.empty()) return;
+  o += table({"Rank", "collective", "instances", "last", "last share", "others waited for it (s)",
+              "median per time last (ms)", "it waited (s)"},
+             rows);
+  o += "(wait = the last arrival - a rank's own arrival, entry times; others waited for it: summed over the "
+       "other ranks; median over the collectives it was last at)\n";
+}
+
 }  // namespace
 
 std::string render_cluster_summary(const MergePlan& plan, const ClockEstimate* clock,
@@ -563,6 +600,7 @@ std::string render_cluster_summary(const MergePlan& plan, const ClockEstimate* c
   const StepSkew sk = analyze_steps(plan);
   steps_section(o, plan, sk, opt);
   wait_section(o, plan, sk);
+  arrivals_section(o, plan);
   return o;
 }
 

@@ -248,6 +248,9 @@ MergePlan plan_merge(const std::vector<MergeInput>& inputs,
       r.report = &rep;
       r.ops = inputs[i].ops ? &*inputs[i].ops : nullptr;
       r.gpu = inputs[i].gpu ? &*inputs[i].gpu : nullptr;
+      if (inputs[i].comm)
+        for (auto& pc : inputs[i].comm->processes)
+          if (pc.pid == p.meta.pid) r.comm = &pc;
       r.clock_offset_ns = plan.hosts[r.host_index].clock_offset_ns;
       r.exited = p.exited;
       r.file_cut = !rep.complete;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/ops.h"
 
@@ -25,10 +26,11 @@ namespace lt {
 
 // One trace file, aggregated on its own.
 struct MergeInput {
-  std::string file;              // as given: names the file in notes
-  ActionsReport actions;         // aggregated with keep_intervals = true
-  std::optional<OpsReport> ops;  // kept intervals: op slices in the traces
-  std::optional<GpuReport> gpu;  // kept slices: kernel, copy, API rows and launch flows in the traces
+  std::string file;                // as given: names the file in notes
+  ActionsReport actions;           // aggregated with keep_intervals = true
+  std::optional<OpsReport> ops;    // kept intervals: op slices in the traces
+  std::optional<GpuReport> gpu;    // kept slices: kernel, copy, API rows and launch flows in the traces
+  std::optional<CommReport> comm;  // kept calls: who arrived last at each collective (reports/cluster/arrivals.h)
 };
 
 enum class ClockSource {
@@ -81,10 +83,11 @@ struct RankRun {
   const ActionsReport* report = nullptr;
   const OpsReport* ops = nullptr;
   const GpuReport* gpu = nullptr;
-  std::int64_t clock_offset_ns = 0;  // its host's correction
-  bool exited = false;               // the process exited during the capture
-  bool file_cut = false;             // its recording ended abruptly (no detach record)
-  bool ended_early = false;          // other ranks went on training after its data ends
+  const ProcessComm* comm = nullptr;  // its COMM calls, when the input has them
+  std::int64_t clock_offset_ns = 0;   // its host's correction
+  bool exited = false;                // the process exited during the capture
+  bool file_cut = false;              // its recording ended abruptly (no detach record)
+  bool ended_early = false;           // other ranks went on training after its data ends
 
   // A ts_ns of its host on the common clock.
   std::int64_t common_ns(std::uint64_t mono_ns) const;

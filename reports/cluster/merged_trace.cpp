@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "reports/aggregate/comm.h"
+#include "reports/cluster/arrivals.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/perfetto_trace.h"
 #include "reports/format/json_escape.h"
@@ -94,10 +96,31 @@ ChromeSource rank_source(const MergePlan& plan, const RankRun& r, std::uint64_t 
   return src;
 }
 
+// Every aligned collective on every rank's row, named alike on all of them
+// ("all_reduce #N (pg P)", reports/cluster/arrivals.h) so that trace
+// viewers line them up; args: its arrival order and its wait.
+void add_collective_markers(const MergePlan& plan, ChromeDocument& doc) {
+  const ArrivalInput in = arrival_input(plan);
+  if (in.empty()) return;
+  const ArrivalReport rep = analyze_arrivals(in, plan.ranks.size());
+  for (const auto& x : rep.instances)
+    for (std::size_t r = 0; r < plan.ranks.size() && r < doc.sources.size(); ++r) {
+      if (x.arrival_ns[r] == CollectiveInstance::kMissing) continue;
+      std::string args = "\"bytes\": " + std::to_string(x.bytes);
+      if (x.last >= 0) {
+        args += ", \"last_to_arrive\": " + json_string(plan.ranks[x.last].label) +
+                ", \"wait_ns\": " + std::to_string(x.arrival_ns[x.last] - x.arrival_ns[r]);
+      }
+      doc.sources[r].processes.front().markers.push_back(
+          {x.tid[r], x.mono_ns[r], instance_name(comm_kind_name(x.kind), x.number, x.group), "collective", args});
+    }
+}
+
 ChromeDocument merged_document(const MergePlan& plan, RangeFilters& ranges) {
   ChromeDocument doc = document(plan, 0, true);
   doc.gpu_pid_blocks = true;  // pids are rank indexes: GPU 0 would be rank 0
   for (auto& r : plan.ranks) doc.sources.push_back(rank_source(plan, r, static_cast<std::uint64_t>(r.index), ranges));
+  add_collective_markers(plan, doc);
   return doc;
 }
 

@@ -146,6 +146,7 @@ class Writer {
     std::set<std::uint32_t> tids;
     for (const auto& iv : p.intervals) tids.insert(iv.tid);
     for (const auto* iv : ops) tids.insert(iv->tid);
+    for (const auto& mk : cp.markers) tids.insert(mk.tid);
     if (memory)
       for (const auto& e : memory->events) tids.insert(e.tid);
     for (auto tid : tids)
@@ -170,6 +171,12 @@ class Writer {
              << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv->end_ns - iv->begin_ns))
              << ", \"args\": {\"External id\": " << external_id_ << ", \"Ev Idx\": " << external_id_ - 1
              << ", \"end\": \"upper bound\"}}";
+    }
+    for (const auto& mk : cp.markers) {
+      if (!src.keeps(m.pid, mk.ts_ns, mk.ts_ns)) continue;
+      next() << "{\"ph\": \"i\", \"s\": \"t\", \"cat\": " << json_string(mk.category)
+             << ", \"name\": " << json_string(mk.name) << ", \"pid\": " << cp.pid << ", \"tid\": " << mk.tid
+             << ", \"ts\": " << us_exact(time_ns(src, mk.ts_ns)) << ", \"args\": {" << mk.args << "}}";
     }
     if (memory) memory_events(src, cp, *memory);
   }

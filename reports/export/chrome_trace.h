@@ -49,6 +49,15 @@ void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsRe
 // ---- The writer's parameters, for documents of several recordings ----
 
 // One process of a recording as the document shows it.
+// An instant on one of a process's threads (a collective's arrival in a
+// merged trace): "ph": "i", thread scope.
+struct ChromeMarker {
+  std::uint32_t tid = 0;
+  std::uint64_t ts_ns = 0;  // the recording's own clock
+  std::string name, category;
+  std::string args;  // JSON members ("\"k\": 1"), "" none
+};
+
 struct ChromeProcess {
   const ProcessActions* proc = nullptr;
   std::uint64_t pid = 0;  // its pid in the document (its CPU rows)
@@ -56,6 +65,7 @@ struct ChromeProcess {
   std::string labels;     // process_labels
   int sort_index = -1;    // process_sort_index, of its GPU rows too; -1: none
   std::string gpu_label;  // when several processes have GPU rows: "GPU <device> (<gpu_label>)"
+  std::vector<ChromeMarker> markers;
 };
 
 // One recording (one trace file's reports) and which of it goes in.

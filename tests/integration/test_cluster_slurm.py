@@ -22,6 +22,7 @@ Runs, on one job:
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -137,7 +138,9 @@ def cluster(tmp_path_factory):
         singles, recs = {}, []
         for rank, pid in sorted(pids.items()):
             singles[rank] = tmp / f"single{rank}.ltrace"
-            recs.append(subprocess.Popen([LTRACE, "record", "--pid", str(pid), "-o", str(singles[rank]), "-v"],
+            # --report comm: COMM records, for who arrived last (test_slowed_rank_...)
+            recs.append(subprocess.Popen([LTRACE, "record", "--pid", str(pid), "-o", str(singles[rank]), "-v",
+                                          "--report", "simple,comm"],
                                          stderr=open(tmp / f"single{rank}.err", "w"), stdout=subprocess.DEVNULL))
         b_err = open(tmp / "b.err", "w")
         t0 = time.time()
@@ -227,6 +230,56 @@ def test_summary_names_every_rank_and_the_straggler(merged):
     assert "Ranks: 4 of world size 4, on 2 host(s)" in s, s
     assert "Missing: none" in s, s
     assert f"Straggler: rank {SLOW_RANK} (pid" in s, s
+
+
+def arrival_rows(stdout):
+    """The "Last to arrive at collectives" table: (rank, kind) -> its columns."""
+    part = stdout.split("Last to arrive at collectives", 1)
+    assert len(part) == 2, stdout
+    rows = {}
+    for line in part[1].splitlines()[1:]:
+        m = re.match(r"\|\s*rank (\d+)\s*\|\s*(\w+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*([\d.]+)%\s*\|"
+                     r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|", line)
+        if m:
+            rows[(int(m.group(1)), m.group(2))] = {"instances": int(m.group(3)), "last": int(m.group(4)),
+                                                   "share": float(m.group(5)), "waited_for_s": float(m.group(6))}
+    return rows
+
+
+def test_slowed_rank_is_last_to_arrive_at_its_all_reduces(cluster):
+    # Measured from the COMM entry times: rank 3 sleeps SLOW_S before each
+    # step's gradient all-reduce, so it must be the last to arrive at (nearly)
+    # all of them.  Every rank sees every all-reduce of the fit (recorded
+    # from before it began): one per training step, plus the few Lightning
+    # issues itself (reduce_boolean_decision), on the same count on every rank.
+    # The traces: the single-rank recorders of run B, with comm probes (the
+    # cluster agents' own run keeps them off: with them on, the agents did not
+    # finish before Slurm ended their steps here).
+    out = cluster["tmp"] / "arrivals"
+    (out / "traces").mkdir(parents=True)
+    for rank, path in cluster["singles"].items():
+        shutil.copy(path, out / "traces" / f"rank{rank}.ltrace")
+    r = subprocess.run([LTRACE, "report", str(out / "traces"), "--merge", "--chrome", str(out / "merged.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = arrival_rows(r.stdout)
+    print({k: v for k, v in rows.items()})
+    counts = {rank: rows[(rank, "all_reduce")]["instances"] for rank in range(4)}
+    assert len(set(counts.values())) == 1, counts
+    n = counts[0]
+    assert STEPS <= n <= STEPS + 4, counts
+    slow = rows[(SLOW_RANK, "all_reduce")]
+    assert slow["last"] >= 0.95 * n, (slow, n)
+    assert slow["waited_for_s"] > 0
+    # The merged trace names each all-reduce alike on every rank's row.
+    events = json.load(open(out / "merged.json"))["traceEvents"]
+    names = {}
+    for e in events:
+        if e.get("cat") == "collective" and e["name"].startswith("all_reduce #"):
+            names.setdefault(e["pid"], set()).add(e["name"])
+    assert sorted(names) == [0, 1, 2, 3], sorted(names)
+    assert all(v == names[0] for v in names.values())
+    assert len(names[0]) >= n
 
 
 def test_hta_loads_the_cluster_run_as_four_ranks(merged):

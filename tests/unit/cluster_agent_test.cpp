@@ -222,14 +222,15 @@ ExitCode usage_code(std::vector<std::string> args) {
 
 TEST(ClusterOptions, RecordOptionsArePassedOnToAgents) {
   auto o = parse({"cluster", "--slurm-job", "42", "-o", "traces", "--rate", "499", "--ops=aten::mm", "--off-cpu",
-                  "--duration", "5", "--nodes", "a,b", "--gather", "stream"});
+                  "--report", "simple,comm", "--duration", "5", "--nodes", "a,b", "--gather", "stream"});
   EXPECT_EQ(o.command, Options::Command::cluster);
   EXPECT_EQ(o.slurm_job, "42");
   EXPECT_EQ(o.output, "traces");
   EXPECT_EQ(o.duration_s, 5);
   EXPECT_EQ(o.nodes, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(o.gather, "stream");
-  EXPECT_EQ(o.agent_args, (std::vector<std::string>{"--rate", "499", "--ops=aten::mm", "--off-cpu"}));
+  EXPECT_EQ(o.agent_args,
+            (std::vector<std::string>{"--rate", "499", "--ops=aten::mm", "--off-cpu", "--report", "simple,comm"}));
   auto a = parse(
       {"agent", "--job-env", "SLURM_JOB_ID=42", "-o", "x.ltrace", "--clock-server", ":9", "--stream", "--wait", "2"});
   EXPECT_EQ(a.command, Options::Command::agent);

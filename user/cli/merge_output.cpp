@@ -68,15 +68,18 @@ std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpA
     ActionAggregator actions(true);
     OpAggregator op_agg(actions, op_options);
     GpuAggregator gpu(actions, true);
+    CommAggregator comm(actions, CommAggregatorOptions{true});
     auto r = tracefile::read_trace_file(file, [&](const lt_event_header& h, const std::byte* p) {
       actions.add(h, p);
       if (ops) op_agg.add(h, p);
       if (gpu_slices) gpu.add(h, p);
+      comm.add(h, p);
     });
     for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << file << ": " << w << "\n";
     MergeInput in{file, actions.finish(), std::nullopt};
     if (ops) in.ops = op_agg.finish();
     if (gpu_slices) in.gpu = gpu.finish();
+    in.comm = comm.finish();
     out.push_back(std::move(in));
   }
   return out;

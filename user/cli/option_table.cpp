@@ -158,7 +158,7 @@ const OptionSpec kOptions[] = {
            "each CUDA device), allocations still alive at the end by op and allocating line, out-of-memory "
            "events; comm: every c10d collective and point-to-point call (gloo) per rank, by kind and message size "
            "(nccl-tests' layout) and per action; several at once: simple,advanced,ops,gpu,memory,comm",
-   .store = store_report, .example = "simple,ops"},
+   .store = store_report, .example = "simple,ops", .passed_on = true},
   {.name = "rate", .arg = "HZ", .commands = kAttaching,
    .help = "stack samples per second and CPU (default 99; 1-10000)",
    .store = [](Options& o, const std::string& v) {
