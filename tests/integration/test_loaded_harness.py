@@ -61,7 +61,12 @@ def test_the_commands_status_comes_back_and_the_hogs_end():
 def test_hogs_burn_cpu_while_the_command_runs(tmp_path):
     err = tmp_path / "err"
     with open(err, "w") as e:
-        p = subprocess.Popen([HOGS, "-n", "2", "sleep", "600"], stderr=e, start_new_session=True)
+        # As from a terminal: SIGINT at its default.  Run from a background
+        # job (`make test &`, a CI runner's `cmd &`), everything inherits it
+        # ignored, and a shell cannot trap a signal ignored on entry, nor
+        # does sleep die of it.
+        p = subprocess.Popen([HOGS, "-n", "2", "sleep", "600"], stderr=e, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         pids = wait_until(lambda: "CPU-bound" in err.read_text() and hog_pids(err.read_text()), 60, "the hogs")
         before = [cpu_ticks(h) for h in pids]
