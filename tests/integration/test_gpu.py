@@ -180,6 +180,9 @@ def test_no_inject_and_no_gpu(tmp_path):
     assert r.returncode == 0, r.stderr
     assert not mapped_bridge(p.pid)
     assert "--no-inject; falling back to" in r.stderr  # uprobes on libcudart instead
+    # ...and they are in: one uprobe_multi link for libcudart's sites
+    m = re.search(r"falling back to (\d+) entry uprobes", r.stderr)
+    assert m and int(m.group(1)) > 0, r.stderr
     r = subprocess.run([LTRACE, "--pid", str(p.pid), "--no-gpu", "--report", "gpu", "--duration", "1"],
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr

@@ -6,6 +6,7 @@
 
 #include "commprobe.skel.h"
 #include "user/sources/bpf_errors.h"
+#include "user/sources/uprobe_multi.h"
 
 namespace lt {
 
@@ -16,23 +17,23 @@ void SkeletonDestroy::operator()(lt_commprobe* s) const {
 CommProbeSource::CommProbeSource(const ProcTrackSource& shared) : skel_(lt_commprobe__open()) {
   if (!skel_) throw bpf_error("open commprobe", errno);
   if (int err = shared.share_with(skel_->obj)) throw bpf_error("share maps with commprobe", -err);
-  if (int err = lt_commprobe__load(skel_.get())) throw bpf_error("load commprobe", -err);
+  expect_uprobe_multi(skel_->progs.lt_comm_enter);
+  if (int err = lt_commprobe__load(skel_.get()))
+    throw bpf_error("load commprobe (uprobe_multi needs Linux 6.6+)", -err);
 }
 
 CommProbeSource::~CommProbeSource() = default;
 
 std::size_t CommProbeSource::attach(const std::string& path, pid_t pid, const std::vector<Site>& sites) {
-  std::size_t n = 0;
+  std::vector<std::uint64_t> offsets, cookies;
   for (const auto& s : sites) {
-    LIBBPF_OPTS(bpf_uprobe_opts, o);
-    o.bpf_cookie = s.cookie;
-    LinkPtr l(bpf_program__attach_uprobe_opts(skel_->progs.lt_comm_enter, pid, path.c_str(),
-                                              static_cast<std::size_t>(s.offset), &o));
-    if (!l) throw bpf_error("attach comm probe in " + path, errno);
-    links_.push_back(std::move(l));
-    ++n;
+    offsets.push_back(s.offset);
+    cookies.push_back(s.cookie);
   }
-  return n;
+  if (offsets.empty()) return 0;
+  links_.push_back(attach_uprobe_multi(skel_->progs.lt_comm_enter, path, offsets, cookies, pid, "comm probes"));
+  probes_ += offsets.size();
+  return offsets.size();
 }
 
 }  // namespace lt

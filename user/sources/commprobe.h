@@ -31,11 +31,12 @@ class CommProbeSource {
   // pid -1: every process mapping the file (BPF keeps only targets).
   // Returns how many attached.
   std::size_t attach(const std::string& path, pid_t pid, const std::vector<Site>& sites);
-  std::size_t probes() const { return links_.size(); }
+  std::size_t probes() const { return probes_; }
 
  private:
   SkeletonPtr<lt_commprobe> skel_;
-  std::vector<LinkPtr> links_;  // destroyed before the skeleton
+  std::vector<OwnedFd> links_;  // one uprobe_multi link per file; closed before the skeleton
+  std::size_t probes_ = 0;
 };
 
 }  // namespace lt

@@ -7,6 +7,7 @@
 
 #include "gpu.skel.h"
 #include "user/sources/bpf_errors.h"
+#include "user/sources/uprobe_multi.h"
 
 namespace lt {
 
@@ -23,7 +24,11 @@ GpuSource::GpuSource(const ProcTrackSource& shared, int op_stacks_fd, std::uint6
     if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd))
       throw bpf_error("share op stacks with gpu", -err);
   skel_->rodata->lt_launch_stack_interval_ns = launch_stack_interval_ns;
-  if (int err = lt_gpu__load(skel_.get())) throw bpf_error("load gpu", -err);
+  // CUDA API entries: uprobe_multi links (one grace period to detach, not one
+  // per site: user/sources/uprobe_multi.h).  The bridge's USDT probes stay
+  // libbpf's.
+  expect_uprobe_multi(skel_->progs.lt_cuda_entry);
+  if (int err = lt_gpu__load(skel_.get())) throw bpf_error("load gpu (uprobe_multi needs Linux 6.6+)", -err);
 }
 
 GpuSource::~GpuSource() = default;
@@ -66,16 +71,28 @@ void GpuSource::attach_bridge(const std::string& path) {
 }
 
 std::size_t GpuSource::attach_entries(const std::string& path, pid_t pid, const std::vector<Site>& sites) {
-  std::size_t n = 0;
+  std::vector<std::uint64_t> offsets, cookies;
   for (const auto& s : sites) {
-    LIBBPF_OPTS(bpf_uprobe_opts, o);
-    o.bpf_cookie = static_cast<std::uint64_t>(s.api & 0xff) | static_cast<std::uint64_t>(s.source & 0xff) << 8 |
-                   static_cast<std::uint64_t>(s.index) << 16;
-    LinkPtr l(bpf_program__attach_uprobe_opts(skel_->progs.lt_cuda_entry, pid, path.c_str(),
-                                              static_cast<std::size_t>(s.offset), &o));
-    if (!l) continue;  // one missing site must not cost the others
-    links_.push_back(std::move(l));
-    ++n;
+    offsets.push_back(s.offset);
+    cookies.push_back(static_cast<std::uint64_t>(s.api & 0xff) | static_cast<std::uint64_t>(s.source & 0xff) << 8 |
+                      static_cast<std::uint64_t>(s.index) << 16);
+  }
+  if (offsets.empty()) return 0;
+  try {
+    entry_links_.push_back(
+        attach_uprobe_multi(skel_->progs.lt_cuda_entry, path, offsets, cookies, pid, "CUDA entries"));
+    return offsets.size();
+  } catch (const Error&) {
+  }
+  // One site the kernel refuses must not cost the others: one link each.
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    try {
+      entry_links_.push_back(
+          attach_uprobe_multi(skel_->progs.lt_cuda_entry, path, {offsets[i]}, {cookies[i]}, pid, "CUDA entry"));
+      ++n;
+    } catch (const Error&) {
+    }
   }
   return n;
 }

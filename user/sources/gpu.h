@@ -52,7 +52,8 @@ class GpuSource {
   // then the data probes, then the skeleton.
   SkeletonPtr<lt_gpu> skel_;
   std::set<std::pair<unsigned long, unsigned long>> bridges_;  // (dev, inode): one file, whatever path names it
-  std::vector<LinkPtr> links_;
+  std::vector<LinkPtr> links_;                                 // the bridge's USDT probes
+  std::vector<OwnedFd> entry_links_;                           // CUDA API entries: uprobe_multi, one per file
   std::vector<LinkPtr> session_links_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "memprobe.skel.h"
 #include "user/sources/bpf_errors.h"
+#include "user/sources/uprobe_multi.h"
 
 namespace lt {
 
@@ -20,23 +21,22 @@ MemProbeSource::MemProbeSource(const ProcTrackSource& shared, int op_stacks_fd) 
   if (op_stacks_fd >= 0)
     if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd))
       throw bpf_error("share op stacks with memprobe", -err);
-  if (int err = lt_memprobe__load(skel_.get())) throw bpf_error("load memprobe", -err);
+  expect_uprobe_multi(skel_->progs.lt_mem_hook);
+  if (int err = lt_memprobe__load(skel_.get())) throw bpf_error("load memprobe (uprobe_multi needs Linux 6.6+)", -err);
 }
 
 MemProbeSource::~MemProbeSource() = default;
 
 std::size_t MemProbeSource::attach(const std::string& path, pid_t pid, const std::vector<Site>& sites) {
-  std::size_t n = 0;
+  std::vector<std::uint64_t> offsets, cookies;
   for (const auto& s : sites) {
-    LIBBPF_OPTS(bpf_uprobe_opts, o);
-    o.bpf_cookie = s.kind;
-    LinkPtr l(bpf_program__attach_uprobe_opts(skel_->progs.lt_mem_hook, pid, path.c_str(),
-                                              static_cast<std::size_t>(s.offset), &o));
-    if (!l) throw bpf_error("attach memory probe in " + path, errno);
-    links_.push_back(std::move(l));
-    ++n;
+    offsets.push_back(s.offset);
+    cookies.push_back(s.kind);
   }
-  return n;
+  if (offsets.empty()) return 0;
+  links_.push_back(attach_uprobe_multi(skel_->progs.lt_mem_hook, path, offsets, cookies, pid, "memory probes"));
+  probes_ += offsets.size();
+  return offsets.size();
 }
 
 }  // namespace lt

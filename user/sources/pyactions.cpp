@@ -7,6 +7,7 @@
 
 #include "pyactions.skel.h"
 #include "user/sources/bpf_errors.h"
+#include "user/sources/uprobe_multi.h"
 
 namespace lt {
 
@@ -19,7 +20,12 @@ PyActionsSource::PyActionsSource(const ProcTrackSource& shared, bool module_call
   if (!skel_) throw bpf_error("open pyactions", errno);
   // One target table, one ring buffer for all sources.
   if (int err = shared.share_with(skel_->obj)) throw bpf_error("share maps with pyactions", -err);
-  if (int err = lt_pyactions__load(skel_.get())) throw bpf_error("load pyactions", -err);
+  // One uprobe_multi link per site: it detaches in one grace period, where a
+  // perf-event uprobe takes one per site (user/sources/uprobe_multi.h).
+  for (bpf_program* p : {skel_->progs.lt_next, skel_->progs.lt_gen_throw, skel_->progs.lt_eval_entry})
+    expect_uprobe_multi(p);
+  if (int err = lt_pyactions__load(skel_.get()))
+    throw bpf_error("load pyactions (uprobe_multi needs Linux 6.6+)", -err);
 }
 
 PyActionsSource::~PyActionsSource() = default;
@@ -40,9 +46,7 @@ void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
     // pid -1: every process mapping this file (BPF keeps only targets),
     // which covers children forked later; otherwise one process, all its
     // threads.
-    LinkPtr link(bpf_program__attach_uprobe(prog, false, pid, interp.open_path.c_str(), s.file_offset));
-    if (!link) throw bpf_error("attach uprobe " + s.function + " in " + interp.binary, errno);
-    links_.push_back(std::move(link));
+    links_.push_back(attach_uprobe_multi(prog, interp.open_path, {s.file_offset}, {0}, pid, "uprobe " + s.function));
   }
   attached_.insert(key);
 }

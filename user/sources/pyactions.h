@@ -37,7 +37,7 @@ class PyActionsSource {
  private:
   SkeletonPtr<lt_pyactions> skel_;
   bool module_calls_;
-  std::vector<LinkPtr> links_;                                          // destroyed before the skeleton
+  std::vector<OwnedFd> links_;  // one uprobe_multi link per site; closed before the skeleton
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;  // dev, inode, pid scope
 };
 
