@@ -54,7 +54,10 @@ void write_step_timeline_head(std::ostream& out) {
          "+(cur.cut?' (cut to the page budget)':'')+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
          "'+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
          "' ms; '+n+' drawn. Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i);}"
-         "function choose(i){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();}"
+         // Inside a [data-tl-sync] container (the merged page: one timeline per
+         // rank), a step chosen here is chosen on the others too; q: do not pass it on.
+         "function choose(i,q){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();var g=q?null:sec.closest('[data-tl-sync]');"
+         "if(g)g.querySelectorAll('section.steptl').forEach(function(o){if(o!==sec&&o.chooseStep)o.chooseStep(i,1);});}"
          "function zoom(f,c){var s=(z1-z0)*f;s=Math.min(1,Math.max(1e-6,s));var m=z0+(z1-z0)*c;"
          "z0=Math.max(0,Math.min(1-s,m-s*c));z1=z0+s;draw();}"
          "function pan(f){var s=z1-z0;z0=Math.max(0,Math.min(1-s,z0+f*s));z1=z0+s;draw();}"
@@ -74,7 +77,7 @@ void write_step_timeline_head(std::ostream& out) {
          "var charts=document.getElementById(d.charts);if(charts)charts.querySelectorAll('svg.chart[data-stage=\"'+"
          "d.stage+'\"] [data-i]').forEach(function(e){e.style.cursor='pointer';e.addEventListener('click',function(){"
          "choose(+e.getAttribute('data-i'));sec.scrollIntoView();});});"
-         "sec.chooseStep=choose;choose(d.def);});});</script>\n";
+         "sec.chooseStep=choose;choose(d.def,1);});});</script>\n";
 }
 
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
