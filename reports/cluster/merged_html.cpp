@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "reports/aggregate/comm.h"
+#include "reports/aggregate/step_slices.h"
 #include "reports/cluster/arrivals.h"
 #include "reports/cluster/step_waits.h"
 #include "reports/export/step_timeline.h"
@@ -57,19 +58,19 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int
       hi = std::max(hi, row.duration_ns());
     }
   }
-  const int label_w = 110, row_h = 16;
-  const double cw = 980.0 / static_cast<double>(cols);
+  const int label_w = 150, row_h = 16;
+  const double cw = 940.0 / static_cast<double>(cols);
   out << "<h3 id=\"heatmap\">Training step time, rank &times; step</h3>\n<p class=\"note\">Steps counted from each "
          "rank's first step seen; colour from "
       << f(lo / 1e6) << " ms (light) to " << f(hi / 1e6) << " ms (dark)"
       << (bucket > 1 ? "; each cell the mean of " + std::to_string(bucket) + " consecutive steps" : std::string())
       << ".</p>\n<svg class=\"chart heatmap\" data-ranks=\"" << steps.size() << "\" data-bucket=\"" << bucket
-      << "\" data-straggler=\"" << (straggler >= 0 ? plan.ranks[straggler].index : -1) << "\" width=\"" << label_w + 990
+      << "\" data-straggler=\"" << (straggler >= 0 ? plan.ranks[straggler].index : -1) << "\" width=\"" << label_w + 950
       << "\" height=\"" << steps.size() * row_h + 4 << "\" role=\"img\">\n";
   for (std::size_t r = 0; r < steps.size(); ++r) {
     const auto& rr = plan.ranks[r];
     const bool slow = static_cast<int>(r) == slowest, strag = static_cast<int>(r) == straggler;
-    if (strag) straggler_row(r, row_h, label_w, cols, cw, out);
+
     out << "<text x=\"2\" y=\"" << r * row_h + 13 << "\"" << (slow || strag ? " font-weight=\"bold\"" : "")
         << (slow ? " class=\"slow\"" : "") << ">" << row_label(rr, slow, strag) << "</text>\n";
     for (std::size_t c = 0; c < cell[r].size(); ++c) {
@@ -82,6 +83,7 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int
           << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
     out << "\n";
+    if (strag) straggler_row(r, row_h, label_w, cols, cw, out);  // over the cells
   }
   out << "</svg>\n";
 }
@@ -130,7 +132,7 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
     out << "<g class=\"wrow\" data-rank=\"" << rr.index << "\" data-in-steps-ns=\"" << w.in_steps_ns
         << "\" data-outside-ns=\"" << w.outside_ns << "\" data-instances=\"" << w.instances << "\" data-outside=\""
         << w.outside << "\" data-last=\"" << w.last << "\"" << (strag ? " data-straggler=\"1\"" : "") << ">\n";
-    if (strag) straggler_row(r, row_h, label_w, cols, cw, out);
+
     out << "<text x=\"2\" y=\"" << r * row_h + 13 << "\"" << (strag ? " font-weight=\"bold\"" : "") << ">"
         << row_label(rr, false, strag) << "<title>" << html_escape(rr.label) << ": waited "
         << f((w.in_steps_ns + w.outside_ns) / 1e9) << " s at " << w.instances << " collectives ("
@@ -144,7 +146,9 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
           << "\"><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
           << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
-    out << "\n</g>\n";
+    out << "\n";
+    if (strag) straggler_row(r, row_h, label_w, cols, cw, out);  // over the cells
+    out << "</g>\n";
   }
   out << "</svg>\n";
 }
@@ -274,11 +278,22 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   wait_map(plan, steps, waits, straggler, out);
   // Each rank's step charts and step timeline; a step chosen on one rank's
   // timeline is chosen on all (same index from each rank's first step).
+  // Each embeds, after its own, the steps the others embed first (their
+  // slowest ...), interleaved, while its budget holds: a step chosen for its
+  // being slow somewhere then draws on every rank.
+  std::vector<std::vector<std::size_t>> own;
+  for (const auto& s : steps) own.push_back(timeline_priority(s.train, kTimelineSlowest));
   out << "<div id=\"timelines\" data-tl-sync=\"1\">\n";
   for (std::size_t r = 0; r < steps.size(); ++r) {
+    std::vector<std::size_t> also;
+    for (std::size_t k = 0, more = 1; more; ++k) {
+      more = 0;
+      for (std::size_t q = 0; q < own.size(); ++q)
+        if (q != r && k < own[q].size()) also.push_back(own[q][k]), more = 1;
+    }
     const std::string id = "r" + std::to_string(plan.ranks[r].index);
     write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out);
-    write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu);
+    write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, also);
   }
   out << "</div>\n";
   out << "<h2>Cluster summary</h2>\n<pre>" << html_escape(summary_text) << "</pre>\n</body></html>\n";

@@ -7,6 +7,7 @@
 #pragma once
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
@@ -21,7 +22,9 @@ void write_step_timeline_head(std::ostream& out);
 // the step drawn.
 // `gpu`: kept slices (GpuAggregator(keep_slices)): the step's kernels and
 // copies on stream rows; null: none.
+// `also`: more step positions to embed while they fit the budget, after the
+// process's own (choose_timeline_steps).
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu = nullptr);
+                         const GpuReport* gpu = nullptr, const std::vector<std::size_t>& also = {});
 
 }  // namespace lt
