@@ -283,6 +283,8 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   // being slow somewhere then draws on every rank.
   std::vector<std::vector<std::size_t>> own;
   for (const auto& s : steps) own.push_back(timeline_priority(s.train, kTimelineSlowest));
+  const std::size_t budget =
+      std::min(kTimelineBudgetBytes, kMergedTimelineBudgetBytes / std::max<std::size_t>(1, steps.size()));
   out << "<div id=\"timelines\" data-tl-sync=\"1\">\n";
   for (std::size_t r = 0; r < steps.size(); ++r) {
     std::vector<std::size_t> also;
@@ -293,7 +295,7 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
     }
     const std::string id = "r" + std::to_string(plan.ranks[r].index);
     write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out);
-    write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, also);
+    write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, also, budget);
   }
   out << "</div>\n";
   out << "<h2>Cluster summary</h2>\n<pre>" << html_escape(summary_text) << "</pre>\n</body></html>\n";

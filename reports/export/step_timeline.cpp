@@ -81,7 +81,7 @@ void write_step_timeline_head(std::ostream& out) {
 }
 
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu, const std::vector<std::size_t>& also) {
+                         const GpuReport* gpu, const std::vector<std::size_t>& also, std::size_t budget_bytes) {
   // Training steps only: they are what `--steps` counts, so each drawn step
   // has its export command.
   const auto& steps = s.train;
@@ -93,7 +93,7 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
   for (std::size_t i = 0; i < steps.size(); ++i)
     counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size() +
                 (work.by_begin.empty() ? 0 : step_gpu_slices(work, steps[i].begin_ns, steps[i].end_ns).size());
-  const TimelineChoice c = choose_timeline_steps(steps, counts, kTimelineBudgetBytes, kTimelineSlowest, also);
+  const TimelineChoice c = choose_timeline_steps(steps, counts, budget_bytes, kTimelineSlowest, also);
   // Names (actions', GPU work's): only those the embedded steps use, indexed compactly.
   std::map<std::pair<bool, std::uint32_t>, std::size_t> name_index;
   std::vector<std::pair<bool, std::uint32_t>> names;
@@ -143,7 +143,7 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
          "buttons to zoom, drag to pan). Click a bar or point in the step charts above to choose a step. Embedded: "
       << c.steps.size() << " of " << steps.size() << " steps (the " << kTimelineSlowest
       << " slowest, the median, the first and the last" << (also.empty() ? "" : ", then the other ranks' ones")
-      << ", within " << kTimelineBudgetBytes / 1024 << " KiB"
+      << ", within " << budget_bytes / 1024 << " KiB"
       << (c.left_out ? "; " + std::to_string(c.left_out) + " left out for that budget" : std::string())
       << "); any step as a Perfetto/Chrome file: <code>" << cmd << "</code> (N: the step).</p>\n"
       << "<div class=\"tl-draw\"></div>\n<script type=\"application/json\" class=\"tl-data\">{\"stage\":\"" << stage

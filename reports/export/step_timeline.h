@@ -11,6 +11,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/step_slices.h"
 #include "reports/aggregate/steps.h"
 
 namespace lt {
@@ -23,8 +24,9 @@ void write_step_timeline_head(std::ostream& out);
 // `gpu`: kept slices (GpuAggregator(keep_slices)): the step's kernels and
 // copies on stream rows; null: none.
 // `also`: more step positions to embed while they fit the budget, after the
-// process's own (choose_timeline_steps).
+// process's own (choose_timeline_steps); `budget_bytes`: of its embedded slices.
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu = nullptr, const std::vector<std::size_t>& also = {});
+                         const GpuReport* gpu = nullptr, const std::vector<std::size_t>& also = {},
+                         std::size_t budget_bytes = kTimelineBudgetBytes);
 
 }  // namespace lt
