@@ -96,9 +96,12 @@ std::vector<std::size_t> timeline_priority(const std::vector<StepRecord>& steps,
 }
 
 TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const std::vector<std::size_t>& slice_counts,
-                                     std::size_t budget_bytes, std::size_t slowest) {
+                                     std::size_t budget_bytes, std::size_t slowest,
+                                     const std::vector<std::size_t>& also) {
   TimelineChoice c;
-  const auto order = timeline_priority(steps, slowest);
+  auto order = timeline_priority(steps, slowest);
+  for (std::size_t i : also)
+    if (i < steps.size() && std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
   if (order.empty()) return c;
   c.default_step = order.front();
   std::size_t used = 0;

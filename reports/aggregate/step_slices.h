@@ -61,9 +61,11 @@ struct TimelineChoice {
 };
 // `slice_counts[i]`: how many slices step i has.  Steps are taken in
 // priority while their estimated bytes fit `budget_bytes`; the slowest is
-// always taken, cut to the budget if it alone exceeds it.
+// always taken, cut to the budget if it alone exceeds it.  `also`: step
+// positions to take after those, in that order, while they fit (the merged
+// page: the steps the other ranks embed, so one choice draws on every rank).
 TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const std::vector<std::size_t>& slice_counts,
                                      std::size_t budget_bytes = kTimelineBudgetBytes,
-                                     std::size_t slowest = kTimelineSlowest);
+                                     std::size_t slowest = kTimelineSlowest, const std::vector<std::size_t>& also = {});
 
 }  // namespace lt

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "reports/aggregate/comm.h"
+#include "reports/aggregate/step_slices.h"
+#include "reports/cluster/arrivals.h"
+#include "reports/cluster/step_waits.h"
+#include "reports/export/step_timeline.h"
 #include "reports/format/json_escape.h"
 
 namespace lt {
@@ -22,7 +27,22 @@ std::uint64_t median_step(const ProcessSteps& s) {
 }
 
 // Rank x step: one cell per (rank, bucket of steps), its mean step time.
-void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int slowest, std::ostream& out) {
+// The straggler's row (most often last to arrive): outlined, its label says so.
+void straggler_row(std::size_t r, int row_h, int label_w, std::size_t cols, double cw, std::ostream& out) {
+  out << "<rect class=\"straggler\" x=\"" << label_w - 2 << "\" y=\"" << r * row_h + 1 << "\" width=\""
+      << f(cols * cw + 3, "%.2f") << "\" height=\"" << row_h << "\" fill=\"none\" stroke=\"#06c\" "
+      << "stroke-width=\"2\"/>\n";
+}
+
+std::string row_label(const RankRun& rr, bool slow, bool straggler) {
+  std::string s = html_escape(rr.label);
+  if (slow) s += " (slowest)";
+  if (straggler) s += " (last to arrive)";
+  return s;
+}
+
+void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int slowest, int straggler,
+              std::ostream& out) {
   std::size_t most = 0;
   for (const auto& s : steps) most = std::max(most, s.train.size());
   if (!most) return;
@@ -38,19 +58,21 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int
       hi = std::max(hi, row.duration_ns());
     }
   }
-  const int label_w = 110, row_h = 16;
-  const double cw = 980.0 / static_cast<double>(cols);
+  const int label_w = 150, row_h = 16;
+  const double cw = 940.0 / static_cast<double>(cols);
   out << "<h3 id=\"heatmap\">Training step time, rank &times; step</h3>\n<p class=\"note\">Steps counted from each "
          "rank's first step seen; colour from "
       << f(lo / 1e6) << " ms (light) to " << f(hi / 1e6) << " ms (dark)"
       << (bucket > 1 ? "; each cell the mean of " + std::to_string(bucket) + " consecutive steps" : std::string())
       << ".</p>\n<svg class=\"chart heatmap\" data-ranks=\"" << steps.size() << "\" data-bucket=\"" << bucket
-      << "\" width=\"" << label_w + 990 << "\" height=\"" << steps.size() * row_h + 4 << "\" role=\"img\">\n";
+      << "\" data-straggler=\"" << (straggler >= 0 ? plan.ranks[straggler].index : -1) << "\" width=\"" << label_w + 950
+      << "\" height=\"" << steps.size() * row_h + 4 << "\" role=\"img\">\n";
   for (std::size_t r = 0; r < steps.size(); ++r) {
     const auto& rr = plan.ranks[r];
-    const bool slow = static_cast<int>(r) == slowest;
-    out << "<text x=\"2\" y=\"" << r * row_h + 13 << "\"" << (slow ? " class=\"slow\" font-weight=\"bold\"" : "") << ">"
-        << html_escape(rr.label) << (slow ? " (slowest)" : "") << "</text>\n";
+    const bool slow = static_cast<int>(r) == slowest, strag = static_cast<int>(r) == straggler;
+
+    out << "<text x=\"2\" y=\"" << r * row_h + 13 << "\"" << (slow || strag ? " font-weight=\"bold\"" : "")
+        << (slow ? " class=\"slow\"" : "") << ">" << row_label(rr, slow, strag) << "</text>\n";
     for (std::size_t c = 0; c < cell[r].size(); ++c) {
       const double t = hi > lo ? static_cast<double>(cell[r][c] - lo) / static_cast<double>(hi - lo) : 0.0;
       const int light = static_cast<int>(92 - 57 * t);
@@ -61,8 +83,116 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int
           << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
     out << "\n";
+    if (strag) straggler_row(r, row_h, label_w, cols, cw, out);  // over the cells
   }
   out << "</svg>\n";
+}
+
+// Rank x step: one cell per (rank, bucket of steps), the mean time it
+// waited in collectives entered during those steps (measured arrivals).
+void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<RankStepWaits>& waits,
+              int straggler, std::ostream& out) {
+  std::size_t most = 0;
+  std::size_t instances = 0;
+  for (std::size_t r = 0; r < steps.size(); ++r) most = std::max(most, steps[r].train.size());
+  for (const auto& w : waits) instances += w.instances;
+  if (!most || !instances) return;
+  const std::size_t bucket = std::max<std::size_t>(1, (most + kMaxHeatColumns - 1) / kMaxHeatColumns);
+  const std::size_t cols = (most + bucket - 1) / bucket;
+  std::vector<std::vector<std::int64_t>> cell(steps.size());
+  std::int64_t hi = 0;
+  for (std::size_t r = 0; r < steps.size(); ++r) {
+    const auto& v = waits[r].step_ns;
+    for (std::size_t b = 0; b < v.size(); b += bucket) {
+      const std::size_t e = std::min(v.size(), b + bucket);
+      std::int64_t sum = 0;
+      for (std::size_t i = b; i < e; ++i) sum += v[i];
+      cell[r].push_back(sum / static_cast<std::int64_t>(e - b));
+      hi = std::max(hi, cell[r].back());
+    }
+  }
+  const int label_w = 150, row_h = 16;
+  const double cw = 940.0 / static_cast<double>(cols);
+  out << "<h3 id=\"waitmap\">Time waiting in collectives, rank &times; step</h3>\n<p class=\"note\">Measured: at "
+         "each collective recorded by every rank of its process group, a rank waits from its own arrival (its c10d "
+         "call's entry) until the last rank's, on the common clock (<a href=\"#hosts\">clock corrections</a>); the "
+         "wait counts in the training step whose span holds the rank's own entry. Steps counted from each rank's "
+         "first step seen; colour from 0 (light) to "
+      << f(hi / 1e6) << " ms (dark)"
+      << (bucket > 1 ? "; each cell the mean of " + std::to_string(bucket) + " consecutive steps" : std::string())
+      << ". Waits at collectives entered in no training step (setup, validation, the end) are in each row's "
+         "total, not in its cells.</p>\n<svg class=\"chart waitmap\" data-ranks=\""
+      << steps.size() << "\" data-bucket=\"" << bucket << "\" data-straggler=\""
+      << (straggler >= 0 ? plan.ranks[straggler].index : -1) << "\" width=\"" << label_w + 950 << "\" height=\""
+      << steps.size() * row_h + 4 << "\" role=\"img\">\n";
+  for (std::size_t r = 0; r < steps.size(); ++r) {
+    const auto& rr = plan.ranks[r];
+    const auto& w = waits[r];
+    const bool strag = static_cast<int>(r) == straggler;
+    out << "<g class=\"wrow\" data-rank=\"" << rr.index << "\" data-in-steps-ns=\"" << w.in_steps_ns
+        << "\" data-outside-ns=\"" << w.outside_ns << "\" data-instances=\"" << w.instances << "\" data-outside=\""
+        << w.outside << "\" data-last=\"" << w.last << "\"" << (strag ? " data-straggler=\"1\"" : "") << ">\n";
+
+    out << "<text x=\"2\" y=\"" << r * row_h + 13 << "\"" << (strag ? " font-weight=\"bold\"" : "") << ">"
+        << row_label(rr, false, strag) << "<title>" << html_escape(rr.label) << ": waited "
+        << f((w.in_steps_ns + w.outside_ns) / 1e9) << " s at " << w.instances << " collectives ("
+        << f(w.outside_ns / 1e9) << " s outside training steps); last to arrive at " << w.last << "</title></text>\n";
+    for (std::size_t c = 0; c < cell[r].size(); ++c) {
+      const double t = hi > 0 ? static_cast<double>(cell[r][c]) / static_cast<double>(hi) : 0.0;
+      const int light = static_cast<int>(95 - 60 * t);
+      out << "<rect class=\"wcell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << r * row_h + 2 << "\" width=\""
+          << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(210,70%," << light
+          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c]
+          << "\"><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
+          << f(cell[r][c] / 1e6) << " ms</title></rect>";
+    }
+    out << "\n";
+    if (strag) straggler_row(r, row_h, label_w, cols, cw, out);  // over the cells
+    out << "</g>\n";
+  }
+  out << "</svg>\n";
+}
+
+// "rank 3 is last to arrive in 97.5% of all_reduces (pg 0)", each linked
+// to the waiting heat map.
+std::vector<Verdict> last_arrival_verdicts(const MergePlan& plan, const std::vector<LastArrival>& found) {
+  std::vector<Verdict> out;
+  for (const auto& a : found) {
+    if (out.size() == 4) break;  // one per (group, kind); a page needs the worst few
+    out.push_back({"last_arrival",
+                   plan.ranks[a.rank].label + " is last to arrive in " + f(100 * a.share(), "%.1f") + "% of " +
+                       comm_kind_name(a.kind) + "s (pg " + std::to_string(a.group) + "): " + std::to_string(a.last) +
+                       " of " + std::to_string(a.instances) +
+                       " recorded by every rank, measured from call entries on the common clock (shown when >= " +
+                       f(100 * kLastArrivalVerdict, "%.0f") + "% of at least " +
+                       std::to_string(kLastArrivalMinInstances) + ")",
+                   "#waitmap", a.share()});
+  }
+  return out;
+}
+
+// Each host's correction, next to the arrival findings: they are only as
+// good as the common clock.
+std::string clock_note(const MergePlan& plan) {
+  std::string s = "clock corrections: ";
+  for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
+    const auto& x = plan.hosts[h];
+    s += (h ? "; " : "") + x.host + " " + f(x.clock_offset_ns / 1e6) + " ms (" + clock_source_name(x.source) +
+         (x.residual_ns >= 0 ? ", +-" + f(x.residual_ns / 1e3, "%.1f") + " us" : std::string()) + ")";
+  }
+  return s;
+}
+
+// A heat map cell chooses its step on every rank's timeline; #step=N in
+// the address chooses N on load (the tests use it).
+void write_merged_script(std::ostream& out) {
+  out << "<script>document.addEventListener('DOMContentLoaded',function(){"
+         "function all(i){var s=document.querySelector('[data-tl-sync] section.steptl');if(s&&s.chooseStep)"
+         "s.chooseStep(i);}"
+         "document.querySelectorAll('svg.heatmap [data-i],svg.waitmap [data-i]').forEach(function(e){"
+         "e.style.cursor='pointer';e.addEventListener('click',function(){all(+e.getAttribute('data-i'));"
+         "var t=document.getElementById('timelines');if(t)t.scrollIntoView();});});"
+         "var m=/^#step=(\\d+)$/.exec(location.hash);if(m)all(+m[1]);});</script>\n";
 }
 
 }  // namespace
@@ -95,6 +225,14 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   for (const auto& r : plan.ranks) steps.push_back(step_records(*r.proc, r.gpu));
   int slowest = -1;
   std::vector<Verdict> verdicts = slow_rank_verdicts(plan, steps, &slowest);
+  // Measured arrivals at collectives (COMM records), when the traces have them.
+  const ArrivalInput arrivals_in = arrival_input(plan);
+  const ArrivalReport arrivals =
+      arrivals_in.empty() ? ArrivalReport{} : analyze_arrivals(arrivals_in, plan.ranks.size());
+  const auto waits = waits_per_step(arrivals, steps);
+  const auto found = last_arrivals(arrivals, plan.ranks.size());
+  const int straggler = arrival_straggler(found, waits);
+  for (auto& v : last_arrival_verdicts(plan, found)) verdicts.push_back(std::move(v));
   for (std::size_t r = 0; r < steps.size(); ++r)
     for (auto v : step_verdicts(steps[r], "r" + std::to_string(plan.ranks[r].index))) {
       v.text = plan.ranks[r].label + ": " + v.text;
@@ -110,8 +248,10 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
          "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px "
          "0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}.note{color:#666}pre{font-size:12px}</style>\n";
   write_dashboard_head(out);
+  write_step_timeline_head(out);
+  write_merged_script(out);
   out << "</head><body>\n<h1>ltrace-bpf merged report</h1>\n<section id=\"overview\"><h2>Overview</h2>\n"
-         "<table class=\"overview\"><tr><th>Host</th><th>Ranks</th><th>Clock correction</th></tr>\n";
+         "<table class=\"overview\" id=\"hosts\"><tr><th>Host</th><th>Ranks</th><th>Clock correction</th></tr>\n";
   for (const auto& h : plan.hosts) {
     std::string ranks;
     for (const auto& r : plan.ranks)
@@ -128,11 +268,36 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   if (verdicts.empty()) out << "<li class=\"none\">No finding passed its threshold.</li>\n";
   for (const auto& v : verdicts)
     out << "<li class=\"verdict\" data-verdict=\"" << v.kind << "\" data-value=\"" << f(v.value, "%.6f")
-        << "\"><a href=\"" << v.href << "\">" << html_escape(v.text) << "</a></li>\n";
+        << "\"><a href=\"" << v.href << "\">" << html_escape(v.text) << "</a>"
+        << (v.kind == "last_arrival"
+                ? " <a class=\"clock-note\" href=\"#hosts\">(" + html_escape(clock_note(plan)) + ")</a>"
+                : std::string())
+        << "</li>\n";
   out << "</ul></section>\n";
-  heat_map(plan, steps, slowest, out);
-  for (std::size_t r = 0; r < steps.size(); ++r)
-    write_step_charts(steps[r], "r" + std::to_string(plan.ranks[r].index), "Steps of " + plan.ranks[r].label, out);
+  heat_map(plan, steps, slowest, straggler, out);
+  wait_map(plan, steps, waits, straggler, out);
+  // Each rank's step charts and step timeline; a step chosen on one rank's
+  // timeline is chosen on all (same index from each rank's first step).
+  // Each embeds, after its own, the steps the others embed first (their
+  // slowest ...), interleaved, while its budget holds: a step chosen for its
+  // being slow somewhere then draws on every rank.
+  std::vector<std::vector<std::size_t>> own;
+  for (const auto& s : steps) own.push_back(timeline_priority(s.train, kTimelineSlowest));
+  const std::size_t budget =
+      std::min(kTimelineBudgetBytes, kMergedTimelineBudgetBytes / std::max<std::size_t>(1, steps.size()));
+  out << "<div id=\"timelines\" data-tl-sync=\"1\">\n";
+  for (std::size_t r = 0; r < steps.size(); ++r) {
+    std::vector<std::size_t> also;
+    for (std::size_t k = 0, more = 1; more; ++k) {
+      more = 0;
+      for (std::size_t q = 0; q < own.size(); ++q)
+        if (q != r && k < own[q].size()) also.push_back(own[q][k]), more = 1;
+    }
+    const std::string id = "r" + std::to_string(plan.ranks[r].index);
+    write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out);
+    write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, also, budget);
+  }
+  out << "</div>\n";
   out << "<h2>Cluster summary</h2>\n<pre>" << html_escape(summary_text) << "</pre>\n</body></html>\n";
 }
 

@@ -14,6 +14,10 @@
 namespace lt {
 
 inline constexpr std::size_t kMaxHeatColumns = 300;  // more steps are bucketed (mean of each bucket)
+// All ranks' step timelines together: each rank gets the single-process
+// budget (kTimelineBudgetBytes) up to 8 ranks, an equal share of this past
+// that, so a large job's page stays under the 20 MB target.
+inline constexpr std::size_t kMergedTimelineBudgetBytes = 16 * 1024 * 1024;
 
 // The rank whose median training step is the longest, when it is at least
 // kSlowRankVerdict above the median of the ranks' medians (2+ ranks with

@@ -54,7 +54,10 @@ void write_step_timeline_head(std::ostream& out) {
          "+(cur.cut?' (cut to the page budget)':'')+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
          "'+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
          "' ms; '+n+' drawn. Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i);}"
-         "function choose(i){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();}"
+         // Inside a [data-tl-sync] container (the merged page: one timeline per
+         // rank), a step chosen here is chosen on the others too; q: do not pass it on.
+         "function choose(i,q){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();var g=q?null:sec.closest('[data-tl-sync]');"
+         "if(g)g.querySelectorAll('section.steptl').forEach(function(o){if(o!==sec&&o.chooseStep)o.chooseStep(i,1);});}"
          "function zoom(f,c){var s=(z1-z0)*f;s=Math.min(1,Math.max(1e-6,s));var m=z0+(z1-z0)*c;"
          "z0=Math.max(0,Math.min(1-s,m-s*c));z1=z0+s;draw();}"
          "function pan(f){var s=z1-z0;z0=Math.max(0,Math.min(1-s,z0+f*s));z1=z0+s;draw();}"
@@ -74,11 +77,11 @@ void write_step_timeline_head(std::ostream& out) {
          "var charts=document.getElementById(d.charts);if(charts)charts.querySelectorAll('svg.chart[data-stage=\"'+"
          "d.stage+'\"] [data-i]').forEach(function(e){e.style.cursor='pointer';e.addEventListener('click',function(){"
          "choose(+e.getAttribute('data-i'));sec.scrollIntoView();});});"
-         "sec.chooseStep=choose;choose(d.def);});});</script>\n";
+         "sec.chooseStep=choose;choose(d.def,1);});});</script>\n";
 }
 
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu) {
+                         const GpuReport* gpu, const std::vector<std::size_t>& also, std::size_t budget_bytes) {
   // Training steps only: they are what `--steps` counts, so each drawn step
   // has its export command.
   const auto& steps = s.train;
@@ -90,7 +93,7 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
   for (std::size_t i = 0; i < steps.size(); ++i)
     counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size() +
                 (work.by_begin.empty() ? 0 : step_gpu_slices(work, steps[i].begin_ns, steps[i].end_ns).size());
-  const TimelineChoice c = choose_timeline_steps(steps, counts);
+  const TimelineChoice c = choose_timeline_steps(steps, counts, budget_bytes, kTimelineSlowest, also);
   // Names (actions', GPU work's): only those the embedded steps use, indexed compactly.
   std::map<std::pair<bool, std::uint32_t>, std::size_t> name_index;
   std::vector<std::pair<bool, std::uint32_t>> names;
@@ -139,7 +142,8 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
          "copies on stream rows when recorded (wheel or "
          "buttons to zoom, drag to pan). Click a bar or point in the step charts above to choose a step. Embedded: "
       << c.steps.size() << " of " << steps.size() << " steps (the " << kTimelineSlowest
-      << " slowest, the median, the first and the last, within " << kTimelineBudgetBytes / 1024 << " KiB"
+      << " slowest, the median, the first and the last" << (also.empty() ? "" : ", then the other ranks' ones")
+      << ", within " << budget_bytes / 1024 << " KiB"
       << (c.left_out ? "; " + std::to_string(c.left_out) + " left out for that budget" : std::string())
       << "); any step as a Perfetto/Chrome file: <code>" << cmd << "</code> (N: the step).</p>\n"
       << "<div class=\"tl-draw\"></div>\n<script type=\"application/json\" class=\"tl-data\">{\"stage\":\"" << stage

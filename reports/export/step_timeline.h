@@ -7,9 +7,11 @@
 #pragma once
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/step_slices.h"
 #include "reports/aggregate/steps.h"
 
 namespace lt {
@@ -21,7 +23,10 @@ void write_step_timeline_head(std::ostream& out);
 // the step drawn.
 // `gpu`: kept slices (GpuAggregator(keep_slices)): the step's kernels and
 // copies on stream rows; null: none.
+// `also`: more step positions to embed while they fit the budget, after the
+// process's own (choose_timeline_steps); `budget_bytes`: of its embedded slices.
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu = nullptr);
+                         const GpuReport* gpu = nullptr, const std::vector<std::size_t>& also = {},
+                         std::size_t budget_bytes = kTimelineBudgetBytes);
 
 }  // namespace lt

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import signal
+import shutil
 import subprocess
 import time
 
@@ -222,7 +223,8 @@ def test_second_run_records_every_rank_on_both_nodes(cluster):
 def merged(cluster):
     out = cluster["tmp"] / "merged"
     r = subprocess.run([LTRACE, "report", str(cluster["b_dir"]), "--merge", "--chrome", str(out / "merged.json"),
-                        "--chrome-dir", str(out / "hta"), "--dirpath", str(out / "reports"), "--filename", "fit"],
+                        "--chrome-dir", str(out / "hta"), "--dirpath", str(out / "reports"), "--filename", "fit",
+                        "--html", str(out / "merged.html")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return out, r
@@ -246,7 +248,8 @@ def arrival_rows(stdout):
                      r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|", line)
         if m:
             rows[(int(m.group(1)), m.group(2))] = {"instances": int(m.group(3)), "last": int(m.group(4)),
-                                                   "share": float(m.group(5)), "waited_for_s": float(m.group(6))}
+                                                   "share": float(m.group(5)), "waited_for_s": float(m.group(6)),
+                                                   "it_waited_s": float(m.group(8))}
     return rows
 
 
@@ -259,6 +262,7 @@ def test_slowed_rank_is_last_to_arrive_at_its_all_reduces(merged):
     # The traces: the cluster agents' own (run B, with comm probes).
     out, r = merged
     rows = arrival_rows(r.stdout)
+    check_merged_page(out, rows)
     print({k: v for k, v in rows.items()})
     counts = {rank: rows[(rank, "all_reduce")]["instances"] for rank in range(4)}
     assert len(set(counts.values())) == 1, counts
@@ -276,6 +280,87 @@ def test_slowed_rank_is_last_to_arrive_at_its_all_reduces(merged):
     assert sorted(names) == [0, 1, 2, 3], sorted(names)
     assert all(v == names[0] for v in names.values())
     assert len(names[0]) >= n
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("chromium is not installed: run `make deps`")
+
+
+def attrs(tag):
+    return dict(re.findall(r'([\w-]+)="([^"]*)"', tag))
+
+
+def check_merged_page(out, rows):
+    """The merged page of the same traces, loaded in headless Chromium (script
+    run): the waiting heat map's rows add up to the arrivals table's waits,
+    the slowed rank is the highlighted straggler in both heat maps and is
+    named in the finding, and every rank's step timeline draws the step the
+    address chooses (one choice for all ranks)."""
+    html = (out / "merged.html").read_text()
+    # A step every rank's timeline embeds: #step=N chooses it on all of them.
+    embedded = [set(s["i"] for s in json.loads(m)["steps"])
+                for m in re.findall(r'<script type="application/json" class="tl-data">(.*?)</script>', html, re.S)]
+    assert len(embedded) == 4, len(embedded)
+    common = sorted(set.intersection(*embedded))
+    # Each rank embeds the others' chosen steps too (small steps: the budget holds them all).
+    assert all(e == embedded[0] for e in embedded), embedded
+    assert len(common) > 23, len(common)
+    step = common[len(common) // 2]
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(out / "prof")]
+    dom = subprocess.run(base + ["--dump-dom", (out / "merged.html").as_uri() + f"#step={step}"],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    dom = dom.stdout
+    shot = out / "merged.png"  # the artifact, under the pytest tmp dir
+    subprocess.run(base + ["--window-size=1280,1400", "--screenshot=" + str(shot), (out / "merged.html").as_uri()],
+                   capture_output=True, text=True, timeout=120)
+
+    # Both heat maps highlight the slowed rank.
+    for cls in ("heatmap", "waitmap"):
+        m = re.search(r'<svg class="chart %s"[^>]*>' % cls, dom)
+        assert m, cls
+        assert attrs(m.group(0))["data-straggler"] == str(SLOW_RANK), m.group(0)
+    assert f"rank {SLOW_RANK} (last to arrive)" in dom
+    # The waiting heat map's rows: cells add up to the in-step wait, and with
+    # the waits outside steps to the arrivals table's "it waited" (all kinds).
+    svg = re.search(r'<svg class="chart waitmap"[^>]*>(.*?)</svg>', dom, re.S).group(1)
+    bucket = int(attrs(re.search(r'<svg class="chart waitmap"[^>]*>', dom).group(0))["data-bucket"])
+    assert bucket == 1  # 120 steps: one cell each
+    total = {}
+    for g in re.finditer(r'<g class="wrow"([^>]*)>(.*?)</g>', svg, re.S):
+        a = attrs(g.group(1))
+        rank = int(a["data-rank"])
+        cells = [int(attrs(c)["data-ns"]) for c in re.findall(r'<rect class="wcell"[^>]*>', g.group(2))]
+        assert len(cells) >= STEPS - 2, (rank, len(cells))
+        assert sum(cells) == int(a["data-in-steps-ns"]), rank
+        total[rank] = (int(a["data-in-steps-ns"]) + int(a["data-outside-ns"])) / 1e9
+        table = sum(v["it_waited_s"] for (rk, _), v in rows.items() if rk == rank)
+        kinds = sum(1 for (rk, _) in rows if rk == rank)
+        assert abs(total[rank] - table) <= 0.0005 * kinds + 1e-9, (rank, total[rank], table)
+        assert int(a["data-last"]) == sum(v["last"] for (rk, _), v in rows.items() if rk == rank), rank
+        # most of the waiting happens inside the training steps (at each step's all-reduce)
+        if rank != SLOW_RANK:
+            assert int(a["data-in-steps-ns"]) >= 0.5 * total[rank] * 1e9, (rank, a)
+    assert sorted(total) == [0, 1, 2, 3], total
+    # The slowed rank waits least: the others wait for it.
+    assert total[SLOW_RANK] < min(v for k, v in total.items() if k != SLOW_RANK), total
+    # The finding names it, links to the waiting heat map, and states the clock corrections.
+    f = re.search(r'<li class="verdict" data-verdict="last_arrival"[^>]*><a href="([^"]*)">([^<]*)</a> '
+                  r'<a class="clock-note" href="#hosts">([^<]*)</a>', dom)
+    assert f, re.findall(r'<li class="verdict".*?</li>', dom, re.S)
+    assert f.group(1) == "#waitmap"
+    assert f.group(2).startswith(f"rank {SLOW_RANK} is last to arrive in ") and "all_reduces (pg " in f.group(2)
+    share = float(re.search(r"in ([\d.]+)% of", f.group(2)).group(1))
+    assert share >= 95.0, f.group(2)
+    assert "clock corrections:" in f.group(3)
+    assert 'id="hosts"' in dom and 'id="waitmap"' in dom
+    # Every rank's step timeline, all on the chosen step.
+    drawn = re.findall(r'<section class="steptl"[^>]*data-drawn="([^"]*)"', dom)
+    assert drawn == [str(step)] * 4, (drawn, step)
 
 
 def test_hta_loads_the_cluster_run_as_four_ranks(merged):

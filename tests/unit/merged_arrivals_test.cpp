@@ -14,6 +14,7 @@
 #include "reports/aggregate/comm.h"
 #include "reports/cluster/cluster_summary.h"
 #include "reports/cluster/merge.h"
+#include "reports/cluster/merged_html.h"
 #include "reports/cluster/merged_trace.h"
 #include "user/model/trace.h"
 
@@ -131,4 +132,48 @@ TEST(MergedArrivals, SlowRankIsLastAndCollectivesAreNamedAlike) {
   ASSERT_EQ(pids_of.size(), 12u);
   EXPECT_EQ(pids_of["all_reduce #0 (pg 0)"], (std::set<std::string>{"0", "1", "3"}));
   EXPECT_EQ(pids_of["all_reduce #11 (pg 0)"], (std::set<std::string>{"0", "1", "2", "3"}));
+}
+
+TEST(MergedArrivals, MergedPageHasTheWaitingHeatMapAndTheFinding) {
+  const Trace a = recording("node-a", {{0, 100, 0, 1, 0}, {1, 101, 0, 40, 0}});
+  const Trace b = recording("node-b", {{2, 200, 2, 1, 0}, {3, 201, 0, 7, 5 * ms}});
+  std::vector<MergeInput> in;
+  in.push_back(aggregate("node-a.ltrace", a));
+  in.push_back(aggregate("node-b.ltrace", b));
+  const MergePlan plan = plan_merge(in);
+  std::ostringstream out;
+  write_merged_html(plan, "summary", out);
+  const std::string html = out.str();
+  // Rank 3 is last at all 10 complete instances: the finding, linked to the
+  // waiting heat map, the clock corrections beside it.
+  EXPECT_NE(html.find("<a href=\"#waitmap\">rank 3 is last to arrive in 100.0% of all_reduces (pg 0): 10 of 10"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<a class=\"clock-note\" href=\"#hosts\">(clock corrections: node-a 0.000 ms (recorded)"),
+            std::string::npos);
+  EXPECT_NE(html.find("id=\"hosts\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"waitmap\""), std::string::npos);
+  // Both heat maps highlight rank 3.
+  EXPECT_NE(html.find("<svg class=\"chart heatmap\" data-ranks=\"4\" data-bucket=\"1\" data-straggler=\"3\""),
+            std::string::npos);
+  EXPECT_NE(html.find("<svg class=\"chart waitmap\" data-ranks=\"4\" data-bucket=\"1\" data-straggler=\"3\""),
+            std::string::npos);
+  // Rank 0 waits (20.3 + 5) - 20 = 5.3 ms at each complete instance, in its step.
+  EXPECT_NE(html.find("<g class=\"wrow\" data-rank=\"0\" data-in-steps-ns=\"53000000\" data-outside-ns=\"0\" "
+                      "data-instances=\"10\" data-outside=\"0\" data-last=\"0\">"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("data-instances=\"10\" data-outside=\"0\" data-last=\"10\" data-straggler=\"1\">"),
+            std::string::npos);
+  EXPECT_NE(html.find("data-rank=\"0\" data-i=\"5\" data-ns=\"5300000\""), std::string::npos);
+  // Rank 2 attached two steps late: its first step (index 0) is the job's step 2.
+  EXPECT_NE(html.find("data-rank=\"2\" data-i=\"0\" data-ns=\"5100000\""), std::string::npos);
+  // Every rank's step timeline, in the container that keeps their chosen steps together.
+  const auto sync = html.find("data-tl-sync");
+  ASSERT_NE(sync, std::string::npos);
+  std::size_t timelines = 0;
+  for (auto p = html.find("<section class=\"steptl\"", sync); p != std::string::npos;
+       p = html.find("<section class=\"steptl\"", p + 1))
+    ++timelines;
+  EXPECT_EQ(timelines, 4u);
 }

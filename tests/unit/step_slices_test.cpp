@@ -73,6 +73,16 @@ TEST(StepSlices, BudgetKeepsPriorityOrderAndCountsLeftOut) {
   EXPECT_EQ(c2.left_out, 2u);
 }
 
+TEST(StepSlices, OtherRanksStepsAreTakenAfterItsOwnWhileTheyFit) {
+  const auto steps = steps_of({10, 50, 40, 30, 20, 15, 12});  // own (slowest 1): 1, median 4, first 0, last 6
+  const std::vector<std::size_t> counts = {10, 10, 10, 10, 10, 100, 10};
+  // also: 5 (too big), 1 (already own), 9 (no such step), 3, then 2 (no room left).
+  const auto c = choose_timeline_steps(steps, counts, 50 * kTimelineSliceBytes, 1, {5, 1, 9, 3, 2});
+  EXPECT_EQ(c.default_step, 1u);
+  EXPECT_EQ(c.steps, (std::vector<std::size_t>{0, 1, 3, 4, 6}));
+  EXPECT_EQ(c.left_out, 2u);  // 5 and 2
+}
+
 TEST(StepSlices, SlowestStepAloneOverBudgetIsCut) {
   const auto steps = steps_of({10, 50});
   const auto c = choose_timeline_steps(steps, {10, 100}, 20 * kTimelineSliceBytes, 20);
