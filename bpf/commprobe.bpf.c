@@ -9,10 +9,13 @@
  * hidden pointer in rdi), so `this` is in rsi and the arguments start at
  * rdx.  One COMM record per call: kind, backend object, our sequence
  * number per (process, backend object), and the TensorImpl words user space
- * decodes into dtype and element count (docs/design-comm.md).
+ * decodes into dtype and element count (docs/design-comm.md).  With
+ * LT_TARGET_LAUNCH_STACKS (--launch-stacks) a COMM_STACK, the calling
+ * thread's Python stack, follows its COMM (as MEM_STACK follows MEM).
  */
 #include "common.bpf.h"
 #include "pyread.bpf.h"
+#include "pystack.bpf.h"
 
 struct lt_comm_seq_key {
 	u32 tgid;
@@ -78,6 +81,14 @@ int lt_comm_enter(struct pt_regs *ctx)
 		__builtin_memset(e->impl, 0, sizeof(e->impl));
 	else
 		e->flags |= LT_COMM_HAS_TENSOR;
+	/* The flag is set only where a thread's state can be found (fsbase's
+	 * TSD block, or the lt_tstates map). */
+	int stack = (t->flags & LT_TARGET_LAUNCH_STACKS) != 0;
+	if (stack)
+		e->flags |= LT_COMM_HAS_STACK;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	/* Right behind its COMM in the stream: user space pairs them by thread. */
+	if (stack)
+		emit_stack(0, LT_EV_COMM_STACK, t, 0);
 	return 0;
 }

@@ -89,7 +89,8 @@ enum lt_event_kind {
 	LT_EV_MEM = 96,	      /* an allocation, a free or an out-of-memory */
 	LT_EV_MEM_STACK = 97, /* lt_py_sample_event: the Python stack of the MEM just before */
 	/* communication (commprobe source: entry probes on c10d's process-group backends) */
-	LT_EV_COMM = 112, /* a collective or point-to-point call entered */
+	LT_EV_COMM = 112,	/* a collective or point-to-point call entered */
+	LT_EV_COMM_STACK = 113, /* lt_py_sample_event: the Python stack of the COMM just before (--launch-stacks) */
 };
 
 struct lt_event_header {
@@ -434,6 +435,7 @@ enum lt_mem_site {
 #define LT_COMM_FIRST_WORD 6
 #define LT_COMM_WORDS 24
 #define LT_COMM_HAS_TENSOR 0x1u /* impl[] was read */
+#define LT_COMM_HAS_STACK 0x2u	/* a COMM_STACK follows on this thread */
 enum lt_comm_kind {
 	LT_COMM_ALLREDUCE = 1,
 	LT_COMM_ALLREDUCE_COALESCED = 2,
@@ -471,7 +473,7 @@ struct lt_comm_event {
 	u8 backend;
 	u16 ntensors; /* tensors in the vector argument (1 for a single tensor, 0 none) */
 	s32 peer;     /* send / recv: the peer rank; -1 otherwise */
-	u32 flags;    /* LT_COMM_HAS_TENSOR */
+	u32 flags;    /* LT_COMM_HAS_TENSOR, LT_COMM_HAS_STACK */
 	u32 pad;
 	u64 impl[LT_COMM_WORDS];
 };
@@ -798,7 +800,7 @@ struct lt_py_offsets {
 #define LT_TARGET_OPS 0x10u	      /* trace its aten ops */
 #define LT_TARGET_SHAPES 0x20u	      /* ...with their tensor arguments' shapes */
 #define LT_TARGET_GPU 0x40u	      /* take its GPU records (bridge USDT, CUDA uprobes) */
-#define LT_TARGET_LAUNCH_STACKS 0x80u /* ...and the Python stack of its launches */
+#define LT_TARGET_LAUNCH_STACKS 0x80u /* ...and the Python stack of its launches (and c10d calls) */
 #define LT_TARGET_TSTATE_MAP 0x100u   /* thread states from lt_tstates, not from fsbase */
 #define LT_TARGET_MEM 0x200u	      /* take its allocator events (memprobe) */
 #define LT_TARGET_MEM_STACKS 0x400u   /* ...with the Python stack of each */

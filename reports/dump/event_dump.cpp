@@ -81,6 +81,8 @@ const char* kind_name(unsigned k) {
       return "mem_stack";
     case LT_EV_COMM:
       return "comm";
+    case LT_EV_COMM_STACK:
+      return "comm_stack";
     case LT_EV_GPU_ACTIVITY:
       return "gpu_activity";
     case LT_EV_GPU_NAME:
@@ -214,7 +216,7 @@ void dump_events(const Trace& trace, std::ostream& to) {
           << " samples=" << cs.samples
           << " reference=" << std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference));
     else if (h.kind == LT_EV_PY_SAMPLE || h.kind == LT_EV_OFFCPU_BEGIN || h.kind == LT_EV_GPU_LAUNCH_STACK ||
-             h.kind == LT_EV_MEM_STACK)
+             h.kind == LT_EV_MEM_STACK || h.kind == LT_EV_COMM_STACK)
       dump_sample(h, p, out);
     else if (h.kind == LT_EV_OFFCPU_END && record_as(h, p, oe))
       out << " began=" << oe.begin_ns;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "reports/comm/comm_report.h"
+#include "reports/comm/comm_stacks_section.h"
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
@@ -41,6 +42,7 @@ void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   devstats_.add(h, p);
   memory_.add(h, p);
   comm_.add(h, p);
+  comm_stacks_.add(h, p);
   compiles_.add(h, p);
 }
 
@@ -48,6 +50,7 @@ void ReportSet::gap() {
   actions_.gap();
   stacks_.gap();
   memory_.gap();
+  comm_stacks_.gap();
 }
 
 void ReportSet::write() {
@@ -76,7 +79,10 @@ void ReportSet::write() {
   // GPU tables when asked, or by default whenever a target used CUDA.
   if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
   if (o.wants_report("memory")) std::cout << render_memory_report(mem_rep, {&rep, o.row_limit}) << "\n";
-  if (o.wants_report("comm")) std::cout << render_comm_report(comm_rep, {&rep}) << "\n";
+  if (o.wants_report("comm")) {
+    std::cout << render_comm_report(comm_rep, {&rep}) << "\n";
+    if (auto st = render_comm_stacks(comm_stacks_.finish(), {&rep}); !st.empty()) std::cout << st << "\n";
+  }
   if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
   if (o.device_stats)
     if (auto cuda = render_cuda_memory_stats(mem_rep, {&rep}); !cuda.empty()) std::cout << cuda << "\n";

@@ -6,6 +6,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
+#include "reports/aggregate/comm_stacks.h"
 #include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
@@ -37,7 +38,8 @@ class ReportSet {
   DeviceStatsAggregator devstats_;
   MemoryAggregator memory_;
   CommAggregator comm_;
-  CompileAggregator compiles_;  // torch.compile regions: the ops report's compile section
+  CommStackAggregator comm_stacks_;  // --launch-stacks: c10d calls by Python stack
+  CompileAggregator compiles_;       // torch.compile regions: the ops report's compile section
 };
 
 // --dump FILE: every record as one text line ("-" or /dev/stdout: stdout).

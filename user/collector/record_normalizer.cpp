@@ -7,7 +7,7 @@ namespace lt {
 
 bool carries_stack(std::uint16_t kind) {
   return kind == LT_EV_PY_SAMPLE || kind == LT_EV_GPU_LAUNCH_STACK || kind == LT_EV_OFFCPU_BEGIN ||
-         kind == LT_EV_MEM_STACK;
+         kind == LT_EV_MEM_STACK || kind == LT_EV_COMM_STACK;
 }
 
 std::size_t fixed_size(std::uint16_t kind) {
@@ -20,6 +20,7 @@ std::size_t fixed_size(std::uint16_t kind) {
     case LT_EV_GPU_LAUNCH_STACK:
     case LT_EV_OFFCPU_BEGIN:
     case LT_EV_MEM_STACK:
+    case LT_EV_COMM_STACK:
       return sizeof(lt_py_sample_event);
     case LT_EV_MEM:
       return sizeof(lt_mem_event);

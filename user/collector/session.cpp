@@ -195,7 +195,7 @@ void Session::start_sources() {
     memtracer_ = std::make_unique<MemTracer>(*memprobe_);
   }
   if (opts_.comm) {
-    commprobe_ = std::make_unique<CommProbeSource>(*proctrack_);
+    commprobe_ = std::make_unique<CommProbeSource>(*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1);
     commtracer_ = std::make_unique<CommTracer>(*commprobe_);
   }
   if (opts_.gpu) {

@@ -14,9 +14,12 @@ void SkeletonDestroy::operator()(lt_commprobe* s) const {
   lt_commprobe__destroy(s);
 }
 
-CommProbeSource::CommProbeSource(const ProcTrackSource& shared) : skel_(lt_commprobe__open()) {
+CommProbeSource::CommProbeSource(const ProcTrackSource& shared, int op_stacks_fd) : skel_(lt_commprobe__open()) {
   if (!skel_) throw bpf_error("open commprobe", errno);
   if (int err = shared.share_with(skel_->obj)) throw bpf_error("share maps with commprobe", -err);
+  if (op_stacks_fd >= 0)
+    if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd))
+      throw bpf_error("share op stacks with commprobe", -err);
   expect_uprobe_multi(skel_->progs.lt_comm_enter);
   if (int err = lt_commprobe__load(skel_.get()))
     throw bpf_error("load commprobe (uprobe_multi needs Linux 6.6+)", -err);

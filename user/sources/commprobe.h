@@ -18,7 +18,9 @@ namespace lt {
 class CommProbeSource {
  public:
   // Throws lt::Error(bpf|permission).
-  explicit CommProbeSource(const ProcTrackSource& shared);
+  // op_stacks_fd: the op probes' per-thread op stacks (or -1), which the
+  // Python stacks of --launch-stacks read too.
+  CommProbeSource(const ProcTrackSource& shared, int op_stacks_fd);
   ~CommProbeSource();
   CommProbeSource(const CommProbeSource&) = delete;
   CommProbeSource& operator=(const CommProbeSource&) = delete;
