@@ -108,6 +108,7 @@ TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const
     if (k == 0 && bytes > budget_bytes) {
       c.slice_cap = std::max<std::size_t>(1, budget_bytes / kTimelineSliceBytes);
       c.steps.push_back(i);
+      c.priority.push_back(i);
       used = budget_bytes;
       continue;
     }
@@ -117,9 +118,97 @@ TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const
     }
     used += bytes;
     c.steps.push_back(i);
+    c.priority.push_back(i);
   }
+  c.used_bytes = used;
   std::sort(c.steps.begin(), c.steps.end());
   return c;
+}
+
+std::vector<std::size_t> timeline_op_caps(const TimelineChoice& c, const std::vector<std::size_t>& op_counts,
+                                          std::size_t budget_bytes) {
+  std::vector<std::size_t> caps(op_counts.size());
+  std::size_t left = budget_bytes > c.used_bytes ? (budget_bytes - c.used_bytes) / kTimelineSliceBytes : 0;
+  for (std::size_t i : c.priority) {
+    if (i >= op_counts.size()) continue;
+    caps[i] = std::min(op_counts[i], left);
+    left -= caps[i];
+  }
+  return caps;
+}
+
+OpWork op_work_of(const OpsReport& ops, std::uint32_t pid) {
+  OpWork w;
+  for (const auto& o : ops.intervals)
+    if (o.pid == pid && o.end_ns >= o.begin_ns) w.by_begin.push_back(&o);
+  std::stable_sort(w.by_begin.begin(), w.by_begin.end(),
+                   [](const OpInterval* a, const OpInterval* b) { return a->begin_ns < b->begin_ns; });
+  return w;
+}
+
+namespace {
+auto first_op_at(const OpWork& w, std::uint64_t t) {
+  return std::lower_bound(w.by_begin.begin(), w.by_begin.end(), t,
+                          [](const OpInterval* o, std::uint64_t v) { return o->begin_ns < v; });
+}
+}  // namespace
+
+std::size_t step_op_count(const OpWork& w, std::uint64_t begin_ns, std::uint64_t end_ns) {
+  return end_ns > begin_ns ? static_cast<std::size_t>(first_op_at(w, end_ns) - first_op_at(w, begin_ns)) : 0;
+}
+
+std::vector<StepSlice> step_op_slices(const OpWork& w, const std::vector<StepSlice>& actions, std::uint64_t begin_ns,
+                                      std::uint64_t end_ns) {
+  std::vector<StepSlice> out;
+  if (end_ns <= begin_ns) return out;
+  const std::uint64_t dur = end_ns - begin_ns;
+  for (auto it = first_op_at(w, begin_ns); it != w.by_begin.end() && (*it)->begin_ns < end_ns; ++it) {
+    const OpInterval& o = **it;
+    out.push_back({o.op, o.tid, o.begin_ns - begin_ns, std::min(o.end_ns - begin_ns, dur), 0, 0});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const StepSlice& a, const StepSlice& b) {
+    return a.tid != b.tid ? a.tid < b.tid : a.begin_ns < b.begin_ns;
+  });
+  // `actions` are by thread, then begin (the enclosing first): one sweep
+  // per thread keeps the chain of actions open at each op's begin.
+  std::size_t next = 0;  // the first action not yet opened
+  std::vector<const StepSlice*> open;
+  std::vector<std::uint64_t> op_ends;  // the enclosing ops' (clipped) ends
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    StepSlice& op = out[k];
+    if (k == 0 || op.tid != out[k - 1].tid) {
+      open.clear();
+      op_ends.clear();
+      while (next < actions.size() && actions[next].tid < op.tid) ++next;
+    }
+    while (next < actions.size() && actions[next].tid == op.tid && actions[next].begin_ns <= op.begin_ns)
+      open.push_back(&actions[next++]);
+    while (!open.empty() && open.back()->end_ns <= op.begin_ns) open.pop_back();
+    // The first action boundary after the op's begin: the innermost open
+    // action's end, or the next action's begin.
+    std::uint64_t limit = open.empty() ? dur : open.back()->end_ns;
+    if (next < actions.size() && actions[next].tid == op.tid) limit = std::min(limit, actions[next].begin_ns);
+    op.end_ns = std::max(op.begin_ns, std::min(op.end_ns, limit));
+    while (!op_ends.empty() && op_ends.back() <= op.begin_ns) op_ends.pop_back();
+    // Zero-length ends do not hold the next op below them.
+    op.level = static_cast<std::uint32_t>(op_ends.size());
+    op.depth = (open.empty() ? 0 : open.back()->depth + 1) + op.level;
+    if (op.end_ns > op.begin_ns) op_ends.push_back(op.end_ns);
+  }
+  return out;
+}
+
+std::vector<StepSlice> thin_ops(std::vector<StepSlice> ops, std::size_t cap) {
+  if (ops.size() <= cap) return ops;
+  std::stable_sort(ops.begin(), ops.end(), [](const StepSlice& a, const StepSlice& b) {
+    if (a.level != b.level) return a.level < b.level;
+    return a.end_ns - a.begin_ns > b.end_ns - b.begin_ns;
+  });
+  ops.resize(cap);
+  std::stable_sort(ops.begin(), ops.end(), [](const StepSlice& a, const StepSlice& b) {
+    return a.tid != b.tid ? a.tid < b.tid : a.begin_ns < b.begin_ns;
+  });
+  return ops;
 }
 
 }  // namespace lt
