@@ -125,16 +125,66 @@ TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const
   return c;
 }
 
-std::vector<std::size_t> timeline_op_caps(const TimelineChoice& c, const std::vector<std::size_t>& op_counts,
-                                          std::size_t budget_bytes) {
-  std::vector<std::size_t> caps(op_counts.size());
-  std::size_t left = budget_bytes > c.used_bytes ? (budget_bytes - c.used_bytes) / kTimelineSliceBytes : 0;
+std::vector<std::size_t> share_in_priority(const TimelineChoice& c, const std::vector<std::size_t>& counts,
+                                           std::size_t left) {
+  std::vector<std::size_t> caps(counts.size());
   for (std::size_t i : c.priority) {
-    if (i >= op_counts.size()) continue;
-    caps[i] = std::min(op_counts[i], left);
+    if (i >= counts.size()) continue;
+    caps[i] = std::min(counts[i], left);
     left -= caps[i];
   }
   return caps;
+}
+
+std::vector<std::size_t> timeline_op_caps(const TimelineChoice& c, const std::vector<std::size_t>& op_counts,
+                                          std::size_t budget_bytes) {
+  return share_in_priority(c, op_counts,
+                           budget_bytes > c.used_bytes ? (budget_bytes - c.used_bytes) / kTimelineSliceBytes : 0);
+}
+
+MemWork mem_work_of(const MemoryReport& mem, std::uint32_t pid) {
+  MemWork w;
+  for (const auto& p : mem.processes)
+    if (p.pid == pid)
+      for (const auto& e : p.events) w.by_ts.push_back(&e);
+  std::stable_sort(w.by_ts.begin(), w.by_ts.end(),
+                   [](const MemEvent* a, const MemEvent* b) { return a->ts_ns < b->ts_ns; });
+  return w;
+}
+
+namespace {
+auto first_mem_at(const MemWork& w, std::uint64_t t) {
+  return std::lower_bound(w.by_ts.begin(), w.by_ts.end(), t,
+                          [](const MemEvent* e, std::uint64_t v) { return e->ts_ns < v; });
+}
+}  // namespace
+
+std::size_t step_mem_count(const MemWork& w, std::uint64_t begin_ns, std::uint64_t end_ns) {
+  return end_ns > begin_ns ? static_cast<std::size_t>(first_mem_at(w, end_ns) - first_mem_at(w, begin_ns)) : 0;
+}
+
+std::vector<StepMark> step_mem_marks(const MemWork& w, std::uint64_t begin_ns, std::uint64_t end_ns, std::size_t cap) {
+  std::vector<StepMark> out;
+  if (end_ns <= begin_ns) return out;
+  for (auto it = first_mem_at(w, begin_ns); it != w.by_ts.end() && (*it)->ts_ns < end_ns; ++it) {
+    const MemEvent& e = **it;
+    out.push_back({e.tid, e.ts_ns - begin_ns, e.bytes,
+                   static_cast<std::uint8_t>((e.device.cuda() ? kMarkCuda : 0) | (e.oom ? kMarkOom : 0))});
+  }
+  auto size = [](const StepMark& m) -> std::uint64_t {
+    return m.bytes < 0 ? -static_cast<std::uint64_t>(m.bytes) : static_cast<std::uint64_t>(m.bytes);
+  };
+  if (out.size() > cap) {
+    std::stable_sort(out.begin(), out.end(), [&](const StepMark& a, const StepMark& b) {
+      if ((a.flags & kMarkOom) != (b.flags & kMarkOom)) return (a.flags & kMarkOom) != 0;
+      return size(a) > size(b);
+    });
+    out.resize(cap);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const StepMark& a, const StepMark& b) {
+    return a.tid != b.tid ? a.tid < b.tid : a.t_ns < b.t_ns;
+  });
+  return out;
 }
 
 OpWork op_work_of(const OpsReport& ops, std::uint32_t pid) {

@@ -13,6 +13,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/steps.h"
 
@@ -79,6 +80,24 @@ std::vector<StepSlice> step_op_slices(const OpWork& w, const std::vector<StepSli
 // by thread, then begin, again.
 std::vector<StepSlice> thin_ops(std::vector<StepSlice> ops, std::size_t cap);
 
+// Allocator events (MemoryReport kept events, --profile-memory) as instant
+// markers: the process's, by time.
+struct MemWork {
+  std::vector<const MemEvent*> by_ts;
+};
+MemWork mem_work_of(const MemoryReport& mem, std::uint32_t pid);
+std::size_t step_mem_count(const MemWork& w, std::uint64_t begin_ns, std::uint64_t end_ns);
+struct StepMark {
+  std::uint32_t tid = 0;
+  std::uint64_t t_ns = 0;  // from the step's begin
+  std::int64_t bytes = 0;  // > 0 allocated, < 0 freed, 0 size unknown
+  std::uint8_t flags = 0;  // kMarkCuda, kMarkOom
+};
+inline constexpr std::uint8_t kMarkCuda = 1, kMarkOom = 2;
+// The events in [begin_ns, end_ns), at most `cap` of them: out-of-memory
+// events first, then the largest |bytes| first; by thread, then time.
+std::vector<StepMark> step_mem_marks(const MemWork& w, std::uint64_t begin_ns, std::uint64_t end_ns, std::size_t cap);
+
 // Step positions in embedding priority: the `slowest` longest (longest
 // first), the median (nearest rank), the first and the last; no repeats.
 std::vector<std::size_t> timeline_priority(const std::vector<StepRecord>& steps, std::size_t slowest);
@@ -103,5 +122,9 @@ TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const
 // The result, by step position: ops kept (0 for a step not chosen).
 std::vector<std::size_t> timeline_op_caps(const TimelineChoice& c, const std::vector<std::size_t>& op_counts,
                                           std::size_t budget_bytes = kTimelineBudgetBytes);
+// The same sharing of `slices_left` slices (what the ops left, for the
+// memory markers), in `c.priority` order.
+std::vector<std::size_t> share_in_priority(const TimelineChoice& c, const std::vector<std::size_t>& counts,
+                                           std::size_t slices_left);
 
 }  // namespace lt

@@ -36,10 +36,12 @@ void write_step_timeline_head(std::ostream& out) {
          "(cur.g||[]).map(function(x){return [x[0],'s'+x[1],x[2],x[3],x[4],1];}));"
          "all.forEach(function(x){var t=x[1];if(!(t in rows)){rows[t]=0;order.push(t);}"
          "rows[t]=Math.max(rows[t],x[4]+1);});"
+         // Allocator events: one row of ticks per thread, keyed 'm'+tid, after the threads' rows.
+         "var mk=cur.m||[];mk.forEach(function(x){var t='m'+x[0];if(!(t in rows)){rows[t]=1;order.push(t);}});"
          "var y0={},h=0;order.forEach(function(t){y0[t]=h+14;h+=14+rows[t]*R;});"
          "var svg=el('svg',{width:W,height:h+2,'class':'tl','data-step':cur.i,'data-z0':z0,'data-z1':z1});"
-         "order.forEach(function(t){var l=el('text',{x:2,y:y0[t]-3});l.textContent=(typeof t=='string'?'GPU stream '"
-         "+t.slice(1):'thread '+t+(t==d.tid?' (loop)':''));"
+         "order.forEach(function(t){var l=el('text',{x:2,y:y0[t]-3});l.textContent=(typeof t=='string'?(t[0]=='m'?"
+         "'memory, thread '+t.slice(1):'GPU stream '+t.slice(1)):'thread '+t+(t==d.tid?' (loop)':''));"
          "svg.appendChild(l);});"
          "all.forEach(function(x){if(x[3]<a||x[2]>a+span)return;var nm=d.names[x[0]],"
          "x0=(x[2]-a)/span*W,w=Math.max(0.5,(x[3]-x[2])/span*W);if(x0<0){w+=x0;x0=0;}if(x0+w>W)w=W-x0;"
@@ -50,12 +52,18 @@ void write_step_timeline_head(std::ostream& out) {
          "\\u00b5s';g.appendChild(tt);svg.appendChild(g);n++;"
          "if(w>60){var tx=el('text',{x:(x0+2).toFixed(2),y:y0[x[1]]+x[4]*R+11});"
          "tx.textContent=nm.slice(0,Math.floor(w/7));svg.appendChild(tx);}});"
+         "mk.forEach(function(x){if(x[1]<a||x[1]>a+span)return;var r=el('rect',{'class':'mem',x:((x[1]-a)/span*W)"
+         ".toFixed(2),y:y0['m'+x[0]],width:1,height:R-2,fill:x[3]&2?'#000':x[2]<0?'#d33':'#2a2','data-tid':x[0],"
+         "'data-t':x[1],'data-bytes':x[2]});var tt=el('title',{});tt.textContent=(x[3]&2?'out of memory':x[2]<0?"
+         "'freed':'allocated')+' '+Math.abs(x[2])+' B'+(x[3]&1?' (CUDA)':' (CPU)');r.appendChild(tt);"
+         "svg.appendChild(r);n++;});"
          "box.appendChild(svg);sec.setAttribute('data-drawn',cur.i);"
          // The draw's own time, read by bench/dashboard_page.py.
          "sec.setAttribute('data-draw-ms',(performance.now()-t0).toFixed(2));"
          "info.textContent=d.stage+' step '+cur.i+': '+(dur/1e6).toFixed(3)+' ms, '+cur.s.length+' actions'"
          "+(cur.cut?' (cut to the page budget)':'')+(cur.o?', '+cur.o.length+' aten ops'+(cur.ot?' ('+cur.ot+"
          "' more thinned out for the page budget: kept the outermost, longest first)':''):'')"
+         "+(cur.m?', '+cur.m.length+' memory events'+(cur.mt?' ('+cur.mt+' more thinned out)':''):'')"
          "+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
          "'+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
          "' ms; '+n+' drawn.'+(d.cmd?' Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i):'');}"
@@ -88,25 +96,33 @@ namespace {
 // slices take (estimated, kTimelineSliceBytes each).
 std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s, const char* stage,
                                  const std::vector<StepRecord>& steps, const std::string& id, std::ostream& out,
-                                 const GpuReport* gpu, const OpsReport* ops, std::size_t budget) {
+                                 const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem,
+                                 std::size_t budget) {
   const bool train = std::string_view(stage) == "train";
   const auto by_begin = sorted_by_begin(p);
   const GpuWork work = gpu ? gpu_work_of(*gpu, p.meta.pid) : GpuWork{};
   const OpWork op_work = ops ? op_work_of(*ops, p.meta.pid) : OpWork{};
-  std::vector<std::size_t> counts(steps.size()), op_counts(steps.size());
+  const MemWork mem_work = mem ? mem_work_of(*mem, p.meta.pid) : MemWork{};
+  std::vector<std::size_t> counts(steps.size()), op_counts(steps.size()), mem_counts(steps.size());
   for (std::size_t i = 0; i < steps.size(); ++i) {
     counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size() +
                 (work.by_begin.empty() ? 0 : step_gpu_slices(work, steps[i].begin_ns, steps[i].end_ns).size());
     op_counts[i] = step_op_count(op_work, steps[i].begin_ns, steps[i].end_ns);
+    mem_counts[i] = step_mem_count(mem_work, steps[i].begin_ns, steps[i].end_ns);
   }
   const TimelineChoice c = choose_timeline_steps(steps, counts, budget);
   const auto op_caps = timeline_op_caps(c, op_counts, budget);
+  // Memory markers last, in what the ops left.
+  std::size_t ops_taken = 0;
+  for (auto n : op_caps) ops_taken += n;
+  const std::size_t slices_left = budget > c.used_bytes ? (budget - c.used_bytes) / kTimelineSliceBytes : 0;
+  const auto mem_caps = share_in_priority(c, mem_counts, slices_left - std::min(slices_left, ops_taken));
   // Names (actions', GPU work's, ops'): only those the embedded steps use, indexed compactly.
   enum Kind { action, gpu_work, op };
   std::map<std::pair<Kind, std::uint32_t>, std::size_t> name_index;
   std::vector<std::pair<Kind, std::uint32_t>> names;
   std::string body;
-  std::size_t bytes = 0, thinned_steps = 0, with_ops = 0;
+  std::size_t bytes = 0, thinned_steps = 0, with_ops = 0, mem_thinned = 0;
   auto rows = [&](const std::vector<StepSlice>& v, Kind kind) {
     for (std::size_t j = 0; j < v.size(); ++j) {
       const auto& sl = v[j];
@@ -152,6 +168,20 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
         body += ",\"ot\":" + std::to_string(op_total - op_slices.size());
       }
     }
+    if (mem_counts[i]) {
+      // Allocator events: [tid, ns from begin, bytes (< 0 freed), flags (1 CUDA, 2 OOM)].
+      const auto marks = step_mem_marks(mem_work, steps[i].begin_ns, steps[i].end_ns, mem_caps[i]);
+      body += ",\"m\":[";
+      for (std::size_t j = 0; j < marks.size(); ++j)
+        body += (j ? ",[" : "[") + std::to_string(marks[j].tid) + "," + std::to_string(marks[j].t_ns) + "," +
+                std::to_string(marks[j].bytes) + "," + std::to_string(marks[j].flags) + "]";
+      body += "]";
+      bytes += marks.size() * kTimelineSliceBytes;
+      if (marks.size() < mem_counts[i]) {
+        ++mem_thinned;
+        body += ",\"mt\":" + std::to_string(mem_counts[i] - marks.size());
+      }
+    }
     body += "}";
   }
   // --steps counts training steps: the other stages' steps have no export command.
@@ -166,6 +196,9 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
          "class=\"tl-reset\">whole step</button><span class=\"tl-info\"></span></p>\n"
       << "<p class=\"note\">One step at full resolution: its actions on their threads, nested by depth, "
       << (ops ? "the aten ops under the actions they ran in (grey-blue), " : "")
+      << (mem && !mem_work.by_ts.empty()
+              ? "allocator events as ticks on a memory row per thread (green: allocated, red: freed), "
+              : "")
       << "and its GPU kernels and copies on stream rows when recorded (wheel or "
          "buttons to zoom, drag to pan). Click a bar or point in the step charts above to choose a step. Embedded: "
       << c.steps.size() << " of " << steps.size() << " steps (the " << kTimelineSlowest
@@ -174,6 +207,8 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
   if (thinned_steps)
     out << "; ops thinned in " << thinned_steps << " of the " << with_ops
         << " steps with ops, for that budget (kept: the outermost calls first, the longest first)";
+  if (mem_thinned)
+    out << "; memory events thinned in " << mem_thinned << " steps (kept: out-of-memory events, then the largest)";
   if (train) out << "; any step as a Perfetto/Chrome file: <code>" << cmd << "</code> (N: the step)";
   out << ".</p>\n"
       << "<div class=\"tl-draw\"></div>\n<script type=\"application/json\" class=\"tl-data\">{\"stage\":\"" << stage
@@ -196,7 +231,7 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
 }  // namespace
 
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu, const OpsReport* ops) {
+                         const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem) {
   // One section per stage with steps; the process's budget is shared: each
   // stage takes at most an equal share of what the stages before it left.
   const auto stages = stages_of(s);
@@ -205,7 +240,7 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
   std::size_t left = kTimelineBudgetBytes;
   for (const auto& [stage, steps] : stages) {
     if (steps->empty()) continue;
-    const std::size_t used = write_stage_timeline(p, s, stage, *steps, id, out, gpu, ops, left / remaining--);
+    const std::size_t used = write_stage_timeline(p, s, stage, *steps, id, out, gpu, ops, mem, left / remaining--);
     left -= std::min(left, used);
   }
 }

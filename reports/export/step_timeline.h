@@ -10,6 +10,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/steps.h"
 
@@ -25,7 +26,10 @@ void write_step_timeline_head(std::ostream& out);
 // copies on stream rows; null: none.
 // `ops`: kept op intervals (OpAggregator keep_intervals): the step's aten
 // ops under the actions they ran in (step_op_slices); null: none.
+// `mem`: kept allocator events (MemoryAggregator keep_events): instant
+// markers on a memory row per thread (step_mem_marks); null: none.
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu = nullptr, const OpsReport* ops = nullptr);
+                         const GpuReport* gpu = nullptr, const OpsReport* ops = nullptr,
+                         const MemoryReport* mem = nullptr);
 
 }  // namespace lt

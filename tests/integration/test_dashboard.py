@@ -256,7 +256,8 @@ def test_page_loads_with_script_off(run, tmp_path):
     assert '<svg class="chart steptime"' in out  # and the SVG charts
 
 
-# A second run: fit with op records on (`--report ops`), then trainer.test()
+# A second run: fit with op and allocator records on (`--report ops
+# --profile-memory`), then trainer.test()
 # (4 batches, by construction: 32 samples of batch 8) and trainer.predict()
 # (3 batches: 24 of 8), for the ops in the step timeline and the test and
 # predict step charts.
@@ -272,8 +273,8 @@ def ops_run(tmp_path_factory):
                                 "--batches", "6", "--test", "--predict"], stdout=f, stderr=subprocess.STDOUT)
     wait_for(str(log), "READY", 600, job)
     err = tmp / "rec.err"
-    rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "--report", "ops", "-o", str(tmp / "run.ltrace"),
-                            "-v"], stderr=open(err, "w"))
+    rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "--report", "ops", "--profile-memory", "-o",
+                            str(tmp / "run.ltrace"), "-v"], stderr=open(err, "w"))
     wait_for(str(err), "attached", 120, rec)  # torch is loaded before READY: the op probes attach with it
     go.touch()
     assert job.wait(180) == 0
@@ -333,6 +334,24 @@ def test_step_timeline_ops_nest_in_the_steps_actions(ops_run):
     drawn = [attrs(t) for t in re.findall(r'<rect class="sl op"[^>]*>', sec)]
     assert len(drawn) == len(ops)
     assert {r["data-name"] for r in drawn} == op_names
+
+
+def test_step_timeline_memory_events(ops_run):
+    """The allocator events of the drawn training step, as markers: on the
+    loop's thread, inside the step, allocations in the forward
+    (training_step: activations) and drawn as ticks."""
+    tmp, html, dom = ops_run
+    d = all_timeline_data(html)["train"]
+    entry = [s for s in d["steps"] if s["i"] == d["def"]][0]
+    assert "m" in entry and "mt" not in entry
+    marks = entry["m"]
+    assert all(0 <= m[1] < entry["e"] and m[3] == 0 for m in marks)  # CPU, inside the step
+    assert any(m[0] == d["tid"] for m in marks)
+    step = [s for s in entry["s"] if d["names"][s[0]].endswith(".training_step")][0]
+    assert any(m[0] == step[1] and step[2] <= m[1] <= step[3] and m[2] > 0 for m in marks)
+    assert any(m[2] < 0 for m in marks)  # and frees
+    drawn = [attrs(t) for t in re.findall(r'<rect class="mem"[^>]*>', stage_section(dom))]
+    assert sorted(int(r["data-t"]) for r in drawn) == sorted(m[1] for m in marks)
 
 
 def test_test_and_predict_steps_are_charted(ops_run):

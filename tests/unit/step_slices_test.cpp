@@ -381,3 +381,58 @@ TEST(StepSlices, OneTimelinePerStageSharingTheBudget) {
   EXPECT_NE(html.find("within " + std::to_string((kTimelineBudgetBytes - 2 * kTimelineSliceBytes) / 1024) + " KiB"),
             std::string::npos);
 }
+
+TEST(StepSlices, MemoryEventsAsMarkersLargestFirstWhenThinned) {
+  MemoryReport mem;
+  mem.processes.push_back({});
+  mem.processes[0].pid = 7;
+  auto ev = [&](std::uint64_t ts, std::uint32_t tid, std::int64_t bytes, bool cuda = false, bool oom = false) {
+    MemEvent e;
+    e.ts_ns = ts;
+    e.tid = tid;
+    e.bytes = bytes;
+    e.device.type = cuda ? 1 : 0;
+    e.oom = oom;
+    mem.processes[0].events.push_back(e);
+  };
+  ev(90, 1, 64);  // before the step
+  ev(120, 1, 4096);
+  ev(130, 1, -4096);
+  ev(140, 2, 16, true);
+  ev(150, 1, 1 << 20, true, true);
+  ev(160, 1, 8);
+  ev(200, 1, 8);  // at the step's end: not in it
+  const auto w = mem_work_of(mem, 7);
+  EXPECT_EQ(step_mem_count(w, 100, 200), 5u);
+  const auto all = step_mem_marks(w, 100, 200, 100);
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_EQ(all[0].t_ns, 20u);
+  EXPECT_EQ(all[1].bytes, -4096);
+  EXPECT_EQ(all[2].flags, kMarkCuda | kMarkOom);
+  EXPECT_EQ(all[4].tid, 2u);  // thread 2 last
+  EXPECT_EQ(all[4].flags, kMarkCuda);
+  // Cut to 3: the OOM, then the two 4096-byte events; back in time order.
+  const auto cut = step_mem_marks(w, 100, 200, 3);
+  ASSERT_EQ(cut.size(), 3u);
+  EXPECT_EQ(cut[0].bytes, 4096);
+  EXPECT_EQ(cut[1].bytes, -4096);
+  EXPECT_EQ(cut[2].flags, kMarkCuda | kMarkOom);
+
+  // On the page: the step's "m", after what the actions and ops took.
+  ProcessActions p;
+  p.meta.pid = 7;
+  p.actions.emplace_back("[Strategy]S.training_step");
+  p.intervals.push_back({0, 1, 100, 200, false});
+  ProcessSteps steps;
+  steps.pid = 7;
+  steps.tid = 1;
+  steps.train = steps_of({100});
+  steps.train[0].begin_ns = 100;
+  steps.train[0].end_ns = 200;
+  std::ostringstream out;
+  write_step_timeline(p, steps, "p7", out, nullptr, nullptr, &mem);
+  EXPECT_NE(out.str().find("\"m\":[[1,20,4096,0],[1,30,-4096,0],[1,50,1048576,3],[1,60,8,0],[2,40,16,1]]"),
+            std::string::npos)
+      << out.str();
+  EXPECT_EQ(out.str().find("\"mt\""), std::string::npos);
+}
