@@ -63,7 +63,8 @@ void write_step_timeline_head(std::ostream& out) {
          "info.textContent=d.stage+' step '+cur.i+': '+(dur/1e6).toFixed(3)+' ms, '+cur.s.length+' actions'"
          "+(cur.cut?' (cut to the page budget)':'')+(cur.o?', '+cur.o.length+' aten ops'+(cur.ot?' ('+cur.ot+"
          "' more thinned out for the page budget: kept the outermost, longest first)':''):'')"
-         "+(cur.m?', '+cur.m.length+' memory events'+(cur.mt?' ('+cur.mt+' more thinned out)':''):'')"
+         "+(cur.ox?' (past the op calls kept: ops missing)':'')+(cur.m?', '+cur.m.length+' memory events'+(cur.mt?' "
+         "('+cur.mt+' more thinned out)':''):'')"
          "+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
          "'+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
          "' ms; '+n+' drawn.'+(d.cmd?' Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i):'');}"
@@ -103,6 +104,13 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
   const GpuWork work = gpu ? gpu_work_of(*gpu, p.meta.pid) : GpuWork{};
   const OpWork op_work = ops ? op_work_of(*ops, p.meta.pid) : OpWork{};
   const MemWork mem_work = mem ? mem_work_of(*mem, p.meta.pid) : MemWork{};
+  // Past the aggregator's cap on kept op calls a step's ops are missing:
+  // such a step is marked, not shown as one without ops.
+  std::uint64_t ops_kept_until = UINT64_MAX;
+  if (ops && ops->intervals_dropped) {
+    ops_kept_until = 0;
+    for (const auto& o : ops->intervals) ops_kept_until = std::max(ops_kept_until, o.begin_ns);
+  }
   std::vector<std::size_t> counts(steps.size()), op_counts(steps.size()), mem_counts(steps.size());
   for (std::size_t i = 0; i < steps.size(); ++i) {
     counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size() +
@@ -122,7 +130,7 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
   std::map<std::pair<Kind, std::uint32_t>, std::size_t> name_index;
   std::vector<std::pair<Kind, std::uint32_t>> names;
   std::string body;
-  std::size_t bytes = 0, thinned_steps = 0, with_ops = 0, mem_thinned = 0;
+  std::size_t bytes = 0, thinned_steps = 0, with_ops = 0, mem_thinned = 0, past_cap = 0;
   auto rows = [&](const std::vector<StepSlice>& v, Kind kind) {
     for (std::size_t j = 0; j < v.size(); ++j) {
       const auto& sl = v[j];
@@ -168,6 +176,10 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
         body += ",\"ot\":" + std::to_string(op_total - op_slices.size());
       }
     }
+    if (steps[i].end_ns > ops_kept_until) {
+      ++past_cap;
+      body += ",\"ox\":1";
+    }
     if (mem_counts[i]) {
       // Allocator events: [tid, ns from begin, bytes (< 0 freed), flags (1 CUDA, 2 OOM)].
       const auto marks = step_mem_marks(mem_work, steps[i].begin_ns, steps[i].end_ns, mem_caps[i]);
@@ -207,6 +219,9 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
   if (thinned_steps)
     out << "; ops thinned in " << thinned_steps << " of the " << with_ops
         << " steps with ops, for that budget (kept: the outermost calls first, the longest first)";
+  if (past_cap)
+    out << "; " << past_cap << " embedded steps end after the last op call kept (the first " << kMaxOpIntervals
+        << " calls are kept, " << ops->intervals_dropped << " were not): their ops are missing or partial";
   if (mem_thinned)
     out << "; memory events thinned in " << mem_thinned << " steps (kept: out-of-memory events, then the largest)";
   if (train) out << "; any step as a Perfetto/Chrome file: <code>" << cmd << "</code> (N: the step)";

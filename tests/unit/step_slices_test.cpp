@@ -436,3 +436,25 @@ TEST(StepSlices, MemoryEventsAsMarkersLargestFirstWhenThinned) {
       << out.str();
   EXPECT_EQ(out.str().find("\"mt\""), std::string::npos);
 }
+
+TEST(StepSlices, StepsPastTheKeptOpCallsAreMarked) {
+  // The op aggregator kept calls up to t = 1105 (between the steps) and
+  // dropped 5 after: the second step is marked, not drawn as a step
+  // without ops; the first, wholly before, is not.
+  ProcessActions p;
+  p.meta.pid = 7;
+  p.actions.emplace_back("[Strategy]S.training_step");
+  ProcessSteps steps;
+  steps.pid = steps.tid = 7;
+  steps.train = steps_of({100, 200});  // [1000, 1100], [1110, 1310]
+  for (auto& r : steps.train) p.intervals.push_back({0, 7, r.begin_ns, r.end_ns, false});
+  OpsReport ops = ops_of({{7, 7, 0, 1, 1010, 1020}, {7, 7, 1, 1, 1105, 1106}});
+  ops.intervals_dropped = 5;
+  std::ostringstream out;
+  write_step_timeline(p, steps, "p7", out, nullptr, &ops);
+  const std::string html = out.str();
+  EXPECT_NE(html.find("{\"i\":1,\"b\":0,\"e\":200,\"s\":[[0,7,0,200,0]],\"ox\":1}"), std::string::npos) << html;
+  EXPECT_NE(html.find("{\"i\":0,\"b\":0,\"e\":100,\"s\":[[0,7,0,100,0]],\"o\":[[1,7,10,20,1]]}"), std::string::npos)
+      << html;
+  EXPECT_NE(html.find("1 embedded steps end after the last op call kept"), std::string::npos);
+}
