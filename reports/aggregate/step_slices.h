@@ -3,10 +3,13 @@
 // The page draws one chosen step at full resolution, but embeds the slices
 // of a bounded set of steps only, so a 1-hour run's page stays light: the
 // slowest (the worst spikes first), then the median step, the first and the
-// last, in that priority, while the estimated bytes fit a budget
+// last, in that priority, while the estimated bytes of their actions and
+// GPU work fit a budget; then, in the same order, their aten ops and
+// allocator events in what is left, thinned when they do not fit
 // (docs/design-html.md, "Step timeline").
 //
-// Pure functions of the kept intervals (ActionAggregator(keep_intervals)).
+// Pure functions of the kept intervals (ActionAggregator(keep_intervals)),
+// op calls (OpAggregator keep_intervals) and memory events (keep_events).
 #pragma once
 #include <cstdint>
 #include <vector>
