@@ -1,6 +1,10 @@
 // Writes a synthetic trace of N action events with Lightning's shape (a
 // training step of nested hooks, ~40 distinct names, realistic durations),
-// for the offline report benchmark: bench/offline.py.
+// for the offline report benchmark: bench/offline.py.  With OPS_PER_STEP,
+// each training step also holds that many aten op entries (OP records, as
+// the op probes write them: pairs of a depth-1 op and its depth-2 child,
+// half in training_step, half in backward), for the dashboard's step
+// timeline with ops (bench/dashboard_page.py --ops-per-step).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +20,21 @@ tracefile::TraceWriter* w;
 u64 now = 1'000'000'000;
 u64 emitted = 0;
 u64 next_frame = 0x7f0000000000;  // one address per live generator, as in CPython
+u64 ops_per_step = 0;
+
+// `n` op entries on the loop's thread, 2 us apart: "aten::linear" (depth 1)
+// then its "aten::addmm" (depth 2), repeated.  No return is recorded (the
+// probes see none): the next entry closes them.
+void ops(u64 n) {
+  for (u64 k = 0; k < n; ++k) {
+    lt_op_event e{};
+    e.hdr = {LT_EV_OP, sizeof e, 4242, 4242, 0, now};
+    e.op = static_cast<u32>(k % 2);
+    e.depth = static_cast<u16>(1 + k % 2);
+    w->append(&e, sizeof e);
+    now += 2'000;
+  }
+}
 
 void action(u16 kind, u64 key, const std::string& name) {
   lt_action_event e{};
@@ -40,11 +59,12 @@ void span(const std::string& name, u64 dur, F&& body) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: gen_trace FILE N_EVENTS\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: gen_trace FILE N_EVENTS [OPS_PER_STEP]\n");
     return 2;
   }
   const u64 target = std::strtoull(argv[2], nullptr, 10);
+  if (argc == 4) ops_per_step = std::strtoull(argv[3], nullptr, 10);
   tracefile::TraceWriter writer(argv[1]);
   w = &writer;
   lt_window_event win{};
@@ -57,6 +77,16 @@ int main(int argc, char** argv) {
   pi.flags = LT_PROC_PYTHON;
   std::strcpy(pi.cmdline, "python train.py (synthetic)");
   writer.append(&pi, sizeof pi);
+  if (ops_per_step) {
+    const char* names[2] = {"aten::linear", "aten::addmm"};
+    for (u32 k = 0; k < 2; ++k) {
+      lt_op_name_event n{};
+      n.hdr = {LT_EV_OP_NAME, sizeof n, 4242, 4242, 0, now};
+      n.op = k;
+      std::strcpy(n.name, names[k]);
+      writer.append(&n, sizeof n);
+    }
+  }
   const std::vector<std::string> cbs = {"TQDMProgressBar", "ModelSummary", "LearningRateMonitor"};
   while (emitted < target) {
     span("run_training_batch", 900'000, [&] {
@@ -68,9 +98,10 @@ int main(int argc, char** argv) {
       });
       for (auto& c : cbs) span("[Callback]" + c + ".on_train_batch_start", 2'000, [] {});
       span("[LightningModule]BoringModel.optimizer_step", 700'000, [&] {
-        span("[Strategy]SingleDeviceStrategy.training_step", 150'000, [] {});
+        span("[Strategy]SingleDeviceStrategy.training_step", 150'000, [] { ops(ops_per_step / 2); });
         span("[LightningModule]BoringModel.optimizer_zero_grad", 30'000, [] {});
         span("[Strategy]SingleDeviceStrategy.backward", 300'000, [&] {
+          ops(ops_per_step - ops_per_step / 2);
           for (auto& c : cbs) span("[Callback]" + c + ".on_before_backward", 2'000, [] {});
           span("[LightningModule]BoringModel.on_after_backward", 2'000, [] {});
         });

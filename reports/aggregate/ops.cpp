@@ -14,8 +14,8 @@ namespace lt {
 
 namespace {
 
-constexpr std::size_t kMaxIntervals = 4'000'000;  // ~160 MB of timeline at most
-constexpr std::size_t kMaxHeld = 200'000;         // records held while the TensorImpl layout is unknown
+constexpr std::size_t kMaxIntervals = kMaxOpIntervals;
+constexpr std::size_t kMaxHeld = 200'000;  // records held while the TensorImpl layout is unknown
 
 // Does a TensorImpl hold a contiguous tensor's SizesAndStrides at word k of
 // the captured words: ndim (1..5), its sizes, zeros in the unused inline
@@ -701,9 +701,13 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       }
       if (!dup) p.sink().row(id).calls++;
       std::size_t interval = SIZE_MAX;
-      if (s.opts.keep_intervals && s.out.intervals.size() < kMaxIntervals && st.size() + 1 == e.depth) {
-        interval = s.out.intervals.size();
-        s.out.intervals.push_back({h.pid, h.tid, e.op, e.depth, h.ts_ns, h.ts_ns});
+      if (s.opts.keep_intervals && st.size() + 1 == e.depth) {
+        if (s.out.intervals.size() < kMaxIntervals) {
+          interval = s.out.intervals.size();
+          s.out.intervals.push_back({h.pid, h.tid, e.op, e.depth, h.ts_ns, h.ts_ns});
+        } else {
+          ++s.out.intervals_dropped;
+        }
       }
       // Records lost (ring buffer full) leave the depth ahead of what we
       // hold: the op is counted, its nesting is unknown.

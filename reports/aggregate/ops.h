@@ -88,6 +88,8 @@ struct ProcessOps {
   std::uint64_t ooms = 0;             // out-of-memory events
 };
 
+inline constexpr std::size_t kMaxOpIntervals = 4'000'000;  // ~160 MB of timeline at most
+
 // One op call on the timeline (exports).  end_ns is an upper bound: the
 // first moment the op was seen no longer running (next op entry or sample
 // on its thread); no probe sees the return itself.
@@ -98,10 +100,11 @@ struct OpInterval {
 };
 
 struct OpsReport {
-  std::vector<ProcessOps> processes;  // processes with op calls, first-seen order
-  std::vector<std::string> names;     // op index -> name ("" unknown)
-  std::vector<OpInterval> intervals;  // kept only when asked
-  std::uint64_t period_ns = 0;        // sampling period (0: no samples, no times)
+  std::vector<ProcessOps> processes;    // processes with op calls, first-seen order
+  std::vector<std::string> names;       // op index -> name ("" unknown)
+  std::vector<OpInterval> intervals;    // kept only when asked, the first kMaxOpIntervals calls
+  std::uint64_t intervals_dropped = 0;  // calls past that cap (not on any timeline)
+  std::uint64_t period_ns = 0;          // sampling period (0: no samples, no times)
   unsigned rate_hz = 0;
   std::vector<std::string> notes;  // e.g. the default-schedule override warning
 };

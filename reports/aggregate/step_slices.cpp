@@ -111,6 +111,7 @@ TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const
     if (k == 0 && bytes > budget_bytes) {
       c.slice_cap = std::max<std::size_t>(1, budget_bytes / kTimelineSliceBytes);
       c.steps.push_back(i);
+      c.priority.push_back(i);
       used = budget_bytes;
       continue;
     }
@@ -120,9 +121,147 @@ TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const
     }
     used += bytes;
     c.steps.push_back(i);
+    c.priority.push_back(i);
   }
+  c.used_bytes = used;
   std::sort(c.steps.begin(), c.steps.end());
   return c;
+}
+
+std::vector<std::size_t> share_in_priority(const TimelineChoice& c, const std::vector<std::size_t>& counts,
+                                           std::size_t left) {
+  std::vector<std::size_t> caps(counts.size());
+  for (std::size_t i : c.priority) {
+    if (i >= counts.size()) continue;
+    caps[i] = std::min(counts[i], left);
+    left -= caps[i];
+  }
+  return caps;
+}
+
+std::vector<std::size_t> timeline_op_caps(const TimelineChoice& c, const std::vector<std::size_t>& op_counts,
+                                          std::size_t budget_bytes) {
+  return share_in_priority(c, op_counts,
+                           budget_bytes > c.used_bytes ? (budget_bytes - c.used_bytes) / kTimelineSliceBytes : 0);
+}
+
+MemWork mem_work_of(const MemoryReport& mem, std::uint32_t pid) {
+  MemWork w;
+  for (const auto& p : mem.processes)
+    if (p.pid == pid)
+      for (const auto& e : p.events) w.by_ts.push_back(&e);
+  std::stable_sort(w.by_ts.begin(), w.by_ts.end(),
+                   [](const MemEvent* a, const MemEvent* b) { return a->ts_ns < b->ts_ns; });
+  return w;
+}
+
+namespace {
+auto first_mem_at(const MemWork& w, std::uint64_t t) {
+  return std::lower_bound(w.by_ts.begin(), w.by_ts.end(), t,
+                          [](const MemEvent* e, std::uint64_t v) { return e->ts_ns < v; });
+}
+}  // namespace
+
+std::size_t step_mem_count(const MemWork& w, std::uint64_t begin_ns, std::uint64_t end_ns) {
+  return end_ns > begin_ns ? static_cast<std::size_t>(first_mem_at(w, end_ns) - first_mem_at(w, begin_ns)) : 0;
+}
+
+std::vector<StepMark> step_mem_marks(const MemWork& w, std::uint64_t begin_ns, std::uint64_t end_ns, std::size_t cap) {
+  std::vector<StepMark> out;
+  if (end_ns <= begin_ns) return out;
+  for (auto it = first_mem_at(w, begin_ns); it != w.by_ts.end() && (*it)->ts_ns < end_ns; ++it) {
+    const MemEvent& e = **it;
+    out.push_back({e.tid, e.ts_ns - begin_ns, e.bytes,
+                   static_cast<std::uint8_t>((e.device.cuda() ? kMarkCuda : 0) | (e.oom ? kMarkOom : 0))});
+  }
+  auto size = [](const StepMark& m) -> std::uint64_t {
+    return m.bytes < 0 ? -static_cast<std::uint64_t>(m.bytes) : static_cast<std::uint64_t>(m.bytes);
+  };
+  if (out.size() > cap) {
+    std::stable_sort(out.begin(), out.end(), [&](const StepMark& a, const StepMark& b) {
+      if ((a.flags & kMarkOom) != (b.flags & kMarkOom)) return (a.flags & kMarkOom) != 0;
+      return size(a) > size(b);
+    });
+    out.resize(cap);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const StepMark& a, const StepMark& b) {
+    return a.tid != b.tid ? a.tid < b.tid : a.t_ns < b.t_ns;
+  });
+  return out;
+}
+
+OpWork op_work_of(const OpsReport& ops, std::uint32_t pid) {
+  OpWork w;
+  for (const auto& o : ops.intervals)
+    if (o.pid == pid && o.end_ns >= o.begin_ns) w.by_begin.push_back(&o);
+  std::stable_sort(w.by_begin.begin(), w.by_begin.end(),
+                   [](const OpInterval* a, const OpInterval* b) { return a->begin_ns < b->begin_ns; });
+  return w;
+}
+
+namespace {
+auto first_op_at(const OpWork& w, std::uint64_t t) {
+  return std::lower_bound(w.by_begin.begin(), w.by_begin.end(), t,
+                          [](const OpInterval* o, std::uint64_t v) { return o->begin_ns < v; });
+}
+}  // namespace
+
+std::size_t step_op_count(const OpWork& w, std::uint64_t begin_ns, std::uint64_t end_ns) {
+  return end_ns > begin_ns ? static_cast<std::size_t>(first_op_at(w, end_ns) - first_op_at(w, begin_ns)) : 0;
+}
+
+std::vector<StepSlice> step_op_slices(const OpWork& w, const std::vector<StepSlice>& actions, std::uint64_t begin_ns,
+                                      std::uint64_t end_ns) {
+  std::vector<StepSlice> out;
+  if (end_ns <= begin_ns) return out;
+  const std::uint64_t dur = end_ns - begin_ns;
+  for (auto it = first_op_at(w, begin_ns); it != w.by_begin.end() && (*it)->begin_ns < end_ns; ++it) {
+    const OpInterval& o = **it;
+    out.push_back({o.op, o.tid, o.begin_ns - begin_ns, std::min(o.end_ns - begin_ns, dur), 0, 0});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const StepSlice& a, const StepSlice& b) {
+    return a.tid != b.tid ? a.tid < b.tid : a.begin_ns < b.begin_ns;
+  });
+  // `actions` are by thread, then begin (the enclosing first): one sweep
+  // per thread keeps the chain of actions open at each op's begin.
+  std::size_t next = 0;  // the first action not yet opened
+  std::vector<const StepSlice*> open;
+  std::vector<std::uint64_t> op_ends;  // the enclosing ops' (clipped) ends
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    StepSlice& op = out[k];
+    if (k == 0 || op.tid != out[k - 1].tid) {
+      open.clear();
+      op_ends.clear();
+      while (next < actions.size() && actions[next].tid < op.tid) ++next;
+    }
+    while (next < actions.size() && actions[next].tid == op.tid && actions[next].begin_ns <= op.begin_ns)
+      open.push_back(&actions[next++]);
+    while (!open.empty() && open.back()->end_ns <= op.begin_ns) open.pop_back();
+    // The first action boundary after the op's begin: the innermost open
+    // action's end, or the next action's begin.
+    std::uint64_t limit = open.empty() ? dur : open.back()->end_ns;
+    if (next < actions.size() && actions[next].tid == op.tid) limit = std::min(limit, actions[next].begin_ns);
+    op.end_ns = std::max(op.begin_ns, std::min(op.end_ns, limit));
+    while (!op_ends.empty() && op_ends.back() <= op.begin_ns) op_ends.pop_back();
+    // Zero-length ends do not hold the next op below them.
+    op.level = static_cast<std::uint32_t>(op_ends.size());
+    op.depth = (open.empty() ? 0 : open.back()->depth + 1) + op.level;
+    if (op.end_ns > op.begin_ns) op_ends.push_back(op.end_ns);
+  }
+  return out;
+}
+
+std::vector<StepSlice> thin_ops(std::vector<StepSlice> ops, std::size_t cap) {
+  if (ops.size() <= cap) return ops;
+  std::stable_sort(ops.begin(), ops.end(), [](const StepSlice& a, const StepSlice& b) {
+    if (a.level != b.level) return a.level < b.level;
+    return a.end_ns - a.begin_ns > b.end_ns - b.begin_ns;
+  });
+  ops.resize(cap);
+  std::stable_sort(ops.begin(), ops.end(), [](const StepSlice& a, const StepSlice& b) {
+    return a.tid != b.tid ? a.tid < b.tid : a.begin_ns < b.begin_ns;
+  });
+  return ops;
 }
 
 }  // namespace lt

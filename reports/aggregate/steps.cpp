@@ -165,7 +165,7 @@ const char* step_part_label(StepPart p) {
     case StepPart::dataloader:
       return "dataloader fetch + transfer";
     case StepPart::step:
-      return "training_step / validation_step (forward)";
+      return "step function: training/validation/test/predict_step (forward)";
     case StepPart::backward:
       return "backward";
     case StepPart::optimizer:
@@ -207,8 +207,10 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
     std::sort(ivs.begin(), ivs.end(), [](auto* a, auto* b) {
       return a->begin_ns != b->begin_ns ? a->begin_ns < b->begin_ns : a->end_ns > b->end_ns;
     });
-    std::vector<StepRecord> train, val;
-    std::optional<OpenStep> open_train, open_val;
+    // One batch being assembled per stage (train, validation, test, predict).
+    constexpr std::size_t kStages = 4;
+    std::array<std::vector<StepRecord>, kStages> found;
+    std::array<std::optional<OpenStep>, kStages> open;
     auto close = [&](std::optional<OpenStep>& o, std::vector<StepRecord>& v) {
       if (o && o->has_body) {
         StepRecord r;
@@ -221,9 +223,10 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
     };
     for (const ActionInterval* iv : ivs) {
       const BatchHook bh = hook_of_action[iv->action];
-      if (bh.stage != BatchStage::train && bh.stage != BatchStage::validation) continue;
-      auto& o = bh.stage == BatchStage::train ? open_train : open_val;
-      auto& v = bh.stage == BatchStage::train ? train : val;
+      if (bh.stage == BatchStage::none) continue;
+      const std::size_t k = static_cast<std::size_t>(bh.stage) - 1;  // train = 1 in BatchStage
+      auto& o = open[k];
+      auto& v = found[k];
       switch (bh.role) {
         case BatchRole::batch_start:
           // A fetch after the body ended starts the next batch; one inside
@@ -246,16 +249,21 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
       }
       o->end = std::max(o->end, iv->end_ns);
     }
-    close(open_train, train);
-    close(open_val, val);
-    if (train.size() + val.size() <= out.train.size() + out.validation.size()) continue;
+    std::size_t count = 0;
+    for (std::size_t k = 0; k < kStages; ++k) {
+      close(open[k], found[k]);
+      count += found[k].size();
+    }
+    if (count <= out.train.size() + out.validation.size() + out.test.size() + out.predict.size()) continue;
     std::vector<Segment> segs = exclusive_segments(ivs, part_of_action);
-    for (auto* v : {&train, &val})
-      for (auto& s : *v) s.part_ns = split_step(segs, s.begin_ns, s.end_ns);
+    for (auto& v : found)
+      for (auto& s : v) s.part_ns = split_step(segs, s.begin_ns, s.end_ns);
     out.tid = tid;
     loop_segments = segs;
-    out.train = std::move(train);
-    out.validation = std::move(val);
+    out.train = std::move(found[0]);
+    out.validation = std::move(found[1]);
+    out.test = std::move(found[2]);
+    out.predict = std::move(found[3]);
   }
   if (gpu && !gpu->slices.empty()) {
     std::vector<const GpuSlice*> mine;
@@ -268,12 +276,15 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
       }
     if (!mine.empty()) {
       std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->begin_ns < b->begin_ns; });
-      add_gpu(out.train, mine, longest, loop_segments);
-      add_gpu(out.validation, mine, longest, loop_segments);
+      for (auto* v : {&out.train, &out.validation, &out.test, &out.predict}) add_gpu(*v, mine, longest, loop_segments);
       out.has_gpu = true;
     }
   }
   return out;
+}
+
+std::array<StageSteps, 4> stages_of(const ProcessSteps& s) {
+  return {{{"train", &s.train}, {"validation", &s.validation}, {"test", &s.test}, {"predict", &s.predict}}};
 }
 
 std::uint64_t percentile_ns(std::vector<std::uint64_t> v, double q) {

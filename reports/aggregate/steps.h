@@ -1,5 +1,5 @@
-// Lightning's steps, one by one, for the dashboard (--html): each training
-// and validation batch's duration and what it is made of.
+// Lightning's steps, one by one, for the dashboard (--html): each training,
+// validation, test and predict batch's duration and what it is made of.
 //
 // A step is one batch of a stage, found from the batch hooks' names
 // (step_batches.h): from the beginning of its fetch (or, with none seen,
@@ -48,9 +48,18 @@ struct StepRecord {
 
 struct ProcessSteps {
   std::uint32_t pid = 0, tid = 0;  // the thread the loop ran on
-  std::vector<StepRecord> train, validation;
+  std::vector<StepRecord> train, validation, test, predict;
   bool has_gpu = false;
+  bool any() const { return !train.empty() || !validation.empty() || !test.empty() || !predict.empty(); }
 };
+
+// The stages in page order, with their names as the page writes them
+// ("train", "validation", "test", "predict") and their steps.
+struct StageSteps {
+  const char* stage;
+  const std::vector<StepRecord>* steps;
+};
+std::array<StageSteps, 4> stages_of(const ProcessSteps& s);
 
 // `gpu`: kept slices (GpuAggregator(keep_slices)); null or none: no GPU parts.
 ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu = nullptr);

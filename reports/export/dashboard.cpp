@@ -291,7 +291,7 @@ void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& s
   out << "<tr><th>Lost events</th><td><a href=\"#lost\">" << lost << "</a></td></tr>\n</table>\n";
   std::vector<Verdict> all = extra;
   std::size_t with_steps = 0;
-  for (const auto& s : steps) with_steps += !s.train.empty() || !s.validation.empty();
+  for (const auto& s : steps) with_steps += s.any();
   for (const auto& s : steps)
     for (auto& v : step_verdicts(s, "p" + std::to_string(s.pid))) {
       if (with_steps > 1) v.text = "pid " + std::to_string(s.pid) + ": " + v.text;
@@ -309,10 +309,10 @@ void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& s
 }
 
 void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out) {
-  if (s.train.empty() && s.validation.empty()) return;
+  if (!s.any()) return;
   out << "<section class=\"steps\" id=\"" << id << "-steps\" data-pid=\"" << s.pid << "\" data-tid=\"" << s.tid
       << "\"><h2>" << html_escape(title) << "</h2>\n";
-  for (auto [stage, v] : {std::pair{"train", &s.train}, std::pair{"validation", &s.validation}}) {
+  for (auto [stage, v] : stages_of(s)) {
     if (v->empty()) continue;
     step_time_chart(*v, stage, id, out);
     parts_chart(*v, stage, id, false, out);

@@ -189,7 +189,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     write_step_charts(
         steps[i], process_chart_id(m),
         "Steps of pid " + std::to_string(m.pid) + (m.rank >= 0 ? " (rank " + std::to_string(m.rank) + ")" : ""), out);
-    write_step_timeline(rep.processes[i], steps[i], process_chart_id(m), out, gpu);
+    write_step_timeline(rep.processes[i], steps[i], process_chart_id(m), out, gpu, ops, memory);
   }
   if (!rep.host.hostname.empty()) out << "<p>host " << html_escape(rep.host.hostname) << "</p>\n";
   std::uint64_t open = 0, unmatched = 0, estimated = 0;

@@ -24,40 +24,56 @@ void write_step_timeline_head(std::ostream& out) {
          "box.innerHTML='<svg></svg>';NS=box.firstChild.namespaceURI;box.textContent='';"
          "function col(n){var h=2166136261;for(var k=0;k<n.length;k++){h=Math.imul(h^n.charCodeAt(k),16777619)>>>0;}"
          "return 'hsl('+(h%360)+',55%,62%)';}"
+         // Ops in one muted grey-blue family, lighter or darker by name: apart from the actions' hues.
+         "function opcol(n){var h=2166136261;for(var k=0;k<n.length;k++){h=Math.imul(h^n.charCodeAt(k),16777619)>>>0;}"
+         "return 'hsl(210,18%,'+(48+h%28)+'%)';}"
          "function el(t,a){var e=document.createElementNS(NS,t);for(var k in a)e.setAttribute(k,a[k]);return e;}"
-         "function draw(){box.textContent='';if(!cur){info.textContent='step '+inp.value+' is not embedded; export it: "
-         "'"
-         "+d.cmd.replace(/N/g,inp.value);sec.setAttribute('data-drawn','');return;}"
+         "function draw(){box.textContent='';if(!cur){info.textContent=d.stage+' step '+inp.value+' is not embedded'+"
+         "(d.cmd?'; export it: '+d.cmd.replace(/N/g,inp.value):'');sec.setAttribute('data-drawn','');return;}"
          "var t0=performance.now(),dur=Math.max(1,cur.e-cur.b),a=z0*dur,span=(z1-z0)*dur,rows={},order=[],n=0;"
          // GPU work on rows keyed 's'+stream, after the threads.
-         "var all=cur.s.concat((cur.g||[]).map(function(x){return [x[0],'s'+x[1],x[2],x[3],x[4],1];}));"
+         "var all=cur.s.concat((cur.o||[]).map(function(x){return [x[0],x[1],x[2],x[3],x[4],2];}),"
+         "(cur.g||[]).map(function(x){return [x[0],'s'+x[1],x[2],x[3],x[4],1];}));"
          "all.forEach(function(x){var t=x[1];if(!(t in rows)){rows[t]=0;order.push(t);}"
          "rows[t]=Math.max(rows[t],x[4]+1);});"
+         // Allocator events: one row of ticks per thread, keyed 'm'+tid, after the threads' rows.
+         "var mk=cur.m||[];mk.forEach(function(x){var t='m'+x[0];if(!(t in rows)){rows[t]=1;order.push(t);}});"
          "var y0={},h=0;order.forEach(function(t){y0[t]=h+14;h+=14+rows[t]*R;});"
          "var svg=el('svg',{width:W,height:h+2,'class':'tl','data-step':cur.i,'data-z0':z0,'data-z1':z1});"
-         "order.forEach(function(t){var l=el('text',{x:2,y:y0[t]-3});l.textContent=(typeof t=='string'?'GPU stream '"
-         "+t.slice(1):'thread '+t+(t==d.tid?' (loop)':''));"
+         "order.forEach(function(t){var l=el('text',{x:2,y:y0[t]-3});l.textContent=(typeof t=='string'?(t[0]=='m'?"
+         "'memory, thread '+t.slice(1):'GPU stream '+t.slice(1)):'thread '+t+(t==d.tid?' (loop)':''));"
          "svg.appendChild(l);});"
          "all.forEach(function(x){if(x[3]<a||x[2]>a+span)return;var nm=d.names[x[0]],"
          "x0=(x[2]-a)/span*W,w=Math.max(0.5,(x[3]-x[2])/span*W);if(x0<0){w+=x0;x0=0;}if(x0+w>W)w=W-x0;"
-         "var g=el('rect',{'class':x[5]?'sl "
-         "gpu':'sl',x:x0.toFixed(2),y:y0[x[1]]+x[4]*R,width:w.toFixed(2),height:R-2,fill:col(nm),"
+         "var g=el('rect',{'class':['sl','sl gpu','sl op'][x[5]||0],x:x0.toFixed(2),y:y0[x[1]]+x[4]*R,"
+         "width:w.toFixed(2),height:R-2,fill:x[5]==2?opcol(nm):col(nm),"
          "'data-name':nm,'data-tid':x[1],'data-b':x[2],'data-e':x[3]});var tt=el('title',{});"
          "tt.textContent=nm+' \\u2014 '+((x[3]-x[2])/1e3).toFixed(1)+' "
          "\\u00b5s';g.appendChild(tt);svg.appendChild(g);n++;"
          "if(w>60){var tx=el('text',{x:(x0+2).toFixed(2),y:y0[x[1]]+x[4]*R+11});"
          "tx.textContent=nm.slice(0,Math.floor(w/7));svg.appendChild(tx);}});"
+         "mk.forEach(function(x){if(x[1]<a||x[1]>a+span)return;var r=el('rect',{'class':'mem',x:((x[1]-a)/span*W)"
+         ".toFixed(2),y:y0['m'+x[0]],width:1,height:R-2,fill:x[3]&2?'#000':x[2]<0?'#d33':'#2a2','data-tid':x[0],"
+         "'data-t':x[1],'data-bytes':x[2]});var tt=el('title',{});tt.textContent=(x[3]&2?'out of memory':x[2]<0?"
+         "'freed':'allocated')+' '+Math.abs(x[2])+' B'+(x[3]&1?' (CUDA)':' (CPU)');r.appendChild(tt);"
+         "svg.appendChild(r);n++;});"
          "box.appendChild(svg);sec.setAttribute('data-drawn',cur.i);"
          // The draw's own time, read by bench/dashboard_page.py.
          "sec.setAttribute('data-draw-ms',(performance.now()-t0).toFixed(2));"
          "info.textContent=d.stage+' step '+cur.i+': '+(dur/1e6).toFixed(3)+' ms, '+cur.s.length+' actions'"
-         "+(cur.cut?' (cut to the page budget)':'')+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
+         "+(cur.cut?' (cut to the page budget)':'')+(cur.o?', '+cur.o.length+' aten ops'+(cur.ot?' ('+cur.ot+"
+         "' more thinned out for the page budget: kept the outermost, longest first)':''):'')"
+         "+(cur.ox?' (past the op calls kept: ops missing)':'')+(cur.m?', '+cur.m.length+' memory events'+(cur.mt?' "
+         "('+cur.mt+' more thinned out)':''):'')"
+         "+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
          "'+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
-         "' ms; '+n+' drawn. Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i);}"
+         "' ms; '+n+' drawn.'+(d.cmd?' Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i):'');}"
          // Inside a [data-tl-sync] container (the merged page: one timeline per
          // rank), a step chosen here is chosen on the others too; q: do not pass it on.
          "function choose(i,q){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();var g=q?null:sec.closest('[data-tl-sync]');"
-         "if(g)g.querySelectorAll('section.steptl').forEach(function(o){if(o!==sec&&o.chooseStep)o.chooseStep(i,1);});}"
+         "if(g)g.querySelectorAll('section.steptl[data-stage=\"'+d.stage+'\"]').forEach(function(o){if(o!==sec&&o."
+         "chooseStep)"
+         "o.chooseStep(i,1);});}"
          "function zoom(f,c){var s=(z1-z0)*f;s=Math.min(1,Math.max(1e-6,s));var m=z0+(z1-z0)*c;"
          "z0=Math.max(0,Math.min(1-s,m-s*c));z1=z0+s;draw();}"
          "function pan(f){var s=z1-z0;z0=Math.max(0,Math.min(1-s,z0+f*s));z1=z0+s;draw();}"
@@ -80,38 +96,66 @@ void write_step_timeline_head(std::ostream& out) {
          "sec.chooseStep=choose;choose(d.def,1);});});</script>\n";
 }
 
-void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu, const std::vector<std::size_t>& also, std::size_t budget_bytes) {
-  // Training steps only: they are what `--steps` counts, so each drawn step
-  // has its export command.
-  const auto& steps = s.train;
-  if (steps.empty()) return;
-  const char* stage = "train";
+namespace {
+
+// One stage's timeline section within `budget` bytes; returns the bytes its
+// slices take (estimated, kTimelineSliceBytes each).
+std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s, const char* stage,
+                                 const std::vector<StepRecord>& steps, const std::string& id, std::ostream& out,
+                                 const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem,
+                                 std::size_t budget, const std::vector<std::size_t>& also) {
+  const bool train = std::string_view(stage) == "train";
   const auto by_begin = sorted_by_begin(p);
   const GpuWork work = gpu ? gpu_work_of(*gpu, p.meta.pid) : GpuWork{};
-  std::vector<std::size_t> counts(steps.size());
-  for (std::size_t i = 0; i < steps.size(); ++i)
+  const OpWork op_work = ops ? op_work_of(*ops, p.meta.pid) : OpWork{};
+  const MemWork mem_work = mem ? mem_work_of(*mem, p.meta.pid) : MemWork{};
+  // Past the aggregator's cap on kept op calls a step's ops are missing:
+  // such a step is marked, not shown as one without ops.
+  std::uint64_t ops_kept_until = UINT64_MAX;
+  if (ops && ops->intervals_dropped) {
+    ops_kept_until = 0;
+    for (const auto& o : ops->intervals) ops_kept_until = std::max(ops_kept_until, o.begin_ns);
+  }
+  std::vector<std::size_t> counts(steps.size()), op_counts(steps.size()), mem_counts(steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
     counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size() +
                 (work.by_begin.empty() ? 0 : step_gpu_slices(work, steps[i].begin_ns, steps[i].end_ns).size());
-  const TimelineChoice c = choose_timeline_steps(steps, counts, budget_bytes, kTimelineSlowest, also);
-  // Names (actions', GPU work's): only those the embedded steps use, indexed compactly.
-  std::map<std::pair<bool, std::uint32_t>, std::size_t> name_index;
-  std::vector<std::pair<bool, std::uint32_t>> names;
+    op_counts[i] = step_op_count(op_work, steps[i].begin_ns, steps[i].end_ns);
+    mem_counts[i] = step_mem_count(mem_work, steps[i].begin_ns, steps[i].end_ns);
+  }
+  const TimelineChoice c = choose_timeline_steps(steps, counts, budget, kTimelineSlowest, also);
+  const auto op_caps = timeline_op_caps(c, op_counts, budget);
+  // Memory markers last, in what the ops left.
+  std::size_t ops_taken = 0;
+  for (auto n : op_caps) ops_taken += n;
+  const std::size_t slices_left = budget > c.used_bytes ? (budget - c.used_bytes) / kTimelineSliceBytes : 0;
+  const auto mem_caps = share_in_priority(c, mem_counts, slices_left - std::min(slices_left, ops_taken));
+  // Names (actions', GPU work's, ops'): only those the embedded steps use, indexed compactly.
+  enum Kind { action, gpu_work, op };
+  std::map<std::pair<Kind, std::uint32_t>, std::size_t> name_index;
+  std::vector<std::pair<Kind, std::uint32_t>> names;
   std::string body;
-  auto rows = [&](const std::vector<StepSlice>& v, bool is_gpu) {
+  std::size_t bytes = 0, thinned_steps = 0, with_ops = 0, mem_thinned = 0, past_cap = 0;
+  auto rows = [&](const std::vector<StepSlice>& v, Kind kind) {
     for (std::size_t j = 0; j < v.size(); ++j) {
       const auto& sl = v[j];
-      auto [it, fresh] = name_index.try_emplace({is_gpu, sl.action}, names.size());
-      if (fresh) names.push_back({is_gpu, sl.action});
+      auto [it, fresh] = name_index.try_emplace({kind, sl.action}, names.size());
+      if (fresh) names.push_back({kind, sl.action});
       body += (j ? ",[" : "[") + std::to_string(it->second) + "," + std::to_string(sl.tid) + "," +
               std::to_string(sl.begin_ns) + "," + std::to_string(sl.end_ns) + "," + std::to_string(sl.depth) + "]";
     }
+    bytes += v.size() * kTimelineSliceBytes;
   };
   for (std::size_t k = 0; k < c.steps.size(); ++k) {
     const std::size_t i = c.steps[k];
     auto slices = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns);
     auto gpu_slices =
         work.by_begin.empty() ? std::vector<StepSlice>{} : step_gpu_slices(work, steps[i].begin_ns, steps[i].end_ns);
+    // Ops before the cut below: they nest under the step's actions, all of them.
+    auto op_slices =
+        op_counts[i] ? step_op_slices(op_work, slices, steps[i].begin_ns, steps[i].end_ns) : std::vector<StepSlice>{};
+    const std::size_t op_total = op_slices.size();
+    op_slices = thin_ops(std::move(op_slices), op_caps[i]);
     // Over the budget alone (the slowest step only): the actions first, then GPU work, up to the cap.
     const bool cut = i == c.default_step && c.slice_cap && slices.size() + gpu_slices.size() > c.slice_cap;
     if (cut) {
@@ -120,44 +164,111 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
     }
     body += std::string(k ? ",\n" : "") + "{\"i\":" + std::to_string(steps[i].index) +
             ",\"b\":0,\"e\":" + std::to_string(steps[i].duration_ns()) + (cut ? ",\"cut\":1" : "") + ",\"s\":[";
-    rows(slices, false);
+    rows(slices, action);
     body += "]";
     if (!gpu_slices.empty()) {
       body += ",\"g\":[";
-      rows(gpu_slices, true);
+      rows(gpu_slices, gpu_work);
       body += "]";
+    }
+    if (op_total) {
+      ++with_ops;
+      body += ",\"o\":[";
+      rows(op_slices, op);
+      body += "]";
+      if (op_slices.size() < op_total) {
+        ++thinned_steps;
+        body += ",\"ot\":" + std::to_string(op_total - op_slices.size());
+      }
+    }
+    if (steps[i].end_ns > ops_kept_until) {
+      ++past_cap;
+      body += ",\"ox\":1";
+    }
+    if (mem_counts[i]) {
+      // Allocator events: [tid, ns from begin, bytes (< 0 freed), flags (1 CUDA, 2 OOM)].
+      const auto marks = step_mem_marks(mem_work, steps[i].begin_ns, steps[i].end_ns, mem_caps[i]);
+      body += ",\"m\":[";
+      for (std::size_t j = 0; j < marks.size(); ++j)
+        body += (j ? ",[" : "[") + std::to_string(marks[j].tid) + "," + std::to_string(marks[j].t_ns) + "," +
+                std::to_string(marks[j].bytes) + "," + std::to_string(marks[j].flags) + "]";
+      body += "]";
+      bytes += marks.size() * kTimelineSliceBytes;
+      if (marks.size() < mem_counts[i]) {
+        ++mem_thinned;
+        body += ",\"mt\":" + std::to_string(mem_counts[i] - marks.size());
+      }
     }
     body += "}";
   }
-  const std::string cmd = "ltrace-bpf report TRACE --steps N-N --perfetto step-N.pftrace";
-  out << "<section class=\"steptl\" id=\"" << id << "-timeline\" data-stage=\"" << stage << "\"><h3>Step timeline ("
-      << stage << ")</h3>\n<noscript><p class=\"note\">The step timeline is drawn by script: turn script on to see "
+  // --steps counts training steps: the other stages' steps have no export command.
+  const std::string cmd = train ? "ltrace-bpf report TRACE --steps N-N --perfetto step-N.pftrace" : "";
+  const std::string sid = id + (train ? "-timeline" : std::string("-timeline-") + stage);
+  out << "<section class=\"steptl\" id=\"" << sid << "\" data-stage=\"" << stage << "\"><h3>Step timeline (" << stage
+      << ")</h3>\n<noscript><p class=\"note\">The step timeline is drawn by script: turn script on to see "
       << "it (the tables below do not need it).</p></noscript>\n<p>Step <input class=\"tl-step\" type=\"number\" "
       << "min=\"0\" max=\"" << steps.size() - 1 << "\" value=\"" << steps[c.default_step].index
       << "\"> <button class=\"tl-in\">zoom in</button> <button class=\"tl-out\">zoom out</button> <button "
          "class=\"tl-left\">&larr;</button> <button class=\"tl-right\">&rarr;</button> <button "
          "class=\"tl-reset\">whole step</button><span class=\"tl-info\"></span></p>\n"
-      << "<p class=\"note\">One step at full resolution: its actions on their threads, nested by depth, and its GPU "
-         "kernels and "
-         "copies on stream rows when recorded (wheel or "
+      << "<p class=\"note\">One step at full resolution: its actions on their threads, nested by depth, "
+      << (ops ? "the aten ops under the actions they ran in (grey-blue), " : "")
+      << (mem && !mem_work.by_ts.empty()
+              ? "allocator events as ticks on a memory row per thread (green: allocated, red: freed), "
+              : "")
+      << "and its GPU kernels and copies on stream rows when recorded (wheel or "
          "buttons to zoom, drag to pan). Click a bar or point in the step charts above to choose a step. Embedded: "
       << c.steps.size() << " of " << steps.size() << " steps (the " << kTimelineSlowest
       << " slowest, the median, the first and the last" << (also.empty() ? "" : ", then the other ranks' ones")
-      << ", within " << budget_bytes / 1024 << " KiB"
-      << (c.left_out ? "; " + std::to_string(c.left_out) + " left out for that budget" : std::string())
-      << "); any step as a Perfetto/Chrome file: <code>" << cmd << "</code> (N: the step).</p>\n"
+      << ", within " << budget / 1024 << " KiB"
+      << (c.left_out ? "; " + std::to_string(c.left_out) + " left out for that budget" : std::string()) << ")";
+  if (thinned_steps)
+    out << "; ops thinned in " << thinned_steps << " of the " << with_ops
+        << " steps with ops, for that budget (kept: the outermost calls first, the longest first)";
+  if (past_cap)
+    out << "; " << past_cap << " embedded steps end after the last op call kept (the first " << kMaxOpIntervals
+        << " calls are kept, " << ops->intervals_dropped << " were not): their ops are missing or partial";
+  if (mem_thinned)
+    out << "; memory events thinned in " << mem_thinned << " steps (kept: out-of-memory events, then the largest)";
+  if (train) out << "; any step as a Perfetto/Chrome file: <code>" << cmd << "</code> (N: the step)";
+  out << ".</p>\n"
       << "<div class=\"tl-draw\"></div>\n<script type=\"application/json\" class=\"tl-data\">{\"stage\":\"" << stage
       << "\",\"tid\":" << s.tid << ",\"charts\":\"" << id << "-steps\",\"def\":" << steps[c.default_step].index
       << ",\"cmd\":\"" << cmd << "\",\"names\":[";
   for (std::size_t k = 0; k < names.size(); ++k) {
     // json_escape leaves "</" as is: escape '<' so no name can close the block.
     std::string safe;
-    const auto [is_gpu, n] = names[k];
-    for (char ch : json_string(is_gpu ? gpu->names[n] : p.actions[names[k].second].name))
-      safe += ch == '<' ? std::string("\\u003c") : std::string(1, ch);
+    const auto [kind, n] = names[k];
+    const std::string& name = kind == gpu_work ? gpu->names[n]
+                              : kind == op     ? (n < ops->names.size() ? ops->names[n] : std::string())
+                                               : p.actions[n].name;
+    for (char ch : json_string(name)) safe += ch == '<' ? std::string("\\u003c") : std::string(1, ch);
     out << (k ? "," : "") << safe;
   }
   out << "],\"steps\":[\n" << body << "]}</script>\n</section>\n";
+  return bytes;
+}
+
+}  // namespace
+
+void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
+                         const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem,
+                         const std::vector<std::size_t>& also, std::size_t budget_bytes) {
+  // One section per stage with steps; the process's budget is shared: each
+  // stage takes at most an equal share of what the stages before it left.
+  const auto stages = stages_of(s);
+  std::size_t remaining = 0;
+  for (const auto& st : stages) remaining += !st.steps->empty();
+  std::size_t left = budget_bytes;
+  for (const auto& [stage, steps] : stages) {
+    if (steps->empty()) continue;
+    // `also` holds training-step positions (the merged page's other ranks').
+    static const std::vector<std::size_t> none;
+    const bool train = std::string_view(stage) == "train";
+    const std::size_t used =
+        write_stage_timeline(p, s, stage, *steps, id, out, gpu, ops, mem, left / remaining--, train ? also : none);
+    left -= std::min(left, used);
+  }
 }
 
 }  // namespace lt

@@ -1,4 +1,4 @@
-// The HTML page's step timeline: one chosen training step drawn at full
+// The HTML page's step timeline: one chosen step of a stage drawn at full
 // resolution (actions nested by depth on their thread rows), zoomable and
 // pannable.  The slices of a bounded set of steps (step_slices.h) are
 // embedded as compact JSON in a <script type="application/json"> block; the
@@ -11,6 +11,8 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/memory.h"
+#include "reports/aggregate/ops.h"
 #include "reports/aggregate/step_slices.h"
 #include "reports/aggregate/steps.h"
 
@@ -18,15 +20,22 @@ namespace lt {
 
 // The timeline's style and script (once, in <head>, after the dashboard's).
 void write_step_timeline_head(std::ostream& out);
-// The training steps of `s` for process `p` (nothing without any); `id`: the
-// process's chart prefix (process_chart_id), whose step charts' bars select
-// the step drawn.
+// One section per stage of `s` with steps (train, validation, test,
+// predict) for process `p` (nothing without any), sharing the process's
+// budget; `id`: the process's chart prefix (process_chart_id), whose step
+// charts' bars select the step drawn.
 // `gpu`: kept slices (GpuAggregator(keep_slices)): the step's kernels and
 // copies on stream rows; null: none.
-// `also`: more step positions to embed while they fit the budget, after the
-// process's own (choose_timeline_steps); `budget_bytes`: of its embedded slices.
+// `ops`: kept op intervals (OpAggregator keep_intervals): the step's aten
+// ops under the actions they ran in (step_op_slices); null: none.
+// `also`: more training-step positions to embed while they fit, after the
+// process's own (choose_timeline_steps: the merged page's other ranks');
+// `budget_bytes`: the process's, shared by its stages.
+// `mem`: kept allocator events (MemoryAggregator keep_events): instant
+// markers on a memory row per thread (step_mem_marks); null: none.
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu = nullptr, const std::vector<std::size_t>& also = {},
+                         const GpuReport* gpu = nullptr, const OpsReport* ops = nullptr,
+                         const MemoryReport* mem = nullptr, const std::vector<std::size_t>& also = {},
                          std::size_t budget_bytes = kTimelineBudgetBytes);
 
 }  // namespace lt

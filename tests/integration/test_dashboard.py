@@ -173,6 +173,14 @@ def trace_slices_in(tmp, begin, end):
                   if e["pid"] == pid and e["ts"] >= begin and e["ts"] + e["dur"] <= end)
 
 
+def stage_section(dom, stage="train"):
+    """The step timeline section of `stage` in the DOM (each stage with steps has its own)."""
+    sid = "timeline" if stage == "train" else "timeline-" + stage
+    m = re.search(r'<section class="steptl" id="p\d+-%s" data-stage="%s".*?</section>' % (sid, stage), dom, re.S)
+    assert m, stage
+    return m.group(0)
+
+
 def page_slices(d, entry):
     return sorted((d["names"][s[0]], s[2], s[3]) for s in entry["s"])
 
@@ -196,11 +204,15 @@ def test_step_timeline_slices_are_the_steps_actions(run):
         for (n, gb, ge), (_, wb, we) in zip(got, exp):
             assert abs(gb - wb) <= 2 and abs(ge - we) <= 2, (n, gb, ge, wb, we)
             assert 0 <= gb <= ge <= entry["e"]
-    # The drawn step's rectangles are its slices.
-    drawn = [attrs(t) for t in re.findall(r'<rect class="sl"[^>]*>', dom)]
+    # The drawn step's rectangles are its slices (in the train section: the
+    # validation steps have their own).
+    drawn = [attrs(t) for t in re.findall(r'<rect class="sl"[^>]*>', stage_section(dom))]
     entry = [s for s in d["steps"] if s["i"] == d["def"]][0]
     assert sorted((r["data-name"], int(r["data-b"]), int(r["data-e"])) for r in drawn) == page_slices(d, entry)
     assert "--steps %d-%d" % (d["def"], d["def"]) in dom  # the export hint of the drawn step
+    # The validation steps have their own timeline, drawn on load.
+    v = all_timeline_data(html)["validation"]
+    assert 'data-drawn="%d"' % v["def"] in stage_section(dom, "validation") and v["cmd"] == ""
 
 
 def test_clicking_a_step_bar_draws_that_step(run, tmp_path):
@@ -220,7 +232,7 @@ def test_clicking_a_step_bar_draws_that_step(run, tmp_path):
     out = dom.stdout
     assert 'data-drawn="%d"' % other["i"] in out
     assert re.search(r'<svg[^>]*class="tl"[^>]*data-step="%d"' % other["i"], out)
-    drawn = [attrs(t) for t in re.findall(r'<rect class="sl"[^>]*>', out)]
+    drawn = [attrs(t) for t in re.findall(r'<rect class="sl"[^>]*>', stage_section(out))]
     assert sorted((r["data-name"], int(r["data-b"]), int(r["data-e"])) for r in drawn) == page_slices(d, other)
 
 
@@ -242,3 +254,128 @@ def test_page_loads_with_script_off(run, tmp_path):
     assert "<noscript><p class=\"note\">The step timeline is drawn by script" in html
     assert '<table class="simple">' in out and "run_training_batch" in out  # the tables remain
     assert '<svg class="chart steptime"' in out  # and the SVG charts
+
+
+# A second run: fit with op and allocator records on (`--report ops
+# --profile-memory`), then trainer.test()
+# (4 batches, by construction: 32 samples of batch 8) and trainer.predict()
+# (3 batches: 24 of 8), for the ops in the step timeline and the test and
+# predict step charts.
+TEST_BATCHES, PREDICT_BATCHES = 4, 3
+
+
+@pytest.fixture(scope="module")
+def ops_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dashboard-ops")
+    go, log = tmp / "go", tmp / "job.log"
+    with open(log, "w") as f:
+        job = subprocess.Popen([VENV_PY, TRAIN, "--wait-file", str(go), "--profiler", "none", "--epochs", "1",
+                                "--batches", "6", "--test", "--predict"], stdout=f, stderr=subprocess.STDOUT)
+    wait_for(str(log), "READY", 600, job)
+    err = tmp / "rec.err"
+    rec = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "--report", "ops", "--profile-memory", "-o",
+                            str(tmp / "run.ltrace"), "-v"], stderr=open(err, "w"))
+    wait_for(str(err), "attached", 120, rec)  # torch is loaded before READY: the op probes attach with it
+    go.touch()
+    assert job.wait(180) == 0
+    assert rec.wait(60) == 0
+    r = subprocess.run([LTRACE, "report", str(tmp / "run.ltrace"), "--report", "ops", "--html", str(tmp / "run.html")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp / "prof")]
+    dom = subprocess.run(base + ["--dump-dom", (tmp / "run.html").as_uri()], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    return tmp, (tmp / "run.html").read_text(), dom.stdout
+
+
+def all_timeline_data(html):
+    return {d["stage"]: d for d in (json.loads(m) for m in re.findall(
+        r'<script type="application/json" class="tl-data">(.*?)</script>', html, re.S))}
+
+
+def test_step_timeline_ops_nest_in_the_steps_actions(ops_run):
+    tmp, html, dom = ops_run
+    d = all_timeline_data(html)["train"]
+    entry = [s for s in d["steps"] if s["i"] == d["def"]][0]
+    assert "o" in entry and "ot" not in entry, "ops missing or thinned in a tiny run"
+    names = d["names"]
+    ops = entry["o"]
+    # Real aten ops by name: the model is Linear + ReLU + MSE-style loss, SGD.
+    op_names = {names[o[0]] for o in ops}
+    assert all(n.startswith("aten::") for n in op_names), op_names
+    assert {"aten::linear", "aten::addmm"} & op_names, op_names
+    actions = [(names[s[0]], s[1], s[2], s[3], s[4]) for s in entry["s"]]
+    step = [a for a in actions if a[0].endswith(".training_step")]
+    back = [a for a in actions if a[0].endswith(".backward")]
+    assert len(step) == 1 and len(back) == 1, actions
+
+    def inside(o, a):
+        return a[1] == o[1] and a[2] <= o[2] and o[3] <= a[3]
+
+    in_step = [o for o in ops if inside(o, step[0])]
+    in_back = [o for o in ops if inside(o, back[0])]
+    assert {"aten::linear", "aten::addmm"} & {names[o[0]] for o in in_step}
+    assert in_back, "no op inside backward"
+    for o in ops:
+        assert 0 <= o[2] <= o[3] <= entry["e"], o
+        # Drawn below the innermost action it runs in (deeper rows), never
+        # overlapping an action of its thread's rows at its own depth.
+        holders = [a for a in actions if inside(o, a)]
+        if holders:
+            assert o[4] > max(a[4] for a in holders), (names[o[0]], o, holders)
+        for a in actions:
+            if a[1] == o[1] and a[4] == o[4]:
+                assert a[3] <= o[2] or o[3] <= a[2], (names[o[0]], o, a)
+    # The page drew them as op slices, apart from the actions (in the train
+    # section: the test and predict sections draw their own).
+    sec = stage_section(dom)
+    assert 'data-drawn="%d"' % d["def"] in sec
+    drawn = [attrs(t) for t in re.findall(r'<rect class="sl op"[^>]*>', sec)]
+    assert len(drawn) == len(ops)
+    assert {r["data-name"] for r in drawn} == op_names
+
+
+def test_step_timeline_memory_events(ops_run):
+    """The allocator events of the drawn training step, as markers: on the
+    loop's thread, inside the step, allocations in the forward
+    (training_step: activations) and drawn as ticks."""
+    tmp, html, dom = ops_run
+    d = all_timeline_data(html)["train"]
+    entry = [s for s in d["steps"] if s["i"] == d["def"]][0]
+    assert "m" in entry and "mt" not in entry
+    marks = entry["m"]
+    assert all(0 <= m[1] < entry["e"] and m[3] == 0 for m in marks)  # CPU, inside the step
+    assert any(m[0] == d["tid"] for m in marks)
+    step = [s for s in entry["s"] if d["names"][s[0]].endswith(".training_step")][0]
+    assert any(m[0] == step[1] and step[2] <= m[1] <= step[3] and m[2] > 0 for m in marks)
+    assert any(m[2] < 0 for m in marks)  # and frees
+    drawn = [attrs(t) for t in re.findall(r'<rect class="mem"[^>]*>', stage_section(dom))]
+    assert sorted(int(r["data-t"]) for r in drawn) == sorted(m[1] for m in marks)
+
+
+def test_test_and_predict_steps_are_charted(ops_run):
+    tmp, html, dom = ops_run
+    for stage, n in (("test", TEST_BATCHES), ("predict", PREDICT_BATCHES)):
+        head, body = chart(dom, "steptime", stage)
+        assert int(head["data-steps"]) == n, (stage, head)
+        assert len(re.findall(r"<circle [^>]*>", body)) == n
+        phead, pbody = chart(dom, "parts", stage)
+        bars = [attrs(t) for t in re.findall(r'<g class="bar"[^>]*>', pbody)]
+        assert len(bars) == n
+        parts = ("dataloader", "step", "backward", "optimizer", "hooks", "other")
+        for bar in bars:
+            assert sum(int(bar["data-%s-ns" % k]) for k in parts) == int(bar["data-ns"])
+            assert int(bar["data-step-ns"]) > 0 and int(bar["data-backward-ns"]) == 0
+    # Each stage has its own step timeline, drawn on load, with its step's
+    # actions and ops (the step function's forward ops).
+    data = all_timeline_data(html)
+    assert set(data) == {"train", "test", "predict"}
+    for stage, fn in (("test", ".test_step"), ("predict", ".predict_step")):
+        d = data[stage]
+        assert len(d["steps"]) == (TEST_BATCHES if stage == "test" else PREDICT_BATCHES)
+        assert re.search(r'<section class="steptl" id="p\d+-timeline-%s" data-stage="%s" data-drawn="%d"'
+                         % (stage, stage, d["def"]), dom), stage
+        entry = [s for s in d["steps"] if s["i"] == d["def"]][0]
+        assert any(d["names"][s[0]].endswith(fn) for s in entry["s"])
+        assert any(d["names"][o[0]] in ("aten::linear", "aten::addmm") for o in entry.get("o", []))

@@ -285,3 +285,51 @@ TEST(Steps, FetchInsideTheBodyBelongsToIt) {
     EXPECT_EQ(s.train[i].part_ns[size_t(StepPart::other)], 12 * ms);
   }
 }
+
+TEST(Steps, TestAndPredictStepsFromTheirHooks) {
+  // Lightning's test and predict loops (lightning-profilers-spec.md): the
+  // fetch ([_EvaluationLoop].test_next, [_PredictionLoop].predict_next),
+  // the batch-start hooks, the step function, the batch-end hooks.
+  Builder b;
+  b.p.meta.pid = 7;
+  for (int i = 0; i < 3; ++i) {
+    const double t = 10.0 * i;
+    b.add("[_EvaluationLoop].test_next", t, t + 1);
+    b.add("[Callback]TQDMProgressBar.on_test_batch_start", t + 1, t + 1.5);
+    b.add("[Strategy]SingleDeviceStrategy.test_step", t + 1.5, t + 4.5);
+    b.add("[LightningModule]Model.on_test_batch_end", t + 4.5, t + 5);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const double t = 100.0 + 10.0 * i;
+    b.add("[_PredictionLoop].predict_next", t, t + 2);
+    b.add("[Strategy]SingleDeviceStrategy.batch_to_device", t + 2, t + 2.5);
+    b.add("[Callback]TQDMProgressBar.on_predict_batch_start", t + 2.5, t + 3);
+    b.add("[Strategy]SingleDeviceStrategy.predict_step", t + 3, t + 7);
+    b.add("[Callback]TQDMProgressBar.on_predict_batch_end", t + 7, t + 8);
+  }
+  // The last failing fetch of the test loop (no step): not a step.
+  b.add("[_EvaluationLoop].test_next", 30, 30.5);
+  const ProcessSteps s = step_records(b.p);
+  EXPECT_TRUE(s.train.empty() && s.validation.empty());
+  ASSERT_EQ(s.test.size(), 3u);
+  ASSERT_EQ(s.predict.size(), 2u);
+  for (const auto& st : s.test) {
+    EXPECT_EQ(st.duration_ns(), 5 * ms);
+    EXPECT_EQ(st.part_ns[size_t(StepPart::dataloader)], 1 * ms);
+    EXPECT_EQ(st.part_ns[size_t(StepPart::step)], 3 * ms);
+    EXPECT_EQ(st.part_ns[size_t(StepPart::hooks)], 1 * ms);
+  }
+  EXPECT_EQ(s.test[2].index, 2u);
+  EXPECT_EQ(s.predict[1].begin_ns, 110 * ms);
+  EXPECT_EQ(s.predict[1].duration_ns(), 8 * ms);
+  EXPECT_EQ(s.predict[0].part_ns[size_t(StepPart::dataloader)], 2500000u);  // fetch + transfer
+  EXPECT_EQ(s.predict[0].part_ns[size_t(StepPart::step)], 4 * ms);
+  // Both charted on the page, with their own step-time and parts charts.
+  std::ostringstream out;
+  write_step_charts(s, "p7", "Steps", out);
+  const std::string html = out.str();
+  EXPECT_NE(html.find("<svg class=\"chart steptime\" id=\"p7-steptime-test-svg\" data-stage=\"test\" data-steps=\"3\""),
+            std::string::npos);
+  EXPECT_NE(html.find("id=\"p7-steptime-predict-svg\" data-stage=\"predict\" data-steps=\"2\""), std::string::npos);
+  EXPECT_NE(html.find("<svg class=\"chart parts\" data-stage=\"predict\" data-steps=\"2\""), std::string::npos);
+}

@@ -116,7 +116,8 @@ def main():
     ap.add_argument("--accelerator", default="cpu", help="cpu (default) or gpu")
     ap.add_argument("--manual", action="store_true")
     ap.add_argument("--val", action="store_true")
-    ap.add_argument("--test", action="store_true")
+    ap.add_argument("--test", action="store_true", help="trainer.test() after fit: 4 batches of 8")
+    ap.add_argument("--predict", action="store_true", help="trainer.predict() after fit (and test): 3 batches of 8")
     ap.add_argument("--loops", type=int, default=1, help="repeat fit N times (long-running target)")
     ap.add_argument("--until-file", help="keep repeating fit until this file exists")
     ap.add_argument("--warmup", type=int, default=0, help="report steady-state steps/s after this many steps")
@@ -171,6 +172,8 @@ def main():
         print(f"RUN_DELAY fit={run_delay_s() - d0:.6f}", flush=True)
         if args.test:
             trainer.test(model, DataLoader(RandomDataset(32, 32), batch_size=8), verbose=False)
+        if args.predict:
+            trainer.predict(model, DataLoader(RandomDataset(32, 24), batch_size=8), return_predictions=False)
         w = model.net[0].weight.detach()
         result = float(w.sum())
         steps = trainer.global_step
