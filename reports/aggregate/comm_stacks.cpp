@@ -21,8 +21,9 @@ struct Pending {
 
 struct Proc {
   ProcessCommStacks out;
-  int layout = -1;                                                    // TensorImpl layout learnt (decode_comm_tensor)
-  std::unordered_map<std::uint32_t, Pending> pending;                 // tid -> the COMM awaiting its stack
+  bool asked = false;                                  // a COMM said a stack would follow (--launch-stacks was on)
+  int layout = -1;                                     // TensorImpl layout learnt (decode_comm_tensor)
+  std::unordered_map<std::uint32_t, Pending> pending;  // tid -> the COMM awaiting its stack
   std::map<std::pair<std::uint8_t, std::string>, std::size_t> index;  // (kind, raw frames) -> row
 };
 
@@ -40,6 +41,7 @@ struct CommStackAggregator::State {
       ++p.out.calls_without;
       return;
     }
+    p.asked = true;
     std::uint64_t bytes = 0;
     if (e.flags & LT_COMM_HAS_TENSOR)
       if (auto t = decode_comm_tensor(e.impl, p.layout)) {
@@ -128,7 +130,7 @@ CommStacksReport CommStackAggregator::finish() {
   for (auto& [pid, p] : s_->procs) {
     p.out.calls_without += p.pending.size();
     p.pending.clear();
-    if (p.out.rows.empty() && p.out.calls == 0) continue;
+    if (!p.asked) continue;  // stacks were not taken here: no section for it
     std::stable_sort(p.out.rows.begin(), p.out.rows.end(),
                      [](const CommStackRow& a, const CommStackRow& b) { return a.calls > b.calls; });
     rep.processes.push_back(std::move(p.out));

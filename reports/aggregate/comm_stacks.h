@@ -31,7 +31,7 @@ struct ProcessCommStacks {
 };
 
 struct CommStacksReport {
-  std::vector<ProcessCommStacks> processes;  // by pid; only processes with stacks
+  std::vector<ProcessCommStacks> processes;  // by pid; those whose calls were to carry stacks
 };
 
 class CommStackAggregator {

@@ -199,13 +199,19 @@ void one_round(Gen& g, const std::string& kind, std::uint64_t i) {
     c.backend = LT_COMM_GLOO;
     c.peer = -1;
     c.ntensors = 1;
-    c.flags = LT_COMM_HAS_TENSOR;
+    c.flags = LT_COMM_HAS_TENSOR | LT_COMM_HAS_STACK;
     c.impl[2] = 1;        // ndim
     c.impl[3] = 1 + i;    // size
     c.impl[8] = 1;        // stride
     c.impl[14] = 1 + i;   // numel
     c.impl[15] = i % 16;  // dtype
     g.put(c, LT_EV_COMM);
+    // ...each with another Python stack (--launch-stacks): rows stay bounded.
+    lt_py_sample_event st{};
+    st.nframes = 2;
+    st.frames[0].code = 0x100000 + i;
+    st.frames[1].code = 0x1000;
+    g.put(st, LT_EV_COMM_STACK);
     g.action(LT_EV_ACTION_END, i, "");
   } else if (kind == "pids") {
     const auto pid = static_cast<lt::u32>(100 + i);

@@ -16,6 +16,7 @@
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "reports/comm/comm_report.h"
+#include "reports/comm/comm_stacks_section.h"
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
 #include "reports/memory/memory_report.h"
@@ -38,6 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   lt::DeviceStatsAggregator dev(actions);
   lt::MemoryAggregator mem(actions, {.keep_events = true});
   lt::CommAggregator comm(actions, {.keep_calls = true});
+  lt::CommStackAggregator comm_stacks;
   lt::CompileAggregator compiles(&actions);
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
@@ -47,6 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     dev.add(h, p);
     mem.add(h, p);
     comm.add(h, p);
+    comm_stacks.add(h, p);
     compiles.add(h, p);
   });
   auto rep = actions.finish();
@@ -57,6 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)lt::render_memory_report(memory, {&rep});
   (void)lt::render_cuda_memory_stats(memory, {&rep});
   (void)lt::render_comm_report(comm.finish(), {&rep});
+  (void)lt::render_comm_stacks(comm_stacks.finish(), {&rep});
   const auto comp = compiles.finish();
   for (const auto& [pid, cp] : comp.procs) (void)lt::render_compile_section(pid, cp, comp.window_begin_ns);
   for (const auto& p : gpu.finish().processes) {

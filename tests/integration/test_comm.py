@@ -11,6 +11,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
 
 ROUNDS = 20
@@ -90,7 +92,48 @@ def parse_comm_report(text):
     return rows, groups
 
 
-def test_comm_counts_bytes_and_reference(tmp_path):
+def call_lines():
+    """The line of each call in comm_gloo.py's one_round: (collective, line)."""
+    calls = {"dist.all_reduce(a)": "all_reduce", "dist.all_reduce(s)": "all_reduce", "dist.broadcast(": "broadcast",
+             "dist.all_gather(": "all_gather", "dist.barrier()": "barrier", "dist.send(": "send", "dist.recv(": "recv"}
+    out = []
+    with open(os.path.join(WORKLOADS, "comm_gloo.py")) as f:
+        for no, text in enumerate(f, 1):
+            for call, kind in calls.items():
+                if text.strip().startswith(call):
+                    out.append((kind, no))
+    assert len(out) == len(calls), out
+    return out
+
+
+def parse_comm_stacks(text):
+    """rank -> {(collective, line of its one_round frame): calls} from the stacks section."""
+    part = text.split("Collectives by Python stack", 1)
+    assert len(part) == 2, text
+    out, rank, kind, calls = {}, None, None, 0
+    for line in part[1].splitlines():
+        m = re.match(r"pid \d+ rank (\d+) .*: (\d+) calls with a stack", line)
+        if m:
+            rank = int(m.group(1))
+            out[rank] = {}
+            continue
+        m = re.match(r"  (\w+): (\d+) calls, \d+ bytes$", line)
+        if m:
+            kind, calls = m.group(1), int(m.group(2))
+            continue
+        m = re.match(r"    one_round \(.*comm_gloo\.py:(\d+)\)$", line)
+        if m and rank is not None and kind:
+            key = (kind, int(m.group(1)))
+            out[rank][key] = out[rank].get(key, 0) + calls
+            kind = None
+    return out
+
+
+# Default: uprobe_multi links, and each call's Python stack (--launch-stacks).
+# LTRACE_NO_UPROBE_MULTI=1: the fallback for kernels without them (one
+# perf-event uprobe per method) must count the same.
+@pytest.mark.parametrize("mode", ["multi+stacks", "perf-event"])
+def test_comm_counts_bytes_and_reference(tmp_path, mode):
     # Reference: the same job under torch.profiler, not attached.
     ref_tmp = tmp_path / "ref"
     job, _ = start_job(ref_tmp, "--profile")
@@ -105,10 +148,13 @@ def test_comm_counts_bytes_and_reference(tmp_path):
     run = tmp_path / "traced"
     job, log = start_job(run)
     trace = run / "comm.lt"
+    stacks = mode == "multi+stacks"
+    env = dict(os.environ, LTRACE_NO_UPROBE_MULTI="0" if stacks else "1")
     try:
         with open(run / "lt.out", "w") as lo, open(run / "lt.err", "w") as le:
             lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm", "-o",
-                                   str(trace)], stdout=lo, stderr=le)
+                                   str(trace)] + (["--launch-stacks"] if stacks else []), stdout=lo, stderr=le,
+                                  env=env)
         # every rank adopted (the window opens), and the comm probes in: with
         # --children one probe set serves every process mapping the file
         wait_for(str(run / "lt.err"), "attached:", 120, lt)
@@ -120,7 +166,9 @@ def test_comm_counts_bytes_and_reference(tmp_path):
         if job.poll() is None:
             kill_tree(job)
     live = (run / "lt.out").read_text()
-    rows, groups = parse_comm_report(live)
+    err = (run / "lt.err").read_text()
+    assert ("as uprobe_multi links" if stacks else "as perf-event uprobes") in err, err
+    rows, groups = parse_comm_report(live.split("Collectives by Python stack", 1)[0])
     assert sorted(rows) == [0, 1], live
     for r in (0, 1):
         want = dict(EXPECTED)
@@ -134,6 +182,15 @@ def test_comm_counts_bytes_and_reference(tmp_path):
             ours[kind] = ours.get(kind, 0) + n
         theirs = {PROFILER_NAMES[k]: n for k, n in ref[r]["ops"].items() if k in PROFILER_NAMES}
         assert ours == theirs, (ours, ref[r]["ops"])
+
+    if stacks:
+        # Every call with its stack, each under the line of one_round that made it.
+        by_site = parse_comm_stacks(live)
+        for r in (0, 1):
+            want = {(k, line): ROUNDS for k, line in call_lines() if k not in ("send", "recv") or k == P2P[r][0]}
+            assert by_site[r] == want, (r, by_site[r], want)
+    else:
+        assert "Collectives by Python stack" not in live
 
     # the job computed the same with and without us
     traced = rank_results(run)

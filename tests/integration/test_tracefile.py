@@ -294,13 +294,13 @@ def test_report_of_a_fifo_a_directory_and_a_device(tmp_path):
 
 # Crafted traces that were slow to report (issue 20, point 10); the fuzz
 # corpus (tests/fuzz/corpus) holds small ones of each kind.
-ADVERSARIAL_KINDS = ["names", "unmatched", "nesting", "codes", "repeat_code", "ops", "gpu", "mem", "pids", "zstd",
-                     "zstd_ops", "resync"]
+ADVERSARIAL_KINDS = ["names", "unmatched", "nesting", "codes", "repeat_code", "ops", "gpu", "mem", "comm", "pids",
+                     "zstd", "zstd_ops", "resync"]
 
 
 def cpu_seconds_of_report(path):
     """CPU time of `report` (all reports), not wall time: the machine is busy."""
-    p = subprocess.Popen([LTRACE, "report", "--report", "simple,advanced,ops,gpu", str(path)],
+    p = subprocess.Popen([LTRACE, "report", "--report", "simple,advanced,ops,gpu,comm", str(path)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)

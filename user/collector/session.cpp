@@ -32,6 +32,7 @@
 #include "user/sources/proctrack.h"
 #include "user/sources/pyactions.h"
 #include "user/sources/pysample.h"
+#include "user/sources/uprobe_multi.h"
 #include "user/torch/compiled_code.h"
 
 namespace lt {
@@ -254,8 +255,12 @@ void Session::mark_attached(std::uint64_t t0) {
   stats_.probes = pyactions_->probes() + (optracer_ ? optracer_->probes() : 0) +
                   (memtracer_ ? memtracer_->probes() : 0) + (commtracer_ ? commtracer_->probes() : 0);
   if (opts_.verbose)
-    std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s), %.1f ms%s\n", targets_.live_count(),
-                 stats_.probes, stats_.attach_latency_ms,
+    std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s) as %s, %.1f ms%s\n",
+                 targets_.live_count(), stats_.probes,
+                 kernel_has_uprobe_multi() && uprobe_multi_scopes_processes()
+                     ? "uprobe_multi links"
+                     : "perf-event uprobes (no uprobe_multi, or one that scopes a pid to a thread: Linux < 6.10)",
+                 stats_.attach_latency_ms,
                  optracer_ ? (" (op probes: " + std::to_string(optracer_->probes()) + " in " +
                               std::to_string(static_cast<int>(optracer_->attach_ms())) + " ms)")
                                  .c_str()

@@ -20,9 +20,8 @@ CommProbeSource::CommProbeSource(const ProcTrackSource& shared, int op_stacks_fd
   if (op_stacks_fd >= 0)
     if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd))
       throw bpf_error("share op stacks with commprobe", -err);
-  expect_uprobe_multi(skel_->progs.lt_comm_enter);
-  if (int err = lt_commprobe__load(skel_.get()))
-    throw bpf_error("load commprobe (uprobe_multi needs Linux 6.6+)", -err);
+  uprobes_.prepare(skel_->progs.lt_comm_enter);
+  if (int err = lt_commprobe__load(skel_.get())) throw bpf_error("load commprobe", -err);
 }
 
 CommProbeSource::~CommProbeSource() = default;
@@ -34,8 +33,7 @@ std::size_t CommProbeSource::attach(const std::string& path, pid_t pid, const st
     cookies.push_back(s.cookie);
   }
   if (offsets.empty()) return 0;
-  links_.push_back(attach_uprobe_multi(skel_->progs.lt_comm_enter, path, offsets, cookies, pid, "comm probes"));
-  probes_ += offsets.size();
+  uprobes_.attach(skel_->progs.lt_comm_enter, path, offsets, cookies, pid, "comm probes");
   return offsets.size();
 }
 

@@ -10,6 +10,7 @@
 
 #include "user/sources/bpf_owner.h"
 #include "user/sources/proctrack.h"
+#include "user/sources/uprobe_multi.h"
 
 struct lt_commprobe;
 
@@ -33,12 +34,11 @@ class CommProbeSource {
   // pid -1: every process mapping the file (BPF keeps only targets).
   // Returns how many attached.
   std::size_t attach(const std::string& path, pid_t pid, const std::vector<Site>& sites);
-  std::size_t probes() const { return probes_; }
+  std::size_t probes() const { return uprobes_.probes(); }
 
  private:
   SkeletonPtr<lt_commprobe> skel_;
-  std::vector<OwnedFd> links_;  // one uprobe_multi link per file; closed before the skeleton
-  std::size_t probes_ = 0;
+  EntryUprobes uprobes_;  // released before the skeleton
 };
 
 }  // namespace lt

@@ -27,8 +27,8 @@ GpuSource::GpuSource(const ProcTrackSource& shared, int op_stacks_fd, std::uint6
   // CUDA API entries: uprobe_multi links (one grace period to detach, not one
   // per site: user/sources/uprobe_multi.h).  The bridge's USDT probes stay
   // libbpf's.
-  expect_uprobe_multi(skel_->progs.lt_cuda_entry);
-  if (int err = lt_gpu__load(skel_.get())) throw bpf_error("load gpu (uprobe_multi needs Linux 6.6+)", -err);
+  entries_.prepare(skel_->progs.lt_cuda_entry);
+  if (int err = lt_gpu__load(skel_.get())) throw bpf_error("load gpu", -err);
 }
 
 GpuSource::~GpuSource() = default;
@@ -79,8 +79,7 @@ std::size_t GpuSource::attach_entries(const std::string& path, pid_t pid, const 
   }
   if (offsets.empty()) return 0;
   try {
-    entry_links_.push_back(
-        attach_uprobe_multi(skel_->progs.lt_cuda_entry, path, offsets, cookies, pid, "CUDA entries"));
+    entries_.attach(skel_->progs.lt_cuda_entry, path, offsets, cookies, pid, "CUDA entries");
     return offsets.size();
   } catch (const Error&) {
   }
@@ -88,8 +87,7 @@ std::size_t GpuSource::attach_entries(const std::string& path, pid_t pid, const 
   std::size_t n = 0;
   for (std::size_t i = 0; i < offsets.size(); ++i) {
     try {
-      entry_links_.push_back(
-          attach_uprobe_multi(skel_->progs.lt_cuda_entry, path, {offsets[i]}, {cookies[i]}, pid, "CUDA entry"));
+      entries_.attach(skel_->progs.lt_cuda_entry, path, {offsets[i]}, {cookies[i]}, pid, "CUDA entry");
       ++n;
     } catch (const Error&) {
     }

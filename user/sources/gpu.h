@@ -11,6 +11,7 @@
 
 #include "user/sources/bpf_owner.h"
 #include "user/sources/proctrack.h"
+#include "user/sources/uprobe_multi.h"
 
 struct lt_gpu;
 struct bpf_link;
@@ -53,7 +54,7 @@ class GpuSource {
   SkeletonPtr<lt_gpu> skel_;
   std::set<std::pair<unsigned long, unsigned long>> bridges_;  // (dev, inode): one file, whatever path names it
   std::vector<LinkPtr> links_;                                 // the bridge's USDT probes
-  std::vector<OwnedFd> entry_links_;                           // CUDA API entries: uprobe_multi, one per file
+  EntryUprobes entries_;                                       // CUDA API entries
   std::vector<LinkPtr> session_links_;
 };
 

@@ -21,8 +21,8 @@ MemProbeSource::MemProbeSource(const ProcTrackSource& shared, int op_stacks_fd) 
   if (op_stacks_fd >= 0)
     if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd))
       throw bpf_error("share op stacks with memprobe", -err);
-  expect_uprobe_multi(skel_->progs.lt_mem_hook);
-  if (int err = lt_memprobe__load(skel_.get())) throw bpf_error("load memprobe (uprobe_multi needs Linux 6.6+)", -err);
+  uprobes_.prepare(skel_->progs.lt_mem_hook);
+  if (int err = lt_memprobe__load(skel_.get())) throw bpf_error("load memprobe", -err);
 }
 
 MemProbeSource::~MemProbeSource() = default;
@@ -34,8 +34,7 @@ std::size_t MemProbeSource::attach(const std::string& path, pid_t pid, const std
     cookies.push_back(s.kind);
   }
   if (offsets.empty()) return 0;
-  links_.push_back(attach_uprobe_multi(skel_->progs.lt_mem_hook, path, offsets, cookies, pid, "memory probes"));
-  probes_ += offsets.size();
+  uprobes_.attach(skel_->progs.lt_mem_hook, path, offsets, cookies, pid, "memory probes");
   return offsets.size();
 }
 

@@ -34,7 +34,10 @@ int OpProbeSource::stacks_fd() const {
 void OpProbeSource::attach(const std::string& path, const std::vector<std::uint64_t>& offsets,
                            const std::vector<std::uint64_t>& cookies, pid_t pid) {
   if (offsets.empty()) return;
-  link_fds_.push_back(attach_uprobe_multi(skel_->progs.lt_op_enter, path, offsets, cookies, pid, "op probes"));
+  // Before 6.10 a link scoped to a pid fires on that one thread only
+  // (uprobe_multi.h): every process then, and BPF keeps the targets.
+  link_fds_.push_back(attach_uprobe_multi(skel_->progs.lt_op_enter, path, offsets, cookies,
+                                          uprobe_multi_scopes_processes() ? pid : 0, "op probes"));
   probes_ += offsets.size();
 }
 

@@ -23,9 +23,8 @@ PyActionsSource::PyActionsSource(const ProcTrackSource& shared, bool module_call
   // One uprobe_multi link per site: it detaches in one grace period, where a
   // perf-event uprobe takes one per site (user/sources/uprobe_multi.h).
   for (bpf_program* p : {skel_->progs.lt_next, skel_->progs.lt_gen_throw, skel_->progs.lt_eval_entry})
-    expect_uprobe_multi(p);
-  if (int err = lt_pyactions__load(skel_.get()))
-    throw bpf_error("load pyactions (uprobe_multi needs Linux 6.6+)", -err);
+    uprobes_.prepare(p);
+  if (int err = lt_pyactions__load(skel_.get())) throw bpf_error("load pyactions", -err);
 }
 
 PyActionsSource::~PyActionsSource() = default;
@@ -46,7 +45,7 @@ void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
     // pid -1: every process mapping this file (BPF keeps only targets),
     // which covers children forked later; otherwise one process, all its
     // threads.
-    links_.push_back(attach_uprobe_multi(prog, interp.open_path, {s.file_offset}, {0}, pid, "uprobe " + s.function));
+    uprobes_.attach(prog, interp.open_path, {s.file_offset}, {0}, pid, "uprobe " + s.function);
   }
   attached_.insert(key);
 }

@@ -12,6 +12,7 @@
 #include "user/python/discovery.h"
 #include "user/sources/bpf_owner.h"
 #include "user/sources/proctrack.h"
+#include "user/sources/uprobe_multi.h"
 
 struct lt_pyactions;
 struct bpf_link;
@@ -32,12 +33,12 @@ class PyActionsSource {
   // pid: the process to scope the probes to, or -1 for every process that
   // maps the binary (needed to cover children forked later).
   void attach(const python::Interpreter& interp, pid_t pid);
-  std::size_t probes() const { return links_.size(); }
+  std::size_t probes() const { return uprobes_.probes(); }
 
  private:
   SkeletonPtr<lt_pyactions> skel_;
   bool module_calls_;
-  std::vector<OwnedFd> links_;  // one uprobe_multi link per site; closed before the skeleton
+  EntryUprobes uprobes_;                                                // released before the skeleton
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;  // dev, inode, pid scope
 };
 
