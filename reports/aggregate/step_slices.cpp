@@ -190,6 +190,34 @@ std::vector<StepMark> step_mem_marks(const MemWork& w, std::uint64_t begin_ns, s
   return out;
 }
 
+CommWork comm_work_of(const ProcessComm& comm) {
+  CommWork w;
+  for (const auto& c : comm.calls_kept) w.by_ts.push_back(&c);
+  std::stable_sort(w.by_ts.begin(), w.by_ts.end(),
+                   [](const CommCall* a, const CommCall* b) { return a->ts_ns < b->ts_ns; });
+  return w;
+}
+
+namespace {
+auto first_comm_at(const CommWork& w, std::uint64_t t) {
+  return std::lower_bound(w.by_ts.begin(), w.by_ts.end(), t,
+                          [](const CommCall* c, std::uint64_t v) { return c->ts_ns < v; });
+}
+}  // namespace
+
+std::size_t step_comm_count(const CommWork& w, std::uint64_t begin_ns, std::uint64_t end_ns) {
+  return end_ns > begin_ns ? static_cast<std::size_t>(first_comm_at(w, end_ns) - first_comm_at(w, begin_ns)) : 0;
+}
+
+std::vector<const CommCall*> step_comm_marks(const CommWork& w, std::uint64_t begin_ns, std::uint64_t end_ns,
+                                             std::size_t cap) {
+  std::vector<const CommCall*> out;
+  if (end_ns <= begin_ns) return out;
+  for (auto it = first_comm_at(w, begin_ns); it != w.by_ts.end() && (*it)->ts_ns < end_ns && out.size() < cap; ++it)
+    out.push_back(*it);
+  return out;
+}
+
 OpWork op_work_of(const OpsReport& ops, std::uint32_t pid) {
   OpWork w;
   for (const auto& o : ops.intervals)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
@@ -100,6 +101,17 @@ inline constexpr std::uint8_t kMarkCuda = 1, kMarkOom = 2;
 // The events in [begin_ns, end_ns), at most `cap` of them: out-of-memory
 // events first, then the largest |bytes| first; by thread, then time.
 std::vector<StepMark> step_mem_marks(const MemWork& w, std::uint64_t begin_ns, std::uint64_t end_ns, std::size_t cap);
+
+// c10d calls (CommAggregator keep_calls) as instant markers at their entry:
+// the process's, by time.
+struct CommWork {
+  std::vector<const CommCall*> by_ts;
+};
+CommWork comm_work_of(const ProcessComm& comm);
+std::size_t step_comm_count(const CommWork& w, std::uint64_t begin_ns, std::uint64_t end_ns);
+// The calls entered in [begin_ns, end_ns), the first `cap` of them, by time.
+std::vector<const CommCall*> step_comm_marks(const CommWork& w, std::uint64_t begin_ns, std::uint64_t end_ns,
+                                             std::size_t cap);
 
 // Step positions in embedding priority: the `slowest` longest (longest
 // first), the median (nearest rank), the first and the last; no repeats.

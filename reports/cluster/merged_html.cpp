@@ -295,7 +295,8 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
     }
     const std::string id = "r" + std::to_string(plan.ranks[r].index);
     write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out);
-    write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, nullptr, nullptr, also, budget);
+    write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, nullptr, nullptr, plan.ranks[r].comm,
+                        also, budget);
   }
   out << "</div>\n";
   out << "<h2>Cluster summary</h2>\n<pre>" << html_escape(summary_text) << "</pre>\n</body></html>\n";

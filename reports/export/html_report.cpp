@@ -169,7 +169,7 @@ void memory_sections(const ProcessMemory& pm, std::ostream& out) {
 }  // namespace
 
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks,
-                       const OpsReport* ops, const GpuReport* gpu, const MemoryReport* memory) {
+                       const OpsReport* ops, const GpuReport* gpu, const MemoryReport* memory, const CommReport* comm) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
       << "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
@@ -189,7 +189,11 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     write_step_charts(
         steps[i], process_chart_id(m),
         "Steps of pid " + std::to_string(m.pid) + (m.rank >= 0 ? " (rank " + std::to_string(m.rank) + ")" : ""), out);
-    write_step_timeline(rep.processes[i], steps[i], process_chart_id(m), out, gpu, ops, memory);
+    const ProcessComm* calls = nullptr;
+    if (comm)
+      for (const auto& pc : comm->processes)
+        if (pc.pid == m.pid) calls = &pc;
+    write_step_timeline(rep.processes[i], steps[i], process_chart_id(m), out, gpu, ops, memory, calls);
   }
   if (!rep.host.hostname.empty()) out << "<p>host " << html_escape(rep.host.hostname) << "</p>\n";
   std::uint64_t open = 0, unmatched = 0, estimated = 0;

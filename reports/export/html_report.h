@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
@@ -19,7 +20,8 @@ namespace lt {
 // With `memory` (events kept): per process and device a timeline of live
 // bytes (each point the maximum of its stretch of time, at most 2000 per
 // device; CUDA: reserved bytes too) and the allocation totals.
+// With `comm` (calls kept): the c10d calls in the step timelines.
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks = nullptr,
                        const OpsReport* ops = nullptr, const GpuReport* gpu = nullptr,
-                       const MemoryReport* memory = nullptr);
+                       const MemoryReport* memory = nullptr, const CommReport* comm = nullptr);
 }  // namespace lt

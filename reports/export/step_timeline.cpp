@@ -38,10 +38,13 @@ void write_step_timeline_head(std::ostream& out) {
          "rows[t]=Math.max(rows[t],x[4]+1);});"
          // Allocator events: one row of ticks per thread, keyed 'm'+tid, after the threads' rows.
          "var mk=cur.m||[];mk.forEach(function(x){var t='m'+x[0];if(!(t in rows)){rows[t]=1;order.push(t);}});"
+         // c10d calls: one row of ticks per thread, keyed 'c'+tid.
+         "var ck=cur.c||[];ck.forEach(function(x){var t='c'+x[0];if(!(t in rows)){rows[t]=1;order.push(t);}});"
          "var y0={},h=0;order.forEach(function(t){y0[t]=h+14;h+=14+rows[t]*R;});"
          "var svg=el('svg',{width:W,height:h+2,'class':'tl','data-step':cur.i,'data-z0':z0,'data-z1':z1});"
          "order.forEach(function(t){var l=el('text',{x:2,y:y0[t]-3});l.textContent=(typeof t=='string'?(t[0]=='m'?"
-         "'memory, thread '+t.slice(1):'GPU stream '+t.slice(1)):'thread '+t+(t==d.tid?' (loop)':''));"
+         "'memory, thread '+t.slice(1):t[0]=='c'?'collectives, thread '+t.slice(1):'GPU stream '+t.slice(1)):"
+         "'thread '+t+(t==d.tid?' (loop)':''));"
          "svg.appendChild(l);});"
          "all.forEach(function(x){if(x[3]<a||x[2]>a+span)return;var nm=d.names[x[0]],"
          "x0=(x[2]-a)/span*W,w=Math.max(0.5,(x[3]-x[2])/span*W);if(x0<0){w+=x0;x0=0;}if(x0+w>W)w=W-x0;"
@@ -57,6 +60,11 @@ void write_step_timeline_head(std::ostream& out) {
          "'data-t':x[1],'data-bytes':x[2]});var tt=el('title',{});tt.textContent=(x[3]&2?'out of memory':x[2]<0?"
          "'freed':'allocated')+' '+Math.abs(x[2])+' B'+(x[3]&1?' (CUDA)':' (CPU)');r.appendChild(tt);"
          "svg.appendChild(r);n++;});"
+         // [tid, ns from begin, kind, seq, pg, bytes]: a 2 px purple tick at the call's entry.
+         "ck.forEach(function(x){if(x[1]<a||x[1]>a+span)return;var r=el('rect',{'class':'comm',x:((x[1]-a)/span*W)"
+         ".toFixed(2),y:y0['c'+x[0]],width:2,height:R-2,fill:'#7b3fb0','data-tid':x[0],'data-t':x[1],'data-kind':x[2],"
+         "'data-seq':x[3],'data-pg':x[4],'data-bytes':x[5]});var tt=el('title',{});tt.textContent=x[2]+' #'+x[3]+"
+         "' (pg '+x[4]+'), '+x[5]+' B, entered';r.appendChild(tt);svg.appendChild(r);n++;});"
          "box.appendChild(svg);sec.setAttribute('data-drawn',cur.i);"
          // The draw's own time, read by bench/dashboard_page.py.
          "sec.setAttribute('data-draw-ms',(performance.now()-t0).toFixed(2));"
@@ -65,6 +73,7 @@ void write_step_timeline_head(std::ostream& out) {
          "' more thinned out for the page budget: kept the outermost, longest first)':''):'')"
          "+(cur.ox?' (past the op calls kept: ops missing)':'')+(cur.m?', '+cur.m.length+' memory events'+(cur.mt?' "
          "('+cur.mt+' more thinned out)':''):'')"
+         "+(cur.c?', '+cur.c.length+' c10d calls'+(cur.ct?' ('+cur.ct+' more left out)':''):'')"
          "+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
          "'+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
          "' ms; '+n+' drawn.'+(d.cmd?' Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i):'');}"
@@ -103,12 +112,13 @@ namespace {
 std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s, const char* stage,
                                  const std::vector<StepRecord>& steps, const std::string& id, std::ostream& out,
                                  const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem,
-                                 std::size_t budget, const std::vector<std::size_t>& also) {
+                                 const ProcessComm* comm, std::size_t budget, const std::vector<std::size_t>& also) {
   const bool train = std::string_view(stage) == "train";
   const auto by_begin = sorted_by_begin(p);
   const GpuWork work = gpu ? gpu_work_of(*gpu, p.meta.pid) : GpuWork{};
   const OpWork op_work = ops ? op_work_of(*ops, p.meta.pid) : OpWork{};
   const MemWork mem_work = mem ? mem_work_of(*mem, p.meta.pid) : MemWork{};
+  const CommWork comm_work = comm ? comm_work_of(*comm) : CommWork{};
   // Past the aggregator's cap on kept op calls a step's ops are missing:
   // such a step is marked, not shown as one without ops.
   std::uint64_t ops_kept_until = UINT64_MAX;
@@ -116,19 +126,27 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
     ops_kept_until = 0;
     for (const auto& o : ops->intervals) ops_kept_until = std::max(ops_kept_until, o.begin_ns);
   }
-  std::vector<std::size_t> counts(steps.size()), op_counts(steps.size()), mem_counts(steps.size());
+  std::vector<std::size_t> counts(steps.size()), op_counts(steps.size()), mem_counts(steps.size()),
+      comm_counts(steps.size());
   for (std::size_t i = 0; i < steps.size(); ++i) {
     counts[i] = step_slices(p, by_begin, steps[i].begin_ns, steps[i].end_ns).size() +
                 (work.by_begin.empty() ? 0 : step_gpu_slices(work, steps[i].begin_ns, steps[i].end_ns).size());
     op_counts[i] = step_op_count(op_work, steps[i].begin_ns, steps[i].end_ns);
     mem_counts[i] = step_mem_count(mem_work, steps[i].begin_ns, steps[i].end_ns);
+    comm_counts[i] = step_comm_count(comm_work, steps[i].begin_ns, steps[i].end_ns);
   }
   const TimelineChoice c = choose_timeline_steps(steps, counts, budget, kTimelineSlowest, also);
-  const auto op_caps = timeline_op_caps(c, op_counts, budget);
-  // Memory markers last, in what the ops left.
+  // c10d calls before the ops (a few per step, each telling), then the ops,
+  // then the memory markers in what the ops left.
+  const std::size_t slices_free = budget > c.used_bytes ? (budget - c.used_bytes) / kTimelineSliceBytes : 0;
+  const auto comm_caps = share_in_priority(c, comm_counts, slices_free);
+  std::size_t comm_taken = 0;
+  for (auto n : comm_caps) comm_taken += n;
+  const std::size_t budget_after_comm = budget - std::min(budget, comm_taken * kTimelineSliceBytes);
+  const auto op_caps = timeline_op_caps(c, op_counts, budget_after_comm);
   std::size_t ops_taken = 0;
   for (auto n : op_caps) ops_taken += n;
-  const std::size_t slices_left = budget > c.used_bytes ? (budget - c.used_bytes) / kTimelineSliceBytes : 0;
+  const std::size_t slices_left = slices_free - std::min(slices_free, comm_taken);
   const auto mem_caps = share_in_priority(c, mem_counts, slices_left - std::min(slices_left, ops_taken));
   // Names (actions', GPU work's, ops'): only those the embedded steps use, indexed compactly.
   enum Kind { action, gpu_work, op };
@@ -199,6 +217,19 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
         body += ",\"mt\":" + std::to_string(mem_counts[i] - marks.size());
       }
     }
+    if (comm_counts[i]) {
+      // c10d calls: [tid, ns from begin, kind, seq, pg, bytes].
+      const auto calls = step_comm_marks(comm_work, steps[i].begin_ns, steps[i].end_ns, comm_caps[i]);
+      body += ",\"c\":[";
+      for (std::size_t j = 0; j < calls.size(); ++j)
+        body += (j ? ",[" : "[") + std::to_string(calls[j]->tid) + "," +
+                std::to_string(calls[j]->ts_ns - steps[i].begin_ns) + ",\"" + comm_kind_name(calls[j]->kind) + "\"," +
+                std::to_string(calls[j]->seq) + "," + std::to_string(calls[j]->pg) + "," +
+                std::to_string(calls[j]->bytes) + "]";
+      body += "]";
+      bytes += calls.size() * kTimelineSliceBytes;
+      if (calls.size() < comm_counts[i]) body += ",\"ct\":" + std::to_string(comm_counts[i] - calls.size());
+    }
     body += "}";
   }
   // --steps counts training steps: the other stages' steps have no export command.
@@ -252,7 +283,7 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
 }  // namespace
 
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
-                         const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem,
+                         const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem, const ProcessComm* comm,
                          const std::vector<std::size_t>& also, std::size_t budget_bytes) {
   // One section per stage with steps; the process's budget is shared: each
   // stage takes at most an equal share of what the stages before it left.
@@ -265,8 +296,8 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
     // `also` holds training-step positions (the merged page's other ranks').
     static const std::vector<std::size_t> none;
     const bool train = std::string_view(stage) == "train";
-    const std::size_t used =
-        write_stage_timeline(p, s, stage, *steps, id, out, gpu, ops, mem, left / remaining--, train ? also : none);
+    const std::size_t used = write_stage_timeline(p, s, stage, *steps, id, out, gpu, ops, mem, comm, left / remaining--,
+                                                  train ? also : none);
     left -= std::min(left, used);
   }
 }

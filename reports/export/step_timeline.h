@@ -28,6 +28,8 @@ void write_step_timeline_head(std::ostream& out);
 // copies on stream rows; null: none.
 // `ops`: kept op intervals (OpAggregator keep_intervals): the step's aten
 // ops under the actions they ran in (step_op_slices); null: none.
+// `comm`: the process's kept c10d calls (CommAggregator keep_calls): ticks
+// at their entries on a collectives row per thread; null: none.
 // `also`: more training-step positions to embed while they fit, after the
 // process's own (choose_timeline_steps: the merged page's other ranks');
 // `budget_bytes`: the process's, shared by its stages.
@@ -35,7 +37,7 @@ void write_step_timeline_head(std::ostream& out);
 // markers on a memory row per thread (step_mem_marks); null: none.
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
                          const GpuReport* gpu = nullptr, const OpsReport* ops = nullptr,
-                         const MemoryReport* mem = nullptr, const std::vector<std::size_t>& also = {},
-                         std::size_t budget_bytes = kTimelineBudgetBytes);
+                         const MemoryReport* mem = nullptr, const ProcessComm* comm = nullptr,
+                         const std::vector<std::size_t>& also = {}, std::size_t budget_bytes = kTimelineBudgetBytes);
 
 }  // namespace lt

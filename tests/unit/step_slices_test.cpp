@@ -468,3 +468,42 @@ TEST(StepSlices, StepsPastTheKeptOpCallsAreMarked) {
       << html;
   EXPECT_NE(html.find("1 embedded steps end after the last op call kept"), std::string::npos);
 }
+
+TEST(StepSlices, CollectivesAsTicksAtTheirEntry) {
+  ProcessComm comm;
+  comm.pid = 7;
+  auto call = [&](std::uint64_t ts, std::uint32_t tid, std::uint8_t kind, std::uint64_t seq, std::uint64_t bytes) {
+    CommCall c;
+    c.ts_ns = ts;
+    c.tid = tid;
+    c.kind = kind;
+    c.seq = seq;
+    c.bytes = bytes;
+    comm.calls_kept.push_back(c);
+  };
+  call(150, 1, LT_COMM_ALLREDUCE, 2, 4000);
+  call(90, 1, LT_COMM_BROADCAST, 1, 8);  // before the step (kept out of order: sorted by time)
+  call(160, 3, LT_COMM_BARRIER, 3, 0);
+  call(200, 1, LT_COMM_ALLREDUCE, 4, 4000);  // at the step's end: not in it
+  const auto w = comm_work_of(comm);
+  EXPECT_EQ(step_comm_count(w, 100, 200), 2u);
+  const auto first = step_comm_marks(w, 100, 200, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]->seq, 2u);
+
+  ProcessActions p;
+  p.meta.pid = 7;
+  p.actions.emplace_back("[Strategy]S.training_step");
+  p.intervals.push_back({0, 1, 100, 200, false});
+  ProcessSteps steps;
+  steps.pid = 7;
+  steps.tid = 1;
+  steps.train = steps_of({100});
+  steps.train[0].begin_ns = 100;
+  steps.train[0].end_ns = 200;
+  std::ostringstream out;
+  write_step_timeline(p, steps, "p7", out, nullptr, nullptr, nullptr, &comm);
+  EXPECT_NE(out.str().find("\"c\":[[1,50,\"all_reduce\",2,0,4000],[3,60,\"barrier\",3,0,0]]"), std::string::npos)
+      << out.str();
+  EXPECT_EQ(out.str().find("\"ct\""), std::string::npos);
+}

@@ -31,7 +31,7 @@ ReportSet::ReportSet(const Options& opts)
       gpu_(actions_, wants_exports(opts)),
       devstats_(actions_),
       memory_(actions_, {.keep_events = wants_exports(opts)}),
-      comm_(actions_),
+      comm_(actions_, {.keep_calls = wants_exports(opts)}),
       compiles_(&actions_) {}
 
 void ReportSet::add(const lt_event_header& h, const std::byte* p) {
@@ -107,7 +107,8 @@ void ReportSet::write() {
     });
   if (!o.html_path.empty())
     write_output(o.html_path, [&](std::ostream& f) {
-      write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep);
+      write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep,
+                        &comm_rep);
     });
 }
 
