@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "reports/export/dashboard.h"
+#include "reports/export/export_range.h"
 #include "reports/export/step_timeline.h"
 #include "reports/flame/html_flame.h"
 #include "reports/flame/named_profile.h"
@@ -193,7 +194,8 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     if (comm)
       for (const auto& pc : comm->processes)
         if (pc.pid == m.pid) calls = &pc;
-    write_step_timeline(rep.processes[i], steps[i], process_chart_id(m), out, gpu, ops, memory, calls);
+    write_step_timeline(rep.processes[i], steps[i], process_chart_id(m), out, gpu, ops, memory, calls, {},
+                        kTimelineBudgetBytes, attach_begin_ns(rep));
   }
   if (!rep.host.hostname.empty()) out << "<p>host " << html_escape(rep.host.hostname) << "</p>\n";
   std::uint64_t open = 0, unmatched = 0, estimated = 0;

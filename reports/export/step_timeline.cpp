@@ -76,7 +76,9 @@ void write_step_timeline_head(std::ostream& out) {
          "+(cur.c?', '+cur.c.length+' c10d calls'+(cur.ct?' ('+cur.ct+' more left out)':''):'')"
          "+(cur.g?', '+cur.g.length+' GPU kernels/copies':'')+'; view "
          "'+(a/1e6).toFixed(3)+'..'+((a+span)/1e6).toFixed(3)+"
-         "' ms; '+n+' drawn.'+(d.cmd?' Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i):'');}"
+         "' ms; '+n+' drawn.'+(d.cmd?' Perfetto/Chrome file of this step: '+d.cmd.replace(/N/g,cur.i):cur.w?' "
+         "Perfetto/Chrome file of this step: ltrace-bpf report TRACE --window '+cur.w[0]+','+cur.w[1]+' --perfetto '+"
+         "d.stage+'-step-'+cur.i+'.pftrace':'');}"
          // Inside a [data-tl-sync] container (the merged page: one timeline per
          // rank), a step chosen here is chosen on the others too; q: do not pass it on.
          "function choose(i,q){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();var g=q?null:sec.closest('[data-tl-sync]');"
@@ -112,7 +114,8 @@ namespace {
 std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s, const char* stage,
                                  const std::vector<StepRecord>& steps, const std::string& id, std::ostream& out,
                                  const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem,
-                                 const ProcessComm* comm, std::size_t budget, const std::vector<std::size_t>& also) {
+                                 const ProcessComm* comm, std::size_t budget, const std::vector<std::size_t>& also,
+                                 std::uint64_t window_origin_ns) {
   const bool train = std::string_view(stage) == "train";
   const auto by_begin = sorted_by_begin(p);
   const GpuWork work = gpu ? gpu_work_of(*gpu, p.meta.pid) : GpuWork{};
@@ -181,7 +184,19 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
       gpu_slices.resize(c.slice_cap - slices.size());
     }
     body += std::string(k ? ",\n" : "") + "{\"i\":" + std::to_string(steps[i].index) +
-            ",\"b\":0,\"e\":" + std::to_string(steps[i].duration_ns()) + (cut ? ",\"cut\":1" : "") + ",\"s\":[";
+            ",\"b\":0,\"e\":" + std::to_string(steps[i].duration_ns()) + (cut ? ",\"cut\":1" : "");
+    // Other stages' steps have no `--steps`: their `--window`, in seconds
+    // after the attach, rounded outward to the microsecond.
+    if (!train && window_origin_ns && steps[i].begin_ns >= window_origin_ns) {
+      const std::uint64_t b_us = (steps[i].begin_ns - window_origin_ns) / 1000,
+                          e_us = (steps[i].end_ns - window_origin_ns + 999) / 1000;
+      char w[64];
+      std::snprintf(w, sizeof w, ",\"w\":[\"%llu.%06llu\",\"%llu.%06llu\"]",
+                    static_cast<unsigned long long>(b_us / 1000000), static_cast<unsigned long long>(b_us % 1000000),
+                    static_cast<unsigned long long>(e_us / 1000000), static_cast<unsigned long long>(e_us % 1000000));
+      body += w;
+    }
+    body += ",\"s\":[";
     rows(slices, action);
     body += "]";
     if (!gpu_slices.empty()) {
@@ -284,7 +299,8 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
 
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
                          const GpuReport* gpu, const OpsReport* ops, const MemoryReport* mem, const ProcessComm* comm,
-                         const std::vector<std::size_t>& also, std::size_t budget_bytes) {
+                         const std::vector<std::size_t>& also, std::size_t budget_bytes,
+                         std::uint64_t window_origin_ns) {
   // One section per stage with steps; the process's budget is shared: each
   // stage takes at most an equal share of what the stages before it left.
   const auto stages = stages_of(s);
@@ -297,7 +313,7 @@ void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const s
     static const std::vector<std::size_t> none;
     const bool train = std::string_view(stage) == "train";
     const std::size_t used = write_stage_timeline(p, s, stage, *steps, id, out, gpu, ops, mem, comm, left / remaining--,
-                                                  train ? also : none);
+                                                  train ? also : none, window_origin_ns);
     left -= std::min(left, used);
   }
 }

@@ -28,6 +28,9 @@ void write_step_timeline_head(std::ostream& out);
 // copies on stream rows; null: none.
 // `ops`: kept op intervals (OpAggregator keep_intervals): the step's aten
 // ops under the actions they ran in (step_op_slices); null: none.
+// `window_origin_ns`: what `--window` counts from (attach_begin_ns of the
+// recording; 0: unknown): validation/test/predict steps, which `--steps`
+// does not count, then show their `--window` export command.
 // `comm`: the process's kept c10d calls (CommAggregator keep_calls): ticks
 // at their entries on a collectives row per thread; null: none.
 // `also`: more training-step positions to embed while they fit, after the
@@ -38,6 +41,7 @@ void write_step_timeline_head(std::ostream& out);
 void write_step_timeline(const ProcessActions& p, const ProcessSteps& s, const std::string& id, std::ostream& out,
                          const GpuReport* gpu = nullptr, const OpsReport* ops = nullptr,
                          const MemoryReport* mem = nullptr, const ProcessComm* comm = nullptr,
-                         const std::vector<std::size_t>& also = {}, std::size_t budget_bytes = kTimelineBudgetBytes);
+                         const std::vector<std::size_t>& also = {}, std::size_t budget_bytes = kTimelineBudgetBytes,
+                         std::uint64_t window_origin_ns = 0);
 
 }  // namespace lt

@@ -507,3 +507,21 @@ TEST(StepSlices, CollectivesAsTicksAtTheirEntry) {
       << out.str();
   EXPECT_EQ(out.str().find("\"ct\""), std::string::npos);
 }
+
+TEST(StepSlices, OtherStagesStepsCarryTheirExportWindow) {
+  ProcessActions p;
+  p.meta.pid = 7;
+  p.actions.emplace_back("[Strategy]S.validation_step");
+  ProcessSteps steps;
+  steps.pid = steps.tid = 7;
+  steps.validation = steps_of({100});
+  steps.validation[0].begin_ns = 1'000'100'000;  // 100 us after the attach
+  steps.validation[0].end_ns = 1'000'200'500;    // 200.5 us: rounded out to 201
+  p.intervals.push_back({0, 7, steps.validation[0].begin_ns, steps.validation[0].end_ns, false});
+  std::ostringstream with, without;
+  write_step_timeline(p, steps, "p7", with, nullptr, nullptr, nullptr, nullptr, {}, kTimelineBudgetBytes,
+                      1'000'000'000);
+  EXPECT_NE(with.str().find(",\"w\":[\"0.000100\",\"0.000201\"]"), std::string::npos) << with.str();
+  write_step_timeline(p, steps, "p7", without);  // the origin unknown: no window
+  EXPECT_EQ(without.str().find("\"w\":"), std::string::npos);
+}
