@@ -13,11 +13,23 @@
 
 namespace lt {
 
-inline constexpr std::size_t kMaxHeatColumns = 300;  // more steps are bucketed (mean of each bucket)
-// All ranks' step timelines together: each rank gets the single-process
-// budget (kTimelineBudgetBytes) up to 8 ranks, an equal share of this past
-// that, so a large job's page stays under the 20 MB target.
+inline constexpr std::size_t kMaxHeatColumns =
+    300;                                         // more steps are bucketed (mean of each bucket, one size for all rows)
+inline constexpr std::size_t kMaxHeatRows = 64;  // more ranks: these rows only (merged_chart_ranks', then slowest)
+// Step charts and step timelines: every rank up to this many ranks; past
+// that only merged_chart_ranks' few, the page says which were left out.
+inline constexpr std::size_t kMergedChartRanks = 8;
+// All drawn ranks' step timelines together: each gets the single-process
+// budget (kTimelineBudgetBytes), or an equal share of this when less.  With
+// the rows and ranks bounded above, the page's size does not grow with the
+// ranks past kMaxHeatRows (tests/unit/merged_page_size_test.cpp measures it).
 inline constexpr std::size_t kMergedTimelineBudgetBytes = 16 * 1024 * 1024;
+
+// The ranks (positions) whose step charts and timelines the page draws: all
+// up to kMergedChartRanks; past that the straggler (last to arrive), the
+// slowest, the fastest and the median rank by median training step, and
+// position 0 (no repeats, ascending).  -1: none.
+std::vector<std::size_t> merged_chart_ranks(const std::vector<ProcessSteps>& steps, int slowest, int straggler);
 
 // The rank whose median training step is the longest, when it is at least
 // kSlowRankVerdict above the median of the ranks' medians (2+ ranks with
