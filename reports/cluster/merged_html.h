@@ -20,10 +20,13 @@ inline constexpr std::size_t kMaxHeatRows = 64;  // more ranks: these rows only 
 // that only merged_chart_ranks' few, the page says which were left out.
 inline constexpr std::size_t kMergedChartRanks = 8;
 // All drawn ranks' step timelines together: each gets the single-process
-// budget (kTimelineBudgetBytes), or an equal share of this when less.  With
-// the rows and ranks bounded above, the page's size does not grow with the
-// ranks past kMaxHeatRows (tests/unit/merged_page_size_test.cpp measures it).
-inline constexpr std::size_t kMergedTimelineBudgetBytes = 16 * 1024 * 1024;
+// budget (kTimelineBudgetBytes), or an equal share of this when less (4
+// ranks: 2 MiB each, 8: 1 MiB).  The page's worst case, estimated: this,
+// plus each drawn rank's step charts (<= ~0.75 MB: a 36,000-step page is
+// 767 KB), plus both heat maps (64 rows x 300 columns: 7.2 MB measured):
+// ~15 MB at 8 ranks, ~19.5 MB past 64 ranks (5 drawn), under the 20 MB
+// target.  tests/unit/merged_page_test.cpp measures a 64 x 3000-step page.
+inline constexpr std::size_t kMergedTimelineBudgetBytes = 8 * 1024 * 1024;
 
 // The ranks (positions) whose step charts and timelines the page draws: all
 // up to kMergedChartRanks; past that the straggler (last to arrive), the
