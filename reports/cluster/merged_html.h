@@ -24,8 +24,9 @@ inline constexpr std::size_t kMergedChartRanks = 8;
 // ranks: 2 MiB each, 8: 1 MiB).  The page's worst case, estimated: this,
 // plus each drawn rank's step charts (<= ~0.75 MB: a 36,000-step page is
 // 767 KB), plus both heat maps (64 rows x 300 columns: 7.2 MB measured):
-// ~15 MB at 8 ranks, ~19.5 MB past 64 ranks (5 drawn), under the 20 MB
-// target.  tests/unit/merged_page_test.cpp measures a 64 x 3000-step page.
+// ~15 MB at 8 ranks, ~17-18 MB past 64 ranks (5 drawn), under the 20 MB
+// target.  tests/unit/merged_page_test.cpp measures 64 x 3000 steps, and
+// full timelines at 8 and 72 ranks (8.6 and 14.3 MB).
 inline constexpr std::size_t kMergedTimelineBudgetBytes = 8 * 1024 * 1024;
 
 // The ranks (positions) whose step charts and timelines the page draws: all

@@ -42,8 +42,10 @@ void action(Trace& t, std::uint16_t kind, std::uint32_t pid, std::uint64_t key, 
 
 // Ranks [first, first + n) on one host; rank r runs steps(r) training steps
 // of (40 + r % 7) ms, each with a training_step and an optimizer_step
-// (kHooks hooks in it) inside and one all-reduce, rank `slow` arriving 5 ms late.
-MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow) {
+// (kHooks hooks in it) inside and one all-reduce, rank `slow` arriving 5 ms
+// late.  `heavy`: every 15th step (20 of 300) is 40 ms longer and has that
+// many more hooks, 10 us apart: the slowest steps, which fill the timelines.
+MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow, std::uint64_t heavy = 0) {
   Trace t;
   const std::uint64_t mono = 1000 * sec;
   lt_window_event w{};
@@ -63,8 +65,9 @@ MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow
     p.world_size = world;
     p.flags = LT_PROC_PYTHON;
     put(t, p, LT_EV_PROC_INFO, pid, mono);
-    const std::uint64_t len = (40 + static_cast<std::uint64_t>(r % 7)) * ms;
     for (std::size_t s = 0; s < steps(r); ++s) {
+      const bool big = heavy && s % 15 == 7;
+      const std::uint64_t len = (40 + static_cast<std::uint64_t>(r % 7) + (big ? 40 : 0)) * ms;
       const std::uint64_t b = mono + 10 * ms + s * 100 * ms, k = 3 * s + 1;
       action(t, LT_EV_ACTION_BEGIN, pid, k, "run_training_batch", b);
       action(t, LT_EV_ACTION_BEGIN, pid, k + 1, "training_step", b + 1 * ms);
@@ -82,6 +85,11 @@ MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow
         const std::uint64_t hb = b + len / 2 + 7 * ms + h * ms;
         action(t, LT_EV_ACTION_BEGIN, pid, (1ull << 40) + k * 64 + h, "on_before_optimizer_step", hb);
         action(t, LT_EV_ACTION_END, pid, (1ull << 40) + k * 64 + h, "on_before_optimizer_step", hb + ms / 2);
+      }
+      for (std::uint64_t h = 0; big && h < heavy; ++h) {
+        const std::uint64_t hb = b + len / 2 + 20 * ms + h * 10'000;
+        action(t, LT_EV_ACTION_BEGIN, pid, (2ull << 40) + k * 4096 + h, "on_after_backward", hb);
+        action(t, LT_EV_ACTION_END, pid, (2ull << 40) + k * 4096 + h, "on_after_backward", hb + 5'000);
       }
       action(t, LT_EV_ACTION_END, pid, k + 2, "optimizer_step", b + len - 1 * ms);
       action(t, LT_EV_ACTION_END, pid, k, "run_training_batch", b + len);
@@ -101,10 +109,10 @@ MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow
   return in;
 }
 
-std::string page(int ranks, std::size_t (*steps)(int), int slow) {
+std::string page(int ranks, std::size_t (*steps)(int), int slow, std::uint64_t heavy = 0) {
   std::vector<MergeInput> in;
   for (int first = 0; first < ranks; first += 8)
-    in.push_back(host(first, std::min(8, ranks - first), ranks, steps, slow));
+    in.push_back(host(first, std::min(8, ranks - first), ranks, steps, slow, heavy));
   const MergePlan plan = plan_merge(in);
   EXPECT_EQ(plan.ranks.size(), static_cast<std::size_t>(ranks));
   std::ostringstream out;
@@ -204,5 +212,28 @@ TEST(MergedPage, LargeJobsPageStaysUnder20MB) {
         "%.1f s (traces, merge and page)\n",
         ranks, html.size() / 1e6, (tl - heat) / 1e6, (end - tl) / 1e6, s);
     EXPECT_LT(html.size(), 20'000'000u) << ranks;
+  }
+}
+
+TEST(MergedPage, FullTimelinesStayUnder20MB) {
+  // The worst case the bounds allow: every drawn rank's timeline at its
+  // budget (20 steps of 2400 slices: 1.9 MB at the 40 B estimate, over any
+  // drawn rank's share), both heat maps at 300 columns; 8 ranks (all drawn)
+  // and 72 (past 64: capped rows, a few drawn).
+  for (int ranks : {8, 72}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string html = page(
+        ranks, +[](int) -> std::size_t { return 300; }, 5, 2400);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto heat = html.find("id=\"heatmap\""), tl = html.find("<div id=\"timelines\""),
+               end = html.find("<h2>Cluster summary");
+    ASSERT_TRUE(heat < tl && tl < end);
+    std::printf(
+        "merged page, %d ranks x 300 steps, full timelines: %.2f MB (heat maps %.2f MB, charts and "
+        "timelines %.2f MB), %.1f s\n",
+        ranks, html.size() / 1e6, (tl - heat) / 1e6, (end - tl) / 1e6, s);
+    EXPECT_LT(html.size(), 20'000'000u) << ranks;
+    // The budgets were the bound: steps were left out (on all but at most one drawn rank).
+    EXPECT_GE(count(html, "left out for that budget") + 1, count(html, "<section class=\"steptl\"")) << ranks;
   }
 }
