@@ -100,13 +100,21 @@ TimelineChoice choose_timeline_steps(const std::vector<StepRecord>& steps, const
                                      const std::vector<std::size_t>& also) {
   TimelineChoice c;
   auto order = timeline_priority(steps, slowest);
+  // `also` holds every other rank's picks on a merged page (thousands at
+  // 1024 ranks): a seen-mark per step keeps this linear.
+  std::vector<bool> seen(steps.size(), false);
+  for (std::size_t i : order) seen[i] = true;
   for (std::size_t i : also)
-    if (i < steps.size() && std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+    if (i < steps.size() && !seen[i]) seen[i] = true, order.push_back(i);
   if (order.empty()) return c;
   c.default_step = order.front();
   std::size_t used = 0;
   for (std::size_t k = 0; k < order.size(); ++k) {
     const std::size_t i = order[k];
+    if (k > 0 && used >= budget_bytes) {  // full: the rest are left out unlooked-at
+      c.left_out += order.size() - k;
+      break;
+    }
     const std::size_t bytes = (i < slice_counts.size() ? slice_counts[i] : 0) * kTimelineSliceBytes;
     if (k == 0 && bytes > budget_bytes) {
       c.slice_cap = std::max<std::size_t>(1, budget_bytes / kTimelineSliceBytes);

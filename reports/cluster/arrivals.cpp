@@ -49,6 +49,21 @@ std::string instance_name(const std::string& kind_name, std::uint64_t number, un
   return kind_name + " #" + std::to_string(number) + " (pg " + std::to_string(group) + ")";
 }
 
+std::int64_t ArrivalClocks::margin_ns(std::size_t a, std::size_t b) const {
+  if (a >= host.size() || b >= host.size() || host[a] == host[b]) return 0;
+  const auto at = [&](std::size_t r) { return r < bound_ns.size() ? std::max<std::int64_t>(0, bound_ns[r]) : 0; };
+  return at(a) + at(b);
+}
+
+ArrivalClocks arrival_clocks(const MergePlan& plan) {
+  ArrivalClocks c;
+  for (const auto& rr : plan.ranks) {
+    c.host.push_back(rr.host_index);
+    c.bound_ns.push_back(rr.host_index < plan.hosts.size() ? plan.hosts[rr.host_index].residual_ns : -1);
+  }
+  return c;
+}
+
 ArrivalInput arrival_input(const MergePlan& plan) {
   ArrivalInput in;
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
@@ -64,7 +79,7 @@ ArrivalInput arrival_input(const MergePlan& plan) {
   return in;
 }
 
-ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks) {
+ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks, const ArrivalClocks& clocks) {
   ArrivalReport out;
   out.ranks.resize(nranks);
   std::vector<std::map<std::uint8_t, std::vector<std::int64_t>>> waited_for(nranks);
@@ -175,10 +190,17 @@ ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks) {
         complete = complete && (!ga.present[r] || x.arrival_ns[r] != CollectiveInstance::kMissing);
       if (complete) {
         ++ga.complete;
-        std::size_t last = nranks;
-        for (std::size_t r = 0; r < nranks; ++r)
-          if (ga.present[r] && (last == nranks || x.arrival_ns[r] > x.arrival_ns[last])) last = r;
+        // The latest arrival and the runner-up (a tie: the lower position first).
+        std::size_t last = nranks, second = nranks;
+        for (std::size_t r = 0; r < nranks; ++r) {
+          if (!ga.present[r]) continue;
+          if (last == nranks || x.arrival_ns[r] > x.arrival_ns[last])
+            second = last, last = r;
+          else if (second == nranks || x.arrival_ns[r] > x.arrival_ns[second])
+            second = r;
+        }
         x.last = static_cast<int>(last);
+        x.last_decided = second == nranks || x.arrival_ns[last] - x.arrival_ns[second] > clocks.margin_ns(last, second);
         std::int64_t others = 0;
         for (std::size_t r = 0; r < nranks; ++r) {
           if (!ga.present[r]) continue;
@@ -189,10 +211,12 @@ ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks) {
           st.own_wait_ns += w;
           others += w;
         }
-        auto& sl = stats[last][x.kind];
-        ++sl.last;
-        sl.waited_for_ns += others;
-        waited_for[last][x.kind].push_back(others);
+        if (x.last_decided) {  // undecided: no rank was last
+          auto& sl = stats[last][x.kind];
+          ++sl.last;
+          sl.waited_for_ns += others;
+          waited_for[last][x.kind].push_back(others);
+        }
       }
       out.instances.push_back(std::move(x));
     }

@@ -51,7 +51,12 @@ struct CollectiveInstance {
   std::vector<std::int64_t> arrival_ns;  // per rank position; kMissing when not recorded
   std::vector<std::uint32_t> tid;        // per rank position
   std::vector<std::uint64_t> mono_ns;    // per rank position: its recording's clock
-  int last = -1;                         // rank position; -1: incomplete
+  int last = -1;                         // rank position of the latest arrival; -1: incomplete
+  // The latest arrival is later than the runner-up's by more than the two
+  // ranks' clock bounds (ArrivalClocks): only then does it count as "last"
+  // (an exact tie, or a gap within what the clocks can tell, counts as no
+  // rank's).  The waits use `last` either way.
+  bool last_decided = false;
   static constexpr std::int64_t kMissing = INT64_MIN;
 };
 
@@ -68,7 +73,7 @@ struct GroupAlignment {
 // Per rank and kind: over complete instances of that kind.
 struct ArrivalStats {
   std::uint8_t kind = 0;
-  std::size_t instances = 0, last = 0;
+  std::size_t instances = 0, last = 0;    // last: instances where it was last, decided (last_decided)
   std::int64_t waited_for_ns = 0;         // the others' waits summed, over the instances it was last
   std::int64_t median_waited_for_ns = 0;  // median per such instance of the others' summed wait
   std::int64_t own_wait_ns = 0;           // its own waits summed (for the others)
@@ -80,7 +85,21 @@ struct ArrivalReport {
   std::vector<std::vector<ArrivalStats>> ranks;  // per rank position, by kind
 };
 
-ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks);
+// Per rank position: its host, and that host's clock-correction bound
+// (HostClock::residual_ns; < 0 unknown, taken as 0).  Two ranks on one host
+// share a clock: their arrivals differ by no correction error.  Empty: every
+// rank on one clock (only exact ties are undecided).
+struct ArrivalClocks {
+  std::vector<std::size_t> host;
+  std::vector<std::int64_t> bound_ns;
+  // How far apart two ranks' arrivals must be for the order to be known.
+  std::int64_t margin_ns(std::size_t a, std::size_t b) const;
+};
+
+ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks, const ArrivalClocks& clocks = {});
+
+// The plan's ranks' hosts and their clock bounds.
+ArrivalClocks arrival_clocks(const MergePlan& plan);
 
 // The plan's ranks' COMM calls (RankRun::comm), by group index, on the common clock.
 ArrivalInput arrival_input(const MergePlan& plan);

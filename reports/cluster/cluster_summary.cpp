@@ -556,7 +556,7 @@ void wait_section(std::string& o, const MergePlan& plan, const StepSkew& sk) {
 void arrivals_section(std::string& o, const MergePlan& plan) {
   const ArrivalInput in = arrival_input(plan);
   if (in.empty()) return;
-  const ArrivalReport rep = analyze_arrivals(in, plan.ranks.size());
+  const ArrivalReport rep = analyze_arrivals(in, plan.ranks.size(), arrival_clocks(plan));
   o += "\nLast to arrive at collectives (measured: each rank's c10d call entry on the common clock; the k-th "
        "call of a process group is one collective on every rank; supersedes the wait~ estimate above)\n";
   for (const auto& g : rep.groups) {
@@ -583,7 +583,8 @@ void arrivals_section(std::string& o, const MergePlan& plan) {
               "median per time last (ms)", "it waited (s)"},
              rows);
   o += "(wait = the last arrival - a rank's own arrival, entry times; others waited for it: summed over the "
-       "other ranks; median over the collectives it was last at)\n";
+       "other ranks; median over the collectives it was last at; last: only where it arrived after the runner-up "
+       "by more than their hosts' clock bounds: a tie, or a closer call, counts as no rank's)\n";
 }
 
 }  // namespace

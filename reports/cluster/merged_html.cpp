@@ -41,21 +41,60 @@ std::string row_label(const RankRun& rr, bool slow, bool straggler) {
   return s;
 }
 
-void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int slowest, int straggler,
-              std::ostream& out) {
+// The ranks' rows of both heat maps: all up to kMaxHeatRows ranks; past
+// that the drawn ranks (`keep`) and then the ranks with the longest median
+// step, up to kMaxHeatRows, in rank order.
+std::vector<std::size_t> heat_rows(const std::vector<ProcessSteps>& steps, const std::vector<std::size_t>& keep) {
+  std::vector<std::size_t> rows(steps.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = r;
+  if (rows.size() <= kMaxHeatRows) return rows;
+  std::vector<bool> in(steps.size(), false);
+  std::vector<std::size_t> out;
+  for (std::size_t r : keep)
+    if (r < in.size() && !in[r] && out.size() < kMaxHeatRows) in[r] = true, out.push_back(r);
+  std::vector<std::uint64_t> med(steps.size());
+  for (std::size_t r = 0; r < steps.size(); ++r) med[r] = median_step(steps[r]);
+  std::stable_sort(rows.begin(), rows.end(), [&](std::size_t a, std::size_t b) { return med[a] > med[b]; });
+  for (std::size_t r : rows)
+    if (out.size() < kMaxHeatRows && !in[r]) in[r] = true, out.push_back(r);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string rows_note(const std::vector<std::size_t>& rows, std::size_t nranks) {
+  if (rows.size() == nranks) return "";
+  return " Rows: " + std::to_string(rows.size()) + " of " + std::to_string(nranks) + " ranks (a page past " +
+         std::to_string(kMaxHeatRows) +
+         " rows grows with the ranks): the ranks drawn below and those with the longest median step; every rank is "
+         "in the cluster summary.";
+}
+
+// One bucket size for every row (the longest run's, at most kMaxHeatColumns
+// columns), so a cell's data-i is the same step on every rank and in both maps.
+std::size_t heat_bucket(const std::vector<ProcessSteps>& steps) {
+  std::size_t most = 0;
+  for (const auto& s : steps) most = std::max(most, s.train.size());
+  return std::max<std::size_t>(1, (most + kMaxHeatColumns - 1) / kMaxHeatColumns);
+}
+
+void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<std::size_t>& rows,
+              int slowest, int straggler, std::ostream& out) {
   std::size_t most = 0;
   for (const auto& s : steps) most = std::max(most, s.train.size());
   if (!most) return;
-  const std::size_t bucket = std::max<std::size_t>(1, (most + kMaxHeatColumns - 1) / kMaxHeatColumns);
+  const std::size_t bucket = heat_bucket(steps);
   const std::size_t cols = (most + bucket - 1) / bucket;
   std::vector<std::vector<std::uint64_t>> cell(steps.size());
   std::uint64_t lo = UINT64_MAX, hi = 0;
-  for (std::size_t r = 0; r < steps.size(); ++r) {
-    const auto b = bucket_steps(steps[r].train, kMaxHeatColumns);
-    for (const auto& row : b.rows) {
-      cell[r].push_back(row.duration_ns());
-      lo = std::min(lo, row.duration_ns());
-      hi = std::max(hi, row.duration_ns());
+  for (std::size_t r : rows) {
+    const auto& v = steps[r].train;
+    for (std::size_t b = 0; b < v.size(); b += bucket) {
+      const std::size_t e = std::min(v.size(), b + bucket);
+      std::uint64_t sum = 0;
+      for (std::size_t i = b; i < e; ++i) sum += v[i].duration_ns();
+      cell[r].push_back(sum / (e - b));
+      lo = std::min(lo, cell[r].back());
+      hi = std::max(hi, cell[r].back());
     }
   }
   const int label_w = 150, row_h = 16;
@@ -64,26 +103,27 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int
          "rank's first step seen; colour from "
       << f(lo / 1e6) << " ms (light) to " << f(hi / 1e6) << " ms (dark)"
       << (bucket > 1 ? "; each cell the mean of " + std::to_string(bucket) + " consecutive steps" : std::string())
-      << ".</p>\n<svg class=\"chart heatmap\" data-ranks=\"" << steps.size() << "\" data-bucket=\"" << bucket
-      << "\" data-straggler=\"" << (straggler >= 0 ? plan.ranks[straggler].index : -1) << "\" width=\"" << label_w + 950
-      << "\" height=\"" << steps.size() * row_h + 4 << "\" role=\"img\">\n";
-  for (std::size_t r = 0; r < steps.size(); ++r) {
+      << "." << rows_note(rows, steps.size()) << "</p>\n<svg class=\"chart heatmap\" data-ranks=\"" << rows.size()
+      << "\" data-bucket=\"" << bucket << "\" data-straggler=\"" << (straggler >= 0 ? plan.ranks[straggler].index : -1)
+      << "\" width=\"" << label_w + 950 << "\" height=\"" << rows.size() * row_h + 4 << "\" role=\"img\">\n";
+  for (std::size_t y = 0; y < rows.size(); ++y) {
+    const std::size_t r = rows[y];
     const auto& rr = plan.ranks[r];
     const bool slow = static_cast<int>(r) == slowest, strag = static_cast<int>(r) == straggler;
 
-    out << "<text x=\"2\" y=\"" << r * row_h + 13 << "\"" << (slow || strag ? " font-weight=\"bold\"" : "")
+    out << "<text x=\"2\" y=\"" << y * row_h + 13 << "\"" << (slow || strag ? " font-weight=\"bold\"" : "")
         << (slow ? " class=\"slow\"" : "") << ">" << row_label(rr, slow, strag) << "</text>\n";
     for (std::size_t c = 0; c < cell[r].size(); ++c) {
       const double t = hi > lo ? static_cast<double>(cell[r][c] - lo) / static_cast<double>(hi - lo) : 0.0;
       const int light = static_cast<int>(92 - 57 * t);
-      out << "<rect class=\"cell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << r * row_h + 2 << "\" width=\""
+      out << "<rect class=\"cell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(8,75%," << light
           << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c]
           << "\"><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": "
           << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
     out << "\n";
-    if (strag) straggler_row(r, row_h, label_w, cols, cw, out);  // over the cells
+    if (strag) straggler_row(y, row_h, label_w, cols, cw, out);  // over the cells
   }
   out << "</svg>\n";
 }
@@ -91,17 +131,17 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int
 // Rank x step: one cell per (rank, bucket of steps), the mean time it
 // waited in collectives entered during those steps (measured arrivals).
 void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<RankStepWaits>& waits,
-              int straggler, std::ostream& out) {
+              const std::vector<std::size_t>& rows, int straggler, std::ostream& out) {
   std::size_t most = 0;
   std::size_t instances = 0;
   for (std::size_t r = 0; r < steps.size(); ++r) most = std::max(most, steps[r].train.size());
   for (const auto& w : waits) instances += w.instances;
   if (!most || !instances) return;
-  const std::size_t bucket = std::max<std::size_t>(1, (most + kMaxHeatColumns - 1) / kMaxHeatColumns);
+  const std::size_t bucket = heat_bucket(steps);
   const std::size_t cols = (most + bucket - 1) / bucket;
   std::vector<std::vector<std::int64_t>> cell(steps.size());
   std::int64_t hi = 0;
-  for (std::size_t r = 0; r < steps.size(); ++r) {
+  for (std::size_t r : rows) {
     const auto& v = waits[r].step_ns;
     for (std::size_t b = 0; b < v.size(); b += bucket) {
       const std::size_t e = std::min(v.size(), b + bucket);
@@ -121,11 +161,12 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
       << f(hi / 1e6) << " ms (dark)"
       << (bucket > 1 ? "; each cell the mean of " + std::to_string(bucket) + " consecutive steps" : std::string())
       << ". Waits at collectives entered in no training step (setup, validation, the end) are in each row's "
-         "total, not in its cells.</p>\n<svg class=\"chart waitmap\" data-ranks=\""
-      << steps.size() << "\" data-bucket=\"" << bucket << "\" data-straggler=\""
-      << (straggler >= 0 ? plan.ranks[straggler].index : -1) << "\" width=\"" << label_w + 950 << "\" height=\""
-      << steps.size() * row_h + 4 << "\" role=\"img\">\n";
-  for (std::size_t r = 0; r < steps.size(); ++r) {
+         "total, not in its cells."
+      << rows_note(rows, steps.size()) << "</p>\n<svg class=\"chart waitmap\" data-ranks=\"" << rows.size()
+      << "\" data-bucket=\"" << bucket << "\" data-straggler=\"" << (straggler >= 0 ? plan.ranks[straggler].index : -1)
+      << "\" width=\"" << label_w + 950 << "\" height=\"" << rows.size() * row_h + 4 << "\" role=\"img\">\n";
+  for (std::size_t y = 0; y < rows.size(); ++y) {
+    const std::size_t r = rows[y];
     const auto& rr = plan.ranks[r];
     const auto& w = waits[r];
     const bool strag = static_cast<int>(r) == straggler;
@@ -133,21 +174,21 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
         << "\" data-outside-ns=\"" << w.outside_ns << "\" data-instances=\"" << w.instances << "\" data-outside=\""
         << w.outside << "\" data-last=\"" << w.last << "\"" << (strag ? " data-straggler=\"1\"" : "") << ">\n";
 
-    out << "<text x=\"2\" y=\"" << r * row_h + 13 << "\"" << (strag ? " font-weight=\"bold\"" : "") << ">"
+    out << "<text x=\"2\" y=\"" << y * row_h + 13 << "\"" << (strag ? " font-weight=\"bold\"" : "") << ">"
         << row_label(rr, false, strag) << "<title>" << html_escape(rr.label) << ": waited "
         << f((w.in_steps_ns + w.outside_ns) / 1e9) << " s at " << w.instances << " collectives ("
         << f(w.outside_ns / 1e9) << " s outside training steps); last to arrive at " << w.last << "</title></text>\n";
     for (std::size_t c = 0; c < cell[r].size(); ++c) {
       const double t = hi > 0 ? static_cast<double>(cell[r][c]) / static_cast<double>(hi) : 0.0;
       const int light = static_cast<int>(95 - 60 * t);
-      out << "<rect class=\"wcell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << r * row_h + 2 << "\" width=\""
+      out << "<rect class=\"wcell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(210,70%," << light
           << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c]
           << "\"><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
           << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
     out << "\n";
-    if (strag) straggler_row(r, row_h, label_w, cols, cw, out);  // over the cells
+    if (strag) straggler_row(y, row_h, label_w, cols, cw, out);  // over the cells
     out << "</g>\n";
   }
   out << "</svg>\n";
@@ -164,8 +205,10 @@ std::vector<Verdict> last_arrival_verdicts(const MergePlan& plan, const std::vec
                        comm_kind_name(a.kind) + "s (pg " + std::to_string(a.group) + "): " + std::to_string(a.last) +
                        " of " + std::to_string(a.instances) +
                        " recorded by every rank, measured from call entries on the common clock (shown when >= " +
-                       f(100 * kLastArrivalVerdict, "%.0f") + "% of at least " +
-                       std::to_string(kLastArrivalMinInstances) + ")",
+                       f(100 * a.threshold(), "%.1f") + "% of at least " + std::to_string(kLastArrivalMinInstances) +
+                       ", for " + std::to_string(a.ranks) + " ranks: halfway between chance, 1/" +
+                       std::to_string(a.ranks) +
+                       ", and always; ties and gaps within the clock bounds count as no rank's)",
                    "#waitmap", a.share()});
   }
   return out;
@@ -196,6 +239,34 @@ void write_merged_script(std::ostream& out) {
 }
 
 }  // namespace
+
+std::vector<std::size_t> merged_chart_ranks(const std::vector<ProcessSteps>& steps, int slowest, int straggler) {
+  std::vector<std::size_t> out;
+  if (steps.size() <= kMergedChartRanks) {
+    for (std::size_t r = 0; r < steps.size(); ++r) out.push_back(r);
+    return out;
+  }
+  auto add = [&](long r) {
+    if (r >= 0 && static_cast<std::size_t>(r) < steps.size() &&
+        std::find(out.begin(), out.end(), static_cast<std::size_t>(r)) == out.end())
+      out.push_back(static_cast<std::size_t>(r));
+  };
+  add(straggler);
+  add(slowest);
+  // Fastest and median by median training step, over the ranks with steps.
+  std::vector<std::pair<std::uint64_t, std::size_t>> by;
+  for (std::size_t r = 0; r < steps.size(); ++r)
+    if (!steps[r].train.empty()) by.push_back({median_step(steps[r]), r});
+  std::stable_sort(by.begin(), by.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (!by.empty()) {
+    add(static_cast<long>(by.back().second));  // the slowest, when no finding named one
+    add(static_cast<long>(by.front().second));
+    add(static_cast<long>(by[(by.size() - 1) / 2].second));
+  }
+  add(0);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 std::vector<Verdict> slow_rank_verdicts(const MergePlan& plan, const std::vector<ProcessSteps>& steps, int* slowest) {
   if (slowest) *slowest = -1;
@@ -228,7 +299,7 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   // Measured arrivals at collectives (COMM records), when the traces have them.
   const ArrivalInput arrivals_in = arrival_input(plan);
   const ArrivalReport arrivals =
-      arrivals_in.empty() ? ArrivalReport{} : analyze_arrivals(arrivals_in, plan.ranks.size());
+      arrivals_in.empty() ? ArrivalReport{} : analyze_arrivals(arrivals_in, plan.ranks.size(), arrival_clocks(plan));
   const auto waits = waits_per_step(arrivals, steps);
   const auto found = last_arrivals(arrivals, plan.ranks.size());
   const int straggler = arrival_straggler(found, waits);
@@ -274,24 +345,49 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
                 : std::string())
         << "</li>\n";
   out << "</ul></section>\n";
-  heat_map(plan, steps, slowest, straggler, out);
-  wait_map(plan, steps, waits, straggler, out);
-  // Each rank's step charts and step timeline; a step chosen on one rank's
-  // timeline is chosen on all (same index from each rank's first step).
-  // Each embeds, after its own, the steps the others embed first (their
-  // slowest ...), interleaved, while its budget holds: a step chosen for its
-  // being slow somewhere then draws on every rank.
+  const std::vector<std::size_t> drawn = merged_chart_ranks(steps, slowest, straggler);
+  const std::vector<std::size_t> rows = heat_rows(steps, drawn);
+  heat_map(plan, steps, rows, slowest, straggler, out);
+  wait_map(plan, steps, waits, rows, straggler, out);
+  // The drawn ranks' step charts and step timelines (all up to
+  // kMergedChartRanks ranks; past that a chosen few, so the page does not
+  // grow with the job); a step chosen on one rank's timeline is chosen on
+  // all (same index from each rank's first step).  Each embeds, after its
+  // own, the steps the others embed first (their slowest ...), interleaved,
+  // while its budget holds: a step chosen for its being slow somewhere then
+  // draws on every rank.
   std::vector<std::vector<std::size_t>> own;
-  for (const auto& s : steps) own.push_back(timeline_priority(s.train, kTimelineSlowest));
+  for (std::size_t r : drawn) own.push_back(timeline_priority(steps[r].train, kTimelineSlowest));
   const std::size_t budget =
-      std::min(kTimelineBudgetBytes, kMergedTimelineBudgetBytes / std::max<std::size_t>(1, steps.size()));
+      std::min(kTimelineBudgetBytes, kMergedTimelineBudgetBytes / std::max<std::size_t>(1, drawn.size()));
   out << "<div id=\"timelines\" data-tl-sync=\"1\">\n";
-  for (std::size_t r = 0; r < steps.size(); ++r) {
+  if (drawn.size() < steps.size()) {
+    std::string names, left;
+    std::size_t nleft = 0;
+    for (std::size_t r = 0, d = 0; r < steps.size(); ++r) {
+      if (d < drawn.size() && drawn[d] == r) {
+        names += (names.empty() ? "" : ", ") + plan.ranks[r].label;
+        ++d;
+      } else if (++nleft <= 32) {
+        left += (left.empty() ? "" : ", ") + plan.ranks[r].label;
+      }
+    }
+    if (nleft > 32) left += ", ... (" + std::to_string(nleft - 32) + " more)";
+    out << "<p class=\"note\" id=\"ranks-left-out\" data-drawn=\"" << drawn.size() << "\" data-left-out=\"" << nleft
+        << "\">Step charts and timelines of " << drawn.size() << " of " << steps.size() << " ranks (past "
+        << kMergedChartRanks
+        << " ranks a page draws the last to arrive, the slowest, the fastest and the median rank by median step, "
+           "and the first): "
+        << html_escape(names) << ". Left out: " << html_escape(left)
+        << ". For one of those, <code>ltrace-bpf report TRACE --html FILE</code> of that rank's trace.</p>\n";
+  }
+  for (std::size_t d = 0; d < drawn.size(); ++d) {
+    const std::size_t r = drawn[d];
     std::vector<std::size_t> also;
     for (std::size_t k = 0, more = 1; more; ++k) {
       more = 0;
       for (std::size_t q = 0; q < own.size(); ++q)
-        if (q != r && k < own[q].size()) also.push_back(own[q][k]), more = 1;
+        if (q != d && k < own[q].size()) also.push_back(own[q][k]), more = 1;
     }
     const std::string id = "r" + std::to_string(plan.ranks[r].index);
     write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out);

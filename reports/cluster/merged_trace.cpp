@@ -102,7 +102,7 @@ ChromeSource rank_source(const MergePlan& plan, const RankRun& r, std::uint64_t 
 void add_collective_markers(const MergePlan& plan, ChromeDocument& doc) {
   const ArrivalInput in = arrival_input(plan);
   if (in.empty()) return;
-  const ArrivalReport rep = analyze_arrivals(in, plan.ranks.size());
+  const ArrivalReport rep = analyze_arrivals(in, plan.ranks.size(), arrival_clocks(plan));
   for (const auto& x : rep.instances)
     for (std::size_t r = 0; r < plan.ranks.size() && r < doc.sources.size(); ++r) {
       if (x.arrival_ns[r] == CollectiveInstance::kMissing) continue;

@@ -18,6 +18,10 @@ long step_holding(const std::vector<StepRecord>& steps, std::uint64_t t) {
 
 }  // namespace
 
+double last_arrival_threshold(std::size_t k) {
+  return k ? (static_cast<double>(k) + 1) / (2 * static_cast<double>(k)) : 1.0;
+}
+
 std::vector<RankStepWaits> waits_per_step(const ArrivalReport& rep, const std::vector<ProcessSteps>& steps) {
   std::vector<RankStepWaits> out(steps.size());
   for (std::size_t r = 0; r < steps.size(); ++r) out[r].step_ns.assign(steps[r].train.size(), 0);
@@ -29,7 +33,7 @@ std::vector<RankStepWaits> waits_per_step(const ArrivalReport& rep, const std::v
       auto& w = out[r];
       const std::int64_t wait = last_t - x.arrival_ns[r];
       ++w.instances;
-      if (static_cast<int>(r) == x.last) ++w.last;
+      if (static_cast<int>(r) == x.last && x.last_decided) ++w.last;
       const long s = step_holding(steps[r].train, x.mono_ns[r]);
       if (s < 0) {
         ++w.outside;
@@ -44,23 +48,27 @@ std::vector<RankStepWaits> waits_per_step(const ArrivalReport& rep, const std::v
 }
 
 std::vector<LastArrival> last_arrivals(const ArrivalReport& rep, std::size_t nranks) {
-  // (group, kind) -> complete instances, and per rank how often it was last.
+  // (group, kind) -> complete instances, and per rank how often it was last (decided).
   std::map<std::pair<unsigned, std::uint8_t>, std::pair<std::size_t, std::vector<std::size_t>>> by;
   for (const auto& x : rep.instances) {
     if (x.last < 0) continue;
     auto& [n, last] = by[{x.group, x.kind}];
     last.resize(nranks);
     ++n;
-    if (static_cast<std::size_t>(x.last) < nranks) ++last[static_cast<std::size_t>(x.last)];
+    if (x.last_decided && static_cast<std::size_t>(x.last) < nranks) ++last[static_cast<std::size_t>(x.last)];
   }
   std::vector<LastArrival> out;
   for (const auto& [key, v] : by) {
     const auto& [n, last] = v;
     if (n < kLastArrivalMinInstances) continue;
+    std::size_t k = 0;  // the group's ranks
+    for (const auto& g : rep.groups)
+      if (g.group == key.first)
+        for (bool p : g.present) k += p;
+    if (k < 2) continue;
     for (std::size_t r = 0; r < last.size(); ++r)
-      // >= the threshold, in integers: last / n >= 1/2.
-      if (static_cast<double>(last[r]) >= kLastArrivalVerdict * static_cast<double>(n))
-        out.push_back({key.first, key.second, static_cast<int>(r), last[r], n});
+      // last / n >= (k + 1) / 2k, in integers.
+      if (last[r] * 2 * k >= n * (k + 1)) out.push_back({key.first, key.second, static_cast<int>(r), last[r], n, k});
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.share() > b.share(); });
   return out;

@@ -30,7 +30,7 @@ import time
 import pytest
 
 from clock_shift import build_shift_shim
-from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for, parse_simple_report
+from conftest import LTRACE, ROOT, VENV_PY, WORKLOADS, wait_for, parse_simple_report
 from slurm_sim import SlurmSim, slurm_available
 
 ok, why = slurm_available()
@@ -262,7 +262,6 @@ def test_slowed_rank_is_last_to_arrive_at_its_all_reduces(merged):
     # The traces: the cluster agents' own (run B, with comm probes).
     out, r = merged
     rows = arrival_rows(r.stdout)
-    check_merged_page(out, rows)
     print({k: v for k, v in rows.items()})
     counts = {rank: rows[(rank, "all_reduce")]["instances"] for rank in range(4)}
     assert len(set(counts.values())) == 1, counts
@@ -280,6 +279,16 @@ def test_slowed_rank_is_last_to_arrive_at_its_all_reduces(merged):
     assert sorted(names) == [0, 1, 2, 3], sorted(names)
     assert all(v == names[0] for v in names.values())
     assert len(names[0]) >= n
+    # The merged page last: its failure must not hide the arrivals' above.
+    check_merged_page(out, rows)
+
+
+def own_picks():
+    """How many steps a rank's timeline picks for itself at most: its slowest
+    kTimelineSlowest, the median, the first and the last
+    (reports/aggregate/step_slices.h, timeline_priority)."""
+    header = open(os.path.join(ROOT, "reports", "aggregate", "step_slices.h")).read()
+    return int(re.search(r"kTimelineSlowest = (\d+);", header).group(1)) + 3
 
 
 def chromium():
@@ -306,18 +315,22 @@ def check_merged_page(out, rows):
                 for m in re.findall(r'<script type="application/json" class="tl-data">(.*?)</script>', html, re.S)]
     assert len(embedded) == 4, len(embedded)
     common = sorted(set.intersection(*embedded))
-    # Each rank embeds the others' chosen steps too (small steps: the budget holds them all).
+    # Each rank embeds the others' chosen steps too (small steps: the budget
+    # holds them all): one set on every rank, more than one rank picks alone.
     assert all(e == embedded[0] for e in embedded), embedded
-    assert len(common) > 23, len(common)
+    assert len(common) > own_picks(), (len(common), own_picks())
     step = common[len(common) // 2]
     base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(out / "prof")]
     dom = subprocess.run(base + ["--dump-dom", (out / "merged.html").as_uri() + f"#step={step}"],
                          capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     dom = dom.stdout
-    shot = out / "merged.png"  # the artifact, under the pytest tmp dir
-    subprocess.run(base + ["--window-size=1280,1400", "--screenshot=" + str(shot), (out / "merged.html").as_uri()],
-                   capture_output=True, text=True, timeout=120)
+    shot = out / "merged.png"  # the artifact, under the pytest tmp dir: not checked, so a slow one is no failure
+    try:
+        subprocess.run(base + ["--window-size=1280,1400", "--screenshot=" + str(shot), (out / "merged.html").as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        print("merged page screenshot: timed out after 120 s (an artifact only)")
 
     # Both heat maps highlight the slowed rank.
     for cls in ("heatmap", "waitmap"):

@@ -149,6 +149,9 @@ TEST(MergedArrivals, MergedPageHasTheWaitingHeatMapAndTheFinding) {
   EXPECT_NE(html.find("<a href=\"#waitmap\">rank 3 is last to arrive in 100.0% of all_reduces (pg 0): 10 of 10"),
             std::string::npos)
       << html;
+  // Its threshold for 4 ranks: halfway between chance (25%) and always.
+  EXPECT_NE(html.find("(shown when &gt;= 62.5% of at least 10, for 4 ranks: halfway between chance, 1/4, and always;"),
+            std::string::npos);
   EXPECT_NE(html.find("<a class=\"clock-note\" href=\"#hosts\">(clock corrections: node-a 0.000 ms (recorded)"),
             std::string::npos);
   EXPECT_NE(html.find("id=\"hosts\""), std::string::npos);

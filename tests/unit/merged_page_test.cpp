@@ -1,0 +1,239 @@
+// The merged page's shape as the job grows (reports/cluster/merged_html.*):
+// both heat maps bucket every row with one bucket size (so a cell's data-i
+// is one step on every rank and fits the SVG), past kMaxHeatRows ranks the
+// maps keep that many rows, past kMergedChartRanks ranks only a few ranks'
+// step charts and timelines are drawn (the page names the others), and a
+// 64-rank x 3000-step job's page stays under 20 MB.  Synthetic traces:
+// one per host of 8 ranks, aggregated as `report DIR --merge` does.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
+#include "reports/cluster/merge.h"
+#include "reports/cluster/merged_html.h"
+#include "user/model/trace.h"
+
+using namespace lt;
+
+namespace {
+
+constexpr std::uint64_t ms = 1'000'000, sec = 1'000'000'000;
+constexpr std::uint64_t kHooks = 12;
+
+template <typename R>
+void put(Trace& t, R& r, std::uint16_t kind, std::uint32_t pid, std::uint64_t ts) {
+  r.hdr = {kind, sizeof r, pid, pid, 0, ts};
+  t.append(r);
+}
+
+void action(Trace& t, std::uint16_t kind, std::uint32_t pid, std::uint64_t key, const char* text, std::uint64_t ts) {
+  lt_action_event e{};
+  e.key = key;
+  e.name_len = static_cast<std::uint32_t>(std::strlen(text));
+  std::snprintf(e.name, sizeof e.name, "%s", text);
+  put(t, e, kind, pid, ts);
+}
+
+// Ranks [first, first + n) on one host; rank r runs steps(r) training steps
+// of (40 + r % 7) ms, each with a training_step and an optimizer_step
+// (kHooks hooks in it) inside and one all-reduce, rank `slow` arriving 5 ms
+// late.  `heavy`: every 15th step (20 of 300) is 40 ms longer and has that
+// many more hooks, 10 us apart: the slowest steps, which fill the timelines.
+MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow, std::uint64_t heavy = 0) {
+  Trace t;
+  const std::uint64_t mono = 1000 * sec;
+  lt_window_event w{};
+  w.begin = 1;
+  put(t, w, LT_EV_WINDOW, 0, mono);
+  lt_host_info_event hi{};
+  hi.monotonic_ns = mono;
+  hi.realtime_ns = 1'800'000'000ull * sec;
+  std::snprintf(hi.hostname, sizeof hi.hostname, "node-%d", first / 8);
+  put(t, hi, LT_EV_HOST_INFO, 0, mono);
+  std::uint64_t end = mono;
+  for (int r = first; r < first + n; ++r) {
+    const auto pid = static_cast<std::uint32_t>(1000 + r);
+    lt_proc_info_event p{};
+    p.rank = r;
+    p.local_rank = r % 8;
+    p.world_size = world;
+    p.flags = LT_PROC_PYTHON;
+    put(t, p, LT_EV_PROC_INFO, pid, mono);
+    for (std::size_t s = 0; s < steps(r); ++s) {
+      const bool big = heavy && s % 15 == 7;
+      const std::uint64_t len = (40 + static_cast<std::uint64_t>(r % 7) + (big ? 40 : 0)) * ms;
+      const std::uint64_t b = mono + 10 * ms + s * 100 * ms, k = 3 * s + 1;
+      action(t, LT_EV_ACTION_BEGIN, pid, k, "run_training_batch", b);
+      action(t, LT_EV_ACTION_BEGIN, pid, k + 1, "training_step", b + 1 * ms);
+      action(t, LT_EV_ACTION_END, pid, k + 1, "training_step", b + len / 2);
+      lt_comm_event c{};
+      c.pg = 0x5000;
+      c.seq = s;
+      c.kind = LT_COMM_ALLREDUCE;
+      c.ntensors = 1;
+      c.peer = -1;
+      put(t, c, LT_EV_COMM, pid, b + len / 2 + 100'000 * static_cast<std::uint64_t>(r % 8) + (r == slow ? 5 * ms : 0));
+      action(t, LT_EV_ACTION_BEGIN, pid, k + 2, "optimizer_step", b + len / 2 + 6 * ms);
+      // Hooks inside: slices enough to fill a rank's timeline budget.
+      for (std::uint64_t h = 0; h < kHooks; ++h) {
+        const std::uint64_t hb = b + len / 2 + 7 * ms + h * ms;
+        action(t, LT_EV_ACTION_BEGIN, pid, (1ull << 40) + k * 64 + h, "on_before_optimizer_step", hb);
+        action(t, LT_EV_ACTION_END, pid, (1ull << 40) + k * 64 + h, "on_before_optimizer_step", hb + ms / 2);
+      }
+      for (std::uint64_t h = 0; big && h < heavy; ++h) {
+        const std::uint64_t hb = b + len / 2 + 20 * ms + h * 10'000;
+        action(t, LT_EV_ACTION_BEGIN, pid, (2ull << 40) + k * 4096 + h, "on_after_backward", hb);
+        action(t, LT_EV_ACTION_END, pid, (2ull << 40) + k * 4096 + h, "on_after_backward", hb + 5'000);
+      }
+      action(t, LT_EV_ACTION_END, pid, k + 2, "optimizer_step", b + len - 1 * ms);
+      action(t, LT_EV_ACTION_END, pid, k, "run_training_batch", b + len);
+      end = std::max(end, b + len);
+    }
+  }
+  lt_window_event z{};
+  put(t, z, LT_EV_WINDOW, 0, end + sec);
+  ActionAggregator actions(true);
+  CommAggregator comm(actions, CommAggregatorOptions{true});
+  t.for_each([&](const lt_event_header& h, const std::byte* p) {
+    actions.add(h, p);
+    comm.add(h, p);
+  });
+  MergeInput in{"node-" + std::to_string(first / 8) + ".ltrace", actions.finish(), std::nullopt, std::nullopt};
+  in.comm = comm.finish();
+  return in;
+}
+
+std::string page(int ranks, std::size_t (*steps)(int), int slow, std::uint64_t heavy = 0) {
+  std::vector<MergeInput> in;
+  for (int first = 0; first < ranks; first += 8)
+    in.push_back(host(first, std::min(8, ranks - first), ranks, steps, slow, heavy));
+  const MergePlan plan = plan_merge(in);
+  EXPECT_EQ(plan.ranks.size(), static_cast<std::size_t>(ranks));
+  std::ostringstream out;
+  write_merged_html(plan, "summary", out);
+  return out.str();
+}
+
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+// One map's cells: (rank, data-i) pairs and the largest x.
+struct Cells {
+  std::set<std::pair<int, long>> at;
+  double max_x = 0;
+};
+Cells cells(const std::string& html, const std::string& cls) {
+  Cells c;
+  static const std::regex re("<rect class=\"(w?cell)\" x=\"([0-9.]+)\"[^>]*data-rank=\"(\\d+)\" data-i=\"(\\d+)\"");
+  for (std::sregex_iterator it(html.begin(), html.end(), re), e; it != e; ++it) {
+    if ((*it)[1] != cls) continue;
+    c.max_x = std::max(c.max_x, std::stod((*it)[2]));
+    c.at.insert({std::stoi((*it)[3]), std::stol((*it)[4])});
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST(MergedPage, BothHeatMapsBucketEveryRowAlike) {
+  // 700 and 550 steps: one bucket of 3 for both rows (700 / 300 columns, rounded
+  // up); the 550-step rank used to get its own bucket of 2: 275 cells drawn to
+  // x = 1250 in an 1100-wide SVG, data-i up to 548 meaning another step.
+  const std::string html = page(
+      2, +[](int r) -> std::size_t { return r ? 550 : 700; }, 1);
+  EXPECT_NE(html.find("<svg class=\"chart heatmap\" data-ranks=\"2\" data-bucket=\"3\""), std::string::npos);
+  EXPECT_NE(html.find("<svg class=\"chart waitmap\" data-ranks=\"2\" data-bucket=\"3\""), std::string::npos);
+  const Cells heat = cells(html, "cell"), wait = cells(html, "wcell");
+  std::size_t r1 = 0;
+  for (const auto& [rank, i] : heat.at) {
+    EXPECT_EQ(i % 3, 0) << rank << " " << i;
+    EXPECT_LT(i, rank ? 550 : 700) << rank;
+    r1 += rank == 1;
+  }
+  EXPECT_EQ(r1, (550u + 2) / 3);
+  EXPECT_LE(heat.max_x, 150 + 940);
+  EXPECT_LE(wait.max_x, 150 + 940);
+  // The wait map's cells are the same (rank, step) cells.
+  EXPECT_EQ(heat.at, wait.at);
+}
+
+TEST(MergedPage, ManyRanksDrawAFewTimelinesAndBoundedHeatMaps) {
+  // 80 ranks: heat maps keep 64 rows; charts and timelines of the chosen few.
+  const int slow = 37;
+  const std::string html = page(
+      80, +[](int) -> std::size_t { return 30; }, slow);
+  EXPECT_NE(html.find("<svg class=\"chart heatmap\" data-ranks=\"64\""), std::string::npos);
+  EXPECT_NE(html.find("<svg class=\"chart waitmap\" data-ranks=\"64\""), std::string::npos);
+  EXPECT_NE(html.find("Rows: 64 of 80 ranks"), std::string::npos);
+  EXPECT_EQ(count(html, "<g class=\"wrow\""), 64u);
+  // The straggler (rank 37, last at every all-reduce) keeps its row in both maps.
+  EXPECT_NE(html.find("data-straggler=\"37\""), std::string::npos);
+  EXPECT_EQ(count(html, "<rect class=\"straggler\""), 2u);
+  const std::size_t timelines = count(html, "<section class=\"steptl\"");
+  EXPECT_GE(timelines, 3u);  // the straggler, the slowest / fastest / median by step (some may coincide), rank 0
+  EXPECT_LE(timelines, 5u);
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(html, m, std::regex("id=\"ranks-left-out\" data-drawn=\"(\\d+)\" data-left-out=\"(\\d+)\"")));
+  EXPECT_EQ(std::stoul(m[1]), timelines);
+  EXPECT_EQ(std::stoul(m[1]) + std::stoul(m[2]), 80u);
+  EXPECT_NE(html.find("report TRACE --html FILE"), std::string::npos);
+  EXPECT_NE(html.find("id=\"r37-timeline\""), std::string::npos);  // the straggler's section
+  EXPECT_NE(html.find("id=\"r0-timeline\""), std::string::npos);
+  // Up to 8 ranks: every one drawn, no note.
+  const std::string small = page(
+      8, +[](int) -> std::size_t { return 12; }, 3);
+  EXPECT_EQ(count(small, "<section class=\"steptl\""), 8u);
+  EXPECT_EQ(small.find("ranks-left-out"), std::string::npos);
+}
+
+TEST(MergedPage, LargeJobsPageStaysUnder20MB) {
+  // 3000 steps per rank (15 slices each: ~1.8 MB of a rank's 2 MiB budget): 8 ranks (all drawn, the
+  // single-process budget each) and 64 ranks (a few drawn).
+  for (int ranks : {8, 64}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string html = page(
+        ranks, +[](int) -> std::size_t { return 3000; }, 5);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto heat = html.find("id=\"heatmap\""), tl = html.find("<div id=\"timelines\""),
+               end = html.find("<h2>Cluster summary");
+    ASSERT_TRUE(heat < tl && tl < end);
+    std::printf(
+        "merged page, %d ranks x 3000 steps: %.2f MB (heat maps %.2f MB, charts and timelines %.2f MB), "
+        "%.1f s (traces, merge and page)\n",
+        ranks, html.size() / 1e6, (tl - heat) / 1e6, (end - tl) / 1e6, s);
+    EXPECT_LT(html.size(), 20'000'000u) << ranks;
+  }
+}
+
+TEST(MergedPage, FullTimelinesStayUnder20MB) {
+  // The worst case the bounds allow: every drawn rank's timeline at its
+  // budget (20 steps of 2400 slices: 1.9 MB at the 40 B estimate, over any
+  // drawn rank's share), both heat maps at 300 columns; 8 ranks (all drawn)
+  // and 72 (past 64: capped rows, a few drawn).
+  for (int ranks : {8, 72}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string html = page(
+        ranks, +[](int) -> std::size_t { return 300; }, 5, 2400);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto heat = html.find("id=\"heatmap\""), tl = html.find("<div id=\"timelines\""),
+               end = html.find("<h2>Cluster summary");
+    ASSERT_TRUE(heat < tl && tl < end);
+    std::printf(
+        "merged page, %d ranks x 300 steps, full timelines: %.2f MB (heat maps %.2f MB, charts and "
+        "timelines %.2f MB), %.1f s\n",
+        ranks, html.size() / 1e6, (tl - heat) / 1e6, (end - tl) / 1e6, s);
+    EXPECT_LT(html.size(), 20'000'000u) << ranks;
+    // The budgets were the bound: steps were left out (on all but at most one drawn rank).
+    EXPECT_GE(count(html, "left out for that budget") + 1, count(html, "<section class=\"steptl\"")) << ranks;
+  }
+}
