@@ -374,6 +374,13 @@ def check_merged_page(out, rows):
     # Every rank's step timeline, all on the chosen step.
     drawn = re.findall(r'<section class="steptl"[^>]*data-drawn="([^"]*)"', dom)
     assert drawn == [str(step)] * 4, (drawn, step)
+    # ...each with its rank's c10d calls in that step: DDP's gradient all_reduce
+    # (one a step, in backward) as a tick at its entry.
+    sections = re.findall(r'<section class="steptl".*?</section>', dom, re.S)
+    assert len(sections) == 4
+    for sec in sections:
+        kinds = [attrs(t)["data-kind"] for t in re.findall(r'<rect class="comm"[^>]*>', sec)]
+        assert kinds.count("all_reduce") >= 1, kinds
 
 
 def test_hta_loads_the_cluster_run_as_four_ranks(merged):
