@@ -45,3 +45,9 @@ trainer = pl.Trainer(accelerator="cpu", devices=devices, num_nodes=num_nodes, st
                      use_distributed_sampler=False)
 trainer.fit(Model(), data)
 print("FIT_DONE", rank, flush=True)
+# As torch asks: without it, gloo's worker threads can still hold work at
+# interpreter shutdown and the process may abort with "terminate called
+# without an active exception" (pytorch/pytorch#190489), with or without a
+# tracer attached: seen once here in the Slurm test, after FIT_DONE.
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
