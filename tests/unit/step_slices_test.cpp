@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include "bpf/events.h"
 #include "reports/export/dashboard.h"
@@ -27,6 +28,22 @@ std::vector<StepRecord> steps_of(const std::vector<std::uint64_t>& durations) {
     v.push_back(r);
   }
   return v;
+}
+
+// Process 7 with one training step, [100, 200] on thread 1, its
+// training_step action spanning it.
+std::pair<ProcessActions, ProcessSteps> one_training_step() {
+  ProcessActions p;
+  p.meta.pid = 7;
+  p.actions.emplace_back("[Strategy]S.training_step");
+  p.intervals.push_back({0, 1, 100, 200, false});
+  ProcessSteps steps;
+  steps.pid = 7;
+  steps.tid = 1;
+  steps.train = steps_of({100});
+  steps.train[0].begin_ns = 100;
+  steps.train[0].end_ns = 200;
+  return {p, steps};
 }
 
 }  // namespace
@@ -429,16 +446,7 @@ TEST(StepSlices, MemoryEventsAsMarkersLargestFirstWhenThinned) {
   EXPECT_EQ(cut[2].flags, kMarkCuda | kMarkOom);
 
   // On the page: the step's "m", after what the actions and ops took.
-  ProcessActions p;
-  p.meta.pid = 7;
-  p.actions.emplace_back("[Strategy]S.training_step");
-  p.intervals.push_back({0, 1, 100, 200, false});
-  ProcessSteps steps;
-  steps.pid = 7;
-  steps.tid = 1;
-  steps.train = steps_of({100});
-  steps.train[0].begin_ns = 100;
-  steps.train[0].end_ns = 200;
+  const auto [p, steps] = one_training_step();
   std::ostringstream out;
   write_step_timeline(p, steps, "p7", out, nullptr, nullptr, &mem);
   EXPECT_NE(out.str().find("\"m\":[[1,20,4096,0],[1,30,-4096,0],[1,50,1048576,3],[1,60,8,0],[2,40,16,1]]"),
@@ -491,16 +499,7 @@ TEST(StepSlices, CollectivesAsTicksAtTheirEntry) {
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0]->seq, 2u);
 
-  ProcessActions p;
-  p.meta.pid = 7;
-  p.actions.emplace_back("[Strategy]S.training_step");
-  p.intervals.push_back({0, 1, 100, 200, false});
-  ProcessSteps steps;
-  steps.pid = 7;
-  steps.tid = 1;
-  steps.train = steps_of({100});
-  steps.train[0].begin_ns = 100;
-  steps.train[0].end_ns = 200;
+  const auto [p, steps] = one_training_step();
   std::ostringstream out;
   write_step_timeline(p, steps, "p7", out, nullptr, nullptr, nullptr, &comm);
   EXPECT_NE(out.str().find("\"c\":[[1,50,\"all_reduce\",2,0,4000],[3,60,\"barrier\",3,0,0]]"), std::string::npos)
