@@ -200,7 +200,7 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp reports/format/code_points.cpp \
              reports/format/numbers.cpp reports/format/utf8_text.cpp reports/aggregate/memory.cpp \
              reports/aggregate/py_symbols.cpp reports/memory/memory_report.cpp user/model/stack_profile.cpp \
-             user/model/exact_sum.cpp reports/aggregate/comm.cpp reports/comm/comm_report.cpp \
+             user/model/exact_sum.cpp reports/aggregate/comm.cpp reports/aggregate/comm_times.cpp reports/comm/comm_report.cpp \
              reports/aggregate/comm_stacks.cpp reports/comm/comm_stacks_section.cpp \
              reports/format/text_table.cpp reports/aggregate/compiles.cpp reports/ops/compile_section.cpp
 WRITERS_FUZZ_SRCS := tests/fuzz/writers_fuzz.cpp \

@@ -92,3 +92,44 @@ int lt_comm_enter(struct pt_regs *ctx)
 		emit_stack(0, LT_EV_COMM_STACK, t, 0);
 	return 0;
 }
+
+/*
+ * The life of a collective (COMM_MARK, docs/design-comm.md "Times"): entry
+ * probes on ProcessGroupGloo::enqueue, AsyncWork::finishWorkGloo(Error),
+ * Work::wait and DDP's Reducer::{all_reduce_bucket, finalize_backward,
+ * finalize_bucket_dense}.  The cookie is the enum lt_comm_mark_what.  All
+ * are member functions returning void or bool, so `this` is in rdi and the
+ * first argument in rsi.  enqueue takes its c10::intrusive_ptr<AsyncWork>
+ * by value; not trivially copyable, so it is passed by invisible reference:
+ * rsi points at the intrusive_ptr, whose only word is the AsyncWork *.
+ */
+SEC("uprobe")
+int lt_comm_mark(struct pt_regs *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
+	if (!t || !(t->flags & LT_TARGET_COMM))
+		return 0;
+	u8 what = bpf_get_attach_cookie(ctx) & 0xff;
+	u64 a1 = ctx->di, a2 = ctx->si;
+	u64 obj = a1, owner = 0;
+	if (what == LT_COMM_MARK_ENQUEUE) {
+		obj = a2 ? read_u64(a2) : 0;
+		owner = a1;
+	} else if (what == LT_COMM_MARK_DDP_LAUNCH || what == LT_COMM_MARK_DDP_BUCKET_READY) {
+		obj = a2;
+		owner = a1;
+	}
+	struct lt_comm_mark_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
+	if (!e) {
+		lt_count_ringbuf_drop(LT_EV_COMM_MARK);
+		return 0;
+	}
+	lt_fill_header(&e->hdr, LT_EV_COMM_MARK, sizeof(*e));
+	e->obj = obj;
+	e->owner = owner;
+	e->what = what;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}

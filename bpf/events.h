@@ -91,6 +91,7 @@ enum lt_event_kind {
 	/* communication (commprobe source: entry probes on c10d's process-group backends) */
 	LT_EV_COMM = 112,	/* a collective or point-to-point call entered */
 	LT_EV_COMM_STACK = 113, /* lt_py_sample_event: the Python stack of the COMM just before (--launch-stacks) */
+	LT_EV_COMM_MARK = 114,  /* a point in a collective's life: enqueued, done, waited for; DDP buckets */
 };
 
 struct lt_event_header {
@@ -476,6 +477,33 @@ struct lt_comm_event {
 	u32 flags;    /* LT_COMM_HAS_TENSOR, LT_COMM_HAS_STACK */
 	u32 pad;
 	u64 impl[LT_COMM_WORDS];
+};
+
+/* COMM_MARK: one point in the life of a c10d collective, from entry probes
+ * (docs/design-comm.md, "Times"): ProcessGroupGloo::enqueue (the work is
+ * handed to gloo's worker threads: on the issuing thread it follows the
+ * collective's COMM), AsyncWork::finishWorkGloo / finishWorkGlooError (the
+ * work completed, on a worker thread), Work::wait (a thread starts blocking
+ * on a work), and DDP's Reducer: all_reduce_bucket (a gradient bucket's
+ * collective is about to be issued on this thread), finalize_backward (the
+ * waits for the buckets begin), finalize_bucket_dense (bucket `obj` is
+ * complete).  User space joins them (reports/aggregate/comm_times.*). */
+enum lt_comm_mark_what {
+	LT_COMM_MARK_ENQUEUE = 1,	   /* obj = the AsyncWork, owner = the ProcessGroupGloo */
+	LT_COMM_MARK_DONE = 2,		   /* obj = the AsyncWork */
+	LT_COMM_MARK_DONE_ERROR = 3,	   /* obj = the AsyncWork */
+	LT_COMM_MARK_WAIT = 4,		   /* obj = the Work (any backend's) */
+	LT_COMM_MARK_DDP_LAUNCH = 5,	   /* obj = the Reducer::Bucket, owner = the Reducer */
+	LT_COMM_MARK_DDP_FINALIZE = 6,	   /* obj = the Reducer */
+	LT_COMM_MARK_DDP_BUCKET_READY = 7, /* obj = the Reducer::Bucket, owner = the Reducer */
+	LT_COMM_MARK_MAX = 8,
+};
+struct lt_comm_mark_event {
+	struct lt_event_header hdr;
+	u64 obj;
+	u64 owner; /* 0 where the call has none */
+	u8 what;   /* enum lt_comm_mark_what (the probe's attach cookie) */
+	u8 pad[7];
 };
 
 struct lt_mem_event {

@@ -200,6 +200,13 @@ LT_OFFSET(lt_comm_event, flags, 48);
 LT_OFFSET(lt_comm_event, pad, 52);
 LT_OFFSET(lt_comm_event, impl, 56);
 
+LT_SIZE(lt_comm_mark_event, 48);
+LT_OFFSET(lt_comm_mark_event, hdr, 0);
+LT_OFFSET(lt_comm_mark_event, obj, 24);
+LT_OFFSET(lt_comm_mark_event, owner, 32);
+LT_OFFSET(lt_comm_mark_event, what, 40);
+LT_OFFSET(lt_comm_mark_event, pad, 41);
+
 LT_SIZE(lt_mem_event, 64);
 LT_OFFSET(lt_mem_event, hdr, 0);
 LT_OFFSET(lt_mem_event, ptr, 24);

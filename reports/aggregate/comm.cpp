@@ -1,11 +1,13 @@
 #include "reports/aggregate/comm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <tuple>
 #include <unordered_map>
 
+#include "reports/aggregate/comm_times.h"
 #include "reports/aggregate/stacks.h"  // kNoAction
 
 namespace lt {
@@ -13,6 +15,10 @@ namespace lt {
 namespace {
 
 constexpr std::size_t kMaxCallsKept = 1'000'000;
+// Calls and marks per process held for the time join (comm_times.h): a
+// million calls is hours of DDP steps; past it, calls are counted untimed.
+constexpr std::size_t kMaxCallsTimed = 1'000'000;
+constexpr std::size_t kMaxMarks = 4'000'000;
 // Rows and groups per process: a real job has a few dozen of each; a
 // damaged or crafted trace must not grow them without bound.
 constexpr std::size_t kMaxRows = 4096;
@@ -130,6 +136,15 @@ std::optional<CommTensor> decode_comm_tensor(const std::uint64_t* w, int hint) {
 
 struct CommAggregator::State {
   const ActionAggregator& actions;
+
+  // The innermost action open on the thread, else on the main thread.
+  std::string action_of(const lt_event_header& h) const {
+    std::string action = actions.innermost_action(h.pid, h.tid);
+    if (action.empty()) action = actions.innermost_action(h.pid, h.pid);
+    if (action.empty()) action = kNoAction;
+    return action;
+  }
+
   CommAggregatorOptions opts;
   struct Proc {
     int layout = -1;
@@ -137,8 +152,60 @@ struct CommAggregator::State {
     std::map<std::tuple<std::uint8_t, std::string, std::uint64_t>, CommSizeRow> sizes;
     std::map<std::pair<std::string, std::uint8_t>, CommActionRow> by_action;
     std::unordered_map<std::uint64_t, CommGroup> groups;
+    // for the time join: each timed call with the rows it is counted in (null: in none)
+    std::vector<CommTimedCall> timed;
+    struct Rows {
+      CommSizeRow* size = nullptr;
+      CommActionRow* action = nullptr;
+      std::size_t kept = SIZE_MAX;  // index in out.calls_kept
+    };
+    std::vector<Rows> rows;
+    std::vector<CommTimeMark> marks;
   };
   std::map<std::uint32_t, Proc> procs;
+
+  void mark(const lt_event_header& h, const lt_comm_mark_event& e) {
+    Proc& p = procs[h.pid];
+    p.out.pid = h.pid;
+    ++p.out.marks;
+    if (p.marks.size() >= kMaxMarks) return;
+    const bool waits = e.what == LT_COMM_MARK_WAIT || e.what == LT_COMM_MARK_DDP_FINALIZE;
+    p.marks.push_back({h.ts_ns, h.tid, e.what, e.obj, e.owner, waits ? action_of(h) : std::string()});
+  }
+
+  // Joins the calls of `p` with its marks and adds the times to its rows.
+  void add_times(Proc& p) {
+    const auto times = join_comm_times(p.timed, p.marks);
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      const CommCallTimes& t = times[i];
+      CommSizeRow* size_row = p.rows[i].size;
+      CommActionRow* action_row = p.rows[i].action;
+      if (size_row) {
+        if (t.enqueue_ns) ++size_row->enqueued, size_row->enqueue_ns += *t.enqueue_ns;
+        if (t.in_flight_ns) ++size_row->completed, size_row->in_flight_ns += *t.in_flight_ns;
+        if (t.blocked_ns) ++size_row->waited, size_row->blocked_ns += *t.blocked_ns;
+        if (t.failed) ++size_row->failed;
+      }
+      if (action_row && t.in_flight_ns) ++action_row->completed, action_row->in_flight_ns += *t.in_flight_ns;
+      if (t.blocked_ns) {
+        // charged to the waiting thread's action, for the same kind
+        const std::uint8_t kind = action_row ? action_row->kind : (size_row ? size_row->kind : 0);
+        auto key = std::make_pair(t.wait_action, kind);
+        if (kind && (p.by_action.size() < kMaxRows || p.by_action.count(key))) {
+          auto& a = p.by_action[key];
+          a.action = t.wait_action;
+          a.kind = kind;
+          ++a.waited;
+          a.blocked_ns += *t.blocked_ns;
+        }
+      }
+      if (const std::size_t k = p.rows[i].kept; k < p.out.calls_kept.size()) {
+        p.out.calls_kept[k].enqueue_ns = t.enqueue_ns;
+        p.out.calls_kept[k].in_flight_ns = t.in_flight_ns;
+        p.out.calls_kept[k].blocked_ns = t.blocked_ns;
+      }
+    }
+  }
 
   void comm(const lt_event_header& h, const lt_comm_event& e) {
     Proc& p = procs[h.pid];
@@ -156,10 +223,13 @@ struct CommAggregator::State {
       }
     }
     std::tuple<std::uint8_t, std::string, std::uint64_t> key{e.kind, dtype, count};
+    CommSizeRow* size_row = nullptr;
+    CommActionRow* action_row = nullptr;
     if (p.sizes.size() >= kMaxRows && !p.sizes.count(key)) {
       ++p.out.rows_dropped;  // counted in the totals below, not in a row
     } else {
       auto& row = p.sizes[key];
+      size_row = &row;
       row.kind = e.kind;
       row.dtype = dtype;
       row.count = count;
@@ -170,15 +240,22 @@ struct CommAggregator::State {
     ++p.out.calls;
     p.out.bytes += bytes;
 
-    std::string action = actions.innermost_action(h.pid, h.tid);
-    if (action.empty()) action = actions.innermost_action(h.pid, h.pid);
-    if (action.empty()) action = kNoAction;
+    std::string action = action_of(h);
     if (p.by_action.size() < kMaxRows || p.by_action.count({action, e.kind})) {
       auto& a = p.by_action[{action, e.kind}];
       a.action = action;
       a.kind = e.kind;
       ++a.calls;
       a.bytes += bytes;
+      action_row = &a;
+    }
+    const bool timed = p.timed.size() < kMaxCallsTimed;
+    if (timed) {
+      const bool p2p = e.kind == LT_COMM_SEND || e.kind == LT_COMM_RECV || e.kind == LT_COMM_RECV_ANYSOURCE;
+      p.timed.push_back({h.ts_ns, h.tid, !p2p});
+      p.rows.push_back({size_row, action_row});
+    } else {
+      ++p.out.untimed;
     }
 
     auto g = p.groups.find(e.pg);
@@ -196,8 +273,10 @@ struct CommAggregator::State {
     g->second.first_seq = std::min(g->second.first_seq, e.seq);
     g->second.last_seq = std::max(g->second.last_seq, e.seq);
 
-    if (opts.keep_calls && p.out.calls_kept.size() < kMaxCallsKept)
+    if (opts.keep_calls && p.out.calls_kept.size() < kMaxCallsKept) {
+      if (timed) p.rows.back().kept = p.out.calls_kept.size();
       p.out.calls_kept.push_back({h.ts_ns, h.tid, g->second.index, e.seq, e.kind, e.peer, dtype, count, bytes, action});
+    }
   }
 };
 
@@ -207,6 +286,12 @@ CommAggregator::CommAggregator(const ActionAggregator& actions, CommAggregatorOp
 CommAggregator::~CommAggregator() = default;
 
 void CommAggregator::add(const lt_event_header& h, const std::byte* record) {
+  if (h.kind == LT_EV_COMM_MARK && h.size >= sizeof(lt_comm_mark_event)) {
+    lt_comm_mark_event m;
+    std::memcpy(&m, record, sizeof m);
+    s_->mark(h, m);
+    return;
+  }
   if (h.kind != LT_EV_COMM || h.size < sizeof(lt_comm_event)) return;
   lt_comm_event e;
   std::memcpy(&e, record, sizeof e);
@@ -216,6 +301,8 @@ void CommAggregator::add(const lt_event_header& h, const std::byte* record) {
 CommReport CommAggregator::finish() {
   CommReport rep;
   for (auto& [pid, p] : s_->procs) {
+    if (!p.out.calls) continue;  // timing marks alone (Work::wait of another backend): no call to time
+    s_->add_times(p);
     ProcessComm out = std::move(p.out);
     for (auto& [k, r] : p.sizes) out.sizes.push_back(r);
     std::stable_sort(out.sizes.begin(), out.sizes.end(), [](const CommSizeRow& a, const CommSizeRow& b) {

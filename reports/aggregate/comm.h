@@ -2,8 +2,9 @@
 // docs/design-comm.md): per (kind, dtype, element count) the calls and
 // bytes, as nccl-tests lays out its results; per Lightning action the calls
 // and bytes of each kind; per process group our sequence numbers (gaps are
-// records lost).  Everything is counted exactly; there is no time column:
-// entry probes see when a call starts, not when it ends.
+// records lost).  Counts and bytes are exact.  Times come from the
+// COMM_MARK records joined to the calls (reports/aggregate/comm_times.h):
+// sums over the calls whose time is known, with how many those are.
 //
 // A call is charged to the innermost action open on its thread, or, on a
 // thread outside every action, to the one open on the process's main
@@ -49,12 +50,19 @@ struct CommSizeRow {
   std::uint64_t bytes = 0;  // per call: count * element size (0: unknown)
   std::uint64_t calls = 0;
   std::uint64_t multi_tensor_calls = 0;  // calls with several tensors: only the first is counted in count/bytes
+  // Times (comm_times.h), each a sum over the calls where it is known:
+  std::uint64_t enqueued = 0, enqueue_ns = 0;     // entry -> hand-off to gloo's threads
+  std::uint64_t completed = 0, in_flight_ns = 0;  // entry -> the work completed
+  std::uint64_t waited = 0, blocked_ns = 0;       // a thread waited for it and it completed: time blocked
+  std::uint64_t failed = 0;                       // completed with an error
 };
 
 struct CommActionRow {
   std::string action;  // kNoAction outside every action
   std::uint8_t kind = 0;
-  std::uint64_t calls = 0, bytes = 0;
+  std::uint64_t calls = 0, bytes = 0;             // the calls issued in the action
+  std::uint64_t completed = 0, in_flight_ns = 0;  // of those calls, where known
+  std::uint64_t waited = 0, blocked_ns = 0;       // waits by a thread in this action (its own calls or others')
 };
 
 struct CommGroup {
@@ -74,6 +82,7 @@ struct CommCall {
   std::string dtype;
   std::uint64_t count = 0, bytes = 0;
   std::string action;
+  std::optional<std::uint64_t> enqueue_ns, in_flight_ns, blocked_ns;  // unknown: not joined
 };
 
 struct ProcessComm {
@@ -83,6 +92,8 @@ struct ProcessComm {
   std::vector<CommGroup> groups;
   std::uint64_t calls = 0, bytes = 0, unreadable = 0;  // unreadable: a tensor whose words did not decode
   std::uint64_t rows_dropped = 0;  // calls in no row (more distinct sizes or groups than the bounds)
+  std::uint64_t marks = 0;         // COMM_MARK records: 0 in a trace without the timing probes
+  std::uint64_t untimed = 0;       // calls past the bound of calls timed (kept out of the time columns)
   std::vector<CommCall> calls_kept;
 };
 

@@ -83,6 +83,8 @@ const char* kind_name(unsigned k) {
       return "comm";
     case LT_EV_COMM_STACK:
       return "comm_stack";
+    case LT_EV_COMM_MARK:
+      return "comm_mark";
     case LT_EV_GPU_ACTIVITY:
       return "gpu_activity";
     case LT_EV_GPU_NAME:
@@ -150,6 +152,7 @@ void dump_events(const Trace& trace, std::ostream& to) {
     lt_action_origin_event ao;
     lt_mem_event me;
     lt_comm_event ce;
+    lt_comm_mark_event cm;
     lt_module_call_event mc;
     lt_module_name_event mn;
     lt_compile_note_event cn;
@@ -174,6 +177,9 @@ void dump_events(const Trace& trace, std::ostream& to) {
       out << " comm=" << static_cast<int>(ce.kind) << " backend=" << static_cast<int>(ce.backend) << " pg=0x"
           << std::hex << ce.pg << std::dec << " seq=" << ce.seq << " tensors=" << ce.ntensors << " peer=" << ce.peer
           << " flags=" << ce.flags;
+    else if (h.kind == LT_EV_COMM_MARK && record_as(h, p, cm))
+      out << " what=" << static_cast<int>(cm.what) << " obj=0x" << std::hex << cm.obj << " owner=0x" << cm.owner
+          << std::dec;
     else if (h.kind == LT_EV_MEM && record_as(h, p, me))
       out << " what=" << static_cast<int>(me.what) << " ptr=0x" << std::hex << me.ptr << std::dec
           << " bytes=" << me.bytes << " device=" << static_cast<int>(me.device_type) << ":"

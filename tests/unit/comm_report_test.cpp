@@ -298,7 +298,8 @@ TEST(CommReport, RowsActionsGroupsAndText) {
   const std::string text = render_comm_report(rep);
   EXPECT_EQ(text,
             "Collectives (c10d process-group calls while attached, counted at their entry)\n"
-            "Counts and bytes are exact; there are no times: entry probes see a call start, not end.\n"
+            "Counts and bytes are exact; times are joined from entry probes (enqueue, completion, wait), '-' "
+            "where not joined.\n"
             "\n"
             "pid 30: 7 calls, 10196 bytes\n"
             "  collective            size (B)  count      type  calls  bytes\n"
@@ -311,6 +312,7 @@ TEST(CommReport, RowsActionsGroupsAndText) {
             "  (size: bytes of this rank's tensor per call: the buffer of all_reduce, broadcast, reduce, send, "
             "recv; the input of the gathers and all_to_all; the output of the scatters)\n"
             "  (some calls passed several tensors: only the first is counted)\n"
+            "  (no timing records: a trace written before them; counts only)\n"
             "\n"
             "  per Lightning action (innermost action open on the calling thread)\n"
             "  action                            collective            calls  bytes\n"

@@ -33,6 +33,31 @@ TEST(CommSites, CookiesOfMethods) {
   EXPECT_EQ(comm_site_cookie(""), 0u);
 }
 
+TEST(CommMarkWhat, NamesTheTimingPoints) {
+  EXPECT_EQ(
+      comm_mark_what("_ZN4c10d16ProcessGroupGloo7enqueueEN3c1013intrusive_ptrINS0_9AsyncWorkENS1_6detail34intrusive_"
+                     "target_default_null_typeIS3_EEEE"),
+      LT_COMM_MARK_ENQUEUE);
+  EXPECT_EQ(comm_mark_what("_ZN4c10d16ProcessGroupGloo9AsyncWork14finishWorkGlooEv"), LT_COMM_MARK_DONE);
+  // 2.x takes the exception_ptr by const reference, 1.13 by value
+  EXPECT_EQ(
+      comm_mark_what("_ZN4c10d16ProcessGroupGloo9AsyncWork19finishWorkGlooErrorERKNSt15__exception_ptr13exception_"
+                     "ptrE"),
+      LT_COMM_MARK_DONE_ERROR);
+  EXPECT_EQ(
+      comm_mark_what("_ZN4c10d16ProcessGroupGloo9AsyncWork19finishWorkGlooErrorENSt15__exception_ptr13exception_ptrE"),
+      LT_COMM_MARK_DONE_ERROR);
+  EXPECT_EQ(comm_mark_what("_ZN4c10d4Work4waitENSt6chrono8durationIlSt5ratioILl1ELl1000EEEE"), LT_COMM_MARK_WAIT);
+  EXPECT_EQ(comm_mark_what("_ZN4c10d7Reducer17all_reduce_bucketERNS0_6BucketE"), LT_COMM_MARK_DDP_LAUNCH);
+  EXPECT_EQ(comm_mark_what("_ZN4c10d7Reducer17finalize_backwardEv"), LT_COMM_MARK_DDP_FINALIZE);
+  EXPECT_EQ(comm_mark_what("_ZN4c10d7Reducer21finalize_bucket_denseERNS0_6BucketE"), LT_COMM_MARK_DDP_BUCKET_READY);
+  // neighbours that are not the points
+  EXPECT_EQ(comm_mark_what("_ZN4c10d7Reducer24finalize_backward_manualEv"), 0u);
+  EXPECT_EQ(comm_mark_what("_ZN4c10d16ProcessGroupGloo9AsyncWork7executeERKN3c1013intrusive_ptrIS1_EE"), 0u);
+  EXPECT_EQ(comm_mark_what("_ZN4c10d16ProcessGroupGloo9allreduceERSt6vector"), 0u);
+  EXPECT_EQ(comm_mark_what("_ZN4c10d4Work9isSuccessEv"), 0u);
+}
+
 std::string source_dir() {
   const char* root = std::getenv("LT_SRCDIR");
   return root && *root ? std::string(root) + "/" : std::string();
@@ -43,11 +68,15 @@ class RealLibtorchCpu : public testing::TestWithParam<std::string> {};
 TEST_P(RealLibtorchCpu, FindsTheCollectives) {
   const std::string path = source_dir() + GetParam();
   ASSERT_TRUE(std::filesystem::exists(path)) << path << " is not installed: run `make deps`";
-  std::set<std::uint32_t> kinds;
+  std::set<std::uint32_t> kinds, marks;
   for (const auto& s : find_comm_sites(path)) {
     EXPECT_GT(s.file_offset, 0u) << s.symbol;
-    kinds.insert(static_cast<std::uint32_t>(s.cookie & 0xff));
+    EXPECT_TRUE(marks.insert(static_cast<std::uint32_t>(s.cookie)).second || !s.mark) << "two sites for " << s.symbol;
+    if (!s.mark) kinds.insert(static_cast<std::uint32_t>(s.cookie & 0xff));
   }
+  // every point of the timing join, in both torch builds
+  for (std::uint32_t w = LT_COMM_MARK_ENQUEUE; w < LT_COMM_MARK_MAX; ++w)
+    EXPECT_TRUE(marks.count(w)) << "mark " << w << " missing in " << path;
   for (std::uint32_t k : {LT_COMM_ALLREDUCE, LT_COMM_BROADCAST, LT_COMM_REDUCE, LT_COMM_ALLGATHER,
                           LT_COMM_ALLGATHER_INTO_TENSOR, LT_COMM_GATHER, LT_COMM_SCATTER, LT_COMM_REDUCE_SCATTER,
                           LT_COMM_ALLTOALL_SINGLE, LT_COMM_BARRIER, LT_COMM_SEND, LT_COMM_RECV})

@@ -21,20 +21,27 @@ CommProbeSource::CommProbeSource(const ProcTrackSource& shared, int op_stacks_fd
     if (int err = bpf_map__reuse_fd(skel_->maps.lt_op_stacks, op_stacks_fd))
       throw bpf_error("share op stacks with commprobe", -err);
   uprobes_.prepare(skel_->progs.lt_comm_enter);
+  uprobes_.prepare(skel_->progs.lt_comm_mark);
   if (int err = lt_commprobe__load(skel_.get())) throw bpf_error("load commprobe", -err);
 }
 
 CommProbeSource::~CommProbeSource() = default;
 
 std::size_t CommProbeSource::attach(const std::string& path, pid_t pid, const std::vector<Site>& sites) {
-  std::vector<std::uint64_t> offsets, cookies;
+  // one set per program: the collectives (COMM) and the timing points (COMM_MARK)
+  struct Offsets {
+    std::vector<std::uint64_t> offsets, cookies;
+  } calls, marks;
   for (const auto& s : sites) {
-    offsets.push_back(s.offset);
-    cookies.push_back(s.cookie);
+    auto& to = s.mark ? marks : calls;
+    to.offsets.push_back(s.offset);
+    to.cookies.push_back(s.cookie);
   }
-  if (offsets.empty()) return 0;
-  uprobes_.attach(skel_->progs.lt_comm_enter, path, offsets, cookies, pid, "comm probes");
-  return offsets.size();
+  if (!calls.offsets.empty())
+    uprobes_.attach(skel_->progs.lt_comm_enter, path, calls.offsets, calls.cookies, pid, "comm probes");
+  if (!marks.offsets.empty())
+    uprobes_.attach(skel_->progs.lt_comm_mark, path, marks.offsets, marks.cookies, pid, "comm timing probes");
+  return calls.offsets.size() + marks.offsets.size();
 }
 
 }  // namespace lt

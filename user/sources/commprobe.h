@@ -28,7 +28,8 @@ class CommProbeSource {
 
   struct Site {
     std::uint64_t offset;  // file offset of the method's entry
-    std::uint64_t cookie;  // LT_COMM_COOKIE
+    std::uint64_t cookie;  // LT_COMM_COOKIE, or the enum lt_comm_mark_what of a mark
+    bool mark = false;     // lt_comm_mark (COMM_MARK) rather than lt_comm_enter (COMM)
   };
   // Entry uprobes at `sites` of `path` (a path this process can open);
   // pid -1: every process mapping the file (BPF keeps only targets).

@@ -1,5 +1,6 @@
 #include "user/torch/comm_sites.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "bpf/events.h"
@@ -43,6 +44,23 @@ constexpr Method kGloo[] = {
 
 constexpr std::string_view kGlooPrefix = "_ZN4c10d16ProcessGroupGloo";
 
+// The points in a collective's life (docs/design-comm.md, "Times"), by the
+// mangled name up to the parameter list (torch 1.13 and 2.x differ after it:
+// finishWorkGlooError takes its exception_ptr by value in 1.13).
+struct Mark {
+  std::string_view prefix;
+  std::uint32_t what;
+};
+constexpr Mark kMarks[] = {
+    {"_ZN4c10d16ProcessGroupGloo7enqueueE", LT_COMM_MARK_ENQUEUE},
+    {"_ZN4c10d16ProcessGroupGloo9AsyncWork14finishWorkGlooE", LT_COMM_MARK_DONE},
+    {"_ZN4c10d16ProcessGroupGloo9AsyncWork19finishWorkGlooErrorE", LT_COMM_MARK_DONE_ERROR},
+    {"_ZN4c10d4Work4waitE", LT_COMM_MARK_WAIT},
+    {"_ZN4c10d7Reducer17all_reduce_bucketE", LT_COMM_MARK_DDP_LAUNCH},
+    {"_ZN4c10d7Reducer17finalize_backwardE", LT_COMM_MARK_DDP_FINALIZE},
+    {"_ZN4c10d7Reducer21finalize_bucket_denseE", LT_COMM_MARK_DDP_BUCKET_READY},
+};
+
 }  // namespace
 
 std::uint64_t comm_site_cookie(std::string_view m) {
@@ -58,24 +76,34 @@ std::uint64_t comm_site_cookie(std::string_view m) {
   return 0;
 }
 
+std::uint32_t comm_mark_what(std::string_view m) {
+  for (const Mark& x : kMarks)
+    if (m.starts_with(x.prefix)) return x.what;
+  return 0;
+}
+
 std::vector<CommSite> find_comm_sites(const std::string& path) {
   const elf::ElfImage file(path);
   if (file.problem() == elf::ElfImage::Problem::cannot_open)
     throw Error(ExitCode::io, "cannot open " + path + ": " + std::strerror(file.error()));
   std::vector<CommSite> out;
   if (!file.ok() || !file.is_elf64()) return out;
+  // Without a collective there is nothing to time: a file with only the
+  // marks (Work::wait, the Reducer) gives an empty list, as before.
   file.for_each_symbol(
       [&](const elf::SymbolEntry& s) {
         if (!s.defined() || s.value == 0 || s.type != STT_FUNC) return;
-        const std::uint64_t cookie = comm_site_cookie(s.name);
+        const std::uint64_t what = comm_mark_what(s.name);
+        const std::uint64_t cookie = what ? what : comm_site_cookie(s.name);
         if (!cookie) return;
         const auto off = file.file_offset(s.value, true);
         if (!off) return;
         for (const auto& o : out)
           if (o.file_offset == *off) return;  // one probe per address (aliases)
-        out.push_back({*off, cookie, std::string(s.name)});
+        out.push_back({*off, cookie, std::string(s.name), what != 0});
       },
       elf::ElfImage::Tables::dynamic_only);
+  if (std::none_of(out.begin(), out.end(), [](const CommSite& s) { return !s.mark; })) out.clear();
   return out;
 }
 

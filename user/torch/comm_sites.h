@@ -14,15 +14,20 @@ namespace lt {
 
 struct CommSite {
   std::uint64_t file_offset = 0;
-  std::uint64_t cookie = 0;  // LT_COMM_COOKIE(kind, backend, register, form) (bpf/events.h)
+  std::uint64_t cookie = 0;  // LT_COMM_COOKIE(kind, backend, register, form) (bpf/events.h), or a mark's what
   std::string symbol;
+  bool mark = false;  // a COMM_MARK site (lt_comm_mark): cookie = enum lt_comm_mark_what
 };
 
 // Throws lt::Error(io) if the file cannot be read.  A file without
-// ProcessGroupGloo gives an empty list.
+// ProcessGroupGloo gives an empty list.  The list holds the collectives
+// (mark false) and, when the file has them, the COMM_MARK sites: enqueue,
+// finishWorkGloo(Error), Work::wait and DDP's Reducer points (mark true).
 std::vector<CommSite> find_comm_sites(const std::string& libtorch_cpu_path);
 
 // The cookie of a mangled symbol, or 0 (exposed for unit tests).
 std::uint64_t comm_site_cookie(std::string_view mangled);
+// The enum lt_comm_mark_what of a mangled symbol, or 0 (exposed for unit tests).
+std::uint32_t comm_mark_what(std::string_view mangled);
 
 }  // namespace lt
