@@ -3,7 +3,8 @@
 A 2-rank gloo job on this machine times CALLS all_reduce calls of a 1-element
 float32 tensor (the smallest message: the per-call cost is the largest
 share).  Run once plain and once attached with `ltrace-bpf --report comm`
-(entry probes on ProcessGroupGloo's methods); with kernel.bpf_stats_enabled
+(entry probes on ProcessGroupGloo's methods, and the timing points: enqueue,
+finishWorkGloo, Work::wait: three more hits per all_reduce); with kernel.bpf_stats_enabled
 the BPF program's own run time per call is read too (the uprobe trap itself
 is not in it: the wall-clock difference includes it, and the noise of a
 shared machine).  One run each: numbers are single measurements.
@@ -110,6 +111,7 @@ def main():
             for p in procs:
                 p.wait()
             run_ns, runs = bpf_stats()
+            mark_ns, marks = bpf_stats("lt_comm_mark")
         finally:
             subprocess.run(["sysctl", "-qw", f"kernel.bpf_stats_enabled={stats_before}"])
         lt.wait(timeout=120)
@@ -119,6 +121,9 @@ def main():
     print(f"  --report comm {traced:8.2f} us/call  (difference {traced - plain:+.2f} us/call, one run each)")
     if runs:
         print(f"  BPF program lt_comm_enter: {runs} runs, {run_ns / runs:.0f} ns per run (kernel.bpf_stats_enabled)")
+    if marks:
+        print(f"  BPF program lt_comm_mark: {marks} runs ({marks / max(runs, 1):.1f} per call), "
+              f"{mark_ns / marks:.0f} ns per run")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ constexpr std::size_t kMaxCallsKept = 1'000'000;
 // Calls and marks per process held for the time join (comm_times.h): a
 // million calls is hours of DDP steps; past it, calls are counted untimed.
 constexpr std::size_t kMaxCallsTimed = 1'000'000;
-constexpr std::size_t kMaxMarks = 4'000'000;
+constexpr std::size_t kMaxMarks = 3'000'000;  // up to 3 per call (enqueue, completion, wait)
 // Rows and groups per process: a real job has a few dozen of each; a
 // damaged or crafted trace must not grow them without bound.
 constexpr std::size_t kMaxRows = 4096;
@@ -161,6 +161,13 @@ struct CommAggregator::State {
     };
     std::vector<Rows> rows;
     std::vector<CommTimeMark> marks;
+    std::vector<std::string> action_names;  // CommTimeMark::action -> name
+    std::unordered_map<std::string, std::uint32_t> action_ids;
+    std::uint32_t action_id(const std::string& name) {
+      auto [it, added] = action_ids.try_emplace(name, static_cast<std::uint32_t>(action_names.size()));
+      if (added) action_names.push_back(name);
+      return it->second;
+    }
   };
   std::map<std::uint32_t, Proc> procs;
 
@@ -170,7 +177,7 @@ struct CommAggregator::State {
     ++p.out.marks;
     if (p.marks.size() >= kMaxMarks) return;
     const bool waits = e.what == LT_COMM_MARK_WAIT || e.what == LT_COMM_MARK_DDP_FINALIZE;
-    p.marks.push_back({h.ts_ns, h.tid, e.what, e.obj, e.owner, waits ? action_of(h) : std::string()});
+    p.marks.push_back({h.ts_ns, h.tid, e.what, e.obj, e.owner, waits ? p.action_id(action_of(h)) : 0});
   }
 
   // Joins the calls of `p` with its marks and adds the times to its rows.
@@ -190,10 +197,11 @@ struct CommAggregator::State {
       if (t.blocked_ns) {
         // charged to the waiting thread's action, for the same kind
         const std::uint8_t kind = action_row ? action_row->kind : (size_row ? size_row->kind : 0);
-        auto key = std::make_pair(t.wait_action, kind);
+        const std::string& waiter = t.wait_action < p.action_names.size() ? p.action_names[t.wait_action] : kNoAction;
+        auto key = std::make_pair(waiter, kind);
         if (kind && (p.by_action.size() < kMaxRows || p.by_action.count(key))) {
           auto& a = p.by_action[key];
-          a.action = t.wait_action;
+          a.action = waiter;
           a.kind = kind;
           ++a.waited;
           a.blocked_ns += *t.blocked_ns;

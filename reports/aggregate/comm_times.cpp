@@ -1,6 +1,7 @@
 #include "reports/aggregate/comm_times.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "bpf/events.h"
@@ -16,7 +17,7 @@ struct Pending {
 
 struct DdpWait {
   std::uint64_t since = 0;
-  std::string action;
+  std::uint32_t action = 0;
 };
 
 }  // namespace

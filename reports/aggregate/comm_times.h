@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <string>
 #include <vector>
 
 namespace lt {
@@ -25,7 +24,7 @@ struct CommTimeMark {
   std::uint32_t tid = 0;
   std::uint8_t what = 0;  // enum lt_comm_mark_what
   std::uint64_t obj = 0, owner = 0;
-  std::string action;  // the innermost Lightning action of the thread then (WAIT, DDP_FINALIZE)
+  std::uint32_t action = 0;  // the caller's id of the thread's innermost action then (WAIT, DDP_FINALIZE)
 };
 
 struct CommCallTimes {
@@ -34,7 +33,7 @@ struct CommCallTimes {
   bool failed = false;                        // completed through finishWorkGlooError
   bool waited = false;                        // a Work::wait or DDP's finalize waited for it
   std::optional<std::uint64_t> blocked_ns;    // waited and completed: max(0, completion - wait start)
-  std::string wait_action;                    // the waiting thread's action at the wait
+  std::uint32_t wait_action = 0;              // the waiting thread's action at the wait (CommTimeMark::action)
   bool ddp = false;                           // a DDP gradient bucket's collective
 };
 

@@ -54,6 +54,13 @@ double bus_factor(std::uint8_t kind, int n) {
   }
 }
 
+// GB/s with three significant digits (gloo moves small messages: 0.0000198).
+std::string gbps(double v) {
+  int decimals = 2;
+  for (double x = v; x < 1.0 && decimals < 12; x *= 10) ++decimals;
+  return fixed(v, decimals);
+}
+
 std::string ms_or_dash(std::uint64_t known, double ns) {
   return known ? ns_as_ms(ns, 3) : "-";
 }
@@ -108,9 +115,9 @@ std::string render_comm_report(const CommReport& rep, const CommRenderOptions& o
                                  : "-");
         const double s = tensor ? data_size(r.kind, r.bytes, n) : 0.0;
         const double algbw = avg > 0 && s > 0 ? s / avg : 0.0;  // bytes per ns = GB/s
-        row.push_back(algbw > 0 ? fixed(algbw, 3) : "-");
+        row.push_back(algbw > 0 ? gbps(algbw) : "-");
         const double f = bus_factor(r.kind, n);
-        row.push_back(algbw > 0 && f > 0 ? fixed(algbw * f, 3) : "-");
+        row.push_back(algbw > 0 && f > 0 ? gbps(algbw * f) : "-");
       }
       sizes.push_back(std::move(row));
       multi |= r.multi_tensor_calls > 0;

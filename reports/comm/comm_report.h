@@ -2,7 +2,8 @@
 // per process (rank) the c10d calls by kind and message size in
 // nccl-tests' column order (size, count, type; then calls and bytes), the
 // calls per Lightning action, and the process groups with the sequence
-// numbers seen.  Exact counts; no time column (entry probes only).
+// numbers seen.  Exact counts; where the trace has COMM_MARK records, the
+// joined times (in flight, blocked, enqueue) and nccl-tests' algbw / busbw.
 //
 //   Collectives (c10d backend calls while attached: ...)
 //

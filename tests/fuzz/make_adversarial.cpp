@@ -212,6 +212,14 @@ void one_round(Gen& g, const std::string& kind, std::uint64_t i) {
     st.frames[0].code = 0x100000 + i;
     st.frames[1].code = 0x1000;
     g.put(st, LT_EV_COMM_STACK);
+    // its timing points, each on another work object: the marks held for
+    // the time join must stay bounded too
+    lt_comm_mark_event m{};
+    m.obj = 0x5000 + i * 64;
+    for (lt::u8 w : {LT_COMM_MARK_ENQUEUE, LT_COMM_MARK_WAIT, LT_COMM_MARK_DONE}) {
+      m.what = w;
+      g.put(m, LT_EV_COMM_MARK);
+    }
     g.action(LT_EV_ACTION_END, i, "");
   } else if (kind == "pids") {
     const auto pid = static_cast<lt::u32>(100 + i);

@@ -30,12 +30,13 @@ PROFILER_NAMES = {"c10d::allreduce_": "all_reduce", "c10d::broadcast_": "broadca
                   "c10d::barrier": "barrier", "c10d::send": "send", "c10d::recv_": "recv"}
 
 
-def start_job(tmp, *extra):
+def start_job(tmp, *extra, rounds=ROUNDS, env=None):
     tmp.mkdir()
     log = tmp / "job.log"
     with open(log, "w") as lo:
-        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "comm_gloo.py"), str(tmp / "go"), str(ROUNDS),
-                                str(tmp), *extra], stdout=lo, stderr=subprocess.STDOUT)
+        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "comm_gloo.py"), str(tmp / "go"), str(rounds),
+                                str(tmp), *extra], stdout=lo, stderr=subprocess.STDOUT,
+                               env=dict(os.environ, **(env or {})))
     try:
         wait_for(str(log), "READY 0", 300, job)
         wait_for(str(log), "READY 1", 300, job)
@@ -72,8 +73,13 @@ def rank_results(tmp):
     return out
 
 
-def parse_comm_report(text):
-    """rank -> {(collective, size, count, type): calls}, and rank -> process-group lines."""
+TIME_COLUMNS = ["in-flight", "avg", "blocked", "enqueue", "algbw", "busbw"]
+
+
+def parse_comm_report(text, times=None):
+    """rank -> {(collective, size, count, type): calls}, and rank -> process-group lines.
+    With `times` (a dict), times[rank][(collective, size, count, type)] = {column: cell} of the
+    time columns (in-flight total ms, avg ms, blocked total ms, enqueue avg us, algbw, busbw)."""
     rows, groups, rank, in_sizes = {}, {}, None, False
     for line in text.splitlines():
         m = re.match(r"pid \d+ rank (\d+) .*: (\d+) calls", line)
@@ -85,8 +91,10 @@ def parse_comm_report(text):
         cells = line.split()
         if not line.startswith("  ") or line.startswith("  ("):
             in_sizes = False
-        if rank is not None and in_sizes and len(cells) == 6 and cells[4].isdigit():
+        if rank is not None and in_sizes and len(cells) in (6, 12) and cells[4].isdigit():
             rows[rank][tuple(cells[:4])] = int(cells[4])
+            if times is not None and len(cells) == 12:
+                times.setdefault(rank, {})[tuple(cells[:4])] = dict(zip(TIME_COLUMNS, cells[6:]))
         if rank is not None and line.startswith("  pg "):
             groups[rank].append(line.strip())
     return rows, groups
@@ -168,8 +176,18 @@ def test_comm_counts_bytes_and_reference(tmp_path, mode):
     live = (run / "lt.out").read_text()
     err = (run / "lt.err").read_text()
     assert ("as uprobe_multi links" if stacks else "as perf-event uprobes") in err, err
-    rows, groups = parse_comm_report(live.split("Collectives by Python stack", 1)[0])
+    times = {}
+    rows, groups = parse_comm_report(live.split("Collectives by Python stack", 1)[0], times)
     assert sorted(rows) == [0, 1], live
+    for r in (0, 1):
+        # every collective gloo enqueues was seen complete and waited for
+        # (all are synchronous here); send / recv are not enqueued: no times
+        for key, t in times[r].items():
+            if key[0] in ("send", "recv"):
+                assert t["in-flight"] == "-" and t["blocked"] == "-", live
+            else:
+                assert "-" not in (t["in-flight"], t["blocked"], t["enqueue"]), live
+                assert float(t["in-flight"]) >= float(t["blocked"]), live
     for r in (0, 1):
         want = dict(EXPECTED)
         want[P2P[r]] = ROUNDS
@@ -203,18 +221,59 @@ def test_comm_counts_bytes_and_reference(tmp_path, mode):
     assert offline.stdout == live
 
 
+def run_traced(tmp, rounds, env):
+    job, log = start_job(tmp, rounds=rounds, env=env)
+    try:
+        with open(tmp / "lt.out", "w") as lo, open(tmp / "lt.err", "w") as le:
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm"], stdout=lo,
+                                  stderr=le)
+        wait_for(str(tmp / "lt.err"), "attached:", 120, lt)
+        wait_for(str(tmp / "lt.err"), "c10d backend methods", 120, lt)
+        (tmp / "go").touch()
+        assert job.wait(timeout=300) == 0, log.read_text()
+        assert lt.wait(timeout=120) == 0, (tmp / "lt.err").read_text()
+    finally:
+        if job.poll() is None:
+            kill_tree(job)
+    return (tmp / "lt.out").read_text()
+
+
+def test_comm_blocked_time_of_a_late_peer(tmp_path):
+    """Rank 1 sleeps 200 ms before the all_reduce of float32 [1000] in each
+    round: rank 0, there first, is blocked in Work::wait for about that long
+    each time; rank 1 hardly at all.  Ratios only (a busy machine)."""
+    rounds, sleep_s = 5, 0.2
+    out = run_traced(tmp_path / "late", rounds, {"SLEEP_RANK": "1", "SLEEP_S": str(sleep_s)})
+    times = {}
+    rows, _ = parse_comm_report(out, times)
+    key = ("all_reduce", "4000", "1000", "float32")
+    assert rows[0][key] == rows[1][key] == rounds, out
+    blocked = {r: float(times[r][key]["blocked"]) for r in (0, 1)}  # ms, summed over the rounds
+    in_flight = {r: float(times[r][key]["in-flight"]) for r in (0, 1)}
+    assert blocked[0] >= 0.8 * rounds * sleep_s * 1000, out
+    assert blocked[1] < 0.25 * blocked[0], out
+    for r in (0, 1):
+        assert in_flight[r] >= blocked[r], out
+        assert float(times[r][key]["enqueue"]) < 1000 * sleep_s * 1000 / 4, out  # us: hand-off, not the wait
+    # algbw from the in-flight time; n = WORLD_SIZE = 2 (one process group): busbw = algbw (2(n-1)/n = 1)
+    assert times[0][key]["algbw"] != "-" and times[0][key]["busbw"] == times[0][key]["algbw"], out
+
+
 def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
     """Trainer(strategy="ddp", accelerator="cpu", devices=2): DDP's reducer
     all-reduces the gradients (Linear(32, 2): 66 float32 in one bucket) once
     per step, in backward; rank 1 is spawned by Lightning after the attach
-    and followed with --children."""
-    steps = 6
+    and followed with --children.  Rank 1 sleeps 200 ms in each
+    training_step, so rank 0 waits for every gradient all_reduce in
+    backward's finalize: its in-flight times are all known and its backward
+    blocked time is reported, about the sleep per step."""
+    steps, sleep_s = 6, 0.2
     log = tmp_path / "job.log"
     go = tmp_path / "go"
     with open(log, "w") as lo:
         job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "ddp_straggler.py"), str(go), str(steps), "2", "1"],
                                stdout=lo, stderr=subprocess.STDOUT, cwd=tmp_path,
-                               env=dict(os.environ, SLOW_RANK="-1", SLOW_S="0"))
+                               env=dict(os.environ, SLOW_RANK="1", SLOW_S=str(sleep_s)))
     try:
         wait_for(str(log), "READY 0", 300, job)
         with open(tmp_path / "lt.out", "w") as lo, open(tmp_path / "lt.err", "w") as le:
@@ -231,7 +290,22 @@ def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
     out = (tmp_path / "lt.out").read_text()
     sections = out.split("\npid ")[1:]
     assert len(sections) == 2, out
+    blocked = {}
     for sec in sections:
+        # the launcher is rank 0 (labelled); Lightning's rank 1 may have no label
+        rank = 0 if re.match(r"\d+ rank 0 ", sec) else 1
         rows = [ln.split() for ln in sec.splitlines()]
-        assert ["all_reduce", "264", "66", "float32", str(steps), str(264 * steps)] in rows, out
-        assert ["[Strategy]DDPStrategy.backward", "all_reduce", str(steps), str(264 * steps)] in rows, out
+        grads = [r for r in rows if r[:6] == ["all_reduce", "264", "66", "float32", str(steps), str(264 * steps)]]
+        assert len(grads) == 1 and len(grads[0]) == 12, out
+        assert grads[0][6] != "-" and grads[0][8] != "-", out  # in-flight and blocked known
+        assert float(grads[0][6]) >= float(grads[0][8]), out
+        backward = [r for r in rows if r[:4] == ["[Strategy]DDPStrategy.backward", "all_reduce", str(steps),
+                                                 str(264 * steps)]]
+        assert len(backward) == 1 and len(backward[0]) == 7, out
+        assert backward[0][4] != "-" and backward[0][6] != "-", out  # in-flight, blocked: in backward
+        blocked[rank] = float(backward[0][6])
+    assert sorted(blocked) == [0, 1], out
+    # rank 0 waits for the sleeper in every step but the first (which the
+    # setup's collectives may align): at least most of the sleeps
+    assert blocked[0] >= 0.8 * (steps - 1) * sleep_s * 1000, out
+    assert blocked[1] < 0.25 * blocked[0], out

@@ -24,7 +24,7 @@ namespace {
 constexpr std::uint64_t us = 1000, ms = 1000 * us;
 constexpr std::uint32_t kMain = 10, kWorker = 11, kOther = 12;
 
-CommTimeMark mark(std::uint64_t ts, std::uint32_t tid, std::uint8_t what, std::uint64_t obj, const char* action = "") {
+CommTimeMark mark(std::uint64_t ts, std::uint32_t tid, std::uint8_t what, std::uint64_t obj, std::uint32_t action = 0) {
   return {ts, tid, what, obj, 0, action};
 }
 
@@ -32,14 +32,14 @@ TEST(CommTimes, SyncAllReduceWaitedByItsCaller) {
   // entry at 0, enqueue at 20 us, wait at 30 us, done at 5 ms
   std::vector<CommTimedCall> calls{{1 * ms, kMain, true}};
   std::vector<CommTimeMark> marks{mark(1 * ms + 20 * us, kMain, LT_COMM_MARK_ENQUEUE, 0xA0),
-                                  mark(1 * ms + 30 * us, kMain, LT_COMM_MARK_WAIT, 0xA0, "step"),
+                                  mark(1 * ms + 30 * us, kMain, LT_COMM_MARK_WAIT, 0xA0, 1),
                                   mark(6 * ms, kWorker, LT_COMM_MARK_DONE, 0xA0)};
   auto t = join_comm_times(calls, marks);
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(t[0].enqueue_ns, 20 * us);
   EXPECT_EQ(t[0].in_flight_ns, 5 * ms);
   EXPECT_EQ(t[0].blocked_ns, 5 * ms - 30 * us);
-  EXPECT_EQ(t[0].wait_action, "step");
+  EXPECT_EQ(t[0].wait_action, 1u);
   EXPECT_FALSE(t[0].failed);
   EXPECT_FALSE(t[0].ddp);
 }
@@ -51,11 +51,11 @@ TEST(CommTimes, OrderOfTheRecordsDoesNotMatter) {
       mark(1 * ms + 10 * us, kMain, LT_COMM_MARK_ENQUEUE, 0xA0),
       mark(2 * ms + 10 * us, kOther, LT_COMM_MARK_ENQUEUE, 0xB0),
       mark(3 * ms + 10 * us, kMain, LT_COMM_MARK_ENQUEUE, 0xC0),
-      mark(4 * ms, kMain, LT_COMM_MARK_WAIT, 0xB0, "a"),  // main waits for other's work
+      mark(4 * ms, kMain, LT_COMM_MARK_WAIT, 0xB0, 2),  // main waits for other's work
       mark(5 * ms, kWorker, LT_COMM_MARK_DONE, 0xA0),
       mark(7 * ms, kWorker, LT_COMM_MARK_DONE, 0xB0),
       mark(8 * ms, kWorker, LT_COMM_MARK_DONE_ERROR, 0xC0),
-      mark(9 * ms, kOther, LT_COMM_MARK_WAIT, 0xC0, "b"),  // after its completion: blocked 0
+      mark(9 * ms, kOther, LT_COMM_MARK_WAIT, 0xC0, 3),  // after its completion: blocked 0
   };
   auto expect = [](const std::vector<CommCallTimes>& t) {
     ASSERT_EQ(t.size(), 3u);
@@ -64,11 +64,11 @@ TEST(CommTimes, OrderOfTheRecordsDoesNotMatter) {
     EXPECT_FALSE(t[0].blocked_ns);
     EXPECT_EQ(t[1].in_flight_ns, 5 * ms);
     EXPECT_EQ(t[1].blocked_ns, 3 * ms);
-    EXPECT_EQ(t[1].wait_action, "a");
+    EXPECT_EQ(t[1].wait_action, 2u);
     EXPECT_EQ(t[2].in_flight_ns, 5 * ms);
     EXPECT_TRUE(t[2].failed);
     EXPECT_EQ(t[2].blocked_ns, 0u);
-    EXPECT_EQ(t[2].wait_action, "b");
+    EXPECT_EQ(t[2].wait_action, 3u);
     for (auto& x : t) EXPECT_EQ(x.enqueue_ns, 10 * us);
   };
   expect(join_comm_times(calls, marks));
@@ -127,7 +127,7 @@ TEST(CommTimes, DdpBucketsMapByBucketAndWaitInOrder) {
       mark(2 * ms + 5 * us, kMain, LT_COMM_MARK_ENQUEUE, 0xA2),  // the metric
       mark(3 * ms - 1 * us, kMain, LT_COMM_MARK_DDP_LAUNCH, 0xB2),
       mark(3 * ms + 5 * us, kMain, LT_COMM_MARK_ENQUEUE, 0xA3),
-      mark(4 * ms, kMain, LT_COMM_MARK_DDP_FINALIZE, 0xEE, "backward"),
+      mark(4 * ms, kMain, LT_COMM_MARK_DDP_FINALIZE, 0xEE, 4),
       mark(6 * ms, kWorker, LT_COMM_MARK_DONE, 0xA1),  // B1 done 2 ms into the wait
       mark(6 * ms + 100 * us, kMain, LT_COMM_MARK_DDP_BUCKET_READY, 0xB1),
       mark(6 * ms + 200 * us, kWorker, LT_COMM_MARK_DONE, 0xA3),  // B2 done before its wait ends
@@ -140,7 +140,7 @@ TEST(CommTimes, DdpBucketsMapByBucketAndWaitInOrder) {
   EXPECT_FALSE(t[1].ddp);
   EXPECT_TRUE(t[2].ddp);
   EXPECT_EQ(t[0].blocked_ns, 2 * ms);
-  EXPECT_EQ(t[0].wait_action, "backward");
+  EXPECT_EQ(t[0].wait_action, 4u);
   EXPECT_EQ(t[2].blocked_ns, 100 * us);  // from B1's finalize to B2's completion
   EXPECT_FALSE(t[1].waited);
   EXPECT_EQ(t[1].in_flight_ns, 5 * ms);

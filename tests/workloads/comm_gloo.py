@@ -14,6 +14,8 @@ then issues per round, in this order:
 and writes OUT_DIR/rank<r>.txt: a checksum of every result (the job's
 results must not change under tracing) and, with --profile, how many of
 each c10d op torch.profiler recorded.  Prints "DONE <rank>".
+Env SLEEP_RANK, SLEEP_S: that rank sleeps SLEEP_S seconds before the first
+all_reduce of every round, so the other rank blocks in it that long.
 """
 import os
 import socket
@@ -23,6 +25,7 @@ import time
 
 go, rounds, out_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 profile = "--profile" in sys.argv[4:]
+sleep_rank, sleep_s = int(os.environ.get("SLEEP_RANK", "-1")), float(os.environ.get("SLEEP_S", "0"))
 
 if "RANK" not in os.environ:
     with socket.socket() as s:
@@ -51,6 +54,8 @@ while not os.path.exists(go):
 def one_round(i):
     g = torch.Generator().manual_seed(1000 * i + rank)
     a = torch.rand(1000, generator=g)
+    if rank == sleep_rank:
+        time.sleep(sleep_s)
     dist.all_reduce(a)
     s = torch.tensor(float(rank + i))
     dist.all_reduce(s)
