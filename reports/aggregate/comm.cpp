@@ -193,6 +193,7 @@ struct CommAggregator::State {
         if (t.blocked_ns) ++size_row->waited, size_row->blocked_ns += *t.blocked_ns;
         if (t.failed) ++size_row->failed;
       }
+      if (p.timed[i].enqueues && !t.in_flight_ns) ++p.out.incomplete;
       if (action_row && t.in_flight_ns) ++action_row->completed, action_row->in_flight_ns += *t.in_flight_ns;
       if (t.blocked_ns) {
         // charged to the waiting thread's action, for the same kind

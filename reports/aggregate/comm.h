@@ -94,6 +94,7 @@ struct ProcessComm {
   std::uint64_t rows_dropped = 0;  // calls in no row (more distinct sizes or groups than the bounds)
   std::uint64_t marks = 0;         // COMM_MARK records: 0 in a trace without the timing probes
   std::uint64_t untimed = 0;       // calls past the bound of calls timed (kept out of the time columns)
+  std::uint64_t incomplete = 0;    // timed calls gloo enqueues whose completion was not seen (no in-flight time)
   std::vector<CommCall> calls_kept;
 };
 

@@ -139,6 +139,9 @@ std::string render_comm_report(const CommReport& rep, const CommRenderOptions& o
         out << "busbw and the gathers' algbw need the group size: "
             << (p.groups.size() == 1 ? "WORLD_SIZE unknown" : "several process groups, sizes unknown") << ")\n";
       if (failed) out << "  (" << failed << " calls completed with an error)\n";
+      if (p.incomplete)
+        out << "  (" << p.incomplete
+            << " collectives not seen complete (attached or detached mid-way, records lost): no in-flight time)\n";
       if (p.untimed) out << "  (" << p.untimed << " calls past the bound of timed calls: no times)\n";
     } else {
       out << "  (no timing records: a trace written before them; counts only)\n";

@@ -241,6 +241,8 @@ TEST(CommTimesReport, RowsCarryTheJoinedTimes) {
   // algbw = 4000 B / 3.05 ms = 0.001311 GB/s; busbw needs n (no PROC_ENV here)
   EXPECT_NE(text.find("0.001"), std::string::npos) << text;
   EXPECT_NE(text.find("WORLD_SIZE unknown"), std::string::npos) << text;
+  EXPECT_EQ(p.incomplete, 1u);
+  EXPECT_NE(text.find("(1 collectives not seen complete"), std::string::npos) << text;
 }
 
 TEST(CommTimesReport, OldTraceHasNoTimeColumns) {
