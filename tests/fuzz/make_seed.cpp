@@ -114,6 +114,22 @@ int main(int argc, char** argv) {
     std::snprintf(cn.function, sizeof cn.function, "forward");
     std::snprintf(cn.reason, sizeof cn.reason, "0/0: tensor 'x' size mismatch at index 0\n  Explanation: x");
     w.append(&cn, sizeof cn);
+    // a collective and its timing points (enqueue, wait, completion on another thread)
+    lt_comm_event ce{};
+    ce.hdr = {LT_EV_COMM, sizeof ce, 1, 1, 0, static_cast<lt::u64>(i)};
+    ce.pg = 0x900;
+    ce.seq = static_cast<lt::u64>(i + 1);
+    ce.kind = LT_COMM_ALLREDUCE;
+    ce.backend = LT_COMM_GLOO;
+    ce.peer = -1;
+    w.append(&ce, sizeof ce);
+    for (lt::u8 what : {LT_COMM_MARK_ENQUEUE, LT_COMM_MARK_WAIT, LT_COMM_MARK_DONE}) {
+      lt_comm_mark_event cm{};
+      cm.hdr = {LT_EV_COMM_MARK, sizeof cm, 1, what == LT_COMM_MARK_DONE ? 2u : 1u, 0, static_cast<lt::u64>(i)};
+      cm.what = what;
+      cm.obj = 0xA000 + static_cast<lt::u64>(i) * 64;
+      w.append(&cm, sizeof cm);
+    }
   }
   w.close();
   return 0;

@@ -141,3 +141,11 @@ TEST(CollectorRecordNormalizer, RecordsWhoseSizeDisagreesAreDropped) {
   a.hdr.size = 24;
   EXPECT_EQ(n.normalize(&a, 24).size(), 24u);
 }
+
+TEST(CollectorRecordNormalizer, CommMarksOfTheirSizeOnly) {
+  RecordNormalizer n;
+  auto m = junk<lt_comm_mark_event>(LT_EV_COMM_MARK);
+  EXPECT_EQ(n.normalize(&m, sizeof m).size(), sizeof m);
+  m.hdr.size = sizeof m - 8;
+  EXPECT_TRUE(n.normalize(&m, sizeof m - 8).empty()) << "a COMM_MARK shorter than lt_comm_mark_event";
+}
