@@ -91,7 +91,7 @@ enum lt_event_kind {
 	/* communication (commprobe source: entry probes on c10d's process-group backends) */
 	LT_EV_COMM = 112,	/* a collective or point-to-point call entered */
 	LT_EV_COMM_STACK = 113, /* lt_py_sample_event: the Python stack of the COMM just before (--launch-stacks) */
-	LT_EV_COMM_MARK = 114,  /* a point in a collective's life: enqueued, done, waited for; DDP buckets */
+	LT_EV_COMM_MARK = 114,	/* a point in a collective's life: enqueued, done, waited for; DDP buckets */
 };
 
 struct lt_event_header {
