@@ -87,8 +87,11 @@ def test_known_shares_inside_an_action(attach, sites, minor, python):
     # now and then, so it must stay a sliver of the action's samples.
     # (CPython before 3.11 has no qualified names: plain __enter__/__exit__.)
     machinery = {f"{cls}{m}" for cls in ("_GeneratorContextManager.", "") for m in ("__enter__", "__exit__")}
-    assert starts <= {"slice_loop", "[action's own frame]"} | machinery, starts
-    in_machinery = sum(c for fr, c in in_action if function_of(fr[1]) in machinery)
+    # A sample with no Python frame read shows only its native leaf's library
+    # ("[libc.so.6]", seen once in CI): a sliver too, like the machinery.
+    native_only = {f for f in starts if f.startswith("[lib")}
+    assert starts <= {"slice_loop", "[action's own frame]"} | machinery | native_only, starts
+    in_machinery = sum(c for fr, c in in_action if function_of(fr[1]) in machinery | native_only)
     assert in_machinery <= max(2, 0.02 * sum(c for _, c in in_action)), (in_machinery, starts)
     # Time outside actions keeps its whole stacks: the waiter thread's.  It
     # is on a CPU only for a few microseconds per 50 ms wait, so an on-CPU
