@@ -202,6 +202,7 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/aggregate/py_symbols.cpp reports/memory/memory_report.cpp user/model/stack_profile.cpp \
              user/model/exact_sum.cpp reports/aggregate/comm.cpp reports/aggregate/comm_times.cpp reports/comm/comm_report.cpp \
              reports/aggregate/comm_stacks.cpp reports/comm/comm_stacks_section.cpp \
+             reports/aggregate/nccl.cpp reports/comm/nccl_section.cpp reports/comm/bandwidth.cpp \
              reports/format/text_table.cpp reports/aggregate/compiles.cpp reports/ops/compile_section.cpp
 WRITERS_FUZZ_SRCS := tests/fuzz/writers_fuzz.cpp \
              $(wildcard reports/format/*.cpp reports/aggregate/*.cpp reports/export/*.cpp reports/flame/*.cpp \

@@ -133,3 +133,114 @@ int lt_comm_mark(struct pt_regs *ctx)
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }
+
+/*
+ * NCCL's API (libnccl.so): one entry probe per function, the cookie the
+ * enum lt_nccl_fn.  Arguments by the x86-64 SysV rules: the first six
+ * integer arguments in rdi, rsi, rdx, rcx, r8, r9, the rest on the stack
+ * above the return address ([rsp + 8], [rsp + 16]); ncclCommInitRank's
+ * ncclUniqueId (128 bytes, by value) goes in memory and takes no register,
+ * so the rank after it is in rdx.
+ */
+struct lt_nccl_init {
+	u64 out; /* where the init writes the new ncclComm_t */
+	s32 nranks;
+	s32 rank;
+};
+
+/* thread -> its last ncclCommInitRank(Config) whose handle was not read yet */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, struct lt_nccl_init);
+} lt_nccl_inits SEC(".maps");
+
+static __always_inline void nccl_send(u8 fn, u64 comm, u64 stream, u64 count, s32 peer, s32 nranks, s32 rank, u32 op,
+				      u8 dtype)
+{
+	struct lt_nccl_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
+	if (!e) {
+		lt_count_ringbuf_drop(LT_EV_NCCL);
+		return;
+	}
+	lt_fill_header(&e->hdr, LT_EV_NCCL, sizeof(*e));
+	e->comm = comm;
+	e->stream = stream;
+	e->count = count;
+	e->peer = peer;
+	e->nranks = nranks;
+	e->rank = rank;
+	e->op = op;
+	e->fn = fn;
+	e->dtype = dtype;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+SEC("uprobe")
+int lt_nccl_enter(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32, tid = (u32)id;
+	const struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
+	if (!t || !(t->flags & LT_TARGET_COMM))
+		return 0;
+	u8 fn = bpf_get_attach_cookie(ctx) & 0xff;
+	u64 di = ctx->di, si = ctx->si, dx = ctx->dx, cx = ctx->cx, r8 = ctx->r8, r9 = ctx->r9, sp = ctx->sp;
+
+	/* A communicator this thread created: its handle is written by now
+	 * (the init returned before this thread could call in again). */
+	struct lt_nccl_init *init = bpf_map_lookup_elem(&lt_nccl_inits, &tid);
+	if (init) {
+		u64 comm = read_u64(init->out);
+		if (comm) {
+			nccl_send(LT_NCCL_COMM_READY, comm, 0, 0, -1, init->nranks, init->rank, 0, 0);
+			bpf_map_delete_elem(&lt_nccl_inits, &tid);
+		}
+	}
+
+	u64 comm = 0, stream = 0, count = 0;
+	s32 peer = -1, nranks = -1, rank = -1;
+	u32 op = 0;
+	u8 dtype = 0;
+	switch (fn) {
+	case LT_NCCL_ALLREDUCE:
+	case LT_NCCL_REDUCESCATTER: /* (send, recv, count, type, op, comm, stream) */
+		count = dx, dtype = cx, op = r8, comm = r9, stream = read_u64(sp + 8);
+		break;
+	case LT_NCCL_BROADCAST:
+	case LT_NCCL_GATHER:
+	case LT_NCCL_SCATTER: /* (send, recv, count, type, root, comm, stream) */
+		count = dx, dtype = cx, peer = r8, comm = r9, stream = read_u64(sp + 8);
+		break;
+	case LT_NCCL_BCAST: /* (buff, count, type, root, comm, stream) */
+		count = si, dtype = dx, peer = cx, comm = r8, stream = r9;
+		break;
+	case LT_NCCL_REDUCE: /* (send, recv, count, type, op, root, comm, stream) */
+		count = dx, dtype = cx, op = r8, peer = r9, comm = read_u64(sp + 8), stream = read_u64(sp + 16);
+		break;
+	case LT_NCCL_ALLGATHER:
+	case LT_NCCL_ALLTOALL: /* (send, recv, count, type, comm, stream) */
+		count = dx, dtype = cx, comm = r8, stream = r9;
+		break;
+	case LT_NCCL_SEND:
+	case LT_NCCL_RECV: /* (buff, count, type, peer, comm, stream) */
+		count = si, dtype = dx, peer = cx, comm = r8, stream = r9;
+		break;
+	case LT_NCCL_COMM_INIT: { /* (ncclComm_t *out, nranks, id in memory, rank[, config]) */
+		struct lt_nccl_init v = {.out = di, .nranks = (s32)si, .rank = (s32)dx};
+		if (di)
+			bpf_map_update_elem(&lt_nccl_inits, &tid, &v, BPF_ANY);
+		comm = di, nranks = v.nranks, rank = v.rank;
+		break;
+	}
+	case LT_NCCL_COMM_DESTROY:
+		comm = di;
+		break;
+	default: /* group start / end */
+		break;
+	}
+	nccl_send(fn, comm, stream, count, peer, nranks, rank, op, dtype);
+	return 0;
+}

@@ -92,6 +92,7 @@ enum lt_event_kind {
 	LT_EV_COMM = 112,	/* a collective or point-to-point call entered */
 	LT_EV_COMM_STACK = 113, /* lt_py_sample_event: the Python stack of the COMM just before (--launch-stacks) */
 	LT_EV_COMM_MARK = 114,	/* a point in a collective's life: enqueued, done, waited for; DDP buckets */
+	LT_EV_NCCL = 115,	/* an NCCL API call entered (libnccl: ncclAllReduce, ncclGroupEnd, ...) */
 };
 
 struct lt_event_header {
@@ -459,7 +460,7 @@ enum lt_comm_kind {
 };
 enum lt_comm_backend {
 	LT_COMM_GLOO = 1,
-	LT_COMM_NCCL = 2, /* reserved: ProcessGroupNCCL in libtorch_cuda (not probed yet) */
+	LT_COMM_NCCL = 2, /* ProcessGroupNCCL in libtorch_cuda */
 };
 /* A commprobe uprobe's attach cookie: which call, and where its tensor is. */
 #define LT_COMM_COOKIE(kind, backend, reg, form) ((kind) | ((backend) << 8) | ((reg) << 16) | ((form) << 20))
@@ -504,6 +505,46 @@ struct lt_comm_mark_event {
 	u64 owner; /* 0 where the call has none */
 	u8 what;   /* enum lt_comm_mark_what (the probe's attach cookie) */
 	u8 pad[7];
+};
+
+/* NCCL: a thread entered one of libnccl's API functions (entry probe; NCCL
+ * returns error codes, but the probes stay entry-only like every other).
+ * The attach cookie is the enum lt_nccl_fn; BPF reads the arguments from
+ * the registers and the stack (x86-64 SysV: docs/design-comm.md, "NCCL").
+ * COMM_READY is sent by BPF, not by a probe: at the first NCCL entry of a
+ * thread after its ncclCommInitRank(Config) once the new communicator's
+ * handle is in place (the init wrote it), with that init's nranks and rank. */
+enum lt_nccl_fn {
+	LT_NCCL_ALLREDUCE = 1,	   /* (send, recv, count, type, op, comm, stream) */
+	LT_NCCL_BROADCAST = 2,	   /* (send, recv, count, type, root, comm, stream) */
+	LT_NCCL_BCAST = 3,	   /* (buff, count, type, root, comm, stream) */
+	LT_NCCL_REDUCE = 4,	   /* (send, recv, count, type, op, root, comm, stream) */
+	LT_NCCL_ALLGATHER = 5,	   /* (send, recv, sendcount, type, comm, stream) */
+	LT_NCCL_REDUCESCATTER = 6, /* (send, recv, recvcount, type, op, comm, stream) */
+	LT_NCCL_ALLTOALL = 7,	   /* (send, recv, count, type, comm, stream): count per peer */
+	LT_NCCL_GATHER = 8,	   /* (send, recv, sendcount, type, root, comm, stream) */
+	LT_NCCL_SCATTER = 9,	   /* (send, recv, recvcount, type, root, comm, stream) */
+	LT_NCCL_SEND = 10,	   /* (send, count, type, peer, comm, stream) */
+	LT_NCCL_RECV = 11,	   /* (recv, count, type, peer, comm, stream) */
+	LT_NCCL_GROUP_START = 12,  /* () */
+	LT_NCCL_GROUP_END = 13,	   /* () */
+	LT_NCCL_COMM_INIT = 14, /* ncclCommInitRank(Config)(ncclComm_t *out, nranks, id (in memory), rank[, config]) */
+	LT_NCCL_COMM_DESTROY = 15, /* ncclCommDestroy / ncclCommAbort (comm) */
+	LT_NCCL_COMM_READY = 16,   /* sent by BPF: comm = the handle an earlier COMM_INIT wrote */
+	LT_NCCL_FN_MAX = 17,
+};
+struct lt_nccl_event {
+	struct lt_event_header hdr;
+	u64 comm;   /* ncclComm_t (COMM_INIT: the address the handle is written to) */
+	u64 stream; /* cudaStream_t */
+	u64 count;  /* elements (per rank share as NCCL's argument says) */
+	s32 peer;   /* root (broadcast, reduce, gather, scatter), peer (send, recv), -1 */
+	s32 nranks; /* COMM_INIT, COMM_READY: the communicator's size; else -1 */
+	s32 rank;   /* COMM_INIT, COMM_READY: this rank in it; else -1 */
+	u32 op;	    /* ncclRedOp_t (all_reduce, reduce, reduce_scatter), else 0 */
+	u8 fn;	    /* enum lt_nccl_fn */
+	u8 dtype;   /* ncclDataType_t (0 int8 ... 9 bfloat16, 10-11 fp8) */
+	u8 pad[6];
 };
 
 struct lt_mem_event {

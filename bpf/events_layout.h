@@ -207,6 +207,19 @@ LT_OFFSET(lt_comm_mark_event, owner, 32);
 LT_OFFSET(lt_comm_mark_event, what, 40);
 LT_OFFSET(lt_comm_mark_event, pad, 41);
 
+LT_SIZE(lt_nccl_event, 72);
+LT_OFFSET(lt_nccl_event, hdr, 0);
+LT_OFFSET(lt_nccl_event, comm, 24);
+LT_OFFSET(lt_nccl_event, stream, 32);
+LT_OFFSET(lt_nccl_event, count, 40);
+LT_OFFSET(lt_nccl_event, peer, 48);
+LT_OFFSET(lt_nccl_event, nranks, 52);
+LT_OFFSET(lt_nccl_event, rank, 56);
+LT_OFFSET(lt_nccl_event, op, 60);
+LT_OFFSET(lt_nccl_event, fn, 64);
+LT_OFFSET(lt_nccl_event, dtype, 65);
+LT_OFFSET(lt_nccl_event, pad, 66);
+
 LT_SIZE(lt_mem_event, 64);
 LT_OFFSET(lt_mem_event, hdr, 0);
 LT_OFFSET(lt_mem_event, ptr, 24);

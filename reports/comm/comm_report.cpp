@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "reports/comm/bandwidth.h"
 #include "reports/format/numbers.h"
 #include "reports/format/text_table.h"
 #include "reports/format/utf8_text.h"
@@ -13,52 +14,25 @@ namespace lt {
 
 namespace {
 
-// nccl-tests' data size S per call from this rank's tensor (the size
-// column): the gathers' input and the reduce-scatters' output are 1/n of S.
-// 0: no bandwidth for this kind (or n unknown where it is needed).
-double data_size(std::uint8_t kind, std::uint64_t bytes, int n) {
+// The bandwidth pattern of a c10d call (reports/comm/bandwidth.h): the
+// gathers' input and the reduce-scatters' output are 1/n of S.
+CommPattern pattern_of(std::uint8_t kind) {
   switch (kind) {
     case LT_COMM_ALLREDUCE:
+      return CommPattern::all_reduce;
     case LT_COMM_BROADCAST:
     case LT_COMM_REDUCE:
+      return CommPattern::rooted;
     case LT_COMM_ALLTOALL_SINGLE:
-      return static_cast<double>(bytes);
+      return CommPattern::all_to_all_whole;
     case LT_COMM_ALLGATHER:
     case LT_COMM_ALLGATHER_INTO_TENSOR:
     case LT_COMM_REDUCE_SCATTER:
     case LT_COMM_REDUCE_SCATTER_TENSOR:
-      return n > 0 ? static_cast<double>(bytes) * n : 0.0;
+      return CommPattern::per_rank_share;
     default:
-      return 0.0;
+      return CommPattern::none;
   }
-}
-
-// nccl-tests' bus bandwidth factor; 0: unknown.
-double bus_factor(std::uint8_t kind, int n) {
-  if (n <= 0) return 0.0;
-  const double d = n;
-  switch (kind) {
-    case LT_COMM_ALLREDUCE:
-      return 2.0 * (d - 1) / d;
-    case LT_COMM_ALLGATHER:
-    case LT_COMM_ALLGATHER_INTO_TENSOR:
-    case LT_COMM_REDUCE_SCATTER:
-    case LT_COMM_REDUCE_SCATTER_TENSOR:
-    case LT_COMM_ALLTOALL_SINGLE:
-      return (d - 1) / d;
-    case LT_COMM_BROADCAST:
-    case LT_COMM_REDUCE:
-      return 1.0;
-    default:
-      return 0.0;
-  }
-}
-
-// GB/s with three significant digits (gloo moves small messages: 0.0000198).
-std::string gbps(double v) {
-  int decimals = 2;
-  for (double x = v; x < 1.0 && decimals < 12; x *= 10) ++decimals;
-  return fixed(v, decimals);
 }
 
 std::string ms_or_dash(std::uint64_t known, double ns) {
@@ -113,11 +87,11 @@ std::string render_comm_report(const CommReport& rep, const CommRenderOptions& o
         row.push_back(ms_or_dash(r.waited, static_cast<double>(r.blocked_ns)));
         row.push_back(r.enqueued ? fixed(static_cast<double>(r.enqueue_ns) / static_cast<double>(r.enqueued) / 1e3, 1)
                                  : "-");
-        const double s = tensor ? data_size(r.kind, r.bytes, n) : 0.0;
+        const double s = tensor ? nccl_tests_size(pattern_of(r.kind), r.bytes, n) : 0.0;
         const double algbw = avg > 0 && s > 0 ? s / avg : 0.0;  // bytes per ns = GB/s
-        row.push_back(algbw > 0 ? gbps(algbw) : "-");
-        const double f = bus_factor(r.kind, n);
-        row.push_back(algbw > 0 && f > 0 ? gbps(algbw * f) : "-");
+        row.push_back(algbw > 0 ? format_gbps(algbw) : "-");
+        const double f = nccl_tests_bus_factor(pattern_of(r.kind), n);
+        row.push_back(algbw > 0 && f > 0 ? format_gbps(algbw * f) : "-");
       }
       sizes.push_back(std::move(row));
       multi |= r.multi_tensor_calls > 0;

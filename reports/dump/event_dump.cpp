@@ -85,6 +85,8 @@ const char* kind_name(unsigned k) {
       return "comm_stack";
     case LT_EV_COMM_MARK:
       return "comm_mark";
+    case LT_EV_NCCL:
+      return "nccl";
     case LT_EV_GPU_ACTIVITY:
       return "gpu_activity";
     case LT_EV_GPU_NAME:
@@ -153,6 +155,7 @@ void dump_events(const Trace& trace, std::ostream& to) {
     lt_mem_event me;
     lt_comm_event ce;
     lt_comm_mark_event cm;
+    lt_nccl_event nc;
     lt_module_call_event mc;
     lt_module_name_event mn;
     lt_compile_note_event cn;
@@ -180,6 +183,10 @@ void dump_events(const Trace& trace, std::ostream& to) {
     else if (h.kind == LT_EV_COMM_MARK && record_as(h, p, cm))
       out << " what=" << static_cast<int>(cm.what) << " obj=0x" << std::hex << cm.obj << " owner=0x" << cm.owner
           << std::dec;
+    else if (h.kind == LT_EV_NCCL && record_as(h, p, nc))
+      out << " fn=" << static_cast<int>(nc.fn) << " comm=0x" << std::hex << nc.comm << " stream=0x" << nc.stream
+          << std::dec << " count=" << nc.count << " dtype=" << static_cast<int>(nc.dtype) << " op=" << nc.op
+          << " peer=" << nc.peer << " nranks=" << nc.nranks << " rank=" << nc.rank;
     else if (h.kind == LT_EV_MEM && record_as(h, p, me))
       out << " what=" << static_cast<int>(me.what) << " ptr=0x" << std::hex << me.ptr << std::dec
           << " bytes=" << me.bytes << " device=" << static_cast<int>(me.device_type) << ":"

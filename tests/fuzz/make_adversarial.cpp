@@ -220,6 +220,17 @@ void one_round(Gen& g, const std::string& kind, std::uint64_t i) {
       m.what = w;
       g.put(m, LT_EV_COMM_MARK);
     }
+    // NCCL calls of another size each, and group starts never ended: the
+    // rows, groups and threads held for the kernel join stay bounded.
+    lt_nccl_event n{};
+    n.comm = 0x9000 + i * 64;
+    n.count = 1 + i;
+    n.dtype = static_cast<lt::u8>(i % 12);
+    n.peer = -1;
+    for (lt::u8 fn : {LT_NCCL_GROUP_START, LT_NCCL_ALLREDUCE}) {
+      n.fn = fn;
+      g.put(n, LT_EV_NCCL);
+    }
     g.action(LT_EV_ACTION_END, i, "");
   } else if (kind == "pids") {
     const auto pid = static_cast<lt::u32>(100 + i);

@@ -130,6 +130,19 @@ int main(int argc, char** argv) {
       cm.obj = 0xA000 + static_cast<lt::u64>(i) * 64;
       w.append(&cm, sizeof cm);
     }
+    // NCCL: a group of one all-reduce, its end, and the kernel launch after it
+    for (lt::u8 fn : {LT_NCCL_GROUP_START, LT_NCCL_ALLREDUCE, LT_NCCL_GROUP_END, LT_NCCL_COMM_READY}) {
+      lt_nccl_event ne{};
+      ne.hdr = {LT_EV_NCCL, sizeof ne, 1, 1, 0, static_cast<lt::u64>(i)};
+      ne.fn = fn;
+      ne.comm = 0xC000;
+      ne.count = 1000;
+      ne.dtype = 7;
+      ne.peer = -1;
+      ne.nranks = fn == LT_NCCL_COMM_READY ? 2 : -1;
+      ne.rank = fn == LT_NCCL_COMM_READY ? 1 : -1;
+      w.append(&ne, sizeof ne);
+    }
   }
   w.close();
   return 0;

@@ -13,10 +13,12 @@
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
+#include "reports/aggregate/nccl.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "reports/comm/comm_report.h"
 #include "reports/comm/comm_stacks_section.h"
+#include "reports/comm/nccl_section.h"
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
 #include "reports/memory/memory_report.h"
@@ -40,6 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   lt::MemoryAggregator mem(actions, {.keep_events = true});
   lt::CommAggregator comm(actions, {.keep_calls = true});
   lt::CommStackAggregator comm_stacks;
+  lt::NcclAggregator nccl(actions);
   lt::CompileAggregator compiles(&actions);
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
@@ -50,6 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     mem.add(h, p);
     comm.add(h, p);
     comm_stacks.add(h, p);
+    nccl.add(h, p);
     compiles.add(h, p);
   });
   auto rep = actions.finish();
@@ -61,6 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)lt::render_cuda_memory_stats(memory, {&rep});
   (void)lt::render_comm_report(comm.finish(), {&rep});
   (void)lt::render_comm_stacks(comm_stacks.finish(), {&rep});
+  (void)lt::render_nccl_section(nccl.finish(), {&rep});
   const auto comp = compiles.finish();
   for (const auto& [pid, cp] : comp.procs) (void)lt::render_compile_section(pid, cp, comp.window_begin_ns);
   for (const auto& p : gpu.finish().processes) {

@@ -316,3 +316,79 @@ def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
     # setup's collectives may align): at least most of the sleeps
     assert blocked[0] >= 0.8 * (steps - 1) * sleep_s * 1000, out
     assert blocked[1] < 0.25 * blocked[0], out
+
+
+NCCL_ROUNDS = 30
+# function -> (size B, count, type) per call
+NCCL_EXPECTED = {
+    "ncclAllReduce": ("4000", "1000", "float32"),
+    "ncclSend": ("40", "10", "int32"),
+    "ncclRecv": ("40", "10", "int32"),
+    "ncclReduceScatter": ("512", "256", "bfloat16"),
+    "ncclAllGather": ("1024", "128", "float64"),
+    "ncclBcast": ("128", "16", "int64"),
+    "ncclReduce": ("66", "33", "float16"),
+}
+
+
+def run_nccl_api(tmp, traced):
+    tmp.mkdir()
+    go, out = tmp / "go", tmp / "codes.txt"
+    with open(tmp / "job.log", "w") as lo:
+        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "nccl_api.py"), str(go), str(NCCL_ROUNDS), str(out)],
+                               stdout=lo, stderr=subprocess.STDOUT)
+    lt = None
+    try:
+        wait_for(str(tmp / "job.log"), "READY", 300, job)
+        if traced:
+            with open(tmp / "lt.out", "w") as lo, open(tmp / "lt.err", "w") as le:
+                lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "-v", "--report", "comm", "-o",
+                                       str(tmp / "nccl.lt")], stdout=lo, stderr=le)
+            wait_for(str(tmp / "lt.err"), "NCCL API functions", 120, lt)
+        go.touch()
+        assert job.wait(timeout=300) == 0, (tmp / "job.log").read_text()
+        if lt:
+            assert lt.wait(timeout=120) == 0, (tmp / "lt.err").read_text()
+    finally:
+        for p in (job, lt):
+            if p and p.poll() is None:
+                p.kill()
+    return out.read_text()
+
+
+def test_nccl_api_calls_counted_exactly(tmp_path):
+    """The real libnccl's API entries, attached to a running process: every
+    call's function, count, type and bytes, the group, the process's own
+    return codes unchanged.  (No GPU here: no kernels, no communicator.)"""
+    plain = run_nccl_api(tmp_path / "plain", traced=False)
+    traced = run_nccl_api(tmp_path / "traced", traced=True)
+    assert traced == plain  # the job saw the same results with us attached
+    assert f"all_reduce 4 {NCCL_ROUNDS}" in plain, plain  # ncclInvalidArgument, as NCCL answers a NULL comm
+
+    def section(text):
+        body = text.split("NCCL calls (", 1)
+        assert len(body) == 2, text
+        rows, groups, init = {}, {}, None
+        lines = body[1].splitlines()
+        for i, line in enumerate(lines):
+            cells = line.split()
+            if len(cells) == 11 and cells[0].startswith("nccl") and cells[1].isdigit():
+                rows[cells[0]] = (tuple(cells[1:4]), int(cells[4]), int(cells[5]))
+            if line.strip().startswith("calls in the group"):
+                g = lines[i + 1].rsplit(None, 4)
+                groups[g[0].strip()] = int(g[1])
+        return rows, groups
+
+    for text in ((tmp_path / "traced" / "lt.out").read_text(),
+                 subprocess.run([LTRACE, "report", str(tmp_path / "traced" / "nccl.lt"), "--report", "comm"],
+                                capture_output=True, text=True, timeout=120).stdout):
+        rows, groups = section(text)
+        assert set(rows) == set(NCCL_EXPECTED), text
+        for name, want in NCCL_EXPECTED.items():
+            size, calls, grouped = rows[name]
+            assert size == want, (name, text)
+            assert calls == NCCL_ROUNDS, (name, text)
+            assert grouped == (NCCL_ROUNDS if name in ("ncclSend", "ncclRecv") else 0), (name, text)
+        assert "ncclBroadcast" not in text  # ncclBcast's own inner call is not a second call
+        assert groups == {"ncclSend x1, ncclRecv x1": NCCL_ROUNDS}, text
+        assert "no CUPTI launch records" in text, text

@@ -28,7 +28,7 @@ TEST(CommSites, CookiesOfMethods) {
   EXPECT_EQ(comm_site_cookie("_ZN4c10d16ProcessGroupGloo9AsyncWork4waitENSt6chrono8durationIlSt5ratioILl1ELl1000EEEE"),
             0u);
   EXPECT_EQ(comm_site_cookie("_ZN4c10d16ProcessGroupGloo7enqueueEN3c1013intrusive_ptrINS0_9AsyncWorkEEE"), 0u);
-  EXPECT_EQ(comm_site_cookie("_ZN4c10d16ProcessGroupNCCL9allreduceERSt6vector"), 0u);
+  EXPECT_EQ(comm_site_cookie("_ZN4c10d16ProcessGroupMPI9allreduceERSt6vector"), 0u);
   EXPECT_EQ(comm_site_cookie("_ZN4c10d16ProcessGroupGloo9allreduc"), 0u);
   EXPECT_EQ(comm_site_cookie(""), 0u);
 }

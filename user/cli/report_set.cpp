@@ -4,6 +4,7 @@
 
 #include "reports/comm/comm_report.h"
 #include "reports/comm/comm_stacks_section.h"
+#include "reports/comm/nccl_section.h"
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
@@ -32,6 +33,7 @@ ReportSet::ReportSet(const Options& opts)
       devstats_(actions_),
       memory_(actions_, {.keep_events = wants_exports(opts)}),
       comm_(actions_, {.keep_calls = wants_exports(opts)}),
+      nccl_(actions_),
       compiles_(&actions_) {}
 
 void ReportSet::add(const lt_event_header& h, const std::byte* p) {
@@ -42,6 +44,7 @@ void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   devstats_.add(h, p);
   memory_.add(h, p);
   comm_.add(h, p);
+  nccl_.add(h, p);
   comm_stacks_.add(h, p);
   compiles_.add(h, p);
 }
@@ -82,6 +85,7 @@ void ReportSet::write() {
   if (o.wants_report("comm")) {
     std::cout << render_comm_report(comm_rep, {&rep}) << "\n";
     if (auto st = render_comm_stacks(comm_stacks_.finish(), {&rep}); !st.empty()) std::cout << st << "\n";
+    if (auto nc = render_nccl_section(nccl_.finish(), {&rep}); !nc.empty()) std::cout << nc << "\n";
   }
   if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
   if (o.device_stats)

@@ -11,6 +11,7 @@
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
+#include "reports/aggregate/nccl.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "user/cli/options.h"
@@ -38,6 +39,7 @@ class ReportSet {
   DeviceStatsAggregator devstats_;
   MemoryAggregator memory_;
   CommAggregator comm_;
+  NcclAggregator nccl_;              // NCCL API calls, joined to their kernels
   CommStackAggregator comm_stacks_;  // --launch-stacks: c10d calls by Python stack
   CompileAggregator compiles_;       // torch.compile regions: the ops report's compile section
 };

@@ -1,6 +1,8 @@
-// Puts the comm probes on the libtorch_cpu of each target: the c10d backend
-// methods (user/torch/comm_sites.h), found once per file and attached per
-// target (or for every process mapping the file, with --children).
+// Puts the comm probes on each target: the c10d backend methods of its
+// libtorch_cpu (ProcessGroupGloo) and libtorch_cuda (ProcessGroupNCCL), and
+// the NCCL API of its libnccl (user/torch/comm_sites.h, nccl_sites.h),
+// found once per file and attached per target (or for every process mapping
+// the file, with --children).
 #pragma once
 #include <sys/types.h>
 
@@ -10,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "user/proc/procfs.h"
 #include "user/torch/comm_sites.h"
 
 namespace lt {
@@ -19,14 +22,20 @@ class CommProbeSource;
 class CommTracer {
  public:
   explicit CommTracer(CommProbeSource& source) : source_(source) {}
-  // Probes pid's libtorch_cpu (pid_filter -1: every process mapping it).
+  // Probes pid's libraries (pid_filter -1: every process mapping them).
   // Returns false when the process has no libtorch_cpu mapped (yet).
-  // Throws lt::Error (io: unreadable; unsupported: no c10d backend; bpf).
+  // Throws lt::Error (io: unreadable; unsupported: no c10d backend and no
+  // NCCL; bpf).
   bool attach(pid_t pid, pid_t pid_filter);
   std::size_t probes() const { return probes_; }
   const std::string& describe() const { return last_; }  // for --verbose
 
  private:
+  enum class Library { torch, nccl };
+  // Sites of one mapped file (found once per file), attached for pid_filter;
+  // returns how many sites the file has (0: none, nothing attached).
+  std::size_t attach_file(const proc::MappedLibrary& lib, Library kind, pid_t pid_filter);
+
   CommProbeSource& source_;
   std::map<std::pair<unsigned long, unsigned long>, std::vector<CommSite>> sites_;  // per (dev, inode)
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;

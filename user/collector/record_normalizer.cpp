@@ -28,6 +28,8 @@ std::size_t fixed_size(std::uint16_t kind) {
       return sizeof(lt_comm_event);
     case LT_EV_COMM_MARK:
       return sizeof(lt_comm_mark_event);
+    case LT_EV_NCCL:
+      return sizeof(lt_nccl_event);
     case LT_EV_GPU_LAUNCH:
       return sizeof(lt_gpu_launch_event);
     case LT_EV_GPU_STATUS:

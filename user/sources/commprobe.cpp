@@ -22,18 +22,20 @@ CommProbeSource::CommProbeSource(const ProcTrackSource& shared, int op_stacks_fd
       throw bpf_error("share op stacks with commprobe", -err);
   uprobes_.prepare(skel_->progs.lt_comm_enter);
   uprobes_.prepare(skel_->progs.lt_comm_mark);
+  uprobes_.prepare(skel_->progs.lt_nccl_enter);
   if (int err = lt_commprobe__load(skel_.get())) throw bpf_error("load commprobe", -err);
 }
 
 CommProbeSource::~CommProbeSource() = default;
 
 std::size_t CommProbeSource::attach(const std::string& path, pid_t pid, const std::vector<Site>& sites) {
-  // one set per program: the collectives (COMM) and the timing points (COMM_MARK)
+  // one set per program: the collectives (COMM), the timing points
+  // (COMM_MARK), NCCL's API (NCCL)
   struct Offsets {
     std::vector<std::uint64_t> offsets, cookies;
-  } calls, marks;
+  } calls, marks, nccl;
   for (const auto& s : sites) {
-    auto& to = s.mark ? marks : calls;
+    auto& to = s.program == Program::mark ? marks : s.program == Program::nccl ? nccl : calls;
     to.offsets.push_back(s.offset);
     to.cookies.push_back(s.cookie);
   }
@@ -41,7 +43,9 @@ std::size_t CommProbeSource::attach(const std::string& path, pid_t pid, const st
     uprobes_.attach(skel_->progs.lt_comm_enter, path, calls.offsets, calls.cookies, pid, "comm probes");
   if (!marks.offsets.empty())
     uprobes_.attach(skel_->progs.lt_comm_mark, path, marks.offsets, marks.cookies, pid, "comm timing probes");
-  return calls.offsets.size() + marks.offsets.size();
+  if (!nccl.offsets.empty())
+    uprobes_.attach(skel_->progs.lt_nccl_enter, path, nccl.offsets, nccl.cookies, pid, "NCCL probes");
+  return calls.offsets.size() + marks.offsets.size() + nccl.offsets.size();
 }
 
 }  // namespace lt

@@ -1,5 +1,6 @@
 // Communication source (bpf/commprobe.bpf.c): entry uprobes on c10d's
-// process-group backend methods (user/torch/comm_sites.h).  Which processes
+// process-group backend methods (user/torch/comm_sites.h) and on NCCL's API
+// (user/torch/nccl_sites.h).  Which processes
 // report is decided per target (LT_TARGET_COMM in the shared target table).
 #pragma once
 #include <sys/types.h>
@@ -26,10 +27,13 @@ class CommProbeSource {
   CommProbeSource(const CommProbeSource&) = delete;
   CommProbeSource& operator=(const CommProbeSource&) = delete;
 
+  // Which BPF program a site runs: lt_comm_enter (COMM), lt_comm_mark
+  // (COMM_MARK) or lt_nccl_enter (NCCL).
+  enum class Program { call, mark, nccl };
   struct Site {
-    std::uint64_t offset;  // file offset of the method's entry
-    std::uint64_t cookie;  // LT_COMM_COOKIE, or the enum lt_comm_mark_what of a mark
-    bool mark = false;     // lt_comm_mark (COMM_MARK) rather than lt_comm_enter (COMM)
+    std::uint64_t offset;  // file offset of the function's entry
+    std::uint64_t cookie;  // LT_COMM_COOKIE, the enum lt_comm_mark_what of a mark, the enum lt_nccl_fn
+    Program program = Program::call;
   };
   // Entry uprobes at `sites` of `path` (a path this process can open);
   // pid -1: every process mapping the file (BPF keeps only targets).

@@ -12,7 +12,7 @@ namespace lt {
 namespace {
 
 struct Method {
-  std::string_view name;  // c10d::ProcessGroupGloo::<name>
+  std::string_view name;  // c10d::ProcessGroupGloo::<name>, c10d::ProcessGroupNCCL::<name>
   std::uint32_t kind, reg, form;
 };
 
@@ -20,7 +20,7 @@ struct Method {
 // pointer (rdi) and `this` (rsi).  The tensor is this rank's share: the
 // buffer of an in-place call, the input of a gather-like call, the output
 // of a scatter-like call.
-constexpr Method kGloo[] = {
+constexpr Method kMethods[] = {
     {"allreduce", LT_COMM_ALLREDUCE, 2, LT_COMM_FORM_VECTOR},
     {"allreduce_coalesced", LT_COMM_ALLREDUCE_COALESCED, 2, LT_COMM_FORM_VECTOR},
     {"broadcast", LT_COMM_BROADCAST, 2, LT_COMM_FORM_VECTOR},
@@ -42,7 +42,17 @@ constexpr Method kGloo[] = {
     {"recvAnysource", LT_COMM_RECV_ANYSOURCE, 2, LT_COMM_FORM_VECTOR},
 };
 
-constexpr std::string_view kGlooPrefix = "_ZN4c10d16ProcessGroupGloo";
+// The backends, by class: ProcessGroupGloo in libtorch_cpu, ProcessGroupNCCL
+// in libtorch_cuda.  Their collective methods share names and parameter
+// lists (both override c10d::Backend's virtuals), so one table serves both.
+struct Backend {
+  std::string_view prefix;
+  std::uint32_t backend;
+};
+constexpr Backend kBackends[] = {
+    {"_ZN4c10d16ProcessGroupGloo", LT_COMM_GLOO},
+    {"_ZN4c10d16ProcessGroupNCCL", LT_COMM_NCCL},
+};
 
 // The points in a collective's life (docs/design-comm.md, "Times"), by the
 // mangled name up to the parameter list (torch 1.13 and 2.x differ after it:
@@ -64,15 +74,21 @@ constexpr Mark kMarks[] = {
 }  // namespace
 
 std::uint64_t comm_site_cookie(std::string_view m) {
-  if (!m.starts_with(kGlooPrefix)) return 0;
-  m.remove_prefix(kGlooPrefix.size());
+  std::uint32_t backend = 0;
+  for (const Backend& b : kBackends)
+    if (m.starts_with(b.prefix)) {
+      backend = b.backend;
+      m.remove_prefix(b.prefix.size());
+      break;
+    }
+  if (!backend) return 0;
   // <length><name>E<parameters>: a method of the class itself, not of a nested class
   std::size_t len = 0, i = 0;
   while (i < m.size() && m[i] >= '0' && m[i] <= '9') len = len * 10 + static_cast<std::size_t>(m[i++] - '0');
   if (!i || i + len >= m.size() || m[i + len] != 'E') return 0;
   const std::string_view name = m.substr(i, len);
-  for (const Method& x : kGloo)
-    if (x.name == name) return LT_COMM_COOKIE(std::uint64_t{x.kind}, std::uint64_t{LT_COMM_GLOO}, x.reg, x.form);
+  for (const Method& x : kMethods)
+    if (x.name == name) return LT_COMM_COOKIE(std::uint64_t{x.kind}, std::uint64_t{backend}, x.reg, x.form);
   return 0;
 }
 

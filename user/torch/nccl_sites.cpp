@@ -1,0 +1,72 @@
+#include "user/torch/nccl_sites.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bpf/events.h"
+#include "user/core/errors.h"
+#include "user/proc/elf_image.h"
+
+namespace lt {
+
+namespace {
+
+struct Fn {
+  std::string_view name;
+  std::uint32_t fn;
+};
+
+// ncclCommInitRankScalable and ncclCommSplit also make communicators, but
+// their size is not an argument: their collectives show nranks unknown.
+constexpr Fn kFns[] = {
+    {"ncclAllReduce", LT_NCCL_ALLREDUCE},
+    {"ncclBroadcast", LT_NCCL_BROADCAST},
+    {"ncclBcast", LT_NCCL_BCAST},
+    {"ncclReduce", LT_NCCL_REDUCE},
+    {"ncclAllGather", LT_NCCL_ALLGATHER},
+    {"ncclReduceScatter", LT_NCCL_REDUCESCATTER},
+    {"ncclAlltoAll", LT_NCCL_ALLTOALL},
+    {"ncclGather", LT_NCCL_GATHER},
+    {"ncclScatter", LT_NCCL_SCATTER},
+    {"ncclSend", LT_NCCL_SEND},
+    {"ncclRecv", LT_NCCL_RECV},
+    {"ncclGroupStart", LT_NCCL_GROUP_START},
+    {"ncclGroupEnd", LT_NCCL_GROUP_END},
+    {"ncclCommInitRank", LT_NCCL_COMM_INIT},
+    {"ncclCommInitRankConfig", LT_NCCL_COMM_INIT},
+    {"ncclCommDestroy", LT_NCCL_COMM_DESTROY},
+    {"ncclCommAbort", LT_NCCL_COMM_DESTROY},
+};
+
+}  // namespace
+
+std::uint32_t nccl_site_fn(std::string_view name) {
+  for (const Fn& f : kFns)
+    if (f.name == name) return f.fn;
+  return 0;
+}
+
+std::vector<CommSite> find_nccl_sites(const std::string& path) {
+  const elf::ElfImage file(path);
+  if (file.problem() == elf::ElfImage::Problem::cannot_open)
+    throw Error(ExitCode::io, "cannot open " + path + ": " + std::strerror(file.error()));
+  std::vector<CommSite> out;
+  if (!file.ok() || !file.is_elf64()) return out;
+  file.for_each_symbol(
+      [&](const elf::SymbolEntry& s) {
+        if (!s.defined() || s.value == 0 || s.type != STT_FUNC) return;
+        const std::uint32_t fn = nccl_site_fn(s.name);
+        if (!fn) return;
+        const auto off = file.file_offset(s.value, true);
+        if (!off) return;
+        for (const auto& o : out)
+          if (o.file_offset == *off) return;  // one probe per address
+        out.push_back({*off, fn, std::string(s.name), false});
+      },
+      elf::ElfImage::Tables::dynamic_only);
+  if (std::none_of(out.begin(), out.end(), [](const CommSite& s) { return s.cookie == LT_NCCL_ALLREDUCE; }))
+    out.clear();
+  return out;
+}
+
+}  // namespace lt
