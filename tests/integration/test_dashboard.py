@@ -379,3 +379,102 @@ def test_test_and_predict_steps_are_charted(ops_run):
         entry = [s for s in d["steps"] if s["i"] == d["def"]][0]
         assert any(d["names"][s[0]].endswith(fn) for s in entry["s"])
         assert any(d["names"][o[0]] in ("aten::linear", "aten::addmm") for o in entry.get("o", []))
+
+
+# A GPU recording's page.  No GPU here: build/make-gpu-trace writes the
+# records a CUDA Lightning fit leaves (tests/tools/make_gpu_trace.cpp: the
+# loop's actions, GPU_LAUNCH on the loop's thread, CUPTI kernel / memcpy /
+# runtime records joined by correlation id, two overlapping streams, a
+# kernel running past its step's end, idle stretches) and a manifest of the
+# intervals it wrote, from which the test computes its own numbers.
+MAKE_GPU_TRACE = os.path.join(os.path.dirname(LTRACE), "make-gpu-trace")
+GPU_STEPS = 12
+
+
+def union(intervals):
+    total, cur = 0, None
+    for b, e in sorted(intervals):
+        if cur and b <= cur[1]:
+            cur[1] = max(cur[1], e)
+        else:
+            if cur:
+                total += cur[1] - cur[0]
+            cur = [b, e]
+    return total + (cur[1] - cur[0] if cur else 0)
+
+
+def gpu_parts(manifest, b, e):
+    """Kernel time (union over streams), copy time not under a kernel, and
+    idle time of the span [b, e), from the generator's intervals."""
+    clip = [(k, max(gb, b), min(ge, e)) for k, _, gb, ge in manifest["gpu"] if min(ge, e) > max(gb, b)]
+    kern = union([(x, y) for k, x, y in clip if k == "kernel"])
+    busy = union([(x, y) for _, x, y in clip])
+    return kern, busy - kern, (e - b) - busy
+
+
+def gpu_page(tmp, mode):
+    trace, manifest = tmp / ("gpu-%s.ltrace" % mode), tmp / ("gpu-%s.json" % mode)
+    args = [MAKE_GPU_TRACE, str(trace), str(manifest), str(GPU_STEPS)] + (["busy"] if mode == "busy" else [])
+    subprocess.run(args, check=True, timeout=60)
+    page = tmp / ("gpu-%s.html" % mode)
+    r = subprocess.run([LTRACE, "report", str(trace), "--html", str(page), "--report", "simple,gpu"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp / ("prof-" + mode))]
+    dom = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    shot = tmp / ("gpu-%s.png" % mode)  # the artifact: kept under the pytest tmp dir
+    s = subprocess.run(base + ["--window-size=1280,1600", "--screenshot=" + str(shot), page.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert s.returncode == 0 and shot.exists(), s.stderr[-2000:]
+    return json.load(open(manifest)), r.stdout, dom.stdout, shot
+
+
+@pytest.fixture(scope="module")
+def gpu_run(tmp_path_factory):
+    return gpu_page(tmp_path_factory.mktemp("dashboard-gpu"), "idle")
+
+
+def test_gpu_page_parts_match_the_generators_intervals(gpu_run):
+    manifest, out, dom, shot = gpu_run
+    assert 'data-script="ran"' in dom and shot.stat().st_size > 20000
+    rows = parse_simple_report(out)
+    assert int(rows["run_training_batch"][1]) == GPU_STEPS
+    # The GPU report saw the same records: every kernel and copy, by kind.
+    kernels = sum(1 for k, *_ in manifest["gpu"] if k == "kernel")
+    assert re.search(r"CUDA GPU Kernel Summary", out)
+    counts = [int(m) for m in re.findall(r"^\s+[\d.]+\s+[\d,]+\s+(\d+)\s", out.split("CUDA GPU MemOps")[0], re.M)]
+    assert sum(counts) == kernels, (counts, kernels)
+    for stage, spans in (("train", manifest["train"]), ("validation", manifest["validation"])):
+        head, body = chart(dom, "parts gpu", stage)
+        assert int(head["data-steps"]) == len(spans) and head["data-bucket"] == "1"
+        bars = [attrs(t) for t in re.findall(r'<g class="bar"[^>]*>', body)]
+        assert len(bars) == len(spans)
+        for bar, (b, e) in zip(bars, spans):
+            kern, copy, idle = gpu_parts(manifest, b, e)
+            assert int(bar["data-ns"]) == e - b, (stage, bar)
+            assert (int(bar["data-kernel-ns"]), int(bar["data-copy-ns"]), int(bar["data-idle-ns"])) == (kern, copy, idle)
+    # The step count is the report's, on the step-time chart too.
+    thead, _ = chart(dom, "steptime", "train")
+    assert int(thead["data-steps"]) == GPU_STEPS
+    # Idle share over the training steps, computed here: the finding is
+    # there when it reaches its threshold (20%), linked to the GPU chart.
+    idle = sum(gpu_parts(manifest, b, e)[2] for b, e in manifest["train"])
+    share = idle / sum(e - b for b, e in manifest["train"])
+    assert share >= 0.2
+    m = re.search(r'<li class="verdict" data-verdict="gpu_idle" data-value="([\d.]+)"><a href="#([\w-]+)">([^<]*)</a>',
+                  dom)
+    assert m, "no gpu_idle finding"
+    assert abs(float(m.group(1)) - share) < 1e-6
+    assert m.group(2) == "p%d-gpu-train" % manifest["pid"] and 'id="%s"' % m.group(2) in dom
+    assert "shown when &gt;= 20.0%" in m.group(3)
+
+
+def test_gpu_page_without_idle_has_no_idle_finding(tmp_path):
+    manifest, _, dom, _ = gpu_page(tmp_path, "busy")
+    idle = sum(gpu_parts(manifest, b, e)[2] for b, e in manifest["train"])
+    share = idle / sum(e - b for b, e in manifest["train"])
+    assert 0 < share < 0.2, share
+    head, _ = chart(dom, "parts gpu", "train")
+    assert int(head["data-steps"]) == GPU_STEPS
+    assert 'data-verdict="gpu_idle"' not in dom
