@@ -41,7 +41,7 @@ std::uint64_t part_total(const std::vector<StepRecord>& v, StepPart p) {
 }
 
 void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id,
-                     std::ostream& out) {
+                     std::ostream& out, const std::string& extra_attrs = "") {
   const StepStats st = step_stats(steps);
   const auto spikes = spike_indexes(steps, st);
   const StepBuckets b = bucket_steps(steps, kMaxStepPoints);
@@ -61,7 +61,7 @@ void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, co
   out << "<svg class=\"chart steptime\" id=\"" << cid << "-svg\" data-stage=\"" << stage << "\" data-steps=\""
       << steps.size() << "\" data-bucket=\"" << b.bucket << "\" data-p50-ns=\"" << st.p50 << "\" data-p90-ns=\""
       << st.p90 << "\" data-p99-ns=\"" << st.p99 << "\" data-spike-above-ns=\"" << st.spike_above << "\" data-spikes=\""
-      << spikes.size() << "\" width=\"" << kW << "\" height=\"" << kPlotH + 20 << "\" role=\"img\">\n";
+      << spikes.size() << "\"" << extra_attrs << " width=\"" << kW << "\" height=\"" << kPlotH + 20 << "\" role=\"img\">\n";
   for (double q : {0.0, 0.5, 1.0}) {
     out << "<line class=\"grid\" x1=\"" << kPad << "\" x2=\"" << kW << "\" y1=\"" << f(y_of(top * q), "%.1f")
         << "\" y2=\"" << f(y_of(top * q), "%.1f") << "\"/><text x=\"2\" y=\"" << f(y_of(top * q) + 4, "%.1f") << "\">"
@@ -187,6 +187,35 @@ std::string process_chart_id(const ProcessMeta& m) {
   return "p" + std::to_string(m.pid);
 }
 
+ValidationRuns validation_runs(const ProcessSteps& s) {
+  ValidationRuns r;
+  const auto& t = s.train;
+  const auto& v = s.validation;
+  if (t.empty() || v.empty()) return r;
+  r.span_ns = std::max(t.back().end_ns, v.back().end_ns) - std::min(t.front().begin_ns, v.front().begin_ns);
+  // A training step beginning between two validation steps ends a run.
+  auto train_between = [&](std::uint64_t from, std::uint64_t to) {
+    auto it = std::lower_bound(t.begin(), t.end(), from,
+                               [](const StepRecord& x, std::uint64_t at) { return x.begin_ns < at; });
+    return it != t.end() && it->begin_ns < to;
+  };
+  std::size_t first = 0;
+  auto close = [&](std::size_t last) {
+    const std::size_t n = last - first + 1;
+    r.min_steps = r.runs ? std::min(r.min_steps, n) : n;
+    r.max_steps = std::max(r.max_steps, n);
+    r.run_ns += v[last].end_ns - v[first].begin_ns;
+    ++r.runs;
+  };
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (train_between(v[i - 1].end_ns, v[i].begin_ns)) {
+      close(i - 1);
+      first = i;
+    }
+  close(v.size() - 1);
+  return r;
+}
+
 std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id) {
   std::vector<Verdict> v;
   const auto& t = s.train;
@@ -207,6 +236,34 @@ std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id)
                      " training steps are spikes (longer than " + ms(st.spike_above) + " ms = median " + ms(st.p50) +
                      " ms + max(3 x MAD, 5% of median)); the longest took " + ms(st.max) + " ms",
                  "#" + id + "-steptime-train", static_cast<double>(spikes.size())});
+  // Steps over twice the median: a stronger statement than a spike, with
+  // the slowest named (its bar is in the step-time chart the line links to).
+  std::size_t slow = 0, slowest = 0;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (static_cast<double>(t[i].duration_ns()) > kSlowStepFactor * static_cast<double>(st.p50)) ++slow;
+    if (t[i].duration_ns() > t[slowest].duration_ns()) slowest = i;
+  }
+  if (slow)
+    v.push_back({"slow_steps",
+                 std::to_string(slow) + " training step" + (slow == 1 ? "" : "s") + " of " + std::to_string(t.size()) +
+                     " took over " + f(kSlowStepFactor, "%.0f") + "x the median (" + ms(st.p50) +
+                     " ms; slowest: step " + std::to_string(t[slowest].index) + ", " + ms(t[slowest].duration_ns()) +
+                     " ms)",
+                 "#" + id + "-steptime-train", static_cast<double>(slow)});
+  const ValidationRuns vr = validation_runs(s);
+  if (vr.runs && vr.span_ns) {
+    const double share = static_cast<double>(vr.run_ns) / static_cast<double>(vr.span_ns);
+    const std::string per_run = vr.min_steps == vr.max_steps
+                                    ? std::to_string(vr.min_steps)
+                                    : std::to_string(vr.min_steps) + "-" + std::to_string(vr.max_steps);
+    if (share >= kValidationVerdict)
+      v.push_back({"validation",
+                   "Validation takes " + pct(share) + " of the fit's time from its first step to its last (" +
+                       std::to_string(vr.runs) + " run" + (vr.runs == 1 ? "" : "s") + " of " + per_run +
+                       " steps, each from its first fetch to its last batch's end; shown when >= " +
+                       pct(kValidationVerdict) + ")",
+                   "#" + id + "-steptime-validation", share});
+  }
   if (s.has_gpu) {
     std::uint64_t idle = 0;
     for (const auto& x : t) idle += x.gpu_idle_ns;
@@ -314,7 +371,14 @@ void write_step_charts(const ProcessSteps& s, const std::string& id, const std::
       << "\"><h2>" << html_escape(title) << "</h2>\n";
   for (auto [stage, v] : stages_of(s)) {
     if (v->empty()) continue;
-    step_time_chart(*v, stage, id, out);
+    std::string extra;
+    if (v == &s.validation) {
+      // The validation finding's numbers (whether or not it is shown).
+      const ValidationRuns vr = validation_runs(s);
+      extra = " data-runs=\"" + std::to_string(vr.runs) + "\" data-run-ns=\"" + std::to_string(vr.run_ns) +
+              "\" data-span-ns=\"" + std::to_string(vr.span_ns) + "\"";
+    }
+    step_time_chart(*v, stage, id, out, extra);
     parts_chart(*v, stage, id, false, out);
     if (s.has_gpu) parts_chart(*v, stage, id, true, out);
   }

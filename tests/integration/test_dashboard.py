@@ -143,6 +143,53 @@ def test_dataloader_verdict(run):
     assert "of training step time" in m.group(3)
 
 
+def trace_val_steps(tmp):
+    """Validation steps from the Chrome trace, as trace_steps finds the
+    training ones: each validation_step with the val_next fetch before it and
+    the on_validation_batch_end hooks after it."""
+    ev = [e for e in json.load(open(tmp / "run.json"), parse_float=Decimal)["traceEvents"] if e.get("ph") == "X"]
+    bodies = sorted((e for e in ev if e["name"] == "[Strategy]SingleDeviceStrategy.validation_step"),
+                    key=lambda e: e["ts"])
+    tid = bodies[0]["tid"]
+    ev = sorted((e for e in ev if e["tid"] == tid), key=lambda e: e["ts"])
+    steps = []
+    for k, b in enumerate(bodies):
+        nxt = bodies[k + 1]["ts"] if k + 1 < len(bodies) else Decimal("Infinity")
+        fetch = [e for e in ev if e["name"].endswith(".val_next") and e["ts"] + e["dur"] <= b["ts"]
+                 and (k == 0 or e["ts"] >= bodies[k - 1]["ts"] + bodies[k - 1]["dur"])]
+        ends = [e for e in ev if e["name"].endswith("on_validation_batch_end") and b["ts"] <= e["ts"] < nxt]
+        steps.append((fetch[-1]["ts"] if fetch else b["ts"], max([b["ts"] + b["dur"]] + [e["ts"] + e["dur"] for e in ends])))
+    return steps
+
+
+def test_validation_finding_matches_the_trace(run):
+    """The validation runs of the real fit (the sanity check's 2 batches,
+    then 4 after the epoch): their count and time on the validation chart
+    equal the trace's, and the finding is there exactly when their share of
+    the steps' span reaches its 10% threshold."""
+    tmp, _, dom, _ = run
+    train, val = trace_steps(tmp), trace_val_steps(tmp)
+    assert len(val) == 6
+    runs, cur = [], [val[0]]
+    for prev, v in zip(val, val[1:]):
+        if any(prev[1] <= b < v[0] for b, _, _ in train):
+            runs.append(cur)
+            cur = []
+        cur.append(v)
+    runs.append(cur)
+    assert [len(r) for r in runs] == [2, 4]
+    run_ns = sum((r[-1][1] - r[0][0]) * 1000 for r in runs)
+    span_ns = (max(train[-1][1], val[-1][1]) - min(train[0][0], val[0][0])) * 1000
+    head, _ = chart(dom, "steptime", "validation")
+    assert int(head["data-runs"]) == 2
+    assert abs(int(head["data-run-ns"]) - run_ns) <= 8 and abs(int(head["data-span-ns"]) - span_ns) <= 4
+    share = float(run_ns / span_ns)
+    m = re.search(r'<li class="verdict" data-verdict="validation" data-value="([\d.]+)"><a href="#([\w-]+)">', dom)
+    assert bool(m) == (share >= 0.10), (share, bool(m))
+    if m:
+        assert abs(float(m.group(1)) - share) < 1e-6 and 'id="%s"' % m.group(2) in dom
+
+
 def test_merged_page_from_the_same_trace(run, tmp_path):
     tmp, _, _, _ = run
     d = tmp_path / "job"
@@ -468,6 +515,24 @@ def test_gpu_page_parts_match_the_generators_intervals(gpu_run):
     assert abs(float(m.group(1)) - share) < 1e-6
     assert m.group(2) == "p%d-gpu-train" % manifest["pid"] and 'id="%s"' % m.group(2) in dom
     assert "shown when &gt;= 20.0%" in m.group(3)
+    # Steps over twice the median (step 7's slow fetch), computed here.
+    durs = [e - b for b, e in manifest["train"]]
+    median = sorted(durs)[(len(durs) + 1) // 2 - 1]
+    slow = [i for i, d in enumerate(durs) if d > 2 * median]
+    m = re.search(r'<li class="verdict" data-verdict="slow_steps" data-value="([\d.]+)"><a href="#([\w-]+)">([^<]*)</a>',
+                  dom)
+    assert slow == [7] and m, (slow, durs)
+    assert int(float(m.group(1))) == 1 and m.group(2) == "p%d-steptime-train" % manifest["pid"]
+    assert "slowest: step 7, %.3f ms" % (durs[7] / 1e6) in m.group(3)
+    # Validation: 2 runs of 2 steps, a small share of the span: counted, no finding.
+    head, _ = chart(dom, "steptime", "validation")
+    val = manifest["validation"]
+    runs = [val[0:2], val[2:4]]
+    assert int(head["data-runs"]) == 2
+    assert int(head["data-run-ns"]) == sum(r[-1][1] - r[0][0] for r in runs)
+    span = max(manifest["train"][-1][1], val[-1][1]) - manifest["train"][0][0]
+    assert int(head["data-span-ns"]) == span
+    assert int(head["data-run-ns"]) / span < 0.10 and 'data-verdict="validation"' not in dom
 
 
 def test_gpu_page_without_idle_has_no_idle_finding(tmp_path):
