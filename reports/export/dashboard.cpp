@@ -40,8 +40,8 @@ std::uint64_t part_total(const std::vector<StepRecord>& v, StepPart p) {
   return t;
 }
 
-void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id,
-                     std::ostream& out, const std::string& extra_attrs = "") {
+void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id, std::ostream& out,
+                     const std::string& extra_attrs = "") {
   const StepStats st = step_stats(steps);
   const auto spikes = spike_indexes(steps, st);
   const StepBuckets b = bucket_steps(steps, kMaxStepPoints);
@@ -61,7 +61,8 @@ void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, co
   out << "<svg class=\"chart steptime\" id=\"" << cid << "-svg\" data-stage=\"" << stage << "\" data-steps=\""
       << steps.size() << "\" data-bucket=\"" << b.bucket << "\" data-p50-ns=\"" << st.p50 << "\" data-p90-ns=\""
       << st.p90 << "\" data-p99-ns=\"" << st.p99 << "\" data-spike-above-ns=\"" << st.spike_above << "\" data-spikes=\""
-      << spikes.size() << "\"" << extra_attrs << " width=\"" << kW << "\" height=\"" << kPlotH + 20 << "\" role=\"img\">\n";
+      << spikes.size() << "\"" << extra_attrs << " width=\"" << kW << "\" height=\"" << kPlotH + 20
+      << "\" role=\"img\">\n";
   for (double q : {0.0, 0.5, 1.0}) {
     out << "<line class=\"grid\" x1=\"" << kPad << "\" x2=\"" << kW << "\" y1=\"" << f(y_of(top * q), "%.1f")
         << "\" y2=\"" << f(y_of(top * q), "%.1f") << "\"/><text x=\"2\" y=\"" << f(y_of(top * q) + 4, "%.1f") << "\">"
