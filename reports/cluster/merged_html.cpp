@@ -7,6 +7,8 @@
 #include "reports/aggregate/step_slices.h"
 #include "reports/cluster/arrivals.h"
 #include "reports/cluster/step_waits.h"
+#include "reports/export/dashboard.h"
+#include "reports/export/export_range.h"
 #include "reports/export/step_timeline.h"
 #include "reports/format/json_escape.h"
 
@@ -77,8 +79,21 @@ std::size_t heat_bucket(const std::vector<ProcessSteps>& steps) {
   return std::max<std::size_t>(1, (most + kMaxHeatColumns - 1) / kMaxHeatColumns);
 }
 
+// A path as one shell word: as is when plain, else single-quoted.
+std::string shell_word(const std::string& path) {
+  if (path.empty()) return "TRACE";
+  const bool plain = std::all_of(path.begin(), path.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("_./-+@:,=").find(c) != std::string_view::npos;
+  });
+  if (plain) return path;
+  std::string q = "'";
+  for (char c : path) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<std::size_t>& rows,
-              int slowest, int straggler, std::ostream& out) {
+              int slowest, int straggler, const std::vector<ExportHint>& hint, std::ostream& out) {
   std::size_t most = 0;
   for (const auto& s : steps) most = std::max(most, s.train.size());
   if (!most) return;
@@ -118,9 +133,16 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
       const int light = static_cast<int>(92 - 57 * t);
       out << "<rect class=\"cell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(8,75%," << light
-          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c]
-          << "\"><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": "
-          << f(cell[r][c] / 1e6) << " ms</title></rect>";
+          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
+      // The cell's steps as a window of the rank's own recording.
+      const auto& v = steps[r].train;
+      const std::size_t first = c * bucket, last = std::min(v.size(), first + bucket) - 1;
+      const std::string w = window_arg(v[first].begin_ns, v[last].end_ns, hint[r].origin_ns);
+      const std::string cmd = window_command(
+          hint[r], w, hint[r].prefix + "steps-" + std::to_string(first) + "-" + std::to_string(last) + ".pftrace");
+      if (!w.empty()) out << " data-window=\"" << w << "\" data-cmd=\"" << html_escape(cmd) << "\"";
+      out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": "
+          << f(cell[r][c] / 1e6) << " ms" << (cmd.empty() ? "" : "; export: " + html_escape(cmd)) << "</title></rect>";
     }
     out << "\n";
     if (strag) straggler_row(y, row_h, label_w, cols, cw, out);  // over the cells
@@ -347,7 +369,12 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   out << "</ul></section>\n";
   const std::vector<std::size_t> drawn = merged_chart_ranks(steps, slowest, straggler);
   const std::vector<std::size_t> rows = heat_rows(steps, drawn);
-  heat_map(plan, steps, rows, slowest, straggler, out);
+  // Each rank's export commands name its own recording and count from its attach.
+  std::vector<ExportHint> hints;
+  for (const auto& rr : plan.ranks)
+    hints.push_back(
+        {shell_word(rr.file), rr.report ? attach_begin_ns(*rr.report) : 0, "rank" + std::to_string(rr.index) + "-"});
+  heat_map(plan, steps, rows, slowest, straggler, hints, out);
   wait_map(plan, steps, waits, rows, straggler, out);
   // The drawn ranks' step charts and step timelines (all up to
   // kMergedChartRanks ranks; past that a chosen few, so the page does not
@@ -390,9 +417,9 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
         if (q != d && k < own[q].size()) also.push_back(own[q][k]), more = 1;
     }
     const std::string id = "r" + std::to_string(plan.ranks[r].index);
-    write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out);
+    write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out, hints[r]);
     write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, nullptr, nullptr, plan.ranks[r].comm,
-                        also, budget);
+                        also, budget, hints[r].origin_ns);
   }
   out << "</div>\n";
   out << "<h2>Cluster summary</h2>\n<pre>" << html_escape(summary_text) << "</pre>\n</body></html>\n";

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <set>
 
+#include "reports/export/export_range.h"
 #include "reports/format/json_escape.h"
 
 namespace lt {
@@ -40,8 +41,31 @@ std::uint64_t part_total(const std::vector<StepRecord>& v, StepPart p) {
   return t;
 }
 
+// The span of bucket `i` (steps i*bucket ..) as `--window` takes it; "" unknown.
+std::string bucket_window(const std::vector<StepRecord>& steps, std::size_t bucket, std::size_t i,
+                          const ExportHint& hint) {
+  const std::size_t first = i * bucket, last = std::min(steps.size(), first + bucket) - 1;
+  return window_arg(steps[first].begin_ns, steps[last].end_ns, hint.origin_ns);
+}
+
+std::string window_attr(const std::string& w) {
+  return w.empty() ? std::string() : " data-window=\"" + w + "\"";
+}
+
+// The command exporting step `i` of `stage`: `--steps` counts training steps;
+// the others have their window.
+std::string step_command(const std::vector<StepRecord>& steps, std::size_t i, const char* stage,
+                         const ExportHint& hint) {
+  const std::string n = std::to_string(steps[i].index);
+  if (std::string_view(stage) == "train")
+    return "ltrace-bpf report " + hint.trace + " --steps " + n + "-" + n + " --perfetto " + hint.prefix + "step-" + n +
+           ".pftrace";
+  return window_command(hint, window_arg(steps[i].begin_ns, steps[i].end_ns, hint.origin_ns),
+                        hint.prefix + stage + "-step-" + n + ".pftrace");
+}
+
 void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id, std::ostream& out,
-                     const std::string& extra_attrs = "") {
+                     const ExportHint& hint, const std::string& extra_attrs = "") {
   const StepStats st = step_stats(steps);
   const auto spikes = spike_indexes(steps, st);
   const StepBuckets b = bucket_steps(steps, kMaxStepPoints);
@@ -85,29 +109,39 @@ void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, co
     out << "<circle class=\"pt" << (spike ? " spike" : "") << "\" cx=\"" << f(x_of(i), "%.1f") << "\" cy=\""
         << f(y_of(b.bucket > 1 && spike ? b.max_ns[i] : r.duration_ns()), "%.1f") << "\" r=\"" << (spike ? 3.5 : 2)
         << "\" data-i=\"" << r.index << "\" data-ns=\"" << r.duration_ns() << "\""
-        << (b.bucket > 1 ? " data-max-ns=\"" + std::to_string(b.max_ns[i]) + "\"" : std::string()) << "><title>"
-        << stage << " step " << r.index << (b.bucket > 1 ? "+" : "") << ": " << ms(r.duration_ns()) << " ms"
+        << (b.bucket > 1 ? " data-max-ns=\"" + std::to_string(b.max_ns[i]) + "\"" : std::string())
+        << window_attr(bucket_window(steps, b.bucket, i, hint)) << "><title>" << stage << " step " << r.index
+        << (b.bucket > 1 ? "+" : "") << ": " << ms(r.duration_ns()) << " ms"
         << "</title></circle>\n";
   }
   out << "</svg>\n";
   if (!spikes.empty()) {
     const std::size_t bar_bucket = bucket_steps(steps, kMaxStepBars).bucket;
     out << "<p class=\"spikes\">Spikes:";
-    std::size_t shown = 0;
+    std::size_t shown = 0, worst = spikes.front();
     for (auto i : spikes) {
       if (++shown > 50) {
         out << " &hellip; " << spikes.size() - 50 << " more";
         break;
       }
-      out << " <a href=\"#" << id << "-parts-" << stage << "-" << i / bar_bucket << "\" data-i=\"" << i << "\">#" << i
-          << " (" << ms(steps[i].duration_ns()) << " ms)</a>";
+      if (steps[i].duration_ns() > steps[worst].duration_ns()) worst = i;
+      const std::string cmd = step_command(steps, i, stage, hint);
+      out << " <a href=\"#" << id << "-parts-" << stage << "-" << i / bar_bucket << "\" data-i=\"" << i << "\""
+          << window_attr(window_arg(steps[i].begin_ns, steps[i].end_ns, hint.origin_ns));
+      if (!cmd.empty()) out << " data-cmd=\"" << html_escape(cmd) << "\" title=\"export: " << html_escape(cmd) << "\"";
+      out << ">#" << i << " (" << ms(steps[i].duration_ns()) << " ms)</a>";
     }
     out << "</p>\n";
+    const std::string cmd = step_command(steps, worst, stage, hint);
+    if (!cmd.empty())
+      out << "<p class=\"note spike-cmd\">A spike as a Perfetto/Chrome file (each spike's command is its link's "
+             "title): the longest, <code>"
+          << html_escape(cmd) << "</code></p>\n";
   }
 }
 
 void parts_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id, bool gpu,
-                 std::ostream& out) {
+                 std::ostream& out, const ExportHint& hint) {
   const StepBuckets b = bucket_steps(steps, kMaxStepBars);
   const std::string cid = id + (gpu ? "-gpu-" : "-parts-") + stage;
   std::uint64_t top = 1;
@@ -136,7 +170,7 @@ void parts_chart(const std::vector<StepRecord>& steps, const char* stage, const 
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const auto& r = b.rows[i];
     out << "<g class=\"bar\" id=\"" << cid << "-" << i << "\" data-i=\"" << r.index << "\" data-ns=\""
-        << r.duration_ns() << "\"";
+        << r.duration_ns() << "\"" << window_attr(bucket_window(steps, b.bucket, i, hint));
     std::vector<std::pair<std::uint64_t, const char*>> segs;
     if (gpu) {
       out << " data-kernel-ns=\"" << r.kernel_ns << "\" data-copy-ns=\"" << r.copy_ns << "\" data-idle-ns=\""
@@ -366,7 +400,13 @@ void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& s
   out << "</ul></section>\n";
 }
 
-void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out) {
+std::string window_command(const ExportHint& hint, const std::string& window, const std::string& out_name) {
+  if (window.empty()) return "";
+  return "ltrace-bpf report " + hint.trace + " --window " + window + " --perfetto " + out_name;
+}
+
+void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out,
+                       const ExportHint& hint) {
   if (!s.any()) return;
   out << "<section class=\"steps\" id=\"" << id << "-steps\" data-pid=\"" << s.pid << "\" data-tid=\"" << s.tid
       << "\"><h2>" << html_escape(title) << "</h2>\n";
@@ -379,9 +419,9 @@ void write_step_charts(const ProcessSteps& s, const std::string& id, const std::
       extra = " data-runs=\"" + std::to_string(vr.runs) + "\" data-run-ns=\"" + std::to_string(vr.run_ns) +
               "\" data-span-ns=\"" + std::to_string(vr.span_ns) + "\"";
     }
-    step_time_chart(*v, stage, id, out, extra);
-    parts_chart(*v, stage, id, false, out);
-    if (s.has_gpu) parts_chart(*v, stage, id, true, out);
+    step_time_chart(*v, stage, id, out, hint, extra);
+    parts_chart(*v, stage, id, false, out, hint);
+    if (s.has_gpu) parts_chart(*v, stage, id, true, out, hint);
   }
   out << "</section>\n";
 }

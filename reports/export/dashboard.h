@@ -47,9 +47,25 @@ void write_dashboard_head(std::ostream& out);
 // the verdicts (each a link).
 void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& steps, const std::vector<Verdict>& extra,
                     std::ostream& out);
+// What a chart's export commands name: the recording (its path, or "TRACE"
+// where the page does not know it) and its attach time, which `--window`
+// counts from (0: unknown, no windows).
+struct ExportHint {
+  std::string trace = "TRACE";
+  std::uint64_t origin_ns = 0;
+  std::string prefix;  // of the output file names ("rank3-"), "" for one process
+};
+// `ltrace-bpf report TRACE --window S,E --perfetto OUT` ("" without a window).
+std::string window_command(const ExportHint& hint, const std::string& window, const std::string& out_name);
+
 // One process's charts: step time per stage and the stacked parts per step
-// (and GPU kernel / copy / idle when the steps have GPU records).
-void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out);
+// (and GPU kernel / copy / idle when the steps have GPU records).  Every
+// point and bar carries `data-window` (its step's, or its bucket's, span
+// as `--window` takes it) when the origin is known; each spike link its
+// export command (`data-cmd`, and its title): `--steps i-i` for a training
+// step, `--window` for the other stages'.
+void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out,
+                       const ExportHint& hint = {});
 
 std::string process_chart_id(const ProcessMeta& m);  // "p<pid>"
 }  // namespace lt

@@ -474,7 +474,9 @@ def gpu_page(tmp, mode):
     s = subprocess.run(base + ["--window-size=1280,1600", "--screenshot=" + str(shot), page.as_uri()],
                        capture_output=True, text=True, timeout=120)
     assert s.returncode == 0 and shot.exists(), s.stderr[-2000:]
-    return json.load(open(manifest)), r.stdout, dom.stdout, shot
+    m = json.load(open(manifest))
+    m["trace"] = str(trace)
+    return m, r.stdout, dom.stdout, shot
 
 
 @pytest.fixture(scope="module")
@@ -543,3 +545,67 @@ def test_gpu_page_without_idle_has_no_idle_finding(tmp_path):
     head, _ = chart(dom, "parts gpu", "train")
     assert int(head["data-steps"]) == GPU_STEPS
     assert 'data-verdict="gpu_idle"' not in dom
+
+
+def window_of(manifest, b, e):
+    """`--window`'s argument for [b, e]: seconds after the attach, rounded
+    outward to the microsecond."""
+    b_us, e_us = (b - manifest["attach_ns"]) // 1000, -(-(e - manifest["attach_ns"]) // 1000)
+    return "%d.%06d,%d.%06d" % (b_us // 10**6, b_us % 10**6, e_us // 10**6, e_us % 10**6)
+
+
+def test_chart_spans_give_their_export_window(gpu_run, tmp_path):
+    """Every span a chart names carries its `--window` (and the spikes their
+    command), equal to the generator's times; the commands run."""
+    manifest, _, dom, _ = gpu_run
+    trace = manifest["trace"]
+    spikes = re.search(r'<p class="spikes">(.*?)</p>', dom, re.S).group(1)
+    links = [attrs(t) for t in re.findall(r"<a [^>]*>", spikes)]
+    assert [int(a["data-i"]) for a in links] == [2, 5, 7, 8, 11]
+    for a in links:
+        i = int(a["data-i"])
+        assert a["data-window"] == window_of(manifest, *manifest["train"][i])
+        assert a["data-cmd"] == "ltrace-bpf report TRACE --steps %d-%d --perfetto step-%d.pftrace" % (i, i, i)
+    for stage, spans in (("train", manifest["train"]), ("validation", manifest["validation"])):
+        _, body = chart(dom, "steptime", stage)
+        pts = [attrs(t) for t in re.findall(r"<circle [^>]*>", body)]
+        assert [p["data-window"] for p in pts] == [window_of(manifest, b, e) for b, e in spans], stage
+        _, body = chart(dom, "parts gpu", stage)
+        bars = [attrs(t) for t in re.findall(r'<g class="bar"[^>]*>', body)]
+        assert [b["data-window"] for b in bars] == [window_of(manifest, b, e) for b, e in spans], stage
+    # The commands, run on the trace: the longest spike's (shown on the
+    # page) and a validation step's window.
+    cmd = re.search(r'<p class="note spike-cmd">.*?<code>([^<]*)</code>', dom).group(1)
+    assert cmd == "ltrace-bpf report TRACE --steps 7-7 --perfetto step-7.pftrace"
+    w = window_of(manifest, *manifest["validation"][1])
+    for args in (["--steps", "7-7"], ["--window", w]):
+        out = tmp_path / ("x%d.pftrace" % len(args[1]))
+        r = subprocess.run([LTRACE, "report", trace] + args + ["--perfetto", str(out)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0 and out.stat().st_size > 1000, r.stderr
+
+
+def test_merged_heat_map_cells_give_their_window(gpu_run, tmp_path):
+    manifest, _, _, _ = gpu_run
+    d = tmp_path / "job"
+    d.mkdir()
+    shutil.copy(manifest["trace"], d / "rank.ltrace")
+    r = subprocess.run([LTRACE, "report", str(d), "--merge", "--html", str(tmp_path / "merged.html")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "merged.html").read_text()
+    cells = [attrs(t) for t in re.findall(r'<rect class="cell"[^>]*>', html)]
+    assert len(cells) == GPU_STEPS
+    for c, (b, e) in zip(cells, manifest["train"]):
+        i = int(c["data-i"])
+        assert c["data-window"] == window_of(manifest, b, e)
+        assert c["data-cmd"] == "ltrace-bpf report %s --window %s --perfetto rank%s-steps-%d-%d.pftrace" % (
+            d / "rank.ltrace", c["data-window"], c["data-rank"], i, i)
+    # The rank's validation steps in its timeline have their window too (its own attach).
+    v = all_timeline_data(html)["validation"]
+    assert [s["w"] for s in v["steps"]] == [window_of(manifest, *manifest["validation"][s["i"]]).split(",")
+                                             for s in v["steps"]]
+    cmd = cells[7]["data-cmd"].replace("--perfetto rank", "--perfetto %s/rank" % tmp_path).split()
+    assert cmd[0] == "ltrace-bpf"
+    r = subprocess.run([LTRACE] + cmd[1:], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -15,7 +15,7 @@
 // the fetch is short, so the GPU idles well under the finding's threshold.
 //
 // MANIFEST (JSON) lists what was written, for the test to compute its own
-// numbers: the training steps' spans (the fetch's begin to the last
+// numbers: the attach time (the WINDOW begin), the training steps' spans (the fetch's begin to the last
 // on_train_batch_end's end), the validation steps' spans, and every GPU
 // interval (kind, stream, begin, end) in ns.
 #include <algorithm>
@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < v.size(); ++i) m << (i ? "," : "") << "[" << v[i].begin << "," << v[i].end << "]";
     m << "]";
   };
-  m << "{\"pid\":" << kPid << ",";
+  m << "{\"pid\":" << kPid << ",\"attach_ns\":" << t0 << ",";
   spans("train", train);
   m << ",";
   spans("validation", val);
