@@ -6,6 +6,7 @@
 #include "reports/aggregate/comm.h"
 #include "reports/aggregate/step_slices.h"
 #include "reports/cluster/arrivals.h"
+#include "reports/cluster/step_align.h"
 #include "reports/cluster/step_waits.h"
 #include "reports/export/dashboard.h"
 #include "reports/export/export_range.h"
@@ -375,6 +376,20 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
     hints.push_back(
         {shell_word(rr.file), rr.report ? attach_begin_ns(*rr.report) : 0, "rank" + std::to_string(rr.index) + "-"});
   heat_map(plan, steps, rows, slowest, straggler, hints, out);
+  // What the step numbers mean across ranks: per rank since its attach,
+  // and the offsets the collectives measure between them (step_align.h).
+  if (!steps.empty()) {
+    const StepAlignment align = align_steps(arrivals, steps);
+    std::vector<std::string> labels;
+    std::string offsets;
+    for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+      labels.push_back(plan.ranks[r].label);
+      offsets += (r ? "," : "") + (align.has_offset[r] ? std::to_string(align.offset[r]) : std::string("-"));
+    }
+    out << "<p class=\"note\" id=\"step-numbering\" data-measured=\"" << (align.measured ? 1 : 0)
+        << "\" data-offsets=\"" << offsets << "\">" << html_escape(step_numbering_note(align, arrivals, labels))
+        << "</p>\n";
+  }
   wait_map(plan, steps, waits, rows, straggler, out);
   // The drawn ranks' step charts and step timelines (all up to
   // kMergedChartRanks ranks; past that a chosen few, so the page does not

@@ -605,6 +605,10 @@ def test_merged_heat_map_cells_give_their_window(gpu_run, tmp_path):
     v = all_timeline_data(html)["validation"]
     assert [s["w"] for s in v["steps"]] == [window_of(manifest, *manifest["validation"][s["i"]]).split(",")
                                              for s in v["steps"]]
+    # What the step numbers mean across ranks: no COMM records here, so per rank, not lined up.
+    note = re.search(r'<p class="note" id="step-numbering" data-measured="(\d)" data-offsets="([^"]*)">([^<]*)</p>', html)
+    assert note and note.group(1) == "0" and note.group(2) == "-"
+    assert "Step numbers are per rank" in note.group(3) and "cannot be lined up" in note.group(3)
     cmd = cells[7]["data-cmd"].replace("--perfetto rank", "--perfetto %s/rank" % tmp_path).split()
     assert cmd[0] == "ltrace-bpf"
     r = subprocess.run([LTRACE] + cmd[1:], capture_output=True, text=True, timeout=60)
