@@ -93,6 +93,18 @@ std::string shell_word(const std::string& path) {
   return q + "'";
 }
 
+// A cell's steps as a window of the rank's own recording: writes its
+// data-window and data-cmd attributes, returns the command ("" unknown).
+std::string cell_export(const std::vector<StepRecord>& v, std::size_t c, std::size_t bucket, const ExportHint& hint,
+                        std::ostream& out) {
+  const std::size_t first = c * bucket, last = std::min(v.size(), first + bucket) - 1;
+  const std::string w = window_arg(v[first].begin_ns, v[last].end_ns, hint.origin_ns);
+  const std::string cmd =
+      window_command(hint, w, hint.prefix + "steps-" + std::to_string(first) + "-" + std::to_string(last) + ".pftrace");
+  if (!w.empty()) out << " data-window=\"" << w << "\" data-cmd=\"" << html_escape(cmd) << "\"";
+  return cmd;
+}
+
 void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<std::size_t>& rows,
               int slowest, int straggler, const std::vector<ExportHint>& hint, std::ostream& out) {
   std::size_t most = 0;
@@ -135,13 +147,7 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
       out << "<rect class=\"cell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(8,75%," << light
           << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
-      // The cell's steps as a window of the rank's own recording.
-      const auto& v = steps[r].train;
-      const std::size_t first = c * bucket, last = std::min(v.size(), first + bucket) - 1;
-      const std::string w = window_arg(v[first].begin_ns, v[last].end_ns, hint[r].origin_ns);
-      const std::string cmd = window_command(
-          hint[r], w, hint[r].prefix + "steps-" + std::to_string(first) + "-" + std::to_string(last) + ".pftrace");
-      if (!w.empty()) out << " data-window=\"" << w << "\" data-cmd=\"" << html_escape(cmd) << "\"";
+      const std::string cmd = cell_export(steps[r].train, c, bucket, hint[r], out);
       out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": "
           << f(cell[r][c] / 1e6) << " ms" << (cmd.empty() ? "" : "; export: " + html_escape(cmd)) << "</title></rect>";
     }
@@ -154,7 +160,8 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
 // Rank x step: one cell per (rank, bucket of steps), the mean time it
 // waited in collectives entered during those steps (measured arrivals).
 void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<RankStepWaits>& waits,
-              const std::vector<std::size_t>& rows, int straggler, std::ostream& out) {
+              const std::vector<std::size_t>& rows, int straggler, const std::vector<ExportHint>& hint,
+              std::ostream& out) {
   std::size_t most = 0;
   std::size_t instances = 0;
   for (std::size_t r = 0; r < steps.size(); ++r) most = std::max(most, steps[r].train.size());
@@ -206,9 +213,10 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
       const int light = static_cast<int>(95 - 60 * t);
       out << "<rect class=\"wcell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(210,70%," << light
-          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c]
-          << "\"><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
-          << f(cell[r][c] / 1e6) << " ms</title></rect>";
+          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
+      const std::string cmd = cell_export(steps[r].train, c, bucket, hint[r], out);
+      out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
+          << f(cell[r][c] / 1e6) << " ms" << (cmd.empty() ? "" : "; export: " + html_escape(cmd)) << "</title></rect>";
     }
     out << "\n";
     if (strag) straggler_row(y, row_h, label_w, cols, cw, out);  // over the cells
@@ -390,7 +398,7 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
         << "\" data-offsets=\"" << offsets << "\">" << html_escape(step_numbering_note(align, arrivals, labels))
         << "</p>\n";
   }
-  wait_map(plan, steps, waits, rows, straggler, out);
+  wait_map(plan, steps, waits, rows, straggler, hints, out);
   // The drawn ranks' step charts and step timelines (all up to
   // kMergedChartRanks ranks; past that a chosen few, so the page does not
   // grow with the job); a step chosen on one rank's timeline is chosen on
