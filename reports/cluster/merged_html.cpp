@@ -93,16 +93,33 @@ std::string shell_word(const std::string& path) {
   return q + "'";
 }
 
-// A cell's steps as a window of the rank's own recording: writes its
-// data-window and data-cmd attributes, returns the command ("" unknown).
-std::string cell_export(const std::vector<StepRecord>& v, std::size_t c, std::size_t bucket, const ExportHint& hint,
-                        std::ostream& out) {
+// A step-time cell's steps as a window of the rank's own recording: writes
+// its data-window (and, for a bucket, data-last) attribute.  The command is
+// written once per page (export_note) and the waiting map's cells look
+// their window up here: a command in every cell of two 64 x 300 maps took
+// the page past 20 MB.
+void cell_window(const std::vector<StepRecord>& v, std::size_t c, std::size_t bucket, const ExportHint& hint,
+                 std::ostream& out) {
   const std::size_t first = c * bucket, last = std::min(v.size(), first + bucket) - 1;
   const std::string w = window_arg(v[first].begin_ns, v[last].end_ns, hint.origin_ns);
-  const std::string cmd =
-      window_command(hint, w, hint.prefix + "steps-" + std::to_string(first) + "-" + std::to_string(last) + ".pftrace");
-  if (!w.empty()) out << " data-window=\"" << w << "\" data-cmd=\"" << html_escape(cmd) << "\"";
-  return cmd;
+  if (!w.empty()) out << " data-window=\"" << w << "\"";
+  if (!w.empty() && last != first) out << " data-last=\"" << last << "\"";  // a bucket: its last step
+}
+
+// How to export a cell's steps: the command with its rank's trace, which
+// the script fills in on a click (`#cell-cmd`); the traces by rank index
+// (`#rank-traces`, JSON).
+void export_note(const MergePlan& plan, const std::vector<ExportHint>& hint, std::ostream& out) {
+  out << "<p class=\"note\" id=\"cell-export\">A cell's steps as a Perfetto/Chrome file: <code>ltrace-bpf report "
+         "RANK_TRACE --window S,E --perfetto OUT</code>, S,E its window (its title, <code>data-window</code>: "
+         "seconds after that rank's attach). Clicked: <code id=\"cell-cmd\"></code></p>\n"
+         "<script type=\"application/json\" id=\"rank-traces\">{";
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+    std::string q = json_string(hint[r].trace);
+    for (std::size_t at = q.find('<'); at != std::string::npos; at = q.find('<', at)) q.replace(at, 1, "\\u003c");
+    out << (r ? "," : "") << "\"" << plan.ranks[r].index << "\":" << q;
+  }
+  out << "}</script>\n";
 }
 
 void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<std::size_t>& rows,
@@ -147,9 +164,9 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
       out << "<rect class=\"cell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(8,75%," << light
           << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
-      const std::string cmd = cell_export(steps[r].train, c, bucket, hint[r], out);
+      cell_window(steps[r].train, c, bucket, hint[r], out);
       out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": "
-          << f(cell[r][c] / 1e6) << " ms" << (cmd.empty() ? "" : "; export: " + html_escape(cmd)) << "</title></rect>";
+          << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
     out << "\n";
     if (strag) straggler_row(y, row_h, label_w, cols, cw, out);  // over the cells
@@ -160,8 +177,7 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
 // Rank x step: one cell per (rank, bucket of steps), the mean time it
 // waited in collectives entered during those steps (measured arrivals).
 void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<RankStepWaits>& waits,
-              const std::vector<std::size_t>& rows, int straggler, const std::vector<ExportHint>& hint,
-              std::ostream& out) {
+              const std::vector<std::size_t>& rows, int straggler, std::ostream& out) {
   std::size_t most = 0;
   std::size_t instances = 0;
   for (std::size_t r = 0; r < steps.size(); ++r) most = std::max(most, steps[r].train.size());
@@ -214,9 +230,8 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
       out << "<rect class=\"wcell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(210,70%," << light
           << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
-      const std::string cmd = cell_export(steps[r].train, c, bucket, hint[r], out);
       out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
-          << f(cell[r][c] / 1e6) << " ms" << (cmd.empty() ? "" : "; export: " + html_escape(cmd)) << "</title></rect>";
+          << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
     out << "\n";
     if (strag) straggler_row(y, row_h, label_w, cols, cw, out);  // over the cells
@@ -265,6 +280,14 @@ void write_merged_script(std::ostream& out) {
          "s.chooseStep(i);}"
          "document.querySelectorAll('svg.heatmap [data-i],svg.waitmap [data-i]').forEach(function(e){"
          "e.style.cursor='pointer';e.addEventListener('click',function(){all(+e.getAttribute('data-i'));"
+         "var h=document.querySelector('svg.heatmap "
+         "rect.cell[data-rank=\"'+e.getAttribute('data-rank')+'\"][data-i=\"'+"
+         "e.getAttribute('data-i')+'\"]')||e;"
+         "var w=h.getAttribute('data-window'),c=document.getElementById('cell-cmd'),j=document.getElementById("
+         "'rank-traces');if(w&&c&&j){var "
+         "r=e.getAttribute('data-rank'),n=h.getAttribute('data-last')||e.getAttribute('data-i');"
+         "c.textContent='ltrace-bpf report '+JSON.parse(j.textContent)[r]+' --window '+w+' --perfetto rank'+r+"
+         "'-steps-'+e.getAttribute('data-i')+'-'+n+'.pftrace';}"
          "var t=document.getElementById('timelines');if(t)t.scrollIntoView();});});"
          "var m=/^#step=(\\d+)$/.exec(location.hash);if(m)all(+m[1]);});</script>\n";
 }
@@ -384,6 +407,7 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
     hints.push_back(
         {shell_word(rr.file), rr.report ? attach_begin_ns(*rr.report) : 0, "rank" + std::to_string(rr.index) + "-"});
   heat_map(plan, steps, rows, slowest, straggler, hints, out);
+  if (!steps.empty()) export_note(plan, hints, out);
   // What the step numbers mean across ranks: per rank since its attach,
   // and the offsets the collectives measure between them (step_align.h).
   if (!steps.empty()) {
@@ -398,7 +422,7 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
         << "\" data-offsets=\"" << offsets << "\">" << html_escape(step_numbering_note(align, arrivals, labels))
         << "</p>\n";
   }
-  wait_map(plan, steps, waits, rows, straggler, hints, out);
+  wait_map(plan, steps, waits, rows, straggler, out);
   // The drawn ranks' step charts and step timelines (all up to
   // kMergedChartRanks ranks; past that a chosen few, so the page does not
   // grow with the job); a step chosen on one rank's timeline is chosen on

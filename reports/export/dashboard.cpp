@@ -119,12 +119,13 @@ void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, co
     const std::size_t bar_bucket = bucket_steps(steps, kMaxStepBars).bucket;
     out << "<p class=\"spikes\">Spikes:";
     std::size_t shown = 0, worst = spikes.front();
+    for (auto i : spikes)
+      if (steps[i].duration_ns() > steps[worst].duration_ns()) worst = i;
     for (auto i : spikes) {
       if (++shown > 50) {
         out << " &hellip; " << spikes.size() - 50 << " more";
         break;
       }
-      if (steps[i].duration_ns() > steps[worst].duration_ns()) worst = i;
       const std::string cmd = step_command(steps, i, stage, hint);
       out << " <a href=\"#" << id << "-parts-" << stage << "-" << i / bar_bucket << "\" data-i=\"" << i << "\""
           << window_attr(window_arg(steps[i].begin_ns, steps[i].end_ns, hint.origin_ns));

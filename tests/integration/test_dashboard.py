@@ -597,10 +597,9 @@ def test_merged_heat_map_cells_give_their_window(gpu_run, tmp_path):
     cells = [attrs(t) for t in re.findall(r'<rect class="cell"[^>]*>', html)]
     assert len(cells) == GPU_STEPS
     for c, (b, e) in zip(cells, manifest["train"]):
-        i = int(c["data-i"])
         assert c["data-window"] == window_of(manifest, b, e)
-        assert c["data-cmd"] == "ltrace-bpf report %s --window %s --perfetto rank%s-steps-%d-%d.pftrace" % (
-            d / "rank.ltrace", c["data-window"], c["data-rank"], i, i)
+    traces = json.loads(re.search(r'<script type="application/json" id="rank-traces">(.*?)</script>', html).group(1))
+    assert list(traces.values()) == [str(d / "rank.ltrace")]
     # The rank's validation steps in its timeline have their window too (its own attach).
     v = all_timeline_data(html)["validation"]
     assert [s["w"] for s in v["steps"]] == [window_of(manifest, *manifest["validation"][s["i"]]).split(",")
@@ -609,7 +608,19 @@ def test_merged_heat_map_cells_give_their_window(gpu_run, tmp_path):
     note = re.search(r'<p class="note" id="step-numbering" data-measured="(\d)" data-offsets="([^"]*)">([^<]*)</p>', html)
     assert note and note.group(1) == "0" and note.group(2) == "-"
     assert "Step numbers are per rank" in note.group(3) and "cannot be lined up" in note.group(3)
-    cmd = cells[7]["data-cmd"].replace("--perfetto rank", "--perfetto %s/rank" % tmp_path).split()
+    # A click on a cell writes its command (the page's script), which runs.
+    page = tmp_path / "click.html"
+    page.write_text(html.replace("</body>", "<script>document.addEventListener('DOMContentLoaded',function(){"
+                                 "document.querySelector('svg.heatmap rect.cell[data-i=\"7\"]')"
+                                 ".dispatchEvent(new MouseEvent('click',{bubbles:true}));});</script></body>"))
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp_path / "prof")]
+    dom = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    got = re.search(r'<code id="cell-cmd">([^<]*)</code>', dom.stdout).group(1)
+    rank = cells[7]["data-rank"]
+    assert got == "ltrace-bpf report %s --window %s --perfetto rank%s-steps-7-7.pftrace" % (
+        d / "rank.ltrace", window_of(manifest, *manifest["train"][7]), rank)
+    cmd = got.replace("--perfetto rank", "--perfetto %s/rank" % tmp_path).split()
     assert cmd[0] == "ltrace-bpf"
     r = subprocess.run([LTRACE] + cmd[1:], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
