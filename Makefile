@@ -81,7 +81,7 @@ endif
 $(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/include
 
 .PHONY: all deps check check-layers check-format test unit-test integration-test test-loaded demo install asan format vmlinux clean bench fuzz static bridge
-all: $(BUILD)/ltrace-bpf bridge $(BUILD)/make-adversarial
+all: $(BUILD)/ltrace-bpf bridge $(BUILD)/make-adversarial $(BUILD)/make-gpu-trace
 
 ifneq ($(HAVE_CUPTI),)
 bridge: $(BUILD)/libltrace-bridge.so $(BUILD)/bridge-eh-test.so
@@ -148,6 +148,11 @@ $(BUILD)/ltrace-bpf-static: $(BUILD)/obj/user/main.o $(LIB_ARCHIVES)
 # Crafted slow-to-report traces (tests/fuzz/make_adversarial.cpp): the
 # worst-case timing test and the fuzz corpus.
 $(BUILD)/make-adversarial: $(BUILD)/obj/tests/fuzz/make_adversarial.o $(LIB_ARCHIVES)
+	$(CXX) $(CXXFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
+
+# A trace shaped like a Lightning fit on CUDA (tests/tools/make_gpu_trace.cpp):
+# the dashboard's GPU parts on a machine without a GPU (test_dashboard.py).
+$(BUILD)/make-gpu-trace: $(BUILD)/obj/tests/tools/make_gpu_trace.o $(LIB_ARCHIVES)
 	$(CXX) $(CXXFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
 
 $(BUILD)/unit-tests: $(TEST_OBJS) $(BRIDGE_TEST_OBJS) $(LIB_ARCHIVES)
@@ -244,7 +249,7 @@ install: all
 	install -D -m 0755 $(BUILD)/libltrace-bridge.so $(DESTDIR)$(PREFIX)/lib/ltrace-bpf/libltrace-bridge.so
 
 FORMAT_SRCS := $(wildcard bpf/*.c bpf/*.h user/*.cpp user/*/*.cpp user/*/*.h reports/*/*.cpp reports/*/*.h \
-                 tests/unit/*.cpp tests/fuzz/*.cpp torchbridge/*.cpp torchbridge/*.h)
+                 tests/unit/*.cpp tests/fuzz/*.cpp tests/tools/*.cpp torchbridge/*.cpp torchbridge/*.h)
 format:
 	clang-format -i $(FORMAT_SRCS)
 

@@ -6,7 +6,10 @@
 #include "reports/aggregate/comm.h"
 #include "reports/aggregate/step_slices.h"
 #include "reports/cluster/arrivals.h"
+#include "reports/cluster/step_align.h"
 #include "reports/cluster/step_waits.h"
+#include "reports/export/dashboard.h"
+#include "reports/export/export_range.h"
 #include "reports/export/step_timeline.h"
 #include "reports/format/json_escape.h"
 
@@ -77,8 +80,50 @@ std::size_t heat_bucket(const std::vector<ProcessSteps>& steps) {
   return std::max<std::size_t>(1, (most + kMaxHeatColumns - 1) / kMaxHeatColumns);
 }
 
+// A path as one shell word: as is when plain, else single-quoted.
+std::string shell_word(const std::string& path) {
+  if (path.empty()) return "TRACE";
+  const bool plain = std::all_of(path.begin(), path.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("_./-+@:,=").find(c) != std::string_view::npos;
+  });
+  if (plain) return path;
+  std::string q = "'";
+  for (char c : path) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// A step-time cell's steps as a window of the rank's own recording: writes
+// its data-window (and, for a bucket, data-last) attribute.  The command is
+// written once per page (export_note) and the waiting map's cells look
+// their window up here: a command in every cell of two 64 x 300 maps took
+// the page past 20 MB.
+void cell_window(const std::vector<StepRecord>& v, std::size_t c, std::size_t bucket, const ExportHint& hint,
+                 std::ostream& out) {
+  const std::size_t first = c * bucket, last = std::min(v.size(), first + bucket) - 1;
+  const std::string w = window_arg(v[first].begin_ns, v[last].end_ns, hint.origin_ns);
+  if (!w.empty()) out << " data-window=\"" << w << "\"";
+  if (!w.empty() && last != first) out << " data-last=\"" << last << "\"";  // a bucket: its last step
+}
+
+// How to export a cell's steps: the command with its rank's trace, which
+// the script fills in on a click (`#cell-cmd`); the traces by rank index
+// (`#rank-traces`, JSON).
+void export_note(const MergePlan& plan, const std::vector<ExportHint>& hint, std::ostream& out) {
+  out << "<p class=\"note\" id=\"cell-export\">A cell's steps as a Perfetto/Chrome file: <code>ltrace-bpf report "
+         "RANK_TRACE --window S,E --perfetto OUT</code>, S,E its window (its title, <code>data-window</code>: "
+         "seconds after that rank's attach). Clicked: <code id=\"cell-cmd\"></code></p>\n"
+         "<script type=\"application/json\" id=\"rank-traces\">{";
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+    std::string q = json_string(hint[r].trace);
+    for (std::size_t at = q.find('<'); at != std::string::npos; at = q.find('<', at)) q.replace(at, 1, "\\u003c");
+    out << (r ? "," : "") << "\"" << plan.ranks[r].index << "\":" << q;
+  }
+  out << "}</script>\n";
+}
+
 void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<std::size_t>& rows,
-              int slowest, int straggler, std::ostream& out) {
+              int slowest, int straggler, const std::vector<ExportHint>& hint, std::ostream& out) {
   std::size_t most = 0;
   for (const auto& s : steps) most = std::max(most, s.train.size());
   if (!most) return;
@@ -118,8 +163,9 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
       const int light = static_cast<int>(92 - 57 * t);
       out << "<rect class=\"cell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(8,75%," << light
-          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c]
-          << "\"><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": "
+          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
+      cell_window(steps[r].train, c, bucket, hint[r], out);
+      out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": "
           << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
     out << "\n";
@@ -183,8 +229,8 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
       const int light = static_cast<int>(95 - 60 * t);
       out << "<rect class=\"wcell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(210,70%," << light
-          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c]
-          << "\"><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
+          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
+      out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
           << f(cell[r][c] / 1e6) << " ms</title></rect>";
     }
     out << "\n";
@@ -234,6 +280,14 @@ void write_merged_script(std::ostream& out) {
          "s.chooseStep(i);}"
          "document.querySelectorAll('svg.heatmap [data-i],svg.waitmap [data-i]').forEach(function(e){"
          "e.style.cursor='pointer';e.addEventListener('click',function(){all(+e.getAttribute('data-i'));"
+         "var h=document.querySelector('svg.heatmap "
+         "rect.cell[data-rank=\"'+e.getAttribute('data-rank')+'\"][data-i=\"'+"
+         "e.getAttribute('data-i')+'\"]')||e;"
+         "var w=h.getAttribute('data-window'),c=document.getElementById('cell-cmd'),j=document.getElementById("
+         "'rank-traces');if(w&&c&&j){var "
+         "r=e.getAttribute('data-rank'),n=h.getAttribute('data-last')||e.getAttribute('data-i');"
+         "c.textContent='ltrace-bpf report '+JSON.parse(j.textContent)[r]+' --window '+w+' --perfetto rank'+r+"
+         "'-steps-'+e.getAttribute('data-i')+'-'+n+'.pftrace';}"
          "var t=document.getElementById('timelines');if(t)t.scrollIntoView();});});"
          "var m=/^#step=(\\d+)$/.exec(location.hash);if(m)all(+m[1]);});</script>\n";
 }
@@ -347,7 +401,27 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   out << "</ul></section>\n";
   const std::vector<std::size_t> drawn = merged_chart_ranks(steps, slowest, straggler);
   const std::vector<std::size_t> rows = heat_rows(steps, drawn);
-  heat_map(plan, steps, rows, slowest, straggler, out);
+  // Each rank's export commands name its own recording and count from its attach.
+  std::vector<ExportHint> hints;
+  for (const auto& rr : plan.ranks)
+    hints.push_back(
+        {shell_word(rr.file), rr.report ? attach_begin_ns(*rr.report) : 0, "rank" + std::to_string(rr.index) + "-"});
+  heat_map(plan, steps, rows, slowest, straggler, hints, out);
+  if (!steps.empty()) export_note(plan, hints, out);
+  // What the step numbers mean across ranks: per rank since its attach,
+  // and the offsets the collectives measure between them (step_align.h).
+  if (!steps.empty()) {
+    const StepAlignment align = align_steps(arrivals, steps);
+    std::vector<std::string> labels;
+    std::string offsets;
+    for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+      labels.push_back(plan.ranks[r].label);
+      offsets += (r ? "," : "") + (align.has_offset[r] ? std::to_string(align.offset[r]) : std::string("-"));
+    }
+    out << "<p class=\"note\" id=\"step-numbering\" data-measured=\"" << (align.measured ? 1 : 0)
+        << "\" data-offsets=\"" << offsets << "\">" << html_escape(step_numbering_note(align, arrivals, labels))
+        << "</p>\n";
+  }
   wait_map(plan, steps, waits, rows, straggler, out);
   // The drawn ranks' step charts and step timelines (all up to
   // kMergedChartRanks ranks; past that a chosen few, so the page does not
@@ -390,9 +464,9 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
         if (q != d && k < own[q].size()) also.push_back(own[q][k]), more = 1;
     }
     const std::string id = "r" + std::to_string(plan.ranks[r].index);
-    write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out);
+    write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out, hints[r]);
     write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, nullptr, nullptr, plan.ranks[r].comm,
-                        also, budget);
+                        also, budget, hints[r].origin_ns);
   }
   out << "</div>\n";
   out << "<h2>Cluster summary</h2>\n<pre>" << html_escape(summary_text) << "</pre>\n</body></html>\n";

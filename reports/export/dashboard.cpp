@@ -5,6 +5,7 @@
 #include <ctime>
 #include <set>
 
+#include "reports/export/export_range.h"
 #include "reports/format/json_escape.h"
 
 namespace lt {
@@ -40,8 +41,31 @@ std::uint64_t part_total(const std::vector<StepRecord>& v, StepPart p) {
   return t;
 }
 
-void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id,
-                     std::ostream& out) {
+// The span of bucket `i` (steps i*bucket ..) as `--window` takes it; "" unknown.
+std::string bucket_window(const std::vector<StepRecord>& steps, std::size_t bucket, std::size_t i,
+                          const ExportHint& hint) {
+  const std::size_t first = i * bucket, last = std::min(steps.size(), first + bucket) - 1;
+  return window_arg(steps[first].begin_ns, steps[last].end_ns, hint.origin_ns);
+}
+
+std::string window_attr(const std::string& w) {
+  return w.empty() ? std::string() : " data-window=\"" + w + "\"";
+}
+
+// The command exporting step `i` of `stage`: `--steps` counts training steps;
+// the others have their window.
+std::string step_command(const std::vector<StepRecord>& steps, std::size_t i, const char* stage,
+                         const ExportHint& hint) {
+  const std::string n = std::to_string(steps[i].index);
+  if (std::string_view(stage) == "train")
+    return "ltrace-bpf report " + hint.trace + " --steps " + n + "-" + n + " --perfetto " + hint.prefix + "step-" + n +
+           ".pftrace";
+  return window_command(hint, window_arg(steps[i].begin_ns, steps[i].end_ns, hint.origin_ns),
+                        hint.prefix + stage + "-step-" + n + ".pftrace");
+}
+
+void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id, std::ostream& out,
+                     const ExportHint& hint, const std::string& extra_attrs = "") {
   const StepStats st = step_stats(steps);
   const auto spikes = spike_indexes(steps, st);
   const StepBuckets b = bucket_steps(steps, kMaxStepPoints);
@@ -61,7 +85,8 @@ void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, co
   out << "<svg class=\"chart steptime\" id=\"" << cid << "-svg\" data-stage=\"" << stage << "\" data-steps=\""
       << steps.size() << "\" data-bucket=\"" << b.bucket << "\" data-p50-ns=\"" << st.p50 << "\" data-p90-ns=\""
       << st.p90 << "\" data-p99-ns=\"" << st.p99 << "\" data-spike-above-ns=\"" << st.spike_above << "\" data-spikes=\""
-      << spikes.size() << "\" width=\"" << kW << "\" height=\"" << kPlotH + 20 << "\" role=\"img\">\n";
+      << spikes.size() << "\"" << extra_attrs << " width=\"" << kW << "\" height=\"" << kPlotH + 20
+      << "\" role=\"img\">\n";
   for (double q : {0.0, 0.5, 1.0}) {
     out << "<line class=\"grid\" x1=\"" << kPad << "\" x2=\"" << kW << "\" y1=\"" << f(y_of(top * q), "%.1f")
         << "\" y2=\"" << f(y_of(top * q), "%.1f") << "\"/><text x=\"2\" y=\"" << f(y_of(top * q) + 4, "%.1f") << "\">"
@@ -84,29 +109,40 @@ void step_time_chart(const std::vector<StepRecord>& steps, const char* stage, co
     out << "<circle class=\"pt" << (spike ? " spike" : "") << "\" cx=\"" << f(x_of(i), "%.1f") << "\" cy=\""
         << f(y_of(b.bucket > 1 && spike ? b.max_ns[i] : r.duration_ns()), "%.1f") << "\" r=\"" << (spike ? 3.5 : 2)
         << "\" data-i=\"" << r.index << "\" data-ns=\"" << r.duration_ns() << "\""
-        << (b.bucket > 1 ? " data-max-ns=\"" + std::to_string(b.max_ns[i]) + "\"" : std::string()) << "><title>"
-        << stage << " step " << r.index << (b.bucket > 1 ? "+" : "") << ": " << ms(r.duration_ns()) << " ms"
+        << (b.bucket > 1 ? " data-max-ns=\"" + std::to_string(b.max_ns[i]) + "\"" : std::string())
+        << window_attr(bucket_window(steps, b.bucket, i, hint)) << "><title>" << stage << " step " << r.index
+        << (b.bucket > 1 ? "+" : "") << ": " << ms(r.duration_ns()) << " ms"
         << "</title></circle>\n";
   }
   out << "</svg>\n";
   if (!spikes.empty()) {
     const std::size_t bar_bucket = bucket_steps(steps, kMaxStepBars).bucket;
     out << "<p class=\"spikes\">Spikes:";
-    std::size_t shown = 0;
+    std::size_t shown = 0, worst = spikes.front();
+    for (auto i : spikes)
+      if (steps[i].duration_ns() > steps[worst].duration_ns()) worst = i;
     for (auto i : spikes) {
       if (++shown > 50) {
         out << " &hellip; " << spikes.size() - 50 << " more";
         break;
       }
-      out << " <a href=\"#" << id << "-parts-" << stage << "-" << i / bar_bucket << "\" data-i=\"" << i << "\">#" << i
-          << " (" << ms(steps[i].duration_ns()) << " ms)</a>";
+      const std::string cmd = step_command(steps, i, stage, hint);
+      out << " <a href=\"#" << id << "-parts-" << stage << "-" << i / bar_bucket << "\" data-i=\"" << i << "\""
+          << window_attr(window_arg(steps[i].begin_ns, steps[i].end_ns, hint.origin_ns));
+      if (!cmd.empty()) out << " data-cmd=\"" << html_escape(cmd) << "\" title=\"export: " << html_escape(cmd) << "\"";
+      out << ">#" << i << " (" << ms(steps[i].duration_ns()) << " ms)</a>";
     }
     out << "</p>\n";
+    const std::string cmd = step_command(steps, worst, stage, hint);
+    if (!cmd.empty())
+      out << "<p class=\"note spike-cmd\">A spike as a Perfetto/Chrome file (each spike's command is its link's "
+             "title): the longest, <code>"
+          << html_escape(cmd) << "</code></p>\n";
   }
 }
 
 void parts_chart(const std::vector<StepRecord>& steps, const char* stage, const std::string& id, bool gpu,
-                 std::ostream& out) {
+                 std::ostream& out, const ExportHint& hint) {
   const StepBuckets b = bucket_steps(steps, kMaxStepBars);
   const std::string cid = id + (gpu ? "-gpu-" : "-parts-") + stage;
   std::uint64_t top = 1;
@@ -135,7 +171,7 @@ void parts_chart(const std::vector<StepRecord>& steps, const char* stage, const 
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const auto& r = b.rows[i];
     out << "<g class=\"bar\" id=\"" << cid << "-" << i << "\" data-i=\"" << r.index << "\" data-ns=\""
-        << r.duration_ns() << "\"";
+        << r.duration_ns() << "\"" << window_attr(bucket_window(steps, b.bucket, i, hint));
     std::vector<std::pair<std::uint64_t, const char*>> segs;
     if (gpu) {
       out << " data-kernel-ns=\"" << r.kernel_ns << "\" data-copy-ns=\"" << r.copy_ns << "\" data-idle-ns=\""
@@ -187,6 +223,35 @@ std::string process_chart_id(const ProcessMeta& m) {
   return "p" + std::to_string(m.pid);
 }
 
+ValidationRuns validation_runs(const ProcessSteps& s) {
+  ValidationRuns r;
+  const auto& t = s.train;
+  const auto& v = s.validation;
+  if (t.empty() || v.empty()) return r;
+  r.span_ns = std::max(t.back().end_ns, v.back().end_ns) - std::min(t.front().begin_ns, v.front().begin_ns);
+  // A training step beginning between two validation steps ends a run.
+  auto train_between = [&](std::uint64_t from, std::uint64_t to) {
+    auto it = std::lower_bound(t.begin(), t.end(), from,
+                               [](const StepRecord& x, std::uint64_t at) { return x.begin_ns < at; });
+    return it != t.end() && it->begin_ns < to;
+  };
+  std::size_t first = 0;
+  auto close = [&](std::size_t last) {
+    const std::size_t n = last - first + 1;
+    r.min_steps = r.runs ? std::min(r.min_steps, n) : n;
+    r.max_steps = std::max(r.max_steps, n);
+    r.run_ns += v[last].end_ns - v[first].begin_ns;
+    ++r.runs;
+  };
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (train_between(v[i - 1].end_ns, v[i].begin_ns)) {
+      close(i - 1);
+      first = i;
+    }
+  close(v.size() - 1);
+  return r;
+}
+
 std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id) {
   std::vector<Verdict> v;
   const auto& t = s.train;
@@ -207,6 +272,34 @@ std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id)
                      " training steps are spikes (longer than " + ms(st.spike_above) + " ms = median " + ms(st.p50) +
                      " ms + max(3 x MAD, 5% of median)); the longest took " + ms(st.max) + " ms",
                  "#" + id + "-steptime-train", static_cast<double>(spikes.size())});
+  // Steps over twice the median: a stronger statement than a spike, with
+  // the slowest named (its bar is in the step-time chart the line links to).
+  std::size_t slow = 0, slowest = 0;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (static_cast<double>(t[i].duration_ns()) > kSlowStepFactor * static_cast<double>(st.p50)) ++slow;
+    if (t[i].duration_ns() > t[slowest].duration_ns()) slowest = i;
+  }
+  if (slow)
+    v.push_back({"slow_steps",
+                 std::to_string(slow) + " training step" + (slow == 1 ? "" : "s") + " of " + std::to_string(t.size()) +
+                     " took over " + f(kSlowStepFactor, "%.0f") + "x the median (" + ms(st.p50) +
+                     " ms; slowest: step " + std::to_string(t[slowest].index) + ", " + ms(t[slowest].duration_ns()) +
+                     " ms)",
+                 "#" + id + "-steptime-train", static_cast<double>(slow)});
+  const ValidationRuns vr = validation_runs(s);
+  if (vr.runs && vr.span_ns) {
+    const double share = static_cast<double>(vr.run_ns) / static_cast<double>(vr.span_ns);
+    const std::string per_run = vr.min_steps == vr.max_steps
+                                    ? std::to_string(vr.min_steps)
+                                    : std::to_string(vr.min_steps) + "-" + std::to_string(vr.max_steps);
+    if (share >= kValidationVerdict)
+      v.push_back({"validation",
+                   "Validation takes " + pct(share) + " of the fit's time from its first step to its last (" +
+                       std::to_string(vr.runs) + " run" + (vr.runs == 1 ? "" : "s") + " of " + per_run +
+                       " steps, each from its first fetch to its last batch's end; shown when >= " +
+                       pct(kValidationVerdict) + ")",
+                   "#" + id + "-steptime-validation", share});
+  }
   if (s.has_gpu) {
     std::uint64_t idle = 0;
     for (const auto& x : t) idle += x.gpu_idle_ns;
@@ -308,15 +401,28 @@ void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& s
   out << "</ul></section>\n";
 }
 
-void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out) {
+std::string window_command(const ExportHint& hint, const std::string& window, const std::string& out_name) {
+  if (window.empty()) return "";
+  return "ltrace-bpf report " + hint.trace + " --window " + window + " --perfetto " + out_name;
+}
+
+void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out,
+                       const ExportHint& hint) {
   if (!s.any()) return;
   out << "<section class=\"steps\" id=\"" << id << "-steps\" data-pid=\"" << s.pid << "\" data-tid=\"" << s.tid
       << "\"><h2>" << html_escape(title) << "</h2>\n";
   for (auto [stage, v] : stages_of(s)) {
     if (v->empty()) continue;
-    step_time_chart(*v, stage, id, out);
-    parts_chart(*v, stage, id, false, out);
-    if (s.has_gpu) parts_chart(*v, stage, id, true, out);
+    std::string extra;
+    if (v == &s.validation) {
+      // The validation finding's numbers (whether or not it is shown).
+      const ValidationRuns vr = validation_runs(s);
+      extra = " data-runs=\"" + std::to_string(vr.runs) + "\" data-run-ns=\"" + std::to_string(vr.run_ns) +
+              "\" data-span-ns=\"" + std::to_string(vr.span_ns) + "\"";
+    }
+    step_time_chart(*v, stage, id, out, hint, extra);
+    parts_chart(*v, stage, id, false, out, hint);
+    if (s.has_gpu) parts_chart(*v, stage, id, true, out, hint);
   }
   out << "</section>\n";
 }

@@ -18,14 +18,25 @@ inline constexpr std::size_t kMaxStepBars = 500;     // stacked bars: more steps
 inline constexpr double kDataloaderVerdict = 0.10;   // share of training step time
 inline constexpr double kGpuIdleVerdict = 0.20;      // share of training step time
 inline constexpr double kSlowRankVerdict = 0.05;     // median step above the ranks' median
+inline constexpr double kValidationVerdict = 0.10;   // share of the steps' span spent in validation runs
+inline constexpr double kSlowStepFactor = 2.0;       // a training step over this many medians is named
 
 // One finding, with the chart it comes from.
 struct Verdict {
-  std::string kind;  // "dataloader", "spikes", "gpu_idle", "slow_rank", "lost"
+  std::string kind;  // "dataloader", "spikes", "slow_steps", "validation", "gpu_idle", "slow_rank", "lost"
   std::string text;  // plain text (escaped when written)
   std::string href;  // "#id" of its chart
   double value = 0;  // the share (0..1) or count it states
 };
+
+// Validation runs: maximal sequences of validation steps with no training
+// step between them (Lightning's sanity check is the first when seen).
+struct ValidationRuns {
+  std::size_t runs = 0, min_steps = 0, max_steps = 0;
+  std::uint64_t run_ns = 0;   // sum over runs of first step's begin .. last step's end
+  std::uint64_t span_ns = 0;  // first step's begin .. last step's end, training and validation
+};
+ValidationRuns validation_runs(const ProcessSteps& s);
 
 // `id`: a prefix unique in the page for this process's charts ("p1234").
 std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id);
@@ -36,9 +47,25 @@ void write_dashboard_head(std::ostream& out);
 // the verdicts (each a link).
 void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& steps, const std::vector<Verdict>& extra,
                     std::ostream& out);
+// What a chart's export commands name: the recording (its path, or "TRACE"
+// where the page does not know it) and its attach time, which `--window`
+// counts from (0: unknown, no windows).
+struct ExportHint {
+  std::string trace = "TRACE";
+  std::uint64_t origin_ns = 0;
+  std::string prefix;  // of the output file names ("rank3-"), "" for one process
+};
+// `ltrace-bpf report TRACE --window S,E --perfetto OUT` ("" without a window).
+std::string window_command(const ExportHint& hint, const std::string& window, const std::string& out_name);
+
 // One process's charts: step time per stage and the stacked parts per step
-// (and GPU kernel / copy / idle when the steps have GPU records).
-void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out);
+// (and GPU kernel / copy / idle when the steps have GPU records).  Every
+// point and bar carries `data-window` (its step's, or its bucket's, span
+// as `--window` takes it) when the origin is known; each spike link its
+// export command (`data-cmd`, and its title): `--steps i-i` for a training
+// step, `--window` for the other stages'.
+void write_step_charts(const ProcessSteps& s, const std::string& id, const std::string& title, std::ostream& out,
+                       const ExportHint& hint = {});
 
 std::string process_chart_id(const ProcessMeta& m);  // "p<pid>"
 }  // namespace lt

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "reports/aggregate/steps.h"
@@ -51,6 +52,16 @@ std::optional<ExportRange> parse_time_window(const std::string& s) {
   r.start_s = *a;
   r.end_s = *b;
   return r;
+}
+
+std::string window_arg(std::uint64_t begin_ns, std::uint64_t end_ns, std::uint64_t origin_ns) {
+  if (!origin_ns || begin_ns < origin_ns || end_ns < begin_ns) return "";
+  const std::uint64_t b_us = (begin_ns - origin_ns) / 1000, e_us = (end_ns - origin_ns + 999) / 1000;
+  char w[64];
+  std::snprintf(w, sizeof w, "%llu.%06llu,%llu.%06llu", static_cast<unsigned long long>(b_us / 1000000),
+                static_cast<unsigned long long>(b_us % 1000000), static_cast<unsigned long long>(e_us / 1000000),
+                static_cast<unsigned long long>(e_us % 1000000));
+  return w;
 }
 
 std::uint64_t attach_begin_ns(const ActionsReport& rep) {

@@ -55,6 +55,12 @@ class RangeFilter {
   std::string summary_;
 };
 
+// `--window`'s argument for [begin_ns, end_ns] of a recording attached at
+// origin_ns: "S,E" in seconds after the attach, rounded outward to the
+// microsecond so the window holds the whole span; "" when the origin is
+// unknown (0) or after begin_ns.
+std::string window_arg(std::uint64_t begin_ns, std::uint64_t end_ns, std::uint64_t origin_ns);
+
 // The attach time of a recording: its WINDOW begin, else the earliest process
 // window begin (0: none).
 std::uint64_t attach_begin_ns(const ActionsReport& rep);

@@ -185,11 +185,14 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
   std::vector<ProcessSteps> steps;
   for (auto& p : rep.processes) steps.push_back(step_records(p, gpu));
   write_overview(rep, steps, {}, out);
+  std::size_t with_steps = 0;
+  for (const auto& s : steps) with_steps += s.any();
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const auto& m = rep.processes[i].meta;
     write_step_charts(
         steps[i], process_chart_id(m),
-        "Steps of pid " + std::to_string(m.pid) + (m.rank >= 0 ? " (rank " + std::to_string(m.rank) + ")" : ""), out);
+        "Steps of pid " + std::to_string(m.pid) + (m.rank >= 0 ? " (rank " + std::to_string(m.rank) + ")" : ""), out,
+        ExportHint{"TRACE", attach_begin_ns(rep), with_steps > 1 ? "pid" + std::to_string(m.pid) + "-" : ""});
     const ProcessComm* calls = nullptr;
     if (comm)
       for (const auto& pc : comm->processes)

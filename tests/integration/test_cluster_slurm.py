@@ -332,6 +332,18 @@ def check_merged_page(out, rows):
     except subprocess.TimeoutExpired:
         print("merged page screenshot: timed out after 120 s (an artifact only)")
 
+    # Step numbers across ranks: every rank attached before the first step
+    # (the job waits for `go`), so the collectives entered inside each
+    # rank's steps measure the same numbering on all four (offsets 0).
+    note = re.search(r'<p class="note" id="step-numbering" data-measured="(\d)" data-offsets="([^"]*)">([^<]*)</p>',
+                     dom)
+    assert note and note.group(1) == "1" and note.group(2) == "0,0,0,0", note and note.group(0)
+    assert "every rank numbers the same step alike" in note.group(3), note.group(3)
+    # Every heat-map cell gives its window of its rank's own trace.
+    cells = [attrs(t) for t in re.findall(r'<rect class="cell"[^>]*>', dom)]
+    assert cells and all(c.get("data-window") for c in cells)
+    traces = json.loads(re.search(r'<script type="application/json" id="rank-traces">(.*?)</script>', dom).group(1))
+    assert len(traces) == 4 and all(t.endswith(".ltrace") for t in traces.values()), traces
     # Both heat maps highlight the slowed rank.
     for cls in ("heatmap", "waitmap"):
         m = re.search(r'<svg class="chart %s"[^>]*>' % cls, dom)

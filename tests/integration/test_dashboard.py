@@ -143,6 +143,53 @@ def test_dataloader_verdict(run):
     assert "of training step time" in m.group(3)
 
 
+def trace_val_steps(tmp):
+    """Validation steps from the Chrome trace, as trace_steps finds the
+    training ones: each validation_step with the val_next fetch before it and
+    the on_validation_batch_end hooks after it."""
+    ev = [e for e in json.load(open(tmp / "run.json"), parse_float=Decimal)["traceEvents"] if e.get("ph") == "X"]
+    bodies = sorted((e for e in ev if e["name"] == "[Strategy]SingleDeviceStrategy.validation_step"),
+                    key=lambda e: e["ts"])
+    tid = bodies[0]["tid"]
+    ev = sorted((e for e in ev if e["tid"] == tid), key=lambda e: e["ts"])
+    steps = []
+    for k, b in enumerate(bodies):
+        nxt = bodies[k + 1]["ts"] if k + 1 < len(bodies) else Decimal("Infinity")
+        fetch = [e for e in ev if e["name"].endswith(".val_next") and e["ts"] + e["dur"] <= b["ts"]
+                 and (k == 0 or e["ts"] >= bodies[k - 1]["ts"] + bodies[k - 1]["dur"])]
+        ends = [e for e in ev if e["name"].endswith("on_validation_batch_end") and b["ts"] <= e["ts"] < nxt]
+        steps.append((fetch[-1]["ts"] if fetch else b["ts"], max([b["ts"] + b["dur"]] + [e["ts"] + e["dur"] for e in ends])))
+    return steps
+
+
+def test_validation_finding_matches_the_trace(run):
+    """The validation runs of the real fit (the sanity check's 2 batches,
+    then 4 after the epoch): their count and time on the validation chart
+    equal the trace's, and the finding is there exactly when their share of
+    the steps' span reaches its 10% threshold."""
+    tmp, _, dom, _ = run
+    train, val = trace_steps(tmp), trace_val_steps(tmp)
+    assert len(val) == 6
+    runs, cur = [], [val[0]]
+    for prev, v in zip(val, val[1:]):
+        if any(prev[1] <= b < v[0] for b, _, _ in train):
+            runs.append(cur)
+            cur = []
+        cur.append(v)
+    runs.append(cur)
+    assert [len(r) for r in runs] == [2, 4]
+    run_ns = sum((r[-1][1] - r[0][0]) * 1000 for r in runs)
+    span_ns = (max(train[-1][1], val[-1][1]) - min(train[0][0], val[0][0])) * 1000
+    head, _ = chart(dom, "steptime", "validation")
+    assert int(head["data-runs"]) == 2
+    assert abs(int(head["data-run-ns"]) - run_ns) <= 8 and abs(int(head["data-span-ns"]) - span_ns) <= 4
+    share = float(run_ns / span_ns)
+    m = re.search(r'<li class="verdict" data-verdict="validation" data-value="([\d.]+)"><a href="#([\w-]+)">', dom)
+    assert bool(m) == (share >= 0.10), (share, bool(m))
+    if m:
+        assert abs(float(m.group(1)) - share) < 1e-6 and 'id="%s"' % m.group(2) in dom
+
+
 def test_merged_page_from_the_same_trace(run, tmp_path):
     tmp, _, _, _ = run
     d = tmp_path / "job"
@@ -379,3 +426,201 @@ def test_test_and_predict_steps_are_charted(ops_run):
         entry = [s for s in d["steps"] if s["i"] == d["def"]][0]
         assert any(d["names"][s[0]].endswith(fn) for s in entry["s"])
         assert any(d["names"][o[0]] in ("aten::linear", "aten::addmm") for o in entry.get("o", []))
+
+
+# A GPU recording's page.  No GPU here: build/make-gpu-trace writes the
+# records a CUDA Lightning fit leaves (tests/tools/make_gpu_trace.cpp: the
+# loop's actions, GPU_LAUNCH on the loop's thread, CUPTI kernel / memcpy /
+# runtime records joined by correlation id, two overlapping streams, a
+# kernel running past its step's end, idle stretches) and a manifest of the
+# intervals it wrote, from which the test computes its own numbers.
+MAKE_GPU_TRACE = os.path.join(os.path.dirname(LTRACE), "make-gpu-trace")
+GPU_STEPS = 12
+
+
+def union(intervals):
+    total, cur = 0, None
+    for b, e in sorted(intervals):
+        if cur and b <= cur[1]:
+            cur[1] = max(cur[1], e)
+        else:
+            if cur:
+                total += cur[1] - cur[0]
+            cur = [b, e]
+    return total + (cur[1] - cur[0] if cur else 0)
+
+
+def gpu_parts(manifest, b, e):
+    """Kernel time (union over streams), copy time not under a kernel, and
+    idle time of the span [b, e), from the generator's intervals."""
+    clip = [(k, max(gb, b), min(ge, e)) for k, _, gb, ge in manifest["gpu"] if min(ge, e) > max(gb, b)]
+    kern = union([(x, y) for k, x, y in clip if k == "kernel"])
+    busy = union([(x, y) for _, x, y in clip])
+    return kern, busy - kern, (e - b) - busy
+
+
+def gpu_page(tmp, mode):
+    trace, manifest = tmp / ("gpu-%s.ltrace" % mode), tmp / ("gpu-%s.json" % mode)
+    args = [MAKE_GPU_TRACE, str(trace), str(manifest), str(GPU_STEPS)] + (["busy"] if mode == "busy" else [])
+    subprocess.run(args, check=True, timeout=60)
+    page = tmp / ("gpu-%s.html" % mode)
+    r = subprocess.run([LTRACE, "report", str(trace), "--html", str(page), "--report", "simple,gpu"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp / ("prof-" + mode))]
+    dom = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    shot = tmp / ("gpu-%s.png" % mode)  # the artifact: kept under the pytest tmp dir
+    s = subprocess.run(base + ["--window-size=1280,1600", "--screenshot=" + str(shot), page.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert s.returncode == 0 and shot.exists(), s.stderr[-2000:]
+    m = json.load(open(manifest))
+    m["trace"] = str(trace)
+    return m, r.stdout, dom.stdout, shot
+
+
+@pytest.fixture(scope="module")
+def gpu_run(tmp_path_factory):
+    return gpu_page(tmp_path_factory.mktemp("dashboard-gpu"), "idle")
+
+
+def test_gpu_page_parts_match_the_generators_intervals(gpu_run):
+    manifest, out, dom, shot = gpu_run
+    assert 'data-script="ran"' in dom and shot.stat().st_size > 20000
+    rows = parse_simple_report(out)
+    assert int(rows["run_training_batch"][1]) == GPU_STEPS
+    # The GPU report saw the same records: every kernel and copy, by kind.
+    kernels = sum(1 for k, *_ in manifest["gpu"] if k == "kernel")
+    assert re.search(r"CUDA GPU Kernel Summary", out)
+    counts = [int(m) for m in re.findall(r"^\s+[\d.]+\s+[\d,]+\s+(\d+)\s", out.split("CUDA GPU MemOps")[0], re.M)]
+    assert sum(counts) == kernels, (counts, kernels)
+    for stage, spans in (("train", manifest["train"]), ("validation", manifest["validation"])):
+        head, body = chart(dom, "parts gpu", stage)
+        assert int(head["data-steps"]) == len(spans) and head["data-bucket"] == "1"
+        bars = [attrs(t) for t in re.findall(r'<g class="bar"[^>]*>', body)]
+        assert len(bars) == len(spans)
+        for bar, (b, e) in zip(bars, spans):
+            kern, copy, idle = gpu_parts(manifest, b, e)
+            assert int(bar["data-ns"]) == e - b, (stage, bar)
+            assert (int(bar["data-kernel-ns"]), int(bar["data-copy-ns"]), int(bar["data-idle-ns"])) == (kern, copy, idle)
+    # The step count is the report's, on the step-time chart too.
+    thead, _ = chart(dom, "steptime", "train")
+    assert int(thead["data-steps"]) == GPU_STEPS
+    # Idle share over the training steps, computed here: the finding is
+    # there when it reaches its threshold (20%), linked to the GPU chart.
+    idle = sum(gpu_parts(manifest, b, e)[2] for b, e in manifest["train"])
+    share = idle / sum(e - b for b, e in manifest["train"])
+    assert share >= 0.2
+    m = re.search(r'<li class="verdict" data-verdict="gpu_idle" data-value="([\d.]+)"><a href="#([\w-]+)">([^<]*)</a>',
+                  dom)
+    assert m, "no gpu_idle finding"
+    assert abs(float(m.group(1)) - share) < 1e-6
+    assert m.group(2) == "p%d-gpu-train" % manifest["pid"] and 'id="%s"' % m.group(2) in dom
+    assert "shown when &gt;= 20.0%" in m.group(3)
+    # Steps over twice the median (step 7's slow fetch), computed here.
+    durs = [e - b for b, e in manifest["train"]]
+    median = sorted(durs)[(len(durs) + 1) // 2 - 1]
+    slow = [i for i, d in enumerate(durs) if d > 2 * median]
+    m = re.search(r'<li class="verdict" data-verdict="slow_steps" data-value="([\d.]+)"><a href="#([\w-]+)">([^<]*)</a>',
+                  dom)
+    assert slow == [7] and m, (slow, durs)
+    assert int(float(m.group(1))) == 1 and m.group(2) == "p%d-steptime-train" % manifest["pid"]
+    assert "slowest: step 7, %.3f ms" % (durs[7] / 1e6) in m.group(3)
+    # Validation: 2 runs of 2 steps, a small share of the span: counted, no finding.
+    head, _ = chart(dom, "steptime", "validation")
+    val = manifest["validation"]
+    runs = [val[0:2], val[2:4]]
+    assert int(head["data-runs"]) == 2
+    assert int(head["data-run-ns"]) == sum(r[-1][1] - r[0][0] for r in runs)
+    span = max(manifest["train"][-1][1], val[-1][1]) - manifest["train"][0][0]
+    assert int(head["data-span-ns"]) == span
+    assert int(head["data-run-ns"]) / span < 0.10 and 'data-verdict="validation"' not in dom
+
+
+def test_gpu_page_without_idle_has_no_idle_finding(tmp_path):
+    manifest, _, dom, _ = gpu_page(tmp_path, "busy")
+    idle = sum(gpu_parts(manifest, b, e)[2] for b, e in manifest["train"])
+    share = idle / sum(e - b for b, e in manifest["train"])
+    assert 0 < share < 0.2, share
+    head, _ = chart(dom, "parts gpu", "train")
+    assert int(head["data-steps"]) == GPU_STEPS
+    assert 'data-verdict="gpu_idle"' not in dom
+
+
+def window_of(manifest, b, e):
+    """`--window`'s argument for [b, e]: seconds after the attach, rounded
+    outward to the microsecond."""
+    b_us, e_us = (b - manifest["attach_ns"]) // 1000, -(-(e - manifest["attach_ns"]) // 1000)
+    return "%d.%06d,%d.%06d" % (b_us // 10**6, b_us % 10**6, e_us // 10**6, e_us % 10**6)
+
+
+def test_chart_spans_give_their_export_window(gpu_run, tmp_path):
+    """Every span a chart names carries its `--window` (and the spikes their
+    command), equal to the generator's times; the commands run."""
+    manifest, _, dom, _ = gpu_run
+    trace = manifest["trace"]
+    spikes = re.search(r'<p class="spikes">(.*?)</p>', dom, re.S).group(1)
+    links = [attrs(t) for t in re.findall(r"<a [^>]*>", spikes)]
+    assert [int(a["data-i"]) for a in links] == [2, 5, 7, 8, 11]
+    for a in links:
+        i = int(a["data-i"])
+        assert a["data-window"] == window_of(manifest, *manifest["train"][i])
+        assert a["data-cmd"] == "ltrace-bpf report TRACE --steps %d-%d --perfetto step-%d.pftrace" % (i, i, i)
+    for stage, spans in (("train", manifest["train"]), ("validation", manifest["validation"])):
+        _, body = chart(dom, "steptime", stage)
+        pts = [attrs(t) for t in re.findall(r"<circle [^>]*>", body)]
+        assert [p["data-window"] for p in pts] == [window_of(manifest, b, e) for b, e in spans], stage
+        _, body = chart(dom, "parts gpu", stage)
+        bars = [attrs(t) for t in re.findall(r'<g class="bar"[^>]*>', body)]
+        assert [b["data-window"] for b in bars] == [window_of(manifest, b, e) for b, e in spans], stage
+    # The commands, run on the trace: the longest spike's (shown on the
+    # page) and a validation step's window.
+    cmd = re.search(r'<p class="note spike-cmd">.*?<code>([^<]*)</code>', dom).group(1)
+    assert cmd == "ltrace-bpf report TRACE --steps 7-7 --perfetto step-7.pftrace"
+    w = window_of(manifest, *manifest["validation"][1])
+    for args in (["--steps", "7-7"], ["--window", w]):
+        out = tmp_path / ("x%d.pftrace" % len(args[1]))
+        r = subprocess.run([LTRACE, "report", trace] + args + ["--perfetto", str(out)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0 and out.stat().st_size > 1000, r.stderr
+
+
+def test_merged_heat_map_cells_give_their_window(gpu_run, tmp_path):
+    manifest, _, _, _ = gpu_run
+    d = tmp_path / "job"
+    d.mkdir()
+    shutil.copy(manifest["trace"], d / "rank.ltrace")
+    r = subprocess.run([LTRACE, "report", str(d), "--merge", "--html", str(tmp_path / "merged.html")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "merged.html").read_text()
+    cells = [attrs(t) for t in re.findall(r'<rect class="cell"[^>]*>', html)]
+    assert len(cells) == GPU_STEPS
+    for c, (b, e) in zip(cells, manifest["train"]):
+        assert c["data-window"] == window_of(manifest, b, e)
+    traces = json.loads(re.search(r'<script type="application/json" id="rank-traces">(.*?)</script>', html).group(1))
+    assert list(traces.values()) == [str(d / "rank.ltrace")]
+    # The rank's validation steps in its timeline have their window too (its own attach).
+    v = all_timeline_data(html)["validation"]
+    assert [s["w"] for s in v["steps"]] == [window_of(manifest, *manifest["validation"][s["i"]]).split(",")
+                                             for s in v["steps"]]
+    # What the step numbers mean across ranks: no COMM records here, so per rank, not lined up.
+    note = re.search(r'<p class="note" id="step-numbering" data-measured="(\d)" data-offsets="([^"]*)">([^<]*)</p>', html)
+    assert note and note.group(1) == "0" and note.group(2) == "-"
+    assert "Step numbers are per rank" in note.group(3) and "cannot be lined up" in note.group(3)
+    # A click on a cell writes its command (the page's script), which runs.
+    page = tmp_path / "click.html"
+    page.write_text(html.replace("</body>", "<script>document.addEventListener('DOMContentLoaded',function(){"
+                                 "document.querySelector('svg.heatmap rect.cell[data-i=\"7\"]')"
+                                 ".dispatchEvent(new MouseEvent('click',{bubbles:true}));});</script></body>"))
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp_path / "prof")]
+    dom = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    got = re.search(r'<code id="cell-cmd">([^<]*)</code>', dom.stdout).group(1)
+    rank = cells[7]["data-rank"]
+    assert got == "ltrace-bpf report %s --window %s --perfetto rank%s-steps-7-7.pftrace" % (
+        d / "rank.ltrace", window_of(manifest, *manifest["train"][7]), rank)
+    cmd = got.replace("--perfetto rank", "--perfetto %s/rank" % tmp_path).split()
+    assert cmd[0] == "ltrace-bpf"
+    r = subprocess.run([LTRACE] + cmd[1:], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -237,3 +237,34 @@ TEST(MergedPage, FullTimelinesStayUnder20MB) {
     EXPECT_GE(count(html, "left out for that budget") + 1, count(html, "<section class=\"steptl\"")) << ranks;
   }
 }
+
+TEST(MergedPage, CellsGiveTheirExportWindowAndStepNumbersAreStated) {
+  // Two ranks, 6 and 4 steps from the same moment: each step-time cell
+  // gives its step's window of the rank's own recording, counted from its
+  // attach (the WINDOW begin): step s of rank r is [10 + 100 s, + 40 + r] ms.
+  const std::string html = page(
+      2, +[](int r) -> std::size_t { return r ? 4 : 6; }, -1);
+  static const std::regex re(
+      "<rect class=\"(w?cell)\"[^>]*data-rank=\"(\\d+)\" data-i=\"(\\d+)\" data-ns=\"\\d+\" data-window=\"([^\"]*)\"");
+  std::size_t seen[2] = {0, 0};
+  for (std::sregex_iterator it(html.begin(), html.end(), re), e; it != e; ++it) {
+    const int r = std::stoi((*it)[2]);
+    const long s = std::stol((*it)[3]);
+    char want[64];
+    std::snprintf(want, sizeof want, "%.6f,%.6f", (10 + 100 * s) / 1e3, (10 + 100 * s + 40 + r) / 1e3);
+    EXPECT_EQ((*it)[4], want) << (*it)[1] << " " << r << " " << s;
+    ++seen[(*it)[1] == "cell" ? 0 : 1];
+  }
+  EXPECT_EQ(seen[0], 10u);  // every step-time cell; the waiting map's look theirs up there (same rank, step)
+  EXPECT_EQ(seen[1], 0u);
+  EXPECT_EQ(count(html, "<rect class=\"wcell\""), 10u);
+  // The command once, and each rank's trace for it (the script fills a clicked cell's in).
+  EXPECT_NE(html.find("<code>ltrace-bpf report RANK_TRACE --window S,E --perfetto OUT</code>"), std::string::npos);
+  EXPECT_NE(html.find("<script type=\"application/json\" id=\"rank-traces\">{\"0\":\"node-0.ltrace\",\"1\":\"node-0."
+                      "ltrace\"}</script>"),
+            std::string::npos);
+  // One all-reduce a step, entered inside it on both ranks: numbered alike.
+  EXPECT_NE(html.find("<p class=\"note\" id=\"step-numbering\" data-measured=\"1\" data-offsets=\"0,0\">"),
+            std::string::npos);
+  EXPECT_NE(html.find("every rank numbers the same step alike: rank 0 +0 (6/6), rank 1 +0 (4/4)"), std::string::npos);
+}

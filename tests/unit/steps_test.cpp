@@ -119,17 +119,92 @@ TEST(Steps, StatsSpikesAndVerdicts) {
   EXPECT_EQ(st.spike_above, st.p50 + st.p50 / 20);
   EXPECT_EQ(spike_indexes(s.train, st), std::vector<std::size_t>{17});
   const auto v = step_verdicts(s, "p9");
-  ASSERT_EQ(v.size(), 2u);
+  ASSERT_EQ(v.size(), 3u);
   EXPECT_EQ(v[0].kind, "dataloader");
   // 39 x 5 + 60 of fetch over 39 x 16.5 + 71.5 of steps
   EXPECT_NEAR(v[0].value, (39 * 5.0 + 60) / (39 * 15.5 + 70.5), 1e-9);
   EXPECT_EQ(v[0].href, "#p9-parts-train");
   EXPECT_EQ(v[1].kind, "spikes");
   EXPECT_EQ(v[1].value, 1.0);
+  EXPECT_EQ(v[2].kind, "slow_steps");  // 70.5 ms > 2 x 15.5
+  EXPECT_EQ(v[2].value, 1.0);
   // A fast loader: no dataloader verdict (below 10%).
   Builder quick;
   for (int i = 0; i < 10; ++i) train_batch(quick, i * 100.0, 0.5);
   for (const auto& x : step_verdicts(step_records(quick.p), "p0")) EXPECT_NE(x.kind, "dataloader");
+}
+
+// Validation after every fifth training step (3 batches of 4 ms each
+// after a 0.5 ms gap) and one training step over twice the median.
+TEST(Steps, ValidationAndSlowStepVerdicts) {
+  Builder b;
+  b.p.meta.pid = 12;
+  double t = 0;
+  for (int i = 0; i < 10; ++i) {
+    const double fetch = i == 4 ? 40 : 5;
+    train_batch(b, t, fetch);  // fetch + 10.5 ms
+    t += fetch + 11;
+    if (i % 5 == 4)
+      for (int k = 0; k < 3; ++k) {
+        b.add("[_EvaluationLoop].val_next", t, t + 1);
+        b.add("[Strategy]SingleDeviceStrategy.validation_step", t + 1, t + 4);
+        t += 4.5;
+      }
+  }
+  const ProcessSteps s = step_records(b.p);
+  ASSERT_EQ(s.train.size(), 10u);
+  ASSERT_EQ(s.validation.size(), 6u);
+  const ValidationRuns vr = validation_runs(s);
+  EXPECT_EQ(vr.runs, 2u);
+  EXPECT_EQ(vr.min_steps, 3u);
+  EXPECT_EQ(vr.max_steps, 3u);
+  EXPECT_EQ(vr.run_ns, 2 * 13 * ms);                              // each run: 3 steps 4.5 ms apart, the last 4 ms
+  EXPECT_EQ(vr.span_ns, static_cast<std::uint64_t>(221.5 * ms));  // 9 x 16 + 51 + 2 x 13.5 - the last 0.5
+  const auto v = step_verdicts(s, "p12");
+  auto find = [&](const char* kind) {
+    return std::find_if(v.begin(), v.end(), [&](const Verdict& x) { return x.kind == kind; });
+  };
+  const auto val = find("validation");
+  ASSERT_NE(val, v.end());
+  EXPECT_NEAR(val->value, 26.0 / 221.5, 1e-9);
+  EXPECT_EQ(val->href, "#p12-steptime-validation");
+  EXPECT_NE(val->text.find("Validation takes 11.7% of the fit's time"), std::string::npos) << val->text;
+  EXPECT_NE(val->text.find("(2 runs of 3 steps"), std::string::npos) << val->text;
+  EXPECT_NE(val->text.find("shown when >= 10.0%"), std::string::npos) << val->text;
+  const auto slow = find("slow_steps");
+  ASSERT_NE(slow, v.end());
+  EXPECT_EQ(slow->value, 1.0);
+  EXPECT_EQ(slow->href, "#p12-steptime-train");
+  EXPECT_NE(slow->text.find("1 training step of 10 took over 2x the median (15.500 ms; slowest: step 4, 50.500 ms)"),
+            std::string::npos)
+      << slow->text;
+
+  // Not shown: one validation batch in a long fit (under 10%), steps all
+  // within 2x of the median (step 3: 1.9x).
+  Builder quiet;
+  for (int i = 0; i < 10; ++i) train_batch(quiet, i * 100.0, i == 3 ? 19 : 5);
+  quiet.add("[_EvaluationLoop].val_next", 1000, 1001);
+  quiet.add("[Strategy]SingleDeviceStrategy.validation_step", 1001, 1004);
+  const ProcessSteps q = step_records(quiet.p);
+  ASSERT_EQ(q.validation.size(), 1u);
+  EXPECT_EQ(validation_runs(q).runs, 1u);
+  for (const auto& x : step_verdicts(q, "p0")) {
+    EXPECT_NE(x.kind, "validation");
+    EXPECT_NE(x.kind, "slow_steps");
+  }
+  // The sanity check before the first training step is a run of its own.
+  Builder sanity;
+  sanity.add("[_EvaluationLoop].val_next", 0, 1);
+  sanity.add("[Strategy]SingleDeviceStrategy.validation_step", 1, 3);
+  sanity.add("[_EvaluationLoop].val_next", 3, 4);
+  sanity.add("[Strategy]SingleDeviceStrategy.validation_step", 4, 6);
+  for (int i = 0; i < 3; ++i) train_batch(sanity, 10 + i * 20.0, 5);
+  sanity.add("[_EvaluationLoop].val_next", 80, 81);
+  sanity.add("[Strategy]SingleDeviceStrategy.validation_step", 81, 83);
+  const ValidationRuns sr = validation_runs(step_records(sanity.p));
+  EXPECT_EQ(sr.runs, 2u);
+  EXPECT_EQ(sr.min_steps, 1u);
+  EXPECT_EQ(sr.max_steps, 2u);
 }
 
 TEST(Steps, PercentilesNearestRank) {
