@@ -9,6 +9,12 @@ the BPF program's own run time per call is read too (the uprobe trap itself
 is not in it: the wall-clock difference includes it, and the noise of a
 shared machine).  One run each: numbers are single measurements.
 
+NCCL part: one process (torch's CUDA build loaded, no GPU needed) calls the
+real libnccl's ncclAllReduce CALLS times with a NULL communicator, which
+NCCL refuses before touching a device: plain, then attached; the cost of
+the lt_nccl_enter probe per call (its BPF run time, and the wall-clock
+difference, which includes the uprobe trap).
+
 usage: .venv/bin/python bench/comm_cost.py [--calls 5000]
 """
 import argparse
@@ -84,6 +90,67 @@ def bpf_stats(name="lt_comm_enter"):
     return d.get("run_time_ns", 0), d.get("run_cnt", 0)
 
 
+NCCL_TARGET = r"""
+import ctypes, os, sys, time
+import torch
+path = next(l.split()[-1] for l in open("/proc/self/maps") if "/libnccl.so" in l)
+lib = ctypes.CDLL(path)
+f = lib.ncclAllReduce
+P = ctypes.c_void_p
+f.argtypes = [P, P, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, P, P]
+print("READY", os.getpid(), flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+for _ in range(200):
+    f(None, None, 1000, 7, 0, None, None)
+n = int(sys.argv[2])
+t0 = time.perf_counter()
+for _ in range(n):
+    f(None, None, 1000, 7, 0, None, None)
+print("US_PER_CALL", (time.perf_counter() - t0) / n * 1e6, flush=True)
+"""
+
+
+def nccl_part(tmp, calls):
+    script = os.path.join(tmp, "nccl_target.py")
+    with open(script, "w") as f:
+        f.write(NCCL_TARGET)
+
+    def run(traced):
+        go = os.path.join(tmp, "go")
+        if os.path.exists(go):
+            os.unlink(go)
+        log = open(os.path.join(tmp, "job.log"), "w")
+        p = subprocess.Popen([PY, script, go, str(calls)], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 300
+        while "READY" not in open(os.path.join(tmp, "job.log")).read():
+            assert time.time() < deadline and p.poll() is None, open(os.path.join(tmp, "job.log")).read()
+            time.sleep(0.05)
+        lt, stats = None, (0, 0)
+        if traced:
+            err = open(os.path.join(tmp, "lt.err"), "w")
+            lt = subprocess.Popen([LTRACE, "-v", "--report", "comm", "--pid", str(p.pid)], stdout=subprocess.DEVNULL,
+                                  stderr=err)
+            while "NCCL API functions" not in open(os.path.join(tmp, "lt.err")).read():
+                assert time.time() < deadline and lt.poll() is None, open(os.path.join(tmp, "lt.err")).read()
+                time.sleep(0.05)
+            subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=1"], check=True)
+        open(go, "w").close()
+        p.wait()
+        if traced:
+            stats = bpf_stats("lt_nccl_enter")
+            lt.wait(timeout=120)
+        return us_per_call(tmp), stats
+
+    plain, _ = run(False)
+    traced, (run_ns, runs) = run(True)
+    print(f"ncclAllReduce (NULL communicator: refused by NCCL before any device work), {calls} calls:")
+    print(f"  plain      {plain:8.2f} us/call")
+    print(f"  --report comm {traced:8.2f} us/call  (difference {traced - plain:+.2f} us/call, one run each)")
+    if runs:
+        print(f"  BPF program lt_nccl_enter: {runs} runs, {run_ns / runs:.0f} ns per run (kernel.bpf_stats_enabled)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=5000)
@@ -124,6 +191,12 @@ def main():
     if marks:
         print(f"  BPF program lt_comm_mark: {marks} runs ({marks / max(runs, 1):.1f} per call), "
               f"{mark_ns / marks:.0f} ns per run")
+    stats_before = open(stats_file).read().strip()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            nccl_part(tmp, args.calls)
+    finally:
+        subprocess.run(["sysctl", "-qw", f"kernel.bpf_stats_enabled={stats_before}"])
 
 
 if __name__ == "__main__":
