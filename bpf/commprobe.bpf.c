@@ -238,7 +238,7 @@ int lt_nccl_enter(struct pt_regs *ctx)
 	case LT_NCCL_COMM_DESTROY:
 		comm = di;
 		break;
-	default: /* group start / end */
+	default: /* group start / end, simulated group end, signals */
 		break;
 	}
 	nccl_send(fn, comm, stream, count, peer, nranks, rank, op, dtype);

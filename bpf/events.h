@@ -531,7 +531,10 @@ enum lt_nccl_fn {
 	LT_NCCL_COMM_INIT = 14, /* ncclCommInitRank(Config)(ncclComm_t *out, nranks, id (in memory), rank[, config]) */
 	LT_NCCL_COMM_DESTROY = 15, /* ncclCommDestroy / ncclCommAbort (comm) */
 	LT_NCCL_COMM_READY = 16,   /* sent by BPF: comm = the handle an earlier COMM_INIT wrote */
-	LT_NCCL_FN_MAX = 17,
+	LT_NCCL_GROUP_SIMULATE_END =
+	    17,		     /* ncclGroupSimulateEnd: closes a group that never runs (torch's time estimator) */
+	LT_NCCL_SIGNAL = 18, /* ncclPutSignal / ncclSignal / ncclWaitSignal: launch NCCL work; window boundaries */
+	LT_NCCL_FN_MAX = 19,
 };
 struct lt_nccl_event {
 	struct lt_event_header hdr;
@@ -727,6 +730,11 @@ struct lt_gpu_name_event {
 #define LT_API_OTHER 5
 #define LT_API_GRAPH_LAUNCH                                                                                            \
 	6 /* a CUDA graph replay (cudaGraphLaunch, cuGraphLaunch): its kernels carry its correlation and a graph id */
+
+/* lt_gpu_launch_event.api of the CUPTI source: LT_API_* | LT_API_DRIVER for a
+ * driver call not made by a runtime call (NCCL's and Triton's launches). */
+#define LT_API_DRIVER 0x100
+#define LT_API_OF(api) ((api)&0xff)
 
 /* GPU_LAUNCH: hdr.pid/tid = the calling thread, at API entry. */
 struct lt_gpu_launch_event {

@@ -76,7 +76,7 @@ void CompileAggregator::add_graph_launch(const lt_event_header& h, const std::by
   if (h.size < sizeof(lt_gpu_launch_event)) return;
   lt_gpu_launch_event e;
   std::memcpy(&e, record, sizeof e);
-  if (e.api != LT_API_GRAPH_LAUNCH) return;
+  if (LT_API_OF(e.api) != LT_API_GRAPH_LAUNCH) return;
   auto where = kOutside;
   for (unsigned i = std::min<unsigned>(e.nops, LT_OPS_DEPTH); i-- > 0;)
     if (e.ops[i] < names_.size() && names_[e.ops[i]].region) {

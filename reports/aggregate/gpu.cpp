@@ -121,8 +121,9 @@ struct GpuAggregator::State {
     ++p.out.launches;
     auto r = p.row(action_at(h.pid, h.tid));
     auto& row = p.out.actions[r];
-    if (e.api == LT_API_LAUNCH || e.api == LT_API_GRAPH_LAUNCH) row.launches++;
-    if (e.api == LT_API_SYNC && e.source != LT_LAUNCH_CUPTI) row.syncs++;  // CUPTI: counted with its duration
+    const unsigned api = LT_API_OF(e.api);  // a direct driver call carries LT_API_DRIVER
+    if (api == LT_API_LAUNCH || api == LT_API_GRAPH_LAUNCH) row.launches++;
+    if (api == LT_API_SYNC && e.source != LT_LAUNCH_CUPTI) row.syncs++;  // CUPTI: counted with its duration
     if (e.source != LT_LAUNCH_CUPTI || !e.correlation) return;
     if (p.launches.size() >= kMaxLaunches) {
       p.launches.erase(p.launch_order.front());

@@ -78,40 +78,39 @@ struct NcclAggregator::State {
   const ActionAggregator& actions;
   GpuNameTable names;
 
-  // Every NCCL record of a thread is a boundary of the launch windows.
+  // Every NCCL record of a thread is a boundary of the launch windows; the
+  // records are kept in stream order (each thread's in its own time order).
   struct Call {
-    std::uint64_t ts = 0, count = 0, comm = 0;
-    std::uint32_t tid = 0, action = 0;
+    std::uint64_t count = 0, comm = 0;
+    std::uint32_t action = 0;
     std::uint32_t group = 0;  // data calls in a group, and the group's closing end: its id (from 1); else 0
     std::uint8_t fn = 0;
     int dtype = -1;
+    int nranks = -1;            // the communicator's size when the call was made
     bool closes_group = false;  // the ncclGroupEnd that closed `group`
   };
-  struct Launch {
-    std::uint64_t ts;
-    std::uint32_t tid, correlation;
-  };
-  struct Kernel {
-    std::uint64_t start, end;
-    std::uint32_t name_id;
+  // The kernels of one record's window: first start, last end.
+  struct Span {
+    std::uint64_t begin = ~0ull, end = 0, kernels = 0;
   };
   struct Thread {
     int depth = 0;
     std::uint32_t group = 0;
-    lt_nccl_event last{};  // the thread's previous record
+    std::int64_t open = -1;  // index of the thread's latest record (its window is open), -1 none
+    lt_nccl_event last{};    // the thread's previous record
   };
   struct Proc {
     std::vector<Call> calls;
-    std::vector<Launch> launches;
-    std::unordered_set<std::uint32_t> wanted;  // correlation ids of the kept launches
-    std::unordered_map<std::uint32_t, Kernel> kernels;
-    std::unordered_map<std::uint32_t, Thread> threads;  // threads that made NCCL calls
+    std::vector<Span> spans;                                   // per call
+    std::unordered_map<std::uint32_t, std::uint32_t> pending;  // correlation id -> call index, until its kernel comes
+    std::unordered_map<std::uint32_t, Thread> threads;         // threads that made NCCL calls
     std::map<std::uint64_t, NcclComm> comms;
     std::vector<std::uint64_t> comm_order;
     std::vector<std::string> action_names;
     std::map<std::string, std::uint32_t> action_index;
+    std::set<std::uint32_t> simulated;  // groups closed by ncclGroupSimulateEnd
     std::uint32_t groups = 0;
-    std::uint64_t unbounded = 0;
+    std::uint64_t unbounded = 0, launches_dropped = 0;
     bool cupti = false;
   };
   std::map<std::uint32_t, Proc> procs;
@@ -144,18 +143,22 @@ struct NcclAggregator::State {
       return;
     }
     Thread& t = p.threads[h.tid];
+    if (e.fn == LT_NCCL_COMM_READY) {  // sent by BPF at another entry, whose own record follows
+      NcclComm& m = comm(p, e.comm);
+      m.nranks = e.nranks;
+      m.rank = e.rank;
+      return;
+    }
     // ncclBcast(buff, ...) is ncclBroadcast(buff, buff, ...) inside NCCL,
     // through the exported symbol: the probe there sees the same call again.
     const bool inner = e.fn == LT_NCCL_BROADCAST && t.last.fn == LT_NCCL_BCAST && t.last.count == e.count &&
                        t.last.dtype == e.dtype && t.last.peer == e.peer && t.last.comm == e.comm;
-    if (e.fn != LT_NCCL_COMM_READY) t.last = e;
+    t.last = e;
     if (inner) {
       t.last.fn = 0;
       return;
     }
     Call c;
-    c.ts = h.ts_ns;
-    c.tid = h.tid;
     c.fn = e.fn;
     c.count = e.count;
     c.comm = e.comm;
@@ -165,51 +168,71 @@ struct NcclAggregator::State {
         if (t.depth++ == 0) t.group = ++p.groups;
         break;
       case LT_NCCL_GROUP_END:
+      case LT_NCCL_GROUP_SIMULATE_END:
         if (t.depth > 0 && --t.depth == 0) {
           c.group = t.group;
           c.closes_group = true;
+          if (e.fn == LT_NCCL_GROUP_SIMULATE_END) p.simulated.insert(t.group);
         }
         break;
-      case LT_NCCL_COMM_READY: {
-        NcclComm& m = comm(p, e.comm);
-        m.nranks = e.nranks;
-        m.rank = e.rank;
+      case LT_NCCL_COMM_DESTROY:
+        // a later communicator may get the same address
+        if (auto it = p.comms.find(e.comm); it != p.comms.end()) it->second.nranks = it->second.rank = -1;
         break;
-      }
       default:
         if (nccl_fn_moves_data(e.fn)) {
           c.group = t.depth > 0 ? t.group : 0;
-          comm(p, e.comm).calls++;
+          NcclComm& m = comm(p, e.comm);
+          m.calls++;
+          c.nranks = m.nranks;
         }
         break;
     }
-    if (e.fn == LT_NCCL_COMM_READY) return;  // sent by BPF at another entry, which has its own record
     c.action = action_of(p, h);
     if (p.calls.size() >= kMaxCalls) {
       if (nccl_fn_moves_data(e.fn)) p.unbounded++;
+      t.open = -1;  // later launches of the thread belong to no kept call
       return;
     }
+    t.open = static_cast<std::int64_t>(p.calls.size());
     p.calls.push_back(c);
+    p.spans.emplace_back();
   }
 
+  // A launch belongs to the thread's latest NCCL record (the records and
+  // the launches of one thread come in its own order): kept until its
+  // kernel record comes, ~100 ms later.
   void on_launch(const lt_event_header& h, const lt_gpu_launch_event& e) {
     auto it = procs.find(h.pid);
-    if (it == procs.end() || e.source != LT_LAUNCH_CUPTI || !e.correlation || e.api != LT_API_LAUNCH) return;
+    if (it == procs.end() || e.source != LT_LAUNCH_CUPTI || !e.correlation || LT_API_OF(e.api) != LT_API_LAUNCH) return;
     Proc& p = it->second;
     p.cupti = true;
-    if (!p.threads.count(h.tid) || p.launches.size() >= kMaxLaunches) return;
-    p.launches.push_back({h.ts_ns, h.tid, e.correlation});
-    p.wanted.insert(e.correlation);
+    auto t = p.threads.find(h.tid);
+    if (t == p.threads.end() || t->second.open < 0) return;
+    if (p.pending.size() >= kMaxLaunches) {
+      p.launches_dropped++;
+      return;
+    }
+    p.pending[e.correlation] = static_cast<std::uint32_t>(t->second.open);
   }
 
   void on_activity(const lt_event_header& h, const lt_gpu_activity& a) {
     auto it = procs.find(h.pid);
-    if (it == procs.end() || a.kind != LT_GPU_KERNEL || !it->second.wanted.count(a.correlation)) return;
-    it->second.kernels.try_emplace(a.correlation, Kernel{a.start_ns, a.end_ns, a.name_id});
+    if (it == procs.end() || a.kind != LT_GPU_KERNEL) return;
+    Proc& p = it->second;
+    auto l = p.pending.find(a.correlation);
+    if (l == p.pending.end()) return;
+    const std::uint32_t idx = l->second;
+    p.pending.erase(l);
+    if (!nccl_kernel(h.pid, a.name_id)) return;  // the thread's own kernels after the call
+    Span& s = p.spans[idx];
+    s.begin = std::min(s.begin, a.start_ns);
+    s.end = std::max(s.end, a.end_ns);
+    s.kernels++;
   }
 
-  bool nccl_kernel(std::uint32_t pid, const Kernel& k) const {
-    const std::string* n = names.find(pid, LT_NAME_KERNEL, k.name_id);
+  bool nccl_kernel(std::uint32_t pid, std::uint32_t name_id) const {
+    const std::string* n = names.find(pid, LT_NAME_KERNEL, name_id);
     return n && n->starts_with("nccl");
   }
 
@@ -218,39 +241,8 @@ struct NcclAggregator::State {
     out.pid = pid;
     out.cupti = p.cupti;
     out.unbounded = p.unbounded;
-    // Per thread in time order: each NCCL record opens a window up to the
-    // thread's next one; the NCCL kernels launched in it are its call's
-    // (ungrouped) or its group's (the closing ncclGroupEnd).
-    std::stable_sort(p.calls.begin(), p.calls.end(),
-                     [](const Call& a, const Call& b) { return a.tid != b.tid ? a.tid < b.tid : a.ts < b.ts; });
-    std::stable_sort(p.launches.begin(), p.launches.end(),
-                     [](const Launch& a, const Launch& b) { return a.tid != b.tid ? a.tid < b.tid : a.ts < b.ts; });
-    struct Span {
-      std::uint64_t begin = ~0ull, end = 0;
-      std::uint64_t kernels = 0;
-    };
-    std::vector<Span> spans(p.calls.size());
-    std::size_t l = 0;
-    for (std::size_t i = 0; i < p.calls.size(); ++i) {
-      const Call& c = p.calls[i];
-      const bool last_of_thread = i + 1 == p.calls.size() || p.calls[i + 1].tid != c.tid;
-      const std::uint64_t until = last_of_thread ? ~0ull : p.calls[i + 1].ts;
-      while (l < p.launches.size() &&
-             (p.launches[l].tid < c.tid || (p.launches[l].tid == c.tid && p.launches[l].ts < c.ts)))
-        ++l;
-      for (; l < p.launches.size() && p.launches[l].tid == c.tid && p.launches[l].ts < until; ++l) {
-        auto k = p.kernels.find(p.launches[l].correlation);
-        if (k == p.kernels.end() || !nccl_kernel(pid, k->second)) continue;
-        Span& s = spans[i];
-        s.begin = std::min(s.begin, k->second.start);
-        s.end = std::max(s.end, k->second.end);
-        s.kernels++;
-        out.kernels++;
-      }
-    }
-
-    std::map<std::tuple<std::uint8_t, std::uint64_t, int, std::uint64_t>, NcclSizeRow>
-        sizes;  // fn, bytes, dtype, count
+    out.launches_dropped = p.launches_dropped;
+    std::map<std::tuple<std::uint8_t, std::uint64_t, int, std::uint64_t, int>, NcclSizeRow> sizes;
     std::map<std::pair<std::uint32_t, std::uint8_t>, NcclActionRow> acts;
     struct Group {
       std::map<std::uint8_t, std::uint64_t> fns;
@@ -260,8 +252,13 @@ struct NcclAggregator::State {
     std::map<std::uint32_t, Group> groups;
     for (std::size_t i = 0; i < p.calls.size(); ++i) {
       const Call& c = p.calls[i];
-      const Span& s = spans[i];
+      const Span& s = p.spans[i];
+      out.kernels += s.kernels;
       const std::uint64_t gpu = s.kernels && s.end > s.begin ? s.end - s.begin : 0;
+      if (c.group && p.simulated.count(c.group)) {
+        if (nccl_fn_moves_data(c.fn)) out.simulated++;
+        continue;
+      }
       if (c.closes_group) {
         Group& g = groups[c.group];
         g.timed = s.kernels > 0;
@@ -272,24 +269,19 @@ struct NcclAggregator::State {
       const std::uint64_t bytes = c.count * nccl_dtype_size(c.dtype);
       out.calls++;
       out.bytes += bytes;
-      const auto cm = p.comms.find(c.comm);
-      const int n = cm == p.comms.end() ? -1 : cm->second.nranks;
-      const std::tuple<std::uint8_t, std::uint64_t, int, std::uint64_t> key{c.fn, bytes, c.dtype, c.count};
+      const std::tuple<std::uint8_t, std::uint64_t, int, std::uint64_t, int> key{c.fn, bytes, c.dtype, c.count,
+                                                                                 c.nranks};
       const std::pair<std::uint32_t, std::uint8_t> akey{c.action, c.fn};
       if ((sizes.size() >= kMaxRows && !sizes.count(key)) || (acts.size() >= kMaxRows && !acts.count(akey))) {
         out.rows_dropped++;
         continue;
       }
       NcclSizeRow& r = sizes[key];
-      if (!r.calls) {
-        r.fn = c.fn;
-        r.dtype = c.dtype;
-        r.count = c.count;
-        r.bytes = bytes;
-        r.nranks = n;
-      } else if (r.nranks != n) {
-        r.nranks = -1;
-      }
+      r.fn = c.fn;
+      r.dtype = c.dtype;
+      r.count = c.count;
+      r.bytes = bytes;
+      r.nranks = c.nranks;
       r.calls++;
       NcclActionRow& a = acts[akey];
       a.action = p.action_names[c.action];

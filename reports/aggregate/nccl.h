@@ -7,10 +7,12 @@
 // The kernel join: NCCL launches a collective's kernel on the calling
 // thread, inside the call (ungrouped) or inside the ncclGroupEnd that closes
 // its group.  The bridge sends a GPU_LAUNCH with CUPTI's correlation id at
-// every launch API entry on that thread, and the kernel record carries the
-// same id; so a call's kernels are the NCCL kernels ("nccl..." names)
-// launched on its thread after its entry (or its group's end) and before the
-// thread's next NCCL entry.  A group's kernels are shared by its calls: the
+// every launch API entry on that thread (NCCL calls the driver directly:
+// LT_API_DRIVER is set), and the kernel record carries the same id; so a
+// call's kernels are the NCCL kernels ("nccl..." names) launched on its
+// thread after its entry (or its group's end) and before the thread's next
+// NCCL entry.  Joined as the records stream in: a launch waits for its
+// kernel record (~100 ms), then only NCCL kernels are kept.  A group's kernels are shared by its calls: the
 // group has one GPU time, which no single call is given.
 #pragma once
 #include <cstdint>
@@ -35,9 +37,9 @@ bool nccl_fn_moves_data(std::uint8_t fn);
 struct NcclSizeRow {
   std::uint8_t fn = 0;
   int dtype = -1;
-  std::uint64_t count = 0;  // the count argument (elements; per peer for all-to-all)
-  std::uint64_t bytes = 0;  // count * element size
-  int nranks = -1;          // the communicator's size, -1 unknown (or calls on communicators of several sizes)
+  std::uint64_t count = 0;               // the count argument (elements; per peer for all-to-all)
+  std::uint64_t bytes = 0;               // count * element size
+  int nranks = -1;                       // the communicator's size when the calls were made, -1 unknown
   std::uint64_t calls = 0, grouped = 0;  // grouped: made between ncclGroupStart and its ncclGroupEnd
   std::uint64_t timed = 0, gpu_ns = 0;   // ungrouped calls whose kernels were joined: their GPU time
 };
@@ -71,6 +73,8 @@ struct ProcessNccl {
   bool cupti = false;              // the process had CUPTI launch records (kernel times possible)
   std::uint64_t unbounded = 0;     // calls past the bounds kept for the join (threads, calls): not in any row
   std::uint64_t rows_dropped = 0;  // calls in the totals but in no row (more distinct sizes or actions than the bound)
+  std::uint64_t simulated = 0;     // calls in groups closed by ncclGroupSimulateEnd (never run): not counted
+  std::uint64_t launches_dropped = 0;  // launches past the bound of those awaiting their kernel record: not joined
 };
 
 struct NcclReport {

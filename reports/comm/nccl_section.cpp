@@ -74,6 +74,12 @@ std::string render_nccl_section(const NcclReport& rep, const CommRenderOptions& 
       out << "  (busbw and the gathers' algbw need the communicator's size: its ncclCommInitRank was not seen "
              "(created before the attach): '-')\n";
     if (p.unbounded) out << "  (" << p.unbounded << " calls past the bounds kept for the join: not in the tables)\n";
+    if (p.simulated)
+      out << "  (" << p.simulated
+          << " calls in groups closed by ncclGroupSimulateEnd (never run: torch's time estimator): not counted)\n";
+    if (p.launches_dropped)
+      out << "  (" << p.launches_dropped << " launches past the bound of those awaiting their kernel record: "
+          << "their calls may be untimed)\n";
     if (p.rows_dropped) out << "  (" << p.rows_dropped << " calls of sizes or actions past the bounds: in no row)\n";
 
     out << "\n  per Lightning action (innermost action open on the calling thread)\n";

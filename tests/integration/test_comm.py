@@ -392,3 +392,14 @@ def test_nccl_api_calls_counted_exactly(tmp_path):
         assert "ncclBroadcast" not in text  # ncclBcast's own inner call is not a second call
         assert groups == {"ncclSend x1, ncclRecv x1": NCCL_ROUNDS}, text
         assert "no CUPTI launch records" in text, text
+    # the arguments on the stack: ncclAllReduce's 7th (stream at [rsp+8]),
+    # ncclReduce's 7th and 8th (comm NULL at [rsp+8], stream at [rsp+16])
+    dump = tmp_path / "dump.txt"
+    subprocess.run([LTRACE, "report", str(tmp_path / "traced" / "nccl.lt"), "--dump", str(dump)], check=True,
+                   capture_output=True, timeout=120)
+    records = [line for line in dump.read_text().splitlines() if " nccl fn=" in line]
+    all_reduce = [r for r in records if " fn=1 " in r]
+    reduce = [r for r in records if " fn=4 " in r]
+    assert len(all_reduce) == NCCL_ROUNDS and len(reduce) == NCCL_ROUNDS, records[:8]
+    assert all("comm=0x0 stream=0x5151 count=1000 dtype=7 op=0 peer=-1" in r for r in all_reduce), all_reduce[:2]
+    assert all("comm=0x0 stream=0x5252 count=33 dtype=6 op=3 peer=1" in r for r in reduce), reduce[:2]

@@ -59,11 +59,13 @@ struct Feed {
     std::memcpy(n.n.text, text, n.n.len);
     put(n, LT_EV_GPU_NAME, kMain, 0);
   }
-  void launch(std::uint64_t ts, std::uint32_t corr, std::uint32_t tid = kMain) {
+  // NCCL launches through the driver directly: the bridge marks those
+  void launch(std::uint64_t ts, std::uint32_t corr, std::uint32_t tid = kMain,
+              std::uint16_t api = LT_API_LAUNCH | LT_API_DRIVER) {
     lt_gpu_launch_event l{};
     l.correlation = corr;
     l.source = LT_LAUNCH_CUPTI;
-    l.api = LT_API_LAUNCH;
+    l.api = api;
     put(l, LT_EV_GPU_LAUNCH, tid, ts);
   }
   void kernel(std::uint32_t corr, std::uint32_t name_id, std::uint64_t start, std::uint64_t end) {
@@ -150,6 +152,50 @@ TEST(Nccl, KernelsJoinedThroughTheLaunchOnTheCallingThread) {
   EXPECT_NE(text.find("4 ranks, this one rank 2"), std::string::npos) << text;
 }
 
+TEST(Nccl, SimulatedGroupsAndDestroyedCommunicators) {
+  Feed f;
+  f.name(1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  f.call(1 * ms, LT_NCCL_COMM_READY, 0, 0, kMain, kComm, 8, 0);
+  // torch's time estimator: a group closed by ncclGroupSimulateEnd never runs
+  f.call(2 * ms, LT_NCCL_GROUP_START);
+  f.call(2 * ms + 1 * us, LT_NCCL_ALLREDUCE, 1000);
+  f.call(2 * ms + 2 * us, LT_NCCL_GROUP_SIMULATE_END);
+  // a real one after it is ungrouped and timed
+  f.call(3 * ms, LT_NCCL_ALLREDUCE, 1000);
+  f.launch(3 * ms + 5 * us, 7);
+  f.kernel(7, 1, 3 * ms + 10 * us, 3 * ms + 30 * us);
+  // the communicator destroyed: a later call on the same address has no size
+  f.call(4 * ms, LT_NCCL_COMM_DESTROY);
+  f.call(5 * ms, LT_NCCL_ALLREDUCE, 1000);
+  // a signal call bounds the window: its kernel is not the call's before it
+  f.call(6 * ms, LT_NCCL_ALLREDUCE, 1000);
+  f.call(6 * ms + 10 * us, LT_NCCL_SIGNAL);
+  f.launch(6 * ms + 15 * us, 8);
+  f.kernel(8, 1, 6 * ms + 20 * us, 6 * ms + 90 * us);
+  const NcclReport rep = f.nccl.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const ProcessNccl& p = rep.processes[0];
+  EXPECT_EQ(p.simulated, 1u);
+  EXPECT_EQ(p.calls, 3u);
+  EXPECT_TRUE(p.groups.empty());
+  std::uint64_t sized = 0, unsized = 0;
+  for (const auto& r : p.sizes) {
+    EXPECT_EQ(r.grouped, 0u) << "a call after a simulated group counted as grouped";
+    if (r.nranks == 8) {
+      sized += r.calls;
+      EXPECT_EQ(r.timed, 1u);
+      EXPECT_EQ(r.gpu_ns, 20 * us);
+    } else {
+      unsized += r.calls;
+      EXPECT_EQ(r.nranks, -1);
+      EXPECT_EQ(r.timed, 0u) << "the signal's kernel was charged to the call before it";
+    }
+  }
+  EXPECT_EQ(sized, 1u);
+  EXPECT_EQ(unsized, 2u);
+  EXPECT_NE(render_nccl_section(rep).find("ncclGroupSimulateEnd"), std::string::npos);
+}
+
 TEST(Nccl, WithoutCuptiCountsOnlyAndSaysWhy) {
   Feed f;
   f.call(1 * ms, LT_NCCL_ALLGATHER, 256, 9);
@@ -196,8 +242,9 @@ TEST(NcclSites, RealLibnccl) {
     EXPECT_GT(s.file_offset, 0u) << s.symbol;
     fns.insert(s.cookie);
   }
-  for (std::uint32_t fn = LT_NCCL_ALLREDUCE; fn < LT_NCCL_COMM_READY; ++fn)
-    EXPECT_TRUE(fns.count(fn)) << nccl_fn_name(static_cast<std::uint8_t>(fn)) << " missing in " << lib;
+  for (std::uint32_t fn = LT_NCCL_ALLREDUCE; fn < LT_NCCL_FN_MAX; ++fn)
+    if (fn != LT_NCCL_COMM_READY)
+      EXPECT_TRUE(fns.count(fn)) << nccl_fn_name(static_cast<std::uint8_t>(fn)) << " missing in " << lib;
 }
 
 // ProcessGroupNCCL's methods in the real libtorch_cuda of torch 2.15.

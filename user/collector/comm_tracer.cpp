@@ -1,6 +1,8 @@
 #include "user/collector/comm_tracer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 
 #include "bpf/events.h"
 #include "user/core/errors.h"

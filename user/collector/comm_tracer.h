@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "user/proc/procfs.h"
@@ -23,10 +24,17 @@ class CommTracer {
  public:
   explicit CommTracer(CommProbeSource& source) : source_(source) {}
   // Probes pid's libraries (pid_filter -1: every process mapping them).
-  // Returns false when the process has no libtorch_cpu mapped (yet).
-  // Throws lt::Error (io: unreadable; unsupported: no c10d backend and no
-  // NCCL; bpf).
+  // Returns false when the process has no libtorch_cpu mapped (yet), or,
+  // for up to kLibraryWaitNs, while the loader is still mapping the rest of
+  // a CUDA build (libtorch_cuda next to libtorch_cpu but not mapped yet, or
+  // libtorch_cuda without libnccl).  Throws lt::Error (io: unreadable;
+  // unsupported: no c10d backend and no NCCL; bpf) for libtorch_cpu; an
+  // error on libtorch_cuda or libnccl only leaves a note (take_notes()).
   bool attach(pid_t pid, pid_t pid_filter);
+  // What could not be probed since the last call, one line each.
+  std::vector<std::string> take_notes() { return std::exchange(notes_, {}); }
+  static constexpr std::uint64_t kLibraryWaitNs =
+      1'000'000'000;  // the loader maps a library's dependencies in milliseconds
   std::size_t probes() const { return probes_; }
   const std::string& describe() const { return last_; }  // for --verbose
 
@@ -41,6 +49,8 @@ class CommTracer {
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;
   std::size_t probes_ = 0;
   std::string last_;
+  std::vector<std::string> notes_;
+  std::map<pid_t, std::uint64_t> waiting_since_;  // pid -> when it was first seen half-loaded
 };
 
 }  // namespace lt

@@ -539,6 +539,7 @@ PendingAttach::Attempt Session::attach_comm(pid_t pid, bool first) {
   try {
     if (!commtracer_->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
     if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, commtracer_->describe().c_str());
+    for (const auto& n : commtracer_->take_notes()) notes_.push_back("pid " + std::to_string(pid) + ": " + n);
   } catch (const Error& e) {
     if (first && explicit_target(pid)) throw;
     notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; its collectives are missing from the report");

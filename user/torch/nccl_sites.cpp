@@ -16,8 +16,13 @@ struct Fn {
   std::uint32_t fn;
 };
 
-// ncclCommInitRankScalable and ncclCommSplit also make communicators, but
-// their size is not an argument: their collectives show nranks unknown.
+// ncclCommInitRankScalable(out, nranks, rank, nIds, ids, config) has out,
+// nranks and rank in the same registers as ncclCommInitRank (torch uses it
+// past TORCH_NCCL_RANKS_PER_ROOT ranks).  ncclCommSplit and ncclCommShrink
+// also make communicators, but their size is not an argument: their calls
+// show nranks unknown.  ncclGroupSimulateEnd closes a group that never
+// runs (torch's time estimator); the signal calls launch NCCL work, so they
+// bound the launch windows of the calls before them.
 constexpr Fn kFns[] = {
     {"ncclAllReduce", LT_NCCL_ALLREDUCE},
     {"ncclBroadcast", LT_NCCL_BROADCAST},
@@ -34,6 +39,11 @@ constexpr Fn kFns[] = {
     {"ncclGroupEnd", LT_NCCL_GROUP_END},
     {"ncclCommInitRank", LT_NCCL_COMM_INIT},
     {"ncclCommInitRankConfig", LT_NCCL_COMM_INIT},
+    {"ncclCommInitRankScalable", LT_NCCL_COMM_INIT},
+    {"ncclGroupSimulateEnd", LT_NCCL_GROUP_SIMULATE_END},
+    {"ncclPutSignal", LT_NCCL_SIGNAL},
+    {"ncclSignal", LT_NCCL_SIGNAL},
+    {"ncclWaitSignal", LT_NCCL_SIGNAL},
     {"ncclCommDestroy", LT_NCCL_COMM_DESTROY},
     {"ncclCommAbort", LT_NCCL_COMM_DESTROY},
 };
