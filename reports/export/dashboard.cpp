@@ -252,7 +252,8 @@ ValidationRuns validation_runs(const ProcessSteps& s) {
   return r;
 }
 
-std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id) {
+std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id,
+                                   const std::function<std::string(std::uint32_t)>& step_name) {
   std::vector<Verdict> v;
   const auto& t = s.train;
   if (t.empty()) return v;
@@ -282,9 +283,9 @@ std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id)
   if (slow)
     v.push_back({"slow_steps",
                  std::to_string(slow) + " training step" + (slow == 1 ? "" : "s") + " of " + std::to_string(t.size()) +
-                     " took over " + f(kSlowStepFactor, "%.0f") + "x the median (" + ms(st.p50) +
-                     " ms; slowest: step " + std::to_string(t[slowest].index) + ", " + ms(t[slowest].duration_ns()) +
-                     " ms)",
+                     " took over " + f(kSlowStepFactor, "%.0f") + "x the median (" + ms(st.p50) + " ms; slowest: " +
+                     (step_name ? step_name(t[slowest].index) : "step " + std::to_string(t[slowest].index)) + ", " +
+                     ms(t[slowest].duration_ns()) + " ms)",
                  "#" + id + "-steptime-train", static_cast<double>(slow)});
   const ValidationRuns vr = validation_runs(s);
   if (vr.runs && vr.span_ns) {
