@@ -209,18 +209,26 @@ TEST(MergedPage, ManyRanksDrawAFewTimelinesAndBoundedHeatMaps) {
 TEST(MergedPage, LargeJobsPageStaysUnder20MB) {
   // 3000 steps per rank (15 slices each: ~1.8 MB of a rank's 2 MiB budget): 8 ranks (all drawn, the
   // single-process budget each) and 64 ranks (a few drawn).
-  for (int ranks : {8, 64}) {
+  // Then 64 ranks attached at 0-3 steps apart (r % 4): shifted onto the
+  // common numbering, each cell's title also names the rank's own step.
+  for (int ranks : {8, 64, -64}) {
+    const bool shifted = ranks < 0;
+    ranks = std::abs(ranks);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string html = page(
-        ranks, +[](int) -> std::size_t { return 3000; }, 5);
+    const std::string html = shifted ? page(
+                                           ranks, +[](int) -> std::size_t { return 3000; }, 5, 0,
+                                           +[](int r) -> std::size_t { return static_cast<std::size_t>(r % 4); })
+                                     : page(
+                                           ranks, +[](int) -> std::size_t { return 3000; }, 5);
+    if (shifted) EXPECT_NE(html.find("(its own "), std::string::npos);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto heat = html.find("id=\"heatmap\""), tl = html.find("<div id=\"timelines\""),
                end = html.find("<h2>Cluster summary");
     ASSERT_TRUE(heat < tl && tl < end);
     std::printf(
-        "merged page, %d ranks x 3000 steps: %.2f MB (heat maps %.2f MB, charts and timelines %.2f MB), "
+        "merged page, %d ranks x 3000 steps%s: %.2f MB (heat maps %.2f MB, charts and timelines %.2f MB), "
         "%.1f s (traces, merge and page)\n",
-        ranks, html.size() / 1e6, (tl - heat) / 1e6, (end - tl) / 1e6, s);
+        ranks, shifted ? " (attached 0-3 steps apart)" : "", html.size() / 1e6, (tl - heat) / 1e6, (end - tl) / 1e6, s);
     EXPECT_LT(html.size(), 20'000'000u) << ranks;
   }
 }
