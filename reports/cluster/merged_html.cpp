@@ -251,7 +251,8 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
     const bool slow = static_cast<int>(r) == slowest, strag = static_cast<int>(r) == straggler;
     const int y0 = row_y(l, y, row_h);
     out << "<text x=\"2\" y=\"" << y0 + 13 << "\"" << (slow || strag ? " font-weight=\"bold\"" : "")
-        << (slow ? " class=\"slow\"" : "") << ">" << row_label(rr, slow, strag) << "</text>\n";
+        << (slow ? " class=\"slow\"" : "") << ">" << row_label(rr, slow, strag) << (l.apart[r] ? " (own steps)" : "")
+        << "</text>\n";
     for (std::size_t k = 0; k < at[r].size(); ++k) {
       const HeatCell& c = at[r][k];
       const double t = hi > lo ? static_cast<double>(cell[r][k] - lo) / static_cast<double>(hi - lo) : 0.0;
@@ -317,8 +318,8 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
         << w.outside << "\" data-last=\"" << w.last << "\"" << (strag ? " data-straggler=\"1\"" : "") << ">\n";
 
     out << "<text x=\"2\" y=\"" << y0 + 13 << "\"" << (strag ? " font-weight=\"bold\"" : "") << ">"
-        << row_label(rr, false, strag) << "<title>" << html_escape(rr.label) << ": waited "
-        << f((w.in_steps_ns + w.outside_ns) / 1e9) << " s at " << w.instances << " collectives ("
+        << row_label(rr, false, strag) << (l.apart[r] ? " (own steps)" : "") << "<title>" << html_escape(rr.label)
+        << ": waited " << f((w.in_steps_ns + w.outside_ns) / 1e9) << " s at " << w.instances << " collectives ("
         << f(w.outside_ns / 1e9) << " s outside training steps); last to arrive at " << w.last << "</title></text>\n";
     for (std::size_t k = 0; k < at[r].size(); ++k) {
       const HeatCell& c = at[r][k];
