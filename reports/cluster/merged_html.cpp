@@ -383,13 +383,15 @@ void write_merged_script(std::ostream& out) {
          "function one(r,i){var s=document.getElementById('r'+r+'-timeline');if(s&&s.chooseStep)s.chooseStep(i,1);}"
          "document.querySelectorAll('svg.heatmap [data-i],svg.waitmap [data-i]').forEach(function(e){"
          "e.style.cursor='pointer';e.addEventListener('click',function(){var r=e.getAttribute('data-rank'),"
-         "i=+e.getAttribute('data-i');if(e.getAttribute('data-apart'))one(r,i);else all(i);"
+         "i=+e.getAttribute('data-i'),o=document.getElementById('rank-offsets'),k=o&&JSON.parse(o.textContent)[r]||0;"
+         // A bucket the rank enters midway: its first own step's common step.
+         "if(e.getAttribute('data-apart'))one(r,i);else all(Math.max(i,k));"
          "var h=document.querySelector('svg.heatmap "
          "rect.cell[data-rank=\"'+r+'\"][data-i=\"'+i+'\"]')||e;"
          "var w=h.getAttribute('data-window'),c=document.getElementById('cell-cmd'),j=document.getElementById("
-         "'rank-traces'),o=document.getElementById('rank-offsets');if(w&&c&&j){"
+         "'rank-traces');if(w&&c&&j){"
          // The rank's own steps: the command names its own recording's.
-         "var a=Math.max(0,i-(o&&JSON.parse(o.textContent)[r]||0)),n=h.getAttribute('data-last')||a;"
+         "var a=Math.max(0,i-k),n=h.getAttribute('data-last')||a;"
          "c.textContent='ltrace-bpf report '+JSON.parse(j.textContent)[r]+' --window '+w+' --perfetto rank'+r+"
          "'-steps-'+a+'-'+n+'.pftrace';}"
          "var t=document.getElementById('timelines');if(t)t.scrollIntoView();});});"

@@ -396,3 +396,28 @@ TEST(MergedPage, RankWithoutOffsetKeepsItsOwnNumbersApart) {
   EXPECT_EQ(count(html, "data-rank=\"1\" data-i=\""), count(html, "data-apart=\"1\" data-window") * 2);
   EXPECT_NE(html.find("<div class=\"rank-steps\" data-rank=\"1\" data-tl-apart=\"1\">"), std::string::npos);
 }
+
+TEST(MergedPage, BucketsAreOfTheCommonNumbering) {
+  // 700 steps each, rank 1 attached 4 steps later: 704 common steps, buckets
+  // of 3.  Rank 1's first cell is the common bucket 3-5, which holds only
+  // its own steps 0-1 (the common 4-5); its last, common 702-703 = own 698-699.
+  const std::string html = page(
+      2, +[](int) -> std::size_t { return 700; }, -1, 0, +[](int r) -> std::size_t { return r ? 4 : 0; });
+  ASSERT_NE(html.find("data-offsets=\"0,4\""), std::string::npos);
+  EXPECT_NE(html.find("<svg class=\"chart heatmap\" data-ranks=\"2\" data-bucket=\"3\""), std::string::npos);
+  static const std::regex re(
+      "<rect class=\"cell\"[^>]*data-rank=\"1\" data-i=\"(\\d+)\"[^>]*data-window=\"([^\"]*)\""
+      "(?: data-last=\"(\\d+)\")?><title>([^<]*)</title>");
+  std::vector<std::smatch> row;
+  for (std::sregex_iterator it(html.begin(), html.end(), re), e; it != e; ++it) row.push_back(*it);
+  ASSERT_EQ(row.size(), 234u);  // columns 1..234 of 0..234
+  EXPECT_EQ(row.front()[1], "3");
+  EXPECT_EQ(row.front()[3], "1");
+  EXPECT_EQ(row.front()[4].str().rfind("rank 1, step 3+ (its own 0-1): ", 0), 0u) << row.front()[4];
+  // Its window: own steps 0-1, the job's 4-5 (10 + 100 x 4 ms .. + 100 + 41 ms after the attach).
+  EXPECT_EQ(row.front()[2], "0.410000,0.551000");
+  EXPECT_EQ(row.back()[1], "702");
+  EXPECT_EQ(row.back()[3], "699");
+  EXPECT_EQ(row.back()[4].str().rfind("rank 1, step 702+ (its own 698-699): ", 0), 0u) << row.back()[4];
+  for (std::size_t k = 1; k + 1 < row.size(); ++k) EXPECT_EQ(std::stol(row[k][1]) % 3, 0) << k;
+}
