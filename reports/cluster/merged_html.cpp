@@ -72,12 +72,92 @@ std::string rows_note(const std::vector<std::size_t>& rows, std::size_t nranks) 
          "in the cluster summary.";
 }
 
-// One bucket size for every row (the longest run's, at most kMaxHeatColumns
-// columns), so a cell's data-i is the same step on every rank and in both maps.
-std::size_t heat_bucket(const std::vector<ProcessSteps>& steps) {
+// Where the heat maps' rows put their steps: the ranks' common numbering
+// (step_align.h) when measured.  A rank with an offset: common step = own
+// + shift; a rank without one, while others have one, keeps its own numbering
+// (shift 0) and its row is drawn apart, below the aligned rows.  One bucket
+// size for every row (the longest row's, at most kMaxHeatColumns columns),
+// buckets of the common numbering, so a cell's data-i is the same step on
+// every aligned rank and in both maps.
+struct HeatLayout {
+  std::size_t bucket = 1, cols = 0;
+  std::vector<std::int64_t> shift;  // per rank position
+  std::vector<bool> apart;          // per rank position
+  std::vector<std::size_t> rows;    // drawn rows: the aligned ones, then those apart
+  std::size_t aligned_rows = 0;     // rows[0, aligned_rows): aligned
+  bool common = false;              // some rank has an offset: data-i is a common step
+};
+
+HeatLayout heat_layout(const std::vector<ProcessSteps>& steps, const StepAlignment& a,
+                       const std::vector<std::size_t>& rows) {
+  HeatLayout l;
+  const std::size_t n = steps.size();
+  l.shift.assign(n, 0);
+  l.apart.assign(n, false);
+  for (std::size_t r = 0; r < n && r < a.has_offset.size(); ++r) l.common |= a.has_offset[r];
   std::size_t most = 0;
-  for (const auto& s : steps) most = std::max(most, s.train.size());
-  return std::max<std::size_t>(1, (most + kMaxHeatColumns - 1) / kMaxHeatColumns);
+  for (std::size_t r = 0; r < n; ++r) {
+    if (l.common && r < a.has_offset.size() && a.has_offset[r]) l.shift[r] = a.offset[r];
+    l.apart[r] = l.common && !steps[r].train.empty() && !(r < a.has_offset.size() && a.has_offset[r]);
+    most = std::max(most, steps[r].train.size() + static_cast<std::size_t>(l.shift[r]));
+  }
+  l.bucket = std::max<std::size_t>(1, (most + kMaxHeatColumns - 1) / kMaxHeatColumns);
+  l.cols = (most + l.bucket - 1) / l.bucket;
+  for (std::size_t r : rows)
+    if (!l.apart[r]) l.rows.push_back(r);
+  l.aligned_rows = l.rows.size();
+  for (std::size_t r : rows)
+    if (l.apart[r]) l.rows.push_back(r);
+  return l;
+}
+
+// A row's cells: column c holds the rank's own steps [first, last] (those of
+// the common steps [c * bucket, (c + 1) * bucket) it has).
+struct HeatCell {
+  std::size_t col = 0, first = 0, last = 0;
+};
+std::vector<HeatCell> row_cells(std::size_t nsteps, std::int64_t shift, std::size_t bucket) {
+  std::vector<HeatCell> out;
+  if (!nsteps) return out;
+  const auto s = static_cast<std::size_t>(shift);
+  for (std::size_t c = s / bucket; c * bucket < nsteps + s; ++c) {
+    const std::size_t lo = std::max(c * bucket, s), hi = std::min((c + 1) * bucket, nsteps + s);
+    out.push_back({c, lo - s, hi - s - 1});
+  }
+  return out;
+}
+
+// The row's y (its top): the aligned rows, then, after a line saying why,
+// the rows apart.
+int row_y(const HeatLayout& l, std::size_t y, int row_h) {
+  return static_cast<int>(y + (y >= l.aligned_rows && l.aligned_rows < l.rows.size() ? 1 : 0)) * row_h;
+}
+int map_height(const HeatLayout& l, int row_h) {
+  return row_y(l, l.rows.size(), row_h) + (l.aligned_rows < l.rows.size() ? row_h : 0) + 4;
+}
+void apart_line(const HeatLayout& l, int row_h, std::ostream& out) {
+  if (l.aligned_rows == l.rows.size()) return;
+  out << "<text class=\"apart\" x=\"2\" y=\"" << static_cast<int>(l.aligned_rows) * row_h + 13
+      << "\" font-style=\"italic\">Below: ranks whose step offset could not be measured, each in its own "
+         "numbering (from its first step seen), not lined up with the rows above</text>\n";
+}
+
+// A cell's title: its common step(s), and the rank's own when they differ.
+std::string cell_steps(const HeatLayout& l, std::size_t r, const HeatCell& c) {
+  const auto own = [&] {
+    return std::to_string(c.first) + (c.last > c.first ? "-" + std::to_string(c.last) : std::string());
+  };
+  if (l.apart[r]) return "its own step " + own() + " (not lined up)";
+  const std::size_t i = c.col * l.bucket;
+  std::string s = "step " + std::to_string(i) + (l.bucket > 1 ? "+" : "");
+  if (l.shift[r] != 0) s += " (its own " + own() + ")";
+  return s;
+}
+
+// The row's data-i of a cell: the common step of its bucket's start (own
+// numbering apart).
+std::size_t cell_i(const HeatLayout& l, const HeatCell& c) {
+  return c.col * l.bucket;
 }
 
 // A path as one shell word: as is when plain, else single-quoted.
@@ -93,23 +173,22 @@ std::string shell_word(const std::string& path) {
   return q + "'";
 }
 
-// A step-time cell's steps as a window of the rank's own recording: writes
-// its data-window (and, for a bucket, data-last) attribute.  The command is
+// A step-time cell's steps as a window of the rank's own recording (its own
+// steps, whatever the column): writes its data-window (and, for a bucket,
+// data-last: its last own step) attribute.  The command is
 // written once per page (export_note) and the waiting map's cells look
 // their window up here: a command in every cell of two 64 x 300 maps took
 // the page past 20 MB.
-void cell_window(const std::vector<StepRecord>& v, std::size_t c, std::size_t bucket, const ExportHint& hint,
-                 std::ostream& out) {
-  const std::size_t first = c * bucket, last = std::min(v.size(), first + bucket) - 1;
-  const std::string w = window_arg(v[first].begin_ns, v[last].end_ns, hint.origin_ns);
+void cell_window(const std::vector<StepRecord>& v, const HeatCell& c, const ExportHint& hint, std::ostream& out) {
+  const std::string w = window_arg(v[c.first].begin_ns, v[c.last].end_ns, hint.origin_ns);
   if (!w.empty()) out << " data-window=\"" << w << "\"";
-  if (!w.empty() && last != first) out << " data-last=\"" << last << "\"";  // a bucket: its last step
+  if (!w.empty() && c.last != c.first) out << " data-last=\"" << c.last << "\"";  // a bucket: its last own step
 }
 
 // How to export a cell's steps: the command with its rank's trace, which
 // the script fills in on a click (`#cell-cmd`); the traces by rank index
 // (`#rank-traces`, JSON).
-void export_note(const MergePlan& plan, const std::vector<ExportHint>& hint, std::ostream& out) {
+void export_note(const MergePlan& plan, const std::vector<ExportHint>& hint, const HeatLayout& l, std::ostream& out) {
   out << "<p class=\"note\" id=\"cell-export\">A cell's steps as a Perfetto/Chrome file: <code>ltrace-bpf report "
          "RANK_TRACE --window S,E --perfetto OUT</code>, S,E its window (its title, <code>data-window</code>: "
          "seconds after that rank's attach). Clicked: <code id=\"cell-cmd\"></code></p>\n"
@@ -119,57 +198,75 @@ void export_note(const MergePlan& plan, const std::vector<ExportHint>& hint, std
     for (std::size_t at = q.find('<'); at != std::string::npos; at = q.find('<', at)) q.replace(at, 1, "\\u003c");
     out << (r ? "," : "") << "\"" << plan.ranks[r].index << "\":" << q;
   }
+  // Each rank's shift into the common numbering (null: drawn apart, its own),
+  // so a clicked cell's command names the rank's own steps.
+  out << "}</script>\n<script type=\"application/json\" id=\"rank-offsets\">{";
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    out << (r ? "," : "") << "\"" << plan.ranks[r].index
+        << "\":" << (l.apart[r] ? std::string("null") : std::to_string(l.shift[r]));
   out << "}</script>\n";
 }
 
-void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<std::size_t>& rows,
-              int slowest, int straggler, const std::vector<ExportHint>& hint, std::ostream& out) {
-  std::size_t most = 0;
-  for (const auto& s : steps) most = std::max(most, s.train.size());
-  if (!most) return;
-  const std::size_t bucket = heat_bucket(steps);
-  const std::size_t cols = (most + bucket - 1) / bucket;
+// The maps' note on what a column is.
+std::string numbering_note(const HeatLayout& l) {
+  if (!l.common) return "Steps counted from each rank's first step seen (<a href=\"#step-numbering\">not lined up</a>)";
+  return std::string(
+             "Steps in the ranks' common numbering (<a href=\"#step-numbering\">measured offsets</a>): a "
+             "column is the same step on every rank") +
+         (l.aligned_rows < l.rows.size() ? ", except the rows drawn apart below (no offset measured: their own numbers)"
+                                         : "");
+}
+
+void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const HeatLayout& l, int slowest,
+              int straggler, const std::vector<ExportHint>& hint, std::ostream& out) {
+  if (!l.cols) return;
+  const std::size_t bucket = l.bucket, cols = l.cols;
+  std::vector<std::vector<HeatCell>> at(steps.size());
   std::vector<std::vector<std::uint64_t>> cell(steps.size());
   std::uint64_t lo = UINT64_MAX, hi = 0;
-  for (std::size_t r : rows) {
+  for (std::size_t r : l.rows) {
     const auto& v = steps[r].train;
-    for (std::size_t b = 0; b < v.size(); b += bucket) {
-      const std::size_t e = std::min(v.size(), b + bucket);
+    at[r] = row_cells(v.size(), l.shift[r], bucket);
+    for (const auto& c : at[r]) {
       std::uint64_t sum = 0;
-      for (std::size_t i = b; i < e; ++i) sum += v[i].duration_ns();
-      cell[r].push_back(sum / (e - b));
+      for (std::size_t i = c.first; i <= c.last; ++i) sum += v[i].duration_ns();
+      cell[r].push_back(sum / (c.last - c.first + 1));
       lo = std::min(lo, cell[r].back());
       hi = std::max(hi, cell[r].back());
     }
   }
   const int label_w = 150, row_h = 16;
   const double cw = 940.0 / static_cast<double>(cols);
-  out << "<h3 id=\"heatmap\">Training step time, rank &times; step</h3>\n<p class=\"note\">Steps counted from each "
-         "rank's first step seen; colour from "
-      << f(lo / 1e6) << " ms (light) to " << f(hi / 1e6) << " ms (dark)"
+  out << "<h3 id=\"heatmap\">Training step time, rank &times; step</h3>\n<p class=\"note\">" << numbering_note(l)
+      << "; colour from " << f(lo / 1e6) << " ms (light) to " << f(hi / 1e6) << " ms (dark)"
       << (bucket > 1 ? "; each cell the mean of " + std::to_string(bucket) + " consecutive steps" : std::string())
-      << "." << rows_note(rows, steps.size()) << "</p>\n<svg class=\"chart heatmap\" data-ranks=\"" << rows.size()
+      << "." << rows_note(l.rows, steps.size()) << "</p>\n<svg class=\"chart heatmap\" data-ranks=\"" << l.rows.size()
       << "\" data-bucket=\"" << bucket << "\" data-straggler=\"" << (straggler >= 0 ? plan.ranks[straggler].index : -1)
-      << "\" width=\"" << label_w + 950 << "\" height=\"" << rows.size() * row_h + 4 << "\" role=\"img\">\n";
-  for (std::size_t y = 0; y < rows.size(); ++y) {
-    const std::size_t r = rows[y];
+      << "\" data-common=\"" << (l.common ? 1 : 0) << "\" data-apart=\"" << l.rows.size() - l.aligned_rows
+      << "\" width=\"" << label_w + 950 << "\" height=\"" << map_height(l, row_h) << "\" role=\"img\">\n";
+  apart_line(l, row_h, out);
+  for (std::size_t y = 0; y < l.rows.size(); ++y) {
+    const std::size_t r = l.rows[y];
     const auto& rr = plan.ranks[r];
     const bool slow = static_cast<int>(r) == slowest, strag = static_cast<int>(r) == straggler;
-
-    out << "<text x=\"2\" y=\"" << y * row_h + 13 << "\"" << (slow || strag ? " font-weight=\"bold\"" : "")
-        << (slow ? " class=\"slow\"" : "") << ">" << row_label(rr, slow, strag) << "</text>\n";
-    for (std::size_t c = 0; c < cell[r].size(); ++c) {
-      const double t = hi > lo ? static_cast<double>(cell[r][c] - lo) / static_cast<double>(hi - lo) : 0.0;
+    const int y0 = row_y(l, y, row_h);
+    out << "<text x=\"2\" y=\"" << y0 + 13 << "\"" << (slow || strag ? " font-weight=\"bold\"" : "")
+        << (slow ? " class=\"slow\"" : "") << ">" << row_label(rr, slow, strag) << (l.apart[r] ? " (own steps)" : "")
+        << "</text>\n";
+    for (std::size_t k = 0; k < at[r].size(); ++k) {
+      const HeatCell& c = at[r][k];
+      const double t = hi > lo ? static_cast<double>(cell[r][k] - lo) / static_cast<double>(hi - lo) : 0.0;
       const int light = static_cast<int>(92 - 57 * t);
-      out << "<rect class=\"cell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
+      out << "<rect class=\"cell\" x=\"" << f(label_w + c.col * cw, "%.2f") << "\" y=\"" << y0 + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(8,75%," << light
-          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
-      cell_window(steps[r].train, c, bucket, hint[r], out);
-      out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": "
-          << f(cell[r][c] / 1e6) << " ms</title></rect>";
+          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << cell_i(l, c) << "\" data-ns=\"" << cell[r][k] << "\""
+          << (l.apart[r] ? " data-apart=\"1\"" : "");
+      cell_window(steps[r].train, c, hint[r], out);
+      out << "><title>" << html_escape(rr.label) << ", " << cell_steps(l, r, c) << ": " << f(cell[r][k] / 1e6)
+          << " ms</title></rect>";
     }
     out << "\n";
-    if (strag) straggler_row(y, row_h, label_w, cols, cw, out);  // over the cells
+    if (strag) straggler_row(y0 / row_h, row_h, label_w, cols, cw, out);  // over the cells
   }
   out << "</svg>\n";
 }
@@ -177,23 +274,21 @@ void heat_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
 // Rank x step: one cell per (rank, bucket of steps), the mean time it
 // waited in collectives entered during those steps (measured arrivals).
 void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, const std::vector<RankStepWaits>& waits,
-              const std::vector<std::size_t>& rows, int straggler, std::ostream& out) {
-  std::size_t most = 0;
+              const HeatLayout& l, int straggler, std::ostream& out) {
   std::size_t instances = 0;
-  for (std::size_t r = 0; r < steps.size(); ++r) most = std::max(most, steps[r].train.size());
   for (const auto& w : waits) instances += w.instances;
-  if (!most || !instances) return;
-  const std::size_t bucket = heat_bucket(steps);
-  const std::size_t cols = (most + bucket - 1) / bucket;
+  if (!l.cols || !instances) return;
+  const std::size_t bucket = l.bucket, cols = l.cols;
+  std::vector<std::vector<HeatCell>> at(steps.size());
   std::vector<std::vector<std::int64_t>> cell(steps.size());
   std::int64_t hi = 0;
-  for (std::size_t r : rows) {
+  for (std::size_t r : l.rows) {
     const auto& v = waits[r].step_ns;
-    for (std::size_t b = 0; b < v.size(); b += bucket) {
-      const std::size_t e = std::min(v.size(), b + bucket);
+    at[r] = row_cells(v.size(), l.shift[r], bucket);
+    for (const auto& c : at[r]) {
       std::int64_t sum = 0;
-      for (std::size_t i = b; i < e; ++i) sum += v[i];
-      cell[r].push_back(sum / static_cast<std::int64_t>(e - b));
+      for (std::size_t i = c.first; i <= c.last; ++i) sum += v[i];
+      cell[r].push_back(sum / static_cast<std::int64_t>(c.last - c.first + 1));
       hi = std::max(hi, cell[r].back());
     }
   }
@@ -202,39 +297,43 @@ void wait_map(const MergePlan& plan, const std::vector<ProcessSteps>& steps, con
   out << "<h3 id=\"waitmap\">Time waiting in collectives, rank &times; step</h3>\n<p class=\"note\">Measured: at "
          "each collective recorded by every rank of its process group, a rank waits from its own arrival (its c10d "
          "call's entry) until the last rank's, on the common clock (<a href=\"#hosts\">clock corrections</a>); the "
-         "wait counts in the training step whose span holds the rank's own entry. Steps counted from each rank's "
-         "first step seen; colour from 0 (light) to "
-      << f(hi / 1e6) << " ms (dark)"
+         "wait counts in the training step whose span holds the rank's own entry. "
+      << numbering_note(l) << "; colour from 0 (light) to " << f(hi / 1e6) << " ms (dark)"
       << (bucket > 1 ? "; each cell the mean of " + std::to_string(bucket) + " consecutive steps" : std::string())
       << ". Waits at collectives entered in no training step (setup, validation, the end) are in each row's "
          "total, not in its cells."
-      << rows_note(rows, steps.size()) << "</p>\n<svg class=\"chart waitmap\" data-ranks=\"" << rows.size()
+      << rows_note(l.rows, steps.size()) << "</p>\n<svg class=\"chart waitmap\" data-ranks=\"" << l.rows.size()
       << "\" data-bucket=\"" << bucket << "\" data-straggler=\"" << (straggler >= 0 ? plan.ranks[straggler].index : -1)
-      << "\" width=\"" << label_w + 950 << "\" height=\"" << rows.size() * row_h + 4 << "\" role=\"img\">\n";
-  for (std::size_t y = 0; y < rows.size(); ++y) {
-    const std::size_t r = rows[y];
+      << "\" data-common=\"" << (l.common ? 1 : 0) << "\" data-apart=\"" << l.rows.size() - l.aligned_rows
+      << "\" width=\"" << label_w + 950 << "\" height=\"" << map_height(l, row_h) << "\" role=\"img\">\n";
+  apart_line(l, row_h, out);
+  for (std::size_t y = 0; y < l.rows.size(); ++y) {
+    const std::size_t r = l.rows[y];
     const auto& rr = plan.ranks[r];
     const auto& w = waits[r];
     const bool strag = static_cast<int>(r) == straggler;
+    const int y0 = row_y(l, y, row_h);
     out << "<g class=\"wrow\" data-rank=\"" << rr.index << "\" data-in-steps-ns=\"" << w.in_steps_ns
         << "\" data-outside-ns=\"" << w.outside_ns << "\" data-instances=\"" << w.instances << "\" data-outside=\""
         << w.outside << "\" data-last=\"" << w.last << "\"" << (strag ? " data-straggler=\"1\"" : "") << ">\n";
 
-    out << "<text x=\"2\" y=\"" << y * row_h + 13 << "\"" << (strag ? " font-weight=\"bold\"" : "") << ">"
-        << row_label(rr, false, strag) << "<title>" << html_escape(rr.label) << ": waited "
-        << f((w.in_steps_ns + w.outside_ns) / 1e9) << " s at " << w.instances << " collectives ("
+    out << "<text x=\"2\" y=\"" << y0 + 13 << "\"" << (strag ? " font-weight=\"bold\"" : "") << ">"
+        << row_label(rr, false, strag) << (l.apart[r] ? " (own steps)" : "") << "<title>" << html_escape(rr.label)
+        << ": waited " << f((w.in_steps_ns + w.outside_ns) / 1e9) << " s at " << w.instances << " collectives ("
         << f(w.outside_ns / 1e9) << " s outside training steps); last to arrive at " << w.last << "</title></text>\n";
-    for (std::size_t c = 0; c < cell[r].size(); ++c) {
-      const double t = hi > 0 ? static_cast<double>(cell[r][c]) / static_cast<double>(hi) : 0.0;
+    for (std::size_t k = 0; k < at[r].size(); ++k) {
+      const HeatCell& c = at[r][k];
+      const double t = hi > 0 ? static_cast<double>(cell[r][k]) / static_cast<double>(hi) : 0.0;
       const int light = static_cast<int>(95 - 60 * t);
-      out << "<rect class=\"wcell\" x=\"" << f(label_w + c * cw, "%.2f") << "\" y=\"" << y * row_h + 2 << "\" width=\""
+      out << "<rect class=\"wcell\" x=\"" << f(label_w + c.col * cw, "%.2f") << "\" y=\"" << y0 + 2 << "\" width=\""
           << f(std::max(0.5, cw - 0.3), "%.2f") << "\" height=\"" << row_h - 2 << "\" fill=\"hsl(210,70%," << light
-          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << c * bucket << "\" data-ns=\"" << cell[r][c] << "\"";
-      out << "><title>" << html_escape(rr.label) << ", step " << c * bucket << (bucket > 1 ? "+" : "") << ": waited "
-          << f(cell[r][c] / 1e6) << " ms</title></rect>";
+          << "%)\" data-rank=\"" << rr.index << "\" data-i=\"" << cell_i(l, c) << "\" data-ns=\"" << cell[r][k] << "\""
+          << (l.apart[r] ? " data-apart=\"1\"" : "");
+      out << "><title>" << html_escape(rr.label) << ", " << cell_steps(l, r, c) << ": waited " << f(cell[r][k] / 1e6)
+          << " ms</title></rect>";
     }
     out << "\n";
-    if (strag) straggler_row(y, row_h, label_w, cols, cw, out);  // over the cells
+    if (strag) straggler_row(y0 / row_h, row_h, label_w, cols, cw, out);  // over the cells
     out << "</g>\n";
   }
   out << "</svg>\n";
@@ -272,24 +371,32 @@ std::string clock_note(const MergePlan& plan) {
   return s;
 }
 
-// A heat map cell chooses its step on every rank's timeline; #step=N in
-// the address chooses N on load (the tests use it).
+// A heat map cell chooses its common step on every aligned rank's timeline
+// (own step = common - that rank's data-tl-offset); a cell of a row drawn
+// apart, its own step on that rank's only.  #step=N in the address (on load
+// and when it changes) chooses common step N (the tests use it).
 void write_merged_script(std::ostream& out) {
   out << "<script>document.addEventListener('DOMContentLoaded',function(){"
-         "function all(i){var s=document.querySelector('[data-tl-sync] section.steptl');if(s&&s.chooseStep)"
-         "s.chooseStep(i);}"
+         "function off(s){var w=s.closest('[data-tl-offset]');return w?+w.getAttribute('data-tl-offset'):0;}"
+         "function all(i){document.querySelectorAll('[data-tl-sync] section.steptl[data-stage=\"train\"]')"
+         ".forEach(function(s){if(s.chooseStep&&!s.closest('[data-tl-apart]'))s.chooseStep(i-off(s),1);});}"
+         "function one(r,i){var s=document.getElementById('r'+r+'-timeline');if(s&&s.chooseStep)s.chooseStep(i,1);}"
          "document.querySelectorAll('svg.heatmap [data-i],svg.waitmap [data-i]').forEach(function(e){"
-         "e.style.cursor='pointer';e.addEventListener('click',function(){all(+e.getAttribute('data-i'));"
+         "e.style.cursor='pointer';e.addEventListener('click',function(){var r=e.getAttribute('data-rank'),"
+         "i=+e.getAttribute('data-i'),o=document.getElementById('rank-offsets'),k=o&&JSON.parse(o.textContent)[r]||0;"
+         // A bucket the rank enters midway: its first own step's common step.
+         "if(e.getAttribute('data-apart'))one(r,i);else all(Math.max(i,k));"
          "var h=document.querySelector('svg.heatmap "
-         "rect.cell[data-rank=\"'+e.getAttribute('data-rank')+'\"][data-i=\"'+"
-         "e.getAttribute('data-i')+'\"]')||e;"
+         "rect.cell[data-rank=\"'+r+'\"][data-i=\"'+i+'\"]')||e;"
          "var w=h.getAttribute('data-window'),c=document.getElementById('cell-cmd'),j=document.getElementById("
-         "'rank-traces');if(w&&c&&j){var "
-         "r=e.getAttribute('data-rank'),n=h.getAttribute('data-last')||e.getAttribute('data-i');"
+         "'rank-traces');if(w&&c&&j){"
+         // The rank's own steps: the command names its own recording's.
+         "var a=Math.max(0,i-k),n=h.getAttribute('data-last')||a;"
          "c.textContent='ltrace-bpf report '+JSON.parse(j.textContent)[r]+' --window '+w+' --perfetto rank'+r+"
-         "'-steps-'+e.getAttribute('data-i')+'-'+n+'.pftrace';}"
+         "'-steps-'+a+'-'+n+'.pftrace';}"
          "var t=document.getElementById('timelines');if(t)t.scrollIntoView();});});"
-         "var m=/^#step=(\\d+)$/.exec(location.hash);if(m)all(+m[1]);});</script>\n";
+         "function hash(){var m=/^#step=(\\d+)$/.exec(location.hash);if(m)all(+m[1]);}"
+         "hash();window.addEventListener('hashchange',hash);});</script>\n";
 }
 
 }  // namespace
@@ -358,8 +465,17 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   const auto found = last_arrivals(arrivals, plan.ranks.size());
   const int straggler = arrival_straggler(found, waits);
   for (auto& v : last_arrival_verdicts(plan, found)) verdicts.push_back(std::move(v));
+  // The ranks' common step numbering (step_align.h): the maps' columns, the
+  // findings' and timelines' step numbers.
+  const StepAlignment align = align_steps(arrivals, steps);
+  const std::vector<std::size_t> drawn = merged_chart_ranks(steps, slowest, straggler);
+  const HeatLayout layout = heat_layout(steps, align, heat_rows(steps, drawn));
   for (std::size_t r = 0; r < steps.size(); ++r)
-    for (auto v : step_verdicts(steps[r], "r" + std::to_string(plan.ranks[r].index))) {
+    for (auto v : step_verdicts(steps[r], "r" + std::to_string(plan.ranks[r].index), [&](std::uint32_t i) {
+           if (layout.apart[r]) return "its own step " + std::to_string(i) + " (offset not measured)";
+           if (!layout.common || !layout.shift[r]) return "step " + std::to_string(i);
+           return "step " + std::to_string(i + layout.shift[r]) + " (its own " + std::to_string(i) + ")";
+         })) {
       v.text = plan.ranks[r].label + ": " + v.text;
       verdicts.push_back(v);
     }
@@ -399,19 +515,16 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
                 : std::string())
         << "</li>\n";
   out << "</ul></section>\n";
-  const std::vector<std::size_t> drawn = merged_chart_ranks(steps, slowest, straggler);
-  const std::vector<std::size_t> rows = heat_rows(steps, drawn);
   // Each rank's export commands name its own recording and count from its attach.
   std::vector<ExportHint> hints;
   for (const auto& rr : plan.ranks)
     hints.push_back(
         {shell_word(rr.file), rr.report ? attach_begin_ns(*rr.report) : 0, "rank" + std::to_string(rr.index) + "-"});
-  heat_map(plan, steps, rows, slowest, straggler, hints, out);
-  if (!steps.empty()) export_note(plan, hints, out);
+  heat_map(plan, steps, layout, slowest, straggler, hints, out);
+  if (!steps.empty()) export_note(plan, hints, layout, out);
   // What the step numbers mean across ranks: per rank since its attach,
   // and the offsets the collectives measure between them (step_align.h).
   if (!steps.empty()) {
-    const StepAlignment align = align_steps(arrivals, steps);
     std::vector<std::string> labels;
     std::string offsets;
     for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
@@ -422,14 +535,15 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
         << "\" data-offsets=\"" << offsets << "\">" << html_escape(step_numbering_note(align, arrivals, labels))
         << "</p>\n";
   }
-  wait_map(plan, steps, waits, rows, straggler, out);
+  wait_map(plan, steps, waits, layout, straggler, out);
   // The drawn ranks' step charts and step timelines (all up to
   // kMergedChartRanks ranks; past that a chosen few, so the page does not
   // grow with the job); a step chosen on one rank's timeline is chosen on
-  // all (same index from each rank's first step).  Each embeds, after its
-  // own, the steps the others embed first (their slowest ...), interleaved,
-  // while its budget holds: a step chosen for its being slow somewhere then
-  // draws on every rank.
+  // all, the same common step (data-tl-offset: common = own + offset; a
+  // rank drawn apart is not synced).  Each embeds, after its own, the steps
+  // the others embed first (their slowest ...), interleaved and translated
+  // to its own numbers, while its budget holds: a step chosen for its being
+  // slow somewhere then draws on every rank.
   std::vector<std::vector<std::size_t>> own;
   for (std::size_t r : drawn) own.push_back(timeline_priority(steps[r].train, kTimelineSlowest));
   const std::size_t budget =
@@ -460,13 +574,32 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
     std::vector<std::size_t> also;
     for (std::size_t k = 0, more = 1; more; ++k) {
       more = 0;
-      for (std::size_t q = 0; q < own.size(); ++q)
-        if (q != d && k < own[q].size()) also.push_back(own[q][k]), more = 1;
+      for (std::size_t q = 0; q < own.size(); ++q) {
+        if (q == d || k >= own[q].size()) continue;
+        more = 1;
+        if (layout.apart[r] || layout.apart[drawn[q]]) continue;  // not the same step here
+        const std::int64_t i =
+            static_cast<std::int64_t>(own[q][k]) + layout.shift[drawn[q]] - layout.shift[r];  // own numbers
+        if (i >= 0) also.push_back(static_cast<std::size_t>(i));
+      }
     }
     const std::string id = "r" + std::to_string(plan.ranks[r].index);
+    out << "<div class=\"rank-steps\" data-rank=\"" << plan.ranks[r].index << "\""
+        << (layout.apart[r] ? std::string(" data-tl-apart=\"1\"")
+                            : " data-tl-offset=\"" + std::to_string(layout.shift[r]) + "\"")
+        << ">\n";
+    if (layout.apart[r])
+      out << "<p class=\"note tl-numbering\">" << html_escape(plan.ranks[r].label)
+          << ": its own step numbers (from its first step seen): its offset to the other ranks could not be "
+             "measured, so its timeline is not synced with theirs.</p>\n";
+    else if (layout.shift[r])
+      out << "<p class=\"note tl-numbering\">" << html_escape(plan.ranks[r].label)
+          << ": its own step numbers below; its step k is common step k + " << layout.shift[r]
+          << " (the heat maps' and the other ranks' timelines' numbering).</p>\n";
     write_step_charts(steps[r], id, "Steps of " + plan.ranks[r].label, out, hints[r]);
     write_step_timeline(*plan.ranks[r].proc, steps[r], id, out, plan.ranks[r].gpu, nullptr, nullptr, plan.ranks[r].comm,
                         also, budget, hints[r].origin_ns);
+    out << "</div>\n";
   }
   out << "</div>\n";
   out << "<h2>Cluster summary</h2>\n<pre>" << html_escape(summary_text) << "</pre>\n</body></html>\n";

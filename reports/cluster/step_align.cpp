@@ -100,7 +100,13 @@ std::string step_numbering_note(const StepAlignment& a, const ArrivalReport& rep
   if (!offsets.empty())
     s += any_shift ? "the same step is, in a common numbering, own step + " + offsets + " (agreeing/instances). "
                    : "every rank numbers the same step alike: " + offsets + " (agreeing/instances). ";
-  if (!unmeasured.empty()) s += "Not measured (too few or disagreeing instances): " + unmeasured + ".";
+  if (!unmeasured.empty())
+    s += "Not measured (too few or disagreeing instances): " + unmeasured +
+         (offsets.empty() ? "." : ": drawn apart, each in its own numbering, not synced with the others. ");
+  if (!offsets.empty())
+    s += "The heat maps' columns, the findings' step numbers, the synced step timelines and #step=N use the common "
+         "numbering, from the earliest step of a rank lined up" +
+         std::string(any_shift ? "; each rank's timeline and export commands keep its own step numbers." : ".");
   return s;
 }
 

@@ -9,8 +9,10 @@
 // a vote for the rank's offset; the offset is the vote that at least 90%
 // of at least 3 votes agree on (kAlignMinVotes, kAlignMinAgreement).
 //
-// The page keeps its per-rank numbering (heat maps, timelines) and states
-// the offsets found, or that none could be measured (docs/design-html.md).
+// The merged page puts the ranks with an offset on this common numbering
+// (heat-map columns, findings, synced timelines, #step=N); a rank without
+// one keeps its own and is drawn apart (reports/cluster/merged_html.cpp,
+// docs/design-html.md).
 // Pure functions of the reports.
 #pragma once
 #include <cstdint>

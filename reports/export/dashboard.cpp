@@ -252,7 +252,8 @@ ValidationRuns validation_runs(const ProcessSteps& s) {
   return r;
 }
 
-std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id) {
+std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id,
+                                   const std::function<std::string(std::uint32_t)>& step_name) {
   std::vector<Verdict> v;
   const auto& t = s.train;
   if (t.empty()) return v;
@@ -282,9 +283,9 @@ std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id)
   if (slow)
     v.push_back({"slow_steps",
                  std::to_string(slow) + " training step" + (slow == 1 ? "" : "s") + " of " + std::to_string(t.size()) +
-                     " took over " + f(kSlowStepFactor, "%.0f") + "x the median (" + ms(st.p50) +
-                     " ms; slowest: step " + std::to_string(t[slowest].index) + ", " + ms(t[slowest].duration_ns()) +
-                     " ms)",
+                     " took over " + f(kSlowStepFactor, "%.0f") + "x the median (" + ms(st.p50) + " ms; slowest: " +
+                     (step_name ? step_name(t[slowest].index) : "step " + std::to_string(t[slowest].index)) + ", " +
+                     ms(t[slowest].duration_ns()) + " ms)",
                  "#" + id + "-steptime-train", static_cast<double>(slow)});
   const ValidationRuns vr = validation_runs(s);
   if (vr.runs && vr.span_ns) {
@@ -334,7 +335,8 @@ void write_dashboard_head(std::ostream& out) {
          "var r=document.createElement('div');r.id='readout';document.body.appendChild(r);"
          "document.querySelectorAll('svg.chart [data-ns]').forEach(function(e){e.addEventListener('mouseenter',"
          "function(){var t=e.querySelector('title');r.textContent=t?t.textContent:'';r.style.display='block';});});"
-         "if(location.hash){var e=document.querySelector(location.hash);if(e&&e.classList)e.classList.add('sel');}"
+         "if(location.hash){var e=null;try{e=document.querySelector(location.hash);}catch(x){}"  // #step=N: no id
+         "if(e&&e.classList)e.classList.add('sel');}"
          "document.body.setAttribute('data-script','ran');});</script>\n";
 }
 

@@ -4,6 +4,7 @@
 // with their numbers in data-* attributes (readable with script off, and
 // checked by the tests); the script only adds a hover read-out.
 #pragma once
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -39,7 +40,10 @@ struct ValidationRuns {
 ValidationRuns validation_runs(const ProcessSteps& s);
 
 // `id`: a prefix unique in the page for this process's charts ("p1234").
-std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id);
+// `step_name`: how a finding names a training step by its index (empty:
+// "step N"); the merged page names it in the ranks' common numbering.
+std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id,
+                                   const std::function<std::string(std::uint32_t)>& step_name = {});
 
 // The page's style and script (once, in <head>).
 void write_dashboard_head(std::ostream& out);

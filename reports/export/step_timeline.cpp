@@ -28,8 +28,10 @@ void write_step_timeline_head(std::ostream& out) {
          "function opcol(n){var h=2166136261;for(var k=0;k<n.length;k++){h=Math.imul(h^n.charCodeAt(k),16777619)>>>0;}"
          "return 'hsl(210,18%,'+(48+h%28)+'%)';}"
          "function el(t,a){var e=document.createElementNS(NS,t);for(var k in a)e.setAttribute(k,a[k]);return e;}"
-         "function draw(){box.textContent='';if(!cur){info.textContent=d.stage+' step '+inp.value+' is not embedded'+"
-         "(d.cmd?'; export it: '+d.cmd.replace(/N/g,inp.value):'');sec.setAttribute('data-drawn','');return;}"
+         "function draw(){box.textContent='';if(!cur){var v=+inp.value;info.textContent=v<0||v>+inp.max?d.stage+' step "
+         "'+v+"
+         "' was not recorded by this process (its steps are 0-'+inp.max+')':d.stage+' step '+v+' is not embedded'+"
+         "(d.cmd?'; export it: '+d.cmd.replace(/N/g,v):'');sec.setAttribute('data-drawn','');return;}"
          "var t0=performance.now(),dur=Math.max(1,cur.e-cur.b),a=z0*dur,span=(z1-z0)*dur,rows={},order=[],n=0;"
          // GPU work on rows keyed 's'+stream, after the threads.
          "var all=cur.s.concat((cur.o||[]).map(function(x){return [x[0],x[1],x[2],x[3],x[4],2];}),"
@@ -68,7 +70,9 @@ void write_step_timeline_head(std::ostream& out) {
          "box.appendChild(svg);sec.setAttribute('data-drawn',cur.i);"
          // The draw's own time, read by bench/dashboard_page.py.
          "sec.setAttribute('data-draw-ms',(performance.now()-t0).toFixed(2));"
-         "info.textContent=d.stage+' step '+cur.i+': '+(dur/1e6).toFixed(3)+' ms, '+cur.s.length+' actions'"
+         "var k=d.stage=='train'?off(sec):0;"
+         "info.textContent=d.stage+' step '+cur.i+(k?' (common step '+(cur.i+k)+')':'')+': '+(dur/1e6).toFixed(3)+' "
+         "ms, '+cur.s.length+' actions'"
          "+(cur.cut?' (cut to the page budget)':'')+(cur.o?', '+cur.o.length+' aten ops'+(cur.ot?' ('+cur.ot+"
          "' more thinned out for the page budget: kept the outermost, longest first)':''):'')"
          "+(cur.ox?' (past the op calls kept: ops missing)':'')+(cur.m?', '+cur.m.length+' memory events'+(cur.mt?' "
@@ -81,10 +85,16 @@ void write_step_timeline_head(std::ostream& out) {
          "d.stage+'-step-'+cur.i+'.pftrace':'');}"
          // Inside a [data-tl-sync] container (the merged page: one timeline per
          // rank), a step chosen here is chosen on the others too; q: do not pass it on.
-         "function choose(i,q){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();var g=q?null:sec.closest('[data-tl-sync]');"
+         // Training steps go across in the ranks' common numbering: a section
+         // under [data-tl-offset=K] has common step = own + K; one under
+         // [data-tl-apart] (no offset measured) neither sends nor takes them.
+         "function off(o){var w=o.closest('[data-tl-offset]');return w?+w.getAttribute('data-tl-offset'):0;}"
+         "function apart(o){return d.stage=='train'&&!!o.closest('[data-tl-apart]');}"
+         "function choose(i,q){cur=by[i]||null;z0=0;z1=1;inp.value=i;draw();var g=q||apart(sec)?null:"
+         "sec.closest('[data-tl-sync]'),t=d.stage=='train';"
          "if(g)g.querySelectorAll('section.steptl[data-stage=\"'+d.stage+'\"]').forEach(function(o){if(o!==sec&&o."
-         "chooseStep)"
-         "o.chooseStep(i,1);});}"
+         "chooseStep&&!(t&&o.closest('[data-tl-apart]')))"
+         "o.chooseStep(t?i+off(sec)-off(o):i,1);});}"
          "function zoom(f,c){var s=(z1-z0)*f;s=Math.min(1,Math.max(1e-6,s));var m=z0+(z1-z0)*c;"
          "z0=Math.max(0,Math.min(1-s,m-s*c));z1=z0+s;draw();}"
          "function pan(f){var s=z1-z0;z0=Math.max(0,Math.min(1-s,z0+f*s));z1=z0+s;draw();}"

@@ -624,3 +624,50 @@ def test_merged_heat_map_cells_give_their_window(gpu_run, tmp_path):
     assert cmd[0] == "ltrace-bpf"
     r = subprocess.run([LTRACE] + cmd[1:], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_merged_page_syncs_timelines_on_the_common_numbering(tmp_path):
+    """The merged page's script on ranks attached at different moments
+    (tests/unit/merged_page_test.cpp RanksAttachedLaterAreOnTheCommonNumbering
+    writes the page: rank 1 attached 3 steps after rank 0, rank 2 with no
+    measurable offset, drawn apart), in headless Chromium: #step=N and a
+    heat-map click choose one common step on the aligned ranks' timelines
+    (each in its own numbers), leave the rank apart alone, and the clicked
+    cell's command names the rank's own steps."""
+    page = tmp_path / "merged.html"
+    unit = os.path.join(os.path.dirname(LTRACE), "unit-tests")
+    r = subprocess.run([unit, "--gtest_filter=MergedPage.RanksAttachedLaterAreOnTheCommonNumbering"],
+                       env=dict(os.environ, LT_MERGED_PAGE_OUT=str(page)), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and page.exists(), r.stdout[-2000:]
+    html = page.read_text()
+    # After load (#step=8 chosen): record each train timeline's step, click
+    # rank 1's column 5, record, click rank 2's (apart) column 1, record.
+    probe = ("<script>window.__err=[];window.addEventListener('error',function(e){window.__err.push(e.message);});"
+             "window.addEventListener('load',function(){var o=[];"
+             "function rec(tag){document.querySelectorAll('section.steptl[data-stage=\"train\"]').forEach("
+             "function(s){o.push(tag+' '+s.id+' '+s.getAttribute('data-drawn'));});}"
+             "function click(r,i){document.querySelector('svg.heatmap rect.cell[data-rank=\"'+r+'\"][data-i=\"'+i+"
+             "'\"]').dispatchEvent(new MouseEvent('click',{bubbles:true}));}"
+             "rec('hash');click(1,5);rec('click1');o.push('cmd '+document.getElementById('cell-cmd').textContent);"
+             "click(2,1);rec('click2');o.push('errors '+window.__err.length);"
+             "var p=document.createElement('pre');p.id='probe';p.textContent=o.join('\\n');"
+             "document.body.appendChild(p);});</script>")
+    probed = tmp_path / "probe.html"
+    probed.write_text(html.replace("</body>", probe + "</body>"))
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp_path / "prof")]
+    dom = subprocess.run(base + ["--dump-dom", probed.as_uri() + "#step=8"], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    m = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
+    assert m, dom.stdout[-2000:]
+    got = m.group(1).split("\n")
+    # Common step 8: rank 0's own 8, rank 1's own 5; rank 2 (apart) keeps its default (its slowest, own 7).
+    assert got[0:3] == ["hash r0-timeline 8", "hash r1-timeline 5", "hash r2-timeline 7"], got
+    # Rank 1's column 5 is common step 5: rank 0's own 5, rank 1's own 2.
+    assert got[3:6] == ["click1 r0-timeline 5", "click1 r1-timeline 2", "click1 r2-timeline 7"], got
+    # Its command: rank 1's own step 2, whose window is the job's step 5 (10 + 100 x 5 ms after the attach).
+    assert got[6] == "cmd ltrace-bpf report node-0.ltrace --window 0.510000,0.551000 --perfetto rank1-steps-2-2.pftrace", got
+    # The apart rank's cell chooses its own step on its timeline only.
+    assert got[7:10] == ["click2 r0-timeline 5", "click2 r1-timeline 2", "click2 r2-timeline 1"], got
+    assert got[10] == "errors 0", got

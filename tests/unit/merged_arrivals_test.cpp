@@ -169,8 +169,11 @@ TEST(MergedArrivals, MergedPageHasTheWaitingHeatMapAndTheFinding) {
   EXPECT_NE(html.find("data-instances=\"10\" data-outside=\"0\" data-last=\"10\" data-straggler=\"1\">"),
             std::string::npos);
   EXPECT_NE(html.find("data-rank=\"0\" data-i=\"5\" data-ns=\"5300000\""), std::string::npos);
-  // Rank 2 attached two steps late: its first step (index 0) is the job's step 2.
-  EXPECT_NE(html.find("data-rank=\"2\" data-i=\"0\" data-ns=\"5100000\""), std::string::npos);
+  // Rank 2 attached two steps late: its first step (index 0) is the job's
+  // step 2, and the page draws it in that column (the common numbering).
+  EXPECT_NE(html.find("data-offsets=\"0,0,2,0\""), std::string::npos);
+  EXPECT_NE(html.find("data-rank=\"2\" data-i=\"2\" data-ns=\"5100000\""), std::string::npos);
+  EXPECT_EQ(html.find("data-rank=\"2\" data-i=\"0\""), std::string::npos);
   // Every rank's step timeline, in the container that keeps their chosen steps together.
   const auto sync = html.find("data-tl-sync");
   ASSERT_NE(sync, std::string::npos);

@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -43,9 +46,13 @@ void action(Trace& t, std::uint16_t kind, std::uint32_t pid, std::uint64_t key, 
 // Ranks [first, first + n) on one host; rank r runs steps(r) training steps
 // of (40 + r % 7) ms, each with a training_step and an optimizer_step
 // (kHooks hooks in it) inside and one all-reduce, rank `slow` arriving 5 ms
-// late.  `heavy`: every 15th step (20 of 300) is 40 ms longer and has that
+// late.  `heavy`: every 15th step (20 of 300) is 45 ms longer and has that
 // many more hooks, 10 us apart: the slowest steps, which fill the timelines.
-MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow, std::uint64_t heavy = 0) {
+// `skip(r)`: rank r attached that many steps late (its step s is the job's
+// s + skip, with the job's times and collective seq); `loose`: a rank whose
+// all-reduces are entered between its steps (no step offset measurable).
+MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow, std::uint64_t heavy = 0,
+                std::size_t (*skip)(int) = nullptr, int loose = -1) {
   Trace t;
   const std::uint64_t mono = 1000 * sec;
   lt_window_event w{};
@@ -65,20 +72,24 @@ MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow
     p.world_size = world;
     p.flags = LT_PROC_PYTHON;
     put(t, p, LT_EV_PROC_INFO, pid, mono);
+    const std::size_t late = skip ? skip(r) : 0;
     for (std::size_t s = 0; s < steps(r); ++s) {
-      const bool big = heavy && s % 15 == 7;
-      const std::uint64_t len = (40 + static_cast<std::uint64_t>(r % 7) + (big ? 40 : 0)) * ms;
-      const std::uint64_t b = mono + 10 * ms + s * 100 * ms, k = 3 * s + 1;
+      const std::size_t j = s + late;  // the job's step
+      const bool big = heavy && j % 15 == 7;
+      const std::uint64_t len = (40 + static_cast<std::uint64_t>(r % 7) + (big ? 45 : 0)) * ms;
+      const std::uint64_t b = mono + 10 * ms + j * 100 * ms, k = 3 * s + 1;
       action(t, LT_EV_ACTION_BEGIN, pid, k, "run_training_batch", b);
       action(t, LT_EV_ACTION_BEGIN, pid, k + 1, "training_step", b + 1 * ms);
       action(t, LT_EV_ACTION_END, pid, k + 1, "training_step", b + len / 2);
       lt_comm_event c{};
       c.pg = 0x5000;
-      c.seq = s;
+      c.seq = j;
       c.kind = LT_COMM_ALLREDUCE;
       c.ntensors = 1;
       c.peer = -1;
-      put(t, c, LT_EV_COMM, pid, b + len / 2 + 100'000 * static_cast<std::uint64_t>(r % 8) + (r == slow ? 5 * ms : 0));
+      put(t, c, LT_EV_COMM, pid,
+          (r == loose ? b + len + 2 * ms : b + len / 2) + 100'000 * static_cast<std::uint64_t>(r % 8) +
+              (r == slow ? 5 * ms : 0));
       action(t, LT_EV_ACTION_BEGIN, pid, k + 2, "optimizer_step", b + len / 2 + 6 * ms);
       // Hooks inside: slices enough to fill a rank's timeline budget.
       for (std::uint64_t h = 0; h < kHooks; ++h) {
@@ -109,10 +120,11 @@ MergeInput host(int first, int n, int world, std::size_t (*steps)(int), int slow
   return in;
 }
 
-std::string page(int ranks, std::size_t (*steps)(int), int slow, std::uint64_t heavy = 0) {
+std::string page(int ranks, std::size_t (*steps)(int), int slow, std::uint64_t heavy = 0,
+                 std::size_t (*skip)(int) = nullptr, int loose = -1) {
   std::vector<MergeInput> in;
   for (int first = 0; first < ranks; first += 8)
-    in.push_back(host(first, std::min(8, ranks - first), ranks, steps, slow, heavy));
+    in.push_back(host(first, std::min(8, ranks - first), ranks, steps, slow, heavy, skip, loose));
   const MergePlan plan = plan_merge(in);
   EXPECT_EQ(plan.ranks.size(), static_cast<std::size_t>(ranks));
   std::ostringstream out;
@@ -199,18 +211,26 @@ TEST(MergedPage, ManyRanksDrawAFewTimelinesAndBoundedHeatMaps) {
 TEST(MergedPage, LargeJobsPageStaysUnder20MB) {
   // 3000 steps per rank (15 slices each: ~1.8 MB of a rank's 2 MiB budget): 8 ranks (all drawn, the
   // single-process budget each) and 64 ranks (a few drawn).
-  for (int ranks : {8, 64}) {
+  // Then 64 ranks attached at 0-3 steps apart (r % 4): shifted onto the
+  // common numbering, each cell's title also names the rank's own step.
+  for (int ranks : {8, 64, -64}) {
+    const bool shifted = ranks < 0;
+    ranks = std::abs(ranks);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string html = page(
-        ranks, +[](int) -> std::size_t { return 3000; }, 5);
+    const std::string html = shifted ? page(
+                                           ranks, +[](int) -> std::size_t { return 3000; }, 5, 0,
+                                           +[](int r) -> std::size_t { return static_cast<std::size_t>(r % 4); })
+                                     : page(
+                                           ranks, +[](int) -> std::size_t { return 3000; }, 5);
+    EXPECT_EQ(shifted, html.find("(its own ") != std::string::npos);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto heat = html.find("id=\"heatmap\""), tl = html.find("<div id=\"timelines\""),
                end = html.find("<h2>Cluster summary");
     ASSERT_TRUE(heat < tl && tl < end);
     std::printf(
-        "merged page, %d ranks x 3000 steps: %.2f MB (heat maps %.2f MB, charts and timelines %.2f MB), "
+        "merged page, %d ranks x 3000 steps%s: %.2f MB (heat maps %.2f MB, charts and timelines %.2f MB), "
         "%.1f s (traces, merge and page)\n",
-        ranks, html.size() / 1e6, (tl - heat) / 1e6, (end - tl) / 1e6, s);
+        ranks, shifted ? " (attached 0-3 steps apart)" : "", html.size() / 1e6, (tl - heat) / 1e6, (end - tl) / 1e6, s);
     EXPECT_LT(html.size(), 20'000'000u) << ranks;
   }
 }
@@ -267,4 +287,137 @@ TEST(MergedPage, CellsGiveTheirExportWindowAndStepNumbersAreStated) {
   EXPECT_NE(html.find("<p class=\"note\" id=\"step-numbering\" data-measured=\"1\" data-offsets=\"0,0\">"),
             std::string::npos);
   EXPECT_NE(html.find("every rank numbers the same step alike: rank 0 +0 (6/6), rank 1 +0 (4/4)"), std::string::npos);
+}
+
+TEST(MergedPage, RanksAttachedLaterAreOnTheCommonNumbering) {
+  // Rank 0 from the job's step 0 (12 steps); rank 1 attached 3 steps later
+  // (9 steps: the job's 3..11); rank 2 from step 0 but its all-reduces fall
+  // between its steps: no offset measurable, drawn apart in its own numbers.
+  // The job's step 7 is heavy (2x the median): each rank's slow-step finding.
+  const std::string html = page(
+      3, +[](int r) -> std::size_t { return r == 1 ? 9 : 12; }, -1, 5,
+      +[](int r) -> std::size_t { return r == 1 ? 3 : 0; }, 2);
+  // The page for test_dashboard.py, which drives its script in Chromium.
+  if (const char* path = std::getenv("LT_MERGED_PAGE_OUT"); path && *path) {
+    std::ofstream f(path, std::ios::binary);
+    f << html;
+    ASSERT_TRUE(f.good()) << path;
+  }
+  ASSERT_NE(html.find("<p class=\"note\" id=\"step-numbering\" data-measured=\"0\" data-offsets=\"0,3,-\">"),
+            std::string::npos)
+      << html.substr(html.find("id=\"step-numbering\""), 600);
+  EXPECT_NE(html.find("own step + rank 0 +0"), std::string::npos);
+  EXPECT_NE(html.find("rank 1 +3"), std::string::npos);
+  EXPECT_NE(html.find("Not measured (too few or disagreeing instances): rank 2: drawn apart"), std::string::npos);
+  // Step-time cells: (rank, column) -> window of the rank's own recording, and whether drawn apart.
+  static const std::regex re(
+      "<rect class=\"cell\" x=\"[0-9.]+\" y=\"(\\d+)\"[^>]*data-rank=\"(\\d+)\" data-i=\"(\\d+)\" data-ns=\"(\\d+)\""
+      "( data-apart=\"1\")? data-window=\"([^\"]*)\"><title>([^<]*)</title>");
+  std::map<std::pair<int, long>, std::string> window, title;
+  std::map<int, std::set<int>> ys;
+  std::map<int, std::size_t> apart;
+  for (std::sregex_iterator it(html.begin(), html.end(), re), e; it != e; ++it) {
+    const int r = std::stoi((*it)[2]);
+    const long i = std::stol((*it)[3]);
+    window[{r, i}] = (*it)[6];
+    title[{r, i}] = (*it)[7];
+    ys[r].insert(std::stoi((*it)[1]));
+    apart[r] += (*it)[5].matched;
+  }
+  // Rank 1's column k is rank 0's column k (the same step: the same moment
+  // on this host) = rank 1's own step k - 3; it has no columns 0-2.
+  for (long k = 0; k < 12; ++k) {
+    ASSERT_TRUE((window.count({0, k}))) << k;
+    EXPECT_EQ((window.count({1, k})), k >= 3 ? 1u : 0u) << k;
+    if (k < 3) continue;
+    // The same step begins at the same moment on both (rank 1's steps are 1 ms longer).
+    EXPECT_EQ(window[std::make_pair(1, k)].substr(0, 8), window[std::make_pair(0, k)].substr(0, 8)) << k;
+    char want[64];
+    const int len = 41 + (k == 7 ? 45 : 0);
+    std::snprintf(want, sizeof want, "%.6f,%.6f", (10 + 100 * k) / 1e3, (10 + 100 * k + len) / 1e3);
+    EXPECT_EQ((window[{1, k}]), want) << k;  // its own step k - 3: [10 + 100 k, + 41] ms after the attach
+    EXPECT_EQ(
+        (title[{1, k}]).rfind("rank 1, step " + std::to_string(k) + " (its own " + std::to_string(k - 3) + "): ", 0),
+        0u)
+        << title[std::make_pair(1, k)];
+  }
+  // Rank 2: its own numbers, marked apart, in a row below the aligned ones.
+  EXPECT_EQ(apart[2], 12u);
+  EXPECT_EQ(apart[0] + apart[1], 0u);
+  EXPECT_EQ((title[{2, 4}]).rfind("rank 2, its own step 4 (not lined up): ", 0), 0u);
+  ASSERT_EQ(ys[2].size(), 1u);
+  EXPECT_GT(*ys[2].begin(), *ys[1].begin() + 16);  // a line between, saying why
+  EXPECT_NE(html.find("<text class=\"apart\""), std::string::npos);
+  EXPECT_EQ(count(html, ">rank 2 (own steps)<"), 2u);  // its row's label in both maps, per rank
+  EXPECT_NE(html.find("<svg class=\"chart heatmap\" data-ranks=\"3\" data-bucket=\"1\" data-straggler=\"-1\" "
+                      "data-common=\"1\" data-apart=\"1\""),
+            std::string::npos);
+  // The waiting map: the same (rank, column) cells.
+  const Cells heat = cells(html, "cell"), wait = cells(html, "wcell");
+  EXPECT_EQ(heat.at, wait.at);
+  EXPECT_EQ(heat.at.size(), 12u + 9u + 12u);
+  EXPECT_EQ(count(html, "<rect class=\"wcell\"") - count(html, "data-apart=\"1\"><title>rank 2"), 21u);
+  // The clicked cell's command finds each rank's own steps from these.
+  EXPECT_NE(html.find("<script type=\"application/json\" id=\"rank-offsets\">{\"0\":0,\"1\":3,\"2\":null}</script>"),
+            std::string::npos);
+  // Findings name the job's step 7 in the common numbering, rank 2's in its own.
+  EXPECT_NE(html.find("rank 1: 1 training step of 9 took over 2x the median"), std::string::npos);
+  EXPECT_NE(html.find("slowest: step 7 (its own 4), "), std::string::npos);
+  EXPECT_NE(html.find("slowest: step 7, "), std::string::npos);  // rank 0: shift 0
+  EXPECT_NE(html.find("slowest: its own step 7 (offset not measured), "), std::string::npos);
+  // The synced timelines: each rank's offset, rank 2 apart (not synced), said per rank.
+  EXPECT_NE(html.find("<div class=\"rank-steps\" data-rank=\"0\" data-tl-offset=\"0\">"), std::string::npos);
+  EXPECT_NE(html.find("<div class=\"rank-steps\" data-rank=\"1\" data-tl-offset=\"3\">"), std::string::npos);
+  EXPECT_NE(html.find("<div class=\"rank-steps\" data-rank=\"2\" data-tl-apart=\"1\">"), std::string::npos);
+  EXPECT_NE(html.find("rank 1: its own step numbers below; its step k is common step k + 3"), std::string::npos);
+  EXPECT_NE(html.find("rank 2: its own step numbers (from its first step seen): its offset to the other ranks could "
+                      "not be measured, so its timeline is not synced"),
+            std::string::npos);
+  // Each timeline embeds the others' picks translated to its own numbers:
+  // rank 0's slowest (the job's 7) is rank 1's own 4, and back.
+  static const std::regex tl("<section class=\"steptl\" id=\"r(\\d)-timeline\"[\\s\\S]*?\"def\":(\\d+)");
+  std::map<int, int> def;
+  for (std::sregex_iterator it(html.begin(), html.end(), tl), e; it != e; ++it)
+    def[std::stoi((*it)[1])] = std::stoi((*it)[2]);
+  EXPECT_EQ(def[0], 7);
+  EXPECT_EQ(def[1], 4);
+  EXPECT_EQ(def[2], 7);
+}
+
+TEST(MergedPage, RankWithoutOffsetKeepsItsOwnNumbersApart) {
+  // Rank 1 attached 2 steps late, its all-reduces between its steps: no
+  // offset.  It keeps its own numbers (its first step in column 0, not 2)
+  // and is drawn apart, never in rank 0's columns as if lined up.
+  const std::string html = page(
+      2, +[](int) -> std::size_t { return 6; }, -1, 0, +[](int r) -> std::size_t { return r ? 2 : 0; }, 1);
+  EXPECT_NE(html.find("data-offsets=\"0,-\""), std::string::npos);
+  EXPECT_NE(html.find("data-rank=\"1\" data-i=\"0\""), std::string::npos);  // own numbering, apart
+  EXPECT_NE(html.find("data-common=\"1\" data-apart=\"1\""), std::string::npos);
+  EXPECT_EQ(count(html, "data-rank=\"1\" data-i=\""), count(html, "data-apart=\"1\" data-window") * 2);
+  EXPECT_NE(html.find("<div class=\"rank-steps\" data-rank=\"1\" data-tl-apart=\"1\">"), std::string::npos);
+}
+
+TEST(MergedPage, BucketsAreOfTheCommonNumbering) {
+  // 700 steps each, rank 1 attached 4 steps later: 704 common steps, buckets
+  // of 3.  Rank 1's first cell is the common bucket 3-5, which holds only
+  // its own steps 0-1 (the common 4-5); its last, common 702-703 = own 698-699.
+  const std::string html = page(
+      2, +[](int) -> std::size_t { return 700; }, -1, 0, +[](int r) -> std::size_t { return r ? 4 : 0; });
+  ASSERT_NE(html.find("data-offsets=\"0,4\""), std::string::npos);
+  EXPECT_NE(html.find("<svg class=\"chart heatmap\" data-ranks=\"2\" data-bucket=\"3\""), std::string::npos);
+  static const std::regex re(
+      "<rect class=\"cell\"[^>]*data-rank=\"1\" data-i=\"(\\d+)\"[^>]*data-window=\"([^\"]*)\""
+      "(?: data-last=\"(\\d+)\")?><title>([^<]*)</title>");
+  std::vector<std::smatch> row;
+  for (std::sregex_iterator it(html.begin(), html.end(), re), e; it != e; ++it) row.push_back(*it);
+  ASSERT_EQ(row.size(), 234u);  // columns 1..234 of 0..234
+  EXPECT_EQ(row.front()[1], "3");
+  EXPECT_EQ(row.front()[3], "1");
+  EXPECT_EQ(row.front()[4].str().rfind("rank 1, step 3+ (its own 0-1): ", 0), 0u) << row.front()[4];
+  // Its window: own steps 0-1, the job's 4-5 (10 + 100 x 4 ms .. + 100 + 41 ms after the attach).
+  EXPECT_EQ(row.front()[2], "0.410000,0.551000");
+  EXPECT_EQ(row.back()[1], "702");
+  EXPECT_EQ(row.back()[3], "699");
+  EXPECT_EQ(row.back()[4].str().rfind("rank 1, step 702+ (its own 698-699): ", 0), 0u) << row.back()[4];
+  for (std::size_t k = 1; k + 1 < row.size(); ++k) EXPECT_EQ(std::stol(row[k][1]) % 3, 0) << k;
 }

@@ -65,6 +65,11 @@ TEST(StepAlign, OffsetsFromTheCollectives) {
   const std::string note = step_numbering_note(a, rep, {"rank 0", "rank 1", "rank 2"});
   EXPECT_NE(note.find("Step numbers are per rank"), std::string::npos) << note;
   EXPECT_NE(note.find("own step + rank 0 +0 (40/40), rank 1 +3 (34/34), rank 2 +5 (30/30)"), std::string::npos) << note;
+  // The page draws them on that numbering, each rank's own numbers kept where it exports.
+  EXPECT_NE(note.find("use the common numbering, from the earliest step of a rank lined up; each rank's timeline and "
+                      "export commands keep its own step numbers."),
+            std::string::npos)
+      << note;
 }
 
 TEST(StepAlign, SameAttachNumbersAlike) {
@@ -90,6 +95,8 @@ TEST(StepAlign, NotMeasuredWithoutEnoughAgreement) {
   EXPECT_NE(step_numbering_note(a, rep, {"rank 0", "rank 1"})
                 .find("Not measured (too few or disagreeing "
                       "instances): rank 1"),
+            std::string::npos);
+  EXPECT_NE(step_numbering_note(a, rep, {"rank 0", "rank 1"}).find("rank 1: drawn apart, each in its own numbering"),
             std::string::npos);
   // Too few: two instances only.
   ArrivalReport two = instances(steps, {0, 0}, 1);
