@@ -352,4 +352,12 @@ StepBuckets bucket_steps(const std::vector<StepRecord>& steps, std::size_t max_b
   return b;
 }
 
+long step_holding(const std::vector<StepRecord>& steps, std::uint64_t t) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), t,
+                             [](std::uint64_t v, const StepRecord& s) { return v < s.begin_ns; });
+  if (it == steps.begin()) return -1;
+  --it;
+  return t <= it->end_ns ? static_cast<long>(it - steps.begin()) : -1;
+}
+
 }  // namespace lt

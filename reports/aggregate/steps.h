@@ -85,4 +85,8 @@ struct StepBuckets {
 };
 StepBuckets bucket_steps(const std::vector<StepRecord>& steps, std::size_t max_buckets);
 
+// The position of the step whose [begin, end] holds t (steps by begin,
+// disjoint); -1 none.
+long step_holding(const std::vector<StepRecord>& steps, std::uint64_t t);
+
 }  // namespace lt

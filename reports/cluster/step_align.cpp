@@ -5,19 +5,6 @@
 
 namespace lt {
 
-namespace {
-
-// The training step whose [begin, end] holds t (steps by begin, disjoint); -1 none.
-long step_at(const std::vector<StepRecord>& steps, std::uint64_t t) {
-  auto it = std::upper_bound(steps.begin(), steps.end(), t,
-                             [](std::uint64_t v, const StepRecord& s) { return v < s.begin_ns; });
-  if (it == steps.begin()) return -1;
-  --it;
-  return t <= it->end_ns ? static_cast<long>(it - steps.begin()) : -1;
-}
-
-}  // namespace
-
 StepAlignment align_steps(const ArrivalReport& rep, const std::vector<ProcessSteps>& steps) {
   StepAlignment a;
   const std::size_t n = steps.size();
@@ -35,11 +22,11 @@ StepAlignment align_steps(const ArrivalReport& rep, const std::vector<ProcessSte
   std::vector<std::map<std::int64_t, std::size_t>> votes(n);
   for (const auto& x : rep.instances) {
     if (ref >= x.arrival_ns.size() || x.arrival_ns[ref] == CollectiveInstance::kMissing) continue;
-    const long s_ref = step_at(steps[ref].train, x.mono_ns[ref]);
+    const long s_ref = step_holding(steps[ref].train, x.mono_ns[ref]);
     if (s_ref < 0) continue;
     for (std::size_t r = 0; r < n && r < x.arrival_ns.size(); ++r) {
       if (x.arrival_ns[r] == CollectiveInstance::kMissing) continue;
-      const long s = step_at(steps[r].train, x.mono_ns[r]);
+      const long s = step_holding(steps[r].train, x.mono_ns[r]);
       if (s >= 0) ++votes[r][s_ref - s];
     }
   }

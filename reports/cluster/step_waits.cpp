@@ -5,19 +5,6 @@
 
 namespace lt {
 
-namespace {
-
-// The training step whose [begin, end] holds t (steps by begin, disjoint); -1 none.
-long step_holding(const std::vector<StepRecord>& steps, std::uint64_t t) {
-  auto it = std::upper_bound(steps.begin(), steps.end(), t,
-                             [](std::uint64_t v, const StepRecord& s) { return v < s.begin_ns; });
-  if (it == steps.begin()) return -1;
-  --it;
-  return t <= it->end_ns ? static_cast<long>(it - steps.begin()) : -1;
-}
-
-}  // namespace
-
 double last_arrival_threshold(std::size_t k) {
   return k ? (static_cast<double>(k) + 1) / (2 * static_cast<double>(k)) : 1.0;
 }

@@ -98,27 +98,34 @@ std::uint32_t comm_mark_what(std::string_view m) {
   return 0;
 }
 
-std::vector<CommSite> find_comm_sites(const std::string& path) {
+std::vector<CommSite> find_function_sites(const std::string& path, const SiteClassifier& classify) {
   const elf::ElfImage file(path);
   if (file.problem() == elf::ElfImage::Problem::cannot_open)
     throw Error(ExitCode::io, "cannot open " + path + ": " + std::strerror(file.error()));
   std::vector<CommSite> out;
   if (!file.ok() || !file.is_elf64()) return out;
-  // Without a collective there is nothing to time: a file with only the
-  // marks (Work::wait, the Reducer) gives an empty list, as before.
   file.for_each_symbol(
       [&](const elf::SymbolEntry& s) {
         if (!s.defined() || s.value == 0 || s.type != STT_FUNC) return;
-        const std::uint64_t what = comm_mark_what(s.name);
-        const std::uint64_t cookie = what ? what : comm_site_cookie(s.name);
+        const auto [cookie, mark] = classify(s.name);
         if (!cookie) return;
         const auto off = file.file_offset(s.value, true);
         if (!off) return;
         for (const auto& o : out)
           if (o.file_offset == *off) return;  // one probe per address (aliases)
-        out.push_back({*off, cookie, std::string(s.name), what != 0});
+        out.push_back({*off, cookie, std::string(s.name), mark});
       },
       elf::ElfImage::Tables::dynamic_only);
+  return out;
+}
+
+std::vector<CommSite> find_comm_sites(const std::string& path) {
+  auto out = find_function_sites(path, [](std::string_view name) -> std::pair<std::uint64_t, bool> {
+    const std::uint64_t what = comm_mark_what(name);
+    return {what ? what : comm_site_cookie(name), what != 0};
+  });
+  // Without a collective there is nothing to time: a file with only the
+  // marks (Work::wait, the Reducer) gives an empty list, as before.
   if (std::none_of(out.begin(), out.end(), [](const CommSite& s) { return !s.mark; })) out.clear();
   return out;
 }

@@ -6,8 +6,10 @@
 // its tensor argument (docs/design-comm.md).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace lt {
@@ -24,6 +26,14 @@ struct CommSite {
 // (mark false) and, when the file has them, the COMM_MARK sites: enqueue,
 // finishWorkGloo(Error), Work::wait and DDP's Reducer points (mark true).
 std::vector<CommSite> find_comm_sites(const std::string& libtorch_cpu_path);
+
+// The defined functions of the ELF file at `path` (dynamic symbols) that
+// `classify` gives a cookie (0: not a site), one site per address, with
+// `mark` from the second member.  Throws lt::Error(io) if the file cannot be
+// opened; a file that is not a 64-bit ELF gives an empty list.  Shared by
+// the c10d and the NCCL site finders.
+using SiteClassifier = std::function<std::pair<std::uint64_t, bool>(std::string_view symbol)>;
+std::vector<CommSite> find_function_sites(const std::string& path, const SiteClassifier& classify);
 
 // The cookie of a mangled symbol, or 0 (exposed for unit tests).
 std::uint64_t comm_site_cookie(std::string_view mangled);

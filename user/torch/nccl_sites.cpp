@@ -1,11 +1,8 @@
 #include "user/torch/nccl_sites.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "bpf/events.h"
-#include "user/core/errors.h"
-#include "user/proc/elf_image.h"
 
 namespace lt {
 
@@ -57,23 +54,9 @@ std::uint32_t nccl_site_fn(std::string_view name) {
 }
 
 std::vector<CommSite> find_nccl_sites(const std::string& path) {
-  const elf::ElfImage file(path);
-  if (file.problem() == elf::ElfImage::Problem::cannot_open)
-    throw Error(ExitCode::io, "cannot open " + path + ": " + std::strerror(file.error()));
-  std::vector<CommSite> out;
-  if (!file.ok() || !file.is_elf64()) return out;
-  file.for_each_symbol(
-      [&](const elf::SymbolEntry& s) {
-        if (!s.defined() || s.value == 0 || s.type != STT_FUNC) return;
-        const std::uint32_t fn = nccl_site_fn(s.name);
-        if (!fn) return;
-        const auto off = file.file_offset(s.value, true);
-        if (!off) return;
-        for (const auto& o : out)
-          if (o.file_offset == *off) return;  // one probe per address
-        out.push_back({*off, fn, std::string(s.name), false});
-      },
-      elf::ElfImage::Tables::dynamic_only);
+  auto out = find_function_sites(path, [](std::string_view name) {
+    return std::pair<std::uint64_t, bool>{nccl_site_fn(name), false};
+  });
   if (std::none_of(out.begin(), out.end(), [](const CommSite& s) { return s.cookie == LT_NCCL_ALLREDUCE; }))
     out.clear();
   return out;
