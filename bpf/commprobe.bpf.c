@@ -68,19 +68,33 @@ int lt_comm_enter(struct pt_regs *ctx)
 	e->pad = 0;
 	u64 arg = reg == 3 ? a4 : a3;
 	u64 impl = 0;
+	/* A read fails where a page is not present as the probe runs (being
+	 * migrated by compaction, swapped out): such a call is flagged, not
+	 * taken for one without a tensor. */
+	int unread = 0;
 	if (form == LT_COMM_FORM_VECTOR && arg) {
-		u64 begin = read_u64(arg), end = read_u64(arg + 8);
-		e->ntensors = end > begin ? (u16)((end - begin) / 8) : 0;
-		if (e->ntensors)
-			impl = read_u64(begin);
+		u64 vec[2];
+		if (bpf_probe_read_user(vec, sizeof(vec), (void *)arg)) {
+			unread = 1;
+		} else {
+			e->ntensors = vec[1] > vec[0] ? (u16)((vec[1] - vec[0]) / 8) : 0;
+			if (e->ntensors && bpf_probe_read_user(&impl, sizeof(impl), (void *)vec[0]))
+				unread = 1;
+		}
 	} else if (form == LT_COMM_FORM_TENSOR && arg) {
 		e->ntensors = 1;
-		impl = read_u64(arg);
+		if (bpf_probe_read_user(&impl, sizeof(impl), (void *)arg))
+			unread = 1;
 	}
-	if (!impl || bpf_probe_read_user(e->impl, sizeof(e->impl), (void *)(impl + 8 * LT_COMM_FIRST_WORD)))
+	if (!impl || bpf_probe_read_user(e->impl, sizeof(e->impl), (void *)(impl + 8 * LT_COMM_FIRST_WORD))) {
 		__builtin_memset(e->impl, 0, sizeof(e->impl));
-	else
+		if (impl)
+			unread = 1;
+	} else {
 		e->flags |= LT_COMM_HAS_TENSOR;
+	}
+	if (unread)
+		e->flags |= LT_COMM_TENSOR_UNREAD;
 	/* The flag is set only where a thread's state can be found (fsbase's
 	 * TSD block, or the lt_tstates map). */
 	int stack = (t->flags & LT_TARGET_LAUNCH_STACKS) != 0;

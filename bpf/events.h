@@ -438,6 +438,9 @@ enum lt_mem_site {
 #define LT_COMM_WORDS 24
 #define LT_COMM_HAS_TENSOR 0x1u /* impl[] was read */
 #define LT_COMM_HAS_STACK 0x2u	/* a COMM_STACK follows on this thread */
+/* the call has a tensor, but its words could not be read (a page of the
+ * target not present as the probe ran): counted, size not known */
+#define LT_COMM_TENSOR_UNREAD 0x4u
 enum lt_comm_kind {
 	LT_COMM_ALLREDUCE = 1,
 	LT_COMM_ALLREDUCE_COALESCED = 2,
@@ -475,7 +478,7 @@ struct lt_comm_event {
 	u8 backend;
 	u16 ntensors; /* tensors in the vector argument (1 for a single tensor, 0 none) */
 	s32 peer;     /* send / recv: the peer rank; -1 otherwise */
-	u32 flags;    /* LT_COMM_HAS_TENSOR, LT_COMM_HAS_STACK */
+	u32 flags;    /* LT_COMM_HAS_TENSOR, LT_COMM_HAS_STACK, LT_COMM_TENSOR_UNREAD */
 	u32 pad;
 	u64 impl[LT_COMM_WORDS];
 };

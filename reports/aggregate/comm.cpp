@@ -230,6 +230,8 @@ struct CommAggregator::State {
       } else {
         ++p.out.unreadable;
       }
+    } else if (e.flags & LT_COMM_TENSOR_UNREAD) {
+      ++p.out.unreadable;
     }
     std::tuple<std::uint8_t, std::string, std::uint64_t> key{e.kind, dtype, count};
     CommSizeRow* size_row = nullptr;

@@ -90,7 +90,8 @@ struct ProcessComm {
   std::vector<CommSizeRow> sizes;  // by kind, then bytes, then dtype
   std::vector<CommActionRow> actions;
   std::vector<CommGroup> groups;
-  std::uint64_t calls = 0, bytes = 0, unreadable = 0;  // unreadable: a tensor whose words did not decode
+  std::uint64_t calls = 0, bytes = 0,
+                unreadable = 0;  // unreadable: a tensor not read (LT_COMM_TENSOR_UNREAD) or whose words did not decode
   std::uint64_t rows_dropped = 0;  // calls in no row (more distinct sizes or groups than the bounds)
   std::uint64_t marks = 0;         // COMM_MARK records: 0 in a trace without the timing probes
   std::uint64_t untimed = 0;       // calls past the bound of calls timed (kept out of the time columns)

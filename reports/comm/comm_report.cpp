@@ -102,7 +102,8 @@ std::string render_comm_report(const CommReport& rep, const CommRenderOptions& o
            "the input of the gathers and all_to_all; the output of the scatters)\n";
     if (multi) out << "  (some calls passed several tensors: only the first is counted)\n";
     if (p.rows_dropped) out << "  (" << p.rows_dropped << " calls of sizes or groups past the bounds: in no row)\n";
-    if (p.unreadable) out << "  (" << p.unreadable << " calls with a tensor that could not be decoded: size 0)\n";
+    if (p.unreadable)
+      out << "  (" << p.unreadable << " calls with a tensor that could not be read or decoded: counted, size '-')\n";
     if (timing) {
       out << "  (in-flight: entry to completion on gloo's thread, summed over the calls whose completion was seen; "
              "blocked: time a thread waited in Work::wait or DDP's finalize for them; enqueue: entry to hand-off)\n";

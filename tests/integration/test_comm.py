@@ -101,6 +101,28 @@ def parse_comm_report(text, times=None):
     return rows, groups
 
 
+def rank_block(text, rank):
+    """The comm report's block of one rank."""
+    m = re.search(rf"^pid \d+ rank {rank} .*?(?=^pid \d+ rank |\Z)", text, re.S | re.M)
+    return m.group(0) if m else ""
+
+
+def assert_rows(got, want, block, rank):
+    """The rows of a rank are the expected ones.  A call whose tensor the probe
+    could not read (a page of the target not present as it ran: seen once in
+    CI, under load) is counted in its kind's '-' row and said in the report;
+    then every kind's count is still exact, and no sized row is wrong."""
+    unread = sum(n for k, n in got.items() if k[1] == "-" and k[0] != "barrier")
+    if not unread:
+        assert got == want, f"rank {rank}:\n{block}"
+        return
+    assert unread <= 2, f"rank {rank}: {unread} calls unread:\n{block}"
+    assert f"({unread} calls with a tensor that could not be read or decoded: counted, size '-')" in block, block
+    per_kind = lambda rows: {k[0]: sum(n for kk, n in rows.items() if kk[0] == k[0]) for k in rows}
+    assert per_kind(got) == per_kind(want), f"rank {rank}:\n{block}"
+    assert all(k in want and n <= want[k] for k, n in got.items() if k[1] != "-" or k[0] == "barrier"), block
+
+
 def call_lines():
     """The line of each call in comm_gloo.py's one_round: (collective, line)."""
     calls = {"dist.all_reduce(a)": "all_reduce", "dist.all_reduce(s)": "all_reduce", "dist.broadcast(": "broadcast",
@@ -193,7 +215,7 @@ def test_comm_counts_bytes_and_reference(tmp_path, mode):
     for r in (0, 1):
         want = dict(EXPECTED)
         want[P2P[r]] = ROUNDS
-        assert rows[r] == want, f"rank {r}:\n{live}"
+        assert_rows(rows[r], want, rank_block(live, r), r)
         # one process group, every call of it seen, numbered from the attach
         assert groups[r] == [f"pg 0: {ROUNDS * 6} calls, seq 1-{ROUNDS * 6}"], live
         # torch.profiler's count of each dispatcher op in the reference run

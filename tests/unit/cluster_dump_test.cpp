@@ -250,9 +250,15 @@ TEST(HangVerdict, DdpRanksBlockedInBackwardWaitForTheOneElsewhere) {
   EXPECT_NE(text.find("rank 3 has not entered it: it is in /job/train.py:88 (load_batch), blocked in clock_nanosleep"),
             std::string::npos)
       << text;
-  // Seen once in backward (not blocked across both reads): not waiting.
+  // Seen once in backward (not blocked across both reads): not waiting, but
+  // in it -- not "has not entered it" (a rank arriving as we read).
   ps[0].dump.threads[0].blocked_at_least_s = 0;
-  EXPECT_EQ(cluster::hang_verdict(ps).waiting.size(), 2u);
+  const auto once = cluster::hang_verdict(ps);
+  EXPECT_EQ(once.waiting.size(), 2u);
+  const std::string once_text = joined(verdict_lines(once, 1.0));
+  EXPECT_NE(once_text.find("rank 0 is in backward too, but was not blocked there in both reads"), std::string::npos)
+      << once_text;
+  EXPECT_EQ(once_text.find("rank 0 has not entered it"), std::string::npos) << once_text;
 }
 
 TEST(HangVerdict, EveryRankBlockedInBackwardIsNotCalledAHang) {
@@ -264,6 +270,14 @@ TEST(HangVerdict, EveryRankBlockedInBackwardIsNotCalledAHang) {
   EXPECT_FALSE(v.hang);
   EXPECT_EQ(v.inside_now.size(), 4u);
   EXPECT_EQ(joined(verdict_lines(v, 1.0)).rfind("no hang found: every rank was blocked in backward", 0), 0u);
+  // Every rank in backward, one of them moving (still computing): no hang.
+  ps[1].dump.threads[0].blocked_at_least_s = 0;
+  const auto moving = cluster::hang_verdict(ps);
+  EXPECT_FALSE(moving.hang);
+  const std::string moving_text = joined(verdict_lines(moving, 1.0));
+  EXPECT_EQ(moving_text.rfind("no hang found: every rank was in backward, 3 blocked there in both reads", 0), 0u)
+      << moving_text;
+  EXPECT_NE(moving_text.find("rank 1 was inside backward when read, and moving"), std::string::npos) << moving_text;
   // Every rank blocked in one c10d collective is a hang: none is missing,
   // and that is said.
   std::vector<RankProcess> c;

@@ -327,6 +327,33 @@ TEST(CommReport, RowsActionsGroupsAndText) {
             "  pg 1: 2 calls, seq 1-2\n");
 }
 
+// A call whose tensor could not be read (a page not present as the probe
+// ran) is counted in a '-' row and said, not taken for a call without one.
+TEST(CommReport, UnreadTensorIsCountedAndSaid) {
+  Stream s;
+  s.call(LT_COMM_BROADCAST, 0xa000, 1, impl_words({16}, 4));
+  lt_comm_event e{};
+  e.hdr = {LT_EV_COMM, sizeof e, kPid, kPid, 0, ++s.ts};
+  e.pg = 0xa000;
+  e.seq = 2;
+  e.kind = LT_COMM_BROADCAST;
+  e.backend = LT_COMM_GLOO;
+  e.peer = -1;
+  e.ntensors = 1;
+  e.flags = LT_COMM_TENSOR_UNREAD;
+  s.feed(e);
+  s.call(LT_COMM_BARRIER, 0xa000, 3);  // no tensor: not unreadable
+  CommReport rep = s.comm.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  EXPECT_EQ(rep.processes[0].calls, 3u);
+  EXPECT_EQ(rep.processes[0].unreadable, 1u);
+  const std::string text = render_comm_report(rep);
+  EXPECT_NE(text.find("  broadcast          -      -      -      1      0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("(1 calls with a tensor that could not be read or decoded: counted, size '-')"),
+            std::string::npos)
+      << text;
+}
+
 TEST(CommReport, Empty) {
   EXPECT_NE(render_comm_report({}).find("No c10d calls"), std::string::npos);
 }

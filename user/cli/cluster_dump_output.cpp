@@ -1,5 +1,7 @@
 #include "user/cli/cluster_dump_output.h"
 
+#include <algorithm>
+
 #include "reports/format/json_escape.h"
 #include "reports/format/numbers.h"
 #include "user/cli/dump_output.h"
@@ -87,17 +89,22 @@ std::vector<std::string> verdict_lines(const cluster::Verdict& v, double interva
     const std::string apart = (interval_s > 0 ? " (" + fixed(interval_s, 1) + " s apart)" : std::string()) + " (" +
                               std::to_string(v.ranks_read) + " rank(s) read)";
     // In the verdict, inside_now holds blocked ranks only when every rank
-    // was blocked in backward (hang_verdict.h).
-    const bool all_backward = !v.inside_now.empty() && v.inside_now.front().blocked_s > 0;
+    // was in backward, some blocked there (hang_verdict.h).
+    const auto blocked = std::count_if(v.inside_now.begin(), v.inside_now.end(),
+                                       [](const cluster::RankPlace& p) { return p.blocked_s > 0; });
+    const bool all_backward = blocked > 0;
     if (all_backward)
-      out.push_back("no hang found: every rank was blocked in backward in both reads" + apart +
-                    ": a long backward is not told from a stuck DDP reducer (a longer --duration tells more)");
+      out.push_back((blocked == static_cast<long>(v.inside_now.size())
+                         ? "no hang found: every rank was blocked in backward in both reads"
+                         : "no hang found: every rank was in backward, " + std::to_string(blocked) +
+                               " blocked there in both reads") +
+                    apart + ": a long backward is not told from a stuck DDP reducer (a longer --duration tells more)");
     else
       out.push_back("no hang found: no rank was blocked in a c10d collective in both reads" + apart);
     for (const auto& p : v.inside_now)
       out.push_back("rank " + std::to_string(p.rank) + " was inside " +
                     (p.collective.empty() ? std::string(cluster::kBackward) : p.collective) + " when read" +
-                    (all_backward ? ": " : ", and moving: ") + where(p));
+                    (p.blocked_s > 0 ? ", blocked: " : ", and moving: ") + where(p));
   } else {
     out.push_back(
         "hang: " + ranks_word(v.waiting) + " wait in " + v.collective +

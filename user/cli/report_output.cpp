@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <unordered_set>
 
 #include "reports/advanced/advanced_report.h"
 #include "reports/format/numbers.h"
@@ -216,9 +217,11 @@ int write_simple_reports(const ActionsReport& rep, const OutputOptions& out) {
     ++written;
   }
   for (auto* p : shown) notes(*p);
-  // Processes without a report of their own still say what they lost.
+  // Processes without a report of their own still say what they lost
+  // (a set: a trace may hold 100,000 processes).
+  const std::unordered_set<const ProcessActions*> with_report(shown.begin(), shown.end());
   for (auto& p : rep.processes)
-    if (std::find(shown.begin(), shown.end(), &p) == shown.end()) loss_note(p);
+    if (!with_report.count(&p)) loss_note(p);
   if (quiet && shown.size() != quiet)
     std::cerr << "ltrace-bpf: " << quiet
               << " other Python process(es) (DataLoader workers, launchers) ran no "

@@ -103,12 +103,11 @@ std::optional<RankPlace> rank_place(const RankProcess& p) {
     if (!first) first = &t;
     const bool is_main = t.status.tid == p.dump.pid;
     if (is_main) main = &t;
-    const std::string c = collective_of(t.frames);
-    // A thread blocked across both reads inside backward() (no c10d frame):
-    // DDP's reducer waiting for the gradient all-reduce, most likely.
-    const bool in_backward =
-        c.empty() && t.blocked_at_least_s > 0 && std::any_of(t.frames.begin(), t.frames.end(), is_backward_frame);
-    if (in_backward && (!waiting || is_main)) waiting = place_of(p, t, std::string(kBackward));
+    std::string c = collective_of(t.frames);
+    // Inside backward() with no c10d frame: blocked across both reads, that
+    // is DDP's reducer waiting for the gradient all-reduce, most likely; seen
+    // there once, the rank is in it (computing, or just arrived), not elsewhere.
+    if (c.empty() && std::any_of(t.frames.begin(), t.frames.end(), is_backward_frame)) c = kBackward;
     if (c.empty()) continue;
     if (t.blocked_at_least_s > 0 && (!waiting || is_main)) waiting = place_of(p, t, c);
     if (!inside || is_main) inside = place_of(p, t, c);
@@ -174,12 +173,14 @@ Verdict hang_verdict(const std::vector<RankProcess>& processes) {
                    if (a.second != b.second) return a.second < b.second;
                    return first_rank[a.first] > first_rank[b.first];  // ties: the lowest rank's
                  })->first;
-  // Every rank blocked in backward() is as well a long backward (a GPU's
-  // work, waited for on the CPU) as a stuck reducer: a hang only when some
-  // rank is elsewhere.
-  // Ranks that died or could not be read are elsewhere too.
+  // Every rank in backward(), some blocked there, is as well a long backward
+  // (a GPU's work, waited for on the CPU) as a stuck reducer: a hang only
+  // when some rank is elsewhere.  Ranks that died or could not be read are
+  // elsewhere too.
   const int expected = std::max({static_cast<int>(places.size()), static_cast<int>(seen.size()), world});
-  v.hang = v.collective != kBackward || count[v.collective] < expected;
+  const auto in_backward =
+      std::count_if(places.begin(), places.end(), [](const auto& kv) { return kv.second.collective == kBackward; });
+  v.hang = v.collective != kBackward || in_backward < expected;
   if (!v.hang) {
     for (const auto& [rank, r] : places) v.inside_now.push_back(r);
     v.collective.clear();
