@@ -740,7 +740,11 @@ void Session::describe_stack(const lt_event_header& h, std::span<const std::byte
   if (!symbolizer_ || !interp) return;
   const auto e = read_record<lt_py_sample_event>(record);
   symbolizer_->describe(e, *interp, targets_.ancestors(pid));
-  if (natives_) natives_->describe(pid, e.user_ip, interp->binary, h.ts_ns);
+  // No native leaf for a collective's stack (its report shows the Python
+  // frames): naming one loads the library's symbols (libtorch_cpu: most of a
+  // second), and the drain stalled behind it saw a short job exit before
+  // its later code objects were read (CI: every frame of a rank <unknown>).
+  if (natives_ && h.kind != LT_EV_COMM_STACK) natives_->describe(pid, e.user_ip, interp->binary, h.ts_ns);
 }
 
 void Session::emit_process_records(pid_t pid, const python::Interpreter* interp, std::uint32_t flags,
