@@ -15,6 +15,24 @@ VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
 SITE_PACKAGES = glob.glob(os.path.join(ROOT, ".venv", "lib", "python3*", "site-packages"))
 WORKLOADS = os.path.join(ROOT, "tests", "workloads")
 PYENV = "/root/.pyenv/versions"
+# A build of tests/unit (its InjectCli.FromEnvironment is the injector of
+# test_inject*.py, its MergedPage test writes test_dashboard.py's page):
+# make test passes the ASan build's, so the plain one is never compiled.
+UNIT_TESTS = os.environ.get("LT_UNIT_TESTS") or os.path.join(ROOT, "build", "unit-tests")
+# Under make test (LT_REQUIRE_ALL=1) every test must run: make deps installed
+# what each needs, so a skip there is a failure (pytest_runtest_makereport
+# below).  A user's ad-hoc pytest keeps the skips.
+REQUIRE_ALL = os.environ.get("LT_REQUIRE_ALL") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_ALL and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under make test (LT_REQUIRE_ALL=1), where nothing may be missing: {reason}"
 
 
 def pyenv_python(minor):

@@ -98,7 +98,9 @@ def test_a_blocked_rank_is_named_and_the_others_wait_in_all_reduce(job):
     open(os.path.join(job["ctl"], "hang"), "w").write(str(HANG_RANK))
     text = wait_for(str(job["tmp"] / f"rank{HANG_RANK}.out"), "BLOCKING", 120)
     line = int(re.search(r"BLOCKING \d+ (\d+)", text).group(1))
-    time.sleep(0.5)  # the others reach their all_reduce (milliseconds)
+    for rank in range(len(NODES)):  # the others are at (microseconds from) their waiting all_reduce
+        if rank != HANG_RANK:
+            wait_for(str(job["tmp"] / f"rank{rank}.out"), "WAITING", 120)
     r, took = cluster_dump(job)
     assert r.returncode == HANG_EXIT, r.stdout[-4000:] + r.stderr
     verdict = r.stdout[r.stdout.index("Verdict:"):]
@@ -137,7 +139,8 @@ def test_a_blocked_rank_is_named_and_the_others_wait_in_all_reduce(job):
 
 def test_once_let_go_there_is_no_hang_left(job):
     let_go(job["ctl"])
-    time.sleep(0.5)  # rank 3 goes on, the all_reduce completes, the loop runs again
+    for rank in range(len(NODES)):  # rank 3 goes on, the all_reduce completes, the loop runs again
+        wait_for(str(job["tmp"] / f"rank{rank}.out"), "PASSED", 120)
     r, _ = cluster_dump(job)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     assert "no hang found" in r.stdout

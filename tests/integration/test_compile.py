@@ -204,7 +204,7 @@ def test_fused_kernels_are_named_leaves_of_sampled_stacks(attach, inductor_cache
     anonymous `kernel` symbol."""
     cache, _, _ = inductor_cache
     out = tmp_path / "stacks.txt"
-    run = attach([VENV_PY, COMPILED_MLP, "--iters", "1000"], lt_args=["--rate", "999", "--collapsed", str(out)],
+    run = attach([VENV_PY, COMPILED_MLP, "--iters", "4000"], lt_args=["--rate", "999", "--collapsed", str(out)],
                  env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     sites = kernel_call_sites(str(cache))
@@ -221,9 +221,13 @@ def test_fused_kernels_are_named_leaves_of_sampled_stacks(attach, inductor_cache
             kernel += int(n)
     # The kernels' own code (not the libm calls they make, which are leaves
     # of their own) held about 4% of the compiled steps' samples on an idle
-    # machine; a share, so load does not matter.
-    # (On a loaded CI machine: 4 of 422, under 1%: the count is what is checked.)
-    assert in_graph > 0 and kernel >= 3, (kernel, in_graph)
+    # machine, 0.95% once on a loaded CI machine (4 of 422).  Samples come
+    # per ms of the thread's CPU time, so their number is set by the
+    # iterations, not by load: with >= 1,000 in the graph, a share of even
+    # 0.95% gives ~9.5 kernel samples, and none at all has a chance below
+    # 1e-4 (Poisson): a miss is a defect, not luck.
+    assert in_graph >= 1000, f"only {in_graph} samples in the compiled graph: too few to judge"
+    assert kernel > 0, (kernel, in_graph)
 
 
 def test_graph_break_resume_shows_the_users_function(attach, inductor_cache, tmp_path):

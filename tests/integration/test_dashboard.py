@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, WORKLOADS, parse_simple_report, wait_for
+from conftest import LTRACE, UNIT_TESTS, VENV_PY, WORKLOADS, parse_simple_report, wait_for
 
 TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
 BATCHES = 24
@@ -635,7 +635,7 @@ def test_merged_page_syncs_timelines_on_the_common_numbering(tmp_path):
     (each in its own numbers), leave the rank apart alone, and the clicked
     cell's command names the rank's own steps."""
     page = tmp_path / "merged.html"
-    unit = os.path.join(os.path.dirname(LTRACE), "unit-tests")
+    unit = UNIT_TESTS
     r = subprocess.run([unit, "--gtest_filter=MergedPage.RanksAttachedLaterAreOnTheCommonNumbering"],
                        env=dict(os.environ, LT_MERGED_PAGE_OUT=str(page)), capture_output=True, text=True,
                        timeout=120)

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from conftest import PYENV, ROOT, VENV_PY, WORKLOADS
+from conftest import PYENV, ROOT, UNIT_TESTS, VENV_PY, WORKLOADS
 
-UNIT_TESTS = os.environ.get("LT_UNIT_TESTS", os.path.join(ROOT, "build", "unit-tests"))
+
 NO_PROC, IO = 3, 8
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (ptrace)")

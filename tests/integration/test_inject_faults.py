@@ -21,8 +21,7 @@ import time
 
 import pytest
 
-from conftest import LTRACE, ROOT, WORKLOADS
-from test_inject import UNIT_TESTS
+from conftest import LTRACE, ROOT, UNIT_TESTS, WORKLOADS
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (ptrace)")
 

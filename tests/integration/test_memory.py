@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 
+from busy import wait_until
 from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
 
 # The binary under test (LTRACE_BPF=another build: does it fail without the fix?)
@@ -33,6 +34,16 @@ def rss_mb(pid):
     return None
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds (/proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def steady_growth(samples):
     """MB added by increments below STEP_MB per second (one-off loads left out)."""
     grown = 0.0
@@ -51,7 +62,12 @@ def test_live_rss_stays_flat(tmp_path):
                                 "--batches", "400", "--until-file", str(stop)], stdout=lo, stderr=subprocess.STDOUT)
     try:
         wait_for(str(log), "READY", 300, job)
-        time.sleep(2)
+        # The fit is under way (Trainer set-up done) once the job has spent
+        # a second of CPU time past READY: a condition, not a guessed sleep.
+        ready_cpu = cpu_seconds(job.pid)
+        wait_until(lambda: cpu_seconds(job.pid) >= ready_cpu + 1.0 or job.poll() is not None, 300,
+                   "the fit to use 1 s of CPU")
+        assert job.poll() is None, log.read_text()
         with open(tmp_path / "lt.out", "w") as out, open(tmp_path / "lt.err", "w") as err:
             lt = subprocess.Popen([LTRACE_BIN, "--pid", str(job.pid), "-v", "--report", "simple,advanced,ops", "--rate",
                                    "999"], stdout=out, stderr=err)

@@ -38,7 +38,9 @@ def torch_profile(python, args, tmp_path, env=None):
                        timeout=300, cwd=tmp_path, env=dict(os.environ, **(env or {})))
     assert r.returncode == 0, r.stderr[-2000:]
     data = json.loads(out.read_text())
-    ops = {k: dict(v, raw=data["raw_counts"].get(k, 0)) for k, v in data["ops"].items() if k.startswith("aten::")}
+    ops = {k: dict(v, raw=data["raw_counts"].get(k, 0), exact=data["exact_merged"].get(k, 0),
+                   ties=data["merge_ties"].get(k, 0))
+           for k, v in data["ops"].items() if k.startswith("aten::")}
     return ops, r.stdout
 
 
@@ -61,9 +63,13 @@ def raw_calls(dump_path):
     return out
 
 
-def check_against_profiler(ours, theirs):
-    """Same names and identical calls for the ops both see; CPU totals and the
-    top-10 ranking agree within what sampling at 999 Hz can resolve."""
+def assert_merged_calls(what, calls, exact, ties, raw):
+    assert calls <= raw, (what, calls, raw)
+    assert abs(calls - exact) <= ties, (what, calls, exact, ties)
+
+
+def check_calls(ours, theirs):
+    """Same names and identical calls for the ops both see."""
     missing = sorted(set(theirs) - set(ours))
     assert not missing, f"torch.profiler saw ops we did not: {missing}"
     for name, t in theirs.items():
@@ -72,11 +78,17 @@ def check_against_profiler(ours, theirs):
         else:
             # torch merged some calls into a same-named parent (aten::sum ->
             # aten::sum.dim_IntList).  It finds parents by timestamps of
-            # microsecond resolution, so on ties it merges a few calls more
-            # or less than the real nesting, which we see exactly: allow
-            # that, and never more than the calls it recorded.
-            assert ours[name]["calls"] <= t["raw"], (name, ours[name]["calls"], t)
-            assert abs(ours[name]["calls"] - t["count"]) <= 3 + 0.1 * t["raw"], (name, ours[name]["calls"], t)
+            # microsecond resolution, so on ties it may merge a call more or
+            # less than the real nesting, which we see exactly: we must
+            # count what its rule gives on the real nesting (recomputed from
+            # its events' nanosecond times: tests/workloads/torch_merge.py),
+            # and where it has only microseconds (torch 1.13), within the
+            # calls that sit on such a tie.
+            assert_merged_calls(name, ours[name]["calls"], t["exact"], t["ties"], t["raw"])
+
+def check_shares(ours, theirs):
+    """CPU totals and the top-10 ranking agree within what sampling at 999 Hz
+    can resolve."""
     # CPU totals: the profiler measures wall time per op (its own overhead
     # included: a few us per op), we count 1 ms cpu-clock samples; a busy
     # machine stretches wall time, not CPU time, so compare each op's share
@@ -111,13 +123,13 @@ CASES = [pytest.param(VENV_PY, [], id="pypi-torch"),
          # the interpreter in libpython3.11.so (pyenv) instead of the executable
          pytest.param(PYENV_311, [], id="pyenv-3.11-libpython"),
          pytest.param(VENV_PY, ["--raising"], id="pypi-torch-raising"),
-         # torch 1.13 only: aten::sigmoid's sampled CPU share came out
-         # 0.025-0.031 against torch.profiler's 0.064 (wall time) in 3 of 7
-         # runs, just past the 50% tolerance; call counts always agree and
-         # 2.x agrees.  Not yet understood: marked, not hidden (docs/design-ops.md).
-         pytest.param(TORCH113_PY, [], id="pypi-torch-1.13",
-                      marks=pytest.mark.xfail(reason="torch 1.13: aten::sigmoid's sampled share at the tolerance's edge (open)",
-                                              strict=False))]
+         pytest.param(TORCH113_PY, [], id="pypi-torch-1.13")]
+# torch 1.13 only: aten::sigmoid's sampled CPU share came out 0.025-0.031
+# against torch.profiler's 0.064 (wall time) in 3 of 7 runs, just past the
+# 50% tolerance; call counts always agree and 2.x agrees.  Not yet
+# understood (docs/design-ops.md): only that share comparison is marked, as
+# an expected failure when it misses; every count is asserted strictly.
+SHARE_OPEN = {TORCH113_PY: "torch 1.13: aten::sigmoid's sampled share at the tolerance's edge (open)"}
 
 
 @pytest.mark.parametrize("python,extra", CASES)
@@ -138,8 +150,15 @@ def test_ops_agree_with_torch_profiler(attach, tmp_path, python, extra):
     assert result_line(run.target_out) == result_line(prof_out)  # same work, same result
     tables = parse_ops_report(run.lt_out)
     assert list(tables) == ["records"], run.lt_out[:500]  # no Lightning: one table for the window
-    check_against_profiler(merged(tables), theirs)
+    ours = merged(tables)
+    check_calls(ours, theirs)
     assert "are sampled estimates" in run.lt_err
+    try:
+        check_shares(ours, theirs)
+    except AssertionError:
+        if python in SHARE_OPEN:
+            pytest.xfail(SHARE_OPEN[python])
+        raise
 
 
 def test_lightning_fit_per_step_function(attach, tmp_path):
@@ -177,6 +196,7 @@ def test_schedule_keeps_lightnings_active_steps(attach):
                  lt_args=["--report", "ops", "--row-limit", "-1", "--schedule"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     every = attach([VENV_PY, TRAIN, "--epochs", "1", "--batches", "10"], lt_args=["--report", "ops", "--row-limit", "-1"])
+    assert every.target_rc == 0 and every.lt_rc == 0, every.lt_err
     step = "[Strategy]SingleDeviceStrategy.training_step"
     scheduled = parse_ops_report(run.lt_out)[step]
     full = parse_ops_report(every.lt_out)[step]
@@ -220,6 +240,7 @@ def test_group_by_input_shapes_matches_torch_profiler(attach, tmp_path, python):
 def test_ops_report_layout(attach):
     run = attach([VENV_PY, TORCH_OPS, "--iters", "200"],
                  lt_args=["--report", "ops", "--row-limit", "5", "--sort-by", "count"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     lines = run.lt_out.splitlines()
     assert lines[0] == "Profiler Report" and lines[1] == "Profile stats for: records"
     header = re.split(r"\s{2,}", lines[3].strip())
@@ -241,7 +262,7 @@ def test_bad_sort_key_is_lightnings_error():
 def test_ops_filter_and_no_match(attach):
     run = attach([VENV_PY, TORCH_OPS, "--iters", "100"],
                  lt_args=["--report", "ops", "--ops", "aten::mm,aten::sig*", "--row-limit", "-1"])
-    assert run.target_rc == 0 and run.lt_rc == 0
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     rows = parse_ops_report(run.lt_out)["records"]
     assert set(rows) == {"aten::mm", "aten::sigmoid"}
     probes = int(re.search(r"op probes: (\d+) in", run.lt_err).group(1))
@@ -271,7 +292,7 @@ def test_raising_ops_do_not_hurt_the_target(attach, tmp_path, mode):
     backward) under every probe: the target ends as it does without us."""
     args = ["--iters", "150", "--raising"]
     plain = subprocess.run([VENV_PY, TORCH_OPS] + args, capture_output=True, text=True, timeout=300)
-    assert plain.returncode == 0
+    assert plain.returncode == 0, plain.stderr[-2000:]
     if mode[0] == "record":  # a subcommand: it goes before --pid
         run = attach([VENV_PY, TORCH_OPS] + args, lt_args=mode[1:], subcommand="record")
     else:
@@ -307,6 +328,7 @@ def test_attach_and_detach_mid_run(tmp_path):
     alone: same result as never attached, exit code 0."""
     args = ["--iters", "100", "--repeat", "25"]
     plain = subprocess.run([VENV_PY, TORCH_OPS] + args, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
     target = subprocess.Popen([VENV_PY, TORCH_OPS] + args, stdout=subprocess.PIPE, text=True)
     try:
         assert target.stdout.readline().startswith("READY")
@@ -418,9 +440,9 @@ def test_each_step_table_holds_only_its_stages_batches(tmp_path, python):
         for name, n in merged_ref.items():
             if raw_ref.get(name) == n:
                 assert ours[name]["calls"] == n, (stage, name, ours[name]["calls"], n)
-            else:  # torch merged calls into a same-named parent: see check_against_profiler
-                assert ours[name]["calls"] <= raw_ref[name], (stage, name, ours[name]["calls"], raw_ref[name])
-                assert abs(ours[name]["calls"] - n) <= 3 + 0.1 * raw_ref[name], (stage, name, ours[name]["calls"], n)
+            else:  # torch merged calls into a same-named parent: see check_calls
+                assert_merged_calls((stage, name), ours[name]["calls"], data["exact_merged"][stage].get(name, 0),
+                                    data["merge_ties"].get(stage, {}).get(name, 0), raw_ref[name])
     # The rest (optimizer set-up, epoch ends) is in a table of its own, and
     # holds at least what torch.profiler saw outside every batch (we also
     # see the ops before its profile began).

@@ -310,17 +310,19 @@ def cpu_seconds_of_report(path, user_only=False):
 
 
 def test_crafted_traces_report_in_linear_time(tmp_path):
-    """Each crafted trace's report time grows linearly with its size (2 MB
-    against 0.5 MB: 4x when linear, 16x when quadratic; allow 7x), and a
-    crafted 2 MB trace costs at most 12x the CPU time of a normal one
-    (measured: most under 2x).  `pids` (100,000 processes, each with its own
-    reports: ~57 bytes of report per input byte) is bound by its output,
-    so only its growth is checked, and on user CPU time: its memory grows
-    linearly (188 -> 777 MB, 4.2x the page faults), but the kernel's time
-    for those faults grew 10x (0.20 -> 1.98 s; user 0.59 -> 2.98 s), which
-    put the total at 7.0x once in CI.  Before: `pids` was quadratic (over
-    300 s; later a quadratic loss-note lookup in the Simple reports), `zstd`
-    ~8x slower than now."""
+    """Each crafted trace's report time grows linearly with its size: 2 MB
+    against 0.5 MB is 4x when linear and 16x when quadratic; the bound is
+    their geometric midpoint, 8x (an exponent of 1.5), so either side of it
+    is a factor of 2 away.  Growth is judged on user CPU time, the time in
+    our own code: the kernel's share (page faults of a report whose memory
+    grows linearly) grew 10x for `pids` (0.20 -> 1.98 s) while its user time
+    grew 5.0x (0.59 -> 2.98 s), which put the total at 7.0x once in CI.  A
+    crafted 2 MB trace also costs at most 12x the CPU time of a normal one
+    (measured: most under 2x), except `pids` (100,000 processes, each with
+    its own reports: ~57 bytes of report per input byte), which is bound by
+    its output.  Before: `pids` was quadratic (over 300 s; later a
+    quadratic loss-note lookup in the Simple reports), `zstd` ~8x slower
+    than now."""
     size = 2_000_000
     normal = tmp_path / "normal.ltrace"
     subprocess.run([ADVERSARIAL, "normal", str(size), str(normal)], check=True, timeout=300)
@@ -332,12 +334,12 @@ def test_crafted_traces_report_in_linear_time(tmp_path):
             path = tmp_path / f"{kind}.ltrace"
             subprocess.run([ADVERSARIAL, kind, str(n), str(path)], check=True, timeout=300)
             assert abs(path.stat().st_size - n) < n // 2, (kind, path.stat().st_size)
-            times.append(cpu_seconds_of_report(path, user_only=kind == "pids"))
+            times.append(cpu_seconds_of_report(path, user_only=True))
             path.unlink()
         quarter, full = times
         # A floor of 0.25 s: below it, start-up and the clock's grain are
         # most of the time (`codes` measured 0.06 s -> 0.49 s, linear).
-        if full > 7 * max(quarter, 0.25):
+        if full > 8 * max(quarter, 0.25):
             superlinear[kind] = (round(quarter, 2), round(full, 2))
         if kind != "pids" and full > 12 * base:
             slow[kind] = round(full / base, 1)

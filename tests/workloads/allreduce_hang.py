@@ -10,7 +10,10 @@ first all_reduce.  Files in CTL_DIR:
   hang    written by the test: its text is the rank that blocks; that rank
           then reads CTL_DIR/feed (a FIFO, opened read-write so the open
           does not block: the read does) in load_batch, printing
-          "BLOCKING <rank> <line>" first; a byte written there lets it go on;
+          "BLOCKING <rank> <line> <step>" first; every other rank prints
+          "WAITING <rank> <step>" just before the all_reduce that waits for
+          it; a byte written there lets it go on, and each rank prints
+          "PASSED <rank> <step>" once that all_reduce completes;
   stop    every rank leaves the loop at the next all_reduce and exits.
 """
 import os
@@ -46,16 +49,28 @@ READ_LINE = next(i for i, l in enumerate(open(__file__), 1) if "# READ_LINE" in 
 t = torch.ones(16)
 step = 0
 blocked = False
+waiting_said = passed_said = False
 while True:
-    flags = torch.tensor([float(os.path.exists(os.path.join(ctl, "stop")))])
-    dist.all_reduce(flags)  # every rank sees the stop at the same step
-    if flags.item() > 0:
+    # Every rank sees the stop and the hang request at the same step: the
+    # flags are reduced with MAX (no request: -1 everywhere).
+    flags = torch.tensor([float(os.path.exists(os.path.join(ctl, "stop"))), float(hang_rank())])
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    if flags[0].item() > 0:
         break
-    if not blocked and hang_rank() == rank:
+    hang = int(flags[1].item())
+    if not blocked and hang == rank:
         blocked = True
-        print("BLOCKING", rank, READ_LINE, flush=True)
+        print("BLOCKING", rank, READ_LINE, step, flush=True)
         load_batch(os.path.join(ctl, "feed"))
+    elif hang >= 0 and not waiting_said:
+        # the test waits for this line: the next call waits for the blocked rank
+        waiting_said = True
+        print("WAITING", rank, step, flush=True)
     dist.all_reduce(t)
+    if hang >= 0 and not passed_said:
+        # once the blocked rank is let go, every rank gets past that step
+        passed_said = True
+        print("PASSED", rank, step, flush=True)
     t.fill_(1)
     if step == 0:
         print("READY", rank, os.getpid(), flush=True)

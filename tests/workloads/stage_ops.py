@@ -155,8 +155,23 @@ def main():
             stage = next((s[3][4:] for s in scopes if s[2] == tid and s[0] <= start and end <= s[1]), "outside")
             d = raw.setdefault(stage, {})
             d[name] = d.get(name, 0) + 1
+        # torch's merge on the real nesting (what ltrace-bpf must count),
+        # and the calls whose microsecond times make it ambiguous.
+        from torch_merge import merged_nodes
+        exact, ties = {}, {}
+        for tid, start, end, name, dropped, tie in merged_nodes(prof.profiler.kineto_results.events()):
+            if not name.startswith("aten::"):
+                continue
+            stage = next((s[3][4:] for s in scopes if s[2] == tid and s[0] <= start and end <= s[1]), "outside")
+            if not dropped:
+                d = exact.setdefault(stage, {})
+                d[name] = d.get(name, 0) + 1
+            if tie:
+                d = ties.setdefault(stage, {})
+                d[name] = d.get(name, 0) + 1
         with open(a.out, "w") as f:
-            json.dump({"merged": merged, "raw": raw, "step_functions": STAGES}, f)
+            json.dump({"merged": merged, "raw": raw, "exact_merged": exact, "merge_ties": ties,
+                       "step_functions": STAGES}, f)
     print("RESULT %.6f" % float(sum(p.detach().double().sum() for p in model.parameters())), flush=True)
     return 0
 

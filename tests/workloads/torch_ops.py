@@ -95,12 +95,15 @@ def main():
         raw = {}
         for e in prof.profiler.kineto_results.events():
             raw[e.name()] = raw.get(e.name(), 0) + 1
+        # The same merge on the real nesting (what ltrace-bpf must count).
+        from torch_merge import merged_counts
+        exact, ties = merged_counts(prof.profiler.kineto_results.events())
         shapes = {}
         if a.record_shapes:
             for e in prof.key_averages(group_by_input_shape=True):
                 shapes[e.key + " " + str(e.input_shapes)] = e.count
         with open(a.profile, "w") as f:
-            json.dump({"ops": rows, "raw_counts": raw, "shapes": shapes,
+            json.dump({"ops": rows, "raw_counts": raw, "exact_merged": exact, "merge_ties": ties, "shapes": shapes,
                        "table": prof.key_averages().table(sort_by="cpu_time_total", row_limit=-1)}, f)
     else:
         for _ in range(a.repeat):
