@@ -55,8 +55,8 @@ def result_line(out):
     return next(line for line in out.splitlines() if line.startswith("RESULT"))
 
 
-def seconds(out):
-    return float(next(line for line in out.splitlines() if line.startswith("SECONDS")).split()[1])
+def seconds(out, what="SECONDS"):
+    return float(next(line for line in out.splitlines() if line.startswith(what + " ")).split()[1])
 
 
 def self_cpu_total_us(text):
@@ -92,11 +92,13 @@ def test_compiled_regions_and_kernels_match_torch_profiler(attach, inductor_cach
     # The table's Self CPU total accounts for the compiled work. Two runs'
     # absolute times differ by more than any fixed slack (0.29 s vs 0.35 s
     # for the same steps, idle machine), so compare within each run: our
-    # total is sampled on-CPU time of the steps the target timed itself
-    # (SECONDS), so at most that wall time and, even with the target
-    # preempted by two CPU hogs, a real share of it.
+    # total is sampled on-CPU time of the steps, so it is compared with the
+    # CPU time the target measured over them (CPU_SECONDS, every thread):
+    # at most that (+10 % and 5 ms for the sampler's edges) and at least
+    # 40 % of it (the rest: the Python loop around the graph).  Wall time
+    # is no reference: a busy machine stretched it past 2.5x (CI).
     ours_total = self_cpu_total_us(run.lt_out)
-    steps_us = seconds(run.target_out) * 1e6
+    steps_us = seconds(run.target_out, "CPU_SECONDS") * 1e6
     assert 0.4 * steps_us <= ours_total <= 1.1 * steps_us + 5000, (ours_total, steps_us, run.lt_out[-3000:])
     # Where the time went, as shares of each table's own total: inductor's
     # kernels (which torch.profiler cannot see into) hold what its
