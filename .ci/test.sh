@@ -54,11 +54,14 @@ fetch_log=build/deps-fetch.log
 bash .ci/deps.sh python roots >"$fetch_log" 2>&1 &
 fetch_pid=$!
 
-phase check make --no-print-directory check
-phase build make --no-print-directory all asan-build fuzz-build
-phase unit make --no-print-directory asan
-phase fuzz make --no-print-directory fuzz
+# Under `make test` this script runs at MAKELEVEL 1, where the Makefile
+# adds no -j: every make here says how many jobs itself.
+MAKE_J=(make --no-print-directory -j"$(nproc 2>/dev/null || echo 2)")
+phase check "${MAKE_J[@]}" check
+phase build "${MAKE_J[@]}" all asan-build fuzz-build
+phase unit "${MAKE_J[@]}" asan
+phase fuzz "${MAKE_J[@]}" fuzz
 phase fetch-wait wait "$fetch_pid" || tail -20 "$fetch_log" >&2
-phase integration make --no-print-directory integration-test UNIT_TESTS=build-asan/unit-tests
+phase integration "${MAKE_J[@]}" integration-test UNIT_TESTS=build-asan/unit-tests
 summary
 exit $first_rc
