@@ -37,6 +37,10 @@ apt_install() {
   fi
 }
 
+# Installs use --no-compile: byte-compiling every module of torch costs CPU
+# the builds running beside them need; the modules a program imports are
+# compiled (and cached) at their first import.
+#
 # Real torch + real Lightning for the tests, demo and benchmarks, in a venv on
 # Debian's python3.11 (the interpreter lives in the executable: one of the two
 # layouts we support; pyenv's 3.11 reuses these site-packages for the other).
@@ -47,7 +51,7 @@ venv_main() {
   if ! { .venv/bin/python -c "import torch, pytorch_lightning, pytest, pytest_timeout, hta, jsonschema, perfetto" \
            2>/dev/null && [ -x .venv/bin/py-spy ]; }; then
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -r .ci/requirements.txt
+    .venv/bin/pip install -q --no-compile -r .ci/requirements.txt
   fi
 }
 
@@ -55,7 +59,7 @@ venv_main() {
 venv_demo() {
   [ -x .venv/bin/python ] || /usr/bin/python3.11 -m venv .venv
   if ! .venv/bin/python -c "import torch, pytorch_lightning" 2>/dev/null; then
-    .venv/bin/pip install -q -r .ci/requirements-demo.txt
+    .venv/bin/pip install -q --no-compile -r .ci/requirements-demo.txt
   fi
 }
 
@@ -84,7 +88,7 @@ venv_torch113() {
   [ -x .venv-torch113/bin/python ] || "$PY310" -m venv .venv-torch113
   if ! { cmp -s .ci/requirements-torch113.txt .venv-torch113/requirements.txt &&
          .venv-torch113/bin/python -c "import torch, pytorch_lightning" 2>/dev/null; }; then
-    .venv-torch113/bin/pip install -q --no-deps -r .ci/requirements-torch113.txt
+    .venv-torch113/bin/pip install -q --no-compile --no-deps -r .ci/requirements-torch113.txt
     cp .ci/requirements-torch113.txt .venv-torch113/requirements.txt
   fi
 }

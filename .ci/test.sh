@@ -8,7 +8,7 @@
 #   check         include layering + clang-format (no build)
 #   build         one make, one job server: the product, the bridge, the ASan+UBSan unit
 #                 tests and the fuzz targets (each source compiled once per flavour)
-#   unit          the unit tests under ASan+UBSan
+#   unit          the unit tests under ASan+UBSan (the scale tests in a plain build)
 #   fuzz          both libFuzzer targets at once, FUZZ_SECONDS each
 #   fetch-wait    what is left of the fetch
 #   integration   pytest tests/integration (real BPF, CPythons, torch, Lightning, Slurm,
@@ -58,7 +58,7 @@ fetch_pid=$!
 # adds no -j: every make here says how many jobs itself.
 MAKE_J=(make --no-print-directory -j"$(nproc 2>/dev/null || echo 2)")
 phase check "${MAKE_J[@]}" check
-phase build "${MAKE_J[@]}" all asan-build fuzz-build
+phase build "${MAKE_J[@]}" all build/scale-tests asan-build fuzz-build
 phase unit "${MAKE_J[@]}" asan
 phase fuzz "${MAKE_J[@]}" fuzz
 phase fetch-wait wait "$fetch_pid" || tail -20 "$fetch_log" >&2

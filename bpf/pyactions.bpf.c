@@ -486,6 +486,27 @@ int BPF_KPROBE(lt_next, u64 module, u64 args, u64 nargs)
 	return 0;
 }
 
+/* Py_FinalizeEx: a target's interpreter begins to shut down.  Its last
+ * samples name code objects that only the live process can tell us, and
+ * the drain reads the main ring on a 20 ms timer (its records never wake
+ * it), which a short job's exit can outrun: a frame left <unknown>.  So
+ * this wakes the drain at once, through a ring of its own (a waiter on the
+ * main ring would be woken by every record: it always has data). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} lt_wakeups SEC(".maps");
+
+SEC("uprobe")
+int BPF_KPROBE(lt_finalize)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&lt_targets, &tgid))
+		return 0;
+	bpf_ringbuf_output(&lt_wakeups, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
 /* generator.throw(exc): contextlib's __exit__ on an exception */
 SEC("uprobe")
 int BPF_KPROBE(lt_gen_throw, u64 gen)

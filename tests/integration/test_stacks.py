@@ -327,3 +327,28 @@ def test_gil_contention_shows_off_cpu(attach):
     off = sections(run.lt_out, "Off-CPU stats for: ")["[no Lightning action]"]
     spin = next(r for r in off if r[5].endswith("(contend.<locals>.spin)"))
     assert float(spin[2]) > 0.25 * 2 * 3, spin  # > 25% of 2 threads x 3 s blocked
+
+
+@pytest.mark.parametrize("name,python", [("3.11-lib", pyenv_python(11)), ("debian-3.11-exe", "/usr/bin/python3.11"),
+                                         ("3.13-lib", pyenv_python(13))], ids=lambda v: v if isinstance(v, str) else "")
+def test_last_milliseconds_before_exit_are_named(attach, name, python):
+    """Eight functions first sampled in the last ~16 ms of CPU before the
+    interpreter exits (tests/workloads/exit_burst.py): every sample of them
+    is named.  The drain reads the ring every 20 ms, so before the
+    Py_FinalizeEx wake-up it often came after the process was gone and
+    those frames were <unknown> (issue 30: a CI failure of
+    test_stack_cut.py, a sample of `__exit__` in an action's last
+    milliseconds)."""
+    run = attach([python, os.path.join(WORKLOADS, "exit_burst.py")],
+                 ["--rate", "999", "--report", "advanced", "--collapsed", "stacks.txt"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    cpu_s = json.loads(run.target_out.strip().splitlines()[-1])["cpu_s"]
+    stacks = collapsed(run.tmp / "stacks.txt")
+    unknown = [(fr, c) for fr, c in stacks if any(function_of(f) == "<unknown>" for f in fr)]
+    assert not unknown, (unknown, run.lt_err[-2000:])
+    assert "named <unknown>" not in run.lt_err, run.lt_err[-2000:]
+    bursts = sum(c for fr, c in stacks if any(function_of(f).startswith("burst_") for f in fr))
+    # Every ms of their CPU time sampled (periodic in CPU time: within a
+    # sample per burst of the rate times their CPU seconds).
+    expected = RATE * cpu_s
+    assert abs(bursts - expected) <= 8 + 0.1 * expected, (bursts, expected, stacks)

@@ -144,13 +144,20 @@ Trace Session::run(const std::atomic<bool>& stop) {
   const auto attached = monotonic_ns();
   const auto deadline = opts_.duration_s > 0 ? attached + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
   start_chores(monotonic_ns());
+  // A target's interpreter starting to finalize wakes us early (its last
+  // samples' code objects must be read before it is gone).
+  std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> wakeups(
+      ring_buffer__new(pyactions_->wakeup_fd(), [](void*, void*, std::size_t) { return 0; }, nullptr, nullptr),
+      &ring_buffer__free);
+  if (!wakeups) throw bpf_error("open the wake-up ring buffer", errno);
   bool behind = false;
   raise_drain_priority();
   while (!stop.load()) {
     // Producers never wake us (BPF_RB_NO_WAKEUP): a wakeup per event would
     // put our thread on the target's CPU in the middle of its step.  We
-    // drain on a timer instead, and at once again when behind.
-    if (!behind) nap(kDrainNapNs);
+    // drain on a timer instead, at once again when behind, and at once when
+    // a target starts to shut down.
+    if (!behind) ring_buffer__poll(wakeups.get(), static_cast<int>(kDrainNapNs / 1'000'000));
     const int n = ring_buffer__consume(ring.get());
     behind = n > kBehindRecords;
     if (callback_error_ || (n < 0 && n != -EINTR)) break;

@@ -141,6 +141,18 @@ bool code_takes_address_of(const elf::ElfFile& f, std::uint64_t t1, std::uint64_
   return false;
 }
 
+// Py_FinalizeEx (public API, 3.6+): the drain is woken when a target's
+// interpreter shuts down, so its last samples are named while it lives.
+// Without it (a stripped embedder) they are named as before.
+void add_finalize_site(const elf::ElfFile& file, std::vector<ProbeSite>& sites) {
+  auto fin = file.symbol("Py_FinalizeEx");
+  if (!fin) return;
+  try {
+    sites.push_back(site(file, "Py_FinalizeEx", fin->value));
+  } catch (const Error&) {
+  }
+}
+
 }  // namespace
 
 std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, const std::string& path,
@@ -179,6 +191,7 @@ std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, con
       } catch (const Error&) {
       }
     }
+    add_finalize_site(file, sites);
     return sites;
   }
 
@@ -189,6 +202,7 @@ std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, con
   if (!eval) throw Error(ExitCode::unsupported, path + " does not export _PyEval_EvalFrameDefault");
   std::vector<ProbeSite> sites{site(file, "_PyEval_EvalFrameDefault", eval->value)};
   if (next) sites.push_back(site(file, "builtin_next", *next));  // dataloader fetches only
+  add_finalize_site(file, sites);
   return sites;
 }
 

@@ -20,7 +20,7 @@
 namespace lt::python {
 
 struct ProbeSite {
-  std::string function;  // "builtin_next", "gen_throw", "_PyEval_EvalFrameDefault"
+  std::string function;  // "builtin_next", "gen_throw", "_PyEval_EvalFrameDefault", "Py_FinalizeEx"
   std::uint64_t file_offset = 0;
   bool cheap_entry = true;  // first instruction is emulated (push), not single-stepped
   // Attached only for nn.Module calls (--module-names): the eval loop's

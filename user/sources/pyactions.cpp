@@ -22,12 +22,17 @@ PyActionsSource::PyActionsSource(const ProcTrackSource& shared, bool module_call
   if (int err = shared.share_with(skel_->obj)) throw bpf_error("share maps with pyactions", -err);
   // One uprobe_multi link per site: it detaches in one grace period, where a
   // perf-event uprobe takes one per site (user/sources/uprobe_multi.h).
-  for (bpf_program* p : {skel_->progs.lt_next, skel_->progs.lt_gen_throw, skel_->progs.lt_eval_entry})
+  for (bpf_program* p :
+       {skel_->progs.lt_next, skel_->progs.lt_gen_throw, skel_->progs.lt_eval_entry, skel_->progs.lt_finalize})
     uprobes_.prepare(p);
   if (int err = lt_pyactions__load(skel_.get())) throw bpf_error("load pyactions", -err);
 }
 
 PyActionsSource::~PyActionsSource() = default;
+
+int PyActionsSource::wakeup_fd() const {
+  return bpf_map__fd(skel_->maps.lt_wakeups);
+}
 
 void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
   struct stat st {};
@@ -40,6 +45,7 @@ void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
     bpf_program* prog = s.function == "builtin_next"               ? skel_->progs.lt_next
                         : s.function == "gen_throw"                ? skel_->progs.lt_gen_throw
                         : s.function == "_PyEval_EvalFrameDefault" ? skel_->progs.lt_eval_entry
+                        : s.function == "Py_FinalizeEx"            ? skel_->progs.lt_finalize
                                                                    : nullptr;
     if (!prog) continue;
     // pid -1: every process mapping this file (BPF keeps only targets),

@@ -34,6 +34,9 @@ class PyActionsSource {
   // maps the binary (needed to cover children forked later).
   void attach(const python::Interpreter& interp, pid_t pid);
   std::size_t probes() const { return uprobes_.probes(); }
+  // A ring that gets a record when a target's interpreter starts to
+  // finalize (Py_FinalizeEx): the drain waits on it instead of sleeping.
+  int wakeup_fd() const;
 
  private:
   SkeletonPtr<lt_pyactions> skel_;
