@@ -147,7 +147,8 @@ Trace Session::run(const std::atomic<bool>& stop) {
   // A target's interpreter starting to finalize wakes us early (its last
   // samples' code objects must be read before it is gone).
   std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> wakeups(
-      ring_buffer__new(pyactions_->wakeup_fd(), [](void*, void*, std::size_t) { return 0; }, nullptr, nullptr),
+      ring_buffer__new(
+          pyactions_->wakeup_fd(), [](void*, void*, std::size_t) { return 0; }, nullptr, nullptr),
       &ring_buffer__free);
   if (!wakeups) throw bpf_error("open the wake-up ring buffer", errno);
   bool behind = false;
