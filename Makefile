@@ -235,7 +235,7 @@ $(FUZZ_DIR)/make_seed: tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp 
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf $^ -o $@ -lz -lzstd
 fuzz-build: asan-build $(FUZZ_DIR)/make_seed
-	$(ASAN_MAKE) build-asan/trace_reader_fuzz build-asan/writers_fuzz
+	+$(ASAN_MAKE) build-asan/trace_reader_fuzz build-asan/writers_fuzz
 
 # Both fuzzers run at once (each is one process on one core).
 # tests/fuzz/corpus: committed seeds, the crafted inputs that were slow
@@ -273,13 +273,15 @@ SAN_CXX := clang++
 ASAN_FLAGS := -O1 -g1 -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer -D_Bool=bool
 ASAN_MAKE = $(MAKE) BUILD=build-asan SKEL_DIR=$(BUILD) CXX=$(SAN_CXX) CXXFLAGS="$(ASAN_FLAGS)" \
             UNFUZZED_FLAGS="-O0 -fno-sanitize=fuzzer-no-link" FUZZED_FLAGS="-O1 -fsanitize=fuzzer-no-link"
+# (the recipes below run it with `+`: a $(MAKE) reached through another
+# variable is not seen as recursive, and would build on one core)
 UNFUZZED_FLAGS ?=
 FUZZED_FLAGS ?=
 $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/user/%.o: override CXXFLAGS += $(UNFUZZED_FLAGS)
 # (applied after the line above: the more specific pattern comes last)
 $(BUILD)/obj/user/model/%.o $(BUILD)/obj/user/tracefile/%.o: override CXXFLAGS += $(FUZZED_FLAGS)
 asan-build: $(SKELS)
-	$(ASAN_MAKE) build-asan/unit-tests
+	+$(ASAN_MAKE) build-asan/unit-tests
 # The unit tests whose point is scale take 81-114 s each under ASan (a
 # 64-rank x 3000-step merged page): they run at full scale in a plain build
 # of their own files ($(BUILD)/scale-tests) and are left out of the ASan run

@@ -285,14 +285,23 @@ SAFETY_MODES = [["--report", "ops"],
                 ["record", "--report", "ops", "-o", "trace.ltrace"]]
 
 
+RAISING_ARGS = ["--iters", "150", "--raising"]
+
+
+@pytest.fixture(scope="module")
+def raising_plain():
+    """The raising workload's output without us: one run for every mode."""
+    plain = subprocess.run([VENV_PY, TORCH_OPS] + RAISING_ARGS, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    return plain
+
+
 @pytest.mark.parametrize("mode", SAFETY_MODES, ids=["ops", "ops+stacks+offcpu", "record"])
-def test_raising_ops_do_not_hurt_the_target(attach, tmp_path, mode):
+def test_raising_ops_do_not_hurt_the_target(attach, raising_plain, mode):
     """Ops that throw (bad matmul shapes caught by the script, F.linear
     raising from nested ops, an error crossing the autograd engine in
     backward) under every probe: the target ends as it does without us."""
-    args = ["--iters", "150", "--raising"]
-    plain = subprocess.run([VENV_PY, TORCH_OPS] + args, capture_output=True, text=True, timeout=300)
-    assert plain.returncode == 0, plain.stderr[-2000:]
+    args, plain = RAISING_ARGS, raising_plain
     if mode[0] == "record":  # a subcommand: it goes before --pid
         run = attach([VENV_PY, TORCH_OPS] + args, lt_args=mode[1:], subcommand="record")
     else:
