@@ -175,11 +175,11 @@ unit-test: $(BUILD)/unit-tests
 
 # A unit-test binary too: tests/integration/test_inject*.py run its
 # InjectCli.FromEnvironment as the injector and test_dashboard.py its merged
-# page (make test passes the ASan build's, which it has already built).
+# page (the ASan build's when there is one, as after make test).
 # LT_REQUIRE_ALL: a test that would skip fails instead (tests/integration/
 # conftest.py): make deps installed everything they need.  PYTEST_ARGS adds
 # options (PYTEST_ARGS="-k comm" runs some).
-UNIT_TESTS ?= $(BUILD)/unit-tests
+UNIT_TESTS ?= $(if $(wildcard build-asan/unit-tests),build-asan/unit-tests,$(BUILD)/unit-tests)
 PYTEST_ARGS ?=
 integration-test: all $(UNIT_TESTS)
 	LT_UNIT_TESTS=$(abspath $(UNIT_TESTS)) LT_REQUIRE_ALL=1 $(PY) -m pytest tests/integration $(PYTEST_ARGS)
