@@ -60,7 +60,7 @@ venv_main() {
   if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3.11 -m venv .venv
   fi
-  if ! { .venv/bin/python -c "import torch, pytorch_lightning, pytest, pytest_timeout, hta, jsonschema, perfetto" \
+  if ! { .venv/bin/python -c "import torch, pytorch_lightning, pytest, pytest_timeout, xdist, hta, jsonschema, perfetto" \
            2>/dev/null && [ -x .venv/bin/py-spy ]; }; then
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q --no-compile -r .ci/requirements.txt

@@ -35,9 +35,10 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped under make test (LT_REQUIRE_ALL=1), where nothing may be missing: {reason}"
 
 
-# Wall time per test file (setup + call + teardown of its tests), printed
-# after pytest's own 30 slowest and written to build/test-file-times.txt:
-# docs/testing.md's "how long" column comes from it.
+# Time per test file (setup + call + teardown of its tests: its wall time on
+# the worker that ran it), printed after pytest's own 30 slowest and added
+# to build/test-file-times.txt (make integration-test's two passes each add
+# theirs): docs/testing.md's "how long" column comes from it.
 _FILE_SECONDS = {}
 
 
@@ -47,11 +48,12 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not _FILE_SECONDS:
+    # An xdist worker sees only its own files; the controller sees them all.
+    if not _FILE_SECONDS or hasattr(terminalreporter.config, "workerinput"):
         return
     lines = [f"{seconds:8.1f} s  {name}" for name, seconds in
              sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])]
-    terminalreporter.write_sep("=", "wall time per test file")
+    terminalreporter.write_sep("=", "time per test file")
     for line in lines:
         terminalreporter.write_line(line)
     out = os.path.join(ROOT, "build")
@@ -59,10 +61,12 @@ def pytest_terminal_summary(terminalreporter):
         path = os.path.join(out, "test-file-times.txt")
         # O_NOFOLLOW: never write through a planted link (we run as root).
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
         except OSError:
             return
+        workers = getattr(terminalreporter.config.option, "numprocesses", None)
         with os.fdopen(fd, "w") as f:
+            f.write(f"# pytest {' '.join(terminalreporter.config.invocation_params.args)} (workers: {workers or 1})\n")
             f.write("\n".join(lines) + "\n")
 
 

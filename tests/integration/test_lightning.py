@@ -162,8 +162,16 @@ def test_attach_to_running_fit(tmp_path, lightning_python):
 def test_manual_optimization_optimizer_step(attach, lightning_python):
     """Manual optimization: Lightning times `optimizer_step` with bare
     start()/stop() calls; ltrace-bpf infers it from the on_before_optimizer_step
-    hooks that always run inside it.  Exact count; duration is an estimate
-    (stated on stderr), so only its order of magnitude is checked."""
+    hooks that always run inside it.  Exact count; the duration is an
+    estimate (stated on stderr), checked against what its window must cover.
+
+    Our window opens at the first on_before_optimizer_step hook and closes at
+    the next action event, the end of the Strategy's training_step that
+    holds it; Lightning's opens before the optimizer's dispatch and closes
+    after its update, inside that training_step too.  So both lie within
+    the training_step's total and both hold the hooks' totals: ours is at
+    least the hooks' time and at most the training_step's, and the two
+    differ by at most the training_step's time outside the hooks."""
     run = attach([lightning_python, TRAIN, "--manual", "--profiler", "simple", "--dirpath", "ref", "--filename", "m",
                   "--epochs", "1", "--batches", "16"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
@@ -172,5 +180,13 @@ def test_manual_optimization_optimizer_step(attach, lightning_python):
     assert {k: v[1] for k, v in ours.items()} == {k: v[1] for k, v in theirs.items()}
     assert ours["optimizer_step"][1] == "16"
     a, b = float(ours["optimizer_step"][2]), float(theirs["optimizer_step"][2])
-    assert b / 5 <= a <= b * 5, (a, b)
+    def hooks(rows):
+        return sum(float(v[2]) for k, v in rows.items() if k.endswith(".on_before_optimizer_step"))
+
+    (step_name,) = [k for k in ours if k.startswith("[Strategy]") and k.endswith(".training_step")]
+    assert 0 < hooks(ours) <= a <= float(ours[step_name][2]), (hooks(ours), a, ours[step_name])
+    # Lightning's rows are its own clock reads, ours ours: take the wider of each.
+    inside = min(hooks(ours), hooks(theirs))
+    step = max(float(ours[step_name][2]), float(theirs[step_name][2]))
+    assert abs(a - b) <= step - inside, (a, b, step, inside)
     assert "manual optimizer_step are estimates" in run.lt_err

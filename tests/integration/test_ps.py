@@ -21,6 +21,9 @@ import containers
 import lightning_site
 from conftest import LTRACE, PYENV, SITE_PACKAGES, VENV_PY, WORKLOADS, parse_simple_report, wait_for
 
+# Sees every process on the machine: not beside other tests (pytest.ini).
+pytestmark = pytest.mark.serial
+
 IDLE = os.path.join(WORKLOADS, "idle_import.py")
 ACTIONS = os.path.join(WORKLOADS, "profiler_actions.py")
 COLUMNS = ["PID", "NSPID", "HOST", "CONTAINER", "RANK", "LOCAL", "WORLD", "PYTHON", "TORCH", "LIGHTNING", "CUDA",
