@@ -28,15 +28,26 @@ def churn(until):
 def contend(until):
     # Two pure-Python threads: each holds the GIL for its switch interval,
     # then waits for the other (off-CPU, blocked on the GIL).
+    blocked, runq = [], []
+
     def spin():
+        start = time.perf_counter()
         x = 0
         while time.perf_counter() < until:
             x += 1
+        # The truth the test checks against: this thread's time neither on
+        # a CPU nor waiting for one (schedstat: CPU ns, run-queue wait ns),
+        # i.e. blocked (on the GIL).  A busy machine makes it run-queue wait.
+        with open("/proc/thread-self/schedstat") as f:
+            cpu_ns, wait_ns = (int(v) for v in f.read().split()[:2])
+        blocked.append(time.perf_counter() - start - (cpu_ns + wait_ns) / 1e9)
+        runq.append(wait_ns / 1e9)
     threads = [threading.Thread(target=spin, name=f"spin{i}") for i in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    print(f"BLOCKED {sum(blocked):.6f} RUNQ {sum(runq):.6f}", flush=True)
 
 
 def main():
