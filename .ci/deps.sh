@@ -48,11 +48,10 @@ byte_compile() {
   site=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   # compileall is incremental (an up-to-date .pyc is kept) and exits 1 when
   # any file does not compile: some wheels ship templates and Python-2-only
-  # files that are never imported.  Its own failures still show on stderr.
+  # files that are never imported; it lists those on stdout, discarded here.
   "$py" -m compileall -q -j 0 "$site" >/dev/null || true
 }
 
-#
 # Real torch + real Lightning for the tests, demo and benchmarks, in a venv on
 # Debian's python3.11 (the interpreter lives in the executable: one of the two
 # layouts we support; pyenv's 3.11 reuses these site-packages for the other).
