@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "user/cli/ps_command.h"
+#include "user/proc/procfs.h"
 
 using namespace lt::proc;
 
@@ -265,4 +266,17 @@ TEST(Census, WatcherReturnsANewlyEligibleProcessOnce) {
   unlink(lib.c_str());
   unlink(flag.c_str());
   rmdir(dir);
+}
+
+// The moment inside an execve when the new program is not mapped yet looks
+// like maps without /proc/PID/exe's file; our own maps always hold it.
+TEST(Census, ExeIsMappedOnlyWhenItsFileIs) {
+  const auto maps = read_maps(getpid());
+  ASSERT_FALSE(maps.empty());
+  EXPECT_TRUE(exe_is_mapped(getpid(), maps));
+  std::vector<Mapping> mid_exec;
+  for (const auto& m : maps)
+    if (m.path == "[stack]") mid_exec.push_back(m);
+  ASSERT_EQ(mid_exec.size(), 1u);
+  EXPECT_FALSE(exe_is_mapped(getpid(), mid_exec));
 }

@@ -83,6 +83,19 @@ std::vector<Mapping> read_maps(pid_t pid) {
   return out;
 }
 
+bool exe_is_mapped(pid_t pid, const std::vector<Mapping>& maps) {
+  const std::string exe = proc_file(pid, "exe");
+  char target[4096];
+  const ssize_t n = readlink(exe.c_str(), target, sizeof target - 1);
+  struct stat st {};
+  const bool have_inode = stat(exe.c_str(), &st) == 0;
+  if (n <= 0 && !have_inode) return true;  // nothing to compare with: do not wait
+  const std::string path = n > 0 ? std::string(target, static_cast<std::size_t>(n)) : "";
+  for (const auto& m : maps)
+    if ((!path.empty() && m.path == path) || (have_inode && m.inode == st.st_ino)) return true;
+  return false;
+}
+
 std::map<std::string, std::string> read_environ(pid_t pid) {
   std::map<std::string, std::string> env;
   for (auto& kv : split_nul(slurp(proc_file(pid, "environ")))) {

@@ -22,6 +22,10 @@ struct Mapping {
 
 bool exists(pid_t pid);
 std::vector<Mapping> read_maps(pid_t pid);
+// Whether the file /proc/PID/exe names is among `maps`. False in the moment
+// of an execve between the new, empty address space and the new program's
+// mappings (the exec's close-on-exec already let the launcher go on).
+bool exe_is_mapped(pid_t pid, const std::vector<Mapping>& maps);
 std::map<std::string, std::string> read_environ(pid_t pid);
 std::vector<std::string> read_cmdline(pid_t pid);
 std::string read_comm(pid_t pid);

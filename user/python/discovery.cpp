@@ -1,9 +1,11 @@
 #include "user/python/discovery.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "user/core/errors.h"
 #include "user/proc/census.h"
@@ -56,6 +58,12 @@ std::string unsupported_version_message(pid_t pid, std::uint64_t runtime_addr, i
 Interpreter discover(pid_t pid) {
   if (!proc::exists(pid)) throw Error(ExitCode::no_such_process, "no such process: " + std::to_string(pid));
   auto maps = proc::read_maps(pid);
+  // Caught inside an execve (a launcher that just started it, a poll that
+  // found it): the new program is not mapped yet. Wait for it, briefly.
+  for (int i = 0; i < 50 && !maps.empty() && !proc::exe_is_mapped(pid, maps); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    maps = proc::read_maps(pid);
+  }
   if (maps.empty()) {
     // A kernel thread has no memory map at all, whoever asks.
     std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
