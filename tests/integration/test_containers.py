@@ -32,12 +32,19 @@ class BoxRun:
 
 
 def run_boxed(root, tmp_path, python, script, args=(), lt_args=(), mode="container", env=None, site=None,
-              hostname=None, cgroup_id=None, before_release=None, subcommand=None, timeout=240):
+              hostname=None, cgroup_id=None, before_release=None, subcommand=None, timeout=240, extra_files=(),
+              after=None):
     """Starts `python script --wait-file GO args` inside a container (or
-    chroot) of `root`, attaches ltrace-bpf from the host, releases it."""
+    chroot) of `root`, attaches ltrace-bpf from the host, releases it.
+    extra_files: put beside the script; "{inside}" in args: the box's own
+    directory, inside; after(box): called once the target ended, before the
+    box goes."""
     box = containers.Box(root, mode=mode, hostname=hostname, cgroup_id=cgroup_id)
     try:
         inside_script = box.put(script)
+        for f in extra_files:
+            box.put(f)
+        args = [a.replace("{inside}", box.inside) for a in args]  # a path in the box's own directory
         envp = dict(env or {})
         if site:
             lightning_site.build(box.host(box.inside + "/site"), "2.6.6")
@@ -56,6 +63,8 @@ def run_boxed(root, tmp_path, python, script, args=(), lt_args=(), mode="contain
         open(box.host(go), "w").close()
         target_rc = box.wait(timeout)
         lt_rc = lt.wait(60)
+        if after:
+            after(box)
         return BoxRun(target_rc=target_rc, lt_rc=lt_rc, target_out=out_path.read_text(encoding="utf-8"),
                       lt_out=lt_out.read_text(encoding="utf-8"), lt_err=lt_err.read_text(encoding="utf-8"),
                       pid=box.pid, hostname=box.hostname)
@@ -145,26 +154,21 @@ def test_sampler_shares(sid, tmp_path, version, layout):
 @pytest.mark.parametrize("version", ["3.13", "3.14", "3.15"])
 def test_ops_torch_2_15(sid, tmp_path, version):
     """torch 2.15 from PyPI inside the container: every op call that
-    torch.profiler records in the same container, we count."""
+    torch.profiler records in the same run, we count."""
     site = f"/opt/site/cp{version.replace('.', '')}"
     python = f"/usr/bin/python{version}"
     script = os.path.join(WORKLOADS, "torch_ops.py")
     args = ["--iters", "200"]
-    # torch.profiler's counts, in the same root
-    prof = containers.Box(sid, mode="container")
-    try:
-        inside = prof.put(script)
-        prof.put(os.path.join(WORKLOADS, "torch_merge.py"))  # its --profile imports it
-        with open(tmp_path / "prof.out", "w") as out:
-            prof.start([python, inside, "--profile", prof.inside + "/prof.json"] + args,
-                       env={"PYTHONPATH": site}, stdout=out)
-        assert prof.wait(300) == 0, (tmp_path / "prof.out").read_text()[-2000:]
-        theirs = json.load(open(prof.host(prof.inside + "/prof.json")))
-    finally:
-        prof.stop()
-    run = run_boxed(sid, tmp_path, python, script, args=args, env={"PYTHONPATH": site},
-                    lt_args=["--report", "ops", "--row-limit", "-1"])
-    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    # torch.profiler's counts, of the same run
+    theirs = {}
+
+    def read_profile(box):
+        theirs.update(json.load(open(box.host(box.inside + "/prof.json"))))
+
+    run = run_boxed(sid, tmp_path, python, script, args=["--profile", "{inside}/prof.json"] + args, env={"PYTHONPATH": site},
+                    lt_args=["--report", "ops", "--row-limit", "-1"], extra_files=[os.path.join(WORKLOADS, "torch_merge.py")],
+                    after=read_profile)
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err + run.target_out[-2000:]
     ours = merged(parse_ops_report(run.lt_out))
     checked = 0
     for name, n in theirs["raw_counts"].items():
