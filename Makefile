@@ -125,11 +125,37 @@ $(SKEL_DIR)/%.bpf.o: bpf/%.bpf.c vmlinux/vmlinux.h
 $(SKEL_DIR)/%.skel.h: $(SKEL_DIR)/%.bpf.o
 	$(BPFTOOL) gen skeleton $< name lt_$* > $@
 
+# Precompiled headers: the standard headers (user/core/precompiled.h) and,
+# for the tests, GoogleTest (tests/unit/precompiled.h), parsed once per
+# flavour of flags instead of once per file (-include; the ASan build
+# compiles with two sets of flags, below, and a clang PCH must match its
+# user's).  g++ finds NAME.h.gch beside NAME.h, and falls back to the text if
+# the flags differ (-Winvalid-pch says so); clang is given the .pch.
+PCH_DIR := $(BUILD)/pch
+PCH_EXT := $(if $(findstring clang,$(CXX)),pch,gch)
+PCH_FILES := $(foreach k,fuzzed/std unfuzzed/std unfuzzed/test,$(PCH_DIR)/$(k).h.$(PCH_EXT))
+PCH_FLAGS = $(if $(PCH),$(if $(findstring clang,$(CXX)),-include-pch $(PCH_DIR)/$(PCH).h.pch,-include $(PCH_DIR)/$(PCH).h -Winvalid-pch))
+$(PCH_DIR)/%/std.h: user/core/precompiled.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(PCH_DIR)/%/test.h: tests/unit/precompiled.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(PCH_DIR)/%.h.$(PCH_EXT): $(PCH_DIR)/%.h user/core/precompiled.h | $(SKELS)
+	$(CXX) $(CXXFLAGS) -x c++-header $< -o $@
+$(PCH_DIR)/unfuzzed/%: override CXXFLAGS += $(UNFUZZED_FLAGS)
+$(PCH_DIR)/fuzzed/%: override CXXFLAGS += $(FUZZED_FLAGS)
+# Which one an object uses (the most specific pattern wins): as its flags.
+$(BUILD)/obj/reports/%.o: PCH := fuzzed/std
+$(BUILD)/obj/user/%.o: PCH := unfuzzed/std
+$(BUILD)/obj/user/model/%.o $(BUILD)/obj/user/tracefile/%.o: PCH := fuzzed/std
+$(BUILD)/obj/tests/unit/%.o: PCH := unfuzzed/test
+
 # The skeletons must exist before the first compile (order-only); after it,
 # the .d file names the ones an object really includes.
-$(BUILD)/obj/%.o: %.cpp | $(SKELS)
+$(BUILD)/obj/%.o: %.cpp $(PCH_FILES) | $(SKELS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(CXX) $(CXXFLAGS) $(PCH_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
