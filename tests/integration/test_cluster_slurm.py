@@ -31,6 +31,7 @@ import pytest
 
 from clock_shift import build_shift_shim
 from conftest import LTRACE, ROOT, VENV_PY, WORKLOADS, wait_for, parse_simple_report
+from busy import wait_until
 from slurm_sim import SlurmSim, slurm_available
 
 ok, why = slurm_available()
@@ -49,8 +50,8 @@ def run(cmd, sim, timeout=300, **kw):
     return subprocess.run(cmd, env=sim.env, capture_output=True, text=True, timeout=timeout, **kw)
 
 
-def agent_pid(node):
-    """The ltrace-bpf agent started on `node` (its command line names it)."""
+def command_lines():
+    """(pid, argv as bytes) of every process with a command line."""
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -58,10 +59,21 @@ def agent_pid(node):
             cmd = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
         except OSError:
             continue
-        if len(cmd) > 1 and cmd[0].endswith(b"ltrace-bpf") and cmd[1] == b"agent" and \
-                f"SLURMD_NODENAME={node}".encode() in cmd:
-            return int(d)
-    return None
+        yield int(d), cmd
+
+
+def srun_pid(node):
+    """The srun that runs `node`'s agent, while it runs (a zombie's
+    command line is empty)."""
+    return next((pid for pid, cmd in command_lines()
+                 if cmd[0].endswith(b"srun") and f"--nodelist={node}".encode() in cmd), None)
+
+
+def agent_pid(node):
+    """The ltrace-bpf agent started on `node` (its command line names it)."""
+    return next((pid for pid, cmd in command_lines()
+                 if len(cmd) > 1 and cmd[0].endswith(b"ltrace-bpf") and cmd[1] == b"agent"
+                 and f"SLURMD_NODENAME={node}".encode() in cmd), None)
 
 
 def manifest(dirpath):
@@ -115,8 +127,12 @@ def cluster(tmp_path_factory):
             wait_for(str(tmp / "a.err"), "node(s) attached", 60, a)
             victim = agent_pid("node2")
             assert victim, "no agent process for node2"
+            assert srun_pid("node2"), "no srun for node2's agent"
             os.kill(victim, signal.SIGKILL)
-            time.sleep(1.0)
+            # Once node2's srun has ended, its status (the agent killed) is
+            # fixed whenever the coordinator reaps it: only then end the
+            # capture (a condition, not a guessed sleep).
+            wait_until(lambda: srun_pid("node2") is None, 60, "node2's srun to end")
             a.send_signal(signal.SIGINT)  # ends the capture on node1 early
             out["a_stdout"], _ = a.communicate(timeout=60)
         finally:
