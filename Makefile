@@ -133,7 +133,6 @@ $(SKEL_DIR)/%.skel.h: $(SKEL_DIR)/%.bpf.o
 # the flags differ (-Winvalid-pch says so); clang is given the .pch.
 PCH_DIR := $(BUILD)/pch
 PCH_EXT := $(if $(findstring clang,$(CXX)),pch,gch)
-PCH_FILES := $(foreach k,fuzzed/std unfuzzed/std unfuzzed/test,$(PCH_DIR)/$(k).h.$(PCH_EXT))
 PCH_FLAGS = $(if $(PCH),$(if $(findstring clang,$(CXX)),-include-pch $(PCH_DIR)/$(PCH).h.pch,-include $(PCH_DIR)/$(PCH).h -Winvalid-pch))
 $(PCH_DIR)/%/std.h: user/core/precompiled.h
 	@mkdir -p $(dir $@)
@@ -145,15 +144,20 @@ $(PCH_DIR)/%.h.$(PCH_EXT): $(PCH_DIR)/%.h user/core/precompiled.h | $(SKELS)
 	$(CXX) $(CXXFLAGS) -x c++-header $< -o $@
 $(PCH_DIR)/unfuzzed/%: override CXXFLAGS += $(UNFUZZED_FLAGS)
 $(PCH_DIR)/fuzzed/%: override CXXFLAGS += $(FUZZED_FLAGS)
-# Which one an object uses (the most specific pattern wins): as its flags.
+# Which one an object uses (the most specific pattern wins): as its flags;
+# each object waits for its own only (the product build needs no GoogleTest).
 $(BUILD)/obj/reports/%.o: PCH := fuzzed/std
 $(BUILD)/obj/user/%.o: PCH := unfuzzed/std
 $(BUILD)/obj/user/model/%.o $(BUILD)/obj/user/tracefile/%.o: PCH := fuzzed/std
 $(BUILD)/obj/tests/unit/%.o: PCH := unfuzzed/test
+PCH_FUZZED_OBJS := $(filter $(BUILD)/obj/reports/% $(BUILD)/obj/user/model/% $(BUILD)/obj/user/tracefile/%,$(LIB_OBJS))
+$(PCH_FUZZED_OBJS): $(PCH_DIR)/fuzzed/std.h.$(PCH_EXT)
+$(filter-out $(PCH_FUZZED_OBJS),$(LIB_OBJS)) $(BUILD)/obj/user/main.o: $(PCH_DIR)/unfuzzed/std.h.$(PCH_EXT)
+$(TEST_OBJS): $(PCH_DIR)/unfuzzed/test.h.$(PCH_EXT)
 
 # The skeletons must exist before the first compile (order-only); after it,
 # the .d file names the ones an object really includes.
-$(BUILD)/obj/%.o: %.cpp $(PCH_FILES) | $(SKELS)
+$(BUILD)/obj/%.o: %.cpp | $(SKELS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(PCH_FLAGS) $(DEPFLAGS) -c $< -o $@
 
