@@ -491,7 +491,9 @@ int BPF_KPROBE(lt_next, u64 module, u64 args, u64 nargs)
  * the drain reads the main ring on a 20 ms timer (its records never wake
  * it), which a short job's exit can outrun: a frame left <unknown>.  So
  * this wakes the drain at once, through a ring of its own (a waiter on the
- * main ring would be woken by every record: it always has data). */
+ * main ring would be woken by every record: it always has data).  The
+ * drain then seizes the thread so that its exit waits until the drain has
+ * read it (user/proc/exit_hold.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
@@ -500,10 +502,12 @@ struct {
 SEC("uprobe")
 int BPF_KPROBE(lt_finalize)
 {
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 tgid = pid_tgid >> 32;
 	if (!bpf_map_lookup_elem(&lt_targets, &tgid))
 		return 0;
-	bpf_ringbuf_output(&lt_wakeups, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
+	/* The thread, too: the drain seizes it to hold its exit. */
+	bpf_ringbuf_output(&lt_wakeups, &pid_tgid, sizeof(pid_tgid), BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -454,15 +454,25 @@ def test_each_rank_report_matches_a_single_rank_attach(cluster, merged, rank):
     assert mine.exists() and theirs.exists(), (list((out / "reports").rglob("*")), list(single_dir.rglob("*")))
     a, b = parse_simple_report(mine.read_text()), parse_simple_report(theirs.read_text())
     assert "run_training_batch" in a, mine.read_text()
-    # The same actions, called as often; times of the same calls within 5%
-    # (two tracers' probes on one process fire one after the other).
+    # The same actions, called as often; times of the same calls within 5%.
+    # Two tracers' probes on one process fire one after the other, so each
+    # call one tracer measures holds the other's probe work at its ends:
+    # measured up to 27 us a call on the loaded CI machine (a hook of 16 us
+    # a call read 44 us by the other tracer; CI run 11). Times are compared
+    # where a call takes 1 ms or more, where that is under 3%; a clock or
+    # merge error (node2's 3.7 ms shift a call) is far past 5% there.
     assert set(a) == set(b), (sorted(set(a) ^ set(b)))
+    compared = 0
     for name in a:
         if name == "Total":
             continue
         assert a[name][1] == b[name][1], (name, a[name], b[name])
         ta, tb = float(a[name][2]), float(b[name][2])
+        if max(ta, tb) / int(a[name][1]) < 0.001:
+            continue
+        compared += 1
         assert abs(ta - tb) <= 0.05 * max(ta, tb) + 0.002, (name, a[name], b[name])
+    assert compared >= 3, a
 
 
 def test_the_job_was_not_disturbed(cluster):

@@ -147,9 +147,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   // A target's interpreter starting to finalize wakes us early (its last
   // samples' code objects must be read before it is gone).
   std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> wakeups(
-      ring_buffer__new(
-          pyactions_->wakeup_fd(), [](void*, void*, std::size_t) { return 0; }, nullptr, nullptr),
-      &ring_buffer__free);
+      ring_buffer__new(pyactions_->wakeup_fd(), &Session::on_wakeup, this, nullptr), &ring_buffer__free);
   if (!wakeups) throw bpf_error("open the wake-up ring buffer", errno);
   bool behind = false;
   raise_drain_priority();
@@ -157,11 +155,15 @@ Trace Session::run(const std::atomic<bool>& stop) {
     // Producers never wake us (BPF_RB_NO_WAKEUP): a wakeup per event would
     // put our thread on the target's CPU in the middle of its step.  We
     // drain on a timer instead, at once again when behind, and at once when
-    // a target starts to shut down.
-    if (!behind) ring_buffer__poll(wakeups.get(), static_cast<int>(kDrainNapNs / 1'000'000));
+    // a target starts to shut down; while one is held at its exit, every
+    // millisecond (its exit, or a signal it stopped for, waits for us).
+    const auto nap_ms = exit_holds_.any() ? 1 : static_cast<int>(kDrainNapNs / 1'000'000);
+    if (!behind) ring_buffer__poll(wakeups.get(), nap_ms);
+    hold_finalizing();
     const int n = ring_buffer__consume(ring.get());
     behind = n > kBehindRecords;
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
+    if (exit_holds_.any()) release_exiting(ring.get());
     const auto now = do_chores();
     if (deadline && now >= deadline) break;
     // Every target gone (--all waits for processes still to come).
@@ -315,8 +317,45 @@ std::uint64_t Session::do_chores() {
 
 // Drains everything already produced, then stops producing: the bridges
 // first (they flush), then the other probes, and drains what they sent.
+// The wake-up ring's callback: a target's thread entered Py_FinalizeEx.
+int Session::on_wakeup(void* ctx, void* data, std::size_t size) {
+  std::uint64_t pid_tgid = 0;
+  if (size >= sizeof pid_tgid) {
+    std::memcpy(&pid_tgid, data, sizeof pid_tgid);
+    static_cast<Session*>(ctx)->finalizing_.push_back(pid_tgid);
+  }
+  return 0;
+}
+
+// Seize each finalizing thread before reading the ring: from here on its
+// exit waits for us, however late we read (user/proc/exit_hold.h).
+void Session::hold_finalizing() {
+  for (std::uint64_t pid_tgid : finalizing_) {
+    const auto pid = static_cast<pid_t>(pid_tgid >> 32), tid = static_cast<pid_t>(pid_tgid & 0xffffffffu);
+    const bool held = exit_holds_.hold(pid, tid);
+    if (opts_.verbose)
+      std::fprintf(stderr, "ltrace-bpf: pid %d: finalizing; %s\n", pid,
+                   held ? "its exit waits until its last samples are read"
+                        : "not held at its exit (gone, or traced by someone else)");
+  }
+  finalizing_.clear();
+}
+
+// Targets stopped at their exit: everything they recorded is in the ring
+// now; read it (their memory is still there), then let them exit.
+void Session::release_exiting(ring_buffer* rb) {
+  const auto at_exit = exit_holds_.poll();
+  if (at_exit.empty()) return;
+  if (!callback_error_) ring_buffer__consume(rb);
+  for (pid_t pid : at_exit) {
+    exit_holds_.release(pid);
+    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: read at its exit, released\n", pid);
+  }
+}
+
 void Session::detach(ring_buffer* rb) {
   if (!callback_error_) ring_buffer__consume(rb);
+  exit_holds_.release_all();
   if (!callback_error_) release_gpu(rb);
   gpusrc_.reset();
   pyactions_.reset();

@@ -24,6 +24,7 @@
 #include "user/collector/target_tracker.h"
 #include "user/core/errors.h"
 #include "user/model/trace.h"
+#include "user/proc/exit_hold.h"
 #include "user/python/discovery.h"
 #include "user/python/thread_states.h"
 #include "user/tracefile/trace_writer.h"
@@ -173,6 +174,9 @@ class Session {
 
   // Records.
   static int on_ring_record(void* ctx, void* data, std::size_t size);  // the ring buffer's callback
+  static int on_wakeup(void* ctx, void* data, std::size_t size);       // the wake-up ring's
+  void hold_finalizing();
+  void release_exiting(ring_buffer* rb);
   void on_record(const void* data, std::size_t size);
   void on_process_record(const lt_event_header& h, const lt_proc_event& p);
   void on_bridge_status(pid_t pid, const lt_gpu_status_event& e);
@@ -229,6 +233,10 @@ class Session {
   SessionStats stats_;
   std::vector<std::string> notes_;
   std::uint32_t generation_ = 1;
+  // Targets whose interpreter started to finalize (the wake-up ring's
+  // pid_tgid), then held at their exit until their last samples are read.
+  std::vector<std::uint64_t> finalizing_;
+  proc::ExitHolds exit_holds_;
 };
 
 }  // namespace lt

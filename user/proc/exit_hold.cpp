@@ -1,0 +1,129 @@
+#include "user/proc/exit_hold.h"
+
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+
+#include "user/proc/procfs.h"
+
+namespace lt::proc {
+
+namespace {
+
+struct Stop {
+  enum Kind { none, ended, exit, interrupt, group, signal } kind = none;
+  int sig = 0;
+};
+
+// Takes one report of `tid`'s (waiting for it when `block`). Exits are
+// peeked first (WNOWAIT): a child of ours (`run`'s command) is left to be
+// reaped by its launcher, which wants its status.
+Stop next_stop(pid_t tid, bool block) {
+  for (;;) {
+    siginfo_t si{};
+    if (waitid(P_PID, static_cast<id_t>(tid), &si, WEXITED | WSTOPPED | __WALL | WNOWAIT | (block ? 0 : WNOHANG)) < 0) {
+      if (errno == EINTR) continue;
+      return {Stop::ended};  // ECHILD: ended, and not ours to report any more
+    }
+    if (si.si_pid == 0) return {};
+    if (si.si_code == CLD_EXITED || si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) {
+      // Our report as its tracer; its parent gets its own.
+      if (read_ppid(tid) != getpid()) waitpid(tid, nullptr, __WALL | WNOHANG);
+      return {Stop::ended};
+    }
+    int st = 0;
+    const pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != tid || !WIFSTOPPED(st)) return {Stop::ended};
+    const int event = st >> 16;
+    const int sig = WSTOPSIG(st);
+    if (event == PTRACE_EVENT_EXIT) return {Stop::exit};
+    if (event == PTRACE_EVENT_STOP) return {sig == SIGTRAP ? Stop::interrupt : Stop::group, sig};
+    return {Stop::signal, sig};
+  }
+}
+
+}  // namespace
+
+ExitHolds::~ExitHolds() {
+  release_all();
+}
+
+bool ExitHolds::hold(pid_t pid, pid_t tid) {
+  if (std::any_of(held_.begin(), held_.end(), [&](const Held& h) { return h.pid == pid; })) return false;
+  if (ptrace(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACEEXIT)) < 0) return false;
+  held_.push_back({pid, tid, false});
+  return true;
+}
+
+std::vector<pid_t> ExitHolds::poll() {
+  std::vector<pid_t> at_exit;
+  for (std::size_t i = 0; i < held_.size();) {
+    Held& h = held_[i];
+    bool keep = true;
+    for (bool more = !h.at_exit; more;) {
+      const Stop s = next_stop(h.tid, false);
+      switch (s.kind) {
+        case Stop::none:
+          more = false;
+          break;
+        case Stop::ended:
+          keep = more = false;
+          break;
+        case Stop::exit:
+          h.at_exit = true;
+          more = false;
+          break;
+        case Stop::group:  // stopped by job control: give it back to it
+          detach(h, 0);
+          keep = more = false;
+          break;
+        case Stop::interrupt:
+          ptrace(PTRACE_CONT, h.tid, nullptr, nullptr);
+          break;
+        case Stop::signal:  // on its way in: pass it on
+          ptrace(PTRACE_CONT, h.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.sig)));
+          break;
+      }
+    }
+    if (!keep) {
+      held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    if (h.at_exit) at_exit.push_back(h.pid);
+    ++i;
+  }
+  return at_exit;
+}
+
+void ExitHolds::release(pid_t pid) {
+  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.pid == pid; });
+  if (it == held_.end()) return;
+  const Held h = *it;
+  held_.erase(it);
+  if (h.at_exit) return detach(h, 0);
+  // A running tracee cannot be detached: stop it first. The stop comes as
+  // soon as it runs (later only from an uninterruptible sleep).
+  if (ptrace(PTRACE_INTERRUPT, h.tid, nullptr, nullptr) < 0) return;  // gone
+  for (;;) {
+    const Stop s = next_stop(h.tid, true);
+    if (s.kind == Stop::ended) return;
+    if (s.kind == Stop::none) continue;
+    // A signal that stopped it on its way in is handed over as we leave.
+    return detach(h, s.kind == Stop::signal ? s.sig : 0);
+  }
+}
+
+void ExitHolds::release_all() {
+  while (!held_.empty()) release(held_.front().pid);
+}
+
+void ExitHolds::detach(const Held& h, int sig) {
+  ptrace(PTRACE_DETACH, h.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+}
+
+}  // namespace lt::proc
