@@ -13,6 +13,8 @@
 #ifndef LTRACE_BPF_EVENTS_H
 #define LTRACE_BPF_EVENTS_H
 
+#include "record_kinds.h"
+
 #ifdef __cplusplus
 #include <cstdint>
 namespace lt
@@ -34,66 +36,13 @@ using s64 = std::int64_t;
  * comes in ACTION_NAME_TAIL records sent just before its ACTION_BEGIN. */
 #define LT_NAME_MAX 224
 
+/* Every kind, its struct, size rule and names: record_kinds.h. */
+#define LT_EV_ENUM_ENTRY(name, number, ...) LT_EV_##name = number,
 enum lt_event_kind {
-	LT_EV_NONE = 0,
-	/* Lightning actions (pyactions source) */
-	LT_EV_ACTION_BEGIN = 1,	    /* Profiler.profile generator: first resume */
-	LT_EV_ACTION_END = 2,	    /* Profiler.profile generator: second resume */
-	LT_EV_DIRECT_START = 3,	    /* reserved: Profiler.start(name) called directly */
-	LT_EV_DIRECT_STOP = 4,	    /* reserved: Profiler.stop(name) called directly */
-	LT_EV_FETCH_BEGIN = 5,	    /* next(CombinedLoader): a dataloader fetch starts */
-	LT_EV_ACTION_NAME_TAIL = 6, /* more of the name of the ACTION_BEGIN that follows on this thread */
-	LT_EV_ACTION_ORIGIN = 7,    /* the frame that opened the action just begun (sampling only) */
-	LT_EV_MODULE_CALL = 8,	    /* nn.Module._call_impl entered (--module-names) */
-	/* process lifecycle (proctrack source) */
-	LT_EV_PROC_FORK = 16,
-	LT_EV_PROC_EXEC = 17,
-	LT_EV_PROC_EXIT = 18,
-	/* produced in user space, never by BPF */
-	LT_EV_PROC_INFO = 32,	   /* pid, rank labels, interpreter */
-	LT_EV_DROPS = 33,	   /* ring-buffer drop counters at a point in time */
-	LT_EV_WINDOW = 34,	   /* attach / detach times */
-	LT_EV_HOST_INFO = 35,	   /* host, kernel, clock reference */
-	LT_EV_PROC_ENV = 36,	   /* job identity of a process (distributed ranks), from its environment */
-	LT_EV_CLOCK_SYNC = 37,	   /* this host's wall clock measured against a reference host's (cluster) */
-	LT_EV_PROC_CONTAINER = 38, /* the container a process runs in (namespaces, hostname, id) */
-	LT_EV_PROC_DROPS = 39,	   /* records one process lost, by kind and cause (at detach) */
-	/* Python stacks (pysample source) */
-	LT_EV_PY_SAMPLE = 48,	 /* cpu-clock sample of a target thread */
-	LT_EV_OFFCPU_BEGIN = 49, /* a target thread blocked (sched_switch out) */
-	LT_EV_OFFCPU_END = 50,	 /* it runs again (sched_switch in) */
-	/* produced in user space: symbols of the stacks above */
-	LT_EV_PY_CODE = 51,	 /* a code object: name, file, first line */
-	LT_EV_PY_LINE = 52,	 /* (code object, instruction) -> line */
-	LT_EV_SAMPLER_INFO = 53, /* rate, period, off-CPU on/off */
-	LT_EV_NATIVE_SYM = 54,	 /* a native instruction address -> symbol */
-	LT_EV_MODULE_NAME = 55,	 /* an nn.Module object -> its named_modules() name and type */
-	/* aten operators (opprobe source) */
-	LT_EV_OP = 64,		 /* an at::_ops::<op>::call entry */
-	LT_EV_OP_NAME = 65,	 /* user space: op index -> aten name */
-	LT_EV_OP_SHAPES = 66,	 /* an op entry with its tensor arguments (--group-by-input-shapes) */
-	LT_EV_REGION_CODE = 67,	 /* a compiled region's entry: the code object Dynamo compiled */
-	LT_EV_COMPILE_NOTE = 68, /* user space: a compile or graph break Dynamo kept (its reason) */
-	/* GPU (gpu source: the CUPTI/NVTX bridge in torchbridge/ via USDT, and
-	 * uprobes on libcudart / libcuda entry points) */
-	LT_EV_GPU_ACTIVITY = 80,     /* one CUPTI activity record: kernel, copy, API call... */
-	LT_EV_GPU_NAME = 81,	     /* (name id) -> text, in chunks: kernel names, NVTX strings */
-	LT_EV_GPU_LAUNCH = 82,	     /* a launch / sync / copy API entered, on the calling thread */
-	LT_EV_GPU_LAUNCH_STACK = 83, /* lt_py_sample_event: the Python stack of the launch just before */
-	LT_EV_NVTX = 84,	     /* an NVTX push / pop / start / end / mark */
-	LT_EV_GPU_STATUS = 85,	     /* the bridge's state: active, CUPTI taken (error 39), ... */
-	LT_EV_GPU_CLOCK = 86,	     /* how GPU timestamps were mapped to CLOCK_MONOTONIC */
-	LT_EV_DEVICE_STATS = 87,     /* user space: NVML device sample */
-	LT_EV_PROC_STATS = 88,	     /* user space: /proc CPU and memory sample of a target */
-	/* memory (memprobe source: entry probes on torch's allocator hooks) */
-	LT_EV_MEM = 96,	      /* an allocation, a free or an out-of-memory */
-	LT_EV_MEM_STACK = 97, /* lt_py_sample_event: the Python stack of the MEM just before */
-	/* communication (commprobe source: entry probes on c10d's process-group backends) */
-	LT_EV_COMM = 112,	/* a collective or point-to-point call entered */
-	LT_EV_COMM_STACK = 113, /* lt_py_sample_event: the Python stack of the COMM just before (--launch-stacks) */
-	LT_EV_COMM_MARK = 114,	/* a point in a collective's life: enqueued, done, waited for; DDP buckets */
-	LT_EV_NCCL = 115,	/* an NCCL API call entered (libnccl: ncclAllReduce, ncclGroupEnd, ...) */
+	LT_EV_NONE = 0, /* no record: in loss counts, a generator resume */
+	LT_RECORD_KINDS(LT_EV_ENUM_ENTRY)
 };
+#undef LT_EV_ENUM_ENTRY
 
 struct lt_event_header {
 	u16 kind; /* enum lt_event_kind */

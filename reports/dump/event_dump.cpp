@@ -5,110 +5,12 @@
 
 #include "reports/format/utf8_text.h"
 #include "user/model/action_name.h"
+#include "user/model/record_kinds.h"
 
 namespace lt {
 
 namespace {
-const char* kind_name(unsigned k) {
-  switch (k) {
-    case LT_EV_ACTION_BEGIN:
-      return "action_begin";
-    case LT_EV_ACTION_END:
-      return "action_end";
-    case LT_EV_DIRECT_START:
-      return "direct_start";
-    case LT_EV_DIRECT_STOP:
-      return "direct_stop";
-    case LT_EV_FETCH_BEGIN:
-      return "fetch";
-    case LT_EV_ACTION_NAME_TAIL:
-      return "action_name_tail";
-    case LT_EV_ACTION_ORIGIN:
-      return "action_origin";
-    case LT_EV_MODULE_CALL:
-      return "module_call";
-    case LT_EV_MODULE_NAME:
-      return "module_name";
-    case LT_EV_PROC_FORK:
-      return "fork";
-    case LT_EV_PROC_EXEC:
-      return "exec";
-    case LT_EV_PROC_EXIT:
-      return "exit";
-    case LT_EV_PROC_INFO:
-      return "proc_info";
-    case LT_EV_DROPS:
-      return "drops";
-    case LT_EV_WINDOW:
-      return "window";
-    case LT_EV_HOST_INFO:
-      return "host_info";
-    case LT_EV_PROC_ENV:
-      return "proc_env";
-    case LT_EV_CLOCK_SYNC:
-      return "clock_sync";
-    case LT_EV_PROC_CONTAINER:
-      return "proc_container";
-    case LT_EV_PROC_DROPS:
-      return "proc_drops";
-    case LT_EV_PY_SAMPLE:
-      return "py_sample";
-    case LT_EV_OFFCPU_BEGIN:
-      return "offcpu_begin";
-    case LT_EV_OFFCPU_END:
-      return "offcpu_end";
-    case LT_EV_PY_CODE:
-      return "py_code";
-    case LT_EV_PY_LINE:
-      return "py_line";
-    case LT_EV_SAMPLER_INFO:
-      return "sampler_info";
-    case LT_EV_NATIVE_SYM:
-      return "native_sym";
-    case LT_EV_OP:
-      return "op";
-    case LT_EV_OP_NAME:
-      return "op_name";
-    case LT_EV_OP_SHAPES:
-      return "op_shapes";
-    case LT_EV_REGION_CODE:
-      return "region_code";
-    case LT_EV_COMPILE_NOTE:
-      return "compile_note";
-    case LT_EV_MEM:
-      return "mem";
-    case LT_EV_MEM_STACK:
-      return "mem_stack";
-    case LT_EV_COMM:
-      return "comm";
-    case LT_EV_COMM_STACK:
-      return "comm_stack";
-    case LT_EV_COMM_MARK:
-      return "comm_mark";
-    case LT_EV_NCCL:
-      return "nccl";
-    case LT_EV_GPU_ACTIVITY:
-      return "gpu_activity";
-    case LT_EV_GPU_NAME:
-      return "gpu_name";
-    case LT_EV_GPU_LAUNCH:
-      return "gpu_launch";
-    case LT_EV_GPU_LAUNCH_STACK:
-      return "gpu_launch_stack";
-    case LT_EV_NVTX:
-      return "nvtx";
-    case LT_EV_GPU_STATUS:
-      return "gpu_status";
-    case LT_EV_GPU_CLOCK:
-      return "gpu_clock";
-    case LT_EV_DEVICE_STATS:
-      return "device_stats";
-    case LT_EV_PROC_STATS:
-      return "proc_stats";
-    default:
-      return "unknown";
-  }
-}
+
 void dump_sample(const lt_event_header& h, const std::byte* p, std::ostream& out) {
   lt_py_sample_event e;
   if (!record_as(h, p, e)) return;
@@ -127,7 +29,7 @@ void dump_events(const Trace& trace, std::ostream& to) {
   Utf8TextBuf text(to.rdbuf());
   std::ostream out(&text);
   trace.for_each([&](const lt_event_header& h, const std::byte* p) {
-    out << h.ts_ns << " " << h.pid << "/" << h.tid << " " << kind_name(h.kind);
+    out << h.ts_ns << " " << h.pid << "/" << h.tid << " " << record_dump_name(h.kind);
     lt_action_event a;
     lt_action_name_tail_event at;
     lt_proc_event pe;
@@ -194,7 +96,7 @@ void dump_events(const Trace& trace, std::ostream& to) {
           << " allocated=" << me.total_allocated << " reserved=" << me.total_reserved;
     else if (h.kind == LT_EV_ACTION_ORIGIN && record_as(h, p, ao))
       out << " key=0x" << std::hex << ao.key << " code=0x" << ao.code << std::dec << " depth=" << ao.depth
-          << " flags=" << ao.flags << " of=" << kind_name(ao.begin_kind);
+          << " flags=" << ao.flags << " of=" << record_dump_name(ao.begin_kind);
     else if (h.kind <= LT_EV_FETCH_BEGIN && record_as(h, p, a))
       out << " key=0x" << std::hex << a.key << std::dec << " flags=" << a.flags << " name=" << action_name(a);
     else if (h.kind == LT_EV_ACTION_NAME_TAIL && record_as(h, p, at))
@@ -221,7 +123,7 @@ void dump_events(const Trace& trace, std::ostream& to) {
     else if (h.kind == LT_EV_DROPS && record_as(h, p, dr))
       out << " ringbuf_full=" << dr.ringbuf_full << " read_faults=" << dr.read_faults;
     else if (h.kind == LT_EV_PROC_DROPS && record_as(h, p, pd))
-      out << " lost_kind=" << kind_name(pd.lost_kind) << " cause=" << pd.cause << " count=" << pd.count;
+      out << " lost_kind=" << record_dump_name(pd.lost_kind) << " cause=" << pd.cause << " count=" << pd.count;
     else if (h.kind == LT_EV_WINDOW && record_as(h, p, w))
       out << (w.begin ? " begin" : " end");
     else if (h.kind == LT_EV_CLOCK_SYNC && record_as(h, p, cs))

@@ -16,6 +16,7 @@
 #include "reports/simple/simple_report.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
+#include "user/model/record_kinds.h"
 #include "user/proc/container.h"
 
 namespace lt {
@@ -30,43 +31,6 @@ std::string describe(const ProcessMeta& m) {
   if (m.container_flags) s += " in container " + proc::describe_container(m.container_host, m.container_id, m.ns_pid);
   if (!m.cmdline.empty()) s += ": " + m.cmdline;
   return s;
-}
-
-const char* kind_name(std::uint16_t kind) {
-  switch (kind) {
-    case LT_EV_ACTION_BEGIN:
-      return "action start";
-    case LT_EV_ACTION_END:
-      return "action end";
-    case LT_EV_FETCH_BEGIN:
-      return "dataloader fetch";
-    case LT_EV_ACTION_NAME_TAIL:
-      return "action name piece";
-    case LT_EV_ACTION_ORIGIN:
-      return "action opening frame";
-    case LT_EV_MODULE_CALL:
-      return "module call";
-    case LT_EV_PROC_FORK:
-      return "fork";
-    case LT_EV_PROC_EXEC:
-      return "exec";
-    case LT_EV_PROC_EXIT:
-      return "exit";
-    case LT_EV_PY_SAMPLE:
-      return "stack sample";
-    case LT_EV_OFFCPU_BEGIN:
-    case LT_EV_OFFCPU_END:
-      return "off-CPU";
-    case LT_EV_OP:
-    case LT_EV_OP_SHAPES:
-      return "op";
-    case LT_EV_REGION_CODE:
-      return "compiled region function";
-    case LT_EV_NONE:
-      return "generator resume";
-    default:
-      return "GPU";
-  }
 }
 
 const char* cause_name(std::uint16_t cause) {
@@ -89,7 +53,7 @@ void loss_note(const ProcessActions& p) {
   const std::string who = "ltrace-bpf: pid " + std::to_string(p.meta.pid) + ": ";
   std::string lost, degraded;
   for (auto& l : p.losses) {
-    std::string what = std::to_string(l.count) + " " + kind_name(l.kind) + " record(s)";
+    std::string what = std::to_string(l.count) + " " + record_text_name(l.kind) + " record(s)";
     if (l.cause == LT_LOSS_READ_FAULT)
       degraded += (degraded.empty() ? "" : ", ") + what;
     else

@@ -3,48 +3,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "user/model/record_kinds.h"
+
 namespace lt {
 
 bool carries_stack(std::uint16_t kind) {
   return kind == LT_EV_PY_SAMPLE || kind == LT_EV_GPU_LAUNCH_STACK || kind == LT_EV_OFFCPU_BEGIN ||
          kind == LT_EV_MEM_STACK || kind == LT_EV_COMM_STACK;
-}
-
-std::size_t fixed_size(std::uint16_t kind) {
-  switch (kind) {
-    case LT_EV_PROC_FORK:
-    case LT_EV_PROC_EXEC:
-    case LT_EV_PROC_EXIT:
-      return sizeof(lt_proc_event);
-    case LT_EV_PY_SAMPLE:
-    case LT_EV_GPU_LAUNCH_STACK:
-    case LT_EV_OFFCPU_BEGIN:
-    case LT_EV_MEM_STACK:
-    case LT_EV_COMM_STACK:
-      return sizeof(lt_py_sample_event);
-    case LT_EV_MEM:
-      return sizeof(lt_mem_event);
-    case LT_EV_COMM:
-      return sizeof(lt_comm_event);
-    case LT_EV_COMM_MARK:
-      return sizeof(lt_comm_mark_event);
-    case LT_EV_NCCL:
-      return sizeof(lt_nccl_event);
-    case LT_EV_GPU_LAUNCH:
-      return sizeof(lt_gpu_launch_event);
-    case LT_EV_GPU_STATUS:
-      return sizeof(lt_gpu_status_event);
-    case LT_EV_OP:
-      return sizeof(lt_op_event);
-    case LT_EV_OP_SHAPES:
-      return sizeof(lt_op_shapes_event);
-    case LT_EV_REGION_CODE:
-      return sizeof(lt_region_code_event);
-    case LT_EV_MODULE_CALL:
-      return sizeof(lt_module_call_event);
-    default:
-      return 0;
-  }
 }
 
 template <typename R>
@@ -59,7 +24,7 @@ std::span<const std::byte> RecordNormalizer::normalize(const void* data, std::si
   lt_event_header h;
   std::memcpy(&h, data, sizeof h);
   if (h.size != size) return {};
-  if (const std::size_t fixed = fixed_size(h.kind); fixed && size != fixed) return {};
+  if (const std::size_t fixed = exact_record_size(h.kind); fixed && size != fixed) return {};
   if (carries_stack(h.kind)) {
     lt_py_sample_event* e;
     auto out = copy(data, e);
@@ -118,7 +83,7 @@ RecordOps ops_named(std::span<const std::byte> record) {
   RecordOps out;
   if (record.size() < sizeof(lt_event_header)) return out;
   const auto h = read_as<lt_event_header>(record);
-  if (fixed_size(h.kind) != record.size()) return out;
+  if (exact_record_size(h.kind) != record.size()) return out;
   if (carries_stack(h.kind)) return running_ops<lt_py_sample_event>(record);
   if (h.kind == LT_EV_GPU_LAUNCH) return running_ops<lt_gpu_launch_event>(record);
   if (h.kind == LT_EV_OP) {

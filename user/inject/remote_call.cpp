@@ -264,6 +264,22 @@ bool is_fault(const siginfo_t& si) {
   }
 }
 
+// Whether `tid` is gone or a zombie within 100 ms: an exit in progress ends
+// within microseconds; a thread we may not trace stays as it is.
+bool thread_exiting(pid_t pid, pid_t tid) {
+  const std::string stat = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat";
+  for (int i = 0; i < 10; ++i) {
+    std::ifstream f(stat);
+    std::string text((std::istreambuf_iterator<char>(f)), {});
+    const auto rp = text.rfind(')');
+    if (!f || rp == std::string::npos || rp + 2 >= text.size()) return true;  // gone
+    const char state = text[rp + 2];
+    if (state == 'Z' || state == 'X') return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
 [[noreturn]] void throw_ptrace_perm(pid_t pid, pid_t tid) {
   throw Error(ExitCode::permission, "cannot ptrace pid " + std::to_string(pid) + " (thread " + std::to_string(tid) +
                                         "): permission denied; need CAP_SYS_PTRACE (run as root), or the same uid with "
@@ -584,8 +600,10 @@ std::unique_ptr<RemoteThread::State> try_thread(pid_t pid, const Candidate& c, c
   pid_t tid = c.tid;
   step();
   if (ptrace(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(PTRACE_O_TRACESYSGOOD))) != 0) {
-    if (errno == EPERM) throw_ptrace_perm(pid, tid);
-    if (errno == ESRCH) {
+    // A thread already exiting also answers EPERM (PF_EXITING): that is an
+    // exit, not a refusal (a test injecting until its target exits saw it).
+    if (errno == EPERM && !thread_exiting(pid, tid)) throw_ptrace_perm(pid, tid);
+    if (errno == ESRCH || errno == EPERM) {
       why = "thread " + std::to_string(tid) + " exited";
       return nullptr;
     }
