@@ -246,6 +246,15 @@ struct lt_proc_drops_event {
 	u64 count;
 };
 
+/* RECORDED_REPORTS (user space, at attach): the reports the recording was
+ * made for (--report, as given or its default), so that `report FILE`
+ * prints them when not told otherwise. */
+#define LT_REPORTS_MAX 64
+struct lt_recorded_reports_event {
+	struct lt_event_header hdr;
+	char reports[LT_REPORTS_MAX]; /* "simple,advanced,ops", NUL-terminated */
+};
+
 /* Deepest Python stack carried by one sample (leaf side kept). */
 #define LT_STACK_MAX 96
 

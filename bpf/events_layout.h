@@ -139,6 +139,10 @@ LT_OFFSET(lt_proc_drops_event, cause, 26);
 LT_OFFSET(lt_proc_drops_event, pad, 28);
 LT_OFFSET(lt_proc_drops_event, count, 32);
 
+LT_SIZE(lt_recorded_reports_event, 88);
+LT_OFFSET(lt_recorded_reports_event, hdr, 0);
+LT_OFFSET(lt_recorded_reports_event, reports, 24);
+
 LT_SIZE(lt_py_frame, 16);
 LT_OFFSET(lt_py_frame, code, 0);
 LT_OFFSET(lt_py_frame, lasti, 8);

@@ -45,6 +45,7 @@
 	X(CLOCK_SYNC,       37, lt_clock_sync_event,       LT_SIZE_READER, "clock sync",               "clock_sync")        /* wall clock vs a reference host */ \
 	X(PROC_CONTAINER,   38, lt_proc_container_event,   LT_SIZE_READER, "container",                "proc_container")    /* namespaces, hostname, id */ \
 	X(PROC_DROPS,       39, lt_proc_drops_event,       LT_SIZE_READER, "process losses",           "proc_drops")        /* what one process lost, by kind and cause */ \
+	X(RECORDED_REPORTS, 40, lt_recorded_reports_event, LT_SIZE_READER, "recorded reports",         "recorded_reports")  /* the reports a recording was made for */ \
 	/* Python stacks (pysample source) */ \
 	X(PY_SAMPLE,        48, lt_py_sample_event,        LT_SIZE_EXACT,  "stack sample",             "py_sample")         /* cpu-clock sample of a target thread */ \
 	X(OFFCPU_BEGIN,     49, lt_py_sample_event,        LT_SIZE_EXACT,  "off-CPU",                  "offcpu_begin")      /* a target thread blocked */ \

@@ -15,12 +15,16 @@ from conftest import LTRACE, WORKLOADS, pyenv_python, wait_for
 
 
 def tracer_of(pid):
-    """The TracerPid /proc/PID/status shows (0: none)."""
+    """The process whose thread traces PID, from TracerPid in /proc/PID/status
+    (0: none). TracerPid names the tracing thread: ltrace-bpf's exit holder
+    is a thread of its own."""
     with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("TracerPid:"):
-                return int(line.split()[1])
-    return 0
+        tid = next((int(line.split()[1]) for line in f if line.startswith("TracerPid:")), 0)
+    try:
+        with open(f"/proc/{tid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("Tgid:")), tid)
+    except OSError:  # no tracer, or it is gone
+        return tid
 
 
 def wait_until(cond, what, timeout, *procs, err=None):

@@ -13,14 +13,23 @@ TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
 
 
 def test_live_output_equals_offline_report(attach, lightning_python):
+    """`report FILE` with no --report prints the reports the recording was
+    made for (a RECORDED_REPORTS record), byte for byte as the live run."""
     run = attach([lightning_python, TRAIN, "--profiler", "none", "--epochs", "2", "--batches", "16", "--val"],
-                 lt_args=["-o", "run.ltrace"])
+                 lt_args=["-o", "run.ltrace", "--report", "simple,advanced"])
     assert run.lt_rc == 0, run.lt_err
     path = run.tmp / "run.ltrace"
     off = subprocess.run([LTRACE, "report", str(path)], capture_output=True, text=True, timeout=60)
     assert off.returncode == 0, off.stderr
+    assert "Profile stats for: " in run.lt_out  # the Advanced report is there to compare
     assert off.stdout == run.lt_out
     assert parse_simple_report(off.stdout)["run_training_batch"][1] == "32"
+    # --report still chooses.
+    simple = subprocess.run([LTRACE, "report", str(path), "--report", "simple"], capture_output=True, text=True,
+                            timeout=60)
+    assert simple.returncode == 0, simple.stderr
+    assert "Profile stats for: " not in simple.stdout
+    assert simple.stdout and run.lt_out.startswith(simple.stdout.rstrip("\n")), simple.stdout
     # The same report without root: it is only a file (pytest's tmp dirs are
     # private to root, so hand nobody a copy).
     shared = f"/tmp/lt-nobody-{os.getpid()}.ltrace"

@@ -187,3 +187,21 @@ TEST(CollectorSynthesizedRecords, ProcessRecordsOfARankNameItsJob) {
   EXPECT_EQ(penv.master_port, 29500u);
   EXPECT_STREQ(penv.master_addr, "node7");
 }
+
+TEST(CollectorSynthesizedRecords, RecordedReportsKeepWholeNames) {
+  auto e = recorded_reports_record("simple,advanced,ops", 7);
+  EXPECT_EQ(e.hdr.kind, LT_EV_RECORDED_REPORTS);
+  EXPECT_EQ(e.hdr.size, sizeof e);
+  EXPECT_EQ(e.hdr.ts_ns, 7u);
+  EXPECT_STREQ(e.reports, "simple,advanced,ops");
+  // Longer than the record holds: cut at a comma, NUL-terminated.
+  std::string many;
+  for (int i = 0; i < 12; ++i) many += std::string(many.empty() ? "" : ",") + "advanced";
+  e = recorded_reports_record(many, 7);
+  const std::string kept(e.reports);
+  EXPECT_LT(kept.size(), sizeof e.reports);
+  EXPECT_FALSE(kept.empty());
+  EXPECT_EQ(kept.back(), 'd');
+  EXPECT_EQ(many.rfind(kept, 0), 0u);
+  EXPECT_EQ(many[kept.size()], ',');
+}

@@ -155,3 +155,31 @@ TEST(ExitHolds, AGoneThreadCannotBeHeld) {
   EXPECT_FALSE(holds.hold(child, child));
   EXPECT_FALSE(holds.any());
 }
+
+// Paused where it is (the Py_FinalizeEx probe's moment), then at its exit:
+// each stop waits for go_on(), and the exit status is still its own.
+TEST(ExitHolds, PauseThenExitEachWaitForGoOn) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  const pid_t child = child_waiting_on(p[0]);
+  ASSERT_GT(child, 0);
+  ExitHolds holds;
+  ASSERT_TRUE(holds.hold(child, child, /*pause=*/true));
+  ASSERT_TRUE(poll_until_at_exit(holds, child));  // paused: it waits for us
+  EXPECT_EQ(state_of(child), 't');
+  ASSERT_EQ(write(p[1], "x", 1), 1);  // it would exit now, but is paused
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(state_of(child), 't');
+  holds.go_on(child);
+  EXPECT_TRUE(holds.held(child));
+  ASSERT_TRUE(poll_until_at_exit(holds, child));  // now at its exit
+  EXPECT_EQ(state_of(child), 't');
+  holds.go_on(child);
+  EXPECT_FALSE(holds.held(child));
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 3);
+  close(p[0]);
+  close(p[1]);
+}

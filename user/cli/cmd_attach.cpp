@@ -122,6 +122,7 @@ int attach(Options& opts) {
   }
   SessionOptions so{opts.pids, opts.all, opts.children, opts.duration_s, opts.verbose};
   so.gpu = opts.gpu;
+  so.reports = opts.report;
   so.inject = opts.inject;
   so.launch_stacks = opts.launch_stacks;
   so.device_stats = opts.device_stats;

@@ -1,5 +1,7 @@
 // `ltrace-bpf report FILE|-`: the reports from a trace file (no root, no
 // BPF); `report DIR --merge`: several trace files as one job.
+#include <algorithm>
+#include <cstring>
 #include <iostream>
 
 #include "user/cli/builtin.h"
@@ -38,6 +40,25 @@ void check_report(Options& o) {
   if (o.input.empty()) throw Error(ExitCode::usage, "report needs a trace file: ltrace-bpf report FILE");
 }
 
+// Without --report, the reports the recording was made for (written by the
+// recorder at attach; a trace older than that record prints Simple). Names
+// this version does not know are left out; --report still wins.
+static void take_recorded_reports(Options& opts, const lt_event_header& h, const std::byte* p) {
+  lt_recorded_reports_event r{};
+  if (h.size < sizeof r) return;
+  std::memcpy(&r, p, sizeof r);
+  const std::string given(r.reports, strnlen(r.reports, sizeof r.reports));
+  std::string known;
+  for (std::size_t at = 0; at <= given.size();) {
+    const std::size_t end = std::min(given.find(',', at), given.size());
+    const std::string one = given.substr(at, end - at);
+    if (is_report_name(one) && ("," + known + ",").find("," + one + ",") == std::string::npos)
+      known += (known.empty() ? "" : ",") + one;
+    at = end + 1;
+  }
+  if (!known.empty()) opts.report = known;
+}
+
 int cmd_report(Options& opts) {
   if (opts.merge) return merge_reports(opts);
   ReportSet reports(opts);
@@ -48,6 +69,7 @@ int cmd_report(Options& opts) {
   auto r = tracefile::read_trace_file(
       opts.input,
       [&](const lt_event_header& h, const std::byte* p) {
+        if (h.kind == LT_EV_RECORDED_REPORTS && !opts.report_given) take_recorded_reports(opts, h, p);
         reports.add(h, p);
         if (keep) trace.append(p, h.size);
       },

@@ -77,7 +77,7 @@ void store_report(Options& o, const std::string& v) {
   std::string rest = v + ",";
   for (auto at = rest.find(','); at != std::string::npos; rest.erase(0, at + 1), at = rest.find(',')) {
     std::string one = rest.substr(0, at);
-    if (one != "simple" && one != "advanced" && one != "ops" && one != "gpu" && one != "memory" && one != "comm")
+    if (!is_report_name(one))
       throw Error(ExitCode::usage,
                   "unknown report '" + one +
                       "' (available: simple, advanced, ops, gpu, memory, comm, or several: simple,ops,gpu)");

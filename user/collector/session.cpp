@@ -1,6 +1,7 @@
 #include "user/collector/session.h"
 
 #include <bpf/libbpf.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/comm_tracer.h"
 #include "user/collector/dynamo_notes.h"
+#include "user/collector/exit_holder.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/mem_tracer.h"
 #include "user/collector/module_namer.h"
@@ -80,6 +82,16 @@ void nap(std::uint64_t ns) {
   nanosleep(&t, nullptr);
 }
 
+// Sleeps up to `ms`, or until `fd` (an eventfd) says a read is wanted.
+void wait_for_drain(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, ms) > 0 && (p.revents & POLLIN)) {
+    std::uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+  }
+}
+
 // The drain loop must run when the ring buffer fills, even when the targets
 // keep every CPU busy: at nice 0 beside 50 busy forked children it waited so
 // long between drains that 290,776 of 400,000 action records were dropped;
@@ -133,6 +145,11 @@ void Session::prepare() {
 Trace Session::run(const std::atomic<bool>& stop) {
   const auto t0 = monotonic_ns();
   start_sources();
+  // A target's interpreter starting to finalize is held at its exit until
+  // we have read it; the holder wakes us for that read. It inherits our
+  // priority where a real-time one is not allowed.
+  raise_drain_priority();
+  exit_holder_ = std::make_unique<ExitHolder>(pyactions_->wakeup_fd(), opts_.verbose);
   adopt_targets();
   mark_attached(t0);
   std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> ring(
@@ -144,26 +161,18 @@ Trace Session::run(const std::atomic<bool>& stop) {
   const auto attached = monotonic_ns();
   const auto deadline = opts_.duration_s > 0 ? attached + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
   start_chores(monotonic_ns());
-  // A target's interpreter starting to finalize wakes us early (its last
-  // samples' code objects must be read before it is gone).
-  std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> wakeups(
-      ring_buffer__new(pyactions_->wakeup_fd(), &Session::on_wakeup, this, nullptr), &ring_buffer__free);
-  if (!wakeups) throw bpf_error("open the wake-up ring buffer", errno);
   bool behind = false;
-  raise_drain_priority();
   while (!stop.load()) {
     // Producers never wake us (BPF_RB_NO_WAKEUP): a wakeup per event would
     // put our thread on the target's CPU in the middle of its step.  We
     // drain on a timer instead, at once again when behind, and at once when
-    // a target starts to shut down; while one is held at its exit, every
-    // millisecond (its exit, or a signal it stopped for, waits for us).
-    const auto nap_ms = exit_holds_.any() ? 1 : static_cast<int>(kDrainNapNs / 1'000'000);
-    if (!behind) ring_buffer__poll(wakeups.get(), nap_ms);
-    hold_finalizing();
+    // a target waits at its exit for us.
+    if (!behind) wait_for_drain(exit_holder_->drain_fd(), static_cast<int>(kDrainNapNs / 1'000'000));
+    exit_holder_->read_begins();
     const int n = ring_buffer__consume(ring.get());
+    exit_holder_->read_ends();
     behind = n > kBehindRecords;
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
-    if (exit_holds_.any()) release_exiting(ring.get());
     const auto now = do_chores();
     if (deadline && now >= deadline) break;
     // Every target gone (--all waits for processes still to come).
@@ -190,6 +199,7 @@ void Session::start_sources() {
   });
   if (!opts_.output_path.empty()) writer_ = std::make_unique<tracefile::TraceWriter>(opts_.output_path);
   emit(host_info_record());
+  emit(recorded_reports_record(opts_.reports, monotonic_ns()));
   emit_clock_sync(0);
   proctrack_ = std::make_unique<ProcTrackSource>();
   pyactions_ = std::make_unique<PyActionsSource>(*proctrack_, opts_.module_names);
@@ -317,45 +327,11 @@ std::uint64_t Session::do_chores() {
 
 // Drains everything already produced, then stops producing: the bridges
 // first (they flush), then the other probes, and drains what they sent.
-// The wake-up ring's callback: a target's thread entered Py_FinalizeEx.
-int Session::on_wakeup(void* ctx, void* data, std::size_t size) {
-  std::uint64_t pid_tgid = 0;
-  if (size >= sizeof pid_tgid) {
-    std::memcpy(&pid_tgid, data, sizeof pid_tgid);
-    static_cast<Session*>(ctx)->finalizing_.push_back(pid_tgid);
-  }
-  return 0;
-}
-
-// Seize each finalizing thread before reading the ring: from here on its
-// exit waits for us, however late we read (user/proc/exit_hold.h).
-void Session::hold_finalizing() {
-  for (std::uint64_t pid_tgid : finalizing_) {
-    const auto pid = static_cast<pid_t>(pid_tgid >> 32), tid = static_cast<pid_t>(pid_tgid & 0xffffffffu);
-    const bool held = exit_holds_.hold(pid, tid);
-    if (opts_.verbose)
-      std::fprintf(stderr, "ltrace-bpf: pid %d: finalizing; %s\n", pid,
-                   held ? "its exit waits until its last samples are read"
-                        : "not held at its exit (gone, or traced by someone else)");
-  }
-  finalizing_.clear();
-}
-
-// Targets stopped at their exit: everything they recorded is in the ring
-// now; read it (their memory is still there), then let them exit.
-void Session::release_exiting(ring_buffer* rb) {
-  const auto at_exit = exit_holds_.poll();
-  if (at_exit.empty()) return;
-  if (!callback_error_) ring_buffer__consume(rb);
-  for (pid_t pid : at_exit) {
-    exit_holds_.release(pid);
-    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: read at its exit, released\n", pid);
-  }
-}
-
 void Session::detach(ring_buffer* rb) {
+  if (exit_holder_) exit_holder_->read_begins();
   if (!callback_error_) ring_buffer__consume(rb);
-  exit_holds_.release_all();
+  if (exit_holder_) exit_holder_->read_ends();
+  exit_holder_.reset();  // every held target goes on
   if (!callback_error_) release_gpu(rb);
   gpusrc_.reset();
   pyactions_.reset();

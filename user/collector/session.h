@@ -24,7 +24,6 @@
 #include "user/collector/target_tracker.h"
 #include "user/core/errors.h"
 #include "user/model/trace.h"
-#include "user/proc/exit_hold.h"
 #include "user/python/discovery.h"
 #include "user/python/thread_states.h"
 #include "user/tracefile/trace_writer.h"
@@ -35,6 +34,7 @@ namespace lt {
 
 class ProcTrackSource;
 class PyActionsSource;
+class ExitHolder;
 class DynamoNotes;
 class ModuleNamer;
 class PySampleSource;
@@ -82,6 +82,9 @@ struct SessionOptions {
   // GPU: records from CUDA targets (the CUPTI bridge, injected if needed,
   // or uprobes on libcudart / libcuda); see user/collector/gpu_tracer.h.
   bool gpu = true;
+  // The reports asked for (--report as given, or its default): stored in
+  // the trace so that `report FILE` prints the same ones.
+  std::string reports = "simple";
   bool inject = true;                          // may ptrace-inject the bridge into a running process
   bool launch_stacks = false;                  // the Python stack of launches (needs sampling's TSD key)
   std::uint64_t launch_stack_interval_ns = 0;  // ...at most one per thread per interval (0: every launch)
@@ -174,9 +177,6 @@ class Session {
 
   // Records.
   static int on_ring_record(void* ctx, void* data, std::size_t size);  // the ring buffer's callback
-  static int on_wakeup(void* ctx, void* data, std::size_t size);       // the wake-up ring's
-  void hold_finalizing();
-  void release_exiting(ring_buffer* rb);
   void on_record(const void* data, std::size_t size);
   void on_process_record(const lt_event_header& h, const lt_proc_event& p);
   void on_bridge_status(pid_t pid, const lt_gpu_status_event& e);
@@ -233,10 +233,9 @@ class Session {
   SessionStats stats_;
   std::vector<std::string> notes_;
   std::uint32_t generation_ = 1;
-  // Targets whose interpreter started to finalize (the wake-up ring's
-  // pid_tgid), then held at their exit until their last samples are read.
-  std::vector<std::uint64_t> finalizing_;
-  proc::ExitHolds exit_holds_;
+  // Holds finalizing targets at their exit until the drain has read them;
+  // last member: gone before the sources whose ring it reads.
+  std::unique_ptr<ExitHolder> exit_holder_;
 };
 
 }  // namespace lt

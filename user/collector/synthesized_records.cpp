@@ -45,6 +45,16 @@ lt_window_event window_record(bool begin, std::uint64_t ts_ns) {
   return w;
 }
 
+lt_recorded_reports_event recorded_reports_record(const std::string& reports, std::uint64_t ts_ns) {
+  lt_recorded_reports_event r{};
+  r.hdr = user_header(LT_EV_RECORDED_REPORTS, sizeof r, 0, ts_ns);
+  std::string fit = reports;
+  // Whole names only: a reader must never see half of one.
+  while (fit.size() >= sizeof r.reports) fit.erase(fit.rfind(',') == std::string::npos ? 0 : fit.rfind(','));
+  std::memcpy(r.reports, fit.data(), fit.size());
+  return r;
+}
+
 lt_drops_event drops_record(const lt_drop_counters& drops, std::uint64_t ts_ns) {
   lt_drops_event d{};
   d.hdr = user_header(LT_EV_DROPS, sizeof d, 0, ts_ns);

@@ -53,19 +53,21 @@ ExitHolds::~ExitHolds() {
   release_all();
 }
 
-bool ExitHolds::hold(pid_t pid, pid_t tid) {
+bool ExitHolds::hold(pid_t pid, pid_t tid, bool pause) {
   if (std::any_of(held_.begin(), held_.end(), [&](const Held& h) { return h.pid == pid; })) return false;
   if (ptrace(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACEEXIT)) < 0) return false;
-  held_.push_back({pid, tid, false});
+  // Gone already if this fails: poll() sees it end.
+  const bool pausing = pause && ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0;
+  held_.push_back({pid, tid, false, pausing, false});
   return true;
 }
 
 std::vector<pid_t> ExitHolds::poll() {
-  std::vector<pid_t> at_exit;
+  std::vector<pid_t> waiting;
   for (std::size_t i = 0; i < held_.size();) {
     Held& h = held_[i];
     bool keep = true;
-    for (bool more = !h.at_exit; more;) {
+    for (bool more = !h.at_exit && !h.paused; more;) {
       const Stop s = next_stop(h.tid, false);
       switch (s.kind) {
         case Stop::none:
@@ -82,8 +84,14 @@ std::vector<pid_t> ExitHolds::poll() {
           detach(h, 0);
           keep = more = false;
           break;
-        case Stop::interrupt:
-          ptrace(PTRACE_CONT, h.tid, nullptr, nullptr);
+        case Stop::interrupt:  // ours: the pause hold() asked for, or release()'s
+          if (h.pausing) {
+            h.pausing = false;
+            h.paused = true;
+            more = false;
+          } else {
+            ptrace(PTRACE_CONT, h.tid, nullptr, nullptr);
+          }
           break;
         case Stop::signal:  // on its way in: pass it on
           ptrace(PTRACE_CONT, h.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.sig)));
@@ -94,10 +102,22 @@ std::vector<pid_t> ExitHolds::poll() {
       held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    if (h.at_exit) at_exit.push_back(h.pid);
+    if (h.at_exit || h.paused) waiting.push_back(h.pid);
     ++i;
   }
-  return at_exit;
+  return waiting;
+}
+
+bool ExitHolds::held(pid_t pid) const {
+  return std::any_of(held_.begin(), held_.end(), [&](const Held& h) { return h.pid == pid; });
+}
+
+void ExitHolds::go_on(pid_t pid) {
+  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.pid == pid; });
+  if (it == held_.end()) return;
+  if (!it->paused) return release(pid);
+  it->paused = false;
+  ptrace(PTRACE_CONT, it->tid, nullptr, nullptr);
 }
 
 void ExitHolds::release(pid_t pid) {
@@ -105,7 +125,7 @@ void ExitHolds::release(pid_t pid) {
   if (it == held_.end()) return;
   const Held h = *it;
   held_.erase(it);
-  if (h.at_exit) return detach(h, 0);
+  if (h.at_exit || h.paused) return detach(h, 0);
   // A running tracee cannot be detached: stop it first. The stop comes as
   // soon as it runs (later only from an uninterruptible sleep).
   if (ptrace(PTRACE_INTERRUPT, h.tid, nullptr, nullptr) < 0) return;  // gone
