@@ -31,6 +31,7 @@ struct MergeInput {
   std::optional<OpsReport> ops;    // kept intervals: op slices in the traces
   std::optional<GpuReport> gpu;    // kept slices: kernel, copy, API rows and launch flows in the traces
   std::optional<CommReport> comm;  // kept calls: who arrived last at each collective (reports/cluster/arrivals.h)
+  bool damaged = false;            // parts of the file were damaged and skipped
 };
 
 enum class ClockSource {

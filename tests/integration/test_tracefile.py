@@ -14,15 +14,20 @@ TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
 
 def test_live_output_equals_offline_report(attach, lightning_python):
     """`report FILE` with no --report prints the reports the recording was
-    made for (a RECORDED_REPORTS record), byte for byte as the live run."""
+    made for (a RECORDED_REPORTS record), byte for byte as the live run; so
+    does `report DIR --merge` for each rank, before its cluster summary."""
     run = attach([lightning_python, TRAIN, "--profiler", "none", "--epochs", "2", "--batches", "16", "--val"],
-                 lt_args=["-o", "run.ltrace", "--report", "simple,advanced"])
+                 lt_args=["-o", "run.ltrace", "--report", "simple,advanced,ops"])
     assert run.lt_rc == 0, run.lt_err
     path = run.tmp / "run.ltrace"
     off = subprocess.run([LTRACE, "report", str(path)], capture_output=True, text=True, timeout=60)
     assert off.returncode == 0, off.stderr
-    assert "Profile stats for: " in run.lt_out  # the Advanced report is there to compare
+    # The Advanced and ops reports are there to compare.
+    assert "Profile stats for: " in run.lt_out and "Self CPU time total" in run.lt_out, run.lt_out
     assert off.stdout == run.lt_out
+    merged = subprocess.run([LTRACE, "report", str(run.tmp), "--merge"], capture_output=True, text=True, timeout=60)
+    assert merged.returncode == 0, merged.stderr
+    assert merged.stdout.startswith(off.stdout + "\n") and "Cluster Summary" in merged.stdout, merged.stdout
     assert parse_simple_report(off.stdout)["run_training_batch"][1] == "32"
     # --report still chooses.
     simple = subprocess.run([LTRACE, "report", str(path), "--report", "simple"], capture_output=True, text=True,
@@ -251,6 +256,14 @@ def test_flipped_byte_in_a_middle_chunk(attach, lightning_python, tmp_path):
     rows_full, rows_bad = parse_simple_report(full.stdout), parse_simple_report(r.stdout)
     for name, cells in rows_bad.items():
         assert int(cells[1]) <= int(rows_full[name][1]), name
+    # --merge reads it the same way: the same rows, the same exit code.
+    (tmp_path / "ranks").mkdir()
+    shutil.copy(damaged, tmp_path / "ranks" / "damaged.ltrace")
+    m = subprocess.run([LTRACE, "report", str(tmp_path / "ranks"), "--merge"], capture_output=True, text=True,
+                       timeout=60)
+    assert m.returncode == EXIT_DAMAGED, m.stderr
+    assert f"damaged chunk at byte {start}" in m.stderr, m.stderr
+    assert m.stdout.startswith(r.stdout + "\n"), m.stdout
 
 
 def small_trace(tmp_path):

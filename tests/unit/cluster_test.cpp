@@ -16,6 +16,7 @@
 #include "reports/cluster/merge.h"
 #include "reports/cluster/merged_trace.h"
 #include "user/cli/merge_output.h"
+#include "user/cli/report_set.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_writer.h"
 
@@ -779,6 +780,8 @@ TEST(MergeFiles, ReadsADirectoryOfTraceFilesAndWritesEverything) {
   EXPECT_EQ(inputs[1].actions.host.hostname, "node-b");
 
   MergeOptions mo;
+  const Options defaults;  // each rank's recorded reports: Simple here
+  mo.rank_reports = [&](const std::string& file, const OutputOptions& out) { write_rank_reports(defaults, file, out); };
   mo.reports.dirpath = (dir / "reports").string();
   mo.reports.filename = "perf";
   mo.chrome_path = (dir / "merged.json").string();

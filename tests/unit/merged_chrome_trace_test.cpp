@@ -367,7 +367,6 @@ TEST(MergedChromeTrace, MergeOfTraceFilesKeepsTheirGpuRows) {
   auto inputs = read_merge_inputs((dir / "traces").string(), false, {}, true);
   ASSERT_EQ(inputs.size(), 2u);
   MergeOptions mo;
-  mo.simple = false;
   mo.chrome_path = (dir / "merged.json").string();
   testing::internal::CaptureStdout();
   testing::internal::CaptureStderr();

@@ -132,13 +132,15 @@ int attach(Options& opts) {
   if (agent) set_up_agent(opts, so);
   so.sample_rate_hz = opts.effective_rate();
   so.off_cpu = opts.off_cpu;
-  // --report memory names the op and the Python stack of each allocation.
-  so.ops = opts.wants_ops() || opts.wants_report("memory");
+  // What the reports asked for need (user/cli/report_registry.cpp), and
+  // what other options ask for.
+  const ReportSources needs = report_sources(opts);
+  so.ops = needs.ops || opts.wants_ops();
   so.op_filters = opts.op_filters;
   so.shapes = opts.group_by_input_shapes;
-  so.memory = opts.profile_memory || opts.wants_report("memory");
-  so.memory_stacks = opts.wants_report("memory");
-  so.comm = opts.wants_report("comm");
+  so.memory = needs.memory || opts.profile_memory;
+  so.memory_stacks = needs.memory_stacks;
+  so.comm = needs.comm;
   so.module_names = opts.module_names;
   so.keep_in_memory = !opts.dump_path.empty();
   std::unique_ptr<ReportSet> reports;

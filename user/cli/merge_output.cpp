@@ -69,14 +69,18 @@ std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpA
     OpAggregator op_agg(actions, op_options);
     GpuAggregator gpu(actions, true);
     CommAggregator comm(actions, CommAggregatorOptions{true});
-    auto r = tracefile::read_trace_file(file, [&](const lt_event_header& h, const std::byte* p) {
-      actions.add(h, p);
-      if (ops) op_agg.add(h, p);
-      if (gpu_slices) gpu.add(h, p);
-      comm.add(h, p);
-    });
+    auto r = tracefile::read_trace_file(
+        file,
+        [&](const lt_event_header& h, const std::byte* p) {
+          actions.add(h, p);
+          if (ops) op_agg.add(h, p);
+          if (gpu_slices) gpu.add(h, p);
+          comm.add(h, p);
+        },
+        [&](const tracefile::DamagedRange&) { actions.gap(); });
     for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << file << ": " << w << "\n";
     MergeInput in{file, actions.finish(), std::nullopt};
+    in.damaged = r.data_lost();
     if (ops) in.ops = op_agg.finish();
     if (gpu_slices) in.gpu = gpu.finish();
     in.comm = comm.finish();
@@ -92,7 +96,7 @@ int write_merged_reports(const std::vector<MergeInput>& files, const MergeOption
   if (opt.estimate_clock) apply_clock_estimate(plan, clock, true);
 
   // Per-rank reports, file by file (pids are only unique within a file).
-  if (opt.simple || opt.ops) {
+  if (opt.rank_reports) {
     for (std::size_t i = 0; i < files.size(); ++i) {
       const auto& in = files[i];
       std::size_t host = 0;
@@ -106,13 +110,12 @@ int write_merged_reports(const std::vector<MergeInput>& files, const MergeOption
         std::cout << "==> " << in.file << (host < plan.hosts.size() ? " (" + plan.hosts[host].host + ")" : "")
                   << " <==\n";
       std::cerr << "ltrace-bpf: " << in.file << ":\n";
-      if (opt.simple) write_simple_reports(in.actions, out);
-      if (opt.ops && in.ops) write_ops_reports(in.actions, *in.ops, out, opt.ops_table);
+      opt.rank_reports(in.file, out);
     }
   }
 
   const std::string summary = render_cluster_summary(plan, &clock, opt.summary);
-  std::cout << (files.size() > 1 || opt.simple || opt.ops ? "\n" : "") << summary;
+  std::cout << (files.size() > 1 || opt.rank_reports ? "\n" : "") << summary;
   std::cout.flush();
   for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
     const auto& e = h < clock.hosts.size() ? clock.hosts[h] : HostOffsetEstimate{};

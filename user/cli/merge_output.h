@@ -3,6 +3,7 @@
 // report_output.h does: reports on stdout or under --dirpath, notes on
 // stderr, files written with a "wrote" note.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,13 +16,12 @@
 namespace lt {
 
 struct MergeOptions {
-  // Per-rank Simple (and, with `ops`, PyTorchProfiler) reports, as for one
-  // file; with --dirpath and several hosts each host's go to DIRPATH/<host>/
-  // (Lightning names the files by local rank, which repeats across nodes).
-  bool simple = true;
-  bool ops = false;
+  // Writes one file's reports, as `report FILE` does (cmd_report.cpp); none
+  // when empty. `reports` says where; with --dirpath and several hosts each
+  // host's go to DIRPATH/<host>/ (Lightning names the files by local rank,
+  // which repeats across nodes).
+  std::function<void(const std::string& file, const OutputOptions& out)> rank_reports;
   OutputOptions reports;
-  OpsOutputOptions ops_table;
   std::string chrome_path;    // --chrome FILE: the merged trace
   std::string chrome_dir;     // --chrome-dir DIR: rank-<N>.json per rank (HTA's input)
   std::string html_path;      // --html FILE: the merged dashboard
@@ -48,7 +48,8 @@ std::vector<std::string> trace_files_in(const std::string& dir);
 // Reads and aggregates every trace file of `path` (a directory, or one
 // file), each on its own, intervals kept; with `ops`, op tables and slices
 // too; with `gpu_slices`, GPU slices (for the merged Chrome traces).  Reader
-// warnings go to stderr.  Throws lt::Error(io) when there is no trace file,
+// warnings go to stderr; nothing pairs across a damaged stretch, and the
+// input says it was damaged.  Throws lt::Error(io) when there is no trace file,
 // lt::Error(bad_trace) as the reader does.
 std::vector<MergeInput> read_merge_inputs(const std::string& path, bool ops, OpAggregatorOptions op_options = {},
                                           bool gpu_slices = false);

@@ -7,6 +7,7 @@
 
 #include "reports/export/export_range.h"
 #include "user/cli/cli_table.h"
+#include "user/cli/report_registry.h"
 #include "user/core/errors.h"
 
 namespace lt {
@@ -79,8 +80,7 @@ void store_report(Options& o, const std::string& v) {
     std::string one = rest.substr(0, at);
     if (!is_report_name(one))
       throw Error(ExitCode::usage,
-                  "unknown report '" + one +
-                      "' (available: simple, advanced, ops, gpu, memory, comm, or several: simple,ops,gpu)");
+                  "unknown report '" + one + "' (available: " + report_names_text() + ", or several: simple,ops,gpu)");
   }
   o.report = v;
   o.report_given = true;

@@ -12,14 +12,6 @@
 
 namespace lt {
 
-// Every report --report can name.
-inline constexpr const char* kReportNames[] = {"simple", "advanced", "ops", "gpu", "memory", "comm"};
-inline bool is_report_name(const std::string& name) {
-  for (const char* k : kReportNames)
-    if (name == k) return true;
-  return false;
-}
-
 struct Options {
   enum class Command { live, record, report, run, agent, cluster, ps, dump } command = Command::live;
   std::vector<std::string> run_argv;  // run: the command to launch under ltrace-bpf
@@ -35,7 +27,7 @@ struct Options {
   double duration_s = 0;
   bool extended = true;
   std::string dirpath, filename;
-  std::string report = "simple";  // comma-separated names of kReportNames
+  std::string report = "simple";  // comma-separated report names (user/cli/report_registry.h)
   bool report_given = false;      // --report given (else gpu tables show when there is GPU data)
   bool wants_report(const std::string& name) const {
     return ("," + report + ",").find("," + name + ",") != std::string::npos;

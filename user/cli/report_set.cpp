@@ -1,24 +1,38 @@
 #include "user/cli/report_set.h"
 
+#include <algorithm>
+#include <cstring>
 #include <iostream>
 
-#include "reports/comm/comm_report.h"
-#include "reports/comm/comm_stacks_section.h"
-#include "reports/comm/nccl_section.h"
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
 #include "reports/export/perfetto_trace.h"
-#include "reports/gpu/device_stats_report.h"
-#include "reports/memory/memory_report.h"
-#include "reports/ops/compile_section.h"
 #include "user/cli/prof_dump_output.h"
-#include "user/cli/report_output.h"
 #include "user/cli/stack_output.h"
 #include "user/core/output_file.h"
 
 namespace lt {
 namespace {
+// Without --report, the reports the recording was made for (written by the
+// recorder at attach; a trace older than that record prints Simple). Names
+// this version does not know are left out; --report still wins.
+void take_recorded_reports(Options& opts, const lt_event_header& h, const std::byte* p) {
+  lt_recorded_reports_event r{};
+  if (h.size < sizeof r) return;
+  std::memcpy(&r, p, sizeof r);
+  const std::string given(r.reports, strnlen(r.reports, sizeof r.reports));
+  std::string known;
+  for (std::size_t at = 0; at <= given.size();) {
+    const std::size_t end = std::min(given.find(',', at), given.size());
+    const std::string one = given.substr(at, end - at);
+    if (is_report_name(one) && ("," + known + ",").find("," + one + ",") == std::string::npos)
+      known += (known.empty() ? "" : ",") + one;
+    at = end + 1;
+  }
+  if (!known.empty()) opts.report = known;
+}
+
 bool wants_exports(const Options& o) {
   return !o.chrome_path.empty() || !o.perfetto_path.empty() || !o.html_path.empty();
 }
@@ -56,40 +70,32 @@ void ReportSet::gap() {
   comm_stacks_.gap();
 }
 
+ReportResults ReportSet::finish() {
+  ReportResults r;
+  r.actions = actions_.finish();
+  r.stacks = stacks_.finish();
+  r.ops = ops_.finish();
+  r.compiles = compiles_.finish();
+  r.gpu = gpu_.finish();
+  r.device_stats = devstats_.finish();
+  r.memory = memory_.finish();
+  r.comm = comm_.finish();
+  r.comm_stacks = comm_stacks_.finish();
+  r.nccl = nccl_.finish();
+  return r;
+}
+
 void ReportSet::write() {
   const Options& o = opts_;
-  ActionsReport rep = actions_.finish();
-  StacksReport stack_rep = stacks_.finish();
-  OpsReport ops_rep = ops_.finish();
-  GpuReport gpu_rep = gpu_.finish();
-  DeviceStatsReport dev_rep = devstats_.finish();
-  MemoryReport mem_rep = memory_.finish();
-  CommReport comm_rep = comm_.finish();
-  const OutputOptions files{o.extended, o.dirpath, o.filename};
-  if (o.wants_report("simple")) write_simple_reports(rep, files);
-  if (o.wants_report("advanced")) write_advanced_reports(rep, stack_rep, files, o.line_count_restriction);
+  const ReportResults res = finish();
+  const ActionsReport& rep = res.actions;
+  const StacksReport& stack_rep = res.stacks;
+  const OpsReport& ops_rep = res.ops;
+  const GpuReport& gpu_rep = res.gpu;
+  const MemoryReport& mem_rep = res.memory;
+  const CommReport& comm_rep = res.comm;
+  write_reports(o, res, {o.extended, o.dirpath, o.filename});
   if (!o.dump_stats_dir.empty()) write_prof_dumps(rep, stack_rep, o.dump_stats_dir, o.filename);
-  if (o.wants_ops())
-    write_ops_reports(
-        rep, ops_rep, files,
-        {o.sort_by, o.row_limit, o.group_by_input_shapes, o.profile_memory, o.memory_bytes, o.ops_records});
-  // A compiled job's regions and recompilations: after its op tables (the
-  // region rows come from the op probes; docs/design-compile.md).
-  if (o.wants_ops()) {
-    const CompilesReport comp = compiles_.finish();
-    for (const auto& [pid, p] : comp.procs) std::cout << render_compile_section(pid, p, comp.window_begin_ns);
-  }
-  // GPU tables when asked, or by default whenever a target used CUDA.
-  if (o.wants_report("gpu") || (!o.report_given && gpu_rep.any())) write_gpu_reports(rep, gpu_rep);
-  if (o.wants_report("memory")) std::cout << render_memory_report(mem_rep, {&rep, o.row_limit}) << "\n";
-  if (o.wants_report("comm")) {
-    std::cout << render_comm_report(comm_rep, {&rep}) << "\n";
-    if (auto st = render_comm_stacks(comm_stacks_.finish(), {&rep}); !st.empty()) std::cout << st << "\n";
-    if (auto nc = render_nccl_section(nccl_.finish(), {&rep}); !nc.empty()) std::cout << nc << "\n";
-  }
-  if (!dev_rep.processes.empty()) std::cout << render_device_stats(dev_rep, {&rep, {}, 0}) << "\n";
-  if (o.device_stats)
-    if (auto cuda = render_cuda_memory_stats(mem_rep, {&rep}); !cuda.empty()) std::cout << cuda << "\n";
   write_stack_exports(stack_rep, {o.collapsed_path, o.flamegraph_path, o.speedscope_path});
   // --steps/--window: the trace exports only (the reports above cover the attach).
   const RangeFilter range(o.export_range, rep);
@@ -114,6 +120,41 @@ void ReportSet::write() {
       write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep,
                         &comm_rep);
     });
+}
+
+// Streams `path` through `reports` (built on `opts`, which may take the
+// recorded report list). Nothing else is kept unless `keep` asks for the
+// whole stream.
+tracefile::ReadResult read_reports(const std::string& path, Options& opts, ReportSet& reports, Trace* keep, bool warn) {
+  auto r = tracefile::read_trace_file(
+      path,
+      [&](const lt_event_header& h, const std::byte* p) {
+        if (h.kind == LT_EV_RECORDED_REPORTS && !opts.report_given) take_recorded_reports(opts, h, p);
+        reports.add(h, p);
+        if (keep) keep->append(p, h.size);
+      },
+      // Nothing pairs across the gap: a start before it with a stop after it.
+      [&](const tracefile::DamagedRange&) { reports.gap(); });
+  if (warn)
+    for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << path << ": " << w << "\n";
+  return r;
+}
+
+// One rank's reports in a merge: `report FILE`'s, without its exports (the
+// merge writes merged ones).
+void write_rank_reports(const Options& opts, const std::string& file, const OutputOptions& out) {
+  Options rank = opts;
+  rank.chrome_path.clear();
+  rank.perfetto_path.clear();
+  rank.html_path.clear();
+  rank.chrome_dir.clear();
+  rank.collapsed_path.clear();
+  rank.flamegraph_path.clear();
+  rank.speedscope_path.clear();
+  rank.dump_stats_dir.clear();
+  ReportSet reports(rank);
+  read_reports(file, rank, reports, nullptr, /*warn=*/false);  // warned once, when the merge read it
+  write_reports(rank, reports.finish(), out);
 }
 
 void write_event_dump(const Trace& trace, const std::string& path) {

@@ -15,7 +15,9 @@
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "user/cli/options.h"
+#include "user/cli/report_registry.h"
 #include "user/model/trace.h"
+#include "user/tracefile/trace_reader.h"
 
 namespace lt {
 
@@ -27,7 +29,10 @@ class ReportSet {
   void add(const lt_event_header& h, const std::byte* p);
   // A damaged stretch of a trace file: nothing pairs across it.
   void gap();
-  // The reports (stdout or Lightning's files) and exports (--chrome, --html, flame graphs).
+  // Every aggregator's result; once.
+  ReportResults finish();
+  // finish(), then the reports (stdout or Lightning's files; the registry,
+  // user/cli/report_registry.h) and exports (--chrome, --html, flame graphs).
   void write();
 
  private:
@@ -43,6 +48,16 @@ class ReportSet {
   CommStackAggregator comm_stacks_;  // --launch-stacks: c10d calls by Python stack
   CompileAggregator compiles_;       // torch.compile regions: the ops report's compile section
 };
+
+// Streams trace file `path` through `reports` (built on `opts`): without
+// --report, `opts` takes the report list the trace was recorded with;
+// damaged stretches are gaps. `keep`: the whole stream too (--dump).
+// Reader warnings go to stderr when `warn`. Throws as the reader does.
+tracefile::ReadResult read_reports(const std::string& path, Options& opts, ReportSet& reports, Trace* keep, bool warn);
+
+// One rank's reports in `report DIR --merge`: those `report FILE` prints,
+// without its exports (the merge writes merged ones).
+void write_rank_reports(const Options& opts, const std::string& file, const OutputOptions& out);
 
 // --dump FILE: every record as one text line ("-" or /dev/stdout: stdout).
 void write_event_dump(const Trace& trace, const std::string& path);

@@ -1,0 +1,123 @@
+#include "user/cli/report_registry.h"
+
+#include <iostream>
+
+#include "reports/comm/comm_report.h"
+#include "reports/comm/comm_stacks_section.h"
+#include "reports/comm/nccl_section.h"
+#include "reports/gpu/device_stats_report.h"
+#include "reports/memory/memory_report.h"
+#include "reports/ops/compile_section.h"
+
+namespace lt {
+namespace {
+
+bool named(const Options& o, std::string_view name) {
+  return o.wants_report(std::string(name));
+}
+
+void write_simple(const Options&, const ReportResults& r, const OutputOptions& out) {
+  write_simple_reports(r.actions, out);
+}
+
+void write_advanced(const Options& o, const ReportResults& r, const OutputOptions& out) {
+  write_advanced_reports(r.actions, r.stacks, out, o.line_count_restriction);
+}
+
+// PyTorchProfiler's tables, then a compiled job's regions and
+// recompilations (the region rows come from the op probes;
+// docs/design-compile.md).
+void write_ops(const Options& o, const ReportResults& r, const OutputOptions& out) {
+  write_ops_reports(r.actions, r.ops, out,
+                    {o.sort_by, o.row_limit, o.group_by_input_shapes, o.profile_memory, o.memory_bytes, o.ops_records});
+  for (const auto& [pid, p] : r.compiles.procs) std::cout << render_compile_section(pid, p, r.compiles.window_begin_ns);
+}
+
+void write_gpu(const Options&, const ReportResults& r, const OutputOptions&) {
+  write_gpu_reports(r.actions, r.gpu);
+}
+
+void write_memory(const Options& o, const ReportResults& r, const OutputOptions&) {
+  std::cout << render_memory_report(r.memory, {&r.actions, o.row_limit}) << "\n";
+}
+
+void write_comm(const Options&, const ReportResults& r, const OutputOptions&) {
+  std::cout << render_comm_report(r.comm, {&r.actions}) << "\n";
+  if (auto st = render_comm_stacks(r.comm_stacks, {&r.actions}); !st.empty()) std::cout << st << "\n";
+  if (auto nc = render_nccl_section(r.nccl, {&r.actions}); !nc.empty()) std::cout << nc << "\n";
+}
+
+// Lightning's DeviceStatsMonitor keys per action, from --device-stats
+// recordings.
+void write_device_stats(const Options&, const ReportResults& r, const OutputOptions&) {
+  std::cout << render_device_stats(r.device_stats, {&r.actions, {}, 0}) << "\n";
+}
+
+void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptions&) {
+  if (auto cuda = render_cuda_memory_stats(r.memory, {&r.actions}); !cuda.empty()) std::cout << cuda << "\n";
+}
+
+constexpr ReportEntry kReports[] = {
+    {"simple", {}, [](const Options& o, const ReportResults&) { return named(o, "simple"); }, write_simple},
+    {"advanced",
+     {.stacks = true},
+     [](const Options& o, const ReportResults&) { return named(o, "advanced"); },
+     write_advanced},
+    // --ops, --profile-memory and --module-names ask for it too.
+    {"ops", {.ops = true}, [](const Options& o, const ReportResults&) { return o.wants_ops(); }, write_ops},
+    // Also by default whenever a target used CUDA.
+    {"gpu",
+     {},
+     [](const Options& o, const ReportResults& r) { return named(o, "gpu") || (!o.report_given && r.gpu.any()); },
+     write_gpu},
+    // The op and the Python stack of each allocation.
+    {"memory",
+     {.ops = true, .memory = true, .memory_stacks = true},
+     [](const Options& o, const ReportResults&) { return named(o, "memory"); },
+     write_memory},
+    {"comm", {.comm = true}, [](const Options& o, const ReportResults&) { return named(o, "comm"); }, write_comm},
+    {"",
+     {},
+     [](const Options&, const ReportResults& r) { return !r.device_stats.processes.empty(); },
+     write_device_stats},
+    {"", {}, [](const Options& o, const ReportResults&) { return o.device_stats; }, write_cuda_memory},
+};
+
+}  // namespace
+
+std::span<const ReportEntry> report_entries() {
+  return kReports;
+}
+
+bool is_report_name(std::string_view name) {
+  for (const auto& e : kReports)
+    if (!e.name.empty() && e.name == name) return true;
+  return false;
+}
+
+std::string report_names_text() {
+  std::string s;
+  for (const auto& e : kReports)
+    if (!e.name.empty()) s += (s.empty() ? "" : ", ") + std::string(e.name);
+  return s;
+}
+
+ReportSources report_sources(const Options& opts) {
+  ReportSources s;
+  for (const auto& e : kReports) {
+    if (e.name.empty() || !named(opts, e.name)) continue;
+    s.stacks |= e.sources.stacks;
+    s.ops |= e.sources.ops;
+    s.memory |= e.sources.memory;
+    s.memory_stacks |= e.sources.memory_stacks;
+    s.comm |= e.sources.comm;
+  }
+  return s;
+}
+
+void write_reports(const Options& opts, const ReportResults& results, const OutputOptions& out) {
+  for (const auto& e : kReports)
+    if (e.printed(opts, results)) e.write(opts, results, out);
+}
+
+}  // namespace lt

@@ -1,0 +1,71 @@
+// The reports ltrace-bpf prints, as one table: what --report can name, the
+// probes each needs while recording, when each is printed and how. The
+// option table, the attach side's choice of sources, `report FILE` and the
+// per-rank reports of `report DIR --merge` are loops over it, so a report
+// added here is in all of them.
+#pragma once
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
+#include "reports/aggregate/comm_stacks.h"
+#include "reports/aggregate/compiles.h"
+#include "reports/aggregate/device_stats.h"
+#include "reports/aggregate/gpu.h"
+#include "reports/aggregate/memory.h"
+#include "reports/aggregate/nccl.h"
+#include "reports/aggregate/ops.h"
+#include "reports/aggregate/stacks.h"
+#include "user/cli/options.h"
+#include "user/cli/report_output.h"
+
+namespace lt {
+
+// Every aggregator's result over one record stream (ReportSet::finish).
+struct ReportResults {
+  ActionsReport actions;
+  StacksReport stacks;
+  OpsReport ops;
+  CompilesReport compiles;
+  GpuReport gpu;
+  DeviceStatsReport device_stats;
+  MemoryReport memory;
+  CommReport comm;
+  CommStacksReport comm_stacks;
+  NcclReport nccl;
+};
+
+// The probes a report needs besides the action probes (ORed over the
+// reports asked for; other options add their own).
+struct ReportSources {
+  bool stacks = false;         // the stack sampler
+  bool ops = false;            // the aten op probes
+  bool memory = false;         // the allocator probes
+  bool memory_stacks = false;  // ...with the Python stack of each allocation
+  bool comm = false;           // the collective probes
+};
+
+struct ReportEntry {
+  // --report NAME; empty: not chosen by name (printed when it has data or
+  // its own option asks for it).
+  std::string_view name;
+  ReportSources sources;
+  // Printed for these options and results?
+  bool (*printed)(const Options&, const ReportResults&);
+  // Writes it: stdout, or Lightning's files under `out`.
+  void (*write)(const Options&, const ReportResults&, const OutputOptions& out);
+};
+
+// In the order they print.
+std::span<const ReportEntry> report_entries();
+bool is_report_name(std::string_view name);
+// "simple, advanced, ..." for messages.
+std::string report_names_text();
+// The probes the reports in `opts.report` need.
+ReportSources report_sources(const Options& opts);
+// Every report printed for `opts`, in order.
+void write_reports(const Options& opts, const ReportResults& results, const OutputOptions& out);
+
+}  // namespace lt
