@@ -3,39 +3,30 @@
 #include <algorithm>
 #include <cstring>
 
+#include "user/model/record_dispatch.h"
+
 namespace lt {
 
 void PySymbols::add(const lt_event_header& h, const std::byte* p) {
-  switch (h.kind) {
-    case LT_EV_PY_CODE: {
-      lt_py_code_event e;
-      if (!record_as(h, p, e)) return;
-      if (e.flags & LT_CODE_UNREADABLE) {
-        by_pid_[h.pid].codes.erase({e.code, e.checksum});
-        return;
-      }
-      Code c;
-      c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
-      c.file.assign(e.file, strnlen(e.file, sizeof e.file));
-      c.first_line = e.first_line;
-      by_pid_[h.pid].codes[{e.code, e.checksum}] = std::move(c);
-      return;
-    }
-    case LT_EV_PY_LINE: {
-      lt_py_line_event e;
-      if (!record_as(h, p, e)) return;
-      by_pid_[h.pid].lines[{e.code, e.checksum, e.lasti}] = e.line;
-      return;
-    }
-    case LT_EV_PROC_EXEC: {
-      lt_proc_event e;
-      if (!record_as(h, p, e)) return;
-      by_pid_.erase(e.child_pid);
-      return;
-    }
-    default:
-      return;
-  }
+  visit_record(h, p,
+               overloaded{[&](const lt_event_header& h, const lt_py_code_event& e) {
+                            if (e.flags & LT_CODE_UNREADABLE) {
+                              by_pid_[h.pid].codes.erase({e.code, e.checksum});
+                              return;
+                            }
+                            Code c;
+                            c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
+                            c.file.assign(e.file, strnlen(e.file, sizeof e.file));
+                            c.first_line = e.first_line;
+                            by_pid_[h.pid].codes[{e.code, e.checksum}] = std::move(c);
+                          },
+                          [&](const lt_event_header& h, const lt_py_line_event& e) {
+                            by_pid_[h.pid].lines[{e.code, e.checksum, e.lasti}] = e.line;
+                          },
+                          // A new program: its codes mean other things.
+                          [&](const lt_event_header& h, const lt_proc_event& e) {
+                            if (h.kind == LT_EV_PROC_EXEC) by_pid_.erase(e.child_pid);
+                          }});
 }
 
 std::vector<StackFrame> PySymbols::frames(const lt_py_sample_event& e) const {
