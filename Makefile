@@ -44,6 +44,11 @@ LDLIBS   := -lbpf -lelf -lz -lzstd
 BPFFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -Wall -Wno-unused-function \
             -idirafter /usr/include/$(shell $(CC) -dumpmachine)
 
+# The pages' scripts: ordinary .js files (node --check in make check), each
+# embedded as a C++ raw string where its page is written.
+JS_SRCS  := $(wildcard reports/*/js/*.js)
+JS_INCS  := $(patsubst %.js,$(SKEL_DIR)/%.js.inc,$(JS_SRCS))
+
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(SKEL_DIR)/%.bpf.o,$(BPF_SRCS))
 SKELS    := $(patsubst bpf/%.bpf.c,$(SKEL_DIR)/%.skel.h,$(BPF_SRCS))
@@ -85,7 +90,7 @@ endif
 # ...and their tests fill the CUDA headers' record structs.
 $(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/include
 
-.PHONY: all deps check check-layers check-format test unit-test integration-test test-loaded demo install asan asan-build format vmlinux clean bench fuzz fuzz-build static bridge
+.PHONY: all deps check check-layers check-format check-js test unit-test integration-test test-loaded demo install asan asan-build format vmlinux clean bench fuzz fuzz-build static bridge
 all: $(BUILD)/ltrace-bpf bridge $(BUILD)/make-adversarial $(BUILD)/make-gpu-trace
 
 ifneq ($(HAVE_CUPTI),)
@@ -125,6 +130,10 @@ $(SKEL_DIR)/%.bpf.o: bpf/%.bpf.c vmlinux/vmlinux.h
 $(SKEL_DIR)/%.skel.h: $(SKEL_DIR)/%.bpf.o
 	$(BPFTOOL) gen skeleton $< name lt_$* > $@
 
+$(SKEL_DIR)/%.js.inc: %.js tests/tools/embed_js.py
+	@mkdir -p $(dir $@)
+	python3 tests/tools/embed_js.py $< > $@.tmp && mv $@.tmp $@
+
 # Precompiled headers: the standard headers (user/core/precompiled.h) and,
 # for the tests, GoogleTest (tests/unit/precompiled.h), parsed once per
 # flavour of flags instead of once per file (-include; the ASan build
@@ -155,9 +164,9 @@ $(PCH_FUZZED_OBJS): $(PCH_DIR)/fuzzed/std.h.$(PCH_EXT)
 $(filter-out $(PCH_FUZZED_OBJS),$(LIB_OBJS)) $(BUILD)/obj/user/main.o: $(PCH_DIR)/unfuzzed/std.h.$(PCH_EXT)
 $(TEST_OBJS): $(PCH_DIR)/unfuzzed/test.h.$(PCH_EXT)
 
-# The skeletons must exist before the first compile (order-only); after it,
-# the .d file names the ones an object really includes.
-$(BUILD)/obj/%.o: %.cpp | $(SKELS)
+# The skeletons and scripts must exist before the first compile
+# (order-only); after it, the .d file names the ones an object really includes.
+$(BUILD)/obj/%.o: %.cpp | $(SKELS) $(JS_INCS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(PCH_FLAGS) $(DEPFLAGS) -c $< -o $@
 
@@ -234,7 +243,10 @@ test-loaded: all $(UNIT_TESTS)
 	$(PYTEST_ENV) tests/with_cpu_hogs.sh -n 2 $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 # Checks that need no build: the include layering and clang-format.
-check: check-layers check-format
+check: check-layers check-format check-js
+check-js:
+	@command -v node >/dev/null || { echo "check-js: node not found (apt-get install nodejs; make deps does)" >&2; exit 1; }
+	@for f in $(JS_SRCS); do node --check $$f || exit 1; done; echo "js: ok ($(words $(JS_SRCS)) files)"
 check-layers:
 	python3 tests/layers/check_layers.py
 check-format:
@@ -323,7 +335,7 @@ FUZZED_FLAGS ?=
 $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/user/%.o: override CXXFLAGS += $(UNFUZZED_FLAGS)
 # (applied after the line above: the more specific pattern comes last)
 $(BUILD)/obj/user/model/%.o $(BUILD)/obj/user/tracefile/%.o: override CXXFLAGS += $(FUZZED_FLAGS)
-asan-build: $(SKELS)
+asan-build: $(SKELS) $(JS_INCS)
 	+$(ASAN_MAKE) build-asan/unit-tests
 # The unit tests whose point is scale take 81-114 s each under ASan (a
 # 64-rank x 3000-step merged page): they run at full scale in a plain build

@@ -10,6 +10,11 @@
 
 namespace lt {
 
+// The page's script: reports/export/js/dashboard.js, embedded at build time (tests/tools/embed_js.py).
+constexpr std::string_view kDashboardJs =
+#include "reports/export/js/dashboard.js.inc"
+    ;
+
 namespace {
 
 constexpr int kW = 1100, kPlotH = 180, kPad = 40;
@@ -331,13 +336,7 @@ void write_dashboard_head(std::ostream& out) {
          "font-family:system-ui,sans-serif}#readout{position:fixed;right:12px;top:12px;background:#fff;border:1px "
          "solid #aaa;padding:4px 8px;"
          "font:12px monospace;display:none}</style>\n"
-         "<script>document.addEventListener('DOMContentLoaded',function(){"
-         "var r=document.createElement('div');r.id='readout';document.body.appendChild(r);"
-         "document.querySelectorAll('svg.chart [data-ns]').forEach(function(e){e.addEventListener('mouseenter',"
-         "function(){var t=e.querySelector('title');r.textContent=t?t.textContent:'';r.style.display='block';});});"
-         "if(location.hash){var e=null;try{e=document.querySelector(location.hash);}catch(x){}"  // #step=N: no id
-         "if(e&&e.classList)e.classList.add('sel');}"
-         "document.body.setAttribute('data-script','ran');});</script>\n";
+      << "<script>" << kDashboardJs << "</script>\n";
 }
 
 void write_overview(const ActionsReport& rep, const std::vector<ProcessSteps>& steps, const std::vector<Verdict>& extra,
