@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <tuple>
 #include <unordered_map>
 
 #include "reports/aggregate/comm_times.h"
 #include "reports/aggregate/stacks.h"  // kNoAction
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 
@@ -297,16 +297,10 @@ CommAggregator::CommAggregator(const ActionAggregator& actions, CommAggregatorOp
 CommAggregator::~CommAggregator() = default;
 
 void CommAggregator::add(const lt_event_header& h, const std::byte* record) {
-  if (h.kind == LT_EV_COMM_MARK && h.size >= sizeof(lt_comm_mark_event)) {
-    lt_comm_mark_event m;
-    std::memcpy(&m, record, sizeof m);
-    s_->mark(h, m);
-    return;
-  }
-  if (h.kind != LT_EV_COMM || h.size < sizeof(lt_comm_event)) return;
-  lt_comm_event e;
-  std::memcpy(&e, record, sizeof e);
-  s_->comm(h, e);
+  auto& s = *s_;
+  visit_record(h, record,
+               overloaded{[&](const lt_event_header& h, const lt_comm_mark_event& m) { s.mark(h, m); },
+                          [&](const lt_event_header& h, const lt_comm_event& e) { s.comm(h, e); }});
 }
 
 CommReport CommAggregator::finish() {

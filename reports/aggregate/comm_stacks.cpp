@@ -7,6 +7,7 @@
 
 #include "reports/aggregate/comm.h"
 #include "reports/aggregate/py_symbols.h"
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 
@@ -87,35 +88,20 @@ CommStackAggregator::~CommStackAggregator() = default;
 
 void CommStackAggregator::add(const lt_event_header& h, const std::byte* p) {
   auto& s = *s_;
-  switch (h.kind) {
-    case LT_EV_PY_CODE:
-    case LT_EV_PY_LINE:
-      s.symbols.add(h, p);
-      return;
-    case LT_EV_PROC_EXEC: {
-      s.symbols.add(h, p);
-      lt_proc_event e;
-      if (!record_as(h, p, e)) return;
-      // A new program: its code objects are other ones at the same addresses.
-      if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) {
-        it->second.pending.clear();
-        it->second.index.clear();
-      }
-      return;
-    }
-    case LT_EV_COMM: {
-      lt_comm_event e;
-      if (record_as(h, p, e)) s.comm(h, e);
-      return;
-    }
-    case LT_EV_COMM_STACK: {
-      lt_py_sample_event e;
-      if (record_as(h, p, e)) s.stack(h, e);
-      return;
-    }
-    default:
-      return;
-  }
+  s.symbols.add(h, p);  // it picks out the kinds that name code objects
+  visit_record(h, p,
+               overloaded{[&](const lt_event_header& h, const lt_comm_event& e) { s.comm(h, e); },
+                          [&](const lt_event_header& h, const lt_py_sample_event& e) {
+                            if (h.kind == LT_EV_COMM_STACK) s.stack(h, e);
+                          },
+                          // A new program: its code objects are other ones at the same addresses.
+                          [&](const lt_event_header& h, const lt_proc_event& e) {
+                            if (h.kind != LT_EV_PROC_EXEC) return;
+                            if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) {
+                              it->second.pending.clear();
+                              it->second.index.clear();
+                            }
+                          }});
 }
 
 void CommStackAggregator::gap() {

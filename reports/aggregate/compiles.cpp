@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "reports/aggregate/actions.h"
+#include "user/model/record_dispatch.h"
 #include "user/model/stack_profile.h"
 
 namespace lt {
@@ -28,201 +29,157 @@ bool parse_region_name(const std::string& name, unsigned& frame, unsigned& compi
          digits(name, slash + 1, name.size(), compile);
 }
 
-void CompileAggregator::add_note(const lt_event_header& h, const std::byte* record) {
-  if (h.size < sizeof(lt_compile_note_event)) return;
-  lt_compile_note_event e;
-  std::memcpy(&e, record, sizeof e);
-  auto text = [](const char* f, std::size_t cap) { return std::string(f, strnlen(f, cap)); };
-  Proc& p = procs_[h.pid];
-  if (e.what == LT_COMPILE_NOTE_GRAPH_BREAK) {
-    auto& n = p.breaks[text(e.reason, sizeof e.reason)];
-    n = std::max(n, static_cast<std::int64_t>(e.count));  // read again later: the larger count is newer
-    return;
-  }
-  if (e.what != LT_COMPILE_NOTE_COMPILE) return;
-  DynamoCompileNote n;
-  n.id = text(e.compile_id, sizeof e.compile_id);
-  n.function = python_function_name(text(e.function, sizeof e.function));
-  if (e.file[0]) n.function += " (" + text(e.file, sizeof e.file) + ":" + std::to_string(e.first_line) + ")";
-  // Wall clock to the trace's: HOST_INFO's pair, taken at the start.
-  // (Values from a damaged or crafted file that overflow are left unknown.)
-  std::int64_t wall_ns = 0, start = 0;
-  if (e.start_wall_us > 0 && wall_minus_mono_ns_ && !__builtin_mul_overflow(e.start_wall_us, 1000, &wall_ns) &&
-      !__builtin_sub_overflow(wall_ns, wall_minus_mono_ns_, &start) && start > 0)
-    n.start_ns = start;
-  n.duration_us = e.duration_us;
-  n.graph_breaks = e.count;
-  n.reason = text(e.reason, sizeof e.reason);
-  n.failure = text(e.failure, sizeof e.failure);
-  n.truncated = e.flags & LT_COMPILE_NOTE_TRUNCATED;
-  // Dynamo records an id twice when it compiles the backward graph later
-  // (at its first run): the first record is the compile, the reason and a
-  // failure may be in either.
-  auto [it, added] = p.notes.emplace(n.id, n);
-  if (!added) {
-    if (it->second.reason.empty()) it->second.reason = n.reason;
-    if (it->second.failure.empty()) it->second.failure = n.failure;
-  }
-}
-
 namespace {
 constexpr std::pair<unsigned, unsigned> kOutside{~0u, ~0u};
 constexpr std::size_t kMaxReplays = 1 << 16;  // replays whose kernels may still come
 }  // namespace
 
-// A CUDA graph replay: charged to the innermost compiled region open on the
-// thread (the op stack BPF sent with the launch).
-void CompileAggregator::add_graph_launch(const lt_event_header& h, const std::byte* record) {
-  if (h.size < sizeof(lt_gpu_launch_event)) return;
-  lt_gpu_launch_event e;
-  std::memcpy(&e, record, sizeof e);
-  if (LT_API_OF(e.api) != LT_API_GRAPH_LAUNCH) return;
-  auto where = kOutside;
-  for (unsigned i = std::min<unsigned>(e.nops, LT_OPS_DEPTH); i-- > 0;)
-    if (e.ops[i] < names_.size() && names_[e.ops[i]].region) {
-      where = {names_[e.ops[i]].frame, names_[e.ops[i]].compile};
-      break;
-    }
-  Proc& p = procs_[h.pid];
-  if (where == kOutside) {
-    ++p.replays_outside;
-  } else {
-    auto& r = p.regions[where];
-    r.frame = where.first, r.compile = where.second;
-    ++r.graph_replays;
-  }
-  if (!e.correlation) return;  // uprobes: no kernels to join
-  if (p.replays.size() >= kMaxReplays) {
-    p.replays.erase(p.replay_order.front());
-    p.replay_order.pop_front();
-  }
-  if (p.replays.insert_or_assign(e.correlation, where).second) p.replay_order.push_back(e.correlation);
-}
-
-// A kernel of a graph replay (CUPTI gives it the replay's correlation id).
-void CompileAggregator::add_graph_kernel(const lt_event_header& h, const std::byte* record) {
-  if (h.size < sizeof(lt_gpu_activity_event)) return;
-  lt_gpu_activity_event e;
-  std::memcpy(&e, record, sizeof e);
-  if (e.a.kind != LT_GPU_KERNEL || !e.a.graph_id) return;
-  auto it = procs_.find(h.pid);
-  if (it == procs_.end()) return;
-  Proc& p = it->second;
-  auto r = p.replays.find(e.a.correlation);
-  if (r == p.replays.end()) return;
-  if (r->second == kOutside) {
-    ++p.kernels_outside;
-    return;
-  }
-  auto& region = p.regions[r->second];
-  ++region.graph_kernels;
-  if (e.a.end_ns > e.a.start_ns) region.graph_kernel_ns += e.a.end_ns - e.a.start_ns;
-}
-
 void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
-  switch (h.kind) {
-    case LT_EV_GPU_LAUNCH:
-      add_graph_launch(h, record);
-      return;
-    case LT_EV_GPU_ACTIVITY:
-      add_graph_kernel(h, record);
-      return;
-    case LT_EV_HOST_INFO: {
-      if (h.size < sizeof(lt_host_info_event)) return;
-      lt_host_info_event e;
-      std::memcpy(&e, record, sizeof e);
-      if (!wall_minus_mono_ns_ && e.realtime_ns && e.monotonic_ns && e.realtime_ns < (1ull << 62) &&
-          e.monotonic_ns < (1ull << 62))
-        wall_minus_mono_ns_ = static_cast<std::int64_t>(e.realtime_ns) - static_cast<std::int64_t>(e.monotonic_ns);
+  auto note = [&](const lt_event_header& h, const lt_compile_note_event& e) {
+    auto text = [](const char* f, std::size_t cap) { return std::string(f, strnlen(f, cap)); };
+    Proc& p = procs_[h.pid];
+    if (e.what == LT_COMPILE_NOTE_GRAPH_BREAK) {
+      auto& n = p.breaks[text(e.reason, sizeof e.reason)];
+      n = std::max(n, static_cast<std::int64_t>(e.count));  // read again later: the larger count is newer
       return;
     }
-    case LT_EV_COMPILE_NOTE:
-      add_note(h, record);
-      return;
-    case LT_EV_WINDOW: {
-      if (h.size < sizeof(lt_window_event)) return;
-      lt_window_event w;
-      std::memcpy(&w, record, sizeof w);
-      if (w.begin && !window_begin_) window_begin_ = h.ts_ns;
-      return;
+    if (e.what != LT_COMPILE_NOTE_COMPILE) return;
+    DynamoCompileNote n;
+    n.id = text(e.compile_id, sizeof e.compile_id);
+    n.function = python_function_name(text(e.function, sizeof e.function));
+    if (e.file[0]) n.function += " (" + text(e.file, sizeof e.file) + ":" + std::to_string(e.first_line) + ")";
+    // Wall clock to the trace's: HOST_INFO's pair, taken at the start.
+    // (Values from a damaged or crafted file that overflow are left unknown.)
+    std::int64_t wall_ns = 0, start = 0;
+    if (e.start_wall_us > 0 && wall_minus_mono_ns_ && !__builtin_mul_overflow(e.start_wall_us, 1000, &wall_ns) &&
+        !__builtin_sub_overflow(wall_ns, wall_minus_mono_ns_, &start) && start > 0)
+      n.start_ns = start;
+    n.duration_us = e.duration_us;
+    n.graph_breaks = e.count;
+    n.reason = text(e.reason, sizeof e.reason);
+    n.failure = text(e.failure, sizeof e.failure);
+    n.truncated = e.flags & LT_COMPILE_NOTE_TRUNCATED;
+    // Dynamo records an id twice when it compiles the backward graph later
+    // (at its first run): the first record is the compile, the reason and a
+    // failure may be in either.
+    auto [it, added] = p.notes.emplace(n.id, n);
+    if (!added) {
+      if (it->second.reason.empty()) it->second.reason = n.reason;
+      if (it->second.failure.empty()) it->second.failure = n.failure;
     }
-    case LT_EV_OP_NAME: {
-      if (h.size < sizeof(lt_op_name_event)) return;
-      lt_op_name_event e;
-      std::memcpy(&e, record, sizeof e);
-      if (e.op > 1'000'000) return;  // a damaged record
-      if (names_.size() <= e.op) names_.resize(e.op + 1);
-      Name& n = names_[e.op];
-      n.text.assign(e.name, strnlen(e.name, sizeof e.name));
-      n.region = parse_region_name(n.text, n.frame, n.compile);
-      n.kernel = n.text.rfind("cpp_fused_", 0) == 0 || n.text.rfind("inductor kernel ", 0) == 0;
-      return;
-    }
-    case LT_EV_REGION_CODE: {
-      if (h.size < sizeof(lt_region_code_event)) return;
-      lt_region_code_event e;
-      std::memcpy(&e, record, sizeof e);
-      procs_[h.pid].code_of_op[e.op] = {e.code, e.checksum};
-      return;
-    }
-    case LT_EV_PY_CODE: {
-      if (h.size < sizeof(lt_py_code_event)) return;
-      lt_py_code_event e;
-      std::memcpy(&e, record, sizeof e);
-      if (e.flags & LT_CODE_UNREADABLE) return;
-      auto& f = procs_[h.pid].functions[{e.code, e.checksum}];
-      f = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name))) + " (" +
-          std::string(e.file, strnlen(e.file, sizeof e.file)) + ":" + std::to_string(e.first_line) + ")";
-      return;
-    }
-    case LT_EV_OP:
-    case LT_EV_OP_SHAPES: {
-      if (h.size < sizeof(lt_op_event)) return;
-      lt_op_event e;
-      std::memcpy(&e, record, sizeof e);
-      if (e.op >= names_.size()) return;
-      const Name& n = names_[e.op];
-      if (n.kernel) {
-        auto it = procs_.find(h.pid);
-        if (it == procs_.end()) return;
-        Proc& p = it->second;
-        if (p.kernel_seen[e.op]) return;
-        p.kernel_seen[e.op] = true;
-        // A kernel first called right after a recompile is one of its graph's.
-        if (!p.recompiles.empty() && !p.open_recompile.empty() && p.open_recompile.back() == p.recompiles.size() - 1)
-          p.recompiles.back().kernels.push_back(n.text);
-        return;
+  };
+  // A CUDA graph replay: charged to the innermost compiled region open on
+  // the thread (the op stack BPF sent with the launch).
+  auto graph_launch = [&](const lt_event_header& h, const lt_gpu_launch_event& e) {
+    if (LT_API_OF(e.api) != LT_API_GRAPH_LAUNCH) return;
+    auto where = kOutside;
+    for (unsigned i = std::min<unsigned>(e.nops, LT_OPS_DEPTH); i-- > 0;)
+      if (e.ops[i] < names_.size() && names_[e.ops[i]].region) {
+        where = {names_[e.ops[i]].frame, names_[e.ops[i]].compile};
+        break;
       }
-      if (!n.region) return;
-      Proc& p = procs_[h.pid];
-      auto& r = p.regions[{n.frame, n.compile}];
-      if (r.calls++ == 0) {
-        r.frame = n.frame;
-        r.compile = n.compile;
-        r.first_ns = h.ts_ns;
-        if (auto c = p.code_of_op.find(e.op); c != p.code_of_op.end())
-          if (auto f = p.functions.find(c->second); f != p.functions.end()) r.function = f->second;
-        auto last = p.last_compile.find(n.frame);
-        if (last != p.last_compile.end() && last->second != n.compile) {
-          std::string action;
-          if (actions_) {
-            action = actions_->innermost_action(h.pid, h.tid);
-            if (action.empty()) action = actions_->innermost_action(h.pid, h.pid);
-          }
-          p.recompiles.push_back({n.frame, n.compile, h.ts_ns, last->second, r.function, {}, action, -1});
-          p.open_recompile.push_back(static_cast<std::uint32_t>(p.recompiles.size() - 1));
+    Proc& p = procs_[h.pid];
+    if (where == kOutside) {
+      ++p.replays_outside;
+    } else {
+      auto& r = p.regions[where];
+      r.frame = where.first, r.compile = where.second;
+      ++r.graph_replays;
+    }
+    if (!e.correlation) return;  // uprobes: no kernels to join
+    if (p.replays.size() >= kMaxReplays) {
+      p.replays.erase(p.replay_order.front());
+      p.replay_order.pop_front();
+    }
+    if (p.replays.insert_or_assign(e.correlation, where).second) p.replay_order.push_back(e.correlation);
+  };
+  // A kernel of a graph replay (CUPTI gives it the replay's correlation id).
+  auto graph_kernel = [&](const lt_event_header& h, const lt_gpu_activity_event& e) {
+    if (e.a.kind != LT_GPU_KERNEL || !e.a.graph_id) return;
+    auto it = procs_.find(h.pid);
+    if (it == procs_.end()) return;
+    Proc& p = it->second;
+    auto r = p.replays.find(e.a.correlation);
+    if (r == p.replays.end()) return;
+    if (r->second == kOutside) {
+      ++p.kernels_outside;
+      return;
+    }
+    auto& region = p.regions[r->second];
+    ++region.graph_kernels;
+    if (e.a.end_ns > e.a.start_ns) region.graph_kernel_ns += e.a.end_ns - e.a.start_ns;
+  };
+  auto on_op = [&](const lt_event_header& h, std::uint32_t op) {
+    if (op >= names_.size()) return;
+    const Name& n = names_[op];
+    if (n.kernel) {
+      auto it = procs_.find(h.pid);
+      if (it == procs_.end()) return;
+      Proc& p = it->second;
+      if (p.kernel_seen[op]) return;
+      p.kernel_seen[op] = true;
+      // A kernel first called right after a recompile is one of its graph's.
+      if (!p.recompiles.empty() && !p.open_recompile.empty() && p.open_recompile.back() == p.recompiles.size() - 1)
+        p.recompiles.back().kernels.push_back(n.text);
+      return;
+    }
+    if (!n.region) return;
+    Proc& p = procs_[h.pid];
+    auto& r = p.regions[{n.frame, n.compile}];
+    if (r.calls++ == 0) {
+      r.frame = n.frame;
+      r.compile = n.compile;
+      r.first_ns = h.ts_ns;
+      if (auto c = p.code_of_op.find(op); c != p.code_of_op.end())
+        if (auto f = p.functions.find(c->second); f != p.functions.end()) r.function = f->second;
+      auto last = p.last_compile.find(n.frame);
+      if (last != p.last_compile.end() && last->second != n.compile) {
+        std::string action;
+        if (actions_) {
+          action = actions_->innermost_action(h.pid, h.tid);
+          if (action.empty()) action = actions_->innermost_action(h.pid, h.pid);
         }
-      } else if (!p.open_recompile.empty()) {
-        // The new graph's second call: its kernels have all run once.
-        const auto& last = p.recompiles[p.open_recompile.back()];
-        if (last.frame == n.frame && last.compile == n.compile) p.open_recompile.pop_back();
+        p.recompiles.push_back({n.frame, n.compile, h.ts_ns, last->second, r.function, {}, action, -1});
+        p.open_recompile.push_back(static_cast<std::uint32_t>(p.recompiles.size() - 1));
       }
-      p.last_compile[n.frame] = n.compile;
-      return;
+    } else if (!p.open_recompile.empty()) {
+      // The new graph's second call: its kernels have all run once.
+      const auto& last = p.recompiles[p.open_recompile.back()];
+      if (last.frame == n.frame && last.compile == n.compile) p.open_recompile.pop_back();
     }
-    default:
-      return;
-  }
+    p.last_compile[n.frame] = n.compile;
+  };
+  visit_record(h, record,
+               overloaded{note, graph_launch, graph_kernel,
+                          [&](const lt_event_header&, const lt_host_info_event& e) {
+                            if (!wall_minus_mono_ns_ && e.realtime_ns && e.monotonic_ns &&
+                                e.realtime_ns < (1ull << 62) && e.monotonic_ns < (1ull << 62))
+                              wall_minus_mono_ns_ =
+                                  static_cast<std::int64_t>(e.realtime_ns) - static_cast<std::int64_t>(e.monotonic_ns);
+                          },
+                          [&](const lt_event_header& h, const lt_window_event& w) {
+                            if (w.begin && !window_begin_) window_begin_ = h.ts_ns;
+                          },
+                          [&](const lt_event_header&, const lt_op_name_event& e) {
+                            if (e.op > 1'000'000) return;  // a damaged record
+                            if (names_.size() <= e.op) names_.resize(e.op + 1);
+                            Name& n = names_[e.op];
+                            n.text.assign(e.name, strnlen(e.name, sizeof e.name));
+                            n.region = parse_region_name(n.text, n.frame, n.compile);
+                            n.kernel = n.text.rfind("cpp_fused_", 0) == 0 || n.text.rfind("inductor kernel ", 0) == 0;
+                          },
+                          [&](const lt_event_header& h, const lt_region_code_event& e) {
+                            procs_[h.pid].code_of_op[e.op] = {e.code, e.checksum};
+                          },
+                          [&](const lt_event_header& h, const lt_py_code_event& e) {
+                            if (e.flags & LT_CODE_UNREADABLE) return;
+                            auto& f = procs_[h.pid].functions[{e.code, e.checksum}];
+                            f = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name))) + " (" +
+                                std::string(e.file, strnlen(e.file, sizeof e.file)) + ":" +
+                                std::to_string(e.first_line) + ")";
+                          },
+                          [&](const lt_event_header& h, const lt_op_event& e) { on_op(h, e.op); },
+                          [&](const lt_event_header& h, const lt_op_shapes_event& e) { on_op(h, e.op); }});
 }
 
 CompilesReport CompileAggregator::finish() {

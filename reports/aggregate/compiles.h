@@ -103,9 +103,6 @@ class CompileAggregator {
     std::deque<std::uint32_t> replay_order;
     std::uint64_t replays_outside = 0, kernels_outside = 0;
   };
-  void add_note(const lt_event_header& h, const std::byte* record);
-  void add_graph_launch(const lt_event_header& h, const std::byte* record);
-  void add_graph_kernel(const lt_event_header& h, const std::byte* record);
   struct Name {
     bool region = false;
     unsigned frame = 0, compile = 0;

@@ -6,6 +6,8 @@
 #include <set>
 #include <utility>
 
+#include "user/model/record_dispatch.h"
+
 namespace lt {
 
 const char* device_stat_name(DeviceStatKey k) {
@@ -207,36 +209,23 @@ DeviceStatsAggregator::~DeviceStatsAggregator() = default;
 
 void DeviceStatsAggregator::add(const lt_event_header& h, const std::byte* p) {
   auto& s = *s_;
-  switch (h.kind) {
-    case LT_EV_PROC_INFO: {
-      lt_proc_info_event e;
-      if (!record_as(h, p, e)) return;
-      Proc& pr = s.proc(h.pid);
-      pr.alive = true;
-      pr.out.rank = e.rank;
-      pr.out.local_rank = e.local_rank;
-      pr.out.world_size = e.world_size;
-      pr.out.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
-      return;
-    }
-    case LT_EV_PROC_EXIT:
-      if (auto it = s.procs.find(h.pid); it != s.procs.end()) it->second.alive = false;
-      return;
-    case LT_EV_PROC_STATS: {
-      lt_proc_stats_event e;
-      if (!record_as(h, p, e) || h.pid == 0) return;
-      s.proc_stats(h, e);
-      return;
-    }
-    case LT_EV_DEVICE_STATS: {
-      lt_device_stats_event e;
-      if (!record_as(h, p, e)) return;
-      s.device_stats(h, e);
-      return;
-    }
-    default:
-      return;
-  }
+  visit_record(h, p,
+               overloaded{[&](const lt_event_header& h, const lt_proc_info_event& e) {
+                            Proc& pr = s.proc(h.pid);
+                            pr.alive = true;
+                            pr.out.rank = e.rank;
+                            pr.out.local_rank = e.local_rank;
+                            pr.out.world_size = e.world_size;
+                            pr.out.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
+                          },
+                          [&](const lt_event_header& h, const lt_proc_event&) {
+                            if (h.kind != LT_EV_PROC_EXIT) return;
+                            if (auto it = s.procs.find(h.pid); it != s.procs.end()) it->second.alive = false;
+                          },
+                          [&](const lt_event_header& h, const lt_proc_stats_event& e) {
+                            if (h.pid != 0) s.proc_stats(h, e);
+                          },
+                          [&](const lt_event_header& h, const lt_device_stats_event& e) { s.device_stats(h, e); }});
 }
 
 DeviceStatsReport DeviceStatsAggregator::finish() {

@@ -10,6 +10,7 @@
 #include "reports/aggregate/gpu_names.h"
 #include "reports/aggregate/kernel_names.h"
 #include "user/model/cuda_sites.h"
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 
@@ -20,13 +21,6 @@ constexpr std::size_t kMaxSlices = 4'000'000;    // ~400 MB of timeline at most
 // A libcuda launch this soon after a libcudart one on the same thread is
 // the runtime calling the driver: one launch, not two.
 constexpr std::uint64_t kNestedLaunchNs = 200'000;
-
-template <typename T>
-bool read_record(const lt_event_header& h, const std::byte* record, T& out) {
-  if (h.size < sizeof(T)) return false;
-  std::memcpy(&out, record, sizeof out);
-  return true;
-}
 
 std::string memop_name(const lt_gpu_activity& a) {
   return a.kind == LT_GPU_MEMSET ? memset_operation_name() : memcpy_operation_name(a.copy_kind);
@@ -296,35 +290,12 @@ GpuAggregator::~GpuAggregator() = default;
 
 void GpuAggregator::add(const lt_event_header& h, const std::byte* record) {
   auto& s = *s_;
-  switch (h.kind) {
-    case LT_EV_GPU_NAME: {
-      lt_gpu_name_event e;
-      if (read_record(h, record, e)) s.names.add(h.pid, e.n);
-      return;
-    }
-    case LT_EV_GPU_LAUNCH: {
-      lt_gpu_launch_event e;
-      if (read_record(h, record, e)) s.on_launch(h, e);
-      return;
-    }
-    case LT_EV_GPU_ACTIVITY: {
-      lt_gpu_activity_event e;
-      if (read_record(h, record, e)) s.on_activity(h, e.a);
-      return;
-    }
-    case LT_EV_NVTX: {
-      lt_nvtx_event e;
-      if (read_record(h, record, e)) s.on_nvtx(h, e.n);
-      return;
-    }
-    case LT_EV_GPU_STATUS: {
-      lt_gpu_status_event e;
-      if (read_record(h, record, e)) s.on_status(h, e.s);
-      return;
-    }
-    default:
-      return;
-  }
+  visit_record(h, record,
+               overloaded{[&](const lt_event_header& h, const lt_gpu_name_event& e) { s.names.add(h.pid, e.n); },
+                          [&](const lt_event_header& h, const lt_gpu_launch_event& e) { s.on_launch(h, e); },
+                          [&](const lt_event_header& h, const lt_gpu_activity_event& e) { s.on_activity(h, e.a); },
+                          [&](const lt_event_header& h, const lt_nvtx_event& e) { s.on_nvtx(h, e.n); },
+                          [&](const lt_event_header& h, const lt_gpu_status_event& e) { s.on_status(h, e.s); }});
 }
 
 GpuReport GpuAggregator::finish() {

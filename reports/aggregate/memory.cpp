@@ -8,6 +8,7 @@
 
 #include "reports/aggregate/py_symbols.h"
 #include "reports/aggregate/stacks.h"  // kNoAction
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 
@@ -283,56 +284,34 @@ MemoryAggregator::~MemoryAggregator() = default;
 
 void MemoryAggregator::add(const lt_event_header& h, const std::byte* p) {
   auto& s = *s_;
-  switch (h.kind) {
-    case LT_EV_PY_CODE:
-    case LT_EV_PY_LINE:
-      s.symbols.add(h, p);
-      return;
-    case LT_EV_PROC_EXEC: {
-      s.symbols.add(h, p);
-      lt_proc_event e;
-      if (!record_as(h, p, e)) return;
-      // A new program: the old one's memory is gone with it.
-      if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) {
-        for (auto& [dev, d] : it->second.devices) d.live.clear();
-        it->second.live_entries = 0;
-        it->second.pending.clear();
-      }
-      return;
-    }
-    case LT_EV_OP_NAME: {
-      lt_op_name_event e;
-      if (!record_as(h, p, e) || e.op > 1'000'000) return;  // libtorch has ~3000 ops: a damaged record
-      if (s.op_names.size() <= e.op) s.op_names.resize(e.op + 1);
-      s.op_names[e.op].assign(e.name, strnlen(e.name, sizeof e.name));
-      return;
-    }
-    case LT_EV_OP:
-    case LT_EV_OP_SHAPES: {
-      if (h.size < sizeof(lt_op_event)) return;
-      lt_op_event e;
-      std::memcpy(&e, p, sizeof e);  // OP_SHAPES starts like OP
-      if (e.depth == 0) return;      // deeper than BPF tracks
-      auto& st = s.ops[State::thread_key(h.pid, h.tid)];
-      if (st.size() >= e.depth) st.resize(e.depth - 1u);
-      if (st.size() + 1 == e.depth) st.push_back(e.op);
-      return;
-    }
-    case LT_EV_MEM: {
-      lt_mem_event e;
-      if (!record_as(h, p, e)) return;
-      s.mem(h, e);
-      return;
-    }
-    case LT_EV_MEM_STACK: {
-      lt_py_sample_event e;
-      if (!record_as(h, p, e)) return;
-      s.stack(h, e);
-      return;
-    }
-    default:
-      return;
-  }
+  s.symbols.add(h, p);  // it picks out the kinds that name code objects
+  auto on_op = [&](const lt_event_header& h, std::uint32_t op, std::uint16_t depth) {
+    if (depth == 0) return;  // deeper than BPF tracks
+    auto& st = s.ops[State::thread_key(h.pid, h.tid)];
+    if (st.size() >= depth) st.resize(depth - 1u);
+    if (st.size() + 1 == depth) st.push_back(op);
+  };
+  visit_record(h, p,
+               overloaded{[&](const lt_event_header&, const lt_op_name_event& e) {
+                            if (e.op > 1'000'000) return;  // libtorch has ~3000 ops: a damaged record
+                            if (s.op_names.size() <= e.op) s.op_names.resize(e.op + 1);
+                            s.op_names[e.op].assign(e.name, strnlen(e.name, sizeof e.name));
+                          },
+                          [&](const lt_event_header& h, const lt_op_event& e) { on_op(h, e.op, e.depth); },
+                          [&](const lt_event_header& h, const lt_op_shapes_event& e) { on_op(h, e.op, e.depth); },
+                          [&](const lt_event_header& h, const lt_mem_event& e) { s.mem(h, e); },
+                          [&](const lt_event_header& h, const lt_py_sample_event& e) {
+                            if (h.kind == LT_EV_MEM_STACK) s.stack(h, e);
+                          },
+                          // A new program: the old one's memory is gone with it.
+                          [&](const lt_event_header& h, const lt_proc_event& e) {
+                            if (h.kind != LT_EV_PROC_EXEC) return;
+                            if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) {
+                              for (auto& [dev, d] : it->second.devices) d.live.clear();
+                              it->second.live_entries = 0;
+                              it->second.pending.clear();
+                            }
+                          }});
 }
 
 void MemoryAggregator::gap() {

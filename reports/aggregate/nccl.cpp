@@ -1,7 +1,6 @@
 #include "reports/aggregate/nccl.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -10,6 +9,7 @@
 #include "bpf/events.h"
 #include "reports/aggregate/gpu_names.h"
 #include "reports/aggregate/stacks.h"  // kNoAction
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 
@@ -23,13 +23,6 @@ constexpr std::size_t kMaxLaunches = 1u << 20;
 // is counted in the totals only.
 constexpr std::size_t kMaxRows = 4096;
 constexpr std::size_t kMaxThreads = 1u << 16;
-
-template <typename T>
-bool read_record(const lt_event_header& h, const std::byte* record, T& out) {
-  if (h.size < sizeof(T)) return false;
-  std::memcpy(&out, record, sizeof out);
-  return true;
-}
 
 }  // namespace
 
@@ -326,30 +319,14 @@ NcclAggregator::NcclAggregator(const ActionAggregator& actions) : s_(std::make_u
 NcclAggregator::~NcclAggregator() = default;
 
 void NcclAggregator::add(const lt_event_header& h, const std::byte* record) {
-  switch (h.kind) {
-    case LT_EV_NCCL: {
-      lt_nccl_event e;
-      if (read_record(h, record, e)) s_->on_nccl(h, e);
-      return;
-    }
-    case LT_EV_GPU_NAME: {
-      lt_gpu_name_event e;
-      if (read_record(h, record, e) && e.n.kind == LT_NAME_KERNEL) s_->names.add(h.pid, e.n);
-      return;
-    }
-    case LT_EV_GPU_LAUNCH: {
-      lt_gpu_launch_event e;
-      if (read_record(h, record, e)) s_->on_launch(h, e);
-      return;
-    }
-    case LT_EV_GPU_ACTIVITY: {
-      lt_gpu_activity_event e;
-      if (read_record(h, record, e)) s_->on_activity(h, e.a);
-      return;
-    }
-    default:
-      return;
-  }
+  auto& s = *s_;
+  visit_record(h, record,
+               overloaded{[&](const lt_event_header& h, const lt_nccl_event& e) { s.on_nccl(h, e); },
+                          [&](const lt_event_header& h, const lt_gpu_name_event& e) {
+                            if (e.n.kind == LT_NAME_KERNEL) s.names.add(h.pid, e.n);
+                          },
+                          [&](const lt_event_header& h, const lt_gpu_launch_event& e) { s.on_launch(h, e); },
+                          [&](const lt_event_header& h, const lt_gpu_activity_event& e) { s.on_activity(h, e.a); }});
 }
 
 NcclReport NcclAggregator::finish() {

@@ -214,34 +214,6 @@ std::optional<StatInfo> parse_stat(const std::string& text) {
   return s;
 }
 
-std::vector<pid_t> parse_nspid(const std::string& status) {
-  std::vector<pid_t> out;
-  std::size_t at = 0;
-  while (at < status.size()) {
-    auto end = status.find('\n', at);
-    if (end == std::string::npos) end = status.size();
-    if (status.compare(at, 6, "NSpid:") == 0) {
-      const std::string rest = status.substr(at + 6, end - at - 6);
-      std::size_t p = 0;
-      while (p < rest.size()) {
-        while (p < rest.size() && (rest[p] == ' ' || rest[p] == '\t')) ++p;
-        std::size_t q = p;
-        while (q < rest.size() && std::isdigit(static_cast<unsigned char>(rest[q]))) ++q;
-        if (q == p) break;
-        try {
-          out.push_back(static_cast<pid_t>(std::stol(rest.substr(p, q - p))));
-        } catch (const std::exception&) {
-          return {};
-        }
-        p = q;
-      }
-      return out;
-    }
-    at = end + 1;
-  }
-  return out;
-}
-
 std::string container_id_from_cgroup(const std::string& cgroup) {
   for (const auto& line : split(cgroup, '\n')) {
     // hierarchy-ID:controllers:path

@@ -44,10 +44,6 @@ struct StatInfo {
 };
 std::optional<StatInfo> parse_stat(const std::string& text);
 
-// "NSpid:" of /proc/PID/status: the pid in each pid namespace from ours
-// inward (one entry when the process is in ours); empty if absent.
-std::vector<pid_t> parse_nspid(const std::string& status);
-
 // The container id in /proc/PID/cgroup: a path component that is, or holds
 // as a word, 64 hex digits, as container runtimes name their cgroups
 // (docker/<id>, docker-<id>.scope, cri-containerd-<id>.scope,

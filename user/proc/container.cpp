@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "user/proc/census.h"
+#include "user/proc/procfs.h"
 #include "user/proc/rank_env.h"
 
 namespace lt::proc {

@@ -7,13 +7,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-
-#include "reports/format/numbers.h"
-#include "user/proc/census.h"
 
 namespace lt::proc {
 
@@ -188,7 +187,11 @@ std::string mapped_file(pid_t pid, const Mapping& m) {
     return stat(p.c_str(), &st) == 0 && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
            minor(st.st_dev) == m.dev_minor;
   };
-  const std::string map_file = proc_file(pid, "map_files/") + hex(m.start) + "-" + hex(m.end);
+  // map_files/ names a mapping by its range in lowercase hex, unpadded.
+  char range[40];
+  std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m.start),
+                static_cast<unsigned long long>(m.end));
+  const std::string map_file = proc_file(pid, "map_files/") + range;
   // map_files is the mapped file itself; under overlayfs its inode is the
   // real file's, which is what /proc/PID/maps shows and where uprobes fire.
   struct stat st {};
@@ -233,6 +236,34 @@ std::optional<std::string> read_cstring(pid_t pid, std::uint64_t addr, std::size
       if (c == '\0' || out.size() == max) return out;
       out.push_back(c);
     }
+  }
+  return out;
+}
+
+std::vector<pid_t> parse_nspid(const std::string& status) {
+  std::vector<pid_t> out;
+  std::size_t at = 0;
+  while (at < status.size()) {
+    auto end = status.find('\n', at);
+    if (end == std::string::npos) end = status.size();
+    if (status.compare(at, 6, "NSpid:") == 0) {
+      const std::string rest = status.substr(at + 6, end - at - 6);
+      std::size_t p = 0;
+      while (p < rest.size()) {
+        while (p < rest.size() && (rest[p] == ' ' || rest[p] == '\t')) ++p;
+        std::size_t q = p;
+        while (q < rest.size() && std::isdigit(static_cast<unsigned char>(rest[q]))) ++q;
+        if (q == p) break;
+        try {
+          out.push_back(static_cast<pid_t>(std::stol(rest.substr(p, q - p))));
+        } catch (const std::exception&) {
+          return {};
+        }
+        p = q;
+      }
+      return out;
+    }
+    at = end + 1;
   }
   return out;
 }

@@ -30,6 +30,10 @@ std::map<std::string, std::string> read_environ(pid_t pid);
 std::vector<std::string> read_cmdline(pid_t pid);
 std::string read_comm(pid_t pid);
 pid_t read_ppid(pid_t pid);
+// "NSpid:" of /proc/PID/status: the pid in each pid namespace from ours
+// inward (one entry when the process is in ours); empty if absent.
+std::vector<pid_t> parse_nspid(const std::string& status);
+
 // Every live descendant of `pid` (children, grandchildren, ...).
 std::vector<pid_t> descendants(pid_t pid);
 // Path through which we can open a file the target has mapped, even across
