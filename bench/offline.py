@@ -1,9 +1,14 @@
 """Offline reports from a large trace: time, peak RSS and bytes per event.
 
-usage: .venv/bin/python bench/offline.py [--events 10000000]
+usage: .venv/bin/python bench/offline.py [--events 10000000] [--against OLD_BINARY [--runs 5]]
 Builds bench/gen_trace (a synthetic Lightning-shaped trace), writes the
 trace, then runs `ltrace-bpf report` on it (all reports: the Simple report of
 every process), measuring wall time and the child's peak RSS.
+
+--against OLD_BINARY: the same trace reported by build/ltrace-bpf and by
+OLD_BINARY (e.g. a clean clone's build of an earlier commit), alternating,
+--runs times each: medians of time and peak RSS side by side, their ratio,
+and whether both printed the same bytes.
 """
 import argparse
 import os
@@ -20,6 +25,8 @@ LTRACE = os.path.join(ROOT, "build", "ltrace-bpf")
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--against", help="an earlier ltrace-bpf binary to compare with, side by side")
+    ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     gen = os.path.join(ROOT, "build", "gen_trace")
     subprocess.run(["g++", "-std=c++20", "-O2", "-I", ROOT, "-I", os.path.join(ROOT, "bpf"),
@@ -32,6 +39,8 @@ def main():
         gen_s = time.perf_counter() - t
         events = int(out.split()[0])
         size = os.path.getsize(path)
+        if args.against:
+            return side_by_side(path, events, args.against, args.runs)
         t = time.perf_counter()
         r = subprocess.run([LTRACE, "report", path], capture_output=True, text=True)
         wall = time.perf_counter() - t
@@ -43,6 +52,37 @@ def main():
     print(f"| {events} | {size} | {size / events:.2f} | {gen_s:.2f} | {wall:.2f} | {rss_mb:.0f} |")
     print("(peak RSS is the largest of the child processes: the generator and the report)")
     return 0
+
+
+def one_report(binary, path):
+    """(wall s, peak RSS MB, stdout) of one `report` run, RSS from wait4."""
+    t = time.perf_counter()
+    p = subprocess.Popen([binary, "report", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    assert os.waitstatus_to_exitcode(status) == 0, binary
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def side_by_side(path, events, old, runs):
+    new_t, new_rss, old_t, old_rss = [], [], [], []
+    same = True
+    for _ in range(runs):
+        w, r, out_new = one_report(LTRACE, path)
+        new_t.append(w), new_rss.append(r)
+        w, r, out_old = one_report(old, path)
+        old_t.append(w), old_rss.append(r)
+        same &= out_new == out_old
+    med = lambda v: sorted(v)[len(v) // 2]
+    print(f"{events} events, {runs} runs each, alternating; medians")
+    print("| binary | report s | peak RSS MB |")
+    print("|---|---|---|")
+    print(f"| {old} | {med(old_t):.2f} | {med(old_rss):.0f} |")
+    print(f"| {LTRACE} | {med(new_t):.2f} | {med(new_rss):.0f} |")
+    print(f"new / old: time {med(new_t) / med(old_t):.3f}, RSS {med(new_rss) / med(old_rss):.3f}; "
+          f"same output: {same}")
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "user/collector/library_tracer.h"
 #include "user/proc/procfs.h"
 #include "user/torch/comm_sites.h"
 
@@ -20,7 +21,7 @@ namespace lt {
 
 class CommProbeSource;
 
-class CommTracer {
+class CommTracer final : public LibraryTracer {
  public:
   explicit CommTracer(CommProbeSource& source) : source_(source) {}
   // Probes pid's libraries (pid_filter -1: every process mapping them).
@@ -30,13 +31,14 @@ class CommTracer {
   // libtorch_cuda without libnccl).  Throws lt::Error (io: unreadable;
   // unsupported: no c10d backend and no NCCL; bpf) for libtorch_cpu; an
   // error on libtorch_cuda or libnccl only leaves a note (take_notes()).
-  bool attach(pid_t pid, pid_t pid_filter);
+  bool attach(pid_t pid, pid_t pid_filter) override;
+  const char* lost() const override { return "its collectives are missing from the report"; }
   // What could not be probed since the last call, one line each.
-  std::vector<std::string> take_notes() { return std::exchange(notes_, {}); }
+  std::vector<std::string> take_notes() override { return std::exchange(notes_, {}); }
   static constexpr std::uint64_t kLibraryWaitNs =
       1'000'000'000;  // the loader maps a library's dependencies in milliseconds
-  std::size_t probes() const { return probes_; }
-  const std::string& describe() const { return last_; }  // for --verbose
+  std::size_t probes() const override { return probes_; }
+  std::string describe(pid_t) const override { return last_; }
 
  private:
   enum class Library { torch, nccl };

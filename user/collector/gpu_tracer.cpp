@@ -29,7 +29,8 @@ bool is_lib(const std::string& path, const char* stem) {
 constexpr const char* kBridgeMemfdName = "libltrace-bridge.so";
 
 bool is_bridge(const std::string& path) {
-  return is_lib(path, "libltrace-bridge") || path.rfind(std::string("/memfd:") + kBridgeMemfdName, 0) == 0;
+  const std::string_view p = path;
+  return is_lib(path, "libltrace-bridge") || (p.starts_with("/memfd:") && p.substr(7).starts_with(kBridgeMemfdName));
 }
 
 }  // namespace
@@ -49,13 +50,14 @@ std::string find_bridge_library() {
 GpuTracer::GpuTracer(std::function<GpuSource&()> source, GpuTracerOptions opts, Note note)
     : source_(source), opts_(std::move(opts)), note_(std::move(note)) {}
 
-const std::string& GpuTracer::describe(pid_t pid) const {
-  static const std::string none = "no CUDA";
+std::string GpuTracer::describe(pid_t pid) const {
   auto it = how_.find(pid);
-  return it == how_.end() ? none : it->second;
+  std::string out = "GPU: ";
+  out += it == how_.end() ? std::string_view("no CUDA") : std::string_view(it->second);
+  return out;
 }
 
-bool GpuTracer::attach(pid_t pid) {
+bool GpuTracer::attach(pid_t pid, pid_t) {
   // CUDA is in use once the driver library is mapped (libcudart loads it at
   // the first CUDA call).  A CUDA build of torch maps libcudart at import,
   // so libcudart alone says nothing: a CPU-only job stays untouched.

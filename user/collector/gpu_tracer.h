@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "user/collector/library_tracer.h"
 
 namespace lt {
 
@@ -32,22 +33,24 @@ struct GpuTracerOptions {
   bool verbose = false;
 };
 
-class GpuTracer {
+class GpuTracer final : public LibraryTracer {
  public:
   using Note = std::function<void(const std::string&)>;
   // `source` is created on first use: sessions without CUDA never load it.
   GpuTracer(std::function<GpuSource&()> source, GpuTracerOptions opts, Note note);
   // Sets up GPU data for pid.  Returns false while the process has no CUDA
   // library mapped (call again later).  Never throws for a target's sake:
-  // what fails becomes a note.
-  bool attach(pid_t pid);
+  // what fails becomes a note. The probes are the process's own (the
+  // bridge's, or uprobes scoped to it): pid_filter does not apply.
+  bool attach(pid_t pid, pid_t pid_filter) override;
+  const char* lost() const override { return "its GPU data is missing from the report"; }
   // The probes of a bridge that processes will load (run: the launched
   // command's), in place before any of them does: nothing is missed.
   void expect_bridge(const std::string& path);
   // A bridge reported its state: on CUPTI unavailable, fall back to uprobes.
   void on_status(pid_t pid, const lt_gpu_status& s);
   // For the session's stderr summary.
-  const std::string& describe(pid_t pid) const;
+  std::string describe(pid_t pid) const override;
 
  private:
   void fall_back_to_uprobes(pid_t pid, const std::string& why);

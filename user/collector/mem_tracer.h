@@ -10,21 +10,23 @@
 #include <tuple>
 #include <vector>
 
+#include "user/collector/library_tracer.h"
 #include "user/torch/mem_sites.h"
 
 namespace lt {
 
 class MemProbeSource;
 
-class MemTracer {
+class MemTracer final : public LibraryTracer {
  public:
   explicit MemTracer(MemProbeSource& source) : source_(source) {}
   // Probes pid's libc10 (pid_filter -1: every process mapping it).
   // Returns false when the process has no libc10 mapped (yet).  Throws
   // lt::Error (io: unreadable; unsupported: no CPU allocator hooks; bpf).
-  bool attach(pid_t pid, pid_t pid_filter);
-  std::size_t probes() const { return probes_; }
-  const std::string& describe() const { return last_; }  // for --verbose
+  bool attach(pid_t pid, pid_t pid_filter) override;
+  const char* lost() const override { return "its memory is missing from the report"; }
+  std::size_t probes() const override { return probes_; }
+  std::string describe(pid_t) const override { return last_; }
 
  private:
   MemProbeSource& source_;

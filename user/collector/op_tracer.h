@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "user/collector/library_tracer.h"
 
 namespace lt {
 
 class OpProbeSource;
 
-class OpTracer {
+class OpTracer final : public LibraryTracer {
  public:
   using Emit = std::function<void(const void*, std::size_t)>;
   // filters: --ops globs ("aten::mm", "aten::add*"); empty: every op.
@@ -30,7 +31,8 @@ class OpTracer {
   // Probes pid's libtorch (pid_filter -1: every process mapping it).
   // Returns false when the process has no libtorch mapped (yet).  Throws
   // lt::Error (usage: --ops matches nothing; bpf: attach failed).
-  bool attach(pid_t pid, pid_t pid_filter);
+  bool attach(pid_t pid, pid_t pid_filter) override;
+  const char* lost() const override { return "its ops are missing from the report"; }
   // torch.compile's code in pid (docs/design-compile.md): the compiled
   // region entry of its libtorch_python and the kernel of every inductor
   // kernel library it maps now, each file read once.  Called at attach and
@@ -40,9 +42,9 @@ class OpTracer {
   std::vector<std::string> attach_compiled(pid_t pid, pid_t pid_filter);
   // Writes the op's OP_NAME record the first time the op is seen.
   void announce(std::uint32_t op);
-  std::size_t probes() const { return probes_; }
-  double attach_ms() const { return attach_ms_; }        // catalog + attach, summed
-  const std::string& describe() const { return last_; }  // for --verbose
+  std::size_t probes() const override { return probes_; }
+  double attach_ms() const { return attach_ms_; }  // catalog + attach, summed
+  std::string describe(pid_t) const override { return last_; }
 
  private:
   struct Op {

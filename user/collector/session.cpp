@@ -121,12 +121,7 @@ R read_record(std::span<const std::byte> record) {
 
 }  // namespace
 
-Session::Session(SessionOptions opts)
-    : opts_(std::move(opts)),
-      ops_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_ops(pid, first); }),
-      gpu_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_gpu(pid, first); }),
-      mem_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_memory(pid, first); }),
-      comm_pending_(kPendingAttachNs, [this](pid_t pid, bool first) { return attach_comm(pid, first); }) {}
+Session::Session(SessionOptions opts) : opts_(std::move(opts)) {}
 Session::~Session() = default;
 
 void Session::prepare() {
@@ -231,6 +226,13 @@ void Session::start_sources() {
         go, [this](const std::string& n) { notes_.push_back(n); });
     if (!opts_.preloaded_bridge.empty()) gputracer_->expect_bridge(opts_.preloaded_bridge);
   }
+  // Tried in this order at each adoption.
+  if (optracer_)
+    add_tracer(
+        *optracer_, [this](pid_t pid) { ops_before(pid); }, [this](pid_t pid) { ops_after(pid); });
+  if (gputracer_) add_tracer(*gputracer_);
+  if (memtracer_) add_tracer(*memtracer_);
+  if (commtracer_) add_tracer(*commtracer_);
   if (sampling()) {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
                                                  opprobe_ ? opprobe_->stacks_fd() : -1);
@@ -272,8 +274,8 @@ void Session::mark_attached(std::uint64_t t0) {
   emit(w);
   stats_.attach_latency_ms = (w.hdr.ts_ns - t0) / 1e6;
   if (opts_.on_attached) opts_.on_attached();
-  stats_.probes = pyactions_->probes() + (optracer_ ? optracer_->probes() : 0) +
-                  (memtracer_ ? memtracer_->probes() : 0) + (commtracer_ ? commtracer_->probes() : 0);
+  stats_.probes = pyactions_->probes();
+  for (const auto& slot : tracers_) stats_.probes += slot->tracer->probes();
   if (opts_.verbose)
     std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s) as %s, %.1f ms%s\n",
                  targets_.live_count(), stats_.probes,
@@ -293,10 +295,7 @@ void Session::start_chores(std::uint64_t now) {
   liveness_ = {kLivenessNs, now};
   compiled_scan_ = {kCompiledScanNs, now};
   dynamo_scan_ = {kDynamoScanNs, now};
-  ops_pending_.start_clock(now);
-  gpu_pending_.start_clock(now);
-  mem_pending_.start_clock(now);
-  comm_pending_.start_clock(now);
+  for (auto& slot : tracers_) slot->pending.start_clock(now);
 }
 
 // What the loop does between two drains, in this order: forked children's
@@ -311,10 +310,7 @@ std::uint64_t Session::do_chores() {
   if (thread_states_.due(now)) refresh_thread_states();
   if (watcher_ && watch_.due(now)) adopt_eligible();
   const auto ours = [this](pid_t p) { return targets_.live_and_alive(p); };
-  ops_pending_.poll(now, ours);
-  gpu_pending_.poll(now, ours);
-  mem_pending_.poll(now, ours);
-  comm_pending_.poll(now, ours);
+  for (auto& slot : tracers_) slot->pending.poll(now, ours);
   if (optracer_ && compiled_scan_.due(now)) attach_compiled();
   if (dynamo_notes_ && dynamo_scan_.due(now)) read_dynamo(now);
   if (stats_sampler_) {
@@ -448,10 +444,7 @@ void Session::adopt_checked(pid_t pid) {
   targets_.adopted(pid, interp);
   ++stats_.traced;
   emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);
-  if (optracer_) ops_pending_.start(pid);
-  if (gputracer_) gpu_pending_.start(pid);
-  if (memtracer_) mem_pending_.start(pid);
-  if (commtracer_) comm_pending_.start(pid);
+  for (auto& slot : tracers_) slot->pending.start(pid);
 }
 
 // How BPF finds this interpreter's thread states, or why it cannot (then
@@ -467,13 +460,6 @@ std::optional<python::TsdLookup> Session::thread_state_key(const python::Interpr
 
 bool Session::explicit_target(pid_t pid) const {
   return std::find(opts_.pids.begin(), opts_.pids.end(), pid) != opts_.pids.end();
-}
-
-// GPU data for one target; a process that has not loaded CUDA yet is polled.
-PendingAttach::Attempt Session::attach_gpu(pid_t pid, bool) {
-  if (!gputracer_->attach(pid)) return PendingAttach::Attempt::later;
-  if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: GPU: %s\n", pid, gputracer_->describe(pid).c_str());
-  return PendingAttach::Attempt::done;
 }
 
 // Detach from the bridges in order: their session probe first, so each
@@ -521,53 +507,46 @@ void Session::attach_compiled() {
   }
 }
 
-PendingAttach::Attempt Session::attach_ops(pid_t pid, bool first) {
+void Session::add_tracer(LibraryTracer& tracer, std::function<void(pid_t)> before, std::function<void(pid_t)> after) {
+  auto slot = std::make_unique<TracerSlot>(
+      TracerSlot{&tracer, PendingAttach(kPendingAttachNs, {}), std::move(before), std::move(after)});
+  slot->pending = PendingAttach(
+      kPendingAttachNs, [this, s = slot.get()](pid_t pid, bool first) { return attach_library(*s, pid, first); });
+  tracers_.push_back(std::move(slot));
+}
+
+// One tracer's probes for one target. A process that has not loaded the
+// library yet is polled until it does (its calls cannot exist before). An
+// error is the session's end only for an explicit --pid at its adoption
+// (or a wrong --ops); otherwise that process's data is missing, and said so.
+PendingAttach::Attempt Session::attach_library(TracerSlot& slot, pid_t pid, bool first) {
   try {
-    // Shapes on before the probes, so that no call goes without them.
-    if (opts_.shapes && !tensor_vtables_[pid]) {
-      tensor_vtables_[pid] = optracer_->tensor_vtable(pid);
-      if (tensor_vtables_[pid])
-        if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));
-    }
-    if (!optracer_->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
-    ops_attached_.insert(pid);
-    optracer_->attach_compiled(pid, opts_.children ? -1 : pid);
-    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, optracer_->describe().c_str());
-    if (opts_.shapes && !tensor_vtables_[pid])
-      notes_.push_back("pid " + std::to_string(pid) +
-                       ": c10::TensorImpl's vtable not found in libc10.so; input shapes show as []");
+    if (slot.before) slot.before(pid);
+    if (!slot.tracer->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
+    if (slot.after) slot.after(pid);
+    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, slot.tracer->describe(pid).c_str());
+    for (const auto& n : slot.tracer->take_notes()) notes_.push_back("pid " + std::to_string(pid) + ": " + n);
   } catch (const Error& e) {
     if ((first && explicit_target(pid)) || e.code() == ExitCode::usage) throw;
-    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; its ops are missing from the report");
+    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; " + slot.tracer->lost());
   }
   return PendingAttach::Attempt::done;
 }
 
-// Memory probes for one target, once it has loaded torch (libc10).  As for
-// ops: an error ends the session only for an explicit --pid at adoption.
-PendingAttach::Attempt Session::attach_memory(pid_t pid, bool first) {
-  try {
-    if (!memtracer_->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
-    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, memtracer_->describe().c_str());
-  } catch (const Error& e) {
-    if (first && explicit_target(pid)) throw;
-    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; its memory is missing from the report");
-  }
-  return PendingAttach::Attempt::done;
+// Shapes on before the op probes, so that no call goes without them.
+void Session::ops_before(pid_t pid) {
+  if (!opts_.shapes || tensor_vtables_[pid]) return;
+  tensor_vtables_[pid] = optracer_->tensor_vtable(pid);
+  if (tensor_vtables_[pid])
+    if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));
 }
 
-// Comm probes for one target, once it has loaded libtorch_cpu.  As for
-// memory: an error ends the session only for an explicit --pid at adoption.
-PendingAttach::Attempt Session::attach_comm(pid_t pid, bool first) {
-  try {
-    if (!commtracer_->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
-    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, commtracer_->describe().c_str());
-    for (const auto& n : commtracer_->take_notes()) notes_.push_back("pid " + std::to_string(pid) + ": " + n);
-  } catch (const Error& e) {
-    if (first && explicit_target(pid)) throw;
-    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; its collectives are missing from the report");
-  }
-  return PendingAttach::Attempt::done;
+void Session::ops_after(pid_t pid) {
+  ops_attached_.insert(pid);
+  optracer_->attach_compiled(pid, opts_.children ? -1 : pid);
+  if (opts_.shapes && !tensor_vtables_[pid])
+    notes_.push_back("pid " + std::to_string(pid) +
+                     ": c10::TensorImpl's vtable not found in libc10.so; input shapes show as []");
 }
 
 lt_target Session::target_for(const python::Interpreter& interp) {

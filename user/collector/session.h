@@ -18,6 +18,7 @@
 
 #include "bpf/events.h"
 #include "user/collector/every.h"
+#include "user/collector/library_tracer.h"
 #include "user/collector/pending_attach.h"
 #include "user/collector/record_normalizer.h"
 #include "user/collector/synthesized_records.h"
@@ -164,15 +165,22 @@ class Session {
   void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
   bool reap_exited();                          // exits found by polling; false: every process gone
 
-  // Probes that wait for a library (PendingAttach attempts).
-  PendingAttach::Attempt attach_ops(pid_t pid, bool first);
+  // Probes that wait for a library: one slot per LibraryTracer.
+  struct TracerSlot {
+    LibraryTracer* tracer;
+    PendingAttach pending;  // targets without its library mapped (yet)
+    // Around a successful attach (ops: the tensor vtable before, compiled
+    // code after).
+    std::function<void(pid_t)> before, after;
+  };
+  void add_tracer(LibraryTracer& tracer, std::function<void(pid_t)> before = {}, std::function<void(pid_t)> after = {});
+  PendingAttach::Attempt attach_library(TracerSlot& slot, pid_t pid, bool first);
+  void ops_before(pid_t pid);
+  void ops_after(pid_t pid);
   void attach_compiled();
   void describe_region(const lt_event_header& h, std::span<const std::byte> record);
   void describe_module(const lt_event_header& h, std::span<const std::byte> record);
   void read_dynamo(std::uint64_t now);
-  PendingAttach::Attempt attach_gpu(pid_t pid, bool first);
-  PendingAttach::Attempt attach_memory(pid_t pid, bool first);
-  PendingAttach::Attempt attach_comm(pid_t pid, bool first);
   void release_gpu(ring_buffer* rb);
 
   // Records.
@@ -211,10 +219,7 @@ class Session {
   std::unique_ptr<CommTracer> commtracer_;
   std::unique_ptr<GpuSource> gpusrc_;
   std::unique_ptr<GpuTracer> gputracer_;
-  PendingAttach ops_pending_;   // targets without libtorch mapped yet
-  PendingAttach gpu_pending_;   // targets without CUDA (yet)
-  PendingAttach mem_pending_;   // targets without libc10 mapped yet
-  PendingAttach comm_pending_;  // targets without libtorch_cpu mapped yet
+  std::vector<std::unique_ptr<TracerSlot>> tracers_;  // ops, memory, comm, GPU: those asked for
   // The drain loop's periodic chores (start_chores() sets their clocks).
   Every thread_states_, watch_, liveness_, compiled_scan_, dynamo_scan_;
   std::set<pid_t> ops_attached_;         // targets whose op probes are in: their compiled code is looked for

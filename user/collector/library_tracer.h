@@ -1,0 +1,33 @@
+// The seam between Session and each source whose probes go on a library a
+// target loads when it likes (libtorch's ops, libc10's allocator,
+// libtorch_cpu's collectives, CUDA): Session keeps one slot per tracer,
+// tries each at adoption and, until the library is there, again every
+// interval (PendingAttach), and turns their errors into notes the same way
+// for all. Adding such a source = its BPF source, its loader (user/sources),
+// a LibraryTracer, and one line in Session::start_sources().
+#pragma once
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace lt {
+
+class LibraryTracer {
+ public:
+  virtual ~LibraryTracer() = default;
+  // What a note says when this tracer fails for a target: "its ops are
+  // missing from the report".
+  virtual const char* lost() const = 0;
+  // Probes `pid`'s library (pid_filter -1: every process mapping it). False
+  // when it has not loaded it yet. Throws lt::Error.
+  virtual bool attach(pid_t pid, pid_t pid_filter) = 0;
+  // The last attach, for --verbose.
+  virtual std::string describe(pid_t pid) const = 0;
+  virtual std::size_t probes() const { return 0; }
+  // Notes from the last attach ("pid N: " is added).
+  virtual std::vector<std::string> take_notes() { return {}; }
+};
+
+}  // namespace lt
