@@ -1,6 +1,7 @@
 """Record once, report anywhere: the trace file path against a real
 Lightning job."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,7 @@ def test_live_output_equals_offline_report(attach, lightning_python):
     made for (a RECORDED_REPORTS record), byte for byte as the live run; so
     does `report DIR --merge` for each rank, before its cluster summary."""
     run = attach([lightning_python, TRAIN, "--profiler", "none", "--epochs", "2", "--batches", "16", "--val"],
-                 lt_args=["-o", "run.ltrace", "--report", "simple,advanced,ops"])
+                 lt_args=["-o", "run.ltrace", "--report", "simple,advanced,ops,steps"])
     assert run.lt_rc == 0, run.lt_err
     path = run.tmp / "run.ltrace"
     off = subprocess.run([LTRACE, "report", str(path)], capture_output=True, text=True, timeout=60)
@@ -25,6 +26,9 @@ def test_live_output_equals_offline_report(attach, lightning_python):
     # The Advanced and ops reports are there to compare.
     assert "Profile stats for: " in run.lt_out and "Self CPU time total" in run.lt_out, run.lt_out
     assert off.stdout == run.lt_out
+    # The steps report keeps every interval: offline it learns so from the
+    # recorded list, before the first action (2 epochs x 16 batches).
+    assert re.search(r"^  train +32 ", off.stdout, re.M), off.stdout
     merged = subprocess.run([LTRACE, "report", str(run.tmp), "--merge"], capture_output=True, text=True, timeout=60)
     assert merged.returncode == 0, merged.stderr
     assert merged.stdout.startswith(off.stdout + "\n") and "Cluster Summary" in merged.stdout, merged.stdout

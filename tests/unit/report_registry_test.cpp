@@ -31,14 +31,15 @@ TEST(ReportRegistry, EveryNamedReportIsAnOption) {
     EXPECT_TRUE(lt::is_report_name(e.name));
     EXPECT_NE(lt::report_names_text().find(e.name), std::string::npos);
   }
-  EXPECT_EQ(named, 6);
+  EXPECT_EQ(named, 7);
   EXPECT_FALSE(lt::is_report_name(""));
   EXPECT_FALSE(lt::is_report_name("flame"));
   try {
     parse({"report", "t.ltrace", "--report", "simple,flame"});
     ADD_FAILURE() << "an unknown report was accepted";
   } catch (const lt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("simple, advanced, ops, gpu, memory, comm"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("simple, advanced, ops, gpu, memory, comm, steps"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -42,12 +42,11 @@ void check_report(Options& o) {
 
 int cmd_report(Options& opts) {
   if (opts.merge) return merge_reports(opts);
-  ReportSet reports(opts);
   Trace trace;
   const bool keep = !opts.dump_path.empty();
-  auto r = read_reports(opts.input, opts, reports, keep ? &trace : nullptr, /*warn=*/true);
+  auto [r, reports] = read_reports(opts.input, opts, keep ? &trace : nullptr, /*warn=*/true);
   if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
-  reports.write();
+  reports->write();
   if (keep) write_event_dump(trace, opts.dump_path);
   // Every report is still printed from what is intact; the exit code says data was lost.
   return r.data_lost() ? static_cast<int>(ExitCode::damaged_trace) : 0;

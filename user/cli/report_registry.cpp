@@ -8,6 +8,7 @@
 #include "reports/gpu/device_stats_report.h"
 #include "reports/memory/memory_report.h"
 #include "reports/ops/compile_section.h"
+#include "reports/steps/steps_report.h"
 
 namespace lt {
 namespace {
@@ -53,6 +54,10 @@ void write_device_stats(const Options&, const ReportResults& r, const OutputOpti
   std::cout << render_device_stats(r.device_stats, {&r.actions, {}, 0}) << "\n";
 }
 
+void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
+  std::cout << render_steps_report(r.actions, &r.gpu) << "\n";
+}
+
 void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptions&) {
   if (auto cuda = render_cuda_memory_stats(r.memory, {&r.actions}); !cuda.empty()) std::cout << cuda << "\n";
 }
@@ -76,6 +81,8 @@ constexpr ReportEntry kReports[] = {
      [](const Options& o, const ReportResults&) { return named(o, "memory"); },
      write_memory},
     {"comm", {.comm = true}, [](const Options& o, const ReportResults&) { return named(o, "comm"); }, write_comm},
+    // Each stage's steps: percentiles, spikes, the share of each part.
+    {"steps", {}, [](const Options& o, const ReportResults&) { return named(o, "steps"); }, write_steps, true},
     {"",
      {},
      [](const Options&, const ReportResults& r) { return !r.device_stats.processes.empty(); },
@@ -113,6 +120,12 @@ ReportSources report_sources(const Options& opts) {
     s.comm |= e.sources.comm;
   }
   return s;
+}
+
+bool reports_keep_intervals(const Options& opts) {
+  for (const auto& e : kReports)
+    if (!e.name.empty() && e.keeps_intervals && named(opts, e.name)) return true;
+  return false;
 }
 
 void write_reports(const Options& opts, const ReportResults& results, const OutputOptions& out) {

@@ -56,6 +56,9 @@ struct ReportEntry {
   bool (*printed)(const Options&, const ReportResults&);
   // Writes it: stdout, or Lightning's files under `out`.
   void (*write)(const Options&, const ReportResults&, const OutputOptions& out);
+  // Its aggregates need every action's interval and the GPU slices kept
+  // (they cost memory in proportion to the trace, so only when asked).
+  bool keeps_intervals = false;
 };
 
 // In the order they print.
@@ -65,6 +68,8 @@ bool is_report_name(std::string_view name);
 std::string report_names_text();
 // The probes the reports in `opts.report` need.
 ReportSources report_sources(const Options& opts);
+// Whether one of them needs intervals kept.
+bool reports_keep_intervals(const Options& opts);
 // Every report printed for `opts`, in order.
 void write_reports(const Options& opts, const ReportResults& results, const OutputOptions& out);
 

@@ -40,10 +40,10 @@ bool wants_exports(const Options& o) {
 
 ReportSet::ReportSet(const Options& opts)
     : opts_(opts),
-      actions_(wants_exports(opts)),
+      actions_(wants_exports(opts) || reports_keep_intervals(opts)),
       stacks_(actions_, opts.full_stacks),
       ops_(actions_, {opts.schedule, wants_exports(opts), opts.group_by_input_shapes}),
-      gpu_(actions_, wants_exports(opts)),
+      gpu_(actions_, wants_exports(opts) || reports_keep_intervals(opts)),
       devstats_(actions_),
       memory_(actions_, {.keep_events = wants_exports(opts)}),
       comm_(actions_, {.keep_calls = wants_exports(opts)}),
@@ -125,19 +125,37 @@ void ReportSet::write() {
 // Streams `path` through `reports` (built on `opts`, which may take the
 // recorded report list). Nothing else is kept unless `keep` asks for the
 // whole stream.
-tracefile::ReadResult read_reports(const std::string& path, Options& opts, ReportSet& reports, Trace* keep, bool warn) {
-  auto r = tracefile::read_trace_file(
+FileReports read_reports(const std::string& path, Options& opts, Trace* keep, bool warn) {
+  FileReports out;
+  // The aggregators are made once the report list is known: the recorder
+  // writes it second, after HOST_INFO, and what a report keeps (intervals,
+  // slices) depends on it. Records before it wait (at most that one).
+  Trace early;
+  auto reports = [&]() -> ReportSet& {
+    if (!out.reports) {
+      out.reports = std::make_unique<ReportSet>(opts);
+      early.for_each([&](const lt_event_header& h, const std::byte* p) { out.reports->add(h, p); });
+      early = Trace();
+    }
+    return *out.reports;
+  };
+  out.read = tracefile::read_trace_file(
       path,
       [&](const lt_event_header& h, const std::byte* p) {
-        if (h.kind == LT_EV_RECORDED_REPORTS && !opts.report_given) take_recorded_reports(opts, h, p);
-        reports.add(h, p);
         if (keep) keep->append(p, h.size);
+        if (!out.reports && h.kind == LT_EV_HOST_INFO) {
+          early.append(p, h.size);
+          return;
+        }
+        if (h.kind == LT_EV_RECORDED_REPORTS && !opts.report_given) take_recorded_reports(opts, h, p);
+        reports().add(h, p);
       },
       // Nothing pairs across the gap: a start before it with a stop after it.
-      [&](const tracefile::DamagedRange&) { reports.gap(); });
+      [&](const tracefile::DamagedRange&) { reports().gap(); });
+  reports();  // an empty file still has its (empty) reports
   if (warn)
-    for (auto& w : r.warnings) std::cerr << "ltrace-bpf: warning: " << path << ": " << w << "\n";
-  return r;
+    for (auto& w : out.read.warnings) std::cerr << "ltrace-bpf: warning: " << path << ": " << w << "\n";
+  return out;
 }
 
 // One rank's reports in a merge: `report FILE`'s, without its exports (the
@@ -152,9 +170,8 @@ void write_rank_reports(const Options& opts, const std::string& file, const Outp
   rank.flamegraph_path.clear();
   rank.speedscope_path.clear();
   rank.dump_stats_dir.clear();
-  ReportSet reports(rank);
-  read_reports(file, rank, reports, nullptr, /*warn=*/false);  // warned once, when the merge read it
-  write_reports(rank, reports.finish(), out);
+  auto read = read_reports(file, rank, nullptr, /*warn=*/false);  // warned once, when the merge read it
+  write_reports(rank, read.reports->finish(), out);
 }
 
 void write_event_dump(const Trace& trace, const std::string& path) {

@@ -3,6 +3,7 @@
 // exports the options ask for, written once the stream ends.
 #pragma once
 #include <cstddef>
+#include <memory>
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
@@ -49,11 +50,15 @@ class ReportSet {
   CompileAggregator compiles_;       // torch.compile regions: the ops report's compile section
 };
 
-// Streams trace file `path` through `reports` (built on `opts`): without
+// Streams trace file `path` through a ReportSet built on `opts`: without
 // --report, `opts` takes the report list the trace was recorded with;
 // damaged stretches are gaps. `keep`: the whole stream too (--dump).
 // Reader warnings go to stderr when `warn`. Throws as the reader does.
-tracefile::ReadResult read_reports(const std::string& path, Options& opts, ReportSet& reports, Trace* keep, bool warn);
+struct FileReports {
+  tracefile::ReadResult read;
+  std::unique_ptr<ReportSet> reports;  // built on `opts` as read
+};
+FileReports read_reports(const std::string& path, Options& opts, Trace* keep, bool warn);
 
 // One rank's reports in `report DIR --merge`: those `report FILE` prints,
 // without its exports (the merge writes merged ones).
