@@ -125,9 +125,15 @@ def test_sigterm_prints_report(tmp_path):
                                        ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", 128 + 15)])
 def test_run_returns_the_commands_status(code, want):
     """`run` exits with the command's status, 128 + signal when it was
-    killed (as time, perf record and nsys do), after printing its report."""
-    r = subprocess.run([LTRACE, "run", "--no-gpu", "--", "/usr/bin/python3.11", "-c", code], capture_output=True,
-                       text=True, timeout=120)
+    killed (as time, perf record and nsys do), after printing its report.
+    The command first lives 1.5 s, past the attach (~0.2 s); should the
+    attach take longer still, the command's status is in the one line that
+    says so (exit 16)."""
+    r = subprocess.run([LTRACE, "run", "--no-gpu", "--", "/usr/bin/python3.11", "-c",
+                        "import time; time.sleep(1.5)\n" + code], capture_output=True, text=True, timeout=120)
+    if r.returncode == TARGET_EXITED:
+        assert one_line(r).endswith(f"(the command's status: {want})"), r.stderr
+        return
     assert r.returncode == want, r.stderr
     assert "lost events" in r.stderr, r.stderr  # the session ended normally first
 
@@ -142,13 +148,15 @@ def test_kernel_thread_is_named_as_such():
 
 
 EXITED = "exited while ltrace-bpf was attaching to it"
+TARGET_EXITED = 16
 
 
 def test_target_exiting_during_attach_gives_one_code_and_message():
     """Targets that exit 0-1.2 s after start, with ltrace-bpf attaching at
     once: whichever step notices (discovery, probes, ops), the answer is exit
-    3 and one message (or a normal end, for a target that outlived the
-    attach). Before: 3 or 7 (a probe on a vanished process), by timing."""
+    16 and one message (3 if it was gone before we began; or a normal end,
+    for a target that outlived the attach). Before: 3 or 7 (a probe on a
+    vanished process), by timing."""
     codes = {}
     for i in range(12):
         p = subprocess.Popen(["/usr/bin/python3.11", "-c", f"import time; time.sleep({i * 0.1})"])
@@ -158,11 +166,30 @@ def test_target_exiting_during_attach_gives_one_code_and_message():
             p.kill()
             p.wait()
         codes.setdefault(r.returncode, []).append(i)
-        assert r.returncode in (0, NO_PROC), r.stderr
+        assert r.returncode in (0, NO_PROC, TARGET_EXITED), r.stderr
         if r.returncode == NO_PROC:
-            line = one_line(r)
-            assert EXITED in line or line.endswith(f"no such process: {p.pid}"), line
-    assert NO_PROC in codes, codes  # the sweep reached inside the attach at least once
+            assert one_line(r).endswith(f"no such process: {p.pid}"), r.stderr
+        if r.returncode == TARGET_EXITED:
+            assert EXITED in one_line(r), r.stderr
+    assert TARGET_EXITED in codes, codes  # the sweep reached inside the attach at least once
+
+
+def test_run_of_a_job_shorter_than_the_attach_says_so():
+    """`run` of a job that ends before its probes are in (`python -c pass`:
+    ~20 ms): one line and exit 16, not an empty report and exit 0. A job
+    that outlives the attach is reported (exit 0)."""
+    codes = []
+    for _ in range(3):
+        r = lt("run", "--", "/usr/bin/python3.11", "-c", "pass")
+        codes.append(r.returncode)
+        assert r.returncode in (0, TARGET_EXITED), r.stderr
+        if r.returncode == TARGET_EXITED:
+            assert EXITED in one_line(r) and "nothing of it was recorded (the command's status: 0)" in r.stderr, \
+                r.stderr
+            assert r.stdout == "", r.stdout
+    assert TARGET_EXITED in codes, codes
+    r = lt("run", "--", "/usr/bin/python3.11", "-c", "import time; time.sleep(3)")
+    assert r.returncode == 0, r.stderr
 
 
 IO = 8

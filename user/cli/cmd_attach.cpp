@@ -31,7 +31,8 @@ using C = Options::Command;
 // A target that exits while we attach gives one error, whichever step
 // noticed first (its /proc files gone, a probe on a vanished process, the
 // ptrace injection...): "process N exited while ltrace-bpf was attaching to
-// it", exit code 3. `existed`: the targets that were there when we started.
+// it", exit code 16 (target_exited). `existed`: the targets that were there
+// when we started.
 void rethrow_if_a_target_exited(const std::vector<pid_t>& existed) {
   // A process in the middle of exiting has lost its files and memory but is
   // not a zombie yet: give it a moment to become one.
@@ -43,7 +44,7 @@ void rethrow_if_a_target_exited(const std::vector<pid_t>& existed) {
   }
   for (pid_t pid : existed)
     if (!proc::exists(pid))
-      throw Error(ExitCode::no_such_process,
+      throw Error(ExitCode::target_exited,
                   "process " + std::to_string(pid) + " exited while ltrace-bpf was attaching to it");
 }
 
@@ -165,6 +166,18 @@ int attach(Options& opts) {
     if (!attached) rethrow_if_a_target_exited(existed);
     throw;
   }
+  const auto& st = session.stats();
+  // Nothing was traced and a process we met ended while we were attaching
+  // to it (a job shorter than the attach): one line and its own exit code,
+  // never an empty report that looks like success. What a trace file got
+  // stays in it.
+  if (!opts.all && st.traced == 0 && !st.exited_during_attach.empty()) {
+    const int rc = launch ? launch->wait() : -1;
+    throw Error(ExitCode::target_exited,
+                "pid " + std::to_string(st.exited_during_attach.front()) +
+                    " exited while ltrace-bpf was attaching to it: nothing of it was recorded" +
+                    (rc >= 0 ? " (the command's status: " + std::to_string(rc) + ")" : ""));
+  }
   for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
   // run: the command's own status is ours once the reports are out (128 +
   // signal when it was killed), as time, perf record and nsys do.
@@ -176,7 +189,6 @@ int attach(Options& opts) {
       command_status = rc;
     }
   }
-  const auto& st = session.stats();
   if (opts.all && st.traced == 0) {
     if (!st.found) throw Error(ExitCode::no_such_process, "--all: no process with torch or Lightning loaded was found");
     throw Error(static_cast<ExitCode>(st.first_refusal),

@@ -251,7 +251,7 @@ options:
   out += R"(
 
 exit codes:
-  0 ok   1 internal error   2 usage   3 no such process, or it exited during attach (--all: none found)
+  0 ok   1 internal error   2 usage   3 no such process (--all: none found)
   4 not a CPython process   5 unsupported CPython version or build
   6 missing privileges (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
   7 BPF load/attach failed   8 cannot read or write a file   9 not a trace file (or from a newer version)
@@ -259,6 +259,7 @@ exit codes:
   11 cluster: some nodes gave no trace (the others' are kept)   12 cluster: Slurm not available
   13 report: parts of the trace file were damaged and skipped (the rest is reported)
   14 refused to write through a link, or into a file someone else planted
+  15 cluster ... dump: a hang was found   16 a target exited during attach: nothing of it was recorded
 )";
   return out;
 }

@@ -304,8 +304,12 @@ void Session::start_chores(std::uint64_t now) {
 std::uint64_t Session::do_chores() {
   check_forked_tsd();
   // A followed process became a new program: rediscover it.
-  for (pid_t p : targets_.take_execed())
-    if (proc::exists(p)) adopt(p, false);
+  for (pid_t p : targets_.take_execed()) {
+    if (proc::exists(p))
+      adopt(p, false);
+    else
+      failed_adoptions_.push_back(p);  // its new program ended before we could look at it
+  }
   const auto now = monotonic_ns();
   if (thread_states_.due(now)) refresh_thread_states();
   if (watcher_ && watch_.due(now)) adopt_eligible();
@@ -348,6 +352,8 @@ void Session::finish() {
   emit_clock_sync(1);
   proctrack_.reset();
   stats_.processes = targets_.processes();
+  for (pid_t pid : failed_adoptions_)
+    if (!proc::exists(pid)) stats_.exited_during_attach.push_back(pid);
   write_file([&](tracefile::TraceWriter& w) {
     w.close();
     stats_.file_bytes = w.bytes_written();
@@ -368,6 +374,7 @@ void Session::adopt(pid_t pid, bool must_be_python) {
   emit_process_records(pid, nullptr, refused->code == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON,
                        0);
   if (refused->code != ExitCode::not_python) notes_.push_back("pid " + std::to_string(pid) + ": " + refused->why);
+  if (refused->code != ExitCode::not_python && refused->code != ExitCode::unsupported) failed_adoptions_.push_back(pid);
 }
 
 // --all: adopts each process that became eligible since the last poll and

@@ -111,6 +111,10 @@ struct SessionStats {
   std::size_t found = 0;   // --all: eligible processes met
   std::size_t traced = 0;  // processes adopted with probes (forked children included)
   int first_refusal = 0;   // --all: the exit code of the first one that could not be profiled
+  // Processes met on the way (a child, an exec) whose adoption failed for
+  // another reason than not being a CPython we read, and that are gone by
+  // the end: they exited while we were attaching.
+  std::vector<pid_t> exited_during_attach;
   std::uint64_t records = 0;
   std::uint64_t file_bytes = 0;
   // A live report's -o file that failed: the error (its code is the exit
@@ -238,6 +242,7 @@ class Session {
   SessionStats stats_;
   std::vector<std::string> notes_;
   std::uint32_t generation_ = 1;
+  std::vector<pid_t> failed_adoptions_;  // see SessionStats::exited_during_attach
   // Holds finalizing targets at their exit until the drain has read them;
   // last member: gone before the sources whose ring it reads.
   std::unique_ptr<ExitHolder> exit_holder_;

@@ -26,6 +26,9 @@ enum class ExitCode : int {
   // cluster ... dump: a hang was found (ranks wait in a c10d collective; its verdict names who has not entered
   // it).  Not an error of ours: a distinct code so scripts and watchdogs can act on it.
   hang = 15,
+  // A target (run's command, an exec'd or forked process met on the way) ended before its probes were in:
+  // nothing of it was recorded.
+  target_exited = 16,
 };
 
 class Error : public std::runtime_error {
