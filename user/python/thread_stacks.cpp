@@ -36,7 +36,12 @@ class Reader {
   Reader(const Interpreter& interp, bool first_locals)
       : interp_(interp), l_(interp.layout), first_locals_(first_locals) {}
 
-  // The frame chain of one thread state, innermost first.
+  // The frame chain of one thread state, innermost first. A chain that
+  // faults or loops is read again; so is an empty one: a thread entering a
+  // Python function (3.11/3.12) points its thread state at the new C frame
+  // a few instructions before that frame's link to the Python frame is set,
+  // and a read in between sees no frame at all (suspected in a CI failure:
+  // a looping rank's main thread dumped with no Python frame).
   PyThreadStack stack_of(std::uint64_t tstate) {
     PyThreadStack out;
     out.tstate = tstate;
@@ -44,7 +49,7 @@ class Reader {
       out.frames.clear();
       out.truncated = out.torn = false;
       walk(tstate, out);
-      if (!out.torn) break;
+      if (!out.torn && !out.frames.empty()) break;
     }
     return out;
   }
