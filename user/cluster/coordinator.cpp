@@ -86,243 +86,275 @@ std::string why_line(const Node& n) {
 
 }  // namespace
 
-int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
-  const auto t0 = Clock::now();
-  auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-  SlurmJob job = query_slurm_job(opt.job_id, opt.scontrol);
-  std::vector<std::string> nodes = job.nodes;
-  if (!opt.nodes.empty()) {
-    for (auto& n : opt.nodes)
-      if (std::find(job.nodes.begin(), job.nodes.end(), n) == job.nodes.end())
-        throw Error(ExitCode::usage,
-                    "--nodes: " + n + " is not a node of Slurm job " + job.id + " (" + job.nodelist + ")");
-    nodes = opt.nodes;
-  }
-  make_output_dirs(opt.out_dir);
+namespace {
+
+// A directory holding an earlier run's traces would have them merged with
+// this one's (and a failed node's stale file taken for its trace).
+fs::path fresh_output_dir(const std::string& out_dir) {
+  make_output_dirs(out_dir);
   std::error_code ec;
-  const fs::path dir = fs::absolute(opt.out_dir, ec);
-  // Traces of an earlier run in the same directory would be merged with
-  // this one's (and a failed node's stale file taken for its trace).
+  const fs::path dir = fs::absolute(out_dir, ec);
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::ifstream f(e.path(), std::ios::binary);
     char magic[8] = {};
     if (e.path().filename() == kManifest ||
         (e.is_regular_file(ec) && f.read(magic, 8) && std::memcmp(magic, "LTRACEBF", 8) == 0))
-      throw Error(ExitCode::usage, opt.out_dir + " already holds traces of an earlier run (" +
+      throw Error(ExitCode::usage, out_dir + " already holds traces of an earlier run (" +
                                        e.path().filename().string() + "): give a new -o directory");
   }
+  return dir;
+}
 
-  // A marker only a node that shares this directory can see.
-  std::string marker;
-  if (opt.gather == Gather::automatic) {
-    std::random_device rd;
-    marker = (dir / (".ltrace-cluster-" + std::to_string(rd()) + std::to_string(getpid()))).string();
-    OutputFile m(marker);
-    m.stream() << "ltrace-bpf cluster marker\n";
-    m.close();
+// One capture: an agent per node through srun, their lines and traces
+// gathered until every agent has ended, then the manifest.
+class Capture {
+ public:
+  // t0: the command's start, which the times it prints count from.
+  Capture(const ClusterOptions& opt, SlurmJob job, std::vector<std::string> nodes, fs::path dir, Clock::time_point t0)
+      : opt_(opt), job_(std::move(job)), dir_(std::move(dir)), t0_(t0), ns_(nodes.size()) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) ns_[i].name = nodes[i];
   }
-  ClockServer clock;
+  void start_agents(const std::string& marker, int clock_port);
+  void supervise(const std::atomic<bool>& stop);
+  void reap();
+  // The manifest, and a line per node; the number of nodes that gave a whole trace.
+  std::size_t write_manifest();
+  std::size_t size() const { return ns_.size(); }
 
-  std::vector<Node> ns(nodes.size());
-  const std::string agent = opt.agent_path.empty() ? self_exe() : opt.agent_path;
-  std::cerr << "ltrace-bpf: cluster: Slurm job " << job.id << ": " << nodes.size() << " node(s) (" << job.nodelist
+ private:
+  double since() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  void handle_line(Node& n, const std::string& line);
+  void receive_line(Node& n, const std::string& line);
+  void drain(Node& n, bool is_err);
+  void terminate(Node& n, Clock::time_point now);
+  void stop_agents(Clock::time_point now);
+  void enforce_deadlines(Clock::time_point now);
+  void announce_when_all_attached();
+
+  const ClusterOptions& opt_;
+  const SlurmJob job_;
+  const fs::path dir_;
+  const Clock::time_point t0_;
+  std::vector<Node> ns_;
+  bool stopping_ = false, announced_ = false, poll_failed_ = false;
+  Clock::time_point stop_at_{};
+};
+
+void Capture::start_agents(const std::string& marker, int clock_port) {
+  const std::string agent = opt_.agent_path.empty() ? self_exe() : opt_.agent_path;
+  std::cerr << "ltrace-bpf: cluster: Slurm job " << job_.id << ": " << ns_.size() << " node(s) (" << job_.nodelist
             << "); starting an agent on each\n";
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    Node& n = ns[i];
-    n.name = nodes[i];
+  for (Node& n : ns_) {
     std::vector<std::string> a = {agent,
                                   "agent",
                                   "--job-env",
-                                  "SLURM_JOB_ID=" + job.id.substr(0, job.id.find('_')),
+                                  "SLURM_JOB_ID=" + job_.id.substr(0, job_.id.find('_')),
                                   "--job-env",
                                   "SLURMD_NODENAME=" + n.name,
                                   "-o",
-                                  (dir / (n.name + ".ltrace")).string(),
+                                  (dir_ / (n.name + ".ltrace")).string(),
                                   "--clock-server",
-                                  opt.clock_host + ":" + std::to_string(clock.port()),
+                                  opt_.clock_host + ":" + std::to_string(clock_port),
                                   "--wait",
-                                  fixed(opt.wait_s, 3)};
-    if (opt.gather == Gather::stream) a.push_back("--stream");
+                                  fixed(opt_.wait_s, 3)};
+    if (opt_.gather == Gather::stream) a.push_back("--stream");
     if (!marker.empty()) a.insert(a.end(), {"--shared-marker", marker});
-    if (opt.duration_s > 0) a.insert(a.end(), {"--duration", fixed(opt.duration_s, 3)});
-    a.insert(a.end(), opt.agent_args.begin(), opt.agent_args.end());
-    const auto argv = agent_srun_argv(opt.srun, job.id, n.name, a);
-    if (opt.verbose) {
+    if (opt_.duration_s > 0) a.insert(a.end(), {"--duration", fixed(opt_.duration_s, 3)});
+    a.insert(a.end(), opt_.agent_args.begin(), opt_.agent_args.end());
+    const auto argv = agent_srun_argv(opt_.srun, job_.id, n.name, a);
+    if (opt_.verbose) {
       std::string line;
       for (auto& s : argv) line += (line.empty() ? "" : " ") + s;
       std::cerr << "ltrace-bpf: cluster: " << line << "\n";
     }
     n.srun = spawn_piped(argv, n.out, n.err);
-    if (n.srun < 0) n.error = "cannot run " + opt.srun + ": " + std::strerror(errno);
+    if (n.srun < 0) n.error = "cannot run " + opt_.srun + ": " + std::strerror(errno);
   }
+}
 
-  bool stopping = false, announced = false, poll_failed = false;
-  Clock::time_point stop_at{};
-  auto handle_line = [&](Node& n, const std::string& line) {
-    if (n.receiving) {
-      if (line.rfind(std::string(kAgentPrefix) + "end", 0) == 0) {
-        n.receiving = false;
-        n.stream_ok = n.received == n.expect_bytes && n.recv;
-        try {
-          if (n.recv) n.recv->close();
-        } catch (const Error& e) {
-          n.stream_ok = false;
-          n.error = e.what();
-        }
-        n.recv.reset();
-        return;
-      }
-      std::string bytes;
-      if (!base64_decode_append(line, bytes)) {
-        n.error = "the streamed trace is corrupt";
-        return;
-      }
-      n.received += bytes.size();
-      if (n.recv) n.recv->stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      return;
+// A line of the streamed trace (base64), or its end.
+void Capture::receive_line(Node& n, const std::string& line) {
+  const std::string_view prefix = kAgentPrefix, l = line;
+  if (l.starts_with(prefix) && l.substr(prefix.size()).starts_with("end")) {
+    n.receiving = false;
+    n.stream_ok = n.received == n.expect_bytes && n.recv;
+    try {
+      if (n.recv) n.recv->close();
+    } catch (const Error& e) {
+      n.stream_ok = false;
+      n.error = e.what();
     }
-    auto m = parse_agent_line(line);
-    if (!m) {
-      if (!line.empty()) std::cout << n.name << ": " << line << "\n";
-      return;
-    }
-    if (m->kind == "hello") {
-      n.hello = true;
-      n.host = m->field("host");
-    } else if (m->kind == "attached") {
-      n.attached_s = since();
-      n.processes = m->field("processes");
-      n.ranks = m->field("ranks");
-      std::cerr << "ltrace-bpf: cluster: " << n.name << ": attached to " << n.processes << " process(es)"
-                << (n.ranks.empty() ? "" : " (ranks " + n.ranks + ")") << " at " << fixed(n.attached_s, 3) << " s\n";
-    } else if (m->kind == "clock") {
-      n.clock_offset = m->field("offset_ns");
-      n.clock_delay = m->field("delay_ns");
-    } else if (m->kind == "done") {
-      n.done = true;
-      if (!m->field("path").empty() && m->field("stream") != "1") {
-        n.trace = fs::path(m->field("path")).lexically_relative(dir).string();
-        n.bytes = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
-      }
-    } else if (m->kind == "failed") {
-      n.failed_line = true;
-      n.error = m->field("error");
-    } else if (m->kind == "file") {
-      n.expect_bytes = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
-      n.recv_path = (dir / (n.name + ".ltrace")).string();
-      n.receiving = true;
-      n.received = 0;
-      try {
-        n.recv = std::make_unique<OutputFile>(n.recv_path, OutputMode::truncate, OutputAccess::owner_only);
-      } catch (const Error& e) {
-        n.error = e.what();
-      }
-    }
-  };
-  auto drain = [&](Node& n, int& fd, std::string& buf, bool is_err) {
-    const auto now = Clock::now();
-    const bool read_some = drain_lines(fd, buf, [&](std::string line) {
-      if (!is_err) return handle_line(n, line);
-      if (line.rfind("ltrace-bpf: ", 0) == 0) line.erase(0, 12);
-      if (line.empty()) return;
-      std::cerr << "ltrace-bpf: " << n.name << ": " << line << "\n";
-      n.stderr_tail.push_back(line);
-      if (n.stderr_tail.size() > 3) n.stderr_tail.erase(n.stderr_tail.begin());
-    });
-    if (read_some) n.last_io = now;
-  };
+    n.recv.reset();
+    return;
+  }
+  std::string bytes;
+  if (!base64_decode_append(line, bytes)) {
+    n.error = "the streamed trace is corrupt";
+    return;
+  }
+  n.received += bytes.size();
+  if (n.recv) n.recv->stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
 
+// A line of an agent's stdout: its status lines (agent_protocol.h), or
+// output passed on.
+void Capture::handle_line(Node& n, const std::string& line) {
+  if (n.receiving) return receive_line(n, line);
+  auto m = parse_agent_line(line);
+  if (!m) {
+    if (!line.empty()) std::cout << n.name << ": " << line << "\n";
+    return;
+  }
+  if (m->kind == "hello") {
+    n.hello = true;
+    n.host = m->field("host");
+  } else if (m->kind == "attached") {
+    n.attached_s = since();
+    n.processes = m->field("processes");
+    n.ranks = m->field("ranks");
+    std::cerr << "ltrace-bpf: cluster: " << n.name << ": attached to " << n.processes << " process(es)"
+              << (n.ranks.empty() ? "" : " (ranks " + n.ranks + ")") << " at " << fixed(n.attached_s, 3) << " s\n";
+  } else if (m->kind == "clock") {
+    n.clock_offset = m->field("offset_ns");
+    n.clock_delay = m->field("delay_ns");
+  } else if (m->kind == "done") {
+    n.done = true;
+    if (!m->field("path").empty() && m->field("stream") != "1") {
+      n.trace = fs::path(m->field("path")).lexically_relative(dir_).string();
+      n.bytes = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
+    }
+  } else if (m->kind == "failed") {
+    n.failed_line = true;
+    n.error = m->field("error");
+  } else if (m->kind == "file") {
+    n.expect_bytes = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
+    n.recv_path = (dir_ / (n.name + ".ltrace")).string();
+    n.receiving = true;
+    n.received = 0;
+    try {
+      n.recv = std::make_unique<OutputFile>(n.recv_path, OutputMode::truncate, OutputAccess::owner_only);
+    } catch (const Error& e) {
+      n.error = e.what();
+    }
+  }
+}
+
+void Capture::drain(Node& n, bool is_err) {
+  const auto now = Clock::now();
+  int& fd = is_err ? n.err : n.out;
+  std::string& buf = is_err ? n.err_buf : n.out_buf;
+  const bool read_some = drain_lines(fd, buf, [&](std::string line) {
+    if (!is_err) return handle_line(n, line);
+    if (line.rfind("ltrace-bpf: ", 0) == 0) line.erase(0, 12);
+    if (line.empty()) return;
+    std::cerr << "ltrace-bpf: " << n.name << ": " << line << "\n";
+    n.stderr_tail.push_back(line);
+    if (n.stderr_tail.size() > 3) n.stderr_tail.erase(n.stderr_tail.begin());
+  });
+  if (read_some) n.last_io = now;
+}
+
+// srun answers SIGTERM by killing the step; SIGKILL (the group) if even
+// that does not end it.
+void Capture::terminate(Node& n, Clock::time_point now) {
+  if (n.srun <= 0 || n.kill_stage) return;
+  kill(n.srun, SIGTERM);
+  n.kill_stage = 1;
+  n.kill_at = now;
+}
+
+// srun forwards SIGUSR1 to the agent as it is (a SIGTERM it would turn into
+// SIGKILL, losing the trace). An agent that has not said hello may not
+// handle it yet: its step is ended instead.
+void Capture::stop_agents(Clock::time_point now) {
+  stopping_ = true;
+  stop_at_ = now;
+  std::cerr << "ltrace-bpf: cluster: stopping the agents\n";
+  for (auto& n : ns_)
+    if (n.srun > 0 && n.hello)
+      kill(n.srun, SIGUSR1);
+    else
+      terminate(n, now);
+}
+
+void Capture::enforce_deadlines(Clock::time_point now) {
+  for (auto& n : ns_) {
+    if (n.out < 0 && n.err < 0) continue;
+    if (!n.hello && now - t0_ > std::chrono::seconds(30) + std::chrono::duration<double>(opt_.wait_s) &&
+        !n.kill_stage) {
+      n.error =
+          "no agent started on " + n.name + " within 30 s (is the job step pending? squeue -s -j " + job_.id + ")";
+      terminate(n, now);
+    }
+    // After a stop, an agent silent for 30 s (not one still sending its
+    // trace) is ended.
+    if (stopping_ && now - std::max(stop_at_, n.last_io) > std::chrono::seconds(30)) terminate(n, now);
+    if (n.kill_stage == 1 && now - n.kill_at > std::chrono::seconds(5)) {
+      kill(-n.srun, SIGKILL);
+      n.kill_stage = 2;
+    }
+  }
+}
+
+void Capture::announce_when_all_attached() {
+  if (announced_) return;
+  bool all = true;
+  double last = 0;
+  for (auto& n : ns_) {
+    all = all && (n.attached_s >= 0 || (n.out < 0 && n.err < 0));
+    last = std::max(last, n.attached_s);
+  }
+  if (!all) return;
+  announced_ = true;
+  std::size_t ok = 0;
+  for (auto& n : ns_) ok += n.attached_s >= 0;
+  std::cerr << "ltrace-bpf: cluster: " << ok << " of " << ns_.size() << " node(s) attached; the last at "
+            << fixed(last, 3) << " s after start\n";
+}
+
+// Until every agent's pipes are closed.
+void Capture::supervise(const std::atomic<bool>& stop) {
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::pair<std::size_t, bool>> who;
-    for (std::size_t i = 0; i < ns.size(); ++i) {
-      if (ns[i].out >= 0) fds.push_back({ns[i].out, POLLIN, 0}), who.push_back({i, false});
-      if (ns[i].err >= 0) fds.push_back({ns[i].err, POLLIN, 0}), who.push_back({i, true});
+    for (std::size_t i = 0; i < ns_.size(); ++i) {
+      if (ns_[i].out >= 0) fds.push_back({ns_[i].out, POLLIN, 0}), who.push_back({i, false});
+      if (ns_[i].err >= 0) fds.push_back({ns_[i].err, POLLIN, 0}), who.push_back({i, true});
     }
     if (fds.empty()) break;
     const auto now = Clock::now();
-    auto terminate = [&](Node& n) {
-      // srun answers SIGTERM by killing the step; SIGKILL (the group) if
-      // even that does not end it.
-      if (n.srun <= 0 || n.kill_stage) return;
-      kill(n.srun, SIGTERM);
-      n.kill_stage = 1;
-      n.kill_at = now;
-    };
     // A capture that overruns its --duration by far (an agent hanging) is
     // stopped as if by a signal.
-    const bool overdue = opt.duration_s > 0 && since() > opt.duration_s + opt.wait_s + 120;
-    if ((stop.load() || overdue || poll_failed) && !stopping) {
-      stopping = true;
-      stop_at = now;
-      std::cerr << "ltrace-bpf: cluster: stopping the agents\n";
-      // srun forwards SIGUSR1 to the agent as it is (a SIGTERM it would turn
-      // into SIGKILL, losing the trace).  An agent that has not said hello
-      // may not handle it yet: its step is ended instead.
-      for (auto& n : ns)
-        if (n.srun > 0 && n.hello)
-          kill(n.srun, SIGUSR1);
-        else
-          terminate(n);
-    }
-    for (auto& n : ns) {
-      if (n.out < 0 && n.err < 0) continue;
-      if (!n.hello && now - t0 > std::chrono::seconds(30) + std::chrono::duration<double>(opt.wait_s) &&
-          !n.kill_stage) {
-        n.error =
-            "no agent started on " + n.name + " within 30 s (is the job step pending? squeue -s -j " + job.id + ")";
-        terminate(n);
-      }
-      // After a stop, an agent silent for 30 s (not one still sending its
-      // trace) is ended.
-      if (stopping && now - std::max(stop_at, n.last_io) > std::chrono::seconds(30)) terminate(n);
-      if (n.kill_stage == 1 && now - n.kill_at > std::chrono::seconds(5)) {
-        kill(-n.srun, SIGKILL);
-        n.kill_stage = 2;
-      }
-    }
+    const bool overdue = opt_.duration_s > 0 && since() > opt_.duration_s + opt_.wait_s + 120;
+    if ((stop.load() || overdue || poll_failed_) && !stopping_) stop_agents(now);
+    enforce_deadlines(now);
     const int r = poll(fds.data(), fds.size(), 200);
-    if (r < 0 && errno != EINTR) poll_failed = true;
+    if (r < 0 && errno != EINTR) poll_failed_ = true;
     for (std::size_t k = 0; k < fds.size() && r > 0; ++k) {
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Node& n = ns[who[k].first];
-      if (who[k].second)
-        drain(n, n.err, n.err_buf, true);
-      else
-        drain(n, n.out, n.out_buf, false);
+      drain(ns_[who[k].first], who[k].second);
     }
-    if (!announced) {
-      bool all = true;
-      double last = 0;
-      for (auto& n : ns) {
-        all = all && (n.attached_s >= 0 || (n.out < 0 && n.err < 0));
-        last = std::max(last, n.attached_s);
-      }
-      if (all) {
-        announced = true;
-        std::size_t ok = 0;
-        for (auto& n : ns) ok += n.attached_s >= 0;
-        std::cerr << "ltrace-bpf: cluster: " << ok << " of " << ns.size() << " node(s) attached; the last at "
-                  << fixed(last, 3) << " s after start\n";
-      }
-    }
+    announce_when_all_attached();
   }
-  for (auto& n : ns) {
+}
+
+void Capture::reap() {
+  for (auto& n : ns_) {
     if (n.srun <= 0) continue;
     int st = 0;
     while (waitpid(n.srun, &st, 0) < 0 && errno == EINTR) {
     }
     n.status = st;
   }
-  if (!marker.empty()) fs::remove(marker, ec);
+}
 
-  // What each node gave.
+std::size_t Capture::write_manifest() {
   std::size_t good = 0;
   std::ostringstream tsv;
-  tsv << "# ltrace-bpf cluster: Slurm job " << job.id << " (" << job.nodelist << "), " << ns.size()
+  tsv << "# ltrace-bpf cluster: Slurm job " << job_.id << " (" << job_.nodelist << "), " << ns_.size()
       << " node(s)\n# node\tstatus\thost\tprocesses\tranks\tattached_s\ttrace\tbytes\tclock_offset_ns\tclock_delay_ns\t"
          "detail\n";
-  for (auto& n : ns) {
+  for (auto& n : ns_) {
     n.recv.reset();
     if (!n.recv_path.empty()) {
       n.trace = fs::path(n.recv_path).filename().string();
@@ -331,17 +363,17 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     }
     const bool exited_ok = n.status >= 0 && WIFEXITED(n.status) && WEXITSTATUS(n.status) == 0;
     std::error_code fe;
-    const bool have_trace = !n.trace.empty() && fs::exists(dir / n.trace, fe);
+    const bool have_trace = !n.trace.empty() && fs::exists(dir_ / n.trace, fe);
     std::string detail = n.error;
     if (!exited_ok && detail.empty())
       detail = n.srun < 0 ? "srun did not start" : "agent ended with " + describe_status(n.status) + why_line(n);
     if (exited_ok && !have_trace && detail.empty() && !n.trace.empty())
-      detail = "its trace is not in " + dir.string() + " here: the node wrote it to its own " +
-               (dir / n.trace).string() + " (is the directory shared? --gather stream sends it back)";
+      detail = "its trace is not in " + dir_.string() + " here: the node wrote it to its own " +
+               (dir_ / n.trace).string() + " (is the directory shared? --gather stream sends it back)";
     // A node whose agent died mid-capture may still have left part of its
     // trace in a shared directory: keep it, the merge marks it cut.
     if (!have_trace) {
-      const fs::path maybe = dir / (n.name + ".ltrace");
+      const fs::path maybe = dir_ / (n.name + ".ltrace");
       if (fs::exists(maybe, fe) && fs::file_size(maybe, fe) > 0) {
         n.trace = maybe.filename().string();
         n.bytes = fs::file_size(maybe, fe);
@@ -360,7 +392,7 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
         << n.bytes << "\t" << (n.clock_offset.empty() ? "-" : n.clock_offset) << "\t"
         << (n.clock_delay.empty() ? "-" : n.clock_delay) << "\t" << (clean.empty() ? "-" : clean) << "\n";
     if (ok)
-      std::cerr << "ltrace-bpf: cluster: " << n.name << ": " << (dir / n.trace).string() << " (" << n.bytes << " bytes"
+      std::cerr << "ltrace-bpf: cluster: " << n.name << ": " << (dir_ / n.trace).string() << " (" << n.bytes << " bytes"
                 << (n.recv_path.empty() ? "" : ", streamed back") << ")"
                 << (n.clock_delay.empty() ? ""
                                           : "; clock " + n.clock_offset + " ns, round trip " + n.clock_delay + " ns")
@@ -368,15 +400,46 @@ int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
     else
       std::cerr << "ltrace-bpf: cluster: " << n.name << ": no complete trace: " << detail << "\n";
   }
-  const std::string manifest = (dir / kManifest).string();
-  {
-    OutputFile m(manifest);
-    m.stream() << tsv.str();
+  OutputFile m((dir_ / kManifest).string());
+  m.stream() << tsv.str();
+  m.close();
+  return good;
+}
+
+}  // namespace
+
+int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
+  const auto t0 = Clock::now();
+  SlurmJob job = query_slurm_job(opt.job_id, opt.scontrol);
+  std::vector<std::string> nodes = job.nodes;
+  if (!opt.nodes.empty()) {
+    for (auto& n : opt.nodes)
+      if (std::find(job.nodes.begin(), job.nodes.end(), n) == job.nodes.end())
+        throw Error(ExitCode::usage,
+                    "--nodes: " + n + " is not a node of Slurm job " + job.id + " (" + job.nodelist + ")");
+    nodes = opt.nodes;
+  }
+  const fs::path dir = fresh_output_dir(opt.out_dir);
+  // A marker only a node that shares this directory can see.
+  std::string marker;
+  if (opt.gather == Gather::automatic) {
+    std::random_device rd;
+    marker = (dir / (".ltrace-cluster-" + std::to_string(rd()) + std::to_string(getpid()))).string();
+    OutputFile m(marker);
+    m.stream() << "ltrace-bpf cluster marker\n";
     m.close();
   }
-  std::cerr << "ltrace-bpf: cluster: " << good << " of " << ns.size()
+  ClockServer clock;
+  Capture capture(opt, std::move(job), nodes, dir, t0);
+  capture.start_agents(marker, clock.port());
+  capture.supervise(stop);
+  capture.reap();
+  std::error_code ec;
+  if (!marker.empty()) fs::remove(marker, ec);
+  const std::size_t good = capture.write_manifest();
+  std::cerr << "ltrace-bpf: cluster: " << good << " of " << capture.size()
             << " node(s) recorded; see them with: ltrace-bpf report " << opt.out_dir << " --merge\n";
-  return good == ns.size() ? 0 : static_cast<int>(ExitCode::partial);
+  return good == capture.size() ? 0 : static_cast<int>(ExitCode::partial);
 }
 
 std::vector<std::string> manifest_notes(const std::string& dir) {
