@@ -56,9 +56,9 @@ void train_batch(Builder& b, double t, double fetch, double fwd = 4, double bwd 
   b.add("[Callback]TQDMProgressBar.on_train_batch_end", t, t + 1);
 }
 
-}  // namespace
-
-TEST(Steps, PartsOfEachTrainingStepAddUpExactly) {
+// Pid 7: 5 training batches fetching 2-6 ms, 100 ms apart, then two
+// validation batches of 4 and 5 ms (a 1 ms fetch each).
+Builder five_steps_and_two_validation_steps() {
   Builder b;
   b.p.meta.pid = 7;
   double t = 0;
@@ -70,6 +70,13 @@ TEST(Steps, PartsOfEachTrainingStepAddUpExactly) {
   b.add("[Strategy]SingleDeviceStrategy.validation_step", 601, 604);
   b.add("[_EvaluationLoop].val_next", 604, 605);
   b.add("[Strategy]SingleDeviceStrategy.validation_step", 605, 609);
+  return b;
+}
+
+}  // namespace
+
+TEST(Steps, PartsOfEachTrainingStepAddUpExactly) {
+  Builder b = five_steps_and_two_validation_steps();
   const ProcessSteps s = step_records(b.p);
   EXPECT_EQ(s.tid, 100u);
   ASSERT_EQ(s.train.size(), 5u);
@@ -417,17 +424,7 @@ TEST(Steps, TestAndPredictStepsFromTheirHooks) {
 // spike (threshold 17.5). Validation: 4 and 5 ms, fetch 2 of 9 ms; median
 // 4, MAD 0: 5 ms is past 4.2, a spike.
 TEST(Steps, TextReportGivesTheNumbers) {
-  Builder b;
-  b.p.meta.pid = 7;
-  double t = 0;
-  for (int i = 0; i < 5; ++i) {
-    train_batch(b, t, 2.0 + i);
-    t += 100;
-  }
-  b.add("[_EvaluationLoop].val_next", 600, 601);
-  b.add("[Strategy]SingleDeviceStrategy.validation_step", 601, 604);
-  b.add("[_EvaluationLoop].val_next", 604, 605);
-  b.add("[Strategy]SingleDeviceStrategy.validation_step", 605, 609);
+  Builder b = five_steps_and_two_validation_steps();
   ActionsReport rep;
   rep.processes.push_back(b.p);
   const std::string text = render_steps_report(rep, nullptr);

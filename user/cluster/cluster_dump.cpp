@@ -85,14 +85,7 @@ std::vector<RankProcess> ClusterDump::by_rank() const {
 ClusterDump gather_cluster_dump(const ClusterDumpOptions& opt, const std::atomic<bool>& stop) {
   const auto t0 = Clock::now();
   SlurmJob job = query_slurm_job(opt.job_id, opt.scontrol);
-  std::vector<std::string> nodes = job.nodes;
-  if (!opt.nodes.empty()) {
-    for (auto& n : opt.nodes)
-      if (std::find(job.nodes.begin(), job.nodes.end(), n) == job.nodes.end())
-        throw Error(ExitCode::usage,
-                    "--nodes: " + n + " is not a node of Slurm job " + job.id + " (" + job.nodelist + ")");
-    nodes = opt.nodes;
-  }
+  const std::vector<std::string> nodes = chosen_nodes(job, opt.nodes);
   const std::string agent = opt.agent_path.empty() ? self_exe() : opt.agent_path;
   std::vector<Agent> as(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {

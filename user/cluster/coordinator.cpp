@@ -411,14 +411,7 @@ std::size_t Capture::write_manifest() {
 int run_cluster(const ClusterOptions& opt, const std::atomic<bool>& stop) {
   const auto t0 = Clock::now();
   SlurmJob job = query_slurm_job(opt.job_id, opt.scontrol);
-  std::vector<std::string> nodes = job.nodes;
-  if (!opt.nodes.empty()) {
-    for (auto& n : opt.nodes)
-      if (std::find(job.nodes.begin(), job.nodes.end(), n) == job.nodes.end())
-        throw Error(ExitCode::usage,
-                    "--nodes: " + n + " is not a node of Slurm job " + job.id + " (" + job.nodelist + ")");
-    nodes = opt.nodes;
-  }
+  const std::vector<std::string> nodes = chosen_nodes(job, opt.nodes);
   const fs::path dir = fresh_output_dir(opt.out_dir);
   // A marker only a node that shares this directory can see.
   std::string marker;

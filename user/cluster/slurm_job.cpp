@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -156,6 +157,15 @@ std::vector<std::string> agent_srun_argv(const std::string& srun, const std::str
                                 "--unbuffered"};
   a.insert(a.end(), agent_argv.begin(), agent_argv.end());
   return a;
+}
+
+std::vector<std::string> chosen_nodes(const SlurmJob& job, const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return job.nodes;
+  for (auto& n : wanted)
+    if (std::find(job.nodes.begin(), job.nodes.end(), n) == job.nodes.end())
+      throw Error(ExitCode::usage,
+                  "--nodes: " + n + " is not a node of Slurm job " + job.id + " (" + job.nodelist + ")");
+  return wanted;
 }
 
 }  // namespace lt::cluster

@@ -25,6 +25,10 @@ std::map<std::string, std::string> parse_scontrol_fields(const std::string& line
 // job, or not running).
 SlurmJob query_slurm_job(const std::string& job_id, const std::string& scontrol_path = "scontrol");
 
+// --nodes: the nodes of `job` asked for (all of them when `wanted` is
+// empty). Throws lt::Error(usage) for a node that is not the job's.
+std::vector<std::string> chosen_nodes(const SlurmJob& job, const std::vector<std::string>& wanted);
+
 // The job-id as Slurm takes it: digits, optionally "_array" or "+het" suffixes.
 bool valid_job_id(const std::string& id);
 
