@@ -116,11 +116,17 @@ def check_shares(ours, theirs):
     # Ranking: within the profiler's top 10 by CPU total, every pair it
     # separates clearly (x1.5) is in the same order in ours, up to sampling
     # error: counts of samples are Poisson, so the difference of two has a
-    # standard deviation of sqrt(a + b) samples; allow 2 of them.
-    top = sorted(theirs, key=lambda n: -theirs[n]["cpu_time_total"])[:10]
+    # standard deviation of sqrt(a + b) samples; allow 2 of them.  The
+    # profiler's side is its wall time less each op's 1% slowest calls: a
+    # few preempted calls of a small op (3-6 ms each) made _log_softmax look
+    # 1.5x aten::mul in two clean-clone CI runs, where CPU time says half.
+    def trimmed(n):
+        return theirs[n].get("cpu_time_total_trimmed", theirs[n]["cpu_time_total"])
+
+    top = sorted(theirs, key=lambda n: -trimmed(n))[:10]
     for i, a in enumerate(top):
         for b in top[i + 1:]:
-            if theirs[a]["cpu_time_total"] > 1.5 * theirs[b]["cpu_time_total"]:
+            if trimmed(a) > 1.5 * trimmed(b):
                 na, nb = ours[a]["total_us"] / period_us, ours[b]["total_us"] / period_us
                 assert na - nb >= -2 * math.sqrt(na + nb), (a, b, ours[a], ours[b])
 
