@@ -136,9 +136,13 @@ struct lt_proc_event {
 	u32 parent_pid; /* FORK: parent tgid */
 	u32 child_pid;	/* FORK: child tgid */
 	u32 exit_code;	/* EXIT */
-	u32 pad;
+	u32 flags;	/* EXEC: LT_PROC_EXEC_* */
 	char comm[16];
 };
+
+/* EXEC: the new image is one the holder already found is no CPython
+ * (lt_exec_skip): nobody was woken, nobody holds it. */
+#define LT_PROC_EXEC_NOT_PYTHON 1u
 
 /* PROC_INFO (user space): who a process is, read from /proc at attach or
  * when it appears.  rank fields are -1 when the variable is unset. */

@@ -67,7 +67,7 @@ LT_OFFSET(lt_proc_event, hdr, 0);
 LT_OFFSET(lt_proc_event, parent_pid, 24);
 LT_OFFSET(lt_proc_event, child_pid, 28);
 LT_OFFSET(lt_proc_event, exit_code, 32);
-LT_OFFSET(lt_proc_event, pad, 36);
+LT_OFFSET(lt_proc_event, flags, 36);
 LT_OFFSET(lt_proc_event, comm, 40);
 
 LT_SIZE(lt_proc_info_event, 344);

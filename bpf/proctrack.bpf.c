@@ -10,7 +10,7 @@
  */
 #include "common.bpf.h"
 
-static __always_inline void emit_proc(u16 kind, u32 parent, u32 child, u32 exit_code)
+static __always_inline void emit_proc(u16 kind, u32 parent, u32 child, u32 exit_code, u32 flags)
 {
 	struct lt_proc_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
@@ -21,7 +21,7 @@ static __always_inline void emit_proc(u16 kind, u32 parent, u32 child, u32 exit_
 	e->parent_pid = parent;
 	e->child_pid = child;
 	e->exit_code = exit_code;
-	e->pad = 0;
+	e->flags = flags;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
@@ -45,9 +45,38 @@ int BPF_PROG(lt_on_fork, struct task_struct *parent, struct task_struct *child)
 		struct lt_target copy = *t;
 		bpf_map_update_elem(&lt_targets, &ctgid, &copy, BPF_ANY);
 	}
-	emit_proc(LT_EV_PROC_FORK, ptgid, ctgid, 0);
+	emit_proc(LT_EV_PROC_FORK, ptgid, ctgid, 0, 0);
 	return 0;
 }
+
+/*
+ * The pid of each followed process that exec'd, for the holder thread
+ * (user/collector/target_holder.h): it holds a new CPython image before it
+ * runs, until its probes are in.  Its own ring, forcing a wake-up, so that
+ * the holder never waits for the drain's timer.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} lt_exec_wakeups SEC(".maps");
+
+/*
+ * Executables the holder found are no CPython, by (device, inode), so that
+ * a storm of execs of one program (a shell loop of /bin/true) wakes it
+ * once, not each time.  LRU: a bound, and what falls out is only looked at
+ * again.
+ */
+struct lt_file_id {
+	u64 dev; /* the kernel's encoding: major << 20 | minor */
+	u64 ino;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct lt_file_id);
+	__type(value, u8);
+} lt_exec_skip SEC(".maps");
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(lt_on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
@@ -57,7 +86,18 @@ int BPF_PROG(lt_on_exec, struct task_struct *p, pid_t old_pid, struct linux_binp
 		return 0;
 	/* New image: the old layout no longer applies until user space says so. */
 	bpf_map_delete_elem(&lt_targets, &tgid);
-	emit_proc(LT_EV_PROC_EXEC, 0, tgid, 0);
+	struct lt_file_id id = {};
+	struct inode *inode = BPF_CORE_READ(bprm, file, f_inode);
+	id.ino = BPF_CORE_READ(inode, i_ino);
+	id.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	if (bpf_map_lookup_elem(&lt_exec_skip, &id)) {
+		emit_proc(LT_EV_PROC_EXEC, 0, tgid, 0, LT_PROC_EXEC_NOT_PYTHON);
+		return 0;
+	}
+	emit_proc(LT_EV_PROC_EXEC, 0, tgid, 0, 0);
+	/* After the record: the session pairs the holder's word with it. */
+	u64 pid = tgid;
+	bpf_ringbuf_output(&lt_exec_wakeups, &pid, sizeof(pid), BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -72,7 +112,7 @@ int BPF_PROG(lt_on_exit, struct task_struct *p)
 	if (!known)
 		return 0;
 	u32 code = BPF_CORE_READ(p, exit_code);
-	emit_proc(LT_EV_PROC_EXIT, 0, tgid, code);
+	emit_proc(LT_EV_PROC_EXIT, 0, tgid, code, 0);
 	bpf_map_delete_elem(&lt_targets, &tgid);
 	bpf_map_delete_elem(&lt_follow, &tgid);
 	return 0;

@@ -69,21 +69,24 @@ class Box:
             shutil.copy(src, self.host(dst))
         return dst
 
-    def start(self, cmd, env=None, stdout=None, match=None):
-        """Starts cmd inside; waits for the process whose argv[0] basename
-        starts with `match` (default: cmd[0]'s) to appear on the host."""
+    def argv(self, cmd, env=None):
+        """The host command line that runs cmd inside (for a launcher of
+        our own, such as `ltrace-bpf run`)."""
         envp = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root", "PYTHONIOENCODING": "utf-8",
                 "PYTHONDONTWRITEBYTECODE": "1"}
         envp.update(env or {})
         if self.mode == "container":
-            argv = ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--",
+            return ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--",
                     "sh", "-c", _PIVOT, "pivot", self.root, self.hostname, "env", "-i"] + \
                    [f"{k}={v}" for k, v in envp.items()] + list(cmd)
-        elif self.mode == "chroot":
-            argv = ["chroot", self.root, "env", "-i"] + [f"{k}={v}" for k, v in envp.items()] + list(cmd)
-        else:
-            raise ValueError(self.mode)
-        self.proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.STDOUT, cwd="/")
+        if self.mode == "chroot":
+            return ["chroot", self.root, "env", "-i"] + [f"{k}={v}" for k, v in envp.items()] + list(cmd)
+        raise ValueError(self.mode)
+
+    def start(self, cmd, env=None, stdout=None, match=None):
+        """Starts cmd inside; waits for the process whose argv[0] basename
+        starts with `match` (default: cmd[0]'s) to appear on the host."""
+        self.proc = subprocess.Popen(self.argv(cmd, env), stdout=stdout, stderr=subprocess.STDOUT, cwd="/")
         want = os.path.basename(match or cmd[0])
         deadline = time.time() + 30
         while time.time() < deadline:

@@ -90,7 +90,16 @@ def check_calls(ours, theirs):
             # calls that sit on such a tie.
             assert_merged_calls(name, ours[name]["calls"], t["exact"], t["ties"], t["raw"])
 
-def check_shares(ours, theirs):
+def preempted_share(path, theirs):
+    """Wall time the profiled work lost to neighbours (wall - thread CPU
+    time), as a share of the ops' wall time: as much as that can sit in any
+    one op's wall time and in none of our CPU-time samples."""
+    data = json.loads(path.read_text())
+    their_sum = sum(t["self_cpu_time_total"] for t in theirs.values()) / 1e6
+    return min(1.0, max(0.0, data["wall_s"] - data["cpu_s"]) / their_sum)
+
+
+def check_shares(ours, theirs, preempted=0.0):
     """CPU totals and the top-10 ranking agree within what sampling at 999 Hz
     can resolve, on the same run as torch.profiler's."""
     # The profiler measures wall time per op (its own overhead included: a
@@ -100,7 +109,10 @@ def check_shares(ours, theirs):
     # ops).  Only ops holding >= 5% of it.  Bound: 3 sigma of the op's
     # Poisson sample count (sqrt(n) of N samples), plus 10% of the share
     # for what wall and CPU time legitimately differ by (measured: within
-    # 0.011 of 0.14, 0.005 of 0.06, on an idle machine and beside two hogs).
+    # 0.011 of 0.14, 0.005 of 0.06, on an idle machine and beside two hogs),
+    # plus the share of the run's wall time that neighbours took (`preempted`,
+    # measured in the run: ~0 alone; in a CI run beside other tests it put
+    # aten::matmul at 0.097 of their wall time against 0.136 of our CPU time).
     period_us = 1e6 / 999
     their_sum = sum(t["self_cpu_time_total"] for t in theirs.values())
     our_sum = sum(r["self_us"] for r in ours.values())
@@ -111,8 +123,8 @@ def check_shares(ours, theirs):
         their_share = theirs[name]["cpu_time_total"] / their_sum
         our_share = ours[name]["total_us"] / our_sum
         n = ours[name]["total_us"] / period_us
-        bound = 3 * math.sqrt(max(n, 1)) / samples + 0.1 * their_share
-        assert abs(our_share - their_share) <= bound, (name, our_share, their_share, bound, samples)
+        bound = 3 * math.sqrt(max(n, 1)) / samples + 0.1 * their_share + preempted
+        assert abs(our_share - their_share) <= bound, (name, our_share, their_share, bound, samples, preempted)
     # Ranking: within the profiler's top 10 by CPU total, every pair it
     # separates clearly (x1.5) is in the same order in ours, up to sampling
     # error: counts of samples are Poisson, so the difference of two has a
@@ -166,7 +178,7 @@ def test_ops_agree_with_torch_profiler(attach, tmp_path, python, extra):
     ours = merged(tables)
     check_calls(ours, theirs)
     assert "are sampled estimates" in run.lt_err
-    check_shares(ours, theirs)
+    check_shares(ours, theirs, preempted_share(run.tmp / "prof.json", theirs))
 
 
 def test_lightning_fit_per_step_function(attach, tmp_path):

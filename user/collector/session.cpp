@@ -15,12 +15,12 @@
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/comm_tracer.h"
 #include "user/collector/dynamo_notes.h"
-#include "user/collector/exit_holder.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/mem_tracer.h"
 #include "user/collector/module_namer.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
+#include "user/collector/target_holder.h"
 #include "user/proc/census.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
@@ -140,11 +140,13 @@ void Session::prepare() {
 Trace Session::run(const std::atomic<bool>& stop) {
   const auto t0 = monotonic_ns();
   start_sources();
-  // A target's interpreter starting to finalize is held at its exit until
-  // we have read it; the holder wakes us for that read. It inherits our
-  // priority where a real-time one is not allowed.
+  // A followed process that execs a CPython is held until its probes are
+  // in, and a target's interpreter starting to finalize is held at its
+  // exit until we have read it; the holder wakes us for each. It inherits
+  // our priority where a real-time one is not allowed.
   raise_drain_priority();
-  exit_holder_ = std::make_unique<ExitHolder>(pyactions_->wakeup_fd(), opts_.verbose);
+  holder_ = std::make_unique<TargetHolder>(pyactions_->wakeup_fd(), proctrack_->exec_wakeup_fd(),
+                                           proctrack_->exec_skip_fd(), opts_.verbose);
   adopt_targets();
   mark_attached(t0);
   std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> ring(
@@ -162,10 +164,13 @@ Trace Session::run(const std::atomic<bool>& stop) {
     // put our thread on the target's CPU in the middle of its step.  We
     // drain on a timer instead, at once again when behind, and at once when
     // a target waits at its exit for us.
-    if (!behind) wait_for_drain(exit_holder_->drain_fd(), static_cast<int>(kDrainNapNs / 1'000'000));
-    exit_holder_->read_begins();
+    if (!behind) wait_for_drain(holder_->drain_fd(), static_cast<int>(kDrainNapNs / 1'000'000));
+    // The holder's exec verdicts before the ring: each one's exec record
+    // is then in this read (user/collector/exec_pairing.h).
+    for (const auto& v : holder_->take_exec_verdicts()) exec_pairing_.verdict(v.pid, v.held, v.python, monotonic_ns());
+    holder_->read_begins();
     const int n = ring_buffer__consume(ring.get());
-    exit_holder_->read_ends();
+    holder_->read_ends();
     behind = n > kBehindRecords;
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
     const auto now = do_chores();
@@ -303,14 +308,9 @@ void Session::start_chores(std::uint64_t now) {
 // Returns the time it was done at.
 std::uint64_t Session::do_chores() {
   check_forked_tsd();
-  // A followed process became a new program: rediscover it.
-  for (pid_t p : targets_.take_execed()) {
-    if (proc::exists(p))
-      adopt(p, false);
-    else
-      failed_adoptions_.push_back(p);  // its new program ended before we could look at it
-  }
-  const auto now = monotonic_ns();
+  auto now = monotonic_ns();
+  adopt_execed(now);
+  now = monotonic_ns();
   if (thread_states_.due(now)) refresh_thread_states();
   if (watcher_ && watch_.due(now)) adopt_eligible();
   const auto ours = [this](pid_t p) { return targets_.live_and_alive(p); };
@@ -325,13 +325,30 @@ std::uint64_t Session::do_chores() {
   return now;
 }
 
+// A followed process became a new program: rediscover it, once its exec
+// record and the holder's verdict are in; a CPython the holder holds goes
+// on once its probes are in (or it was refused).
+void Session::adopt_execed(std::uint64_t now) {
+  for (pid_t p : targets_.take_execed()) exec_pairing_.record(p, now);
+  for (const auto& r : exec_pairing_.ready(now)) {
+    if (proc::exists(r.pid)) {
+      held_at_exec_ = r.held;
+      adopt(r.pid, false);
+      held_at_exec_ = false;
+    } else if (!r.not_python) {
+      failed_adoptions_.push_back(r.pid);  // its new program ended before we could look at it
+    }
+    if (r.held) holder_->exec_adopted(r.pid);
+  }
+}
+
 // Drains everything already produced, then stops producing: the bridges
 // first (they flush), then the other probes, and drains what they sent.
 void Session::detach(ring_buffer* rb) {
-  if (exit_holder_) exit_holder_->read_begins();
+  if (holder_) holder_->read_begins();
   if (!callback_error_) ring_buffer__consume(rb);
-  if (exit_holder_) exit_holder_->read_ends();
-  exit_holder_.reset();  // every held target goes on
+  if (holder_) holder_->read_ends();
+  holder_.reset();  // every held target goes on
   if (!callback_error_) release_gpu(rb);
   gpusrc_.reset();
   pyactions_.reset();
@@ -440,6 +457,8 @@ void Session::adopt_checked(pid_t pid) {
     std::string why;
     if (auto key = thread_state_key(interp, why))
       targets_.set_tsd(pid, *key);
+    else if (held_at_exec_)
+      targets_.await_tsd(pid, TargetTracker::kTsdTriesAfterExec);  // its interpreter is not initialized yet
     else
       notes_.push_back(why + "; its stacks are missing from the report");
   }
@@ -608,15 +627,16 @@ void Session::check_forked_tsd() {
     }
     std::string why;
     if (auto key = thread_state_key(*interp, why)) {
-      const python::TsdLookup had = targets_.tsd(pid) ? *targets_.tsd(pid) : python::TsdLookup{};
-      const bool changed = key->key != had.key || key->by_map != had.by_map;
+      // A target held at its exec had no key yet: any key is a change.
+      const python::TsdLookup* had = targets_.tsd(pid);
+      const bool changed = !had || key->key != had->key || key->by_map != had->by_map;
       targets_.set_tsd(pid, *key);
       if (changed) proctrack_->set_target(pid, target_for(*interp));
       targets_.proven(pid);
     } else if (!targets_.retry_unproven(pid)) {
       targets_.drop_tsd(pid);
       proctrack_->set_target(pid, target_for(*interp));
-      notes_.push_back(why + " (after fork); its stacks are missing from the report");
+      notes_.push_back(why + " (after fork or exec); its stacks are missing from the report");
     }
   }
 }
@@ -688,6 +708,9 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
       return;
     case LT_EV_PROC_EXEC:
       targets_.on_exec(pid);
+      // An image the holder already knows is no CPython: BPF woke nobody,
+      // the record is its verdict.
+      if (p.flags & LT_PROC_EXEC_NOT_PYTHON) exec_pairing_.verdict(pid, false, false, monotonic_ns());
       break;
     case LT_EV_PROC_EXIT:
       targets_.on_exit(pid);

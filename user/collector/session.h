@@ -18,6 +18,7 @@
 
 #include "bpf/events.h"
 #include "user/collector/every.h"
+#include "user/collector/exec_pairing.h"
 #include "user/collector/library_tracer.h"
 #include "user/collector/pending_attach.h"
 #include "user/collector/record_normalizer.h"
@@ -35,7 +36,7 @@ namespace lt {
 
 class ProcTrackSource;
 class PyActionsSource;
-class ExitHolder;
+class TargetHolder;
 class DynamoNotes;
 class ModuleNamer;
 class PySampleSource;
@@ -166,6 +167,7 @@ class Session {
   }
   bool explicit_target(pid_t pid) const;
   void check_forked_tsd();
+  void adopt_execed(std::uint64_t now);
   void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
   bool reap_exited();                          // exits found by polling; false: every process gone
 
@@ -243,9 +245,14 @@ class Session {
   std::vector<std::string> notes_;
   std::uint32_t generation_ = 1;
   std::vector<pid_t> failed_adoptions_;  // see SessionStats::exited_during_attach
-  // Holds finalizing targets at their exit until the drain has read them;
-  // last member: gone before the sources whose ring it reads.
-  std::unique_ptr<ExitHolder> exit_holder_;
+  bool held_at_exec_ = false;            // the process being adopted is held at its exec
+  // Execs of followed processes: their records paired with the holder's
+  // verdicts before they are adopted.
+  ExecPairing exec_pairing_{1'000'000'000};
+  // Holds a CPython at its exec until its probes are in, and a finalizing
+  // target at its exit until the drain has read it; last member: gone
+  // before the sources whose rings it reads.
+  std::unique_ptr<TargetHolder> holder_;
 };
 
 }  // namespace lt

@@ -22,7 +22,7 @@ const python::Interpreter* TargetTracker::on_fork(pid_t parent, pid_t child) {
   // again there before we rely on it.
   if (auto t = tsd_.find(parent); t != tsd_.end()) {
     tsd_[child] = t->second;
-    unproven_[child] = 0;
+    unproven_[child] = kTsdTries;
   }
   return &mine;
 }
@@ -110,7 +110,7 @@ std::vector<pid_t> TargetTracker::unproven() const {
 bool TargetTracker::retry_unproven(pid_t pid) {
   auto it = unproven_.find(pid);
   if (it == unproven_.end()) return false;
-  if (++it->second < kTsdTries) return true;
+  if (--it->second > 0) return true;
   unproven_.erase(it);
   return false;
 }

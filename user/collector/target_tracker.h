@@ -26,6 +26,10 @@ class TargetTracker {
   // How often a forked child's thread-state key is re-checked before we
   // stop sampling it rather than read with a wrong key.
   static constexpr int kTsdTries = 25;
+  // A CPython held at its exec is adopted before its interpreter exists:
+  // its key is looked for until it has one (tried once a drain, ~20 ms:
+  // ~5 s of start-up on a busy machine).
+  static constexpr int kTsdTriesAfterExec = 250;
 
   // An adoption starts: the process is reported on from now.
   void met(pid_t pid) { alive_[pid] = true; }
@@ -69,6 +73,8 @@ class TargetTracker {
   // Forked children whose inherited key is not re-checked yet.
   std::vector<pid_t> unproven() const;
   void proven(pid_t pid) { unproven_.erase(pid); }
+  // A target without a key yet (held at its exec): unproven, `tries` times.
+  void await_tsd(pid_t pid, int tries) { unproven_[pid] = tries; }
   // One more failed re-check: false when the tries are spent (the child is
   // then no longer unproven; the caller stops sampling it).
   bool retry_unproven(pid_t pid);
@@ -78,7 +84,7 @@ class TargetTracker {
   std::map<pid_t, python::Interpreter> live_;
   std::map<pid_t, pid_t> forked_from_;  // child -> parent, same image
   std::map<pid_t, python::TsdLookup> tsd_;
-  std::map<pid_t, int> unproven_;  // -> failed re-checks
+  std::map<pid_t, int> unproven_;  // -> re-checks left
   std::vector<pid_t> execed_;
 };
 

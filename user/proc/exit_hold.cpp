@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <csignal>
 
-#include "user/proc/procfs.h"
+#include "user/proc/ptrace_stop.h"
 
 namespace lt::proc {
 
@@ -19,32 +19,15 @@ struct Stop {
   int sig = 0;
 };
 
-// Takes one report of `tid`'s (waiting for it when `block`). Exits are
-// peeked first (WNOWAIT): a child of ours (`run`'s command) is left to be
-// reaped by its launcher, which wants its status.
+// One report of `tid`'s, in the terms of an exit hold.
 Stop next_stop(pid_t tid, bool block) {
-  for (;;) {
-    siginfo_t si{};
-    if (waitid(P_PID, static_cast<id_t>(tid), &si, WEXITED | WSTOPPED | __WALL | WNOWAIT | (block ? 0 : WNOHANG)) < 0) {
-      if (errno == EINTR) continue;
-      return {Stop::ended};  // ECHILD: ended, and not ours to report any more
-    }
-    if (si.si_pid == 0) return {};
-    if (si.si_code == CLD_EXITED || si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) {
-      // Our report as its tracer; its parent gets its own.
-      if (read_ppid(tid) != getpid()) waitpid(tid, nullptr, __WALL | WNOHANG);
-      return {Stop::ended};
-    }
-    int st = 0;
-    const pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
-    if (r < 0 && errno == EINTR) continue;
-    if (r != tid || !WIFSTOPPED(st)) return {Stop::ended};
-    const int event = st >> 16;
-    const int sig = WSTOPSIG(st);
-    if (event == PTRACE_EVENT_EXIT) return {Stop::exit};
-    if (event == PTRACE_EVENT_STOP) return {sig == SIGTRAP ? Stop::interrupt : Stop::group, sig};
-    return {Stop::signal, sig};
-  }
+  const PtraceStop s = next_ptrace_stop(tid, block);
+  if (s.kind == PtraceStop::none) return {};
+  if (s.kind == PtraceStop::ended) return {Stop::ended};
+  if (s.event == PTRACE_EVENT_EXIT) return {Stop::exit};
+  if (s.interrupt_stop()) return {Stop::interrupt, s.sig};
+  if (s.group_stop()) return {Stop::group, s.sig};
+  return {Stop::signal, s.sig};
 }
 
 }  // namespace

@@ -37,6 +37,12 @@ int ProcTrackSource::follow_fd() const {
 int ProcTrackSource::events_fd() const {
   return bpf_map__fd(skel_->maps.lt_events);
 }
+int ProcTrackSource::exec_wakeup_fd() const {
+  return bpf_map__fd(skel_->maps.lt_exec_wakeups);
+}
+int ProcTrackSource::exec_skip_fd() const {
+  return bpf_map__fd(skel_->maps.lt_exec_skip);
+}
 int ProcTrackSource::drops_fd() const {
   return bpf_map__fd(skel_->maps.lt_drops);
 }

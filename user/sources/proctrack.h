@@ -32,6 +32,10 @@ class ProcTrackSource {
   int follow_fd() const;
   int events_fd() const;
   int drops_fd() const;
+  // The ring of pids (u64) of followed processes that exec'd.
+  int exec_wakeup_fd() const;
+  // Executables known to be no CPython: {u64 dev (kernel encoding), u64 ino} -> u8.
+  int exec_skip_fd() const;
 
   // Points another source's copies of the shared maps (common.bpf.h) at
   // ours, by name, before it loads: one target table, one ring buffer, one

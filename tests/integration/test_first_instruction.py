@@ -1,0 +1,192 @@
+"""`run` sees a job from its first instruction (issue 32): every exec of a
+CPython under `run` is held until its probes are in, so a job whose 20
+Lightning actions all happen in its first milliseconds
+(tests/workloads/early_actions.py) is counted 20 of 20, every time: both
+layouts (the interpreter in the executable, in libpython3.X.so), CPython
+3.8-3.13 and the sid container's 3.13-3.15, through a shell, `env` in a
+shebang, `exec`, `python -m`, and torchrun's ranks.  One `run` per test
+starts each variant 10 times, so each process is a separate exec to hold
+and the attach is paid once.
+
+Not a CPython (bash, env, sh, unshare) is never held: the -v lines name
+exactly the CPython execs."""
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+import containers
+import lightning_site
+from conftest import LTRACE, UNIT_TESTS, VENV_PY, WORKLOADS, parse_simple_report, pyenv_python
+
+EARLY = os.path.join(WORKLOADS, "early_actions.py")
+RUNS = 10
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sites")
+    # 2.6.x no longer runs on 3.8; 2.3.3 is the last release that does.
+    return {"2.3.3": lightning_site.build(str(base / "pl233"), "2.3.3"),
+            "2.6.6": lightning_site.build(str(base / "pl266"), "2.6.6")}
+
+
+def run_lt(argv, tmp_path, env=None, timeout=600):
+    r = subprocess.run([LTRACE, "run", "-v", "--report", "simple", "--"] + argv, capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})), cwd=tmp_path, timeout=timeout)
+    (tmp_path / "lt.out").write_text(r.stdout)
+    (tmp_path / "lt.err").write_text(r.stderr)
+    return r
+
+
+def summed_calls(text):
+    """{action: calls} over the report of every process ("==> pid N ...: COMMAND <==" sections)."""
+    calls = {}
+    for section in re.split(r"^==> .* <==$", text, flags=re.M):
+        for name, cells in parse_simple_report(section).items():
+            if name != "Total":
+                calls[name] = calls.get(name, 0) + int(cells[1])
+    return calls
+
+
+def check_counts(r, variants, runs):
+    """Every action of every variant counted once per run; every CPython
+    held (and nothing else)."""
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = summed_calls(r.stdout)
+    wrong = {}
+    for v in variants:
+        for i in range(20):
+            name = f"{v}_{i:02d}"
+            calls = rows.get(name, 0)
+            if calls != runs:
+                wrong[name] = calls
+    assert not wrong, (wrong, r.stderr[-3000:])
+    done = [line for line in r.stdout.splitlines() if line.startswith("EARLY_DONE")]
+    assert len(done) == runs * len(variants), r.stdout[-2000:]
+    held = re.findall(r"pid (\d+): exec'd a CPython; held until its probes are in", r.stderr)
+    released = re.findall(r"pid (\d+): probes in; released after ([0-9.]+) ms held", r.stderr)
+    assert len(held) == len(done) and len(released) == len(done), r.stderr[-3000:]
+    return [float(ms) for _, ms in released]
+
+
+def test_run_holds_every_cpython_exec(tmp_path, sites):
+    """Host interpreters, both layouts, every version, each way in, 10 times
+    each, in one `run` of a shell loop."""
+    py311 = "/usr/bin/python3.11"  # Debian's: the interpreter in the executable
+    shebang = tmp_path / "job"
+    shebang.write_text("#!/usr/bin/env python3.11\n"
+                       f"import runpy\nrunpy.run_path({EARLY!r}, run_name='__main__')\n")
+    shebang.chmod(0o755)
+    site = sites["2.6.6"]
+    lines = []
+    variants = []
+
+    def add(name, command, pythonpath=site):
+        variants.append(name)
+        lines.append(f"for i in $(seq {RUNS}); do EARLY_PREFIX={name} PYTHONPATH={pythonpath} {command}; done")
+
+    add("exe311", f"{py311} {EARLY}")
+    for minor in (8, 9, 10, 11, 12, 13):
+        python = pyenv_python(minor)
+        assert python, f"pyenv CPython 3.{minor} missing"
+        add(f"lib3{minor}", f"{python} {EARLY}", sites["2.3.3"] if minor == 8 else site)
+    add("shebang", str(shebang))
+    add("shexec", f"sh -c 'exec {py311} {EARLY}'")
+    add("module", f"{py311} -m early_actions", f"{site}:{WORKLOADS}")
+    r = run_lt(["bash", "-c", "\n".join(lines)], tmp_path)
+    held_ms = check_counts(r, variants, RUNS)
+    print(f"held: {len(held_ms)} execs, median {sorted(held_ms)[len(held_ms) // 2]:.1f} ms, max {max(held_ms):.1f} ms")
+
+
+@pytest.mark.parametrize("python", ["/usr/bin/python3.11", "pyenv-3.11"])
+def test_run_of_a_cpython_itself(tmp_path, sites, python):
+    """`run`'s own child execs the CPython: held like any other."""
+    if python.startswith("pyenv"):
+        python = pyenv_python(11)
+    r = run_lt([python, EARLY], tmp_path, env={"PYTHONPATH": sites["2.6.6"], "EARLY_PREFIX": "direct"})
+    check_counts(r, ["direct"], 1)
+
+
+def test_torchrun_ranks(tmp_path):
+    """torchrun (itself a CPython, held) starts 2 ranks by fork and exec:
+    each held, each counted from its first action."""
+    torchrun = os.path.join(os.path.dirname(VENV_PY), "torchrun")
+    # The venv's own Lightning (the test site's stand-ins would shadow what torch imports).
+    r = run_lt([VENV_PY, torchrun, "--standalone", "--nproc-per-node", "2", EARLY], tmp_path,
+               env={"EARLY_PREFIX": "rank"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = summed_calls(r.stdout)
+    wrong = {f"rank_{i:02d}": rows.get(f"rank_{i:02d}") for i in range(20) if rows.get(f"rank_{i:02d}") != 2}
+    assert not wrong, (wrong, r.stderr[-3000:])
+    held = re.findall(r"pid (\d+): exec'd a CPython; held until its probes are in", r.stderr)
+    assert len(held) >= 3, r.stderr[-3000:]  # torchrun and its 2 ranks (torch may start helpers too)
+
+
+def test_sid_container_interpreters(tmp_path):
+    """CPython 3.13-3.15 of a Debian sid container (own pid and mount
+    namespaces, pivot_root), both layouts: `run` of the container's start."""
+    root = containers.root_path("sid")
+    box = containers.Box(root)
+    try:
+        early = box.put(EARLY)
+        lightning_site.build(box.host(box.inside + "/site"), "2.6.6")
+        lines, variants = [], []
+        for v in ("3.13", "3.14", "3.15"):
+            for layout, python in (("exe", f"/usr/bin/python{v}"), ("lib", f"/usr/local/bin/python{v}-shared")):
+                name = f"sid{v.replace('.', '')}{layout}"
+                variants.append(name)
+                lines.append(f"for i in $(seq {RUNS}); do EARLY_PREFIX={name} PYTHONPATH={box.inside}/site "
+                             f"{python} {early}; done")
+        argv = box.argv(["/bin/sh", "-c", "\n".join(lines)])
+        r = run_lt(argv, tmp_path)
+        check_counts(r, variants, RUNS)
+    finally:
+        box.stop()
+
+
+def test_tracer_killed_at_each_step_of_a_hold(tmp_path):
+    """The holder SIGKILLed at every step of an exec hold (the seize, each
+    stop on the way to libpython, each resume, the release): the CPython
+    always runs on and finishes, never left stopped (the kernel detaches a
+    dead tracer's tracees; we never set PTRACE_O_EXITKILL)."""
+    python = pyenv_python(11)  # the libpython layout: the longest hold
+    step, completed = 0, None
+    while completed is None:
+        step += 1
+        assert step < 2000, "the hold never completed"
+        marker = tmp_path / f"ran{step}"
+        env = dict(os.environ, LT_EXEC_HOLD_PYTHON=python, LT_EXEC_HOLD_MARKER=str(marker),
+                   LT_EXEC_HOLD_DIE_AT_STEP=str(step))
+        r = subprocess.run([UNIT_TESTS, "--gtest_filter=ExecHoldCli.FromEnvironment"], env=env, capture_output=True,
+                           text=True, timeout=120)
+        child = re.search(r"EXEC_HOLD_CHILD (\d+)", r.stdout)
+        assert child, (step, r.returncode, r.stdout[-2000:])
+        if "EXEC_HOLD_RESULT released" in r.stdout:
+            assert r.returncode == 0, r.stdout[-2000:]
+            completed = step
+            break
+        assert r.returncode == -9, (step, r.returncode, r.stdout[-2000:])
+        # Orphaned, the child belongs to init now: it must finish by itself.
+        pid = int(child.group(1))
+        wait_for_condition(lambda: marker.exists(), f"step {step}: the child never ran Python (pid {pid}, "
+                                                     f"state {state_of(pid)})", 30)
+    assert completed > 10, completed  # the sweep went through the whole hold
+    print(f"hold completed at step {completed}; killed at each of steps 1-{completed - 1}")
+
+
+def state_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def wait_for_condition(cond, what, timeout):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)

@@ -1,0 +1,245 @@
+// Holding a freshly exec'd CPython until its probes can go in: which images
+// are held (ExecClassifier), real held children (ExecHolds), and the
+// pairing of exec records with the holder's verdicts (ExecPairing).
+//
+// ExecHoldCli.FromEnvironment is a command for
+// tests/integration/test_first_instruction.py: with LT_EXEC_HOLD_PYTHON (a
+// CPython in the libpython layout) and LT_EXEC_HOLD_MARKER (a file the
+// child creates once Python runs) set, it starts the child, holds it at its
+// exec until libpython is mapped, and releases it, printing
+//   EXEC_HOLD_CHILD pid
+//   EXEC_HOLD_RESULT released steps=N
+// With LT_EXEC_HOLD_DIE_AT_STEP=N it SIGKILLs itself at the hold's N-th
+// step: the child must run on as if never held.  Without them it is skipped.
+#include "user/proc/exec_hold.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "user/collector/exec_pairing.h"
+
+using namespace lt;
+using namespace lt::proc;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kDebianPython = "/usr/bin/python3.11";                         // the interpreter in the executable
+const char* kPyenvPython = "/root/.pyenv/versions/3.11.7/bin/python3.11";  // in libpython3.11.so.1.0
+
+char state_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), {});
+  auto rp = s.rfind(')');
+  return rp == std::string::npos || rp + 2 >= s.size() ? '?' : s[rp + 2];
+}
+
+bool maps_name(pid_t pid, const std::string& part) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.find(part) != std::string::npos) return true;
+  return false;
+}
+
+// Starts `python -c "open(marker, 'w')"` and returns once it has exec'd
+// (its close-on-exec pipe closed): the state a BPF exec wake-up finds.
+pid_t start_exec(const std::string& python, const std::string& marker) {
+  int gone[2];
+  if (pipe2(gone, O_CLOEXEC) != 0) return -1;
+  const std::string code = "open(" + std::string("'") + marker + "', 'w').close()";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(gone[0]);
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(python.c_str(), python.c_str(), "-S", "-c", code.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(gone[1]);
+  char c;
+  while (read(gone[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  close(gone[0]);
+  return pid;
+}
+
+bool poll_until_ready(ExecHolds& holds, pid_t pid) {
+  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
+    for (pid_t p : holds.poll())
+      if (p == pid) return true;
+    std::this_thread::sleep_for(20us);
+  }
+  return false;
+}
+
+int wait_status(pid_t pid) {
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace
+
+TEST(ExecClassifier, LayoutsOfTheInterpreter) {
+  if (access(kDebianPython, X_OK) != 0 || access(kPyenvPython, X_OK) != 0) GTEST_SKIP() << "no CPython 3.11 here";
+  EXPECT_EQ(ExecClassifier::classify_file(kDebianPython).kind, ExecImage::Kind::python);
+  const ExecImage lib = ExecClassifier::classify_file(kPyenvPython);
+  EXPECT_EQ(lib.kind, ExecImage::Kind::python_library);
+  EXPECT_EQ(lib.library, "libpython3.11.so.1.0");
+  EXPECT_EQ(ExecClassifier::classify_file("/bin/true").kind, ExecImage::Kind::not_python);
+  // A script (its interpreter is what the kernel runs), nothing, a directory.
+  EXPECT_EQ(ExecClassifier::classify_file("/usr/bin/ldd").kind, ExecImage::Kind::not_python);
+  EXPECT_EQ(ExecClassifier::classify_file("/nonexistent").kind, ExecImage::Kind::not_python);
+  EXPECT_EQ(ExecClassifier::classify_file("/").kind, ExecImage::Kind::not_python);
+}
+
+TEST(ExecHolds, HeldUntilLibpythonIsMappedThenRunsOnItsOwn) {
+  if (geteuid() != 0 || access(kPyenvPython, X_OK) != 0) GTEST_SKIP() << "needs root and pyenv CPython 3.11";
+  const std::string marker =
+      (std::filesystem::temp_directory_path() / ("exec_hold_" + std::to_string(getpid()))).string();
+  std::remove(marker.c_str());
+  ExecHolds holds;
+  const pid_t pid = start_exec(kPyenvPython, marker);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(holds.hold(pid, "libpython3.11.so.1.0"));
+  ASSERT_TRUE(poll_until_ready(holds, pid));
+  EXPECT_TRUE(maps_name(pid, "libpython3.11.so.1.0"));
+  EXPECT_EQ(state_of(pid), 't');  // a ptrace stop, not a SIGSTOP its parent would see
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "Python ran while held";
+  holds.release(pid);
+  EXPECT_FALSE(holds.held(pid));
+  EXPECT_EQ(wait_status(pid), 0);
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  std::remove(marker.c_str());
+}
+
+TEST(ExecHolds, ReleasedWhileSteppingRunsOn) {
+  if (geteuid() != 0 || access(kPyenvPython, X_OK) != 0) GTEST_SKIP() << "needs root and pyenv CPython 3.11";
+  const std::string marker =
+      (std::filesystem::temp_directory_path() / ("exec_hold_r_" + std::to_string(getpid()))).string();
+  std::remove(marker.c_str());
+  pid_t pid;
+  {
+    ExecHolds holds;
+    pid = start_exec(kPyenvPython, marker);
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(holds.hold(pid, "libnever-mapped.so"));  // steps until released
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_TRUE(holds.poll().empty());
+      std::this_thread::sleep_for(1ms);
+    }
+  }  // the destructor releases it
+  EXPECT_EQ(wait_status(pid), 0);
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  std::remove(marker.c_str());
+}
+
+TEST(ExecPairing, RecordAndVerdictInEitherOrder) {
+  ExecPairing p(1000);
+  p.record(10, 0);
+  EXPECT_TRUE(p.ready(1).empty());
+  p.verdict(10, true, true, 2);
+  auto r = p.ready(3);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].pid, 10);
+  EXPECT_TRUE(r[0].held);
+  EXPECT_TRUE(p.empty());
+  // A verdict ahead of its record (a record still in the ring) waits for it.
+  p.verdict(11, false, false, 10);
+  EXPECT_TRUE(p.ready(11).empty());
+  p.record(11, 12);
+  r = p.ready(13);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].held);
+  EXPECT_TRUE(r[0].not_python);
+}
+
+TEST(ExecPairing, TwoExecsAreAdoptedOnceAsTheLatestImage) {
+  ExecPairing p(1000);
+  // env (not held), then python (held): both records in, one verdict so far.
+  p.record(20, 0);
+  p.record(20, 1);
+  p.verdict(20, false, false, 2);
+  EXPECT_TRUE(p.ready(3).empty()) << "python's verdict is still to come";
+  p.verdict(20, true, true, 4);
+  auto r = p.ready(5);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].held);
+  EXPECT_FALSE(r[0].not_python);
+}
+
+TEST(ExecPairing, AHeldVerdictStandsWhateverCameAfterIt) {
+  // sh (known to be no CPython: its record is its verdict), then python
+  // (held): the session takes the holder's verdict before it reads the
+  // ring, so sh's comes second.
+  ExecPairing p(1000);
+  p.verdict(40, true, true, 0);
+  p.record(40, 1);
+  p.verdict(40, false, false, 1);
+  p.record(40, 1);
+  auto r = p.ready(2);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].held);
+  EXPECT_FALSE(r[0].not_python);
+}
+
+TEST(ExecPairing, ALostWordIsWaitedForOnlySoLong) {
+  ExecPairing p(1000);
+  p.record(30, 100);               // its verdict never comes
+  p.verdict(31, true, true, 200);  // its record was dropped
+  EXPECT_TRUE(p.ready(1099).empty());
+  auto r = p.ready(1100);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].pid, 30);
+  EXPECT_FALSE(r[0].held);
+  EXPECT_FALSE(r[0].not_python);  // not known: treated as a CPython we missed
+  r = p.ready(1200);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].pid, 31);
+  EXPECT_TRUE(r[0].held);
+}
+
+namespace {
+int die_at_step = 0;
+void die_here(int step) {
+  if (step == die_at_step) raise(SIGKILL);
+}
+}  // namespace
+
+TEST(ExecHoldCli, FromEnvironment) {
+  const char* python = std::getenv("LT_EXEC_HOLD_PYTHON");
+  const char* marker = std::getenv("LT_EXEC_HOLD_MARKER");
+  if (!python || !marker) GTEST_SKIP() << "LT_EXEC_HOLD_PYTHON / LT_EXEC_HOLD_MARKER not set";
+  if (const char* d = std::getenv("LT_EXEC_HOLD_DIE_AT_STEP")) {
+    die_at_step = std::atoi(d);
+    ExecHolds::set_step_hook(die_here);
+  }
+  const ExecImage image = ExecClassifier::classify_file(python);
+  ASSERT_EQ(image.kind, ExecImage::Kind::python_library) << python;
+  ExecHolds holds;
+  const pid_t pid = start_exec(python, marker);
+  ASSERT_GT(pid, 0);
+  std::printf("EXEC_HOLD_CHILD %d\n", static_cast<int>(pid));
+  std::fflush(stdout);
+  ASSERT_TRUE(holds.hold(pid, image.library));
+  ASSERT_TRUE(poll_until_ready(holds, pid));
+  const int steps = holds.steps(pid);
+  holds.release(pid);
+  std::printf("EXEC_HOLD_RESULT released steps=%d\n", steps);
+  std::fflush(stdout);
+  EXPECT_EQ(wait_status(pid), 0);
+}

@@ -1,0 +1,82 @@
+// The thread that holds targets where the session must act before they go
+// on: at an exec of a CPython until its probes are in (proc::ExecHolds),
+// and at a finalizing interpreter's exit until the drain has read its last
+// records (proc::ExitHolds).
+//
+// Both windows are short and come unannounced (a small script finalizes in
+// a few ms; a new CPython starts running Python in ~15 ms): the drain loop,
+// busy with a chore or waiting for a CPU on a loaded machine, came too late
+// (CI: "not held", <unknown> frames; issue 32: early actions lost). So a
+// thread of its own does it, asleep on the BPF wake-up rings (Py_FinalizeEx
+// entries, exec's of followed processes), under SCHED_FIFO where allowed (it
+// runs for microseconds at a time, so a real-time priority costs the job
+// nothing and no CFS neighbour delays it); ptrace ties each tracee to this
+// thread.
+//
+// Exits: a finalizing thread is paused at once (finalization frees the code
+// objects its samples name) and stops again at its exit; each time the
+// holder asks the drain for a read (drain_fd() becomes readable) and lets
+// the thread go on once a read that began after the stop has ended.
+//
+// Execs: the holder looks at the new image without stopping it; a CPython
+// is held until it can take its probes, then handed to the session as an
+// ExecVerdict (so is every other exec: "not held"); the session adopts it
+// and says exec_adopted(), and the holder lets it go.
+#pragma once
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace lt {
+
+class TargetHolder {
+ public:
+  struct ExecVerdict {
+    pid_t pid = 0;
+    bool held = false;    // paused, ready for its probes: say exec_adopted(pid) once they are in
+    bool python = false;  // a CPython (held, or not: gone, traced by someone else)
+  };
+
+  // `finalize_ring_fd`: the BPF ring of pid_tgids entering Py_FinalizeEx;
+  // `exec_ring_fd`: the ring of pids of followed processes that exec'd;
+  // `exec_skip_fd`: the map where it notes executables that are no CPython
+  // (BPF then wakes nobody for them), or -1.
+  TargetHolder(int finalize_ring_fd, int exec_ring_fd, int exec_skip_fd, bool verbose);
+  TargetHolder(const TargetHolder&) = delete;
+  TargetHolder& operator=(const TargetHolder&) = delete;
+  ~TargetHolder();  // lets every held process go
+
+  // Readable when the drain has work from us: a held exit waits for a
+  // read, or exec verdicts wait to be taken.
+  int drain_fd() const { return drain_fd_; }
+  // The drain brackets each read of the ring with these.
+  void read_begins() { begun_.fetch_add(1); }
+  void read_ends() { ended_.fetch_add(1); }
+
+  // Every exec the holder has decided on since the last call, in order.
+  std::vector<ExecVerdict> take_exec_verdicts();
+  // The session is done with a held exec (adopted or refused): let it go.
+  void exec_adopted(pid_t pid);
+
+ private:
+  void run();
+  void verdict(pid_t pid, bool held, bool python);
+
+  int finalize_ring_fd_, exec_ring_fd_, exec_skip_fd_;
+  bool verbose_;
+  int drain_fd_ = -1;    // eventfd: the holder -> the drain
+  int stop_fd_ = -1;     // eventfd: the destructor -> the holder
+  int release_fd_ = -1;  // eventfd: exec_adopted() -> the holder
+  std::atomic<std::uint64_t> begun_{0}, ended_{0};
+  std::mutex mutex_;  // guards the two queues
+  std::vector<ExecVerdict> verdicts_;
+  std::vector<pid_t> adopted_;
+  std::thread thread_;
+};
+
+}  // namespace lt

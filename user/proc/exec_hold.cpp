@@ -1,0 +1,213 @@
+#include "user/proc/exec_hold.h"
+
+#include <elf.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cstring>
+#include <fstream>
+#include <string_view>
+
+#include "user/proc/elf_image.h"
+#include "user/proc/ptrace_stop.h"
+
+namespace lt::proc {
+
+namespace {
+
+void (*step_hook)(int) = nullptr;
+int step_count = 0;
+void step() {
+  if (step_hook) step_hook(++step_count);
+}
+
+// A loader that never maps the library it needs (it failed and exits, or
+// it is not the loader we think): stop stepping after this many system
+// calls and let the adoption decide (CPython's loader makes ~60).
+constexpr int kMaxSteps = 20000;
+
+// The loader has mapped the library's code and its data: the probes need
+// the code's mapping, and discovery reads the interpreter's static data
+// (3.13+: the _Py_DebugOffsets at the start of _PyRuntime), which needs no
+// relocation. The loader maps the writable segment last.
+bool library_mapped(pid_t pid, const std::string& library) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  const std::string tail = "/" + library;
+  bool code = false, data = false;
+  while (std::getline(maps, line)) {
+    // "start-end perms offset dev inode   path"
+    const auto sp = line.find(' ');
+    if (sp == std::string::npos || sp + 4 >= line.size()) continue;
+    if (line.size() < tail.size() || line.compare(line.size() - tail.size(), tail.size(), tail) != 0) continue;
+    code |= line[sp + 3] == 'x';
+    data |= line[sp + 2] == 'w';
+  }
+  return code && data;
+}
+
+// DT_NEEDED names of an ELF file.
+std::vector<std::string> needed_libraries(const elf::ElfImage& image) {
+  std::vector<elf::SectionEntry> sections{elf::SectionEntry{}};  // index 0: SHN_UNDEF
+  image.for_each_section([&](const elf::SectionEntry& s) { sections.push_back(s); });
+  std::vector<std::string> out;
+  for (const auto& s : sections) {
+    if (s.header.sh_type != SHT_DYNAMIC || s.header.sh_link >= sections.size()) continue;
+    const std::string_view strings = sections[s.header.sh_link].bytes;
+    for (std::size_t off = 0; off + sizeof(Elf64_Dyn) <= s.bytes.size(); off += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn d;
+      std::memcpy(&d, s.bytes.data() + off, sizeof d);
+      if (d.d_tag == DT_NULL) break;
+      if (d.d_tag != DT_NEEDED || d.d_un.d_val >= strings.size()) continue;
+      const std::string_view rest = strings.substr(d.d_un.d_val);
+      out.emplace_back(rest.substr(0, rest.find('\0')));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ExecImage ExecClassifier::classify_file(const std::string& path) {
+  elf::ElfImage image(path);
+  if (!image.ok() || !image.is_elf64() || !image.native_byte_order()) return {};
+  bool interpreter = false;
+  image.for_each_symbol(
+      [&](const elf::SymbolEntry& s) {
+        interpreter |= s.defined() && std::strcmp(s.name, "_PyEval_EvalFrameDefault") == 0;
+      },
+      elf::ElfImage::Tables::dynamic_only);
+  if (interpreter) return {ExecImage::Kind::python, ""};
+  for (const auto& lib : needed_libraries(image))
+    if (lib.rfind("libpython3", 0) == 0) return {ExecImage::Kind::python_library, lib};
+  return {};
+}
+
+ExecImage ExecClassifier::classify(pid_t pid) {
+  const std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+  struct stat st {};
+  if (stat(exe.c_str(), &st) != 0) return {};  // gone
+  const auto key = std::make_tuple(st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  if (auto it = known_.find(key); it != known_.end()) return it->second;
+  ExecImage image = classify_file(exe);
+  image.dev = (static_cast<std::uint64_t>(major(st.st_dev)) << 20) | minor(st.st_dev);
+  image.ino = st.st_ino;
+  if (known_.size() > 4096) known_.clear();  // a bound, not a policy: a machine of many programs
+  known_.emplace(key, image);
+  return image;
+}
+
+void ExecHolds::set_step_hook(void (*hook)(int)) {
+  step_hook = hook;
+  step_count = 0;
+}
+
+ExecHolds::~ExecHolds() {
+  release_all();
+}
+
+bool ExecHolds::hold(pid_t pid, const std::string& library) {
+  if (auto it = held_.find(pid); it != held_.end()) {
+    // Held, and exec'd again before we were done: its new image decides.
+    it->second.library = library;
+    return true;
+  }
+  const long options = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC;
+  if (ptrace(PTRACE_SEIZE, pid, nullptr, reinterpret_cast<void*>(options)) < 0) return false;
+  step();
+  if (ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) < 0) return true;  // gone: poll() sees it end
+  step();
+  held_[pid] = Held{library};
+  return true;
+}
+
+int ExecHolds::steps(pid_t pid) const {
+  auto it = held_.find(pid);
+  return it == held_.end() ? 0 : it->second.steps;
+}
+
+bool ExecHolds::stepping() const {
+  for (const auto& [pid, h] : held_)
+    if (!h.ready) return true;
+  return false;
+}
+
+double ExecHolds::held_ms(pid_t pid) const {
+  auto it = held_.find(pid);
+  return it == held_.end()
+             ? 0.0
+             : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - it->second.since).count();
+}
+
+bool ExecHolds::advance(pid_t pid, Held& h) {
+  while (!h.ready) {
+    const PtraceStop s = next_ptrace_stop(pid, false);
+    if (s.kind == PtraceStop::none) return true;
+    if (s.kind == PtraceStop::ended) return false;
+    step();
+    if (s.group_stop()) {  // stopped by job control: give it back to it
+      ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+      return false;
+    }
+    // A signal on its way in is passed on; every other stop (our
+    // interrupt, a system call, a new exec) is a point to look again.
+    const int sig = s.signal_stop() ? s.sig : 0;
+    if (!sig) {
+      if (!h.library.empty() && (library_mapped(pid, h.library) || h.steps >= kMaxSteps)) h.library.clear();
+      if (h.library.empty()) {
+        h.ready = true;  // paused where it is
+        return true;
+      }
+      ++h.steps;
+    }
+    ptrace(PTRACE_SYSCALL, pid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+    step();
+  }
+  return true;
+}
+
+std::vector<pid_t> ExecHolds::poll() {
+  std::vector<pid_t> ready;
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (!advance(it->first, it->second)) {
+      it = held_.erase(it);
+      continue;
+    }
+    if (it->second.ready && !it->second.reported) {
+      it->second.reported = true;
+      ready.push_back(it->first);
+    }
+    ++it;
+  }
+  return ready;
+}
+
+void ExecHolds::release(pid_t pid) {
+  auto it = held_.find(pid);
+  if (it == held_.end()) return;
+  const bool paused = it->second.ready;
+  held_.erase(it);
+  if (!paused) {
+    // A running tracee cannot be detached: stop it first.
+    if (ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) < 0) return;  // gone
+    for (;;) {
+      const PtraceStop s = next_ptrace_stop(pid, true);
+      if (s.kind == PtraceStop::ended) return;
+      if (s.kind == PtraceStop::none) continue;
+      step();
+      // A signal that stopped it on its way in is handed over as we leave.
+      ptrace(PTRACE_DETACH, pid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal_stop() ? s.sig : 0)));
+      step();
+      return;
+    }
+  }
+  ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+  step();
+}
+
+void ExecHolds::release_all() {
+  while (!held_.empty()) release(held_.begin()->first);
+}
+
+}  // namespace lt::proc

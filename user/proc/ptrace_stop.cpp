@@ -1,0 +1,44 @@
+#include "user/proc/ptrace_stop.h"
+
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+
+#include "user/proc/procfs.h"
+
+namespace lt::proc {
+
+bool PtraceStop::interrupt_stop() const {
+  return kind == stopped && event == PTRACE_EVENT_STOP && sig == SIGTRAP;
+}
+
+bool PtraceStop::group_stop() const {
+  return kind == stopped && event == PTRACE_EVENT_STOP && sig != SIGTRAP;
+}
+
+PtraceStop next_ptrace_stop(pid_t tid, bool block) {
+  for (;;) {
+    // Exits are peeked first (WNOWAIT): a child of ours is not reaped here.
+    siginfo_t si{};
+    if (waitid(P_PID, static_cast<id_t>(tid), &si, WEXITED | WSTOPPED | __WALL | WNOWAIT | (block ? 0 : WNOHANG)) < 0) {
+      if (errno == EINTR) continue;
+      return {PtraceStop::ended};  // ECHILD: ended, and not ours to report any more
+    }
+    if (si.si_pid == 0) return {};
+    if (si.si_code == CLD_EXITED || si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) {
+      // Our report as its tracer; its parent gets its own.
+      if (read_ppid(tid) != getpid()) waitpid(tid, nullptr, __WALL | WNOHANG);
+      return {PtraceStop::ended};
+    }
+    int st = 0;
+    const pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != tid || !WIFSTOPPED(st)) return {PtraceStop::ended};
+    return {PtraceStop::stopped, WSTOPSIG(st), st >> 16};
+  }
+}
+
+}  // namespace lt::proc
