@@ -8,15 +8,20 @@ is not counted), alternating with and without `ltrace-bpf run`:
             looked at by the holder thread)
   * python: --pythons execs of `python3.11 -S -c pass` (each held until its
             probes are in)
-Prints medians side by side, the added time per exec, and the holds' own
-durations from -v ("released after X ms held").
+and the storm again beside `ltrace-bpf --all` (which watches every exec on
+the machine: each new executable is looked at once, then BPF remembers it
+is no CPython). Prints medians side by side, the added time per exec, and
+the holds' own durations from -v ("released after X ms held").
 """
 import argparse
 import os
 import re
 import statistics
 import subprocess
+import signal
 import sys
+import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LTRACE = os.path.join(ROOT, "build", "ltrace-bpf")
@@ -36,6 +41,22 @@ def timed(script, under):
     ns = int(re.search(r"LOOP_NS (\d+)", r.stdout).group(1))
     held = [float(x) for x in re.findall(r"released after ([0-9.]+) ms held", r.stderr)]
     return ns / 1e9, held
+
+
+def beside_all(script, ltrace):
+    """The loop's time while `ltrace-bpf --all` runs."""
+    with tempfile.TemporaryFile("w+") as err:
+        lt = subprocess.Popen([ltrace, "--all", "-v", "--report", "simple"], stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            for _ in range(600):
+                err.seek(0)
+                if "attached:" in err.read():
+                    break
+                time.sleep(0.1)
+            return timed(script, None)[0]
+        finally:
+            lt.send_signal(signal.SIGINT)
+            lt.wait(60)
 
 
 def main():
@@ -62,6 +83,14 @@ def main():
                   f"p90 {holds[int(0.9 * (len(holds) - 1))]:.1f} ms, max {holds[-1]:.1f} ms")
         else:
             print("  holds: none (nothing stopped)")
+    script, n = cases["storm"]
+    plain, beside = [], []
+    for _ in range(a.rounds):
+        plain.append(timed(script, None)[0])
+        beside.append(beside_all(script, a.ltrace))
+    p, b = statistics.median(plain), statistics.median(beside)
+    print(f"storm beside --all: {n} execs, median of {a.rounds}: alone {p:.3f} s, beside {b:.3f} s, "
+          f"ratio {b / p:.3f}, added per exec {(b - p) / n * 1e3:+.3f} ms")
     sys.stdout.flush()
 
 

@@ -78,19 +78,43 @@ struct {
 	__type(value, u8);
 } lt_exec_skip SEC(".maps");
 
+/* [0]: non-zero with --all: every exec on the machine wakes the holder
+ * (a CPython started later is held and adopted provisionally). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} lt_exec_watch SEC(".maps");
+
+/* The wake-up's value: the pid, and this bit for a process we do not
+ * follow (--all). */
+#define LT_EXEC_UNFOLLOWED (1ull << 32)
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(lt_on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	u32 tgid = BPF_CORE_READ(p, tgid);
-	if (!bpf_map_lookup_elem(&lt_follow, &tgid) && !bpf_map_lookup_elem(&lt_targets, &tgid))
+	int followed = bpf_map_lookup_elem(&lt_follow, &tgid) || bpf_map_lookup_elem(&lt_targets, &tgid);
+	u32 zero = 0;
+	u32 *watch = bpf_map_lookup_elem(&lt_exec_watch, &zero);
+	if (!followed && !(watch && *watch))
 		return 0;
-	/* New image: the old layout no longer applies until user space says so. */
-	bpf_map_delete_elem(&lt_targets, &tgid);
 	struct lt_file_id id = {};
 	struct inode *inode = BPF_CORE_READ(bprm, file, f_inode);
 	id.ino = BPF_CORE_READ(inode, i_ino);
 	id.dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	if (bpf_map_lookup_elem(&lt_exec_skip, &id)) {
+	int skip = bpf_map_lookup_elem(&lt_exec_skip, &id) != 0;
+	if (!followed) {
+		/* Not ours (yet): no record, only the holder's look at a new image. */
+		u64 v = tgid | LT_EXEC_UNFOLLOWED;
+		if (!skip)
+			bpf_ringbuf_output(&lt_exec_wakeups, &v, sizeof(v), BPF_RB_FORCE_WAKEUP);
+		return 0;
+	}
+	/* New image: the old layout no longer applies until user space says so. */
+	bpf_map_delete_elem(&lt_targets, &tgid);
+	if (skip) {
 		emit_proc(LT_EV_PROC_EXEC, 0, tgid, 0, LT_PROC_EXEC_NOT_PYTHON);
 		return 0;
 	}

@@ -76,6 +76,29 @@ pid_t start_exec(const std::string& python, const std::string& marker) {
   return pid;
 }
 
+// Starts a child that execs `python -c "open(marker, 'w')"` once a byte
+// comes on the returned pipe's write end (*go).
+pid_t start_waiting(const std::string& python, const std::string& marker, int* go) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return -1;
+  const std::string code = "open(" + std::string("'") + marker + "', 'w').close()";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[1]);
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 1);
+    dup2(null, 2);
+    char c;
+    while (read(p[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    execl(python.c_str(), python.c_str(), "-S", "-c", code.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(p[0]);
+  *go = p[1];
+  return pid;
+}
+
 bool poll_until_ready(ExecHolds& holds, pid_t pid) {
   for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
     for (pid_t p : holds.poll())
@@ -231,11 +254,16 @@ TEST(ExecHoldCli, FromEnvironment) {
   const ExecImage image = ExecClassifier::classify_file(python);
   ASSERT_EQ(image.kind, ExecImage::Kind::python_library) << python;
   ExecHolds holds;
-  const pid_t pid = start_exec(python, marker);
+  // Seized before its exec, so that every step of the loader's way to
+  // libpython is one the sweep can die at.
+  int go = -1;
+  const pid_t pid = start_waiting(python, marker, &go);
   ASSERT_GT(pid, 0);
   std::printf("EXEC_HOLD_CHILD %d\n", static_cast<int>(pid));
   std::fflush(stdout);
   ASSERT_TRUE(holds.hold(pid, image.library));
+  ASSERT_EQ(write(go, "g", 1), 1);
+  close(go);
   ASSERT_TRUE(poll_until_ready(holds, pid));
   const int steps = holds.steps(pid);
   holds.release(pid);

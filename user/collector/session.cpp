@@ -167,7 +167,12 @@ Trace Session::run(const std::atomic<bool>& stop) {
     if (!behind) wait_for_drain(holder_->drain_fd(), static_cast<int>(kDrainNapNs / 1'000'000));
     // The holder's exec verdicts before the ring: each one's exec record
     // is then in this read (user/collector/exec_pairing.h).
-    for (const auto& v : holder_->take_exec_verdicts()) exec_pairing_.verdict(v.pid, v.held, v.python, monotonic_ns());
+    for (const auto& v : holder_->take_exec_verdicts()) {
+      if (v.followed)
+        exec_pairing_.verdict(v.pid, v.held, v.python, monotonic_ns());
+      else
+        exec_candidates_.push_back(v.pid);  // --all: a CPython started since, held
+    }
     holder_->read_begins();
     const int n = ring_buffer__consume(ring.get());
     holder_->read_ends();
@@ -260,6 +265,8 @@ void Session::adopt_targets() {
       for (pid_t c : proc::descendants(pid)) adopt(c, false);
   }
   if (opts_.all) {
+    // A CPython started from now on is held at its exec like a child.
+    proctrack_->watch_every_exec();
     watcher_ = std::make_unique<proc::EligibleWatcher>();
     adopt_eligible();
     if (opts_.verbose && targets_.live_count() == 0)
@@ -332,14 +339,64 @@ void Session::adopt_execed(std::uint64_t now) {
   for (pid_t p : targets_.take_execed()) exec_pairing_.record(p, now);
   for (const auto& r : exec_pairing_.ready(now)) {
     if (proc::exists(r.pid)) {
-      held_at_exec_ = r.held;
-      adopt(r.pid, false);
-      held_at_exec_ = false;
+      if (provisional_.count(r.pid)) {
+        adopt_provisional(r.pid, r.held);  // --all: not known to be a torch or Lightning job yet
+      } else {
+        held_at_exec_ = r.held;
+        adopt(r.pid, false);
+        held_at_exec_ = false;
+      }
     } else if (!r.not_python) {
       failed_adoptions_.push_back(r.pid);  // its new program ended before we could look at it
     }
     if (r.held) holder_->exec_adopted(r.pid);
   }
+  for (pid_t pid : std::exchange(exec_candidates_, {})) {
+    if (!targets_.alive(pid) && proc::exists(pid)) {
+      provisional_[pid].since_ns = now;
+      adopt_provisional(pid, true);
+    }
+    holder_->exec_adopted(pid);
+  }
+}
+
+// --all: a CPython held at its exec is adopted before anyone can know
+// whether it will be a torch or Lightning job. Its probes go in now, so
+// its first action is counted; its records wait (emit() keeps them) until
+// it shows it is one: an action, or the watcher finding torch or Lightning
+// loaded (promote()). One that ends first leaves no trace. It is not
+// sampled until then.
+void Session::adopt_provisional(pid_t pid, bool held) {
+  held_at_exec_ = held;
+  adopting_provisional_ = true;
+  const auto refused = try_adopt(pid);
+  adopting_provisional_ = held_at_exec_ = false;
+  if (refused) {
+    provisional_.erase(pid);
+    targets_.forget(pid);
+  }
+}
+
+void Session::promote(pid_t pid) {
+  auto it = provisional_.find(pid);
+  if (it == provisional_.end()) return;
+  const Provisional p = std::move(it->second);
+  provisional_.erase(it);
+  ++stats_.traced;
+  ++stats_.found;
+  // What it did so far, in order: its process records first.
+  for (std::size_t off = 0; off + sizeof(lt_event_header) <= p.records.size();) {
+    lt_event_header h;
+    std::memcpy(&h, p.records.data() + off, sizeof h);
+    if (h.size < sizeof h || off + h.size > p.records.size()) break;
+    emit(p.records.data() + off, h.size);
+    off += h.size;
+  }
+  if (p.overflowed)
+    notes_.push_back("pid " + std::to_string(pid) +
+                     ": its first records before it loaded torch or Lightning were more than " +
+                     std::to_string(kProvisionalBytes >> 20) + " MiB; the rest of them were dropped");
+  if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));  // sampled from now
 }
 
 // Drains everything already produced, then stops producing: the bridges
@@ -399,6 +456,10 @@ void Session::adopt(pid_t pid, bool must_be_python) {
 // event).  One that cannot be profiled is a note, and leaves no trace.
 void Session::adopt_eligible() {
   for (pid_t pid : watcher_->poll()) {
+    if (provisional_.count(pid)) {
+      promote(pid);
+      continue;
+    }
     if (targets_.alive(pid)) continue;
     ++stats_.found;
     std::optional<Refusal> refused;
@@ -468,7 +529,7 @@ void Session::adopt_checked(pid_t pid) {
   // inherits it in BPF.
   if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
   targets_.adopted(pid, interp);
-  ++stats_.traced;
+  if (!adopting_provisional_) ++stats_.traced;  // a provisional target counts once promoted
   emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);
   for (auto& slot : tracers_) slot->pending.start(pid);
 }
@@ -600,6 +661,9 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   if (opts_.comm) t.flags |= LT_TARGET_COMM;
   if (opts_.module_names) t.flags |= LT_TARGET_MODULES;
   if (opts_.memory_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_MEM_STACKS;
+  // A provisional target (--all) is not sampled until it is promoted.
+  if (provisional_.count(interp.pid))
+    t.flags &= ~(LT_TARGET_SAMPLE | LT_TARGET_OFF_CPU | LT_TARGET_MEM_STACKS | LT_TARGET_LAUNCH_STACKS);
   if (auto v = tensor_vtables_.find(interp.pid); v != tensor_vtables_.end() && v->second) {
     t.tensor_vtable = v->second;
     t.flags |= LT_TARGET_SHAPES;
@@ -670,6 +734,8 @@ void Session::on_record(const void* data, std::size_t size) {
   const auto record = normalizer_.normalize(data, size);
   if (record.empty()) return;  // never trust a record whose size disagrees
   const auto h = read_record<lt_event_header>(record);
+  // A Lightning action: a provisional target (--all) is a Lightning job.
+  if (h.kind == LT_EV_ACTION_BEGIN && !provisional_.empty()) promote(static_cast<pid_t>(h.pid));
   switch (h.kind) {
     case LT_EV_PROC_FORK:
     case LT_EV_PROC_EXEC:
@@ -700,8 +766,9 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
       // BPF copied the parent's target entry to the child (same image);
       // setting it again covers a fork that raced with the parent's own
       // adoption.
+      if (provisional_.count(static_cast<pid_t>(p.parent_pid))) provisional_[pid].since_ns = h.ts_ns;  // as its parent
       if (const auto* interp = targets_.on_fork(static_cast<pid_t>(p.parent_pid), pid)) {
-        ++stats_.traced;
+        if (!provisional_.count(pid)) ++stats_.traced;
         proctrack_->set_target(pid, target_for(*interp));
         emit_process_records(pid, interp, LT_PROC_PYTHON, h.ts_ns);
       }
@@ -714,6 +781,8 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
       break;
     case LT_EV_PROC_EXIT:
       targets_.on_exit(pid);
+      // Never shown to be a torch or Lightning job: no trace of it.
+      if (provisional_.erase(pid)) targets_.forget(pid);
       break;
   }
   // A new image, or every sample of it came before its exit: its symbol
@@ -806,6 +875,20 @@ void Session::write_file(F&& f) {
 }
 
 void Session::emit(const void* record, std::size_t size) {
+  if (!provisional_.empty() && size >= sizeof(lt_event_header)) {
+    lt_event_header h;
+    std::memcpy(&h, record, sizeof h);
+    if (auto it = provisional_.find(static_cast<pid_t>(h.pid)); it != provisional_.end()) {
+      auto& kept = it->second.records;
+      if (kept.size() + size > kProvisionalBytes) {
+        it->second.overflowed = true;
+        return;
+      }
+      const auto* b = static_cast<const std::byte*>(record);
+      kept.insert(kept.end(), b, b + size);
+      return;
+    }
+  }
   ++stats_.records;
   if (opts_.keep_in_memory) trace_.append(record, size);
   write_file([&](tracefile::TraceWriter& w) { w.append(record, size); });

@@ -168,6 +168,8 @@ class Session {
   bool explicit_target(pid_t pid) const;
   void check_forked_tsd();
   void adopt_execed(std::uint64_t now);
+  void adopt_provisional(pid_t pid, bool held);
+  void promote(pid_t pid);
   void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
   bool reap_exited();                          // exits found by polling; false: every process gone
 
@@ -246,6 +248,17 @@ class Session {
   std::uint32_t generation_ = 1;
   std::vector<pid_t> failed_adoptions_;  // see SessionStats::exited_during_attach
   bool held_at_exec_ = false;            // the process being adopted is held at its exec
+  bool adopting_provisional_ = false;    // ...and is provisional (--all)
+  // --all: CPythons held at their exec and adopted before anyone knows
+  // whether they are torch or Lightning jobs; their records wait here.
+  struct Provisional {
+    std::uint64_t since_ns = 0;
+    std::vector<std::byte> records;
+    bool overflowed = false;
+  };
+  static constexpr std::size_t kProvisionalBytes = 16u << 20;
+  std::map<pid_t, Provisional> provisional_;
+  std::vector<pid_t> exec_candidates_;  // held CPythons we do not follow (--all), to adopt
   // Execs of followed processes: their records paired with the holder's
   // verdicts before they are adopted.
   ExecPairing exec_pairing_{1'000'000'000};

@@ -15,6 +15,7 @@
 
 #include "user/proc/exec_hold.h"
 #include "user/proc/exit_hold.h"
+#include "user/sources/proctrack.h"
 
 namespace lt {
 
@@ -77,10 +78,10 @@ void TargetHolder::exec_adopted(pid_t pid) {
   signal_fd(release_fd_);
 }
 
-void TargetHolder::verdict(pid_t pid, bool held, bool python) {
+void TargetHolder::verdict(pid_t pid, bool held, bool python, bool followed) {
   {
     std::lock_guard lock(mutex_);
-    verdicts_.push_back({pid, held, python});
+    verdicts_.push_back({pid, held, python, followed});
   }
   // Only a held process waits for the drain; the others are taken at its
   // next read (a storm of execs must not wake it each time).
@@ -121,11 +122,13 @@ void TargetHolder::run() {
     for (std::uint64_t p : execed) {
       // Looked at before it is touched: a process that is not a CPython
       // is never stopped.
-      const auto pid = static_cast<pid_t>(p);
+      const auto pid = static_cast<pid_t>(p & 0xffffffffu);
+      const bool followed = !(p & ProcTrackSource::kExecUnfollowed);
       const proc::ExecImage image = images.classify(pid);
       if (image.kind == proc::ExecImage::Kind::not_python) {
         execs.release(pid);  // held for an exec before this one
-        verdict(pid, false, false);
+        unfollowed_.erase(pid);
+        if (followed) verdict(pid, false, false);  // an unfollowed one: nobody waits for a word
         if (exec_skip_fd_ >= 0 && image.ino) {
           const std::uint64_t key[2] = {image.dev, image.ino};
           const std::uint8_t one = 1;
@@ -135,7 +138,11 @@ void TargetHolder::run() {
         if (verbose_)
           std::fprintf(stderr, "ltrace-bpf: pid %d: exec'd a CPython; not held (gone, or traced by someone else)\n",
                        pid);
-        verdict(pid, false, true);
+        if (followed) verdict(pid, false, true);
+      } else if (!followed) {
+        unfollowed_.insert(pid);
+      } else {
+        unfollowed_.erase(pid);
       }
     }
     execed.clear();
@@ -180,7 +187,7 @@ void TargetHolder::run() {
                      "ltrace-bpf: pid %d: exec'd a CPython; held until its probes are in (ready after %d system calls, "
                      "%.1f ms)\n",
                      pid, execs.steps(pid), execs.held_ms(pid));
-      verdict(pid, true, true);
+      verdict(pid, true, true, unfollowed_.erase(pid) == 0);
       handed[pid] = std::chrono::steady_clock::now();
     }
     if (!exits.any()) continue;

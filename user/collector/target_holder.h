@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -38,8 +39,9 @@ class TargetHolder {
  public:
   struct ExecVerdict {
     pid_t pid = 0;
-    bool held = false;    // paused, ready for its probes: say exec_adopted(pid) once they are in
-    bool python = false;  // a CPython (held, or not: gone, traced by someone else)
+    bool held = false;     // paused, ready for its probes: say exec_adopted(pid) once they are in
+    bool python = false;   // a CPython (held, or not: gone, traced by someone else)
+    bool followed = true;  // false: a process we do not follow yet (--all); no exec record pairs with it
   };
 
   // `finalize_ring_fd`: the BPF ring of pid_tgids entering Py_FinalizeEx;
@@ -65,7 +67,7 @@ class TargetHolder {
 
  private:
   void run();
-  void verdict(pid_t pid, bool held, bool python);
+  void verdict(pid_t pid, bool held, bool python, bool followed = true);
 
   int finalize_ring_fd_, exec_ring_fd_, exec_skip_fd_;
   bool verbose_;
@@ -76,6 +78,7 @@ class TargetHolder {
   std::mutex mutex_;  // guards the two queues
   std::vector<ExecVerdict> verdicts_;
   std::vector<pid_t> adopted_;
+  std::set<pid_t> unfollowed_;  // held, woken by --all's watch of every exec (the holder thread's)
   std::thread thread_;
 };
 

@@ -43,6 +43,11 @@ int ProcTrackSource::exec_wakeup_fd() const {
 int ProcTrackSource::exec_skip_fd() const {
   return bpf_map__fd(skel_->maps.lt_exec_skip);
 }
+void ProcTrackSource::watch_every_exec() {
+  const std::uint32_t zero = 0, on = 1;
+  if (bpf_map__update_elem(skel_->maps.lt_exec_watch, &zero, sizeof zero, &on, sizeof on, BPF_ANY) != 0)
+    throw bpf_error("watch every exec (--all)", errno);
+}
 int ProcTrackSource::drops_fd() const {
   return bpf_map__fd(skel_->maps.lt_drops);
 }

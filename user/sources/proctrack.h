@@ -36,6 +36,10 @@ class ProcTrackSource {
   int exec_wakeup_fd() const;
   // Executables known to be no CPython: {u64 dev (kernel encoding), u64 ino} -> u8.
   int exec_skip_fd() const;
+  // --all: every exec on the machine wakes the holder, tagged
+  // kExecUnfollowed when the process is not one we follow.
+  void watch_every_exec();
+  static constexpr std::uint64_t kExecUnfollowed = 1ull << 32;
 
   // Points another source's copies of the shared maps (common.bpf.h) at
   // ours, by name, before it loads: one target table, one ring buffer, one
