@@ -241,3 +241,24 @@ def test_all_holds_a_cpython_started_later(tmp_path, sites):
         assert not wrong, (wrong, err[-3000:])
     assert not any(pid in sections for pid in plain), out[-2000:]
     assert not any(f"pid {pid}" in err and "not profiled" in err for pid in plain), err[-3000:]
+
+
+def test_run_holds_srun_tasks(tmp_path, sites):
+    """`run -- srun ...` on a real Slurm: the tasks are started by slurmd,
+    not by srun, so they are none of run's descendants; they carry run's
+    mark in their environment (srun passes it on), and each CPython task is
+    held at its exec and counted from its first action (2 tasks, 20 of 20)."""
+    from slurm_sim import SlurmSim
+    sim = SlurmSim(tmp_path / "slurm", nodes=("node1",), cpus_per_node=2, subnet_index=31)
+    sim.start()
+    try:
+        env = dict(sim.env, PYTHONPATH=sites["2.6.6"], EARLY_PREFIX="task")
+        r = run_lt(["srun", "-N1", "-n2", "/usr/bin/python3.11", EARLY], tmp_path, env=env, timeout=300)
+    finally:
+        sim.stop()
+    assert r.returncode == 0, r.stderr[-3000:]
+    calls = summed_calls(r.stdout)
+    wrong = {f"task_{i:02d}": calls.get(f"task_{i:02d}") for i in range(20) if calls.get(f"task_{i:02d}") != 2}
+    assert not wrong, (wrong, r.stdout[-2000:], r.stderr[-3000:])
+    held = re.findall(r"pid (\d+): exec'd a CPython; held until its probes are in", r.stderr)
+    assert len(held) == 2, r.stderr[-3000:]

@@ -121,7 +121,13 @@ int attach(Options& opts) {
     opts.pids.insert(opts.pids.end(), found.begin(), found.end());
     if (opts.verbose) std::cerr << "ltrace-bpf: --job-env: " << found.size() << " process(es) of the job here\n";
   }
-  SessionOptions so{opts.pids, opts.all, opts.children, opts.duration_s, opts.verbose};
+  SessionOptions so{opts.pids, opts.all, opts.children, {}, opts.duration_s, opts.verbose};
+  // A CPython that is none of our descendants but carries run's mark or
+  // the job's variables is held at its exec and adopted.
+  if (launch)
+    so.adopt_env = {launch->marker()};
+  else if (!opts.job_env.empty())
+    so.adopt_env = opts.job_env;
   so.gpu = opts.gpu;
   so.reports = opts.report;
   so.inject = opts.inject;

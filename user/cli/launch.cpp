@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "user/core/errors.h"
 
@@ -27,6 +28,13 @@ Launch::Launch(const std::vector<std::string>& argv, const std::string& bridge) 
         injected_ += (injected_.empty() ? "" : ", ") + std::string(var);
       }
   }
+  // A mark of this run on the command and all it starts (never reused: our
+  // pid and the time).
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  marker_ = {"LTRACE_BPF_RUN",
+             std::to_string(getpid()) + "." + std::to_string(now.tv_sec * 1'000'000'000LL + now.tv_nsec)};
+  env_add.push_back(marker_.first + "=" + marker_.second);
   std::vector<std::string> args = argv;
   pid_ = fork();
   if (pid_ < 0) throw Error(ExitCode::launch, std::string("cannot start the command: fork: ") + std::strerror(errno));

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lt {
@@ -25,6 +26,10 @@ class Launch {
   int wait();
   // What the child's environment got ("" when the bridge is absent), for notes.
   const std::string& injected() const { return injected_; }
+  // The variable that marks COMMAND and everything it starts, even where
+  // it is not our descendant (srun's tasks, started by slurmd, inherit the
+  // environment): LTRACE_BPF_RUN=<our pid>.<start ns>.
+  const std::pair<std::string, std::string>& marker() const { return marker_; }
 
  private:
   pid_t pid_ = -1;
@@ -32,6 +37,7 @@ class Launch {
   int error_ = -1;  // read end: the child's errno if exec failed (close-on-exec: EOF = exec worked)
   bool released_ = false;
   std::string injected_;
+  std::pair<std::string, std::string> marker_;
 };
 
 }  // namespace lt

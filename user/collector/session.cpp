@@ -146,7 +146,10 @@ Trace Session::run(const std::atomic<bool>& stop) {
   // our priority where a real-time one is not allowed.
   raise_drain_priority();
   holder_ = std::make_unique<TargetHolder>(pyactions_->wakeup_fd(), proctrack_->exec_wakeup_fd(),
-                                           proctrack_->exec_skip_fd(), opts_.verbose);
+                                           proctrack_->exec_skip_fd(), opts_.verbose, opts_.adopt_env, opts_.all);
+  // A CPython started outside the processes we follow (srun's tasks, a
+  // rank --job-env names, anything with --all) is held at its exec too.
+  if (opts_.all || !opts_.adopt_env.empty()) proctrack_->watch_every_exec();
   adopt_targets();
   mark_attached(t0);
   std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> ring(
@@ -171,7 +174,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
       if (v.followed)
         exec_pairing_.verdict(v.pid, v.held, v.python, monotonic_ns());
       else
-        exec_candidates_.push_back(v.pid);  // --all: a CPython started since, held
+        exec_candidates_.push_back({v.pid, v.matched});  // a CPython we do not follow, held
     }
     holder_->read_begins();
     const int n = ring_buffer__consume(ring.get());
@@ -265,8 +268,6 @@ void Session::adopt_targets() {
       for (pid_t c : proc::descendants(pid)) adopt(c, false);
   }
   if (opts_.all) {
-    // A CPython started from now on is held at its exec like a child.
-    proctrack_->watch_every_exec();
     watcher_ = std::make_unique<proc::EligibleWatcher>();
     adopt_eligible();
     if (opts_.verbose && targets_.live_count() == 0)
@@ -351,10 +352,16 @@ void Session::adopt_execed(std::uint64_t now) {
     }
     if (r.held) holder_->exec_adopted(r.pid);
   }
-  for (pid_t pid : std::exchange(exec_candidates_, {})) {
+  for (const auto& [pid, matched] : std::exchange(exec_candidates_, {})) {
     if (!targets_.alive(pid) && proc::exists(pid)) {
-      provisional_[pid].since_ns = now;
-      adopt_provisional(pid, true);
+      if (matched) {
+        held_at_exec_ = true;  // ours by its environment: a target at once
+        adopt(pid, false);
+        held_at_exec_ = false;
+      } else {
+        provisional_[pid].since_ns = now;
+        adopt_provisional(pid, true);
+      }
     }
     holder_->exec_adopted(pid);
   }

@@ -64,6 +64,10 @@ struct SessionOptions {
   // profiled are notes.  Runs until a signal or --duration.
   bool all = false;
   bool children = false;
+  // A CPython started anywhere whose environment has these KEY=VALUE
+  // (`run`'s marker, which srun passes on to the job's tasks; --job-env):
+  // held at its exec and adopted, like a child.
+  std::vector<std::pair<std::string, std::string>> adopt_env;
   double duration_s = 0;  // 0: until signal or targets exit
   bool verbose = false;
   unsigned sample_rate_hz = 0;          // Python stack samples per second per thread (0: off)
@@ -258,7 +262,9 @@ class Session {
   };
   static constexpr std::size_t kProvisionalBytes = 16u << 20;
   std::map<pid_t, Provisional> provisional_;
-  std::vector<pid_t> exec_candidates_;  // held CPythons we do not follow (--all), to adopt
+  // Held CPythons we do not follow, to adopt: pid, and whether its
+  // environment made it ours (else --all's provisional adoption).
+  std::vector<std::pair<pid_t, bool>> exec_candidates_;
   // Execs of followed processes: their records paired with the holder's
   // verdicts before they are adopted.
   ExecPairing exec_pairing_{1'000'000'000};

@@ -15,6 +15,7 @@
 
 #include "user/proc/exec_hold.h"
 #include "user/proc/exit_hold.h"
+#include "user/proc/job_discovery.h"
 #include "user/sources/proctrack.h"
 
 namespace lt {
@@ -48,8 +49,14 @@ int collect(void* ctx, void* data, std::size_t size) {
 
 }  // namespace
 
-TargetHolder::TargetHolder(int finalize_ring_fd, int exec_ring_fd, int exec_skip_fd, bool verbose)
-    : finalize_ring_fd_(finalize_ring_fd), exec_ring_fd_(exec_ring_fd), exec_skip_fd_(exec_skip_fd), verbose_(verbose) {
+TargetHolder::TargetHolder(int finalize_ring_fd, int exec_ring_fd, int exec_skip_fd, bool verbose,
+                           std::vector<std::pair<std::string, std::string>> adopt_env, bool hold_any_python)
+    : finalize_ring_fd_(finalize_ring_fd),
+      exec_ring_fd_(exec_ring_fd),
+      exec_skip_fd_(exec_skip_fd),
+      verbose_(verbose),
+      adopt_env_(std::move(adopt_env)),
+      hold_any_python_(hold_any_python) {
   drain_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   release_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -78,10 +85,10 @@ void TargetHolder::exec_adopted(pid_t pid) {
   signal_fd(release_fd_);
 }
 
-void TargetHolder::verdict(pid_t pid, bool held, bool python, bool followed) {
+void TargetHolder::verdict(pid_t pid, bool held, bool python, bool followed, bool matched) {
   {
     std::lock_guard lock(mutex_);
-    verdicts_.push_back({pid, held, python, followed});
+    verdicts_.push_back({pid, held, python, followed, matched});
   }
   // Only a held process waits for the drain; the others are taken at its
   // next read (a storm of execs must not wake it each time).
@@ -125,6 +132,11 @@ void TargetHolder::run() {
       const auto pid = static_cast<pid_t>(p & 0xffffffffu);
       const bool followed = !(p & ProcTrackSource::kExecUnfollowed);
       const proc::ExecImage image = images.classify(pid);
+      // A CPython we do not follow: ours if its environment says so (or
+      // any, with --all); another's is never stopped.
+      const bool matched =
+          !followed && image.kind != proc::ExecImage::Kind::not_python && proc::environ_has(pid, adopt_env_);
+      if (!followed && image.kind != proc::ExecImage::Kind::not_python && !matched && !hold_any_python_) continue;
       if (image.kind == proc::ExecImage::Kind::not_python) {
         execs.release(pid);  // held for an exec before this one
         unfollowed_.erase(pid);
@@ -140,7 +152,7 @@ void TargetHolder::run() {
                        pid);
         if (followed) verdict(pid, false, true);
       } else if (!followed) {
-        unfollowed_.insert(pid);
+        unfollowed_[pid] = matched;
       } else {
         unfollowed_.erase(pid);
       }
@@ -187,7 +199,9 @@ void TargetHolder::run() {
                      "ltrace-bpf: pid %d: exec'd a CPython; held until its probes are in (ready after %d system calls, "
                      "%.1f ms)\n",
                      pid, execs.steps(pid), execs.held_ms(pid));
-      verdict(pid, true, true, unfollowed_.erase(pid) == 0);
+      const auto u = unfollowed_.find(pid);
+      verdict(pid, true, true, u == unfollowed_.end(), u != unfollowed_.end() && u->second);
+      if (u != unfollowed_.end()) unfollowed_.erase(u);
       handed[pid] = std::chrono::steady_clock::now();
     }
     if (!exits.any()) continue;

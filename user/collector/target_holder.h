@@ -27,8 +27,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
-#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -41,14 +42,19 @@ class TargetHolder {
     pid_t pid = 0;
     bool held = false;     // paused, ready for its probes: say exec_adopted(pid) once they are in
     bool python = false;   // a CPython (held, or not: gone, traced by someone else)
-    bool followed = true;  // false: a process we do not follow yet (--all); no exec record pairs with it
+    bool followed = true;  // false: a process we do not follow; no exec record pairs with it
+    bool matched = false;  // ...whose environment has the session's adopt_env
   };
 
   // `finalize_ring_fd`: the BPF ring of pid_tgids entering Py_FinalizeEx;
   // `exec_ring_fd`: the ring of pids of followed processes that exec'd;
   // `exec_skip_fd`: the map where it notes executables that are no CPython
   // (BPF then wakes nobody for them), or -1.
-  TargetHolder(int finalize_ring_fd, int exec_ring_fd, int exec_skip_fd, bool verbose);
+  // Of the CPythons we do not follow (every exec is watched when asked),
+  // those whose environment has `adopt_env` are held, and with
+  // `hold_any_python` (--all) every one.
+  TargetHolder(int finalize_ring_fd, int exec_ring_fd, int exec_skip_fd, bool verbose,
+               std::vector<std::pair<std::string, std::string>> adopt_env = {}, bool hold_any_python = false);
   TargetHolder(const TargetHolder&) = delete;
   TargetHolder& operator=(const TargetHolder&) = delete;
   ~TargetHolder();  // lets every held process go
@@ -67,10 +73,12 @@ class TargetHolder {
 
  private:
   void run();
-  void verdict(pid_t pid, bool held, bool python, bool followed = true);
+  void verdict(pid_t pid, bool held, bool python, bool followed = true, bool matched = false);
 
   int finalize_ring_fd_, exec_ring_fd_, exec_skip_fd_;
   bool verbose_;
+  std::vector<std::pair<std::string, std::string>> adopt_env_;
+  bool hold_any_python_;
   int drain_fd_ = -1;    // eventfd: the holder -> the drain
   int stop_fd_ = -1;     // eventfd: the destructor -> the holder
   int release_fd_ = -1;  // eventfd: exec_adopted() -> the holder
@@ -78,7 +86,7 @@ class TargetHolder {
   std::mutex mutex_;  // guards the two queues
   std::vector<ExecVerdict> verdicts_;
   std::vector<pid_t> adopted_;
-  std::set<pid_t> unfollowed_;  // held, woken by --all's watch of every exec (the holder thread's)
+  std::map<pid_t, bool> unfollowed_;  // held, met by the watch of every exec: -> matched (the holder thread's)
   std::thread thread_;
 };
 

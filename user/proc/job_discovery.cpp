@@ -154,4 +154,9 @@ std::vector<pid_t> find_job_processes(const std::vector<std::pair<std::string, s
   return {};
 }
 
+bool environ_has(pid_t pid, const std::vector<std::pair<std::string, std::string>>& match) {
+  std::string raw;
+  return !match.empty() && read_raw_environ(pid, &raw) == Env::ok && environ_matches(raw, match);
+}
+
 }  // namespace lt::proc

@@ -30,6 +30,11 @@ namespace lt::proc {
 // An empty result sets *why (if given) to one line saying why (nothing
 // matched; matches that are not Python; unreadable environments); a
 // non-empty one clears it.  An empty `match` matches nothing.  Never throws.
+// Whether process `pid`'s environment has every KEY=VALUE of `match` (the
+// first KEY= entry counts); false when it cannot be read or `match` is
+// empty.
+bool environ_has(pid_t pid, const std::vector<std::pair<std::string, std::string>>& match);
+
 std::vector<pid_t> find_job_processes(const std::vector<std::pair<std::string, std::string>>& match,
                                       std::string* why = nullptr);
 
