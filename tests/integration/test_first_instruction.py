@@ -262,3 +262,20 @@ def test_run_holds_srun_tasks(tmp_path, sites):
     assert not wrong, (wrong, r.stdout[-2000:], r.stderr[-3000:])
     held = re.findall(r"pid (\d+): exec'd a CPython; held until its probes are in", r.stderr)
     assert len(held) == 2, r.stderr[-3000:]
+
+
+def test_run_counts_the_first_ops_after_import_torch(tmp_path):
+    """`run --report ops` of a script whose only ops come right after
+    `import torch`: each counted exactly once (the op probes go in while
+    the import runs: libtorch_cpu is mapped ~1 s before the import ends)."""
+    r = subprocess.run([LTRACE, "run", "-v", "--report", "ops", "--row-limit", "-1", "--", VENV_PY,
+                        os.path.join(WORKLOADS, "early_ops.py")], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "OPS_DONE 12.0" in r.stdout, r.stdout[-2000:]
+    calls = {}
+    for line in r.stdout.splitlines():
+        cells = line.split()
+        if cells and cells[0] in ("aten::ones", "aten::add", "aten::mul"):
+            calls[cells[0]] = int(cells[-1])
+    assert calls == {"aten::ones": 1, "aten::add": 1, "aten::mul": 1}, (calls, r.stdout[-3000:])
