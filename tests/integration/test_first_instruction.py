@@ -279,3 +279,41 @@ def test_run_counts_the_first_ops_after_import_torch(tmp_path):
         if cells and cells[0] in ("aten::ones", "aten::add", "aten::mul"):
             calls[cells[0]] = int(cells[-1])
     assert calls == {"aten::ones": 1, "aten::add": 1, "aten::mul": 1}, (calls, r.stdout[-3000:])
+
+
+def section_of(out, pid):
+    """The report of process `pid` in a multi-process output (the whole
+    output when it is the only process)."""
+    heads = [(int(m.group(1)), m.start(), m.end()) for m in re.finditer(r"^==> pid (\d+)\b.* <==$", out, flags=re.M)]
+    if not heads:
+        return out
+    for i, (p, start, end) in enumerate(heads):
+        if p == pid:
+            return out[end:heads[i + 1][1] if i + 1 < len(heads) else len(out)]
+    raise AssertionError(f"no report of pid {pid}:\n{out[-2000:]}")
+
+
+def test_all_counts_a_lightning_fit_started_later(tmp_path):
+    """--all, then a real Lightning fit (SimpleProfiler on, so that it writes
+    its own report): every action and count of Lightning's own report is in
+    ours, from its first action."""
+    from test_lightning import ARGS
+    err_path = tmp_path / "lt.err"
+    with open(tmp_path / "lt.out", "w") as out, open(err_path, "w") as err:
+        lt = subprocess.Popen([LTRACE, "--all", "-v", "--report", "simple"], stdout=out, stderr=err, cwd=tmp_path)
+    try:
+        wait_for_condition(lambda: "attached:" in err_path.read_text(), "ltrace-bpf --all never attached", 120)
+        job = subprocess.run([VENV_PY, os.path.join(WORKLOADS, "train_lightning.py"), "--profiler", "simple",
+                              "--dirpath", "ref", "--filename", "perf"] + ARGS,
+                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        assert job.returncode == 0, job.stderr[-3000:]
+    finally:
+        lt.send_signal(signal.SIGINT)
+        lt.wait(120)
+    assert lt.returncode == 0, err_path.read_text()[-3000:]
+    pid = int(re.search(r"^READY (\d+)", job.stdout, flags=re.M).group(1))
+    theirs = parse_simple_report(open(next((tmp_path / "ref").glob("*.txt"))).read())
+    ours = parse_simple_report(section_of((tmp_path / "lt.out").read_text(), pid))
+    assert len(theirs) > 30
+    assert {k: v[1] for k, v in ours.items()} == {k: v[1] for k, v in theirs.items()}
+    assert re.search(rf"pid {pid}: exec'd a CPython; held until its probes are in", err_path.read_text())
