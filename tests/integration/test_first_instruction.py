@@ -317,3 +317,40 @@ def test_all_counts_a_lightning_fit_started_later(tmp_path):
     assert len(theirs) > 30
     assert {k: v[1] for k, v in ours.items()} == {k: v[1] for k, v in theirs.items()}
     assert re.search(rf"pid {pid}: exec'd a CPython; held until its probes are in", err_path.read_text())
+
+
+def test_job_env_holds_a_rank_started_later(tmp_path, sites):
+    """--job-env KEY=VALUE (the cluster agent's way in): a CPython of the
+    job started after the attach, none of our targets' descendants (a
+    restarted rank), is held at its exec by its environment and counted
+    20 of 20; a CPython without the variable is not touched."""
+    token = f"first-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, LTRACE_TEST_JOB=token, PYTHONPATH=sites["2.6.6"])
+    # The job's first process: the attach needs one to start from.
+    first = subprocess.Popen(["/usr/bin/python3.11", "-c", "import time; time.sleep(600)"], env=env)
+    err_path = tmp_path / "lt.err"
+    try:
+        with open(tmp_path / "lt.out", "w") as out, open(err_path, "w") as err:
+            lt = subprocess.Popen([LTRACE, "--job-env", f"LTRACE_TEST_JOB={token}", "-v", "--report", "simple"],
+                                  stdout=out, stderr=err, cwd=tmp_path)
+        try:
+            wait_for_condition(lambda: "attached:" in err_path.read_text(), "ltrace-bpf never attached", 120)
+            r = subprocess.run(["/usr/bin/python3.11", EARLY], env=dict(env, EARLY_PREFIX="late"), capture_output=True,
+                               text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            late = int(r.stdout.split()[-1])
+            other = subprocess.run(["/usr/bin/python3.11", EARLY], capture_output=True, text=True, timeout=120,
+                                   env=dict(os.environ, PYTHONPATH=sites["2.6.6"], EARLY_PREFIX="other"))
+            assert other.returncode == 0, other.stderr
+        finally:
+            lt.send_signal(signal.SIGINT)
+            lt.wait(120)
+    finally:
+        first.kill()
+        first.wait()
+    out, err = (tmp_path / "lt.out").read_text(), err_path.read_text()
+    assert lt.returncode == 0, err[-3000:]
+    assert re.search(rf"pid {late}: exec'd a CPython; held until its probes are in", err), err[-3000:]
+    calls = summed_calls(section_of(out, late))
+    assert {f"late_{i:02d}": 1 for i in range(20)} == {k: v for k, v in calls.items() if k.startswith("late_")}, out
+    assert "other_" not in out, out[-2000:]
