@@ -92,7 +92,9 @@ if start_job $D --steps 600; then
 fi
 echo "elapsed $(( $(date +%s) - t_start )) s"
 
-echo "== 4. cost, side by side on the same fit (bench/gpu_overhead.sh)"
-LT=$LT PY=$PY WORK=$WORK bash bench/gpu_overhead.sh
+if [ -z "${SKIP_BENCH:-}" ]; then   # tests/gpu/all.sh runs it as its own section
+  echo "== 4. cost, side by side on the same fit (bench/gpu_overhead.sh)"
+  LT=$LT PY=$PY WORK=$WORK bash bench/gpu_overhead.sh
+fi
 echo "total elapsed $(( $(date +%s) - t_start )) s"
 (cd $WORK && find . -name '*.out' -o -name '*.err' -o -name '*.log' -o -name 'compare.txt' -o -name 'torch.json' -o -name 'stacks.gpu.txt' | tar czf "$OUT/results.tgz" -T -)
