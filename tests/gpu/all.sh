@@ -15,6 +15,7 @@
 #      actions, 10 runs; the first ops after `import torch` on its torch)
 #   5. run.sh sections 1-3 (late attach vs torch.profiler, NVTX, CUPTI taken)
 #   6. bench/gpu_overhead.sh if time is left
+# ONLY="1 3" runs just those sections.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ltrace-gpu}
@@ -31,6 +32,7 @@ t0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 section() {  # $1 = name, $2 = time limit (s), rest = command
   local name=$1 limit=$2; shift 2
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" ${name%%.*} "* ]]; then echo "== $name: not asked for (ONLY=$ONLY)"; return; fi
   if (( $(left) < 20 )); then echo "== $name: SKIPPED (budget spent)"; return; fi
   (( limit > $(left) )) && limit=$(left)
   echo "== $name (limit ${limit} s, $(( $(date +%s) - t0 )) s in)"
@@ -49,7 +51,7 @@ section "1. memory_check" 90 $PY tests/gpu/memory_check.py
 section "2. nccl_check" 90 $PY tests/gpu/nccl_check.py
 section "3. compile_check" 150 env STEPS=50 $PY tests/gpu/compile_check.py
 
-section "4. first instruction" 90 env OUT=$W bash tests/gpu/first_instruction.sh
+section "4. first instruction" 120 env RUNS=4 OUT=$W bash tests/gpu/first_instruction.sh
 
 section "5. run.sh (late attach vs torch.profiler; NVTX; CUPTI taken)" 200 env SKIP_BENCH=1 OUT=$W/runsh WORK=$W/runsh-work bash tests/gpu/run.sh
 section "6. bench/gpu_overhead.sh" 150 env WORK=$W/bench bash bench/gpu_overhead.sh

@@ -7,8 +7,9 @@ through the device tool when a task has one:
 
 A CUDA job with known allocations (no autograd, one stream) runs from a
 start file; ltrace-bpf attaches before the start with
-`--profile-memory --report ops,memory --device-stats`. The job itself
-prints torch.cuda.memory_stats() at the start (after
+`--profile-memory --report ops,memory --device-stats` and detaches
+(SIGINT) once the job has measured, before its exit frees everything. The
+job itself records torch.cuda.memory_stats() at the start (after
 reset_peak_memory_stats) and at the end. Compared, per key, with what
 ltrace-bpf derives from the caching allocator's records (docs/design-memory.md):
   allocated_bytes.all.current  = the job's end value
@@ -23,6 +24,7 @@ check and a verdict line: MEMORY_CHECK ok=<n>/<n>.
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +40,7 @@ MIB = 1 << 20
 
 JOB = r"""
 import json, os, sys, time, torch
-go, out = sys.argv[1], sys.argv[2]
+go, go2, out = sys.argv[1], sys.argv[2], sys.argv[3]
 dev = torch.device("cuda", 0)
 torch.empty(1, device=dev)  # CUDA context and allocator up before anyone attaches
 torch.cuda.synchronize()
@@ -53,10 +55,16 @@ for i in range(0, len(keep), 2):
 a = torch.ones(512, 512, device=dev)
 for _ in range(10):
     a = a @ a / 512                      # temporaries of 1 MiB each
+total = float(a.sum())
 torch.cuda.synchronize()
 end = torch.cuda.memory_stats(dev)
 json.dump({"start": start, "end": end, "empty_bytes": %(k)d * %(n)d * %(mib)d}, open(out, "w"))
-print("DONE", float(a.sum()), flush=True)
+print("MEASURED", flush=True)
+# The tracer detaches here: what the process frees at its exit is not part
+# of what torch.cuda.memory_stats() said at the end.
+while not os.path.exists(go2):
+    time.sleep(0.01)
+print("DONE", total, flush=True)
 """
 
 
@@ -100,24 +108,32 @@ def self_cuda_mem(table, op):
 
 def main():
     work = tempfile.mkdtemp(prefix="lt-gpu-mem-")
-    go, stats, log = (os.path.join(work, n) for n in ("go", "stats.json", "job.log"))
+    go, go2, stats, log = (os.path.join(work, n) for n in ("go", "go2", "stats.json", "job.log"))
     job_src = JOB % {"n": 4, "mib": MIB, "k": 10}
     with open(log, "w") as f:
-        job = subprocess.Popen([PY, "-c", job_src, go, stats], stdout=f, stderr=subprocess.STDOUT)
+        job = subprocess.Popen([PY, "-c", job_src, go, go2, stats], stdout=f, stderr=subprocess.STDOUT)
     if not wait_for(log, "READY", job, 300):
         print("job did not start:", open(log).read()[-2000:])
         return 1
     lt_out, lt_err = os.path.join(work, "lt.out"), os.path.join(work, "lt.err")
     with open(lt_out, "w") as o, open(lt_err, "w") as e:
         lt = subprocess.Popen([LT, "--pid", str(job.pid), "-v", "--profile-memory", "--report", "ops,memory",
-                               "--device-stats", "--sort-by", "self_cuda_memory_usage", "--row-limit", "20"],
+                               "--device-stats", "--sort-by", "self_cuda_memory_usage", "--row-limit", "20",
+                               "-o", os.path.join(work, "mem.ltrace")],
                               stdout=o, stderr=e)
     if not wait_for(lt_err, "attached", lt, 120):
         print("ltrace-bpf did not attach:", open(lt_err).read()[-2000:])
         job.kill()
         return 1
     open(go, "w").close()
-    print("job rc", job.wait(600), "ltrace-bpf rc", lt.wait(300))
+    if not wait_for(log, "MEASURED", job, 300):
+        print("job did not finish:", open(log).read()[-2000:])
+        lt.kill()
+        return 1
+    lt.send_signal(signal.SIGINT)
+    print("ltrace-bpf rc", lt.wait(300))
+    open(go2, "w").close()
+    print("job rc", job.wait(300))
     text = open(lt_out).read()
     print(text[:6000])
     print(open(lt_err).read()[-2000:])
@@ -133,6 +149,12 @@ def main():
         "reserved_bytes.all.current": e["reserved_bytes.all.current"],
     }
     got = ours_stats(text)
+    dump = os.path.join(work, "mem.dump")
+    subprocess.run([LT, "report", os.path.join(work, "mem.ltrace"), "--dump", dump], capture_output=True)
+    if os.path.exists(dump):
+        mem = [line for line in open(dump, errors="replace") if " mem " in line]
+        print(f"{len(mem)} MEM records in the trace:")
+        print("".join(mem[:80]))
     ok = total = 0
     for key in KEYS:
         total += 1

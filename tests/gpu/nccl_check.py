@@ -76,7 +76,8 @@ def main():
             break
         time.sleep(0.1)
     lt_err = open(os.path.join(tmp, "lt.err"), "w")
-    lt = subprocess.Popen([LT, "--pid", str(job.pid), "-v", "--report", "comm,gpu"], stdout=subprocess.PIPE,
+    trace = os.path.join(tmp, "comm.ltrace")
+    lt = subprocess.Popen([LT, "--pid", str(job.pid), "-v", "--report", "comm,gpu", "-o", trace], stdout=subprocess.PIPE,
                           stderr=lt_err, text=True)
     for _ in range(600):
         if "NCCL API functions" in open(os.path.join(tmp, "lt.err")).read():
@@ -89,6 +90,18 @@ def main():
     print(out)
     print(open(os.path.join(tmp, "lt.err")).read()[-3000:])
     print(open(os.path.join(tmp, "job.log")).read()[-2000:])
+    # For diagnosis: the records by kind, and the first NCCL ones.
+    dump = os.path.join(tmp, "comm.dump")
+    subprocess.run([LT, "report", trace, "--dump", dump], capture_output=True)
+    if os.path.exists(dump):
+        lines = open(dump, errors="replace").read().splitlines()
+        kinds = {}
+        for line in lines:
+            cells = line.split()
+            if len(cells) > 2:
+                kinds[cells[2]] = kinds.get(cells[2], 0) + 1
+        print("records by kind:", kinds)
+        print("\n".join([line for line in lines if " nccl" in line][:12]))
     check("job finished", rc == 0, f"rc {rc}")
     check("ltrace-bpf finished", lt.returncode == 0, f"rc {lt.returncode}")
 
@@ -107,10 +120,11 @@ def main():
         cells = line.split()
         if len(cells) == 11 and cells[0].startswith("nccl") and cells[1].isdigit():
             nccl[cells[0]] = cells[1:]
+    # an in-place broadcast is ncclBcast (torch 2.x) or ncclBroadcast
     want = {"ncclAllReduce": (str(4 << 20), str(1 << 20), "float32"), "ncclBroadcast": ("8192", "4096", "bfloat16"),
             "ncclAllGather": ("16384", "8192", "float16")}
     for fn, (size, count, dtype) in want.items():
-        row = nccl.get(fn)
+        row = nccl.get(fn) or (nccl.get("ncclBcast") if fn == "ncclBroadcast" else None)
         check(fn, bool(row) and row[:3] == [size, count, dtype] and row[3] == str(ROUNDS), str(row))
     timed = {fn: row[5] for fn, row in nccl.items()}
     print("calls timed by their NCCL kernels (not required with one rank):", timed)

@@ -100,6 +100,7 @@ bool GpuTracer::attach(pid_t pid, pid_t) {
     io.before_dlopen = [&source](const std::string& file) { source.attach_bridge(file); };
     auto r = inject::inject_library(pid, opts_.bridge_path, io);
     how_[pid] = "CUPTI bridge (injected into the running process)";
+    injected_.insert(pid);
     note_("pid " + std::to_string(pid) + ": GPU: injected " + opts_.bridge_path +
           (r.memfd ? " (as a memfd: nothing written to its file system)" : " (by its path)") +
           " (CUPTI from now on; NVTX ranges cannot be captured from a process attached late: launch it with "

@@ -49,6 +49,8 @@ class GpuTracer final : public LibraryTracer {
   void expect_bridge(const std::string& path);
   // A bridge reported its state: on CUPTI unavailable, fall back to uprobes.
   void on_status(pid_t pid, const lt_gpu_status& s);
+  // Whether we injected the bridge into pid (it reports its state soon).
+  bool injected(pid_t pid) const { return injected_.count(pid) != 0; }
   // For the session's stderr summary.
   std::string describe(pid_t pid) const override;
 
@@ -59,6 +61,7 @@ class GpuTracer final : public LibraryTracer {
   Note note_;
   std::map<pid_t, std::string> how_;  // pid -> "bridge (launch)", "bridge (injected)", "uprobes", ...
   std::set<pid_t> uprobed_;
+  std::set<pid_t> injected_;
 };
 
 // Where our bridge library is: $LTRACE_BRIDGE, next to the executable, or

@@ -72,6 +72,7 @@ constexpr std::uint64_t kWatchNs = 500'000'000;          // --all: new eligible 
 constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;   // what Dynamo kept: its newest 64 compiles
 constexpr std::uint64_t kCompiledScanNs = 200'000'000;   // --report ops: inductor kernel libraries loaded since
 constexpr std::uint64_t kBridgeFlushNs = 1'500'000'000;  // detach: the bridges' last flush
+constexpr std::uint64_t kBridgeStartNs = 3'000'000'000;  // attach: an injected bridge's first word
 // 8 MiB at ~280 B/event holds ~30,000 records, >100 ms of a 250k events/s
 // burst.  A drain that found more than a tenth of that means we are falling
 // behind (a fork storm, a CPU-starved tracer): drain again at once.
@@ -151,10 +152,12 @@ Trace Session::run(const std::atomic<bool>& stop) {
   // rank --job-env names, anything with --all) is held at its exec too.
   if (opts_.all || !opts_.adopt_env.empty()) proctrack_->watch_every_exec();
   adopt_targets();
-  mark_attached(t0);
   std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> ring(
       ring_buffer__new(proctrack_->events_fd(), &Session::on_ring_record, this, nullptr), &ring_buffer__free);
   if (!ring) throw bpf_error("open the ring buffer", errno);
+  mark_attached(t0);
+  const double bridge_ms = await_bridges(ring.get());
+  announce_attached(bridge_ms);
 
   // --duration counts from when the probes are in: on a busy machine
   // attaching can take seconds, and the user asked for SECS of profile.
@@ -168,17 +171,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
     // drain on a timer instead, at once again when behind, and at once when
     // a target waits at its exit for us.
     if (!behind) wait_for_drain(holder_->drain_fd(), static_cast<int>(kDrainNapNs / 1'000'000));
-    // The holder's exec verdicts before the ring: each one's exec record
-    // is then in this read (user/collector/exec_pairing.h).
-    for (const auto& v : holder_->take_exec_verdicts()) {
-      if (v.followed)
-        exec_pairing_.verdict(v.pid, v.held, v.python, monotonic_ns());
-      else
-        exec_candidates_.push_back({v.pid, v.matched});  // a CPython we do not follow, held
-    }
-    holder_->read_begins();
-    const int n = ring_buffer__consume(ring.get());
-    holder_->read_ends();
+    const int n = drain(ring.get());
     behind = n > kBehindRecords;
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
     const auto now = do_chores();
@@ -281,25 +274,71 @@ void Session::adopt_targets() {
   }
 }
 
+// One read of the ring.  The holder's exec verdicts come first: each one's
+// exec record is then in this read (user/collector/exec_pairing.h).
+int Session::drain(ring_buffer* rb) {
+  for (const auto& v : holder_->take_exec_verdicts()) {
+    if (v.followed)
+      exec_pairing_.verdict(v.pid, v.held, v.python, monotonic_ns());
+    else
+      exec_candidates_.push_back({v.pid, v.matched});  // a CPython we do not follow, held
+  }
+  holder_->read_begins();
+  const int n = ring_buffer__consume(rb);
+  holder_->read_ends();
+  return n;
+}
+
 // The window opens: every probe is live.
 void Session::mark_attached(std::uint64_t t0) {
   const lt_window_event w = window_record(true, monotonic_ns());
   emit(w);
   stats_.attach_latency_ms = (w.hdr.ts_ns - t0) / 1e6;
+}
+
+// A bridge injected at the attach subscribes to CUPTI from its own thread
+// (~50-100 ms later).  Until it says so (or says why not), "attached"
+// would be a promise the GPU side does not keep: a job started on that
+// word ran its first steps without kernels in the report.  The records
+// read meanwhile are in the window.  Returns the wait in ms (0: none).
+double Session::await_bridges(ring_buffer* rb) {
+  if (!gputracer_) return 0;
+  const auto start = monotonic_ns();
+  const auto until = start + kBridgeStartNs;
+  auto waiting = [this] {
+    for (pid_t pid : targets_.live_pids())
+      if (gputracer_->injected(pid) && !bridge_heard_.count(pid) && proc::exists(pid)) return true;
+    return false;
+  };
+  if (!waiting()) return 0;
+  while (waiting() && monotonic_ns() < until) {
+    nap(kDrainNapNs / 4);
+    if (drain(rb) < 0 || callback_error_) break;
+  }
+  if (waiting())
+    notes_.push_back("GPU: an injected bridge had not reported within " + std::to_string(kBridgeStartNs / 1'000'000) +
+                     " ms of the attach; its first GPU records may be missing");
+  return (monotonic_ns() - start) / 1e6;
+}
+
+// Tells the user (-v) and the caller (on_attached: `run` releases its
+// command, a test starts its job) that everything is in.
+void Session::announce_attached(double bridge_ms) {
   if (opts_.on_attached) opts_.on_attached();
   stats_.probes = pyactions_->probes();
   for (const auto& slot : tracers_) stats_.probes += slot->tracer->probes();
-  if (opts_.verbose)
-    std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s) as %s, %.1f ms%s\n",
-                 targets_.live_count(), stats_.probes,
-                 kernel_has_uprobe_multi() && uprobe_multi_scopes_processes()
-                     ? "uprobe_multi links"
-                     : "perf-event uprobes (no uprobe_multi, or one that scopes a pid to a thread: Linux < 6.10)",
-                 stats_.attach_latency_ms,
-                 optracer_ ? (" (op probes: " + std::to_string(optracer_->probes()) + " in " +
-                              std::to_string(static_cast<int>(optracer_->attach_ms())) + " ms)")
-                                 .c_str()
-                           : "");
+  if (!opts_.verbose) return;
+  std::string extra;
+  if (optracer_)
+    extra += " (op probes: " + std::to_string(optracer_->probes()) + " in " +
+             std::to_string(static_cast<int>(optracer_->attach_ms())) + " ms)";
+  if (bridge_ms > 0) extra += "; GPU bridge reported after " + std::to_string(static_cast<int>(bridge_ms)) + " ms more";
+  std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s) as %s, %.1f ms%s\n",
+               targets_.live_count(), stats_.probes,
+               kernel_has_uprobe_multi() && uprobe_multi_scopes_processes()
+                   ? "uprobe_multi links"
+                   : "perf-event uprobes (no uprobe_multi, or one that scopes a pid to a thread: Linux < 6.10)",
+               stats_.attach_latency_ms, extra.c_str());
 }
 
 void Session::start_chores(std::uint64_t now) {
@@ -802,6 +841,7 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
 }
 
 void Session::on_bridge_status(pid_t pid, const lt_gpu_status_event& e) {
+  bridge_heard_.insert(pid);
   if (e.s.state == LT_BRIDGE_ACTIVE) bridge_active_[pid] = true;
   if (e.s.state == LT_BRIDGE_DORMANT || e.s.state == LT_BRIDGE_CUPTI_BUSY || e.s.state == LT_BRIDGE_NO_CUPTI ||
       e.s.state == LT_BRIDGE_CUPTI_ERROR)

@@ -154,6 +154,9 @@ class Session {
   void start_sources();
   void adopt_targets();
   void mark_attached(std::uint64_t t0);
+  double await_bridges(ring_buffer* rb);
+  void announce_attached(double bridge_ms);
+  int drain(ring_buffer* rb);
   void start_chores(std::uint64_t now);
   std::uint64_t do_chores();  // between two drains; returns when
   void detach(ring_buffer* rb);
@@ -236,6 +239,7 @@ class Session {
   Every thread_states_, watch_, liveness_, compiled_scan_, dynamo_scan_;
   std::set<pid_t> ops_attached_;         // targets whose op probes are in: their compiled code is looked for
   std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)
+  std::set<pid_t> bridge_heard_;         // bridges that reported any state (awaited at the attach)
   std::unique_ptr<StatsSampler> stats_sampler_;
   std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor
   std::unique_ptr<python::Symbolizer> symbolizer_;
