@@ -333,8 +333,8 @@ void Session::announce_attached(double bridge_ms) {
     extra += " (op probes: " + std::to_string(optracer_->probes()) + " in " +
              std::to_string(static_cast<int>(optracer_->attach_ms())) + " ms)";
   if (bridge_ms > 0) extra += "; GPU bridge reported after " + std::to_string(static_cast<int>(bridge_ms)) + " ms more";
-  std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s) as %s, %.1f ms%s\n",
-               targets_.live_count(), stats_.probes,
+  std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s) as %s, %.1f ms%s\n", targets_.live_count(),
+               stats_.probes,
                kernel_has_uprobe_multi() && uprobe_multi_scopes_processes()
                    ? "uprobe_multi links"
                    : "perf-event uprobes (no uprobe_multi, or one that scopes a pid to a thread: Linux < 6.10)",
