@@ -97,8 +97,10 @@ struct NcclAggregator::State {
     std::vector<Span> spans;                                   // per call
     std::unordered_map<std::uint32_t, std::uint32_t> pending;  // correlation id -> call index, until its kernel comes
     std::unordered_map<std::uint32_t, Thread> threads;         // threads that made NCCL calls
-    std::map<std::uint64_t, NcclComm> comms;
-    std::vector<std::uint64_t> comm_order;
+    // Communicators in order of first use; a destroyed one keeps its row
+    // (and its size), and a later one at the same address gets a new row.
+    std::vector<NcclComm> comms;
+    std::map<std::uint64_t, std::size_t> live_comms;  // handle -> its row in comms
     std::vector<std::string> action_names;
     std::map<std::string, std::uint32_t> action_index;
     std::set<std::uint32_t> simulated;  // groups closed by ncclGroupSimulateEnd
@@ -120,13 +122,10 @@ struct NcclAggregator::State {
   }
 
   NcclComm& comm(Proc& p, std::uint64_t handle) {
-    if (p.comms.size() >= kMaxRows && !p.comms.count(handle)) handle = ~0ull;  // "other communicators"
-    auto [it, fresh] = p.comms.try_emplace(handle);
-    if (fresh) {
-      it->second.handle = handle;
-      p.comm_order.push_back(handle);
-    }
-    return it->second;
+    if (p.comms.size() >= kMaxRows && !p.live_comms.count(handle)) handle = ~0ull;  // "other communicators"
+    auto [it, fresh] = p.live_comms.try_emplace(handle, p.comms.size());
+    if (fresh) p.comms.push_back(NcclComm{.handle = handle});
+    return p.comms[it->second];
   }
 
   void on_nccl(const lt_event_header& h, const lt_nccl_event& e) {
@@ -169,8 +168,11 @@ struct NcclAggregator::State {
         }
         break;
       case LT_NCCL_COMM_DESTROY:
-        // a later communicator may get the same address
-        if (auto it = p.comms.find(e.comm); it != p.comms.end()) it->second.nranks = it->second.rank = -1;
+        // a later communicator may get the same address: it gets a row of its own
+        if (auto it = p.live_comms.find(e.comm); it != p.live_comms.end() && e.comm != ~0ull) {
+          p.comms[it->second].destroyed = true;
+          p.live_comms.erase(it);
+        }
         break;
       default:
         if (nccl_fn_moves_data(e.fn)) {
@@ -310,7 +312,7 @@ struct NcclAggregator::State {
       }
     }
     for (auto& [k, row] : shapes) out.groups.push_back(row);
-    for (std::uint64_t h : p.comm_order) out.comms.push_back(p.comms[h]);
+    out.comms = p.comms;
     return out;
   }
 };

@@ -54,6 +54,7 @@ struct NcclComm {
   std::uint64_t handle = 0;
   int nranks = -1, rank = -1;  // -1: created before the attach (or by a call whose size is not an argument)
   std::uint64_t calls = 0;
+  bool destroyed = false;  // ncclCommDestroy / ncclCommAbort seen
 };
 
 // One group (ncclGroupStart ... ncclGroupEnd, outermost) with calls in it.

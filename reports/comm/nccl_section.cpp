@@ -108,9 +108,10 @@ std::string render_nccl_section(const NcclReport& rep, const CommRenderOptions& 
       else if (c.handle == ~0ull)
         out << ", other communicators (past the bound)";
       else if (c.nranks > 0)
-        out << ", " << c.nranks << " ranks, this one rank " << c.rank;
+        out << ", " << c.nranks << (c.nranks == 1 ? " rank" : " ranks") << ", this one rank " << c.rank;
       else
         out << ", size unknown (created before the attach)";
+      if (c.destroyed) out << ", destroyed";
       out << "\n";
     }
   }

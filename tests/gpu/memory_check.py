@@ -1,7 +1,7 @@
 """GPU-machine check for issue 15's CUDA parts (not part of CI: CI has no GPU).
 
-Written 2026-12-02 without a GPU to run it on: it has never run. Run it
-through the device tool when a task has one:
+Written 2026-12-02 without a GPU; first run on an H200 on 2026-12-04
+(docs/benchmarks.md). Run it through the device tool when a task has one:
     here:   make static            (build/ltrace-bpf-static)
     there:  python3 tests/gpu/memory_check.py     (LT=path, PY=python)
 
