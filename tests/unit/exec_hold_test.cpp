@@ -27,31 +27,18 @@
 #include <string>
 #include <thread>
 
+#include "tests/unit/child_process.h"
 #include "user/collector/exec_pairing.h"
 
 using namespace lt;
 using namespace lt::proc;
+using namespace lt::testing;
 using namespace std::chrono_literals;
 
 namespace {
 
 const char* kDebianPython = "/usr/bin/python3.11";                         // the interpreter in the executable
 const char* kPyenvPython = "/root/.pyenv/versions/3.11.7/bin/python3.11";  // in libpython3.11.so.1.0
-
-char state_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(f)), {});
-  auto rp = s.rfind(')');
-  return rp == std::string::npos || rp + 2 >= s.size() ? '?' : s[rp + 2];
-}
-
-bool maps_name(pid_t pid, const std::string& part) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/maps");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.find(part) != std::string::npos) return true;
-  return false;
-}
 
 // Starts `python -c "open(marker, 'w')"` and returns once it has exec'd
 // (its close-on-exec pipe closed): the state a BPF exec wake-up finds.
@@ -100,18 +87,7 @@ pid_t start_waiting(const std::string& python, const std::string& marker, int* g
 }
 
 bool poll_until_ready(ExecHolds& holds, pid_t pid) {
-  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
-    for (pid_t p : holds.poll())
-      if (p == pid) return true;
-    std::this_thread::sleep_for(20us);
-  }
-  return false;
-}
-
-int wait_status(pid_t pid) {
-  int st = 0;
-  if (waitpid(pid, &st, 0) != pid) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return poll_until_reported(holds, pid, 20us);
 }
 
 }  // namespace
@@ -140,7 +116,7 @@ TEST(ExecHolds, HeldUntilLibpythonIsMappedThenRunsOnItsOwn) {
   ASSERT_TRUE(holds.hold(pid, "libpython3.11.so.1.0"));
   ASSERT_TRUE(poll_until_ready(holds, pid));
   EXPECT_TRUE(maps_name(pid, "libpython3.11.so.1.0"));
-  EXPECT_EQ(state_of(pid), 't');  // a ptrace stop, not a SIGSTOP its parent would see
+  EXPECT_EQ(process_state(pid), 't');  // a ptrace stop, not a SIGSTOP its parent would see
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(std::filesystem::exists(marker)) << "Python ran while held";
   holds.release(pid);

@@ -13,26 +13,17 @@
 #include <string>
 #include <thread>
 
+#include "tests/unit/child_process.h"
+
 using namespace lt::proc;
+using namespace lt::testing;
 using namespace std::chrono_literals;
 
 namespace {
 
-char state_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(f)), {});
-  auto rp = s.rfind(')');
-  return rp == std::string::npos || rp + 2 >= s.size() ? '?' : s[rp + 2];
-}
-
 // Polls until `pid` waits at its exit stop (bounded: fails after 30 s).
 bool poll_until_at_exit(ExitHolds& holds, pid_t pid) {
-  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
-    for (pid_t p : holds.poll())
-      if (p == pid) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return false;
+  return poll_until_reported(holds, pid, 1ms);
 }
 
 volatile sig_atomic_t got_usr1 = 0;
@@ -71,9 +62,9 @@ TEST(ExitHolds, ExitWaitsForReleaseAndKeepsItsStatus) {
   ASSERT_EQ(write(p[1], "x", 1), 1);
   ASSERT_TRUE(poll_until_at_exit(holds, child));
   // Stopped at its exit, not gone: its memory is still there to read.
-  EXPECT_EQ(state_of(child), 't');
+  EXPECT_EQ(process_state(child), 't');
   std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(state_of(child), 't');
+  EXPECT_EQ(process_state(child), 't');
   holds.release(child);
   EXPECT_FALSE(holds.any());
   int st = 0;
@@ -94,7 +85,7 @@ TEST(ExitHolds, SignalsReachAHeldThread) {
   ASSERT_EQ(kill(child, SIGUSR1), 0);
   // The signal stops it on its way in until poll() passes it on.
   for (auto until = std::chrono::steady_clock::now() + 30s;
-       state_of(child) != 't' && std::chrono::steady_clock::now() < until;)
+       process_state(child) != 't' && std::chrono::steady_clock::now() < until;)
     std::this_thread::sleep_for(1ms);
   EXPECT_TRUE(holds.poll().empty());
   ASSERT_EQ(write(p[1], "x", 1), 1);
@@ -166,14 +157,14 @@ TEST(ExitHolds, PauseThenExitEachWaitForGoOn) {
   ExitHolds holds;
   ASSERT_TRUE(holds.hold(child, child, /*pause=*/true));
   ASSERT_TRUE(poll_until_at_exit(holds, child));  // paused: it waits for us
-  EXPECT_EQ(state_of(child), 't');
+  EXPECT_EQ(process_state(child), 't');
   ASSERT_EQ(write(p[1], "x", 1), 1);  // it would exit now, but is paused
   std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(state_of(child), 't');
+  EXPECT_EQ(process_state(child), 't');
   holds.go_on(child);
   EXPECT_TRUE(holds.held(child));
   ASSERT_TRUE(poll_until_at_exit(holds, child));  // now at its exit
-  EXPECT_EQ(state_of(child), 't');
+  EXPECT_EQ(process_state(child), 't');
   holds.go_on(child);
   EXPECT_FALSE(holds.held(child));
   int st = 0;

@@ -382,9 +382,7 @@ void Session::adopt_execed(std::uint64_t now) {
       if (provisional_.count(r.pid)) {
         adopt_provisional(r.pid, r.held);  // --all: not known to be a torch or Lightning job yet
       } else {
-        held_at_exec_ = r.held;
-        adopt(r.pid, false);
-        held_at_exec_ = false;
+        adopt(r.pid, false, {.held_at_exec = r.held});
       }
     } else if (!r.not_python) {
       failed_adoptions_.push_back(r.pid);  // its new program ended before we could look at it
@@ -394,9 +392,7 @@ void Session::adopt_execed(std::uint64_t now) {
   for (const auto& [pid, matched] : std::exchange(exec_candidates_, {})) {
     if (!targets_.alive(pid) && proc::exists(pid)) {
       if (matched) {
-        held_at_exec_ = true;  // ours by its environment: a target at once
-        adopt(pid, false);
-        held_at_exec_ = false;
+        adopt(pid, false, {.held_at_exec = true});  // ours by its environment: a target at once
       } else {
         provisional_[pid].since_ns = now;
         adopt_provisional(pid, true);
@@ -413,10 +409,7 @@ void Session::adopt_execed(std::uint64_t now) {
 // loaded (promote()). One that ends first leaves no trace. It is not
 // sampled until then.
 void Session::adopt_provisional(pid_t pid, bool held) {
-  held_at_exec_ = held;
-  adopting_provisional_ = true;
-  const auto refused = try_adopt(pid);
-  adopting_provisional_ = held_at_exec_ = false;
+  const auto refused = try_adopt(pid, {.held_at_exec = held, .provisional = true});
   if (refused) {
     provisional_.erase(pid);
     targets_.forget(pid);
@@ -482,8 +475,8 @@ void Session::finish() {
 
 // Starts tracing one process: interpreter config into BPF, uprobe on its
 // binary, and its identity into the trace.
-void Session::adopt(pid_t pid, bool must_be_python) {
-  const auto refused = try_adopt(pid);
+void Session::adopt(pid_t pid, bool must_be_python, Adoption how) {
+  const auto refused = try_adopt(pid, how);
   if (!refused) return;
   // An explicit --pid must work; a process met on the way (a child, an
   // exec) that cannot be traced is noted, and the session goes on.
@@ -529,9 +522,9 @@ void Session::adopt_eligible() {
 // The one place where the errors of discovery and attaching become a value:
 // whether a refusal ends the session is the caller's decision.  A usage
 // error (a wrong --ops pattern) always does.
-std::optional<Session::Refusal> Session::try_adopt(pid_t pid) {
+std::optional<Session::Refusal> Session::try_adopt(pid_t pid, Adoption how) {
   try {
-    adopt_checked(pid);
+    adopt_checked(pid, how);
     return std::nullopt;
   } catch (const Error& e) {
     if (e.code() == ExitCode::usage) throw;
@@ -539,7 +532,7 @@ std::optional<Session::Refusal> Session::try_adopt(pid_t pid) {
   }
 }
 
-void Session::adopt_checked(pid_t pid) {
+void Session::adopt_checked(pid_t pid, Adoption how) {
   targets_.met(pid);
   auto pre = prepared_.find(pid);
   python::Interpreter interp = pre != prepared_.end() ? pre->second : python::discover(pid);
@@ -564,7 +557,7 @@ void Session::adopt_checked(pid_t pid) {
     std::string why;
     if (auto key = thread_state_key(interp, why))
       targets_.set_tsd(pid, *key);
-    else if (held_at_exec_)
+    else if (how.held_at_exec)
       targets_.await_tsd(pid, TargetTracker::kTsdTriesAfterExec);  // its interpreter is not initialized yet
     else
       notes_.push_back(why + "; its stacks are missing from the report");
@@ -575,7 +568,7 @@ void Session::adopt_checked(pid_t pid) {
   // inherits it in BPF.
   if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
   targets_.adopted(pid, interp);
-  if (!adopting_provisional_) ++stats_.traced;  // a provisional target counts once promoted
+  if (!how.provisional) ++stats_.traced;  // a provisional target counts once promoted
   emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);
   for (auto& slot : tracers_) slot->pending.start(pid);
 }

@@ -131,6 +131,13 @@ struct SessionStats {
   std::vector<std::string> clock_errors;
 };
 
+// How a process comes to be adopted changes what its adoption may expect
+// of it.
+struct Adoption {
+  bool held_at_exec = false;  // held at its exec: its interpreter is not initialized yet
+  bool provisional = false;   // --all: not known to be a torch or Lightning job yet
+};
+
 class Session {
  public:
   explicit Session(SessionOptions opts);
@@ -162,11 +169,11 @@ class Session {
   void detach(ring_buffer* rb);
   void finish();
 
-  // Targets.
-  void adopt(pid_t pid, bool must_be_python);
+  // Targets (Adoption: how the process came to be adopted).
+  void adopt(pid_t pid, bool must_be_python, Adoption how = {});
   void adopt_eligible();  // --all: the watcher's new processes
-  std::optional<Refusal> try_adopt(pid_t pid);
-  void adopt_checked(pid_t pid);  // throws lt::Error; try_adopt() turns it into a Refusal
+  std::optional<Refusal> try_adopt(pid_t pid, Adoption how = {});
+  void adopt_checked(pid_t pid, Adoption how);  // throws lt::Error; try_adopt() turns it into a Refusal
   std::optional<python::TsdLookup> thread_state_key(const python::Interpreter& interp, std::string& why) const;
   lt_target target_for(const python::Interpreter& interp);
   bool sampling() const {
@@ -255,8 +262,6 @@ class Session {
   std::vector<std::string> notes_;
   std::uint32_t generation_ = 1;
   std::vector<pid_t> failed_adoptions_;  // see SessionStats::exited_during_attach
-  bool held_at_exec_ = false;            // the process being adopted is held at its exec
-  bool adopting_provisional_ = false;    // ...and is provisional (--all)
   // --all: CPythons held at their exec and adopted before anyone knows
   // whether they are torch or Lightning jobs; their records wait here.
   struct Provisional {

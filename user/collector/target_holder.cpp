@@ -95,6 +95,16 @@ void TargetHolder::verdict(pid_t pid, bool held, bool python, bool followed, boo
   if (held) signal_fd(drain_fd_);
 }
 
+// The holder thread's own state (no lock: only that thread touches it).
+struct TargetHolder::Held {
+  proc::ExitHolds exits;
+  proc::ExecHolds execs;
+  proc::ExecClassifier images;
+  std::map<pid_t, std::uint64_t> waiting;                         // at their exit: pid -> reads begun when it stopped
+  std::map<pid_t, std::chrono::steady_clock::time_point> handed;  // held at exec, given to the session: since
+  std::map<pid_t, bool> unfollowed;                               // held, met by the watch of every exec: -> matched
+};
+
 void TargetHolder::run() {
   // Not allowed (a container without CAP_SYS_NICE): the drain's nice -10,
   // inherited, is what there is.
@@ -109,11 +119,7 @@ void TargetHolder::run() {
     if (ring) ring_buffer__free(ring);
     return;
   }
-  proc::ExitHolds exits;
-  proc::ExecHolds execs;
-  proc::ExecClassifier images;
-  std::map<pid_t, std::uint64_t> waiting;                         // at their exit: pid -> reads begun when it stopped
-  std::map<pid_t, std::chrono::steady_clock::time_point> handed;  // held at exec, given to the session: since
+  Held h;
   for (;;) {
     pollfd fds[3] = {{ring_buffer__epoll_fd(ring), POLLIN, 0}, {stop_fd_, POLLIN, 0}, {release_fd_, POLLIN, 0}};
     // While a process is held, every ms: its stops (an exit, a signal on
@@ -122,106 +128,131 @@ void TargetHolder::run() {
     // sleep (never a spin: we are real-time) between them costs the
     // target nothing.
     const timespec step_wait{0, 20'000}, hold_wait{0, 1'000'000};
-    const timespec* wait = execs.stepping() ? &step_wait : exits.any() || execs.any() ? &hold_wait : nullptr;
+    const timespec* wait = h.execs.stepping() ? &step_wait : h.exits.any() || h.execs.any() ? &hold_wait : nullptr;
     if (::ppoll(fds, 3, wait, nullptr) < 0 && errno != EINTR) break;
     if (fds[1].revents & POLLIN) break;
     ring_buffer__consume(ring);
-    for (std::uint64_t p : execed) {
-      // Looked at before it is touched: a process that is not a CPython
-      // is never stopped.
-      const auto pid = static_cast<pid_t>(p & 0xffffffffu);
-      const bool followed = !(p & ProcTrackSource::kExecUnfollowed);
-      const proc::ExecImage image = images.classify(pid);
-      // A CPython we do not follow: ours if its environment says so (or
-      // any, with --all); another's is never stopped.
-      const bool matched =
-          !followed && image.kind != proc::ExecImage::Kind::not_python && proc::environ_has(pid, adopt_env_);
-      if (!followed && image.kind != proc::ExecImage::Kind::not_python && !matched && !hold_any_python_) continue;
-      if (image.kind == proc::ExecImage::Kind::not_python) {
-        execs.release(pid);  // held for an exec before this one
-        unfollowed_.erase(pid);
-        if (followed) verdict(pid, false, false);  // an unfollowed one: nobody waits for a word
-        if (exec_skip_fd_ >= 0 && image.ino) {
-          const std::uint64_t key[2] = {image.dev, image.ino};
-          const std::uint8_t one = 1;
-          bpf_map_update_elem(exec_skip_fd_, key, &one, BPF_ANY);
-        }
-      } else if (!execs.hold(pid, image.library)) {
-        if (verbose_)
-          std::fprintf(stderr, "ltrace-bpf: pid %d: exec'd a CPython; not held (gone, or traced by someone else)\n",
-                       pid);
-        if (followed) verdict(pid, false, true);
-      } else if (!followed) {
-        unfollowed_[pid] = matched;
-      } else {
-        unfollowed_.erase(pid);
+    on_execs(h, std::exchange(execed, {}));
+    on_finalizing(h, std::exchange(finalizing, {}));
+    if (fds[2].revents & POLLIN) release_adopted(h);
+    expire_exec_holds(h);
+    hand_ready_execs(h);
+    release_read_exits(h);
+  }
+  h.exits.release_all();
+  h.execs.release_all();
+  ring_buffer__free(ring);
+}
+
+// Execs from the ring: each image looked at before it is touched, so a
+// process that is not a CPython is never stopped.
+void TargetHolder::on_execs(Held& h, const std::vector<std::uint64_t>& execed) {
+  for (std::uint64_t p : execed) {
+    const auto pid = static_cast<pid_t>(p & 0xffffffffu);
+    const bool followed = !(p & ProcTrackSource::kExecUnfollowed);
+    const proc::ExecImage image = h.images.classify(pid);
+    const bool python = image.kind != proc::ExecImage::Kind::not_python;
+    // A CPython we do not follow: ours if its environment says so (or
+    // any, with --all); another's is never stopped.
+    const bool matched = !followed && python && proc::environ_has(pid, adopt_env_);
+    if (!followed && python && !matched && !hold_any_python_) continue;
+    if (!python) {
+      h.execs.release(pid);  // held for an exec before this one
+      h.unfollowed.erase(pid);
+      if (followed) verdict(pid, false, false);  // an unfollowed one: nobody waits for a word
+      if (exec_skip_fd_ >= 0 && image.ino) {
+        const std::uint64_t key[2] = {image.dev, image.ino};
+        const std::uint8_t one = 1;
+        bpf_map_update_elem(exec_skip_fd_, key, &one, BPF_ANY);
       }
-    }
-    execed.clear();
-    for (std::uint64_t pid_tgid : finalizing) {
-      const auto pid = static_cast<pid_t>(pid_tgid >> 32), tid = static_cast<pid_t>(pid_tgid & 0xffffffffu);
-      const bool held = exits.hold(pid, tid, /*pause=*/true);
+    } else if (!h.execs.hold(pid, image.library)) {
       if (verbose_)
-        std::fprintf(stderr, "ltrace-bpf: pid %d: finalizing; %s\n", pid,
-                     held ? "its exit waits until its last samples are read"
-                          : "not held at its exit (gone, or traced by someone else)");
-    }
-    finalizing.clear();
-    if (fds[2].revents & POLLIN) {
-      clear_fd(release_fd_);
-      std::vector<pid_t> adopted;
-      {
-        std::lock_guard lock(mutex_);
-        adopted.swap(adopted_);
-      }
-      for (pid_t pid : adopted) {
-        if (verbose_ && execs.held(pid))
-          std::fprintf(stderr, "ltrace-bpf: pid %d: probes in; released after %.1f ms held\n", pid, execs.held_ms(pid));
-        execs.release(pid);
-        handed.erase(pid);
-      }
-    }
-    // A job never waits on us for long: a hold the session has not ended
-    // (a record lost, a slow attach) ends by itself.
-    for (auto it = handed.begin(); it != handed.end();) {
-      if (std::chrono::steady_clock::now() - it->second < kLongestExecHold) {
-        ++it;
-        continue;
-      }
-      std::fprintf(stderr, "ltrace-bpf: pid %d: released after %.0f ms held at its exec, its probes not confirmed\n",
-                   it->first, execs.held_ms(it->first));
-      execs.release(it->first);
-      it = handed.erase(it);
-    }
-    for (pid_t pid : execs.poll()) {
-      if (verbose_)
-        std::fprintf(stderr,
-                     "ltrace-bpf: pid %d: exec'd a CPython; held until its probes are in (ready after %d system calls, "
-                     "%.1f ms)\n",
-                     pid, execs.steps(pid), execs.held_ms(pid));
-      const auto u = unfollowed_.find(pid);
-      verdict(pid, true, true, u == unfollowed_.end(), u != unfollowed_.end() && u->second);
-      if (u != unfollowed_.end()) unfollowed_.erase(u);
-      handed[pid] = std::chrono::steady_clock::now();
-    }
-    if (!exits.any()) continue;
-    for (pid_t pid : exits.poll())
-      if (waiting.emplace(pid, begun_.load()).second) signal_fd(drain_fd_);
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      // A read that began after the stop has ended: it had every record.
-      if (ended_.load() <= it->second) {
-        ++it;
-        continue;
-      }
-      exits.go_on(it->first);
-      if (verbose_ && !exits.held(it->first))
-        std::fprintf(stderr, "ltrace-bpf: pid %d: read at its exit, released\n", it->first);
-      it = waiting.erase(it);
+        std::fprintf(stderr, "ltrace-bpf: pid %d: exec'd a CPython; not held (gone, or traced by someone else)\n", pid);
+      if (followed) verdict(pid, false, true);
+    } else if (!followed) {
+      h.unfollowed[pid] = matched;
+    } else {
+      h.unfollowed.erase(pid);
     }
   }
-  exits.release_all();
-  execs.release_all();
-  ring_buffer__free(ring);
+}
+
+// Interpreters entering Py_FinalizeEx: each held at its exit until a read
+// of the ring has taken its last records.
+void TargetHolder::on_finalizing(Held& h, const std::vector<std::uint64_t>& finalizing) {
+  for (std::uint64_t pid_tgid : finalizing) {
+    const auto pid = static_cast<pid_t>(pid_tgid >> 32), tid = static_cast<pid_t>(pid_tgid & 0xffffffffu);
+    const bool held = h.exits.hold(pid, tid, /*pause=*/true);
+    if (verbose_)
+      std::fprintf(stderr, "ltrace-bpf: pid %d: finalizing; %s\n", pid,
+                   held ? "its exit waits until its last samples are read"
+                        : "not held at its exit (gone, or traced by someone else)");
+  }
+}
+
+// The session is done with these held execs: they go on.
+void TargetHolder::release_adopted(Held& h) {
+  clear_fd(release_fd_);
+  std::vector<pid_t> adopted;
+  {
+    std::lock_guard lock(mutex_);
+    adopted.swap(adopted_);
+  }
+  for (pid_t pid : adopted) {
+    if (verbose_ && h.execs.held(pid))
+      std::fprintf(stderr, "ltrace-bpf: pid %d: probes in; released after %.1f ms held\n", pid, h.execs.held_ms(pid));
+    h.execs.release(pid);
+    h.handed.erase(pid);
+  }
+}
+
+// A job never waits on us for long: a hold the session has not ended (a
+// record lost, a slow attach) ends by itself.
+void TargetHolder::expire_exec_holds(Held& h) {
+  for (auto it = h.handed.begin(); it != h.handed.end();) {
+    if (std::chrono::steady_clock::now() - it->second < kLongestExecHold) {
+      ++it;
+      continue;
+    }
+    std::fprintf(stderr, "ltrace-bpf: pid %d: released after %.0f ms held at its exec, its probes not confirmed\n",
+                 it->first, h.execs.held_ms(it->first));
+    h.execs.release(it->first);
+    it = h.handed.erase(it);
+  }
+}
+
+// CPythons held at their exec whose libpython is now mapped: the session
+// may put their probes in.
+void TargetHolder::hand_ready_execs(Held& h) {
+  for (pid_t pid : h.execs.poll()) {
+    if (verbose_)
+      std::fprintf(stderr,
+                   "ltrace-bpf: pid %d: exec'd a CPython; held until its probes are in (ready after %d system calls, "
+                   "%.1f ms)\n",
+                   pid, h.execs.steps(pid), h.execs.held_ms(pid));
+    const auto u = h.unfollowed.find(pid);
+    verdict(pid, true, true, u == h.unfollowed.end(), u != h.unfollowed.end() && u->second);
+    if (u != h.unfollowed.end()) h.unfollowed.erase(u);
+    h.handed[pid] = std::chrono::steady_clock::now();
+  }
+}
+
+// Exits held until a read that began after the stop has ended: it had
+// every record of the process.
+void TargetHolder::release_read_exits(Held& h) {
+  if (!h.exits.any()) return;
+  for (pid_t pid : h.exits.poll())
+    if (h.waiting.emplace(pid, begun_.load()).second) signal_fd(drain_fd_);
+  for (auto it = h.waiting.begin(); it != h.waiting.end();) {
+    if (ended_.load() <= it->second) {
+      ++it;
+      continue;
+    }
+    h.exits.go_on(it->first);
+    if (verbose_ && !h.exits.held(it->first))
+      std::fprintf(stderr, "ltrace-bpf: pid %d: read at its exit, released\n", it->first);
+    it = h.waiting.erase(it);
+  }
 }
 
 }  // namespace lt

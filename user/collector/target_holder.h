@@ -27,7 +27,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -72,7 +71,14 @@ class TargetHolder {
   void exec_adopted(pid_t pid);
 
  private:
+  struct Held;  // the holder thread's own state
   void run();
+  void on_execs(Held& h, const std::vector<std::uint64_t>& execed);
+  void on_finalizing(Held& h, const std::vector<std::uint64_t>& finalizing);
+  void release_adopted(Held& h);
+  void expire_exec_holds(Held& h);
+  void hand_ready_execs(Held& h);
+  void release_read_exits(Held& h);
   void verdict(pid_t pid, bool held, bool python, bool followed = true, bool matched = false);
 
   int finalize_ring_fd_, exec_ring_fd_, exec_skip_fd_;
@@ -86,7 +92,6 @@ class TargetHolder {
   std::mutex mutex_;  // guards the two queues
   std::vector<ExecVerdict> verdicts_;
   std::vector<pid_t> adopted_;
-  std::map<pid_t, bool> unfollowed_;  // held, met by the watch of every exec: -> matched (the holder thread's)
   std::thread thread_;
 };
 

@@ -188,20 +188,7 @@ void ExecHolds::release(pid_t pid) {
   if (it == held_.end()) return;
   const bool paused = it->second.ready;
   held_.erase(it);
-  if (!paused) {
-    // A running tracee cannot be detached: stop it first.
-    if (ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) < 0) return;  // gone
-    for (;;) {
-      const PtraceStop s = next_ptrace_stop(pid, true);
-      if (s.kind == PtraceStop::ended) return;
-      if (s.kind == PtraceStop::none) continue;
-      step();
-      // A signal that stopped it on its way in is handed over as we leave.
-      ptrace(PTRACE_DETACH, pid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal_stop() ? s.sig : 0)));
-      step();
-      return;
-    }
-  }
+  if (!paused) return detach_running(pid, [this] { step(); });
   ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
   step();
 }

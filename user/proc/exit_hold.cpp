@@ -109,16 +109,9 @@ void ExitHolds::release(pid_t pid) {
   const Held h = *it;
   held_.erase(it);
   if (h.at_exit || h.paused) return detach(h, 0);
-  // A running tracee cannot be detached: stop it first. The stop comes as
-  // soon as it runs (later only from an uninterruptible sleep).
-  if (ptrace(PTRACE_INTERRUPT, h.tid, nullptr, nullptr) < 0) return;  // gone
-  for (;;) {
-    const Stop s = next_stop(h.tid, true);
-    if (s.kind == Stop::ended) return;
-    if (s.kind == Stop::none) continue;
-    // A signal that stopped it on its way in is handed over as we leave.
-    return detach(h, s.kind == Stop::signal ? s.sig : 0);
-  }
+  // The interrupt's stop comes as soon as it runs (later only from an
+  // uninterruptible sleep).
+  detach_running(h.tid);
 }
 
 void ExitHolds::release_all() {

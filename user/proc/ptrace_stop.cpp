@@ -41,4 +41,17 @@ PtraceStop next_ptrace_stop(pid_t tid, bool block) {
   }
 }
 
+void detach_running(pid_t tid, const std::function<void()>& step) {
+  if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) < 0) return;  // gone
+  for (;;) {
+    const PtraceStop s = next_ptrace_stop(tid, true);
+    if (s.kind == PtraceStop::ended) return;
+    if (s.kind == PtraceStop::none) continue;
+    if (step) step();
+    ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal_stop() ? s.sig : 0)));
+    if (step) step();
+    return;
+  }
+}
+
 }  // namespace lt::proc

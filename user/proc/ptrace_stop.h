@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <csignal>
+#include <functional>
 
 namespace lt::proc {
 
@@ -27,5 +28,12 @@ struct PtraceStop {
 
 // Takes one report of thread `tid` (waiting for it when `block`).
 PtraceStop next_ptrace_stop(pid_t tid, bool block);
+
+// Lets go of a tracee that is running (a running tracee cannot be
+// detached): interrupts it, takes its next stop and detaches, handing over
+// the signal that stopped it on its way in if that was the stop.  Nothing
+// to do when it is gone.  `step` runs before and after the detach (the
+// tests kill the tracer there).
+void detach_running(pid_t tid, const std::function<void()>& step = {});
 
 }  // namespace lt::proc
