@@ -1,0 +1,106 @@
+#include <algorithm>
+#include <cstring>
+
+#include "reports/aggregate/ops_state.h"
+
+namespace lt {
+
+using namespace ops_detail;
+
+std::vector<OpAggregator::State::Completion> OpAggregator::State::completions_of(const lt_event_header& h) {
+  std::vector<Completion> out;
+  if (h.kind != LT_EV_ACTION_BEGIN && h.kind != LT_EV_ACTION_END && h.kind != LT_EV_DIRECT_START &&
+      h.kind != LT_EV_DIRECT_STOP && h.kind != LT_EV_FETCH_BEGIN)
+    return out;
+  auto& seen = spans_seen[h.pid];
+  const std::uint64_t done = actions.completed(h.pid);
+  for (; seen < done; ++seen)
+    if (const CompletedSpan* c = actions.completed_span(h.pid, seen))
+      out.push_back({*c, actions.innermost_action(h.pid, c->tid)});
+  return out;
+}
+
+// Lightning's PyTorchProfiler wraps each action in record_function("[pl][profile]"
+// + name): a row per action with its calls and measured time (total); self
+// is that time less the actions completed inside it (measured) and the time
+// ops ran while it was the innermost action on its thread (sampled), as
+// torch's self is a record's time less its children's.  Charged to the
+// window the action ends in.
+void OpAggregator::State::charge_completions(const lt_event_header& h, const std::vector<Completion>& done) {
+  auto it = procs.find(h.pid);
+  if (done.empty() || it == procs.end()) return;  // rows from the process's first op (or batch hook) on
+  auto& p = it->second;
+  for (const auto& c : done) {
+    const std::uint64_t dur = c.span.end_ns - c.span.begin_ns;
+    const auto key = std::make_pair(c.span.tid, c.span.name);
+    std::uint64_t covered = 0, children = 0;
+    if (auto it = p.covered_samples.find(key); it != p.covered_samples.end()) {
+      covered = it->second * out.period_ns;
+      p.covered_samples.erase(it);
+    }
+    if (auto it = p.child_ns.find(key); it != p.child_ns.end()) {
+      children = it->second;
+      p.child_ns.erase(it);
+    }
+    Acc& a = p.sink().row(intern("[pl][profile]" + c.span.name));
+    a.calls++;
+    a.record_total_ns += dur;
+    a.record_self_ns += dur - std::min(dur, covered + children);
+    if (!c.parent.empty()) p.child_ns[{c.span.tid, c.parent}] += dur;
+  }
+}
+
+std::uint32_t OpAggregator::State::module_row(std::uint64_t self) {
+  const std::uint32_t id = intern(std::string("\0module ", 8) + std::to_string(self));
+  module_of_row.emplace(id, self);
+  return id;
+}
+
+void OpAggregator::State::on_module_call(const lt_event_header& h, const lt_module_call_event& e) {
+  auto& p = proc(h.pid);
+  p.last_ts = std::max(p.last_ts, h.ts_ns);
+  const std::uint32_t row = module_row(e.self);
+  p.sink().row(row).calls++;
+  auto& st = p.modules_open[h.tid];
+  while (!st.empty() && (e.depth == 0 || st.back().depth >= e.depth)) st.pop_back();
+  if (e.depth) st.push_back({e.depth, e.code, row});  // depth unknown: calls only
+}
+
+// A sample's frames, leaf first: the module calls still open are those
+// whose _call_impl is at their depth from the root; each gets the sample
+// in its total, the innermost in its self when no op ran (torch: a
+// record's self is its time less its children's, ops and modules alike).
+// Returns whether a module call was open (then the sample is not the
+// enclosing action's self).
+bool OpAggregator::State::charge_modules(Proc& p, std::uint32_t tid, const std::byte* record, std::uint16_t nops) {
+  auto it = p.modules_open.find(tid);
+  if (it == p.modules_open.end() || it->second.empty()) return false;
+  lt_py_sample_event e;
+  std::memcpy(&e, record, sizeof e);
+  if (e.flags & (LT_SAMPLE_TRUNCATED | LT_SAMPLE_READ_FAULT | LT_SAMPLE_NO_TSTATE)) return false;
+  const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+  auto& st = it->second;
+  std::size_t keep = 0;
+  while (keep < st.size() && st[keep].depth <= n && e.frames[n - st[keep].depth].code == st[keep].code) ++keep;
+  st.resize(keep);
+  std::uint32_t seen[64];
+  unsigned nseen = 0;
+  for (const auto& m : st)
+    if (nseen < 64 && std::find(seen, seen + nseen, m.row) == seen + nseen) {
+      seen[nseen++] = m.row;
+      p.sink().row(m.row).total++;
+    }
+  if (!st.empty() && nops == 0) p.sink().row(st.back().row).self++;
+  return !st.empty();
+}
+
+// The row name of an interned key: a module's resolved name, "" for none.
+std::string OpAggregator::State::row_key(std::uint32_t pid, std::uint32_t id) {
+  auto module = module_of_row.find(id);
+  if (module == module_of_row.end()) return names[id];
+  auto& named = procs[pid].module_names;
+  auto it = named.find(module->second);
+  return it == named.end() ? std::string() : it->second;
+}
+
+}  // namespace lt
