@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "reports/aggregate/ops_state.h"
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 
@@ -48,11 +49,7 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
     // Until the TensorImpl layout is known, hold the stream (in order, with
     // what the action aggregator said at each record) and replay it then.
     s.held.push_back({h, std::vector<std::byte>(record, record + h.size), done, name, completions});
-    if (h.kind == LT_EV_OP_SHAPES && h.size >= sizeof(lt_op_shapes_event)) {
-      lt_op_shapes_event e;
-      std::memcpy(&e, record, sizeof e);
-      s.layout.vote(e);
-    }
+    visit_record(h, record, [&](const lt_event_header&, const lt_op_shapes_event& e) { s.layout.vote(e); });
     if (!s.layout.undecided() || s.held.size() >= kMaxHeld) s.replay();
     return;
   }
@@ -67,9 +64,7 @@ void OpAggregator::State::replay() {
 }
 
 // The row id of an (op, input shapes) pair.
-std::uint32_t OpAggregator::State::shaped_id(std::uint32_t op, const std::byte* record) {
-  lt_op_shapes_event e;
-  std::memcpy(&e, record, sizeof e);
+std::uint32_t OpAggregator::State::shaped_id(std::uint32_t op, const lt_op_shapes_event& e) {
   std::string key = (op < op_names.size() && !op_names[op].empty() ? op_names[op] : "op#" + std::to_string(op));
   key += '\t';
   if (op >= op_args.size() || op_args[op].empty()) return intern(key);  // schema unknown: no shapes
@@ -96,210 +91,171 @@ OpAggregator::State::Proc& OpAggregator::State::proc(std::uint32_t pid) {
 
 void OpAggregator::State::process(const lt_event_header& h, const std::byte* record, std::uint64_t done,
                                   const std::string& action, const std::vector<Completion>& completions) {
-  auto& s = *this;
   // Before the batch boundaries below: an action ends in the window it ran in.
-  s.charge_completions(h, completions);
-  switch (h.kind) {
-    case LT_EV_SAMPLER_INFO: {
-      if (h.size < sizeof(lt_sampler_info_event)) return;
-      lt_sampler_info_event e;
-      std::memcpy(&e, record, sizeof e);
-      s.out.period_ns = e.period_ns;
-      s.out.rate_hz = e.rate_hz;
-      return;
-    }
-    case LT_EV_OP_NAME: {
-      if (h.size < sizeof(lt_op_name_event)) return;
-      lt_op_name_event e;
-      std::memcpy(&e, record, sizeof e);
-      if (e.op > 1'000'000) return;  // libtorch has ~3000 ops: a damaged record
-      if (s.op_names.size() <= e.op) {
-        s.op_names.resize(e.op + 1);
-        s.op_name_id.resize(e.op + 1, UINT32_MAX);
-      }
-      s.op_names[e.op] = std::string(e.name, strnlen(e.name, sizeof e.name));
-      s.op_name_id[e.op] = s.intern(s.op_names[e.op]);
-      if (s.op_args.size() <= e.op) s.op_args.resize(e.op + 1);
-      s.op_args[e.op].assign(e.arg_reg, e.arg_reg + std::min<std::size_t>(e.nargs, LT_OP_ARGS_MAX));
-      return;
-    }
+  charge_completions(h, completions);
+  switch (h.kind) {  // the action records count by what the action aggregator made of them
     case LT_EV_ACTION_BEGIN:
     case LT_EV_DIRECT_START:
     case LT_EV_FETCH_BEGIN: {
-      auto it = s.procs.find(h.pid);
-      if (it != s.procs.end())
-        s.action_began(it->second, action);
+      auto it = procs.find(h.pid);
+      if (it != procs.end())
+        action_began(it->second, action);
       else if (batch_hook_of(action).role != BatchRole::none)  // steps count from the first, ops or not
-        s.action_began(s.proc(h.pid), action);
+        action_began(proc(h.pid), action);
       return;
     }
     case LT_EV_ACTION_END:
     case LT_EV_DIRECT_STOP: {
-      auto& seen = s.completed_seen[h.pid];
+      auto& seen = completed_seen[h.pid];
       if (done == seen) return;  // a stop that completed nothing (its start was before the attach)
       seen = done;
-      auto it = s.procs.find(h.pid);
-      if (it != s.procs.end())
-        s.action_ended(it->second, action);
+      auto it = procs.find(h.pid);
+      if (it != procs.end())
+        action_ended(it->second, action);
       else if (batch_hook_of(action).role != BatchRole::none)
-        s.action_ended(s.proc(h.pid), action);
-      return;
-    }
-    case LT_EV_OP:
-    case LT_EV_OP_SHAPES: {
-      if (h.size < sizeof(lt_op_event)) return;
-      lt_op_event e;
-      std::memcpy(&e, record, sizeof e);  // OP_SHAPES starts like OP
-      if (h.kind == LT_EV_OP_SHAPES && h.size < sizeof(lt_op_shapes_event)) return;
-      auto& p = s.proc(h.pid);
-      p.last_ts = std::max(p.last_ts, h.ts_ns);
-      ++p.calls;
-      const std::uint32_t base = s.name_id_of(e.op);  // torch merges by name, shapes aside
-      const std::uint32_t id = h.kind == LT_EV_OP_SHAPES && s.opts.group_by_shapes ? s.shaped_id(e.op, record) : base;
-      if (e.depth == 0) {  // deeper than BPF tracks: counted, not nested
-        ++p.too_deep;
-        p.sink().row(id).calls++;
-        return;
-      }
-      auto& st = p.running[h.tid];
-      s.close_from(p, st, e.depth - 1u, h.ts_ns);
-      // torch's EventList drops an op whose only child has its own name
-      // (aten::sum calling aten::sum.dim_IntList shows as one call); the
-      // child is counted only once a second child shows it was not alone.
-      bool dup = false;
-      if (!st.empty() && st.size() + 1 == e.depth) {
-        auto& parent = st.back();
-        ++parent.children;
-        if (parent.children == 1 && parent.base == base) {
-          dup = parent.first_child_dup = true;
-          parent.first_child_row = id;
-        } else if (parent.children == 2 && parent.first_child_dup) {
-          parent.first_child_dup = false;
-          p.sink().row(parent.first_child_row).calls++;
-        }
-      }
-      if (!dup) p.sink().row(id).calls++;
-      std::size_t interval = SIZE_MAX;
-      if (s.opts.keep_intervals && st.size() + 1 == e.depth) {
-        if (s.out.intervals.size() < kMaxIntervals) {
-          interval = s.out.intervals.size();
-          s.out.intervals.push_back({h.pid, h.tid, e.op, e.depth, h.ts_ns, h.ts_ns});
-        } else {
-          ++s.out.intervals_dropped;
-        }
-      }
-      // Records lost (ring buffer full) leave the depth ahead of what we
-      // hold: the op is counted, its nesting is unknown.
-      // A merged child's samples go to its parent's row, as torch folds the
-      // child's time into the parent.
-      if (st.size() + 1 == e.depth) st.push_back({dup ? st.back().name : id, base, 0, false, id, interval});
-      return;
-    }
-    case LT_EV_PY_SAMPLE: {
-      if (h.size < sizeof(lt_py_sample_event)) return;
-      auto it = s.procs.find(h.pid);
-      if (it == s.procs.end()) return;  // no op seen yet in this process
-      auto& p = it->second;
-      p.last_ts = std::max(p.last_ts, h.ts_ns);
-      std::uint16_t nops;
-      std::memcpy(&nops, record + offsetof(lt_py_sample_event, nops), sizeof nops);
-      nops = std::min<std::uint16_t>(nops, LT_OPS_DEPTH);
-      std::uint32_t ops[LT_OPS_DEPTH];
-      std::memcpy(ops, record + offsetof(lt_py_sample_event, ops), sizeof ops);
-      p.sink().samples++;
-      std::uint16_t flags;
-      std::memcpy(&flags, record + offsetof(lt_py_sample_event, flags), sizeof flags);
-      if (flags & LT_SAMPLE_IN_PROBE) {
-        // Time in our own probe handlers is our overhead: charging it to
-        // the op being entered would inflate tiny ops.
-        p.sink().in_probe++;
-        return;
-      }
-      // A sample an op or a module call holds is not the action's self
-      // (torch: a record's self leaves out its children's time).
-      const bool in_module = s.charge_modules(p, h.tid, record, nops);
-      if ((nops > 0 || in_module) && !action.empty()) p.covered_samples[{h.tid, action}]++;
-      if (auto r = p.running.find(h.tid); r != p.running.end()) s.close_from(p, r->second, nops, h.ts_ns);
-      if (nops == 0) return;
-      // Grouped by shapes, a row is an (op, shapes) pair: the records'
-      // view of the running ops has it (BPF's has only op indexes).
-      const std::vector<Proc::Running>* run = nullptr;
-      if (s.opts.group_by_shapes)
-        if (auto r = p.running.find(h.tid); r != p.running.end() && r->second.size() == nops) run = &r->second;
-      auto id_at = [&](unsigned i) { return run ? (*run)[i].name : s.name_id_of(ops[i]); };
-      std::uint32_t seen[LT_OPS_DEPTH];
-      unsigned nseen = 0;
-      for (unsigned i = 0; i < nops; ++i) {
-        const std::uint32_t id = id_at(i);
-        // Recursion (an op calling itself) counts once toward total.
-        if (std::find(seen, seen + nseen, id) == seen + nseen) {
-          seen[nseen++] = id;
-          p.sink().row(id).total++;
-        }
-      }
-      p.sink().row(id_at(nops - 1)).self++;
-      return;
-    }
-    case LT_EV_MODULE_CALL: {
-      if (h.size < sizeof(lt_module_call_event)) return;
-      lt_module_call_event e;
-      std::memcpy(&e, record, sizeof e);
-      s.on_module_call(h, e);
-      return;
-    }
-    case LT_EV_MODULE_NAME: {
-      if (h.size < sizeof(lt_module_name_event)) return;
-      lt_module_name_event e;
-      std::memcpy(&e, record, sizeof e);
-      const std::string name(e.name, strnlen(e.name, sizeof e.name));
-      // Lightning's row: "[pl][module]{type}: {name}"; the root (no name) has none.
-      s.proc(h.pid).module_names.try_emplace(
-          e.module, name.empty() ? std::string()
-                                 : "[pl][module]" + std::string(e.type, strnlen(e.type, sizeof e.type)) + ": " + name);
-      return;
-    }
-    case LT_EV_MEM: {
-      if (h.size < sizeof(lt_mem_event)) return;
-      lt_mem_event e;
-      std::memcpy(&e, record, sizeof e);
-      s.on_mem(h, e);
-      return;
-    }
-    case LT_EV_PROC_EXIT: {
-      auto it = s.procs.find(h.pid);
-      if (it != s.procs.end()) s.close_all(it->second, h.ts_ns);
-      return;
-    }
-    case LT_EV_PROC_EXEC: {
-      // A new image: the old allocations' addresses mean nothing any more.
-      auto it = s.procs.find(h.pid);
-      if (it != s.procs.end()) std::unordered_map<std::uint64_t, std::int64_t>().swap(it->second.cpu_sizes);
-      return;
-    }
-    case LT_EV_GPU_NAME: {
-      if (h.size < sizeof(lt_gpu_name_event)) return;
-      lt_gpu_name_event e;
-      std::memcpy(&e, record, sizeof e);
-      s.gpu_names.add(h.pid, e.n);
-      return;
-    }
-    case LT_EV_GPU_LAUNCH: {
-      if (h.size < sizeof(lt_gpu_launch_event)) return;
-      lt_gpu_launch_event e;
-      std::memcpy(&e, record, sizeof e);
-      s.on_gpu_launch(h, e);
-      return;
-    }
-    case LT_EV_GPU_ACTIVITY: {
-      if (h.size < sizeof(lt_gpu_activity_event)) return;
-      lt_gpu_activity_event e;
-      std::memcpy(&e, record, sizeof e);
-      s.on_gpu_activity(h, e.a);
+        action_ended(proc(h.pid), action);
       return;
     }
     default:
-      return;
+      break;
   }
+  visit_record(h, record,
+               overloaded{
+                   [&](const lt_event_header&, const lt_sampler_info_event& e) {
+                     out.period_ns = e.period_ns;
+                     out.rate_hz = e.rate_hz;
+                   },
+                   [&](const lt_event_header&, const lt_op_name_event& e) { on_op_name(e); },
+                   [&](const lt_event_header& h, const lt_op_event& e) { on_op(h, e.op, e.depth, nullptr); },
+                   [&](const lt_event_header& h, const lt_op_shapes_event& e) { on_op(h, e.op, e.depth, &e); },
+                   [&](const lt_event_header& h, const lt_py_sample_event& e) {
+                     if (h.kind == LT_EV_PY_SAMPLE) on_sample(h, e, action);  // not the stacks of launches, allocations
+                   },
+                   [&](const lt_event_header& h, const lt_module_call_event& e) { on_module_call(h, e); },
+                   [&](const lt_event_header& h, const lt_module_name_event& e) { on_module_name(h, e); },
+                   [&](const lt_event_header& h, const lt_mem_event& e) {
+                     if (h.kind == LT_EV_MEM) on_mem(h, e);
+                   },
+                   [&](const lt_event_header& h, const lt_proc_event&) { on_proc(h); },
+                   [&](const lt_event_header& h, const lt_gpu_name_event& e) { gpu_names.add(h.pid, e.n); },
+                   [&](const lt_event_header& h, const lt_gpu_launch_event& e) { on_gpu_launch(h, e); },
+                   [&](const lt_event_header& h, const lt_gpu_activity_event& e) { on_gpu_activity(h, e.a); },
+               });
+}
+
+void OpAggregator::State::on_op_name(const lt_op_name_event& e) {
+  if (e.op > 1'000'000) return;  // libtorch has ~3000 ops: a damaged record
+  if (op_names.size() <= e.op) {
+    op_names.resize(e.op + 1);
+    op_name_id.resize(e.op + 1, UINT32_MAX);
+  }
+  op_names[e.op] = std::string(e.name, strnlen(e.name, sizeof e.name));
+  op_name_id[e.op] = intern(op_names[e.op]);
+  if (op_args.size() <= e.op) op_args.resize(e.op + 1);
+  op_args[e.op].assign(e.arg_reg, e.arg_reg + std::min<std::size_t>(e.nargs, LT_OP_ARGS_MAX));
+}
+
+// An op entered (`shapes`: its tensor arguments, with --group-by-input-shapes).
+void OpAggregator::State::on_op(const lt_event_header& h, std::uint32_t op, std::uint16_t depth,
+                                const lt_op_shapes_event* shapes) {
+  auto& p = proc(h.pid);
+  p.last_ts = std::max(p.last_ts, h.ts_ns);
+  ++p.calls;
+  const std::uint32_t base = name_id_of(op);  // torch merges by name, shapes aside
+  const std::uint32_t id = shapes && opts.group_by_shapes ? shaped_id(op, *shapes) : base;
+  if (depth == 0) {  // deeper than BPF tracks: counted, not nested
+    ++p.too_deep;
+    p.sink().row(id).calls++;
+    return;
+  }
+  auto& st = p.running[h.tid];
+  close_from(p, st, depth - 1u, h.ts_ns);
+  // torch's EventList drops an op whose only child has its own name
+  // (aten::sum calling aten::sum.dim_IntList shows as one call); the
+  // child is counted only once a second child shows it was not alone.
+  bool dup = false;
+  if (!st.empty() && st.size() + 1 == depth) {
+    auto& parent = st.back();
+    ++parent.children;
+    if (parent.children == 1 && parent.base == base) {
+      dup = parent.first_child_dup = true;
+      parent.first_child_row = id;
+    } else if (parent.children == 2 && parent.first_child_dup) {
+      parent.first_child_dup = false;
+      p.sink().row(parent.first_child_row).calls++;
+    }
+  }
+  if (!dup) p.sink().row(id).calls++;
+  std::size_t interval = SIZE_MAX;
+  if (opts.keep_intervals && st.size() + 1 == depth) {
+    if (out.intervals.size() < kMaxIntervals) {
+      interval = out.intervals.size();
+      out.intervals.push_back({h.pid, h.tid, op, depth, h.ts_ns, h.ts_ns});
+    } else {
+      ++out.intervals_dropped;
+    }
+  }
+  // Records lost (ring buffer full) leave the depth ahead of what we
+  // hold: the op is counted, its nesting is unknown.
+  // A merged child's samples go to its parent's row, as torch folds the
+  // child's time into the parent.
+  if (st.size() + 1 == depth) st.push_back({dup ? st.back().name : id, base, 0, false, id, interval});
+}
+
+// A stack sample: its ops' self and total (and its module calls').
+void OpAggregator::State::on_sample(const lt_event_header& h, const lt_py_sample_event& e, const std::string& action) {
+  auto it = procs.find(h.pid);
+  if (it == procs.end()) return;  // no op seen yet in this process
+  auto& p = it->second;
+  p.last_ts = std::max(p.last_ts, h.ts_ns);
+  const std::uint16_t nops = std::min<std::uint16_t>(e.nops, LT_OPS_DEPTH);
+  const std::uint32_t* ops = e.ops;
+  p.sink().samples++;
+  if (e.flags & LT_SAMPLE_IN_PROBE) {
+    // Time in our own probe handlers is our overhead: charging it to
+    // the op being entered would inflate tiny ops.
+    p.sink().in_probe++;
+    return;
+  }
+  // A sample an op or a module call holds is not the action's self
+  // (torch: a record's self leaves out its children's time).
+  const bool in_module = charge_modules(p, h.tid, e, nops);
+  if ((nops > 0 || in_module) && !action.empty()) p.covered_samples[{h.tid, action}]++;
+  if (auto r = p.running.find(h.tid); r != p.running.end()) close_from(p, r->second, nops, h.ts_ns);
+  if (nops == 0) return;
+  // Grouped by shapes, a row is an (op, shapes) pair: the records'
+  // view of the running ops has it (BPF's has only op indexes).
+  const std::vector<Proc::Running>* run = nullptr;
+  if (opts.group_by_shapes)
+    if (auto r = p.running.find(h.tid); r != p.running.end() && r->second.size() == nops) run = &r->second;
+  auto id_at = [&](unsigned i) { return run ? (*run)[i].name : name_id_of(ops[i]); };
+  std::uint32_t seen[LT_OPS_DEPTH];
+  unsigned nseen = 0;
+  for (unsigned i = 0; i < nops; ++i) {
+    const std::uint32_t id = id_at(i);
+    // Recursion (an op calling itself) counts once toward total.
+    if (std::find(seen, seen + nseen, id) == seen + nseen) {
+      seen[nseen++] = id;
+      p.sink().row(id).total++;
+    }
+  }
+  p.sink().row(id_at(nops - 1)).self++;
+}
+
+void OpAggregator::State::on_module_name(const lt_event_header& h, const lt_module_name_event& e) {
+  const std::string name(e.name, strnlen(e.name, sizeof e.name));
+  // Lightning's row: "[pl][module]{type}: {name}"; the root (no name) has none.
+  proc(h.pid).module_names.try_emplace(
+      e.module, name.empty() ? std::string()
+                             : "[pl][module]" + std::string(e.type, strnlen(e.type, sizeof e.type)) + ": " + name);
+}
+
+void OpAggregator::State::on_proc(const lt_event_header& h) {
+  auto it = procs.find(h.pid);
+  if (it == procs.end()) return;
+  if (h.kind == LT_EV_PROC_EXIT) close_all(it->second, h.ts_ns);
+  // A new image: the old allocations' addresses mean nothing any more.
+  if (h.kind == LT_EV_PROC_EXEC) std::unordered_map<std::uint64_t, std::int64_t>().swap(it->second.cpu_sizes);
 }
 
 OpsReport OpAggregator::finish() {

@@ -72,11 +72,9 @@ void OpAggregator::State::on_module_call(const lt_event_header& h, const lt_modu
 // record's self is its time less its children's, ops and modules alike).
 // Returns whether a module call was open (then the sample is not the
 // enclosing action's self).
-bool OpAggregator::State::charge_modules(Proc& p, std::uint32_t tid, const std::byte* record, std::uint16_t nops) {
+bool OpAggregator::State::charge_modules(Proc& p, std::uint32_t tid, const lt_py_sample_event& e, std::uint16_t nops) {
   auto it = p.modules_open.find(tid);
   if (it == p.modules_open.end() || it->second.empty()) return false;
-  lt_py_sample_event e;
-  std::memcpy(&e, record, sizeof e);
   if (e.flags & (LT_SAMPLE_TRUNCATED | LT_SAMPLE_READ_FAULT | LT_SAMPLE_NO_TSTATE)) return false;
   const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
   auto& st = it->second;

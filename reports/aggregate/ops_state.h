@@ -171,7 +171,12 @@ struct OpAggregator::State {
                const std::vector<Completion>& completions);
   // Decides the layout with what there is, then processes the held records in order.
   void replay();
-  std::uint32_t shaped_id(std::uint32_t op, const std::byte* record);
+  void on_op_name(const lt_op_name_event& e);
+  void on_op(const lt_event_header& h, std::uint32_t op, std::uint16_t depth, const lt_op_shapes_event* shapes);
+  void on_sample(const lt_event_header& h, const lt_py_sample_event& e, const std::string& action);
+  void on_module_name(const lt_event_header& h, const lt_module_name_event& e);
+  void on_proc(const lt_event_header& h);
+  std::uint32_t shaped_id(std::uint32_t op, const lt_op_shapes_event& e);
   std::uint32_t name_id_of(std::uint32_t op);
   std::uint32_t intern(const std::string& name);
   Proc& proc(std::uint32_t pid);
@@ -192,7 +197,7 @@ struct OpAggregator::State {
   void charge_completions(const lt_event_header& h, const std::vector<Completion>& done);
   std::uint32_t module_row(std::uint64_t self);
   void on_module_call(const lt_event_header& h, const lt_module_call_event& e);
-  bool charge_modules(Proc& p, std::uint32_t tid, const std::byte* record, std::uint16_t nops);
+  bool charge_modules(Proc& p, std::uint32_t tid, const lt_py_sample_event& e, std::uint16_t nops);
   std::string row_key(std::uint32_t pid, std::uint32_t id);
   // ops_memory.cpp
   void on_mem(const lt_event_header& h, const lt_mem_event& e);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -219,6 +220,27 @@ bool read_memory(pid_t pid, std::uint64_t addr, void* out, std::size_t len) {
   iovec remote{reinterpret_cast<void*>(addr), len};
   ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
   return n == static_cast<ssize_t>(len);
+}
+
+Error unreadable_memory(pid_t pid, std::uint64_t addr) {
+  char byte;
+  iovec local{&byte, 1};
+  iovec remote{reinterpret_cast<void*>(addr), 1};
+  errno = 0;
+  const bool read = process_vm_readv(pid, &local, 1, &remote, 1, 0) == 1;
+  const int err = errno;
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(addr));
+  const std::string what = std::string("cannot read the target's memory at 0x") + hex;
+  if (err == ESRCH) return Error(ExitCode::no_such_process, what + ": the process has exited");
+  if (err == EPERM)
+    return Error(
+        ExitCode::permission,
+        what + (geteuid() == 0 ? ": the kernel refused (a process that is not dumpable, or in a user namespace "
+                                 "we are not in)"
+                               : " (need CAP_SYS_PTRACE or root)"));
+  return Error(ExitCode::io, what + ": " + (read ? "it changed while we read it" : std::strerror(err ? err : EFAULT)) +
+                                 " (a process in the middle of its exec, or not the program its files say)");
 }
 
 std::optional<std::string> read_cstring(pid_t pid, std::uint64_t addr, std::size_t max) {

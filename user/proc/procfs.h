@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "user/core/errors.h"
+
 namespace lt::proc {
 
 struct Mapping {
@@ -71,6 +73,12 @@ std::optional<T> read_value(pid_t pid, std::uint64_t addr) {
   if (!read_memory(pid, addr, &v, sizeof v)) return std::nullopt;
   return v;
 }
+// Why a read of the target's memory at `addr` fails, as the error to raise:
+// gone (no_such_process), refused (permission: only then is a missing
+// capability the cause; as root it is a process that is not dumpable or in
+// a user namespace we are not in), or the address not mapped (io: a process
+// in the middle of its exec, or not the program its files say).
+Error unreadable_memory(pid_t pid, std::uint64_t addr);
 // A NUL-terminated C string of at most `max` bytes.
 std::optional<std::string> read_cstring(pid_t pid, std::uint64_t addr, std::size_t max = 256);
 

@@ -135,8 +135,7 @@ DebugOffsets read_debug_offsets(pid_t pid, std::uint64_t runtime_addr, int minor
   const Format* fmt = format_for(minor);
   if (!fmt) throw unsupported("the _Py_DebugOffsets of CPython 3." + std::to_string(minor) + " are not known");
   std::vector<std::uint8_t> raw(fmt->size);
-  if (!proc::read_memory(pid, runtime_addr, raw.data(), raw.size()))
-    throw Error(ExitCode::permission, "cannot read the target's memory (need CAP_SYS_PTRACE or root)");
+  if (!proc::read_memory(pid, runtime_addr, raw.data(), raw.size())) throw proc::unreadable_memory(pid, runtime_addr);
   return parse_debug_offsets(raw.data(), raw.size(), minor);
 }
 
