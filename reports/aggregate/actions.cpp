@@ -6,6 +6,7 @@
 
 #include "reports/format/utf8_text.h"
 #include "user/model/action_name.h"
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 
@@ -306,136 +307,100 @@ ActionAggregator::~ActionAggregator() = default;
 void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
   auto& rep = s_->rep;
   if (h.ts_ns > s_->last_ts) s_->last_ts = h.ts_ns;
-  auto& window_begin = s_->window_begin;
-  auto& window_end = s_->window_end;
   auto proc = [this](std::uint32_t pid) -> PerProcess& { return s_->proc(pid); };
-  switch (h.kind) {
-    case LT_EV_WINDOW: {
-      lt_window_event w;
-      if (!record_as(h, p, w)) return;
-      (w.begin ? window_begin : window_end) = h.ts_ns;
-      return;
-    }
-    case LT_EV_PROC_INFO: {
-      lt_proc_info_event e;
-      if (!record_as(h, p, e)) return;
-      auto& pp = proc(h.pid);
-      auto& m = pp.out.meta;
-      m.ppid = e.ppid;
-      m.rank = e.rank;
-      m.local_rank = e.local_rank;
-      m.world_size = e.world_size;
-      m.py_major = e.py_major;
-      m.py_minor = e.py_minor;
-      m.flags = e.flags;
-      m.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
-      m.cmdline.assign(e.cmdline, strnlen(e.cmdline, sizeof e.cmdline));
-      m.torch_version.assign(e.torch_version, strnlen(e.torch_version, sizeof e.torch_version));
-      // A PROC_ENV, if the process has one, follows its PROC_INFO: a new
-      // PROC_INFO (after an exec) starts without the old image's.
-      m.hostname.clear();
-      m.slurm_job_id.clear();
-      m.master_addr.clear();
-      m.group_rank = m.slurm_nodeid = -1;
-      m.master_port = 0;
-      m.container_flags = m.ns_pid = 0;
-      m.container_host.clear();
-      m.container_id.clear();
-      if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns) pp.out.window_begin_ns = h.ts_ns;
-      return;
-    }
-    case LT_EV_PROC_CONTAINER: {
-      lt_proc_container_event e;
-      if (!record_as(h, p, e)) return;
-      auto& m = proc(h.pid).out.meta;
-      m.container_flags = e.flags | 0x80000000u;  // seen, even with no namespace of its own (an id only)
-      m.ns_pid = e.ns_pid;
-      m.container_host.assign(e.hostname, strnlen(e.hostname, sizeof e.hostname));
-      m.container_id.assign(e.container_id, strnlen(e.container_id, sizeof e.container_id));
-      return;
-    }
-    case LT_EV_PROC_ENV: {
-      lt_proc_env_event e;
-      if (!record_as(h, p, e)) return;
-      auto& m = proc(h.pid).out.meta;
-      m.hostname.assign(e.hostname, strnlen(e.hostname, sizeof e.hostname));
-      m.slurm_job_id.assign(e.slurm_job_id, strnlen(e.slurm_job_id, sizeof e.slurm_job_id));
-      m.master_addr.assign(e.master_addr, strnlen(e.master_addr, sizeof e.master_addr));
-      m.group_rank = e.group_rank;
-      m.slurm_nodeid = e.slurm_nodeid;
-      m.master_port = e.master_port;
-      // PROC_INFO carries the same labels; these fill a trace whose
-      // PROC_INFO is missing or older.
-      if (m.rank < 0) m.rank = e.rank;
-      if (m.local_rank < 0) m.local_rank = e.local_rank;
-      if (m.world_size < 0) m.world_size = e.world_size;
-      return;
-    }
-    case LT_EV_PROC_EXIT: {
-      auto& pp = proc(h.pid);
-      pp.out.exited = true;
-      pp.out.window_end_ns = h.ts_ns;
-      pp.forget_threads(false);
-      return;
-    }
-    case LT_EV_PROC_EXEC: {
-      lt_proc_event e;
-      if (!record_as(h, p, e)) return;
-      if (auto it = s_->procs.find(e.child_pid); it != s_->procs.end()) s_->catch_up(it->second).forget_threads(true);
-      return;
-    }
-    case LT_EV_HOST_INFO: {
-      lt_host_info_event hi;
-      if (!record_as(h, p, hi)) return;
-      rep.host.hostname.assign(hi.hostname, strnlen(hi.hostname, sizeof hi.hostname));
-      rep.host.monotonic_ns = hi.monotonic_ns;
-      rep.host.realtime_ns = hi.realtime_ns;
-      return;
-    }
-    case LT_EV_CLOCK_SYNC: {
-      lt_clock_sync_event cs;
-      if (!record_as(h, p, cs) || cs.delay_ns > (1ull << 62)) return;
-      rep.host.clock_syncs.push_back({h.ts_ns, cs.offset_ns, static_cast<std::int64_t>(cs.delay_ns), cs.samples,
-                                      cs.phase != 0,
-                                      std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference))});
-      return;
-    }
-    case LT_EV_PROC_DROPS: {
-      lt_proc_drops_event d;
-      if (!record_as(h, p, d)) return;
-      RecordLoss l{d.lost_kind, d.cause, d.count};
-      if (d.cause == LT_LOSS_UNREADABLE) rep.unreadable += d.count;
-      (h.pid ? proc(h.pid).out.losses : rep.unattributed).push_back(l);
-      return;
-    }
-    case LT_EV_DROPS: {
-      lt_drops_event d;
-      if (!record_as(h, p, d)) return;
-      rep.ringbuf_drops += d.ringbuf_full;
-      rep.read_faults += d.read_faults;
-      return;
-    }
-    case LT_EV_ACTION_NAME_TAIL: {
-      lt_action_name_tail_event t;
-      if (record_as(h, p, t)) s_->names.add_tail(h, t);
-      return;
-    }
-    case LT_EV_ACTION_ORIGIN: {
-      lt_action_origin_event e;
-      if (record_as(h, p, e)) proc(h.pid).set_origin(h.tid, e);
-      return;
-    }
-    case LT_EV_ACTION_BEGIN:
-    case LT_EV_ACTION_END:
-    case LT_EV_DIRECT_START:
-    case LT_EV_DIRECT_STOP:
-    case LT_EV_FETCH_BEGIN:
-      break;
-    default:
-      return;
-  }
-  lt_action_event e;
-  if (!record_as(h, p, e)) return;
+  visit_record(h, p,
+               overloaded{
+                   [&](const lt_event_header& h, const lt_window_event& w) {
+                     (w.begin ? s_->window_begin : s_->window_end) = h.ts_ns;
+                   },
+                   [&](const lt_event_header& h, const lt_proc_info_event& e) {
+                     auto& pp = proc(h.pid);
+                     auto& m = pp.out.meta;
+                     m.ppid = e.ppid;
+                     m.rank = e.rank;
+                     m.local_rank = e.local_rank;
+                     m.world_size = e.world_size;
+                     m.py_major = e.py_major;
+                     m.py_minor = e.py_minor;
+                     m.flags = e.flags;
+                     m.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
+                     m.cmdline.assign(e.cmdline, strnlen(e.cmdline, sizeof e.cmdline));
+                     m.torch_version.assign(e.torch_version, strnlen(e.torch_version, sizeof e.torch_version));
+                     // A PROC_ENV, if the process has one, follows its PROC_INFO: a new
+                     // PROC_INFO (after an exec) starts without the old image's.
+                     m.hostname.clear();
+                     m.slurm_job_id.clear();
+                     m.master_addr.clear();
+                     m.group_rank = m.slurm_nodeid = -1;
+                     m.master_port = 0;
+                     m.container_flags = m.ns_pid = 0;
+                     m.container_host.clear();
+                     m.container_id.clear();
+                     if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns)
+                       pp.out.window_begin_ns = h.ts_ns;
+                   },
+                   [&](const lt_event_header& h, const lt_proc_container_event& e) {
+                     auto& m = proc(h.pid).out.meta;
+                     m.container_flags = e.flags | 0x80000000u;  // seen, even with no namespace of its own (an id only)
+                     m.ns_pid = e.ns_pid;
+                     m.container_host.assign(e.hostname, strnlen(e.hostname, sizeof e.hostname));
+                     m.container_id.assign(e.container_id, strnlen(e.container_id, sizeof e.container_id));
+                   },
+                   [&](const lt_event_header& h, const lt_proc_env_event& e) {
+                     auto& m = proc(h.pid).out.meta;
+                     m.hostname.assign(e.hostname, strnlen(e.hostname, sizeof e.hostname));
+                     m.slurm_job_id.assign(e.slurm_job_id, strnlen(e.slurm_job_id, sizeof e.slurm_job_id));
+                     m.master_addr.assign(e.master_addr, strnlen(e.master_addr, sizeof e.master_addr));
+                     m.group_rank = e.group_rank;
+                     m.slurm_nodeid = e.slurm_nodeid;
+                     m.master_port = e.master_port;
+                     // PROC_INFO carries the same labels; these fill a trace whose
+                     // PROC_INFO is missing or older.
+                     if (m.rank < 0) m.rank = e.rank;
+                     if (m.local_rank < 0) m.local_rank = e.local_rank;
+                     if (m.world_size < 0) m.world_size = e.world_size;
+                   },
+                   [&](const lt_event_header& h, const lt_proc_event& e) {
+                     if (h.kind == LT_EV_PROC_EXIT) {
+                       auto& pp = proc(h.pid);
+                       pp.out.exited = true;
+                       pp.out.window_end_ns = h.ts_ns;
+                       pp.forget_threads(false);
+                     } else if (h.kind == LT_EV_PROC_EXEC) {
+                       if (auto it = s_->procs.find(e.child_pid); it != s_->procs.end())
+                         s_->catch_up(it->second).forget_threads(true);
+                     }
+                   },
+                   [&](const lt_event_header&, const lt_host_info_event& hi) {
+                     rep.host.hostname.assign(hi.hostname, strnlen(hi.hostname, sizeof hi.hostname));
+                     rep.host.monotonic_ns = hi.monotonic_ns;
+                     rep.host.realtime_ns = hi.realtime_ns;
+                   },
+                   [&](const lt_event_header& h, const lt_clock_sync_event& cs) {
+                     if (cs.delay_ns > (1ull << 62)) return;
+                     rep.host.clock_syncs.push_back(
+                         {h.ts_ns, cs.offset_ns, static_cast<std::int64_t>(cs.delay_ns), cs.samples, cs.phase != 0,
+                          std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference))});
+                   },
+                   [&](const lt_event_header& h, const lt_proc_drops_event& d) {
+                     RecordLoss l{d.lost_kind, d.cause, d.count};
+                     if (d.cause == LT_LOSS_UNREADABLE) rep.unreadable += d.count;
+                     (h.pid ? proc(h.pid).out.losses : rep.unattributed).push_back(l);
+                   },
+                   [&](const lt_event_header&, const lt_drops_event& d) {
+                     rep.ringbuf_drops += d.ringbuf_full;
+                     rep.read_faults += d.read_faults;
+                   },
+                   [&](const lt_event_header& h, const lt_action_name_tail_event& t) { s_->names.add_tail(h, t); },
+                   [&](const lt_event_header& h, const lt_action_origin_event& e) { proc(h.pid).set_origin(h.tid, e); },
+                   [&](const lt_event_header& h, const lt_action_event& e) { on_action(h, e); },
+               });
+}
+
+// The five action kinds: Lightning's profiler hooks, direct start/stop
+// calls, and dataloader fetches (docs/design-actions.md).
+void ActionAggregator::on_action(const lt_event_header& h, const lt_action_event& e) {
+  auto proc = [this](std::uint32_t pid) -> PerProcess& { return s_->proc(pid); };
   auto& pp = proc(h.pid);
   auto name_of = [&](const lt_action_event& ev) {
     auto n = s_->names.name(h, ev);

@@ -167,6 +167,7 @@ class ActionAggregator {
   const std::vector<std::string>& begin_order(std::uint32_t pid) const;
 
  private:
+  void on_action(const lt_event_header& h, const lt_action_event& e);
   struct State;
   std::unique_ptr<State> s_;
 };

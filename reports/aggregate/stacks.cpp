@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "reports/aggregate/stack_cut.h"
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 
@@ -220,149 +221,124 @@ StackAggregator::~StackAggregator() = default;
 
 void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
   auto& s = *s_;
-  switch (h.kind) {
-    case LT_EV_SAMPLER_INFO: {
-      lt_sampler_info_event e;
-      if (!record_as(h, p, e)) return;
-      s.rep.period_ns = (e.flags & LT_SAMPLER_ON_CPU) ? e.period_ns : 0;
-      s.rep.rate_hz = e.rate_hz;
-      s.rep.off_cpu = e.flags & LT_SAMPLER_OFF_CPU;
-      return;
-    }
-    case LT_EV_PY_CODE: {
-      lt_py_code_event e;
-      if (!record_as(h, p, e)) return;
-      CodeSym c;
-      c.readable = !(e.flags & LT_CODE_UNREADABLE);
-      c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
-      c.file.assign(e.file, strnlen(e.file, sizeof e.file));
-      c.first_line = e.first_line;
-      auto& slot = s.symbols[h.pid].codes[{e.code, e.checksum}];
-      if (slot.name != c.name || slot.file != c.file || slot.first_line != c.first_line ||
-          slot.readable != c.readable) {
-        slot = std::move(c);
-        ++s.sym_epoch;
-      }
-      return;
-    }
-    case LT_EV_PY_LINE: {
-      lt_py_line_event e;
-      if (!record_as(h, p, e)) return;
-      auto [it, fresh] = s.symbols[h.pid].lines.try_emplace({e.code, e.checksum, e.lasti}, e.line);
-      if (fresh || it->second != e.line) {
-        it->second = e.line;
-        ++s.sym_epoch;
-      }
-      return;
-    }
-    case LT_EV_NATIVE_SYM: {
-      lt_native_sym_event e;
-      if (!record_as(h, p, e)) return;
-      StackFrame f;
-      f.function.assign(e.name, strnlen(e.name, sizeof e.name));
-      f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
-      f.native = true;
-      if (f.function.empty()) return;
-      if (s.symbols[h.pid].add_native(e.ip, std::move(f))) ++s.sym_epoch;  // cached samples named it otherwise
-      return;
-    }
-    case LT_EV_PROC_EXEC: {
-      // A new program: its addresses mean other things now.
-      lt_proc_event e;
-      if (!record_as(h, p, e)) return;
-      s.symbols.erase(e.child_pid);
-      ++s.sym_epoch;
-      if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) it->second.blocked.clear();
-      return;
-    }
-    case LT_EV_PROC_EXIT: {
-      // Its threads will not run again: periods still open are not counted.
-      if (auto it = s.procs.find(h.pid); it != s.procs.end()) {
-        it->second.out.offcpu_open_at_end += it->second.blocked.size();
-        it->second.blocked.clear();
-      }
-      return;
-    }
-    case LT_EV_PY_SAMPLE: {
-      lt_py_sample_event e;
-      if (!record_as(h, p, e)) return;
-      auto& pp = s.proc(h.pid);
-      ++pp.out.samples;
-      if (e.flags & LT_SAMPLE_NO_TSTATE) ++pp.out.samples_without_python;
-      // Time in our own uprobes is our overhead, not the target's: charged
-      // to no action and no stack (as in the op tables), only counted.
-      if (e.flags & LT_SAMPLE_IN_PROBE) {
-        ++pp.out.in_probe;
-        return;
-      }
-      if (e.flags & LT_SAMPLE_TRUNCATED) ++pp.out.truncated;
-      auto action = State::action_or_none(s.actions.innermost_action(h.pid, h.tid));
-      s.add_sample(pp.on_cpu[action], e, pp.out);
-      return;
-    }
-    case LT_EV_GPU_LAUNCH: {
-      lt_gpu_launch_event e;
-      if (!record_as(h, p, e) || !(e.flags & LT_LAUNCH_HAS_STACK)) return;
-      s.proc(h.pid).last_launch[h.tid] = e.correlation;
-      return;
-    }
-    case LT_EV_GPU_LAUNCH_STACK: {
-      lt_py_sample_event e;
-      if (!record_as(h, p, e)) return;
-      auto& pp = s.proc(h.pid);
-      auto l = pp.last_launch.find(h.tid);
-      if (l == pp.last_launch.end() || !l->second) return;  // uprobe launches have no correlation to join
-      const std::uint32_t corr = l->second;
-      pp.last_launch.erase(l);
-      // Bounded: kernels run within seconds of their launch.
-      if (pp.launched.size() >= 500'000) {
-        pp.launched.erase(pp.launched_order.front());
-        pp.launched_order.pop_front();
-      }
-      if (pp.launched
-              .insert_or_assign(corr,
-                                PerProcess::Launched{State::action_or_none(s.actions.innermost_action(h.pid, h.tid)),
+  visit_record(
+      h, p,
+      overloaded{
+          [&](const lt_event_header&, const lt_sampler_info_event& e) {
+            s.rep.period_ns = (e.flags & LT_SAMPLER_ON_CPU) ? e.period_ns : 0;
+            s.rep.rate_hz = e.rate_hz;
+            s.rep.off_cpu = e.flags & LT_SAMPLER_OFF_CPU;
+          },
+          [&](const lt_event_header& h, const lt_py_code_event& e) {
+            CodeSym c;
+            c.readable = !(e.flags & LT_CODE_UNREADABLE);
+            c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
+            c.file.assign(e.file, strnlen(e.file, sizeof e.file));
+            c.first_line = e.first_line;
+            auto& slot = s.symbols[h.pid].codes[{e.code, e.checksum}];
+            if (slot.name != c.name || slot.file != c.file || slot.first_line != c.first_line ||
+                slot.readable != c.readable) {
+              slot = std::move(c);
+              ++s.sym_epoch;
+            }
+          },
+          [&](const lt_event_header& h, const lt_py_line_event& e) {
+            auto [it, fresh] = s.symbols[h.pid].lines.try_emplace({e.code, e.checksum, e.lasti}, e.line);
+            if (fresh || it->second != e.line) {
+              it->second = e.line;
+              ++s.sym_epoch;
+            }
+          },
+          [&](const lt_event_header& h, const lt_native_sym_event& e) {
+            StackFrame f;
+            f.function.assign(e.name, strnlen(e.name, sizeof e.name));
+            f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
+            f.native = true;
+            if (f.function.empty()) return;
+            if (s.symbols[h.pid].add_native(e.ip, std::move(f))) ++s.sym_epoch;  // cached samples named it otherwise
+          },
+          [&](const lt_event_header& h, const lt_proc_event& e) {
+            if (h.kind == LT_EV_PROC_EXEC) {
+              // A new program: its addresses mean other things now.
+              s.symbols.erase(e.child_pid);
+              ++s.sym_epoch;
+              if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) it->second.blocked.clear();
+              return;
+            }
+            if (h.kind == LT_EV_PROC_EXIT) {
+              // Its threads will not run again: periods still open are not counted.
+              if (auto it = s.procs.find(h.pid); it != s.procs.end()) {
+                it->second.out.offcpu_open_at_end += it->second.blocked.size();
+                it->second.blocked.clear();
+              }
+            }
+          },
+          [&](const lt_event_header& h, const lt_py_sample_event& e) {
+            if (h.kind == LT_EV_PY_SAMPLE) {
+              auto& pp = s.proc(h.pid);
+              ++pp.out.samples;
+              if (e.flags & LT_SAMPLE_NO_TSTATE) ++pp.out.samples_without_python;
+              // Time in our own uprobes is our overhead, not the target's: charged
+              // to no action and no stack (as in the op tables), only counted.
+              if (e.flags & LT_SAMPLE_IN_PROBE) {
+                ++pp.out.in_probe;
+                return;
+              }
+              if (e.flags & LT_SAMPLE_TRUNCATED) ++pp.out.truncated;
+              auto action = State::action_or_none(s.actions.innermost_action(h.pid, h.tid));
+              s.add_sample(pp.on_cpu[action], e, pp.out);
+              return;
+            }
+            if (h.kind == LT_EV_GPU_LAUNCH_STACK) {
+              auto& pp = s.proc(h.pid);
+              auto l = pp.last_launch.find(h.tid);
+              if (l == pp.last_launch.end() || !l->second) return;  // uprobe launches have no correlation to join
+              const std::uint32_t corr = l->second;
+              pp.last_launch.erase(l);
+              // Bounded: kernels run within seconds of their launch.
+              if (pp.launched.size() >= 500'000) {
+                pp.launched.erase(pp.launched_order.front());
+                pp.launched_order.pop_front();
+              }
+              if (pp.launched
+                      .insert_or_assign(
+                          corr, PerProcess::Launched{State::action_or_none(s.actions.innermost_action(h.pid, h.tid)),
                                                      s.frames_of(e, pp.out)})
-              .second)
-        pp.launched_order.push_back(corr);
-      return;
-    }
-    case LT_EV_GPU_ACTIVITY: {
-      lt_gpu_activity_event e;
-      if (!record_as(h, p, e)) return;
-      if (e.a.kind != LT_GPU_KERNEL && e.a.kind != LT_GPU_MEMCPY && e.a.kind != LT_GPU_MEMSET) return;
-      auto it = s.procs.find(h.pid);
-      if (it == s.procs.end()) return;
-      auto l = it->second.launched.find(e.a.correlation);
-      if (!e.a.correlation || l == it->second.launched.end()) return;
-      // A graph launch runs many kernels under one correlation id: each adds.
-      it->second.gpu[l->second.action].add(l->second.stack, e.a.end_ns > e.a.start_ns ? e.a.end_ns - e.a.start_ns : 0);
-      ++it->second.out.gpu_records;
-      return;
-    }
-    case LT_EV_OFFCPU_BEGIN: {
-      lt_py_sample_event e;
-      if (!record_as(h, p, e)) return;
-      auto& pp = s.proc(h.pid);
-      pp.blocked[h.tid] = {State::action_or_none(s.actions.innermost_action(h.pid, h.tid)), s.frames_of(e, pp.out),
-                           h.ts_ns};
-      return;
-    }
-    case LT_EV_OFFCPU_END: {
-      lt_offcpu_end_event e;
-      if (!record_as(h, p, e)) return;
-      auto& pp = s.proc(h.pid);
-      auto it = pp.blocked.find(h.tid);
-      if (it == pp.blocked.end()) return;  // began before attach, or its begin was lost
-      std::uint64_t ns = h.ts_ns > e.begin_ns ? h.ts_ns - e.begin_ns : 0;
-      pp.off_cpu[it->second.action].add(it->second.stack, ns);
-      ++pp.out.offcpu_periods;
-      pp.blocked.erase(it);
-      return;
-    }
-    default:
-      return;
-  }
+                      .second)
+                pp.launched_order.push_back(corr);
+              return;
+            }
+            if (h.kind == LT_EV_OFFCPU_BEGIN) {
+              auto& pp = s.proc(h.pid);
+              pp.blocked[h.tid] = {State::action_or_none(s.actions.innermost_action(h.pid, h.tid)),
+                                   s.frames_of(e, pp.out), h.ts_ns};
+            }
+          },
+          [&](const lt_event_header& h, const lt_gpu_launch_event& e) {
+            if (!(e.flags & LT_LAUNCH_HAS_STACK)) return;
+            s.proc(h.pid).last_launch[h.tid] = e.correlation;
+          },
+          [&](const lt_event_header& h, const lt_gpu_activity_event& e) {
+            if (e.a.kind != LT_GPU_KERNEL && e.a.kind != LT_GPU_MEMCPY && e.a.kind != LT_GPU_MEMSET) return;
+            auto it = s.procs.find(h.pid);
+            if (it == s.procs.end()) return;
+            auto l = it->second.launched.find(e.a.correlation);
+            if (!e.a.correlation || l == it->second.launched.end()) return;
+            // A graph launch runs many kernels under one correlation id: each adds.
+            it->second.gpu[l->second.action].add(l->second.stack,
+                                                 e.a.end_ns > e.a.start_ns ? e.a.end_ns - e.a.start_ns : 0);
+            ++it->second.out.gpu_records;
+          },
+          [&](const lt_event_header& h, const lt_offcpu_end_event& e) {
+            auto& pp = s.proc(h.pid);
+            auto it = pp.blocked.find(h.tid);
+            if (it == pp.blocked.end()) return;  // began before attach, or its begin was lost
+            std::uint64_t ns = h.ts_ns > e.begin_ns ? h.ts_ns - e.begin_ns : 0;
+            pp.off_cpu[it->second.action].add(it->second.stack, ns);
+            ++pp.out.offcpu_periods;
+            pp.blocked.erase(it);
+          },
+      });
 }
 
 void StackAggregator::gap() {
