@@ -266,7 +266,7 @@ FUZZ_TIMEOUT ?= 10
 FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp reports/aggregate/actions.cpp \
              user/model/action_name.cpp reports/aggregate/stacks.cpp reports/aggregate/stack_cut.cpp \
              reports/advanced/advanced_report.cpp \
-             reports/aggregate/ops.cpp reports/aggregate/step_batches.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
+             $(wildcard reports/aggregate/ops*.cpp) reports/aggregate/op_shape_layout.cpp reports/aggregate/step_batches.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
              reports/aggregate/device_stats.cpp reports/aggregate/duration_stat.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
              reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp reports/format/code_points.cpp \
              reports/format/numbers.cpp reports/format/utf8_text.cpp reports/aggregate/memory.cpp \
