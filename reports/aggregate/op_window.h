@@ -14,6 +14,22 @@ struct Acc {
   std::int64_t cpu_mem = 0, self_cpu_mem = 0, cuda_mem = 0, self_cuda_mem = 0;
   std::uint64_t record_self_ns = 0, record_total_ns = 0;  // [pl][profile] rows: measured total, estimated self
   bool device = false;
+  Acc& operator+=(const Acc& a) {
+    calls += a.calls;
+    self += a.self;
+    total += a.total;
+    self_cuda += a.self_cuda;
+    cuda_total += a.cuda_total;
+    cpu_exact += a.cpu_exact;
+    cpu_mem += a.cpu_mem;
+    self_cpu_mem += a.self_cpu_mem;
+    cuda_mem += a.cuda_mem;
+    self_cuda_mem += a.self_cuda_mem;
+    record_self_ns += a.record_self_ns;
+    record_total_ns += a.record_total_ns;
+    device |= a.device;
+    return *this;
+  }
 };
 
 // Ops of one process over a stretch of time: a batch, the gap after a
@@ -39,21 +55,7 @@ struct Window {
   // Adds this window to `to` and frees its rows.
   void merge_into(const WindowPtr& to) {
     for (auto id : order) {
-      const Acc& a = rows[id];
-      Acc& r = to->row(id);
-      r.calls += a.calls;
-      r.self += a.self;
-      r.total += a.total;
-      r.self_cuda += a.self_cuda;
-      r.cuda_total += a.cuda_total;
-      r.cpu_exact += a.cpu_exact;
-      r.cpu_mem += a.cpu_mem;
-      r.self_cpu_mem += a.self_cpu_mem;
-      r.cuda_mem += a.cuda_mem;
-      r.self_cuda_mem += a.self_cuda_mem;
-      r.record_self_ns += a.record_self_ns;
-      r.record_total_ns += a.record_total_ns;
-      r.device |= a.device;
+      to->row(id) += rows[id];
     }
     to->samples += samples;
     to->in_probe += in_probe;
