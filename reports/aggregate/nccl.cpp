@@ -122,7 +122,9 @@ struct NcclAggregator::State {
   }
 
   NcclComm& comm(Proc& p, std::uint64_t handle) {
-    if (p.comms.size() >= kMaxRows && !p.live_comms.count(handle)) handle = ~0ull;  // "other communicators"
+    // Bounded: live communicators, and rows of destroyed ones kept for the report.
+    if ((p.live_comms.size() >= kMaxRows || p.comms.size() >= 4 * kMaxRows) && !p.live_comms.count(handle))
+      handle = ~0ull;  // "other communicators"
     auto [it, fresh] = p.live_comms.try_emplace(handle, p.comms.size());
     if (fresh) p.comms.push_back(NcclComm{.handle = handle});
     return p.comms[it->second];

@@ -156,7 +156,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
       ring_buffer__new(proctrack_->events_fd(), &Session::on_ring_record, this, nullptr), &ring_buffer__free);
   if (!ring) throw bpf_error("open the ring buffer", errno);
   mark_attached(t0);
-  const double bridge_ms = await_bridges(ring.get());
+  const double bridge_ms = await_bridges(ring.get(), stop);
   announce_attached(bridge_ms);
 
   // --duration counts from when the probes are in: on a busy machine
@@ -301,7 +301,7 @@ void Session::mark_attached(std::uint64_t t0) {
 // would be a promise the GPU side does not keep: a job started on that
 // word ran its first steps without kernels in the report.  The records
 // read meanwhile are in the window.  Returns the wait in ms (0: none).
-double Session::await_bridges(ring_buffer* rb) {
+double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
   if (!gputracer_) return 0;
   const auto start = monotonic_ns();
   const auto until = start + kBridgeStartNs;
@@ -311,11 +311,13 @@ double Session::await_bridges(ring_buffer* rb) {
     return false;
   };
   if (!waiting()) return 0;
-  while (waiting() && monotonic_ns() < until) {
+  while (waiting() && monotonic_ns() < until && !stop.load()) {
     nap(kDrainNapNs / 4);
-    if (drain(rb) < 0 || callback_error_) break;
+    const int n = drain(rb);
+    if (callback_error_ || (n < 0 && n != -EINTR)) break;
+    adopt_execed(monotonic_ns());  // a CPython held at its exec meanwhile waits for no bridge
   }
-  if (waiting())
+  if (waiting() && !stop.load() && monotonic_ns() >= until)
     notes_.push_back("GPU: an injected bridge had not reported within " + std::to_string(kBridgeStartNs / 1'000'000) +
                      " ms of the attach; its first GPU records may be missing");
   return (monotonic_ns() - start) / 1e6;

@@ -161,7 +161,7 @@ class Session {
   void start_sources();
   void adopt_targets();
   void mark_attached(std::uint64_t t0);
-  double await_bridges(ring_buffer* rb);
+  double await_bridges(ring_buffer* rb, const std::atomic<bool>& stop);
   void announce_attached(double bridge_ms);
   int drain(ring_buffer* rb);
   void start_chores(std::uint64_t now);

@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -222,13 +223,15 @@ bool read_memory(pid_t pid, std::uint64_t addr, void* out, std::size_t len) {
   return n == static_cast<ssize_t>(len);
 }
 
-Error unreadable_memory(pid_t pid, std::uint64_t addr) {
-  char byte;
-  iovec local{&byte, 1};
-  iovec remote{reinterpret_cast<void*>(addr), 1};
+Error unreadable_memory(pid_t pid, std::uint64_t addr, std::size_t len) {
+  // The same range again, for its errno (a short read: its end is not mapped).
+  std::vector<char> buf(std::max<std::size_t>(len, 1));
+  iovec local{buf.data(), buf.size()};
+  iovec remote{reinterpret_cast<void*>(addr), buf.size()};
   errno = 0;
-  const bool read = process_vm_readv(pid, &local, 1, &remote, 1, 0) == 1;
-  const int err = errno;
+  const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  const bool read = n == static_cast<ssize_t>(buf.size());
+  const int err = n >= 0 && !read ? EFAULT : errno;
   char hex[24];
   std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(addr));
   const std::string what = std::string("cannot read the target's memory at 0x") + hex;

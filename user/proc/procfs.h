@@ -78,7 +78,7 @@ std::optional<T> read_value(pid_t pid, std::uint64_t addr) {
 // capability the cause; as root it is a process that is not dumpable or in
 // a user namespace we are not in), or the address not mapped (io: a process
 // in the middle of its exec, or not the program its files say).
-Error unreadable_memory(pid_t pid, std::uint64_t addr);
+Error unreadable_memory(pid_t pid, std::uint64_t addr, std::size_t len);
 // A NUL-terminated C string of at most `max` bytes.
 std::optional<std::string> read_cstring(pid_t pid, std::uint64_t addr, std::size_t max = 256);
 

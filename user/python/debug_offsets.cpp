@@ -135,7 +135,8 @@ DebugOffsets read_debug_offsets(pid_t pid, std::uint64_t runtime_addr, int minor
   const Format* fmt = format_for(minor);
   if (!fmt) throw unsupported("the _Py_DebugOffsets of CPython 3." + std::to_string(minor) + " are not known");
   std::vector<std::uint8_t> raw(fmt->size);
-  if (!proc::read_memory(pid, runtime_addr, raw.data(), raw.size())) throw proc::unreadable_memory(pid, runtime_addr);
+  if (!proc::read_memory(pid, runtime_addr, raw.data(), raw.size()))
+    throw proc::unreadable_memory(pid, runtime_addr, raw.size());
   return parse_debug_offsets(raw.data(), raw.size(), minor);
 }
 

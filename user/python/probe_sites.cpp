@@ -161,7 +161,8 @@ std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, con
   auto gen_type = file.symbol("PyGen_Type");
   if (!gen_type) throw Error(ExitCode::unsupported, path + " does not export PyGen_Type");
   auto methods = proc::read_value<std::uint64_t>(pid, gen_type->value + bias + layout.type_tp_methods);
-  if (!methods) throw proc::unreadable_memory(pid, gen_type->value + bias + layout.type_tp_methods);
+  if (!methods)
+    throw proc::unreadable_memory(pid, gen_type->value + bias + layout.type_tp_methods, sizeof(std::uint64_t));
 
   // generator.throw: PyGen_Type's method table, PyMethodDef = 32 bytes.
   std::optional<std::uint64_t> gen_throw;
