@@ -1,9 +1,10 @@
 """Offline reports from a large trace: time, peak RSS and bytes per event.
 
-usage: .venv/bin/python bench/offline.py [--events 10000000] [--against OLD_BINARY [--runs 5]]
+usage: .venv/bin/python bench/offline.py [--events 10000000] [--report LIST] [--against OLD_BINARY [--runs 5]]
 Builds bench/gen_trace (a synthetic Lightning-shaped trace), writes the
-trace, then runs `ltrace-bpf report` on it (all reports: the Simple report of
-every process), measuring wall time and the child's peak RSS.
+trace, then runs `ltrace-bpf report` on it (the Simple report of every
+process, or --report LIST, e.g. simple,ops: the trace has op records too),
+measuring wall time and the child's peak RSS.
 
 --against OLD_BINARY: the same trace reported by build/ltrace-bpf and by
 OLD_BINARY (e.g. a clean clone's build of an earlier commit), alternating,
@@ -27,6 +28,7 @@ def main():
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--against", help="an earlier ltrace-bpf binary to compare with, side by side")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--report", help="reports to print (report FILE --report LIST); default: what report FILE prints")
     args = ap.parse_args()
     gen = os.path.join(ROOT, "build", "gen_trace")
     subprocess.run(["g++", "-std=c++20", "-O2", "-I", ROOT, "-I", os.path.join(ROOT, "bpf"),
@@ -40,9 +42,10 @@ def main():
         events = int(out.split()[0])
         size = os.path.getsize(path)
         if args.against:
-            return side_by_side(path, events, args.against, args.runs)
+            return side_by_side(path, events, args.against, args.runs, args.report)
         t = time.perf_counter()
-        r = subprocess.run([LTRACE, "report", path], capture_output=True, text=True)
+        r = subprocess.run([LTRACE, "report", path] + (["--report", args.report] if args.report else []),
+                           capture_output=True, text=True)
         wall = time.perf_counter() - t
         rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         assert r.returncode == 0, r.stderr
@@ -54,10 +57,11 @@ def main():
     return 0
 
 
-def one_report(binary, path):
+def one_report(binary, path, reports=None):
     """(wall s, peak RSS MB, stdout) of one `report` run, RSS from wait4."""
     t = time.perf_counter()
-    p = subprocess.Popen([binary, "report", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen([binary, "report", path] + (["--report", reports] if reports else []), stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
     out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
@@ -65,17 +69,17 @@ def one_report(binary, path):
     return wall, usage.ru_maxrss / 1024, out
 
 
-def side_by_side(path, events, old, runs):
+def side_by_side(path, events, old, runs, reports=None):
     new_t, new_rss, old_t, old_rss = [], [], [], []
     same = True
     for _ in range(runs):
-        w, r, out_new = one_report(LTRACE, path)
+        w, r, out_new = one_report(LTRACE, path, reports)
         new_t.append(w), new_rss.append(r)
-        w, r, out_old = one_report(old, path)
+        w, r, out_old = one_report(old, path, reports)
         old_t.append(w), old_rss.append(r)
         same &= out_new == out_old
     med = lambda v: sorted(v)[len(v) // 2]
-    print(f"{events} events, {runs} runs each, alternating; medians")
+    print(f"{events} events, {runs} runs each, alternating; medians; reports: {reports or 'default'}")
     print("| binary | report s | peak RSS MB |")
     print("|---|---|---|")
     print(f"| {old} | {med(old_t):.2f} | {med(old_rss):.0f} |")
