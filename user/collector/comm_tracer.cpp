@@ -7,9 +7,17 @@
 #include "bpf/events.h"
 #include "user/core/errors.h"
 #include "user/sources/commprobe.h"
+#include "user/sources/proctrack.h"
 #include "user/torch/nccl_sites.h"
 
 namespace lt {
+
+CommTracer::CommTracer(const ProcTrackSource& shared, int op_stacks_fd)
+    : source_(std::make_unique<CommProbeSource>(shared, op_stacks_fd)) {}
+CommTracer::~CommTracer() = default;
+void CommTracer::detach() {
+  source_.reset();
+}
 
 namespace {
 
@@ -37,7 +45,7 @@ std::size_t CommTracer::attach_file(const proc::MappedLibrary& m, Library kind, 
   const auto prog = kind == Library::nccl ? CommProbeSource::Program::nccl : CommProbeSource::Program::call;
   for (const auto& s : found)
     sites.push_back({s.file_offset, s.cookie, s.mark ? CommProbeSource::Program::mark : prog});
-  probes_ += source_.attach(m.open_path, pid_filter, sites);
+  probes_ += source_->attach(m.open_path, pid_filter, sites);
   attached_.insert({m.file.first, m.file.second, pid_filter});
   return found.size();
 }

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
@@ -20,10 +21,14 @@
 namespace lt {
 
 class CommProbeSource;
+class ProcTrackSource;
 
 class CommTracer final : public LibraryTracer {
  public:
-  explicit CommTracer(CommProbeSource& source) : source_(source) {}
+  // Loads its BPF objects (the op stacks of `op_stacks_fd` when ops are
+  // traced too, else -1).
+  CommTracer(const ProcTrackSource& shared, int op_stacks_fd);
+  ~CommTracer() override;
   // Probes pid's libraries (pid_filter -1: every process mapping them).
   // Returns false when the process has no libtorch_cpu mapped (yet), or,
   // for up to kLibraryWaitNs, while the loader is still mapping the rest of
@@ -39,6 +44,7 @@ class CommTracer final : public LibraryTracer {
       1'000'000'000;  // the loader maps a library's dependencies in milliseconds
   std::size_t probes() const override { return probes_; }
   std::string describe(pid_t) const override { return last_; }
+  void detach() override;
 
  private:
   enum class Library { torch, nccl };
@@ -46,7 +52,7 @@ class CommTracer final : public LibraryTracer {
   // returns how many sites the file has (0: none, nothing attached).
   std::size_t attach_file(const proc::MappedLibrary& lib, Library kind, pid_t pid_filter);
 
-  CommProbeSource& source_;
+  std::unique_ptr<CommProbeSource> source_;
   std::map<std::pair<unsigned long, unsigned long>, std::vector<CommSite>> sites_;  // per (dev, inode)
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;
   std::size_t probes_ = 0;

@@ -3,8 +3,9 @@
 // libtorch_cpu's collectives, CUDA): Session keeps one slot per tracer,
 // tries each at adoption and, until the library is there, again every
 // interval (PendingAttach), and turns their errors into notes the same way
-// for all. Adding such a source = its BPF source, its loader (user/sources),
-// a LibraryTracer, and one line in Session::start_sources().
+// for all. A tracer owns its loader (the BPF objects and links): Session
+// names none of them. Adding such a source = its BPF source, its loader
+// (user/sources), a LibraryTracer, and one line in Session::start_sources().
 #pragma once
 #include <sys/types.h>
 
@@ -28,6 +29,8 @@ class LibraryTracer {
   virtual std::size_t probes() const { return 0; }
   // Notes from the last attach ("pid N: " is added).
   virtual std::vector<std::string> take_notes() { return {}; }
+  // The session ends: its probes come out (the ring is drained after).
+  virtual void detach() {}
 };
 
 }  // namespace lt

@@ -4,8 +4,16 @@
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
 #include "user/sources/memprobe.h"
+#include "user/sources/proctrack.h"
 
 namespace lt {
+
+MemTracer::MemTracer(const ProcTrackSource& shared, int op_stacks_fd)
+    : source_(std::make_unique<MemProbeSource>(shared, op_stacks_fd)) {}
+MemTracer::~MemTracer() = default;
+void MemTracer::detach() {
+  source_.reset();
+}
 
 bool MemTracer::attach(pid_t pid, pid_t pid_filter) {
   auto found = proc::find_mapped_library(pid, "libc10.so");  // not libc10_cuda.so
@@ -31,7 +39,7 @@ bool MemTracer::attach(pid_t pid, pid_t pid_filter) {
   }
   std::vector<MemProbeSource::Site> sites;
   for (auto& s : known->second) sites.push_back({s.file_offset, s.kind});
-  probes_ += source_.attach(open_path, pid_filter, sites);
+  probes_ += source_->attach(open_path, pid_filter, sites);
   attached_.insert({file.first, file.second, pid_filter});
   return true;
 }

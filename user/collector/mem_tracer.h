@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
@@ -16,10 +17,14 @@
 namespace lt {
 
 class MemProbeSource;
+class ProcTrackSource;
 
 class MemTracer final : public LibraryTracer {
  public:
-  explicit MemTracer(MemProbeSource& source) : source_(source) {}
+  // Loads its BPF objects (allocator hooks; the op stacks of `op_stacks_fd`
+  // when ops are traced too, else -1).
+  MemTracer(const ProcTrackSource& shared, int op_stacks_fd);
+  ~MemTracer() override;
   // Probes pid's libc10 (pid_filter -1: every process mapping it).
   // Returns false when the process has no libc10 mapped (yet).  Throws
   // lt::Error (io: unreadable; unsupported: no CPU allocator hooks; bpf).
@@ -27,9 +32,10 @@ class MemTracer final : public LibraryTracer {
   const char* lost() const override { return "its memory is missing from the report"; }
   std::size_t probes() const override { return probes_; }
   std::string describe(pid_t) const override { return last_; }
+  void detach() override;
 
  private:
-  MemProbeSource& source_;
+  std::unique_ptr<MemProbeSource> source_;
   std::map<std::pair<unsigned long, unsigned long>, std::vector<MemHookSite>> sites_;  // per (dev, inode)
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;
   std::size_t probes_ = 0;

@@ -26,10 +26,8 @@
 #include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
-#include "user/sources/commprobe.h"
 #include "user/sources/gpu.h"
 #include "user/sources/loss_records.h"
-#include "user/sources/memprobe.h"
 #include "user/sources/opprobe.h"
 #include "user/sources/proctrack.h"
 #include "user/sources/pyactions.h"
@@ -212,14 +210,6 @@ void Session::start_sources() {
         std::make_unique<OpTracer>(*opprobe_, opts_.op_filters, [this](const void* r, std::size_t n) { emit(r, n); });
     dynamo_notes_ = std::make_unique<DynamoNotes>([this](const void* r, std::size_t n) { emit(r, n); });
   }
-  if (opts_.memory) {
-    memprobe_ = std::make_unique<MemProbeSource>(*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1);
-    memtracer_ = std::make_unique<MemTracer>(*memprobe_);
-  }
-  if (opts_.comm) {
-    commprobe_ = std::make_unique<CommProbeSource>(*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1);
-    commtracer_ = std::make_unique<CommTracer>(*commprobe_);
-  }
   if (opts_.gpu) {
     GpuTracerOptions go{opts_.inject, find_bridge_library(), opts_.verbose};
     gputracer_ = std::make_unique<GpuTracer>(
@@ -237,8 +227,10 @@ void Session::start_sources() {
     add_tracer(
         *optracer_, [this](pid_t pid) { ops_before(pid); }, [this](pid_t pid) { ops_after(pid); });
   if (gputracer_) add_tracer(*gputracer_);
-  if (memtracer_) add_tracer(*memtracer_);
-  if (commtracer_) add_tracer(*commtracer_);
+  // Tracers that need nothing else of the session: one line each.
+  const int op_stacks = opprobe_ ? opprobe_->stacks_fd() : -1;
+  if (opts_.memory) add_tracer(own(std::make_unique<MemTracer>(*proctrack_, op_stacks)));
+  if (opts_.comm) add_tracer(own(std::make_unique<CommTracer>(*proctrack_, op_stacks)));
   if (sampling()) {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
                                                  opprobe_ ? opprobe_->stacks_fd() : -1);
@@ -451,8 +443,7 @@ void Session::detach(ring_buffer* rb) {
   gpusrc_.reset();
   pyactions_.reset();
   pysample_.reset();
-  memprobe_.reset();
-  commprobe_.reset();
+  for (auto& t : owned_tracers_) t->detach();
   opprobe_.reset();
   if (!callback_error_) ring_buffer__consume(rb);
 }

@@ -42,10 +42,6 @@ class ModuleNamer;
 class PySampleSource;
 class OpProbeSource;
 class OpTracer;
-class MemProbeSource;
-class MemTracer;
-class CommProbeSource;
-class CommTracer;
 class GpuSource;
 class GpuTracer;
 class StatsSampler;
@@ -196,6 +192,11 @@ class Session {
     std::function<void(pid_t)> before, after;
   };
   void add_tracer(LibraryTracer& tracer, std::function<void(pid_t)> before = {}, std::function<void(pid_t)> after = {});
+  // Keeps a tracer for the session's life (detached at the session's end).
+  LibraryTracer& own(std::unique_ptr<LibraryTracer> tracer) {
+    owned_tracers_.push_back(std::move(tracer));
+    return *owned_tracers_.back();
+  }
   PendingAttach::Attempt attach_library(TracerSlot& slot, pid_t pid, bool first);
   void ops_before(pid_t pid);
   void ops_after(pid_t pid);
@@ -235,10 +236,7 @@ class Session {
   std::unique_ptr<PySampleSource> pysample_;
   std::unique_ptr<OpProbeSource> opprobe_;
   std::unique_ptr<OpTracer> optracer_;
-  std::unique_ptr<MemProbeSource> memprobe_;
-  std::unique_ptr<MemTracer> memtracer_;
-  std::unique_ptr<CommProbeSource> commprobe_;
-  std::unique_ptr<CommTracer> commtracer_;
+  std::vector<std::unique_ptr<LibraryTracer>> owned_tracers_;  // memory, comm: each with its own loader
   std::unique_ptr<GpuSource> gpusrc_;
   std::unique_ptr<GpuTracer> gputracer_;
   std::vector<std::unique_ptr<TracerSlot>> tracers_;  // ops, memory, comm, GPU: those asked for
