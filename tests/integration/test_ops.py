@@ -128,19 +128,31 @@ def check_shares(ours, theirs, preempted=0.0):
     # Ranking: within the profiler's top 10 by CPU total, every pair it
     # separates clearly (x1.5) is in the same order in ours, up to sampling
     # error: counts of samples are Poisson, so the difference of two has a
-    # standard deviation of sqrt(a + b) samples; allow 2 of them.  The
+    # standard deviation of sqrt(a + b) samples; allow 4 of them (2 failed
+    # `make test-loaded` once with 12 samples against a bound of 10.6).  The
     # profiler's side is its wall time less each op's 1% slowest calls: a
     # few preempted calls of a small op (3-6 ms each) made _log_softmax look
     # 1.5x aten::mul in two clean-clone CI runs, where CPU time says half.
+    # Ops whose calls average under 20 us of the profiler's time are left
+    # out of the ranking: its own cost per call (a few us, in its wall time,
+    # never in our CPU samples of the op) is then a large part of what it
+    # says (beside two hogs it put aten::t, 7200 calls, at 1.5x aten::sum,
+    # 802 calls, where 28 samples said 8 to 20).
     def trimmed(n):
         return theirs[n].get("cpu_time_total_trimmed", theirs[n]["cpu_time_total"])
 
-    top = sorted(theirs, key=lambda n: -trimmed(n))[:10]
+    def long_calls(n):
+        return trimmed(n) >= 20.0 * max(theirs[n].get("count", 1), 1)
+
+    top = [n for n in sorted(theirs, key=lambda n: -trimmed(n))[:10] if long_calls(n)]
+    compared = 0
     for i, a in enumerate(top):
         for b in top[i + 1:]:
             if trimmed(a) > 1.5 * trimmed(b):
+                compared += 1
                 na, nb = ours[a]["total_us"] / period_us, ours[b]["total_us"] / period_us
-                assert na - nb >= -2 * math.sqrt(na + nb), (a, b, ours[a], ours[b])
+                assert na - nb >= -4 * math.sqrt(na + nb), (a, b, ours[a], ours[b])
+    assert compared >= 3, (top, compared)  # the workload has ops of clearly different weight
 
 
 PYENV_311 = pyenv_python(11)
