@@ -141,34 +141,19 @@ def main():
             if ev.name.startswith("aten::"):
                 d = merged.setdefault(stage_of(ev), {})
                 d[ev.name] = d.get(ev.name, 0) + 1
-        # Raw entries (before torch merges an op into a same-named parent),
-        # by time: inside which scope on the same thread.
-        scopes, ops = [], []
-        for e in prof.profiler.kineto_results.events():
-            start = e.start_ns() if hasattr(e, "start_ns") else e.start_us() * 1000
-            dur = e.duration_ns() if hasattr(e, "duration_ns") else e.duration_us() * 1000
-            item = (start, start + dur, e.start_thread_id(), e.name())
-            (scopes if e.name().startswith("ltb:") else ops).append(item)
-        for start, end, tid, name in ops:
-            if not name.startswith("aten::"):
-                continue
-            stage = next((s[3][4:] for s in scopes if s[2] == tid and s[0] <= start and end <= s[1]), "outside")
-            d = raw.setdefault(stage, {})
-            d[name] = d.get(name, 0) + 1
-        # torch's merge on the real nesting (what ltrace-bpf must count),
-        # and the calls whose microsecond times make it ambiguous.
+        # Raw entries (before torch merges an op into a same-named parent)
+        # and torch's merge on the real nesting (what ltrace-bpf must
+        # count), each in the batch scope that encloses it.
         from torch_merge import merged_nodes
-        exact, ties = {}, {}
-        for tid, start, end, name, dropped, tie in merged_nodes(prof.profiler.kineto_results.events()):
+        raw, exact, ties = {}, {}, {}
+        for _, _, _, name, dropped, tie, scopes in merged_nodes(prof.profiler.kineto_results):
             if not name.startswith("aten::"):
                 continue
-            stage = next((s[3][4:] for s in scopes if s[2] == tid and s[0] <= start and end <= s[1]), "outside")
-            if not dropped:
-                d = exact.setdefault(stage, {})
-                d[name] = d.get(name, 0) + 1
-            if tie:
-                d = ties.setdefault(stage, {})
-                d[name] = d.get(name, 0) + 1
+            stage = next((s[4:] for s in reversed(scopes) if s.startswith("ltb:")), "outside")
+            for table, counted in ((raw, True), (exact, not dropped), (ties, tie)):
+                if counted:
+                    d = table.setdefault(stage, {})
+                    d[name] = d.get(name, 0) + 1
         with open(a.out, "w") as f:
             json.dump({"merged": merged, "raw": raw, "exact_merged": exact, "merge_ties": ties,
                        "step_functions": STAGES}, f)

@@ -125,7 +125,7 @@ def main():
                 rows[key]["cpu_time_total_trimmed"] = rows[key]["cpu_time_total"] * factor
         # The same merge on the real nesting (what ltrace-bpf must count).
         from torch_merge import merged_counts
-        exact, ties = merged_counts(prof.profiler.kineto_results.events())
+        exact, ties = merged_counts(prof.profiler.kineto_results)
         shapes = {}
         if a.record_shapes:
             for e in prof.key_averages(group_by_input_shape=True):
