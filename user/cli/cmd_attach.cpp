@@ -142,12 +142,11 @@ int attach(Options& opts) {
   // What the reports asked for need (user/cli/report_registry.cpp), and
   // what other options ask for.
   const ReportSources needs = report_sources(opts);
-  so.ops = needs.ops || opts.wants_ops();
+  so.sources = needs;
+  so.sources.ops |= opts.wants_ops();
+  so.sources.memory |= opts.profile_memory;
   so.op_filters = opts.op_filters;
   so.shapes = opts.group_by_input_shapes;
-  so.memory = needs.memory || opts.profile_memory;
-  so.memory_stacks = needs.memory_stacks;
-  so.comm = needs.comm;
   so.module_names = opts.module_names;
   so.keep_in_memory = !opts.dump_path.empty();
   std::unique_ptr<ReportSet> reports;

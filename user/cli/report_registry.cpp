@@ -113,11 +113,7 @@ ReportSources report_sources(const Options& opts) {
   ReportSources s;
   for (const auto& e : kReports) {
     if (e.name.empty() || !named(opts, e.name)) continue;
-    s.stacks |= e.sources.stacks;
-    s.ops |= e.sources.ops;
-    s.memory |= e.sources.memory;
-    s.memory_stacks |= e.sources.memory_stacks;
-    s.comm |= e.sources.comm;
+    s |= e.sources;
   }
   return s;
 }

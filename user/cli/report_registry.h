@@ -20,6 +20,7 @@
 #include "reports/aggregate/stacks.h"
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
+#include "user/collector/source_set.h"
 
 namespace lt {
 
@@ -39,13 +40,7 @@ struct ReportResults {
 
 // The probes a report needs besides the action probes (ORed over the
 // reports asked for; other options add their own).
-struct ReportSources {
-  bool stacks = false;         // the stack sampler
-  bool ops = false;            // the aten op probes
-  bool memory = false;         // the allocator probes
-  bool memory_stacks = false;  // ...with the Python stack of each allocation
-  bool comm = false;           // the collective probes
-};
+using ReportSources = SourceSet;
 
 struct ReportEntry {
   // --report NAME; empty: not chosen by name (printed when it has data or

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "bpf/events.h"
 #include "user/collector/library_tracer.h"
 #include "user/proc/procfs.h"
 #include "user/torch/comm_sites.h"
@@ -45,6 +46,7 @@ class CommTracer final : public LibraryTracer {
   std::size_t probes() const override { return probes_; }
   std::string describe(pid_t) const override { return last_; }
   void detach() override;
+  std::uint32_t target_flags() const override { return LT_TARGET_COMM; }
 
  private:
   enum class Library { torch, nccl };

@@ -5,11 +5,13 @@
 // interval (PendingAttach), and turns their errors into notes the same way
 // for all. A tracer owns its loader (the BPF objects and links): Session
 // names none of them. Adding such a source = its BPF source, its loader
-// (user/sources), a LibraryTracer, and one line in Session::start_sources().
+// (user/sources), a LibraryTracer, and one line in the catalogue
+// (library_tracers.cpp).
 #pragma once
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,9 @@ class LibraryTracer {
   virtual std::vector<std::string> take_notes() { return {}; }
   // The session ends: its probes come out (the ring is drained after).
   virtual void detach() {}
+  // The LT_TARGET_* bits a target gets in the shared target table so that
+  // this tracer's BPF programs take its events.
+  virtual std::uint32_t target_flags() const { return 0; }
 };
 
 }  // namespace lt

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bpf/events.h"
 #include "user/collector/library_tracer.h"
 #include "user/torch/mem_sites.h"
 
@@ -33,6 +34,7 @@ class MemTracer final : public LibraryTracer {
   std::size_t probes() const override { return probes_; }
   std::string describe(pid_t) const override { return last_; }
   void detach() override;
+  std::uint32_t target_flags() const override { return LT_TARGET_MEM; }
 
  private:
   std::unique_ptr<MemProbeSource> source_;

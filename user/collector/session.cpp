@@ -13,10 +13,9 @@
 #include <ctime>
 
 #include "user/cluster/clock_exchange.h"
-#include "user/collector/comm_tracer.h"
 #include "user/collector/dynamo_notes.h"
 #include "user/collector/gpu_tracer.h"
-#include "user/collector/mem_tracer.h"
+#include "user/collector/library_tracers.h"
 #include "user/collector/module_namer.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stats_sampler.h"
@@ -204,7 +203,7 @@ void Session::start_sources() {
   pyactions_ = std::make_unique<PyActionsSource>(*proctrack_, opts_.module_names);
   if (opts_.module_names)
     module_namer_ = std::make_unique<ModuleNamer>([this](const void* r, std::size_t n) { emit(r, n); });
-  if (opts_.ops) {
+  if (opts_.sources.ops) {
     opprobe_ = std::make_unique<OpProbeSource>(*proctrack_);
     optracer_ =
         std::make_unique<OpTracer>(*opprobe_, opts_.op_filters, [this](const void* r, std::size_t n) { emit(r, n); });
@@ -227,10 +226,10 @@ void Session::start_sources() {
     add_tracer(
         *optracer_, [this](pid_t pid) { ops_before(pid); }, [this](pid_t pid) { ops_after(pid); });
   if (gputracer_) add_tracer(*gputracer_);
-  // Tracers that need nothing else of the session: one line each.
-  const int op_stacks = opprobe_ ? opprobe_->stacks_fd() : -1;
-  if (opts_.memory) add_tracer(own(std::make_unique<MemTracer>(*proctrack_, op_stacks)));
-  if (opts_.comm) add_tracer(own(std::make_unique<CommTracer>(*proctrack_, op_stacks)));
+  // Tracers that need nothing else of the session: from the catalogue.
+  const TracerDeps deps{*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1};
+  for (const auto& entry : library_tracers())
+    if (opts_.sources.*entry.wanted) add_tracer(own(entry.make(deps)));
   if (sampling()) {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
                                                  opprobe_ ? opprobe_->stacks_fd() : -1);
@@ -686,13 +685,12 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   }
   // Op times come from samples, which need no Python stack (tsd_block 0
   // tells BPF to skip the walk).
-  if (opts_.ops) t.flags |= LT_TARGET_OPS | (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
+  if (opts_.sources.ops) t.flags |= LT_TARGET_OPS | (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
   if (opts_.gpu) t.flags |= LT_TARGET_GPU;
   if (opts_.launch_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_LAUNCH_STACKS;
-  if (opts_.memory) t.flags |= LT_TARGET_MEM;
-  if (opts_.comm) t.flags |= LT_TARGET_COMM;
+  for (const auto& tracer : owned_tracers_) t.flags |= tracer->target_flags();
   if (opts_.module_names) t.flags |= LT_TARGET_MODULES;
-  if (opts_.memory_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_MEM_STACKS;
+  if (opts_.sources.memory_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_MEM_STACKS;
   // A provisional target (--all) is not sampled until it is promoted.
   if (provisional_.count(interp.pid))
     t.flags &= ~(LT_TARGET_SAMPLE | LT_TARGET_OFF_CPU | LT_TARGET_MEM_STACKS | LT_TARGET_LAUNCH_STACKS);

@@ -22,6 +22,7 @@
 #include "user/collector/library_tracer.h"
 #include "user/collector/pending_attach.h"
 #include "user/collector/record_normalizer.h"
+#include "user/collector/source_set.h"
 #include "user/collector/synthesized_records.h"
 #include "user/collector/target_tracker.h"
 #include "user/core/errors.h"
@@ -66,18 +67,15 @@ struct SessionOptions {
   std::vector<std::pair<std::string, std::string>> adopt_env;
   double duration_s = 0;  // 0: until signal or targets exit
   bool verbose = false;
-  unsigned sample_rate_hz = 0;          // Python stack samples per second per thread (0: off)
-  bool off_cpu = false;                 // record blocking (sched_switch) with stacks
-  bool ops = false;                     // aten op entry probes (needs sample_rate_hz for times)
+  unsigned sample_rate_hz = 0;  // Python stack samples per second per thread (0: off)
+  bool off_cpu = false;         // record blocking (sched_switch) with stacks
+  // Which probe sources (user/collector/source_set.h): ops are aten op
+  // entry probes (they need sample_rate_hz for times); memory the
+  // allocator hooks of libc10 and comm the c10d backend methods of
+  // libtorch_cpu, both started from the catalogue (library_tracers.h).
+  SourceSet sources;
   std::vector<std::string> op_filters;  // --ops globs; empty: every op
   bool shapes = false;                  // ops with their tensor arguments' shapes
-  // Allocator events (--profile-memory, --report memory): entry probes on
-  // libc10's allocator hooks (user/collector/mem_tracer.h).
-  bool memory = false;
-  bool memory_stacks = false;  // ...with the Python stack of each (needs sampling's TSD key)
-  // c10d calls (--report comm): entry probes on libtorch_cpu's process-group
-  // backend methods (user/collector/comm_tracer.h).
-  bool comm = false;
   // nn.Module calls (--module-names): MODULE_CALL from the eval loop's
   // entry, MODULE_NAME records read from the target (module_namer.h).
   bool module_names = false;
@@ -173,7 +171,7 @@ class Session {
   std::optional<python::TsdLookup> thread_state_key(const python::Interpreter& interp, std::string& why) const;
   lt_target target_for(const python::Interpreter& interp);
   bool sampling() const {
-    return opts_.sample_rate_hz > 0 || opts_.off_cpu || opts_.launch_stacks || opts_.memory_stacks;
+    return opts_.sample_rate_hz > 0 || opts_.off_cpu || opts_.launch_stacks || opts_.sources.memory_stacks;
   }
   bool explicit_target(pid_t pid) const;
   void check_forked_tsd();

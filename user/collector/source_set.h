@@ -1,0 +1,26 @@
+// The probe sources a session starts besides the action probes: what the
+// chosen reports need (each report entry names its own, and
+// user/cli/report_registry.cpp ORs them over the reports asked for) plus
+// what other options ask for (--profile-memory, --ops, ...).
+#pragma once
+
+namespace lt {
+
+struct SourceSet {
+  bool stacks = false;         // the stack sampler (the session reads its rate from sample_rate_hz)
+  bool ops = false;            // the aten op probes
+  bool memory = false;         // the allocator probes
+  bool memory_stacks = false;  // ...with the Python stack of each allocation
+  bool comm = false;           // the collective probes
+
+  SourceSet& operator|=(const SourceSet& o) {
+    stacks |= o.stacks;
+    ops |= o.ops;
+    memory |= o.memory;
+    memory_stacks |= o.memory_stacks;
+    comm |= o.comm;
+    return *this;
+  }
+};
+
+}  // namespace lt
