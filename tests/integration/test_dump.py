@@ -46,6 +46,22 @@ class Target:
         line = self.proc.stdout.readline()
         assert line.startswith("ready "), line
         self.tids = json.loads(line[len("ready "):])
+        # "ready" is written before main reaches its marked line: on a busy
+        # machine it was still in print() when dumped (CI: line 75, not 81).
+        # Wait until it blocks reading stdin (read(0, ...): syscall 0, fd 0).
+        if "--wait-file" not in args:
+            deadline = time.time() + 60
+            while not self._main_reads_stdin():
+                assert time.time() < deadline, "the target's main thread never read stdin"
+                time.sleep(0.01)
+
+    def _main_reads_stdin(self):
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/syscall") as f:
+                fields = f.read().split()
+        except OSError:
+            return self.proc.poll() is not None  # gone: the asserts say so
+        return len(fields) > 1 and fields[0] == "0" and int(fields[1], 16) == 0
 
     def finish(self):
         out, _ = self.proc.communicate("quit\n", timeout=60)

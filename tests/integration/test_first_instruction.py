@@ -149,34 +149,50 @@ def test_sid_container_interpreters(tmp_path):
         box.stop()
 
 
-def test_tracer_killed_at_each_step_of_a_hold(tmp_path):
-    """The holder SIGKILLed at every step of an exec hold (the seize, each
-    stop on the way to libpython, each resume, the release): the CPython
-    always runs on and finishes, never left stopped (the kernel detaches a
-    dead tracer's tracees; we never set PTRACE_O_EXITKILL)."""
-    python = pyenv_python(11)  # the libpython layout: the longest hold
-    step, completed = 0, None
-    while completed is None:
+def sweep_hold(tmp_path, python, first_step, library=None):
+    """Runs the hold, SIGKILLing the holder at step first_step, then the
+    next, ... until one run completes; each killed run's child must finish
+    by itself.  Returns the step at which the hold completed."""
+    step = first_step - 1
+    while True:
         step += 1
         assert step < 2000, "the hold never completed"
-        marker = tmp_path / f"ran{step}"
+        marker = tmp_path / f"ran{library or ''}{step}"
         env = dict(os.environ, LT_EXEC_HOLD_PYTHON=python, LT_EXEC_HOLD_MARKER=str(marker),
                    LT_EXEC_HOLD_DIE_AT_STEP=str(step))
+        if library:
+            env["LT_EXEC_HOLD_LIBRARY"] = library
         r = subprocess.run([UNIT_TESTS, "--gtest_filter=ExecHoldCli.FromEnvironment"], env=env, capture_output=True,
                            text=True, timeout=120)
         child = re.search(r"EXEC_HOLD_CHILD (\d+)", r.stdout)
         assert child, (step, r.returncode, r.stdout[-2000:])
         if "EXEC_HOLD_RESULT released" in r.stdout:
             assert r.returncode == 0, r.stdout[-2000:]
-            completed = step
-            break
+            return step
         assert r.returncode == -9, (step, r.returncode, r.stdout[-2000:])
         # Orphaned, the child belongs to init now: it must finish by itself.
         pid = int(child.group(1))
         wait_for_condition(lambda: marker.exists(), f"step {step}: the child never ran Python (pid {pid}, "
                                                      f"state {state_of(pid)})", 30)
+
+
+def test_tracer_killed_at_each_step_of_a_hold(tmp_path):
+    """The holder SIGKILLed at every step of an exec hold (the seize, each
+    stop on the way to libpython, each resume, the release): the CPython
+    always runs on and finishes, never left stopped (the kernel detaches a
+    dead tracer's tracees; we never set PTRACE_O_EXITKILL).  Then the same
+    for the hold that goes on, seized, until a library loads (ctypes loads
+    libzstd): killed at each of its steps (letting it run seized, each load
+    stop with our SIGURG pending, each resume, the release), the child
+    finishes too -- a SIGURG left pending is ignored."""
+    python = pyenv_python(11)  # the libpython layout: the longest hold
+    completed = sweep_hold(tmp_path, python, 1)
     assert completed > 60, completed  # the sweep went through the whole hold (the loader's ~60 system calls)
     print(f"hold completed at step {completed}; killed at each of steps 1-{completed - 1}")
+    with_library = sweep_hold(tmp_path, python, completed - 2, "libzstd.so.1")
+    assert with_library > completed + 2, (with_library, completed)  # it went on, seized, to the load
+    print(f"with the library hold: completed at step {with_library}; killed at each of steps "
+          f"{completed - 2}-{with_library - 1}")
 
 
 def state_of(pid):
@@ -266,20 +282,32 @@ def test_run_holds_srun_tasks(tmp_path, sites):
 
 
 def test_run_counts_the_first_ops_after_import_torch(tmp_path):
-    """`run --report ops` of a script whose only ops come right after
-    `import torch`: each counted exactly once (the op probes go in while
-    the import runs: libtorch_cpu is mapped ~1 s before the import ends)."""
-    r = subprocess.run([LTRACE, "run", "-v", "--report", "ops", "--row-limit", "-1", "--", VENV_PY,
+    """`run --report ops,memory` of a script whose only ops come right after
+    `import torch`: each counted exactly once, with its allocation.  The
+    retry poll for libraries is set to 10 minutes, so only the hold at the
+    library load can have put the op and allocator probes in: the CPython
+    runs on, seized, and stops at each dlopen until libtorch_cpu and libc10
+    are mapped (user/sources/libload.h).  With the hold off, none of the
+    three ops would be counted (measured: `no aten op calls`)."""
+    env = dict(os.environ, LTRACE_BPF_PENDING_ATTACH_MS="600000")
+    r = subprocess.run([LTRACE, "run", "-v", "--report", "ops,memory", "--row-limit", "-1", "--", VENV_PY,
                         os.path.join(WORKLOADS, "early_ops.py")], capture_output=True, text=True, timeout=300,
-                       cwd=tmp_path)
+                       cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "OPS_DONE 12.0" in r.stdout, r.stdout[-2000:]
-    calls = {}
+    calls, mem = {}, {}
     for line in r.stdout.splitlines():
         cells = line.split()
         if cells and cells[0] in ("aten::ones", "aten::add", "aten::mul"):
             calls[cells[0]] = int(cells[-1])
+            mem[cells[0]] = " ".join(cells[-5:-3])  # CPU Mem: what its calls allocated
     assert calls == {"aten::ones": 1, "aten::add": 1, "aten::mul": 1}, (calls, r.stdout[-3000:])
+    # float32[3]: 12 bytes each, seen by the allocator probes.
+    assert mem == {"aten::ones": "12 B", "aten::add": "12 B", "aten::mul": "12 B"}, (mem, r.stdout[-3000:])
+    stops = re.search(r"done awaiting its libraries after [\d.]+ ms: stopped at (\d+) library loads, ([\d.]+) ms",
+                      r.stderr)
+    assert stops and int(stops.group(1)) >= 1, r.stderr[-3000:]
+    print(f"held at {stops.group(1)} library loads, {stops.group(2)} ms in all")
 
 
 def section_of(out, pid):

@@ -10,9 +10,14 @@
 //   EXEC_HOLD_CHILD pid
 //   EXEC_HOLD_RESULT released steps=N
 // With LT_EXEC_HOLD_DIE_AT_STEP=N it SIGKILLs itself at the hold's N-th
-// step: the child must run on as if never held.  Without them it is skipped.
+// step: the child must run on as if never held.  With LT_EXEC_HOLD_LIBRARY
+// (a library name) the child loads that library with ctypes before it
+// writes the marker, and the hold goes on, seized, until that load
+// (user/sources/libload.h): its steps are swept too.  Without them it is
+// skipped.
 #include "user/proc/exec_hold.h"
 
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -24,11 +29,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "tests/unit/child_process.h"
 #include "user/collector/exec_pairing.h"
+#include "user/sources/libload.h"
 
 using namespace lt;
 using namespace lt::proc;
@@ -40,12 +48,18 @@ namespace {
 const char* kDebianPython = "/usr/bin/python3.11";                         // the interpreter in the executable
 const char* kPyenvPython = "/root/.pyenv/versions/3.11.7/bin/python3.11";  // in libpython3.11.so.1.0
 
-// Starts `python -c "open(marker, 'w')"` and returns once it has exec'd
-// (its close-on-exec pipe closed): the state a BPF exec wake-up finds.
-pid_t start_exec(const std::string& python, const std::string& marker) {
+// The child's program: (load `library` with ctypes, then) create `marker`.
+std::string child_code(const std::string& marker, const std::string& library = "") {
+  const std::string load = library.empty() ? "" : "import ctypes; ctypes.CDLL('" + library + "'); ";
+  return load + "open('" + marker + "', 'w').close()";
+}
+
+// Starts `python -c CODE` and returns once it has exec'd (its close-on-exec
+// pipe closed): the state a BPF exec wake-up finds.
+pid_t start_exec(const std::string& python, const std::string& marker, const std::string& library = "") {
   int gone[2];
   if (pipe2(gone, O_CLOEXEC) != 0) return -1;
-  const std::string code = "open(" + std::string("'") + marker + "', 'w').close()";
+  const std::string code = child_code(marker, library);
   pid_t pid = fork();
   if (pid == 0) {
     close(gone[0]);
@@ -65,10 +79,10 @@ pid_t start_exec(const std::string& python, const std::string& marker) {
 
 // Starts a child that execs `python -c "open(marker, 'w')"` once a byte
 // comes on the returned pipe's write end (*go).
-pid_t start_waiting(const std::string& python, const std::string& marker, int* go) {
+pid_t start_waiting(const std::string& python, const std::string& marker, int* go, const std::string& library = "") {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return -1;
-  const std::string code = "open(" + std::string("'") + marker + "', 'w').close()";
+  const std::string code = child_code(marker, library);
   pid_t pid = fork();
   if (pid == 0) {
     close(p[1]);
@@ -88,6 +102,38 @@ pid_t start_waiting(const std::string& python, const std::string& marker, int* g
 
 bool poll_until_ready(ExecHolds& holds, pid_t pid) {
   return poll_until_reported(holds, pid, 20us);
+}
+
+// A held, ready `pid` runs on, seized, stopped at each library load, until
+// one has `library` mapped: then `at_load` looks at it and it is released.
+// Returns the loads it stopped at, or -1 (not probed, gone, or 30 s).
+int await_library(ExecHolds& holds, LibLoadSource& loads, pid_t pid, const std::string& library,
+                  const std::function<void()>& at_load) {
+  if (!loads.watch(pid)) return -1;
+  const int signalled = loads.signalled_fd();
+  holds.await_libraries(pid, [signalled](pid_t tid) {
+    const std::uint32_t key = static_cast<std::uint32_t>(tid);
+    return bpf_map_delete_elem(signalled, &key) == 0;
+  });
+  int stops = 0;
+  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
+    holds.poll();
+    for (pid_t p : holds.take_loaded()) {
+      if (p != pid) continue;
+      ++stops;
+      if (!maps_name(pid, library)) {
+        holds.resume(pid);
+        continue;
+      }
+      at_load();
+      loads.unwatch(pid);
+      holds.release(pid);
+      return stops;
+    }
+    if (!holds.held(pid)) return -1;
+    std::this_thread::sleep_for(50us);
+  }
+  return -1;
 }
 
 }  // namespace
@@ -145,6 +191,40 @@ TEST(ExecHolds, ReleasedWhileSteppingRunsOn) {
   EXPECT_EQ(wait_status(pid), 0);
   EXPECT_TRUE(std::filesystem::exists(marker));
   std::remove(marker.c_str());
+}
+
+TEST(LibraryLoads, PausedAtTheLoadThatMapsTheLibraryBeforeDlopenReturns) {
+  if (geteuid() != 0 || access(kDebianPython, X_OK) != 0) GTEST_SKIP() << "needs root and CPython 3.11";
+  const std::string marker =
+      (std::filesystem::temp_directory_path() / ("lib_hold_" + std::to_string(getpid()))).string();
+  std::remove(marker.c_str());
+  LibLoadSource loads;
+  ExecHolds holds;
+  const pid_t pid = start_exec(kDebianPython, marker, "libzstd.so.1");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(holds.hold(pid));
+  ASSERT_TRUE(poll_until_ready(holds, pid));
+  ASSERT_FALSE(maps_name(pid, "libzstd.so")) << "the test needs a library the child has not loaded yet";
+  bool checked = false;
+  const int stops = await_library(holds, loads, pid, "libzstd.so", [&] {
+    EXPECT_EQ(process_state(pid), 't');  // a ptrace stop: its parent sees nothing
+    std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(std::filesystem::exists(marker)) << "CDLL returned while held";
+    checked = true;
+  });
+  EXPECT_GE(stops, 1);
+  std::printf("library load stops: %d\n", stops);
+  EXPECT_TRUE(checked);
+  EXPECT_EQ(wait_status(pid), 0);
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  std::remove(marker.c_str());
+}
+
+TEST(LibraryLoads, ALoaderIsFoundWithItsDebuggerHook) {
+  const LoaderSite site = find_loader_site(getpid());
+  ASSERT_FALSE(site.open_path.empty());
+  EXPECT_GT(site.offset, 0u);
+  EXPECT_NE(site.r_debug_delta, 0) << "_r_debug not found: every loader call would stop a held process";
 }
 
 TEST(ExecPairing, RecordAndVerdictInEitherOrder) {
@@ -229,11 +309,14 @@ TEST(ExecHoldCli, FromEnvironment) {
   }
   const ExecImage image = ExecClassifier::classify_file(python);
   ASSERT_EQ(image.kind, ExecImage::Kind::python_library) << python;
+  const char* library = std::getenv("LT_EXEC_HOLD_LIBRARY");
+  std::unique_ptr<LibLoadSource> loads;
+  if (library) loads = std::make_unique<LibLoadSource>();
   ExecHolds holds;
   // Seized before its exec, so that every step of the loader's way to
   // libpython is one the sweep can die at.
   int go = -1;
-  const pid_t pid = start_waiting(python, marker, &go);
+  const pid_t pid = start_waiting(python, marker, &go, library ? library : "");
   ASSERT_GT(pid, 0);
   std::printf("EXEC_HOLD_CHILD %d\n", static_cast<int>(pid));
   std::fflush(stdout);
@@ -242,7 +325,13 @@ TEST(ExecHoldCli, FromEnvironment) {
   close(go);
   ASSERT_TRUE(poll_until_ready(holds, pid));
   const int steps = holds.steps(pid);
-  holds.release(pid);
+  if (library) {
+    const int loads_stopped = await_library(holds, *loads, pid, library, [] {});
+    ASSERT_GE(loads_stopped, 1);
+    std::printf("EXEC_HOLD_LOADS %d\n", loads_stopped);
+  } else {
+    holds.release(pid);
+  }
   std::printf("EXEC_HOLD_RESULT released steps=%d\n", steps);
   std::fflush(stdout);
   EXPECT_EQ(wait_status(pid), 0);

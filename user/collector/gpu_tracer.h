@@ -44,6 +44,7 @@ class GpuTracer final : public LibraryTracer {
   // bridge's, or uprobes scoped to it): pid_filter does not apply.
   bool attach(pid_t pid, pid_t pid_filter) override;
   const char* lost() const override { return "its GPU data is missing from the report"; }
+  bool holds_at_load() const override { return false; }  // it may inject, by ptrace
   // The probes of a bridge that processes will load (run: the launched
   // command's), in place before any of them does: nothing is missed.
   void expect_bridge(const std::string& path);

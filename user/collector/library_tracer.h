@@ -36,6 +36,11 @@ class LibraryTracer {
   // The LT_TARGET_* bits a target gets in the shared target table so that
   // this tracer's BPF programs take its events.
   virtual std::uint32_t target_flags() const { return 0; }
+  // Whether a CPython held at its exec is kept seized until this tracer's
+  // library loads (user/sources/libload.h), so that its probes are in
+  // before the library's code runs.  Not for one that ptraces the target
+  // itself (the GPU tracer injects its bridge).
+  virtual bool holds_at_load() const { return true; }
 };
 
 }  // namespace lt

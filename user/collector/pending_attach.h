@@ -36,6 +36,10 @@ class PendingAttach {
   // that is still ours is tried again; the others stop waiting.
   void poll(std::uint64_t now_ns, const StillOursFn& still_ours);
 
+  // An attempt now, out of turn, if `pid` waits (a library load stopped it).
+  void retry(pid_t pid) {
+    if (waiting(pid)) attempt(pid, false);
+  }
   bool waiting(pid_t pid) const { return waiting_.count(pid) != 0; }
   bool empty() const { return waiting_.empty(); }
 

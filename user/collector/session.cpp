@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -26,6 +27,7 @@
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
 #include "user/sources/gpu.h"
+#include "user/sources/libload.h"
 #include "user/sources/loss_records.h"
 #include "user/sources/opprobe.h"
 #include "user/sources/proctrack.h"
@@ -65,11 +67,23 @@ constexpr std::uint64_t kDrainNapNs = 20'000'000;        // a drain every 20 ms
 constexpr std::uint64_t kThreadStatesNs = 100'000'000;   // lt_tstates refreshed
 constexpr std::uint64_t kLivenessNs = 200'000'000;       // exits looked for by polling
 constexpr std::uint64_t kPendingAttachNs = 250'000'000;  // op / GPU probes retried
+
+// The retry interval; LTRACE_BPF_PENDING_ATTACH_MS sets another (the tests
+// make the poll too slow to win, so that only a hold can count early ops).
+std::uint64_t pending_attach_ns() {
+  const char* ms = std::getenv("LTRACE_BPF_PENDING_ATTACH_MS");
+  const long v = ms ? std::strtol(ms, nullptr, 10) : 0;
+  return v > 0 ? static_cast<std::uint64_t>(v) * 1'000'000 : kPendingAttachNs;
+}
 constexpr std::uint64_t kWatchNs = 500'000'000;          // --all: new eligible processes
 constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;   // what Dynamo kept: its newest 64 compiles
 constexpr std::uint64_t kCompiledScanNs = 200'000'000;   // --report ops: inductor kernel libraries loaded since
 constexpr std::uint64_t kBridgeFlushNs = 1'500'000'000;  // detach: the bridges' last flush
 constexpr std::uint64_t kBridgeStartNs = 3'000'000'000;  // attach: an injected bridge's first word
+// A CPython held at its exec stays seized awaiting its libraries for at
+// most this long (import torch comes in a job's first seconds; after it the
+// 250 ms poll is what there is).
+constexpr std::uint64_t kLibraryWaitNs = 60'000'000'000;
 // 8 MiB at ~280 B/event holds ~30,000 records, >100 ms of a 250k events/s
 // burst.  A drain that found more than a tenth of that means we are falling
 // behind (a fork storm, a CPU-starved tracer): drain again at once.
@@ -143,8 +157,11 @@ Trace Session::run(const std::atomic<bool>& stop) {
   // exit until we have read it; the holder wakes us for each. It inherits
   // our priority where a real-time one is not allowed.
   raise_drain_priority();
-  holder_ = std::make_unique<TargetHolder>(pyactions_->wakeup_fd(), proctrack_->exec_wakeup_fd(),
-                                           proctrack_->exec_skip_fd(), opts_.verbose, opts_.adopt_env, opts_.all);
+  LibraryLoadFds loads;
+  if (libload_) loads = {libload_->wakeup_fd(), libload_->signalled_fd()};
+  holder_ =
+      std::make_unique<TargetHolder>(pyactions_->wakeup_fd(), proctrack_->exec_wakeup_fd(), proctrack_->exec_skip_fd(),
+                                     opts_.verbose, opts_.adopt_env, opts_.all, loads);
   // A CPython started outside the processes we follow (srun's tasks, a
   // rank --job-env names, anything with --all) is held at its exec too.
   if (opts_.all || !opts_.adopt_env.empty()) proctrack_->watch_every_exec();
@@ -230,6 +247,17 @@ void Session::start_sources() {
   const TracerDeps deps{*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1};
   for (const auto& entry : library_tracers())
     if (opts_.sources.*entry.wanted) add_tracer(own(entry.make(deps)));
+  // A CPython held at its exec can wait, seized, for the libraries those
+  // probes go on. Without it they are polled for, as for a running job.
+  bool holds = false;
+  for (const auto& slot : tracers_) holds |= slot->tracer->holds_at_load();
+  if (holds) {
+    try {
+      libload_ = std::make_unique<LibLoadSource>();
+    } catch (const Error& e) {
+      if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: no holds at library loads: %s\n", e.what());
+    }
+  }
   if (sampling()) {
     pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
                                                  opprobe_ ? opprobe_->stacks_fd() : -1);
@@ -307,6 +335,7 @@ double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
     const int n = drain(rb);
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
     adopt_execed(monotonic_ns());  // a CPython held at its exec meanwhile waits for no bridge
+    serve_library_loads(monotonic_ns());
   }
   if (waiting() && !stop.load() && monotonic_ns() >= until)
     notes_.push_back("GPU: an injected bridge had not reported within " + std::to_string(kBridgeStartNs / 1'000'000) +
@@ -350,6 +379,7 @@ std::uint64_t Session::do_chores() {
   check_forked_tsd();
   auto now = monotonic_ns();
   adopt_execed(now);
+  serve_library_loads(monotonic_ns());
   now = monotonic_ns();
   if (thread_states_.due(now)) refresh_thread_states();
   if (watcher_ && watch_.due(now)) adopt_eligible();
@@ -371,6 +401,7 @@ std::uint64_t Session::do_chores() {
 void Session::adopt_execed(std::uint64_t now) {
   for (pid_t p : targets_.take_execed()) exec_pairing_.record(p, now);
   for (const auto& r : exec_pairing_.ready(now)) {
+    stop_awaiting(r.pid);  // a new program: awaiting the old one's libraries no more
     if (proc::exists(r.pid)) {
       if (provisional_.count(r.pid)) {
         adopt_provisional(r.pid, r.held);  // --all: not known to be a torch or Lightning job yet
@@ -380,7 +411,7 @@ void Session::adopt_execed(std::uint64_t now) {
     } else if (!r.not_python) {
       failed_adoptions_.push_back(r.pid);  // its new program ended before we could look at it
     }
-    if (r.held) holder_->exec_adopted(r.pid);
+    if (r.held) holder_->exec_adopted(r.pid, await_libraries(r.pid));
   }
   for (const auto& [pid, matched] : std::exchange(exec_candidates_, {})) {
     if (!targets_.alive(pid) && proc::exists(pid)) {
@@ -391,7 +422,55 @@ void Session::adopt_execed(std::uint64_t now) {
         adopt_provisional(pid, true);
       }
     }
-    holder_->exec_adopted(pid);
+    holder_->exec_adopted(pid, await_libraries(pid));
+  }
+}
+
+bool Session::waits_for_library(pid_t pid) const {
+  for (const auto& slot : tracers_)
+    if (slot->tracer->holds_at_load() && slot->pending.waiting(pid)) return true;
+  return false;
+}
+
+bool Session::await_libraries(pid_t pid) {
+  if (!libload_ || !targets_.live_and_alive(pid) || !waits_for_library(pid)) return false;
+  if (!libload_->watch(pid)) {
+    if (opts_.verbose)
+      std::fprintf(stderr, "ltrace-bpf: pid %d: its loader cannot be probed; its libraries are polled for\n", pid);
+    return false;
+  }
+  awaiting_libs_[pid] = monotonic_ns();
+  return true;
+}
+
+void Session::stop_awaiting(pid_t pid) {
+  if (awaiting_libs_.erase(pid) && libload_) libload_->unwatch(pid);
+}
+
+// The holder paused these at a library load (before the library's code
+// ran): each waiting tracer tries now; the target runs on to its next load
+// while some still wait, else it is let go.
+void Session::serve_library_loads(std::uint64_t now) {
+  for (pid_t pid : holder_->take_library_loads()) {
+    if (awaiting_libs_.count(pid))
+      for (auto& slot : tracers_)
+        if (slot->tracer->holds_at_load()) slot->pending.retry(pid);
+    const bool more = awaiting_libs_.count(pid) && waits_for_library(pid) && targets_.live_and_alive(pid) &&
+                      now < awaiting_libs_[pid] + kLibraryWaitNs;
+    if (!more) stop_awaiting(pid);
+    holder_->library_load_done(pid, more);
+  }
+  // Attached by the poll (a load on a thread we do not trace), gone, or
+  // waited too long: let go.
+  for (auto it = awaiting_libs_.begin(); it != awaiting_libs_.end();) {
+    const pid_t pid = it->first;
+    if (waits_for_library(pid) && targets_.live_and_alive(pid) && now < it->second + kLibraryWaitNs) {
+      ++it;
+      continue;
+    }
+    ++it;
+    stop_awaiting(pid);
+    holder_->library_load_done(pid, false);
   }
 }
 
@@ -627,9 +706,9 @@ void Session::attach_compiled() {
 
 void Session::add_tracer(LibraryTracer& tracer, std::function<void(pid_t)> before, std::function<void(pid_t)> after) {
   auto slot = std::make_unique<TracerSlot>(
-      TracerSlot{&tracer, PendingAttach(kPendingAttachNs, {}), std::move(before), std::move(after)});
+      TracerSlot{&tracer, PendingAttach(pending_attach_ns(), {}), std::move(before), std::move(after)});
   slot->pending = PendingAttach(
-      kPendingAttachNs, [this, s = slot.get()](pid_t pid, bool first) { return attach_library(*s, pid, first); });
+      pending_attach_ns(), [this, s = slot.get()](pid_t pid, bool first) { return attach_library(*s, pid, first); });
   tracers_.push_back(std::move(slot));
 }
 

@@ -38,6 +38,7 @@ namespace lt {
 class ProcTrackSource;
 class PyActionsSource;
 class TargetHolder;
+class LibLoadSource;
 class DynamoNotes;
 class ModuleNamer;
 class PySampleSource;
@@ -196,6 +197,14 @@ class Session {
     return *owned_tracers_.back();
   }
   PendingAttach::Attempt attach_library(TracerSlot& slot, pid_t pid, bool first);
+  // A CPython held at its exec whose probes wait for a library: kept
+  // seized until it loads (true), or let go (false).
+  bool await_libraries(pid_t pid);
+  bool waits_for_library(pid_t pid) const;
+  // Library loads the holder paused: their probes in now; awaiting targets
+  // done (attached by the poll, gone, too long) let go.
+  void serve_library_loads(std::uint64_t now);
+  void stop_awaiting(pid_t pid);
   void ops_before(pid_t pid);
   void ops_after(pid_t pid);
   void attach_compiled();
@@ -273,6 +282,12 @@ class Session {
   // Execs of followed processes: their records paired with the holder's
   // verdicts before they are adopted.
   ExecPairing exec_pairing_{1'000'000'000};
+  // Library loads of CPythons held at their exec (user/sources/libload.h):
+  // null when no probe waits for a library or the source cannot load.
+  // Declared before the holder, which reads its ring and map.
+  std::unique_ptr<LibLoadSource> libload_;
+  // Targets seized until their libraries load: pid -> since (ns).
+  std::map<pid_t, std::uint64_t> awaiting_libs_;
   // Holds a CPython at its exec until its probes are in, and a finalizing
   // target at its exit until the drain has read it; last member: gone
   // before the sources whose rings it reads.

@@ -37,6 +37,13 @@ void clear_fd(int fd) {
 // The longest a CPython waits at its exec for the session (a backstop:
 // adoption takes ~5 ms, ~50 ms on a loaded machine).
 constexpr auto kLongestExecHold = std::chrono::seconds(10);
+// The longest a CPython runs seized awaiting its libraries (a backstop;
+// the session gives up on its own first, see Session::kLibraryWaitNs).
+constexpr auto kLongestLibraryWait = std::chrono::seconds(120);
+
+int ignore(void*, void*, std::size_t) {
+  return 0;  // a wake-up: the stops themselves are taken from waitpid
+}
 
 int collect(void* ctx, void* data, std::size_t size) {
   std::uint64_t value = 0;
@@ -50,10 +57,12 @@ int collect(void* ctx, void* data, std::size_t size) {
 }  // namespace
 
 TargetHolder::TargetHolder(int finalize_ring_fd, int exec_ring_fd, int exec_skip_fd, bool verbose,
-                           std::vector<std::pair<std::string, std::string>> adopt_env, bool hold_any_python)
+                           std::vector<std::pair<std::string, std::string>> adopt_env, bool hold_any_python,
+                           LibraryLoadFds loads)
     : finalize_ring_fd_(finalize_ring_fd),
       exec_ring_fd_(exec_ring_fd),
       exec_skip_fd_(exec_skip_fd),
+      lib_(loads),
       verbose_(verbose),
       adopt_env_(std::move(adopt_env)),
       hold_any_python_(hold_any_python) {
@@ -77,10 +86,23 @@ std::vector<TargetHolder::ExecVerdict> TargetHolder::take_exec_verdicts() {
   return std::exchange(verdicts_, {});
 }
 
-void TargetHolder::exec_adopted(pid_t pid) {
+void TargetHolder::exec_adopted(pid_t pid, bool await_libraries) {
   {
     std::lock_guard lock(mutex_);
-    adopted_.push_back(pid);
+    adopted_.emplace_back(pid, await_libraries && lib_.signalled_fd >= 0 ? Next::await_libraries : Next::release);
+  }
+  signal_fd(release_fd_);
+}
+
+std::vector<pid_t> TargetHolder::take_library_loads() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(loads_, {});
+}
+
+void TargetHolder::library_load_done(pid_t pid, bool await_more) {
+  {
+    std::lock_guard lock(mutex_);
+    adopted_.emplace_back(pid, await_more ? Next::resume : Next::release);
   }
   signal_fd(release_fd_);
 }
@@ -100,9 +122,23 @@ struct TargetHolder::Held {
   proc::ExitHolds exits;
   proc::ExecHolds execs;
   proc::ExecClassifier images;
-  std::map<pid_t, std::uint64_t> waiting;                         // at their exit: pid -> reads begun when it stopped
-  std::map<pid_t, std::chrono::steady_clock::time_point> handed;  // held at exec, given to the session: since
-  std::map<pid_t, bool> unfollowed;                               // held, met by the watch of every exec: -> matched
+  std::map<pid_t, std::uint64_t> waiting;                           // at their exit: pid -> reads begun when it stopped
+  std::map<pid_t, std::chrono::steady_clock::time_point> handed;    // held at exec, given to the session: since
+  std::map<pid_t, bool> unfollowed;                                 // held, met by the watch of every exec: -> matched
+  std::map<pid_t, std::chrono::steady_clock::time_point> awaiting;  // seized until a library load: since
+  std::map<pid_t, std::chrono::steady_clock::time_point> at_load;   // paused at one, handed to the session: since
+  struct Paused {
+    int loads = 0;
+    double ms = 0;
+  };
+  std::map<pid_t, Paused> paused;  // what the library loads cost each awaiting target (for -v)
+  void unpause(pid_t pid) {
+    if (auto it = at_load.find(pid); it != at_load.end()) {
+      paused[pid].ms +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - it->second).count();
+      at_load.erase(it);
+    }
+  }
 };
 
 void TargetHolder::run() {
@@ -114,7 +150,8 @@ void TargetHolder::run() {
 
   std::vector<std::uint64_t> finalizing, execed;
   ring_buffer* ring = ring_buffer__new(finalize_ring_fd_, &collect, &finalizing, nullptr);
-  if (!ring || (exec_ring_fd_ >= 0 && ring_buffer__add(ring, exec_ring_fd_, &collect, &execed) != 0)) {
+  if (!ring || (exec_ring_fd_ >= 0 && ring_buffer__add(ring, exec_ring_fd_, &collect, &execed) != 0) ||
+      (lib_.wakeup_fd >= 0 && ring_buffer__add(ring, lib_.wakeup_fd, &ignore, nullptr) != 0)) {
     if (verbose_) std::fprintf(stderr, "ltrace-bpf: no holds at exec or exit: the wake-up rings cannot be read\n");
     if (ring) ring_buffer__free(ring);
     return;
@@ -137,6 +174,7 @@ void TargetHolder::run() {
     if (fds[2].revents & POLLIN) release_adopted(h);
     expire_exec_holds(h);
     hand_ready_execs(h);
+    hand_library_loads(h);
     release_read_exits(h);
   }
   h.exits.release_all();
@@ -193,16 +231,76 @@ void TargetHolder::on_finalizing(Held& h, const std::vector<std::uint64_t>& fina
 // The session is done with these held execs: they go on.
 void TargetHolder::release_adopted(Held& h) {
   clear_fd(release_fd_);
-  std::vector<pid_t> adopted;
+  std::vector<std::pair<pid_t, Next>> adopted;
   {
     std::lock_guard lock(mutex_);
     adopted.swap(adopted_);
   }
-  for (pid_t pid : adopted) {
-    if (verbose_ && h.execs.held(pid))
+  for (auto [pid, next] : adopted) {
+    h.handed.erase(pid);
+    if (next == Next::resume) {
+      h.unpause(pid);
+      h.execs.resume(pid);
+      continue;
+    }
+    if (next == Next::await_libraries && h.execs.held(pid) && !h.execs.awaiting(pid)) {
+      if (verbose_)
+        std::fprintf(stderr, "ltrace-bpf: pid %d: probes in after %.1f ms held; runs on until its libraries load\n",
+                     pid, h.execs.held_ms(pid));
+      const int signalled = lib_.signalled_fd;
+      h.execs.await_libraries(pid, [signalled](pid_t tid) {
+        const std::uint32_t key = static_cast<std::uint32_t>(tid);
+        return bpf_map_delete_elem(signalled, &key) == 0;  // there: we sent it
+      });
+      h.awaiting[pid] = std::chrono::steady_clock::now();
+      continue;
+    }
+    h.unpause(pid);
+    if (verbose_ && h.execs.held(pid) && h.awaiting.count(pid))
+      std::fprintf(stderr,
+                   "ltrace-bpf: pid %d: done awaiting its libraries after %.1f ms: stopped at %d library loads, "
+                   "%.1f ms in all\n",
+                   pid, h.execs.held_ms(pid), h.paused[pid].loads, h.paused[pid].ms);
+    else if (verbose_ && h.execs.held(pid))
       std::fprintf(stderr, "ltrace-bpf: pid %d: probes in; released after %.1f ms held\n", pid, h.execs.held_ms(pid));
     h.execs.release(pid);
-    h.handed.erase(pid);
+    h.awaiting.erase(pid);
+    h.paused.erase(pid);
+  }
+}
+
+// Processes paused at a library load: the session puts probes in.  And a
+// backstop: a process is never seized for ever, nor paused for long.
+void TargetHolder::hand_library_loads(Held& h) {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<pid_t> loads = h.execs.take_loaded();
+  if (!loads.empty()) {
+    for (pid_t pid : loads) {
+      h.at_load[pid] = now;
+      ++h.paused[pid].loads;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      loads_.insert(loads_.end(), loads.begin(), loads.end());
+    }
+    signal_fd(drain_fd_);
+  }
+  for (auto it = h.awaiting.begin(); it != h.awaiting.end();) {
+    const pid_t pid = it->first;
+    const auto paused = h.at_load.find(pid);
+    const bool over = !h.execs.held(pid) || (paused == h.at_load.end() && now - it->second > kLongestLibraryWait) ||
+                      (paused != h.at_load.end() && now - paused->second > kLongestExecHold);
+    if (!over) {
+      ++it;
+      continue;
+    }
+    if (h.execs.held(pid) && verbose_)
+      std::fprintf(stderr, "ltrace-bpf: pid %d: released after %.0f ms awaiting its libraries\n", pid,
+                   h.execs.held_ms(pid));
+    h.execs.release(pid);
+    h.at_load.erase(pid);
+    h.paused.erase(pid);
+    it = h.awaiting.erase(it);
   }
 }
 

@@ -21,7 +21,11 @@
 // Execs: the holder looks at the new image without stopping it; a CPython
 // is held until it can take its probes, then handed to the session as an
 // ExecVerdict (so is every other exec: "not held"); the session adopts it
-// and says exec_adopted(), and the holder lets it go.
+// and says exec_adopted(), and the holder lets it go -- or, when probes
+// still wait for a library it has not loaded (libtorch for ops), keeps it
+// seized while it runs: each library load stops it (user/sources/libload.h)
+// and is handed to the session (take_library_loads()), which puts the
+// probes in and says library_load_done().
 #pragma once
 #include <sys/types.h>
 
@@ -34,6 +38,12 @@
 #include <vector>
 
 namespace lt {
+
+// LibLoadSource's ring of wake-ups and map of SIGURGs sent, or -1 (no
+// holds at library loads).
+struct LibraryLoadFds {
+  int wakeup_fd = -1, signalled_fd = -1;
+};
 
 class TargetHolder {
  public:
@@ -53,7 +63,8 @@ class TargetHolder {
   // those whose environment has `adopt_env` are held, and with
   // `hold_any_python` (--all) every one.
   TargetHolder(int finalize_ring_fd, int exec_ring_fd, int exec_skip_fd, bool verbose,
-               std::vector<std::pair<std::string, std::string>> adopt_env = {}, bool hold_any_python = false);
+               std::vector<std::pair<std::string, std::string>> adopt_env = {}, bool hold_any_python = false,
+               LibraryLoadFds loads = LibraryLoadFds());
   TargetHolder(const TargetHolder&) = delete;
   TargetHolder& operator=(const TargetHolder&) = delete;
   ~TargetHolder();  // lets every held process go
@@ -67,8 +78,14 @@ class TargetHolder {
 
   // Every exec the holder has decided on since the last call, in order.
   std::vector<ExecVerdict> take_exec_verdicts();
-  // The session is done with a held exec (adopted or refused): let it go.
-  void exec_adopted(pid_t pid);
+  // The session is done with a held exec (adopted or refused): let it go,
+  // or with `await_libraries`, let it run on seized until a library load.
+  void exec_adopted(pid_t pid, bool await_libraries = false);
+  // Processes paused at a library load since the last call.
+  std::vector<pid_t> take_library_loads();
+  // The session is done with a library load: run on to the next one
+  // (`await_more`) or go, no longer held.
+  void library_load_done(pid_t pid, bool await_more);
 
  private:
   struct Held;  // the holder thread's own state
@@ -76,12 +93,14 @@ class TargetHolder {
   void on_execs(Held& h, const std::vector<std::uint64_t>& execed);
   void on_finalizing(Held& h, const std::vector<std::uint64_t>& finalizing);
   void release_adopted(Held& h);
+  void hand_library_loads(Held& h);
   void expire_exec_holds(Held& h);
   void hand_ready_execs(Held& h);
   void release_read_exits(Held& h);
   void verdict(pid_t pid, bool held, bool python, bool followed = true, bool matched = false);
 
   int finalize_ring_fd_, exec_ring_fd_, exec_skip_fd_;
+  LibraryLoadFds lib_;
   bool verbose_;
   std::vector<std::pair<std::string, std::string>> adopt_env_;
   bool hold_any_python_;
@@ -91,7 +110,9 @@ class TargetHolder {
   std::atomic<std::uint64_t> begun_{0}, ended_{0};
   std::mutex mutex_;  // guards the two queues
   std::vector<ExecVerdict> verdicts_;
-  std::vector<pid_t> adopted_;
+  enum class Next { release, await_libraries, resume };
+  std::vector<std::pair<pid_t, Next>> adopted_;
+  std::vector<pid_t> loads_;
   std::thread thread_;
 };
 

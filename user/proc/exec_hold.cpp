@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <string_view>
+#include <utility>
 
 #include "user/proc/elf_image.h"
 #include "user/proc/ptrace_stop.h"
@@ -109,9 +111,12 @@ ExecHolds::~ExecHolds() {
 
 bool ExecHolds::hold(pid_t pid, const std::string& library) {
   if (auto it = held_.find(pid); it != held_.end()) {
-    // Held, and exec'd again before we were done: its new image decides.
-    it->second.library = library;
-    return true;
+    if (!it->second.ours) {
+      // Held, and exec'd again before we were done: its new image decides.
+      it->second.library = library;
+      return true;
+    }
+    release(pid);  // awaiting library loads of the image before: held afresh
   }
   const long options = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC;
   if (ptrace(PTRACE_SEIZE, pid, nullptr, reinterpret_cast<void*>(options)) < 0) return false;
@@ -141,6 +146,7 @@ double ExecHolds::held_ms(pid_t pid) const {
 }
 
 bool ExecHolds::advance(pid_t pid, Held& h) {
+  if (h.ours) return advance_awaiting(pid, h);
   while (!h.ready) {
     const PtraceStop s = next_ptrace_stop(pid, false);
     if (s.kind == PtraceStop::none) return true;
@@ -167,6 +173,65 @@ bool ExecHolds::advance(pid_t pid, Held& h) {
   return true;
 }
 
+// A process running on, seized, until a library load: its stops until ours.
+bool ExecHolds::advance_awaiting(pid_t pid, Held& h) {
+  while (!h.at_load) {
+    const PtraceStop s = next_ptrace_stop(pid, false);
+    if (s.kind == PtraceStop::none) return true;
+    if (s.kind == PtraceStop::ended) return false;
+    step();
+    if (s.group_stop()) {  // stopped by job control: give it back to it
+      ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+      return false;
+    }
+    if (s.signal_stop() && s.sig == SIGURG && h.ours(pid)) {
+      h.at_load = true;  // paused at a library load, before its code runs
+      loaded_.push_back(pid);
+      return true;
+    }
+    // Another signal is passed on; a new exec (looked at again from the
+    // ring) and every other stop go on.
+    const int sig = s.signal_stop() ? s.sig : 0;
+    ptrace(PTRACE_CONT, pid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+    step();
+  }
+  return true;
+}
+
+void ExecHolds::await_libraries(pid_t pid, std::function<bool(pid_t)> ours) {
+  auto it = held_.find(pid);
+  if (it == held_.end() || !it->second.ready || it->second.ours) return;
+  it->second.ours = std::move(ours);
+  it->second.at_load = false;
+  ptrace(PTRACE_CONT, pid, nullptr, nullptr);
+  step();
+}
+
+std::vector<pid_t> ExecHolds::take_loaded() {
+  std::vector<pid_t> out;
+  for (pid_t pid : std::exchange(loaded_, {}))
+    if (held_.count(pid)) out.push_back(pid);
+  return out;
+}
+
+void ExecHolds::resume(pid_t pid) {
+  auto it = held_.find(pid);
+  if (it == held_.end() || !it->second.at_load) return;
+  it->second.at_load = false;
+  ptrace(PTRACE_CONT, pid, nullptr, nullptr);  // the SIGURG suppressed
+  step();
+}
+
+bool ExecHolds::awaiting(pid_t pid) const {
+  auto it = held_.find(pid);
+  return it != held_.end() && it->second.ours;
+}
+
+bool ExecHolds::paused_at_load(pid_t pid) const {
+  auto it = held_.find(pid);
+  return it != held_.end() && it->second.at_load;
+}
+
 std::vector<pid_t> ExecHolds::poll() {
   std::vector<pid_t> ready;
   for (auto it = held_.begin(); it != held_.end();) {
@@ -186,7 +251,9 @@ std::vector<pid_t> ExecHolds::poll() {
 void ExecHolds::release(pid_t pid) {
   auto it = held_.find(pid);
   if (it == held_.end()) return;
-  const bool paused = it->second.ready;
+  // Running: awaiting a library load; paused: at our interrupt, a system
+  // call or (detached with no signal: suppressed) our SIGURG.
+  const bool paused = it->second.ready && (!it->second.ours || it->second.at_load);
   held_.erase(it);
   if (!paused) return detach_running(pid, [this] { step(); });
   ptrace(PTRACE_DETACH, pid, nullptr, nullptr);

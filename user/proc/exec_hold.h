@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -74,6 +75,20 @@ class ExecHolds {
   std::vector<pid_t> poll();
   // Detaches `pid`: it runs on as if never held.
   void release(pid_t pid);
+
+  // Library loads (user/sources/libload.h): a process handed over as ready
+  // runs on, still seized, until a library load stops it at a SIGURG that
+  // `ours(tid)` says we sent (each other signal is passed on, a new exec
+  // goes on to be looked at again).  Then it is paused until resume().
+  void await_libraries(pid_t pid, std::function<bool(pid_t)> ours);
+  // Processes stopped at a library load since the last call (each once).
+  std::vector<pid_t> take_loaded();
+  // A process stopped at a library load runs on to the next, the SIGURG
+  // suppressed.
+  void resume(pid_t pid);
+  bool awaiting(pid_t pid) const;
+  // Awaiting, and paused at a load since when (nullopt: running).
+  bool paused_at_load(pid_t pid) const;
   void release_all();
   bool any() const { return !held_.empty(); }
   bool held(pid_t pid) const { return held_.count(pid) != 0; }
@@ -96,11 +111,15 @@ class ExecHolds {
     bool reported = false;
     int steps = 0;
     std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+    std::function<bool(pid_t)> ours;  // set: awaiting its library loads
+    bool at_load = false;             // ...and paused at one
   };
+  bool advance_awaiting(pid_t pid, Held& h);
   // Takes the stops of one process reported so far; false once it ended.
   bool advance(pid_t pid, Held& h);
 
   std::map<pid_t, Held> held_;
+  std::vector<pid_t> loaded_;
 };
 
 }  // namespace lt::proc

@@ -13,6 +13,7 @@ struct lt_opprobe;
 struct lt_gpu;
 struct lt_memprobe;
 struct lt_commprobe;
+struct lt_libload;
 struct bpf_link;
 
 namespace lt {
@@ -28,6 +29,7 @@ struct SkeletonDestroy {
   void operator()(lt_gpu* s) const;
   void operator()(lt_memprobe* s) const;
   void operator()(lt_commprobe* s) const;
+  void operator()(lt_libload* s) const;
 };
 template <typename Skeleton>
 using SkeletonPtr = std::unique_ptr<Skeleton, SkeletonDestroy>;

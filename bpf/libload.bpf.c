@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Library loads of a CPython held for them (docs/design-exec-hold.md).
+ *
+ * A CPython held at its exec stays ptrace-seized (it runs) until the
+ * libraries its op, memory and comm probes go on are mapped.  The dynamic
+ * loader calls _dl_debug_state(), the hook debuggers break on, with
+ * _r_debug.r_state == RT_CONSISTENT once a dlopen's objects are mapped and
+ * before they are relocated or their constructors run.  This entry uprobe
+ * (scoped to the held process) then sends the calling thread SIGURG: a
+ * ptraced thread stops at the signal's delivery, the holder puts the
+ * probes in and resumes it with the signal suppressed.  The thread is
+ * noted in lt_lib_signalled so that the holder passes on a SIGURG that is
+ * not ours.  If nobody traces the thread any more (the tracer died), the
+ * kernel ignores SIGURG unless the program handles it.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define LT_SIGURG 23
+#define LT_RT_CONSISTENT 0
+#define LT_R_STATE_OFFSET 24 /* struct r_debug: int r_version; link_map *r_map; ElfW(Addr) r_brk; r_state */
+
+/* tgid -> how far _r_debug lies from _dl_debug_state in its loader (bytes;
+ * 0: not known, every call signals).  Only held processes are in it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, s64);
+} lt_lib_waits SEC(".maps");
+
+/* tid -> 1 for each SIGURG we sent (the holder takes the entry) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, u8);
+} lt_lib_signalled SEC(".maps");
+
+/* The holder's wake-up: the pid of each thread signalled. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} lt_lib_wakeups SEC(".maps");
+
+SEC("uprobe")
+int lt_dl_debug_state(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32, tid = (u32)id;
+	s64 *delta = bpf_map_lookup_elem(&lt_lib_waits, &tgid);
+	if (!delta)
+		return 0;
+	if (*delta) {
+		/* At a uprobe's entry the IP is the probed address. */
+		int state = -1;
+		u64 at = PT_REGS_IP(ctx) + *delta + LT_R_STATE_OFFSET;
+		if (bpf_probe_read_user(&state, sizeof(state), (const void *)at) == 0 && state != LT_RT_CONSISTENT)
+			return 0; /* RT_ADD / RT_DELETE: nothing mapped yet, or going */
+	}
+	u8 one = 1;
+	bpf_map_update_elem(&lt_lib_signalled, &tid, &one, BPF_ANY);
+	if (bpf_send_signal_thread(LT_SIGURG) != 0) {
+		bpf_map_delete_elem(&lt_lib_signalled, &tid);
+		return 0;
+	}
+	u64 v = tid;
+	bpf_ringbuf_output(&lt_lib_wakeups, &v, sizeof(v), BPF_RB_FORCE_WAKEUP);
+	return 0;
+}

@@ -1,0 +1,65 @@
+// Library-load source (bpf/libload.bpf.c): an entry uprobe on a held
+// CPython's dynamic loader (_dl_debug_state), scoped to that process, that
+// stops its thread with a SIGURG once a dlopen's objects are mapped, so the
+// holder can put the probes on those libraries in before any of their code
+// runs (docs/design-exec-hold.md).
+#pragma once
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "user/sources/bpf_owner.h"
+
+namespace lt {
+
+// Where a process's dynamic loader is and what to probe in it.
+struct LoaderSite {
+  std::string open_path;           // a path that opens the loader the process runs
+  std::uint64_t offset = 0;        // file offset of _dl_debug_state's entry
+  std::int64_t r_debug_delta = 0;  // &_r_debug - &_dl_debug_state (0: unknown)
+};
+
+// From /proc/PID/auxv (AT_BASE) and the loader's symbols; an empty
+// open_path: none (a static executable) or unreadable.
+LoaderSite find_loader_site(pid_t pid);
+
+class LibLoadSource {
+ public:
+  // Throws lt::Error(bpf|permission).
+  LibLoadSource();
+  ~LibLoadSource();
+  LibLoadSource(const LibLoadSource&) = delete;
+  LibLoadSource& operator=(const LibLoadSource&) = delete;
+
+  // pid's library loads stop it from now on (while it is traced).  False
+  // when its loader cannot be probed: it is then not held for them.
+  bool watch(pid_t pid);
+  // No more: the gate closes at once; the probe is released off this thread
+  // (a uprobe's release waits for an RCU grace period, ~0.2 s here).
+  void unwatch(pid_t pid);
+  bool watching(pid_t pid) const { return links_.count(pid) != 0; }
+
+  // For the holder: the ring of wake-ups (one per SIGURG sent) and the map
+  // of threads signalled (tid -> 1; take an entry to know a SIGURG is ours).
+  int wakeup_fd() const;
+  int signalled_fd() const;
+
+ private:
+  void reap();  // the closer thread
+
+  SkeletonPtr<lt_libload> skel_;
+  std::map<pid_t, LinkPtr> links_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<LinkPtr> to_close_;
+  bool stopping_ = false;
+  std::thread closer_;
+};
+
+}  // namespace lt
