@@ -13,7 +13,9 @@
 // step: the child must run on as if never held.  With LT_EXEC_HOLD_LIBRARY
 // (a library name) the child loads that library with ctypes before it
 // writes the marker, and the hold goes on, seized, until that load
-// (user/sources/libload.h): its steps are swept too.  Without them it is
+// (user/sources/libload.h); LT_EXEC_HOLD_DIE_AT_LIB_STEP=N then SIGKILLs
+// it at the N-th step of that part alone (the exec hold's own number of
+// steps varies with the loader's system calls).  Without them it is
 // skipped.
 #include "user/proc/exec_hold.h"
 
@@ -326,6 +328,10 @@ TEST(ExecHoldCli, FromEnvironment) {
   ASSERT_TRUE(poll_until_ready(holds, pid));
   const int steps = holds.steps(pid);
   if (library) {
+    if (const char* d = std::getenv("LT_EXEC_HOLD_DIE_AT_LIB_STEP")) {
+      die_at_step = std::atoi(d);
+      ExecHolds::set_step_hook(die_here);  // counts from 1 again
+    }
     const int loads_stopped = await_library(holds, *loads, pid, library, [] {});
     ASSERT_GE(loads_stopped, 1);
     std::printf("EXEC_HOLD_LOADS %d\n", loads_stopped);
