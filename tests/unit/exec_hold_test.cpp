@@ -153,6 +153,26 @@ TEST(ExecClassifier, LayoutsOfTheInterpreter) {
   EXPECT_EQ(ExecClassifier::classify_file("/").kind, ExecImage::Kind::not_python);
 }
 
+TEST(ExecClassifier, AProcessGoneIsNotRememberedAsNoCPython) {
+  if (access(kDebianPython, X_OK) != 0) GTEST_SKIP() << "no CPython 3.11 here";
+  ExecClassifier images;
+  // A live CPython: known, by its file.
+  const std::string marker =
+      (std::filesystem::temp_directory_path() / ("classify_" + std::to_string(getpid()))).string();
+  const pid_t pid = start_exec(kDebianPython, marker);
+  ASSERT_GT(pid, 0);
+  const ExecImage live = images.classify(pid);
+  EXPECT_EQ(live.kind, ExecImage::Kind::python);
+  EXPECT_NE(live.ino, 0u);
+  EXPECT_EQ(wait_status(pid), 0);
+  std::remove(marker.c_str());
+  // Gone (reaped): no file to read, so nothing to remember (ino 0: the
+  // holder writes no "not a CPython" for it into lt_exec_skip).
+  const ExecImage gone = images.classify(pid);
+  EXPECT_EQ(gone.kind, ExecImage::Kind::not_python);
+  EXPECT_EQ(gone.ino, 0u);
+}
+
 TEST(ExecHolds, HeldUntilLibpythonIsMappedThenRunsOnItsOwn) {
   if (geteuid() != 0 || access(kPyenvPython, X_OK) != 0) GTEST_SKIP() << "needs root and pyenv CPython 3.11";
   const std::string marker =

@@ -248,10 +248,12 @@ void Session::start_sources() {
   for (const auto& entry : library_tracers())
     if (opts_.sources.*entry.wanted) add_tracer(own(entry.make(deps)));
   // A CPython held at its exec can wait, seized, for the libraries those
-  // probes go on. Without it they are polled for, as for a running job.
-  bool holds = false;
-  for (const auto& slot : tracers_) holds |= slot->tracer->holds_at_load();
-  if (holds) {
+  // probes go on. Without it they are polled for, as for a running job
+  // (LTRACE_BPF_NO_LIBRARY_HOLD=1 asks for that: bench/library_hold.py).
+  bool holds = !std::getenv("LTRACE_BPF_NO_LIBRARY_HOLD");
+  bool wanted = false;
+  for (const auto& slot : tracers_) wanted |= slot->tracer->holds_at_load();
+  if (holds && wanted) {
     try {
       libload_ = std::make_unique<LibLoadSource>();
     } catch (const Error& e) {

@@ -1,9 +1,11 @@
 #include "user/proc/exec_hold.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstring>
@@ -72,7 +74,13 @@ std::vector<std::string> needed_libraries(const elf::ElfImage& image) {
 }  // namespace
 
 ExecImage ExecClassifier::classify_file(const std::string& path) {
+  bool readable = true;
+  return classify_elf(path, readable);
+}
+
+ExecImage ExecClassifier::classify_elf(const std::string& path, bool& readable) {
   elf::ElfImage image(path);
+  readable = image.problem() != elf::ElfImage::Problem::cannot_open;
   if (!image.ok() || !image.is_elf64() || !image.native_byte_order()) return {};
   bool interpreter = false;
   image.for_each_symbol(
@@ -87,12 +95,26 @@ ExecImage ExecClassifier::classify_file(const std::string& path) {
 }
 
 ExecImage ExecClassifier::classify(pid_t pid) {
-  const std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+  // One open file for the key and the reading: a process that ends (or a
+  // pid taken again) between the two must not have a CPython remembered
+  // as no CPython -- the holder would then never wake for that executable
+  // again (lt_exec_skip).  Gone before the open: not known, not remembered.
+  const int fd = open(("/proc/" + std::to_string(pid) + "/exe").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
   struct stat st {};
-  if (stat(exe.c_str(), &st) != 0) return {};  // gone
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return {};
+  }
   const auto key = std::make_tuple(st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-  if (auto it = known_.find(key); it != known_.end()) return it->second;
-  ExecImage image = classify_file(exe);
+  if (auto it = known_.find(key); it != known_.end()) {
+    close(fd);
+    return it->second;
+  }
+  bool readable = true;
+  ExecImage image = classify_elf("/proc/self/fd/" + std::to_string(fd), readable);
+  close(fd);
+  if (!readable) return {};  // not known: looked at again next time
   image.dev = (static_cast<std::uint64_t>(major(st.st_dev)) << 20) | minor(st.st_dev);
   image.ino = st.st_ino;
   if (known_.size() > 4096) known_.clear();  // a bound, not a policy: a machine of many programs

@@ -55,6 +55,9 @@ class ExecClassifier {
   static ExecImage classify_file(const std::string& path);
 
  private:
+  // `readable`: false when the file could not be opened (then the answer
+  // is no knowledge, not "no CPython").
+  static ExecImage classify_elf(const std::string& path, bool& readable);
   std::map<std::tuple<dev_t, ino_t, off_t, long, long>, ExecImage> known_;
 };
 
