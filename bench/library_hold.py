@@ -14,6 +14,12 @@ bundled venv's torch), timed by the shell itself, alternating:
     replaces, which costs the job less and misses its first ops).
 Prints medians side by side, the added time per job, and the holds' own
 numbers from -v ("stopped at N library loads, X ms in all").
+
+Then what the loader probe costs processes that are not held: once a
+CPython has been held, the probe stays on the loader for every process on
+the machine (a trap at each of its debugger calls, two per exec).  A loop
+of --execs `/bin/true`, alone and under `run --report REPORT` after one
+CPython, alternating.
 """
 import argparse
 import os
@@ -45,11 +51,22 @@ def timed(n, report, hold):
     return int(m.group(1)) / 1e9, stops
 
 
+def storm(n, report):
+    loop = f"t0=$(date +%s%N); for i in $(seq {n}); do /bin/true; done; t1=$(date +%s%N); echo LOOP_NS $((t1 - t0))"
+    script = f"{PY} -S -c pass; " + loop  # held first: the loader probe is in
+    argv = ["bash", "-c", script]
+    if report:
+        argv = [LTRACE, "run", "--report", report, "--"] + argv
+    r = subprocess.run(argv, capture_output=True, text=True)
+    return int(re.search(r"LOOP_NS (\d+)", r.stdout).group(1)) / 1e9
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=5)
     ap.add_argument("--report", default="ops")
+    ap.add_argument("--execs", type=int, default=1000)
     a = ap.parse_args()
     times = {"alone": [], "hold": [], "no hold": []}
     stops = []
@@ -71,6 +88,22 @@ def main():
         ms = sorted(s[1] for s in stops)
         print(f"holds at library loads: {len(stops)} jobs, median {loads:.0f} loads stopped; paused in all: "
               f"median {statistics.median(ms):.1f} ms, max {ms[-1]:.1f} ms")
+    print()
+    storm_table(a)
+
+
+def storm_table(a):
+    alone, under = [], []
+    for _ in range(a.rounds):
+        alone.append(storm(a.execs, None))
+        under.append(storm(a.execs, a.report))
+    ma, mu = statistics.median(alone), statistics.median(under)
+    print(f"{a.rounds} rounds of {a.execs} x /bin/true; medians")
+    print("| loop | s | ratio | added per exec |")
+    print("|---|---:|---:|---:|")
+    print(f"| alone | {ma:.3f} | 1.000 | |")
+    print(f"| under run --report {a.report}, loader probe in | {mu:.3f} | {mu / ma:.3f} | "
+          f"{(mu - ma) / a.execs * 1e6:+.1f} us |")
 
 
 if __name__ == "__main__":

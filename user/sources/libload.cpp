@@ -12,6 +12,7 @@
 #include "user/proc/elf_image.h"
 #include "user/proc/procfs.h"
 #include "user/sources/bpf_errors.h"
+#include "user/sources/uprobe_multi.h"
 
 namespace lt {
 
@@ -58,13 +59,16 @@ LoaderSite find_loader_site(pid_t pid) {
   return {};
 }
 
-LibLoadSource::LibLoadSource() : skel_(lt_libload__open_and_load()) {
-  if (!skel_) throw bpf_error("load libload", errno);
-  closer_ = std::thread([this] { reap(); });
+LibLoadSource::LibLoadSource()
+    : skel_(lt_libload__open()), multi_(kernel_has_uprobe_multi() && uprobe_multi_scopes_processes()) {
+  if (!skel_) throw bpf_error("open libload", errno);
+  if (multi_) expect_uprobe_multi(skel_->progs.lt_dl_debug_state);
+  if (int err = lt_libload__load(skel_.get())) throw bpf_error("load libload", -err);
+  releaser_ = std::thread([this] { reap(); });
 }
 
 LibLoadSource::~LibLoadSource() {
-  for (auto& [pid, link] : links_) {
+  for (auto& [pid, probe] : probes_) {
     const std::uint32_t key = static_cast<std::uint32_t>(pid);
     bpf_map_delete_elem(bpf_map__fd(skel_->maps.lt_lib_waits), &key);
   }
@@ -73,34 +77,44 @@ LibLoadSource::~LibLoadSource() {
     stopping_ = true;
   }
   wake_.notify_all();
-  closer_.join();
+  releaser_.join();
 }
 
 bool LibLoadSource::watch(pid_t pid) {
-  if (links_.count(pid)) return true;
+  if (probes_.count(pid)) return true;
   const LoaderSite site = find_loader_site(pid);
   if (site.open_path.empty()) return false;
-  LIBBPF_OPTS(bpf_uprobe_opts, opts);
-  LinkPtr link(
-      bpf_program__attach_uprobe_opts(skel_->progs.lt_dl_debug_state, pid, site.open_path.c_str(), site.offset, &opts));
-  if (!link) return false;
+  Probe probe;
+  try {
+    if (multi_) {
+      probe.multi = attach_uprobe_multi(skel_->progs.lt_dl_debug_state, site.open_path, {site.offset}, {0}, pid,
+                                        "the loader's debugger hook");
+    } else {
+      LIBBPF_OPTS(bpf_uprobe_opts, opts);
+      probe.perf.reset(bpf_program__attach_uprobe_opts(skel_->progs.lt_dl_debug_state, pid, site.open_path.c_str(),
+                                                       site.offset, &opts));
+      if (!probe.perf) return false;
+    }
+  } catch (const Error&) {
+    return false;  // not held for its libraries: they are polled for
+  }
   const std::uint32_t key = static_cast<std::uint32_t>(pid);
   const std::int64_t delta = site.r_debug_delta;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.lt_lib_waits), &key, &delta, BPF_ANY) != 0) return false;
-  links_[pid] = std::move(link);
+  probes_[pid] = std::move(probe);
   return true;
 }
 
 void LibLoadSource::unwatch(pid_t pid) {
-  auto it = links_.find(pid);
-  if (it == links_.end()) return;
+  auto it = probes_.find(pid);
+  if (it == probes_.end()) return;
   const std::uint32_t key = static_cast<std::uint32_t>(pid);
   bpf_map_delete_elem(bpf_map__fd(skel_->maps.lt_lib_waits), &key);
   {
     std::lock_guard lock(mutex_);
-    to_close_.push_back(std::move(it->second));
+    to_release_.push_back(std::move(it->second));
   }
-  links_.erase(it);
+  probes_.erase(it);
   wake_.notify_one();
 }
 
@@ -115,13 +129,13 @@ int LibLoadSource::signalled_fd() const {
 void LibLoadSource::reap() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !to_close_.empty(); });
-    auto batch = std::move(to_close_);
-    to_close_.clear();
+    wake_.wait(lock, [this] { return stopping_ || !to_release_.empty(); });
+    auto batch = std::move(to_release_);
+    to_release_.clear();
     lock.unlock();
-    batch.clear();  // each release waits for a grace period: not on the drain's thread
+    batch.clear();  // each release may wait for a grace period: never on the drain's thread
     lock.lock();
-    if (stopping_ && to_close_.empty()) return;
+    if (stopping_ && to_release_.empty()) return;
   }
 }
 
