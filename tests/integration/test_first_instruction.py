@@ -313,6 +313,20 @@ def test_run_counts_the_first_ops_after_import_torch(tmp_path):
     print(f"held at {stops.group(1)} library loads, {stops.group(2)} ms in all")
 
 
+def test_a_cpython_awaiting_its_libraries_is_held_at_its_exit(tmp_path):
+    """`run --report ops,advanced` of a CPython that never imports torch: it
+    runs seized, awaiting libtorch, to its end; that must not keep its exit
+    from being held (a second ptrace seize of the thread would fail: its
+    last samples would name <unknown> frames)."""
+    r = subprocess.run([LTRACE, "run", "-v", "--report", "ops,advanced", "--", "/usr/bin/python3.11", "-c",
+                        "x = sum(i * i for i in range(200000)); print('DONE', x > 0)"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0 and "DONE True" in r.stdout, r.stderr[-3000:]
+    assert "runs on until its libraries load" in r.stderr, r.stderr[-3000:]
+    assert "its exit waits until its last samples are read" in r.stderr, r.stderr[-3000:]
+    assert "not held at its exit" not in r.stderr, r.stderr[-3000:]
+
+
 def section_of(out, pid):
     """The report of process `pid` in a multi-process output (the whole
     output when it is the only process)."""

@@ -220,6 +220,14 @@ void TargetHolder::on_execs(Held& h, const std::vector<std::uint64_t>& execed) {
 void TargetHolder::on_finalizing(Held& h, const std::vector<std::uint64_t>& finalizing) {
   for (std::uint64_t pid_tgid : finalizing) {
     const auto pid = static_cast<pid_t>(pid_tgid >> 32), tid = static_cast<pid_t>(pid_tgid & 0xffffffffu);
+    // Still seized awaiting its libraries (a CPython that never loaded
+    // them): that ends here, so that its exit can be held.
+    if (h.execs.awaiting(pid)) {
+      h.execs.release(pid);
+      h.awaiting.erase(pid);
+      h.at_load.erase(pid);
+      h.paused.erase(pid);
+    }
     const bool held = h.exits.hold(pid, tid, /*pause=*/true);
     if (verbose_)
       std::fprintf(stderr, "ltrace-bpf: pid %d: finalizing; %s\n", pid,
