@@ -11,10 +11,12 @@
  * ptraced thread stops at the signal's delivery, the holder puts the
  * probes in and resumes it with the signal suppressed.  The thread is
  * noted in lt_lib_signalled so that the holder passes on a SIGURG that is
- * not ours.  If nobody traces the thread any more (the tracer died), the
- * kernel ignores SIGURG unless the program handles it.
+ * not ours.  Only a traced thread is signalled; if the tracer dies with
+ * the signal pending, the kernel delivers it, and SIGURG's default action
+ * is to ignore it.
  */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -62,6 +64,12 @@ int lt_dl_debug_state(struct pt_regs *ctx)
 		if (bpf_probe_read_user(&state, sizeof(state), (const void *)at) == 0 && state != LT_RT_CONSISTENT)
 			return 0; /* RT_ADD / RT_DELETE: nothing mapped yet, or going */
 	}
+	/* Only a traced thread stops at the signal: any other would get it, and
+	 * a program with a SIGURG handler would see a call it never asked for
+	 * (a load on a thread we do not trace, a hold already let go). */
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (!BPF_CORE_READ(task, ptrace))
+		return 0;
 	u8 one = 1;
 	bpf_map_update_elem(&lt_lib_signalled, &tid, &one, BPF_ANY);
 	if (bpf_send_signal_thread(LT_SIGURG) != 0) {

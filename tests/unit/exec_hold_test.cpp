@@ -242,6 +242,42 @@ TEST(LibraryLoads, PausedAtTheLoadThatMapsTheLibraryBeforeDlopenReturns) {
   std::remove(marker.c_str());
 }
 
+TEST(LibraryLoads, AProcessKilledWhilePausedAtALoadIsLetGo) {
+  if (geteuid() != 0 || access(kDebianPython, X_OK) != 0) GTEST_SKIP() << "needs root and CPython 3.11";
+  const std::string marker =
+      (std::filesystem::temp_directory_path() / ("lib_kill_" + std::to_string(getpid()))).string();
+  LibLoadSource loads;
+  ExecHolds holds;
+  const pid_t pid = start_exec(kDebianPython, marker, "libzstd.so.1");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(holds.hold(pid));
+  ASSERT_TRUE(poll_until_ready(holds, pid));
+  ASSERT_TRUE(loads.watch(pid));
+  const int signalled = loads.signalled_fd();
+  holds.await_libraries(pid, [signalled](pid_t tid) {
+    const std::uint32_t key = static_cast<std::uint32_t>(tid);
+    return bpf_map_delete_elem(signalled, &key) == 0;
+  });
+  bool paused = false;
+  for (auto until = std::chrono::steady_clock::now() + 30s; !paused && std::chrono::steady_clock::now() < until;) {
+    holds.poll();
+    for (pid_t p : holds.take_loaded()) paused |= p == pid;
+    std::this_thread::sleep_for(50us);
+  }
+  ASSERT_TRUE(paused);
+  // Killed where it waits for us (an OOM kill, a launcher's SIGKILL): the
+  // holder must see it go, not keep a dead tracee its parent cannot reap.
+  kill(pid, SIGKILL);
+  for (auto until = std::chrono::steady_clock::now() + 10s;
+       holds.held(pid) && std::chrono::steady_clock::now() < until;) {
+    holds.poll();
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_FALSE(holds.held(pid));
+  EXPECT_EQ(wait_status(pid), 128 + SIGKILL);
+  std::remove(marker.c_str());
+}
+
 TEST(LibraryLoads, ALoaderIsFoundWithItsDebuggerHook) {
   const LoaderSite site = find_loader_site(getpid());
   ASSERT_FALSE(site.open_path.empty());

@@ -518,6 +518,8 @@ void Session::detach(ring_buffer* rb) {
   if (holder_) holder_->read_begins();
   if (!callback_error_) ring_buffer__consume(rb);
   if (holder_) holder_->read_ends();
+  // No more SIGURGs at library loads: the holder lets its processes go.
+  while (!awaiting_libs_.empty()) stop_awaiting(awaiting_libs_.begin()->first);
   holder_.reset();  // every held target goes on
   if (!callback_error_) release_gpu(rb);
   gpusrc_.reset();
@@ -719,6 +721,9 @@ void Session::add_tracer(LibraryTracer& tracer, std::function<void(pid_t)> befor
 // error is the session's end only for an explicit --pid at its adoption
 // (or a wrong --ops); otherwise that process's data is missing, and said so.
 PendingAttach::Attempt Session::attach_library(TracerSlot& slot, pid_t pid, bool first) {
+  // A tracer that needs ptrace itself (the GPU bridge's injection) waits
+  // while we hold the process seized for other libraries.
+  if (!slot.tracer->holds_at_load() && awaiting_libs_.count(pid)) return PendingAttach::Attempt::later;
   try {
     if (slot.before) slot.before(pid);
     if (!slot.tracer->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;

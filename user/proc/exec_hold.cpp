@@ -169,6 +169,8 @@ double ExecHolds::held_ms(pid_t pid) const {
 
 bool ExecHolds::advance(pid_t pid, Held& h) {
   if (h.ours) return advance_awaiting(pid, h);
+  // Paused and handed over, it has nothing to report -- unless it was killed.
+  if (h.ready) return next_ptrace_stop(pid, false).kind != PtraceStop::ended;
   while (!h.ready) {
     const PtraceStop s = next_ptrace_stop(pid, false);
     if (s.kind == PtraceStop::none) return true;
@@ -197,7 +199,9 @@ bool ExecHolds::advance(pid_t pid, Held& h) {
 
 // A process running on, seized, until a library load: its stops until ours.
 bool ExecHolds::advance_awaiting(pid_t pid, Held& h) {
-  while (!h.at_load) {
+  // Paused at a load, it has nothing to report -- unless it was killed.
+  if (h.at_load) return next_ptrace_stop(pid, false).kind != PtraceStop::ended;
+  for (;;) {
     const PtraceStop s = next_ptrace_stop(pid, false);
     if (s.kind == PtraceStop::none) return true;
     if (s.kind == PtraceStop::ended) return false;
@@ -206,18 +210,24 @@ bool ExecHolds::advance_awaiting(pid_t pid, Held& h) {
       ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
       return false;
     }
+    if (s.kind == PtraceStop::stopped && s.event == PTRACE_EVENT_EXEC) {
+      // A new program: the wait for the old one's libraries ends here.  A
+      // CPython is held again from the exec ring; anything else (which BPF
+      // may not even wake us for) runs on, untraced.
+      ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+      step();
+      return false;
+    }
     if (s.signal_stop() && s.sig == SIGURG && h.ours(pid)) {
       h.at_load = true;  // paused at a library load, before its code runs
       loaded_.push_back(pid);
       return true;
     }
-    // Another signal is passed on; a new exec (looked at again from the
-    // ring) and every other stop go on.
+    // Another signal is passed on; every other stop goes on.
     const int sig = s.signal_stop() ? s.sig : 0;
     ptrace(PTRACE_CONT, pid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
     step();
   }
-  return true;
 }
 
 void ExecHolds::await_libraries(pid_t pid, std::function<bool(pid_t)> ours) {
@@ -278,7 +288,11 @@ void ExecHolds::release(pid_t pid) {
   const bool paused = it->second.ready && (!it->second.ours || it->second.at_load);
   held_.erase(it);
   if (!paused) return detach_running(pid, [this] { step(); });
-  ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+  if (ptrace(PTRACE_DETACH, pid, nullptr, nullptr) < 0) {
+    // Killed while paused: a dead tracee is reported to its tracer alone;
+    // take that report, or its parent waits for it until we end.
+    for (int i = 0; i < 1000 && next_ptrace_stop(pid, false).kind != PtraceStop::ended; ++i) usleep(100);
+  }
   step();
 }
 
