@@ -109,31 +109,42 @@ bool poll_until_ready(ExecHolds& holds, pid_t pid) {
 // A held, ready `pid` runs on, seized, stopped at each library load, until
 // one has `library` mapped: then `at_load` looks at it and it is released.
 // Returns the loads it stopped at, or -1 (not probed, gone, or 30 s).
-int await_library(ExecHolds& holds, LibLoadSource& loads, pid_t pid, const std::string& library,
-                  const std::function<void()>& at_load) {
-  if (!loads.watch(pid)) return -1;
+// A held, ready `pid` runs on, seized, until its library loads stop it
+// (the holder's `ours` check as TargetHolder's).  False if not probed.
+bool start_awaiting(ExecHolds& holds, LibLoadSource& loads, pid_t pid) {
+  if (!loads.watch(pid)) return false;
   const int signalled = loads.signalled_fd();
   holds.await_libraries(pid, [signalled](pid_t tid) {
     const std::uint32_t key = static_cast<std::uint32_t>(tid);
     return bpf_map_delete_elem(signalled, &key) == 0;
   });
-  int stops = 0;
+  return true;
+}
+
+// Polls until `pid` is paused at a load (true), or is let go or 30 s pass.
+bool next_load(ExecHolds& holds, pid_t pid) {
   for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
     holds.poll();
-    for (pid_t p : holds.take_loaded()) {
-      if (p != pid) continue;
-      ++stops;
-      if (!maps_name(pid, library)) {
-        holds.resume(pid);
-        continue;
-      }
-      at_load();
-      loads.unwatch(pid);
-      holds.release(pid);
-      return stops;
-    }
-    if (!holds.held(pid)) return -1;
+    for (pid_t p : holds.take_loaded())
+      if (p == pid) return true;
+    if (!holds.held(pid)) return false;
     std::this_thread::sleep_for(50us);
+  }
+  return false;
+}
+
+int await_library(ExecHolds& holds, LibLoadSource& loads, pid_t pid, const std::string& library,
+                  const std::function<void()>& at_load) {
+  if (!start_awaiting(holds, loads, pid)) return -1;
+  for (int stops = 1; next_load(holds, pid); ++stops) {
+    if (!maps_name(pid, library)) {
+      holds.resume(pid);
+      continue;
+    }
+    at_load();
+    loads.unwatch(pid);
+    holds.release(pid);
+    return stops;
   }
   return -1;
 }
@@ -252,19 +263,8 @@ TEST(LibraryLoads, AProcessKilledWhilePausedAtALoadIsLetGo) {
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(holds.hold(pid));
   ASSERT_TRUE(poll_until_ready(holds, pid));
-  ASSERT_TRUE(loads.watch(pid));
-  const int signalled = loads.signalled_fd();
-  holds.await_libraries(pid, [signalled](pid_t tid) {
-    const std::uint32_t key = static_cast<std::uint32_t>(tid);
-    return bpf_map_delete_elem(signalled, &key) == 0;
-  });
-  bool paused = false;
-  for (auto until = std::chrono::steady_clock::now() + 30s; !paused && std::chrono::steady_clock::now() < until;) {
-    holds.poll();
-    for (pid_t p : holds.take_loaded()) paused |= p == pid;
-    std::this_thread::sleep_for(50us);
-  }
-  ASSERT_TRUE(paused);
+  ASSERT_TRUE(start_awaiting(holds, loads, pid));
+  ASSERT_TRUE(next_load(holds, pid));
   // Killed where it waits for us (an OOM kill, a launcher's SIGKILL): the
   // holder must see it go, not keep a dead tracee its parent cannot reap.
   kill(pid, SIGKILL);

@@ -167,19 +167,33 @@ double ExecHolds::held_ms(pid_t pid) const {
              : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - it->second.since).count();
 }
 
+namespace {
+
+// The next report of a held process, for both loops below: nothing yet,
+// gone (ended, or stopped by job control, which gets it back), or a stop
+// to act on.
+enum class Report { none, gone, stop };
+Report take_report(pid_t pid, PtraceStop& s) {
+  s = next_ptrace_stop(pid, false);
+  if (s.kind == PtraceStop::none) return Report::none;
+  if (s.kind == PtraceStop::ended) return Report::gone;
+  step();
+  if (s.group_stop()) {  // stopped by job control: give it back to it
+    ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+    return Report::gone;
+  }
+  return Report::stop;
+}
+
+}  // namespace
+
 bool ExecHolds::advance(pid_t pid, Held& h) {
   if (h.ours) return advance_awaiting(pid, h);
   // Paused and handed over, it has nothing to report -- unless it was killed.
   if (h.ready) return next_ptrace_stop(pid, false).kind != PtraceStop::ended;
   while (!h.ready) {
-    const PtraceStop s = next_ptrace_stop(pid, false);
-    if (s.kind == PtraceStop::none) return true;
-    if (s.kind == PtraceStop::ended) return false;
-    step();
-    if (s.group_stop()) {  // stopped by job control: give it back to it
-      ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
-      return false;
-    }
+    PtraceStop s;
+    if (const Report r = take_report(pid, s); r != Report::stop) return r == Report::none;
     // A signal on its way in is passed on; every other stop (our
     // interrupt, a system call, a new exec) is a point to look again.
     const int sig = s.signal_stop() ? s.sig : 0;
@@ -202,15 +216,9 @@ bool ExecHolds::advance_awaiting(pid_t pid, Held& h) {
   // Paused at a load, it has nothing to report -- unless it was killed.
   if (h.at_load) return next_ptrace_stop(pid, false).kind != PtraceStop::ended;
   for (;;) {
-    const PtraceStop s = next_ptrace_stop(pid, false);
-    if (s.kind == PtraceStop::none) return true;
-    if (s.kind == PtraceStop::ended) return false;
-    step();
-    if (s.group_stop()) {  // stopped by job control: give it back to it
-      ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
-      return false;
-    }
-    if (s.kind == PtraceStop::stopped && s.event == PTRACE_EVENT_EXEC) {
+    PtraceStop s;
+    if (const Report r = take_report(pid, s); r != Report::stop) return r == Report::none;
+    if (s.event == PTRACE_EVENT_EXEC) {
       // A new program: the wait for the old one's libraries ends here.  A
       // CPython is held again from the exec ring; anything else (which BPF
       // may not even wake us for) runs on, untraced.
