@@ -35,9 +35,11 @@ TEST(RecordKinds, LossNotesNameEachKind) {
   EXPECT_EQ(record_text_name(LT_EV_NONE), "generator resume");
   EXPECT_EQ(record_text_name(200), "kind 200");
   // Only GPU kinds say GPU.
-  for (const RecordKind& k : record_kinds())
-    if (std::string(k.text).find("GPU") != std::string::npos)
+  for (const RecordKind& k : record_kinds()) {
+    if (std::string(k.text).find("GPU") != std::string::npos) {
       EXPECT_EQ(std::string(k.enum_name).rfind("GPU", 0), 0u) << k.enum_name;
+    }
+  }
 }
 
 TEST(RecordKinds, DumpNames) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "bpf/events.h"
+#include "user/collector/session_options.h"
 #include "user/core/errors.h"
 #include "user/sources/commprobe.h"
 #include "user/sources/proctrack.h"
@@ -12,8 +13,8 @@
 
 namespace lt {
 
-CommTracer::CommTracer(const ProcTrackSource& shared, int op_stacks_fd)
-    : source_(std::make_unique<CommProbeSource>(shared, op_stacks_fd)) {}
+CommTracer::CommTracer(const TracerContext& ctx)
+    : source_(std::make_unique<CommProbeSource>(ctx.proctrack, ctx.op_stacks_fd)) {}
 CommTracer::~CommTracer() = default;
 void CommTracer::detach() {
   source_.reset();

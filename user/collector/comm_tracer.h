@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "user/collector/library_tracer.h"
+#include "user/collector/tracer.h"
 #include "user/proc/procfs.h"
 #include "user/torch/comm_sites.h"
 
@@ -24,12 +24,14 @@ namespace lt {
 class CommProbeSource;
 class ProcTrackSource;
 
-class CommTracer final : public LibraryTracer {
+class CommTracer final : public Tracer {
  public:
   // Loads its BPF objects (the op stacks of `op_stacks_fd` when ops are
   // traced too, else -1).
-  CommTracer(const ProcTrackSource& shared, int op_stacks_fd);
+  explicit CommTracer(const TracerContext& ctx);
   ~CommTracer() override;
+  std::string_view name() const override { return "comm"; }
+  bool library() const override { return true; }
   // Probes pid's libraries (pid_filter -1: every process mapping them).
   // Returns false when the process has no libtorch_cpu mapped (yet), or,
   // for up to kLibraryWaitNs, while the loader is still mapping the rest of
@@ -46,7 +48,7 @@ class CommTracer final : public LibraryTracer {
   std::size_t probes() const override { return probes_; }
   std::string describe(pid_t) const override { return last_; }
   void detach() override;
-  std::uint32_t target_flags() const override { return LT_TARGET_COMM; }
+  void fill_target(pid_t, lt_target& t) const override { t.flags |= LT_TARGET_COMM; }
 
  private:
   enum class Library { torch, nccl };

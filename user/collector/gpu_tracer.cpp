@@ -1,5 +1,6 @@
 #include "user/collector/gpu_tracer.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "user/collector/session_options.h"
+#include "user/collector/synthesized_records.h"
 #include "user/core/errors.h"
 #include "user/inject/inject_library.h"
 #include "user/model/cuda_sites.h"
@@ -47,8 +50,69 @@ std::string find_bridge_library() {
   return "";
 }
 
-GpuTracer::GpuTracer(std::function<GpuSource&()> source, GpuTracerOptions opts, Note note)
-    : source_(source), opts_(std::move(opts)), note_(std::move(note)) {}
+GpuTracer::GpuTracer(const TracerContext& ctx) : ctx_(ctx), bridge_path_(find_bridge_library()) {
+  if (!ctx.opts.preloaded_bridge.empty()) expect_bridge(ctx.opts.preloaded_bridge);
+}
+GpuTracer::~GpuTracer() = default;
+
+GpuSource& GpuTracer::source() {
+  if (!source_)
+    source_ = std::make_unique<GpuSource>(ctx_.proctrack, ctx_.op_stacks_fd, ctx_.opts.launch_stack_interval_ns);
+  return *source_;
+}
+
+void GpuTracer::fill_target(pid_t, lt_target& t) const {
+  t.flags |= LT_TARGET_GPU;
+  // The stack of each launch: needs the sampler's thread-state lookup.
+  if (ctx_.opts.launch_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_LAUNCH_STACKS;
+}
+
+bool GpuTracer::settling(pid_t pid) const {
+  return injected_.count(pid) && !heard_.count(pid) && proc::exists(pid);
+}
+
+void GpuTracer::observe(const lt_event_header& h, std::span<const std::byte> record) {
+  if (h.kind != LT_EV_GPU_STATUS) return;
+  const auto pid = static_cast<pid_t>(h.pid);
+  lt_gpu_status_event e;
+  std::memcpy(static_cast<void*>(&e), record.data(), sizeof e);
+  heard_.insert(pid);
+  if (e.s.state == LT_BRIDGE_ACTIVE) active_[pid] = true;
+  if (e.s.state == LT_BRIDGE_DORMANT || e.s.state == LT_BRIDGE_CUPTI_BUSY || e.s.state == LT_BRIDGE_NO_CUPTI ||
+      e.s.state == LT_BRIDGE_CUPTI_ERROR)
+    active_[pid] = false;
+  if (ctx_.opts.verbose || e.s.state == LT_BRIDGE_CUPTI_BUSY || e.s.state == LT_BRIDGE_DROPPED)
+    std::fprintf(stderr, "ltrace-bpf: pid %d: GPU bridge: %s\n", pid,
+                 std::string(e.s.detail, strnlen(e.s.detail, sizeof e.s.detail)).c_str());
+  on_status(pid, e.s);
+}
+
+void GpuTracer::detach() {
+  source_.reset();
+}
+
+// Detach from the bridges in order: their session probe first, so each
+// flushes CUPTI and releases it while the data probes still carry what it
+// flushes; we drain until every active bridge said DORMANT (at most ~1.5 s).
+void GpuTracer::flush(const std::function<bool()>& drain) {
+  constexpr std::uint64_t kBridgeFlushNs = 1'500'000'000;
+  constexpr std::uint64_t kNapNs = 20'000'000;
+  if (!source_) return;
+  source_->release_sessions();
+  const auto until = monotonic_ns() + kBridgeFlushNs;
+  while (monotonic_ns() < until) {
+    bool waiting = false;
+    for (auto& [pid, active] : active_) waiting |= active && proc::exists(pid);
+    if (!waiting) break;
+    struct timespec t = {0, static_cast<long>(kNapNs)};
+    nanosleep(&t, nullptr);
+    if (!drain()) break;
+  }
+  for (auto& [pid, active] : active_)
+    if (active && proc::exists(pid))
+      ctx_.note("pid " + std::to_string(pid) + ": GPU: the bridge did not confirm its last flush in time; " +
+                "the last GPU records of the window may be missing");
+}
 
 std::string GpuTracer::describe(pid_t pid) const {
   auto it = how_.find(pid);
@@ -72,7 +136,7 @@ bool GpuTracer::attach(pid_t pid, pid_t) {
   }
   try {
     if (!bridge.empty()) {
-      source_().attach_bridge(bridge);
+      source().attach_bridge(bridge);
       how_[pid] = "CUPTI bridge (loaded at launch)";
       return true;
     }
@@ -85,27 +149,27 @@ bool GpuTracer::attach(pid_t pid, pid_t) {
       fall_back_to_uprobes(pid, "CUDA_INJECTION64_PATH names another tool (" + it->second + ")");
       return true;
     }
-    if (!opts_.inject || opts_.bridge_path.empty()) {
-      fall_back_to_uprobes(pid, opts_.inject ? "libltrace-bridge.so not found next to ltrace-bpf" : "--no-inject");
+    if (!ctx_.opts.inject || bridge_path_.empty()) {
+      fall_back_to_uprobes(pid, ctx_.opts.inject ? "libltrace-bridge.so not found next to ltrace-bpf" : "--no-inject");
       return true;
     }
     // The bridge goes in as a memfd: the target may be in a container that
     // does not see our file, and nothing is left in its file system.  The
     // probes go on that very file before the dlopen, so the bridge finds its
     // semaphores set at once.
-    GpuSource& source = source_();  // loaded before the target's thread is stopped
+    GpuSource& src = source();  // loaded before the target's thread is stopped
     inject::InjectOptions io;
     io.handoff = inject::Handoff::memfd_or_path;
     io.memfd_name = kBridgeMemfdName;
-    io.before_dlopen = [&source](const std::string& file) { source.attach_bridge(file); };
-    auto r = inject::inject_library(pid, opts_.bridge_path, io);
+    io.before_dlopen = [&src](const std::string& file) { src.attach_bridge(file); };
+    auto r = inject::inject_library(pid, bridge_path_, io);
     how_[pid] = "CUPTI bridge (injected into the running process)";
     injected_.insert(pid);
-    note_("pid " + std::to_string(pid) + ": GPU: injected " + opts_.bridge_path +
-          (r.memfd ? " (as a memfd: nothing written to its file system)" : " (by its path)") +
-          " (CUPTI from now on; NVTX ranges cannot be captured from a process attached late: launch it with "
-          "`ltrace-bpf run -- ...` or NVTX_INJECTION64_PATH for those)");
-    if (opts_.verbose) note_("pid " + std::to_string(pid) + ": GPU: " + r.detail);
+    ctx_.note("pid " + std::to_string(pid) + ": GPU: injected " + bridge_path_ +
+              (r.memfd ? " (as a memfd: nothing written to its file system)" : " (by its path)") +
+              " (CUPTI from now on; NVTX ranges cannot be captured from a process attached late: launch it with "
+              "`ltrace-bpf run -- ...` or NVTX_INJECTION64_PATH for those)");
+    if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": GPU: " + r.detail);
   } catch (const Error& e) {
     fall_back_to_uprobes(pid, e.what());
   }
@@ -114,9 +178,9 @@ bool GpuTracer::attach(pid_t pid, pid_t) {
 
 void GpuTracer::expect_bridge(const std::string& path) {
   try {
-    source_().attach_bridge(path);
+    source().attach_bridge(path);
   } catch (const Error& e) {
-    note_(std::string("GPU: ") + e.what());
+    ctx_.note(std::string("GPU: ") + e.what());
   }
 }
 
@@ -153,14 +217,14 @@ void GpuTracer::fall_back_to_uprobes(pid_t pid, const std::string& why) {
         auto off = f.file_offset(sym->value);
         if (off) sites.push_back({*off, all[i].api, all[i].source, i});
       }
-      n += source_().attach_entries(path, pid, sites);
+      n += source().attach_entries(path, pid, sites);
     } catch (const Error&) {
     }
   }
   how_[pid] = "uprobes on libcudart/libcuda (" + std::to_string(n) + " sites; no GPU times)";
-  note_("pid " + std::to_string(pid) + ": GPU: " + why + "; falling back to " + std::to_string(n) +
-        " entry uprobes on libcudart/libcuda: launches, copies and syncs are counted and joined to ops, stacks and "
-        "actions, without GPU times");
+  ctx_.note("pid " + std::to_string(pid) + ": GPU: " + why + "; falling back to " + std::to_string(n) +
+            " entry uprobes on libcudart/libcuda: launches, copies and syncs are counted and joined to ops, stacks and "
+            "actions, without GPU times");
 }
 
 }  // namespace lt

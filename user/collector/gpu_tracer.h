@@ -16,28 +16,25 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "bpf/events.h"
-#include "user/collector/library_tracer.h"
+#include "user/collector/tracer.h"
 
 namespace lt {
 
 class GpuSource;
 
-struct GpuTracerOptions {
-  bool inject = true;       // ptrace-inject the bridge into CUDA processes without one
-  std::string bridge_path;  // our libltrace-bridge.so ("" = not found)
-  bool verbose = false;
-};
-
-class GpuTracer final : public LibraryTracer {
+class GpuTracer final : public Tracer {
  public:
-  using Note = std::function<void(const std::string&)>;
-  // `source` is created on first use: sessions without CUDA never load it.
-  GpuTracer(std::function<GpuSource&()> source, GpuTracerOptions opts, Note note);
+  // Its BPF objects load at first use: sessions without CUDA never load them.
+  explicit GpuTracer(const TracerContext& ctx);
+  ~GpuTracer() override;
+  std::string_view name() const override { return "GPU"; }
+  bool library() const override { return true; }
   // Sets up GPU data for pid.  Returns false while the process has no CUDA
   // library mapped (call again later).  Never throws for a target's sake:
   // what fails becomes a note. The probes are the process's own (the
@@ -45,24 +42,32 @@ class GpuTracer final : public LibraryTracer {
   bool attach(pid_t pid, pid_t pid_filter) override;
   const char* lost() const override { return "its GPU data is missing from the report"; }
   bool holds_at_load() const override { return false; }  // it may inject, by ptrace
+  // For the session's stderr summary.
+  std::string describe(pid_t pid) const override;
+  void fill_target(pid_t pid, lt_target& t) const override;
+  // A bridge we injected has not said yet whether CUPTI is ours.
+  bool settling(pid_t pid) const override;
+  // The bridges' states: on CUPTI unavailable, fall back to uprobes.
+  void observe(const lt_event_header& h, std::span<const std::byte> record) override;
+  // The bridges flush and release CUPTI; `drain` carries what they flush.
+  void flush(const std::function<bool()>& drain) override;
+  void detach() override;
+
+ private:
+  GpuSource& source();
   // The probes of a bridge that processes will load (run: the launched
   // command's), in place before any of them does: nothing is missed.
   void expect_bridge(const std::string& path);
-  // A bridge reported its state: on CUPTI unavailable, fall back to uprobes.
   void on_status(pid_t pid, const lt_gpu_status& s);
-  // Whether we injected the bridge into pid (it reports its state soon).
-  bool injected(pid_t pid) const { return injected_.count(pid) != 0; }
-  // For the session's stderr summary.
-  std::string describe(pid_t pid) const override;
-
- private:
   void fall_back_to_uprobes(pid_t pid, const std::string& why);
-  std::function<GpuSource&()> source_;
-  GpuTracerOptions opts_;
-  Note note_;
+  const TracerContext& ctx_;
+  std::string bridge_path_;  // our libltrace-bridge.so ("" = not found)
+  std::unique_ptr<GpuSource> source_;
   std::map<pid_t, std::string> how_;  // pid -> "bridge (launch)", "bridge (injected)", "uprobes", ...
   std::set<pid_t> uprobed_;
   std::set<pid_t> injected_;
+  std::map<pid_t, bool> active_;  // bridges that said ACTIVE (wait for DORMANT on detach)
+  std::set<pid_t> heard_;         // bridges that reported any state (awaited at the attach)
 };
 
 // Where our bridge library is: $LTRACE_BRIDGE, next to the executable, or

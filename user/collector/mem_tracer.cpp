@@ -1,6 +1,7 @@
 #include "user/collector/mem_tracer.h"
 
 #include "bpf/events.h"
+#include "user/collector/session_options.h"
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
 #include "user/sources/memprobe.h"
@@ -8,8 +9,15 @@
 
 namespace lt {
 
-MemTracer::MemTracer(const ProcTrackSource& shared, int op_stacks_fd)
-    : source_(std::make_unique<MemProbeSource>(shared, op_stacks_fd)) {}
+MemTracer::MemTracer(const TracerContext& ctx)
+    : stacks_(ctx.opts.sources.memory_stacks),
+      source_(std::make_unique<MemProbeSource>(ctx.proctrack, ctx.op_stacks_fd)) {}
+
+// The stack of each allocation: needs the sampler's thread-state lookup.
+void MemTracer::fill_target(pid_t, lt_target& t) const {
+  t.flags |= LT_TARGET_MEM;
+  if (stacks_ && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_MEM_STACKS;
+}
 MemTracer::~MemTracer() = default;
 void MemTracer::detach() {
   source_.reset();

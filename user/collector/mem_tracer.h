@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "user/collector/library_tracer.h"
+#include "user/collector/tracer.h"
 #include "user/torch/mem_sites.h"
 
 namespace lt {
@@ -20,12 +20,14 @@ namespace lt {
 class MemProbeSource;
 class ProcTrackSource;
 
-class MemTracer final : public LibraryTracer {
+class MemTracer final : public Tracer {
  public:
   // Loads its BPF objects (allocator hooks; the op stacks of `op_stacks_fd`
   // when ops are traced too, else -1).
-  MemTracer(const ProcTrackSource& shared, int op_stacks_fd);
+  explicit MemTracer(const TracerContext& ctx);
   ~MemTracer() override;
+  std::string_view name() const override { return "memory"; }
+  bool library() const override { return true; }
   // Probes pid's libc10 (pid_filter -1: every process mapping it).
   // Returns false when the process has no libc10 mapped (yet).  Throws
   // lt::Error (io: unreadable; unsupported: no CPU allocator hooks; bpf).
@@ -34,9 +36,10 @@ class MemTracer final : public LibraryTracer {
   std::size_t probes() const override { return probes_; }
   std::string describe(pid_t) const override { return last_; }
   void detach() override;
-  std::uint32_t target_flags() const override { return LT_TARGET_MEM; }
+  void fill_target(pid_t pid, lt_target& t) const override;
 
  private:
+  bool stacks_;  // the Python stack of each allocation
   std::unique_ptr<MemProbeSource> source_;
   std::map<std::pair<unsigned long, unsigned long>, std::vector<MemHookSite>> sites_;  // per (dev, inode)
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;

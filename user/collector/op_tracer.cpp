@@ -1,190 +1,142 @@
 #include "user/collector/op_tracer.h"
 
-#include <fnmatch.h>
-#include <sys/stat.h>
-#include <time.h>
-
-#include <algorithm>
-#include <chrono>
+#include <cstdio>
 #include <cstring>
 
+#include "user/collector/dynamo_notes.h"
+#include "user/collector/record_normalizer.h"
+#include "user/collector/session_options.h"
+#include "user/collector/synthesized_records.h"
+#include "user/collector/target_tracker.h"
 #include "user/core/errors.h"
-#include "user/proc/procfs.h"
+#include "user/python/symbolizer.h"
 #include "user/sources/opprobe.h"
-#include "user/torch/compiled_code.h"
-#include "user/torch/op_args.h"
-#include "user/torch/op_catalog.h"
 
 namespace lt {
 
 namespace {
-// libtorch_cpu holds every at::_ops::*::call (CUDA kernels register into the
-// same dispatcher; their libraries have no op entry points of their own).
-bool is_libtorch_cpu(const std::string& path) {
-  auto slash = path.rfind('/');
-  return path.compare(slash == std::string::npos ? 0 : slash + 1, 15, "libtorch_cpu.so") == 0;
-}
-bool is_libtorch_python(const std::string& path) {
-  auto slash = path.rfind('/');
-  return path.compare(slash == std::string::npos ? 0 : slash + 1, 18, "libtorch_python.so") == 0;
-}
+// torch.compile's kernel libraries are built and dlopen'ed while the job
+// runs (a recompile): each op target's maps are looked at again, new
+// libraries probed (docs/design-compile.md).  Calls before the look are
+// missed: at most this long of a new kernel's first calls.
+constexpr std::uint64_t kCompiledScanNs = 200'000'000;
+// What Dynamo kept: its newest 64 compiles.
+constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;
 }  // namespace
 
-OpTracer::OpTracer(OpProbeSource& source, std::vector<std::string> filters, Emit emit)
-    : source_(source), filters_(std::move(filters)), emit_(std::move(emit)) {}
+OpTracer::OpTracer(const TracerContext& ctx)
+    : ctx_(ctx),
+      source_(std::make_unique<OpProbeSource>(ctx.proctrack)),
+      probes_(std::make_unique<OpProbes>(*source_, ctx.opts.op_filters, ctx.emit)),
+      dynamo_(std::make_unique<DynamoNotes>(ctx.emit)),
+      compiled_scan_{kCompiledScanNs, monotonic_ns()},
+      dynamo_scan_{kDynamoScanNs, monotonic_ns()} {}
 
-bool OpTracer::selected(const std::string& name) const {
-  if (filters_.empty()) return true;
-  // "aten::mm" or just "mm": both spellings select the op.
-  const std::string bare = name.rfind("aten::", 0) == 0 ? name.substr(6) : name;
-  for (auto& f : filters_)
-    if (fnmatch(f.c_str(), name.c_str(), 0) == 0 || fnmatch(f.c_str(), bare.c_str(), 0) == 0) return true;
-  return false;
+OpTracer::~OpTracer() = default;
+
+int OpTracer::op_stacks_fd() const {
+  return source_ ? source_->stacks_fd() : -1;
 }
 
+pid_t OpTracer::filter(pid_t pid) const {
+  return ctx_.opts.children ? -1 : pid;
+}
+
+// Shapes on before the op probes, so that no call goes without them; the
+// compiled code after them.
 bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
-  std::string lib, open_path;
-  for (auto& m : proc::read_maps(pid))
-    if (is_libtorch_cpu(m.path)) {
-      lib = m.path;
-      // The file the target runs (containers, chroots, overlayfs).
-      open_path = proc::mapped_file(pid, m);
-      break;
-    }
-  if (lib.empty() || open_path.empty()) return false;
-  struct stat st {};
-  if (stat(open_path.c_str(), &st) != 0) return false;  // gone or deleted: try again later
-  const auto file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
-  if (attached_.count({file.first, file.second, pid_filter}) || attached_.count({file.first, file.second, -1}))
-    return true;
-  auto t0 = std::chrono::steady_clock::now();
-  auto known = probes_of_.find(file);
-  if (known == probes_of_.end()) {
-    OpCatalog cat = load_op_catalog(open_path);
-    const auto first = static_cast<std::uint32_t>(ops_.size());
-    libraries_[file] = first;
-    std::vector<std::uint64_t> offsets, cookies;
-    for (std::size_t i = 0; i < cat.ops.size(); ++i) {
-      ops_.push_back({cat.ops[i].name, cat.ops[i].overload,
-                      tensor_arg_registers(cat.ops[i].signature, cat.ops[i].schema).tensor_reg});
-      if (!selected(cat.ops[i].name)) continue;
-      offsets.push_back(cat.ops[i].file_offset);
-      // cookie: the op index, and above bit 32 which argument registers
-      // hold tensors (the shapes probe reads only those)
-      std::uint64_t regs = 0;
-      for (auto r : ops_.back().arg_reg)
-        if (r >= 0 && r < LT_SHAPE_REGS) regs |= 1ull << r;
-      cookies.push_back((first + i) | (regs << 32));
-    }
-    announced_.resize(ops_.size(), false);
-    if (offsets.empty()) {
-      std::string list;
-      for (auto& f : filters_) list += (list.empty() ? "" : ",") + f;
-      throw Error(ExitCode::usage, "--ops '" + list + "' matches none of the " + std::to_string(cat.ops.size()) +
-                                       " aten operators of " + lib);
-    }
-    known = probes_of_.emplace(file, std::make_pair(std::move(offsets), std::move(cookies))).first;
-    last_ = lib + ": " + std::to_string(cat.ops.size()) + " aten ops, " + std::to_string(cat.schemas_found) +
-            " schemas, " + std::to_string(cat.unresolved) + " named by fallback";
+  if (ctx_.opts.shapes && !tensor_vtables_[pid]) {
+    tensor_vtables_[pid] = probes_->tensor_vtable(pid);
+    if (tensor_vtables_[pid]) ctx_.retarget(pid);
   }
-  source_.attach(open_path, known->second.first, known->second.second, pid_filter);
-  attached_.insert({file.first, file.second, pid_filter});
-  probes_ += known->second.first.size();
-  attach_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!probes_->attach(pid, pid_filter)) return false;
+  attached_.insert(pid);
+  probes_->attach_compiled(pid, pid_filter);
+  if (ctx_.opts.shapes && !tensor_vtables_[pid])
+    ctx_.note("pid " + std::to_string(pid) +
+              ": c10::TensorImpl's vtable not found in libc10.so; input shapes show as []");
   return true;
 }
 
-std::uint32_t OpTracer::add_op(std::string name) {
-  ops_.push_back({std::move(name), "", {}});
-  announced_.resize(ops_.size(), false);
-  return static_cast<std::uint32_t>(ops_.size() - 1);
-}
-
-void OpTracer::attach_file(const std::string& open_path, std::pair<unsigned long, unsigned long> file,
-                           pid_t pid_filter) {
-  if (attached_.count({file.first, file.second, pid_filter}) || attached_.count({file.first, file.second, -1})) return;
-  auto& probes = probes_of_[file];
-  source_.attach(open_path, probes.first, probes.second, pid_filter);
-  attached_.insert({file.first, file.second, pid_filter});
-  probes_ += probes.first.size();
-}
-
-std::vector<std::string> OpTracer::attach_compiled(pid_t pid, pid_t pid_filter) {
-  std::vector<std::string> added;
-  for (auto& m : proc::read_maps(pid)) {
-    if (m.offset != 0) continue;
-    const bool python = is_libtorch_python(m.path);
-    if (!python && !maybe_inductor_library(m.path)) continue;
-    const std::string open_path = proc::mapped_file(pid, m);
-    struct stat st {};
-    if (open_path.empty() || stat(open_path.c_str(), &st) != 0) continue;
-    const auto file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
-    if (!probes_of_.count(file)) {
-      std::pair<std::vector<std::uint64_t>, std::vector<std::uint64_t>> probes;
-      if (python) {
-        if (auto at = compiled_region_entry(open_path)) {
-          if (region_base_ == UINT32_MAX) {
-            // One block for every libtorch_python: row names are the
-            // annotations, the same in every process.
-            region_base_ = add_op("Torch-Compiled Region");
-            for (unsigned f = 0; f < LT_REGION_FRAMES; ++f)
-              for (unsigned c = 0; c < LT_REGION_COMPILES; ++c)
-                add_op("Torch-Compiled Region: " + std::to_string(f) + "/" + std::to_string(c));
-          }
-          probes.first.push_back(*at);
-          probes.second.push_back(region_base_ | LT_OP_COOKIE_REGION);
-        }
-      } else {
-        const auto slash = m.path.rfind('/');
-        if (auto k =
-                inductor_kernel(open_path, proc::root_path(pid, m.path.substr(0, slash)), m.path.substr(slash + 1))) {
-          std::string name = k->name.empty() ? "inductor kernel " + m.path.substr(slash + 1) : k->name;
-          if (selected(name)) {
-            probes.first.push_back(k->file_offset);
-            probes.second.push_back(add_op(name));
-            added.push_back(std::move(name));
-          }
-        }
-      }
-      probes_of_.emplace(file, std::move(probes));
-    }
-    attach_file(open_path, file, pid_filter);
+// Op times come from samples, which need no Python stack (tsd_block 0
+// tells BPF to skip the walk).
+void OpTracer::fill_target(pid_t pid, lt_target& t) const {
+  t.flags |= LT_TARGET_OPS | (ctx_.opts.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
+  if (auto v = tensor_vtables_.find(pid); v != tensor_vtables_.end() && v->second) {
+    t.tensor_vtable = v->second;
+    t.flags |= LT_TARGET_SHAPES;
   }
-  return added;
 }
 
-std::uint64_t OpTracer::tensor_vtable(pid_t pid) const {
-  for (auto& m : proc::read_maps(pid)) {
-    auto slash = m.path.rfind('/');
-    if (m.path.compare(slash == std::string::npos ? 0 : slash + 1, 9, "libc10.so") != 0 || m.offset != 0) continue;
+void OpTracer::forget(pid_t pid) {
+  dynamo_->forget(pid);
+  regions_.erase(pid);
+  tensor_vtables_.erase(pid);  // a new image maps its own libc10
+}
+
+void OpTracer::observe(const lt_event_header& h, std::span<const std::byte> record) {
+  for (std::uint32_t op : ops_named(record)) probes_->announce(op);
+  if (h.kind == LT_EV_REGION_CODE) describe_region(h, record);
+}
+
+// The function a compiled region runs for, named while its frame runs.
+void OpTracer::describe_region(const lt_event_header& h, std::span<const std::byte> record) {
+  const auto pid = static_cast<pid_t>(h.pid);
+  const auto* interp = ctx_.targets.live(pid);
+  lt_region_code_event e;
+  std::memcpy(static_cast<void*>(&e), record.data(), sizeof e);
+  // A region's first run follows its compile (Dynamo has recorded it by
+  // then): read now, while the process surely runs, not only every 2 s.
+  if (interp && regions_[pid].insert(e.op).second) dynamo_->read(*interp, h.ts_ns);
+  if (interp && e.code) ctx_.symbolizer().describe_code(pid, e.code, e.checksum, *interp, h.ts_ns);
+}
+
+void OpTracer::tick(std::uint64_t now) {
+  if (compiled_scan_.due(now)) attach_compiled();
+  if (dynamo_scan_.due(now)) read_dynamo(now);
+}
+
+void OpTracer::attach_compiled() {
+  for (auto it = attached_.begin(); it != attached_.end();) {
+    const pid_t pid = *it;
+    if (!ctx_.targets.live_and_alive(pid)) {
+      it = attached_.erase(it);
+      continue;
+    }
+    ++it;
     try {
-      // Shared libraries link at 0: the mapping of offset 0 is the bias.
-      const std::string path = proc::mapped_file(pid, m);
-      if (path.empty()) return 0;
-      if (auto v = dynamic_object(path, "_ZTVN3c1010TensorImplE")) return m.start + *v + 16;
-    } catch (const Error&) {
+      for (const auto& k : probes_->attach_compiled(pid, filter(pid)))
+        if (ctx_.opts.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s probed\n", pid, k.c_str());
+    } catch (const Error& e) {
+      ctx_.note("pid " + std::to_string(pid) + ": " + e.what() + "; some compiled kernels are missing");
     }
-    return 0;
   }
-  return 0;
 }
 
-void OpTracer::announce(std::uint32_t op) {
-  if (op >= ops_.size() || announced_[op]) return;
-  announced_[op] = true;
-  lt_op_name_event e{};
-  e.hdr.kind = LT_EV_OP_NAME;
-  e.hdr.size = sizeof e;
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  e.hdr.ts_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-  e.op = op;
-  std::strncpy(e.name, ops_[op].name.c_str(), sizeof e.name - 1);
-  std::strncpy(e.overload, ops_[op].overload.c_str(), sizeof e.overload - 1);
-  const auto& regs = ops_[op].arg_reg;
-  e.nargs = static_cast<std::uint16_t>(std::min<std::size_t>(regs.size(), LT_OP_ARGS_MAX));
-  for (std::size_t i = 0; i < LT_OP_ARGS_MAX; ++i) e.arg_reg[i] = i < e.nargs ? regs[i] : -1;
-  emit_(&e, sizeof e);
+// What Dynamo kept about the compiles of the targets that run compiled
+// regions (describe_region reads too, at each region's first run): every
+// kDynamoScanNs, since it keeps only its newest 64, and at the end.  Only
+// those targets: finding Dynamo walks sys.modules once per process.
+void OpTracer::read_dynamo(std::uint64_t now) {
+  for (const auto& [pid, regions] : regions_)
+    if (const auto* interp = ctx_.targets.live(pid); interp && ctx_.targets.live_and_alive(pid))
+      dynamo_->read(*interp, now);
+}
+
+void OpTracer::last_look(std::uint64_t now) {
+  read_dynamo(now);
+  if (ctx_.opts.verbose && dynamo_->cost().reads)
+    std::fprintf(stderr, "ltrace-bpf: Dynamo's records read %u times: first %.1f ms, later at most %.1f ms\n",
+                 dynamo_->cost().reads, dynamo_->cost().first_ms, dynamo_->cost().max_later_ms);
+}
+
+void OpTracer::detach() {
+  source_.reset();
+}
+
+std::string OpTracer::summary() const {
+  return " (op probes: " + std::to_string(probes_->probes()) + " in " +
+         std::to_string(static_cast<int>(probes_->attach_ms())) + " ms)";
 }
 
 }  // namespace lt

@@ -1,74 +1,61 @@
-// Puts op probes on the libtorch of each target and names what they report.
-// One catalog (at::_ops::*::call -> aten::name) per libtorch file, read once
-// and shared by every process mapping it; op indexes are global to the
-// session and announced (LT_EV_OP_NAME) before the first record using them.
+// The session's side of the aten op probes (--report ops): the probes go on
+// each target's libtorch (OpProbes names them), with the tensor vtable
+// before them (--group-by-input-shapes) and torch.compile's code after them
+// and again as kernel libraries appear; Dynamo's records of the compiles
+// are read from the targets that run compiled regions.
 #pragma once
 #include <sys/types.h>
 
 #include <cstdint>
-#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
-#include <tuple>
-#include <vector>
 
-#include "bpf/events.h"
-#include "user/collector/library_tracer.h"
+#include "user/collector/every.h"
+#include "user/collector/op_probes.h"
+#include "user/collector/tracer.h"
 
 namespace lt {
 
 class OpProbeSource;
+class DynamoNotes;
 
-class OpTracer final : public LibraryTracer {
+class OpTracer final : public Tracer {
  public:
-  using Emit = std::function<void(const void*, std::size_t)>;
-  // filters: --ops globs ("aten::mm", "aten::add*"); empty: every op.
-  OpTracer(OpProbeSource& source, std::vector<std::string> filters, Emit emit);
-  // &vtable(c10::TensorImpl) + 16 in pid (from its libc10.so), 0 if not
-  // found: how BPF tells a tensor argument (--group-by-input-shapes).
-  std::uint64_t tensor_vtable(pid_t pid) const;
-  // Probes pid's libtorch (pid_filter -1: every process mapping it).
+  explicit OpTracer(const TracerContext& ctx);  // throws lt::Error(bpf|permission)
+  ~OpTracer() override;
+  std::string_view name() const override { return "ops"; }
+  bool library() const override { return true; }
   // Returns false when the process has no libtorch mapped (yet).  Throws
   // lt::Error (usage: --ops matches nothing; bpf: attach failed).
   bool attach(pid_t pid, pid_t pid_filter) override;
   const char* lost() const override { return "its ops are missing from the report"; }
-  // torch.compile's code in pid (docs/design-compile.md): the compiled
-  // region entry of its libtorch_python and the kernel of every inductor
-  // kernel library it maps now, each file read once.  Called at attach and
-  // then periodically: kernel libraries are built and loaded while the job
-  // runs.  Returns the kernel libraries newly probed ("cpp_fused_relu_0").
-  // Throws lt::Error(bpf) when an attach fails.
-  std::vector<std::string> attach_compiled(pid_t pid, pid_t pid_filter);
-  // Writes the op's OP_NAME record the first time the op is seen.
-  void announce(std::uint32_t op);
-  std::size_t probes() const override { return probes_; }
-  double attach_ms() const { return attach_ms_; }  // catalog + attach, summed
-  std::string describe(pid_t) const override { return last_; }
+  std::string describe(pid_t) const override { return probes_->describe(); }
+  void fill_target(pid_t pid, lt_target& t) const override;
+  void forget(pid_t pid) override;
+  void observe(const lt_event_header& h, std::span<const std::byte> record) override;
+  void tick(std::uint64_t now) override;
+  void last_look(std::uint64_t now) override;
+  void detach() override;
+  std::size_t probes() const override { return probes_ ? probes_->probes() : 0; }
+  std::string summary() const override;
+  int op_stacks_fd() const override;
 
  private:
-  struct Op {
-    std::string name, overload;
-    std::vector<std::int8_t> arg_reg;  // per schema argument: register of a tensor, -1 none
-  };
-  OpProbeSource& source_;
-  std::vector<std::string> filters_;
-  Emit emit_;
-  std::vector<Op> ops_;  // by global index
-  std::vector<bool> announced_;
-  // (dev, inode) of a libtorch file -> first global index of its ops
-  std::map<std::pair<unsigned long, unsigned long>, std::uint32_t> libraries_;
-  // (dev, inode, pid filter) already attached
-  std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;
-  std::map<std::pair<unsigned long, unsigned long>, std::pair<std::vector<std::uint64_t>, std::vector<std::uint64_t>>>
-      probes_of_;  // offsets, cookies per file
-  std::size_t probes_ = 0;
-  double attach_ms_ = 0;
-  std::string last_;
-  std::uint32_t region_base_ = UINT32_MAX;  // the compiled regions' block of op indexes (none yet)
-  bool selected(const std::string& name) const;
-  std::uint32_t add_op(std::string name);
-  void attach_file(const std::string& open_path, std::pair<unsigned long, unsigned long> file, pid_t pid_filter);
+  void attach_compiled();
+  void read_dynamo(std::uint64_t now);
+  void describe_region(const lt_event_header& h, std::span<const std::byte> record);
+  pid_t filter(pid_t pid) const;
+
+  const TracerContext& ctx_;
+  std::unique_ptr<OpProbeSource> source_;
+  std::unique_ptr<OpProbes> probes_;
+  std::unique_ptr<DynamoNotes> dynamo_;               // recompile reasons, graph breaks
+  std::set<pid_t> attached_;                          // their compiled code is looked for
+  std::map<pid_t, std::uint64_t> tensor_vtables_;     // --group-by-input-shapes: how BPF tells a tensor
+  std::map<pid_t, std::set<std::uint32_t>> regions_;  // region ops each target ran while attached
+  Every compiled_scan_, dynamo_scan_;
 };
 
 }  // namespace lt

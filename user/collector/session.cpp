@@ -14,54 +14,22 @@
 #include <ctime>
 
 #include "user/cluster/clock_exchange.h"
-#include "user/collector/dynamo_notes.h"
-#include "user/collector/gpu_tracer.h"
-#include "user/collector/library_tracers.h"
-#include "user/collector/module_namer.h"
-#include "user/collector/op_tracer.h"
+#include "user/collector/action_tracer.h"
 #include "user/collector/stats_sampler.h"
 #include "user/collector/target_holder.h"
+#include "user/collector/tracers.h"
 #include "user/proc/census.h"
-#include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
-#include "user/sources/gpu.h"
 #include "user/sources/libload.h"
 #include "user/sources/loss_records.h"
-#include "user/sources/opprobe.h"
 #include "user/sources/proctrack.h"
-#include "user/sources/pyactions.h"
-#include "user/sources/pysample.h"
 #include "user/sources/uprobe_multi.h"
-#include "user/torch/compiled_code.h"
 
 namespace lt {
 
 namespace {
-// A sample's leaf in one of inductor's kernel libraries is its `kernel`:
-// named as the op table names it (cpp_fused_relu_0, from the generated
-// module beside it), so flame graphs and Advanced stacks end in the fused
-// kernel, not in "kernel (c<hash>.main.so)".  Each library is read once:
-// every sampled address in it asks.
-proc::NativeSymbols::Renamer inductor_leaf_names() {
-  auto known = std::make_shared<std::map<std::string, std::optional<std::string>>>();
-  return [known](pid_t pid, const proc::NativeName& n) -> std::optional<std::string> {
-    if (n.function != "kernel" || !maybe_inductor_library(n.path)) return std::nullopt;
-    const std::string at = proc::root_path(pid, n.path);
-    auto it = known->find(at);
-    if (it != known->end()) return it->second;
-    std::optional<std::string> name;
-    try {
-      const auto slash = n.path.rfind('/');
-      auto k = inductor_kernel(at, proc::root_path(pid, n.path.substr(0, slash)), n.path.substr(slash + 1));
-      if (k && !k->name.empty()) name = k->name;
-    } catch (const Error&) {  // unreadable now: keep the symbol
-    }
-    return known->emplace(at, std::move(name)).first->second;
-  };
-}
-
 // How often the drain loop does each of its chores.
 constexpr std::uint64_t kDrainNapNs = 20'000'000;        // a drain every 20 ms
 constexpr std::uint64_t kThreadStatesNs = 100'000'000;   // lt_tstates refreshed
@@ -76,9 +44,6 @@ std::uint64_t pending_attach_ns() {
   return v > 0 ? static_cast<std::uint64_t>(v) * 1'000'000 : kPendingAttachNs;
 }
 constexpr std::uint64_t kWatchNs = 500'000'000;          // --all: new eligible processes
-constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;   // what Dynamo kept: its newest 64 compiles
-constexpr std::uint64_t kCompiledScanNs = 200'000'000;   // --report ops: inductor kernel libraries loaded since
-constexpr std::uint64_t kBridgeFlushNs = 1'500'000'000;  // detach: the bridges' last flush
 constexpr std::uint64_t kBridgeStartNs = 3'000'000'000;  // attach: an injected bridge's first word
 // A CPython held at its exec stays seized awaiting its libraries for at
 // most this long (import torch comes in a job's first seconds; after it the
@@ -160,7 +125,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   LibraryLoadFds loads;
   if (libload_) loads = {libload_->wakeup_fd(), libload_->signalled_fd()};
   holder_ =
-      std::make_unique<TargetHolder>(pyactions_->wakeup_fd(), proctrack_->exec_wakeup_fd(), proctrack_->exec_skip_fd(),
+      std::make_unique<TargetHolder>(actions_->wakeup_fd(), proctrack_->exec_wakeup_fd(), proctrack_->exec_skip_fd(),
                                      opts_.verbose, opts_.adopt_env, opts_.all, loads);
   // A CPython started outside the processes we follow (srun's tasks, a
   // rank --job-env names, anything with --all) is held at its exec too.
@@ -193,12 +158,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
     // Every target gone (--all waits for processes still to come).
     if (liveness_.due(now) && !reap_exited() && !watcher_) break;
   }
-  if (dynamo_notes_) {
-    read_dynamo(monotonic_ns());
-    if (opts_.verbose && dynamo_notes_->cost().reads)
-      std::fprintf(stderr, "ltrace-bpf: Dynamo's records read %u times: first %.1f ms, later at most %.1f ms\n",
-                   dynamo_notes_->cost().reads, dynamo_notes_->cost().first_ms, dynamo_notes_->cost().max_later_ms);
-  }
+  for (auto& t : tracers_) t->last_look(monotonic_ns());
   detach(ring.get());
   ring.reset();
   finish();
@@ -217,42 +177,13 @@ void Session::start_sources() {
   emit(recorded_reports_record(opts_.reports, monotonic_ns()));
   emit_clock_sync(0);
   proctrack_ = std::make_unique<ProcTrackSource>();
-  pyactions_ = std::make_unique<PyActionsSource>(*proctrack_, opts_.module_names);
-  if (opts_.module_names)
-    module_namer_ = std::make_unique<ModuleNamer>([this](const void* r, std::size_t n) { emit(r, n); });
-  if (opts_.sources.ops) {
-    opprobe_ = std::make_unique<OpProbeSource>(*proctrack_);
-    optracer_ =
-        std::make_unique<OpTracer>(*opprobe_, opts_.op_filters, [this](const void* r, std::size_t n) { emit(r, n); });
-    dynamo_notes_ = std::make_unique<DynamoNotes>([this](const void* r, std::size_t n) { emit(r, n); });
-  }
-  if (opts_.gpu) {
-    GpuTracerOptions go{opts_.inject, find_bridge_library(), opts_.verbose};
-    gputracer_ = std::make_unique<GpuTracer>(
-        [this]() -> GpuSource& {
-          if (!gpusrc_)
-            gpusrc_ = std::make_unique<GpuSource>(*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1,
-                                                  opts_.launch_stack_interval_ns);
-          return *gpusrc_;
-        },
-        go, [this](const std::string& n) { notes_.push_back(n); });
-    if (!opts_.preloaded_bridge.empty()) gputracer_->expect_bridge(opts_.preloaded_bridge);
-  }
-  // Tried in this order at each adoption.
-  if (optracer_)
-    add_tracer(
-        *optracer_, [this](pid_t pid) { ops_before(pid); }, [this](pid_t pid) { ops_after(pid); });
-  if (gputracer_) add_tracer(*gputracer_);
-  // Tracers that need nothing else of the session: from the catalogue.
-  const TracerDeps deps{*proctrack_, opprobe_ ? opprobe_->stacks_fd() : -1};
-  for (const auto& entry : library_tracers())
-    if (opts_.sources.*entry.wanted) add_tracer(own(entry.make(deps)));
+  start_tracers();
   // A CPython held at its exec can wait, seized, for the libraries those
   // probes go on. Without it they are polled for, as for a running job
   // (LTRACE_BPF_NO_LIBRARY_HOLD=1 asks for that: bench/library_hold.py).
   bool holds = !std::getenv("LTRACE_BPF_NO_LIBRARY_HOLD");
   bool wanted = false;
-  for (const auto& slot : tracers_) wanted |= slot->tracer->holds_at_load();
+  for (const auto& slot : slots_) wanted |= slot->tracer->holds_at_load();
   if (holds && wanted) {
     try {
       libload_ = std::make_unique<LibLoadSource>();
@@ -260,17 +191,41 @@ void Session::start_sources() {
       if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: no holds at library loads: %s\n", e.what());
     }
   }
-  if (sampling()) {
-    pysample_ = std::make_unique<PySampleSource>(*proctrack_, opts_.sample_rate_hz, opts_.off_cpu,
-                                                 opprobe_ ? opprobe_->stacks_fd() : -1);
-    symbolizer_ = std::make_unique<python::Symbolizer>([this](const void* r, std::size_t n) { emit(r, n); });
-    natives_ = std::make_unique<proc::NativeSymbols>([this](const void* r, std::size_t n) { emit(r, n); },
-                                                     inductor_leaf_names());
-    emit(sampler_info_record(pysample_->period_ns(), opts_.sample_rate_hz, opts_.off_cpu, monotonic_ns()));
+}
+
+// The action tracer, then each catalogue entry the options ask for; each
+// library tracer gets its slot (tried at each adoption, in this order).
+void Session::start_tracers() {
+  const auto emit_fn = [this](const void* r, std::size_t n) { emit(r, n); };
+  tracer_ctx_ = std::unique_ptr<TracerContext>(new TracerContext{
+      .opts = opts_,
+      .proctrack = *proctrack_,
+      .targets = targets_,
+      .op_stacks_fd = -1,
+      .emit = emit_fn,
+      .note = [this](std::string n) { notes_.push_back(std::move(n)); },
+      .retarget = [this](pid_t pid) { retarget(pid); },
+      .symbolizer = [this]() -> python::Symbolizer& { return symbolizer(); },
+  });
+  auto actions = std::make_unique<ActionTracer>(*tracer_ctx_);
+  actions_ = actions.get();
+  tracers_.push_back(std::move(actions));
+  for (const auto& entry : tracer_catalogue()) {
+    if (!entry.wanted(opts_)) continue;
+    tracers_.push_back(entry.make(*tracer_ctx_));
+    if (const int fd = tracers_.back()->op_stacks_fd(); fd >= 0) tracer_ctx_->op_stacks_fd = fd;
+    if (tracers_.back()->library()) add_slot(*tracers_.back());
   }
-  // Compiled regions name their function (REGION_CODE) with or without samples.
-  if (opprobe_ && !symbolizer_)
+}
+
+python::Symbolizer& Session::symbolizer() {
+  if (!symbolizer_)
     symbolizer_ = std::make_unique<python::Symbolizer>([this](const void* r, std::size_t n) { emit(r, n); });
+  return *symbolizer_;
+}
+
+void Session::retarget(pid_t pid) {
+  if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));
 }
 
 // --pid targets (and their descendants with --children), --all's first
@@ -323,12 +278,12 @@ void Session::mark_attached(std::uint64_t t0) {
 // word ran its first steps without kernels in the report.  The records
 // read meanwhile are in the window.  Returns the wait in ms (0: none).
 double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
-  if (!gputracer_) return 0;
   const auto start = monotonic_ns();
   const auto until = start + kBridgeStartNs;
   auto waiting = [this] {
     for (pid_t pid : targets_.live_pids())
-      if (gputracer_->injected(pid) && !bridge_heard_.count(pid) && proc::exists(pid)) return true;
+      for (const auto& t : tracers_)
+        if (t->settling(pid)) return true;
     return false;
   };
   if (!waiting()) return 0;
@@ -349,13 +304,11 @@ double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
 // command, a test starts its job) that everything is in.
 void Session::announce_attached(double bridge_ms) {
   if (opts_.on_attached) opts_.on_attached();
-  stats_.probes = pyactions_->probes();
-  for (const auto& slot : tracers_) stats_.probes += slot->tracer->probes();
+  stats_.probes = 0;
+  for (const auto& t : tracers_) stats_.probes += t->probes();
   if (!opts_.verbose) return;
   std::string extra;
-  if (optracer_)
-    extra += " (op probes: " + std::to_string(optracer_->probes()) + " in " +
-             std::to_string(static_cast<int>(optracer_->attach_ms())) + " ms)";
+  for (const auto& t : tracers_) extra += t->summary();
   if (bridge_ms > 0) extra += "; GPU bridge reported after " + std::to_string(static_cast<int>(bridge_ms)) + " ms more";
   std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s) as %s, %.1f ms%s\n", targets_.live_count(),
                stats_.probes,
@@ -369,9 +322,7 @@ void Session::start_chores(std::uint64_t now) {
   thread_states_ = {kThreadStatesNs, now};
   watch_ = {kWatchNs, now};
   liveness_ = {kLivenessNs, now};
-  compiled_scan_ = {kCompiledScanNs, now};
-  dynamo_scan_ = {kDynamoScanNs, now};
-  for (auto& slot : tracers_) slot->pending.start_clock(now);
+  for (auto& slot : slots_) slot->pending.start_clock(now);
 }
 
 // What the loop does between two drains, in this order: forked children's
@@ -386,9 +337,8 @@ std::uint64_t Session::do_chores() {
   if (thread_states_.due(now)) refresh_thread_states();
   if (watcher_ && watch_.due(now)) adopt_eligible();
   const auto ours = [this](pid_t p) { return targets_.live_and_alive(p); };
-  for (auto& slot : tracers_) slot->pending.poll(now, ours);
-  if (optracer_ && compiled_scan_.due(now)) attach_compiled();
-  if (dynamo_notes_ && dynamo_scan_.due(now)) read_dynamo(now);
+  for (auto& slot : slots_) slot->pending.poll(now, ours);
+  for (auto& t : tracers_) t->tick(now);
   if (stats_sampler_) {
     stats_sampler_->set_pids(targets_.live_alive_pids());
     stats_sampler_->poll();
@@ -429,7 +379,7 @@ void Session::adopt_execed(std::uint64_t now) {
 }
 
 bool Session::waits_for_library(pid_t pid) const {
-  for (const auto& slot : tracers_)
+  for (const auto& slot : slots_)
     if (slot->tracer->holds_at_load() && slot->pending.waiting(pid)) return true;
   return false;
 }
@@ -455,7 +405,7 @@ void Session::stop_awaiting(pid_t pid) {
 void Session::serve_library_loads(std::uint64_t now) {
   for (pid_t pid : holder_->take_library_loads()) {
     if (awaiting_libs_.count(pid))
-      for (auto& slot : tracers_)
+      for (auto& slot : slots_)
         if (slot->tracer->holds_at_load()) slot->pending.retry(pid);
     const bool more = awaiting_libs_.count(pid) && waits_for_library(pid) && targets_.live_and_alive(pid) &&
                       now < awaiting_libs_[pid] + kLibraryWaitNs;
@@ -521,13 +471,15 @@ void Session::detach(ring_buffer* rb) {
   // No more SIGURGs at library loads: the holder lets its processes go.
   while (!awaiting_libs_.empty()) stop_awaiting(awaiting_libs_.begin()->first);
   holder_.reset();  // every held target goes on
-  if (!callback_error_) release_gpu(rb);
-  gpusrc_.reset();
-  pyactions_.reset();
-  pysample_.reset();
-  for (auto& t : owned_tracers_) t->detach();
-  opprobe_.reset();
+  // What is in flight comes in while every probe is still in; then out.
+  if (!callback_error_)
+    for (auto& t : tracers_) t->flush([this, rb] { return drain_rest(rb); });
+  for (auto t = tracers_.rbegin(); t != tracers_.rend(); ++t) (*t)->detach();
   if (!callback_error_) ring_buffer__consume(rb);
+}
+
+bool Session::drain_rest(ring_buffer* rb) {
+  return !callback_error_ && ring_buffer__consume(rb) >= 0 && !callback_error_;
 }
 
 // The window closes: drops and losses, the last clock exchange, the file.
@@ -613,7 +565,7 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
   python::Interpreter interp = pre != prepared_.end() ? pre->second : python::discover(pid);
   // Without --children the probes are scoped to the target process, so
   // other processes using the same interpreter pay nothing.
-  pyactions_->attach(interp, opts_.children ? -1 : pid);
+  for (auto& t : tracers_) t->adopt(interp, opts_.children ? -1 : pid);
   if (opts_.verbose) {
     std::string sites;
     for (auto& s : interp.sites)
@@ -645,7 +597,7 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
   targets_.adopted(pid, interp);
   if (!how.provisional) ++stats_.traced;  // a provisional target counts once promoted
   emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);
-  for (auto& slot : tracers_) slot->pending.start(pid);
+  for (auto& slot : slots_) slot->pending.start(pid);
 }
 
 // How BPF finds this interpreter's thread states, or why it cannot (then
@@ -663,57 +615,11 @@ bool Session::explicit_target(pid_t pid) const {
   return std::find(opts_.pids.begin(), opts_.pids.end(), pid) != opts_.pids.end();
 }
 
-// Detach from the bridges in order: their session probe first, so each
-// flushes CUPTI and releases it while the data probes still carry what it
-// flushes; we drain until every active bridge said DORMANT (at most ~1.5 s).
-void Session::release_gpu(ring_buffer* rb) {
-  if (!gpusrc_) return;
-  gpusrc_->release_sessions();
-  const auto until = monotonic_ns() + kBridgeFlushNs;
-  while (monotonic_ns() < until) {
-    bool waiting = false;
-    for (auto& [pid, active] : bridge_active_) waiting |= active && proc::exists(pid);
-    if (!waiting) break;
-    nap(kDrainNapNs);
-    if (ring_buffer__consume(rb) < 0 || callback_error_) break;
-  }
-  for (auto& [pid, active] : bridge_active_)
-    if (active && proc::exists(pid))
-      notes_.push_back("pid " + std::to_string(pid) + ": GPU: the bridge did not confirm its last flush in time; " +
-                       "the last GPU records of the window may be missing");
-}
-
-// Op probes for one target.  A process that has not imported torch yet is
-// polled until it does (ops before that cannot exist).  An error is the
-// session's end only for an explicit --pid at its adoption (or a wrong
-// --ops); otherwise that process's ops are missing, and said so.
-// torch.compile's kernel libraries are built and dlopen'ed while the job
-// runs (a recompile): each op target's maps are looked at again, new
-// libraries probed (docs/design-compile.md).  Calls before the look are
-// missed: at most kCompiledScanNs of a new kernel's first calls.
-void Session::attach_compiled() {
-  for (auto it = ops_attached_.begin(); it != ops_attached_.end();) {
-    const pid_t pid = *it;
-    if (!targets_.live_and_alive(pid)) {
-      it = ops_attached_.erase(it);
-      continue;
-    }
-    ++it;
-    try {
-      for (const auto& k : optracer_->attach_compiled(pid, opts_.children ? -1 : pid))
-        if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s probed\n", pid, k.c_str());
-    } catch (const Error& e) {
-      notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; some compiled kernels are missing");
-    }
-  }
-}
-
-void Session::add_tracer(LibraryTracer& tracer, std::function<void(pid_t)> before, std::function<void(pid_t)> after) {
-  auto slot = std::make_unique<TracerSlot>(
-      TracerSlot{&tracer, PendingAttach(pending_attach_ns(), {}), std::move(before), std::move(after)});
+void Session::add_slot(Tracer& tracer) {
+  auto slot = std::make_unique<TracerSlot>(TracerSlot{&tracer, PendingAttach(pending_attach_ns(), {})});
   slot->pending = PendingAttach(
       pending_attach_ns(), [this, s = slot.get()](pid_t pid, bool first) { return attach_library(*s, pid, first); });
-  tracers_.push_back(std::move(slot));
+  slots_.push_back(std::move(slot));
 }
 
 // One tracer's probes for one target. A process that has not loaded the
@@ -725,9 +631,7 @@ PendingAttach::Attempt Session::attach_library(TracerSlot& slot, pid_t pid, bool
   // while we hold the process seized for other libraries.
   if (!slot.tracer->holds_at_load() && awaiting_libs_.count(pid)) return PendingAttach::Attempt::later;
   try {
-    if (slot.before) slot.before(pid);
     if (!slot.tracer->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
-    if (slot.after) slot.after(pid);
     if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, slot.tracer->describe(pid).c_str());
     for (const auto& n : slot.tracer->take_notes()) notes_.push_back("pid " + std::to_string(pid) + ": " + n);
   } catch (const Error& e) {
@@ -735,22 +639,6 @@ PendingAttach::Attempt Session::attach_library(TracerSlot& slot, pid_t pid, bool
     notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; " + slot.tracer->lost());
   }
   return PendingAttach::Attempt::done;
-}
-
-// Shapes on before the op probes, so that no call goes without them.
-void Session::ops_before(pid_t pid) {
-  if (!opts_.shapes || tensor_vtables_[pid]) return;
-  tensor_vtables_[pid] = optracer_->tensor_vtable(pid);
-  if (tensor_vtables_[pid])
-    if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));
-}
-
-void Session::ops_after(pid_t pid) {
-  ops_attached_.insert(pid);
-  optracer_->attach_compiled(pid, opts_.children ? -1 : pid);
-  if (opts_.shapes && !tensor_vtables_[pid])
-    notes_.push_back("pid " + std::to_string(pid) +
-                     ": c10::TensorImpl's vtable not found in libc10.so; input shapes show as []");
 }
 
 lt_target Session::target_for(const python::Interpreter& interp) {
@@ -767,23 +655,12 @@ lt_target Session::target_for(const python::Interpreter& interp) {
       t.tsd_block = tsd->block;
       t.tsd_levels = tsd->levels;
     }
-    t.flags |= (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0) | (opts_.off_cpu ? LT_TARGET_OFF_CPU : 0);
   }
-  // Op times come from samples, which need no Python stack (tsd_block 0
-  // tells BPF to skip the walk).
-  if (opts_.sources.ops) t.flags |= LT_TARGET_OPS | (opts_.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
-  if (opts_.gpu) t.flags |= LT_TARGET_GPU;
-  if (opts_.launch_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_LAUNCH_STACKS;
-  for (const auto& tracer : owned_tracers_) t.flags |= tracer->target_flags();
-  if (opts_.module_names) t.flags |= LT_TARGET_MODULES;
-  if (opts_.sources.memory_stacks && (t.tsd_block || (t.flags & LT_TARGET_TSTATE_MAP))) t.flags |= LT_TARGET_MEM_STACKS;
+  // Each tracer's bits (after the thread-state lookup, which some need).
+  for (const auto& tracer : tracers_) tracer->fill_target(interp.pid, t);
   // A provisional target (--all) is not sampled until it is promoted.
   if (provisional_.count(interp.pid))
     t.flags &= ~(LT_TARGET_SAMPLE | LT_TARGET_OFF_CPU | LT_TARGET_MEM_STACKS | LT_TARGET_LAUNCH_STACKS);
-  if (auto v = tensor_vtables_.find(interp.pid); v != tensor_vtables_.end() && v->second) {
-    t.tensor_vtable = v->second;
-    t.flags |= LT_TARGET_SHAPES;
-  }
   return t;
 }
 
@@ -859,18 +736,10 @@ void Session::on_record(const void* data, std::size_t size) {
       emit(record);
       on_process_record(h, read_record<lt_proc_event>(record));
       return;
-    case LT_EV_GPU_STATUS:
-      emit(record);
-      on_bridge_status(static_cast<pid_t>(h.pid), read_record<lt_gpu_status_event>(record));
-      return;
     default:
-      if (optracer_)
-        for (std::uint32_t op : ops_named(record)) optracer_->announce(op);
-      // Names and lines go in ahead of the sample, read while the code
-      // objects are still alive.
-      if (carries_stack(h.kind)) describe_stack(h, record);
-      if (h.kind == LT_EV_REGION_CODE) describe_region(h, record);
-      if (h.kind == LT_EV_MODULE_CALL) describe_module(h, record);
+      // Names and lines go in ahead of the record (ops, code objects read
+      // while they are still alive, modules); the bridges' states.
+      for (auto& t : tracers_) t->observe(h, record);
       emit(record);
   }
 }
@@ -904,65 +773,7 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
   // A new image, or every sample of it came before its exit: its symbol
   // caches can go.
   if (symbolizer_) symbolizer_->forget(pid);
-  if (natives_) natives_->forget(pid);
-  if (module_namer_) module_namer_->forget(pid);
-  if (dynamo_notes_) dynamo_notes_->forget(pid);
-  compiled_regions_.erase(pid);
-}
-
-void Session::on_bridge_status(pid_t pid, const lt_gpu_status_event& e) {
-  bridge_heard_.insert(pid);
-  if (e.s.state == LT_BRIDGE_ACTIVE) bridge_active_[pid] = true;
-  if (e.s.state == LT_BRIDGE_DORMANT || e.s.state == LT_BRIDGE_CUPTI_BUSY || e.s.state == LT_BRIDGE_NO_CUPTI ||
-      e.s.state == LT_BRIDGE_CUPTI_ERROR)
-    bridge_active_[pid] = false;
-  if (opts_.verbose || e.s.state == LT_BRIDGE_CUPTI_BUSY || e.s.state == LT_BRIDGE_DROPPED)
-    std::fprintf(stderr, "ltrace-bpf: pid %d: GPU bridge: %s\n", pid,
-                 std::string(e.s.detail, strnlen(e.s.detail, sizeof e.s.detail)).c_str());
-  if (gputracer_) gputracer_->on_status(pid, e.s);
-}
-
-// The function a compiled region runs for, named while its frame runs.
-void Session::describe_region(const lt_event_header& h, std::span<const std::byte> record) {
-  const auto pid = static_cast<pid_t>(h.pid);
-  const auto* interp = targets_.live(pid);
-  const auto e = read_record<lt_region_code_event>(record);
-  // A region's first run follows its compile (Dynamo has recorded it by
-  // then): read now, while the process surely runs, not only every 2 s.
-  if (interp && dynamo_notes_ && compiled_regions_[pid].insert(e.op).second) dynamo_notes_->read(*interp, h.ts_ns);
-  if (!symbolizer_ || !interp) return;
-  if (e.code) symbolizer_->describe_code(pid, e.code, e.checksum, *interp, h.ts_ns);
-}
-
-// What Dynamo kept about the compiles of the targets that run compiled
-// regions (describe_region reads too, at each region's first run): every
-// kDynamoScanNs, since it keeps only its newest 64, and at the detach.
-// Only those targets: finding Dynamo walks sys.modules once per process.
-void Session::read_dynamo(std::uint64_t now) {
-  for (const auto& [pid, regions] : compiled_regions_)
-    if (const auto* interp = targets_.live(pid); interp && targets_.live_and_alive(pid))
-      dynamo_notes_->read(*interp, now);
-}
-
-// The module a MODULE_CALL runs, named (with its whole tree) before it.
-void Session::describe_module(const lt_event_header& h, std::span<const std::byte> record) {
-  const auto pid = static_cast<pid_t>(h.pid);
-  const auto* interp = targets_.live(pid);
-  if (!module_namer_ || !interp) return;
-  module_namer_->describe(*interp, read_record<lt_module_call_event>(record).self, h.ts_ns);
-}
-
-void Session::describe_stack(const lt_event_header& h, std::span<const std::byte> record) {
-  const auto pid = static_cast<pid_t>(h.pid);
-  const auto* interp = targets_.live(pid);
-  if (!symbolizer_ || !interp) return;
-  const auto e = read_record<lt_py_sample_event>(record);
-  symbolizer_->describe(e, *interp, targets_.ancestors(pid));
-  // No native leaf for a collective's stack (its report shows the Python
-  // frames): naming one loads the library's symbols (libtorch_cpu: most of a
-  // second), and the drain stalled behind it saw a short job exit before
-  // its later code objects were read (CI: every frame of a rank <unknown>).
-  if (natives_ && h.kind != LT_EV_COMM_STACK) natives_->describe(pid, e.user_ip, interp->binary, h.ts_ns);
+  for (auto& t : tracers_) t->forget(pid);
 }
 
 void Session::emit_process_records(pid_t pid, const python::Interpreter* interp, std::uint32_t flags,

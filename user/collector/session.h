@@ -19,12 +19,13 @@
 #include "bpf/events.h"
 #include "user/collector/every.h"
 #include "user/collector/exec_pairing.h"
-#include "user/collector/library_tracer.h"
 #include "user/collector/pending_attach.h"
 #include "user/collector/record_normalizer.h"
+#include "user/collector/session_options.h"
 #include "user/collector/source_set.h"
 #include "user/collector/synthesized_records.h"
 #include "user/collector/target_tracker.h"
+#include "user/collector/tracer.h"
 #include "user/core/errors.h"
 #include "user/model/trace.h"
 #include "user/python/discovery.h"
@@ -36,73 +37,16 @@ struct ring_buffer;
 namespace lt {
 
 class ProcTrackSource;
-class PyActionsSource;
+class ActionTracer;
 class TargetHolder;
 class LibLoadSource;
-class DynamoNotes;
-class ModuleNamer;
-class PySampleSource;
-class OpProbeSource;
-class OpTracer;
-class GpuSource;
-class GpuTracer;
 class StatsSampler;
 namespace python {
 class Symbolizer;
 }  // namespace python
 namespace proc {
-class NativeSymbols;
 class EligibleWatcher;
 }  // namespace proc
-
-struct SessionOptions {
-  std::vector<pid_t> pids;
-  // --all: every process with torch or Lightning loaded, now and started
-  // later (proc::EligibleWatcher, every 500 ms); those that cannot be
-  // profiled are notes.  Runs until a signal or --duration.
-  bool all = false;
-  bool children = false;
-  // A CPython started anywhere whose environment has these KEY=VALUE
-  // (`run`'s marker, which srun passes on to the job's tasks; --job-env):
-  // held at its exec and adopted, like a child.
-  std::vector<std::pair<std::string, std::string>> adopt_env;
-  double duration_s = 0;  // 0: until signal or targets exit
-  bool verbose = false;
-  unsigned sample_rate_hz = 0;  // Python stack samples per second per thread (0: off)
-  bool off_cpu = false;         // record blocking (sched_switch) with stacks
-  // Which probe sources (user/collector/source_set.h): ops are aten op
-  // entry probes (they need sample_rate_hz for times); memory the
-  // allocator hooks of libc10 and comm the c10d backend methods of
-  // libtorch_cpu, both started from the catalogue (library_tracers.h).
-  SourceSet sources;
-  std::vector<std::string> op_filters;  // --ops globs; empty: every op
-  bool shapes = false;                  // ops with their tensor arguments' shapes
-  // nn.Module calls (--module-names): MODULE_CALL from the eval loop's
-  // entry, MODULE_NAME records read from the target (module_namer.h).
-  bool module_names = false;
-  // GPU: records from CUDA targets (the CUPTI bridge, injected if needed,
-  // or uprobes on libcudart / libcuda); see user/collector/gpu_tracer.h.
-  bool gpu = true;
-  // The reports asked for (--report as given, or its default): stored in
-  // the trace so that `report FILE` prints the same ones.
-  std::string reports = "simple";
-  bool inject = true;                          // may ptrace-inject the bridge into a running process
-  bool launch_stacks = false;                  // the Python stack of launches (needs sampling's TSD key)
-  std::uint64_t launch_stack_interval_ns = 0;  // ...at most one per thread per interval (0: every launch)
-  bool device_stats = false;                   // NVML + /proc samples (DeviceStatsMonitor keys)
-  std::string preloaded_bridge;  // run: the bridge the command gets at launch: its probes go in before it starts
-  std::string output_path;       // also write the trace file here ("" = none)
-  bool keep_in_memory = false;   // also return every record as a Trace (--dump)
-  // Sees every record as it arrives (the report aggregator), so a long
-  // attach does not hold the stream in memory.
-  std::function<void(const lt_event_header&, const std::byte*)> sink;
-  // Called once every probe is live (run: lets the launched command go).
-  std::function<void()> on_attached;
-  // The cluster coordinator's clock server: measured at attach and at
-  // detach, into CLOCK_SYNC records (user/cluster/clock_exchange.h).
-  std::string clock_host;  // empty: no measurement
-  std::uint16_t clock_port = 0;
-};
 
 struct SessionStats {
   double attach_latency_ms = 0;  // session start -> probes live
@@ -171,9 +115,7 @@ class Session {
   void adopt_checked(pid_t pid, Adoption how);  // throws lt::Error; try_adopt() turns it into a Refusal
   std::optional<python::TsdLookup> thread_state_key(const python::Interpreter& interp, std::string& why) const;
   lt_target target_for(const python::Interpreter& interp);
-  bool sampling() const {
-    return opts_.sample_rate_hz > 0 || opts_.off_cpu || opts_.launch_stacks || opts_.sources.memory_stacks;
-  }
+  bool sampling() const { return wants_stacks(opts_); }
   bool explicit_target(pid_t pid) const;
   void check_forked_tsd();
   void adopt_execed(std::uint64_t now);
@@ -182,20 +124,14 @@ class Session {
   void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
   bool reap_exited();                          // exits found by polling; false: every process gone
 
-  // Probes that wait for a library: one slot per LibraryTracer.
+  // The tracers (user/collector/tracer.h): made, then one slot for each
+  // whose probes go on a library.
+  void start_tracers();
   struct TracerSlot {
-    LibraryTracer* tracer;
+    Tracer* tracer;
     PendingAttach pending;  // targets without its library mapped (yet)
-    // Around a successful attach (ops: the tensor vtable before, compiled
-    // code after).
-    std::function<void(pid_t)> before, after;
   };
-  void add_tracer(LibraryTracer& tracer, std::function<void(pid_t)> before = {}, std::function<void(pid_t)> after = {});
-  // Keeps a tracer for the session's life (detached at the session's end).
-  LibraryTracer& own(std::unique_ptr<LibraryTracer> tracer) {
-    owned_tracers_.push_back(std::move(tracer));
-    return *owned_tracers_.back();
-  }
+  void add_slot(Tracer& tracer);
   PendingAttach::Attempt attach_library(TracerSlot& slot, pid_t pid, bool first);
   // A CPython held at its exec whose probes wait for a library: kept
   // seized until it loads (true), or let go (false).
@@ -205,20 +141,14 @@ class Session {
   // done (attached by the poll, gone, too long) let go.
   void serve_library_loads(std::uint64_t now);
   void stop_awaiting(pid_t pid);
-  void ops_before(pid_t pid);
-  void ops_after(pid_t pid);
-  void attach_compiled();
-  void describe_region(const lt_event_header& h, std::span<const std::byte> record);
-  void describe_module(const lt_event_header& h, std::span<const std::byte> record);
-  void read_dynamo(std::uint64_t now);
-  void release_gpu(ring_buffer* rb);
+  void retarget(pid_t pid);  // the target's entry in BPF's table, again
+  python::Symbolizer& symbolizer();
+  bool drain_rest(ring_buffer* rb);  // detach: reads the ring; false on an error
 
   // Records.
   static int on_ring_record(void* ctx, void* data, std::size_t size);  // the ring buffer's callback
   void on_record(const void* data, std::size_t size);
   void on_process_record(const lt_event_header& h, const lt_proc_event& p);
-  void on_bridge_status(pid_t pid, const lt_gpu_status_event& e);
-  void describe_stack(const lt_event_header& h, std::span<const std::byte> record);
   void emit_process_records(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts);
   // Every record goes through here: into the in-memory Trace and/or the file.
   void emit(const void* record, std::size_t size);
@@ -237,28 +167,17 @@ class Session {
   std::map<pid_t, python::Interpreter> prepared_;
   TargetTracker targets_;
   std::unique_ptr<proc::EligibleWatcher> watcher_;  // --all
-  // The sources (BPF), in the order they load.
+  // The process table and ring every tracer shares.
   std::unique_ptr<ProcTrackSource> proctrack_;
-  std::unique_ptr<PyActionsSource> pyactions_;
-  std::unique_ptr<PySampleSource> pysample_;
-  std::unique_ptr<OpProbeSource> opprobe_;
-  std::unique_ptr<OpTracer> optracer_;
-  std::vector<std::unique_ptr<LibraryTracer>> owned_tracers_;  // memory, comm: each with its own loader
-  std::unique_ptr<GpuSource> gpusrc_;
-  std::unique_ptr<GpuTracer> gputracer_;
-  std::vector<std::unique_ptr<TracerSlot>> tracers_;  // ops, memory, comm, GPU: those asked for
+  std::unique_ptr<python::Symbolizer> symbolizer_;  // made at first use (stacks, compiled regions)
+  std::unique_ptr<TracerContext> tracer_ctx_;       // before the tracers: they keep it
+  // Every tracer, the actions first (then tracer_catalogue()'s order).
+  std::vector<std::unique_ptr<Tracer>> tracers_;
+  ActionTracer* actions_ = nullptr;                 // tracers_[0]: its finalize probe wakes the holder
+  std::vector<std::unique_ptr<TracerSlot>> slots_;  // the library tracers, each with its poller
   // The drain loop's periodic chores (start_chores() sets their clocks).
-  Every thread_states_, watch_, liveness_, compiled_scan_, dynamo_scan_;
-  std::set<pid_t> ops_attached_;         // targets whose op probes are in: their compiled code is looked for
-  std::map<pid_t, bool> bridge_active_;  // bridges that said ACTIVE (wait for DORMANT on detach)
-  std::set<pid_t> bridge_heard_;         // bridges that reported any state (awaited at the attach)
+  Every thread_states_, watch_, liveness_;
   std::unique_ptr<StatsSampler> stats_sampler_;
-  std::map<pid_t, std::uint64_t> tensor_vtables_;  // --group-by-input-shapes: how BPF tells a tensor
-  std::unique_ptr<python::Symbolizer> symbolizer_;
-  std::unique_ptr<ModuleNamer> module_namer_;                  // --module-names
-  std::unique_ptr<DynamoNotes> dynamo_notes_;                  // --report ops: recompile reasons, graph breaks
-  std::map<pid_t, std::set<std::uint32_t>> compiled_regions_;  // region ops each target ran while attached
-  std::unique_ptr<proc::NativeSymbols> natives_;
   RecordNormalizer normalizer_;
   std::exception_ptr callback_error_;  // raised inside the ring-buffer callback
   Trace trace_;

@@ -1,0 +1,73 @@
+// What a live attach is asked to do (the CLI fills it from its options).
+// Its own header: the tracers (user/collector/tracer.h) read it too.
+#pragma once
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bpf/events.h"
+#include "user/collector/source_set.h"
+
+namespace lt {
+
+struct SessionOptions {
+  std::vector<pid_t> pids;
+  // --all: every process with torch or Lightning loaded, now and started
+  // later (proc::EligibleWatcher, every 500 ms); those that cannot be
+  // profiled are notes.  Runs until a signal or --duration.
+  bool all = false;
+  bool children = false;
+  // A CPython started anywhere whose environment has these KEY=VALUE
+  // (`run`'s marker, which srun passes on to the job's tasks; --job-env):
+  // held at its exec and adopted, like a child.
+  std::vector<std::pair<std::string, std::string>> adopt_env;
+  double duration_s = 0;  // 0: until signal or targets exit
+  bool verbose = false;
+  unsigned sample_rate_hz = 0;  // Python stack samples per second per thread (0: off)
+  bool off_cpu = false;         // record blocking (sched_switch) with stacks
+  // Which probe sources (user/collector/source_set.h): ops are aten op
+  // entry probes (they need sample_rate_hz for times); memory the
+  // allocator hooks of libc10 and comm the c10d backend methods of
+  // libtorch_cpu, both started from the catalogue (library_tracers.h).
+  SourceSet sources;
+  std::vector<std::string> op_filters;  // --ops globs; empty: every op
+  bool shapes = false;                  // ops with their tensor arguments' shapes
+  // nn.Module calls (--module-names): MODULE_CALL from the eval loop's
+  // entry, MODULE_NAME records read from the target (module_namer.h).
+  bool module_names = false;
+  // GPU: records from CUDA targets (the CUPTI bridge, injected if needed,
+  // or uprobes on libcudart / libcuda); see user/collector/gpu_tracer.h.
+  bool gpu = true;
+  // The reports asked for (--report as given, or its default): stored in
+  // the trace so that `report FILE` prints the same ones.
+  std::string reports = "simple";
+  bool inject = true;                          // may ptrace-inject the bridge into a running process
+  bool launch_stacks = false;                  // the Python stack of launches (needs sampling's TSD key)
+  std::uint64_t launch_stack_interval_ns = 0;  // ...at most one per thread per interval (0: every launch)
+  bool device_stats = false;                   // NVML + /proc samples (DeviceStatsMonitor keys)
+  std::string preloaded_bridge;  // run: the bridge the command gets at launch: its probes go in before it starts
+  std::string output_path;       // also write the trace file here ("" = none)
+  bool keep_in_memory = false;   // also return every record as a Trace (--dump)
+  // Sees every record as it arrives (the report aggregator), so a long
+  // attach does not hold the stream in memory.
+  std::function<void(const lt_event_header&, const std::byte*)> sink;
+  // Called once every probe is live (run: lets the launched command go).
+  std::function<void()> on_attached;
+  // The cluster coordinator's clock server: measured at attach and at
+  // detach, into CLOCK_SYNC records (user/cluster/clock_exchange.h).
+  std::string clock_host;  // empty: no measurement
+  std::uint16_t clock_port = 0;
+};
+
+// Whether the stack sampler runs: its rate, off-CPU time, and the stacks of
+// launches and allocations all need its walker and thread-state keys.
+inline bool wants_stacks(const SessionOptions& o) {
+  return o.sample_rate_hz > 0 || o.off_cpu || o.launch_stacks || o.sources.memory_stacks;
+}
+
+}  // namespace lt

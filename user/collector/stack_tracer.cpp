@@ -1,0 +1,88 @@
+#include "user/collector/stack_tracer.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "user/collector/record_normalizer.h"
+#include "user/collector/session_options.h"
+#include "user/collector/synthesized_records.h"
+#include "user/collector/target_tracker.h"
+#include "user/core/errors.h"
+#include "user/proc/native_symbols.h"
+#include "user/proc/procfs.h"
+#include "user/python/symbolizer.h"
+#include "user/sources/pysample.h"
+#include "user/torch/compiled_code.h"
+
+namespace lt {
+
+namespace {
+// A sample's leaf in one of inductor's kernel libraries is its `kernel`:
+// named as the op table names it (cpp_fused_relu_0, from the generated
+// module beside it), so flame graphs and Advanced stacks end in the fused
+// kernel, not in "kernel (c<hash>.main.so)".  Each library is read once:
+// every sampled address in it asks.
+proc::NativeSymbols::Renamer inductor_leaf_names() {
+  auto known = std::make_shared<std::map<std::string, std::optional<std::string>>>();
+  return [known](pid_t pid, const proc::NativeName& n) -> std::optional<std::string> {
+    if (n.function != "kernel" || !maybe_inductor_library(n.path)) return std::nullopt;
+    const std::string at = proc::root_path(pid, n.path);
+    auto it = known->find(at);
+    if (it != known->end()) return it->second;
+    std::optional<std::string> name;
+    try {
+      const auto slash = n.path.rfind('/');
+      auto k = inductor_kernel(at, proc::root_path(pid, n.path.substr(0, slash)), n.path.substr(slash + 1));
+      if (k && !k->name.empty()) name = k->name;
+    } catch (const Error&) {  // unreadable now: keep the symbol
+    }
+    return known->emplace(at, std::move(name)).first->second;
+  };
+}
+}  // namespace
+
+StackTracer::StackTracer(const TracerContext& ctx)
+    : ctx_(ctx),
+      source_(
+          std::make_unique<PySampleSource>(ctx.proctrack, ctx.opts.sample_rate_hz, ctx.opts.off_cpu, ctx.op_stacks_fd)),
+      natives_(std::make_unique<proc::NativeSymbols>(ctx.emit, inductor_leaf_names())) {
+  const auto info =
+      sampler_info_record(source_->period_ns(), ctx.opts.sample_rate_hz, ctx.opts.off_cpu, monotonic_ns());
+  ctx.emit(&info, sizeof info);
+}
+
+StackTracer::~StackTracer() = default;
+
+// Sampled only where BPF can find the thread states (the session looked
+// for their key at the adoption).
+void StackTracer::fill_target(pid_t pid, lt_target& t) const {
+  if (!ctx_.targets.tsd(pid)) return;
+  t.flags |= (ctx_.opts.sample_rate_hz ? LT_TARGET_SAMPLE : 0) | (ctx_.opts.off_cpu ? LT_TARGET_OFF_CPU : 0);
+}
+
+void StackTracer::forget(pid_t pid) {
+  natives_->forget(pid);
+}
+
+void StackTracer::observe(const lt_event_header& h, std::span<const std::byte> record) {
+  if (!carries_stack(h.kind)) return;
+  const auto pid = static_cast<pid_t>(h.pid);
+  const auto* interp = ctx_.targets.live(pid);
+  if (!interp) return;
+  lt_py_sample_event e;
+  std::memcpy(static_cast<void*>(&e), record.data(), sizeof e);
+  ctx_.symbolizer().describe(e, *interp, ctx_.targets.ancestors(pid));
+  // No native leaf for a collective's stack (its report shows the Python
+  // frames): naming one loads the library's symbols (libtorch_cpu: most of a
+  // second), and the drain stalled behind it saw a short job exit before
+  // its later code objects were read (CI: every frame of a rank <unknown>).
+  if (h.kind != LT_EV_COMM_STACK) natives_->describe(pid, e.user_ip, interp->binary, h.ts_ns);
+}
+
+void StackTracer::detach() {
+  source_.reset();
+}
+
+}  // namespace lt

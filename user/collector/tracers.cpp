@@ -1,0 +1,31 @@
+#include "user/collector/tracers.h"
+
+#include "user/collector/comm_tracer.h"
+#include "user/collector/gpu_tracer.h"
+#include "user/collector/mem_tracer.h"
+#include "user/collector/op_tracer.h"
+#include "user/collector/stack_tracer.h"
+
+namespace lt {
+namespace {
+
+template <typename T>
+std::unique_ptr<Tracer> make(const TracerContext& ctx) {
+  return std::make_unique<T>(ctx);
+}
+
+constexpr TracerEntry kTracers[] = {
+    {"ops", [](const SessionOptions& o) { return o.sources.ops; }, make<OpTracer>},
+    {"GPU", [](const SessionOptions& o) { return o.gpu; }, make<GpuTracer>},
+    {"memory", [](const SessionOptions& o) { return o.sources.memory; }, make<MemTracer>},
+    {"comm", [](const SessionOptions& o) { return o.sources.comm; }, make<CommTracer>},
+    {"stacks", wants_stacks, make<StackTracer>},
+};
+
+}  // namespace
+
+std::span<const TracerEntry> tracer_catalogue() {
+  return kTracers;
+}
+
+}  // namespace lt
