@@ -23,7 +23,7 @@ APT_BUILD=(make g++ clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev 
 # What only the tests need: headless Chromium (the HTML pages), Slurm + munge
 # (the simulated cluster), iproute2 (its network namespaces), debootstrap
 # (the roots), nodejs (make check's syntax check of the pages' scripts).
-APT_TEST=(chromium slurmctld slurmd slurm-client munge iproute2 debootstrap nodejs)
+APT_TEST=(chromium slurmctld slurmd slurm-client munge iproute2 debootstrap nodejs prometheus systemd)
 
 apt_install() {
   local missing=() p

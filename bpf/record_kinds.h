@@ -7,12 +7,17 @@
  * its layout, tests/unit/gen_events_layout.py), one line here, its handler,
  * its test (docs/extending.md).
  *
- *   X(NAME, number, struct, size rule, loss-note name, dump name)
+ *   X(NAME, number, struct, size rule, loss-note name, dump name, keep)
  *
  * Size rule: LT_SIZE_EXACT, the record is exactly sizeof(struct) or the
  * collector drops it (records BPF writes and the normaliser cleans);
  * LT_SIZE_READER, each reader checks it (records with a variable tail,
- * user-space records). Numbers are the trace file's format: never reuse one.
+ * user-space records). Keep: what a window of the stream (watch mode's
+ * captures) takes of the kind: LT_KEEP_EVENT, the records whose time is in
+ * it; LT_KEEP_NAME, every record from before it too (names and facts later
+ * records refer to: code objects, op names, processes, the host); and
+ * LT_KEEP_FRAME, none (the window writes its own). Numbers are the trace
+ * file's format: never reuse one.
  * Plain C: BPF includes it too.
  */
 #ifndef LTRACE_BPF_RECORD_KINDS_H
@@ -21,65 +26,69 @@
 #define LT_SIZE_READER 0
 #define LT_SIZE_EXACT 1
 
+#define LT_KEEP_EVENT 0
+#define LT_KEEP_NAME 1
+#define LT_KEEP_FRAME 2
+
 /* clang-format off */
 #define LT_RECORD_KINDS(X) \
 	/* Lightning actions (pyactions source) */ \
-	X(ACTION_BEGIN,      1, lt_action_event,           LT_SIZE_READER, "action start",             "action_begin")      /* Profiler.profile generator: first resume */ \
-	X(ACTION_END,        2, lt_action_event,           LT_SIZE_READER, "action end",               "action_end")        /* its second resume */ \
-	X(DIRECT_START,      3, lt_action_event,           LT_SIZE_READER, "direct start",             "direct_start")      /* reserved: Profiler.start(name) */ \
-	X(DIRECT_STOP,       4, lt_action_event,           LT_SIZE_READER, "direct stop",              "direct_stop")       /* reserved: Profiler.stop(name) */ \
-	X(FETCH_BEGIN,       5, lt_action_event,           LT_SIZE_READER, "dataloader fetch",         "fetch")             /* next(CombinedLoader): a fetch starts */ \
-	X(ACTION_NAME_TAIL,  6, lt_action_name_tail_event, LT_SIZE_READER, "action name piece",        "action_name_tail")  /* more of the next ACTION_BEGIN's name */ \
-	X(ACTION_ORIGIN,     7, lt_action_origin_event,    LT_SIZE_READER, "action opening frame",     "action_origin")     /* the frame that opened it (sampling) */ \
-	X(MODULE_CALL,       8, lt_module_call_event,      LT_SIZE_EXACT,  "module call",              "module_call")       /* nn.Module._call_impl (--module-names) */ \
+	X(ACTION_BEGIN,      1, lt_action_event,           LT_SIZE_READER, "action start",             "action_begin",      LT_KEEP_EVENT) /* Profiler.profile generator: first resume */ \
+	X(ACTION_END,        2, lt_action_event,           LT_SIZE_READER, "action end",               "action_end",        LT_KEEP_EVENT) /* its second resume */ \
+	X(DIRECT_START,      3, lt_action_event,           LT_SIZE_READER, "direct start",             "direct_start",      LT_KEEP_EVENT) /* reserved: Profiler.start(name) */ \
+	X(DIRECT_STOP,       4, lt_action_event,           LT_SIZE_READER, "direct stop",              "direct_stop",       LT_KEEP_EVENT) /* reserved: Profiler.stop(name) */ \
+	X(FETCH_BEGIN,       5, lt_action_event,           LT_SIZE_READER, "dataloader fetch",         "fetch",             LT_KEEP_EVENT) /* next(CombinedLoader): a fetch starts */ \
+	X(ACTION_NAME_TAIL,  6, lt_action_name_tail_event, LT_SIZE_READER, "action name piece",        "action_name_tail",  LT_KEEP_EVENT) /* more of the next ACTION_BEGIN's name */ \
+	X(ACTION_ORIGIN,     7, lt_action_origin_event,    LT_SIZE_READER, "action opening frame",     "action_origin",     LT_KEEP_EVENT) /* the frame that opened it (sampling) */ \
+	X(MODULE_CALL,       8, lt_module_call_event,      LT_SIZE_EXACT,  "module call",              "module_call",       LT_KEEP_EVENT) /* nn.Module._call_impl (--module-names) */ \
 	/* process lifecycle (proctrack source) */ \
-	X(PROC_FORK,        16, lt_proc_event,             LT_SIZE_EXACT,  "fork",                     "fork") \
-	X(PROC_EXEC,        17, lt_proc_event,             LT_SIZE_EXACT,  "exec",                     "exec") \
-	X(PROC_EXIT,        18, lt_proc_event,             LT_SIZE_EXACT,  "exit",                     "exit") \
+	X(PROC_FORK,        16, lt_proc_event,             LT_SIZE_EXACT,  "fork",                     "fork",              LT_KEEP_EVENT) \
+	X(PROC_EXEC,        17, lt_proc_event,             LT_SIZE_EXACT,  "exec",                     "exec",              LT_KEEP_EVENT) \
+	X(PROC_EXIT,        18, lt_proc_event,             LT_SIZE_EXACT,  "exit",                     "exit",              LT_KEEP_EVENT) \
 	/* made in user space, never by BPF */ \
-	X(PROC_INFO,        32, lt_proc_info_event,        LT_SIZE_READER, "process info",             "proc_info")         /* pid, rank labels, interpreter */ \
-	X(DROPS,            33, lt_drops_event,            LT_SIZE_READER, "drop counters",            "drops")             /* ring-buffer drops at a point in time */ \
-	X(WINDOW,           34, lt_window_event,           LT_SIZE_READER, "window",                   "window")            /* attach / detach times */ \
-	X(HOST_INFO,        35, lt_host_info_event,        LT_SIZE_READER, "host info",                "host_info")         /* host, kernel, clock reference */ \
-	X(PROC_ENV,         36, lt_proc_env_event,         LT_SIZE_READER, "process environment",      "proc_env")          /* job identity (ranks) */ \
-	X(CLOCK_SYNC,       37, lt_clock_sync_event,       LT_SIZE_READER, "clock sync",               "clock_sync")        /* wall clock vs a reference host */ \
-	X(PROC_CONTAINER,   38, lt_proc_container_event,   LT_SIZE_READER, "container",                "proc_container")    /* namespaces, hostname, id */ \
-	X(PROC_DROPS,       39, lt_proc_drops_event,       LT_SIZE_READER, "process losses",           "proc_drops")        /* what one process lost, by kind and cause */ \
-	X(RECORDED_REPORTS, 40, lt_recorded_reports_event, LT_SIZE_READER, "recorded reports",         "recorded_reports")  /* the reports a recording was made for */ \
+	X(PROC_INFO,        32, lt_proc_info_event,        LT_SIZE_READER, "process info",             "proc_info",         LT_KEEP_NAME ) /* pid, rank labels, interpreter */ \
+	X(DROPS,            33, lt_drops_event,            LT_SIZE_READER, "drop counters",            "drops",             LT_KEEP_EVENT) /* ring-buffer drops at a point in time */ \
+	X(WINDOW,           34, lt_window_event,           LT_SIZE_READER, "window",                   "window",            LT_KEEP_FRAME) /* attach / detach times */ \
+	X(HOST_INFO,        35, lt_host_info_event,        LT_SIZE_READER, "host info",                "host_info",         LT_KEEP_NAME ) /* host, kernel, clock reference */ \
+	X(PROC_ENV,         36, lt_proc_env_event,         LT_SIZE_READER, "process environment",      "proc_env",          LT_KEEP_NAME ) /* job identity (ranks) */ \
+	X(CLOCK_SYNC,       37, lt_clock_sync_event,       LT_SIZE_READER, "clock sync",               "clock_sync",        LT_KEEP_NAME ) /* wall clock vs a reference host */ \
+	X(PROC_CONTAINER,   38, lt_proc_container_event,   LT_SIZE_READER, "container",                "proc_container",    LT_KEEP_NAME ) /* namespaces, hostname, id */ \
+	X(PROC_DROPS,       39, lt_proc_drops_event,       LT_SIZE_READER, "process losses",           "proc_drops",        LT_KEEP_EVENT) /* what one process lost, by kind and cause */ \
+	X(RECORDED_REPORTS, 40, lt_recorded_reports_event, LT_SIZE_READER, "recorded reports",         "recorded_reports",  LT_KEEP_NAME ) /* the reports a recording was made for */ \
 	/* Python stacks (pysample source) */ \
-	X(PY_SAMPLE,        48, lt_py_sample_event,        LT_SIZE_EXACT,  "stack sample",             "py_sample")         /* cpu-clock sample of a target thread */ \
-	X(OFFCPU_BEGIN,     49, lt_py_sample_event,        LT_SIZE_EXACT,  "off-CPU",                  "offcpu_begin")      /* a target thread blocked */ \
-	X(OFFCPU_END,       50, lt_offcpu_end_event,       LT_SIZE_READER, "off-CPU",                  "offcpu_end")        /* it runs again */ \
+	X(PY_SAMPLE,        48, lt_py_sample_event,        LT_SIZE_EXACT,  "stack sample",             "py_sample",         LT_KEEP_EVENT) /* cpu-clock sample of a target thread */ \
+	X(OFFCPU_BEGIN,     49, lt_py_sample_event,        LT_SIZE_EXACT,  "off-CPU",                  "offcpu_begin",      LT_KEEP_EVENT) /* a target thread blocked */ \
+	X(OFFCPU_END,       50, lt_offcpu_end_event,       LT_SIZE_READER, "off-CPU",                  "offcpu_end",        LT_KEEP_EVENT) /* it runs again */ \
 	/* made in user space: symbols of the stacks above */ \
-	X(PY_CODE,          51, lt_py_code_event,          LT_SIZE_READER, "code object",              "py_code")           /* name, file, first line */ \
-	X(PY_LINE,          52, lt_py_line_event,          LT_SIZE_READER, "line",                     "py_line")           /* (code object, instruction) -> line */ \
-	X(SAMPLER_INFO,     53, lt_sampler_info_event,     LT_SIZE_READER, "sampler info",             "sampler_info")      /* rate, period, off-CPU on/off */ \
-	X(NATIVE_SYM,       54, lt_native_sym_event,       LT_SIZE_READER, "native symbol",            "native_sym")        /* native address -> symbol */ \
-	X(MODULE_NAME,      55, lt_module_name_event,      LT_SIZE_READER, "module name",              "module_name")       /* nn.Module -> its name and type */ \
+	X(PY_CODE,          51, lt_py_code_event,          LT_SIZE_READER, "code object",              "py_code",           LT_KEEP_NAME ) /* name, file, first line */ \
+	X(PY_LINE,          52, lt_py_line_event,          LT_SIZE_READER, "line",                     "py_line",           LT_KEEP_NAME ) /* (code object, instruction) -> line */ \
+	X(SAMPLER_INFO,     53, lt_sampler_info_event,     LT_SIZE_READER, "sampler info",             "sampler_info",      LT_KEEP_NAME ) /* rate, period, off-CPU on/off */ \
+	X(NATIVE_SYM,       54, lt_native_sym_event,       LT_SIZE_READER, "native symbol",            "native_sym",        LT_KEEP_NAME ) /* native address -> symbol */ \
+	X(MODULE_NAME,      55, lt_module_name_event,      LT_SIZE_READER, "module name",              "module_name",       LT_KEEP_NAME ) /* nn.Module -> its name and type */ \
 	/* aten operators (opprobe source) */ \
-	X(OP,               64, lt_op_event,               LT_SIZE_EXACT,  "op",                       "op")                /* an at::_ops::<op>::call entry */ \
-	X(OP_NAME,          65, lt_op_name_event,          LT_SIZE_READER, "op name",                  "op_name")           /* user space: op index -> aten name */ \
-	X(OP_SHAPES,        66, lt_op_shapes_event,        LT_SIZE_EXACT,  "op",                       "op_shapes")         /* an op entry with its tensor arguments */ \
-	X(REGION_CODE,      67, lt_region_code_event,      LT_SIZE_EXACT,  "compiled region function", "region_code")       /* a compiled region's entry */ \
-	X(COMPILE_NOTE,     68, lt_compile_note_event,     LT_SIZE_READER, "compile note",             "compile_note")      /* user space: a compile or graph break */ \
+	X(OP,               64, lt_op_event,               LT_SIZE_EXACT,  "op",                       "op",                LT_KEEP_EVENT) /* an at::_ops::<op>::call entry */ \
+	X(OP_NAME,          65, lt_op_name_event,          LT_SIZE_READER, "op name",                  "op_name",           LT_KEEP_NAME ) /* user space: op index -> aten name */ \
+	X(OP_SHAPES,        66, lt_op_shapes_event,        LT_SIZE_EXACT,  "op",                       "op_shapes",         LT_KEEP_EVENT) /* an op entry with its tensor arguments */ \
+	X(REGION_CODE,      67, lt_region_code_event,      LT_SIZE_EXACT,  "compiled region function", "region_code",       LT_KEEP_EVENT) /* a compiled region's entry */ \
+	X(COMPILE_NOTE,     68, lt_compile_note_event,     LT_SIZE_READER, "compile note",             "compile_note",      LT_KEEP_EVENT) /* user space: a compile or graph break */ \
 	/* GPU (the CUPTI/NVTX bridge via USDT; uprobes on libcudart/libcuda) */ \
-	X(GPU_ACTIVITY,     80, lt_gpu_activity_event,     LT_SIZE_READER, "GPU activity",             "gpu_activity")      /* one CUPTI activity record */ \
-	X(GPU_NAME,         81, lt_gpu_name_event,         LT_SIZE_READER, "GPU name",                 "gpu_name")          /* (name id) -> text, in chunks */ \
-	X(GPU_LAUNCH,       82, lt_gpu_launch_event,       LT_SIZE_EXACT,  "GPU launch",               "gpu_launch")        /* a launch / sync / copy API entered */ \
-	X(GPU_LAUNCH_STACK, 83, lt_py_sample_event,        LT_SIZE_EXACT,  "GPU launch stack",         "gpu_launch_stack")  /* the Python stack of that launch */ \
-	X(NVTX,             84, lt_nvtx_event,             LT_SIZE_READER, "NVTX",                     "nvtx")              /* push / pop / start / end / mark */ \
-	X(GPU_STATUS,       85, lt_gpu_status_event,       LT_SIZE_EXACT,  "GPU status",               "gpu_status")        /* the bridge's state */ \
-	X(GPU_CLOCK,        86, lt_gpu_clock_event,        LT_SIZE_READER, "GPU clock",                "gpu_clock")         /* GPU timestamps -> CLOCK_MONOTONIC */ \
-	X(DEVICE_STATS,     87, lt_device_stats_event,     LT_SIZE_READER, "device stats",             "device_stats")      /* user space: NVML sample */ \
-	X(PROC_STATS,       88, lt_proc_stats_event,       LT_SIZE_READER, "process stats",            "proc_stats")        /* user space: /proc CPU and memory */ \
+	X(GPU_ACTIVITY,     80, lt_gpu_activity_event,     LT_SIZE_READER, "GPU activity",             "gpu_activity",      LT_KEEP_EVENT) /* one CUPTI activity record */ \
+	X(GPU_NAME,         81, lt_gpu_name_event,         LT_SIZE_READER, "GPU name",                 "gpu_name",          LT_KEEP_NAME ) /* (name id) -> text, in chunks */ \
+	X(GPU_LAUNCH,       82, lt_gpu_launch_event,       LT_SIZE_EXACT,  "GPU launch",               "gpu_launch",        LT_KEEP_EVENT) /* a launch / sync / copy API entered */ \
+	X(GPU_LAUNCH_STACK, 83, lt_py_sample_event,        LT_SIZE_EXACT,  "GPU launch stack",         "gpu_launch_stack",  LT_KEEP_EVENT) /* the Python stack of that launch */ \
+	X(NVTX,             84, lt_nvtx_event,             LT_SIZE_READER, "NVTX",                     "nvtx",              LT_KEEP_EVENT) /* push / pop / start / end / mark */ \
+	X(GPU_STATUS,       85, lt_gpu_status_event,       LT_SIZE_EXACT,  "GPU status",               "gpu_status",        LT_KEEP_EVENT) /* the bridge's state */ \
+	X(GPU_CLOCK,        86, lt_gpu_clock_event,        LT_SIZE_READER, "GPU clock",                "gpu_clock",         LT_KEEP_NAME ) /* GPU timestamps -> CLOCK_MONOTONIC */ \
+	X(DEVICE_STATS,     87, lt_device_stats_event,     LT_SIZE_READER, "device stats",             "device_stats",      LT_KEEP_EVENT) /* user space: NVML sample */ \
+	X(PROC_STATS,       88, lt_proc_stats_event,       LT_SIZE_READER, "process stats",            "proc_stats",        LT_KEEP_EVENT) /* user space: /proc CPU and memory */ \
 	/* memory (memprobe source: torch's allocator hooks) */ \
-	X(MEM,              96, lt_mem_event,              LT_SIZE_EXACT,  "memory",                   "mem")               /* an allocation, a free or an OOM */ \
-	X(MEM_STACK,        97, lt_py_sample_event,        LT_SIZE_EXACT,  "memory stack",             "mem_stack")         /* the Python stack of that MEM */ \
+	X(MEM,              96, lt_mem_event,              LT_SIZE_EXACT,  "memory",                   "mem",               LT_KEEP_EVENT) /* an allocation, a free or an OOM */ \
+	X(MEM_STACK,        97, lt_py_sample_event,        LT_SIZE_EXACT,  "memory stack",             "mem_stack",         LT_KEEP_EVENT) /* the Python stack of that MEM */ \
 	/* communication (commprobe source: c10d's process-group backends) */ \
-	X(COMM,            112, lt_comm_event,             LT_SIZE_EXACT,  "collective",               "comm")              /* a collective or p2p call entered */ \
-	X(COMM_STACK,      113, lt_py_sample_event,        LT_SIZE_EXACT,  "collective stack",         "comm_stack")        /* its Python stack (--launch-stacks) */ \
-	X(COMM_MARK,       114, lt_comm_mark_event,        LT_SIZE_EXACT,  "collective mark",          "comm_mark")         /* enqueued, done, waited for; DDP buckets */ \
-	X(NCCL,            115, lt_nccl_event,             LT_SIZE_EXACT,  "NCCL call",                "nccl")              /* an NCCL API call entered */
+	X(COMM,            112, lt_comm_event,             LT_SIZE_EXACT,  "collective",               "comm",              LT_KEEP_EVENT) /* a collective or p2p call entered */ \
+	X(COMM_STACK,      113, lt_py_sample_event,        LT_SIZE_EXACT,  "collective stack",         "comm_stack",        LT_KEEP_EVENT) /* its Python stack (--launch-stacks) */ \
+	X(COMM_MARK,       114, lt_comm_mark_event,        LT_SIZE_EXACT,  "collective mark",          "comm_mark",         LT_KEEP_EVENT) /* enqueued, done, waited for; DDP buckets */ \
+	X(NCCL,            115, lt_nccl_event,             LT_SIZE_EXACT,  "NCCL call",                "nccl",              LT_KEEP_EVENT) /* an NCCL API call entered */
 /* clang-format on */
 
 #endif

@@ -16,6 +16,7 @@ void check_agent(Options& opts);
 void check_report(Options& opts);
 void check_cluster(Options& opts);
 void check_dump(Options& opts);
+void check_watch(Options& opts);
 
 int cmd_live(Options& opts);     // attach, print reports
 int cmd_record(Options& opts);   // attach, write a trace file
@@ -25,5 +26,6 @@ int cmd_report(Options& opts);   // reports from a trace file, or one job from m
 int cmd_cluster(Options& opts);  // every rank of a Slurm job
 int cmd_ps(Options& opts);       // the torch/Lightning processes here
 int cmd_dump(Options& opts);     // every thread of a process, now
+int cmd_watch(Options& opts);    // always on: flight recorder, triggers, captures, metrics
 
 }  // namespace lt

@@ -38,6 +38,9 @@ const CommandSpec kCommands[] = {
    "dump takes --pid, --children, --json and -v (got '{}')", true, check_dump, cmd_dump},
   {"agent", C::agent, "ltrace-bpf agent --job-env K=V ... -o FILE [options]",
    "one node's recorder (cluster starts it)", "{} does not apply to agent", false, check_agent, cmd_agent},
+  {"watch", C::watch, "ltrace-bpf watch [--pid PID ... | --all] [--dir DIR] [--keep SECS] [--metrics [HOST]:PORT] | watch --capture-now [--pid PID]",
+   "always on: a flight recorder of the last minutes, captures of slow steps, stalls and failed exits, metrics for Prometheus",
+   "{} does not apply to watch", false, check_watch, cmd_watch},
 };
 // clang-format on
 

@@ -1,6 +1,7 @@
 // Every option of ltrace-bpf, once: its names, the commands that take it,
 // its --help text and how its value is checked and stored.  Table order is
 // --help order.
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -25,6 +26,8 @@ constexpr CommandSet kAttaching = kAll & ~command_bit(C::report);
 constexpr CommandSet kReporting = command_bit(C::live) | command_bit(C::report) | command_bit(C::run);
 // The commands given their targets (run launches its own, cluster finds every rank).
 constexpr CommandSet kTargeted = command_bit(C::live) | command_bit(C::record) | command_bit(C::agent);
+// watch takes its targets and a few attach options; its own below.
+constexpr CommandSet kWatch = command_bit(C::watch);
 
 constexpr const char* kClusterOnly = "--slurm-job, --nodes, --gather, --agent and --clock-addr apply to cluster";
 constexpr const char* kAgentOnly = "--clock-server, --stream, --shared-marker and --dump-threads apply to agent";
@@ -45,6 +48,37 @@ double parse_seconds(const std::string& s) {
   if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0)
     throw Error(ExitCode::usage, "invalid duration '" + s + "': expected seconds > 0");
   return v;
+}
+
+// "90", "90s", "10m", "2h": seconds > 0.
+double parse_span(const std::string& s, const std::string& option) {
+  double unit = 1;
+  std::string n = s;
+  if (!n.empty() && (n.back() == 's' || n.back() == 'm' || n.back() == 'h')) {
+    unit = n.back() == 'h' ? 3600 : n.back() == 'm' ? 60 : 1;
+    n.pop_back();
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(n.c_str(), &end);
+  if (n.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0)
+    throw Error(ExitCode::usage,
+                "--" + option + ": invalid time '" + s + "': expected seconds, or a number with s, m or h");
+  return v * unit;
+}
+
+// "512K", "256M", "2G", "1048576": bytes > 0.
+std::uint64_t parse_bytes(const std::string& s, const std::string& option) {
+  std::uint64_t unit = 1;
+  std::string n = s;
+  if (!n.empty() && std::string("KMG").find(static_cast<char>(std::toupper(n.back()))) != std::string::npos) {
+    const char c = static_cast<char>(std::toupper(n.back()));
+    unit = c == 'G' ? 1ull << 30 : c == 'M' ? 1ull << 20 : 1ull << 10;
+    n.pop_back();
+  }
+  const long v = parse_long(n, 1, 1L << 40,
+                            "--" + option + ": invalid size '" + s + "': expected bytes, or a number with K, M or G");
+  return static_cast<std::uint64_t>(v) * unit;
 }
 
 // "a,b,,c" -> a, b, c
@@ -125,28 +159,28 @@ const OptionSpec kOptions[] = {
    .help = "write the trace file (record, agent: required; live: also keep it); cluster: the directory "
            "for the traces, one per node, and cluster-nodes.tsv",
    .store = [](Options& o, const std::string& v) { o.output = v; }, .example = "x.ltrace"},
-  {.name = "pid", .short_name = 'p', .arg = "PID", .commands = kTargeted | command_bit(C::dump),
+  {.name = "pid", .short_name = 'p', .arg = "PID", .commands = kTargeted | command_bit(C::dump) | kWatch,
    .help = "process to attach to (repeatable)",
    .store = [](Options& o, const std::string& v) {
      o.pids.push_back(static_cast<pid_t>(
          parse_long(v, 1, 4194304, "invalid pid '" + v + "': expected a positive number")));
    }, .example = "1"},
-  {.name = "job-env", .arg = "KEY=VAL", .commands = kTargeted | command_bit(C::run),
+  {.name = "job-env", .arg = "KEY=VAL", .commands = kTargeted | command_bit(C::run) | kWatch,
    .help = "every process of a job on this machine, found by its environment (repeatable: all must match), "
            "e.g. SLURM_JOB_ID=4242 or TORCHELASTIC_RUN_ID=x; implies --children (the node agent's way to "
            "find its ranks)",
    .store = store_job_env, .example = "A=1"},
-  {.name = "all", .commands = command_bit(C::live) | command_bit(C::record),
+  {.name = "all", .commands = command_bit(C::live) | command_bit(C::record) | kWatch,
    .help = "every process on this host (containers included) with torch mapped, or CPython with Lightning "
            "on its PYTHONPATH or in its script's name, and every one that becomes so later (/proc polled "
            "every 500 ms); one report each; those that cannot be profiled are noted. The default without "
            "--pid and --job-env; implies --children.  Exit code 3 if none was found",
    .store = [](Options& o, const std::string&) { o.all = true; },
    .refusal = "--all applies to live attach and record"},
-  {.name = "children", .short_name = 'c', .commands = kAttaching | command_bit(C::dump),
+  {.name = "children", .short_name = 'c', .commands = kAttaching | command_bit(C::dump) | kWatch,
    .help = "also follow every descendant (torchrun ranks, DataLoader workers), including ones forked later",
    .store = [](Options& o, const std::string&) { o.children = true; }, .passed_on = true},
-  {.name = "duration", .short_name = 'd', .arg = "SECS", .commands = kAttaching,
+  {.name = "duration", .short_name = 'd', .arg = "SECS", .commands = kAttaching | kWatch,
    .help = "detach after SECS seconds; cluster ... dump: the time between each node's two reads (default 1)",
    .store = [](Options& o, const std::string& v) { o.duration_s = parse_seconds(v); }, .example = "2.5"},
   {.name = "report", .arg = "NAME", .commands = kAll,
@@ -161,7 +195,7 @@ const OptionSpec kOptions[] = {
            "the share of dataloader, step, backward, optimizer and hooks in them, measured; several at once: "
            "simple,advanced,ops,gpu,memory,comm,steps",
    .store = store_report, .example = "simple,ops", .passed_on = true},
-  {.name = "rate", .arg = "HZ", .commands = kAttaching,
+  {.name = "rate", .arg = "HZ", .commands = kAttaching | kWatch,
    .help = "stack samples per second and CPU (default 99; 1-10000)",
    .store = [](Options& o, const std::string& v) {
      o.rate_hz = static_cast<unsigned>(
@@ -270,7 +304,7 @@ const OptionSpec kOptions[] = {
   {.name = "filename", .arg = "NAME", .commands = kAll,
    .help = "with --dirpath: the NAME of Lightning's report files",
    .store = [](Options& o, const std::string& v) { o.filename = v; }, .example = "f", .needs = "dirpath"},
-  {.name = "verbose", .short_name = 'v', .commands = kEvery,
+  {.name = "verbose", .short_name = 'v', .commands = kEvery | kWatch,
    .help = "attach details and notes on stderr (ps: what was skipped and why)",
    .store = [](Options& o, const std::string&) { o.verbose = true; }, .passed_on = true},
   {.name = "dump", .arg = "FILE", .commands = kAll,
@@ -353,10 +387,63 @@ const OptionSpec kOptions[] = {
   {.name = "json", .commands = command_bit(C::dump) | command_bit(C::cluster),
    .help = "dump, cluster ... dump: one JSON document (every process, thread, frame; the verdict) instead of text",
    .store = [](Options& o, const std::string&) { o.json = true; }},
-  {.name = "help", .short_name = 'h', .commands = kEvery,
+  {.name = "dir", .arg = "DIR", .commands = kWatch,
+   .help = "watch: the flight recorder (DIR/ring) and the captures (DIR/captures); default /var/lib/ltrace-bpf/watch",
+   .store = [](Options& o, const std::string& v) { o.watch_dir = v; }, .example = "/tmp/w", .heading = "watch:"},
+  {.name = "keep", .arg = "TIME", .commands = kWatch,
+   .help = "the time the flight recorder keeps (default 10m; 90s, 10m, 2h)",
+   .store = [](Options& o, const std::string& v) { o.keep_s = parse_span(v, "keep"); }, .example = "10m"},
+  {.name = "keep-bytes", .arg = "SIZE", .commands = kWatch,
+   .help = "the disk the flight recorder's segments may use (default 256M; oldest segments dropped whole)",
+   .store = [](Options& o, const std::string& v) { o.keep_bytes = parse_bytes(v, "keep-bytes"); }, .example = "64M"},
+  {.name = "metrics", .arg = "[HOST]:PORT", .commands = kWatch,
+   .help = "serve Prometheus metrics at http://HOST:PORT/metrics (steps, step time, progress, triggers, ring)",
+   .store = [](Options& o, const std::string& v) { o.metrics_addr = v; }, .example = "127.0.0.1:9464"},
+  {.name = "triggers", .arg = "LIST", .commands = kWatch,
+   .help = "the triggers on (default slow-step,stall,exit,request; 'none' for the recorder alone)",
+   .store = [](Options& o, const std::string& v) {
+     for (const auto& t : split_commas(v))
+       if (t != "slow-step" && t != "stall" && t != "exit" && t != "request" && t != "none")
+         throw Error(ExitCode::usage, "--triggers: unknown trigger '" + t + "' (slow-step, stall, exit, request, none)");
+     o.triggers = v;
+   }, .example = "slow-step,exit"},
+  {.name = "slow-step", .arg = "K", .commands = kWatch,
+   .help = "a train step is slow past K x the rolling median of the process's last 100 steps (default 2)",
+   .store = [](Options& o, const std::string& v) {
+     o.slow_factor = parse_seconds(v);
+     if (o.slow_factor <= 1) throw Error(ExitCode::usage, "--slow-step: K must be more than 1 (got " + v + ")");
+   }, .example = "3"},
+  {.name = "slow-floor", .arg = "SECS", .commands = kWatch,
+   .help = "...and only when longer than the median by SECS at least (default 0.05)",
+   .store = [](Options& o, const std::string& v) { o.slow_floor_s = parse_seconds(v); }, .example = "0.1"},
+  {.name = "stall", .arg = "TIME", .commands = kWatch,
+   .help = "a stall: no Lightning action of a live process ends for max(10 x its median step, TIME) (default 60s)",
+   .store = [](Options& o, const std::string& v) { o.stall_s = parse_span(v, "stall"); }, .example = "60s"},
+  {.name = "capture-before", .arg = "TIME", .commands = kWatch,
+   .help = "a capture keeps this much of the recorder before its trigger (default 60s)",
+   .store = [](Options& o, const std::string& v) { o.capture_before_s = parse_span(v, "capture-before"); },
+   .example = "30s"},
+  {.name = "capture-after", .arg = "TIME", .commands = kWatch,
+   .help = "...and this much after it (default 10s); written within a tick of that window's end",
+   .store = [](Options& o, const std::string& v) { o.capture_after_s = parse_span(v, "capture-after"); },
+   .example = "5s"},
+  {.name = "max-captures", .arg = "N", .commands = kWatch,
+   .help = "captures kept in DIR/captures (default 50): the oldest are removed, and said",
+   .store = [](Options& o, const std::string& v) {
+     o.max_captures = static_cast<unsigned>(parse_long(v, 1, 100000, "--max-captures: expected 1..100000"));
+   }, .example = "10"},
+  {.name = "max-per-day", .arg = "N", .commands = kWatch,
+   .help = "each trigger fires at most N times in any 24 hours (default 20); the rest are counted",
+   .store = [](Options& o, const std::string& v) {
+     o.max_per_day = static_cast<unsigned>(parse_long(v, 1, 100000, "--max-per-day: expected 1..100000"));
+   }, .example = "5"},
+  {.name = "capture-now", .commands = kWatch,
+   .help = "ask the watcher running on --dir for a capture now (of --pid PID, else of every process)",
+   .store = [](Options& o, const std::string&) { o.capture_now = true; }},
+  {.name = "help", .short_name = 'h', .commands = kEvery | kWatch,
    .help = "this text",
    .store = [](Options& o, const std::string&) { o.help = true; }, .heading = "help:"},
-  {.name = "version", .short_name = 'V', .commands = kEvery,
+  {.name = "version", .short_name = 'V', .commands = kEvery | kWatch,
    .help = "version",
    .store = [](Options& o, const std::string&) { o.version = true; }},
 };

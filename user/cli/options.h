@@ -4,6 +4,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@
 namespace lt {
 
 struct Options {
-  enum class Command { live, record, report, run, agent, cluster, ps, dump } command = Command::live;
+  enum class Command { live, record, report, run, agent, cluster, ps, dump, watch } command = Command::live;
   std::vector<std::string> run_argv;  // run: the command to launch under ltrace-bpf
   std::vector<pid_t> pids;
   // --all, or live/record without --pid and --job-env: every process with
@@ -85,6 +86,18 @@ struct Options {
   bool stream = false;
   std::string shared_marker;
   double wait_s = 10;
+  // watch (docs/design-watch.md): the flight recorder's directory and
+  // bounds, the metrics address, the triggers and captures.
+  std::string watch_dir = "/var/lib/ltrace-bpf/watch";
+  double keep_s = 600;
+  std::uint64_t keep_bytes = 256ull << 20;
+  std::string metrics_addr;  // [HOST]:PORT; "" = none
+  std::string triggers = "slow-step,stall,exit,request";
+  double slow_factor = 2.0, slow_floor_s = 0.05;
+  double stall_s = 60;  // a stall is at least this long (and 10x the median step)
+  double capture_before_s = 60, capture_after_s = 10;
+  unsigned max_captures = 50, max_per_day = 20;
+  bool capture_now = false;  // watch --capture-now: ask the running watcher for a capture
   bool help = false, version = false;
 };
 

@@ -344,6 +344,7 @@ std::uint64_t Session::do_chores() {
     stats_sampler_->poll();
   }
   write_file([&](tracefile::TraceWriter& w) { w.maybe_flush(now); });  // a killed recorder loses at most ~1 s
+  if (opts_.on_tick) opts_.on_tick(now);
   return now;
 }
 

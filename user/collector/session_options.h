@@ -56,6 +56,9 @@ struct SessionOptions {
   // Sees every record as it arrives (the report aggregator), so a long
   // attach does not hold the stream in memory.
   std::function<void(const lt_event_header&, const std::byte*)> sink;
+  // Called between two drains, every ~20 ms (watch: its ring, triggers and
+  // captures), with the loop's clock (CLOCK_MONOTONIC ns).
+  std::function<void(std::uint64_t)> on_tick;
   // Called once every probe is live (run: lets the launched command go).
   std::function<void()> on_attached;
   // The cluster coordinator's clock server: measured at attach and at

@@ -44,7 +44,7 @@ bool decode_record(const lt_event_header& h, const std::byte* p, bool exact, R& 
 template <class Handler>
 bool visit_record(const lt_event_header& h, const std::byte* p, Handler&& handler) {
   switch (h.kind) {
-#define LT_VISIT_KIND(NAME, NUM, STRUCT, RULE, TEXT, DUMP)                                       \
+#define LT_VISIT_KIND(NAME, NUM, STRUCT, RULE, ...)                                              \
   case LT_EV_##NAME:                                                                             \
     if constexpr (std::is_invocable_v<Handler&, const lt_event_header&, const struct STRUCT&>) { \
       struct STRUCT r;                                                                           \

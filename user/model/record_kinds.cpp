@@ -6,8 +6,8 @@ namespace lt {
 
 namespace {
 
-#define LT_RECORD_KIND_ROW(name, number, type, rule, text, dump) \
-  RecordKind{number, #name, sizeof(type), (rule) == LT_SIZE_EXACT, text, dump},
+#define LT_RECORD_KIND_ROW(name, number, type, rule, text, dump, keep) \
+  RecordKind{number, #name, sizeof(type), (rule) == LT_SIZE_EXACT, text, dump, static_cast<KeepInWindow>(keep)},
 constexpr RecordKind kKinds[] = {LT_RECORD_KINDS(LT_RECORD_KIND_ROW)};
 #undef LT_RECORD_KIND_ROW
 
@@ -54,6 +54,11 @@ std::string record_text_name(std::uint16_t kind) {
   if (kind == LT_EV_NONE) return "generator resume";
   const RecordKind* k = record_kind(kind);
   return k ? k->text : "kind " + std::to_string(kind);
+}
+
+KeepInWindow keep_in_window(std::uint16_t kind) {
+  const RecordKind* k = record_kind(kind);
+  return k ? k->keep : KeepInWindow::event;
 }
 
 const char* record_dump_name(std::uint16_t kind) {

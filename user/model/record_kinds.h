@@ -10,6 +10,9 @@
 
 namespace lt {
 
+// What a window of the stream takes of a kind (bpf/record_kinds.h).
+enum class KeepInWindow : std::uint8_t { event = LT_KEEP_EVENT, name = LT_KEEP_NAME, frame = LT_KEEP_FRAME };
+
 struct RecordKind {
   std::uint16_t kind;
   const char* enum_name;  // "ACTION_BEGIN"
@@ -17,6 +20,7 @@ struct RecordKind {
   bool exact;             // LT_SIZE_EXACT: a record of another size is dropped
   const char* text;       // in loss notes: "lost 12 action start record(s)"
   const char* dump;       // in `dump` lines: "action_begin"
+  KeepInWindow keep;      // event: when in the window; name: always; frame: never
 };
 
 // Every kind, in the catalogue's order.
@@ -29,6 +33,8 @@ std::size_t exact_record_size(std::uint16_t kind);
 // Names for people: "memory"; "generator resume" for LT_EV_NONE in loss
 // counts; "kind 200" for a number the catalogue does not know.
 std::string record_text_name(std::uint16_t kind);
+// How a window keeps `kind`: an unknown kind counts as an event.
+KeepInWindow keep_in_window(std::uint16_t kind);
 // Names in `dump` lines: "mem"; "unknown" for a number it does not know.
 const char* record_dump_name(std::uint16_t kind);
 

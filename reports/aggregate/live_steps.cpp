@@ -1,0 +1,79 @@
+#include "reports/aggregate/live_steps.h"
+
+#include "user/model/record_dispatch.h"
+
+namespace lt {
+
+namespace {
+constexpr std::size_t kMaxOpen = 4096;  // actions open at once in one process: nesting is a few deep
+}  // namespace
+
+void LiveSteps::add(const lt_event_header& h, const std::byte* record, std::vector<LiveStep>& closed) {
+  visit_record(h, record,
+               overloaded{
+                   [&](const lt_event_header& hh, const lt_action_name_tail_event& t) { names_.add_tail(hh, t); },
+                   [&](const lt_event_header& hh, const lt_action_event& e) {
+                     if (hh.kind == LT_EV_ACTION_BEGIN) on_begin(hh, e, closed);
+                     if (hh.kind == LT_EV_ACTION_END) on_end(hh, e);
+                   },
+                   [&](const lt_event_header& hh, const lt_proc_event& e) {
+                     // An exec'd process is a new program; an exited one is gone.
+                     if (hh.kind == LT_EV_PROC_EXEC || hh.kind == LT_EV_PROC_EXIT) {
+                       auto it = procs_.find(e.child_pid);
+                       if (it != procs_.end()) close(e.child_pid, it->second, closed);
+                       if (hh.kind == LT_EV_PROC_EXEC) procs_.erase(e.child_pid);
+                     }
+                   },
+               });
+}
+
+void LiveSteps::on_begin(const lt_event_header& h, const lt_action_event& e, std::vector<LiveStep>& closed) {
+  Proc& p = procs_[h.pid];
+  const BatchHook hook = batch_hook_of(names_.name(h, e).text);
+  // Ends lost (a full ring) leave their begins here: bounded all the same.
+  if (p.open.size() >= kMaxOpen) p.open.clear();
+  p.open[e.key] = hook;
+  const bool train_end_hook = hook.stage == BatchStage::train && hook.role == BatchRole::batch_end;
+  if (p.in_step && p.ended && !train_end_hook) close(h.pid, p, closed);
+  if (!p.in_step && hook.stage == BatchStage::train && hook.role == BatchRole::batch_start) {
+    p.in_step = true;
+    p.ended = false;
+    p.tid = h.tid;
+    p.begin_ns = h.ts_ns;
+  }
+}
+
+void LiveSteps::on_end(const lt_event_header& h, const lt_action_event& e) {
+  Proc& p = procs_[h.pid];
+  p.last_progress = h.ts_ns;
+  auto it = p.open.find(e.key);
+  if (it == p.open.end()) return;  // begun before we attached
+  const BatchHook hook = it->second;
+  p.open.erase(it);
+  if (p.in_step && hook.stage == BatchStage::train && hook.role == BatchRole::batch_end) {
+    p.ended = true;
+    p.end_ns = h.ts_ns;
+  }
+}
+
+void LiveSteps::close(std::uint32_t pid, Proc& p, std::vector<LiveStep>& closed) {
+  if (p.in_step && p.ended && p.end_ns >= p.begin_ns)
+    closed.push_back({pid, p.tid, p.next_index++, p.begin_ns, p.end_ns});
+  p.in_step = p.ended = false;
+}
+
+void LiveSteps::finish(std::vector<LiveStep>& closed) {
+  for (auto& [pid, p] : procs_) close(pid, p, closed);
+}
+
+std::uint64_t LiveSteps::last_progress(std::uint32_t pid) const {
+  auto it = procs_.find(pid);
+  return it == procs_.end() ? 0 : it->second.last_progress;
+}
+
+std::uint32_t LiveSteps::steps(std::uint32_t pid) const {
+  auto it = procs_.find(pid);
+  return it == procs_.end() ? 0 : it->second.next_index;
+}
+
+}  // namespace lt

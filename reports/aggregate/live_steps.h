@@ -1,0 +1,58 @@
+// Lightning's training steps as the records arrive (watch mode: its
+// triggers and metrics), per process, in one pass and bounded memory.
+//
+// A step is the one steps.h splits offline for the train stage: it opens
+// at the first train batch hook that starts a batch (the fetch,
+// [_TrainingEpochLoop].train_dataloader_next, or on_train_batch_start) and
+// closes at the end of its last on_train_batch_end hook. That last end is
+// known when any other action begins after it (the next step's fetch, the
+// validation loop, the epoch's end hooks), so a step is reported then, a
+// few microseconds after it ended; finish() closes the ones still open.
+// Any action's end is progress (stall detection reads last_progress()).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bpf/events.h"
+#include "reports/aggregate/step_batches.h"
+#include "user/model/action_name.h"
+
+namespace lt {
+
+struct LiveStep {
+  std::uint32_t pid = 0, tid = 0;
+  std::uint32_t index = 0;  // 0-based, per process, in time order
+  std::uint64_t begin_ns = 0, end_ns = 0;
+  std::uint64_t duration_ns() const { return end_ns - begin_ns; }
+};
+
+class LiveSteps {
+ public:
+  // Feeds one record; the steps it closes are appended to `closed`.
+  void add(const lt_event_header& h, const std::byte* record, std::vector<LiveStep>& closed);
+  // Closes every step whose last end hook has run (at the end of a watch).
+  void finish(std::vector<LiveStep>& closed);
+  // The last time any action of pid ended (0: none yet).
+  std::uint64_t last_progress(std::uint32_t pid) const;
+  // Steps pid has completed.
+  std::uint32_t steps(std::uint32_t pid) const;
+  void forget(std::uint32_t pid) { procs_.erase(pid); }
+
+ private:
+  struct Proc {
+    std::map<std::uint64_t, BatchHook> open;  // action key -> its hook
+    bool in_step = false, ended = false;      // a step is open / its end hook ran
+    std::uint32_t tid = 0, next_index = 0;
+    std::uint64_t begin_ns = 0, end_ns = 0;
+    std::uint64_t last_progress = 0;
+  };
+  void close(std::uint32_t pid, Proc& p, std::vector<LiveStep>& closed);
+  void on_begin(const lt_event_header& h, const lt_action_event& e, std::vector<LiveStep>& closed);
+  void on_end(const lt_event_header& h, const lt_action_event& e);
+  ActionNameAssembler names_;
+  std::map<std::uint32_t, Proc> procs_;
+};
+
+}  // namespace lt

@@ -1,0 +1,193 @@
+"""watch: the always-on mode on a real Lightning fit (tests/workloads/watch_job.py)
+with one slow step, one stall and a failed exit, scraped by a real Prometheus.
+
+One watched run is shared by every test here (a module fixture): the fit
+takes ~10 s, the imports most of the rest."""
+import glob
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import LTRACE, WORKLOADS, wait_for
+
+STEPS = 60
+SLOW_STEP, SLOW_S = 30, 1.0
+STALL_STEP, STALL_S = 45, 4.0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
+def wait_until(cond, what, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Prometheus:
+    """A real Prometheus scraping the watcher's /metrics every second."""
+
+    def __init__(self, tmp, target_port):
+        self.port = free_port()
+        cfg = tmp / "prometheus.yml"
+        cfg.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                       "scrape_configs:\n  - job_name: watch\n    static_configs:\n"
+                       f"      - targets: ['127.0.0.1:{target_port}']\n")
+        self.log = open(tmp / "prometheus.log", "w")
+        self.proc = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp / 'prom'}",
+                                      f"--web.listen-address=127.0.0.1:{self.port}"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(self.ready, "prometheus ready", 60)
+
+    def ready(self):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def query(self, q):
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+        return http_json(url)["data"]["result"]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory, ):
+    tmp = tmp_path_factory.mktemp("watch")
+    wdir = tmp / "w"
+    metrics_port = free_port()
+    go = tmp / "go"
+    wl_out, lt_err = tmp / "workload.out", tmp / "lt.err"
+    py = os.path.join(os.path.dirname(LTRACE), "..", ".venv", "bin", "python")
+    with open(wl_out, "w") as wo:
+        target = subprocess.Popen([py, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
+                                   "--steps", str(STEPS), "--slow-step", str(SLOW_STEP), "--slow-s", str(SLOW_S),
+                                   "--stall-step", str(STALL_STEP), "--stall-s", str(STALL_S), "--exit-code", "3"],
+                                  stdout=wo, stderr=subprocess.STDOUT, cwd=tmp)
+    prom = None
+    try:
+        wait_for(str(wl_out), "READY", 600, target)
+        with open(lt_err, "w") as le:
+            lt = subprocess.Popen([LTRACE, "watch", "--pid", str(target.pid), "-v", "--dir", str(wdir),
+                                   "--keep", "60s", "--capture-before", "5s", "--capture-after", "1s",
+                                   "--stall", "2s", "--metrics", f"127.0.0.1:{metrics_port}"],
+                                  stdout=subprocess.DEVNULL, stderr=le, cwd=tmp)
+        wait_for(str(lt_err), "attached", 120, lt)
+        prom = Prometheus(tmp, metrics_port)
+        wait_until(lambda: any(r["value"][1] == "1" for r in prom.query('up{job="watch"}')), "a first scrape", 60)
+        # A capture asked for, before the fit starts.
+        ask = subprocess.run([LTRACE, "watch", "--capture-now", "--pid", str(target.pid), "--dir", str(wdir)],
+                             capture_output=True, text=True, timeout=60)
+        assert ask.returncode == 0, ask.stderr
+        wait_for(str(lt_err), "watch: request: pid", 60, lt)
+        go.touch()
+        target_rc = target.wait(timeout=600)
+        lt_rc = lt.wait(timeout=300)
+        steps_seen = prom.query("max_over_time(ltrace_bpf_watch_steps_total[10m])")
+        slow_seen = prom.query('max_over_time(ltrace_bpf_watch_triggers_total{trigger="slow-step"}[10m])')
+    finally:
+        if target.poll() is None:
+            target.kill()
+        if prom:
+            prom.stop()
+    captures = sorted(glob.glob(str(wdir / "captures" / "*")))
+    return dict(target_rc=target_rc, lt_rc=lt_rc, target_out=wl_out.read_text(), err=lt_err.read_text(),
+                wdir=wdir, captures=captures, steps_seen=steps_seen, slow_seen=slow_seen, pid=target.pid,
+                ask=ask.stderr)
+
+
+def captures_of(w, trigger):
+    return [c for c in w["captures"] if c.endswith("-" + trigger)]
+
+
+def test_the_job_runs_as_it_would_alone(watched):
+    assert watched["target_rc"] == 3, watched["target_out"]
+    assert "FIT DONE" in watched["target_out"]
+    assert watched["lt_rc"] == 0, watched["err"]
+
+
+def test_every_step_is_seen(watched):
+    # The watcher's own count at the end, and what Prometheus scraped of it.
+    assert f"pid {watched['pid']}: {STEPS} train step(s)" in watched["err"], watched["err"]
+    assert watched["steps_seen"], "Prometheus has no ltrace_bpf_watch_steps_total"
+    series = watched["steps_seen"][0]
+    assert series["metric"]["pid"] == str(watched["pid"])
+    assert 1 <= float(series["value"][1]) <= STEPS
+    assert float(watched["slow_seen"][0]["value"][1]) >= 1
+
+
+def test_the_slow_step_is_captured_with_its_reports(watched):
+    err = watched["err"]
+    assert f"train step {SLOW_STEP} took 1." in err, err
+    slow = captures_of(watched, "slow-step")
+    assert slow, watched["captures"]
+    first = slow[0]
+    assert os.path.getsize(os.path.join(first, "trace.ltrace")) > 0
+    assert os.path.exists(os.path.join(first, "dashboard.html"))
+    reports = "".join(open(p).read() for p in glob.glob(os.path.join(first, "*.txt")))
+    assert "run_training_batch" in reports, os.listdir(first)
+    # The capture is a trace file like any other: `report` reads it, and
+    # the slow step is in it (training_step's total holds its 1 s sleep).
+    r = subprocess.run([LTRACE, "report", os.path.join(first, "trace.ltrace"), "--report", "simple"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if "training_step" in line and "|" in line]
+    assert rows, r.stdout
+    total = max(float(row.split("|")[4]) for row in rows)
+    assert total >= SLOW_S, rows
+
+
+def test_the_stall_is_captured_with_the_threads_at_that_moment(watched):
+    stall = captures_of(watched, "stall")
+    assert len(stall) == 1, watched["captures"]
+    threads = open(os.path.join(stall[0], "threads.txt")).read()
+    assert "stalled_here" in threads, threads
+    assert "no Lightning action ended for" in watched["err"]
+
+
+def test_the_failed_exit_and_the_request_are_captured(watched):
+    assert "exited with status 3" in watched["err"], watched["err"]
+    assert len(captures_of(watched, "exit")) == 1, watched["captures"]
+    assert len(captures_of(watched, "request")) == 1, watched["captures"]
+    assert "asked the watcher" in watched["ask"]
+
+
+def test_the_ring_stays_in_its_directory_and_bounds(watched):
+    ring = watched["wdir"] / "ring"
+    segments = glob.glob(str(ring / "seg-*.ltrace"))
+    assert segments and os.path.exists(ring / "names.ltrace")
+    assert sum(os.path.getsize(s) for s in segments) < 256 << 20
+    assert not os.path.exists(watched["wdir"] / "watch.pid")  # gone with the watcher
+
+
+def test_the_systemd_unit_is_valid(tmp_path):
+    # The unit as installed, with this build's binary where it would be
+    # (systemd-analyze refuses a command that is not executable).
+    unit = open(os.path.join(os.path.dirname(LTRACE), "..", "deploy", "systemd", "ltrace-bpf-watch.service")).read()
+    assert "watch --all" in unit
+    path = tmp_path / "ltrace-bpf-watch.service"
+    path.write_text(unit.replace("/usr/local/bin/ltrace-bpf", os.path.abspath(LTRACE)))
+    r = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,335 @@
+// Watch mode's pieces on synthetic records: the live step split, the
+// trigger rules, the flight recorder's bounds and windows, the metrics
+// endpoint, and the watcher writing a capture.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "reports/aggregate/live_steps.h"
+#include "user/core/errors.h"
+#include "user/tracefile/trace_reader.h"
+#include "user/watch/flight_ring.h"
+#include "user/watch/metrics_server.h"
+#include "user/watch/triggers.h"
+#include "user/watch/watcher.h"
+
+using namespace lt;
+
+namespace {
+
+constexpr std::uint64_t ms = 1'000'000;
+constexpr std::uint64_t s = 1'000'000'000;
+
+std::vector<std::byte> action(std::uint16_t kind, std::uint32_t pid, std::uint64_t key, const std::string& name,
+                              std::uint64_t ts) {
+  lt_action_event e{};
+  e.hdr.kind = kind;
+  e.hdr.size = sizeof e;
+  e.hdr.pid = pid;
+  e.hdr.tid = pid;
+  e.hdr.ts_ns = ts;
+  e.key = key;
+  e.name_len = static_cast<std::uint32_t>(name.size());
+  std::strncpy(e.name, name.c_str(), sizeof e.name - 1);
+  std::vector<std::byte> out(sizeof e);
+  std::memcpy(out.data(), &e, sizeof e);
+  return out;
+}
+
+// Records of a process's Lightning actions, in time order.
+struct Stream {
+  std::vector<std::vector<std::byte>> records;
+  std::uint32_t pid = 7;
+  std::uint64_t next_key = 1;
+  void span(const std::string& name, std::uint64_t b, std::uint64_t e) {
+    const auto k = next_key++;
+    records.push_back(action(LT_EV_ACTION_BEGIN, pid, k, name, b));
+    records.push_back(action(LT_EV_ACTION_END, pid, k, name, e));
+  }
+  // One training batch from t (ms), `body` ms of run_training_batch;
+  // returns its end (the last on_train_batch_end's end).
+  std::uint64_t batch(std::uint64_t t, std::uint64_t body) {
+    span("[_TrainingEpochLoop].train_dataloader_next", t * ms, (t + 1) * ms);
+    span("[Callback]X.on_train_batch_start", (t + 1) * ms, (t + 2) * ms);
+    // run_training_batch holds training_step: nested begins and ends.
+    const auto k = next_key++;
+    records.push_back(action(LT_EV_ACTION_BEGIN, pid, k, "run_training_batch", (t + 2) * ms));
+    span("[Strategy]SingleDeviceStrategy.training_step", (t + 3) * ms, (t + 1 + body) * ms);
+    records.push_back(action(LT_EV_ACTION_END, pid, k, "run_training_batch", (t + 2 + body) * ms));
+    span("[Callback]X.on_train_batch_end", (t + 2 + body) * ms, (t + 3 + body) * ms);
+    span("[LightningModule]M.on_train_batch_end", (t + 3 + body) * ms, (t + 4 + body) * ms);
+    return t + 4 + body;
+  }
+};
+
+std::vector<LiveStep> split(const Stream& st) {
+  LiveSteps steps;
+  std::vector<LiveStep> out;
+  for (const auto& r : st.records) {
+    lt_event_header h;
+    std::memcpy(&h, r.data(), sizeof h);
+    steps.add(h, r.data(), out);
+  }
+  steps.finish(out);
+  return out;
+}
+
+TEST(LiveSteps, AStepRunsFromItsFetchToItsLastBatchEndHook) {
+  Stream st;
+  std::uint64_t t = 0;
+  for (int i = 0; i < 3; ++i) t = st.batch(t + 5, 10 + i);
+  st.span("[_EvaluationLoop].val_next", (t + 5) * ms, (t + 6) * ms);  // the validation loop
+  const auto steps = split(st);
+  ASSERT_EQ(steps.size(), 3u);
+  // 5 + 1 + 1 + 10 + 1 + 1: the fetch's begin to the module hook's end.
+  EXPECT_EQ(steps[0].begin_ns, 5 * ms);
+  EXPECT_EQ(steps[0].duration_ns(), 14 * ms);
+  EXPECT_EQ(steps[1].duration_ns(), 15 * ms);
+  EXPECT_EQ(steps[2].duration_ns(), 16 * ms);
+  for (std::uint32_t i = 0; i < 3; ++i) EXPECT_EQ(steps[i].index, i);
+}
+
+TEST(LiveSteps, TheLastStepClosesAtTheEndAndProgressIsAnyEnd) {
+  Stream st;
+  st.batch(0, 10);
+  LiveSteps steps;
+  std::vector<LiveStep> out;
+  for (const auto& r : st.records) {
+    lt_event_header h;
+    std::memcpy(&h, r.data(), sizeof h);
+    steps.add(h, r.data(), out);
+  }
+  EXPECT_TRUE(out.empty());  // its end hook may still be followed by another
+  EXPECT_EQ(steps.last_progress(7), 14 * ms);
+  steps.finish(out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(steps.steps(7), 1u);
+}
+
+TEST(Triggers, ASlowStepIsPastKTimesTheMedianAndTheFloor) {
+  TriggerPolicy p({});
+  std::uint64_t t = 0;
+  auto step = [&](std::uint64_t dur, std::uint32_t i) {
+    LiveStep st{7, 7, i, t, t + dur};
+    t += dur + ms;
+    return p.on_step(st, t);
+  };
+  std::uint32_t i = 0;
+  // Warm-up: the first steps are never slow, however long.
+  EXPECT_FALSE(step(900 * ms, i++));
+  for (; i < 12; ++i) EXPECT_FALSE(step(100 * ms, i));
+  EXPECT_FALSE(step(190 * ms, i++));  // under 2x
+  const auto slow = step(250 * ms, i++);
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->kind, TriggerKind::slow_step);
+  EXPECT_EQ(slow->step, 13u);
+  EXPECT_NE(slow->what.find("train step 13 took 0.250 s"), std::string::npos) << slow->what;
+  // Short steps: 2.5x the median, but not 50 ms longer.
+  TriggerPolicy q({});
+  t = 0;
+  for (std::uint32_t j = 0; j < 20; ++j) EXPECT_FALSE(q.on_step({8, 8, j, t, t + 10 * ms}, t));
+  EXPECT_FALSE(q.on_step({8, 8, 20, t, t + 25 * ms}, t));
+}
+
+TEST(Triggers, AStallFiresOncePerStallAfterMaxOfTenMediansAndTheMinimum) {
+  TriggerOptions o;
+  o.stall_min_ns = 2 * s;
+  TriggerPolicy p(o);
+  std::uint64_t t = 0;
+  for (std::uint32_t i = 0; i < 20; ++i, t += 500 * ms) p.on_step({7, 7, i, t, t + 500 * ms}, t);
+  EXPECT_EQ(p.stall_after_ns(7), 5 * s);  // 10 x 0.5 s > 2 s
+  const std::uint64_t progress = 100 * s;
+  EXPECT_FALSE(p.check_stall(7, progress, progress + 4 * s));
+  const auto stall = p.check_stall(7, progress, progress + 5 * s);
+  ASSERT_TRUE(stall);
+  EXPECT_EQ(stall->at_ns, progress);
+  EXPECT_FALSE(p.check_stall(7, progress, progress + 50 * s));          // the same stall
+  EXPECT_TRUE(p.check_stall(7, progress + 60 * s, progress + 70 * s));  // progress, then another
+  EXPECT_FALSE(p.check_stall(9, 0, 1000 * s));                          // no progress ever: not a stall
+}
+
+TEST(Triggers, ExitsAndTheDailyLimit) {
+  TriggerOptions o;
+  o.max_per_day = 2;
+  TriggerPolicy p(o);
+  EXPECT_FALSE(p.on_exit(7, 0, s, s));
+  const auto failed = p.on_exit(7, 3 << 8, s, s);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->what, "exited with status 3");
+  EXPECT_EQ(p.on_exit(8, 9, s, s)->what, "killed by signal 9");
+  EXPECT_FALSE(p.on_exit(9, 11, s, s));  // the third in a day
+  EXPECT_EQ(p.fired(TriggerKind::exit), 2u);
+  EXPECT_EQ(p.suppressed(TriggerKind::exit), 1u);
+  EXPECT_TRUE(p.on_exit(10, 11, s, s + 86'400 * s));  // a day later
+  EXPECT_TRUE(p.request(0, s, "asked"));              // another kind: its own count
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/watch_test_XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+std::vector<std::byte> code_record(std::uint32_t pid, std::uint64_t ts) {
+  lt_py_code_event c{};
+  c.hdr.kind = LT_EV_PY_CODE;
+  c.hdr.size = sizeof c;
+  c.hdr.pid = pid;
+  c.hdr.ts_ns = ts;
+  c.code = 0x1234;
+  std::strcpy(c.name, "training_step");
+  std::vector<std::byte> out(sizeof c);
+  std::memcpy(out.data(), &c, sizeof c);
+  return out;
+}
+
+void feed(FlightRing& ring, const std::vector<std::byte>& r) {
+  lt_event_header h;
+  std::memcpy(&h, r.data(), sizeof h);
+  ring.add(h, r.data());
+}
+
+TEST(FlightRing, KeepsItsTimeAndAWindowHasTheNamesFromBeforeIt) {
+  TempDir d;
+  FlightRingOptions o;
+  o.dir = d.path;
+  o.keep_ns = 10 * s;
+  o.segment_ns = 2 * s;
+  FlightRing ring(o);
+  feed(ring, code_record(7, 1 * s));  // a name, long before any window
+  for (std::uint64_t t = 1 * s; t <= 60 * s; t += 100 * ms) {
+    feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "run_training_batch", t));
+    ring.tick(t);
+  }
+  // 10 s kept, in whole segments of 2 s: the oldest record is at most 12 s old.
+  EXPECT_GE(ring.oldest_ns(), 60 * s - 12 * s);
+  EXPECT_GT(ring.segments_dropped(), 20u);
+  const std::string out = d.path + "/window.ltrace";
+  ring.write_window(out, 55 * s, 57 * s);
+  std::vector<std::uint16_t> kinds;
+  std::vector<std::uint64_t> times;
+  tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) {
+    kinds.push_back(h.kind);
+    times.push_back(h.ts_ns);
+  });
+  ASSERT_GE(kinds.size(), 3u);
+  EXPECT_EQ(kinds.front(), LT_EV_PY_CODE);
+  EXPECT_EQ(kinds[1], LT_EV_WINDOW);
+  EXPECT_EQ(kinds.back(), LT_EV_WINDOW);
+  std::size_t events = 0;
+  for (std::size_t i = 2; i + 1 < kinds.size(); ++i) {
+    EXPECT_EQ(kinds[i], LT_EV_ACTION_BEGIN);
+    EXPECT_GE(times[i], 55 * s);
+    EXPECT_LE(times[i], 57 * s);
+    ++events;
+  }
+  EXPECT_EQ(events, 21u);  // 55.0, 55.1, ..., 57.0
+}
+
+TEST(FlightRing, KeepsItsBytes) {
+  TempDir d;
+  FlightRingOptions o;
+  o.dir = d.path;
+  o.keep_bytes = 64 << 10;
+  o.segment_ns = 1 * s;
+  FlightRing ring(o);
+  // Incompressible names: the bytes grow with the records.
+  std::uint64_t x = 88172645463325252ull;
+  for (std::uint64_t t = 1 * s; t <= 40 * s; t += 10 * ms) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    feed(ring, action(LT_EV_ACTION_BEGIN, 7, x, std::to_string(x) + std::to_string(x * 3), t));
+    ring.tick(t);
+  }
+  // Bounded by the keep, give or take the segment being written.
+  EXPECT_LE(ring.bytes(), (64u << 10) + (64u << 10));
+  EXPECT_GT(ring.segments_dropped(), 0u);
+}
+
+std::string http_get(std::uint16_t port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return "";
+  }
+  send(fd, request.data(), request.size(), 0);
+  std::string out;
+  char b[4096];
+  for (ssize_t n; (n = recv(fd, b, sizeof b, 0)) > 0;) out.append(b, static_cast<std::size_t>(n));
+  close(fd);
+  return out;
+}
+
+TEST(MetricsServer, ServesWhatWasPublishedAtSlashMetrics) {
+  MetricsServer m("127.0.0.1", 0);
+  ASSERT_GT(m.port(), 0);
+  m.publish("ltrace_bpf_watch_steps_total{pid=\"7\",rank=\"0\"} 41\n");
+  const auto ok = http_get(m.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(ok.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << ok;
+  EXPECT_NE(ok.find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(ok.find("\r\n\r\nltrace_bpf_watch_steps_total{pid=\"7\",rank=\"0\"} 41\n"), std::string::npos);
+  EXPECT_EQ(http_get(m.port(), "GET /other HTTP/1.0\r\n\r\n").rfind("HTTP/1.0 404", 0), 0u);
+  EXPECT_EQ(http_get(m.port(), "POST /metrics HTTP/1.0\r\n\r\n").rfind("HTTP/1.0 405", 0), 0u);
+  EXPECT_EQ(m.scrapes(), 1u);
+  EXPECT_THROW(MetricsServer("no such host name.invalid", 1), Error);
+}
+
+TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 5 * s;
+  o.after_ns = 1 * s;
+  o.host = "node/1";
+  std::vector<Capture> rendered;
+  Watcher w(o, nullptr, [&](const Capture& c) { rendered.push_back(c); });
+  lt_proc_info_event info{};
+  info.hdr.kind = LT_EV_PROC_INFO;
+  info.hdr.size = sizeof info;
+  info.hdr.pid = 7;
+  info.flags = LT_PROC_PYTHON;
+  info.rank = 3;
+  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  Stream st;
+  std::uint64_t t = 1000;
+  for (int i = 0; i < 15; ++i) t = st.batch(t + 5, i == 13 ? 400 : 20);
+  st.span("on_train_epoch_end", (t + 1) * ms, (t + 2) * ms);
+  for (const auto& r : st.records) {
+    lt_event_header h;
+    std::memcpy(&h, r.data(), sizeof h);
+    w.add(h, r.data());
+  }
+  w.tick((t + 2) * ms);
+  EXPECT_EQ(w.captures(), 0u);  // its window is not over
+  w.tick((t + 2) * ms + 2 * s);
+  EXPECT_EQ(w.captures(), 1u);
+  w.finish((t + 3) * ms + 2 * s);  // waits for the reports (their own thread)
+  ASSERT_EQ(rendered.size(), 1u);
+  const Capture& c = rendered[0];
+  EXPECT_EQ(c.trigger.kind, TriggerKind::slow_step);
+  EXPECT_EQ(c.trigger.step, 13u);
+  EXPECT_EQ(c.rank, 3);
+  EXPECT_NE(c.dir.find("-node_1-7-r3-slow-step"), std::string::npos) << c.dir;
+  EXPECT_TRUE(std::filesystem::exists(c.trace));
+  EXPECT_GT(c.records, 10u);
+  const std::string m = w.metrics_text((t + 2) * ms + 2 * s);
+  EXPECT_NE(m.find("ltrace_bpf_watch_steps_total{pid=\"7\",rank=\"3\"} 15\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_triggers_total{trigger=\"slow-step\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_captures_total 1\n"), std::string::npos) << m;
+}
+
+}  // namespace

@@ -1,0 +1,79 @@
+"""A Lightning fit for watch mode's tests: steady steps, one slow step, one
+stall, then a failed exit -- each a trigger, at a known step.
+
+Usage: python watch_job.py --wait-file PATH [--steps N] [--slow-step I --slow-s S]
+       [--stall-step J --stall-s T] [--exit-code C] [--step-s D] [--times FILE]
+
+Prints READY once imports are done, waits for PATH to exist, runs the fit
+(each training step sleeps D seconds: a steady median), then exits with C.
+--times FILE: each step's time, start to next start (bench/watch.py).
+"""
+import argparse
+import os
+import sys
+import time
+
+try:
+    import lightning.pytorch as pl
+except ImportError:
+    import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def stalled_here(seconds):
+    # The stall's frame: the watcher's thread dump names this function.
+    time.sleep(seconds)
+
+
+class Model(pl.LightningModule):
+    def __init__(self, args):
+        super().__init__()
+        self.net = torch.nn.Linear(8, 2)
+        self.args = args
+
+    starts = []
+
+    def training_step(self, batch, batch_idx):
+        a = self.args
+        Model.starts.append(time.perf_counter())
+        time.sleep(a.step_s)
+        if batch_idx == a.slow_step:
+            time.sleep(a.slow_s)
+        if batch_idx == a.stall_step:
+            stalled_here(a.stall_s)
+        return self.net(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--wait-file", required=True)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--step-s", type=float, default=0.02)
+    p.add_argument("--slow-step", type=int, default=-1)
+    p.add_argument("--slow-s", type=float, default=1.0)
+    p.add_argument("--stall-step", type=int, default=-1)
+    p.add_argument("--stall-s", type=float, default=4.0)
+    p.add_argument("--exit-code", type=int, default=0)
+    p.add_argument("--times")
+    a = p.parse_args()
+    data = TensorDataset(torch.randn(a.steps, 8))
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu", devices=1)
+    print("READY", flush=True)
+    while not os.path.exists(a.wait_file):
+        time.sleep(0.01)
+    trainer.fit(Model(a), DataLoader(data, batch_size=1))
+    print("FIT DONE", flush=True)
+    if a.times:
+        s = Model.starts
+        with open(a.times, "w") as f:
+            f.write("\n".join(f"{b - e:.6f}" for e, b in zip(s, s[1:])) + "\n")
+    sys.exit(a.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+// `ltrace-bpf watch`: always on (docs/design-watch.md). One session with
+// the cheap tier (Lightning actions and steps, c10d collectives, stacks at
+// a low rate, /proc and NVML samples, process lifecycle) whose records go
+// to the Watcher (user/watch/watcher.h): the flight recorder in DIR/ring,
+// the triggers, the captures in DIR/captures, the metrics. `watch
+// --capture-now` asks a running watcher for a capture (SIGUSR1, with the
+// pid as the signal's value).
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "user/cli/builtin.h"
+#include "user/cli/dump_output.h"
+#include "user/cli/stop_signals.h"
+#include "user/cluster/clock_exchange.h"
+#include "user/collector/session.h"
+#include "user/collector/synthesized_records.h"
+#include "user/core/errors.h"
+#include "user/core/output_file.h"
+#include "user/proc/job_discovery.h"
+#include "user/proc/native_symbols.h"
+#include "user/proc/procfs.h"
+#include "user/python/process_dump.h"
+#include "user/watch/metrics_server.h"
+#include "user/watch/watcher.h"
+
+namespace lt {
+namespace {
+
+// SIGUSR1 from `watch --capture-now`: the pid asked about (0: every one).
+std::atomic<bool> g_capture_asked{false};
+std::atomic<pid_t> g_capture_pid{0};
+void on_capture_signal(int, siginfo_t* info, void*) {
+  g_capture_pid.store(info && info->si_code == SI_QUEUE ? info->si_value.sival_int : 0);
+  g_capture_asked.store(true);
+}
+
+void install_capture_signal() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_capture_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+std::string pid_file(const Options& o) {
+  return o.watch_dir + "/watch.pid";
+}
+
+// watch --capture-now: the watcher on DIR, told by its pid file; only an
+// ltrace-bpf process is signalled (a stale file names someone else).
+int ask_for_capture(const Options& o) {
+  std::ifstream in(pid_file(o));
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0)
+    throw Error(ExitCode::no_such_process, "no watcher on " + o.watch_dir + " (" + pid_file(o) + " missing or empty)");
+  const std::string comm = proc::read_comm(static_cast<pid_t>(pid));
+  if (comm.rfind("ltrace-bpf", 0) != 0)
+    throw Error(ExitCode::no_such_process, "no watcher on " + o.watch_dir + ": process " + std::to_string(pid) +
+                                               " of " + pid_file(o) + " is gone or is not ltrace-bpf");
+  sigval v{};
+  v.sival_int = o.pids.empty() ? 0 : o.pids.front();
+  if (sigqueue(static_cast<pid_t>(pid), SIGUSR1, v) != 0)
+    throw Error(ExitCode::permission, "cannot signal the watcher " + std::to_string(pid) + ": " + std::strerror(errno));
+  std::cerr << "ltrace-bpf: asked the watcher (pid " << pid << ") for a capture"
+            << (o.pids.empty() ? std::string() : " of pid " + std::to_string(o.pids.front())) << "; it lands in "
+            << o.watch_dir << "/captures\n";
+  return 0;
+}
+
+WatchOptions watch_options(const Options& o) {
+  WatchOptions w;
+  w.ring.dir = o.watch_dir;
+  w.ring.keep_ns = static_cast<std::uint64_t>(o.keep_s * 1e9);
+  w.ring.keep_bytes = o.keep_bytes;
+  const auto on = [&o](const char* t) {
+    return ("," + o.triggers + ",").find(std::string(",") + t + ",") != std::string::npos;
+  };
+  w.triggers.slow = on("slow-step");
+  w.triggers.stall = on("stall");
+  w.triggers.exit = on("exit");
+  w.triggers.slow_factor = o.slow_factor;
+  w.triggers.slow_floor_ns = static_cast<std::uint64_t>(o.slow_floor_s * 1e9);
+  w.triggers.stall_min_ns = static_cast<std::uint64_t>(o.stall_s * 1e9);
+  w.triggers.max_per_day = o.max_per_day;
+  w.before_ns = static_cast<std::uint64_t>(o.capture_before_s * 1e9);
+  w.after_ns = static_cast<std::uint64_t>(o.capture_after_s * 1e9);
+  w.max_captures = o.max_captures;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  w.host = host;
+  return w;
+}
+
+// A capture's reports, next to its trace: the text reports as Lightning's
+// profilers write them to files, and the dashboard, made by `ltrace-bpf
+// report` in a child process: its memory is not the watcher's (RSS stays
+// flat however big a capture), and its notes go to report.log, not to the
+// watcher's one line per capture.
+void render_capture(const Capture& c) {
+  const int log = open_output_fd(c.dir + "/report.log", OutputMode::truncate);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, log, 1);
+  posix_spawn_file_actions_adddup2(&fa, log, 2);
+  const std::string html = c.dir + "/dashboard.html";
+  std::vector<std::string> args = {"ltrace-bpf", "report", c.trace,  "--dirpath", c.dir,
+                                   "--filename", "report", "--html", html};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t child = -1;
+  const int err = posix_spawn(&child, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(log);
+  if (err != 0) throw Error(ExitCode::io, std::string("cannot start the report: ") + std::strerror(err));
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  // 13: parts damaged, the rest reported (a window cut at a killed chunk).
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (rc != 0 && rc != static_cast<int>(ExitCode::damaged_trace))
+    throw Error(ExitCode::io, "the report exited with " + std::to_string(rc) + " (see " + c.dir + "/report.log)");
+}
+
+// At a stall: every thread of the process now (the dump command's text).
+std::string threads_now(const Trigger& t) {
+  if (t.kind != TriggerKind::stall || !t.pid) return "";
+  proc::NativeNamer namer;
+  return dump_text(python::dump_process(static_cast<pid_t>(t.pid), namer));
+}
+
+}  // namespace
+
+void check_watch(Options& o) {
+  if (o.capture_now) return;
+  if (o.all && (!o.pids.empty() || !o.job_env.empty()))
+    throw Error(ExitCode::usage, "--all takes every torch/Lightning process: --pid and --job-env do not apply");
+  if (o.pids.empty() && o.job_env.empty()) o.all = true;
+  if (o.all) o.children = true;
+}
+
+int cmd_watch(Options& opts) {
+  if (opts.capture_now) return ask_for_capture(opts);
+  install_stop_signals(false);
+  install_capture_signal();
+  if (!opts.job_env.empty()) {
+    std::string why;
+    auto found = proc::find_job_processes(opts.job_env, &why);
+    if (found.empty()) throw Error(ExitCode::no_such_process, "--job-env: " + why);
+    opts.pids.insert(opts.pids.end(), found.begin(), found.end());
+  }
+  std::unique_ptr<MetricsServer> metrics;
+  if (!opts.metrics_addr.empty()) {
+    std::string host;
+    std::uint16_t port = 0;
+    if (!cluster::parse_host_port(opts.metrics_addr, host, port))
+      throw Error(ExitCode::usage, "--metrics needs [HOST]:PORT (got '" + opts.metrics_addr + "')");
+    metrics = std::make_unique<MetricsServer>(host, port);
+  }
+  // One watcher per directory: the pid file is held locked while it runs
+  // (taken before the ring is touched).
+  make_output_dirs(opts.watch_dir);
+  const int pid_fd = open_output_fd(pid_file(opts), OutputMode::exclusive_truncate);
+  const std::string me = std::to_string(getpid()) + "\n";
+  if (write(pid_fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
+    throw Error(ExitCode::io, "cannot write " + pid_file(opts));
+  Watcher watcher(watch_options(opts), threads_now, render_capture);
+
+  SessionOptions so{opts.pids, opts.all, opts.children, {}, opts.duration_s, opts.verbose};
+  if (!opts.job_env.empty()) so.adopt_env = opts.job_env;
+  // The cheap tier: actions (always), stacks at a low rate, collectives,
+  // /proc and NVML samples. No op probes, no GPU bridge.
+  so.sample_rate_hz = opts.rate_hz ? opts.rate_hz : 19;
+  so.sources.stacks = true;
+  so.sources.comm = true;
+  so.device_stats = true;
+  so.gpu = false;
+  so.reports = "simple,advanced,comm,steps";
+  so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };
+  std::uint64_t next_publish = 0;
+  so.on_tick = [&](std::uint64_t now) {
+    if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
+    watcher.tick(now);
+    if (metrics && now >= next_publish) {
+      metrics->publish(watcher.metrics_text(now));
+      next_publish = now + 500'000'000;
+    }
+  };
+  if (metrics)
+    std::cerr << "ltrace-bpf: watch: metrics at http://" << opts.metrics_addr << "/metrics (port " << metrics->port()
+              << ")\n";
+  std::cerr << "ltrace-bpf: watch: recording to " << opts.watch_dir << "/ring (keeping " << opts.keep_s << " s, "
+            << (opts.keep_bytes >> 20) << " MiB at most); captures in " << opts.watch_dir << "/captures\n";
+  Session session(so);
+  session.prepare();
+  session.run(stop_requested());
+  watcher.finish(monotonic_ns());
+  if (metrics) metrics->publish(watcher.metrics_text(monotonic_ns()));
+  for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
+  for (auto& line : watcher.summary()) std::cerr << "ltrace-bpf: watch: " << line << "\n";
+  std::cerr << "ltrace-bpf: watch: " << session.stats().records << " records, " << watcher.captures()
+            << " capture(s); the ring holds " << watcher.ring().bytes() << " bytes in " << opts.watch_dir << "/ring\n";
+  unlink(pid_file(opts).c_str());
+  close(pid_fd);
+  return 0;
+}
+
+}  // namespace lt

@@ -1,0 +1,73 @@
+// Watch mode's flight recorder: the last --keep of the record stream, on
+// disk in DIR/ring as segment files, oldest dropped whole.
+//
+// Each segment is a trace file (user/tracefile: chunks written at least
+// once a second, so a killed watcher leaves readable segments). Records a
+// later window needs from before it, whatever its start (names: code
+// objects, op names, processes, the host: KeepInWindow::name in the record
+// catalogue), go to DIR/ring/names.ltrace instead, kept for the watcher's
+// life; it grows only with new names. A window (a capture) is the names,
+// then the events of the segments whose times fall in it, between WINDOW
+// records of its own.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "bpf/events.h"
+
+namespace lt {
+namespace tracefile {
+class TraceWriter;
+}  // namespace tracefile
+
+struct FlightRingOptions {
+  std::string dir;                          // the ring is DIR/ring
+  std::uint64_t keep_ns = 600'000'000'000;  // --keep: the time kept
+  std::uint64_t keep_bytes = 256ull << 20;  // --keep-bytes: the disk kept (segments)
+  std::uint64_t segment_ns = 0;             // 0: keep_ns / 20, within [2 s, 60 s]
+};
+
+class FlightRing {
+ public:
+  // Makes DIR/ring (a previous watcher's segments there are removed).
+  // Throws lt::Error(io | unsafe_output).
+  explicit FlightRing(FlightRingOptions o);
+  ~FlightRing();
+  FlightRing(const FlightRing&) = delete;
+  FlightRing& operator=(const FlightRing&) = delete;
+
+  void add(const lt_event_header& h, const std::byte* record);
+  // Starts a new segment when the current one is old enough, drops the
+  // oldest past --keep or --keep-bytes, and writes what waits each second.
+  void tick(std::uint64_t now_ns);
+  // The window [from, to] as one trace file at `path` (owner-only); returns
+  // its records. Throws lt::Error(io | unsafe_output).
+  std::uint64_t write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns);
+  // The segments' bytes on disk now (names.ltrace apart).
+  std::uint64_t bytes() const;
+  std::uint64_t names_bytes() const;
+  std::uint64_t segments_dropped() const { return dropped_; }
+  std::uint64_t oldest_ns() const;  // the oldest record kept (0: none)
+  void close();                     // writes what waits; the files stay
+
+ private:
+  struct Segment {
+    std::string path;
+    std::uint64_t first_ns = 0, last_ns = 0, bytes = 0;
+  };
+  void start_segment(std::uint64_t now_ns);
+  void finish_segment();
+  void drop_old(std::uint64_t now_ns);
+
+  FlightRingOptions o_;
+  std::string ring_;
+  std::deque<Segment> done_;
+  Segment cur_;
+  std::uint64_t cur_started_ns_ = 0;
+  std::uint64_t next_seq_ = 0, dropped_ = 0;
+  std::unique_ptr<tracefile::TraceWriter> writer_, names_;
+};
+
+}  // namespace lt

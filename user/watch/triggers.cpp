@@ -1,0 +1,100 @@
+#include "user/watch/triggers.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace lt {
+
+namespace {
+constexpr std::uint64_t kDayNs = 86'400'000'000'000ull;
+
+std::string seconds(std::uint64_t ns) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
+  return b;
+}
+}  // namespace
+
+const char* trigger_name(TriggerKind k) {
+  switch (k) {
+    case TriggerKind::slow_step:
+      return "slow-step";
+    case TriggerKind::stall:
+      return "stall";
+    case TriggerKind::exit:
+      return "exit";
+    case TriggerKind::request:
+      return "request";
+  }
+  return "?";
+}
+
+std::uint64_t TriggerPolicy::median_ns(std::uint32_t pid) const {
+  auto it = procs_.find(pid);
+  if (it == procs_.end() || it->second.recent.empty()) return 0;
+  std::vector<std::uint64_t> v(it->second.recent.begin(), it->second.recent.end());
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+std::uint64_t TriggerPolicy::stall_after_ns(std::uint32_t pid) const {
+  return std::max(static_cast<std::uint64_t>(o_.stall_factor * median_ns(pid)), o_.stall_min_ns);
+}
+
+std::optional<Trigger> TriggerPolicy::fire(Trigger t, std::uint64_t now) {
+  auto& times = times_[t.kind];
+  while (!times.empty() && now - times.front() >= kDayNs) times.pop_front();
+  if (times.size() >= o_.max_per_day) {
+    ++suppressed_[t.kind];
+    return std::nullopt;
+  }
+  times.push_back(now);
+  ++fired_[t.kind];
+  return t;
+}
+
+std::optional<Trigger> TriggerPolicy::on_step(const LiveStep& s, std::uint64_t now) {
+  Proc& p = procs_[s.pid];
+  // Judged against the steps before it, then counted.
+  const std::uint64_t median = median_ns(s.pid);
+  const std::uint64_t d = s.duration_ns();
+  const bool slow = o_.slow && p.seen >= o_.slow_warmup && median > 0 && d > o_.slow_factor * median &&
+                    d >= median + o_.slow_floor_ns;
+  ++p.seen;
+  p.recent.push_back(d);
+  while (p.recent.size() > o_.median_window) p.recent.pop_front();
+  if (!slow) return std::nullopt;
+  char what[160];
+  std::snprintf(what, sizeof what, "train step %u took %s, %.1fx the median %s of the last %zu", s.index,
+                seconds(d).c_str(), static_cast<double>(d) / median, seconds(median).c_str(), p.recent.size() - 1);
+  return fire({TriggerKind::slow_step, s.pid, s.end_ns, s.index, what}, now);
+}
+
+std::optional<Trigger> TriggerPolicy::on_exit(std::uint32_t pid, std::uint32_t status, std::uint64_t ts,
+                                              std::uint64_t now) {
+  procs_.erase(pid);
+  if (!o_.exit || status == 0) return std::nullopt;
+  const unsigned sig = status & 0x7f, code = (status >> 8) & 0xff;
+  const std::string what =
+      sig ? "killed by signal " + std::to_string(sig) : "exited with status " + std::to_string(code);
+  return fire({TriggerKind::exit, pid, ts, 0, what}, now);
+}
+
+std::optional<Trigger> TriggerPolicy::check_stall(std::uint32_t pid, std::uint64_t last_progress, std::uint64_t now) {
+  if (!o_.stall || last_progress == 0 || now < last_progress) return std::nullopt;
+  Proc& p = procs_[pid];
+  if (p.stalled_at == last_progress) return std::nullopt;  // fired for this stall already
+  const std::uint64_t after = stall_after_ns(pid);
+  if (now - last_progress < after) return std::nullopt;
+  p.stalled_at = last_progress;
+  const std::string what = "no Lightning action ended for " + seconds(now - last_progress) + " (stall bound " +
+                           seconds(after) + ", median step " + seconds(median_ns(pid)) + ")";
+  return fire({TriggerKind::stall, pid, last_progress, p.seen, what}, now);
+}
+
+std::optional<Trigger> TriggerPolicy::request(std::uint32_t pid, std::uint64_t now, const std::string& why) {
+  return fire({TriggerKind::request, pid, now, 0, why}, now);
+}
+
+}  // namespace lt

@@ -1,0 +1,83 @@
+// Watch mode's triggers: when the flight recorder's last minutes are worth
+// keeping as a capture. Pure logic over the steps, exits and progress the
+// watcher sees (reports/aggregate/live_steps.h), with the clock passed in,
+// so every rule is tested on synthetic input.
+//
+//   slow-step  a train step longer than slow_factor x the rolling median of
+//              the process's recent steps and longer than it by slow_floor,
+//              once slow_warmup steps were seen (the first ones compile
+//              and warm caches);
+//   stall      no action of a live process ended for
+//              max(stall_factor x median step, stall_min); once per stall;
+//   exit       a process ended with a non-zero status or a signal;
+//   request    asked for (watch --capture-now, or SIGUSR1 to the watcher).
+// Each kind fires at most max_per_day times in any 24 hours (Perfetto's
+// max_per_24_h); what it suppresses is counted.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "reports/aggregate/live_steps.h"
+
+namespace lt {
+
+enum class TriggerKind { slow_step, stall, exit, request };
+const char* trigger_name(TriggerKind k);  // "slow-step", "stall", "exit", "request"
+
+struct TriggerOptions {
+  bool slow = true, stall = true, exit = true;
+  double slow_factor = 2.0;
+  std::uint64_t slow_floor_ns = 50'000'000;
+  std::uint32_t slow_warmup = 10;
+  std::uint32_t median_window = 101;  // steps in the rolling median
+  double stall_factor = 10.0;
+  std::uint64_t stall_min_ns = 60'000'000'000;
+  unsigned max_per_day = 20;  // per kind
+};
+
+struct Trigger {
+  TriggerKind kind = TriggerKind::request;
+  std::uint32_t pid = 0;
+  std::uint64_t at_ns = 0;  // what it is about: the step's end, the last progress, the exit
+  std::uint32_t step = 0;   // slow-step: the step's index; stall: steps done
+  std::string what;         // one line for people
+};
+
+class TriggerPolicy {
+ public:
+  explicit TriggerPolicy(TriggerOptions o) : o_(o) {}
+  std::optional<Trigger> on_step(const LiveStep& s, std::uint64_t now);
+  // status: the kernel's wait status (exit code << 8 | signal).
+  std::optional<Trigger> on_exit(std::uint32_t pid, std::uint32_t status, std::uint64_t ts, std::uint64_t now);
+  // A live process whose last action ended at last_progress (0: none yet).
+  std::optional<Trigger> check_stall(std::uint32_t pid, std::uint64_t last_progress, std::uint64_t now);
+  std::optional<Trigger> request(std::uint32_t pid, std::uint64_t now, const std::string& why);
+  // The median of pid's recent steps (0: none yet).
+  std::uint64_t median_ns(std::uint32_t pid) const;
+  // How long a stall of pid must last to fire.
+  std::uint64_t stall_after_ns(std::uint32_t pid) const;
+  std::uint64_t fired(TriggerKind k) const { return count(fired_, k); }
+  std::uint64_t suppressed(TriggerKind k) const { return count(suppressed_, k); }
+  void forget(std::uint32_t pid) { procs_.erase(pid); }
+
+ private:
+  struct Proc {
+    std::deque<std::uint64_t> recent;  // the last median_window step durations
+    std::uint32_t seen = 0;
+    std::uint64_t stalled_at = 0;  // the last_progress a stall fired for (0: none)
+  };
+  std::optional<Trigger> fire(Trigger t, std::uint64_t now);
+  static std::uint64_t count(const std::map<TriggerKind, std::uint64_t>& m, TriggerKind k) {
+    auto it = m.find(k);
+    return it == m.end() ? 0 : it->second;
+  }
+  TriggerOptions o_;
+  std::map<std::uint32_t, Proc> procs_;
+  std::map<TriggerKind, std::deque<std::uint64_t>> times_;  // when each kind fired, the last 24 h
+  std::map<TriggerKind, std::uint64_t> fired_, suppressed_;
+};
+
+}  // namespace lt

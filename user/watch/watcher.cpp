@@ -1,0 +1,319 @@
+#include "user/watch/watcher.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "user/core/errors.h"
+#include "user/core/output_file.h"
+#include "user/model/record_dispatch.h"
+
+namespace lt {
+
+namespace {
+
+std::int64_t realtime_minus_monotonic() {
+  timespec m{}, r{};
+  clock_gettime(CLOCK_MONOTONIC, &m);
+  clock_gettime(CLOCK_REALTIME, &r);
+  return (static_cast<std::int64_t>(r.tv_sec) - m.tv_sec) * 1'000'000'000 + (r.tv_nsec - m.tv_nsec);
+}
+
+bool alive(std::uint32_t pid) {
+  return pid && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+// Capture directories of ours: "YYYYmmddTHHMMSS.mmmZ-...", so that names
+// sort by time.
+bool capture_dir_name(const std::string& n) {
+  return n.size() > 20 && n[8] == 'T' && n[19] == 'Z' && std::isdigit(static_cast<unsigned char>(n[0]));
+}
+
+// Host names and the like in a file name: [A-Za-z0-9._] kept, others '_'.
+std::string file_safe(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_') c = '_';
+  return s.substr(0, 64);
+}
+
+}  // namespace
+
+Watcher::Watcher(WatchOptions o, OnTrigger on_trigger, OnCapture on_capture)
+    : o_(std::move(o)),
+      on_trigger_(std::move(on_trigger)),
+      on_capture_(std::move(on_capture)),
+      ring_(o_.ring),
+      policy_(o_.triggers),
+      realtime_offset_ns_(realtime_minus_monotonic()) {
+  const std::string captures = o_.ring.dir + "/captures";
+  make_output_dirs(captures);
+  // A previous watcher's captures count against the bound too.
+  if (DIR* d = opendir(captures.c_str())) {
+    while (dirent* e = readdir(d))
+      if (capture_dir_name(e->d_name)) kept_.push_back(captures + "/" + e->d_name);
+    closedir(d);
+  }
+  std::sort(kept_.begin(), kept_.end());
+}
+
+Watcher::~Watcher() {
+  join_renders(true);
+}
+
+void Watcher::join_renders(bool all) {
+  for (auto it = renders_.begin(); it != renders_.end();) {
+    if (all || it->done->load()) {
+      it->thread.join();
+      it = renders_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Watcher::add(const lt_event_header& h, const std::byte* record) {
+  ++records_;
+  ring_.add(h, record);
+  const std::uint64_t now = std::max(now_ns_, h.ts_ns);
+  closed_.clear();
+  steps_.add(h, record, closed_);
+  for (const auto& s : closed_) {
+    auto& p = procs_[s.pid];
+    ++p.steps;
+    p.last_step_ns = s.duration_ns();
+    on_trigger(policy_.on_step(s, now));
+    p.median_ns = policy_.median_ns(s.pid);
+  }
+  visit_record(h, record,
+               overloaded{
+                   [&](const lt_event_header& hh, const lt_proc_info_event& e) {
+                     if (!(e.flags & LT_PROC_PYTHON)) return;
+                     auto& p = procs_[hh.pid];
+                     if (e.rank >= 0) p.rank = e.rank;
+                   },
+                   [&](const lt_event_header& hh, const lt_proc_env_event& e) {
+                     if (e.rank >= 0 && procs_.count(hh.pid)) procs_[hh.pid].rank = e.rank;
+                   },
+                   [&](const lt_event_header& hh, const lt_proc_event& e) {
+                     if (hh.kind != LT_EV_PROC_EXIT) return;
+                     auto it = procs_.find(e.child_pid);
+                     if (it == procs_.end() || it->second.exited) return;  // not a Python target of ours
+                     it->second.exited = true;
+                     on_trigger(policy_.on_exit(e.child_pid, e.exit_code, hh.ts_ns, now));
+                     steps_.forget(e.child_pid);
+                   },
+                   [&](const lt_event_header& hh, const lt_proc_stats_event& e) {
+                     if (auto it = procs_.find(hh.pid); it != procs_.end()) {
+                       it->second.rss_bytes = e.rss_bytes;
+                       it->second.cpu_ns = e.cpu_ns;
+                     }
+                   },
+                   [&](const lt_event_header& hh, const lt_comm_event&) {
+                     if (auto it = procs_.find(hh.pid); it != procs_.end()) ++it->second.collectives;
+                   },
+               });
+}
+
+void Watcher::on_trigger(std::optional<Trigger> t) {
+  if (!t) return;
+  Capture c;
+  c.trigger = std::move(*t);
+  if (auto it = procs_.find(c.trigger.pid); it != procs_.end()) c.rank = it->second.rank;
+  c.from_ns = c.trigger.at_ns > o_.before_ns ? c.trigger.at_ns - o_.before_ns : 0;
+  c.to_ns = c.trigger.at_ns + o_.after_ns;
+  c.dir = o_.ring.dir + "/captures/" + capture_name(c.trigger, c.rank);
+  c.trace = c.dir + "/trace.ltrace";
+  try {
+    if (on_trigger_) c.at_trigger = on_trigger_(c.trigger);
+  } catch (const Error& e) {
+    c.at_trigger = std::string("(not read: ") + e.what() + ")\n";
+  }
+  std::cerr << "ltrace-bpf: watch: " << trigger_name(c.trigger.kind) << ": pid " << c.trigger.pid;
+  if (c.rank >= 0) std::cerr << " rank " << c.rank;
+  std::cerr << ": " << c.trigger.what << "; capture " << c.dir << " after " << o_.after_ns / 1'000'000'000
+            << " s more\n";
+  pending_.push_back(std::move(c));
+}
+
+std::string Watcher::capture_name(const Trigger& t, int rank) const {
+  const std::int64_t wall = static_cast<std::int64_t>(t.at_ns) + realtime_offset_ns_;
+  const time_t secs = static_cast<time_t>(wall / 1'000'000'000);
+  tm utc{};
+  gmtime_r(&secs, &utc);
+  char when[64];
+  std::snprintf(when, sizeof when, "%04d%02d%02dT%02d%02d%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(wall / 1'000'000 % 1000));
+  std::string name = std::string(when) + "-" + file_safe(o_.host) + "-" + std::to_string(t.pid) + "-" +
+                     (rank >= 0 ? "r" + std::to_string(rank) : std::string("r-")) + "-" + trigger_name(t.kind);
+  // Two triggers in the same millisecond: a suffix.
+  std::string unique = name;
+  for (int i = 2; std::find(kept_.begin(), kept_.end(), o_.ring.dir + "/captures/" + unique) != kept_.end() ||
+                  std::any_of(pending_.begin(), pending_.end(),
+                              [&](const Capture& c) { return c.dir == o_.ring.dir + "/captures/" + unique; });
+       ++i)
+    unique = name + "-" + std::to_string(i);
+  return unique;
+}
+
+void Watcher::tick(std::uint64_t now_ns) {
+  now_ns_ = now_ns;
+  join_renders(false);
+  ring_.tick(now_ns);
+  for (auto& [pid, p] : procs_)
+    if (!p.exited && alive(pid)) on_trigger(policy_.check_stall(pid, steps_.last_progress(pid), now_ns));
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now_ns < it->to_ns) {
+      ++it;
+      continue;
+    }
+    Capture c = std::move(*it);
+    it = pending_.erase(it);
+    write_capture(c, now_ns);
+  }
+}
+
+void Watcher::request(pid_t pid, std::uint64_t now_ns) {
+  const std::string why = pid ? "asked for (watch --capture-now or SIGUSR1)" : "asked for, for every process";
+  on_trigger(policy_.request(static_cast<std::uint32_t>(pid), now_ns, why));
+}
+
+void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
+  c.to_ns = std::min(c.to_ns, now_ns);
+  try {
+    make_output_dirs(c.dir);
+    c.records = ring_.write_window(c.trace, c.from_ns, c.to_ns);
+    if (!c.at_trigger.empty()) {
+      OutputFile f(c.dir + "/threads.txt");
+      f.stream() << c.at_trigger;
+      f.close();
+    }
+    if (on_capture_) {
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      renders_.push_back({std::thread([this, c, done] {
+                            try {
+                              on_capture_(c);
+                            } catch (const std::exception& e) {
+                              std::cerr << "ltrace-bpf: watch: the reports of " << c.dir << " not written: " << e.what()
+                                        << "\n";
+                            }
+                            done->store(true);
+                          }),
+                          done});
+    }
+    ++captures_written_;
+    kept_.push_back(c.dir);
+    std::cerr << "ltrace-bpf: watch: wrote " << c.dir << " (" << c.records << " records, "
+              << (c.to_ns - c.from_ns) / 1'000'000 << " ms)\n";
+  } catch (const Error& e) {
+    std::cerr << "ltrace-bpf: watch: capture " << c.dir << " not written: " << e.what() << "\n";
+  }
+  keep_captures_bounded();
+}
+
+void Watcher::keep_captures_bounded() {
+  while (kept_.size() > o_.max_captures) {
+    std::error_code ec;
+    // remove_all never follows a link: it removes the link itself.
+    std::filesystem::remove_all(kept_.front(), ec);
+    std::cerr << "ltrace-bpf: watch: removed the oldest capture " << kept_.front() << " (at most " << o_.max_captures
+              << " kept: --max-captures)\n";
+    kept_.erase(kept_.begin());
+    ++captures_removed_;
+  }
+}
+
+void Watcher::finish(std::uint64_t now_ns) {
+  now_ns_ = now_ns;
+  closed_.clear();
+  steps_.finish(closed_);
+  for (const auto& s : closed_) {
+    auto& p = procs_[s.pid];
+    ++p.steps;
+    p.last_step_ns = s.duration_ns();
+    on_trigger(policy_.on_step(s, now_ns));
+    p.median_ns = policy_.median_ns(s.pid);
+  }
+  for (auto& c : pending_) write_capture(c, now_ns);
+  pending_.clear();
+  join_renders(true);
+  ring_.close();
+}
+
+std::vector<std::string> Watcher::summary() const {
+  std::vector<std::string> out;
+  for (const auto& [pid, p] : procs_) {
+    char med[32];
+    std::snprintf(med, sizeof med, "%.3f s", p.median_ns / 1e9);
+    out.push_back("pid " + std::to_string(pid) + (p.rank >= 0 ? " (rank " + std::to_string(p.rank) + ")" : "") + ": " +
+                  std::to_string(p.steps) + " train step(s)" +
+                  (p.steps ? std::string(", median of the last ones ") + med : std::string()));
+  }
+  return out;
+}
+
+std::string Watcher::metrics_text(std::uint64_t now_ns) const {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto labels = [](std::uint32_t pid, const Proc& p) {
+    return "{pid=\"" + std::to_string(pid) + "\",rank=\"" + (p.rank >= 0 ? std::to_string(p.rank) : "") + "\"}";
+  };
+  auto num = [](double v) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%.9g", v);
+    return std::string(b);
+  };
+  metric("ltrace_bpf_watch_steps_total", "counter", "Lightning training steps completed, per process.");
+  for (const auto& [pid, p] : procs_)
+    out += "ltrace_bpf_watch_steps_total" + labels(pid, p) + " " + num(p.steps) + "\n";
+  metric("ltrace_bpf_watch_step_seconds", "gauge", "The last training step's duration.");
+  for (const auto& [pid, p] : procs_)
+    if (p.steps) out += "ltrace_bpf_watch_step_seconds" + labels(pid, p) + " " + num(p.last_step_ns / 1e9) + "\n";
+  metric("ltrace_bpf_watch_step_median_seconds", "gauge", "The median of the recent training steps.");
+  for (const auto& [pid, p] : procs_)
+    if (const auto m = policy_.median_ns(pid))
+      out += "ltrace_bpf_watch_step_median_seconds" + labels(pid, p) + " " + num(m / 1e9) + "\n";
+  metric("ltrace_bpf_watch_since_progress_seconds", "gauge", "Time since any Lightning action of the process ended.");
+  for (const auto& [pid, p] : procs_)
+    if (const auto last = steps_.last_progress(pid); last && !p.exited && now_ns >= last)
+      out += "ltrace_bpf_watch_since_progress_seconds" + labels(pid, p) + " " + num((now_ns - last) / 1e9) + "\n";
+  metric("ltrace_bpf_watch_rss_bytes", "gauge", "Resident memory of the process (from /proc).");
+  for (const auto& [pid, p] : procs_)
+    if (p.rss_bytes) out += "ltrace_bpf_watch_rss_bytes" + labels(pid, p) + " " + num(p.rss_bytes) + "\n";
+  metric("ltrace_bpf_watch_cpu_seconds_total", "counter", "CPU time of the process (from /proc).");
+  for (const auto& [pid, p] : procs_)
+    if (p.cpu_ns) out += "ltrace_bpf_watch_cpu_seconds_total" + labels(pid, p) + " " + num(p.cpu_ns / 1e9) + "\n";
+  metric("ltrace_bpf_watch_collectives_total", "counter", "c10d collectives entered.");
+  for (const auto& [pid, p] : procs_)
+    out += "ltrace_bpf_watch_collectives_total" + labels(pid, p) + " " + num(p.collectives) + "\n";
+  metric("ltrace_bpf_watch_triggers_total", "counter", "Triggers fired, by kind.");
+  metric("ltrace_bpf_watch_triggers_suppressed_total", "counter", "Triggers over their daily limit, by kind.");
+  for (auto k : {TriggerKind::slow_step, TriggerKind::stall, TriggerKind::exit, TriggerKind::request}) {
+    out += std::string("ltrace_bpf_watch_triggers_total{trigger=\"") + trigger_name(k) + "\"} " +
+           num(policy_.fired(k)) + "\n";
+    out += std::string("ltrace_bpf_watch_triggers_suppressed_total{trigger=\"") + trigger_name(k) + "\"} " +
+           num(policy_.suppressed(k)) + "\n";
+  }
+  metric("ltrace_bpf_watch_captures_total", "counter", "Captures written.");
+  out += "ltrace_bpf_watch_captures_total " + num(captures_written_) + "\n";
+  metric("ltrace_bpf_watch_records_total", "counter", "Records the watcher received.");
+  out += "ltrace_bpf_watch_records_total " + num(records_) + "\n";
+  metric("ltrace_bpf_watch_ring_bytes", "gauge", "The flight recorder's segments on disk.");
+  out += "ltrace_bpf_watch_ring_bytes " + num(ring_.bytes()) + "\n";
+  metric("ltrace_bpf_watch_ring_seconds", "gauge", "The time the flight recorder holds.");
+  const auto oldest = ring_.oldest_ns();
+  out += "ltrace_bpf_watch_ring_seconds " + num(oldest && now_ns > oldest ? (now_ns - oldest) / 1e9 : 0) + "\n";
+  return out;
+}
+
+}  // namespace lt

@@ -1,0 +1,108 @@
+// `ltrace-bpf watch`: what the always-on mode does with the record stream
+// (docs/design-watch.md). Every record goes to the flight recorder
+// (flight_ring.h) and past the live step split (live_steps.h); the trigger
+// rules (triggers.h) decide when a capture is kept: the ring's last
+// `before` plus `after` more, written to DIR/captures/<when>-<host>-<pid>-
+// <rank>-<trigger>/ once that window has passed (at the end of the watch at
+// the latest), then rendered by the caller (reports, dashboard). At most
+// max_captures are kept: the oldest go, and that is said. The metrics text
+// (Prometheus) is made from the same state.
+#pragma once
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reports/aggregate/live_steps.h"
+#include "user/watch/flight_ring.h"
+#include "user/watch/triggers.h"
+
+namespace lt {
+
+struct WatchOptions {
+  FlightRingOptions ring;
+  TriggerOptions triggers;
+  std::uint64_t before_ns = 60'000'000'000;  // of the ring, before the trigger
+  std::uint64_t after_ns = 10'000'000'000;   // after it
+  unsigned max_captures = 50;
+  std::string host;  // in capture names
+};
+
+struct Capture {
+  Trigger trigger;
+  int rank = -1;
+  std::uint64_t from_ns = 0, to_ns = 0;
+  std::string dir;         // DIR/captures/<name>
+  std::string trace;       // dir + "/trace.ltrace"
+  std::string at_trigger;  // what the caller kept when it fired (threads' stacks of a stall)
+  std::uint64_t records = 0;
+};
+
+class Watcher {
+ public:
+  // At the moment a trigger fires (the process as it is now): text kept in
+  // the capture as threads.txt ("" for none).
+  using OnTrigger = std::function<std::string(const Trigger&)>;
+  // Once a capture's trace is written: its reports next to it. Runs on a
+  // thread of its own (rendering a minute of records takes a while; the
+  // drain must go on meanwhile); finish() waits for every one.
+  using OnCapture = std::function<void(const Capture&)>;
+  // Throws lt::Error(io | unsafe_output) when DIR cannot be used.
+  Watcher(WatchOptions o, OnTrigger on_trigger, OnCapture on_capture);
+  ~Watcher();
+
+  void add(const lt_event_header& h, const std::byte* record);
+  // Between drains: the ring's upkeep, stalls, captures whose window ended.
+  void tick(std::uint64_t now_ns);
+  // watch --capture-now / SIGUSR1: pid 0 means every process watched.
+  void request(pid_t pid, std::uint64_t now_ns);
+  // The watch ends: steps still open closed, every capture waiting written
+  // (its window cut at now).
+  void finish(std::uint64_t now_ns);
+  std::string metrics_text(std::uint64_t now_ns) const;
+  // One line per process watched: "pid 7 (rank 3): 60 train step(s), median 0.021 s".
+  std::vector<std::string> summary() const;
+  std::uint64_t captures() const { return captures_written_; }
+  const FlightRing& ring() const { return ring_; }
+
+ private:
+  struct Proc {
+    int rank = -1;
+    bool exited = false;
+    std::uint64_t steps = 0, last_step_ns = 0, median_ns = 0;
+    std::uint64_t rss_bytes = 0, cpu_ns = 0, collectives = 0;
+  };
+  void on_trigger(std::optional<Trigger> t);
+  void write_capture(Capture& c, std::uint64_t now_ns);
+  void keep_captures_bounded();
+  std::string capture_name(const Trigger& t, int rank) const;
+
+  WatchOptions o_;
+  OnTrigger on_trigger_;
+  OnCapture on_capture_;
+  FlightRing ring_;
+  LiveSteps steps_;
+  TriggerPolicy policy_;
+  std::map<std::uint32_t, Proc> procs_;
+  std::vector<Capture> pending_;
+  std::vector<std::string> kept_;  // capture directories written, oldest first
+  std::uint64_t records_ = 0, captures_written_ = 0, captures_removed_ = 0;
+  std::int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC
+  std::uint64_t now_ns_ = 0;             // the last tick
+  std::vector<LiveStep> closed_;         // scratch
+  struct Render {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Render> renders_;  // on_capture_ calls under way (joined when done)
+  void join_renders(bool all);
+};
+
+}  // namespace lt
