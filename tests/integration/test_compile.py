@@ -120,8 +120,14 @@ def test_compiled_regions_and_kernels_match_torch_profiler(attach, inductor_cach
     def bound(p):
         return 4 * math.sqrt(max(p * (1 - p), 0.01) / n) + 0.05
 
-    assert kernel_share > 0 and abs(kernel_share - graph_share) <= bound(graph_share), (
-        kernel_share, graph_share, n, run.lt_out[-3000:])
+    assert abs(kernel_share - graph_share) <= bound(graph_share), (kernel_share, graph_share, n, run.lt_out[-3000:])
+    # Kernels must have samples at all, where that is near certain: with
+    # half torch's share expected (ours has been as low as 0.046 against its
+    # 0.084), P(none) = e^-expected.  CI once took 93 samples (a busy
+    # machine: 93 ms of CPU), expecting ~4: none was a 1-in-70 draw.
+    expected = n * graph_share / 2
+    if expected >= 9:  # P(none) <= 1.2e-4
+        assert kernel_share > 0, (graph_share, n, run.lt_out[-3000:])
     addmm_share = ours["aten::addmm"]["self_us"] / ours_total
     their_addmm_share = theirs["aten::addmm"]["self_cpu_time_total"] / their_total
     assert abs(addmm_share - their_addmm_share) <= bound(their_addmm_share), (

@@ -1,5 +1,6 @@
 """watch: the always-on mode on a real Lightning fit (tests/workloads/watch_job.py)
-with one slow step, one stall and a failed exit, scraped by a real Prometheus.
+with one slow step, one stall, a leak and a failed exit, scraped by a real
+Prometheus.
 
 One watched run is shared by every test here (a module fixture): the fit
 takes ~10 s, the imports most of the rest."""
@@ -19,6 +20,7 @@ from conftest import LTRACE, WORKLOADS, wait_for
 STEPS = 60
 SLOW_STEP, SLOW_S = 30, 1.0
 STALL_STEP, STALL_S = 45, 4.0
+LEAK_MB = 5  # per step: 300 MiB over the fit, from ~700 MiB
 
 
 def free_port():
@@ -84,7 +86,8 @@ def watched(tmp_path_factory, ):
     with open(wl_out, "w") as wo:
         target = subprocess.Popen([py, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
                                    "--steps", str(STEPS), "--slow-step", str(SLOW_STEP), "--slow-s", str(SLOW_S),
-                                   "--stall-step", str(STALL_STEP), "--stall-s", str(STALL_S), "--exit-code", "3"],
+                                   "--stall-step", str(STALL_STEP), "--stall-s", str(STALL_S), "--exit-code", "3",
+                                   "--leak-mb", str(LEAK_MB)],
                                   stdout=wo, stderr=subprocess.STDOUT, cwd=tmp)
     prom = None
     try:
@@ -92,7 +95,7 @@ def watched(tmp_path_factory, ):
         with open(lt_err, "w") as le:
             lt = subprocess.Popen([LTRACE, "watch", "--pid", str(target.pid), "-v", "--dir", str(wdir),
                                    "--keep", "60s", "--capture-before", "5s", "--capture-after", "1s",
-                                   "--stall", "2s", "--metrics", f"127.0.0.1:{metrics_port}"],
+                                   "--stall", "2s", "--memory-growth", "25", "--memory-floor", "100M", "--metrics", f"127.0.0.1:{metrics_port}"],
                                   stdout=subprocess.DEVNULL, stderr=le, cwd=tmp)
         wait_for(str(lt_err), "attached", 120, lt)
         prom = Prometheus(tmp, metrics_port)
@@ -165,6 +168,14 @@ def test_the_stall_is_captured_with_the_threads_at_that_moment(watched):
     threads = open(os.path.join(stall[0], "threads.txt")).read()
     assert "stalled_here" in threads, threads
     assert "no Lightning action ended for" in watched["err"]
+
+
+def test_the_leak_is_captured_once(watched):
+    # +25% over the lowest RSS of the window (and 100 MiB): ~175 MiB into
+    # the leak; then measured from there, and the other ~125 MiB are under
+    # +25% of that.
+    assert len(captures_of(watched, "memory")) == 1, watched["captures"]
+    assert "resident memory grew from" in watched["err"], watched["err"]
 
 
 def test_the_failed_exit_and_the_request_are_captured(watched):

@@ -333,3 +333,35 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Triggers, MemoryGrowthOverTheWindowsLowest) {
+  TriggerOptions o;
+  o.memory_growth = 0.5;
+  o.memory_floor_bytes = 100 << 20;
+  o.memory_window_ns = 60 * s;
+  TriggerPolicy p(o);
+  const std::uint64_t MiB = 1 << 20;
+  // 400 MiB, a dip to 300, then up: 300 -> 449 is under +50%.
+  EXPECT_FALSE(p.on_rss(7, 400 * MiB, 1 * s, 1 * s));
+  EXPECT_FALSE(p.on_rss(7, 300 * MiB, 2 * s, 2 * s));
+  EXPECT_FALSE(p.on_rss(7, 449 * MiB, 3 * s, 3 * s));
+  const auto grew = p.on_rss(7, 451 * MiB, 4 * s, 4 * s);
+  ASSERT_TRUE(grew);
+  EXPECT_EQ(grew->kind, TriggerKind::memory);
+  EXPECT_NE(grew->what.find("from 300.0 MiB to 451.0 MiB"), std::string::npos) << grew->what;
+  // Measured from there again: the same level does not fire twice.
+  EXPECT_FALSE(p.on_rss(7, 460 * MiB, 5 * s, 5 * s));
+  // The window forgets an old low: 300 MiB at 2 s is gone by 70 s.
+  TriggerPolicy q(o);
+  EXPECT_FALSE(q.on_rss(8, 300 * MiB, 2 * s, 2 * s));
+  EXPECT_FALSE(q.on_rss(8, 420 * MiB, 10 * s, 10 * s));
+  EXPECT_FALSE(q.on_rss(8, 460 * MiB, 70 * s, 70 * s));  // the low is 420 now: +9.5%
+  // Small processes: +50% but under the floor.
+  TriggerPolicy r(o);
+  EXPECT_FALSE(r.on_rss(9, 20 * MiB, 1 * s, 1 * s));
+  EXPECT_FALSE(r.on_rss(9, 90 * MiB, 2 * s, 2 * s));
+}
+
+}  // namespace

@@ -2,10 +2,11 @@
 stall, then a failed exit -- each a trigger, at a known step.
 
 Usage: python watch_job.py --wait-file PATH [--steps N] [--slow-step I --slow-s S]
-       [--stall-step J --stall-s T] [--exit-code C] [--step-s D] [--times FILE]
+       [--stall-step J --stall-s T] [--exit-code C] [--step-s D] [--times FILE] [--leak-mb M]
 
 Prints READY once imports are done, waits for PATH to exist, runs the fit
 (each training step sleeps D seconds: a steady median), then exits with C.
+--leak-mb M: each step keeps M MiB more (a leak).
 --times FILE: each step's time, start to next start (bench/watch.py).
 """
 import argparse
@@ -33,10 +34,13 @@ class Model(pl.LightningModule):
         self.args = args
 
     starts = []
+    kept = []  # --leak-mb: what each step keeps (resident: filled, not zero pages)
 
     def training_step(self, batch, batch_idx):
         a = self.args
         Model.starts.append(time.perf_counter())
+        if a.leak_mb:
+            Model.kept.append(b"\x01" * (a.leak_mb << 20))
         time.sleep(a.step_s)
         if batch_idx == a.slow_step:
             time.sleep(a.slow_s)
@@ -59,6 +63,7 @@ def main():
     p.add_argument("--stall-s", type=float, default=4.0)
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--times")
+    p.add_argument("--leak-mb", type=int, default=0)
     a = p.parse_args()
     data = TensorDataset(torch.randn(a.steps, 8))
     trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,

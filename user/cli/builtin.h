@@ -17,6 +17,7 @@ void check_report(Options& opts);
 void check_cluster(Options& opts);
 void check_dump(Options& opts);
 void check_watch(Options& opts);
+void check_diff(Options& opts);
 
 int cmd_live(Options& opts);     // attach, print reports
 int cmd_record(Options& opts);   // attach, write a trace file
@@ -27,5 +28,6 @@ int cmd_cluster(Options& opts);  // every rank of a Slurm job
 int cmd_ps(Options& opts);       // the torch/Lightning processes here
 int cmd_dump(Options& opts);     // every thread of a process, now
 int cmd_watch(Options& opts);    // always on: flight recorder, triggers, captures, metrics
+int cmd_diff(Options& opts);     // what changed between two traces, tested
 
 }  // namespace lt

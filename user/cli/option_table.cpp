@@ -304,7 +304,7 @@ const OptionSpec kOptions[] = {
   {.name = "filename", .arg = "NAME", .commands = kAll,
    .help = "with --dirpath: the NAME of Lightning's report files",
    .store = [](Options& o, const std::string& v) { o.filename = v; }, .example = "f", .needs = "dirpath"},
-  {.name = "verbose", .short_name = 'v', .commands = kEvery | kWatch,
+  {.name = "verbose", .short_name = 'v', .commands = kEvery | kWatch | command_bit(C::diff),
    .help = "attach details and notes on stderr (ps: what was skipped and why)",
    .store = [](Options& o, const std::string&) { o.verbose = true; }, .passed_on = true},
   {.name = "dump", .arg = "FILE", .commands = kAll,
@@ -400,11 +400,12 @@ const OptionSpec kOptions[] = {
    .help = "serve Prometheus metrics at http://HOST:PORT/metrics (steps, step time, progress, triggers, ring)",
    .store = [](Options& o, const std::string& v) { o.metrics_addr = v; }, .example = "127.0.0.1:9464"},
   {.name = "triggers", .arg = "LIST", .commands = kWatch,
-   .help = "the triggers on (default slow-step,stall,exit,request; 'none' for the recorder alone)",
+   .help = "the triggers on (default slow-step,stall,memory,exit,request; 'none' for the recorder alone)",
    .store = [](Options& o, const std::string& v) {
      for (const auto& t : split_commas(v))
-       if (t != "slow-step" && t != "stall" && t != "exit" && t != "request" && t != "none")
-         throw Error(ExitCode::usage, "--triggers: unknown trigger '" + t + "' (slow-step, stall, exit, request, none)");
+       if (t != "slow-step" && t != "stall" && t != "memory" && t != "exit" && t != "request" && t != "none")
+         throw Error(ExitCode::usage,
+                     "--triggers: unknown trigger '" + t + "' (slow-step, stall, memory, exit, request, none)");
      o.triggers = v;
    }, .example = "slow-step,exit"},
   {.name = "slow-step", .arg = "K", .commands = kWatch,
@@ -419,6 +420,17 @@ const OptionSpec kOptions[] = {
   {.name = "stall", .arg = "TIME", .commands = kWatch,
    .help = "a stall: no Lightning action of a live process ends for max(10 x its median step, TIME) (default 60s)",
    .store = [](Options& o, const std::string& v) { o.stall_s = parse_span(v, "stall"); }, .example = "60s"},
+  {.name = "memory-growth", .arg = "PCT", .commands = kWatch,
+   .help = "memory: a process's resident memory grew by PCT % over its lowest in --memory-window (default 50)...",
+   .store = [](Options& o, const std::string& v) { o.memory_growth_pct = parse_seconds(v); }, .example = "25"},
+  {.name = "memory-floor", .arg = "SIZE", .commands = kWatch,
+   .help = "...and by SIZE at least (default 256M)",
+   .store = [](Options& o, const std::string& v) { o.memory_floor_bytes = parse_bytes(v, "memory-floor"); },
+   .example = "64M"},
+  {.name = "memory-window", .arg = "TIME", .commands = kWatch,
+   .help = "...within TIME (default 10m); then it is measured from there again",
+   .store = [](Options& o, const std::string& v) { o.memory_window_s = parse_span(v, "memory-window"); },
+   .example = "5m"},
   {.name = "capture-before", .arg = "TIME", .commands = kWatch,
    .help = "a capture keeps this much of the recorder before its trigger (default 60s)",
    .store = [](Options& o, const std::string& v) { o.capture_before_s = parse_span(v, "capture-before"); },
@@ -440,10 +452,15 @@ const OptionSpec kOptions[] = {
   {.name = "capture-now", .commands = kWatch,
    .help = "ask the watcher running on --dir for a capture now (of --pid PID, else of every process)",
    .store = [](Options& o, const std::string&) { o.capture_now = true; }},
-  {.name = "help", .short_name = 'h', .commands = kEvery | kWatch,
+  {.name = "fail-if-slower", .arg = "PCT", .commands = command_bit(C::diff),
+   .help = "diff: exit 17 when B's train step is significantly slower than A's (Holm-corrected p < 0.05) by "
+           "PCT % of A's median step or more (for regression checks in CI)",
+   .store = [](Options& o, const std::string& v) { o.fail_if_slower_pct = parse_seconds(v); }, .example = "2",
+   .heading = "diff:"},
+  {.name = "help", .short_name = 'h', .commands = kEvery | kWatch | command_bit(C::diff),
    .help = "this text",
    .store = [](Options& o, const std::string&) { o.help = true; }, .heading = "help:"},
-  {.name = "version", .short_name = 'V', .commands = kEvery | kWatch,
+  {.name = "version", .short_name = 'V', .commands = kEvery | kWatch | command_bit(C::diff),
    .help = "version",
    .store = [](Options& o, const std::string&) { o.version = true; }},
 };

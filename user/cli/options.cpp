@@ -139,6 +139,10 @@ Options parse_options(int argc, char** argv) {
         o.input = optarg;
         continue;
       }
+      if (o.command == Options::Command::diff && (o.input.empty() || o.input_b.empty())) {
+        (o.input.empty() ? o.input : o.input_b) = optarg;
+        continue;
+      }
       if (o.command == Options::Command::cluster && !o.cluster_dump && std::strcmp(optarg, "dump") == 0) {
         o.cluster_dump = true;
         continue;

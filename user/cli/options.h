@@ -14,7 +14,7 @@
 namespace lt {
 
 struct Options {
-  enum class Command { live, record, report, run, agent, cluster, ps, dump, watch } command = Command::live;
+  enum class Command { live, record, report, run, agent, cluster, ps, dump, watch, diff } command = Command::live;
   std::vector<std::string> run_argv;  // run: the command to launch under ltrace-bpf
   std::vector<pid_t> pids;
   // --all, or live/record without --pid and --job-env: every process with
@@ -22,8 +22,10 @@ struct Options {
   bool all = false;
   // --job-env KEY=VALUE: every local process of a job (by its environment), e.g. SLURM_JOB_ID=4242
   std::vector<std::pair<std::string, std::string>> job_env;
-  std::string output;  // -o FILE: trace file (record: required; live: optional)
-  std::string input;   // report FILE
+  std::string output;              // -o FILE: trace file (record: required; live: optional)
+  std::string input;               // report FILE; diff A
+  std::string input_b;             // diff B
+  double fail_if_slower_pct = -1;  // diff --fail-if-slower PCT (-1: never fail)
   bool children = false;
   double duration_s = 0;
   bool extended = true;
@@ -92,9 +94,11 @@ struct Options {
   double keep_s = 600;
   std::uint64_t keep_bytes = 256ull << 20;
   std::string metrics_addr;  // [HOST]:PORT; "" = none
-  std::string triggers = "slow-step,stall,exit,request";
+  std::string triggers = "slow-step,stall,memory,exit,request";
   double slow_factor = 2.0, slow_floor_s = 0.05;
   double stall_s = 60;  // a stall is at least this long (and 10x the median step)
+  double memory_growth_pct = 50, memory_window_s = 600;
+  std::uint64_t memory_floor_bytes = 256ull << 20;
   double capture_before_s = 60, capture_after_s = 10;
   unsigned max_captures = 50, max_per_day = 20;
   bool capture_now = false;  // watch --capture-now: ask the running watcher for a capture

@@ -29,6 +29,8 @@ enum class ExitCode : int {
   // A target (run's command, an exec'd or forked process met on the way) ended before its probes were in:
   // nothing of it was recorded.
   target_exited = 16,
+  // diff --fail-if-slower PCT: B's train step is significantly slower than A's, by PCT % or more.
+  regression = 17,
 };
 
 class Error : public std::runtime_error {

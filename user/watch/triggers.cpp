@@ -22,6 +22,8 @@ const char* trigger_name(TriggerKind k) {
       return "slow-step";
     case TriggerKind::stall:
       return "stall";
+    case TriggerKind::memory:
+      return "memory";
     case TriggerKind::exit:
       return "exit";
     case TriggerKind::request:
@@ -91,6 +93,25 @@ std::optional<Trigger> TriggerPolicy::check_stall(std::uint32_t pid, std::uint64
   const std::string what = "no Lightning action ended for " + seconds(now - last_progress) + " (stall bound " +
                            seconds(after) + ", median step " + seconds(median_ns(pid)) + ")";
   return fire({TriggerKind::stall, pid, last_progress, p.seen, what}, now);
+}
+
+// The lowest RSS of the window, kept as a monotonic queue: a sample
+// removes every later-kept one above it, so the front is the minimum.
+std::optional<Trigger> TriggerPolicy::on_rss(std::uint32_t pid, std::uint64_t rss, std::uint64_t ts,
+                                             std::uint64_t now) {
+  if (!o_.memory || !rss) return std::nullopt;
+  auto& low = procs_[pid].rss_low;
+  while (!low.empty() && low.back().second >= rss) low.pop_back();
+  low.emplace_back(ts, rss);
+  while (low.size() > 1 && ts - low.front().first > o_.memory_window_ns) low.pop_front();
+  const std::uint64_t base = low.front().second;
+  if (rss < base + o_.memory_floor_bytes || rss < base * (1 + o_.memory_growth)) return std::nullopt;
+  char what[200];
+  std::snprintf(what, sizeof what, "resident memory grew from %.1f MiB to %.1f MiB (+%.0f%%) in %s", base / 1048576.0,
+                rss / 1048576.0, 100.0 * (rss - base) / base, seconds(ts - low.front().first).c_str());
+  low.clear();  // measured from here on
+  low.emplace_back(ts, rss);
+  return fire({TriggerKind::memory, pid, ts, procs_[pid].seen, what}, now);
 }
 
 std::optional<Trigger> TriggerPolicy::request(std::uint32_t pid, std::uint64_t now, const std::string& why) {

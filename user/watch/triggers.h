@@ -9,6 +9,9 @@
 //              and warm caches);
 //   stall      no action of a live process ended for
 //              max(stall_factor x median step, stall_min); once per stall;
+//   memory     a process's resident memory grew past (1 + memory_growth) x
+//              its lowest in the last memory_window, and by memory_floor at
+//              least; then measured from there again;
 //   exit       a process ended with a non-zero status or a signal;
 //   request    asked for (watch --capture-now, or SIGUSR1 to the watcher).
 // Each kind fires at most max_per_day times in any 24 hours (Perfetto's
@@ -24,17 +27,20 @@
 
 namespace lt {
 
-enum class TriggerKind { slow_step, stall, exit, request };
-const char* trigger_name(TriggerKind k);  // "slow-step", "stall", "exit", "request"
+enum class TriggerKind { slow_step, stall, memory, exit, request };
+const char* trigger_name(TriggerKind k);  // "slow-step", "stall", "memory", "exit", "request"
 
 struct TriggerOptions {
-  bool slow = true, stall = true, exit = true;
+  bool slow = true, stall = true, memory = true, exit = true;
   double slow_factor = 2.0;
   std::uint64_t slow_floor_ns = 50'000'000;
   std::uint32_t slow_warmup = 10;
   std::uint32_t median_window = 101;  // steps in the rolling median
   double stall_factor = 10.0;
   std::uint64_t stall_min_ns = 60'000'000'000;
+  double memory_growth = 0.5;
+  std::uint64_t memory_floor_bytes = 256ull << 20;
+  std::uint64_t memory_window_ns = 600'000'000'000;
   unsigned max_per_day = 20;  // per kind
 };
 
@@ -54,6 +60,8 @@ class TriggerPolicy {
   std::optional<Trigger> on_exit(std::uint32_t pid, std::uint32_t status, std::uint64_t ts, std::uint64_t now);
   // A live process whose last action ended at last_progress (0: none yet).
   std::optional<Trigger> check_stall(std::uint32_t pid, std::uint64_t last_progress, std::uint64_t now);
+  // A resident-memory sample of pid (/proc, every 100 ms).
+  std::optional<Trigger> on_rss(std::uint32_t pid, std::uint64_t rss_bytes, std::uint64_t ts, std::uint64_t now);
   std::optional<Trigger> request(std::uint32_t pid, std::uint64_t now, const std::string& why);
   // The median of pid's recent steps (0: none yet).
   std::uint64_t median_ns(std::uint32_t pid) const;
@@ -68,6 +76,8 @@ class TriggerPolicy {
     std::deque<std::uint64_t> recent;  // the last median_window step durations
     std::uint32_t seen = 0;
     std::uint64_t stalled_at = 0;  // the last_progress a stall fired for (0: none)
+    // (time, rss) with rss increasing: the window's lowest is the front.
+    std::deque<std::pair<std::uint64_t, std::uint64_t>> rss_low;
   };
   std::optional<Trigger> fire(Trigger t, std::uint64_t now);
   static std::uint64_t count(const std::map<TriggerKind, std::uint64_t>& m, TriggerKind k) {

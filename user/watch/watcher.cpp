@@ -112,9 +112,10 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                      steps_.forget(e.child_pid);
                    },
                    [&](const lt_event_header& hh, const lt_proc_stats_event& e) {
-                     if (auto it = procs_.find(hh.pid); it != procs_.end()) {
+                     if (auto it = procs_.find(hh.pid); it != procs_.end() && !it->second.exited) {
                        it->second.rss_bytes = e.rss_bytes;
                        it->second.cpu_ns = e.cpu_ns;
+                       on_trigger(policy_.on_rss(hh.pid, e.rss_bytes, hh.ts_ns, now));
                      }
                    },
                    [&](const lt_event_header& hh, const lt_comm_event&) {
@@ -298,7 +299,8 @@ std::string Watcher::metrics_text(std::uint64_t now_ns) const {
     out += "ltrace_bpf_watch_collectives_total" + labels(pid, p) + " " + num(p.collectives) + "\n";
   metric("ltrace_bpf_watch_triggers_total", "counter", "Triggers fired, by kind.");
   metric("ltrace_bpf_watch_triggers_suppressed_total", "counter", "Triggers over their daily limit, by kind.");
-  for (auto k : {TriggerKind::slow_step, TriggerKind::stall, TriggerKind::exit, TriggerKind::request}) {
+  for (auto k :
+       {TriggerKind::slow_step, TriggerKind::stall, TriggerKind::memory, TriggerKind::exit, TriggerKind::request}) {
     out += std::string("ltrace_bpf_watch_triggers_total{trigger=\"") + trigger_name(k) + "\"} " +
            num(policy_.fired(k)) + "\n";
     out += std::string("ltrace_bpf_watch_triggers_suppressed_total{trigger=\"") + trigger_name(k) + "\"} " +

@@ -1,0 +1,30 @@
+// The statistics `ltrace-bpf diff` decides with (issue 34): the
+// Mann-Whitney U test (two-sided, normal approximation with the tie and
+// continuity corrections; benchstat's default), the Hodges-Lehmann shift
+// (the median of every B - A difference) with its distribution-free
+// confidence interval, and Holm's correction for the number of rows
+// compared. Pure functions, tested against exact enumeration.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace lt {
+
+struct RankTest {
+  double u = 0;           // U of B over A: pairs (a, b) with b > a, ties counted 1/2
+  double p = 1;           // two-sided p-value (1 when either side is empty)
+  double shift = 0;       // Hodges-Lehmann: median of b - a over every pair
+  double lo = 0, hi = 0;  // its confidence interval (level given)
+};
+
+// a, b: samples (any order). level: the interval's confidence (0.95).
+RankTest rank_test(std::vector<double> a, std::vector<double> b, double level = 0.95);
+
+// Holm-Bonferroni: adjusted p-values, same order as given (each <= 1).
+std::vector<double> holm(const std::vector<double>& p);
+
+// The standard normal's upper tail, P(Z > z), and its inverse.
+double normal_upper_tail(double z);
+double normal_quantile(double p);  // P(Z <= q) = p, 0 < p < 1
+
+}  // namespace lt

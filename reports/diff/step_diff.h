@@ -1,0 +1,49 @@
+// `ltrace-bpf diff A B` (issue 34): what changed between two recordings of
+// a Lightning job, row by row, with a test that says which changes are real.
+//
+// Rows: the train step itself; each of its parts (dataloader, step
+// function, backward, optimizer, hooks, other: steps.h's split, which
+// adds up to the step); and each action. Samples: per step for the step
+// and its parts, per call for the actions. Each row: time per train step
+// in A and B (its share of the step), the Hodges-Lehmann shift with its
+// 95% interval, and the Mann-Whitney p-value Holm-corrected over every row
+// compared; "~" where it is not significant, or where the change per step
+// is under min_effect of A's step (a real but negligible difference: two
+// runs of one job differ by a little in everything, and with enough steps
+// the test finds it). Sorted by the change in time per step: what costs
+// the step most comes first.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "reports/aggregate/actions.h"
+#include "reports/diff/rank_test.h"
+
+namespace lt {
+
+struct DiffRow {
+  std::string what;  // "train step", "part: backward", "[Strategy]SingleDeviceStrategy.training_step"
+  enum class Kind { step, part, action } kind = Kind::action;
+  std::size_t n_a = 0, n_b = 0;           // samples (steps or calls)
+  double per_step_a = 0, per_step_b = 0;  // seconds per train step
+  double median_a = 0, median_b = 0;      // seconds per sample
+  RankTest test;                          // B against A
+  double p_holm = 1;
+  int verdict = 0;  // +1 slower, -1 faster, 0 not significant
+};
+
+struct StepDiff {
+  std::size_t steps_a = 0, steps_b = 0;
+  double alpha = 0.05;
+  double min_effect = 0.01;   // of A's time per step
+  std::vector<DiffRow> rows;  // the step row first, then by |change per step|
+  const DiffRow* step() const { return rows.empty() || rows[0].kind != DiffRow::Kind::step ? nullptr : &rows[0]; }
+};
+
+// Both sides need their intervals (ActionAggregator(keep_intervals)).
+StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha = 0.05, double min_effect = 0.01);
+
+// The text table; labels name A and B.
+std::string render_step_diff(const StepDiff& d, const std::string& label_a, const std::string& label_b);
+
+}  // namespace lt

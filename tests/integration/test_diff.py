@@ -1,0 +1,65 @@
+"""diff on real recordings: the same Lightning fit recorded three times
+(tests/workloads/watch_job.py under `ltrace-bpf run -o`), twice alike and
+once with each step 25 % longer. The slower one fails a regression gate
+and names the part that moved; the alike ones pass it."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import LTRACE, VENV_PY, WORKLOADS
+
+STEPS = 40
+
+
+def record(tmp, name, step_s):
+    out = tmp / f"{name}.ltrace"
+    # --wait-file names a file that exists: the job does not wait.
+    r = subprocess.run([LTRACE, "run", "-o", str(out), "--", VENV_PY, os.path.join(WORKLOADS, "watch_job.py"),
+                        "--wait-file", "/", "--steps", str(STEPS), "--step-s", str(step_s)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("diff")
+    return {"a": record(tmp, "a", 0.02), "a2": record(tmp, "a2", 0.02), "slow": record(tmp, "slow", 0.025)}
+
+
+def diff(a, b, *args):
+    return subprocess.run([LTRACE, "diff", a, b, *args], capture_output=True, text=True, timeout=120)
+
+
+def row(out, what):
+    # Columns are two spaces apart; the first is the verdict (slower, faster, ~).
+    for line in out.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) > 1 and cells[1] == what:
+            return line
+    raise AssertionError(f"no row {what!r} in:\n{out}")
+
+
+def test_a_slower_step_fails_the_gate_and_names_its_part(traces):
+    r = diff(traces["a"], traces["slow"], "--fail-if-slower", "10")
+    assert r.returncode == 17, r.stdout + r.stderr
+    assert f"({STEPS} train steps)" in r.stdout
+    assert row(r.stdout, "train step").startswith("slower"), r.stdout
+    # The 5 ms more per step is in the step function (training_step's sleep).
+    assert row(r.stdout, "part: step").startswith("slower"), r.stdout
+    assert "slower by" in r.stderr
+
+
+def test_the_same_job_again_passes_the_gate(traces):
+    r = diff(traces["a"], traces["a2"], "--fail-if-slower", "10")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not row(r.stdout, "train step").startswith("slower"), r.stdout
+
+
+def test_bad_input_is_one_line(tmp_path, traces):
+    r = diff(traces["a"], str(tmp_path / "missing.ltrace"))
+    assert r.returncode == 8 and r.stderr.count("\n") == 1, r.stderr
+    r = subprocess.run([LTRACE, "diff", traces["a"]], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "two trace files" in r.stderr

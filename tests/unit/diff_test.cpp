@@ -1,0 +1,163 @@
+// diff's statistics (the rank test, the shift and its interval, Holm) and
+// its rows on synthetic steps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "reports/diff/rank_test.h"
+#include "reports/diff/step_diff.h"
+
+using namespace lt;
+
+namespace {
+
+// The exact two-sided p-value of U by enumerating every split of the pooled
+// samples (no ties): what the normal approximation stands for.
+double exact_p(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  const std::size_t n = a.size(), N = all.size();
+  const double observed = rank_test(a, b).u, mean = n * (N - n) / 2.0;
+  std::vector<bool> pick(N, false);
+  std::fill(pick.begin(), pick.begin() + static_cast<long>(n), true);
+  std::size_t total = 0, extreme = 0;
+  do {
+    std::vector<double> x, y;
+    for (std::size_t i = 0; i < N; ++i) (pick[i] ? x : y).push_back(all[i]);
+    const double u = rank_test(x, y).u;
+    ++total;
+    if (std::fabs(u - mean) >= std::fabs(observed - mean) - 1e-9) ++extreme;
+  } while (std::prev_permutation(pick.begin(), pick.end()));
+  return static_cast<double>(extreme) / total;
+}
+
+TEST(RankTest, NormalApproximationAgreesWithExactEnumeration) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(0, 1);
+  for (double shift : {0.0, 0.5, 1.0, 1.5}) {
+    std::vector<double> a(8), b(8);
+    for (auto& x : a) x = noise(rng);
+    for (auto& x : b) x = noise(rng) + shift;
+    const double approx = rank_test(a, b).p, exact = exact_p(a, b);
+    EXPECT_NEAR(approx, exact, 0.025) << "shift " << shift;
+  }
+}
+
+TEST(RankTest, SeparatedSamples) {
+  std::vector<double> a, b;
+  for (int i = 1; i <= 10; ++i) a.push_back(i), b.push_back(i + 10);
+  const auto r = rank_test(a, b);
+  EXPECT_EQ(r.u, 100);
+  EXPECT_LT(r.p, 0.001);
+  EXPECT_EQ(r.shift, 10);  // the median of b - a: 1..19, weighted to 10
+  EXPECT_LE(r.lo, 10);
+  EXPECT_GE(r.hi, 10);
+  EXPECT_GT(r.lo, 0);
+  EXPECT_EQ(rank_test({}, b).p, 1);
+  // Ties: identical samples are no difference.
+  EXPECT_EQ(rank_test({1, 1, 1}, {1, 1, 1}).p, 1);
+}
+
+TEST(RankTest, HolmAndTheNormalQuantile) {
+  const auto adj = holm({0.01, 0.04, 0.03, 0.005});
+  EXPECT_NEAR(adj[0], 0.03, 1e-12);
+  EXPECT_NEAR(adj[1], 0.06, 1e-12);
+  EXPECT_NEAR(adj[2], 0.06, 1e-12);
+  EXPECT_NEAR(adj[3], 0.02, 1e-12);
+  EXPECT_NEAR(normal_quantile(0.975), 1.959963984540054, 1e-9);
+  EXPECT_NEAR(normal_quantile(0.001), -3.090232306167813, 1e-9);
+  EXPECT_NEAR(normal_upper_tail(1.959963984540054), 0.025, 1e-12);
+}
+
+// The goals on simulated steps: A against A flags nothing at 5 %
+// (about 5 % of repeats, by construction of the test), and a 2 % slower B
+// is found from 30 steps a side, when the step's own spread (its
+// coefficient of variation) is 1 %.
+TEST(RankTest, FalsePositivesAndPowerOnThirtyStepsASide) {
+  std::mt19937 rng(42);
+  auto steps = [&](double mean, double cv) {
+    std::normal_distribution<double> d(mean, mean * cv);
+    std::vector<double> v(30);
+    for (auto& x : v) x = d(rng);
+    return v;
+  };
+  int false_pos = 0, found = 0;
+  const int repeats = 400;
+  for (int i = 0; i < repeats; ++i) {
+    false_pos += rank_test(steps(0.1, 0.01), steps(0.1, 0.01)).p < 0.05;
+    const auto r = rank_test(steps(0.1, 0.01), steps(0.102, 0.01));
+    found += r.p < 0.05 && r.shift > 0;
+  }
+  EXPECT_LE(false_pos, repeats * 0.08) << false_pos;  // 5 % expected; 8 %: 3 sigma of 400 draws
+  EXPECT_GE(found, repeats * 0.95) << found;
+}
+
+// ActionsReport of one process: `n` train batches, backward `bwd` ms.
+ActionsReport fit(int n, double bwd, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> jitter(0, 0.05);
+  ActionsReport r;
+  ProcessActions p;
+  p.meta.pid = 7;
+  auto idx = [&](const std::string& name) {
+    for (std::uint32_t i = 0; i < p.actions.size(); ++i)
+      if (p.actions[i].name == name) return i;
+    p.actions.emplace_back(name);
+    return static_cast<std::uint32_t>(p.actions.size() - 1);
+  };
+  auto add = [&](const std::string& name, double b, double e) {
+    const auto i = idx(name);
+    p.actions[i].add((e - b) / 1e3);
+    p.intervals.push_back({i, 7, static_cast<std::uint64_t>(b * 1e6), static_cast<std::uint64_t>(e * 1e6), false});
+  };
+  double t = 1;
+  for (int k = 0; k < n; ++k) {
+    const double fetch = 2 + jitter(rng), fwd = 4 + jitter(rng), back = bwd + jitter(rng);
+    add("[_TrainingEpochLoop].train_dataloader_next", t, t + fetch);
+    t += fetch;
+    const double body = t;
+    add("[Strategy]SingleDeviceStrategy.training_step", t, t + fwd);
+    add("[Strategy]SingleDeviceStrategy.backward", t + fwd, t + fwd + back);
+    t += fwd + back + 0.5;
+    add("run_training_batch", body, t);
+    add("[Callback]X.on_train_batch_end", t, t + 0.5);
+    t += 1;
+  }
+  r.processes.push_back(std::move(p));
+  return r;
+}
+
+TEST(StepDiff, ASlowerBackwardIsTheRowThatMovedTheStep) {
+  const auto d = diff_steps(fit(40, 3, 1), fit(40, 4, 2));
+  ASSERT_TRUE(d.step());
+  EXPECT_EQ(d.steps_a, 40u);
+  EXPECT_EQ(d.step()->verdict, 1);
+  EXPECT_NEAR(d.step()->test.shift * 1e3, 1.0, 0.1);
+  // After the step: the part and the actions that hold the extra 1 ms
+  // (run_training_batch holds backward: actions are inclusive, parts not).
+  ASSERT_GE(d.rows.size(), 4u);
+  std::set<std::string> top;
+  for (std::size_t i = 1; i <= 3; ++i) {
+    top.insert(d.rows[i].what);
+    EXPECT_EQ(d.rows[i].verdict, 1) << d.rows[i].what;
+  }
+  EXPECT_EQ(top,
+            (std::set<std::string>{"part: backward", "[Strategy]SingleDeviceStrategy.backward", "run_training_batch"}));
+  for (const auto& r : d.rows) {
+    if (r.what.find("dataloader") != std::string::npos) {
+      EXPECT_EQ(r.verdict, 0) << r.what;
+    }
+  }
+  const std::string text = render_step_diff(d, "a.ltrace", "b.ltrace");
+  EXPECT_NE(text.find("slower  train step"), std::string::npos) << text;
+}
+
+TEST(StepDiff, TheSameJobTwiceFlagsNothing) {
+  const auto d = diff_steps(fit(40, 3, 3), fit(40, 3, 4));
+  for (const auto& r : d.rows) EXPECT_EQ(r.verdict, 0) << r.what << " p " << r.p_holm;
+}
+
+}  // namespace
