@@ -103,11 +103,16 @@ StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha
   std::vector<double> p;
   for (const auto& r : rows) p.push_back(r.n_a && r.n_b ? r.test.p : 1.0);
   const auto adj = holm(p);
-  const double floor = min_effect * rows[0].per_step_a;
+  // The floor per step, and per sample for each row (an action called k
+  // times a step moves the step k times its shift).
+  const double floor = min_effect * rows[0].median_a;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    rows[i].p_holm = adj[i];
-    const bool matters = std::fabs(rows[i].per_step_b - rows[i].per_step_a) >= floor;
-    if (rows[i].n_a && rows[i].n_b && adj[i] < alpha && matters) rows[i].verdict = rows[i].test.shift > 0 ? 1 : -1;
+    DiffRow& r = rows[i];
+    r.p_holm = adj[i];
+    if (!r.n_a || !r.n_b || adj[i] >= alpha || !d.steps_a) continue;
+    const double per_step = static_cast<double>(r.n_a) / static_cast<double>(d.steps_a);
+    if (r.test.lo * per_step >= floor) r.verdict = 1;
+    if (r.test.hi * per_step <= -floor) r.verdict = -1;
   }
   std::stable_sort(rows.begin() + 1, rows.end(), [](const DiffRow& x, const DiffRow& y) {
     return std::fabs(x.per_step_b - x.per_step_a) > std::fabs(y.per_step_b - y.per_step_a);
@@ -123,7 +128,7 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
   std::snprintf(head, sizeof head,
                 "Mann-Whitney U, two-sided, per step (step, parts) or per call (actions), Holm-corrected over %zu "
                 "rows; shift: Hodges-Lehmann median of B - A per sample, 95%% interval; '~': not significant "
-                "(p >= %.2f) or under %.1f%% of A's step. Times in ms.\n\n",
+                "(p >= %.2f), or the interval reaches within %.1f%% of A's median step of no change. Times in ms.\n\n",
                 d.rows.size(), d.alpha, 100 * d.min_effect);
   out += head;
   const double step_a = d.step() ? d.step()->per_step_a : 0;

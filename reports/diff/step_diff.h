@@ -7,10 +7,12 @@
 // and its parts, per call for the actions. Each row: time per train step
 // in A and B (its share of the step), the Hodges-Lehmann shift with its
 // 95% interval, and the Mann-Whitney p-value Holm-corrected over every row
-// compared; "~" where it is not significant, or where the change per step
-// is under min_effect of A's step (a real but negligible difference: two
-// runs of one job differ by a little in everything, and with enough steps
-// the test finds it). Sorted by the change in time per step: what costs
+// compared; "~" where it is not significant, or where the shift's 95%
+// interval (times the row's calls per step) reaches within min_effect of
+// A's median step of no change: two runs of one job differ by a little in
+// everything (measured: +1.2 % in the step, p 0.04, between two runs of
+// the same fit), and with enough steps a test finds it; a verdict says the
+// change is at least that large. Sorted by the change in time per step: what costs
 // the step most comes first.
 #pragma once
 #include <string>

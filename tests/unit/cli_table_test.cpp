@@ -41,6 +41,9 @@ std::vector<std::string> base_args(const CommandSpec& c, const OptionSpec& o) {
     case Options::Command::report:
       a.push_back("f.ltrace");
       break;
+    case Options::Command::diff:
+      a.insert(a.end(), {"a.ltrace", "b.ltrace"});
+      break;
     case Options::Command::agent:
       if (std::strcmp(o.name, "dump-threads") == 0)
         a.insert(a.end(), {"--job-env", "A=1"});

@@ -9,6 +9,7 @@
 #include "reports/memory/memory_report.h"
 #include "reports/ops/compile_section.h"
 #include "reports/steps/steps_report.h"
+#include "reports/verdict/findings.h"
 
 namespace lt {
 namespace {
@@ -58,11 +59,17 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
   std::cout << render_steps_report(r.actions, &r.gpu) << "\n";
 }
 
+void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
+  std::cout << render_findings(r.actions, find_issues(r.actions)) << "\n";
+}
+
 void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptions&) {
   if (auto cuda = render_cuda_memory_stats(r.memory, {&r.actions}); !cuda.empty()) std::cout << cuda << "\n";
 }
 
 constexpr ReportEntry kReports[] = {
+    // What is wrong, ranked by step time at stake (reports/verdict/findings.h): first.
+    {"verdict", {}, [](const Options& o, const ReportResults&) { return named(o, "verdict"); }, write_verdict, true},
     {"simple", {}, [](const Options& o, const ReportResults&) { return named(o, "simple"); }, write_simple},
     {"advanced",
      {.stacks = true},

@@ -1,0 +1,38 @@
+// `--report verdict` (issue 34): what is wrong with a Lightning job, ranked
+// by the training step time at stake, each finding with its evidence and
+// one line of what to try. Pure functions of the actions (kept intervals):
+// the steps' exclusive parts (steps.h), the validation runs, the slowest
+// actions. A finding is printed only past its stated threshold; step
+// outliers only past a bound derived from the run's own spread.
+//
+//   input-bound   the dataloader part >= 10 % of the train step
+//   hooks         callbacks and hooks >= 10 % of the train step (the top ones named)
+//   optimizer     the optimizer part >= 40 % of the train step
+//   validation    validation runs >= 10 % of the fit (first step to last)
+//   outliers      train steps over median + 6 robust sigmas (1.4826 MAD) and
+//                 over 1.5 x the median: their excess time per step
+#pragma once
+#include <string>
+#include <vector>
+
+#include "reports/aggregate/actions.h"
+
+namespace lt {
+
+struct Finding {
+  std::string kind;  // "input-bound", "hooks", "optimizer", "validation", "outliers"
+  std::uint32_t pid = 0;
+  double ms_per_step = 0;  // train step time at stake
+  double share = 0;        // of the train step (validation: of the fit)
+  std::string evidence;    // the numbers
+  std::string try_this;    // one line
+};
+
+inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10;
+inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5;
+
+// Ranked: most step time at stake first.
+std::vector<Finding> find_issues(const ActionsReport& rep);
+std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
+
+}  // namespace lt

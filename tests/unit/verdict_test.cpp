@@ -1,0 +1,116 @@
+// Findings (`--report verdict`): each provoked by its own synthetic fit and
+// ranked first with about the provoked share; a healthy fit raises none.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "reports/verdict/findings.h"
+
+using namespace lt;
+
+namespace {
+
+struct Fit {
+  double fetch = 0.4, fwd = 4, bwd = 3, opt = 1, hook = 0.2, val_every = 0, val_ms = 0;
+  int slow_step = -1;
+  double slow_ms = 0;
+};
+
+// One process: 50 train batches (times in ms, a little jitter).
+ActionsReport make(const Fit& f, std::uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> j(0, 0.02);
+  ProcessActions p;
+  p.meta.pid = 7;
+  auto idx = [&](const std::string& name) {
+    for (std::uint32_t i = 0; i < p.actions.size(); ++i)
+      if (p.actions[i].name == name) return i;
+    p.actions.emplace_back(name);
+    return static_cast<std::uint32_t>(p.actions.size() - 1);
+  };
+  auto add = [&](const std::string& name, double b, double e) {
+    const auto i = idx(name);
+    p.actions[i].add((e - b) / 1e3);
+    p.intervals.push_back({i, 7, static_cast<std::uint64_t>(b * 1e6), static_cast<std::uint64_t>(e * 1e6), false});
+  };
+  double t = 1;
+  for (int k = 0; k < 50; ++k) {
+    add("[_TrainingEpochLoop].train_dataloader_next", t, t + f.fetch + j(rng));
+    t += f.fetch + 0.05;
+    const double body = t;
+    const double fwd = f.fwd + j(rng) + (k == f.slow_step ? f.slow_ms : 0);
+    add("[Strategy]SingleDeviceStrategy.training_step", t, t + fwd);
+    add("[Strategy]SingleDeviceStrategy.backward", t + fwd, t + fwd + f.bwd);
+    add("[LightningModule]Model.optimizer_step", t + fwd + f.bwd, t + fwd + f.bwd + f.opt);
+    t += fwd + f.bwd + f.opt + 0.05;
+    add("run_training_batch", body, t);
+    add("[Callback]LoggerCallback.on_train_batch_end", t, t + f.hook);
+    t += f.hook + 0.05;
+    if (f.val_every && (k + 1) % static_cast<int>(f.val_every) == 0) {
+      add("[_EvaluationLoop].val_next", t, t + 0.1);
+      add("[Strategy]SingleDeviceStrategy.validation_step", t + 0.1, t + 0.1 + f.val_ms);
+      add("[Callback]LoggerCallback.on_validation_batch_end", t + 0.1 + f.val_ms, t + 0.2 + f.val_ms);
+      t += f.val_ms + 0.3;
+    }
+  }
+  ActionsReport r;
+  r.processes.push_back(std::move(p));
+  return r;
+}
+
+TEST(Findings, AHealthyFitRaisesNone) {
+  const auto r = make({});
+  const auto f = find_issues(r);
+  EXPECT_TRUE(f.empty()) << render_findings(r, f);
+  EXPECT_NE(render_findings(r, f).find("none: no finding past its threshold"), std::string::npos);
+}
+
+TEST(Findings, EachProvokedOneRanksFirstWithItsShare) {
+  struct Case {
+    Fit fit;
+    const char* kind;
+    double share;  // of the step, as provoked (the step: every part above plus 0.15 ms of gaps)
+  };
+  Fit input;
+  input.fetch = 6;  // 6 of ~15 ms
+  Fit hooks;
+  hooks.hook = 3;
+  Fit opt;
+  opt.opt = 8;
+  Fit outlier;
+  outlier.slow_step = 20;
+  outlier.slow_ms = 200;
+  for (const Case& c : {Case{input, "input-bound", 6.0 / 14.35}, Case{hooks, "hooks", 3.0 / 11.55},
+                        Case{opt, "optimizer", 8.0 / 15.75}}) {
+    const auto r = make(c.fit);
+    const auto f = find_issues(r);
+    ASSERT_FALSE(f.empty()) << c.kind;
+    EXPECT_EQ(f[0].kind, c.kind) << render_findings(r, f);
+    EXPECT_NEAR(f[0].share, c.share, 0.03) << c.kind;
+  }
+  const auto r = make(outlier);
+  const auto f = find_issues(r);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "outliers");
+  EXPECT_NEAR(f[0].ms_per_step, 200.0 / 50, 0.2);  // its excess over the median, spread over 50 steps
+  EXPECT_NE(f[0].evidence.find("step 20"), std::string::npos) << f[0].evidence;
+}
+
+TEST(Findings, ValidationAndTheEvidenceNamesTheTopHook) {
+  Fit v;
+  v.val_every = 5;
+  v.val_ms = 20;  // 10 runs of 20 ms against 50 steps of ~9.4 ms
+  const auto r = make(v);
+  const auto f = find_issues(r);
+  bool found = false;
+  for (const auto& x : f) found |= x.kind == "validation" && x.share > 0.25;
+  EXPECT_TRUE(found) << render_findings(r, f);
+  Fit hooks;
+  hooks.hook = 3;
+  const auto h = find_issues(make(hooks));
+  ASSERT_FALSE(h.empty());
+  EXPECT_NE(h[0].evidence.find("[Callback]LoggerCallback.on_train_batch_end 3.00 ms/step"), std::string::npos)
+      << h[0].evidence;
+}
+
+}  // namespace
