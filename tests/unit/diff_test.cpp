@@ -9,6 +9,7 @@
 
 #include "reports/diff/rank_test.h"
 #include "reports/diff/step_diff.h"
+#include "tests/unit/process_builder.h"
 
 using namespace lt;
 
@@ -99,20 +100,8 @@ TEST(RankTest, FalsePositivesAndPowerOnThirtyStepsASide) {
 ActionsReport fit(int n, double bwd, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> jitter(0, 0.05);
-  ActionsReport r;
-  ProcessActions p;
-  p.meta.pid = 7;
-  auto idx = [&](const std::string& name) {
-    for (std::uint32_t i = 0; i < p.actions.size(); ++i)
-      if (p.actions[i].name == name) return i;
-    p.actions.emplace_back(name);
-    return static_cast<std::uint32_t>(p.actions.size() - 1);
-  };
-  auto add = [&](const std::string& name, double b, double e) {
-    const auto i = idx(name);
-    p.actions[i].add((e - b) / 1e3);
-    p.intervals.push_back({i, 7, static_cast<std::uint64_t>(b * 1e6), static_cast<std::uint64_t>(e * 1e6), false});
-  };
+  testing_support::ProcessBuilder pb;
+  auto add = [&](const std::string& name, double b, double e) { pb.add(name, b, e); };
   double t = 1;
   for (int k = 0; k < n; ++k) {
     const double fetch = 2 + jitter(rng), fwd = 4 + jitter(rng), back = bwd + jitter(rng);
@@ -126,8 +115,7 @@ ActionsReport fit(int n, double bwd, std::uint32_t seed) {
     add("[Callback]X.on_train_batch_end", t, t + 0.5);
     t += 1;
   }
-  r.processes.push_back(std::move(p));
-  return r;
+  return std::move(pb).report();
 }
 
 TEST(StepDiff, ASlowerBackwardIsTheRowThatMovedTheStep) {

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "reports/verdict/findings.h"
+#include "tests/unit/process_builder.h"
 
 using namespace lt;
 
@@ -20,19 +21,8 @@ struct Fit {
 ActionsReport make(const Fit& f, std::uint32_t seed = 1) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> j(0, 0.02);
-  ProcessActions p;
-  p.meta.pid = 7;
-  auto idx = [&](const std::string& name) {
-    for (std::uint32_t i = 0; i < p.actions.size(); ++i)
-      if (p.actions[i].name == name) return i;
-    p.actions.emplace_back(name);
-    return static_cast<std::uint32_t>(p.actions.size() - 1);
-  };
-  auto add = [&](const std::string& name, double b, double e) {
-    const auto i = idx(name);
-    p.actions[i].add((e - b) / 1e3);
-    p.intervals.push_back({i, 7, static_cast<std::uint64_t>(b * 1e6), static_cast<std::uint64_t>(e * 1e6), false});
-  };
+  testing_support::ProcessBuilder pb;
+  auto add = [&](const std::string& name, double b, double e) { pb.add(name, b, e); };
   double t = 1;
   for (int k = 0; k < 50; ++k) {
     add("[_TrainingEpochLoop].train_dataloader_next", t, t + f.fetch + j(rng));
@@ -54,8 +44,7 @@ ActionsReport make(const Fit& f, std::uint32_t seed = 1) {
     }
   }
   ActionsReport r;
-  r.processes.push_back(std::move(p));
-  return r;
+  return std::move(pb).report();
 }
 
 TEST(Findings, AHealthyFitRaisesNone) {

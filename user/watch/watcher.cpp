@@ -86,13 +86,7 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
   const std::uint64_t now = std::max(now_ns_, h.ts_ns);
   closed_.clear();
   steps_.add(h, record, closed_);
-  for (const auto& s : closed_) {
-    auto& p = procs_[s.pid];
-    ++p.steps;
-    p.last_step_ns = s.duration_ns();
-    on_trigger(policy_.on_step(s, now));
-    p.median_ns = policy_.median_ns(s.pid);
-  }
+  on_steps(now);
   visit_record(h, record,
                overloaded{
                    [&](const lt_event_header& hh, const lt_proc_info_event& e) {
@@ -122,6 +116,17 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                      if (auto it = procs_.find(hh.pid); it != procs_.end()) ++it->second.collectives;
                    },
                });
+}
+
+// The steps just closed (closed_): counted, and judged.
+void Watcher::on_steps(std::uint64_t now) {
+  for (const auto& s : closed_) {
+    auto& p = procs_[s.pid];
+    ++p.steps;
+    p.last_step_ns = s.duration_ns();
+    on_trigger(policy_.on_step(s, now));
+    p.median_ns = policy_.median_ns(s.pid);
+  }
 }
 
 void Watcher::on_trigger(std::optional<Trigger> t) {
@@ -236,13 +241,7 @@ void Watcher::finish(std::uint64_t now_ns) {
   now_ns_ = now_ns;
   closed_.clear();
   steps_.finish(closed_);
-  for (const auto& s : closed_) {
-    auto& p = procs_[s.pid];
-    ++p.steps;
-    p.last_step_ns = s.duration_ns();
-    on_trigger(policy_.on_step(s, now_ns));
-    p.median_ns = policy_.median_ns(s.pid);
-  }
+  on_steps(now_ns);
   for (auto& c : pending_) write_capture(c, now_ns);
   pending_.clear();
   join_renders(true);

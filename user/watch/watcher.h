@@ -79,6 +79,7 @@ class Watcher {
     std::uint64_t steps = 0, last_step_ns = 0, median_ns = 0;
     std::uint64_t rss_bytes = 0, cpu_ns = 0, collectives = 0;
   };
+  void on_steps(std::uint64_t now);
   void on_trigger(std::optional<Trigger> t);
   void write_capture(Capture& c, std::uint64_t now_ns);
   void keep_captures_bounded();
