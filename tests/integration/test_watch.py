@@ -149,8 +149,11 @@ def test_the_slow_step_is_captured_with_its_reports(watched):
     first = slow[0]
     assert os.path.getsize(os.path.join(first, "trace.ltrace")) > 0
     assert os.path.exists(os.path.join(first, "dashboard.html"))
-    reports = "".join(open(p).read() for p in glob.glob(os.path.join(first, "*.txt")))
+    reports = open(os.path.join(first, "reports.txt")).read()
     assert "run_training_batch" in reports, os.listdir(first)
+    # The findings first: the 1 s step is an outlier past the run's spread.
+    assert reports.startswith("Findings"), reports[:2000]
+    assert "outliers" in reports.split("\n\n")[0], reports[:2000]
     # The capture is a trace file like any other: `report` reads it, and
     # the slow step is in it (training_step's total holds its 1 s sleep).
     r = subprocess.run([LTRACE, "report", os.path.join(first, "trace.ltrace"), "--report", "simple"],

@@ -106,27 +106,28 @@ WatchOptions watch_options(const Options& o) {
   return w;
 }
 
-// A capture's reports, next to its trace: the text reports as Lightning's
-// profilers write them to files, and the dashboard, made by `ltrace-bpf
+// A capture's reports, next to its trace: the reports it was recorded for
+// (findings first) in reports.txt, and the dashboard, made by `ltrace-bpf
 // report` in a child process: its memory is not the watcher's (RSS stays
 // flat however big a capture), and its notes go to report.log, not to the
 // watcher's one line per capture.
 void render_capture(const Capture& c) {
+  const int out = open_output_fd(c.dir + "/reports.txt", OutputMode::truncate);
   const int log = open_output_fd(c.dir + "/report.log", OutputMode::truncate);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, log, 1);
+  posix_spawn_file_actions_adddup2(&fa, out, 1);
   posix_spawn_file_actions_adddup2(&fa, log, 2);
   const std::string html = c.dir + "/dashboard.html";
-  std::vector<std::string> args = {"ltrace-bpf", "report", c.trace,  "--dirpath", c.dir,
-                                   "--filename", "report", "--html", html};
+  std::vector<std::string> args = {"ltrace-bpf", "report", c.trace, "--html", html};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t child = -1;
   const int err = posix_spawn(&child, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  close(out);
   close(log);
   if (err != 0) throw Error(ExitCode::io, std::string("cannot start the report: ") + std::strerror(err));
   int status = 0;
@@ -191,7 +192,7 @@ int cmd_watch(Options& opts) {
   so.sources.comm = true;
   so.device_stats = true;
   so.gpu = false;
-  so.reports = "simple,advanced,comm,steps";
+  so.reports = "verdict,simple,advanced,comm,steps";
   so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };
   std::uint64_t next_publish = 0;
   so.on_tick = [&](std::uint64_t now) {
