@@ -61,10 +61,15 @@ def main():
             record(slow[-1], args.steps, args.step_s * 1.02)
         any_flag = step_flag = 0
         pairs = list(itertools.combinations(plain, 2))
+        aa_shifts = []
         for a, b in pairs:
             t = rows(a, b)
             any_flag += any(c[0] != "~" for c in t)
             step_flag += t[0][0] != "~"
+            aa_shifts.append(float(t[0][5].rstrip("%")))
+        aa_shifts.sort(key=abs)
+        print("A vs A: the train step's change per step, % of A's step, by size: "
+              + " ".join(f"{x:+.2f}" for x in aa_shifts))
         found, explained = 0, []
         for a, b in itertools.product(plain, slow):
             t = rows(a, b)

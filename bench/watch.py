@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,7 +52,11 @@ def one(args, watched, tmp):
     shutil.rmtree(wdir, ignore_errors=True)
     job = subprocess.Popen([PY, JOB, "--wait-file", go, "--steps", str(args.steps), "--step-s", str(args.step_s),
                             "--times", times], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert job.stdout.readline().strip() == "READY"
+    for line in job.stdout:  # Lightning's warnings may come first
+        if line.strip() == "READY":
+            break
+    # The rest (its own output) is drained by a thread so the job never blocks on a full pipe.
+    threading.Thread(target=job.stdout.read, daemon=True).start()
     lt, rss, err = None, [], ""
     if watched:
         lt = subprocess.Popen([LTRACE, "watch", "--pid", str(job.pid), "-v", "--dir", wdir, "--triggers", "none"],

@@ -151,6 +151,7 @@ TEST(Triggers, AStallFiresOncePerStallAfterMaxOfTenMediansAndTheMinimum) {
   const auto stall = p.check_stall(7, progress, progress + 5 * s);
   ASSERT_TRUE(stall);
   EXPECT_EQ(stall->at_ns, progress);
+  EXPECT_EQ(stall->seen_ns, progress + 5 * s);                          // its capture runs to past this
   EXPECT_FALSE(p.check_stall(7, progress, progress + 50 * s));          // the same stall
   EXPECT_TRUE(p.check_stall(7, progress + 60 * s, progress + 70 * s));  // progress, then another
   EXPECT_FALSE(p.check_stall(9, 0, 1000 * s));                          // no progress ever: not a stall

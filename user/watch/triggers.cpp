@@ -70,7 +70,7 @@ std::optional<Trigger> TriggerPolicy::on_step(const LiveStep& s, std::uint64_t n
   char what[160];
   std::snprintf(what, sizeof what, "train step %u took %s, %.1fx the median %s of the last %zu", s.index,
                 seconds(d).c_str(), static_cast<double>(d) / median, seconds(median).c_str(), p.recent.size() - 1);
-  return fire({TriggerKind::slow_step, s.pid, s.end_ns, s.index, what}, now);
+  return fire({TriggerKind::slow_step, s.pid, s.end_ns, 0, s.index, what}, now);
 }
 
 std::optional<Trigger> TriggerPolicy::on_exit(std::uint32_t pid, std::uint32_t status, std::uint64_t ts,
@@ -80,7 +80,7 @@ std::optional<Trigger> TriggerPolicy::on_exit(std::uint32_t pid, std::uint32_t s
   const unsigned sig = status & 0x7f, code = (status >> 8) & 0xff;
   const std::string what =
       sig ? "killed by signal " + std::to_string(sig) : "exited with status " + std::to_string(code);
-  return fire({TriggerKind::exit, pid, ts, 0, what}, now);
+  return fire({TriggerKind::exit, pid, ts, 0, 0, what}, now);
 }
 
 std::optional<Trigger> TriggerPolicy::check_stall(std::uint32_t pid, std::uint64_t last_progress, std::uint64_t now) {
@@ -92,7 +92,7 @@ std::optional<Trigger> TriggerPolicy::check_stall(std::uint32_t pid, std::uint64
   p.stalled_at = last_progress;
   const std::string what = "no Lightning action ended for " + seconds(now - last_progress) + " (stall bound " +
                            seconds(after) + ", median step " + seconds(median_ns(pid)) + ")";
-  return fire({TriggerKind::stall, pid, last_progress, p.seen, what}, now);
+  return fire({TriggerKind::stall, pid, last_progress, now, p.seen, what}, now);
 }
 
 // The lowest RSS of the window, kept as a monotonic queue: a sample
@@ -111,11 +111,11 @@ std::optional<Trigger> TriggerPolicy::on_rss(std::uint32_t pid, std::uint64_t rs
                 rss / 1048576.0, 100.0 * (rss - base) / base, seconds(ts - low.front().first).c_str());
   low.clear();  // measured from here on
   low.emplace_back(ts, rss);
-  return fire({TriggerKind::memory, pid, ts, procs_[pid].seen, what}, now);
+  return fire({TriggerKind::memory, pid, ts, 0, procs_[pid].seen, what}, now);
 }
 
 std::optional<Trigger> TriggerPolicy::request(std::uint32_t pid, std::uint64_t now, const std::string& why) {
-  return fire({TriggerKind::request, pid, now, 0, why}, now);
+  return fire({TriggerKind::request, pid, now, 0, 0, why}, now);
 }
 
 }  // namespace lt

@@ -47,9 +47,10 @@ struct TriggerOptions {
 struct Trigger {
   TriggerKind kind = TriggerKind::request;
   std::uint32_t pid = 0;
-  std::uint64_t at_ns = 0;  // what it is about: the step's end, the last progress, the exit
-  std::uint32_t step = 0;   // slow-step: the step's index; stall: steps done
-  std::string what;         // one line for people
+  std::uint64_t at_ns = 0;    // what it is about: the step's end, the last progress, the exit
+  std::uint64_t seen_ns = 0;  // when it was found (a stall: bound past at_ns); 0: at_ns
+  std::uint32_t step = 0;     // slow-step: the step's index; stall: steps done
+  std::string what;           // one line for people
 };
 
 class TriggerPolicy {

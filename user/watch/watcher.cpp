@@ -134,8 +134,10 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   Capture c;
   c.trigger = std::move(*t);
   if (auto it = procs_.find(c.trigger.pid); it != procs_.end()) c.rank = it->second.rank;
+  // From `before` ahead of what it is about to `after` past when it was
+  // found: a stall's capture holds the last progress and the whole stall.
   c.from_ns = c.trigger.at_ns > o_.before_ns ? c.trigger.at_ns - o_.before_ns : 0;
-  c.to_ns = c.trigger.at_ns + o_.after_ns;
+  c.to_ns = std::max(c.trigger.at_ns, c.trigger.seen_ns) + o_.after_ns;
   c.dir = o_.ring.dir + "/captures/" + capture_name(c.trigger, c.rank);
   c.trace = c.dir + "/trace.ltrace";
   try {
