@@ -70,14 +70,20 @@ struct Stream {
   }
 };
 
-std::vector<LiveStep> split(const Stream& st) {
-  LiveSteps steps;
+// Every record of the stream into `steps`; the steps closed on the way.
+std::vector<LiveStep> feed(LiveSteps& steps, const Stream& st) {
   std::vector<LiveStep> out;
   for (const auto& r : st.records) {
     lt_event_header h;
     std::memcpy(&h, r.data(), sizeof h);
     steps.add(h, r.data(), out);
   }
+  return out;
+}
+
+std::vector<LiveStep> split(const Stream& st) {
+  LiveSteps steps;
+  auto out = feed(steps, st);
   steps.finish(out);
   return out;
 }
@@ -101,12 +107,7 @@ TEST(LiveSteps, TheLastStepClosesAtTheEndAndProgressIsAnyEnd) {
   Stream st;
   st.batch(0, 10);
   LiveSteps steps;
-  std::vector<LiveStep> out;
-  for (const auto& r : st.records) {
-    lt_event_header h;
-    std::memcpy(&h, r.data(), sizeof h);
-    steps.add(h, r.data(), out);
-  }
+  auto out = feed(steps, st);
   EXPECT_TRUE(out.empty());  // its end hook may still be followed by another
   EXPECT_EQ(steps.last_progress(7), 14 * ms);
   steps.finish(out);

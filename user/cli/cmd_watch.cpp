@@ -188,7 +188,6 @@ int cmd_watch(Options& opts) {
   // The cheap tier: actions (always), stacks at a low rate, collectives,
   // /proc and NVML samples. No op probes, no GPU bridge.
   so.sample_rate_hz = opts.rate_hz ? opts.rate_hz : 19;
-  so.sources.stacks = true;
   so.sources.comm = true;
   so.device_stats = true;
   so.gpu = false;

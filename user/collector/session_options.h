@@ -33,7 +33,7 @@ struct SessionOptions {
   // Which probe sources (user/collector/source_set.h): ops are aten op
   // entry probes (they need sample_rate_hz for times); memory the
   // allocator hooks of libc10 and comm the c10d backend methods of
-  // libtorch_cpu, both started from the catalogue (library_tracers.h).
+  // libtorch_cpu, both started from the catalogue (tracers.cpp).
   SourceSet sources;
   std::vector<std::string> op_filters;  // --ops globs; empty: every op
   bool shapes = false;                  // ops with their tensor arguments' shapes
