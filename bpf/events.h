@@ -565,6 +565,11 @@ struct lt_py_code_event {
 	char file[LT_CODE_FILE_MAX]; /* co_filename */
 };
 #define LT_CODE_UNREADABLE 0x1u /* the code object could not be read */
+/* ...and it was first sampled after its interpreter began to shut down
+ * (past the hold at Py_FinalizeEx): finalization frees the code objects
+ * that ran in it (threading._shutdown, atexit handlers) before the exit
+ * hold's read.  Reports name it <freed at exit>, not <unknown>. */
+#define LT_CODE_FREED_AT_EXIT 0x2u
 
 /* PY_LINE (user space): (hdr.pid, code, checksum, lasti) -> line */
 struct lt_py_line_event {

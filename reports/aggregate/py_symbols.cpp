@@ -10,6 +10,10 @@ namespace lt {
 void PySymbols::add(const lt_event_header& h, const std::byte* p) {
   visit_record(h, p,
                overloaded{[&](const lt_event_header& h, const lt_py_code_event& e) {
+                            if (e.flags & LT_CODE_FREED_AT_EXIT) {
+                              by_pid_[h.pid].codes[{e.code, e.checksum}] = Code{kFreedAtExit, "", 0};
+                              return;
+                            }
                             if (e.flags & LT_CODE_UNREADABLE) {
                               by_pid_[h.pid].codes.erase({e.code, e.checksum});
                               return;

@@ -23,6 +23,7 @@ struct CodeSym {
   std::string name, file;
   int first_line = 0;
   bool readable = false;
+  bool freed_at_exit = false;  // unreadable: first sampled as its interpreter shut down
 };
 
 // One StackProfile being built: frames and stacks interned.
@@ -38,7 +39,7 @@ struct Builder {
   // compresses ~1000x and made `report` take seconds per MB.
   struct Cached {
     std::size_t stack;
-    std::uint32_t unknown_frames;
+    std::uint32_t unknown_frames, freed_at_exit_frames;
     bool uncut;  // the action's opening frame was not in the stack
   };
   std::unordered_map<std::string, Cached> by_raw;
@@ -144,15 +145,17 @@ struct StackAggregator::State {
       b.out.stacks[it->second.stack].weight += 1;
       b.out.stacks[it->second.stack].count += 1;
       ps.unknown_frames += it->second.unknown_frames;
+      ps.freed_at_exit_frames += it->second.freed_at_exit_frames;
       ps.uncut += it->second.uncut;
       return;
     }
-    const std::uint64_t unknown_before = ps.unknown_frames;
+    const std::uint64_t unknown_before = ps.unknown_frames, freed_before = ps.freed_at_exit_frames;
     const std::uint64_t uncut_before = ps.uncut;
     const std::size_t stack = b.add(frames_of(e, ps), 1);
-    b.by_raw.emplace(std::move(key),
-                     Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before),
-                                     ps.uncut != uncut_before});
+    b.by_raw.emplace(
+        std::move(key),
+        Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before),
+                        static_cast<std::uint32_t>(ps.freed_at_exit_frames - freed_before), ps.uncut != uncut_before});
   }
 
   std::uint64_t gaps = 0;  // damaged ranges of the trace file passed so far
@@ -201,6 +204,9 @@ struct StackAggregator::State {
         sf.first_line = c->second.first_line;
         auto l = sym.lines.find({f.code, f.checksum, f.lasti});
         sf.line = l != sym.lines.end() ? l->second : 0;
+      } else if (c != sym.codes.end() && c->second.freed_at_exit) {
+        sf.function = kFreedAtExit;
+        ++ps.freed_at_exit_frames;
       } else {
         sf.function = "<unknown>";
         ++ps.unknown_frames;
@@ -232,12 +238,13 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
           [&](const lt_event_header& h, const lt_py_code_event& e) {
             CodeSym c;
             c.readable = !(e.flags & LT_CODE_UNREADABLE);
+            c.freed_at_exit = !c.readable && (e.flags & LT_CODE_FREED_AT_EXIT);
             c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
             c.file.assign(e.file, strnlen(e.file, sizeof e.file));
             c.first_line = e.first_line;
             auto& slot = s.symbols[h.pid].codes[{e.code, e.checksum}];
             if (slot.name != c.name || slot.file != c.file || slot.first_line != c.first_line ||
-                slot.readable != c.readable) {
+                slot.readable != c.readable || slot.freed_at_exit != c.freed_at_exit) {
               slot = std::move(c);
               ++s.sym_epoch;
             }

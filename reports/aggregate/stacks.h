@@ -30,6 +30,10 @@ struct ProcessStacks {
   std::uint64_t truncated = 0;               // deeper than LT_STACK_MAX frames
   std::uint64_t in_probe = 0;                // in one of our uprobes: in no stack (our overhead)
   std::uint64_t unknown_frames = 0;          // code objects gone before we read them
+  // ...of which the interpreter's shutdown freed them: first sampled after
+  // its hold at Py_FinalizeEx (threading._shutdown, atexit handlers), named
+  // kFreedAtExit, not counted in unknown_frames.
+  std::uint64_t freed_at_exit_frames = 0;
   std::uint64_t offcpu_periods = 0;
   std::uint64_t offcpu_open_at_end = 0;  // still blocked at detach: not counted
   std::uint64_t gpu_records = 0;         // kernels / copies joined to a launch stack

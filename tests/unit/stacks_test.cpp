@@ -42,9 +42,10 @@ struct Stream {
     std::strncpy(e.name, name, sizeof e.name - 1);
     feed(e);
   }
-  void code(std::uint64_t addr, const char* name, const char* file, int first_line) {
+  void code(std::uint64_t addr, const char* name, const char* file, int first_line, std::uint32_t flags = 0) {
     lt_py_code_event e{};
     e.hdr = {LT_EV_PY_CODE, sizeof e, kPid, kPid, 0, 1};
+    e.flags = flags;
     e.code = addr;
     e.checksum = 7;
     e.first_line = first_line;
@@ -98,6 +99,30 @@ std::vector<std::string> leaf_functions(const StackProfile& p) {
 }
 
 }  // namespace
+
+// Code objects that ran in Py_FinalizeEx after its hold and were freed
+// before the exit's read are named for what happened to them, apart from
+// the <unknown> ones (a hold that failed would show there).
+TEST(Stacks, CodeFreedByTheShutdownIsNamedSoAndCountedApart) {
+  Stream s;
+  s.sampler(ms);
+  s.code(0x100, "main", "/w/train.py", 1);
+  s.code(0x300, "", "", 0, LT_CODE_UNREADABLE | LT_CODE_FREED_AT_EXIT);
+  s.code(0x400, "", "", 0, LT_CODE_UNREADABLE);
+  s.sample(LT_EV_PY_SAMPLE, 1 * ms, 1, {0x100});
+  s.sample(LT_EV_PY_SAMPLE, 2 * ms, 1, {0x300, 0x300});
+  s.sample(LT_EV_PY_SAMPLE, 3 * ms, 1, {0x300, 0x300});  // the same raw stack: cached, counted again
+  s.sample(LT_EV_PY_SAMPLE, 4 * ms, 1, {0x400});
+  s.actions.finish();
+  auto rep = s.stacks.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto& p = rep.processes[0];
+  EXPECT_EQ(p.unknown_frames, 1u);
+  EXPECT_EQ(p.freed_at_exit_frames, 4u);
+  auto leaves = leaf_functions(p.on_cpu.back());
+  std::sort(leaves.begin(), leaves.end());
+  EXPECT_EQ(leaves, (std::vector<std::string>{"<freed at exit>", "<freed at exit>", "<unknown>", "main"}));
+}
 
 TEST(Stacks, SamplesGoToTheInnermostActionOfTheirThread) {
   Stream s;

@@ -232,6 +232,10 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     if (ps.unknown_frames)
       std::cerr << who << ": " << ps.unknown_frames
                 << " frame(s) named <unknown>: their code objects were gone before they could be read\n";
+    if (ps.freed_at_exit_frames)
+      std::cerr << who << ": " << ps.freed_at_exit_frames << " frame(s) named " << kFreedAtExit
+                << ": sampled as the interpreter shut down (atexit handlers, threading._shutdown), whose code "
+                   "objects it freed before its exit could be read\n";
     if (ps.uncut)
       std::cerr << who << ": " << ps.uncut
                 << " stack(s) did not run the frame that opened their action: kept whole, not cut at the action\n";

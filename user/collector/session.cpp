@@ -206,6 +206,7 @@ void Session::start_tracers() {
       .note = [this](std::string n) { notes_.push_back(std::move(n)); },
       .retarget = [this](pid_t pid) { retarget(pid); },
       .symbolizer = [this]() -> python::Symbolizer& { return symbolizer(); },
+      .shutting_down_since = [this](pid_t pid) { return holder_ ? holder_->shutting_down_since(pid) : 0; },
   });
   auto actions = std::make_unique<ActionTracer>(*tracer_ctx_);
   actions_ = actions.get();

@@ -73,7 +73,7 @@ void StackTracer::observe(const lt_event_header& h, std::span<const std::byte> r
   if (!interp) return;
   lt_py_sample_event e;
   std::memcpy(static_cast<void*>(&e), record.data(), sizeof e);
-  ctx_.symbolizer().describe(e, *interp, ctx_.targets.ancestors(pid));
+  ctx_.symbolizer().describe(e, *interp, ctx_.targets.ancestors(pid), ctx_.shutting_down_since(pid));
   // No native leaf for a collective's stack (its report shows the Python
   // frames): naming one loads the library's symbols (libtorch_cpu: most of a
   // second), and the drain stalled behind it saw a short job exit before

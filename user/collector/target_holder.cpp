@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include "user/collector/synthesized_records.h"
 #include "user/proc/exec_hold.h"
 #include "user/proc/exit_hold.h"
 #include "user/proc/job_discovery.h"
@@ -236,6 +237,12 @@ void TargetHolder::on_finalizing(Held& h, const std::vector<std::uint64_t>& fina
   }
 }
 
+std::uint64_t TargetHolder::shutting_down_since(pid_t pid) const {
+  std::lock_guard lock(mutex_);
+  const auto it = shutting_down_.find(pid);
+  return it == shutting_down_.end() ? 0 : it->second;
+}
+
 // The session is done with these held execs: they go on.
 void TargetHolder::release_adopted(Held& h) {
   clear_fd(release_fd_);
@@ -355,6 +362,13 @@ void TargetHolder::release_read_exits(Held& h) {
       continue;
     }
     h.exits.go_on(it->first);
+    {
+      std::lock_guard lock(mutex_);
+      if (h.exits.held(it->first))
+        shutting_down_[it->first] = monotonic_ns();  // paused at Py_FinalizeEx: it goes on to its exit
+      else
+        shutting_down_.erase(it->first);  // read at its exit: no record of it is still to come
+    }
     if (verbose_ && !h.exits.held(it->first))
       std::fprintf(stderr, "ltrace-bpf: pid %d: read at its exit, released\n", it->first);
     it = h.waiting.erase(it);

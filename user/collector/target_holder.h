@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -76,6 +77,12 @@ class TargetHolder {
   void read_begins() { begun_.fetch_add(1); }
   void read_ends() { ended_.fetch_add(1); }
 
+  // When `pid`'s interpreter went on past its hold at Py_FinalizeEx (its
+  // last records before it were read then), or 0.  What runs after that
+  // (threading._shutdown, atexit handlers) is freed before the exit hold's
+  // read; the drain asks from its own thread.
+  std::uint64_t shutting_down_since(pid_t pid) const;
+
   // Every exec the holder has decided on since the last call, in order.
   std::vector<ExecVerdict> take_exec_verdicts();
   // The session is done with a held exec (adopted or refused): let it go,
@@ -108,11 +115,12 @@ class TargetHolder {
   int stop_fd_ = -1;     // eventfd: the destructor -> the holder
   int release_fd_ = -1;  // eventfd: exec_adopted() -> the holder
   std::atomic<std::uint64_t> begun_{0}, ended_{0};
-  std::mutex mutex_;  // guards the two queues
+  mutable std::mutex mutex_;  // guards the queues and shutting_down_
   std::vector<ExecVerdict> verdicts_;
   enum class Next { release, await_libraries, resume };
   std::vector<std::pair<pid_t, Next>> adopted_;
   std::vector<pid_t> loads_;
+  std::map<pid_t, std::uint64_t> shutting_down_;  // until released at its exit
   std::thread thread_;
 };
 

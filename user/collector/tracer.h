@@ -51,6 +51,9 @@ struct TracerContext {
   std::function<void(std::string)> note;               // a note for stderr at the end
   std::function<void(pid_t)> retarget;                 // fill_target() changed: BPF's entry again
   std::function<python::Symbolizer&()> symbolizer;     // code objects named once, shared
+  // When a target's interpreter went on past its hold at Py_FinalizeEx, or
+  // 0 (TargetHolder::shutting_down_since).
+  std::function<std::uint64_t(pid_t)> shutting_down_since = [](pid_t) { return std::uint64_t{0}; };
 };
 
 class Tracer {

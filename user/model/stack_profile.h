@@ -10,6 +10,10 @@
 
 namespace lt {
 
+// A Python frame whose code object its interpreter's shutdown freed before
+// it could be read (LT_CODE_FREED_AT_EXIT): what ran in Py_FinalizeEx.
+inline constexpr const char* kFreedAtExit = "<freed at exit>";
+
 struct StackFrame {
   std::string function;  // qualified name (co_qualname on 3.11+, co_name before)
   std::string file;      // co_filename as the target has it (full path)

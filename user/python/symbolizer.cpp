@@ -48,7 +48,7 @@ lt_event_header header(lt_event_kind kind, std::uint16_t size, pid_t pid, std::u
 }  // namespace
 
 const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts,
-                                         const std::vector<pid_t>& forked_from) {
+                                         const std::vector<pid_t>& forked_from, bool at_exit) {
   if (auto it = codes_.find(key); it != codes_.end()) return it->second;
   auto [pid, addr, checksum] = key;
   const Layout& l = interp.layout;
@@ -87,18 +87,19 @@ const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& 
     copy_text(e.file, sizeof e.file, file);
     break;
   }
-  if (!c.readable) e.flags |= LT_CODE_UNREADABLE;
+  if (!c.readable) e.flags |= LT_CODE_UNREADABLE | (at_exit ? LT_CODE_FREED_AT_EXIT : 0u);
   emit_(&e, sizeof e);
   return codes_.emplace(key, std::move(c)).first->second;
 }
 
-void Symbolizer::describe(const lt_py_sample_event& e, const Interpreter& interp,
-                          const std::vector<pid_t>& forked_from) {
+void Symbolizer::describe(const lt_py_sample_event& e, const Interpreter& interp, const std::vector<pid_t>& forked_from,
+                          std::uint64_t shutting_down_since) {
   const pid_t pid = static_cast<pid_t>(e.hdr.pid);
   const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+  const bool at_exit = shutting_down_since != 0 && e.hdr.ts_ns >= shutting_down_since;
   for (unsigned i = 0; i < n; ++i) {
     const lt_py_frame& f = e.frames[i];
-    const Code& c = code({pid, f.code, f.checksum}, interp, e.hdr.ts_ns, forked_from);
+    const Code& c = code({pid, f.code, f.checksum}, interp, e.hdr.ts_ns, forked_from, at_exit);
     if (!c.readable || !lines_.emplace(pid, f.code, f.checksum, f.lasti).second) continue;
     lt_py_line_event l{};
     l.hdr = header(LT_EV_PY_LINE, sizeof l, pid, e.hdr.ts_ns);

@@ -28,12 +28,16 @@ class Symbolizer {
   // the processes this one was forked from, nearest first; a code object
   // made before the fork is at the same address there, and is read there
   // when the process itself has exited (short-lived DataLoader workers).
-  void describe(const lt_py_sample_event& e, const Interpreter& interp, const std::vector<pid_t>& forked_from = {});
+  // `shutting_down_since`: when the process's interpreter went on past
+  // its hold at Py_FinalizeEx (0: it has not); a code object first sampled
+  // after that and unreadable was freed by the shutdown.
+  void describe(const lt_py_sample_event& e, const Interpreter& interp, const std::vector<pid_t>& forked_from = {},
+                std::uint64_t shutting_down_since = 0);
   // Emits the PY_CODE of one code object (a compiled region's function,
   // REGION_CODE), once.
   void describe_code(pid_t pid, std::uint64_t code, std::uint32_t checksum, const Interpreter& interp,
                      std::uint64_t ts) {
-    this->code({pid, code, checksum}, interp, ts, {});
+    this->code({pid, code, checksum}, interp, ts, {}, false);
   }
   // A process exec'd or exited: its addresses mean something else now.
   void forget(pid_t pid);
@@ -46,7 +50,7 @@ class Symbolizer {
   };
   using CodeKey = std::tuple<pid_t, std::uint64_t, std::uint32_t>;
   const Code& code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts,
-                   const std::vector<pid_t>& forked_from);
+                   const std::vector<pid_t>& forked_from, bool at_exit);
   Emit emit_;
   std::map<CodeKey, Code> codes_;
   std::set<std::tuple<pid_t, std::uint64_t, std::uint32_t, std::int32_t>> lines_;
