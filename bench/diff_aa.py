@@ -1,7 +1,7 @@
 """How often `ltrace-bpf diff` cries wolf, and how often it finds a real
 2 % regression (issue 34's goals), on real recordings.
 
-usage: .venv/bin/python bench/diff_aa.py [--runs 8] [--steps 40] [--step-s 0.02]
+usage: .venv/bin/python bench/diff_aa.py [--runs 8] [--steps 40] [--step-s 0.02] [--per-side 4] [--draws 20]
 
 Records --runs fits of tests/workloads/watch_job.py (steps of --step-s
 seconds) and as many with every step 2 % longer, alternating, each under
@@ -10,8 +10,16 @@ seconds) and as many with every step 2 % longer, alternating, each under
     flagged, and how many flag the train step (the false positives);
   * A against B: each plain run against each slower one; how many find the
     train step `slower` (the power), and the median share of the measured
-    change the top five rows after the step explain.
+    change the top five rows after the step explain;
+  * over runs (`diff A1 .. Ak --vs B1 .. Bk`, k = --per-side): --draws
+    random disjoint splits of the plain runs into two sides (A vs A), and
+    --draws random k-subsets of the plain against k-subsets of the slower
+    (A vs B); and each plain run left out against the other plain runs
+    (one new run against a baseline of runs), and each slower run against
+    every plain run. The draws share runs, so their counts are not
+    independent repeats: a guide, not a rate's confidence interval.
 """
+import random
 import argparse
 import itertools
 import os
@@ -36,7 +44,8 @@ def record(path, steps, step_s):
 
 
 def rows(a, b):
-    out = subprocess.run([LTRACE, "diff", a, b], capture_output=True, text=True).stdout
+    a, b = ([a], [b]) if isinstance(a, str) else (a, b)
+    out = subprocess.run([LTRACE, "diff", *a, "--vs", *b], capture_output=True, text=True).stdout
     table = []
     for line in out.splitlines():
         cells = re.split(r"\s{2,}", line.strip())
@@ -50,6 +59,8 @@ def main():
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--step-s", type=float, default=0.02)
+    ap.add_argument("--per-side", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=20)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench-diff-")
     try:
@@ -85,6 +96,19 @@ def main():
         if explained:
             print(f"share of the step's change in the step parts among the top 5 rows: median "
                   f"{100 * statistics.median(explained):.0f} %")
+        k, rng = args.per_side, random.Random(1)
+        if 2 * k <= args.runs:
+            aa = ab = 0
+            for _ in range(args.draws):
+                pick = rng.sample(plain, 2 * k)
+                aa += rows(pick[:k], pick[k:])[0][0] != "~"
+                ab += rows(rng.sample(plain, k), rng.sample(slow, k))[0][0] == "slower"
+            print(f"over runs, {k} a side: A vs A train step flagged in {aa} of {args.draws} draws; "
+                  f"A vs B found slower in {ab} of {args.draws}")
+        loo = sum(rows(plain[:i] + plain[i + 1:], [plain[i]])[0][0] != "~" for i in range(args.runs))
+        new = sum(rows(plain, [b])[0][0] == "slower" for b in slow)
+        print(f"one run against the other {args.runs - 1} plain runs: flagged {loo} of {args.runs}; "
+              f"each slower run against all {args.runs} plain: found slower in {new} of {args.runs}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -33,6 +33,27 @@ Side collect(const ActionsReport& r) {
   return s;
 }
 
+void append(Side& to, const Side& from) {
+  to.steps.insert(to.steps.end(), from.steps.begin(), from.steps.end());
+  for (std::size_t i = 0; i < kStepParts; ++i)
+    to.parts[i].insert(to.parts[i].end(), from.parts[i].begin(), from.parts[i].end());
+  for (const auto& [n, v] : from.actions) to.actions[n].insert(to.actions[n].end(), v.begin(), v.end());
+}
+
+// Which samples a row takes from a side.
+struct RowOf {
+  DiffRow::Kind kind;
+  std::size_t part = 0;  // Kind::part
+  std::string action;    // Kind::action
+  const std::vector<double>& of(const Side& s) const {
+    static const std::vector<double> none;
+    if (kind == DiffRow::Kind::step) return s.steps;
+    if (kind == DiffRow::Kind::part) return s.parts[part];
+    auto it = s.actions.find(action);
+    return it == s.actions.end() ? none : it->second;
+  }
+};
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -72,47 +93,90 @@ std::string signed_ms(double s) {
   return b;
 }
 
+// One number per run for a row: its typical time per train step there
+// (the median sample times the samples per step); runs with no train step
+// give none.
+std::vector<double> typical_per_step(const std::vector<Side>& runs, const RowOf& what) {
+  std::vector<double> out;
+  for (const auto& run : runs) {
+    if (run.steps.empty()) continue;
+    const auto& v = what.of(run);
+    out.push_back(median(v) * static_cast<double>(v.size()) / static_cast<double>(run.steps.size()));
+  }
+  return out;
+}
+
 }  // namespace
 
+ActionsReport within(const ActionsReport& rep, const ExportRange& range, std::string* summary) {
+  if (range.all()) return rep;
+  const RangeFilter keep(range, rep);
+  if (summary) *summary = keep.summary();
+  ActionsReport out = rep;
+  for (auto& p : out.processes) {
+    const auto pid = p.meta.pid;
+    std::erase_if(p.intervals, [&](const ActionInterval& iv) {
+      return !keep.keeps(pid, iv.begin_ns, iv.begin_ns) || !keep.keeps(pid, iv.end_ns, iv.end_ns);
+    });
+  }
+  return out;
+}
+
 StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha, double min_effect) {
-  const Side sa = collect(a), sb = collect(b);
+  return diff_steps(std::vector<ActionsReport>{a}, std::vector<ActionsReport>{b}, alpha, min_effect);
+}
+
+StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<ActionsReport>& b, double alpha,
+                    double min_effect) {
+  std::vector<Side> runs_a, runs_b;
+  Side sa, sb;  // every run's samples together
+  for (const auto& r : a) append(sa, runs_a.emplace_back(collect(r)));
+  for (const auto& r : b) append(sb, runs_b.emplace_back(collect(r)));
   StepDiff d;
   d.alpha = alpha;
   d.min_effect = min_effect;
   d.steps_a = sa.steps.size();
   d.steps_b = sb.steps.size();
-  std::vector<DiffRow> rows;
-  rows.push_back(row("train step", DiffRow::Kind::step, sa.steps, sb.steps, d.steps_a, d.steps_b));
-  for (std::size_t i = 0; i < kStepParts; ++i)
-    rows.push_back(row(std::string("part: ") + step_part_name(static_cast<StepPart>(i)), DiffRow::Kind::part,
-                       sa.parts[i], sb.parts[i], d.steps_a, d.steps_b));
+  d.runs_a = a.size();
+  d.runs_b = b.size();
+  std::vector<RowOf> what = {{DiffRow::Kind::step}};
+  for (std::size_t i = 0; i < kStepParts; ++i) what.push_back({DiffRow::Kind::part, i});
   std::map<std::string, bool> names;
   for (const auto& [n, v] : sa.actions) names[n] = true;
   for (const auto& [n, v] : sb.actions) names[n] = true;
-  static const std::vector<double> none;
-  for (const auto& [n, _] : names) {
-    auto ia = sa.actions.find(n);
-    auto ib = sb.actions.find(n);
-    rows.push_back(row(n, DiffRow::Kind::action, ia == sa.actions.end() ? none : ia->second,
-                       ib == sb.actions.end() ? none : ib->second, d.steps_a, d.steps_b));
+  for (const auto& [n, _] : names) what.push_back({DiffRow::Kind::action, 0, n});
+  std::vector<DiffRow> rows;
+  for (const auto& w : what) {
+    const std::string name = w.kind == DiffRow::Kind::step ? "train step"
+                             : w.kind == DiffRow::Kind::part
+                                 ? std::string("part: ") + step_part_name(static_cast<StepPart>(w.part))
+                                 : w.action;
+    DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), d.steps_a, d.steps_b);
+    if (d.by_run()) {
+      const RunTest t = run_test(typical_per_step(runs_a, w), typical_per_step(runs_b, w));
+      r.test = RankTest{0, t.df > 0 ? t.p : 1.0, t.shift, t.lo, t.hi};
+    }
+    // Rows with no time on either side say nothing.
+    if (w.kind == DiffRow::Kind::step || r.per_step_a != 0 || r.per_step_b != 0) rows.push_back(std::move(r));
   }
-  // Rows with no time on either side say nothing.
-  rows.erase(std::remove_if(rows.begin() + 1, rows.end(),
-                            [](const DiffRow& r) { return r.per_step_a == 0 && r.per_step_b == 0; }),
-             rows.end());
   std::vector<double> p;
   for (const auto& r : rows) p.push_back(r.n_a && r.n_b ? r.test.p : 1.0);
   const auto adj = holm(p);
   // The floor per step, and per sample for each row (an action called k
-  // times a step moves the step k times its shift).
+  // times a step moves the step k times its shift). Over runs the shift is
+  // per step already, and it is the shift that must reach the floor: the
+  // interval already holds the spread between runs (the interval's end
+  // there cost a 2 % change most of its power at five runs a side).
   const double floor = min_effect * rows[0].median_a;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     DiffRow& r = rows[i];
     r.p_holm = adj[i];
     if (!r.n_a || !r.n_b || adj[i] >= alpha || !d.steps_a) continue;
-    const double per_step = static_cast<double>(r.n_a) / static_cast<double>(d.steps_a);
-    if (r.test.lo * per_step >= floor) r.verdict = 1;
-    if (r.test.hi * per_step <= -floor) r.verdict = -1;
+    const double per_step = d.by_run() ? 1.0 : static_cast<double>(r.n_a) / static_cast<double>(d.steps_a);
+    const double up = d.by_run() ? r.test.shift : r.test.lo * per_step;
+    const double down = d.by_run() ? r.test.shift : r.test.hi * per_step;
+    if (up >= floor) r.verdict = 1;
+    if (down <= -floor) r.verdict = -1;
   }
   std::stable_sort(rows.begin() + 1, rows.end(), [](const DiffRow& x, const DiffRow& y) {
     return std::fabs(x.per_step_b - x.per_step_a) > std::fabs(y.per_step_b - y.per_step_a);
@@ -122,18 +186,35 @@ StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha
 }
 
 std::string render_step_diff(const StepDiff& d, const std::string& label_a, const std::string& label_b) {
-  std::string out = "ltrace-bpf diff: A = " + utf8_text(label_a) + " (" + std::to_string(d.steps_a) +
-                    " train steps), B = " + utf8_text(label_b) + " (" + std::to_string(d.steps_b) + " train steps)\n";
-  char head[400];
-  std::snprintf(head, sizeof head,
-                "Mann-Whitney U, two-sided, per step (step, parts) or per call (actions), Holm-corrected over %zu "
-                "rows; shift: Hodges-Lehmann median of B - A per sample, 95%% interval; '~': not significant "
-                "(p >= %.2f), or the interval reaches within %.1f%% of A's median step of no change. Times in ms.\n\n",
-                d.rows.size(), d.alpha, 100 * d.min_effect);
+  auto side = [](const std::string& label, std::size_t runs, std::size_t steps) {
+    return utf8_text(label) + " (" + (runs > 1 ? std::to_string(runs) + " runs, " : "") + std::to_string(steps) +
+           " train steps)";
+  };
+  std::string out = "ltrace-bpf diff: A = " + side(label_a, d.runs_a, d.steps_a) +
+                    ", B = " + side(label_b, d.runs_b, d.steps_b) + "\n";
+  char head[600];
+  if (d.by_run())
+    std::snprintf(head, sizeof head,
+                  "Over runs: each run's typical time per step for each row (its median step or part; an action's "
+                  "median call times its calls per step); %s, two-sided, Holm-corrected over %zu rows; shift: B - A "
+                  "per step, 95%% interval; '~': not significant (p >= %.2f), or the interval reaches within %.1f%% "
+                  "of A's median step of no change. Times in ms.\n\n",
+                  d.runs_a > 1 && d.runs_b > 1 ? "Welch's t" : "Student's t with the variance of the side with runs",
+                  d.rows.size(), d.alpha, 100 * d.min_effect);
+  else
+    std::snprintf(head, sizeof head,
+                  "Mann-Whitney U, two-sided, per step (step, parts) or per call (actions), Holm-corrected over %zu "
+                  "rows; shift: Hodges-Lehmann median of B - A per sample, 95%% interval; '~': not significant "
+                  "(p >= %.2f), or the interval reaches within %.1f%% of A's median step of no change. One run a "
+                  "side: what differs between two runs of one job is not in this test (up to 1.5%% of the step "
+                  "here: docs/benchmarks.md); several runs a side (A1 A2 ... --vs B1 B2 ...) put it in. Times in "
+                  "ms.\n\n",
+                  d.rows.size(), d.alpha, 100 * d.min_effect);
   out += head;
   const double step_a = d.step() ? d.step()->per_step_a : 0;
-  std::vector<std::vector<std::string>> table = {{"", "Row", "A per step", "B per step", "change per step",
-                                                  "of A's step", "shift per sample (95% CI)", "p (Holm)"}};
+  std::vector<std::vector<std::string>> table = {
+      {"", "Row", "A per step", "B per step", "change per step", "of A's step",
+       d.by_run() ? "shift per step (95% CI)" : "shift per sample (95% CI)", "p (Holm)"}};
   for (const auto& r : d.rows) {
     const double change = r.per_step_b - r.per_step_a;
     char pct[32], pv[32];

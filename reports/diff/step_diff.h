@@ -14,12 +14,21 @@
 // the same fit), and with enough steps a test finds it; a verdict says the
 // change is at least that large. Sorted by the change in time per step: what costs
 // the step most comes first.
+//
+// With several runs on a side (diff A1 A2 ... --vs B1 ...), the test is over
+// runs instead (reports/diff/run_test.h): each run gives each row its typical
+// time per step (the median step or part; an action's median call times
+// its calls per step), and Welch's t compares those, so that what differs
+// between runs of one job is in the test; the shift is per step, and a
+// verdict needs the shift itself past the floor.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "reports/aggregate/actions.h"
 #include "reports/diff/rank_test.h"
+#include "reports/diff/run_test.h"
+#include "reports/export/export_range.h"
 
 namespace lt {
 
@@ -36,6 +45,10 @@ struct DiffRow {
 
 struct StepDiff {
   std::size_t steps_a = 0, steps_b = 0;
+  std::size_t runs_a = 1, runs_b = 1;
+  // The test over runs (shift per step) rather than over one run's steps
+  // (shift per sample).
+  bool by_run() const { return runs_a > 1 || runs_b > 1; }
   double alpha = 0.05;
   double min_effect = 0.01;   // of A's time per step
   std::vector<DiffRow> rows;  // the step row first, then by |change per step|
@@ -44,6 +57,15 @@ struct StepDiff {
 
 // Both sides need their intervals (ActionAggregator(keep_intervals)).
 StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha = 0.05, double min_effect = 0.01);
+// Several runs a side (each one trace); one run each is the call above.
+StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<ActionsReport>& b, double alpha = 0.05,
+                    double min_effect = 0.01);
+
+// What lies wholly within `range` of a recording (its steps, or seconds
+// after its attach): the intervals that begin and end inside each process's
+// span (an epoch around it is not), so that two parts of one run can be
+// compared. `summary`: what the range matched, for stderr ("" when all).
+ActionsReport within(const ActionsReport& rep, const ExportRange& range, std::string* summary = nullptr);
 
 // The text table; labels name A and B.
 std::string render_step_diff(const StepDiff& d, const std::string& label_a, const std::string& label_b);

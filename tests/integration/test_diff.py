@@ -67,6 +67,33 @@ def test_the_same_job_again_passes_the_gate(traces):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_several_runs_a_side_are_tested_over_runs(traces):
+    # The statistics are unit-tested (tests/unit/run_test_test.cpp); here
+    # the command line and the real traces: the same two runs on each side
+    # are no change in any row.
+    r = subprocess.run([LTRACE, "diff", traces["a"], traces["a2"], "--vs", traces["a2"], traces["a"],
+                        "--fail-if-slower", "1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"(2 runs, {2 * STEPS} train steps)" in r.stdout and "Welch's t" in r.stdout, r.stdout
+    assert row(r.stdout, "train step").startswith("~"), r.stdout
+    assert all(not line.startswith(("slower", "faster")) for line in r.stdout.splitlines()), r.stdout
+    r = subprocess.run([LTRACE, "diff", "--vs", traces["a"]], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "no trace before --vs" in r.stderr, r.stderr
+
+
+def test_two_parts_of_one_trace(traces):
+    half = STEPS // 2
+    r = subprocess.run([LTRACE, "diff", traces["slow"], "--steps", f"0-{half - 1}", "--vs-steps", f"{half}-{STEPS - 1}"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"steps 0-{half - 1} ({half} train steps)" in r.stdout, r.stdout
+    assert f"steps {half}-{STEPS - 1} ({half} train steps)" in r.stdout, r.stdout
+    # Against the plain run, only its first half: still the slower step.
+    r = subprocess.run([LTRACE, "diff", traces["a"], traces["slow"], "--steps", f"0-{half - 1}"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and row(r.stdout, "train step").startswith("slower"), r.stdout + r.stderr
+
+
 def test_bad_input_is_one_line(tmp_path, traces):
     r = diff(traces["a"], str(tmp_path / "missing.ltrace"))
     assert r.returncode == 8 and r.stderr.count("\n") == 1, r.stderr

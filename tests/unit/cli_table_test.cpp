@@ -76,7 +76,7 @@ std::vector<std::string> with_option(const CommandSpec& c, const OptionSpec& o, 
   auto a = base_args(c, o);
   a.push_back(flag);
   if (o.arg) a.push_back(o.example);
-  if (o.needs) {  // "a|b": the first
+  if (o.needs && !(o.stands_alone & lt::command_bit(c.id))) {  // "a|b": the first
     const OptionSpec& other = row_named(std::string(o.needs).substr(0, std::string(o.needs).find('|')).c_str());
     a.push_back(std::string("--") + other.name);
     if (other.arg) a.push_back(other.example);

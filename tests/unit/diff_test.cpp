@@ -97,14 +97,16 @@ TEST(RankTest, FalsePositivesAndPowerOnThirtyStepsASide) {
 }
 
 // ActionsReport of one process: `n` train batches, backward `bwd` ms.
-ActionsReport fit(int n, double bwd, std::uint32_t seed) {
+// From step `change_at` on, backward takes `bwd_later` ms.
+ActionsReport fit(int n, double bwd, std::uint32_t seed, int change_at = -1, double bwd_later = 0) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> jitter(0, 0.05);
   testing_support::ProcessBuilder pb;
   auto add = [&](const std::string& name, double b, double e) { pb.add(name, b, e); };
   double t = 1;
   for (int k = 0; k < n; ++k) {
-    const double fetch = 2 + jitter(rng), fwd = 4 + jitter(rng), back = bwd + jitter(rng);
+    const double fetch = 2 + jitter(rng), fwd = 4 + jitter(rng),
+                 back = (change_at >= 0 && k >= change_at ? bwd_later : bwd) + jitter(rng);
     add("[_TrainingEpochLoop].train_dataloader_next", t, t + fetch);
     t += fetch;
     const double body = t;
@@ -141,6 +143,54 @@ TEST(StepDiff, ASlowerBackwardIsTheRowThatMovedTheStep) {
   }
   const std::string text = render_step_diff(d, "a.ltrace", "b.ltrace");
   EXPECT_NE(text.find("slower  train step"), std::string::npos) << text;
+}
+
+std::vector<ActionsReport> fits(int runs, double bwd, std::uint32_t seed) {
+  std::vector<ActionsReport> out;
+  for (int i = 0; i < runs; ++i) out.push_back(fit(30, bwd, seed + static_cast<std::uint32_t>(i)));
+  return out;
+}
+
+TEST(StepDiff, OverRunsTheSlowerBackwardIsFoundAndTheSameJobIsNot) {
+  const auto slower = diff_steps(fits(4, 3, 10), fits(3, 4, 20));
+  ASSERT_TRUE(slower.by_run());
+  EXPECT_EQ(slower.runs_a, 4u);
+  EXPECT_EQ(slower.steps_a, 120u);
+  ASSERT_TRUE(slower.step());
+  EXPECT_EQ(slower.step()->verdict, 1);
+  EXPECT_NEAR(slower.step()->test.shift * 1e3, 1.0, 0.1);  // per step
+  EXPECT_EQ(slower.rows[1].what, "part: backward");
+  const std::string text = render_step_diff(slower, "a1 ... a4", "b1 ... b3");
+  EXPECT_NE(text.find("(4 runs, 120 train steps)"), std::string::npos) << text;
+  EXPECT_NE(text.find("Welch's t"), std::string::npos) << text;
+  // One new run against the baseline's four: the baseline's spread.
+  const auto one = diff_steps(fits(4, 3, 30), fits(1, 4, 40));
+  EXPECT_EQ(one.step()->verdict, 1);
+  EXPECT_NE(render_step_diff(one, "a", "b").find("Student's t"), std::string::npos);
+  for (const auto& r : diff_steps(fits(4, 3, 50), fits(4, 3, 60)).rows)
+    EXPECT_EQ(r.verdict, 0) << r.what << " p " << r.p_holm;
+}
+
+// Two parts of one run (diff FILE --steps 0-19 --vs-steps 20-39): what
+// lies within each part's steps, an epoch around them not.
+TEST(StepDiff, TwoPartsOfOneRun) {
+  const ActionsReport run = fit(40, 3, 70, /*change_at=*/20, /*bwd_later=*/4);
+  ExportRange first, second;
+  first.kind = second.kind = ExportRange::Kind::steps;
+  first.last_step = 19;
+  second.first_step = 20;
+  second.last_step = 39;
+  std::string matched;
+  const ActionsReport a = within(run, first, &matched), b = within(run, second);
+  EXPECT_FALSE(matched.empty());
+  const auto d = diff_steps(a, b);
+  EXPECT_EQ(d.steps_a, 20u);
+  EXPECT_EQ(d.steps_b, 20u);
+  EXPECT_EQ(d.step()->verdict, 1);
+  EXPECT_EQ(d.rows[1].what, "part: backward");
+  // The same half against itself: nothing.
+  for (const auto& r : diff_steps(a, a).rows) EXPECT_EQ(r.verdict, 0) << r.what;
+  EXPECT_EQ(within(run, ExportRange{}).processes[0].intervals.size(), run.processes[0].intervals.size());
 }
 
 TEST(StepDiff, TheSameJobTwiceFlagsNothing) {

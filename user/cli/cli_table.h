@@ -30,6 +30,7 @@ struct OptionSpec {
   // command's own words (CommandSpec::refusal).
   const char* refusal = nullptr;
   const char* needs = nullptr;    // the long name of an option it only works with ("a|b": any one of them)
+  CommandSet stands_alone = 0;    // commands where it needs nothing (diff's --steps: what to compare)
   bool passed_on = false;         // cluster: given on to every agent as typed
   const char* heading = nullptr;  // --help: a section that starts at this row
 };

@@ -1,6 +1,8 @@
-// `ltrace-bpf diff A B`: what changed from trace A to trace B
-// (reports/diff/step_diff.h), as a table; with --fail-if-slower PCT, exit
-// 17 when B's train step is significantly slower by PCT % or more.
+// `ltrace-bpf diff A B` / `diff A1 A2 ... --vs B1 B2 ...`: what changed from
+// A's recordings to B's (reports/diff/step_diff.h), as a table; with
+// --fail-if-slower PCT, exit 17 when B's train step is significantly slower
+// by PCT % or more.
+#include <cstdio>
 #include <iostream>
 
 #include "reports/aggregate/actions.h"
@@ -22,22 +24,58 @@ ActionsReport read_actions(const std::string& path, bool& damaged) {
   return agg.finish();
 }
 
+// A side's name in the table: its file, or its first and last; and the
+// part of them compared.
+std::string label(const std::vector<std::string>& files, const ExportRange& r) {
+  std::string s = files.size() == 1 ? files[0] : files.front() + " ... " + files.back();
+  char part[96] = "";
+  if (r.kind == ExportRange::Kind::steps)
+    std::snprintf(part, sizeof part, " steps %u-%u", r.first_step, r.last_step);
+  else if (r.kind == ExportRange::Kind::window)
+    std::snprintf(part, sizeof part, " %g-%g s after attach", r.start_s, r.end_s);
+  return s + part;
+}
+
 }  // namespace
 
 void check_diff(Options& o) {
-  if (o.input.empty() || o.input_b.empty())
-    throw Error(ExitCode::usage, "diff needs two trace files: ltrace-bpf diff A B");
+  if (!o.diff_vs) {
+    if (o.diff_a.size() == 1 && o.diff_b_range) {
+      o.diff_b = o.diff_a;  // two parts of one trace
+      return;
+    }
+    if (o.diff_a.size() != 2)
+      throw Error(ExitCode::usage,
+                  "diff needs two trace files: ltrace-bpf diff A B (or several a side: A1 A2 ... --vs B1 B2 ...; "
+                  "or one trace and --vs-steps / --vs-window)");
+    o.diff_b.push_back(o.diff_a.back());
+    o.diff_a.pop_back();
+  } else if (o.diff_a.empty()) {
+    throw Error(ExitCode::usage, "diff: no trace before --vs (ltrace-bpf diff A1 A2 ... --vs B1 B2 ...)");
+  }
 }
 
 int cmd_diff(Options& opts) {
   bool damaged = false;
-  const ActionsReport a = read_actions(opts.input, damaged);
-  const ActionsReport b = read_actions(opts.input_b, damaged);
+  // A's part of each trace is --steps / --window (all by default); B's is
+  // --vs-steps / --vs-window, else the same as A's.
+  const ExportRange range_b = opts.diff_b_range.value_or(opts.export_range);
+  auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, const char* side) {
+    std::vector<ActionsReport> out;
+    for (const auto& f : files) {
+      std::string matched;
+      out.push_back(within(read_actions(f, damaged), range, &matched));
+      if (!matched.empty()) std::cerr << "ltrace-bpf: diff: " << side << " = " << f << ": " << matched << "\n";
+    }
+    return out;
+  };
+  std::vector<ActionsReport> a = read_side(opts.diff_a, opts.export_range, "A");
+  std::vector<ActionsReport> b = read_side(opts.diff_b, range_b, "B");
   const StepDiff d = diff_steps(a, b);
-  std::cout << render_step_diff(d, opts.input, opts.input_b);
+  std::cout << render_step_diff(d, label(opts.diff_a, opts.export_range), label(opts.diff_b, range_b));
   const DiffRow* step = d.step();
   if (!step || !step->n_a || !step->n_b)
-    std::cerr << "ltrace-bpf: diff: no train steps in " << (step && step->n_a ? opts.input_b : opts.input)
+    std::cerr << "ltrace-bpf: diff: no train steps in " << (step && step->n_a ? "B" : "A")
               << ": only the actions are compared\n";
   if (opts.fail_if_slower_pct >= 0 && step && step->verdict > 0 && step->median_a > 0) {
     const double pct = 100 * step->test.shift / step->median_a;

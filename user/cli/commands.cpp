@@ -41,8 +41,9 @@ const CommandSpec kCommands[] = {
   {"watch", C::watch, "ltrace-bpf watch [--pid PID ... | --all] [--dir DIR] [--keep SECS] [--metrics [HOST]:PORT] | watch --capture-now [--pid PID]",
    "always on: a flight recorder of the last minutes, captures of slow steps, stalls and failed exits, metrics for Prometheus",
    "{} does not apply to watch", false, check_watch, cmd_watch},
-  {"diff", C::diff, "ltrace-bpf diff A B [--fail-if-slower PCT]",
-   "what changed from trace A to trace B: per step, step part and action, with a rank test (Holm-corrected)",
+  {"diff", C::diff, "ltrace-bpf diff A B | A1 A2 ... --vs B1 B2 ... [--fail-if-slower PCT]",
+   "what changed from trace A to trace B: per step, step part and action, with a rank test (Holm-corrected); "
+   "over runs with several a side",
    "{} does not apply to diff", false, check_diff, cmd_diff},
 };
 // clang-format on

@@ -318,15 +318,17 @@ const OptionSpec kOptions[] = {
    .help = "Perfetto's protobuf trace (the --chrome content: actions, ops, GPU work, memory as counters; smaller, "
            "for ui.perfetto.dev and trace_processor)",
    .store = [](Options& o, const std::string& v) { o.perfetto_path = v; }, .example = "t.pftrace"},
-  {.name = "steps", .arg = "A-B", .commands = kAll,
+  {.name = "steps", .arg = "A-B", .commands = kAll | command_bit(C::diff),
    .help = "the trace exports (--chrome, --perfetto, --chrome-dir) keep only training steps A to B (or step A), "
            "indexed from each process's first step seen: the events overlapping them, whole (an enclosing epoch "
-           "too); the text reports and --html still cover the whole attach",
-   .store = store_steps, .example = "2-4", .needs = "chrome|perfetto|chrome-dir"},
-  {.name = "window", .arg = "START,END", .commands = kAll,
+           "too); the text reports and --html still cover the whole attach. diff: compare only what lies within "
+           "those steps (A's, and B's unless --vs-steps or --vs-window)",
+   .store = store_steps, .example = "2-4", .needs = "chrome|perfetto|chrome-dir", .stands_alone = command_bit(C::diff)},
+  {.name = "window", .arg = "START,END", .commands = kAll | command_bit(C::diff),
    .help = "the trace exports keep only the events overlapping START to END seconds after the attach (whole, "
-           "not clipped), e.g. 10,20; the text reports and --html still cover the whole attach",
-   .store = store_window, .example = "1,2.5", .needs = "chrome|perfetto|chrome-dir"},
+           "not clipped), e.g. 10,20; the text reports and --html still cover the whole attach. diff: compare "
+           "only what lies within it (A's, and B's unless --vs-steps or --vs-window)",
+   .store = store_window, .example = "1,2.5", .needs = "chrome|perfetto|chrome-dir", .stands_alone = command_bit(C::diff)},
   {.name = "html", .arg = "FILE", .commands = kAll,
    .help = "one self-contained HTML page: tables and a timeline",
    .store = [](Options& o, const std::string& v) { o.html_path = v; }, .example = "t.html"},
@@ -453,11 +455,34 @@ const OptionSpec kOptions[] = {
   {.name = "capture-now", .commands = kWatch,
    .help = "ask the watcher running on --dir for a capture now (of --pid PID, else of every process)",
    .store = [](Options& o, const std::string&) { o.capture_now = true; }},
+  {.name = "vs", .arg = "B", .commands = command_bit(C::diff),
+   .help = "diff: the traces before --vs are A's runs, B and those after it B's (several runs a side: the test is "
+           "over runs, so that what differs between two runs of one job is in it)",
+   .store = [](Options& o, const std::string& v) {
+     o.diff_vs = true;
+     o.diff_b.push_back(v);
+   }, .example = "b.ltrace", .heading = "diff:"},
+  {.name = "vs-steps", .arg = "A-B", .commands = command_bit(C::diff),
+   .help = "diff: B is training steps A to B (with one trace: of that same trace, so that two parts of one run "
+           "are compared; e.g. diff t.ltrace --steps 0-49 --vs-steps 50-99)",
+   .store = [](Options& o, const std::string& v) {
+     const auto r = parse_step_range(v);
+     if (!r) throw Error(ExitCode::usage, "invalid --vs-steps '" + v + "': expected A-B (training steps, 0 <= A <= B) or A");
+     if (o.diff_b_range) throw Error(ExitCode::usage, "--vs-steps and --vs-window exclude each other");
+     o.diff_b_range = *r;
+   }, .example = "5-9"},
+  {.name = "vs-window", .arg = "START,END", .commands = command_bit(C::diff),
+   .help = "diff: B is what lies within START to END seconds after the attach (with one trace: of that same trace)",
+   .store = [](Options& o, const std::string& v) {
+     const auto r = parse_time_window(v);
+     if (!r) throw Error(ExitCode::usage, "invalid --vs-window '" + v + "': expected START,END in seconds after the attach, 0 <= START < END");
+     if (o.diff_b_range) throw Error(ExitCode::usage, "--vs-steps and --vs-window exclude each other");
+     o.diff_b_range = *r;
+   }, .example = "2.5,4"},
   {.name = "fail-if-slower", .arg = "PCT", .commands = command_bit(C::diff),
    .help = "diff: exit 17 when B's train step is significantly slower than A's (Holm-corrected p < 0.05) by "
            "PCT % of A's median step or more (for regression checks in CI)",
-   .store = [](Options& o, const std::string& v) { o.fail_if_slower_pct = parse_seconds(v); }, .example = "2",
-   .heading = "diff:"},
+   .store = [](Options& o, const std::string& v) { o.fail_if_slower_pct = parse_seconds(v); }, .example = "2"},
   {.name = "help", .short_name = 'h', .commands = kEvery | kWatch | command_bit(C::diff),
    .help = "this text",
    .store = [](Options& o, const std::string&) { o.help = true; }, .heading = "help:"},

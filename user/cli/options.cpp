@@ -139,8 +139,8 @@ Options parse_options(int argc, char** argv) {
         o.input = optarg;
         continue;
       }
-      if (o.command == Options::Command::diff && (o.input.empty() || o.input_b.empty())) {
-        (o.input.empty() ? o.input : o.input_b) = optarg;
+      if (o.command == Options::Command::diff) {
+        (o.diff_vs ? o.diff_b : o.diff_a).push_back(optarg);
         continue;
       }
       if (o.command == Options::Command::cluster && !o.cluster_dump && std::strcmp(optarg, "dump") == 0) {
@@ -181,7 +181,7 @@ Options parse_options(int argc, char** argv) {
     return std::find_if(table.begin(), table.end(), [&](const OptionSpec& s) { return s.name == name; });
   };
   for (size_t i = 0; i < table.size(); ++i) {
-    if (!given[i] || !table[i].needs) continue;
+    if (!given[i] || !table[i].needs || (table[i].stands_alone & command_bit(o.command))) continue;
     // "a|b|c": any one of them.
     if (std::strchr(table[i].needs, '|')) {
       const std::vector<std::string> any = split_alternatives(table[i].needs);

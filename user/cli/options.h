@@ -22,10 +22,13 @@ struct Options {
   bool all = false;
   // --job-env KEY=VALUE: every local process of a job (by its environment), e.g. SLURM_JOB_ID=4242
   std::vector<std::pair<std::string, std::string>> job_env;
-  std::string output;              // -o FILE: trace file (record: required; live: optional)
-  std::string input;               // report FILE; diff A
-  std::string input_b;             // diff B
-  double fail_if_slower_pct = -1;  // diff --fail-if-slower PCT (-1: never fail)
+  std::string output;  // -o FILE: trace file (record: required; live: optional)
+  std::string input;   // report FILE
+  // diff A B, or diff A1 A2 ... --vs B1 B2 ...: the traces of each side
+  std::vector<std::string> diff_a, diff_b;
+  bool diff_vs = false;                     // --vs given: later files are B's
+  std::optional<ExportRange> diff_b_range;  // --vs-steps / --vs-window (A's: export_range)
+  double fail_if_slower_pct = -1;           // diff --fail-if-slower PCT (-1: never fail)
   bool children = false;
   double duration_s = 0;
   bool extended = true;
