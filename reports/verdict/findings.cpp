@@ -32,19 +32,86 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// Hook and callback actions' time inside train steps, by name (exclusive
-// of nothing: a hook rarely holds another).
-std::vector<std::pair<std::string, double>> top_hooks(const ProcessActions& p, const std::vector<StepRecord>& t) {
-  std::map<std::string, double> by;
-  for (const auto& iv : p.intervals) {
+// What checkpointing costs a process: the intervals that are its time.
+// A callback hook that holds a Trainer.save_checkpoint (Lightning 2.5+ has
+// that action) is checkpoint time, whole (the save, and removing the one it
+// replaces); a save outside every such hook (a save_checkpoint called by
+// hand) too. Without the action (older Lightning), the hooks of callbacks
+// whose name says Checkpoint (ModelCheckpoint, and subclasses, which keep
+// "Checkpoint" in their names by custom). Hooks never nest in each other.
+struct Checkpoints {
+  std::vector<char> of;  // per interval of the process: 1 = checkpoint time
+  double ms = 0, longest_ms = 0, save_ms = 0;
+  std::size_t calls = 0, saves = 0;
+  std::uint64_t begin_ns = UINT64_MAX, end_ns = 0;
+  bool by_name = false;  // no save_checkpoint action: the hooks by their names
+};
+
+Checkpoints checkpoints(const ProcessActions& p) {
+  Checkpoints c;
+  c.of.assign(p.intervals.size(), 0);
+  // The saves per thread, by begin.
+  std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> saves;
+  for (const auto& iv : p.intervals)
+    if (p.actions[iv.action].name == "save_checkpoint") {
+      saves[iv.tid].emplace_back(iv.begin_ns, iv.end_ns);
+      c.save_ms += (iv.end_ns - iv.begin_ns) / 1e6;
+      ++c.saves;
+    }
+  for (auto& [tid, v] : saves) std::sort(v.begin(), v.end());
+  c.by_name = saves.empty();
+  std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> held;  // saves inside a marked hook
+  for (std::size_t i = 0; i < p.intervals.size(); ++i) {
+    const auto& iv = p.intervals[i];
     const std::string& name = p.actions[iv.action].name;
-    if (step_part_of(name) != StepPart::hooks) continue;
+    if (name.rfind("[Callback]", 0) != 0) continue;
+    bool mine = false;
+    if (c.by_name) {
+      mine = name.find("Checkpoint") != std::string::npos;
+    } else if (auto it = saves.find(iv.tid); it != saves.end()) {
+      auto s = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(iv.begin_ns, std::uint64_t{0}));
+      mine = s != it->second.end() && s->second <= iv.end_ns;
+      if (mine) held[iv.tid].push_back(*s);
+    }
+    c.of[i] = mine;
+  }
+  for (std::size_t i = 0; i < p.intervals.size(); ++i) {
+    const auto& iv = p.intervals[i];
+    if (!c.of[i] && p.actions[iv.action].name == "save_checkpoint") {
+      const auto& h = held[iv.tid];
+      c.of[i] = std::find(h.begin(), h.end(), std::make_pair(iv.begin_ns, iv.end_ns)) == h.end();
+    }
+    if (!c.of[i]) continue;
+    const double ms = (iv.end_ns - iv.begin_ns) / 1e6;
+    c.ms += ms;
+    c.longest_ms = std::max(c.longest_ms, ms);
+    ++c.calls;
+    c.begin_ns = std::min(c.begin_ns, iv.begin_ns);
+    c.end_ns = std::max(c.end_ns, iv.end_ns);
+  }
+  return c;
+}
+
+// Hook and callback actions' time inside train steps, by name (exclusive
+// of nothing: a hook rarely holds another). Checkpoint time: the
+// checkpoints finding's, apart (per step, in `checkpoint_ms`), not in the
+// list.
+std::vector<std::pair<std::string, double>> top_hooks(const ProcessActions& p, const std::vector<StepRecord>& t,
+                                                      const Checkpoints& ckpt, std::vector<double>& checkpoint_ms) {
+  checkpoint_ms.assign(t.size(), 0.0);
+  std::map<std::string, double> by;
+  for (std::size_t i = 0; i < p.intervals.size(); ++i) {
+    const auto& iv = p.intervals[i];
+    const std::string& name = p.actions[iv.action].name;
+    if (step_part_of(name) != StepPart::hooks && !ckpt.of[i]) continue;
     // Inside some train step (binary search on begin).
     auto it = std::upper_bound(t.begin(), t.end(), iv.begin_ns,
                                [](std::uint64_t x, const StepRecord& s) { return x < s.begin_ns; });
     if (it == t.begin()) continue;
     --it;
-    if (iv.end_ns <= it->end_ns) by[name] += (iv.end_ns - iv.begin_ns) / 1e6;
+    if (iv.end_ns <= it->end_ns)
+      (ckpt.of[i] ? checkpoint_ms[static_cast<std::size_t>(it - t.begin())] : by[name]) +=
+          (iv.end_ns - iv.begin_ns) / 1e6;
   }
   std::vector<std::pair<std::string, double>> out(by.begin(), by.end());
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -74,13 +141,21 @@ void process_findings(const ProcessActions& p, std::vector<Finding>& out) {
                        " per step, " + pct(share(StepPart::dataloader)) + " of it (" + steps + ")",
                    "more DataLoader workers (num_workers), persistent_workers=True, pin_memory=True, a larger "
                    "prefetch_factor; or make __getitem__ cheaper"});
-  if (share(StepPart::hooks) >= kHooks) {
+  // Hooks, less ModelCheckpoint's (the checkpoints finding's).
+  const Checkpoints ckpt = checkpoints(p);
+  std::vector<double> in_step_checkpoints;
+  const auto hooks_top = top_hooks(p, t, ckpt, in_step_checkpoints);
+  double checkpoint_ms = 0;
+  for (double ms : in_step_checkpoints) checkpoint_ms += ms;
+  const double hooks_ms = std::max(0.0, part[static_cast<std::size_t>(StepPart::hooks)] - checkpoint_ms);
+  if (hooks_ms / total >= kHooks) {
     std::string top;
-    for (const auto& [name, ms] : top_hooks(p, t))
+    for (const auto& [name, ms] : hooks_top)
       top += (top.empty() ? "" : ", ") + utf8_text(name) + " " + msf(ms / n) + "/step";
-    out.push_back({"hooks", p.meta.pid, per_step(StepPart::hooks), share(StepPart::hooks),
-                   "callbacks and hooks take " + msf(per_step(StepPart::hooks)) + " per step, " +
-                       pct(share(StepPart::hooks)) + " of it" + (top.empty() ? "" : ": " + top) + " (" + steps + ")",
+    out.push_back({"hooks", p.meta.pid, hooks_ms / n, hooks_ms / total,
+                   "callbacks and hooks take " + msf(hooks_ms / n) + " per step, " + pct(hooks_ms / total) + " of it" +
+                       (checkpoint_ms > 0 ? " (ModelCheckpoint's apart)" : "") + (top.empty() ? "" : ": " + top) +
+                       " (" + steps + ")",
                    "log less often (log_every_n_steps, self.log(..., on_step=False)), avoid .item()/.cpu() in "
                    "hooks, move heavy callbacks to epoch ends"});
   }
@@ -90,7 +165,9 @@ void process_findings(const ProcessActions& p, std::vector<Finding>& out) {
                        pct(share(StepPart::optimizer)) + " of it (" + steps + ")",
                    "a fused or foreach optimizer (torch.optim.AdamW(fused=True) / foreach=True), "
                    "zero_grad(set_to_none=True), fewer parameter groups"});
-  // Outliers: past the run's own spread, robustly (MAD), and past 1.5x.
+  // Outliers: past the run's own spread, robustly (MAD), and past 1.5x;
+  // a step's checkpoint save is not its excess (the checkpoints finding's).
+  for (std::size_t i = 0; i < t.size(); ++i) durations[i] -= in_step_checkpoints[i];
   const double med = median(durations);
   std::vector<double> dev;
   for (double d : durations) dev.push_back(std::fabs(d - med));
@@ -102,14 +179,44 @@ void process_findings(const ProcessActions& p, std::vector<Finding>& out) {
     if (durations[i] > bound) excess += durations[i] - med, ++count;
     if (durations[i] > durations[worst]) worst = i;
   }
+  // Where the longest one's excess is: the part furthest over its median.
+  std::string where;
+  if (count) {
+    double over = 0;
+    for (std::size_t k = 0; k < kStepParts; ++k) {
+      std::vector<double> v;
+      for (const auto& st : t) v.push_back(st.part_ns[k] / 1e6);
+      const double x = t[worst].part_ns[k] / 1e6 - median(v);
+      if (x > over) {
+        over = x;
+        where = std::string(", mostly its ") + step_part_name(static_cast<StepPart>(k)) + " part (" + msf(x) +
+                " over that part's median)";
+      }
+    }
+  }
   if (count)
     out.push_back({"outliers", p.meta.pid, excess / n, excess / total,
                    std::to_string(count) + " of " + std::to_string(t.size()) + " train steps took over " + msf(bound) +
                        " (median " + msf(med) + " + 6 robust sigmas of this run, and >= 1.5x); the longest, step " +
-                       std::to_string(t[worst].index) + ", " + msf(durations[worst]) + "; together " + msf(excess) +
-                       " over the median",
+                       std::to_string(t[worst].index) + ", " + msf(durations[worst]) + where + "; together " +
+                       msf(excess) + " over the median",
                    "look at those steps (ltrace-bpf report FILE --steps A-B --html, or watch's slow-step captures): "
                    "garbage collection, checkpointing, a recompile, another process on the CPU"});
+  // Checkpoints: of the fit's span (a save at the end included).
+  if (ckpt.calls) {
+    const std::uint64_t b = std::min(t.front().begin_ns, ckpt.begin_ns), e = std::max(t.back().end_ns, ckpt.end_ns);
+    const double span = (e - b) / 1e6;
+    const std::string saves = ckpt.by_name
+                                  ? std::to_string(ckpt.calls) + " calls of checkpoint callbacks' hooks"
+                                  : std::to_string(ckpt.saves) + " checkpoint saves (Trainer.save_checkpoint, " +
+                                        msf(ckpt.save_ms) + ") and their callbacks' hooks";
+    if (span > 0 && ckpt.ms / span >= kCheckpoints)
+      out.push_back({"checkpoints", p.meta.pid, ckpt.ms / n, ckpt.ms / span,
+                     saves + " take " + msf(ckpt.ms) + ", " + pct(ckpt.ms / span) +
+                         " of the fit from its first step to its last; the longest " + msf(ckpt.longest_ms),
+                     "save less often (ModelCheckpoint(every_n_train_steps=..., every_n_epochs=...), save_top_k), "
+                     "save_weights_only=True, or save in the background (the AsyncCheckpointIO plugin)"});
+  }
   // Validation: of the fit's span, converted to time per train step.
   if (!s.validation.empty()) {
     const std::uint64_t b = std::min(t.front().begin_ns, s.validation.front().begin_ns);

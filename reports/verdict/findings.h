@@ -9,6 +9,9 @@
 //   hooks         callbacks and hooks >= 10 % of the train step (the top ones named)
 //   optimizer     the optimizer part >= 40 % of the train step
 //   validation    validation runs >= 10 % of the fit (first step to last)
+//   checkpoints   checkpoint saves >= 5 % of the fit: Trainer.save_checkpoint's
+//                 action (Lightning 2.5+), else ModelCheckpoint's hooks, which
+//                 hold the saves in older versions
 //   outliers      train steps over median + 6 robust sigmas (1.4826 MAD) and
 //                 over 1.5 x the median: their excess time per step
 #pragma once
@@ -20,7 +23,7 @@
 namespace lt {
 
 struct Finding {
-  std::string kind;  // "input-bound", "hooks", "optimizer", "validation", "outliers"
+  std::string kind;  // "input-bound", "hooks", "optimizer", "validation", "checkpoints", "outliers"
   std::uint32_t pid = 0;
   double ms_per_step = 0;  // train step time at stake
   double share = 0;        // of the train step (validation: of the fit)
@@ -28,7 +31,7 @@ struct Finding {
   std::string try_this;    // one line
 };
 
-inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10;
+inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5;
 
 // Ranked: most step time at stake first.

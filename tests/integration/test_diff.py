@@ -3,7 +3,9 @@ three times (tests/workloads/watch_job.py under `ltrace-bpf run -o`), twice
 alike and once with each step 25 % longer, and a fit whose samples are slow
 to load (train_lightning.py --data-delay). The slower one fails a
 regression gate and names the part that moved; the alike ones pass it; the
-healthy fit has no finding, the slow loader's is input-bound first."""
+healthy fit has no finding, the slow loader's is input-bound first, and a
+fit that saves a 32 MiB checkpoint every 5 steps has checkpoints first."""
+import json
 import os
 import re
 import subprocess
@@ -15,13 +17,15 @@ from conftest import LTRACE, VENV_PY, WORKLOADS
 STEPS = 40
 
 
-def record(tmp, name, step_s):
+def record(tmp, name, step_s, *extra):
     out = tmp / f"{name}.ltrace"
     # --wait-file names a file that exists: the job does not wait.
     r = subprocess.run([LTRACE, "run", "-o", str(out), "--", VENV_PY, os.path.join(WORKLOADS, "watch_job.py"),
-                        "--wait-file", "/", "--steps", str(STEPS), "--step-s", str(step_s)],
+                        "--wait-file", "/", "--steps", str(STEPS), "--step-s", str(step_s), *extra],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
+    if extra:
+        return str(out), json.loads([x for x in r.stdout.splitlines() if x.startswith("{")][-1])
     return str(out)
 
 
@@ -33,8 +37,9 @@ def traces(tmp_path_factory):
                         "--epochs", "1", "--batches", "12", "--data-delay", "0.002"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
+    ckpt, saves = record(tmp, "ckpt", 0.02, "--ckpt-every", "5", "--ckpt-mb", "32")
     return {"a": record(tmp, "a", 0.02), "a2": record(tmp, "a2", 0.02), "slow": record(tmp, "slow", 0.025),
-            "loader": str(loader)}
+            "loader": str(loader), "ckpt": ckpt, "ckpt_saves": saves}
 
 
 def diff(a, b, *args):
@@ -118,3 +123,16 @@ def test_a_slow_loader_is_input_bound_first(traces):
     assert first.strip().startswith("1. input-bound"), out
     share = float(re.search(r"([0-9.]+)% of it", out).group(1))
     assert share >= 50, out  # 8 samples x 2 ms a batch against a model step of a few ms
+
+
+def test_checkpoints_every_few_steps_rank_first_with_their_time(traces):
+    out = verdict(traces["ckpt"])
+    first = out.splitlines()[1]
+    assert first.strip().startswith("1. checkpoints"), out
+    at_stake = float(re.search(r"checkpoints \(pid \d+\): ([0-9.]+) ms per train step", out).group(1))
+    # The job timed its checkpoint callback's hook (the saves in it): the
+    # finding's time is that, seen from outside (probe costs in or out).
+    saves = traces["ckpt_saves"]
+    assert saves["saves"] == STEPS // 5, saves
+    measured = saves["ckpt_s"] * 1e3 / STEPS
+    assert measured * 0.95 <= at_stake <= measured * 1.1 + 0.2, (at_stake, measured, out)

@@ -154,6 +154,10 @@ def test_the_slow_step_is_captured_with_its_reports(watched):
     # The findings first: the 1 s step is an outlier past the run's spread.
     assert reports.startswith("Findings"), reports[:2000]
     assert "outliers" in reports.split("\n\n")[0], reports[:2000]
+    # Its summary line (stderr: the journal) names the trigger and that finding.
+    summary = [x for x in err.splitlines() if "watch: summary: slow-step" in x]
+    assert summary and "; top finding: outliers (pid" in summary[0] and first in summary[0], err
+    assert "mostly its step part (" in summary[0], summary[0]  # the 1 s sleep in training_step
     # The capture is a trace file like any other: `report` reads it, and
     # the slow step is in it (training_step's total holds its 1 s sleep).
     r = subprocess.run([LTRACE, "report", os.path.join(first, "trace.ltrace"), "--report", "simple"],
@@ -171,6 +175,10 @@ def test_the_stall_is_captured_with_the_threads_at_that_moment(watched):
     threads = open(os.path.join(stall[0], "threads.txt")).read()
     assert "stalled_here" in threads, threads
     assert "no Lightning action ended for" in watched["err"]
+    # The stall's top cause: where the main thread waits, read as it fired.
+    summary = [x for x in watched["err"].splitlines() if "watch: summary: stall" in x]
+    assert summary and "top cause: main thread sleeping in clock_nanosleep at stalled_here (" in summary[0], \
+        watched["err"]
 
 
 def test_the_leak_is_captured_once(watched):

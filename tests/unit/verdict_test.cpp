@@ -15,6 +15,10 @@ struct Fit {
   double fetch = 0.4, fwd = 4, bwd = 3, opt = 1, hook = 0.2, val_every = 0, val_ms = 0;
   int slow_step = -1;
   double slow_ms = 0;
+  int ckpt_every = 0;  // a checkpoint after every Nth step's hooks, ckpt_ms long
+  double ckpt_ms = 0;
+  bool ckpt_action = true;  // Trainer.save_checkpoint's action inside the hook (Lightning 2.5+)
+  std::string ckpt_callback = "ModelCheckpoint{'monitor': None, 'mode': 'min'}";
 };
 
 // One process: 50 train batches (times in ms, a little jitter).
@@ -36,6 +40,11 @@ ActionsReport make(const Fit& f, std::uint32_t seed = 1) {
     add("run_training_batch", body, t);
     add("[Callback]LoggerCallback.on_train_batch_end", t, t + f.hook);
     t += f.hook + 0.05;
+    if (f.ckpt_every && (k + 1) % f.ckpt_every == 0) {
+      add("[Callback]" + f.ckpt_callback + ".on_train_batch_end", t, t + f.ckpt_ms + 0.1);
+      if (f.ckpt_action) add("save_checkpoint", t + 0.05, t + 0.05 + f.ckpt_ms);
+      t += f.ckpt_ms + 0.15;
+    }
     if (f.val_every && (k + 1) % static_cast<int>(f.val_every) == 0) {
       add("[_EvaluationLoop].val_next", t, t + 0.1);
       add("[Strategy]SingleDeviceStrategy.validation_step", t + 0.1, t + 0.1 + f.val_ms);
@@ -83,6 +92,35 @@ TEST(Findings, EachProvokedOneRanksFirstWithItsShare) {
   EXPECT_EQ(f[0].kind, "outliers");
   EXPECT_NEAR(f[0].ms_per_step, 200.0 / 50, 0.2);  // its excess over the median, spread over 50 steps
   EXPECT_NE(f[0].evidence.find("step 20"), std::string::npos) << f[0].evidence;
+  // The slow step's forward: its step-function part, 200 ms over that part's median.
+  EXPECT_NE(f[0].evidence.find("mostly its step part (200."), std::string::npos) << f[0].evidence;
+}
+
+// Ten saves of 30 ms in 50 steps (hooks of 30.1 ms): 6.02 ms per step at
+// stake, whether the save has its own action (the hook that holds it is
+// the checkpoint's, whatever its callback's name) or only a checkpoint
+// callback's hook (by its name) holds it; never also hooks or outliers.
+TEST(Findings, CheckpointsWithOrWithoutTheirOwnAction) {
+  for (bool own : {true, false}) {
+    Fit c;
+    c.ckpt_every = 5;
+    c.ckpt_ms = 30;
+    c.ckpt_action = own;
+    if (own) c.ckpt_callback = "main.<locals>.Saver{'every': 5}";
+    const auto r = make(c);
+    const auto f = find_issues(r);
+    ASSERT_EQ(f.size(), 1u) << render_findings(r, f);
+    EXPECT_EQ(f[0].kind, "checkpoints") << render_findings(r, f);
+    EXPECT_NEAR(f[0].ms_per_step, 6.02, 0.05) << render_findings(r, f);
+    EXPECT_NE(f[0].evidence.find(own ? "10 checkpoint saves (Trainer.save_checkpoint, 300.00 ms)"
+                                     : "10 calls of checkpoint callbacks' hooks"),
+              std::string::npos)
+        << f[0].evidence;
+  }
+  Fit rare;  // one 2 ms save in the fit: under the threshold
+  rare.ckpt_every = 50;
+  rare.ckpt_ms = 2;
+  EXPECT_TRUE(find_issues(make(rare)).empty());
 }
 
 TEST(Findings, ValidationAndTheEvidenceNamesTheTopHook) {

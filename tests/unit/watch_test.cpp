@@ -290,6 +290,34 @@ TEST(MetricsServer, ServesWhatWasPublishedAtSlashMetrics) {
   EXPECT_THROW(MetricsServer("no such host name.invalid", 1), Error);
 }
 
+TEST(Watcher, TheTopCauseIsTheTriggersOwnElseTheFirstFinding) {
+  const std::string reports =
+      "Findings (ranked by train step time at stake; shown past each one's threshold)\n"
+      "  1. checkpoints (pid 9): 7.37 ms per train step at stake\n"
+      "     8 checkpoint saves take 294.78 ms\n"
+      "     try: save less often\n"
+      "  2. outliers (pid 9): 1.00 ms per train step at stake\n";
+  EXPECT_EQ(first_finding(reports),
+            "checkpoints (pid 9): 7.37 ms per train step at stake: 8 checkpoint saves take 294.78 ms");
+  EXPECT_EQ(first_finding("Findings (...)\n  none: no finding past its threshold\n"), "");
+  EXPECT_EQ(first_finding("Simple report\n  1. x\n"), "");  // not the findings
+  EXPECT_EQ(first_finding(""), "");
+  Capture c;
+  c.trigger.kind = TriggerKind::stall;
+  c.trigger.pid = 9;
+  c.trigger.what = "no Lightning action ended for 2.0 s";
+  c.dir = "/w/captures/x";
+  c.cause = "main thread sleeping in clock_nanosleep at stalled_here (job.py:26)";
+  EXPECT_EQ(capture_summary(c, "outliers (pid 9): ..."),
+            "ltrace-bpf: watch: summary: stall, pid 9: no Lightning action ended for 2.0 s; top cause: main thread "
+            "sleeping in clock_nanosleep at stalled_here (job.py:26) (/w/captures/x)");
+  c.cause.clear();
+  c.rank = 2;
+  EXPECT_NE(capture_summary(c, "").find(", rank 2: no Lightning action ended for 2.0 s; no finding past its "
+                                        "threshold in the capture"),
+            std::string::npos);
+}
+
 TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   TempDir d;
   WatchOptions o;
@@ -298,7 +326,11 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   o.after_ns = 1 * s;
   o.host = "node/1";
   std::vector<Capture> rendered;
-  Watcher w(o, nullptr, [&](const Capture& c) { rendered.push_back(c); });
+  Watcher w(o, nullptr, [&](const Capture& c) {
+    rendered.push_back(c);
+    return std::string("outliers (pid 7): 7.60 ms per train step at stake: 1 of 15 train steps took over 30 ms");
+  });
+  testing::internal::CaptureStderr();
   lt_proc_info_event info{};
   info.hdr.kind = LT_EV_PROC_INFO;
   info.hdr.size = sizeof info;
@@ -320,6 +352,12 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   w.tick((t + 2) * ms + 2 * s);
   EXPECT_EQ(w.captures(), 1u);
   w.finish((t + 3) * ms + 2 * s);  // waits for the reports (their own thread)
+  const std::string err = testing::internal::GetCapturedStderr();
+  // One summary line per capture, once its reports are written: what fired
+  // and the first finding of its reports.
+  EXPECT_NE(err.find("ltrace-bpf: watch: summary: slow-step, pid 7, rank 3: train step 13"), std::string::npos) << err;
+  EXPECT_NE(err.find("; top finding: outliers (pid 7): 7.60 ms per train step at stake: 1 of 15"), std::string::npos)
+      << err;
   ASSERT_EQ(rendered.size(), 1u);
   const Capture& c = rendered[0];
   EXPECT_EQ(c.trigger.kind, TriggerKind::slow_step);

@@ -8,10 +8,17 @@ Prints READY once imports are done, waits for PATH to exist, runs the fit
 (each training step sleeps D seconds: a steady median), then exits with C.
 --leak-mb M: each step keeps M MiB more (a leak).
 --times FILE: each step's time, start to next start (bench/watch.py).
+--ckpt-every N --ckpt-mb M: a checkpoint every N training steps, of a model
+holding M MiB more; prints a JSON line {"ckpt_s": ..., "saves": ...}: the
+seconds the checkpoint callback's on_train_batch_end took (the saves and the
+removal of each one's predecessor), timed here.
 """
+import json
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 try:
@@ -32,6 +39,8 @@ class Model(pl.LightningModule):
         super().__init__()
         self.net = torch.nn.Linear(8, 2)
         self.args = args
+        if args.ckpt_mb:  # saved with the model, never trained
+            self.register_buffer("ballast", torch.ones(args.ckpt_mb << 18))
 
     starts = []
     kept = []  # --leak-mb: what each step keeps (resident: filled, not zero pages)
@@ -64,15 +73,36 @@ def main():
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--times")
     p.add_argument("--leak-mb", type=int, default=0)
+    p.add_argument("--ckpt-every", type=int, default=0)
+    p.add_argument("--ckpt-mb", type=int, default=0)
     a = p.parse_args()
     data = TensorDataset(torch.randn(a.steps, 8))
-    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu", devices=1)
+    callbacks, saves, hook_s = [], [], []
+    if a.ckpt_every:
+        class TimedCheckpoint(pl.callbacks.ModelCheckpoint):
+            def on_train_batch_end(self, *args, **kwargs):
+                t0 = time.perf_counter()
+                super().on_train_batch_end(*args, **kwargs)
+                hook_s.append(time.perf_counter() - t0)
+
+            def _save_checkpoint(self, trainer, filepath):
+                super()._save_checkpoint(trainer, filepath)
+                saves.append(filepath)
+
+        callbacks.append(TimedCheckpoint(dirpath=tempfile.mkdtemp(prefix="ckpt-"), every_n_train_steps=a.ckpt_every,
+                                         save_top_k=1))
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=bool(callbacks), callbacks=callbacks,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         accelerator="cpu", devices=1)
     print("READY", flush=True)
     while not os.path.exists(a.wait_file):
         time.sleep(0.01)
     trainer.fit(Model(a), DataLoader(data, batch_size=1))
     print("FIT DONE", flush=True)
+    if a.ckpt_every:
+        for cb in callbacks:
+            shutil.rmtree(cb.dirpath, ignore_errors=True)
+        print(json.dumps({"ckpt_s": sum(hook_s), "saves": len(saves)}), flush=True)
     if a.times:
         s = Model.starts
         with open(a.times, "w") as f:

@@ -80,7 +80,7 @@ int cmd_diff(Options& opts) {
   if (opts.fail_if_slower_pct >= 0 && step && step->verdict > 0 && step->median_a > 0) {
     const double pct = 100 * step->test.shift / step->median_a;
     if (pct >= opts.fail_if_slower_pct) {
-      std::cerr << "ltrace-bpf: diff: B's train step is slower by " << pct << " % of A's median (Holm p "
+      std::cerr << "ltrace-bpf: diff: B's train step is slower by " << pct << " % of A's median (adjusted p "
                 << step->p_holm << "), at least --fail-if-slower " << opts.fail_if_slower_pct << "\n";
       return static_cast<int>(ExitCode::regression);
     }

@@ -111,7 +111,7 @@ WatchOptions watch_options(const Options& o) {
 // report` in a child process: its memory is not the watcher's (RSS stays
 // flat however big a capture), and its notes go to report.log, not to the
 // watcher's one line per capture.
-void render_capture(const Capture& c) {
+std::string render_capture(const Capture& c) {
   const int out = open_output_fd(c.dir + "/reports.txt", OutputMode::truncate);
   const int log = open_output_fd(c.dir + "/report.log", OutputMode::truncate);
   posix_spawn_file_actions_t fa;
@@ -137,13 +137,20 @@ void render_capture(const Capture& c) {
   const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (rc != 0 && rc != static_cast<int>(ExitCode::damaged_trace))
     throw Error(ExitCode::io, "the report exited with " + std::to_string(rc) + " (see " + c.dir + "/report.log)");
+  std::ifstream in(c.dir + "/reports.txt");
+  std::string head(8192, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return first_finding(head);
 }
 
-// At a stall: every thread of the process now (the dump command's text).
-std::string threads_now(const Trigger& t) {
-  if (t.kind != TriggerKind::stall || !t.pid) return "";
+// At a stall: every thread of the process now (the dump command's text),
+// and where its main thread waits (the stall's top cause).
+AtTrigger threads_now(const Trigger& t) {
+  if (t.kind != TriggerKind::stall || !t.pid) return {};
   proc::NativeNamer namer;
-  return dump_text(python::dump_process(static_cast<pid_t>(t.pid), namer));
+  const auto d = python::dump_process(static_cast<pid_t>(t.pid), namer);
+  return {dump_text(d), main_thread_at(d)};
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "user/cli/dump_output.h"
 
+#include <algorithm>
+
 #include "reports/format/json_escape.h"
 #include "reports/format/numbers.h"
 #include "reports/format/utf8_text.h"
@@ -132,6 +134,21 @@ std::string dump_process_json(const python::ProcessDump& d) {
   }
   out += "]}";
   return out;
+}
+
+std::string main_thread_at(const python::ProcessDump& d) {
+  const python::ThreadDump* main = nullptr;
+  for (const auto& t : d.threads)
+    if (t.status.tid == d.pid && !t.frames.empty()) main = &t;
+  for (const auto& t : d.threads)
+    if (!main && !t.frames.empty()) main = &t;
+  if (!main) return "";
+  const auto f = std::find_if(main->frames.begin(), main->frames.end(), [](const auto& x) { return x.readable; });
+  std::string s =
+      std::string(main->status.tid == d.pid ? "main thread" : "thread " + std::to_string(main->status.tid)) + " " +
+      state_of(*main);
+  if (f != main->frames.end()) s += " at " + frame_text(*f);
+  return s;
 }
 
 }  // namespace lt

@@ -22,5 +22,10 @@ std::string one_line(const std::string& bytes);
 std::string frame_text(const python::PyFrameInfo& f);
 // "sleeping in futex", "running", "exited while read".
 std::string state_of(const python::ThreadDump& t);
+// Where a process's main thread is, in one line (a stall's top cause):
+// "main thread sleeping in clock_nanosleep at stalled_here (job.py:26)".
+// The main thread is the one whose tid is the pid, else the first with
+// Python frames; "" when no thread has any.
+std::string main_thread_at(const python::ProcessDump& d);
 
 }  // namespace lt

@@ -141,7 +141,11 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   c.dir = o_.ring.dir + "/captures/" + capture_name(c.trigger, c.rank);
   c.trace = c.dir + "/trace.ltrace";
   try {
-    if (on_trigger_) c.at_trigger = on_trigger_(c.trigger);
+    if (on_trigger_) {
+      AtTrigger at = on_trigger_(c.trigger);
+      c.at_trigger = std::move(at.threads);
+      c.cause = std::move(at.cause);
+    }
   } catch (const Error& e) {
     c.at_trigger = std::string("(not read: ") + e.what() + ")\n";
   }
@@ -150,6 +154,39 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   std::cerr << ": " << c.trigger.what << "; capture " << c.dir << " after " << o_.after_ns / 1'000'000'000
             << " s more\n";
   pending_.push_back(std::move(c));
+}
+
+std::string capture_summary(const Capture& c, const std::string& top_finding) {
+  std::string s = "ltrace-bpf: watch: summary: " + std::string(trigger_name(c.trigger.kind)) + ", pid " +
+                  std::to_string(c.trigger.pid);
+  if (c.rank >= 0) s += ", rank " + std::to_string(c.rank);
+  // The trigger's own cause when it read one (a stall: where the main
+  // thread waits); else what the capture's reports put first, said as a
+  // finding (the capture's, over its whole window: not necessarily why
+  // this trigger fired).
+  s += ": " + c.trigger.what + "; ";
+  if (!c.cause.empty())
+    s += "top cause: " + c.cause;
+  else if (!top_finding.empty())
+    s += "top finding: " + top_finding;
+  else
+    s += "no finding past its threshold in the capture";
+  return s + " (" + c.dir + ")";
+}
+
+std::string first_finding(std::string_view reports) {
+  const auto start = reports.find("\n  1. ");
+  if (reports.rfind("Findings", 0) != 0 || start == std::string_view::npos) return "";
+  auto line = [&](std::size_t from) {
+    const auto end = reports.find('\n', from);
+    std::string_view l = reports.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
+    while (!l.empty() && l.front() == ' ') l.remove_prefix(1);
+    return std::pair{std::string(l), end};
+  };
+  auto [kind, end] = line(start + 6);
+  if (end == std::string_view::npos) return kind;
+  auto [evidence, _] = line(end + 1);
+  return kind + ": " + evidence;
 }
 
 std::string Watcher::capture_name(const Trigger& t, int rank) const {
@@ -208,7 +245,8 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
       auto done = std::make_shared<std::atomic<bool>>(false);
       renders_.push_back({std::thread([this, c, done] {
                             try {
-                              on_capture_(c);
+                              const std::string top = on_capture_(c);
+                              std::cerr << capture_summary(c, top) + "\n";
                             } catch (const std::exception& e) {
                               std::cerr << "ltrace-bpf: watch: the reports of " << c.dir << " not written: " << e.what()
                                         << "\n";

@@ -42,18 +42,35 @@ struct Capture {
   std::string dir;         // DIR/captures/<name>
   std::string trace;       // dir + "/trace.ltrace"
   std::string at_trigger;  // what the caller kept when it fired (threads' stacks of a stall)
+  std::string cause;       // ...and the cause it read there (a stall: where its main thread waits)
   std::uint64_t records = 0;
 };
 
+// What the caller keeps of the process at the moment a trigger fires.
+struct AtTrigger {
+  std::string threads;  // threads.txt of the capture ("" for none)
+  std::string cause;    // one line, "" for none
+};
+
+// The capture's summary line, once its reports are written (stderr, so the
+// journal): trigger, pid, rank, step, what fired, and the top cause (the
+// trigger's own: a stall's main thread), else the first finding of its
+// reports.
+std::string capture_summary(const Capture& c, const std::string& top_finding);
+// The first finding of `--report verdict`'s text (reports.txt begins with
+// it), as one line: "outliers (pid 7): 19.6 ms per train step at stake:
+// 1 of 60 train steps took over ..."; "" when it has none.
+std::string first_finding(std::string_view reports);
+
 class Watcher {
  public:
-  // At the moment a trigger fires (the process as it is now): text kept in
-  // the capture as threads.txt ("" for none).
-  using OnTrigger = std::function<std::string(const Trigger&)>;
-  // Once a capture's trace is written: its reports next to it. Runs on a
-  // thread of its own (rendering a minute of records takes a while; the
-  // drain must go on meanwhile); finish() waits for every one.
-  using OnCapture = std::function<void(const Capture&)>;
+  // At the moment a trigger fires (the process as it is now).
+  using OnTrigger = std::function<AtTrigger(const Trigger&)>;
+  // Once a capture's trace is written: its reports next to it; returns
+  // their first finding, one line ("" for none). Runs on a thread of its
+  // own (rendering a minute of records takes a while; the drain must go on
+  // meanwhile); finish() waits for every one.
+  using OnCapture = std::function<std::string(const Capture&)>;
   // Throws lt::Error(io | unsafe_output) when DIR cannot be used.
   Watcher(WatchOptions o, OnTrigger on_trigger, OnCapture on_capture);
   ~Watcher();
