@@ -213,3 +213,61 @@ def test_the_systemd_unit_is_valid(tmp_path):
     path.write_text(unit.replace("/usr/local/bin/ltrace-bpf", os.path.abspath(LTRACE)))
     r = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(tmp_path):
+    """kill -9 of a watcher while a capture's window is open (its after-part
+    still recording): the job runs on and ends as it would; a second
+    watcher on the same directory takes the stale pid file and the old ring
+    over, and its own capture is whole."""
+    wdir, go, wl_out = tmp_path / "w", tmp_path / "go", tmp_path / "workload.out"
+    times = tmp_path / "times"
+    py = os.path.join(os.path.dirname(LTRACE), "..", ".venv", "bin", "python")
+    with open(wl_out, "w") as wo:
+        target = subprocess.Popen([py, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
+                                   "--steps", "400", "--step-s", "0.02", "--times", str(times)],
+                                  stdout=wo, stderr=subprocess.STDOUT, cwd=tmp_path)
+    watchers = []
+
+    def watch(n, after):
+        err = tmp_path / f"lt{n}.err"
+        with open(err, "w") as le:
+            p = subprocess.Popen([LTRACE, "watch", "--pid", str(target.pid), "-v", "--dir", str(wdir),
+                                  "--capture-before", "2s", "--capture-after", after],
+                                 stdout=subprocess.DEVNULL, stderr=le, cwd=tmp_path)
+        watchers.append(p)
+        wait_for(str(err), "attached", 120, p)
+        return p, err
+
+    def ask():
+        r = subprocess.run([LTRACE, "watch", "--capture-now", "--dir", str(wdir)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+
+    try:
+        wait_for(str(wl_out), "READY", 600, target)
+        first, first_err = watch(1, "60s")
+        go.touch()
+        ask()
+        wait_for(str(first_err), "watch: request: pid", 60, first)
+        first.kill()  # its capture's window has ~60 s still to run
+        assert first.wait(timeout=60) == -9
+        assert target.poll() is None, "the job ended with the watcher"
+        second, second_err = watch(2, "1s")
+        ask()
+        wait_for(str(second_err), "watch: summary: request", 120, second)
+        assert target.wait(timeout=600) == 0
+        assert second.wait(timeout=300) == 0, second_err.read_text()
+    finally:
+        for p in [target] + watchers:
+            if p.poll() is None:
+                p.kill()
+    out = wl_out.read_text()
+    assert "FIT DONE" in out, out
+    assert len(times.read_text().split()) == 399  # every step ran (start to next start)
+    caps = glob.glob(str(wdir / "captures" / "*-request"))
+    assert len(caps) == 1, caps  # the killed watcher's never reached its window's end
+    assert os.path.getsize(os.path.join(caps[0], "trace.ltrace")) > 0
+    assert open(os.path.join(caps[0], "reports.txt")).read().startswith("Findings")
+    assert not os.path.exists(wdir / "watch.pid")  # the second one's, gone with it
+    assert "captures" in second_err.read_text()
