@@ -83,6 +83,19 @@ struct Proc {
   std::map<std::string, Bucket> actions;
   Bucket window;
   std::uint64_t prev_ts = 0, prev_cpu = kNone64;
+  std::uint64_t rss_seen = 0, rss_stride = 1;  // out.rss_mb keeps every rss_stride-th sample
+  void add_rss(std::uint64_t ts, double mb) {
+    if (rss_seen++ % rss_stride) return;
+    auto& v = out.rss_mb;
+    if (v.size() == ProcessDeviceStats::kRssSeriesMax) {  // keep every other one; sample half as often
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < v.size(); i += 2) v[k++] = v[i];
+      v.resize(k);
+      rss_stride *= 2;
+      if ((rss_seen - 1) % rss_stride) return;
+    }
+    v.emplace_back(ts, mb);
+  }
 };
 
 // Mean interval between consecutive samples of each source.
@@ -154,7 +167,10 @@ struct DeviceStatsAggregator::State {
       p.prev_cpu = e.cpu_ns;
       p.prev_ts = h.ts_ns;
     }
-    if (e.rss_bytes != kNone64) t.add(-1, DeviceStatKey::process_rss_mb, static_cast<double>(e.rss_bytes) / kMiB);
+    if (e.rss_bytes != kNone64) {
+      t.add(-1, DeviceStatKey::process_rss_mb, static_cast<double>(e.rss_bytes) / kMiB);
+      p.add_rss(h.ts_ns, static_cast<double>(e.rss_bytes) / kMiB);
+    }
   }
 
   void device_stats(const lt_event_header& h, const lt_device_stats_event& e) {

@@ -82,6 +82,11 @@ struct ProcessDeviceStats {
   std::vector<int> devices;                // GPUs whose samples it got, ascending
   ActionDeviceStats window;                // every sample of the process
   std::vector<ActionDeviceStats> actions;  // first-begin order, then the rest by name, kNoAction last
+  // Its resident memory over time (ts, MiB), for growth (the verdict's
+  // memory finding): every sample up to kRssSeriesMax, then every 2nd, 4th,
+  // ... (the whole run at an even spacing, bounded).
+  std::vector<std::pair<std::uint64_t, double>> rss_mb;
+  static constexpr std::size_t kRssSeriesMax = 4096;
 };
 
 struct DeviceStatsReport {

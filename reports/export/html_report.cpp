@@ -12,6 +12,7 @@
 #include "reports/flame/named_profile.h"
 #include "reports/format/json_escape.h"
 #include "reports/simple/simple_report.h"
+#include "reports/verdict/findings.h"
 
 namespace lt {
 
@@ -184,7 +185,24 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
   // The dashboard first: overview, findings, step charts; the tables below.
   std::vector<ProcessSteps> steps;
   for (auto& p : rep.processes) steps.push_back(step_records(p, gpu));
-  write_overview(rep, steps, {}, out);
+  // The ranked findings of --report verdict (reports/verdict) head the
+  // list, each linked to its process's step charts; the charts' own
+  // findings follow.
+  std::vector<Verdict> ranked;
+  for (const Finding& f : find_issues(rep)) {
+    std::string id;
+    for (const auto& p : rep.processes)
+      if (p.meta.pid == f.pid) id = process_chart_id(p.meta);
+    std::string kind = f.kind;
+    std::replace(kind.begin(), kind.end(), ' ', '-');
+    char at_stake[64];
+    std::snprintf(at_stake, sizeof at_stake, "%.2f ms per train step at stake", f.ms_per_step);
+    ranked.push_back({"ranked-" + kind,
+                      "#" + std::to_string(ranked.size() + 1) + " " + f.kind + " (pid " + std::to_string(f.pid) +
+                          "): " + at_stake + ". " + f.evidence + ". Try: " + f.try_this,
+                      "#" + id + "-steps", f.share});
+  }
+  write_overview(rep, steps, ranked, out);
   std::size_t with_steps = 0;
   for (const auto& s : steps) with_steps += s.any();
   for (std::size_t i = 0; i < steps.size(); ++i) {

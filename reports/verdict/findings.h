@@ -13,17 +13,25 @@
 //                 action (Lightning 2.5+), else ModelCheckpoint's hooks, which
 //                 hold the saves in older versions
 //   outliers      train steps over median + 6 robust sigmas (1.4826 MAD) and
-//                 over 1.5 x the median: their excess time per step
+//                 over 1.5 x the median, the first (the warm-up) aside:
+//                 their excess time per step
+//   memory growth resident memory (the /proc samples of --device-stats and
+//                 watch) growing over the train steps after the first 10 %:
+//                 a least-squares line through the samples rising by >= 100
+//                 MiB and >= 10 % of where it starts, the last quarter's
+//                 median over the first's. No step time is at stake (0 ms:
+//                 ranked last); what is at stake is the job's memory.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/device_stats.h"
 
 namespace lt {
 
 struct Finding {
-  std::string kind;  // "input-bound", "hooks", "optimizer", "validation", "checkpoints", "outliers"
+  std::string kind;  // "input-bound", "hooks", "optimizer", "validation", "checkpoints", "outliers", "memory growth"
   std::uint32_t pid = 0;
   double ms_per_step = 0;  // train step time at stake
   double share = 0;        // of the train step (validation: of the fit)
@@ -33,9 +41,11 @@ struct Finding {
 
 inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5;
+inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
 
 // Ranked: most step time at stake first.
-std::vector<Finding> find_issues(const ActionsReport& rep);
+// `stats`: the /proc samples, when recorded (--device-stats, watch).
+std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats = nullptr);
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
 
 }  // namespace lt

@@ -141,6 +141,13 @@ def test_dataloader_verdict(run):
     assert share > 0.3  # ~24 ms of sleep per batch against a tiny model
     assert 'id="%s"' % m.group(2) in dom  # the link has its chart
     assert "of training step time" in m.group(3)
+    # The ranked findings (--report verdict) head the list: input-bound
+    # first, with the same share, linked to the process's step charts.
+    first = re.search(r'<ul class="verdicts">\n<li class="verdict" data-verdict="([\w-]+)" data-value="([\d.]+)">'
+                      r'<a href="#([\w-]+)">([^<]*)</a>', dom)
+    assert first and first.group(1) == "ranked-input-bound", dom[dom.find("verdicts"):][:1500]
+    assert abs(float(first.group(2)) - share) < 0.02, (first.group(2), share)
+    assert 'id="%s"' % first.group(3) in dom and first.group(4).startswith("#1 input-bound (pid ")
 
 
 def trace_val_steps(tmp):

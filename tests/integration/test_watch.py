@@ -7,6 +7,7 @@ takes ~10 s, the imports most of the rest."""
 import glob
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -187,6 +188,12 @@ def test_the_leak_is_captured_once(watched):
     # +25% of that.
     assert len(captures_of(watched, "memory")) == 1, watched["captures"]
     assert "resident memory grew from" in watched["err"], watched["err"]
+    # Its summary names the growth its capture shows (the verdict's memory
+    # finding, from the cheap tier's /proc samples), ~5 MiB per step.
+    summary = [x for x in watched["err"].splitlines() if "watch: summary: memory" in x]
+    assert summary and "top finding: memory growth (pid" in summary[0], watched["err"]
+    per_step = float(re.search(r"\(([+0-9.]+) MiB per step", summary[0]).group(1))
+    assert LEAK_MB * 0.7 <= per_step <= LEAK_MB * 1.3, summary[0]
 
 
 def test_the_failed_exit_and_the_request_are_captured(watched):

@@ -790,3 +790,26 @@ TEST(DeviceStatsAggregate, EmptyAndMalformed) {
             "No GPU samples in this recording: CPU keys only.\n"
             "\nNo samples.\n");
 }
+
+namespace {
+
+// The resident-memory series the verdict reads: every sample while it
+// fits, then thinned evenly, never past its bound, whole run kept.
+TEST(DeviceStats, ResidentMemorySeriesIsBoundedAndSpansTheRun) {
+  Stream s;
+  s.info(7, -1);
+  const std::uint64_t n = 3 * ProcessDeviceStats::kRssSeriesMax + 5;
+  for (std::uint64_t i = 0; i < n; ++i) s.proc(7, 1000 + i * 100, 10, 10, 0, i, 700 + i / 1000);
+  s.actions.finish();
+  const auto rep = s.stats.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto& v = rep.processes[0].rss_mb;
+  EXPECT_LE(v.size(), ProcessDeviceStats::kRssSeriesMax);
+  EXPECT_GE(v.size(), ProcessDeviceStats::kRssSeriesMax / 2);
+  EXPECT_EQ(v.front().first, 1000u);
+  EXPECT_GE(v.back().first, 1000 + (n - 5) * 100);  // to the end (within one stride of 4)
+  for (std::size_t i = 1; i < v.size(); ++i) EXPECT_EQ(v[i].first - v[i - 1].first, 400u) << i;  // evenly
+  EXPECT_DOUBLE_EQ(v.back().second, 700.0 + static_cast<double>((v.back().first - 1000) / 100 / 1000));
+}
+
+}  // namespace

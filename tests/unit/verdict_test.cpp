@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "reports/aggregate/steps.h"
 #include "reports/verdict/findings.h"
 #include "tests/unit/process_builder.h"
 
@@ -61,6 +62,10 @@ TEST(Findings, AHealthyFitRaisesNone) {
   const auto f = find_issues(r);
   EXPECT_TRUE(f.empty()) << render_findings(r, f);
   EXPECT_NE(render_findings(r, f).find("none: no finding past its threshold"), std::string::npos);
+  Fit warm_up;  // a slow first step (lazy init): not an outlier
+  warm_up.slow_step = 0;
+  warm_up.slow_ms = 50;
+  EXPECT_TRUE(find_issues(make(warm_up)).empty()) << render_findings(r, find_issues(make(warm_up)));
 }
 
 TEST(Findings, EachProvokedOneRanksFirstWithItsShare) {
@@ -121,6 +126,37 @@ TEST(Findings, CheckpointsWithOrWithoutTheirOwnAction) {
   rare.ckpt_every = 50;
   rare.ckpt_ms = 2;
   EXPECT_TRUE(find_issues(make(rare)).empty());
+}
+
+// Resident memory of a 50-step fit sampled every 5 ms: flat, a warm-up then
+// flat, and a leak of 4 MiB a step.
+TEST(Findings, MemoryGrowthPastTheWarmUpOnly) {
+  const ActionsReport r = make({});
+  const auto& p = r.processes[0];
+  const auto steps = step_records(p).train;
+  ASSERT_EQ(steps.size(), 50u);
+  auto stats = [&](auto mib_at_step) {
+    DeviceStatsReport s;
+    ProcessDeviceStats ps;
+    ps.pid = p.meta.pid;
+    for (std::size_t k = 0; k < steps.size(); ++k)
+      for (std::uint64_t ts = steps[k].begin_ns; ts < steps[k].end_ns; ts += 500'000)
+        ps.rss_mb.emplace_back(ts, mib_at_step(static_cast<double>(k)));
+    s.processes.push_back(ps);
+    return s;
+  };
+  const auto flat = stats([](double) { return 700.0; });
+  EXPECT_TRUE(find_issues(r, &flat).empty());
+  const auto warm = stats([](double k) { return k < 5 ? 300 + 80 * k : 700.0; });  // +400 MiB in the first 10 %
+  EXPECT_TRUE(find_issues(r, &warm).empty()) << render_findings(r, find_issues(r, &warm));
+  const auto leak = stats([](double k) { return 700 + 4 * k; });
+  const auto f = find_issues(r, &leak);
+  ASSERT_EQ(f.size(), 1u) << render_findings(r, f);
+  EXPECT_EQ(f[0].kind, "memory growth");
+  EXPECT_NEAR(f[0].share, 4.0 * 45 / 720, 0.02);  // ~180 MiB over ~720 MiB where the line starts
+  EXPECT_NE(f[0].evidence.find("MiB per step"), std::string::npos) << f[0].evidence;
+  EXPECT_NE(render_findings(r, f).find("memory at stake, not step time (+2"), std::string::npos)
+      << render_findings(r, f);
 }
 
 TEST(Findings, ValidationAndTheEvidenceNamesTheTopHook) {

@@ -302,6 +302,13 @@ TEST(Watcher, TheTopCauseIsTheTriggersOwnElseTheFirstFinding) {
   EXPECT_EQ(first_finding("Findings (...)\n  none: no finding past its threshold\n"), "");
   EXPECT_EQ(first_finding("Simple report\n  1. x\n"), "");  // not the findings
   EXPECT_EQ(first_finding(""), "");
+  // A memory trigger prefers the growth finding, wherever it ranks.
+  EXPECT_EQ(
+      first_finding(reports + "  3. memory growth (pid 9): memory at stake, not step time (+40%)\n"
+                              "     resident memory grew from 700.0 to 980.0 MiB\n\nSimple\n  4. memory x\n",
+                    "memory growth"),
+      "memory growth (pid 9): memory at stake, not step time (+40%): resident memory grew from 700.0 to 980.0 MiB");
+  EXPECT_EQ(first_finding(reports, "memory growth"), first_finding(reports));  // none: the first
   Capture c;
   c.trigger.kind = TriggerKind::stall;
   c.trigger.pid = 9;

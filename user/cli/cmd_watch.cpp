@@ -141,7 +141,12 @@ std::string render_capture(const Capture& c) {
   std::string head(8192, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
-  return first_finding(head);
+  // A memory trigger's cause is the growth, if the capture shows it; a
+  // slow step's, its outliers.
+  const std::string_view prefer = c.trigger.kind == TriggerKind::memory      ? "memory growth"
+                                  : c.trigger.kind == TriggerKind::slow_step ? "outliers"
+                                                                             : "";
+  return first_finding(head, prefer);
 }
 
 // At a stall: every thread of the process now (the dump command's text),

@@ -60,7 +60,7 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
 }
 
 void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
-  std::cout << render_findings(r.actions, find_issues(r.actions)) << "\n";
+  std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats)) << "\n";
 }
 
 void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptions&) {

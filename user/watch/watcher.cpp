@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <string_view>
+#include <vector>
 
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
@@ -174,19 +176,42 @@ std::string capture_summary(const Capture& c, const std::string& top_finding) {
   return s + " (" + c.dir + ")";
 }
 
-std::string first_finding(std::string_view reports) {
-  const auto start = reports.find("\n  1. ");
-  if (reports.rfind("Findings", 0) != 0 || start == std::string_view::npos) return "";
-  auto line = [&](std::size_t from) {
-    const auto end = reports.find('\n', from);
-    std::string_view l = reports.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
+std::string first_finding(std::string_view reports, std::string_view prefer) {
+  if (reports.rfind("Findings", 0) != 0) return "";
+  // The findings' lines, up to the first empty one; each finding is a
+  // numbered line ("  1. kind (pid 7): ...") and its evidence below it.
+  std::vector<std::string_view> lines;
+  for (std::size_t at = 0; at < reports.size();) {
+    const auto end = std::min(reports.find('\n', at), reports.size());
+    const std::string_view line = reports.substr(at, end - at);
+    if (line.empty()) break;
+    lines.push_back(line);
+    at = end + 1;
+  }
+  auto numbered = [](std::string_view l) -> std::string_view {  // the text after "N. ", or ""
     while (!l.empty() && l.front() == ' ') l.remove_prefix(1);
-    return std::pair{std::string(l), end};
+    std::size_t d = 0;
+    while (d < l.size() && l[d] >= '0' && l[d] <= '9') ++d;
+    return d && l.substr(d, 2) == ". " ? l.substr(d + 2) : std::string_view{};
   };
-  auto [kind, end] = line(start + 6);
-  if (end == std::string_view::npos) return kind;
-  auto [evidence, _] = line(end + 1);
-  return kind + ": " + evidence;
+  std::size_t pick = lines.size();
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::string_view text = numbered(lines[i]);
+    if (text.empty()) continue;
+    if (pick == lines.size()) pick = i;
+    if (!prefer.empty() && text.rfind(prefer, 0) == 0) {
+      pick = i;
+      break;
+    }
+  }
+  if (pick == lines.size()) return "";
+  std::string out(numbered(lines[pick]));
+  if (pick + 1 < lines.size() && numbered(lines[pick + 1]).empty()) {
+    std::string_view evidence = lines[pick + 1];
+    while (!evidence.empty() && evidence.front() == ' ') evidence.remove_prefix(1);
+    if (evidence.rfind("try: ", 0) != 0) out += ": " + std::string(evidence);
+  }
+  return out;
 }
 
 std::string Watcher::capture_name(const Trigger& t, int rank) const {

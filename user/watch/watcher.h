@@ -60,7 +60,9 @@ std::string capture_summary(const Capture& c, const std::string& top_finding);
 // The first finding of `--report verdict`'s text (reports.txt begins with
 // it), as one line: "outliers (pid 7): 19.6 ms per train step at stake:
 // 1 of 60 train steps took over ..."; "" when it has none.
-std::string first_finding(std::string_view reports);
+// With `prefer`: the first finding of that kind, if any ("memory growth"
+// for a memory trigger).
+std::string first_finding(std::string_view reports, std::string_view prefer = "");
 
 class Watcher {
  public:
