@@ -1,10 +1,15 @@
 """Offline reports from a large trace: time, peak RSS and bytes per event.
 
 usage: .venv/bin/python bench/offline.py [--events 10000000] [--report LIST] [--against OLD_BINARY [--runs 5]]
+       .venv/bin/python bench/offline.py --diff [--events 10000000] [--runs 3]
 Builds bench/gen_trace (a synthetic Lightning-shaped trace), writes the
 trace, then runs `ltrace-bpf report` on it (the Simple report of every
 process, or --report LIST, e.g. simple,ops: the trace has op records too),
 measuring wall time and the child's peak RSS.
+
+--diff: `ltrace-bpf diff A B` of two such traces against one `report` of
+A, alternating, --runs times each: medians of time and peak RSS, and the
+ratio (issue 34's goal: diff <= 2x one report).
 
 --against OLD_BINARY: the same trace reported by build/ltrace-bpf and by
 OLD_BINARY (e.g. a clean clone's build of an earlier commit), alternating,
@@ -29,6 +34,7 @@ def main():
     ap.add_argument("--against", help="an earlier ltrace-bpf binary to compare with, side by side")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--report", help="reports to print (report FILE --report LIST); default: what report FILE prints")
+    ap.add_argument("--diff", action="store_true", help="time diff A B against report A")
     args = ap.parse_args()
     gen = os.path.join(ROOT, "build", "gen_trace")
     subprocess.run(["g++", "-std=c++20", "-O2", "-I", ROOT, "-I", os.path.join(ROOT, "bpf"),
@@ -43,6 +49,10 @@ def main():
         size = os.path.getsize(path)
         if args.against:
             return side_by_side(path, events, args.against, args.runs, args.report)
+        if args.diff:
+            other = os.path.join(tmp, "big2.ltrace")
+            subprocess.run([gen, other, str(args.events)], check=True, capture_output=True)
+            return diff_against_report(path, other, events, args.runs)
         t = time.perf_counter()
         r = subprocess.run([LTRACE, "report", path] + (["--report", args.report] if args.report else []),
                            capture_output=True, text=True)
@@ -67,6 +77,30 @@ def one_report(binary, path, reports=None):
     wall = time.perf_counter() - t
     assert os.waitstatus_to_exitcode(status) == 0, binary
     return wall, usage.ru_maxrss / 1024, out
+
+
+def timed(cmd):
+    """(wall s, peak RSS MB) of one command, its output discarded."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, cmd
+    return time.perf_counter() - t, usage.ru_maxrss / 1024
+
+
+def diff_against_report(a, b, events, runs):
+    rep, dif = [], []
+    for _ in range(runs):
+        rep.append(timed([LTRACE, "report", a]))
+        dif.append(timed([LTRACE, "diff", a, b]))
+    med = lambda v, i: sorted(x[i] for x in v)[len(v) // 2]
+    print(f"{events} events a trace, {runs} runs each, alternating; medians")
+    print("| command | s | peak RSS MB |")
+    print("|---|---|---|")
+    print(f"| report A | {med(rep, 0):.2f} | {med(rep, 1):.0f} |")
+    print(f"| diff A B | {med(dif, 0):.2f} | {med(dif, 1):.0f} |")
+    print(f"diff / report: time {med(dif, 0) / med(rep, 0):.2f}x (goal <= 2x), RSS {med(dif, 1) / med(rep, 1):.2f}x")
+    return 0
 
 
 def side_by_side(path, events, old, runs, reports=None):

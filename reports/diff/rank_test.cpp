@@ -41,6 +41,43 @@ double normal_quantile(double p) {
   return x - u / (1 + x * u / 2);
 }
 
+// The r-th smallest (1-based) of every b_j - a_i, a and b sorted, without
+// forming the n*m differences (a run of 100,000 steps a side would be 10^10
+// of them): bisection on the value, counting the differences <= d by one
+// sweep of both (O(n + m) each), down to a tenth of a nanosecond (durations
+// are whole nanoseconds, in seconds: distinct differences are ~1e-9 apart);
+// then the smallest difference past the last value known to count fewer
+// than r, stepped on while it counts fewer (exact for any input).
+double kth_difference(const std::vector<double>& a, const std::vector<double>& b, std::uint64_t r) {
+  auto count_le = [&](double d) {
+    std::uint64_t c = 0;
+    std::size_t j = 0;
+    for (double x : a) {  // x grows, so b_j - x <= d holds for more j
+      while (j < b.size() && b[j] - x <= d) ++j;
+      c += j;
+    }
+    return c;
+  };
+  double lo = b.front() - a.back(), hi = b.back() - a.front();
+  if (count_le(lo) >= r) return lo;
+  for (int i = 0; i < 200 && hi - lo > 1e-10; ++i) {
+    const double mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi) break;
+    (count_le(mid) >= r ? hi : lo) = mid;
+  }
+  // count_le(lo) < r <= count_le(hi): the r-th is in (lo, hi].
+  for (;;) {
+    double next = hi;
+    std::size_t j = 0;
+    for (double x : a) {
+      while (j < b.size() && b[j] - x <= lo) ++j;
+      if (j < b.size()) next = std::min(next, b[j] - x);
+    }
+    if (next >= hi || count_le(next) >= r) return next;
+    lo = next;  // a difference ranked below r in (lo, hi]: past it
+  }
+}
+
 RankTest rank_test(std::vector<double> a, std::vector<double> b, double level) {
   RankTest r;
   const std::size_t n = a.size(), m = b.size();
@@ -72,20 +109,30 @@ RankTest rank_test(std::vector<double> a, std::vector<double> b, double level) {
   }
   // Hodges-Lehmann: the median of the n*m differences, and the interval
   // between the differences ranked k and n*m + 1 - k, k from U's
-  // distribution (normal approximation).
-  std::vector<double> diffs;
-  diffs.reserve(n * m);
-  for (double x : a)
-    for (double y : b) diffs.push_back(y - x);
-  std::sort(diffs.begin(), diffs.end());
-  const std::size_t k = diffs.size();
-  r.shift = k % 2 ? diffs[k / 2] : (diffs[k / 2 - 1] + diffs[k / 2]) / 2;
+  // distribution (normal approximation). Up to 4 M differences are formed
+  // and sorted; past that, each one needed is selected (kth_difference).
+  const std::size_t k = n * m;
   const double zq = normal_quantile(1 - (1 - level) / 2);
   const double c = std::floor(mean - zq * std::sqrt(nn * mm * (N + 1) / 12));
-  const std::size_t lo = c >= 1 ? static_cast<std::size_t>(c) - 1 : 0;
-  const std::size_t hi = c >= 1 ? k - static_cast<std::size_t>(c) : k - 1;
-  r.lo = diffs[std::min(lo, k - 1)];
-  r.hi = diffs[std::min(hi, k - 1)];
+  const std::size_t lo = std::min(c >= 1 ? static_cast<std::size_t>(c) - 1 : 0, k - 1);
+  const std::size_t hi = std::min(c >= 1 ? k - static_cast<std::size_t>(c) : k - 1, k - 1);
+  if (k <= kFormedDifferences) {
+    std::vector<double> diffs;
+    diffs.reserve(k);
+    for (double x : a)
+      for (double y : b) diffs.push_back(y - x);
+    std::sort(diffs.begin(), diffs.end());
+    r.shift = k % 2 ? diffs[k / 2] : (diffs[k / 2 - 1] + diffs[k / 2]) / 2;
+    r.lo = diffs[lo];
+    r.hi = diffs[hi];
+    return r;
+  }
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  auto nth = [&](std::size_t i) { return kth_difference(a, b, i + 1); };  // 0-based, as above
+  r.shift = k % 2 ? nth(k / 2) : (nth(k / 2 - 1) + nth(k / 2)) / 2;
+  r.lo = nth(lo);
+  r.hi = nth(hi);
   return r;
 }
 

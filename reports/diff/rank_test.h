@@ -6,6 +6,7 @@
 // compared. Pure functions, tested against exact enumeration.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace lt {
@@ -19,6 +20,13 @@ struct RankTest {
 
 // a, b: samples (any order). level: the interval's confidence (0.95).
 RankTest rank_test(std::vector<double> a, std::vector<double> b, double level = 0.95);
+
+// Past this many pairs, the shift and its interval are selected from the
+// differences without forming them (memory and time O(n + m)).
+inline constexpr std::size_t kFormedDifferences = std::size_t{1} << 22;
+// The r-th smallest (1-based, 1 <= r <= n*m) of every b_j - a_i; a and b
+// sorted ascending, neither empty.
+double kth_difference(const std::vector<double>& a, const std::vector<double>& b, std::uint64_t r);
 
 // Holm-Bonferroni: adjusted p-values, same order as given (each <= 1).
 std::vector<double> holm(const std::vector<double>& p);

@@ -28,7 +28,15 @@ Side collect(const ActionsReport& r) {
       s.steps.push_back(st.duration_ns() / 1e9);
       for (std::size_t i = 0; i < kStepParts; ++i) s.parts[i].push_back(st.part_ns[i] / 1e9);
     }
-    for (const auto& iv : p.intervals) s.actions[p.actions[iv.action].name].push_back((iv.end_ns - iv.begin_ns) / 1e9);
+    // By action index first: a name lookup per interval was a third of
+    // diff's time on a 1 M-event trace.
+    std::vector<std::vector<double>> by_index(p.actions.size());
+    for (const auto& iv : p.intervals) by_index[iv.action].push_back((iv.end_ns - iv.begin_ns) / 1e9);
+    for (std::size_t i = 0; i < by_index.size(); ++i) {
+      if (by_index[i].empty()) continue;
+      auto& to = s.actions[p.actions[i].name];
+      to.insert(to.end(), by_index[i].begin(), by_index[i].end());
+    }
   }
   return s;
 }

@@ -14,7 +14,7 @@
 //                 hold the saves in older versions
 //   outliers      train steps over median + 6 robust sigmas (1.4826 MAD) and
 //                 over 1.5 x the median, the first (the warm-up) aside:
-//                 their excess time per step
+//                 their excess time per step, when >= 5 % of the steps' time
 //   memory growth resident memory (the /proc samples of --device-stats and
 //                 watch) growing over the train steps after the first 10 %:
 //                 a least-squares line through the samples rising by >= 100
@@ -40,7 +40,7 @@ struct Finding {
 };
 
 inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
-inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5;
+inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
 
 // Ranked: most step time at stake first.

@@ -121,12 +121,21 @@ def verdict(path):
     return r.stdout
 
 
+def healthy(out):
+    """No finding; outliers only where the recording shows the machine's
+    CPUs saturated (the suite runs tests side by side: another process on
+    the CPU slows steps for real, and that finding says so)."""
+    kinds = re.findall(r"^  \d+\. ([a-z -]+) \(pid", out, re.M)
+    busy = [float(m) for m in re.findall(r"^  cpu_percent +[\d.]+ +[\d.]+ +([\d.]+)", out, re.M)]
+    return all(k == "outliers" and busy and max(busy) >= 90 for k in kinds), (kinds, busy)
+
+
 def test_a_healthy_fit_has_no_finding(traces):
-    out = verdict(traces["a"])
-    assert "none: no finding past its threshold" in out, out
-    # Nor a real model's fit (its memory included: --device-stats).
-    out = verdict(traces["transformer"])
-    assert "none: no finding past its threshold" in out, out
+    # Both recorded with --device-stats: their memory is judged too.
+    for name in ("a", "transformer"):  # the sleep-step fit; a real model, Lightning's demo Transformer
+        out = verdict(traces[name])
+        ok, why = healthy(out)
+        assert ok, (name, why, out)
 
 
 def test_a_slow_loader_is_input_bound_first(traces):

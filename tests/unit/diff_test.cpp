@@ -77,6 +77,50 @@ TEST(RankTest, HolmAndTheNormalQuantile) {
 // (about 5 % of repeats, by construction of the test), and a 2 % slower B
 // is found from 30 steps a side, when the step's own spread (its
 // coefficient of variation) is 1 %.
+// Past 4 M pairs the shift and its interval are selected, not formed: the
+// same numbers as forming and sorting them (whole-ns durations, ties too).
+TEST(RankTest, SelectedDifferencesEqualFormedOnes) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> ns(20'000'000, 20'400'000);
+  std::vector<double> a(2100), b(2100);
+  for (auto& x : a) x = ns(rng) / 1e9;
+  for (auto& y : b) y = (ns(rng) + 300'000) / 1e9;
+  ASSERT_GT(a.size() * b.size(), kFormedDifferences);
+  std::vector<double> diffs;
+  for (double x : a)
+    for (double y : b) diffs.push_back(y - x);
+  std::sort(diffs.begin(), diffs.end());
+  std::vector<double> sa = a, sb = b;
+  std::sort(sa.begin(), sa.end());
+  std::sort(sb.begin(), sb.end());
+  for (std::uint64_t r :
+       {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{1000}, diffs.size() / 2, diffs.size() - 7, diffs.size()})
+    EXPECT_EQ(kth_difference(sa, sb, r), diffs[r - 1]) << r;
+  const RankTest t = rank_test(a, b);
+  EXPECT_EQ(t.shift, (diffs[diffs.size() / 2 - 1] + diffs[diffs.size() / 2]) / 2);
+  EXPECT_NEAR(t.shift, 300e-6, 10e-6);
+  EXPECT_LT(t.lo, t.shift);
+  EXPECT_GT(t.hi, t.shift);
+  // Any doubles (differences closer than the bisection's tenth of a ns):
+  // still the exact r-th.
+  std::uniform_real_distribution<double> any(0, 1e-8);
+  std::vector<double> ca(300), cb(400), cd;
+  for (auto& x : ca) x = any(rng);
+  for (auto& y : cb) y = any(rng);
+  std::sort(ca.begin(), ca.end());
+  std::sort(cb.begin(), cb.end());
+  for (double x : ca)
+    for (double y : cb) cd.push_back(y - x);
+  std::sort(cd.begin(), cd.end());
+  for (std::uint64_t r : {std::uint64_t{1}, std::uint64_t{77}, cd.size() / 2, cd.size() - 1, cd.size()})
+    EXPECT_EQ(kth_difference(ca, cb, r), cd[r - 1]) << r;
+  // And one of 100,000 a side (10^10 pairs) takes O(n + m) memory.
+  std::vector<double> big_a(100'000), big_b(100'000);
+  for (auto& x : big_a) x = ns(rng) / 1e9;
+  for (auto& y : big_b) y = ns(rng) / 1e9;
+  EXPECT_NEAR(rank_test(big_a, big_b).shift, 0.0, 5e-6);
+}
+
 TEST(RankTest, FalsePositivesAndPowerOnThirtyStepsASide) {
   std::mt19937 rng(42);
   auto steps = [&](double mean, double cv) {
