@@ -179,3 +179,27 @@ def test_hta_loads_the_rank_traces(merged):
         assert f"ROWS {rank} " in h.stdout
         got = int(h.stdout.split(f"ROWS {rank} ")[1].split("MIN ")[1].split()[0])
         assert abs(got - (mins[rank] - lo)) <= 1, (rank, got, mins)
+
+
+def test_diff_of_two_ranks_names_the_stragglers_step_and_the_others_wait(merged):
+    """diff of rank 0 (A) and the slowed rank (B) of the same traces: the
+    steps are alike (the all-reduce holds everyone), the slow rank's step
+    function is slower by about its sleep, and rank 0's backward (where it
+    waits for it at the all-reduce) is longer: B's is faster."""
+    tmp, _, _ = merged
+    files = sorted(str(p) for p in (tmp / "traces").glob("*.ltrace"))
+    r = subprocess.run([LTRACE, "diff", *files, "--rank", "0", "--vs-rank", str(SLOW_RANK)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert " rank 0 (" in r.stdout and f" rank {SLOW_RANK} (" in r.stdout, r.stdout
+    rows = {}
+    for line in r.stdout.splitlines():
+        cells = [c for c in line.strip().split("  ") if c.strip()]
+        if len(cells) >= 8 and cells[0].strip() in ("slower", "faster", "~"):
+            rows[cells[1].strip()] = (cells[0].strip(), float(cells[4]))
+    assert rows["part: step"][0] == "slower", r.stdout
+    assert SLOW_S * 1e3 * 0.7 <= rows["part: step"][1] <= SLOW_S * 1e3 * 1.5, r.stdout
+    assert rows["part: backward"][0] == "faster", r.stdout
+    r = subprocess.run([LTRACE, "diff", *files, "--rank", "9", "--vs-rank", "0"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "no process of rank 9 in A" in r.stderr, r.stderr

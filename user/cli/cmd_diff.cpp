@@ -26,8 +26,9 @@ ActionsReport read_actions(const std::string& path, bool& damaged) {
 
 // A side's name in the table: its file, or its first and last; and the
 // part of them compared.
-std::string label(const std::vector<std::string>& files, const ExportRange& r) {
+std::string label(const std::vector<std::string>& files, const ExportRange& r, int rank) {
   std::string s = files.size() == 1 ? files[0] : files.front() + " ... " + files.back();
+  if (rank >= 0) s += " rank " + std::to_string(rank);
   char part[96] = "";
   if (r.kind == ExportRange::Kind::steps)
     std::snprintf(part, sizeof part, " steps %u-%u", r.first_step, r.last_step);
@@ -40,6 +41,10 @@ std::string label(const std::vector<std::string>& files, const ExportRange& r) {
 
 void check_diff(Options& o) {
   if (!o.diff_vs) {
+    if (o.diff_b_rank >= 0 && o.diff_b.empty()) {
+      o.diff_b = o.diff_a;  // two ranks of the same traces
+      return;
+    }
     if (o.diff_a.size() == 1 && o.diff_b_range) {
       o.diff_b = o.diff_a;  // two parts of one trace
       return;
@@ -47,7 +52,7 @@ void check_diff(Options& o) {
     if (o.diff_a.size() != 2)
       throw Error(ExitCode::usage,
                   "diff needs two trace files: ltrace-bpf diff A B (or several a side: A1 A2 ... --vs B1 B2 ...; "
-                  "or one trace and --vs-steps / --vs-window)");
+                  "or one trace and --vs-steps / --vs-window; or the traces of a job and --vs-rank)");
     o.diff_b.push_back(o.diff_a.back());
     o.diff_a.pop_back();
   } else if (o.diff_a.empty()) {
@@ -60,19 +65,36 @@ int cmd_diff(Options& opts) {
   // A's part of each trace is --steps / --window (all by default); B's is
   // --vs-steps / --vs-window, else the same as A's.
   const ExportRange range_b = opts.diff_b_range.value_or(opts.export_range);
-  auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, const char* side) {
+  // A's rank is --rank (all by default); B's is --vs-rank, else A's. With
+  // a rank chosen, a side's traces are one run: a job recorded per node.
+  const int rank_b = opts.diff_b_rank >= 0 ? opts.diff_b_rank : opts.diff_rank;
+  auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, int rank, const char* side) {
     std::vector<ActionsReport> out;
     for (const auto& f : files) {
       std::string matched;
-      out.push_back(within(read_actions(f, damaged), range, &matched));
+      ActionsReport r = within(read_actions(f, damaged), range, &matched);
       if (!matched.empty()) std::cerr << "ltrace-bpf: diff: " << side << " = " << f << ": " << matched << "\n";
+      if (rank < 0) {
+        out.push_back(std::move(r));
+        continue;
+      }
+      std::erase_if(r.processes, [rank](const ProcessActions& p) { return p.meta.rank != rank; });
+      if (out.empty()) {
+        out.push_back(std::move(r));
+      } else {
+        for (auto& p : r.processes) out.front().processes.push_back(std::move(p));
+      }
     }
+    if (rank >= 0 && (out.empty() || out.front().processes.empty()))
+      throw Error(ExitCode::usage,
+                  std::string("diff: no process of rank ") + std::to_string(rank) + " in " + side + "'s traces");
     return out;
   };
-  std::vector<ActionsReport> a = read_side(opts.diff_a, opts.export_range, "A");
-  std::vector<ActionsReport> b = read_side(opts.diff_b, range_b, "B");
+  std::vector<ActionsReport> a = read_side(opts.diff_a, opts.export_range, opts.diff_rank, "A");
+  std::vector<ActionsReport> b = read_side(opts.diff_b, range_b, rank_b, "B");
   const StepDiff d = diff_steps(a, b);
-  std::cout << render_step_diff(d, label(opts.diff_a, opts.export_range), label(opts.diff_b, range_b));
+  std::cout << render_step_diff(d, label(opts.diff_a, opts.export_range, opts.diff_rank),
+                                label(opts.diff_b, range_b, rank_b));
   const DiffRow* step = d.step();
   if (!step || !step->n_a || !step->n_b)
     std::cerr << "ltrace-bpf: diff: no train steps in " << (step && step->n_a ? "B" : "A")

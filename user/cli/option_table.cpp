@@ -479,6 +479,17 @@ const OptionSpec kOptions[] = {
      if (o.diff_b_range) throw Error(ExitCode::usage, "--vs-steps and --vs-window exclude each other");
      o.diff_b_range = *r;
    }, .example = "2.5,4"},
+  {.name = "rank", .arg = "N", .commands = command_bit(C::diff),
+   .help = "diff: only rank N's processes (A's, and B's unless --vs-rank), e.g. two ranks of one job: diff "
+           "node-a.ltrace node-b.ltrace --rank 0 --vs-rank 3 (with A's files standing for B's when --vs is not given)",
+   .store = [](Options& o, const std::string& v) {
+     o.diff_rank = static_cast<int>(parse_long(v, 0, 1 << 24, "--rank: expected a rank, 0 or more"));
+   }, .example = "0"},
+  {.name = "vs-rank", .arg = "N", .commands = command_bit(C::diff),
+   .help = "diff: B is rank N's processes (of B's traces; without --vs, of the same traces as A)",
+   .store = [](Options& o, const std::string& v) {
+     o.diff_b_rank = static_cast<int>(parse_long(v, 0, 1 << 24, "--vs-rank: expected a rank, 0 or more"));
+   }, .example = "1"},
   {.name = "fail-if-slower", .arg = "PCT", .commands = command_bit(C::diff),
    .help = "diff: exit 17 when B's train step is significantly slower than A's (Holm-corrected p < 0.05) by "
            "PCT % of A's median step or more (for regression checks in CI)",
