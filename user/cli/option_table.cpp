@@ -135,22 +135,36 @@ void store_wait(Options& o, const std::string& w) {
     throw Error(ExitCode::usage, "invalid --wait '" + w + "': expected seconds, 0 to 3600");
 }
 
-void store_steps(Options& o, const std::string& v) {
-  const auto r = parse_step_range(v);
-  if (!r) throw Error(ExitCode::usage, "invalid --steps '" + v + "': expected A-B (training steps, 0 <= A <= B) or A");
-  if (o.export_range.kind == ExportRange::Kind::window)
-    throw Error(ExitCode::usage, "--steps and --window exclude each other");
-  o.export_range = *r;
+// A-B steps (--steps, --vs-steps) or START,END seconds (--window,
+// --vs-window): the range, or one line.
+ExportRange parse_range(const std::string& v, ExportRange::Kind kind, const std::string& flag) {
+  const bool steps = kind == ExportRange::Kind::steps;
+  const auto r = steps ? parse_step_range(v) : parse_time_window(v);
+  if (!r)
+    throw Error(ExitCode::usage, "invalid " + flag + " '" + v + "': expected " +
+                                     (steps ? "A-B (training steps, 0 <= A <= B) or A"
+                                            : "START,END in seconds after the attach, 0 <= START < END"));
+  return *r;
 }
 
-void store_window(Options& o, const std::string& v) {
-  const auto r = parse_time_window(v);
-  if (!r)
-    throw Error(ExitCode::usage,
-                "invalid --window '" + v + "': expected START,END in seconds after the attach, 0 <= START < END");
-  if (o.export_range.kind == ExportRange::Kind::steps)
+void store_range(Options& o, const std::string& v, ExportRange::Kind kind) {
+  const ExportRange r = parse_range(v, kind, kind == ExportRange::Kind::steps ? "--steps" : "--window");
+  if (!o.export_range.all() && o.export_range.kind != kind)
     throw Error(ExitCode::usage, "--steps and --window exclude each other");
-  o.export_range = *r;
+  o.export_range = r;
+}
+void store_steps(Options& o, const std::string& v) {
+  store_range(o, v, ExportRange::Kind::steps);
+}
+void store_window(Options& o, const std::string& v) {
+  store_range(o, v, ExportRange::Kind::window);
+}
+
+// diff's B part: --vs-steps or --vs-window, one of them.
+void store_b_range(Options& o, const std::string& v, ExportRange::Kind kind) {
+  const ExportRange r = parse_range(v, kind, kind == ExportRange::Kind::steps ? "--vs-steps" : "--vs-window");
+  if (o.diff_b_range) throw Error(ExitCode::usage, "--vs-steps and --vs-window exclude each other");
+  o.diff_b_range = r;
 }
 
 // clang-format off
@@ -465,20 +479,11 @@ const OptionSpec kOptions[] = {
   {.name = "vs-steps", .arg = "A-B", .commands = command_bit(C::diff),
    .help = "diff: B is training steps A to B (with one trace: of that same trace, so that two parts of one run "
            "are compared; e.g. diff t.ltrace --steps 0-49 --vs-steps 50-99)",
-   .store = [](Options& o, const std::string& v) {
-     const auto r = parse_step_range(v);
-     if (!r) throw Error(ExitCode::usage, "invalid --vs-steps '" + v + "': expected A-B (training steps, 0 <= A <= B) or A");
-     if (o.diff_b_range) throw Error(ExitCode::usage, "--vs-steps and --vs-window exclude each other");
-     o.diff_b_range = *r;
-   }, .example = "5-9"},
+   .store = [](Options& o, const std::string& v) { store_b_range(o, v, ExportRange::Kind::steps); }, .example = "5-9"},
   {.name = "vs-window", .arg = "START,END", .commands = command_bit(C::diff),
    .help = "diff: B is what lies within START to END seconds after the attach (with one trace: of that same trace)",
-   .store = [](Options& o, const std::string& v) {
-     const auto r = parse_time_window(v);
-     if (!r) throw Error(ExitCode::usage, "invalid --vs-window '" + v + "': expected START,END in seconds after the attach, 0 <= START < END");
-     if (o.diff_b_range) throw Error(ExitCode::usage, "--vs-steps and --vs-window exclude each other");
-     o.diff_b_range = *r;
-   }, .example = "2.5,4"},
+   .store = [](Options& o, const std::string& v) { store_b_range(o, v, ExportRange::Kind::window); },
+   .example = "2.5,4"},
   {.name = "rank", .arg = "N", .commands = command_bit(C::diff),
    .help = "diff: only rank N's processes (A's, and B's unless --vs-rank), e.g. two ranks of one job: diff "
            "node-a.ltrace node-b.ltrace --rank 0 --vs-rank 3 (with A's files standing for B's when --vs is not given)",
