@@ -116,18 +116,17 @@ std::vector<double> typical_per_step(const std::vector<Side>& runs, const RowOf&
 
 }  // namespace
 
-ActionsReport within(const ActionsReport& rep, const ExportRange& range, std::string* summary) {
+ActionsReport within(ActionsReport rep, const ExportRange& range, std::string* summary) {
   if (range.all()) return rep;
   const RangeFilter keep(range, rep);
   if (summary) *summary = keep.summary();
-  ActionsReport out = rep;
-  for (auto& p : out.processes) {
+  for (auto& p : rep.processes) {
     const auto pid = p.meta.pid;
     std::erase_if(p.intervals, [&](const ActionInterval& iv) {
       return !keep.keeps(pid, iv.begin_ns, iv.begin_ns) || !keep.keeps(pid, iv.end_ns, iv.end_ns);
     });
   }
-  return out;
+  return rep;
 }
 
 StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha, double min_effect) {

@@ -68,7 +68,7 @@ StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<Actio
 // after its attach): the intervals that begin and end inside each process's
 // span (an epoch around it is not), so that two parts of one run can be
 // compared. `summary`: what the range matched, for stderr ("" when all).
-ActionsReport within(const ActionsReport& rep, const ExportRange& range, std::string* summary = nullptr);
+ActionsReport within(ActionsReport rep, const ExportRange& range, std::string* summary = nullptr);
 
 // The text table; labels name A and B.
 std::string render_step_diff(const StepDiff& d, const std::string& label_a, const std::string& label_b);

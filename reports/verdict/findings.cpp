@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "reports/aggregate/step_batches.h"
 #include "reports/aggregate/steps.h"
@@ -60,7 +62,8 @@ Checkpoints checkpoints(const ProcessActions& p) {
     }
   for (auto& [tid, v] : saves) std::sort(v.begin(), v.end());
   c.by_name = saves.empty();
-  std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> held;  // saves inside a marked hook
+  std::set<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>>
+      held;  // (tid, begin, end) of saves in a marked hook
   for (std::size_t i = 0; i < p.intervals.size(); ++i) {
     const auto& iv = p.intervals[i];
     const std::string& name = p.actions[iv.action].name;
@@ -71,15 +74,14 @@ Checkpoints checkpoints(const ProcessActions& p) {
     } else if (auto it = saves.find(iv.tid); it != saves.end()) {
       auto s = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(iv.begin_ns, std::uint64_t{0}));
       mine = s != it->second.end() && s->second <= iv.end_ns;
-      if (mine) held[iv.tid].push_back(*s);
+      if (mine) held.emplace(iv.tid, s->first, s->second);
     }
     c.of[i] = mine;
   }
   for (std::size_t i = 0; i < p.intervals.size(); ++i) {
     const auto& iv = p.intervals[i];
     if (!c.of[i] && p.actions[iv.action].name == "save_checkpoint") {
-      const auto& h = held[iv.tid];
-      c.of[i] = std::find(h.begin(), h.end(), std::make_pair(iv.begin_ns, iv.end_ns)) == h.end();
+      c.of[i] = !held.count({iv.tid, iv.begin_ns, iv.end_ns});
     }
     if (!c.of[i]) continue;
     const double ms = (iv.end_ns - iv.begin_ns) / 1e6;
