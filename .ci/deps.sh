@@ -8,7 +8,8 @@
 #   .ci/deps.sh apt-demo        only those the build needs
 #   .ci/deps.sh venv-demo       .venv with torch and Lightning only
 #   .ci/deps.sh python          .venv (torch, Lightning, pytest...), the Lightning
-#                               wheels for other CPythons, .venv-torch113 (at once)
+#                               wheels for other CPythons, .venv-torch113, .venv-xla
+#                               (at once)
 #   .ci/deps.sh roots           the debootstrapped roots of the container tests
 #                               (needs .venv: sid's torch comes through its pip)
 #
@@ -106,6 +107,22 @@ venv_torch113() {
   byte_compile .venv-torch113/bin/python
 }
 
+# torch_xla 2.9.0 (the newest on PyPI) with its own torch 2.9.0 and the same
+# Lightning, on Debian's python3.11: the XLA tests (test_xla.py) run a
+# Lightning fit on torch_xla's CPU PJRT device (built into _XLAC: no libtpu
+# or plug-in).  ~4.2 GB of wheels, most of them the CUDA libraries torch
+# 2.9.0 will not import without.  A copy of the file in the venv marks it
+# installed.
+venv_xla() {
+  [ -x .venv-xla/bin/python ] || /usr/bin/python3.11 -m venv .venv-xla
+  if ! { cmp -s .ci/requirements-xla.txt .venv-xla/requirements.txt &&
+         .venv-xla/bin/python -c "import torch, torch_xla, pytorch_lightning" 2>/dev/null; }; then
+    .venv-xla/bin/pip install -q --no-compile -r .ci/requirements-xla.txt
+    cp .ci/requirements-xla.txt .venv-xla/requirements.txt
+  fi
+  byte_compile .venv-xla/bin/python
+}
+
 # Parts that only download and unpack run side by side; the first failure
 # is the exit status.
 pids=()
@@ -127,6 +144,7 @@ for m in "${modes[@]}"; do
     venv-demo) venv_demo ;;
     python)
       bg venv_torch113
+      bg venv_xla
       venv_main
       bg lightning_wheels
       wait_all ;;

@@ -515,6 +515,56 @@ struct lt_nccl_event {
 	u8 pad[6];
 };
 
+/* ------------------------------------------------------------------ */
+/* XLA (xlaprobe source: torch_xla's runtime in its _XLAC extension;
+ * docs/design-xla.md).  Entry probes only, as everywhere: the PJRT client's
+ * Compile (an uncached compile: torch_xla looked its graph up in its cache
+ * first), ExecuteComputation / ExecuteReplicated, TransferToDevice /
+ * TransferFromDevice, the graph executor's MarkStep; and the two points
+ * where torch_xla's own timers end: metrics::TimedSection's destructor
+ * (its metric and its start) and metrics::Metric::AddSample(ts, value), the
+ * sample it adds (its metric and its end).  The metrics' clock is
+ * CLOCK_REALTIME (sys_util::NowNs: std::chrono::system_clock). */
+enum lt_xla_site {
+	LT_XLA_COMPILE = 1,	       /* Compile(ret, this, instances) */
+	LT_XLA_EXECUTE = 2,	       /* ExecuteComputation(ret, this, computation, args, device, options) */
+	LT_XLA_EXECUTE_REPLICATED = 3, /* ExecuteReplicated(ret, this, computation, args, devices, options) */
+	LT_XLA_TO_DEVICE = 4,	       /* TransferToDevice(ret, this, Span<tensor sources>) */
+	LT_XLA_FROM_DEVICE = 5,	       /* TransferFromDevice(ret, this, Span<data handles>) */
+	LT_XLA_MARK_STEP = 6,	       /* XLAGraphExecutor::MarkStep(this, device, reset_scope) */
+	LT_XLA_TIMED_END = 7,	       /* metrics::TimedSection::~TimedSection(this) */
+	LT_XLA_METRIC_SAMPLE = 8,      /* metrics::Metric::AddSample(this, timestamp_ns, value) */
+};
+#define LT_XLA_SITE_MAX 8
+struct lt_xla_event {
+	struct lt_event_header hdr;
+	u64 obj;   /* the client / executor (`this`); TIMED_END: its metric; METRIC_SAMPLE: the metric */
+	u64 arg;   /* TO/FROM_DEVICE: tensors moved; TIMED_END: its start, METRIC_SAMPLE: its
+		    * timestamp (CLOCK_REALTIME ns); else 0 */
+	u32 site;  /* enum lt_xla_site (the probe's attach cookie) */
+	u32 flags; /* LT_XLA_UNREAD */
+};
+#define LT_XLA_UNREAD 0x1u /* TIMED_END: the section could not be read (obj, arg 0) */
+
+/* XLA_METRIC_NAME (user space, before the first record naming the metric):
+ * what torch_xla calls metric `metric` of process hdr.pid (Metric::name_,
+ * read from the target: "CompileTime", "ExecuteTime", ...). */
+#define LT_XLA_METRIC_NAME_MAX 48
+struct lt_xla_metric_name_event {
+	struct lt_event_header hdr;
+	u64 metric;
+	char name[LT_XLA_METRIC_NAME_MAX]; /* "" = unreadable */
+};
+
+/* XLA_INFO (user space, when the probes go on): which torch_xla a process
+ * runs and on which PJRT device. */
+struct lt_xla_info_event {
+	struct lt_event_header hdr;
+	char version[32];  /* "2.9.0" ("" unknown: no dist-info or version.py beside it) */
+	char device[32];   /* "CPU", "TPU", "CUDA", from PJRT_DEVICE or the PJRT plug-in mapped */
+	char library[160]; /* the _XLAC extension's path */
+};
+
 struct lt_mem_event {
 	struct lt_event_header hdr;
 	u64 ptr;
@@ -853,6 +903,7 @@ struct lt_py_offsets {
 #define LT_TARGET_MEM_STACKS 0x400u   /* ...with the Python stack of each */
 #define LT_TARGET_COMM 0x800u	      /* take its c10d calls (commprobe) */
 #define LT_TARGET_MODULES 0x1000u     /* send its nn.Module calls (MODULE_CALL, eval-frame probe) */
+#define LT_TARGET_XLA 0x2000u	      /* take its torch_xla runtime calls (xlaprobe) */
 
 struct lt_target {
 	struct lt_py_offsets off;

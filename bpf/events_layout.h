@@ -224,6 +224,24 @@ LT_OFFSET(lt_nccl_event, fn, 64);
 LT_OFFSET(lt_nccl_event, dtype, 65);
 LT_OFFSET(lt_nccl_event, pad, 66);
 
+LT_SIZE(lt_xla_event, 48);
+LT_OFFSET(lt_xla_event, hdr, 0);
+LT_OFFSET(lt_xla_event, obj, 24);
+LT_OFFSET(lt_xla_event, arg, 32);
+LT_OFFSET(lt_xla_event, site, 40);
+LT_OFFSET(lt_xla_event, flags, 44);
+
+LT_SIZE(lt_xla_metric_name_event, 80);
+LT_OFFSET(lt_xla_metric_name_event, hdr, 0);
+LT_OFFSET(lt_xla_metric_name_event, metric, 24);
+LT_OFFSET(lt_xla_metric_name_event, name, 32);
+
+LT_SIZE(lt_xla_info_event, 248);
+LT_OFFSET(lt_xla_info_event, hdr, 0);
+LT_OFFSET(lt_xla_info_event, version, 24);
+LT_OFFSET(lt_xla_info_event, device, 56);
+LT_OFFSET(lt_xla_info_event, library, 88);
+
 LT_SIZE(lt_mem_event, 64);
 LT_OFFSET(lt_mem_event, hdr, 0);
 LT_OFFSET(lt_mem_event, ptr, 24);

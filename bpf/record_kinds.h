@@ -88,7 +88,11 @@
 	X(COMM,            112, lt_comm_event,             LT_SIZE_EXACT,  "collective",               "comm",              LT_KEEP_EVENT) /* a collective or p2p call entered */ \
 	X(COMM_STACK,      113, lt_py_sample_event,        LT_SIZE_EXACT,  "collective stack",         "comm_stack",        LT_KEEP_EVENT) /* its Python stack (--launch-stacks) */ \
 	X(COMM_MARK,       114, lt_comm_mark_event,        LT_SIZE_EXACT,  "collective mark",          "comm_mark",         LT_KEEP_EVENT) /* enqueued, done, waited for; DDP buckets */ \
-	X(NCCL,            115, lt_nccl_event,             LT_SIZE_EXACT,  "NCCL call",                "nccl",              LT_KEEP_EVENT) /* an NCCL API call entered */
+	X(NCCL,            115, lt_nccl_event,             LT_SIZE_EXACT,  "NCCL call",                "nccl",              LT_KEEP_EVENT) /* an NCCL API call entered */ \
+	/* XLA (xlaprobe source: torch_xla's PJRT runtime) */ \
+	X(XLA,             128, lt_xla_event,              LT_SIZE_EXACT,  "XLA call",                 "xla",               LT_KEEP_EVENT) /* a compile, execution, transfer, step mark or timer end */ \
+	X(XLA_METRIC_NAME, 129, lt_xla_metric_name_event,  LT_SIZE_READER, "XLA metric name",          "xla_metric_name",   LT_KEEP_NAME ) /* user space: metric -> torch_xla's name */ \
+	X(XLA_INFO,        130, lt_xla_info_event,         LT_SIZE_READER, "XLA info",                 "xla_info",          LT_KEEP_NAME ) /* user space: torch_xla version, PJRT device */
 /* clang-format on */
 
 #endif

@@ -116,6 +116,19 @@ void dump_events(const Trace& trace, std::ostream& to) {
               out << " lost_kind=" << record_dump_name(pd.lost_kind) << " cause=" << pd.cause << " count=" << pd.count;
             },
             [&](const lt_event_header&, const lt_window_event& w) { out << (w.begin ? " begin" : " end"); },
+            [&](const lt_event_header&, const lt_xla_event& x) {
+              out << " site=" << x.site << " obj=0x" << std::hex << x.obj << std::dec << " arg=" << x.arg
+                  << " flags=" << x.flags;
+            },
+            [&](const lt_event_header&, const lt_xla_metric_name_event& xn) {
+              out << " metric=0x" << std::hex << xn.metric << std::dec
+                  << " name=" << utf8_text(std::string_view(xn.name, strnlen(xn.name, sizeof xn.name)));
+            },
+            [&](const lt_event_header&, const lt_xla_info_event& xi) {
+              out << " version=" << utf8_text(std::string_view(xi.version, strnlen(xi.version, sizeof xi.version)))
+                  << " device=" << utf8_text(std::string_view(xi.device, strnlen(xi.device, sizeof xi.device)))
+                  << " library=" << utf8_text(std::string_view(xi.library, strnlen(xi.library, sizeof xi.library)));
+            },
             [&](const lt_event_header&, const lt_clock_sync_event& cs) {
               out << " phase=" << cs.phase << " offset_ns=" << cs.offset_ns << " delay_ns=" << cs.delay_ns
                   << " samples=" << cs.samples

@@ -147,6 +147,7 @@ class Writer {
     for (const auto& iv : p.intervals) tids.insert(iv.tid);
     for (const auto* iv : ops) tids.insert(iv->tid);
     for (const auto& mk : cp.markers) tids.insert(mk.tid);
+    for (const auto& sl : cp.slices) tids.insert(sl.tid);
     if (memory)
       for (const auto& e : memory->events) tids.insert(e.tid);
     for (auto tid : tids)
@@ -177,6 +178,14 @@ class Writer {
       next() << "{\"ph\": \"i\", \"s\": \"t\", \"cat\": " << json_string(mk.category)
              << ", \"name\": " << json_string(mk.name) << ", \"pid\": " << cp.pid << ", \"tid\": " << mk.tid
              << ", \"ts\": " << us_exact(time_ns(src, mk.ts_ns)) << ", \"args\": {" << mk.args << "}}";
+    }
+    for (const auto& sl : cp.slices) {
+      if (!src.keeps(m.pid, sl.begin_ns, sl.end_ns)) continue;
+      next() << "{\"ph\": \"X\", \"cat\": " << json_string(sl.category) << ", \"name\": " << json_string(sl.name)
+             << ", \"pid\": " << cp.pid << ", \"tid\": " << sl.tid
+             << ", \"ts\": " << us_exact(time_ns(src, sl.begin_ns))
+             << ", \"dur\": " << us_exact(static_cast<std::int64_t>(sl.end_ns - sl.begin_ns)) << ", \"args\": {"
+             << sl.args << "}}";
     }
     if (memory) memory_events(src, cp, *memory);
   }
@@ -289,7 +298,7 @@ void write_chrome_document(const ChromeDocument& doc, std::ostream& out) {
 }
 
 ChromeDocument recording_document(const ActionsReport& rep, const OpsReport* ops, const GpuReport* gpu,
-                                  const MemoryReport* memory, const RangeFilter* range) {
+                                  const MemoryReport* memory, const RangeFilter* range, const XlaReport* xla) {
   ChromeDocument doc;
   for (const auto& p : rep.processes)
     if (p.meta.rank >= 0) {
@@ -326,14 +335,18 @@ ChromeDocument recording_document(const ActionsReport& rep, const OpsReport* ops
     if (!m.torch_version.empty()) name += " [torch " + m.torch_version + "]";
     const std::string pid = "pid " + std::to_string(m.pid);
     src.processes.push_back({&p, m.pid, name, pid, -1, pid});
+    if (xla)
+      if (auto x = xla->procs.find(m.pid); x != xla->procs.end())
+        for (const auto& sl : x->second.slices)
+          src.processes.back().slices.push_back({sl.tid, sl.begin_ns, sl.end_ns, xla_site_name(sl.site), "xla", ""});
   }
   doc.sources.push_back(std::move(src));
   return doc;
 }
 
 void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops, const GpuReport* gpu,
-                        const MemoryReport* memory, const RangeFilter* range) {
-  write_chrome_document(recording_document(rep, ops, gpu, memory, range), out);
+                        const MemoryReport* memory, const RangeFilter* range, const XlaReport* xla) {
+  write_chrome_document(recording_document(rep, ops, gpu, memory, range, xla), out);
 }
 
 }  // namespace lt

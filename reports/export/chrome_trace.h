@@ -18,6 +18,7 @@
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
+#include "reports/aggregate/xla.h"
 #include "reports/export/export_range.h"
 
 namespace lt {
@@ -42,9 +43,11 @@ namespace lt {
 // trace's clock (integer nanoseconds; "ts" is in microseconds): --window
 // counts from it.  With `range` (--steps/--window), only the events it
 // keeps (export_range.h).
+// With `xla` (slices kept), torch_xla's timed compiles, executions and
+// transfers are "xla" slices on their calling thread ("XLA compile", ...).
 void write_chrome_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops = nullptr,
                         const GpuReport* gpu = nullptr, const MemoryReport* memory = nullptr,
-                        const RangeFilter* range = nullptr);
+                        const RangeFilter* range = nullptr, const XlaReport* xla = nullptr);
 
 // ---- The writer's parameters, for documents of several recordings ----
 
@@ -58,6 +61,14 @@ struct ChromeMarker {
   std::string args;  // JSON members ("\"k\": 1"), "" none
 };
 
+// A slice on one of a process's threads: "ph": "X".
+struct ChromeSlice {
+  std::uint32_t tid = 0;
+  std::uint64_t begin_ns = 0, end_ns = 0;  // the recording's own clock
+  std::string name, category;
+  std::string args;  // JSON members, "" none
+};
+
 struct ChromeProcess {
   const ProcessActions* proc = nullptr;
   std::uint64_t pid = 0;  // its pid in the document (its CPU rows)
@@ -66,6 +77,7 @@ struct ChromeProcess {
   int sort_index = -1;    // process_sort_index, of its GPU rows too; -1: none
   std::string gpu_label;  // when several processes have GPU rows: "GPU <device> (<gpu_label>)"
   std::vector<ChromeMarker> markers;
+  std::vector<ChromeSlice> slices;  // torch_xla's compiles, executions, transfers (cat "xla")
 };
 
 // One recording (one trace file's reports) and which of it goes in.
@@ -128,6 +140,7 @@ void write_chrome_document(const ChromeDocument& doc, std::ostream& out);
 // The document of one recording, as write_chrome_trace writes it (also the
 // Perfetto writer's input).  The reports must outlive it.
 ChromeDocument recording_document(const ActionsReport& rep, const OpsReport* ops, const GpuReport* gpu,
-                                  const MemoryReport* memory, const RangeFilter* range = nullptr);
+                                  const MemoryReport* memory, const RangeFilter* range = nullptr,
+                                  const XlaReport* xla = nullptr);
 
 }  // namespace lt

@@ -31,7 +31,7 @@ TEST(ReportRegistry, EveryNamedReportIsAnOption) {
     EXPECT_TRUE(lt::is_report_name(e.name));
     EXPECT_NE(lt::report_names_text().find(e.name), std::string::npos);
   }
-  EXPECT_EQ(named, 8);
+  EXPECT_EQ(named, 9);
   EXPECT_FALSE(lt::is_report_name(""));
   EXPECT_FALSE(lt::is_report_name("flame"));
   try {

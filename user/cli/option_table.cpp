@@ -207,8 +207,9 @@ const OptionSpec kOptions[] = {
            "events; comm: every c10d collective and point-to-point call (gloo) per rank, by kind and message size "
            "(nccl-tests' layout) and per action; steps: each stage's step times (p50, p90, p99, max, spikes) and "
            "the share of dataloader, step, backward, optimizer and hooks in them, measured; verdict: what is wrong, "
-           "ranked by train step time at stake, with evidence and what to try (first); several at once: "
-           "simple,advanced,ops,gpu,memory,comm,steps,verdict",
+           "ranked by train step time at stake, with evidence and what to try (first); xla: torch_xla's uncached "
+           "compiles, graph executions, host-device transfers and step marks per action, with torch_xla's own "
+           "timers and the recompilations; several at once: simple,advanced,ops,gpu,memory,comm,steps,verdict,xla",
    .store = store_report, .example = "simple,ops", .passed_on = true},
   {.name = "rate", .arg = "HZ", .commands = kAttaching | kWatch,
    .help = "stack samples per second and CPU (default 99; 1-10000)",

@@ -10,6 +10,7 @@
 #include "reports/ops/compile_section.h"
 #include "reports/steps/steps_report.h"
 #include "reports/verdict/findings.h"
+#include "reports/xla/xla_report.h"
 
 namespace lt {
 namespace {
@@ -63,6 +64,11 @@ void write_verdict(const Options&, const ReportResults& r, const OutputOptions&)
   std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats)) << "\n";
 }
 
+// torch_xla's compiles, executions and transfers (docs/design-xla.md).
+void write_xla(const Options&, const ReportResults& r, const OutputOptions&) {
+  std::cout << render_xla_report(r.xla, {&r.actions}) << "\n";
+}
+
 void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptions&) {
   if (auto cuda = render_cuda_memory_stats(r.memory, {&r.actions}); !cuda.empty()) std::cout << cuda << "\n";
 }
@@ -90,6 +96,8 @@ constexpr ReportEntry kReports[] = {
     {"comm", {.comm = true}, [](const Options& o, const ReportResults&) { return named(o, "comm"); }, write_comm},
     // Each stage's steps: percentiles, spikes, the share of each part.
     {"steps", {}, [](const Options& o, const ReportResults&) { return named(o, "steps"); }, write_steps, true},
+    // torch_xla's compiles, executions, transfers (docs/design-xla.md).
+    {"xla", {.xla = true}, [](const Options& o, const ReportResults&) { return named(o, "xla"); }, write_xla},
     {"",
      {},
      [](const Options&, const ReportResults& r) { return !r.device_stats.processes.empty(); },

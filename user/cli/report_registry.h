@@ -18,6 +18,7 @@
 #include "reports/aggregate/nccl.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
+#include "reports/aggregate/xla.h"
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
 #include "user/collector/source_set.h"
@@ -36,6 +37,7 @@ struct ReportResults {
   CommReport comm;
   CommStacksReport comm_stacks;
   NcclReport nccl;
+  XlaReport xla;
 };
 
 // The probes a report needs besides the action probes (ORed over the

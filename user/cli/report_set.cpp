@@ -48,7 +48,8 @@ ReportSet::ReportSet(const Options& opts)
       memory_(actions_, {.keep_events = wants_exports(opts)}),
       comm_(actions_, {.keep_calls = wants_exports(opts)}),
       nccl_(actions_),
-      compiles_(&actions_) {}
+      compiles_(&actions_),
+      xla_(actions_, wants_exports(opts)) {}
 
 void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   actions_.add(h, p);
@@ -61,6 +62,7 @@ void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   nccl_.add(h, p);
   comm_stacks_.add(h, p);
   compiles_.add(h, p);
+  xla_.add(h, p);
 }
 
 void ReportSet::gap() {
@@ -68,6 +70,7 @@ void ReportSet::gap() {
   stacks_.gap();
   memory_.gap();
   comm_stacks_.gap();
+  xla_.gap();
 }
 
 ReportResults ReportSet::finish() {
@@ -82,6 +85,7 @@ ReportResults ReportSet::finish() {
   r.comm = comm_.finish();
   r.comm_stacks = comm_stacks_.finish();
   r.nccl = nccl_.finish();
+  r.xla = xla_.finish();
   return r;
 }
 
@@ -104,7 +108,7 @@ void ReportSet::write() {
               << range.summary() << "\n";
   if (!o.chrome_path.empty())
     write_output(o.chrome_path, [&](std::ostream& f) {
-      write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range);
+      write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range, &res.xla);
     });
   if (!o.perfetto_path.empty())
     write_output(o.perfetto_path, [&](std::ostream& f) {

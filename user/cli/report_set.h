@@ -15,6 +15,7 @@
 #include "reports/aggregate/nccl.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
+#include "reports/aggregate/xla.h"
 #include "user/cli/options.h"
 #include "user/cli/report_registry.h"
 #include "user/model/trace.h"
@@ -48,6 +49,7 @@ class ReportSet {
   NcclAggregator nccl_;              // NCCL API calls, joined to their kernels
   CommStackAggregator comm_stacks_;  // --launch-stacks: c10d calls by Python stack
   CompileAggregator compiles_;       // torch.compile regions: the ops report's compile section
+  XlaAggregator xla_;                // torch_xla's compiles, executions, transfers
 };
 
 // Streams trace file `path` through a ReportSet built on `opts`: without

@@ -12,6 +12,7 @@ struct SourceSet {
   bool memory = false;         // the allocator probes
   bool memory_stacks = false;  // ...with the Python stack of each allocation
   bool comm = false;           // the collective probes
+  bool xla = false;            // torch_xla's runtime probes
 
   SourceSet& operator|=(const SourceSet& o) {
     stacks |= o.stacks;
@@ -19,6 +20,7 @@ struct SourceSet {
     memory |= o.memory;
     memory_stacks |= o.memory_stacks;
     comm |= o.comm;
+    xla |= o.xla;
     return *this;
   }
 };

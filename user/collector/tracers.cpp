@@ -5,6 +5,7 @@
 #include "user/collector/mem_tracer.h"
 #include "user/collector/op_tracer.h"
 #include "user/collector/stack_tracer.h"
+#include "user/collector/xla_tracer.h"
 
 namespace lt {
 namespace {
@@ -19,6 +20,7 @@ constexpr TracerEntry kTracers[] = {
     {"GPU", [](const SessionOptions& o) { return o.gpu; }, make<GpuTracer>},
     {"memory", [](const SessionOptions& o) { return o.sources.memory; }, make<MemTracer>},
     {"comm", [](const SessionOptions& o) { return o.sources.comm; }, make<CommTracer>},
+    {"XLA", [](const SessionOptions& o) { return o.sources.xla; }, make<XlaTracer>},
     {"stacks", wants_stacks, make<StackTracer>},
 };
 

@@ -80,8 +80,11 @@ Interpreter discover(pid_t pid) {
                 "cannot read /proc/" + std::to_string(pid) + "/maps (need CAP_SYS_PTRACE or root)");
   }
 
-  // Candidate files, libpython first: an executable linked against
-  // libpython carries no interpreter of its own.
+  // Candidate files, the executable first: where it defines the
+  // interpreter, that copy runs (the executable comes first in the dynamic
+  // linker's global scope), even when an extension maps a libpython too
+  // (torch_xla's _XLAC needs libpython3.11.so: a second, idle copy).  An
+  // executable linked against libpython defines none of it: skipped below.
   std::vector<const proc::Mapping*> candidates;
   for (auto& m : maps) {
     if (m.path.empty() || m.path[0] != '/' || !is_candidate(m.path)) continue;
@@ -90,7 +93,7 @@ Interpreter discover(pid_t pid) {
     if (!seen) candidates.push_back(&m);
   }
   std::stable_partition(candidates.begin(), candidates.end(),
-                        [](const proc::Mapping* m) { return basename_of(m->path).rfind("lib", 0) == 0; });
+                        [](const proc::Mapping* m) { return basename_of(m->path).rfind("lib", 0) != 0; });
 
   std::string unreadable;  // a candidate we could not open as the target maps it
   for (const auto* cand : candidates) {

@@ -14,6 +14,7 @@ struct lt_gpu;
 struct lt_memprobe;
 struct lt_commprobe;
 struct lt_libload;
+struct lt_xlaprobe;
 struct bpf_link;
 
 namespace lt {
@@ -30,6 +31,7 @@ struct SkeletonDestroy {
   void operator()(lt_memprobe* s) const;
   void operator()(lt_commprobe* s) const;
   void operator()(lt_libload* s) const;
+  void operator()(lt_xlaprobe* s) const;
 };
 template <typename Skeleton>
 using SkeletonPtr = std::unique_ptr<Skeleton, SkeletonDestroy>;

@@ -1,0 +1,71 @@
+// Puts the XLA probes on each target that runs torch_xla: the runtime sites
+// of its _XLAC extension (user/torch/xla_sites.h), found once per file and
+// attached per target (or for every process mapping the file, with
+// --children).  Names torch_xla's metrics for the report: before the first
+// record that carries a metric object, an XLA_METRIC_NAME read from the
+// target (Metric::name_, a std::string, its first member); at the attach an
+// XLA_INFO (version, PJRT device).
+#pragma once
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bpf/events.h"
+#include "user/collector/tracer.h"
+#include "user/torch/xla_sites.h"
+
+namespace lt {
+
+class XlaProbeSource;
+
+class XlaTracer final : public Tracer {
+ public:
+  explicit XlaTracer(const TracerContext& ctx);
+  ~XlaTracer() override;
+  std::string_view name() const override { return "XLA"; }
+  bool library() const override { return true; }
+  // Probes pid's _XLAC (pid_filter -1: every process mapping it).  Returns
+  // false while it is not mapped: a job imports torch_xla when it likes,
+  // and a job without it is polled at no cost beyond reading its maps.
+  // Throws lt::Error (io: unreadable; unsupported: no runtime symbols; bpf).
+  bool attach(pid_t pid, pid_t pid_filter) override;
+  const char* lost() const override { return "its XLA compiles and executions are missing from the report"; }
+  // Never holds a CPython at its exec for _XLAC: it is no dependency of
+  // torch (a job without torch_xla would be held for nothing).
+  bool holds_at_load() const override { return false; }
+  std::size_t probes() const override { return probes_; }
+  std::string describe(pid_t) const override { return last_; }
+  void detach() override;
+  void fill_target(pid_t, lt_target& t) const override { t.flags |= LT_TARGET_XLA; }
+  void observe(const lt_event_header& h, std::span<const std::byte> record) override;
+  void forget(pid_t pid) override;
+
+ private:
+  void emit_info(pid_t pid, const std::string& library);
+
+  TracerContext ctx_;
+  std::unique_ptr<XlaProbeSource> source_;
+  std::map<std::pair<unsigned long, unsigned long>, std::vector<XlaSite>> sites_;  // per (dev, inode)
+  std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;
+  std::set<std::pair<pid_t, std::uint64_t>> named_;  // (pid, metric) named already
+  std::size_t probes_ = 0;
+  std::string last_;
+};
+
+// The PJRT device a process runs on: its PJRT_DEVICE as it was exec'd,
+// else the PJRT plug-in it maps (libtpu: TPU; a CUDA plug-in: CUDA), else
+// "CPU" (torch_xla's own CPU client).  Exposed for unit tests.
+std::string xla_device_of(const std::string& environ_pjrt_device, const std::vector<std::string>& mapped_paths);
+// torch_xla's version from the _XLAC path: the torch_xla-V.dist-info beside
+// its package directory, else "" (exposed for unit tests).
+std::string xla_version_of(const std::string& xlac_path);
+// A metric's name as read from the target: printable ASCII or "".
+std::string xla_metric_name_text(const char* bytes, std::size_t len);
+
+}  // namespace lt
