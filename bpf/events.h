@@ -534,8 +534,9 @@ enum lt_xla_site {
 	LT_XLA_MARK_STEP = 6,	       /* XLAGraphExecutor::MarkStep(this, device, reset_scope) */
 	LT_XLA_TIMED_END = 7,	       /* metrics::TimedSection::~TimedSection(this) */
 	LT_XLA_METRIC_SAMPLE = 8,      /* metrics::Metric::AddSample(this, timestamp_ns, value) */
+	LT_XLA_METRIC_VALUE = 9,       /* metrics::Metric::AddSample(this, value): a value sample (bytes) */
 };
-#define LT_XLA_SITE_MAX 8
+#define LT_XLA_SITE_MAX 9
 struct lt_xla_event {
 	struct lt_event_header hdr;
 	u64 obj;   /* the client / executor (`this`); TIMED_END: its metric; METRIC_SAMPLE: the metric */
@@ -555,6 +556,20 @@ struct lt_xla_metric_name_event {
 	u64 metric;
 	char name[LT_XLA_METRIC_NAME_MAX]; /* "" = unreadable */
 };
+
+/* XLA_VALUE (user space, right before the METRIC_VALUE it reads): the
+ * sample that value probe added, read from the metric's ring of samples in
+ * the target (MetricData: count_, then std::vector<{ts, value}>) and found by
+ * its time: the transfers' InboundData / OutboundData bytes. */
+struct lt_xla_value_event {
+	struct lt_event_header hdr; /* pid, tid, ts_ns: the METRIC_VALUE's */
+	u64 metric;
+	s64 sample_ns; /* its timestamp (CLOCK_REALTIME ns); 0 when not found */
+	double value;
+	u32 flags; /* LT_XLA_VALUE_* */
+	u32 pad;
+};
+#define LT_XLA_VALUE_NOT_FOUND 0x1u /* unreadable, or no sample at its time (overwritten, another layout) */
 
 /* XLA_INFO (user space, when the probes go on): which torch_xla a process
  * runs and on which PJRT device. */

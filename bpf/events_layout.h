@@ -236,6 +236,14 @@ LT_OFFSET(lt_xla_metric_name_event, hdr, 0);
 LT_OFFSET(lt_xla_metric_name_event, metric, 24);
 LT_OFFSET(lt_xla_metric_name_event, name, 32);
 
+LT_SIZE(lt_xla_value_event, 56);
+LT_OFFSET(lt_xla_value_event, hdr, 0);
+LT_OFFSET(lt_xla_value_event, metric, 24);
+LT_OFFSET(lt_xla_value_event, sample_ns, 32);
+LT_OFFSET(lt_xla_value_event, value, 40);
+LT_OFFSET(lt_xla_value_event, flags, 48);
+LT_OFFSET(lt_xla_value_event, pad, 52);
+
 LT_SIZE(lt_xla_info_event, 248);
 LT_OFFSET(lt_xla_info_event, hdr, 0);
 LT_OFFSET(lt_xla_info_event, version, 24);

@@ -92,7 +92,8 @@
 	/* XLA (xlaprobe source: torch_xla's PJRT runtime) */ \
 	X(XLA,             128, lt_xla_event,              LT_SIZE_EXACT,  "XLA call",                 "xla",               LT_KEEP_EVENT) /* a compile, execution, transfer, step mark or timer end */ \
 	X(XLA_METRIC_NAME, 129, lt_xla_metric_name_event,  LT_SIZE_READER, "XLA metric name",          "xla_metric_name",   LT_KEEP_NAME ) /* user space: metric -> torch_xla's name */ \
-	X(XLA_INFO,        130, lt_xla_info_event,         LT_SIZE_READER, "XLA info",                 "xla_info",          LT_KEEP_NAME ) /* user space: torch_xla version, PJRT device */
+	X(XLA_INFO,        130, lt_xla_info_event,         LT_SIZE_READER, "XLA info",                 "xla_info",          LT_KEEP_NAME ) /* user space: torch_xla version, PJRT device */ \
+	X(XLA_VALUE,       131, lt_xla_value_event,        LT_SIZE_READER, "XLA value",                "xla_value",         LT_KEEP_EVENT) /* user space: a value sample's value (bytes) */
 /* clang-format on */
 
 #endif

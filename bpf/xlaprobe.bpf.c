@@ -54,6 +54,9 @@ int lt_xla_hook(struct pt_regs *ctx)
 		obj = a1;
 		arg = a2;
 		break;
+	case LT_XLA_METRIC_VALUE:
+		obj = a1; /* its value is in xmm0: user space reads it from the metric's samples */
+		break;
 	default:
 		return 0;
 	}

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <deque>
+#include <tuple>
 #include <utility>
 
 #include "reports/aggregate/actions.h"
@@ -79,6 +80,12 @@ const char* xla_site_name(std::uint32_t site) {
   }
 }
 
+std::uint32_t xla_bytes_site(const std::string& metric) {
+  if (metric == "OutboundData") return LT_XLA_TO_DEVICE;
+  if (metric == "InboundData") return LT_XLA_FROM_DEVICE;
+  return 0;
+}
+
 std::uint64_t XlaProcess::recompiles() const {
   return static_cast<std::uint64_t>(
       std::count_if(compiles.begin(), compiles.end(), [](const XlaCompile& c) { return c.recompile; }));
@@ -106,6 +113,9 @@ struct XlaAggregator::State {
   std::map<std::uint32_t, Proc> procs;
   // (pid, tid) -> the TimedSection that just ended there: (metric, start)
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::pair<std::uint64_t, std::uint64_t>> ended;
+  // (pid, tid, site) -> the row of the thread's last transfer of that kind
+  // whose bytes are not known yet (its value sample comes inside the call).
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, std::size_t> unsized;
 
   std::string action_of(const lt_event_header& h) const {
     std::string action = actions.innermost_action(h.pid, h.tid);
@@ -145,6 +155,7 @@ struct XlaAggregator::State {
       ++c->calls;
       if (e.site == LT_XLA_TO_DEVICE || e.site == LT_XLA_FROM_DEVICE) c->tensors += e.arg;
     }
+    if (e.site == LT_XLA_TO_DEVICE || e.site == LT_XLA_FROM_DEVICE) unsized[{h.pid, h.tid, e.site}] = r;
     Pending pend{h.ts_ns, h.tid, r, -1};
     if (e.site == LT_XLA_COMPILE) {
       pr.step_compiled = true;
@@ -213,6 +224,25 @@ struct XlaAggregator::State {
       p.slices.push_back({pend.tid, pend.ts, pend.ts + exact, site});
   }
 
+  void on_value(const lt_event_header& h, const lt_xla_value_event& v) {
+    XlaProcess& p = out.procs[h.pid];
+    Proc& pr = procs[h.pid];
+    const auto name = pr.metric_names.find(v.metric);
+    const std::uint32_t site = name == pr.metric_names.end() ? 0 : xla_bytes_site(name->second);
+    if (!site) return;
+    const auto it = unsized.find({h.pid, h.tid, site});
+    if ((v.flags & LT_XLA_VALUE_NOT_FOUND) || it == unsized.end() || !(v.value >= 0) || v.value > 1e15) {
+      ++p.values_lost;
+      return;
+    }
+    const auto bytes = static_cast<std::uint64_t>(v.value);
+    for (XlaCalls* c : {&calls_of(p.actions[it->second], site), &calls_of(p.total, site)}) {
+      ++c->sized;
+      c->bytes += bytes;
+    }
+    unsized.erase(it);
+  }
+
   void on_name(const lt_event_header& h, const lt_xla_metric_name_event& n) {
     Proc& pr = procs[h.pid];
     if (pr.metric_names.size() >= kMaxMetrics && !pr.metric_names.count(n.metric)) return;
@@ -247,6 +277,7 @@ void XlaAggregator::add(const lt_event_header& h, const std::byte* p) {
                           },
                           [&](const lt_event_header& hh, const lt_xla_metric_name_event& n) { s_->on_name(hh, n); },
                           [&](const lt_event_header& hh, const lt_xla_info_event& i) { s_->on_info(hh, i); },
+                          [&](const lt_event_header& hh, const lt_xla_value_event& v) { s_->on_value(hh, v); },
                           [&](const lt_event_header& hh, const lt_window_event& w) {
                             if (w.begin && !s_->out.window_begin_ns) s_->out.window_begin_ns = hh.ts_ns;
                           }});
@@ -254,6 +285,7 @@ void XlaAggregator::add(const lt_event_header& h, const std::byte* p) {
 
 void XlaAggregator::gap() {
   s_->ended.clear();
+  s_->unsized.clear();
   for (auto& [pid, pr] : s_->procs)
     for (auto& q : pr.pending) q.clear();
 }

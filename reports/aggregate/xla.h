@@ -36,6 +36,8 @@ struct XlaCalls {
   std::uint64_t tensors = 0;  // transfers: tensors moved
   std::uint64_t timed = 0;    // calls with a time
   std::uint64_t ns = 0;       // their total time
+  std::uint64_t sized = 0;    // transfers whose bytes torch_xla recorded (InboundData, OutboundData)
+  std::uint64_t bytes = 0;    // their bytes
   void add_time(std::uint64_t t) {
     ++timed;
     ns += t;
@@ -79,6 +81,9 @@ struct XlaProcess {
   std::map<std::string, std::uint64_t> timers;
   // Timer ends whose call began before the attach (no entry to pair with).
   std::uint64_t ends_unpaired = 0;
+  // Transfer byte samples that could not be read back, or had no transfer
+  // call on their thread to go to.
+  std::uint64_t values_lost = 0;
   std::vector<XlaSlice> slices;  // keep_slices: the timed calls (the first kMaxSlices)
   std::uint64_t recompiles() const;
 };
@@ -92,6 +97,9 @@ struct XlaReport {
 // The call kind (enum lt_xla_site) a torch_xla timer measures, by its
 // metric name, or 0 (exposed for unit tests).
 std::uint32_t xla_timer_site(const std::string& metric);
+// The transfer whose bytes a value metric counts: OutboundData (host to
+// device), InboundData (device to host); else 0.
+std::uint32_t xla_bytes_site(const std::string& metric);
 
 class XlaAggregator {
  public:

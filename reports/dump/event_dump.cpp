@@ -124,6 +124,10 @@ void dump_events(const Trace& trace, std::ostream& to) {
               out << " metric=0x" << std::hex << xn.metric << std::dec
                   << " name=" << utf8_text(std::string_view(xn.name, strnlen(xn.name, sizeof xn.name)));
             },
+            [&](const lt_event_header&, const lt_xla_value_event& xv) {
+              out << " metric=0x" << std::hex << xv.metric << std::dec << " sample_ns=" << xv.sample_ns
+                  << " value=" << xv.value << " flags=" << xv.flags;
+            },
             [&](const lt_event_header&, const lt_xla_info_event& xi) {
               out << " version=" << utf8_text(std::string_view(xi.version, strnlen(xi.version, sizeof xi.version)))
                   << " device=" << utf8_text(std::string_view(xi.device, strnlen(xi.device, sizeof xi.device)))

@@ -287,7 +287,7 @@ class Writer {
     // One vector for the process (48 bytes a slice, sized once), grouped by
     // thread below: the only per-slice memory the writer holds.
     std::vector<Slice> all;
-    all.reserve(p.intervals.size() + ops_of_[os_pid].size() + api_of_[os_pid].size());
+    all.reserve(p.intervals.size() + ops_of_[os_pid].size() + api_of_[os_pid].size() + cp.slices.size());
     auto add = [&](std::uint32_t tid, Slice s) {
       s.tid = tid;
       all.push_back(s);
@@ -310,6 +310,9 @@ class Writer {
     }
     for (const GpuSlice* s : api_of_[os_pid])
       if (included(source, *s)) add(s->tid, api_slice(source, *s));
+    for (const ChromeSlice& sl : cp.slices)
+      if (src.keeps(os_pid, sl.begin_ns, sl.end_ns))
+        add(sl.tid, {time_ns(src, sl.begin_ns), time_ns(src, sl.end_ns), &sl.name, sl.category.c_str()});
     std::sort(all.begin(), all.end(), track_order);
     const ProcessMemory* memory = nullptr;
     if (src.memory)
@@ -427,8 +430,9 @@ PerfettoStats write_perfetto_document(const ChromeDocument& doc, std::ostream& o
 }
 
 PerfettoStats write_perfetto_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops,
-                                   const GpuReport* gpu, const MemoryReport* memory, const RangeFilter* range) {
-  return write_perfetto_document(recording_document(rep, ops, gpu, memory, range), out);
+                                   const GpuReport* gpu, const MemoryReport* memory, const RangeFilter* range,
+                                   const XlaReport* xla) {
+  return write_perfetto_document(recording_document(rep, ops, gpu, memory, range, xla), out);
 }
 
 }  // namespace lt

@@ -36,6 +36,6 @@ PerfettoStats write_perfetto_document(const ChromeDocument& doc, std::ostream& o
 // One recording, as write_chrome_trace takes it.
 PerfettoStats write_perfetto_trace(const ActionsReport& rep, std::ostream& out, const OpsReport* ops = nullptr,
                                    const GpuReport* gpu = nullptr, const MemoryReport* memory = nullptr,
-                                   const RangeFilter* range = nullptr);
+                                   const RangeFilter* range = nullptr, const XlaReport* xla = nullptr);
 
 }  // namespace lt

@@ -22,6 +22,13 @@ std::string time_cell(const XlaCalls& c) {
   return s;
 }
 
+// Bytes where torch_xla recorded them for every call; "~N" for some.
+std::string bytes_cell(const XlaCalls& c) {
+  if (!c.calls) return "0";
+  if (!c.sized) return "-";
+  return (c.sized < c.calls ? "~" : "") + std::to_string(c.bytes);
+}
+
 std::vector<std::string> row_cells(const std::string& name, const XlaRow& r) {
   return {name,
           std::to_string(r.compiles.calls),
@@ -30,9 +37,11 @@ std::vector<std::string> row_cells(const std::string& name, const XlaRow& r) {
           time_cell(r.executions),
           std::to_string(r.to_device.calls),
           std::to_string(r.to_device.tensors),
+          bytes_cell(r.to_device),
           time_cell(r.to_device),
           std::to_string(r.from_device.calls),
           std::to_string(r.from_device.tensors),
+          bytes_cell(r.from_device),
           time_cell(r.from_device),
           std::to_string(r.mark_steps)};
 }
@@ -53,13 +62,14 @@ std::string render_xla_report(const XlaReport& rep, const XlaRenderOptions& opt)
         << process_title(pid, opt.actions) << ": torch_xla " << (p.version.empty() ? "(version unknown)" : p.version)
         << ", PJRT device " << (p.device.empty() ? "unknown" : p.device) << "\n";
     std::vector<std::vector<std::string>> rows{{"action", "compiles", "compile (ms)", "executions", "execute (ms)",
-                                                "to device", "tensors", "to device (ms)", "from device", "tensors",
-                                                "from device (ms)", "step marks"}};
+                                                "to device", "tensors", "bytes", "to device (ms)", "from device",
+                                                "tensors", "bytes", "from device (ms)", "step marks"}};
     for (const auto& r : p.actions)
       if (!r.empty()) rows.push_back(row_cells(utf8_text(r.action), r));
     rows.push_back(row_cells("total", p.total));
     TextTable{rows, "l"}.write(out);
     out << "  (compiles: uncached ones, torch_xla looked each graph up in its cache first; executions: graphs run; "
+           "bytes: torch_xla's own count of each transfer (OutboundData, InboundData), '~' where some are missing; "
            "a call is charged to the innermost action open on its thread at its entry)\n";
 
     out << "  compiles: " << p.total.compiles.calls << ", recompilations: " << p.recompiles() << "\n";
@@ -88,6 +98,8 @@ std::string render_xla_report(const XlaReport& rep, const XlaRenderOptions& opt)
       }
       out << "\n";
     }
+    if (p.values_lost)
+      out << "  (" << p.values_lost << " transfer byte counts that could not be read back from the target)\n";
     if (p.ends_unpaired)
       out << "  (" << p.ends_unpaired << " timer ends of calls that began before the attach: not in the times)\n";
   }

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.serial
 IDLE = os.path.join(WORKLOADS, "idle_import.py")
 ACTIONS = os.path.join(WORKLOADS, "profiler_actions.py")
 COLUMNS = ["PID", "NSPID", "HOST", "CONTAINER", "RANK", "LOCAL", "WORLD", "PYTHON", "TORCH", "LIGHTNING", "CUDA",
-           "COMMAND", "PROFILE"]
+           "XLA", "COMMAND", "PROFILE"]
 
 
 def parse_table(text):

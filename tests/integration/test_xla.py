@@ -13,6 +13,8 @@ import subprocess
 import pytest
 
 from conftest import LTRACE, ROOT, WORKLOADS
+from test_perfetto import perfetto
+from test_ps import parse_table
 
 XLA_PY = os.path.join(ROOT, ".venv-xla", "bin", "python")
 XLA_FIT = os.path.join(WORKLOADS, "xla_fit.py")
@@ -55,7 +57,8 @@ def check_against_torch_xla(report, theirs):
     assert "total" in rows, report
     total = rows["total"]
     compiles, compile_ms, executions, execute_ms = int(total[0]), number(total[1]), int(total[2]), number(total[3])
-    to_dev, to_tensors, from_dev, marks = int(total[4]), int(total[5]), int(total[7]), int(total[10])
+    to_dev, to_tensors, to_bytes = int(total[4]), int(total[5]), total[6]
+    from_dev, from_bytes, marks = int(total[8]), total[10], int(total[12])
     c, m = theirs["counters"], theirs["metrics"]
     # Counts: exact.
     assert compiles == c["UncachedCompile"] == m["CompileTime"]["count"], report
@@ -63,6 +66,10 @@ def check_against_torch_xla(report, theirs):
     assert to_dev == m["TransferToDeviceTime"]["count"], report
     assert from_dev == m["TransferFromDeviceTime"]["count"], report
     assert to_tensors >= to_dev
+    # Bytes: torch_xla's own count of each transfer, read back from its
+    # metrics in the target, every one of them.
+    assert to_bytes == str(int(m["OutboundData"]["total"])), report
+    assert from_bytes == str(int(m["InboundData"]["total"])), report
     assert marks == c["MarkStep"] == theirs["mark_steps"], report
     # Times: torch_xla's own sections, or from our entry probe to their end:
     # never less than theirs, and more by at most a bound per call (a
@@ -77,13 +84,21 @@ def check_against_torch_xla(report, theirs):
     step = int(rec[0].split()[0])
     assert step == RECOMPILE_AT + 1, rec  # steps counted from 1 by the step marks
     assert OPT_STEP in rec[0], rec
-    assert int(rows[OPT_STEP][9 + 1]) == STEPS  # every training step marked in optimizer_step
+    assert int(rows[OPT_STEP][12]) == STEPS  # every training step marked in optimizer_step
     return rows
 
 
 def test_xla_fit_counts_equal_torch_xla_metrics(attach, xla_python):
+    seen = {}
+
+    def ps_row(pid):
+        """`ps` while the job waits: its XLA column (torch_xla's version, PJRT device)."""
+        r = subprocess.run([LTRACE, "ps"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        seen["ps"] = parse_table(r.stdout).get(pid)
+
     run = attach([xla_python, XLA_FIT, "--steps", str(STEPS), "--recompile-at", str(RECOMPILE_AT), "--val"],
-                 lt_args=["--report", "xla,simple"])
+                 lt_args=["--report", "xla,simple"], before_release=ps_row)
     assert run.target_rc == 0, run.target_out[-3000:]
     assert run.lt_rc == 0, run.lt_err[-3000:]
     theirs = metrics_line(run.target_out)
@@ -91,6 +106,8 @@ def test_xla_fit_counts_equal_torch_xla_metrics(attach, xla_python):
     header = re.search(r"^pid \d+ .*: torch_xla (\S+), PJRT device (\S+)$", run.lt_out, re.M)
     assert header and header.group(1) == theirs["torch_xla"] and header.group(2) == "CPU", run.lt_out
     rows = check_against_torch_xla(run.lt_out, theirs)
+    assert seen["ps"] and seen["ps"]["XLA"] == theirs["torch_xla"] + " CPU", seen
+    assert seen["ps"]["PROFILE"] == "yes", seen
     # Validation's graph compiles once, in the hook that marks its steps, and
     # is no recompilation (that action had run no graph before).
     assert int(rows["[LightningModule]MLP.on_validation_batch_end"][0]) >= 1
@@ -107,13 +124,24 @@ def test_xla_recorded_trace_reports_the_same(attach, xla_python, tmp_path):
     rep = subprocess.run([LTRACE, "report", str(trace)], capture_output=True, text=True, timeout=300)
     assert rep.returncode == 0, rep.stderr
     check_against_torch_xla(rep.stdout, theirs)  # the recorded report list: xla
-    # Chrome export: the compiles and executions as slices on their threads.
-    chrome = tmp_path / "xla.json"
-    ex = subprocess.run([LTRACE, "report", str(trace), "--chrome", str(chrome)], capture_output=True, text=True,
-                        timeout=300)
+    # Chrome and Perfetto exports: each timed compile and execution a slice
+    # on its calling thread, beside the Lightning actions.
+    chrome, pf = tmp_path / "xla.json", tmp_path / "xla.pftrace"
+    ex = subprocess.run([LTRACE, "report", str(trace), "--chrome", str(chrome), "--perfetto", str(pf)],
+                        capture_output=True, text=True, timeout=300)
     assert ex.returncode == 0, ex.stderr
-    events = json.loads(chrome.read_text())
-    events = events["traceEvents"] if isinstance(events, dict) else events
-    names = [e.get("name", "") for e in events if e.get("cat") == "xla"]
+    events = json.loads(chrome.read_text())["traceEvents"]
+    xla = [e for e in events if e.get("cat") == "xla"]
+    names = [e["name"] for e in xla]
     assert names.count("XLA compile") == theirs["counters"]["UncachedCompile"], sorted(set(names))
     assert names.count("XLA execute") == theirs["metrics"]["ExecuteTime"]["count"]
+    assert names.count("XLA transfer to device") == theirs["metrics"]["TransferToDeviceTime"]["count"]
+    compile_ms = sum(e["dur"] for e in xla if e["name"] == "XLA compile") / 1e3
+    assert abs(compile_ms - theirs["metrics"]["CompileTime"]["total"] / 1e6) <= 2.0 * names.count("XLA compile")
+    # A recompile slice lies inside the optimizer_step action on its thread.
+    steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == OPT_STEP]
+    last = max((e for e in xla if e["name"] == "XLA compile"), key=lambda e: e["ts"])
+    assert any(s["tid"] == last["tid"] and s["ts"] <= last["ts"] and last["ts"] + last["dur"] <= s["ts"] + s["dur"]
+               for s in steps), last
+    begins, _, _ = perfetto(pf)
+    assert sorted(n for n, c, _, _ in begins if c == "xla") == sorted(names)

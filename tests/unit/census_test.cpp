@@ -177,6 +177,7 @@ TEST(Census, PsTable) {
   e.python_version = "3.13";
   e.torch_version = "2.15.0";
   e.lightning_version = "2.6.6";
+  e.xla = "2.9.0 TPU";
   CensusEntry host;
   host.probe.pid = 17;
   host.probe.stat.comm = "weird\nname";
@@ -186,11 +187,11 @@ TEST(Census, PsTable) {
       lt::render_ps_table({lt::ps_row(e, "yes"), lt::ps_row(host, "no: CPython 3.15 is not supported")});
   EXPECT_EQ(
       table,
-      "PID   NSPID  HOST          CONTAINER     RANK  LOCAL  WORLD  PYTHON  TORCH   LIGHTNING  CUDA  COMMAND       "
-      "                                    PROFILE\n"
-      "4242  1      trainer-\\xff  3f4e5d6c7b8a  1     -      2      3.13    2.15.0  2.6.6      no    "
+      "PID   NSPID  HOST          CONTAINER     RANK  LOCAL  WORLD  PYTHON  TORCH   LIGHTNING  CUDA  XLA        "
+      "COMMAND                                           PROFILE\n"
+      "4242  1      trainer-\\xff  3f4e5d6c7b8a  1     -      2      3.13    2.15.0  2.6.6      no    2.9.0 TPU  "
       "python3.13 train_lightning.py --a-very-long-a...  yes\n"
-      "17    -      box           -             -     -      -      -       -       -          no    "
+      "17    -      box           -             -     -      -      -       -       -          no    -          "
       "[weird\\x0aname]                                   no: CPython 3.15 is not supported\n");
 }
 

@@ -61,6 +61,7 @@ PsRow ps_row(const proc::CensusEntry& e, const std::string& profile) {
   r.torch = or_dash(proc::printable(e.torch_version));
   r.lightning = or_dash(proc::printable(e.lightning_version));
   r.cuda = e.probe.maps.cuda ? "yes" : "no";
+  r.xla = or_dash(proc::printable(e.xla));
   // The interpreter and the script by their names (the PYTHON column has
   // the version; /proc/PID/cmdline the whole line), then the arguments.
   std::string cmd;
@@ -78,14 +79,14 @@ PsRow ps_row(const proc::CensusEntry& e, const std::string& profile) {
 }
 
 std::string render_ps_table(const std::vector<PsRow>& rows) {
-  static const PsRow header{"PID",    "NSPID", "HOST",      "CONTAINER", "RANK",    "LOCAL",  "WORLD",
-                            "PYTHON", "TORCH", "LIGHTNING", "CUDA",      "COMMAND", "PROFILE"};
+  static const PsRow header{"PID",    "NSPID", "HOST",      "CONTAINER", "RANK", "LOCAL",   "WORLD",
+                            "PYTHON", "TORCH", "LIGHTNING", "CUDA",      "XLA",  "COMMAND", "PROFILE"};
   auto cells = [](const PsRow& r) {
-    return std::vector<const std::string*>{&r.pid,        &r.nspid,      &r.host,   &r.container, &r.rank,
-                                           &r.local_rank, &r.world_size, &r.python, &r.torch,     &r.lightning,
-                                           &r.cuda,       &r.command,    &r.profile};
+    return std::vector<const std::string*>{&r.pid,        &r.nspid,      &r.host,    &r.container, &r.rank,
+                                           &r.local_rank, &r.world_size, &r.python,  &r.torch,     &r.lightning,
+                                           &r.cuda,       &r.xla,        &r.command, &r.profile};
   };
-  std::vector<std::size_t> width(13, 0);
+  std::vector<std::size_t> width(14, 0);
   auto measure = [&](const PsRow& r) {
     auto c = cells(r);
     for (std::size_t i = 0; i < c.size(); ++i) width[i] = std::max(width[i], cp_len(*c[i]));

@@ -12,7 +12,7 @@ namespace lt {
 
 // One row, every cell printable text ("-" when unknown or absent).
 struct PsRow {
-  std::string pid, nspid, host, container, rank, local_rank, world_size, python, torch, lightning, cuda, command,
+  std::string pid, nspid, host, container, rank, local_rank, world_size, python, torch, lightning, cuda, xla, command,
       profile;
 };
 

@@ -113,7 +113,7 @@ void ReportSet::write() {
   if (!o.perfetto_path.empty())
     write_output(o.perfetto_path, [&](std::ostream& f) {
       const PerfettoStats st =
-          write_perfetto_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range);
+          write_perfetto_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range, &res.xla);
       if (o.verbose)
         std::cerr << "ltrace-bpf: --perfetto: " << st.slices << " slices (" << st.cut_slices
                   << " cut at their parent's end to nest), " << st.counters << " counter values, " << st.packets

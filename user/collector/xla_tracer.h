@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -51,21 +52,31 @@ class XlaTracer final : public Tracer {
 
   TracerContext ctx_;
   std::unique_ptr<XlaProbeSource> source_;
-  std::map<std::pair<unsigned long, unsigned long>, std::vector<XlaSite>> sites_;  // per (dev, inode)
+  // Reads the value a METRIC_VALUE added from the metric's samples: an
+  // XLA_VALUE record (not found: flagged).
+  void emit_value(const lt_event_header& h, std::uint64_t metric);
+
+  std::map<std::pair<unsigned long, unsigned long>, XlaLibrary> libs_;  // per (dev, inode)
+  std::map<pid_t, int> data_offset_;  // per process: XlaLibrary::metric_data_offset of its _XLAC
+  std::map<std::pair<pid_t, std::uint64_t>, std::string> names_;  // (pid, metric) -> name sent
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;
-  std::set<std::pair<pid_t, std::uint64_t>> named_;  // (pid, metric) named already
   std::size_t probes_ = 0;
   std::string last_;
 };
 
-// The PJRT device a process runs on: its PJRT_DEVICE as it was exec'd,
-// else the PJRT plug-in it maps (libtpu: TPU; a CUDA plug-in: CUDA), else
-// "CPU" (torch_xla's own CPU client).  Exposed for unit tests.
-std::string xla_device_of(const std::string& environ_pjrt_device, const std::vector<std::string>& mapped_paths);
-// torch_xla's version from the _XLAC path: the torch_xla-V.dist-info beside
-// its package directory, else "" (exposed for unit tests).
-std::string xla_version_of(const std::string& xlac_path);
 // A metric's name as read from the target: printable ASCII or "".
 std::string xla_metric_name_text(const char* bytes, std::size_t len);
+
+// A metric sample (MetricData's ring: {timestamp ns, value}).
+struct XlaSample {
+  std::int64_t ts_ns = 0;
+  double value = 0;
+};
+// The sample a value probe at CLOCK_REALTIME `at_ns` added: the earliest
+// one from `at_ns - slack_ns` to `at_ns + window_ns` (AddSample takes its
+// time right after the probe; the slack covers converting the probe's
+// CLOCK_MONOTONIC time), or none (exposed for unit tests).
+std::optional<XlaSample> xla_sample_at(const std::vector<XlaSample>& ring, std::int64_t at_ns,
+                                       std::int64_t slack_ns = 5'000, std::int64_t window_ns = 20'000'000);
 
 }  // namespace lt

@@ -253,6 +253,11 @@ MapsFacts scan_maps(const std::string& maps_text) {
       if (f.torch_lib.empty() && starts_with(base, "libtorch") && base.find(".so") != std::string::npos)
         f.torch_lib = path;
       if (starts_with(base, "libcuda.so")) f.cuda = true;
+      if (f.xla_lib.empty() && starts_with(base, "_XLAC.") && base.find(".so") != std::string::npos) f.xla_lib = path;
+      if (starts_with(base, "libtpu")) f.pjrt_plugin = "TPU";
+      if (f.pjrt_plugin.empty() && base.find("pjrt") != std::string::npos &&
+          (base.find("gpu") != std::string::npos || base.find("cuda") != std::string::npos))
+        f.pjrt_plugin = "CUDA";
     }
     at = end + 1;
   }
@@ -457,6 +462,26 @@ std::string torch_version(pid_t pid) {
   return maps ? torch_version(pid, scan_maps(*maps).torch_lib) : "";
 }
 
+std::string torch_xla_version(pid_t pid, const std::string& xlac_path) {
+  const auto slash = xlac_path.rfind('/');
+  if (slash == std::string::npos) return "";
+  auto text = read_small(root_path(pid, xlac_path.substr(0, slash) + "/torch_xla/version.py"), 1 << 16);
+  return text ? version_from_py(*text) : "";
+}
+
+std::string xla_device(const std::string& env, const std::string& plugin) {
+  std::string d = !env.empty() ? env.substr(0, 31) : !plugin.empty() ? plugin : "CPU";
+  for (auto& c : d)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  return d;
+}
+
+std::string xla_device(pid_t pid, const MapsFacts& maps) {
+  const auto env = read_environ(pid);
+  const auto it = env.find("PJRT_DEVICE");
+  return xla_device(it == env.end() ? "" : it->second, maps.pjrt_plugin);
+}
+
 CensusEntry describe_process(const ProcessProbe& probe) {
   CensusEntry e;
   e.probe = probe;
@@ -473,6 +498,10 @@ CensusEntry describe_process(const ProcessProbe& probe) {
     if (e.torch_version.empty()) e.torch_version = "?";
   }
   e.lightning_version = lightning_version(pid, probe);
+  if (!probe.maps.xla_lib.empty()) {
+    const std::string v = torch_xla_version(pid, probe.maps.xla_lib);
+    e.xla = (v.empty() ? "?" : v) + " " + xla_device(pid, probe.maps);
+  }
   return e;
 }
 

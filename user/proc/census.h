@@ -54,9 +54,11 @@ std::string container_id_from_cgroup(const std::string& cgroup);
 
 // What /proc/PID/maps says about a process.
 struct MapsFacts {
-  std::string python_lib;  // a mapped libpython3*.so ("" none)
-  std::string torch_lib;   // a mapped libtorch*.so, as the target sees it
-  bool cuda = false;       // libcuda.so mapped (the CUDA driver: CUDA in use)
+  std::string python_lib;   // a mapped libpython3*.so ("" none)
+  std::string torch_lib;    // a mapped libtorch*.so, as the target sees it
+  bool cuda = false;        // libcuda.so mapped (the CUDA driver: CUDA in use)
+  std::string xla_lib;      // torch_xla's _XLAC extension ("" none)
+  std::string pjrt_plugin;  // the PJRT device a mapped plug-in serves: "TPU" (libtpu), "CUDA"; "" none
   bool torch() const { return !torch_lib.empty(); }
 };
 MapsFacts scan_maps(const std::string& maps_text);
@@ -103,6 +105,15 @@ bool root_deleted(pid_t pid);
 // Every pid in /proc, ascending.
 std::vector<pid_t> list_pids();
 
+// torch_xla's version: torch_xla/version.py beside the mapped _XLAC (through
+// /proc/PID/root); "" if unreadable.
+std::string torch_xla_version(pid_t pid, const std::string& xlac_path);
+// The PJRT device a torch_xla process runs on: PJRT_DEVICE as it was
+// exec'd, else the plug-in it maps (MapsFacts::pjrt_plugin), else "CPU"
+// (torch_xla's own CPU client, built into _XLAC).  Printable ASCII.
+std::string xla_device(const std::string& pjrt_device_env, const std::string& pjrt_plugin);
+std::string xla_device(pid_t pid, const MapsFacts& maps);
+
 // One `ps` row, before the profiling check.
 struct CensusEntry {
   ProcessProbe probe;
@@ -112,6 +123,7 @@ struct CensusEntry {
   RankEnv rank;
   std::vector<std::string> argv;  // /proc/PID/cmdline, raw bytes
   std::string python_version, torch_version, lightning_version;
+  std::string xla;  // "2.9.0 CPU": torch_xla's version and PJRT device; "" no torch_xla
 };
 
 struct CensusSkips {
