@@ -185,14 +185,13 @@ TEST(Census, PsTable) {
   host.hostname = "box";
   const std::string table =
       lt::render_ps_table({lt::ps_row(e, "yes"), lt::ps_row(host, "no: CPython 3.15 is not supported")});
-  EXPECT_EQ(
-      table,
-      "PID   NSPID  HOST          CONTAINER     RANK  LOCAL  WORLD  PYTHON  TORCH   LIGHTNING  CUDA  XLA        "
-      "COMMAND                                           PROFILE\n"
-      "4242  1      trainer-\\xff  3f4e5d6c7b8a  1     -      2      3.13    2.15.0  2.6.6      no    2.9.0 TPU  "
-      "python3.13 train_lightning.py --a-very-long-a...  yes\n"
-      "17    -      box           -             -     -      -      -       -       -          no    -          "
-      "[weird\\x0aname]                                   no: CPython 3.15 is not supported\n");
+  EXPECT_EQ(table,
+            "PID   NSPID  HOST          CONTAINER     RANK  LOCAL  WORLD  PYTHON  TORCH   LIGHTNING  CUDA  XLA        "
+            "COMMAND                                           PROFILE\n"
+            "4242  1      trainer-\\xff  3f4e5d6c7b8a  1     -      2      3.13    2.15.0  2.6.6      no    2.9.0 TPU  "
+            "python3.13 train_lightning.py --a-very-long-a...  yes\n"
+            "17    -      box           -             -     -      -      -       -       -          no    -          "
+            "[weird\\x0aname]                                   no: CPython 3.15 is not supported\n");
 }
 
 TEST(Census, ProbesRealProcesses) {
