@@ -8,6 +8,7 @@
 #include "reports/export/dashboard.h"
 #include "reports/export/export_range.h"
 #include "reports/export/step_timeline.h"
+#include "reports/export/xla_section.h"
 #include "reports/flame/html_flame.h"
 #include "reports/flame/named_profile.h"
 #include "reports/format/json_escape.h"
@@ -171,7 +172,8 @@ void memory_sections(const ProcessMemory& pm, std::ostream& out) {
 }  // namespace
 
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks,
-                       const OpsReport* ops, const GpuReport* gpu, const MemoryReport* memory, const CommReport* comm) {
+                       const OpsReport* ops, const GpuReport* gpu, const MemoryReport* memory, const CommReport* comm,
+                       const XlaReport* xla) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
       << "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
@@ -218,6 +220,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
     write_step_timeline(rep.processes[i], steps[i], process_chart_id(m), out, gpu, ops, memory, calls, {},
                         kTimelineBudgetBytes, attach_begin_ns(rep));
   }
+  if (xla) write_xla_section(*xla, out);
   if (!rep.host.hostname.empty()) out << "<p>host " << html_escape(rep.host.hostname) << "</p>\n";
   std::uint64_t open = 0, unmatched = 0, estimated = 0;
   for (auto& p : rep.processes) {

@@ -12,6 +12,7 @@
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
+#include "reports/aggregate/xla.h"
 
 namespace lt {
 // Built from a report aggregated with keep_intervals = true.
@@ -23,5 +24,6 @@ namespace lt {
 // With `comm` (calls kept): the c10d calls in the step timelines.
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks = nullptr,
                        const OpsReport* ops = nullptr, const GpuReport* gpu = nullptr,
-                       const MemoryReport* memory = nullptr, const CommReport* comm = nullptr);
+                       const MemoryReport* memory = nullptr, const CommReport* comm = nullptr,
+                       const XlaReport* xla = nullptr);
 }  // namespace lt

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from conftest import LTRACE, ROOT, WORKLOADS
+from test_dashboard import attrs, chromium
 from test_perfetto import perfetto
 from test_ps import parse_table
 
@@ -145,3 +146,21 @@ def test_xla_recorded_trace_reports_the_same(attach, xla_python, tmp_path):
                for s in steps), last
     begins, _, _ = perfetto(pf)
     assert sorted(n for n, c, _, _ in begins if c == "xla") == sorted(names)
+    # The dashboard, as a browser renders it: compile time over the run, the
+    # recompilation in red at its step.
+    page = tmp_path / "xla.html"
+    h = subprocess.run([LTRACE, "report", str(trace), "--html", str(page)], capture_output=True, text=True, timeout=300)
+    assert h.returncode == 0, h.stderr
+    dom = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                          "--user-data-dir=" + str(tmp_path / "prof"), "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    section = dom.stdout[dom.stdout.index('<section id="xla">'):]
+    section = section[:section.index("</section>")]
+    proc = attrs(re.search(r'<div class="xla-process"[^>]*>', section).group(0))
+    assert int(proc["data-compiles"]) == theirs["counters"]["UncachedCompile"] and proc["data-recompiles"] == "1"
+    bars = [attrs(t) for t in re.findall(r'<g class="bar"[^>]*>', section)]
+    assert len(bars) == theirs["counters"]["UncachedCompile"]
+    assert [int(b["data-step"]) for b in bars if b["data-recompile"] == "1"] == [RECOMPILE_AT + 1]
+    assert abs(sum(int(b["data-ns"]) for b in bars) / 1e6 - theirs["metrics"]["CompileTime"]["total"] / 1e6) \
+        <= 2.0 * len(bars)

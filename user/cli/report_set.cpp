@@ -122,7 +122,7 @@ void ReportSet::write() {
   if (!o.html_path.empty())
     write_output(o.html_path, [&](std::ostream& f) {
       write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep,
-                        &comm_rep);
+                        &comm_rep, &res.xla);
     });
 }
 
