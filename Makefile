@@ -277,7 +277,7 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/format/text_table.cpp reports/aggregate/compiles.cpp reports/ops/compile_section.cpp
 WRITERS_FUZZ_SRCS := tests/fuzz/writers_fuzz.cpp \
              $(wildcard reports/format/*.cpp reports/aggregate/*.cpp reports/export/*.cpp reports/flame/*.cpp \
-                        reports/simple/*.cpp reports/advanced/*.cpp reports/dump/*.cpp reports/verdict/*.cpp \
+                        reports/simple/*.cpp reports/advanced/*.cpp reports/dump/*.cpp reports/verdict/*.cpp reports/xla/*.cpp \
                         user/model/*.cpp)
 # The fuzz targets are linked from the ASan build's objects (asan-build
 # below compiles them with libFuzzer's coverage hooks): only their drivers

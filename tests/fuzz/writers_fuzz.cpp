@@ -27,6 +27,7 @@
 #include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/stacks.h"
+#include "reports/aggregate/xla.h"
 #include "reports/dump/event_dump.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/html_report.h"
@@ -37,6 +38,7 @@
 #include "reports/format/json_escape.h"
 #include "reports/format/utf8_text.h"
 #include "reports/simple/simple_report.h"
+#include "reports/xla/xla_report.h"
 #include "user/model/trace.h"
 
 namespace {
@@ -345,6 +347,37 @@ lt::Trace synthetic_trace(FuzzedDataProvider& fdp) {
   sample(11'000'000, 2);
   t.append(action(lt::LT_EV_ACTION_BEGIN, 12'000'000, 2, inner_kind, inner));
   sample(13'000'000, 3);
+  // torch_xla inside it: a metric and a version named by the input, a
+  // timed compile, a transfer with its bytes, a step mark.
+  lt::lt_xla_info_event xi{};
+  xi.hdr = header(lt::LT_EV_XLA_INFO, sizeof xi, 100, 13'000'001);
+  put(xi.version, fdp.ConsumeRandomLengthString(32));
+  put(xi.device, fdp.ConsumeRandomLengthString(32));
+  t.append(xi);
+  for (std::uint64_t metric : {0x3000u, 0x4000u}) {
+    lt::lt_xla_metric_name_event xn{};
+    xn.hdr = header(lt::LT_EV_XLA_METRIC_NAME, sizeof xn, 100, 13'000'002);
+    xn.metric = metric;
+    put(xn.name, metric == 0x3000u ? std::string("CompileTime") : fdp.ConsumeRandomLengthString(48));
+    t.append(xn);
+  }
+  auto xla = [&](std::uint64_t ts, std::uint32_t site, std::uint64_t obj, std::uint64_t arg) {
+    lt::lt_xla_event x{};
+    x.hdr = header(lt::LT_EV_XLA, sizeof x, 100, ts);
+    x.site = site;
+    x.obj = obj;
+    x.arg = arg;
+    t.append(x);
+  };
+  xla(13'000'010, lt::LT_XLA_COMPILE, 1, 0);
+  xla(13'000'020, lt::LT_XLA_METRIC_SAMPLE, 0x3000, fdp.ConsumeIntegral<std::uint64_t>());
+  xla(13'000'030, lt::LT_XLA_TO_DEVICE, 1, fdp.ConsumeIntegral<std::uint64_t>());
+  lt::lt_xla_value_event xv{};
+  xv.hdr = header(lt::LT_EV_XLA_VALUE, sizeof xv, 100, 13'000'040);
+  xv.metric = 0x4000;
+  xv.value = fdp.ConsumeFloatingPoint<double>();
+  t.append(xv);
+  xla(13'000'050, lt::LT_XLA_MARK_STEP, 1, 0);
   t.append(action(lt::LT_EV_ACTION_END, 14'000'000, 2, 0, ""));
   t.append(action(lt::LT_EV_ACTION_END, 15'000'000, 1, 0, ""));
   return t;
@@ -354,22 +387,26 @@ void check_writers(FuzzedDataProvider& fdp) {
   const lt::Trace trace = synthetic_trace(fdp);
   lt::ActionAggregator actions;
   lt::StackAggregator stacks(actions);
+  lt::XlaAggregator xla(actions, true);
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
     stacks.add(h, p);
+    xla.add(h, p);
   });
   const lt::ActionsReport rep = actions.finish();
   const lt::StacksReport st = stacks.finish();
+  const lt::XlaReport xrep = xla.finish();
 
   std::ostringstream chrome, html, speedscope, collapsed, svg, dump;
-  lt::write_chrome_trace(rep, chrome, nullptr, nullptr);
+  lt::write_chrome_trace(rep, chrome, nullptr, nullptr, nullptr, nullptr, &xrep);
   check_json(chrome.str(), "Chrome trace");
   // Perfetto: the same document as packets, and cut to steps (ranges of any trace).
   std::ostringstream perfetto;
   const lt::RangeFilter steps(*lt::parse_step_range("1-2"), rep);
-  lt::write_perfetto_trace(rep, perfetto, nullptr, nullptr, nullptr, &steps);
-  lt::write_html_report(rep, true, html, &st, nullptr, nullptr);
+  lt::write_perfetto_trace(rep, perfetto, nullptr, nullptr, nullptr, &steps, &xrep);
+  lt::write_html_report(rep, true, html, &st, nullptr, nullptr, nullptr, nullptr, &xrep);
   check_text(html.str(), "HTML page");
+  check_text(lt::utf8_text(lt::render_xla_report(xrep, {&rep})), "XLA report");
   std::vector<lt::NamedProfile> named;
   for (const auto& p : st.processes)
     for (const auto& prof : p.on_cpu) named.push_back({prof.name, &prof});

@@ -182,7 +182,8 @@ TEST(Xla, UntimedCallsAndGapsPairNothing) {
   bad.flags = LT_XLA_UNREAD;
   s.feed(bad);
   s.rec(LT_XLA_METRIC_SAMPLE, kExecuteTime, 0, kRuntime, 99 * us);
-  const XlaProcess& p = s.xla.finish().procs.at(kPid);
+  const XlaReport rep = s.xla.finish();
+  const XlaProcess& p = rep.procs.at(kPid);
   EXPECT_EQ(p.total.compiles.calls, 1u);
   EXPECT_EQ(p.total.compiles.timed, 0u);
   EXPECT_EQ(p.ends_unpaired, 1u);
@@ -280,7 +281,8 @@ TEST(Xla, TransferBytesFromTorchXlasOwnSamples) {
   s.rec(LT_XLA_FROM_DEVICE, 0xc11e, 1);
   value(kIn, 8);
   value(kIn, 8);  // a second sample for one call: no call left for it
-  const XlaProcess& p = s.xla.finish().procs.at(kPid);
+  const XlaReport rep = s.xla.finish();
+  const XlaProcess& p = rep.procs.at(kPid);
   EXPECT_EQ(p.total.to_device.calls, 2u);
   EXPECT_EQ(p.total.to_device.tensors, 4u);
   EXPECT_EQ(p.total.to_device.sized, 1u);
