@@ -16,9 +16,9 @@ struct SiteName {
   std::uint32_t kind;
 };
 
-// torch_xla 2.1 to 2.9 (checked on 2.9.0's wheel): PjRtComputationClient is
-// the runtime on every PJRT device (CPU, TPU, CUDA); IfrtComputationClient
-// is its experimental sibling, same methods.
+// torch_xla 2.9.0's names (read off its wheel; other releases not run):
+// PjRtComputationClient is the runtime on every PJRT device (CPU, TPU,
+// CUDA); IfrtComputationClient is its experimental sibling, same methods.
 constexpr SiteName kSites[] = {
     {"_ZN9torch_xla7runtime21PjRtComputationClient7CompileE", false, LT_XLA_COMPILE},
     {"_ZN9torch_xla7runtime21PjRtComputationClient18ExecuteComputationE", false, LT_XLA_EXECUTE},
