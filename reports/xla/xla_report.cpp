@@ -72,7 +72,12 @@ std::string render_xla_report(const XlaReport& rep, const XlaRenderOptions& opt)
            "bytes: torch_xla's own count of each transfer (OutboundData, InboundData), '~' where some are missing; "
            "a call is charged to the innermost action open on its thread at its entry)\n";
 
-    out << "  compiles: " << p.total.compiles.calls << ", recompilations: " << p.recompiles() << "\n";
+    // torch_xla looks every graph up before it runs it: each execution is a
+    // cache hit (CachedCompile) or follows its uncached compile.
+    const std::uint64_t hits =
+        p.total.executions.calls > p.total.compiles.calls ? p.total.executions.calls - p.total.compiles.calls : 0;
+    out << "  compiles: " << p.total.compiles.calls << ", recompilations: " << p.recompiles()
+        << ", graph cache hits: " << hits << " (executions - compiles)\n";
     if (!p.compiles.empty()) {
       std::vector<std::vector<std::string>> c{{"step", "at (s)", "compile (ms)", "action", ""}};
       for (const auto& x : p.compiles) {

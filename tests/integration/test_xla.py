@@ -79,7 +79,8 @@ def check_against_torch_xla(report, theirs):
     assert m["ExecuteTime"]["total"] / 1e6 - 0.01 <= execute_ms <= m["ExecuteTime"]["total"] / 1e6 + 2.0 * executions
     # The forced recompilation: counted once, after step K, in the action
     # that marks the step (Lightning's XLAPrecision.optimizer_step).
-    assert re.search(r"compiles: %d, recompilations: 1\b" % compiles, report), report
+    assert re.search(r"compiles: %d, recompilations: 1, graph cache hits: %d " % (compiles, c["CachedCompile"]),
+                     report), report
     rec = [line for line in report.splitlines() if line.rstrip().endswith("recompilation")]
     assert len(rec) == 1, report
     step = int(rec[0].split()[0])

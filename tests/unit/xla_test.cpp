@@ -156,7 +156,7 @@ TEST(Xla, CallsTimesStepsAndRecompilesPerAction) {
   EXPECT_EQ(p.recompiles(), 1u);
 
   const std::string text = render_xla_report(rep);
-  EXPECT_NE(text.find("compiles: 3, recompilations: 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("compiles: 3, recompilations: 1, graph cache hits: 3"), std::string::npos) << text;
   EXPECT_NE(text.find("recompilation\n"), std::string::npos) << text;
   EXPECT_NE(text.find("250.000"), std::string::npos) << text;  // the compile total (ms)
   EXPECT_NE(text.find("DeviceLockWait 1"), std::string::npos) << text;
