@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from conftest import LTRACE, WORKLOADS, wait_for
+from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
 
 STEPS = 60
 SLOW_STEP, SLOW_S = 30, 1.0
@@ -278,3 +278,45 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
     assert open(os.path.join(caps[0], "reports.txt")).read().startswith("Findings")
     assert not os.path.exists(wdir / "watch.pid")  # the second one's, gone with it
     assert "captures" in second_err.read_text()
+
+
+def test_a_straggler_rank_is_named_within_20_steps(tmp_path):
+    """A Lightning DDP fit on CPU (gloo, 2 ranks: rank 1 spawned by Lightning
+    and followed with --children) where rank 1 sleeps 60 ms in each
+    training_step from step SLOW_FROM on: rank 0 waits for it at every
+    gradient all_reduce. The watcher names rank 1 the straggler, once, within
+    20 of its steps after it began to lag, and captures it."""
+    steps, slow_from, slow_s = 45, 10, 0.06
+    go, log, err, wdir = tmp_path / "go", tmp_path / "job.log", tmp_path / "lt.err", tmp_path / "w"
+    with open(log, "w") as lo:
+        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "ddp_straggler.py"), str(go), str(steps), "2", "1"],
+                               stdout=lo, stderr=subprocess.STDOUT, cwd=tmp_path,
+                               env=dict(os.environ, SLOW_RANK="1", SLOW_S=str(slow_s), SLOW_FROM=str(slow_from)))
+    lt = None
+    try:
+        wait_for(str(log), "READY 0", 300, job)
+        with open(err, "w") as le:
+            lt = subprocess.Popen([LTRACE, "watch", "--pid", str(job.pid), "--children", "-v", "--dir", str(wdir),
+                                   "--triggers", "straggler", "--capture-before", "5s", "--capture-after", "1s"],
+                                  stdout=subprocess.DEVNULL, stderr=le, cwd=tmp_path)
+        wait_for(str(err), "attached", 120, lt)
+        wait_for(str(err), "c10d backend methods", 120, lt)
+        go.touch()
+        assert job.wait(timeout=300) == 0, log.read_text()
+        assert lt.wait(timeout=120) == 0, err.read_text()
+    finally:
+        for p in (job, lt):
+            if p is not None and p.poll() is None:
+                p.kill()
+    text = err.read_text()
+    named = re.findall(r"watch: straggler: pid (\d+) rank (\d+): the straggler: last to arrive at (\d+) of the last "
+                       r"(\d+) all_reduce collectives of 2 ranks \(the others waited ([\d.]+) ms each, median\), "
+                       r"named at its train step (\d+)", text)
+    assert len(named) == 1, text  # once: it stays the straggler to the end
+    pid, rank, last, of, wait_ms, step = named[0]
+    assert rank == "1" and int(last) >= 0.75 * int(of), text
+    assert slow_from < int(step) <= slow_from + 20, text
+    assert float(wait_ms) >= 0.5 * slow_s * 1000, text  # rank 0 waited for most of each sleep
+    caps = glob.glob(str(wdir / "captures" / f"*-{pid}-r1-straggler"))
+    assert len(caps) == 1 and os.path.exists(os.path.join(caps[0], "trace.ltrace")), text
+    assert re.search(r"watch: summary: straggler, pid %s, rank 1: the straggler" % pid, text), text

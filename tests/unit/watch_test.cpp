@@ -18,6 +18,7 @@
 #include "user/tracefile/trace_reader.h"
 #include "user/watch/flight_ring.h"
 #include "user/watch/metrics_server.h"
+#include "user/watch/straggler.h"
 #include "user/watch/triggers.h"
 #include "user/watch/watcher.h"
 
@@ -412,3 +413,69 @@ TEST(Triggers, MemoryGrowthOverTheWindowsLowest) {
 }
 
 }  // namespace
+
+// The straggler rule on synthetic arrivals: three ranks, one all_reduce a
+// step on one process group, attached at different moments (their sequence
+// numbers differ by a constant); rank 2 arrives 20 ms late from step 30 on.
+TEST(Straggler, NamedOnceTwelveOfTheLastSixteenAreItsAndTheWaitIsReal) {
+  constexpr std::int64_t ms = 1'000'000;
+  StragglerWatch w;
+  const std::uint32_t pids[3] = {100, 101, 102};
+  const std::uint64_t first_seq[3] = {1, 1, 6};  // rank 2 attached 5 collectives later
+  std::optional<StragglerVerdict> named;
+  int named_at = -1;
+  for (int step = 5; step < 60; ++step) {
+    const std::int64_t t = step * 100 * ms;
+    for (int r = 0; r < 3; ++r) {
+      // jitter: who is last without a straggler changes from step to step
+      std::int64_t at = t + ((step * 7 + r * 3) % 5) * 100'000;
+      if (r == 2 && step >= 30) at += 20 * ms;
+      w.add(pids[r], 0xa11, first_seq[r] + static_cast<std::uint64_t>(step - 5) - (r == 2 ? 5 : 0), LT_COMM_ALLREDUCE,
+            at);
+    }
+    if (auto v = w.check(); v && !named) {
+      named = v;
+      named_at = step;
+    }
+    if (step < 30) {
+      EXPECT_FALSE(w.check()) << step;  // ties and jitter: nobody stands out
+    }
+  }
+  ASSERT_TRUE(named);
+  EXPECT_EQ(named->pid, 102u);
+  // At the 12th late collective at the latest (12 of the last 16; fewer
+  // where the jitter had it last before), never before it was late.
+  EXPECT_GE(named_at, 30);
+  EXPECT_LE(named_at, 30 + 11);
+  EXPECT_GE(named->last, 12u);
+  EXPECT_EQ(named->of, 16u);
+  EXPECT_EQ(named->ranks, 3u);
+  EXPECT_EQ(named->kind, "all_reduce");
+  EXPECT_NEAR(static_cast<double>(named->median_wait_ns), 20.0 * ms, 1.0 * ms);
+
+  // The same lateness under the wait bound is no straggler's.
+  StragglerWatch small({16, 0.75, 50 * ms, 128});
+  for (int step = 0; step < 40; ++step)
+    for (int r = 0; r < 2; ++r)
+      small.add(pids[r], 0xa11, static_cast<std::uint64_t>(step + 1), LT_COMM_ALLREDUCE,
+                step * 100 * ms + (r == 1 ? 20 * ms : 0));
+  EXPECT_FALSE(small.check());
+  // One rank alone, or a rank forgotten at its exit: nobody to compare.
+  small.forget(pids[0]);
+  EXPECT_FALSE(small.check());
+}
+
+TEST(Triggers, AStragglerFiresAsItsKindAndIsRateLimited) {
+  TriggerOptions o;
+  o.max_per_day = 1;
+  TriggerPolicy p(o);
+  auto t = p.on_straggler(102, 5'000, 41, "last to arrive at 12 of the last 16", 5'000);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->kind, TriggerKind::straggler);
+  EXPECT_STREQ(trigger_name(t->kind), "straggler");
+  EXPECT_EQ(t->step, 41u);
+  EXPECT_FALSE(p.on_straggler(101, 6'000, 42, "again", 6'000));
+  EXPECT_EQ(p.suppressed(TriggerKind::straggler), 1u);
+  o.straggler = false;
+  EXPECT_FALSE(TriggerPolicy(o).on_straggler(102, 5'000, 41, "off", 5'000));
+}

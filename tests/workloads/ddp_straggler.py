@@ -2,7 +2,8 @@
 straggler the cluster summary must name.
 
 usage: ddp_straggler.py GO_FILE STEPS DEVICES NUM_NODES
-Env: SLOW_RANK, SLOW_S (the slow rank sleeps SLOW_S in every training_step).
+Env: SLOW_RANK, SLOW_S (the slow rank sleeps SLOW_S in every training_step),
+SLOW_FROM (from that batch index on; default 0: every step).
 Ranks come from the environment as Lightning reads it (RANK/WORLD_SIZE for
 the plain launcher, SLURM_PROCID/SLURM_NTASKS under srun).  Prints
 "READY <rank> <pid>", waits for GO_FILE, trains, prints "FIT_DONE <rank>".
@@ -17,6 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 go, steps, devices, num_nodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 slow_rank, slow_s = int(os.environ["SLOW_RANK"]), float(os.environ["SLOW_S"])
+slow_from = int(os.environ.get("SLOW_FROM", "0"))
 rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
 
 
@@ -26,7 +28,7 @@ class Model(pl.LightningModule):
         self.net = torch.nn.Linear(32, 2)
 
     def training_step(self, batch, batch_idx):
-        if self.global_rank == slow_rank:
+        if self.global_rank == slow_rank and batch_idx >= slow_from:
             time.sleep(slow_s)  # the straggler: everyone else waits at the all-reduce
         return self.net(batch[0]).pow(2).mean()
 

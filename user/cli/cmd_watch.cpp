@@ -90,6 +90,7 @@ WatchOptions watch_options(const Options& o) {
   w.triggers.stall = on("stall");
   w.triggers.exit = on("exit");
   w.triggers.memory = on("memory");
+  w.triggers.straggler = on("straggler");
   w.triggers.memory_growth = o.memory_growth_pct / 100;
   w.triggers.memory_floor_bytes = o.memory_floor_bytes;
   w.triggers.memory_window_ns = static_cast<std::uint64_t>(o.memory_window_s * 1e9);

@@ -418,12 +418,15 @@ const OptionSpec kOptions[] = {
    .help = "serve Prometheus metrics at http://HOST:PORT/metrics (steps, step time, progress, triggers, ring)",
    .store = [](Options& o, const std::string& v) { o.metrics_addr = v; }, .example = "127.0.0.1:9464"},
   {.name = "triggers", .arg = "LIST", .commands = kWatch,
-   .help = "the triggers on (default slow-step,stall,memory,exit,request; 'none' for the recorder alone)",
+   .help = "the triggers on (default slow-step,stall,memory,exit,request,straggler; 'none' for the recorder "
+           "alone); straggler: one rank last to arrive at 12 or more of the last 16 collectives every rank made, "
+           "keeping the others waiting 5 ms or more",
    .store = [](Options& o, const std::string& v) {
      for (const auto& t : split_commas(v))
-       if (t != "slow-step" && t != "stall" && t != "memory" && t != "exit" && t != "request" && t != "none")
-         throw Error(ExitCode::usage,
-                     "--triggers: unknown trigger '" + t + "' (slow-step, stall, memory, exit, request, none)");
+       if (t != "slow-step" && t != "stall" && t != "memory" && t != "exit" && t != "request" && t != "straggler" &&
+           t != "none")
+         throw Error(ExitCode::usage, "--triggers: unknown trigger '" + t +
+                                          "' (slow-step, stall, memory, exit, request, straggler, none)");
      o.triggers = v;
    }, .example = "slow-step,exit"},
   {.name = "slow-step", .arg = "K", .commands = kWatch,

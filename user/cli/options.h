@@ -98,7 +98,7 @@ struct Options {
   double keep_s = 600;
   std::uint64_t keep_bytes = 256ull << 20;
   std::string metrics_addr;  // [HOST]:PORT; "" = none
-  std::string triggers = "slow-step,stall,memory,exit,request";
+  std::string triggers = "slow-step,stall,memory,exit,request,straggler";
   double slow_factor = 2.0, slow_floor_s = 0.05;
   double stall_s = 60;  // a stall is at least this long (and 10x the median step)
   double memory_growth_pct = 50, memory_window_s = 600;

@@ -28,6 +28,8 @@ const char* trigger_name(TriggerKind k) {
       return "exit";
     case TriggerKind::request:
       return "request";
+    case TriggerKind::straggler:
+      return "straggler";
   }
   return "?";
 }
@@ -112,6 +114,12 @@ std::optional<Trigger> TriggerPolicy::on_rss(std::uint32_t pid, std::uint64_t rs
   low.clear();  // measured from here on
   low.emplace_back(ts, rss);
   return fire({TriggerKind::memory, pid, ts, 0, procs_[pid].seen, what}, now);
+}
+
+std::optional<Trigger> TriggerPolicy::on_straggler(std::uint32_t pid, std::uint64_t ts, std::uint32_t steps,
+                                                   const std::string& what, std::uint64_t now) {
+  if (!o_.straggler) return std::nullopt;
+  return fire({TriggerKind::straggler, pid, ts, 0, steps, what}, now);
 }
 
 std::optional<Trigger> TriggerPolicy::request(std::uint32_t pid, std::uint64_t now, const std::string& why) {

@@ -13,6 +13,8 @@
 //              its lowest in the last memory_window, and by memory_floor at
 //              least; then measured from there again;
 //   exit       a process ended with a non-zero status or a signal;
+//   straggler  one rank last at most of the recent collectives
+//              (straggler.h, judged by the watcher; fired here, rate-limited);
 //   request    asked for (watch --capture-now, or SIGUSR1 to the watcher).
 // Each kind fires at most max_per_day times in any 24 hours (Perfetto's
 // max_per_24_h); what it suppresses is counted.
@@ -27,11 +29,12 @@
 
 namespace lt {
 
-enum class TriggerKind { slow_step, stall, memory, exit, request };
-const char* trigger_name(TriggerKind k);  // "slow-step", "stall", "memory", "exit", "request"
+enum class TriggerKind { slow_step, stall, memory, exit, request, straggler };
+// "slow-step", "stall", "memory", "exit", "request", "straggler"
+const char* trigger_name(TriggerKind k);
 
 struct TriggerOptions {
-  bool slow = true, stall = true, memory = true, exit = true;
+  bool slow = true, stall = true, memory = true, exit = true, straggler = true;
   double slow_factor = 2.0;
   std::uint64_t slow_floor_ns = 50'000'000;
   std::uint32_t slow_warmup = 10;
@@ -64,6 +67,9 @@ class TriggerPolicy {
   // A resident-memory sample of pid (/proc, every 100 ms).
   std::optional<Trigger> on_rss(std::uint32_t pid, std::uint64_t rss_bytes, std::uint64_t ts, std::uint64_t now);
   std::optional<Trigger> request(std::uint32_t pid, std::uint64_t now, const std::string& why);
+  // pid was named the straggler (straggler.h) at `ts`, after `steps` of its steps.
+  std::optional<Trigger> on_straggler(std::uint32_t pid, std::uint64_t ts, std::uint32_t steps, const std::string& what,
+                                      std::uint64_t now);
   // The median of pid's recent steps (0: none yet).
   std::uint64_t median_ns(std::uint32_t pid) const;
   // How long a stall of pid must last to fire.

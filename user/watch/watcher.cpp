@@ -106,6 +106,7 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                      it->second.exited = true;
                      on_trigger(policy_.on_exit(e.child_pid, e.exit_code, hh.ts_ns, now));
                      steps_.forget(e.child_pid);
+                     stragglers_.forget(e.child_pid);
                    },
                    [&](const lt_event_header& hh, const lt_proc_stats_event& e) {
                      if (auto it = procs_.find(hh.pid); it != procs_.end() && !it->second.exited) {
@@ -114,8 +115,10 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                        on_trigger(policy_.on_rss(hh.pid, e.rss_bytes, hh.ts_ns, now));
                      }
                    },
-                   [&](const lt_event_header& hh, const lt_comm_event&) {
+                   [&](const lt_event_header& hh, const lt_comm_event& e) {
                      if (auto it = procs_.find(hh.pid); it != procs_.end()) ++it->second.collectives;
+                     stragglers_.add(hh.pid, e.pg, e.seq, e.kind, static_cast<std::int64_t>(hh.ts_ns));
+                     comm_since_check_ = true;
                    },
                });
 }
@@ -240,6 +243,7 @@ void Watcher::tick(std::uint64_t now_ns) {
   ring_.tick(now_ns);
   for (auto& [pid, p] : procs_)
     if (!p.exited && alive(pid)) on_trigger(policy_.check_stall(pid, steps_.last_progress(pid), now_ns));
+  check_stragglers(now_ns);
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (now_ns < it->to_ns) {
       ++it;
@@ -249,6 +253,29 @@ void Watcher::tick(std::uint64_t now_ns) {
     it = pending_.erase(it);
     write_capture(c, now_ns);
   }
+}
+
+// Every 200 ms at most, when collectives came: a rank named once while it
+// stays the straggler, again after it stopped being one.
+void Watcher::check_stragglers(std::uint64_t now_ns) {
+  if (!comm_since_check_ || now_ns - straggler_checked_ns_ < 200'000'000) return;
+  comm_since_check_ = false;
+  straggler_checked_ns_ = now_ns;
+  const auto v = stragglers_.check();
+  if (!v) {
+    straggler_ = 0;
+    return;
+  }
+  if (v->pid == straggler_) return;
+  straggler_ = v->pid;
+  auto& p = procs_[v->pid];
+  char what[240];
+  std::snprintf(what, sizeof what,
+                "the straggler: last to arrive at %zu of the last %zu %s collectives of %zu ranks (the others waited "
+                "%.1f ms each, median), named at its train step %llu",
+                v->last, v->of, v->kind.c_str(), v->ranks, static_cast<double>(v->median_wait_ns) / 1e6,
+                static_cast<unsigned long long>(p.steps));
+  on_trigger(policy_.on_straggler(v->pid, now_ns, static_cast<std::uint32_t>(p.steps), what, now_ns));
 }
 
 void Watcher::request(pid_t pid, std::uint64_t now_ns) {
@@ -363,8 +390,8 @@ std::string Watcher::metrics_text(std::uint64_t now_ns) const {
     out += "ltrace_bpf_watch_collectives_total" + labels(pid, p) + " " + num(p.collectives) + "\n";
   metric("ltrace_bpf_watch_triggers_total", "counter", "Triggers fired, by kind.");
   metric("ltrace_bpf_watch_triggers_suppressed_total", "counter", "Triggers over their daily limit, by kind.");
-  for (auto k :
-       {TriggerKind::slow_step, TriggerKind::stall, TriggerKind::memory, TriggerKind::exit, TriggerKind::request}) {
+  for (auto k : {TriggerKind::slow_step, TriggerKind::stall, TriggerKind::memory, TriggerKind::exit,
+                 TriggerKind::request, TriggerKind::straggler}) {
     out += std::string("ltrace_bpf_watch_triggers_total{trigger=\"") + trigger_name(k) + "\"} " +
            num(policy_.fired(k)) + "\n";
     out += std::string("ltrace_bpf_watch_triggers_suppressed_total{trigger=\"") + trigger_name(k) + "\"} " +

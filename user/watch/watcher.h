@@ -22,6 +22,7 @@
 
 #include "reports/aggregate/live_steps.h"
 #include "user/watch/flight_ring.h"
+#include "user/watch/straggler.h"
 #include "user/watch/triggers.h"
 
 namespace lt {
@@ -100,6 +101,7 @@ class Watcher {
   };
   void on_steps(std::uint64_t now);
   void on_trigger(std::optional<Trigger> t);
+  void check_stragglers(std::uint64_t now_ns);
   void write_capture(Capture& c, std::uint64_t now_ns);
   void keep_captures_bounded();
   std::string capture_name(const Trigger& t, int rank) const;
@@ -122,6 +124,10 @@ class Watcher {
     std::shared_ptr<std::atomic<bool>> done;
   };
   std::vector<Render> renders_;  // on_capture_ calls under way (joined when done)
+  StragglerWatch stragglers_;
+  std::uint32_t straggler_ = 0;  // the rank named now (0: none): named once per episode
+  std::uint64_t straggler_checked_ns_ = 0;
+  bool comm_since_check_ = false;
   void join_renders(bool all);
 };
 

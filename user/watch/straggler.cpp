@@ -1,0 +1,84 @@
+#include "user/watch/straggler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "reports/aggregate/comm.h"
+#include "reports/cluster/arrivals.h"
+
+namespace lt {
+
+void StragglerWatch::add(std::uint32_t pid, std::uint64_t pg, std::uint64_t seq, std::uint8_t kind,
+                         std::int64_t ts_ns) {
+  Proc& p = procs_[pid];
+  auto [it, fresh] = p.group_of.try_emplace(pg, p.groups.size());
+  if (fresh) {
+    if (p.groups.size() >= 64) {  // a job has a few groups; a flood of objects is no job's
+      p.group_of.erase(it);
+      return;
+    }
+    p.groups.emplace_back();
+  }
+  auto& calls = p.groups[it->second];
+  calls.push_back({ts_ns, seq, kind});
+  while (calls.size() > o_.keep) calls.pop_front();
+}
+
+void StragglerWatch::forget(std::uint32_t pid) {
+  procs_.erase(pid);
+}
+
+std::optional<StragglerVerdict> StragglerWatch::check() const {
+  if (procs_.size() < 2 || o_.window == 0) return std::nullopt;
+  std::vector<std::uint32_t> pids;
+  std::size_t ngroups = 0;
+  for (const auto& [pid, p] : procs_) {
+    pids.push_back(pid);
+    ngroups = std::max(ngroups, p.groups.size());
+  }
+  ArrivalInput in(ngroups, std::vector<std::vector<ArrivalCall>>(pids.size()));
+  for (std::size_t r = 0; r < pids.size(); ++r) {
+    const Proc& p = procs_.at(pids[r]);
+    for (std::size_t g = 0; g < p.groups.size(); ++g)
+      for (const Call& c : p.groups[g]) in[g][r].push_back({c.t_ns, c.seq, c.kind, 0, 0, 0});
+  }
+  const ArrivalReport rep = analyze_arrivals(in, pids.size());
+  // The collectives every rank made, newest last (by the last arrival).
+  std::vector<const CollectiveInstance*> done;
+  for (const auto& ci : rep.instances) {
+    if (ci.last < 0 || !ci.last_decided) continue;
+    if (std::any_of(ci.arrival_ns.begin(), ci.arrival_ns.end(),
+                    [](std::int64_t t) { return t == CollectiveInstance::kMissing; }))
+      continue;
+    done.push_back(&ci);
+  }
+  if (done.size() < o_.window) return std::nullopt;
+  std::sort(done.begin(), done.end(), [](const CollectiveInstance* a, const CollectiveInstance* b) {
+    return a->arrival_ns[static_cast<std::size_t>(a->last)] < b->arrival_ns[static_cast<std::size_t>(b->last)];
+  });
+  done.erase(done.begin(), done.end() - static_cast<std::ptrdiff_t>(o_.window));
+  std::vector<std::size_t> lasts(pids.size(), 0);
+  for (const auto* ci : done) ++lasts[static_cast<std::size_t>(ci->last)];
+  const auto top = static_cast<std::size_t>(std::max_element(lasts.begin(), lasts.end()) - lasts.begin());
+  if (static_cast<double>(lasts[top]) < o_.share * static_cast<double>(o_.window)) return std::nullopt;
+  std::vector<std::int64_t> waits;
+  std::map<std::uint8_t, std::size_t> kinds;
+  for (const auto* ci : done) {
+    if (static_cast<std::size_t>(ci->last) != top) continue;
+    const std::int64_t t = ci->arrival_ns[top];
+    std::int64_t sum = 0;
+    for (std::size_t r = 0; r < pids.size(); ++r)
+      if (r != top) sum += t - ci->arrival_ns[r];
+    waits.push_back(sum / static_cast<std::int64_t>(pids.size() - 1));
+    ++kinds[ci->kind];
+  }
+  std::nth_element(waits.begin(), waits.begin() + static_cast<std::ptrdiff_t>(waits.size() / 2), waits.end());
+  const std::int64_t median = waits[waits.size() / 2];
+  if (median < o_.min_wait_ns) return std::nullopt;
+  const auto kind = std::max_element(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) {
+                      return a.second < b.second;
+                    })->first;
+  return StragglerVerdict{pids[top], lasts[top], o_.window, median, comm_kind_name(kind), pids.size()};
+}
+
+}  // namespace lt
