@@ -259,6 +259,18 @@ struct lt_recorded_reports_event {
 	char reports[LT_REPORTS_MAX]; /* "simple,advanced,ops", NUL-terminated */
 };
 
+/* STEP_BASE (user space, in a window of a longer recording: a watch
+ * capture): the job's train step `index` of process hdr.pid (0-based, as
+ * the watcher counted them) ran from begin_ns to end_ns, so that the
+ * window's reports number its steps as the job does. */
+struct lt_step_base_event {
+	struct lt_event_header hdr;
+	u64 begin_ns;
+	u64 end_ns;
+	u32 index;
+	u32 pad;
+};
+
 /* Deepest Python stack carried by one sample (leaf side kept). */
 #define LT_STACK_MAX 96
 

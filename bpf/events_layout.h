@@ -143,6 +143,13 @@ LT_SIZE(lt_recorded_reports_event, 88);
 LT_OFFSET(lt_recorded_reports_event, hdr, 0);
 LT_OFFSET(lt_recorded_reports_event, reports, 24);
 
+LT_SIZE(lt_step_base_event, 48);
+LT_OFFSET(lt_step_base_event, hdr, 0);
+LT_OFFSET(lt_step_base_event, begin_ns, 24);
+LT_OFFSET(lt_step_base_event, end_ns, 32);
+LT_OFFSET(lt_step_base_event, index, 40);
+LT_OFFSET(lt_step_base_event, pad, 44);
+
 LT_SIZE(lt_py_frame, 16);
 LT_OFFSET(lt_py_frame, code, 0);
 LT_OFFSET(lt_py_frame, lasti, 8);

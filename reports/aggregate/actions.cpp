@@ -336,8 +336,15 @@ void ActionAggregator::add(const lt_event_header& h, const std::byte* p) {
                      m.container_flags = m.ns_pid = 0;
                      m.container_host.clear();
                      m.container_id.clear();
+                     m.anchor_index = -1;
                      if (pp.out.window_begin_ns == 0 || h.ts_ns > pp.out.window_begin_ns)
                        pp.out.window_begin_ns = h.ts_ns;
+                   },
+                   [&](const lt_event_header& h, const lt_step_base_event& e) {
+                     auto& m = proc(h.pid).out.meta;
+                     m.anchor_index = e.index;
+                     m.anchor_begin_ns = e.begin_ns;
+                     m.anchor_end_ns = e.end_ns;
                    },
                    [&](const lt_event_header& h, const lt_proc_container_event& e) {
                      auto& m = proc(h.pid).out.meta;

@@ -35,6 +35,11 @@ struct ProcessMeta {
   // From PROC_CONTAINER: the container it runs in (flags 0: none seen).
   unsigned container_flags = 0, ns_pid = 0;
   std::string container_host, container_id;
+  // From STEP_BASE (a window of a longer recording: a watch capture): one
+  // of the job's train steps, its index and span, from which the window's
+  // steps are numbered as the job numbers them (steps.h); index -1: none.
+  std::int64_t anchor_index = -1;
+  std::uint64_t anchor_begin_ns = 0, anchor_end_ns = 0;
 };
 
 struct ActionSeries {

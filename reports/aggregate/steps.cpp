@@ -261,6 +261,16 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
     out.tid = tid;
     loop_segments = segs;
     out.train = std::move(found[0]);
+    // The job's numbering: the window's step that ran inside the job's
+    // anchor step (its middle within the anchor's span) is that step.
+    if (p.meta.anchor_index >= 0)
+      for (const auto& r : out.train) {
+        const std::uint64_t mid = r.begin_ns + r.duration_ns() / 2;
+        if (mid >= p.meta.anchor_begin_ns && mid <= p.meta.anchor_end_ns) {
+          out.train_offset = p.meta.anchor_index - static_cast<std::int64_t>(r.index);
+          break;
+        }
+      }
     out.validation = std::move(found[1]);
     out.test = std::move(found[2]);
     out.predict = std::move(found[3]);

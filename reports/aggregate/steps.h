@@ -48,6 +48,9 @@ struct StepRecord {
 
 struct ProcessSteps {
   std::uint32_t pid = 0, tid = 0;  // the thread the loop ran on
+  // What the job calls train step i: i + train_offset (a watch capture's
+  // steps, numbered from its STEP_BASE; 0 in a whole recording).
+  std::int64_t train_offset = 0;
   std::vector<StepRecord> train, validation, test, predict;
   bool has_gpu = false;
   bool any() const { return !train.empty() || !validation.empty() || !test.empty() || !predict.empty(); }

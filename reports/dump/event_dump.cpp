@@ -124,6 +124,9 @@ void dump_events(const Trace& trace, std::ostream& to) {
               out << " metric=0x" << std::hex << xn.metric << std::dec
                   << " name=" << utf8_text(std::string_view(xn.name, strnlen(xn.name, sizeof xn.name)));
             },
+            [&](const lt_event_header&, const lt_step_base_event& sb) {
+              out << " index=" << sb.index << " begin_ns=" << sb.begin_ns << " end_ns=" << sb.end_ns;
+            },
             [&](const lt_event_header&, const lt_xla_value_event& xv) {
               out << " metric=0x" << std::hex << xv.metric << std::dec << " sample_ns=" << xv.sample_ns
                   << " value=" << xv.value << " flags=" << xv.flags;

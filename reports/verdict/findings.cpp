@@ -123,8 +123,8 @@ std::vector<std::pair<std::string, double>> top_hooks(const ProcessActions& p, c
 
 // Resident memory rising over the train steps after the first 10 % (the
 // warm-up: allocator pools, lazily built state).
-void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, const ProcessDeviceStats& stats,
-                   std::vector<Finding>& out) {
+void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, std::int64_t offset,
+                   const ProcessDeviceStats& stats, std::vector<Finding>& out) {
   const std::size_t first = t.size() / 10;
   const std::uint64_t from = t[first].begin_ns, to = t.back().end_ns;
   // Against the step a sample falls in, not its time: per step is what a
@@ -153,9 +153,10 @@ void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, co
   if (growth < kGrowthMiB || growth < kGrowthShare * start || median(tail) <= median(head)) return;
   out.push_back({"memory growth", p.meta.pid, 0, growth / start,
                  "resident memory grew from " + fmt("%.1f", start) + " to " + fmt("%.1f", start + growth) +
-                     " MiB over train steps " + std::to_string(t[first].index) + "-" + std::to_string(t.back().index) +
-                     " (" + fmt("%+.2f", slope) + " MiB per step; a least-squares line through " +
-                     std::to_string(xy.size()) + " samples of /proc against their steps)",
+                     " MiB over train steps " + std::to_string(t[first].index + offset) + "-" +
+                     std::to_string(t.back().index + offset) + " (" + fmt("%+.2f", slope) +
+                     " MiB per step; a least-squares line through " + std::to_string(xy.size()) +
+                     " samples of /proc against their steps)",
                  "something is kept every step: outputs or losses held as tensors (.item() / .detach() them), lists "
                  "that grow in the module or a callback, a logger that buffers; `ltrace-bpf --profile-memory` or "
                  "tracemalloc say where"});
@@ -246,8 +247,8 @@ void process_findings(const ProcessActions& p, const ProcessDeviceStats* stats, 
     out.push_back({"outliers", p.meta.pid, excess / n, excess / total,
                    std::to_string(count) + " of " + std::to_string(t.size()) + " train steps took over " + msf(bound) +
                        " (median " + msf(med) + " + 6 robust sigmas of this run, and >= 1.5x); the longest, step " +
-                       std::to_string(t[worst].index) + ", " + msf(durations[worst]) + where + "; together " +
-                       msf(excess) + " over the median",
+                       std::to_string(t[worst].index + s.train_offset) + ", " + msf(durations[worst]) + where +
+                       "; together " + msf(excess) + " over the median",
                    "look at those steps (ltrace-bpf report FILE --steps A-B --html, or watch's slow-step captures): "
                    "garbage collection, checkpointing, a recompile, another process on the CPU"});
   // Checkpoints: of the fit's span (a save at the end included).
@@ -265,7 +266,7 @@ void process_findings(const ProcessActions& p, const ProcessDeviceStats* stats, 
                      "save less often (ModelCheckpoint(every_n_train_steps=..., every_n_epochs=...), save_top_k), "
                      "save_weights_only=True, or save in the background (the AsyncCheckpointIO plugin)"});
   }
-  if (stats) memory_growth(p, t, *stats, out);
+  if (stats) memory_growth(p, t, s.train_offset, *stats, out);
   // Validation: of the fit's span, converted to time per train step.
   if (!s.validation.empty()) {
     const std::uint64_t b = std::min(t.front().begin_ns, s.validation.front().begin_ns);

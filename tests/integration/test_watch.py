@@ -159,6 +159,8 @@ def test_the_slow_step_is_captured_with_its_reports(watched):
     summary = [x for x in err.splitlines() if "watch: summary: slow-step" in x]
     assert summary and "; top finding: outliers (pid" in summary[0] and first in summary[0], err
     assert "mostly its step part (" in summary[0], summary[0]  # the 1 s sleep in training_step
+    # Numbered as the job numbers its steps (the capture begins mid-run).
+    assert f"the longest, step {SLOW_STEP}, " in summary[0], summary[0]
     # The capture is a trace file like any other: `report` reads it, and
     # the slow step is in it (training_step's total holds its 1 s sleep).
     r = subprocess.run([LTRACE, "report", os.path.join(first, "trace.ltrace"), "--report", "simple"],

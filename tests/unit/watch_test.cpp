@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "reports/aggregate/actions.h"
 #include "reports/aggregate/live_steps.h"
+#include "reports/aggregate/steps.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
 #include "user/watch/flight_ring.h"
@@ -378,6 +380,56 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   EXPECT_NE(m.find("ltrace_bpf_watch_steps_total{pid=\"7\",rank=\"3\"} 15\n"), std::string::npos) << m;
   EXPECT_NE(m.find("ltrace_bpf_watch_triggers_total{trigger=\"slow-step\"} 1\n"), std::string::npos) << m;
   EXPECT_NE(m.find("ltrace_bpf_watch_captures_total 1\n"), std::string::npos) << m;
+}
+
+// A capture that begins mid-run numbers its steps as the job does: the
+// window holds a STEP_BASE (one step of the job wholly in it, its index
+// and span), and its reports' step numbers count from there.
+TEST(Watcher, ACapturesStepsAreNumberedAsTheJobsSteps) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 150 * ms;  // from inside the slow step 13 (400 ms): its body began before
+  o.after_ns = 1 * s;
+  std::vector<Capture> rendered;
+  Watcher w(o, nullptr, [&](const Capture& c) {
+    rendered.push_back(c);
+    return std::string();
+  });
+  testing::internal::CaptureStderr();
+  lt_proc_info_event info{};
+  info.hdr = {LT_EV_PROC_INFO, sizeof info, 7, 7, 0, 0};
+  info.flags = LT_PROC_PYTHON;
+  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  Stream st;
+  std::uint64_t t = 1000;
+  for (int i = 0; i < 17; ++i) t = st.batch(t + 5, i == 13 ? 400 : 20);
+  for (const auto& r : st.records) {
+    lt_event_header h;
+    std::memcpy(&h, r.data(), sizeof h);
+    w.add(h, r.data());
+  }
+  w.tick(t * ms + 2 * s);
+  w.finish(t * ms + 2 * s);
+  testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rendered.size(), 1u);
+  std::vector<std::vector<std::byte>> bases;
+  ActionAggregator actions(true);
+  tracefile::read_trace_file(rendered[0].trace, [&](const lt_event_header& h, const std::byte* p) {
+    if (h.kind == LT_EV_STEP_BASE) bases.emplace_back(p, p + h.size);
+    actions.add(h, p);
+  });
+  ASSERT_EQ(bases.size(), 1u);
+  lt_step_base_event b;
+  std::memcpy(&b, bases[0].data(), sizeof b);
+  EXPECT_EQ(b.hdr.pid, 7u);
+  EXPECT_EQ(b.index, 14u);  // the first step wholly in the window
+  const ActionsReport rep = actions.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const ProcessSteps steps = step_records(rep.processes[0]);
+  ASSERT_EQ(steps.train.size(), 3u);    // 14, 15, 16: step 13's body began before the window
+  EXPECT_EQ(steps.train[0].index, 0u);  // the window's own count (--steps on the capture)
+  EXPECT_EQ(steps.train_offset, 14);    // the job's
 }
 
 }  // namespace

@@ -133,7 +133,8 @@ std::uint64_t FlightRing::oldest_ns() const {
   return writer_ ? cur_.first_ns : 0;
 }
 
-std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns) {
+std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns,
+                                       const std::vector<std::vector<std::byte>>& frame) {
   if (writer_) writer_->flush();
   names_->flush();
   tracefile::TraceWriter out(path);
@@ -145,6 +146,7 @@ std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t fr
   tracefile::read_trace_file(ring_ + "/names.ltrace", copy);
   const auto begin = window(true, from_ns);
   out.append(&begin, sizeof begin);
+  for (const auto& r : frame) out.append(r.data(), r.size());
   std::vector<Segment> segments(done_.begin(), done_.end());
   if (writer_) segments.push_back(cur_);
   for (const auto& s : segments) {

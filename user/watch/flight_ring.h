@@ -44,7 +44,9 @@ class FlightRing {
   void tick(std::uint64_t now_ns);
   // The window [from, to] as one trace file at `path` (owner-only); returns
   // its records. Throws lt::Error(io | unsafe_output).
-  std::uint64_t write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns);
+  // `frame`: records of the window's own (STEP_BASE), after its opening WINDOW.
+  std::uint64_t write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns,
+                             const std::vector<std::vector<std::byte>>& frame = {});
   // The segments' bytes on disk now (names.ltrace apart).
   std::uint64_t bytes() const;
   std::uint64_t names_bytes() const;

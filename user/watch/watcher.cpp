@@ -129,6 +129,12 @@ void Watcher::on_steps(std::uint64_t now) {
     auto& p = procs_[s.pid];
     ++p.steps;
     p.last_step_ns = s.duration_ns();
+    // Enough to find one in any capture window: the ring's span of steps,
+    // bounded in count (a 1 ms step for 10 minutes is 600 000).
+    p.recent.push_back(s);
+    while (p.recent.size() > 4096 ||
+           (p.recent.size() > 1 && s.end_ns - p.recent.front().end_ns > o_.ring.keep_ns + o_.after_ns))
+      p.recent.pop_front();
     on_trigger(policy_.on_step(s, now));
     p.median_ns = policy_.median_ns(s.pid);
   }
@@ -278,6 +284,24 @@ void Watcher::check_stragglers(std::uint64_t now_ns) {
   on_trigger(policy_.on_straggler(v->pid, now_ns, static_cast<std::uint32_t>(p.steps), what, now_ns));
 }
 
+std::vector<std::vector<std::byte>> Watcher::step_bases(std::uint64_t from_ns, std::uint64_t to_ns) const {
+  std::vector<std::vector<std::byte>> out;
+  for (const auto& [pid, p] : procs_)
+    for (const auto& s : p.recent) {
+      if (s.begin_ns < from_ns || s.end_ns > to_ns) continue;
+      lt_step_base_event e{};
+      e.hdr = {LT_EV_STEP_BASE, sizeof e, pid, pid, 0, from_ns};
+      e.begin_ns = s.begin_ns;
+      e.end_ns = s.end_ns;
+      e.index = s.index;
+      std::vector<std::byte> bytes(sizeof e);
+      std::memcpy(bytes.data(), &e, sizeof e);
+      out.push_back(std::move(bytes));
+      break;
+    }
+  return out;
+}
+
 void Watcher::request(pid_t pid, std::uint64_t now_ns) {
   const std::string why = pid ? "asked for (watch --capture-now or SIGUSR1)" : "asked for, for every process";
   on_trigger(policy_.request(static_cast<std::uint32_t>(pid), now_ns, why));
@@ -287,7 +311,7 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
   c.to_ns = std::min(c.to_ns, now_ns);
   try {
     make_output_dirs(c.dir);
-    c.records = ring_.write_window(c.trace, c.from_ns, c.to_ns);
+    c.records = ring_.write_window(c.trace, c.from_ns, c.to_ns, step_bases(c.from_ns, c.to_ns));
     if (!c.at_trigger.empty()) {
       OutputFile f(c.dir + "/threads.txt");
       f.stream() << c.at_trigger;

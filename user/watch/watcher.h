@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -98,7 +99,10 @@ class Watcher {
     bool exited = false;
     std::uint64_t steps = 0, last_step_ns = 0, median_ns = 0;
     std::uint64_t rss_bytes = 0, cpu_ns = 0, collectives = 0;
+    std::deque<LiveStep> recent;  // the last steps closed (a capture's STEP_BASE anchor is among them)
   };
+  // STEP_BASE records for a window: each process's first step wholly in it.
+  std::vector<std::vector<std::byte>> step_bases(std::uint64_t from_ns, std::uint64_t to_ns) const;
   void on_steps(std::uint64_t now);
   void on_trigger(std::optional<Trigger> t);
   void check_stragglers(std::uint64_t now_ns);
