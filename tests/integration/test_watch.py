@@ -311,14 +311,16 @@ def test_a_straggler_rank_is_named_within_20_steps(tmp_path):
             if p is not None and p.poll() is None:
                 p.kill()
     text = err.read_text()
-    named = re.findall(r"watch: straggler: pid (\d+) rank (\d+): the straggler: last to arrive at (\d+) of the last "
-                       r"(\d+) all_reduce collectives of 2 ranks \(the others waited ([\d.]+) ms each, median\), "
-                       r"named at its train step (\d+)", text)
+    named = re.findall(r"watch: straggler: pid (\d+)(?: rank (\d+))?: the straggler: last to arrive at (\d+) of the "
+                       r"last (\d+) all_reduce collectives of 2 ranks that kept others waiting \(([\d.]+) ms each, "
+                       r"median\), named at its train step (\d+)", text)
     assert len(named) == 1, text  # once: it stays the straggler to the end
     pid, rank, last, of, wait_ms, step = named[0]
-    assert rank == "1" and int(last) >= 0.75 * int(of), text
+    # Lightning's spawned rank 1 (its RANK is set in-process: LOCAL_RANK is
+    # what its environment says), not the launcher
+    assert int(pid) != job.pid and rank in ("", "1") and int(last) >= 0.75 * int(of), text
     assert slow_from < int(step) <= slow_from + 20, text
     assert float(wait_ms) >= 0.5 * slow_s * 1000, text  # rank 0 waited for most of each sleep
-    caps = glob.glob(str(wdir / "captures" / f"*-{pid}-r1-straggler"))
+    caps = glob.glob(str(wdir / "captures" / f"*-{pid}-r*-straggler"))
     assert len(caps) == 1 and os.path.exists(os.path.join(caps[0], "trace.ltrace")), text
-    assert re.search(r"watch: summary: straggler, pid %s, rank 1: the straggler" % pid, text), text
+    assert re.search(r"watch: summary: straggler, pid %s(, rank 1)?: the straggler" % pid, text), text

@@ -28,8 +28,9 @@ void StragglerWatch::forget(std::uint32_t pid) {
   procs_.erase(pid);
 }
 
-std::optional<StragglerVerdict> StragglerWatch::check() const {
+std::optional<StragglerVerdict> StragglerWatch::check(std::int64_t gap_ns) const {
   if (procs_.size() < 2 || o_.window == 0) return std::nullopt;
+  gap_ns = std::max(gap_ns, o_.min_gap_ns);
   std::vector<std::uint32_t> pids;
   std::size_t ngroups = 0;
   for (const auto& [pid, p] : procs_) {
@@ -43,42 +44,43 @@ std::optional<StragglerVerdict> StragglerWatch::check() const {
       for (const Call& c : p.groups[g]) in[g][r].push_back({c.t_ns, c.seq, c.kind, 0, 0, 0});
   }
   const ArrivalReport rep = analyze_arrivals(in, pids.size());
-  // The collectives every rank made, newest last (by the last arrival).
-  std::vector<const CollectiveInstance*> done;
+  // The collectives every rank made and someone waited for: the last
+  // arrival `gap` or more after the runner-up.
+  struct Waited {
+    const CollectiveInstance* ci;
+    std::int64_t last_ns;
+  };
+  std::vector<Waited> waited;
   for (const auto& ci : rep.instances) {
     if (ci.last < 0 || !ci.last_decided) continue;
-    if (std::any_of(ci.arrival_ns.begin(), ci.arrival_ns.end(),
-                    [](std::int64_t t) { return t == CollectiveInstance::kMissing; }))
-      continue;
-    done.push_back(&ci);
+    std::vector<std::int64_t> t = ci.arrival_ns;
+    if (std::any_of(t.begin(), t.end(), [](std::int64_t x) { return x == CollectiveInstance::kMissing; })) continue;
+    std::sort(t.begin(), t.end());
+    if (t[t.size() - 1] - t[t.size() - 2] < gap_ns) continue;
+    waited.push_back({&ci, t.back()});
   }
-  if (done.size() < o_.window) return std::nullopt;
-  std::sort(done.begin(), done.end(), [](const CollectiveInstance* a, const CollectiveInstance* b) {
-    return a->arrival_ns[static_cast<std::size_t>(a->last)] < b->arrival_ns[static_cast<std::size_t>(b->last)];
-  });
-  done.erase(done.begin(), done.end() - static_cast<std::ptrdiff_t>(o_.window));
+  if (waited.size() < o_.window) return std::nullopt;
+  std::sort(waited.begin(), waited.end(), [](const Waited& a, const Waited& b) { return a.last_ns < b.last_ns; });
+  waited.erase(waited.begin(), waited.end() - static_cast<std::ptrdiff_t>(o_.window));
   std::vector<std::size_t> lasts(pids.size(), 0);
-  for (const auto* ci : done) ++lasts[static_cast<std::size_t>(ci->last)];
+  for (const auto& w : waited) ++lasts[static_cast<std::size_t>(w.ci->last)];
   const auto top = static_cast<std::size_t>(std::max_element(lasts.begin(), lasts.end()) - lasts.begin());
   if (static_cast<double>(lasts[top]) < o_.share * static_cast<double>(o_.window)) return std::nullopt;
   std::vector<std::int64_t> waits;
   std::map<std::uint8_t, std::size_t> kinds;
-  for (const auto* ci : done) {
-    if (static_cast<std::size_t>(ci->last) != top) continue;
-    const std::int64_t t = ci->arrival_ns[top];
+  for (const auto& w : waited) {
+    if (static_cast<std::size_t>(w.ci->last) != top) continue;
     std::int64_t sum = 0;
     for (std::size_t r = 0; r < pids.size(); ++r)
-      if (r != top) sum += t - ci->arrival_ns[r];
+      if (r != top) sum += w.last_ns - w.ci->arrival_ns[r];
     waits.push_back(sum / static_cast<std::int64_t>(pids.size() - 1));
-    ++kinds[ci->kind];
+    ++kinds[w.ci->kind];
   }
   std::nth_element(waits.begin(), waits.begin() + static_cast<std::ptrdiff_t>(waits.size() / 2), waits.end());
-  const std::int64_t median = waits[waits.size() / 2];
-  if (median < o_.min_wait_ns) return std::nullopt;
   const auto kind = std::max_element(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) {
                       return a.second < b.second;
                     })->first;
-  return StragglerVerdict{pids[top], lasts[top], o_.window, median, comm_kind_name(kind), pids.size()};
+  return StragglerVerdict{pids[top], lasts[top], o_.window, waits[waits.size() / 2], comm_kind_name(kind), pids.size()};
 }
 
 }  // namespace lt

@@ -1,13 +1,16 @@
 // Watch mode's straggler rule (issue 33): one rank last to arrive at
-// `share` or more of the last `window` collectives that every watched rank
-// made, keeping the others waiting `min_wait` or more (the median, over
-// those collectives, of the others' mean wait), is named as it happens.
+// `share` or more of the last `window` collectives that kept someone
+// waiting -- every watched rank made them, and the last arrived `gap` or
+// more after the runner-up -- is named as it happens.  Collectives nobody
+// waited for are ties whoever enters last by microseconds: counting them
+// would make the rule a coin toss between healthy ranks (a DDP step's other
+// collectives follow its gradient all_reduce in lockstep).
 // Arrivals are the c10d calls' entries (COMM records) on the watcher's one
 // clock, lined up across ranks as `report DIR --merge` lines them up
 // (reports/cluster/arrivals.h: the k-th call of a process group is one
 // collective on every rank, offsets learnt from kinds and times).  With one
-// collective a step (a DDP job's gradient bucket), a rank slowed from step s
-// is named by step s + ceil(share x window): s + 12 by default.
+// collective a step that it delays (a DDP job's gradient bucket), a rank
+// slowed from step s is named by step s + window: s + 16 by default.
 // Pure: calls in, a verdict out; bounded (the newest `keep` calls per
 // process and group).
 #pragma once
@@ -23,8 +26,8 @@ namespace lt {
 struct StragglerOptions {
   std::size_t window = 16;
   double share = 0.75;
-  std::int64_t min_wait_ns = 5'000'000;
-  std::size_t keep = 128;  // calls per (process, group)
+  std::int64_t min_gap_ns = 5'000'000;  // the least `gap` (the caller may ask for more)
+  std::size_t keep = 128;               // calls per (process, group)
 };
 
 struct StragglerVerdict {
@@ -42,8 +45,9 @@ class StragglerWatch {
   // (COMM's seq), kind and entry time.
   void add(std::uint32_t pid, std::uint64_t pg, std::uint64_t seq, std::uint8_t kind, std::int64_t ts_ns);
   void forget(std::uint32_t pid);
-  // The straggler over the newest window, if one stands out now.
-  std::optional<StragglerVerdict> check() const;
+  // The straggler over the newest window, if one stands out now; `gap_ns`:
+  // the least lateness that counts (at least min_gap_ns).
+  std::optional<StragglerVerdict> check(std::int64_t gap_ns = 0) const;
 
  private:
   struct Call {
