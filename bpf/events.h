@@ -885,6 +885,17 @@ struct lt_proc_stats_event {
 	u32 pad;
 };
 
+/* THREAD_SCHED (user space, /proc/PID/task/TID/schedstat, beside each
+ * PROC_STATS): one thread's time on a CPU and time runnable but waiting for
+ * one (the run queue), as the scheduler accounts them; the main thread of
+ * each target (the training loop's).  ~0 = unreadable. */
+struct lt_thread_sched_event {
+	struct lt_event_header hdr; /* pid = the process, tid = the thread */
+	u64 cpu_ns;		    /* on a CPU so far */
+	u64 runq_ns;		    /* waiting on a run queue so far */
+	u64 timeslices;
+};
+
 /* ------------------------------------------------------------------ */
 /* Per-process configuration pushed by user space (map `lt_targets`). */
 

@@ -430,6 +430,12 @@ LT_OFFSET(lt_proc_stats_event, swap_percent_x100, 44);
 LT_OFFSET(lt_proc_stats_event, cpu_percent_x100, 48);
 LT_OFFSET(lt_proc_stats_event, pad, 52);
 
+LT_SIZE(lt_thread_sched_event, 48);
+LT_OFFSET(lt_thread_sched_event, hdr, 0);
+LT_OFFSET(lt_thread_sched_event, cpu_ns, 24);
+LT_OFFSET(lt_thread_sched_event, runq_ns, 32);
+LT_OFFSET(lt_thread_sched_event, timeslices, 40);
+
 LT_SIZE(lt_py_offsets, 46);
 LT_OFFSET(lt_py_offsets, py_minor, 0);
 LT_OFFSET(lt_py_offsets, gen_frame, 2);

@@ -84,6 +84,19 @@ struct Proc {
   Bucket window;
   std::uint64_t prev_ts = 0, prev_cpu = kNone64;
   std::uint64_t rss_seen = 0, rss_stride = 1;  // out.rss_mb keeps every rss_stride-th sample
+  std::uint64_t sched_seen = 0, sched_stride = 1;
+  void add_sched(const ProcessDeviceStats::Sched& s) {
+    if (sched_seen++ % sched_stride) return;
+    auto& v = out.sched;
+    if (v.size() == ProcessDeviceStats::kRssSeriesMax) {
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < v.size(); i += 2) v[k++] = v[i];
+      v.resize(k);
+      sched_stride *= 2;
+      if ((sched_seen - 1) % sched_stride) return;
+    }
+    v.push_back(s);
+  }
   void add_rss(std::uint64_t ts, double mb) {
     if (rss_seen++ % rss_stride) return;
     auto& v = out.rss_mb;
@@ -240,6 +253,14 @@ void DeviceStatsAggregator::add(const lt_event_header& h, const std::byte* p) {
                           },
                           [&](const lt_event_header& h, const lt_proc_stats_event& e) {
                             if (h.pid != 0) s.proc_stats(h, e);
+                          },
+                          [&](const lt_event_header& h, const lt_thread_sched_event& e) {
+                            // The main thread's (the sampler's only one);
+                            // a process without /proc samples gets no row.
+                            const auto it = s.procs.find(h.pid);
+                            if (h.pid == 0 || h.tid != h.pid || it == s.procs.end()) return;
+                            if (e.cpu_ns == ~0ull || e.runq_ns == ~0ull) return;
+                            it->second.add_sched({h.ts_ns, e.cpu_ns, e.runq_ns});
                           },
                           [&](const lt_event_header& h, const lt_device_stats_event& e) { s.device_stats(h, e); }});
 }

@@ -87,6 +87,13 @@ struct ProcessDeviceStats {
   // ... (the whole run at an even spacing, bounded).
   std::vector<std::pair<std::uint64_t, double>> rss_mb;
   static constexpr std::size_t kRssSeriesMax = 4096;
+  // Its main thread's scheduling over time (THREAD_SCHED: cumulative time
+  // on a CPU and waiting on a run queue), bounded as rss_mb: for the
+  // verdict's CPU contention.
+  struct Sched {
+    std::uint64_t ts = 0, cpu_ns = 0, runq_ns = 0;
+  };
+  std::vector<Sched> sched;
 };
 
 struct DeviceStatsReport {

@@ -106,7 +106,8 @@ struct XlaAggregator::State {
     std::map<std::string, std::size_t> row_of;
     std::map<std::uint64_t, std::string> metric_names;
     std::array<std::deque<Pending>, LT_XLA_SITE_MAX + 1> pending;
-    std::vector<bool> row_executed;  // per row: it ran a graph before
+    // Per row: it ran a graph in the step under way / in a step that ended.
+    std::vector<bool> row_executed, row_ran_before;
     bool settled = false, step_compiled = false, step_executed = false;
     std::uint64_t steps = 0;
   };
@@ -134,6 +135,7 @@ struct XlaAggregator::State {
     p.actions.push_back({});
     p.actions.back().action = action;
     pr.row_executed.push_back(false);
+    pr.row_ran_before.push_back(false);
     pr.row_of.emplace(action, p.actions.size() - 1);
     return p.actions.size() - 1;
   }
@@ -148,6 +150,10 @@ struct XlaAggregator::State {
       ++p.total.mark_steps;
       if (pr.step_executed && !pr.step_compiled) pr.settled = true;
       pr.step_executed = pr.step_compiled = false;
+      for (std::size_t i = 0; i < pr.row_executed.size(); ++i) {
+        if (pr.row_executed[i]) pr.row_ran_before[i] = true;
+        pr.row_executed[i] = false;
+      }
       ++pr.steps;
       return;
     }
@@ -160,7 +166,7 @@ struct XlaAggregator::State {
     if (e.site == LT_XLA_COMPILE) {
       pr.step_compiled = true;
       if (p.compiles.size() < XlaAggregator::kMaxCompiles) {
-        p.compiles.push_back({h.ts_ns, 0, pr.steps, rw.action, pr.settled && pr.row_executed[r]});
+        p.compiles.push_back({h.ts_ns, 0, pr.steps, rw.action, pr.settled && pr.row_ran_before[r]});
         pend.compile = static_cast<std::int64_t>(p.compiles.size() - 1);
       } else {
         ++p.compiles_dropped;

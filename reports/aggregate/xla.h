@@ -15,8 +15,9 @@
 // entry, or, on a thread outside every action, to the one open on the
 // process's main thread.  A compile is a recompilation when it comes after
 // a step (the stretch between two step marks) that executed graphs and
-// compiled none: the graphs had settled, and a new one (a new input shape,
-// a changed Python path) was needed.  Pure: the records in, the report out.
+// compiled none -- the graphs had settled -- in an action that ran graphs
+// in an earlier step: a new one (a new input shape, a changed Python path)
+// was needed where the old ones had served.  Pure: the records in, the report out.
 #pragma once
 #include <cstdint>
 #include <map>

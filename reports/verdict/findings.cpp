@@ -121,6 +121,38 @@ std::vector<std::pair<std::string, double>> top_hooks(const ProcessActions& p, c
   return out;
 }
 
+// The loop thread's run-queue wait over the train steps: the cumulative
+// counters at the samples nearest inside the steps' span, as a share of the
+// time between them.
+void cpu_contention(const ProcessActions& p, const std::vector<StepRecord>& t, std::uint32_t loop_tid,
+                    const ProcessDeviceStats& stats, std::vector<Finding>& out) {
+  if (loop_tid != p.meta.pid || stats.sched.size() < 2 || t.size() < 2) return;  // samples are of the main thread
+  const std::uint64_t from = t.front().begin_ns, to = t.back().end_ns;
+  const ProcessDeviceStats::Sched* a = nullptr;
+  const ProcessDeviceStats::Sched* b = nullptr;
+  for (const auto& x : stats.sched) {
+    if (x.ts < from || x.ts > to) continue;
+    if (!a) a = &x;
+    b = &x;
+  }
+  if (!a || !b || b->ts <= a->ts || b->runq_ns < a->runq_ns || b->cpu_ns < a->cpu_ns) return;
+  const double wall = static_cast<double>(b->ts - a->ts), wait = static_cast<double>(b->runq_ns - a->runq_ns);
+  const double share = wait / wall;
+  if (share < kContention) return;
+  // The steps between the two samples: the wait per step at stake.
+  std::size_t steps = 0;
+  for (const auto& r : t) steps += r.begin_ns >= a->ts && r.end_ns <= b->ts;
+  if (!steps) return;
+  out.push_back({"cpu contention", p.meta.pid, wait / 1e6 / static_cast<double>(steps), share,
+                 "the training loop's thread was runnable but waiting for a CPU " + pct(share) + " of " +
+                     msf(wall / 1e6) + " of train steps (" + msf(wait / 1e6) + " on its run queue; on a CPU " +
+                     msf(static_cast<double>(b->cpu_ns - a->cpu_ns) / 1e6) +
+                     "; the kernel's schedstat of the thread, sampled every 100 ms)",
+                 "other processes or threads share its CPUs: give the job cores of its own (taskset, cgroup cpusets, "
+                 "Slurm --exclusive or --cpus-per-task), fewer DataLoader workers or torch threads than cores "
+                 "(torch.set_num_threads), or find what else runs there (top, `ltrace-bpf ps`)"});
+}
+
 // Resident memory rising over the train steps after the first 10 % (the
 // warm-up: allocator pools, lazily built state).
 void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, std::int64_t offset,
@@ -267,6 +299,7 @@ void process_findings(const ProcessActions& p, const ProcessDeviceStats* stats, 
                      "save_weights_only=True, or save in the background (the AsyncCheckpointIO plugin)"});
   }
   if (stats) memory_growth(p, t, s.train_offset, *stats, out);
+  if (stats) cpu_contention(p, t, s.tid, *stats, out);
   // Validation: of the fit's span, converted to time per train step.
   if (!s.validation.empty()) {
     const std::uint64_t b = std::min(t.front().begin_ns, s.validation.front().begin_ns);

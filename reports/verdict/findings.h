@@ -21,6 +21,11 @@
 //                 MiB and >= 10 % of where it starts, the last quarter's
 //                 median over the first's. No step time is at stake (0 ms:
 //                 ranked last); what is at stake is the job's memory.
+//   cpu contention the training loop's thread runnable but waiting for a
+//                 CPU (its run queue: /proc schedstat, sampled with the
+//                 /proc samples) >= 15 % of the train steps' time: other
+//                 processes or threads on its CPUs; the time at stake is
+//                 that wait per step.
 #pragma once
 #include <string>
 #include <vector>
@@ -42,6 +47,7 @@ struct Finding {
 inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
+inline constexpr double kContention = 0.15;
 
 // Ranked: most step time at stake first.
 // `stats`: the /proc samples, when recorded (--device-stats, watch).

@@ -89,6 +89,8 @@ void StatsSampler::sample_now() noexcept {
       auto ps = proc_.process(p);
       if (!ps) continue;  // gone: its exit is the session's business
       deliver(sink_, proc::ProcStats::record(p, sys, ps));
+      // The main thread's run-queue wait: the verdict's CPU contention.
+      if (auto sched = proc_.thread(p, p)) deliver(sink_, proc::ProcStats::sched_record(p, p, *sched));
     }
   } catch (...) {
     // A sample is worth less than the session: drop it, keep the reason.

@@ -182,6 +182,14 @@ std::optional<std::uint64_t> parse_pid_stat_ticks(std::string_view pid_stat) {
   return utime + stime;
 }
 
+std::optional<ThreadSched> parse_schedstat(std::string_view text) {
+  Tokens t{text.substr(0, text.find('\n'))};
+  ThreadSched s;
+  if (!parse_u64(t.next(), s.cpu_ns) || !parse_u64(t.next(), s.runq_ns) || !parse_u64(t.next(), s.timeslices))
+    return std::nullopt;
+  return s;
+}
+
 std::optional<std::uint64_t> parse_statm_resident(std::string_view statm) {
   Tokens t{statm.substr(0, statm.find('\n'))};
   t.next();  // size
@@ -231,6 +239,24 @@ std::optional<ProcessStats> ProcStats::process(pid_t pid) const {
   p.cpu_ns = *ticks / tck * 1000000000ull + *ticks % tck * 1000000000ull / tck;
   p.rss_bytes = *pages * static_cast<std::uint64_t>(page_);
   return p;
+}
+
+std::optional<ThreadSched> ProcStats::thread(pid_t pid, pid_t tid) const {
+  return parse_schedstat(
+      read_file(root_ + "/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat", 256));
+}
+
+lt_thread_sched_event ProcStats::sched_record(pid_t pid, pid_t tid, const ThreadSched& s) {
+  lt_thread_sched_event e{};
+  e.hdr.kind = LT_EV_THREAD_SCHED;
+  e.hdr.size = sizeof e;
+  e.hdr.pid = static_cast<std::uint32_t>(pid);
+  e.hdr.tid = static_cast<std::uint32_t>(tid);
+  e.hdr.ts_ns = monotonic_now();
+  e.cpu_ns = s.cpu_ns;
+  e.runq_ns = s.runq_ns;
+  e.timeslices = s.timeslices;
+  return e;
 }
 
 lt_proc_stats_event ProcStats::record(pid_t pid, const SystemStats& sys, const std::optional<ProcessStats>& p) {

@@ -24,6 +24,13 @@ struct SystemStats {
   bool vm_ok = false, swap_ok = false, cpu_ok = false;  // read (else the record says ~0)
 };
 
+// /proc/PID/task/TID/schedstat: time on a CPU, time runnable on a run
+// queue (both ns), timeslices.
+struct ThreadSched {
+  std::uint64_t cpu_ns = 0, runq_ns = 0, timeslices = 0;
+};
+std::optional<ThreadSched> parse_schedstat(std::string_view text);
+
 struct ProcessStats {
   std::uint64_t cpu_ns = 0;     // utime + stime of every thread so far
   std::uint64_t rss_bytes = 0;  // statm resident pages * page size (psutil memory_info().rss)
@@ -44,6 +51,11 @@ class ProcStats {
   SystemStats system();
   // One process; nullopt when it is gone or unreadable.
   std::optional<ProcessStats> process(pid_t pid) const;
+  // One thread's scheduling; nullopt when gone, unreadable, or the kernel
+  // keeps no such accounting (CONFIG_SCHED_INFO).
+  std::optional<ThreadSched> thread(pid_t pid, pid_t tid) const;
+  // A THREAD_SCHED record (ts_ns = CLOCK_MONOTONIC now).
+  static lt_thread_sched_event sched_record(pid_t pid, pid_t tid, const ThreadSched& s);
 
   // A PROC_STATS record for `pid` (header: pid = tid = the process, cpu 0,
   // ts_ns = CLOCK_MONOTONIC now); what could not be read is ~0.
