@@ -159,6 +159,39 @@ TEST(Findings, MemoryGrowthPastTheWarmUpOnly) {
       << render_findings(r, f);
 }
 
+// The loop thread's run-queue wait (THREAD_SCHED's counters) over the train
+// steps: past 15 % a finding with that share and its wait per step.
+TEST(Findings, CpuContentionFromTheRunQueueWait) {
+  const ActionsReport r = make({});
+  const auto& p = r.processes[0];
+  const auto steps = step_records(p).train;
+  ASSERT_EQ(steps.size(), 50u);
+  auto stats = [&](double waiting) {  // of each interval, the share spent on the run queue
+    DeviceStatsReport s;
+    ProcessDeviceStats ps;
+    ps.pid = p.meta.pid;
+    std::uint64_t cpu = 0, runq = 0, last = steps.front().begin_ns;
+    for (std::uint64_t ts = steps.front().begin_ns; ts <= steps.back().end_ns; ts += 1'000'000) {
+      runq += static_cast<std::uint64_t>(waiting * static_cast<double>(ts - last));
+      cpu += static_cast<std::uint64_t>((1 - waiting) * static_cast<double>(ts - last));
+      last = ts;
+      ps.sched.push_back({ts, cpu, runq});
+    }
+    s.processes.push_back(ps);
+    return s;
+  };
+  const auto calm = stats(0.05);
+  EXPECT_TRUE(find_issues(r, &calm).empty()) << render_findings(r, find_issues(r, &calm));
+  const auto busy = stats(0.4);
+  const auto f = find_issues(r, &busy);
+  ASSERT_EQ(f.size(), 1u) << render_findings(r, f);
+  EXPECT_EQ(f[0].kind, "cpu contention");
+  EXPECT_NEAR(f[0].share, 0.4, 0.01);
+  // ~8.9 ms steps: 40 % of each on the run queue
+  EXPECT_NEAR(f[0].ms_per_step, 0.4 * 8.9, 0.4) << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find("waiting for a CPU 40.0% of"), std::string::npos) << f[0].evidence;
+}
+
 TEST(Findings, ValidationAndTheEvidenceNamesTheTopHook) {
   Fit v;
   v.val_every = 5;
