@@ -1,7 +1,6 @@
 #include "reports/export/xla_section.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 #include "reports/format/json_escape.h"
@@ -12,10 +11,9 @@ namespace {
 
 constexpr double kW = 900, kH = 140, kPad = 48;
 
-std::string num(double v, const char* fmt = "%.1f") {
-  char b[48];
-  std::snprintf(b, sizeof b, fmt, v);
-  return b;
+// SVG coordinates and labels: one decimal (reports/format/numbers.h).
+std::string num(double v) {
+  return fixed(v, 1);
 }
 
 }  // namespace

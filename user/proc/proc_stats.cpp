@@ -246,13 +246,23 @@ std::optional<ThreadSched> ProcStats::thread(pid_t pid, pid_t tid) const {
       read_file(root_ + "/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat", 256));
 }
 
+namespace {
+
+// A user-space record's header, stamped now.
+lt_event_header sampled_header(lt_event_kind kind, std::size_t size, pid_t pid, pid_t tid) {
+  return {static_cast<std::uint16_t>(kind),
+          static_cast<std::uint16_t>(size),
+          static_cast<std::uint32_t>(pid),
+          static_cast<std::uint32_t>(tid),
+          0,
+          monotonic_now()};
+}
+
+}  // namespace
+
 lt_thread_sched_event ProcStats::sched_record(pid_t pid, pid_t tid, const ThreadSched& s) {
   lt_thread_sched_event e{};
-  e.hdr.kind = LT_EV_THREAD_SCHED;
-  e.hdr.size = sizeof e;
-  e.hdr.pid = static_cast<std::uint32_t>(pid);
-  e.hdr.tid = static_cast<std::uint32_t>(tid);
-  e.hdr.ts_ns = monotonic_now();
+  e.hdr = sampled_header(LT_EV_THREAD_SCHED, sizeof e, pid, tid);
   e.cpu_ns = s.cpu_ns;
   e.runq_ns = s.runq_ns;
   e.timeslices = s.timeslices;
@@ -261,11 +271,7 @@ lt_thread_sched_event ProcStats::sched_record(pid_t pid, pid_t tid, const Thread
 
 lt_proc_stats_event ProcStats::record(pid_t pid, const SystemStats& sys, const std::optional<ProcessStats>& p) {
   lt_proc_stats_event e{};
-  e.hdr.kind = LT_EV_PROC_STATS;
-  e.hdr.size = sizeof e;
-  e.hdr.pid = static_cast<std::uint32_t>(pid);
-  e.hdr.tid = static_cast<std::uint32_t>(pid);
-  e.hdr.ts_ns = monotonic_now();
+  e.hdr = sampled_header(LT_EV_PROC_STATS, sizeof e, pid, pid);
   e.cpu_ns = p ? p->cpu_ns : ~0ull;
   e.rss_bytes = p ? p->rss_bytes : ~0ull;
   e.vm_percent_x100 = sys.vm_ok ? x100(sys.vm_percent) : ~0u;
