@@ -54,6 +54,7 @@ void XlaTracer::detach() {
 void XlaTracer::forget(pid_t pid) {
   names_.erase(names_.lower_bound({pid, 0}), names_.upper_bound({pid, ~std::uint64_t{0}}));
   data_offset_.erase(pid);
+  value_misses_.erase(pid);
 }
 
 std::optional<XlaSample> xla_sample_at(const std::vector<XlaSample>& ring, std::int64_t at, std::int64_t slack,
@@ -76,6 +77,11 @@ void XlaTracer::emit_value(const lt_event_header& h, std::uint64_t metric) {
   // std::vector<Sample> samples_ (16-byte {int64 ts, double value}).
   constexpr std::uint64_t kCount = 0x48;  // count_, then samples_'s begin and end
   constexpr std::uint64_t kNewest = 64;   // samples read back from the newest
+  int& misses = value_misses_[pid];
+  if (misses >= kMaxMisses) {
+    ctx_.emit(&v, sizeof v);
+    return;
+  }
   // A child of a --children target shares its parent's _XLAC.
   auto off = data_offset_.find(pid);
   int data_offset = off != data_offset_.end() ? off->second
@@ -115,6 +121,11 @@ void XlaTracer::emit_value(const lt_event_header& h, std::uint64_t metric) {
     if (!ring.empty() && ring.back().ts_ns >= at) break;  // it was there and is gone, or never came
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  misses = (v.flags & LT_XLA_VALUE_NOT_FOUND) ? misses + 1 : 0;
+  if (misses == kMaxMisses)
+    ctx_.note("pid " + std::to_string(pid) + ": torch_xla's transfer byte counts were not found in its metrics " +
+              std::to_string(kMaxMisses) +
+              " times running (another layout?): its transfer bytes are unknown from here on");
   ctx_.emit(&v, sizeof v);
 }
 

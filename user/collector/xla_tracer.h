@@ -58,6 +58,11 @@ class XlaTracer final : public Tracer {
 
   std::map<std::pair<unsigned long, unsigned long>, XlaLibrary> libs_;  // per (dev, inode)
   std::map<pid_t, int> data_offset_;  // per process: XlaLibrary::metric_data_offset of its _XLAC
+  // Value samples not found in a row, per process: past kMaxMisses the
+  // reads stop (each can wait up to 1 ms for its sample: another layout
+  // must not slow the drain), and a note says so.
+  static constexpr int kMaxMisses = 8;
+  std::map<pid_t, int> value_misses_;
   std::map<std::pair<pid_t, std::uint64_t>, std::string> names_;  // (pid, metric) -> name sent
   std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;
   std::size_t probes_ = 0;
