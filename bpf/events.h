@@ -621,6 +621,32 @@ struct lt_op_name_event {
 	s8 arg_reg[LT_OP_ARGS_MAX];	   /* per schema argument: register of a tensor, -1 none */
 };
 
+/* OP_SPAN (user space): one op call as the op observer in the job measured
+ * it on its thread (a RecordFunction callback, torchbridge/op_observer.cpp;
+ * docs/design-op-observer.md).  hdr.ts_ns is its start, hdr.tid its thread. */
+struct lt_op_span_event {
+	struct lt_event_header hdr;
+	u64 end_ns;
+	u64 self_ns; /* end - start less the (end - start) of the calls it made */
+	u32 op;	     /* op index (LT_EV_OP_NAME) */
+	u16 depth;   /* 1 = the outermost call observed on its thread */
+	u16 flags;
+};
+
+/* OP_OBSERVER (user space): how a process's op times were had.  Written when
+ * the choice is made and again at the detach with the final counts. */
+#define LT_OP_TIMES_OBSERVER 1 /* measured per call by the op observer */
+#define LT_OP_TIMES_SAMPLED 2  /* the observer was not used (detail: why): sampled estimates */
+#define LT_OP_OBSERVER_DETAIL_MAX 192
+struct lt_op_observer_event {
+	struct lt_event_header hdr;
+	u32 how; /* LT_OP_TIMES_* */
+	u32 final; /* 1: the detach's record, with the counts */
+	u64 dropped;  /* calls not recorded: a thread's ring was full, or no thread slot was free */
+	u64 too_deep; /* calls nested deeper than the observer tracks: not recorded */
+	char detail[LT_OP_OBSERVER_DETAIL_MAX];
+};
+
 /* OFFCPU_END: hdr.pid/tid is the thread that runs again */
 struct lt_offcpu_end_event {
 	struct lt_event_header hdr;

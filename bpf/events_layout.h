@@ -279,6 +279,22 @@ LT_OFFSET(lt_op_name_event, name, 32);
 LT_OFFSET(lt_op_name_event, overload, 144);
 LT_OFFSET(lt_op_name_event, arg_reg, 208);
 
+LT_SIZE(lt_op_span_event, 48);
+LT_OFFSET(lt_op_span_event, hdr, 0);
+LT_OFFSET(lt_op_span_event, end_ns, 24);
+LT_OFFSET(lt_op_span_event, self_ns, 32);
+LT_OFFSET(lt_op_span_event, op, 40);
+LT_OFFSET(lt_op_span_event, depth, 44);
+LT_OFFSET(lt_op_span_event, flags, 46);
+
+LT_SIZE(lt_op_observer_event, 240);
+LT_OFFSET(lt_op_observer_event, hdr, 0);
+LT_OFFSET(lt_op_observer_event, how, 24);
+LT_OFFSET(lt_op_observer_event, final, 28);
+LT_OFFSET(lt_op_observer_event, dropped, 32);
+LT_OFFSET(lt_op_observer_event, too_deep, 40);
+LT_OFFSET(lt_op_observer_event, detail, 48);
+
 LT_SIZE(lt_offcpu_end_event, 32);
 LT_OFFSET(lt_offcpu_end_event, hdr, 0);
 LT_OFFSET(lt_offcpu_end_event, begin_ns, 24);

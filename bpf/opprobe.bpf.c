@@ -8,6 +8,8 @@
  */
 #include "opstack.bpf.h"
 
+#include <bpf/usdt.bpf.h>
+
 /* The OP record with each argument register's tensor, if it holds one: a
  * pointer to an at::Tensor, whose first word is a TensorImpl whose vtable
  * is c10::TensorImpl's (dense tensors; anything else reads as no tensor). */
@@ -153,5 +155,15 @@ int lt_op_enter(struct pt_regs *ctx)
 	e->depth = depth;
 	e->pad = 0;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* ltrace:ops in the bridge (torchbridge/op_observer.cpp): never fired.
+ * While this program is attached there, the probe's semaphore is up, which
+ * asks the bridge for its op observer; the kernel drops it with our link,
+ * also when ltrace-bpf is killed (docs/design-op-observer.md). */
+SEC("usdt")
+int BPF_USDT(lt_ops_observer)
+{
 	return 0;
 }

@@ -72,6 +72,8 @@
 	X(OP_SHAPES,        66, lt_op_shapes_event,        LT_SIZE_EXACT,  "op",                       "op_shapes",         LT_KEEP_EVENT) /* an op entry with its tensor arguments */ \
 	X(REGION_CODE,      67, lt_region_code_event,      LT_SIZE_EXACT,  "compiled region function", "region_code",       LT_KEEP_EVENT) /* a compiled region's entry */ \
 	X(COMPILE_NOTE,     68, lt_compile_note_event,     LT_SIZE_READER, "compile note",             "compile_note",      LT_KEEP_EVENT) /* user space: a compile or graph break */ \
+	X(OP_SPAN,          69, lt_op_span_event,          LT_SIZE_READER, "op call",                  "op_span",           LT_KEEP_EVENT) /* user space: an op call measured by the op observer in the job */ \
+	X(OP_OBSERVER,      70, lt_op_observer_event,      LT_SIZE_READER, "op observer",              "op_observer",       LT_KEEP_NAME ) /* user space: how a process's op times were had */ \
 	/* GPU (the CUPTI/NVTX bridge via USDT; uprobes on libcudart/libcuda) */ \
 	X(GPU_ACTIVITY,     80, lt_gpu_activity_event,     LT_SIZE_READER, "GPU activity",             "gpu_activity",      LT_KEEP_EVENT) /* one CUPTI activity record */ \
 	X(GPU_NAME,         81, lt_gpu_name_event,         LT_SIZE_READER, "GPU name",                 "gpu_name",          LT_KEEP_NAME ) /* (name id) -> text, in chunks */ \

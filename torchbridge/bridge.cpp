@@ -47,6 +47,7 @@
 #include "torchbridge/cupti_records.h"
 #include "torchbridge/names.h"
 #include "torchbridge/nvtx.h"
+#include "torchbridge/op_observer.h"
 #include "torchbridge/probes.h"
 #include "torchbridge/util.h"
 
@@ -517,6 +518,7 @@ void* poll_main(void*) {
     } catch (...) {
     }
     pthread_mutex_unlock(&s.mu);
+    ops::tick();  // the op observer, CUDA or not
   }
   return nullptr;
 }
@@ -588,6 +590,7 @@ void atfork_parent() {
 // The child has no poll thread and stays dormant.  If the parent had CUPTI
 // subscribed, the child's copy of CUPTI's state is not ours to use.
 void atfork_child() {
+  ops::atfork_child();
   State& s = st();
   s.kernels.unlock_after_fork();
   nvtx::atfork_child();

@@ -19,6 +19,7 @@ LTB_SEMAPHORE(launch);
 LTB_SEMAPHORE(nvtx);
 LTB_SEMAPHORE(status);
 LTB_SEMAPHORE(clock);
+LTB_SEMAPHORE(ops);
 #undef LTB_SEMAPHORE
 }
 
@@ -28,6 +29,12 @@ namespace ltb::probe {
 // it, which raises the semaphore the bridge polls.  `used` keeps the site.
 __attribute__((used, noinline)) static void session_site() {
   STAP_PROBE(ltrace, session);
+}
+
+// ltrace:ops likewise: its semaphore > 0 asks for the op observer
+// (op_observer.h), whose records go through shared memory, not probes.
+__attribute__((used, noinline)) static void ops_site() {
+  STAP_PROBE(ltrace, ops);
 }
 
 __attribute__((noinline)) void fire_activity(const lt::lt_gpu_activity* recs, uint32_t count) {

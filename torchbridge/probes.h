@@ -11,6 +11,7 @@
 //   ltrace:nvtx(const lt_nvtx *n)
 //   ltrace:status(const lt_gpu_status *s)
 //   ltrace:clock(const lt_gpu_clock *c)
+//   ltrace:ops()                                       semaphore > 0: the op observer is wanted (never fired)
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@ extern volatile unsigned short ltrace_launch_semaphore __attribute__((visibility
 extern volatile unsigned short ltrace_nvtx_semaphore __attribute__((visibility("hidden")));
 extern volatile unsigned short ltrace_status_semaphore __attribute__((visibility("hidden")));
 extern volatile unsigned short ltrace_clock_semaphore __attribute__((visibility("hidden")));
+extern volatile unsigned short ltrace_ops_semaphore __attribute__((visibility("hidden")));
 }
 
 namespace ltb::probe {
@@ -51,6 +53,9 @@ inline bool status_on() {
 }
 inline bool clock_on() {
   return __builtin_expect(ltrace_clock_semaphore != 0, 0);
+}
+inline bool ops_on() {
+  return ltrace_ops_semaphore != 0;
 }
 
 // One probe site each (never inlined, so each probe has exactly one note).

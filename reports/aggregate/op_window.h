@@ -13,6 +13,7 @@ struct Acc {
   std::uint64_t self_cuda = 0, cuda_total = 0, cpu_exact = 0;
   std::int64_t cpu_mem = 0, self_cpu_mem = 0, cuda_mem = 0, self_cuda_mem = 0;
   std::uint64_t record_self_ns = 0, record_total_ns = 0;  // [pl][profile] rows: measured total, estimated self
+  std::uint64_t span_self_ns = 0, span_total_ns = 0;      // the op observer's calls (OP_SPAN): measured
   bool device = false;
   Acc& operator+=(const Acc& a) {
     calls += a.calls;
@@ -27,6 +28,8 @@ struct Acc {
     self_cuda_mem += a.self_cuda_mem;
     record_self_ns += a.record_self_ns;
     record_total_ns += a.record_total_ns;
+    span_self_ns += a.span_self_ns;
+    span_total_ns += a.span_total_ns;
     device |= a.device;
     return *this;
   }

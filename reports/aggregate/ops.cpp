@@ -85,7 +85,10 @@ std::uint32_t OpAggregator::State::intern(const std::string& name) {
 
 OpAggregator::State::Proc& OpAggregator::State::proc(std::uint32_t pid) {
   auto [it, fresh] = procs.try_emplace(pid);
-  if (fresh) order.push_back(pid);
+  if (fresh) {
+    order.push_back(pid);
+    it->second.boundaries.emplace_back(0, it->second.unknown);  // until the first boundary
+  }
   return it->second;
 }
 
@@ -102,6 +105,7 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
         action_began(it->second, action);
       else if (batch_hook_of(action).role != BatchRole::none)  // steps count from the first, ops or not
         action_began(proc(h.pid), action);
+      note_boundary(h.pid, h.ts_ns);
       return;
     }
     case LT_EV_ACTION_END:
@@ -114,6 +118,7 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
         action_ended(it->second, action);
       else if (batch_hook_of(action).role != BatchRole::none)
         action_ended(proc(h.pid), action);
+      note_boundary(h.pid, h.ts_ns);
       return;
     }
     default:
@@ -128,6 +133,8 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
                    [&](const lt_event_header&, const lt_op_name_event& e) { on_op_name(e); },
                    [&](const lt_event_header& h, const lt_op_event& e) { on_op(h, e.op, e.depth, nullptr); },
                    [&](const lt_event_header& h, const lt_op_shapes_event& e) { on_op(h, e.op, e.depth, &e); },
+                   [&](const lt_event_header& h, const lt_op_span_event& e) { on_span(h, e); },
+                   [&](const lt_event_header& h, const lt_op_observer_event& e) { on_observer(h, e); },
                    [&](const lt_event_header& h, const lt_py_sample_event& e) {
                      if (h.kind == LT_EV_PY_SAMPLE) on_sample(h, e, action);  // not the stacks of launches, allocations
                    },
@@ -264,6 +271,7 @@ OpsReport OpAggregator::finish() {
   bool overridden = false;
   for (auto pid : s.order) {
     auto& p = s.procs[pid];
+    s.flush_ended(p);
     s.close_all(p, p.last_ts);
     // A batch cut by the detach: to its step's table if its step function
     // ended, else with the ops outside any batch.
@@ -282,6 +290,10 @@ OpsReport OpAggregator::finish() {
     po.frees_unknown = p.frees_unknown;
     po.mem_without_ops = p.mem_without_ops;
     po.ooms = p.ooms;
+    po.measured = p.measured;
+    po.observer_not_used = p.observer_not_used;
+    po.observer_dropped = p.observer_dropped;
+    po.observer_too_deep = p.observer_too_deep;
     // A process that ran no step function (plain torch, a DataLoader
     // worker) has one table, "records", for the attach window; in one that
     // did, the ops of no batch (epoch ends, checkpoints, set-up) get a table
@@ -311,6 +323,8 @@ OpsReport OpAggregator::finish() {
         row.cpu_exact_ns = a.cpu_exact;
         row.record_self_ns = a.record_self_ns;
         row.record_total_ns = a.record_total_ns;
+        row.measured_self_ns = a.span_self_ns;
+        row.measured_total_ns = a.span_total_ns;
         row.device_row = a.device;
         row.cpu_mem = a.cpu_mem;
         row.self_cpu_mem = a.self_cpu_mem;

@@ -9,9 +9,12 @@
 // or free is charged to the ops running on its thread, as torch.profiler's
 // profile_memory=True charges them (docs/design-memory.md).
 //
-// Calls are exact (one OP record per entry).  CPU times are sampled: a
-// cpu-clock sample of a thread carries the ops running on it, outermost
-// first; the innermost gets self time, each distinct op in it total time.
+// Calls are exact (one OP record per entry, or one OP_SPAN per call).  CPU
+// times are measured where the op observer ran in the job (OP_SPAN: each
+// call's start, end and self, on its thread; a call counts in the window
+// its start falls in); else sampled: a cpu-clock sample of a thread carries
+// the ops running on it, outermost first; the innermost gets self time,
+// each distinct op in it total time.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,6 +40,9 @@ struct OpRowData {
   // [pl][profile] rows (one per Lightning action, as PyTorchProfiler's
   // record_function around it): measured total, self less what ran inside.
   std::uint64_t record_self_ns = 0, record_total_ns = 0;
+  // The op observer's measured times (OP_SPAN records): self and total of
+  // every call, as torch.profiler's self_cpu_time_total / cpu_time_total.
+  std::uint64_t measured_self_ns = 0, measured_total_ns = 0;
   bool device_row = false;  // a kernel / copy row: no CPU time
   // --profile-memory (MEM records; exact): bytes allocated minus freed
   // while the op ran (total: in it or the ops it called; self: in it alone),
@@ -55,6 +61,8 @@ struct OpRowData {
     cpu_exact_ns += r.cpu_exact_ns;
     record_self_ns += r.record_self_ns;
     record_total_ns += r.record_total_ns;
+    measured_self_ns += r.measured_self_ns;
+    measured_total_ns += r.measured_total_ns;
     device_row = device_row || r.device_row;
     cpu_mem += r.cpu_mem;
     self_cpu_mem += r.self_cpu_mem;
@@ -86,6 +94,12 @@ struct ProcessOps {
   std::uint64_t mem_events = 0, frees_unknown = 0;
   std::uint64_t mem_without_ops = 0;  // MEM records with no op stack (op probes off): not charged
   std::uint64_t ooms = 0;             // out-of-memory events
+  // How its op times were had (OP_OBSERVER): measured by the op observer in
+  // the job (every row's times exact), else sampled estimates; why the
+  // observer was not used; calls it could not record.
+  bool measured = false;
+  std::string observer_not_used;
+  std::uint64_t observer_dropped = 0, observer_too_deep = 0;
 };
 
 inline constexpr std::size_t kMaxOpIntervals = 4'000'000;  // ~160 MB of timeline at most

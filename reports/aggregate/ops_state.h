@@ -5,6 +5,7 @@
 //   ops_lightning.cpp [pl][module] and [pl][profile] rows
 //   ops_memory.cpp   the memory columns (allocator records)
 //   ops_gpu.cpp      the CUDA columns (launches joined to kernels)
+//   ops_spans.cpp    the op observer's measured calls (OP_SPAN)
 // and op_shape_layout.* (--group-by-input-shapes).
 #pragma once
 #include <cstdint>
@@ -28,6 +29,10 @@ constexpr const char* kOutsideTitle = "outside step functions";
 // torch.profiler's row for allocations and frees made outside every op
 // (MEMORY_EVENT_NAME).
 constexpr const char* kMemoryRow = "[memory]";
+// Window boundaries kept per process for the op observer's calls, which
+// arrive up to a drain after the actions around them.
+constexpr std::size_t kMaxBoundaries = 1 << 16;
+constexpr std::size_t kMaxSpanDepth = 256;
 
 }  // namespace ops_detail
 
@@ -152,6 +157,20 @@ struct OpAggregator::State {
     // the pointer).
     std::unordered_map<std::uint64_t, std::int64_t> cpu_sizes;
     std::uint64_t mem_events = 0, frees_unknown = 0, mem_without_ops = 0, ooms = 0;
+    // The op observer (OP_SPAN): where the windows began, in time, so that
+    // a call counts where its start fell; and per thread, by depth, calls
+    // that ended and wait for their parent (torch drops an only child that
+    // has its parent's name, folding its self time into the parent).
+    std::vector<std::pair<std::uint64_t, WindowPtr>> boundaries;
+    struct EndedCall {
+      std::uint32_t row;
+      WindowPtr window;
+      std::uint64_t self_ns, total_ns;
+    };
+    std::unordered_map<std::uint32_t, std::vector<std::vector<EndedCall>>> ended;  // [depth - 1]
+    bool measured = false;
+    std::string observer_not_used;
+    std::uint64_t observer_dropped = 0, observer_too_deep = 0;
   };
   GpuNameTable gpu_names;
   std::map<std::uint32_t, Proc> procs;
@@ -176,6 +195,13 @@ struct OpAggregator::State {
   void on_sample(const lt_event_header& h, const lt_py_sample_event& e, const std::string& action);
   void on_module_name(const lt_event_header& h, const lt_module_name_event& e);
   void on_proc(const lt_event_header& h);
+  // ops_spans.cpp (the op observer's calls)
+  void note_boundary(std::uint32_t pid, std::uint64_t ts);
+  WindowPtr window_at(Proc& p, std::uint64_t ts);
+  void on_span(const lt_event_header& h, const lt_op_span_event& e);
+  void on_observer(const lt_event_header& h, const lt_op_observer_event& e);
+  void count_call(const Proc::EndedCall& c);
+  void flush_ended(Proc& p);
   std::uint32_t shaped_id(std::uint32_t op, const lt_op_shapes_event& e);
   std::uint32_t name_id_of(std::uint32_t op);
   std::uint32_t intern(const std::string& name);

@@ -161,6 +161,14 @@ void dump_events(const Trace& trace, std::ostream& to) {
                   << " dso=" << std::string(ns.dso, strnlen(ns.dso, sizeof ns.dso));
             },
             [&](const lt_event_header&, const lt_op_event& op) { out << " op=" << op.op << " depth=" << op.depth; },
+            [&](const lt_event_header&, const lt_op_span_event& sp) {
+              out << " op=" << sp.op << " depth=" << sp.depth << " end=" << sp.end_ns << " self=" << sp.self_ns;
+            },
+            [&](const lt_event_header&, const lt_op_observer_event& ob) {
+              out << " how=" << (ob.how == LT_OP_TIMES_OBSERVER ? "observer" : "sampled") << " final=" << ob.final
+                  << " dropped=" << ob.dropped << " too_deep=" << ob.too_deep << " detail="
+                  << utf8_text(std::string_view(ob.detail, strnlen(ob.detail, sizeof ob.detail)));
+            },
             [&](const lt_event_header&, const lt_op_name_event& on) {
               out << " op=" << on.op << " name=" << std::string(on.name, strnlen(on.name, sizeof on.name))
                   << " overload=" << std::string(on.overload, strnlen(on.overload, sizeof on.overload));

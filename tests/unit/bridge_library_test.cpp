@@ -245,7 +245,7 @@ TEST(BridgeLibrary, UsdtProbesWithSemaphores) {
   // name -> argument sizes
   std::map<std::string, std::vector<std::string>> want = {
       {"session", {}}, {"activity", {"8", "4"}}, {"name", {"8"}},  {"launch", {"4", "4", "4"}},
-      {"nvtx", {"8"}}, {"status", {"8"}},        {"clock", {"8"}},
+      {"nvtx", {"8"}}, {"status", {"8"}},        {"clock", {"8"}}, {"ops", {}},
   };
   ASSERT_EQ(probes.size(), want.size());
   // Semaphore symbols (local, in .probes) at the addresses the notes give.

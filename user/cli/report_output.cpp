@@ -6,6 +6,7 @@
 #include <iostream>
 #include <unordered_set>
 
+#include "bpf/opobserver_shm.h"
 #include "reports/advanced/advanced_report.h"
 #include "reports/format/numbers.h"
 #include "reports/format/utf8_text.h"
@@ -260,7 +261,7 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
   topt.row_limit = table.row_limit;
   topt.estimated = true;
   topt.with_input_shapes = table.input_shapes;
-  std::size_t shown = 0;
+  std::size_t shown = 0, measured = 0;
   for (const auto& po : ops.processes) shown += !po.tables.empty();
   const ProcessIndex index(rep);
   for (const auto& po : ops.processes) {
@@ -289,8 +290,11 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
       for (const auto& r : t.rows) {
         // Runtime rows (cudaLaunchKernel) carry CUPTI's measured CPU time.
         const double exact_us = r.cpu_exact_ns / 1e3;
-        OpRow row{r.name, r.input_shapes, r.self_samples * us_per_sample + exact_us + r.record_self_ns / 1e3,
-                  r.total_samples * us_per_sample + exact_us + r.record_total_ns / 1e3, r.calls};
+        // The op observer's times are measured; samples carry no ops then.
+        OpRow row{r.name, r.input_shapes,
+                  r.self_samples * us_per_sample + exact_us + r.record_self_ns / 1e3 + r.measured_self_ns / 1e3,
+                  r.total_samples * us_per_sample + exact_us + r.record_total_ns / 1e3 + r.measured_total_ns / 1e3,
+                  r.calls};
         row.self_cuda_us = r.self_cuda_ns / 1e3;
         row.cuda_total_us = r.cuda_total_ns / 1e3;
         row.device_event = r.device_row;
@@ -301,6 +305,7 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
         rows.push_back(std::move(row));
       }
       OpTableOptions o = topt;
+      o.estimated = !po.measured;
       if (t.has_cuda || t.has_cuda_memory) o.device = "cuda";
       o.profile_memory = table.profile_memory || t.has_memory;
       o.memory_bytes = table.memory_bytes;
@@ -309,6 +314,17 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     deliver(text + "\n", meta, stage, shown, out);
     ++written;
     const std::string who = "ltrace-bpf: pid " + std::to_string(po.pid);
+    if (po.measured) {
+      ++measured;
+      if (po.observer_dropped)
+        std::cerr << who << ": " << po.observer_dropped
+                  << " op call(s) the op observer could not record (its buffer was full): missing from the table\n";
+      if (po.observer_too_deep)
+        std::cerr << who << ": " << po.observer_too_deep << " op call(s) nested deeper than " << LT_OBS_DEPTH
+                  << " calls: not recorded, their time is in the calls around them\n";
+    } else if (!po.observer_not_used.empty()) {
+      std::cerr << who << ": op observer not used (" << po.observer_not_used << ")\n";
+    }
     if (po.too_deep)
       std::cerr << who << ": " << po.too_deep << " op call(s) nested deeper than " << LT_OPS_DEPTH
                 << " ops: counted, their time goes to the op above them\n";
@@ -340,7 +356,11 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
   if (ops.processes.empty())
     std::cerr << "ltrace-bpf: no aten op calls in the window (torch not loaded, or the trace was recorded without "
                  "--report ops)\n";
-  else if (ops.period_ns)
+  if (measured)
+    std::cerr << "ltrace-bpf: # of Calls and CPU times are exact" << (measured < ops.processes.size() ? " in tables without ~" : "")
+              << ": each call timed on its thread by the op observer in the job (a RecordFunction callback, as "
+                 "torch.profiler's)\n";
+  if (!ops.processes.empty() && measured < ops.processes.size() && ops.period_ns)
     std::cerr << "ltrace-bpf: # of Calls is exact; CPU times (~) are sampled estimates: samples x "
               << ops.period_ns / 1000 << " us (" << ops.rate_hz << " Hz), "
               << "self = the innermost op running, total = every op running\n";

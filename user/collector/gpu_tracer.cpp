@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "user/collector/bridge_files.h"
 #include "user/collector/session_options.h"
 #include "user/collector/synthesized_records.h"
 #include "user/core/errors.h"
@@ -18,37 +19,6 @@
 #include "user/sources/gpu.h"
 
 namespace lt {
-
-namespace {
-
-bool is_lib(const std::string& path, const char* stem) {
-  auto slash = path.rfind('/');
-  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return base.rfind(stem, 0) == 0;
-}
-
-// The memfd name an injected bridge gets: its mapping reads
-// "/memfd:libltrace-bridge.so (deleted)" in /proc/PID/maps.
-constexpr const char* kBridgeMemfdName = "libltrace-bridge.so";
-
-bool is_bridge(const std::string& path) {
-  const std::string_view p = path;
-  return is_lib(path, "libltrace-bridge") || (p.starts_with("/memfd:") && p.substr(7).starts_with(kBridgeMemfdName));
-}
-
-}  // namespace
-
-std::string find_bridge_library() {
-  namespace fs = std::filesystem;
-  if (const char* env = std::getenv("LTRACE_BRIDGE"); env && *env) return fs::exists(env) ? env : "";
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  for (auto candidate : {exe.parent_path() / "libltrace-bridge.so",
-                         exe.parent_path().parent_path() / "lib" / "ltrace-bpf" / "libltrace-bridge.so"})
-    if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
-  return "";
-}
 
 GpuTracer::GpuTracer(const TracerContext& ctx) : ctx_(ctx), bridge_path_(find_bridge_library()) {
   if (!ctx.opts.preloaded_bridge.empty()) expect_bridge(ctx.opts.preloaded_bridge);
@@ -135,6 +105,9 @@ bool GpuTracer::attach(pid_t pid, pid_t) {
     if (is_lib(m.path, "libcuda.so") || (without_driver && is_lib(m.path, "libcudart.so"))) cuda = m.path;
   }
   try {
+    // A bridge the op observer put into a job that has not used CUDA (yet)
+    // is not a GPU source until the driver is there.
+    if (!bridge.empty() && cuda.empty() && !proc::read_environ(pid).count("CUDA_INJECTION64_PATH")) return false;
     if (!bridge.empty()) {
       source().attach_bridge(bridge);
       how_[pid] = "CUPTI bridge (loaded at launch)";

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "user/collector/bridge_files.h"
 #include "user/collector/tracer.h"
 
 namespace lt {
@@ -70,8 +71,5 @@ class GpuTracer final : public Tracer {
   std::set<pid_t> heard_;         // bridges that reported any state (awaited at the attach)
 };
 
-// Where our bridge library is: $LTRACE_BRIDGE, next to the executable, or
-// ../lib/ltrace-bpf/ from it (make install).  "" if none exists.
-std::string find_bridge_library();
 
 }  // namespace lt

@@ -169,6 +169,26 @@ std::uint64_t OpProbes::tensor_vtable(pid_t pid) const {
   return 0;
 }
 
+void OpProbes::check_filters(pid_t pid) {
+  if (filters_.empty()) return;
+  const auto lib = proc::find_mapped_library(pid, "libtorch_cpu.so");
+  if (!lib) return;
+  const OpCatalog cat = load_op_catalog(lib->open_path);
+  for (const auto& op : cat.ops)
+    if (selected(op.name)) return;
+  std::string list;
+  for (auto& f : filters_) list += (list.empty() ? "" : ",") + f;
+  throw Error(ExitCode::usage, "--ops '" + list + "' matches none of the " + std::to_string(cat.ops.size()) +
+                                   " aten operators of " + lib->path);
+}
+
+std::uint32_t OpProbes::index_of(const std::string& name) {
+  if (auto it = observed_.find(name); it != observed_.end()) return it->second;
+  const std::uint32_t op = selected(name) ? add_op(name) : UINT32_MAX;
+  observed_.emplace(name, op);
+  return op;
+}
+
 void OpProbes::announce(std::uint32_t op) {
   if (op >= ops_.size() || announced_[op]) return;
   announced_[op] = true;

@@ -39,8 +39,14 @@ class OpProbes {
   // runs.  Returns the kernel libraries newly probed ("cpp_fused_relu_0").
   // Throws lt::Error(bpf) when an attach fails.
   std::vector<std::string> attach_compiled(pid_t pid, pid_t pid_filter);
+  // The op observer's path: --ops must match an aten op of pid's libtorch
+  // all the same.  Throws lt::Error(usage) when it matches none.
+  void check_filters(pid_t pid);
   // Writes the op's OP_NAME record the first time the op is seen.
   void announce(std::uint32_t op);
+  // The op index of a name the op observer reported (one index per name,
+  // session-wide), UINT32_MAX when --ops leaves it out.
+  std::uint32_t index_of(const std::string& name);
   std::size_t probes() const { return probes_; }
   double attach_ms() const { return attach_ms_; }  // catalog + attach, summed
   const std::string& describe() const { return last_; }
@@ -55,6 +61,7 @@ class OpProbes {
   Emit emit_;
   std::vector<Op> ops_;  // by global index
   std::vector<bool> announced_;
+  std::map<std::string, std::uint32_t> observed_;  // index_of's names
   // (dev, inode) of a libtorch file -> first global index of its ops
   std::map<std::pair<unsigned long, unsigned long>, std::uint32_t> libraries_;
   // (dev, inode, pid filter) already attached

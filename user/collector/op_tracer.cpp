@@ -4,11 +4,13 @@
 #include <cstring>
 
 #include "user/collector/dynamo_notes.h"
+#include "user/collector/op_observer.h"
 #include "user/collector/record_normalizer.h"
 #include "user/collector/session_options.h"
 #include "user/collector/synthesized_records.h"
 #include "user/collector/target_tracker.h"
 #include "user/core/errors.h"
+#include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/opprobe.h"
 
@@ -28,6 +30,7 @@ OpTracer::OpTracer(const TracerContext& ctx)
     : ctx_(ctx),
       source_(std::make_unique<OpProbeSource>(ctx.proctrack)),
       probes_(std::make_unique<OpProbes>(*source_, ctx.opts.op_filters, ctx.emit)),
+      observer_(std::make_unique<OpObserver>(ctx, *source_, *probes_)),
       dynamo_(std::make_unique<DynamoNotes>(ctx.emit)),
       compiled_scan_{kCompiledScanNs, monotonic_ns()},
       dynamo_scan_{kDynamoScanNs, monotonic_ns()} {}
@@ -42,9 +45,43 @@ pid_t OpTracer::filter(pid_t pid) const {
   return ctx_.opts.children ? -1 : pid;
 }
 
-// Shapes on before the op probes, so that no call goes without them; the
-// compiled code after them.
+std::string OpTracer::observer_unwanted(pid_t pid) const {
+  if (!ctx_.opts.inject) return "--no-inject";
+  // Adopted before its torch loaded (run, --all, a held exec): the probes
+  // go in at the load, before torch can take a callback.
+  if (torch_late_.count(pid)) return "torch loaded after the attach began (the op probes were in first)";
+  if (ctx_.opts.shapes) return "--group-by-input-shapes reads the op arguments with the op probes";
+  if (ctx_.opts.sources.memory) return "the memory columns charge allocations to the op probes' op stacks";
+  if (ctx_.opts.gpu && proc::find_mapped_library(pid, "libcuda.so"))
+    return "the CUDA columns join kernels to the op probes' op stacks";
+  return "";
+}
+
+// The op observer where it can be had; else shapes on before the op
+// probes, so that no call goes without them, and the compiled code after.
 bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
+  if (observer_->active(pid)) return true;
+  if (!proc::find_mapped_library(pid, "libtorch_cpu.so")) {
+    torch_late_.insert(pid);
+    return false;
+  }
+  if (observer_tried_.insert(pid).second) {
+    std::string why = observer_unwanted(pid);
+    if (why.empty()) probes_->check_filters(pid);  // a bad --ops fails as it does with the probes
+    if (why.empty()) why = observer_->start(pid);
+    if (why.empty()) {
+      ctx_.retarget(pid);  // no OP records, no samples for op times
+      if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": ops: the op observer measures every call");
+      return true;
+    }
+    ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why +
+              "): op CPU times are sampled estimates");
+    lt_op_observer_event e{};
+    e.hdr = user_header(LT_EV_OP_OBSERVER, sizeof e, pid, monotonic_ns());
+    e.how = LT_OP_TIMES_SAMPLED;
+    std::memcpy(e.detail, why.data(), std::min(why.size(), sizeof e.detail - 1));
+    ctx_.emit(&e, sizeof e);
+  }
   if (ctx_.opts.shapes && !tensor_vtables_[pid]) {
     tensor_vtables_[pid] = probes_->tensor_vtable(pid);
     if (tensor_vtables_[pid]) ctx_.retarget(pid);
@@ -58,9 +95,15 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
   return true;
 }
 
+std::string OpTracer::describe(pid_t pid) const {
+  if (observer_->active(pid)) return "ops: the op observer in the job (exact times)";
+  return probes_->describe();
+}
+
 // Op times come from samples, which need no Python stack (tsd_block 0
 // tells BPF to skip the walk).
 void OpTracer::fill_target(pid_t pid, lt_target& t) const {
+  if (observer_->active(pid)) return;  // the observer measures its ops
   t.flags |= LT_TARGET_OPS | (ctx_.opts.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
   if (auto v = tensor_vtables_.find(pid); v != tensor_vtables_.end() && v->second) {
     t.tensor_vtable = v->second;
@@ -69,6 +112,9 @@ void OpTracer::fill_target(pid_t pid, lt_target& t) const {
 }
 
 void OpTracer::forget(pid_t pid) {
+  observer_->forget(pid);
+  observer_tried_.erase(pid);  // a new image chooses again
+  torch_late_.erase(pid);
   dynamo_->forget(pid);
   regions_.erase(pid);
   tensor_vtables_.erase(pid);  // a new image maps its own libc10
@@ -92,6 +138,7 @@ void OpTracer::describe_region(const lt_event_header& h, std::span<const std::by
 }
 
 void OpTracer::tick(std::uint64_t now) {
+  observer_->drain();
   if (compiled_scan_.due(now)) attach_compiled();
   if (dynamo_scan_.due(now)) read_dynamo(now);
 }
@@ -130,7 +177,13 @@ void OpTracer::last_look(std::uint64_t now) {
                  dynamo_->cost().reads, dynamo_->cost().first_ms, dynamo_->cost().max_later_ms);
 }
 
+// The observers' last calls come in while their semaphores are still up.
+void OpTracer::flush(const std::function<bool()>&) {
+  observer_->finish();
+}
+
 void OpTracer::detach() {
+  observer_->finish();
   source_.reset();
 }
 

@@ -1,7 +1,10 @@
-// The session's side of the aten op probes (--report ops): the probes go on
-// each target's libtorch (OpProbes names them), with the tensor vtable
-// before them (--group-by-input-shapes) and torch.compile's code after them
-// and again as kernel libraries appear; Dynamo's records of the compiles
+// The session's side of the aten ops (--report ops).  A job whose torch is
+// running when we attach gets the op observer (op_observer.h): exact op
+// times measured in the job, no probes.  Otherwise, or when it cannot be
+// had, the op probes go on each target's libtorch (OpProbes names them),
+// with the tensor vtable before them (--group-by-input-shapes) and
+// torch.compile's code after them and again as kernel libraries appear,
+// and op times are sampled estimates.  Dynamo's records of the compiles
 // are read from the targets that run compiled regions.
 #pragma once
 #include <sys/types.h>
@@ -19,6 +22,7 @@
 namespace lt {
 
 class OpProbeSource;
+class OpObserver;
 class DynamoNotes;
 
 class OpTracer final : public Tracer {
@@ -31,12 +35,13 @@ class OpTracer final : public Tracer {
   // lt::Error (usage: --ops matches nothing; bpf: attach failed).
   bool attach(pid_t pid, pid_t pid_filter) override;
   const char* lost() const override { return "its ops are missing from the report"; }
-  std::string describe(pid_t) const override { return probes_->describe(); }
+  std::string describe(pid_t pid) const override;
   void fill_target(pid_t pid, lt_target& t) const override;
   void forget(pid_t pid) override;
   void observe(const lt_event_header& h, std::span<const std::byte> record) override;
   void tick(std::uint64_t now) override;
   void last_look(std::uint64_t now) override;
+  void flush(const std::function<bool()>& drain) override;
   void detach() override;
   std::size_t probes() const override { return probes_ ? probes_->probes() : 0; }
   std::string summary() const override;
@@ -47,11 +52,16 @@ class OpTracer final : public Tracer {
   void read_dynamo(std::uint64_t now);
   void describe_region(const lt_event_header& h, std::span<const std::byte> record);
   pid_t filter(pid_t pid) const;
+  // "" when pid's op times may come from the op observer, else why not.
+  std::string observer_unwanted(pid_t pid) const;
 
   const TracerContext& ctx_;
   std::unique_ptr<OpProbeSource> source_;
   std::unique_ptr<OpProbes> probes_;
+  std::unique_ptr<OpObserver> observer_;              // exact op times, where it can be had
   std::unique_ptr<DynamoNotes> dynamo_;               // recompile reasons, graph breaks
+  std::set<pid_t> torch_late_;                        // libtorch not mapped yet at the first attach
+  std::set<pid_t> observer_tried_;
   std::set<pid_t> attached_;                          // their compiled code is looked for
   std::map<pid_t, std::uint64_t> tensor_vtables_;     // --group-by-input-shapes: how BPF tells a tensor
   std::map<pid_t, std::set<std::uint32_t>> regions_;  // region ops each target ran while attached

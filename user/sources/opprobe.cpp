@@ -41,4 +41,17 @@ void OpProbeSource::attach(const std::string& path, const std::vector<std::uint6
   probes_ += offsets.size();
 }
 
+void OpProbeSource::raise_observer_semaphore(const std::string& path, pid_t pid) {
+  LinkPtr l(bpf_program__attach_usdt(skel_->progs.lt_ops_observer, pid, path.c_str(), "ltrace", "ops", nullptr));
+  if (!l) {
+    const int err = errno;
+    throw bpf_error("attach USDT ltrace:ops in " + path, err);
+  }
+  observer_links_[pid] = std::move(l);
+}
+
+void OpProbeSource::lower_observer_semaphore(pid_t pid) {
+  observer_links_.erase(pid);
+}
+
 }  // namespace lt

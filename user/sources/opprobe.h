@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,18 @@ class OpProbeSource {
   void attach(const std::string& path, const std::vector<std::uint64_t>& offsets,
               const std::vector<std::uint64_t>& cookies, pid_t pid);
   std::size_t probes() const { return probes_; }
+  // Attaches a program to ltrace:ops in the bridge at `path` (a path this
+  // process can open) for pid: its semaphore up asks that process's bridge
+  // for the op observer until the link goes (our detach, or our death).
+  // Throws lt::Error(bpf).
+  void raise_observer_semaphore(const std::string& path, pid_t pid);
+  // Drops pid's link (the bridge removes its observer at its next poll).
+  void lower_observer_semaphore(pid_t pid);
 
  private:
   SkeletonPtr<lt_opprobe> skel_;
   std::vector<OwnedFd> link_fds_;  // closed before the skeleton is destroyed
+  std::map<pid_t, LinkPtr> observer_links_;
   std::size_t probes_ = 0;
 };
 

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The memory the bridge's op observer (torchbridge/op_observer.cpp) shares
+ * with ltrace-bpf (user/collector/op_observer.cpp): not a BPF map, a memfd
+ * the bridge makes in the job ("ltrace-ops") and the tracer maps through
+ * /proc/PID/fd/N.  No trap and no syscall per op: the observer's
+ * RecordFunction callbacks write spans into their thread's ring, the tracer
+ * reads them between two drains (docs/design-op-observer.md).
+ *
+ *   header | slots[LT_OBS_SLOTS] | name index[LT_OBS_NAMES] | name bytes |
+ *   rings[LT_OBS_SLOTS][LT_OBS_RING]
+ *
+ * Handshake: the tracer raises ltrace:ops's semaphore; the bridge's poll
+ * thread makes the buffer (state WAITING); the tracer claims it (reader_pid),
+ * writes the callback layout of the job's torch and bumps `request`; the
+ * bridge registers its callback and answers (ACTIVE, or REFUSED with a
+ * reason).  When the semaphore falls (the tracer detached or died) the
+ * bridge removes its callback (state OFF).
+ */
+#ifndef LTRACE_BPF_OPOBSERVER_SHM_H
+#define LTRACE_BPF_OPOBSERVER_SHM_H
+
+#include "events.h"
+
+#ifdef __cplusplus
+namespace lt {
+#endif
+
+#define LT_OBS_MAGIC 0x424f544cu /* "LTOB" */
+#define LT_OBS_VERSION 1
+#define LT_OBS_MEMFD_NAME "ltrace-ops"
+#define LT_OBS_SLOTS 64	     /* threads recording at once */
+#define LT_OBS_RING 32768    /* spans per thread, a power of two (1 MiB) */
+#define LT_OBS_NAMES 65536   /* distinct op names */
+#define LT_OBS_NAME_BYTES (4u << 20)
+#define LT_OBS_CALLBACK_MAX 128 /* bytes of at::RecordFunctionCallback the bridge can lay out */
+#define LT_OBS_DEPTH 64	     /* nesting tracked per thread */
+
+enum lt_obs_state {
+	LT_OBS_WAITING = 1, /* buffer made; no layout yet */
+	LT_OBS_ACTIVE = 2,  /* the callback is registered */
+	LT_OBS_REFUSED = 3, /* the layout or torch's symbols did not fit: detail says why */
+	LT_OBS_OFF = 4,	    /* the callback was removed (the tracer left) */
+};
+
+/* at::RecordFunctionCallback as the job's torch lays it out (the tracer's
+ * table, user/torch/op_observer_layouts.cpp): the callback goes to
+ * at::addGlobalCallback by value. */
+struct lt_obs_layout {
+	u32 size;
+	u32 off_start, off_end;	 /* StartCallback, EndCallback */
+	u32 off_sampling_prob;	 /* double, 1.0 */
+	u32 off_scopes, num_scopes; /* bool[NUM_SCOPES], all true */
+	u32 off_needs_inputs, off_needs_outputs, off_needs_ids; /* bools, false */
+	u32 pad;
+};
+
+struct lt_obs_header {
+	u32 magic, version;
+	u32 slots, ring; /* LT_OBS_SLOTS, LT_OBS_RING */
+	u64 size;	 /* bytes of the whole buffer */
+	u64 slots_offset, names_index_offset, names_offset, rings_offset;
+	u32 bridge_pid;	 /* getpid() of the process that made it */
+	u32 reader_pid;	 /* the tracer reading it (claimed with a compare-and-swap) */
+	/* The tracer's request: layout written, then request bumped. */
+	struct lt_obs_layout layout;
+	u32 request;
+	/* The bridge's answer to request `answered`. */
+	u32 answered;
+	u32 state; /* enum lt_obs_state */
+	u32 names; /* names published (release) */
+	char detail[160];
+	u64 name_bytes;	   /* bytes of the name area used */
+	u64 no_slot;	   /* calls not recorded: every thread slot taken */
+	u64 activations;   /* times the callback was registered */
+};
+
+/* One thread's ring.  The writer owns tid..too_deep, the tracer `tail`.  A
+ * slot whose thread exited is reused only once the tracer read it out. */
+struct lt_obs_slot {
+	u32 tid;  /* the thread writing it; 0 = never used */
+	u32 free; /* its thread exited */
+	u64 head; /* spans written (release) */
+	u64 dropped;  /* spans lost: the ring was full */
+	u64 too_deep; /* calls nested deeper than LT_OBS_DEPTH: not recorded */
+	u64 pad0[4];
+	u64 tail; /* spans read (the tracer's) */
+	u64 pad1[7];
+};
+
+/* One op call (a RecordFunction), measured on its thread. */
+struct lt_obs_span {
+	u64 start_ns, end_ns; /* CLOCK_MONOTONIC */
+	u64 self_ns;	      /* end - start less the (end - start) of the calls it made */
+	u32 name;	      /* index into the name table */
+	u16 depth;	      /* 1 = outermost observed call on its thread */
+	u16 flags;
+};
+
+#ifdef __cplusplus
+} /* namespace lt */
+#endif
+
+/* A name: at names_offset + index[id], a u32 length, then the bytes and a NUL. */
+
+#endif

@@ -1,0 +1,94 @@
+// The op observer's calls (OP_SPAN, docs/design-op-observer.md): each
+// measured on its thread in the job, so calls and self/total times are
+// exact.  They come in a drain after the actions around them: a call
+// counts in the window its start fell in, found by time.
+#include <algorithm>
+#include <cstring>
+
+#include "reports/aggregate/ops_state.h"
+
+namespace lt {
+
+using namespace ops_detail;
+
+// After an action record: where this process's ops go from `ts` on.
+void OpAggregator::State::note_boundary(std::uint32_t pid, std::uint64_t ts) {
+  auto it = procs.find(pid);
+  if (it == procs.end()) return;
+  auto& p = it->second;
+  WindowPtr w = p.sink_ptr();
+  if (!p.boundaries.empty()) {
+    if (p.boundaries.back().second == w) return;
+    ts = std::max(ts, p.boundaries.back().first);  // kept sorted, whatever a damaged stream says
+  }
+  p.boundaries.emplace_back(ts, std::move(w));
+  if (p.boundaries.size() > kMaxBoundaries)
+    p.boundaries.erase(p.boundaries.begin(), p.boundaries.begin() + kMaxBoundaries / 2);
+}
+
+OpAggregator::State::WindowPtr OpAggregator::State::window_at(Proc& p, std::uint64_t ts) {
+  if (p.boundaries.empty()) return p.sink_ptr();
+  auto it = std::upper_bound(p.boundaries.begin(), p.boundaries.end(), ts,
+                             [](std::uint64_t t, const auto& b) { return t < b.first; });
+  if (it == p.boundaries.begin()) return it->second;  // before the first boundary seen: the window it closed
+  return std::prev(it)->second;
+}
+
+void OpAggregator::State::count_call(const Proc::EndedCall& c) {
+  Window* w = resolve(c.window.get());
+  if (!w) return;  // its step was left out by --schedule
+  Acc& a = w->row(c.row);
+  a.calls++;
+  a.span_self_ns += c.self_ns;
+  a.span_total_ns += c.total_ns;
+}
+
+// Calls end before their parent: a call's children are the calls one level
+// deeper that ended since its previous sibling did.
+void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_event& e) {
+  auto& p = proc(h.pid);
+  p.measured = true;
+  p.last_ts = std::max(p.last_ts, e.end_ns);
+  ++p.calls;
+  const std::uint64_t total = e.end_ns > h.ts_ns ? e.end_ns - h.ts_ns : 0;
+  Proc::EndedCall call{name_id_of(e.op), window_at(p, h.ts_ns), std::min(e.self_ns, total), total};
+  const std::size_t depth = std::clamp<std::size_t>(e.depth, 1, kMaxSpanDepth);
+  auto& levels = p.ended[h.tid];
+  if (levels.size() > depth) {
+    auto& kids = levels[depth];
+    if (kids.size() == 1 && kids[0].row == call.row)
+      call.self_ns += kids[0].self_ns;  // torch's EventList drops it; its parent keeps its time
+    else
+      for (const auto& k : kids) count_call(k);
+    kids.clear();
+  }
+  if (opts.keep_intervals) {
+    if (out.intervals.size() < kMaxIntervals)
+      out.intervals.push_back({h.pid, h.tid, e.op, static_cast<std::uint16_t>(depth), h.ts_ns, e.end_ns});
+    else
+      ++out.intervals_dropped;
+  }
+  if (depth == 1) return count_call(call);
+  if (levels.size() < depth) levels.resize(depth);
+  levels[depth - 1].push_back(std::move(call));
+}
+
+void OpAggregator::State::flush_ended(Proc& p) {
+  for (auto& [tid, levels] : p.ended)
+    for (auto& kids : levels)
+      for (const auto& k : kids) count_call(k);
+  p.ended.clear();
+}
+
+void OpAggregator::State::on_observer(const lt_event_header& h, const lt_op_observer_event& e) {
+  auto& p = proc(h.pid);
+  const std::string detail(e.detail, strnlen(e.detail, sizeof e.detail));
+  if (e.how == LT_OP_TIMES_SAMPLED) p.observer_not_used = detail;
+  if (e.how == LT_OP_TIMES_OBSERVER) p.measured = true;
+  if (e.final) {
+    p.observer_dropped += e.dropped;
+    p.observer_too_deep += e.too_deep;
+  }
+}
+
+}  // namespace lt

@@ -1,0 +1,321 @@
+#include "user/collector/op_observer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "user/collector/bridge_files.h"
+#include "user/collector/op_probes.h"
+#include "user/collector/session_options.h"
+#include "user/collector/synthesized_records.h"
+#include "user/core/errors.h"
+#include "user/inject/inject_library.h"
+#include "user/proc/census.h"
+#include "user/proc/procfs.h"
+#include "user/sources/opprobe.h"
+#include "user/torch/observer_layouts.h"
+
+namespace lt {
+
+namespace {
+
+// The bridge polls its semaphore and our request every 100 ms; a process
+// busy in a long native call may take longer to schedule its poll thread.
+constexpr std::uint64_t kWaitNs = 3'000'000'000;
+constexpr long kNapNs = 5'000'000;
+
+template <typename T>
+T load_acquire(const volatile T& v) {
+  return __atomic_load_n(&v, __ATOMIC_ACQUIRE);
+}
+template <typename T>
+void store_release(volatile T& v, T x) {
+  __atomic_store_n(&v, x, __ATOMIC_RELEASE);
+}
+
+void nap() {
+  struct timespec t = {0, kNapNs};
+  nanosleep(&t, nullptr);
+}
+
+// The observer's memfd among pid's open files: "/memfd:ltrace-ops (deleted)".
+int find_buffer_fd(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  int found = -1;
+  static const char kWant[] = "/memfd:" LT_OBS_MEMFD_NAME " (deleted)";
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char target[256];
+    const ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    if (std::strcmp(kWant, target) == 0) {
+      found = std::atoi(e->d_name);
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+bool alive(std::uint32_t pid) {
+  return pid != 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+}  // namespace
+
+// One process's shared buffer, mapped here.
+struct OpObserver::Buffer {
+  void* map = MAP_FAILED;
+  std::size_t size = 0;
+  lt_obs_header* hdr = nullptr;
+  std::vector<std::uint32_t> ops;                   // name id -> op index (UINT32_MAX unknown yet)
+  std::vector<std::uint8_t> op_known;               // name id -> looked up
+  std::map<pid_t, pid_t> host_tid;                  // the bridge's tids (its pid namespace) -> ours
+  std::uint64_t dropped_base = 0, too_deep_base = 0;  // the counters when we came (the bridge outlives sessions)
+  lt_obs_slot* slot(std::uint32_t i) const {
+    return reinterpret_cast<lt_obs_slot*>(static_cast<unsigned char*>(map) + hdr->slots_offset) + i;
+  }
+  const lt_obs_span* ring(std::uint32_t i) const {
+    return reinterpret_cast<const lt_obs_span*>(static_cast<unsigned char*>(map) + hdr->rings_offset) +
+           std::size_t{i} * LT_OBS_RING;
+  }
+  std::uint64_t dropped() const {
+    std::uint64_t n = load_acquire(hdr->no_slot);
+    for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) n += load_acquire(slot(i)->dropped);
+    return n;
+  }
+  std::uint64_t too_deep() const {
+    std::uint64_t n = 0;
+    for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) n += load_acquire(slot(i)->too_deep);
+    return n;
+  }
+  ~Buffer() {
+    if (map != MAP_FAILED) munmap(map, size);
+  }
+};
+
+OpObserver::OpObserver(const TracerContext& ctx, OpProbeSource& source, OpProbes& probes)
+    : ctx_(ctx), source_(source), probes_(probes), bridge_path_(find_bridge_library()) {}
+
+OpObserver::~OpObserver() = default;
+
+void OpObserver::emit_state(pid_t pid, std::uint32_t how, bool final, std::uint64_t dropped, std::uint64_t too_deep,
+                            const std::string& detail) {
+  lt_op_observer_event e{};
+  e.hdr = user_header(LT_EV_OP_OBSERVER, sizeof e, pid, monotonic_ns());
+  e.how = how;
+  e.final = final ? 1 : 0;
+  e.dropped = dropped;
+  e.too_deep = too_deep;
+  std::memcpy(e.detail, detail.data(), std::min(detail.size(), sizeof e.detail - 1));
+  ctx_.emit(&e, sizeof e);
+}
+
+std::string OpObserver::start(pid_t pid) {
+  const std::string version = proc::torch_version(pid);
+  const auto layout = observer_layout(version);
+  if (!layout)
+    return "torch " + (version.empty() ? std::string("(version unreadable)") : version) +
+           " is not in the op observer's table (user/torch/observer_layouts.cpp)";
+  const auto torch = proc::find_mapped_library(pid, "libtorch_cpu.so");
+  if (!torch) return "libtorch_cpu.so is not mapped";
+  if (auto missing = missing_observer_symbol(torch->open_path); !missing.empty())
+    return "libtorch_cpu.so lacks " + missing;
+
+  // The bridge, with the semaphore up before its poll thread first looks.
+  bool raised = false;
+  auto lower = [&] {
+    if (raised) source_.lower_observer_semaphore(pid);
+  };
+  try {
+    if (std::string mapped = mapped_bridge(pid); !mapped.empty()) {
+      source_.raise_observer_semaphore(mapped, pid);
+      raised = true;
+    } else {
+      if (!ctx_.opts.inject) return "--no-inject";
+      if (bridge_path_.empty()) return "libltrace-bridge.so not found next to ltrace-bpf";
+      inject::InjectOptions io;
+      io.handoff = inject::Handoff::memfd_or_path;
+      io.memfd_name = kBridgeMemfdName;
+      io.before_dlopen = [&](const std::string& file) {
+        source_.raise_observer_semaphore(file, pid);
+        raised = true;
+      };
+      auto r = inject::inject_library(pid, bridge_path_, io);
+      if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": op observer: bridge injected: " + r.detail);
+    }
+  } catch (const Error& e) {
+    lower();
+    return e.what();
+  }
+
+  // Its buffer, then the handshake.
+  auto b = std::make_unique<Buffer>();
+  const std::uint64_t until = monotonic_ns() + kWaitNs;
+  int fd = -1;
+  while (monotonic_ns() < until) {
+    if (const int n = find_buffer_fd(pid); n >= 0) {
+      fd = open(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(n)).c_str(), O_RDWR | O_CLOEXEC);
+      if (fd >= 0) break;
+    }
+    if (!proc::exists(pid)) break;
+    nap();
+  }
+  if (fd < 0) {
+    lower();
+    return "the bridge made no buffer within 3 s";
+  }
+  struct stat st {};
+  const bool sized = fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= sizeof(lt_obs_header);
+  if (sized) {
+    b->size = static_cast<std::size_t>(st.st_size);
+    b->map = mmap(nullptr, b->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  ::close(fd);
+  if (b->map == MAP_FAILED) {
+    lower();
+    return std::string("cannot map the observer's buffer: ") + std::strerror(errno);
+  }
+  b->hdr = static_cast<lt_obs_header*>(b->map);
+  auto& h = *b->hdr;
+  // The job's memory: checked before any offset in it is used.
+  const std::uint64_t rings_end =
+      h.rings_offset + std::uint64_t{LT_OBS_SLOTS} * LT_OBS_RING * sizeof(lt_obs_span);
+  if (load_acquire(h.magic) != LT_OBS_MAGIC || h.version != LT_OBS_VERSION || h.slots != LT_OBS_SLOTS ||
+      h.ring != LT_OBS_RING || h.size != b->size || h.slots_offset + LT_OBS_SLOTS * sizeof(lt_obs_slot) > b->size ||
+      h.names_index_offset + LT_OBS_NAMES * sizeof(std::uint32_t) > b->size ||
+      h.names_offset + LT_OBS_NAME_BYTES > b->size || rings_end > b->size || rings_end < h.rings_offset) {
+    lower();
+    return "the observer's buffer is not of this ltrace-bpf's version";
+  }
+  // One reader at a time; a reader that died leaves its pid behind.
+  const auto self = static_cast<std::uint32_t>(getpid());
+  std::uint32_t reader = load_acquire(h.reader_pid);
+  if (reader != self && alive(reader)) {
+    lower();
+    return "another ltrace-bpf (pid " + std::to_string(reader) + ") reads its ops";
+  }
+  if (!__atomic_compare_exchange_n(&h.reader_pid, &reader, self, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    lower();
+    return "another ltrace-bpf took its ops first";
+  }
+  for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i)  // what a reader before us left is not this window's
+    store_release(b->slot(i)->tail, load_acquire(b->slot(i)->head));
+  h.layout = *layout;
+  const std::uint32_t request = load_acquire(h.answered) + 1;
+  store_release(h.request, request);
+  std::uint32_t state = 0;
+  while (monotonic_ns() < until + kWaitNs && proc::exists(pid)) {
+    if (load_acquire(h.answered) == request) {
+      state = load_acquire(h.state);
+      if (state == LT_OBS_ACTIVE || state == LT_OBS_REFUSED) break;
+    }
+    nap();
+  }
+  std::string detail(h.detail, strnlen(h.detail, sizeof h.detail));
+  if (state != LT_OBS_ACTIVE) {
+    store_release(h.reader_pid, 0u);
+    lower();
+    return state == LT_OBS_REFUSED ? "the bridge refused: " + detail : "the bridge did not answer within 6 s";
+  }
+  b->dropped_base = b->dropped();
+  b->too_deep_base = b->too_deep();
+  emit_state(pid, LT_OP_TIMES_OBSERVER, false, 0, 0, "RecordFunction callback via " + detail + " (torch " + version + ")");
+  buffers_[pid] = std::move(b);
+  return "";
+}
+
+std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
+  if (name >= LT_OBS_NAMES) return UINT32_MAX;
+  if (name < b.op_known.size() && b.op_known[name]) return b.ops[name];
+  if (name >= load_acquire(b.hdr->names)) return UINT32_MAX;  // not published: a damaged buffer
+  const auto* index =
+      reinterpret_cast<const std::uint32_t*>(static_cast<unsigned char*>(b.map) + b.hdr->names_index_offset);
+  const std::uint64_t at = index[name];
+  const auto* area = static_cast<const unsigned char*>(b.map) + b.hdr->names_offset;
+  std::uint32_t len = 0;
+  if (at + sizeof len > LT_OBS_NAME_BYTES) return UINT32_MAX;
+  std::memcpy(&len, area + at, sizeof len);
+  if (len > LT_OBS_NAME_BYTES - at - sizeof len) return UINT32_MAX;
+  std::string s(reinterpret_cast<const char*>(area + at + sizeof len), len);
+  if (s.find('\0') != std::string::npos) s.resize(s.find('\0'));
+  const std::uint32_t op = probes_.index_of(s);
+  if (b.ops.size() <= name) {
+    b.ops.resize(name + 1, UINT32_MAX);
+    b.op_known.resize(name + 1, 0);
+  }
+  b.ops[name] = op;
+  b.op_known[name] = 1;
+  return op;
+}
+
+void OpObserver::drain(pid_t pid, Buffer& b) {
+  for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) {
+    lt_obs_slot& s = *b.slot(i);
+    const std::uint64_t head = load_acquire(s.head);
+    std::uint64_t tail = s.tail;
+    if (head == tail) continue;
+    if (head - tail > LT_OBS_RING) tail = head - LT_OBS_RING;  // cannot be: the writer waits for us
+    const auto ns_tid = static_cast<pid_t>(load_acquire(s.tid));
+    auto t = b.host_tid.find(ns_tid);
+    if (t == b.host_tid.end()) {
+      // Outside a pid namespace the map is the identity; inside, the host's view.
+      auto m = proc::host_tids(pid);
+      for (auto& [in, out] : m) b.host_tid[in] = out;
+      t = b.host_tid.find(ns_tid);
+      if (t == b.host_tid.end()) t = b.host_tid.emplace(ns_tid, ns_tid).first;
+    }
+    const lt_obs_span* ring = b.ring(i);
+    for (; tail < head; ++tail) {
+      const lt_obs_span sp = ring[tail & (LT_OBS_RING - 1)];
+      const std::uint32_t op = op_of(b, sp.name);
+      if (op == UINT32_MAX) continue;  // --ops left it out (or a damaged name)
+      probes_.announce(op);
+      lt_op_span_event e{};
+      e.hdr = user_header(LT_EV_OP_SPAN, sizeof e, pid, sp.start_ns);
+      e.hdr.tid = static_cast<std::uint32_t>(t->second);
+      e.end_ns = sp.end_ns;
+      e.self_ns = sp.self_ns;
+      e.op = op;
+      e.depth = sp.depth;
+      e.flags = sp.flags;
+      ctx_.emit(&e, sizeof e);
+    }
+    store_release(s.tail, head);
+  }
+}
+
+void OpObserver::drain() {
+  for (auto& [pid, b] : buffers_) drain(pid, *b);
+}
+
+void OpObserver::close(pid_t pid, Buffer& b) {
+  drain(pid, b);
+  emit_state(pid, LT_OP_TIMES_OBSERVER, true, b.dropped() - b.dropped_base, b.too_deep() - b.too_deep_base, "");
+  store_release(b.hdr->reader_pid, 0u);
+  source_.lower_observer_semaphore(pid);
+}
+
+void OpObserver::forget(pid_t pid) {
+  auto it = buffers_.find(pid);
+  if (it == buffers_.end()) return;
+  close(pid, *it->second);
+  buffers_.erase(it);
+}
+
+void OpObserver::finish() {
+  for (auto& [pid, b] : buffers_) close(pid, *b);
+  buffers_.clear();
+}
+
+}  // namespace lt

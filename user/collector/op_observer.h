@@ -1,0 +1,59 @@
+// The tracer's side of the op observer (torchbridge/op_observer.cpp;
+// docs/design-op-observer.md): puts the bridge into a running job (ptrace,
+// as for the GPU), raises its ltrace:ops semaphore, hands it the callback
+// layout of the job's torch (user/torch/observer_layouts.h), and reads the
+// op calls it measures out of the memory they share, as OP_SPAN records.
+// OpTracer chooses it per process and falls back to the op probes when it
+// cannot be had.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bpf/opobserver_shm.h"
+#include "user/collector/tracer.h"
+
+namespace lt {
+
+class OpProbeSource;
+class OpProbes;
+
+class OpObserver {
+ public:
+  OpObserver(const TracerContext& ctx, OpProbeSource& source, OpProbes& probes);
+  ~OpObserver();
+  OpObserver(const OpObserver&) = delete;
+  OpObserver& operator=(const OpObserver&) = delete;
+
+  // Starts the observer in pid (libtorch loaded and initialised).  "" when
+  // it records, else one line of why not (nothing is left raised then).
+  std::string start(pid_t pid);
+  bool active(pid_t pid) const { return buffers_.count(pid) != 0; }
+  // Reads what every observer wrote since the last read: OP_SPAN records,
+  // each op's OP_NAME ahead of its first.
+  void drain();
+  // pid exited or exec'd: its last spans, its final OP_OBSERVER record.
+  void forget(pid_t pid);
+  // The detach: the last read, the final records, every semaphore down.
+  void finish();
+
+ private:
+  struct Buffer;
+  void emit_state(pid_t pid, std::uint32_t how, bool final, std::uint64_t dropped, std::uint64_t too_deep,
+                  const std::string& detail);
+  void drain(pid_t pid, Buffer& b);
+  void close(pid_t pid, Buffer& b);
+  std::uint32_t op_of(Buffer& b, std::uint32_t name);
+
+  const TracerContext& ctx_;
+  OpProbeSource& source_;
+  OpProbes& probes_;
+  std::string bridge_path_;
+  std::map<pid_t, std::unique_ptr<Buffer>> buffers_;
+};
+
+}  // namespace lt
