@@ -65,6 +65,18 @@ struct Stream {
     e.depth = depth;
     feed(e);
   }
+  // One call as the op observer measured it (OP_SPAN): it comes in when it
+  // ends, after the calls it made.
+  void span(std::uint64_t start, std::uint64_t end, std::uint64_t self, std::uint32_t op, std::uint16_t depth,
+            std::uint32_t tid = kPid) {
+    lt_op_span_event e{};
+    e.hdr = {LT_EV_OP_SPAN, sizeof e, kPid, tid, 0, start};
+    e.end_ns = end;
+    e.self_ns = self;
+    e.op = op;
+    e.depth = depth;
+    feed(e);
+  }
   // ops: outermost first
   void sample(std::uint64_t ts, std::initializer_list<std::uint32_t> ops_running, std::uint16_t flags = 0,
               std::uint32_t tid = kPid, std::uint32_t pid = kPid) {
@@ -1338,4 +1350,120 @@ TEST(OpsModules, OpNamesThatLookLikeModuleKeysStayOps) {
   ASSERT_TRUE(row(t, "\x01module x") && row(t, "\x01module 176") && row(t, "[pl][module]m.Block: block"));
   EXPECT_EQ(row(t, "\x01module 176")->calls, 1u);
   EXPECT_EQ(row(t, "[pl][module]m.Block: block")->calls, 1u);
+}
+
+// ---- the op observer's calls (OP_SPAN): measured, not sampled ----
+
+TEST(OpsSpans, SelfAndTotalAreTheMeasuredTimes) {
+  Stream s;
+  s.name(0, "aten::linear");
+  s.name(1, "aten::addmm");
+  s.span(10 * ms, 40 * ms, 30 * ms, 1, 2);   // addmm inside linear
+  s.span(5 * ms, 50 * ms, 15 * ms, 0, 1);    // linear: 45 ms less addmm's 30
+  s.span(60 * ms, 61 * ms, 1 * ms, 1, 1);    // addmm alone
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  EXPECT_TRUE(rep.processes[0].measured);
+  const auto& t = only_table(rep);
+  EXPECT_EQ(row(t, "aten::linear")->calls, 1u);
+  EXPECT_EQ(row(t, "aten::linear")->measured_self_ns, 15 * ms);
+  EXPECT_EQ(row(t, "aten::linear")->measured_total_ns, 45 * ms);
+  EXPECT_EQ(row(t, "aten::addmm")->calls, 2u);
+  EXPECT_EQ(row(t, "aten::addmm")->measured_self_ns, 31 * ms);
+  EXPECT_EQ(row(t, "aten::addmm")->measured_total_ns, 31 * ms);
+  EXPECT_EQ(row(t, "aten::addmm")->self_samples, 0u);
+}
+
+TEST(OpsSpans, AnOnlyChildWithItsParentsNameFoldsIntoIt) {
+  // aten::sum calling aten::sum (another overload): torch shows one call,
+  // whose self time is both calls' own.
+  Stream s;
+  s.name(0, "aten::sum");
+  s.name(1, "aten::fill_");
+  s.span(2 * ms, 3 * ms, 1 * ms, 1, 3);  // fill_ inside the inner sum
+  s.span(1 * ms, 8 * ms, 6 * ms, 0, 2);  // the inner sum
+  s.span(0, 10 * ms, 3 * ms, 0, 1);      // the outer sum
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(row(t, "aten::sum")->calls, 1u);
+  EXPECT_EQ(row(t, "aten::sum")->measured_self_ns, 9 * ms);
+  EXPECT_EQ(row(t, "aten::sum")->measured_total_ns, 10 * ms);
+  EXPECT_EQ(row(t, "aten::fill_")->calls, 1u);
+}
+
+TEST(OpsSpans, TwoSameNamedChildrenBothCount) {
+  Stream s;
+  s.name(0, "aten::add");
+  s.span(1 * ms, 2 * ms, 1 * ms, 0, 2);
+  s.span(3 * ms, 4 * ms, 1 * ms, 0, 2);
+  s.span(0, 5 * ms, 3 * ms, 0, 1);
+  auto rep = s.finish();
+  EXPECT_EQ(row(only_table(rep), "aten::add")->calls, 3u);
+  EXPECT_EQ(row(only_table(rep), "aten::add")->measured_self_ns, 5 * ms);
+}
+
+TEST(OpsSpans, ThreadsNestApart) {
+  Stream s;
+  s.name(0, "aten::mm");
+  s.span(1 * ms, 2 * ms, 1 * ms, 0, 2, /*tid=*/kPid + 1);  // its parent on another thread never came
+  s.span(0, 5 * ms, 5 * ms, 0, 1);                        // not its parent: another thread
+  auto rep = s.finish();
+  EXPECT_EQ(row(only_table(rep), "aten::mm")->calls, 2u);  // the orphan counts at the end
+}
+
+TEST(OpsSpans, ACallCountsInTheWindowItsStartFellIn) {
+  // The observer's calls come a drain after the actions around them: a call
+  // that started inside the training step counts there, one that started
+  // after the batch's end hooks outside, whenever they arrive.
+  Stream s;
+  s.name(0, "aten::addmm");
+  s.name(1, "aten::copy_");
+  Lightning l{s};
+  l.whole("[_TrainingEpochLoop].train_dataloader_next");
+  l.begin("run_training_batch");
+  l.begin(kTrain);
+  const std::uint64_t in_step = l.t;
+  l.t += 10;
+  l.end();
+  l.end();
+  l.whole("[Callback]Cb.on_train_batch_end");
+  l.whole("[LightningModule]M.on_train_batch_end");
+  l.whole("[LightningModule]M.on_train_epoch_end");
+  const std::uint64_t after = l.t + 5;
+  s.span(in_step + 1, in_step + 2, 1, 0, 1);  // in the step, arriving late
+  s.span(after, after + 1, 1, 1, 1);          // after the batch
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto* train = table(rep.processes[0], kTrain);
+  const auto* outside = table(rep.processes[0], kOutside);
+  ASSERT_TRUE(train && outside);
+  EXPECT_EQ(row_names(*train), (std::vector<std::string>{"aten::addmm"}));
+  EXPECT_EQ(row_names(*outside), (std::vector<std::string>{"aten::copy_"}));
+}
+
+TEST(OpsSpans, ObserverStateAndLosses) {
+  Stream s;
+  s.name(0, "aten::mm");
+  lt_op_observer_event o{};
+  o.hdr = {LT_EV_OP_OBSERVER, sizeof o, kPid, kPid, 0, 1};
+  o.how = LT_OP_TIMES_OBSERVER;
+  s.feed(o);
+  s.span(1 * ms, 2 * ms, 1 * ms, 0, 1);
+  o.final = 1;
+  o.dropped = 7;
+  o.too_deep = 2;
+  s.feed(o);
+  lt_op_observer_event other{};
+  other.hdr = {LT_EV_OP_OBSERVER, sizeof other, kPid + 5, kPid + 5, 0, 1};
+  other.how = LT_OP_TIMES_SAMPLED;
+  std::strcpy(other.detail, "--no-inject");
+  s.feed(other);
+  s.op(3 * ms, 0, 1, kPid + 5, kPid + 5);
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 2u);
+  EXPECT_TRUE(rep.processes[0].measured);
+  EXPECT_EQ(rep.processes[0].observer_dropped, 7u);
+  EXPECT_EQ(rep.processes[0].observer_too_deep, 2u);
+  EXPECT_FALSE(rep.processes[1].measured);
+  EXPECT_EQ(rep.processes[1].observer_not_used, "--no-inject");
 }
