@@ -58,6 +58,7 @@ constexpr u32 kNoName = UINT32_MAX;
 // ---- the shared buffer (made by the poll thread, never unmapped) ----
 lt::lt_obs_header* g_hdr = nullptr;
 unsigned char* g_base = nullptr;
+int g_fd = -1;
 std::atomic<bool> g_on{false};  // callbacks record
 NameFn g_name = nullptr;
 RemoveFn g_remove = nullptr;
@@ -281,6 +282,7 @@ bool make_buffer() {
     return false;
   }
   g_name_ids = new std::unordered_map<std::string, u32>();
+  g_fd = fd;
   g_base = static_cast<unsigned char*>(p);
   auto* h = reinterpret_cast<lt::lt_obs_header*>(g_base);
   h->version = LT_OBS_VERSION;
@@ -392,6 +394,9 @@ void atfork_child() noexcept {
   g_on.store(false);
   g_registered = false;  // the parent's registration; this process never ticks
   pthread_mutex_init(&g_names_mu, nullptr);
+  // The parent's buffer: a tracer looking at this process must not find it.
+  if (g_fd >= 0) close(g_fd);
+  g_fd = -1;
 }
 
 }  // namespace ltb::ops

@@ -106,6 +106,7 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       else if (batch_hook_of(action).role != BatchRole::none)  // steps count from the first, ops or not
         action_began(proc(h.pid), action);
       note_boundary(h.pid, h.ts_ns);
+      note_innermost(h);
       return;
     }
     case LT_EV_ACTION_END:
@@ -119,6 +120,7 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
       else if (batch_hook_of(action).role != BatchRole::none)
         action_ended(proc(h.pid), action);
       note_boundary(h.pid, h.ts_ns);
+      note_innermost(h);
       return;
     }
     default:

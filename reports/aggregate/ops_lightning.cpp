@@ -31,22 +31,106 @@ void OpAggregator::State::charge_completions(const lt_event_header& h, const std
   if (done.empty() || it == procs.end()) return;  // rows from the process's first op (or batch hook) on
   auto& p = it->second;
   for (const auto& c : done) {
-    const std::uint64_t dur = c.span.end_ns - c.span.begin_ns;
+    if (p.measured) {
+      p.deferred.push_back({c, p.sink_ptr()});
+      auto& done = p.recent_done[c.span.tid];
+      done.push_back({c.span.begin_ns, c.span.end_ns, action_id(c.parent), false});
+      if (done.size() > kMaxRecentDone) done.pop_front();
+      continue;
+    }
     const auto key = std::make_pair(c.span.tid, c.span.name);
-    std::uint64_t covered = 0, children = 0;
+    std::uint64_t covered = 0;
     if (auto it = p.covered_samples.find(key); it != p.covered_samples.end()) {
       covered = it->second * out.period_ns;
       p.covered_samples.erase(it);
     }
-    if (auto it = p.child_ns.find(key); it != p.child_ns.end()) {
-      children = it->second;
-      p.child_ns.erase(it);
+    charge_completion(p, c, p.sink(), covered);
+  }
+  if (p.measured) flush_deferred(p, false);
+}
+
+// One action's row: `covered` is the time ops ran while it was the
+// innermost action on its thread (sampled, or measured by the observer).
+void OpAggregator::State::charge_completion(Proc& p, const Completion& c, Window& into, std::uint64_t covered) {
+  const std::uint64_t dur = c.span.end_ns - c.span.begin_ns;
+  const auto key = std::make_pair(c.span.tid, c.span.name);
+  std::uint64_t children = 0;
+  if (auto it = p.child_ns.find(key); it != p.child_ns.end()) {
+    children = it->second;
+    p.child_ns.erase(it);
+  }
+  Acc& a = into.row(intern("[pl][profile]" + c.span.name));
+  a.calls++;
+  a.record_total_ns += dur;
+  a.record_self_ns += dur - std::min(dur, covered + children);
+  if (!c.parent.empty()) p.child_ns[{c.span.tid, c.parent}] += dur;
+}
+
+// After an action record of a measured process: the action innermost on
+// the record's thread from its time on (for calls that come later).
+void OpAggregator::State::note_innermost(const lt_event_header& h) {
+  auto it = procs.find(h.pid);
+  if (it == procs.end() || !it->second.measured) return;
+  auto& hist = it->second.innermost[h.tid];
+  hist.emplace_back(h.ts_ns, action_id(actions.innermost_action(h.pid, h.tid)));
+  if (hist.size() > kMaxBoundaries) hist.pop_front();
+}
+
+// Measured calls nest among the actions as Lightning's PyTorchProfiler
+// nests its [pl][profile] scopes among them: a call's parent is the action
+// innermost on its thread when it started (or the call around it), and the
+// actions that ran inside it are its children (the closure's training_step
+// and backward inside Optimizer.step#).
+std::uint32_t OpAggregator::State::action_at(Proc& p, std::uint32_t tid, std::uint64_t ts) {
+  auto h = p.innermost.find(tid);
+  if (h == p.innermost.end() || h->second.empty()) return kNoAction;
+  const auto& hist = h->second;
+  auto at = std::upper_bound(hist.begin(), hist.end(), ts, [](std::uint64_t t, const auto& e) { return t < e.first; });
+  return at == hist.begin() ? kNoAction : std::prev(at)->second;
+}
+
+// The actions a call [start, end] holds as children: completed inside it,
+// children of the action it started in, and not taken by a deeper call
+// (which ended first).  Returns their time.
+std::uint64_t OpAggregator::State::claim_actions(Proc& p, std::uint32_t tid, std::uint64_t start, std::uint64_t end,
+                                                 std::uint32_t parent) {
+  std::uint64_t ns = 0;
+  if (auto d = p.recent_done.find(tid); d != p.recent_done.end())
+    for (auto it = d->second.rbegin(); it != d->second.rend() && it->end >= start; ++it)
+      if (!it->claimed && it->begin >= start && it->end <= end && it->parent == parent) {
+        it->claimed = true;
+        ns += it->end - it->begin;
+      }
+  return ns;
+}
+
+// A call's self in that tree is not its action's self.  Then the
+// completions it shows are complete go out.
+void OpAggregator::State::charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action,
+                                                std::uint64_t end, std::uint64_t self) {
+  if (action != kNoAction) p.covered_ns[{tid, action}] += self;
+  auto& last = p.last_call_end[tid];
+  last = std::max(last, end);
+  flush_deferred(p, false);
+}
+
+// In completion order (a parent needs its children's time): each once a
+// call on its thread ended after it (every call inside it is in), or all.
+void OpAggregator::State::flush_deferred(Proc& p, bool all) {
+  while (!p.deferred.empty()) {
+    auto& d = p.deferred.front();
+    const std::uint32_t tid = d.c.span.tid;
+    if (!all && p.deferred.size() < kMaxBoundaries) {
+      auto last = p.last_call_end.find(tid);
+      if (last == p.last_call_end.end() || last->second < d.c.span.end_ns) return;
     }
-    Acc& a = p.sink().row(intern("[pl][profile]" + c.span.name));
-    a.calls++;
-    a.record_total_ns += dur;
-    a.record_self_ns += dur - std::min(dur, covered + children);
-    if (!c.parent.empty()) p.child_ns[{c.span.tid, c.parent}] += dur;
+    std::uint64_t covered = 0;
+    if (auto it = p.covered_ns.find({tid, action_id(d.c.span.name)}); it != p.covered_ns.end()) {
+      covered = it->second;
+      p.covered_ns.erase(it);
+    }
+    if (Window* w = resolve(d.window.get())) charge_completion(p, d.c, *w, covered);
+    p.deferred.pop_front();
   }
 }
 

@@ -51,17 +51,25 @@ void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_eve
   p.last_ts = std::max(p.last_ts, e.end_ns);
   ++p.calls;
   const std::uint64_t total = e.end_ns > h.ts_ns ? e.end_ns - h.ts_ns : 0;
-  Proc::EndedCall call{name_id_of(e.op), window_at(p, h.ts_ns), std::min(e.self_ns, total), total};
+  const std::uint32_t action = action_at(p, h.tid, h.ts_ns);
+  Proc::EndedCall call{name_id_of(e.op), window_at(p, h.ts_ns), std::min(e.self_ns, total), total, action};
   const std::size_t depth = std::clamp<std::size_t>(e.depth, 1, kMaxSpanDepth);
   auto& levels = p.ended[h.tid];
-  if (levels.size() > depth) {
-    auto& kids = levels[depth];
-    if (kids.size() == 1 && kids[0].row == call.row)
-      call.self_ns += kids[0].self_ns;  // torch's EventList drops it; its parent keeps its time
-    else
-      for (const auto& k : kids) count_call(k);
-    kids.clear();
-  }
+  std::vector<Proc::EndedCall> kids;
+  if (levels.size() > depth) kids.swap(levels[depth]);
+  // Its self as the observer measured it left out its child calls; those
+  // inside an action that ran inside it are that action's, and the action
+  // is its child instead.
+  std::uint64_t self = call.self_ns;
+  for (const auto& k : kids)
+    if (k.action != action) self += k.total_ns;
+  self -= std::min(self, claim_actions(p, h.tid, h.ts_ns, e.end_ns, action));
+  call.self_ns = std::min(self, total);
+  charge_call_to_action(p, h.tid, action, e.end_ns, call.self_ns);
+  if (kids.size() == 1 && kids[0].row == call.row)
+    call.self_ns += kids[0].self_ns;  // torch's EventList drops it; its parent keeps its time
+  else
+    for (const auto& k : kids) count_call(k);
   if (opts.keep_intervals) {
     if (out.intervals.size() < kMaxIntervals)
       out.intervals.push_back({h.pid, h.tid, e.op, static_cast<std::uint16_t>(depth), h.ts_ns, e.end_ns});
@@ -78,6 +86,7 @@ void OpAggregator::State::flush_ended(Proc& p) {
     for (auto& kids : levels)
       for (const auto& k : kids) count_call(k);
   p.ended.clear();
+  flush_deferred(p, true);
 }
 
 void OpAggregator::State::on_observer(const lt_event_header& h, const lt_op_observer_event& e) {

@@ -9,6 +9,7 @@
 // and op_shape_layout.* (--group-by-input-shapes).
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -33,6 +34,8 @@ constexpr const char* kMemoryRow = "[memory]";
 // arrive up to a drain after the actions around them.
 constexpr std::size_t kMaxBoundaries = 1 << 16;
 constexpr std::size_t kMaxSpanDepth = 256;
+constexpr std::size_t kMaxRecentDone = 4096;
+constexpr std::uint32_t kNoAction = UINT32_MAX;
 
 }  // namespace ops_detail
 
@@ -166,8 +169,31 @@ struct OpAggregator::State {
       std::uint32_t row;
       WindowPtr window;
       std::uint64_t self_ns, total_ns;
+      std::uint32_t action;  // innermost on its thread when it started (interned; kNoAction none)
     };
     std::unordered_map<std::uint32_t, std::vector<std::vector<EndedCall>>> ended;  // [depth - 1]
+    // [pl][profile] rows of a measured process: its calls come a drain
+    // after the actions, so a completed action waits (in order) until a
+    // call on its thread ended after it; meanwhile each outermost call's
+    // time goes to the action innermost on its thread when it started
+    // (`innermost`: the recent changes per thread).
+    struct Deferred {
+      Completion c;
+      WindowPtr window;
+    };
+    std::deque<Deferred> deferred;
+    std::unordered_map<std::uint32_t, std::deque<std::pair<std::uint64_t, std::uint32_t>>> innermost;
+    std::unordered_map<std::uint32_t, std::uint64_t> last_call_end;  // per thread
+    // Actions completed lately, per thread: a call they ran inside (the
+    // closure's actions inside Optimizer.step#) holds them as children, as
+    // Lightning's [pl][profile] scopes would be its children.
+    struct Done {
+      std::uint64_t begin, end;
+      std::uint32_t parent;  // interned, kNoAction none
+      bool claimed;
+    };
+    std::unordered_map<std::uint32_t, std::deque<Done>> recent_done;
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> covered_ns;  // (tid, action) -> ns
     bool measured = false;
     std::string observer_not_used;
     std::uint64_t observer_dropped = 0, observer_too_deep = 0;
@@ -221,6 +247,15 @@ struct OpAggregator::State {
   // ops_lightning.cpp
   std::vector<Completion> completions_of(const lt_event_header& h);
   void charge_completions(const lt_event_header& h, const std::vector<Completion>& done);
+  void charge_completion(Proc& p, const Completion& c, Window& into, std::uint64_t covered);
+  void note_innermost(const lt_event_header& h);
+  std::uint32_t action_id(const std::string& name) { return name.empty() ? ops_detail::kNoAction : intern(name); }
+  std::uint32_t action_at(Proc& p, std::uint32_t tid, std::uint64_t ts);
+  std::uint64_t claim_actions(Proc& p, std::uint32_t tid, std::uint64_t start, std::uint64_t end,
+                              std::uint32_t parent);
+  void charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action, std::uint64_t end,
+                             std::uint64_t self);
+  void flush_deferred(Proc& p, bool all);
   std::uint32_t module_row(std::uint64_t self);
   void on_module_call(const lt_event_header& h, const lt_module_call_event& e);
   bool charge_modules(Proc& p, std::uint32_t tid, const lt_py_sample_event& e, std::uint16_t nops);

@@ -1467,3 +1467,63 @@ TEST(OpsSpans, ObserverStateAndLosses) {
   EXPECT_FALSE(rep.processes[1].measured);
   EXPECT_EQ(rep.processes[1].observer_not_used, "--no-inject");
 }
+
+TEST(OpsSpans, ActionRowsSelfLeavesOutTheMeasuredCallsInThem) {
+  // [pl][profile] rows: an action's self is its time less the calls that
+  // ran while it was innermost, which come in after it ended.
+  Stream s;
+  s.name(0, "aten::addmm");
+  lt_op_observer_event o{};
+  o.hdr = {LT_EV_OP_OBSERVER, sizeof o, kPid, kPid, 0, 1};
+  o.how = LT_OP_TIMES_OBSERVER;
+  s.feed(o);
+  const std::uint64_t key = s.next_key++;
+  s.action(LT_EV_ACTION_BEGIN, 10 * ms, key, kTrain);
+  s.action(LT_EV_ACTION_END, 20 * ms, key);
+  s.span(12 * ms, 16 * ms, 4 * ms, 0, 1);  // late, inside the step
+  s.span(25 * ms, 26 * ms, 1 * ms, 0, 1);  // after it: the step is complete
+  auto rep = s.finish();
+  const auto* step = any_row(rep, std::string("[pl][profile]") + kTrain);
+  ASSERT_TRUE(step);
+  EXPECT_EQ(step->record_total_ns, 10 * ms);
+  EXPECT_EQ(step->record_self_ns, 6 * ms);
+}
+
+TEST(OpsSpans, ActionsInsideACallAreItsChildren) {
+  // Lightning's automatic optimization: optimizer_step runs
+  // Optimizer.step# (a record_function scope) whose closure runs the
+  // training_step and backward actions.  As Lightning's PyTorchProfiler
+  // nests its [pl][profile] scopes: the scope's children are those actions,
+  // the ops inside them are theirs.
+  Stream s;
+  s.name(0, "Optimizer.step#SGD.step");
+  s.name(1, "aten::addmm");
+  s.name(2, "aten::mm");
+  lt_op_observer_event o{};
+  o.hdr = {LT_EV_OP_OBSERVER, sizeof o, kPid, kPid, 0, 1};
+  o.how = LT_OP_TIMES_OBSERVER;
+  s.feed(o);
+  const std::uint64_t opt = s.next_key++, step = s.next_key++, bwd = s.next_key++;
+  const char* kOpt = "[LightningModule]M.optimizer_step";
+  const char* kBwd = "[Strategy]SingleDeviceStrategy.backward";
+  s.action(LT_EV_ACTION_BEGIN, 0, opt, kOpt);
+  s.action(LT_EV_ACTION_BEGIN, 10 * ms, step, kTrain);
+  s.action(LT_EV_ACTION_END, 40 * ms, step);
+  s.action(LT_EV_ACTION_BEGIN, 45 * ms, bwd, kBwd);
+  s.action(LT_EV_ACTION_END, 80 * ms, bwd);
+  s.action(LT_EV_ACTION_END, 100 * ms, opt);
+  s.span(12 * ms, 30 * ms, 18 * ms, 1, 2);  // addmm in the training step, inside the scope
+  s.span(50 * ms, 70 * ms, 20 * ms, 2, 2);  // mm in backward
+  s.span(5 * ms, 95 * ms, 52 * ms, 0, 1);   // the scope: 90 ms less its two child calls
+  s.span(101 * ms, 102 * ms, 1 * ms, 1, 1);  // later: every action before it is complete
+  auto rep = s.finish();
+  const auto* scope = any_row(rep, "Optimizer.step#SGD.step");
+  const auto* opt_row = any_row(rep, std::string("[pl][profile]") + kOpt);
+  const auto* step_row = any_row(rep, std::string("[pl][profile]") + kTrain);
+  const auto* bwd_row = any_row(rep, std::string("[pl][profile]") + kBwd);
+  ASSERT_TRUE(scope && opt_row && step_row && bwd_row);
+  EXPECT_EQ(scope->measured_self_ns, 25 * ms);   // 90 less the actions (30 + 35)
+  EXPECT_EQ(step_row->record_self_ns, 12 * ms);  // 30 less addmm
+  EXPECT_EQ(bwd_row->record_self_ns, 15 * ms);   // 35 less mm
+  EXPECT_EQ(opt_row->record_self_ns, 10 * ms);   // 100 less the scope (90)
+}

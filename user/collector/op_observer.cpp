@@ -10,6 +10,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "user/collector/bridge_files.h"
 #include "user/collector/op_probes.h"
@@ -65,6 +67,13 @@ int find_buffer_fd(pid_t pid) {
   }
   closedir(d);
   return found;
+}
+
+std::string read_status(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 bool alive(std::uint32_t pid) {
@@ -198,6 +207,13 @@ std::string OpObserver::start(pid_t pid) {
     lower();
     return "the observer's buffer is not of this ltrace-bpf's version";
   }
+  // Its own buffer, not one inherited from the process it forked from.
+  pid_t own = pid;
+  if (auto ns = proc::parse_nspid(read_status(pid)); !ns.empty()) own = ns.back();
+  if (h.bridge_pid != static_cast<std::uint32_t>(own)) {
+    lower();
+    return "the op observer's buffer is its parent's (a fork: the bridge stays dormant in it)";
+  }
   // One reader at a time; a reader that died leaves its pid behind.
   const auto self = static_cast<std::uint32_t>(getpid());
   std::uint32_t reader = load_acquire(h.reader_pid);
@@ -259,7 +275,7 @@ std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
   return op;
 }
 
-void OpObserver::drain(pid_t pid, Buffer& b) {
+void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
   for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) {
     lt_obs_slot& s = *b.slot(i);
     const std::uint64_t head = load_acquire(s.head);
@@ -278,6 +294,7 @@ void OpObserver::drain(pid_t pid, Buffer& b) {
     const lt_obs_span* ring = b.ring(i);
     for (; tail < head; ++tail) {
       const lt_obs_span sp = ring[tail & (LT_OBS_RING - 1)];
+      if (sp.end_ns > until) break;  // a thread's calls are in the order they ended
       const std::uint32_t op = op_of(b, sp.name);
       if (op == UINT32_MAX) continue;  // --ops left it out (or a damaged name)
       probes_.announce(op);
@@ -291,16 +308,17 @@ void OpObserver::drain(pid_t pid, Buffer& b) {
       e.flags = sp.flags;
       ctx_.emit(&e, sizeof e);
     }
-    store_release(s.tail, head);
+    store_release(s.tail, tail);
   }
 }
 
 void OpObserver::drain() {
-  for (auto& [pid, b] : buffers_) drain(pid, *b);
+  const std::uint64_t until = ctx_.ring_read_at();
+  for (auto& [pid, b] : buffers_) drain(pid, *b, until);
 }
 
 void OpObserver::close(pid_t pid, Buffer& b) {
-  drain(pid, b);
+  drain(pid, b, UINT64_MAX);  // the end: the ring was read out before
   emit_state(pid, LT_OP_TIMES_OBSERVER, true, b.dropped() - b.dropped_base, b.too_deep() - b.too_deep_base, "");
   store_release(b.hdr->reader_pid, 0u);
   source_.lower_observer_semaphore(pid);

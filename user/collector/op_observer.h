@@ -33,8 +33,9 @@ class OpObserver {
   // it records, else one line of why not (nothing is left raised then).
   std::string start(pid_t pid);
   bool active(pid_t pid) const { return buffers_.count(pid) != 0; }
-  // Reads what every observer wrote since the last read: OP_SPAN records,
-  // each op's OP_NAME ahead of its first.
+  // Reads the calls every observer wrote that ended before the last read
+  // of the ring began (the actions around them are in the stream first):
+  // OP_SPAN records, each op's OP_NAME ahead of its first.
   void drain();
   // pid exited or exec'd: its last spans, its final OP_OBSERVER record.
   void forget(pid_t pid);
@@ -45,7 +46,7 @@ class OpObserver {
   struct Buffer;
   void emit_state(pid_t pid, std::uint32_t how, bool final, std::uint64_t dropped, std::uint64_t too_deep,
                   const std::string& detail);
-  void drain(pid_t pid, Buffer& b);
+  void drain(pid_t pid, Buffer& b, std::uint64_t until);
   void close(pid_t pid, Buffer& b);
   std::uint32_t op_of(Buffer& b, std::uint32_t name);
 

@@ -67,6 +67,14 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
   }
   if (observer_tried_.insert(pid).second) {
     std::string why = observer_unwanted(pid);
+    // A fork of an observed process (a DataLoader worker) inherits the
+    // callback, disabled: its bridge has no poll thread.  Its own probes,
+    // scoped to it, so the observed parent takes no trap per op.
+    const bool fork_of_observed = why.empty() && observer_->active(proc::read_ppid(pid));
+    if (fork_of_observed) {
+      why = "a fork of a process the op observer records";
+      pid_filter = pid;
+    }
     if (why.empty()) probes_->check_filters(pid);  // a bad --ops fails as it does with the probes
     if (why.empty()) why = observer_->start(pid);
     if (why.empty()) {

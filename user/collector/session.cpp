@@ -207,6 +207,7 @@ void Session::start_tracers() {
       .retarget = [this](pid_t pid) { retarget(pid); },
       .symbolizer = [this]() -> python::Symbolizer& { return symbolizer(); },
       .shutting_down_since = [this](pid_t pid) { return holder_ ? holder_->shutting_down_since(pid) : 0; },
+      .ring_read_at = [this] { return ring_read_at_; },
   });
   auto actions = std::make_unique<ActionTracer>(*tracer_ctx_);
   actions_ = actions.get();
@@ -261,6 +262,7 @@ int Session::drain(ring_buffer* rb) {
       exec_candidates_.push_back({v.pid, v.matched});  // a CPython we do not follow, held
   }
   holder_->read_begins();
+  ring_read_at_ = monotonic_ns();  // what BPF committed before this is in this read
   const int n = ring_buffer__consume(rb);
   holder_->read_ends();
   return n;

@@ -171,6 +171,7 @@ class Session {
   std::unique_ptr<ProcTrackSource> proctrack_;
   std::unique_ptr<python::Symbolizer> symbolizer_;  // made at first use (stacks, compiled regions)
   std::unique_ptr<TracerContext> tracer_ctx_;       // before the tracers: they keep it
+  std::uint64_t ring_read_at_ = 0;                  // when the last read of the ring began
   // Every tracer, the actions first (then tracer_catalogue()'s order).
   std::vector<std::unique_ptr<Tracer>> tracers_;
   ActionTracer* actions_ = nullptr;                 // tracers_[0]: its finalize probe wakes the holder

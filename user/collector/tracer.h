@@ -54,6 +54,10 @@ struct TracerContext {
   // When a target's interpreter went on past its hold at Py_FinalizeEx, or
   // 0 (TargetHolder::shutting_down_since).
   std::function<std::uint64_t(pid_t)> shutting_down_since = [](pid_t) { return std::uint64_t{0}; };
+  // When the last read of the ring began: every record BPF wrote before it
+  // is in the stream.  Records made elsewhere (the op observer's calls) up
+  // to that time can go in after the actions around them.
+  std::function<std::uint64_t()> ring_read_at = [] { return UINT64_MAX; };
 };
 
 class Tracer {
