@@ -42,54 +42,67 @@ bool OpProbes::selected(const std::string& name) const {
   return false;
 }
 
-bool OpProbes::attach(pid_t pid, pid_t pid_filter) {
-  std::string lib, open_path;
-  for (auto& m : proc::read_maps(pid))
-    if (is_libtorch_cpu(m.path)) {
-      lib = m.path;
+// pid's libtorch_cpu: the catalogue of its file (read once per file) and a
+// path to it we can open; nullopt when not mapped (yet) or gone.
+std::optional<OpProbes::Mapped> OpProbes::catalogue(pid_t pid) {
+  Mapped m;
+  for (auto& map : proc::read_maps(pid))
+    if (is_libtorch_cpu(map.path)) {
+      m.lib = map.path;
       // The file the target runs (containers, chroots, overlayfs).
-      open_path = proc::mapped_file(pid, m);
+      m.open_path = proc::mapped_file(pid, map);
       break;
     }
-  if (lib.empty() || open_path.empty()) return false;
+  if (m.lib.empty() || m.open_path.empty()) return std::nullopt;
   struct stat st {};
-  if (stat(open_path.c_str(), &st) != 0) return false;  // gone or deleted: try again later
-  const auto file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
-  if (attached_.count({file.first, file.second, pid_filter}) || attached_.count({file.first, file.second, -1}))
+  if (stat(m.open_path.c_str(), &st) != 0) return std::nullopt;  // gone or deleted: try again later
+  m.file = std::make_pair(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino));
+  if (probes_of_.count(m.file)) return m;
+  auto t0 = std::chrono::steady_clock::now();
+  OpCatalog cat = load_op_catalog(m.open_path);
+  const auto first = static_cast<std::uint32_t>(ops_.size());
+  libraries_[m.file] = first;
+  std::vector<std::uint64_t> offsets, cookies;
+  for (std::size_t i = 0; i < cat.ops.size(); ++i) {
+    ops_.push_back({cat.ops[i].name, cat.ops[i].overload,
+                    tensor_arg_registers(cat.ops[i].signature, cat.ops[i].schema).tensor_reg});
+    if (!selected(cat.ops[i].name)) continue;
+    offsets.push_back(cat.ops[i].file_offset);
+    // cookie: the op index, and above bit 32 which argument registers
+    // hold tensors (the shapes probe reads only those)
+    std::uint64_t regs = 0;
+    for (auto r : ops_.back().arg_reg)
+      if (r >= 0 && r < LT_SHAPE_REGS) regs |= 1ull << r;
+    cookies.push_back((first + i) | (regs << 32));
+  }
+  announced_.resize(ops_.size(), false);
+  if (offsets.empty()) {
+    std::string list;
+    for (auto& f : filters_) list += (list.empty() ? "" : ",") + f;
+    throw Error(ExitCode::usage, "--ops '" + list + "' matches none of the " + std::to_string(cat.ops.size()) +
+                                     " aten operators of " + m.lib);
+  }
+  probes_of_.emplace(m.file, std::make_pair(std::move(offsets), std::move(cookies)));
+  last_ = m.lib + ": " + std::to_string(cat.ops.size()) + " aten ops, " + std::to_string(cat.schemas_found) +
+          " schemas, " + std::to_string(cat.unresolved) + " named by fallback";
+  attach_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+bool OpProbes::attach(pid_t pid, pid_t pid_filter) {
+  const auto m = catalogue(pid);
+  if (!m) return false;
+  return attach_at(*m, pid_filter);
+}
+
+bool OpProbes::attach_at(const Mapped& m, pid_t pid_filter) {
+  if (attached_.count({m.file.first, m.file.second, pid_filter}) || attached_.count({m.file.first, m.file.second, -1}))
     return true;
   auto t0 = std::chrono::steady_clock::now();
-  auto known = probes_of_.find(file);
-  if (known == probes_of_.end()) {
-    OpCatalog cat = load_op_catalog(open_path);
-    const auto first = static_cast<std::uint32_t>(ops_.size());
-    libraries_[file] = first;
-    std::vector<std::uint64_t> offsets, cookies;
-    for (std::size_t i = 0; i < cat.ops.size(); ++i) {
-      ops_.push_back({cat.ops[i].name, cat.ops[i].overload,
-                      tensor_arg_registers(cat.ops[i].signature, cat.ops[i].schema).tensor_reg});
-      if (!selected(cat.ops[i].name)) continue;
-      offsets.push_back(cat.ops[i].file_offset);
-      // cookie: the op index, and above bit 32 which argument registers
-      // hold tensors (the shapes probe reads only those)
-      std::uint64_t regs = 0;
-      for (auto r : ops_.back().arg_reg)
-        if (r >= 0 && r < LT_SHAPE_REGS) regs |= 1ull << r;
-      cookies.push_back((first + i) | (regs << 32));
-    }
-    announced_.resize(ops_.size(), false);
-    if (offsets.empty()) {
-      std::string list;
-      for (auto& f : filters_) list += (list.empty() ? "" : ",") + f;
-      throw Error(ExitCode::usage, "--ops '" + list + "' matches none of the " + std::to_string(cat.ops.size()) +
-                                       " aten operators of " + lib);
-    }
-    known = probes_of_.emplace(file, std::make_pair(std::move(offsets), std::move(cookies))).first;
-    last_ = lib + ": " + std::to_string(cat.ops.size()) + " aten ops, " + std::to_string(cat.schemas_found) +
-            " schemas, " + std::to_string(cat.unresolved) + " named by fallback";
-  }
-  source_.attach(open_path, known->second.first, known->second.second, pid_filter);
-  attached_.insert({file.first, file.second, pid_filter});
-  probes_ += known->second.first.size();
+  const auto& known = probes_of_.at(m.file);
+  source_.attach(m.open_path, known.first, known.second, pid_filter);
+  attached_.insert({m.file.first, m.file.second, pid_filter});
+  probes_ += known.first.size();
   attach_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return true;
 }
@@ -167,19 +180,6 @@ std::uint64_t OpProbes::tensor_vtable(pid_t pid) const {
     return 0;
   }
   return 0;
-}
-
-void OpProbes::check_filters(pid_t pid) {
-  if (filters_.empty()) return;
-  const auto lib = proc::find_mapped_library(pid, "libtorch_cpu.so");
-  if (!lib) return;
-  const OpCatalog cat = load_op_catalog(lib->open_path);
-  for (const auto& op : cat.ops)
-    if (selected(op.name)) return;
-  std::string list;
-  for (auto& f : filters_) list += (list.empty() ? "" : ",") + f;
-  throw Error(ExitCode::usage, "--ops '" + list + "' matches none of the " + std::to_string(cat.ops.size()) +
-                                   " aten operators of " + lib->path);
 }
 
 std::uint32_t OpProbes::index_of(const std::string& name) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -39,9 +40,17 @@ class OpProbes {
   // runs.  Returns the kernel libraries newly probed ("cpp_fused_relu_0").
   // Throws lt::Error(bpf) when an attach fails.
   std::vector<std::string> attach_compiled(pid_t pid, pid_t pid_filter);
-  // The op observer's path: --ops must match an aten op of pid's libtorch
-  // all the same.  Throws lt::Error(usage) when it matches none.
-  void check_filters(pid_t pid);
+  // pid's libtorch_cpu and its catalogue (read once per file); nullopt
+  // when it has none mapped.  Throws lt::Error(usage) when --ops matches
+  // none of its ops.  The op observer's path reads it for --ops and for
+  // the forks it will probe (attach_at: at once, on the parent's file).
+  struct Mapped {
+    std::string lib, open_path;
+    std::pair<unsigned long, unsigned long> file;
+  };
+  std::optional<Mapped> catalogue(pid_t pid);
+  // Probes the file `m` (pid_filter: the process they report).
+  bool attach_at(const Mapped& m, pid_t pid_filter);
   // Writes the op's OP_NAME record the first time the op is seen.
   void announce(std::uint32_t op);
   // The op index of a name the op observer reported (one index per name,

@@ -62,6 +62,7 @@ class OpTracer final : public Tracer {
   std::unique_ptr<DynamoNotes> dynamo_;               // recompile reasons, graph breaks
   std::set<pid_t> torch_late_;                        // libtorch not mapped yet at the first attach
   std::set<pid_t> observer_tried_;
+  std::map<pid_t, OpProbes::Mapped> observed_lib_;  // observed processes' libtorch (--ops, --children)
   std::set<pid_t> attached_;                          // their compiled code is looked for
   std::map<pid_t, std::uint64_t> tensor_vtables_;     // --group-by-input-shapes: how BPF tells a tensor
   std::map<pid_t, std::set<std::uint32_t>> regions_;  // region ops each target ran while attached

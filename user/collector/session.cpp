@@ -739,6 +739,7 @@ void Session::on_record(const void* data, std::size_t size) {
     case LT_EV_PROC_EXIT:
       emit(record);
       on_process_record(h, read_record<lt_proc_event>(record));
+      for (auto& t : tracers_) t->observe(h, record);  // after the session adopted a fork
       return;
     default:
       // Names and lines go in ahead of the record (ops, code objects read
