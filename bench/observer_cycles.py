@@ -65,7 +65,8 @@ def main():
                     print(f"cycle {cycles}: exit {r.returncode}: {r.stderr[-500:]}", file=sys.stderr)
                 elif "# of Calls and CPU times are exact" not in r.stderr:
                     not_exact += 1
-                    print(f"cycle {cycles}: not exact: {r.stderr[-500:]}", file=sys.stderr)
+                    why = [line for line in r.stderr.splitlines() if "op observer" in line or "no aten op" in line]
+                    print(f"cycle {cycles}: not exact: {why or r.stderr[-800:]}", file=sys.stderr)
                 if cycles % 100 == 0:
                     print(f"{cycles} cycles, {jobs} jobs", file=sys.stderr, flush=True)
             if cycles >= a.cycles:

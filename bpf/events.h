@@ -640,8 +640,8 @@ struct lt_op_span_event {
 #define LT_OP_OBSERVER_DETAIL_MAX 192
 struct lt_op_observer_event {
 	struct lt_event_header hdr;
-	u32 how; /* LT_OP_TIMES_* */
-	u32 final; /* 1: the detach's record, with the counts */
+	u32 how;      /* LT_OP_TIMES_* */
+	u32 final;    /* 1: the detach's record, with the counts */
 	u64 dropped;  /* calls not recorded: a thread's ring was full, or no thread slot was free */
 	u64 too_deep; /* calls nested deeper than the observer tracks: not recorded */
 	char detail[LT_OP_OBSERVER_DETAIL_MAX];
@@ -968,6 +968,7 @@ struct lt_py_offsets {
 #define LT_TARGET_COMM 0x800u	      /* take its c10d calls (commprobe) */
 #define LT_TARGET_MODULES 0x1000u     /* send its nn.Module calls (MODULE_CALL, eval-frame probe) */
 #define LT_TARGET_XLA 0x2000u	      /* take its torch_xla runtime calls (xlaprobe) */
+#define LT_TARGET_FORKS_OPS 0x4000u   /* its ops are the op observer's: its forks' entries get OPS | SAMPLE */
 
 struct lt_target {
 	struct lt_py_offsets off;

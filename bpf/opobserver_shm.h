@@ -11,11 +11,13 @@
  *   rings[LT_OBS_SLOTS][LT_OBS_RING]
  *
  * Handshake: the tracer raises ltrace:ops's semaphore; the bridge's poll
- * thread makes the buffer (state WAITING); the tracer claims it (reader_pid),
- * writes the callback layout of the job's torch and bumps `request`; the
- * bridge registers its callback and answers (ACTIVE, or REFUSED with a
- * reason).  When the semaphore falls (the tracer detached or died) the
- * bridge removes its callback (state OFF).
+ * thread makes the buffer (state WAITING), sealed against resizing; the
+ * tracer claims it (reader_pid), writes the callback layout of the job's
+ * torch and bumps `request`; the bridge registers its callback and answers
+ * (detail, then state, then `answered`: ACTIVE, or REFUSED with a reason).
+ * When the semaphore falls (the tracer detached or died) the bridge
+ * removes its callback (state OFF).  Each side keeps its own copy of where
+ * things are and treats what the other writes as untrusted.
  */
 #ifndef LTRACE_BPF_OPOBSERVER_SHM_H
 #define LTRACE_BPF_OPOBSERVER_SHM_H
@@ -23,18 +25,29 @@
 #include "events.h"
 
 #ifdef __cplusplus
-namespace lt {
+namespace lt
+{
 #endif
 
 #define LT_OBS_MAGIC 0x424f544cu /* "LTOB" */
 #define LT_OBS_VERSION 1
 #define LT_OBS_MEMFD_NAME "ltrace-ops"
-#define LT_OBS_SLOTS 64	     /* threads recording at once */
-#define LT_OBS_RING 32768    /* spans per thread, a power of two (1 MiB) */
-#define LT_OBS_NAMES 65536   /* distinct op names */
+#define LT_OBS_SLOTS 64	   /* threads recording at once */
+#define LT_OBS_RING 32768  /* spans per thread, a power of two (1 MiB) */
+#define LT_OBS_NAMES 65536 /* distinct op names */
 #define LT_OBS_NAME_BYTES (4u << 20)
 #define LT_OBS_CALLBACK_MAX 128 /* bytes of at::RecordFunctionCallback the bridge can lay out */
-#define LT_OBS_DEPTH 64	     /* nesting tracked per thread */
+#define LT_OBS_DEPTH 64		/* nesting tracked per thread */
+
+/* Where everything is: fixed, so that neither side takes an offset from the
+ * other (each checks the header against these). */
+#define LT_OBS_SLOT_BYTES 128
+#define LT_OBS_SPAN_BYTES 32
+#define LT_OBS_SLOTS_OFFSET 4096ull
+#define LT_OBS_INDEX_OFFSET (LT_OBS_SLOTS_OFFSET + (unsigned long long)LT_OBS_SLOT_BYTES * LT_OBS_SLOTS)
+#define LT_OBS_NAMES_OFFSET (LT_OBS_INDEX_OFFSET + 4ull * LT_OBS_NAMES)
+#define LT_OBS_RINGS_OFFSET (LT_OBS_NAMES_OFFSET + (unsigned long long)LT_OBS_NAME_BYTES)
+#define LT_OBS_SIZE (LT_OBS_RINGS_OFFSET + (unsigned long long)LT_OBS_SPAN_BYTES * LT_OBS_RING * LT_OBS_SLOTS)
 
 enum lt_obs_state {
 	LT_OBS_WAITING = 1, /* buffer made; no layout yet */
@@ -48,9 +61,9 @@ enum lt_obs_state {
  * at::addGlobalCallback by value. */
 struct lt_obs_layout {
 	u32 size;
-	u32 off_start, off_end;	 /* StartCallback, EndCallback */
-	u32 off_sampling_prob;	 /* double, 1.0 */
-	u32 off_scopes, num_scopes; /* bool[NUM_SCOPES], all true */
+	u32 off_start, off_end;					/* StartCallback, EndCallback */
+	u32 off_sampling_prob;					/* double, 1.0 */
+	u32 off_scopes, num_scopes;				/* bool[NUM_SCOPES], all true */
 	u32 off_needs_inputs, off_needs_outputs, off_needs_ids; /* bools, false */
 	u32 pad;
 };
@@ -60,8 +73,8 @@ struct lt_obs_header {
 	u32 slots, ring; /* LT_OBS_SLOTS, LT_OBS_RING */
 	u64 size;	 /* bytes of the whole buffer */
 	u64 slots_offset, names_index_offset, names_offset, rings_offset;
-	u32 bridge_pid;	 /* getpid() of the process that made it */
-	u32 reader_pid;	 /* the tracer reading it (claimed with a compare-and-swap) */
+	u32 bridge_pid; /* getpid() of the process that made it */
+	u32 reader_pid; /* the tracer reading it (claimed with a compare-and-swap) */
 	/* The tracer's request: layout written, then request bumped. */
 	struct lt_obs_layout layout;
 	u32 request;
@@ -70,17 +83,17 @@ struct lt_obs_header {
 	u32 state; /* enum lt_obs_state */
 	u32 names; /* names published (release) */
 	char detail[160];
-	u64 name_bytes;	   /* bytes of the name area used */
-	u64 no_slot;	   /* calls not recorded: every thread slot taken */
-	u64 activations;   /* times the callback was registered */
+	u64 name_bytes;	 /* bytes of the name area used */
+	u64 no_slot;	 /* calls not recorded: every thread slot taken */
+	u64 activations; /* times the callback was registered */
 };
 
 /* One thread's ring.  The writer owns tid..too_deep, the tracer `tail`.  A
  * slot whose thread exited is reused only once the tracer read it out. */
 struct lt_obs_slot {
-	u32 tid;  /* the thread writing it; 0 = never used */
-	u32 free; /* its thread exited */
-	u64 head; /* spans written (release) */
+	u32 tid;      /* the thread writing it; 0 = never used */
+	u32 free;     /* its thread exited */
+	u64 head;     /* spans written (release) */
 	u64 dropped;  /* spans lost: the ring was full */
 	u64 too_deep; /* calls nested deeper than LT_OBS_DEPTH: not recorded */
 	u64 pad0[4];

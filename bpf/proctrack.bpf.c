@@ -43,6 +43,11 @@ int BPF_PROG(lt_on_fork, struct task_struct *parent, struct task_struct *child)
 	struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &ptgid);
 	if (t) {
 		struct lt_target copy = *t;
+		/* A fork of a process whose ops the op observer records: the
+		 * observer is off in it (docs/design-op-observer.md), the op
+		 * probes it inherited report for it from its first op. */
+		if (copy.flags & LT_TARGET_FORKS_OPS)
+			copy.flags = (copy.flags & ~LT_TARGET_FORKS_OPS) | LT_TARGET_OPS | LT_TARGET_SAMPLE;
 		bpf_map_update_elem(&lt_targets, &ctgid, &copy, BPF_ANY);
 	}
 	emit_proc(LT_EV_PROC_FORK, ptgid, ctgid, 0, 0);

@@ -1,6 +1,7 @@
 #include "torchbridge/op_observer.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -21,13 +22,13 @@
 namespace ltb::ops {
 namespace {
 
-using lt::u16;
-using lt::u32;
-using lt::u64;
 using lt::LT_OBS_ACTIVE;
 using lt::LT_OBS_OFF;
 using lt::LT_OBS_REFUSED;
 using lt::LT_OBS_WAITING;
+using lt::u16;
+using lt::u32;
+using lt::u64;
 
 // torch's StartCallback returns std::unique_ptr<ObserverContext>: a class
 // with a non-trivial destructor, so it is returned through a hidden pointer.
@@ -55,10 +56,24 @@ constexpr const char* kNameSymbol = "_ZNK2at14RecordFunction4nameEv";
 constexpr std::size_t kNameMax = 1024;  // longer names are cut (torch's own are far shorter)
 constexpr u32 kNoName = UINT32_MAX;
 
-// ---- the shared buffer (made by the poll thread, never unmapped) ----
+static_assert(sizeof(lt::lt_obs_slot) == LT_OBS_SLOT_BYTES && sizeof(lt::lt_obs_span) == LT_OBS_SPAN_BYTES);
+static_assert(sizeof(lt::lt_obs_header) <= LT_OBS_SLOTS_OFFSET);
+#if !defined(__x86_64__)
+#error "the callback is passed by value as the x86-64 ABI passes it (see CallbackBytes)"
+#endif
+
+// ---- the shared buffer (made by the poll thread).  Where its parts are is
+// ours (constants), never read back from it: the other side writes there. ----
 lt::lt_obs_header* g_hdr = nullptr;
-unsigned char* g_base = nullptr;
+lt::lt_obs_slot* g_slots = nullptr;
+u32* g_index = nullptr;
+unsigned char* g_names_area = nullptr;
+lt::lt_obs_span* g_rings = nullptr;
 int g_fd = -1;
+u32 g_pid = 0;         // getpid() of the process that made it
+u32 g_names_n = 0;     // names published (under g_names_mu)
+u64 g_name_bytes = 0;  // name area used (under g_names_mu)
+std::atomic<bool> g_names_full{false};
 std::atomic<bool> g_on{false};  // callbacks record
 NameFn g_name = nullptr;
 RemoveFn g_remove = nullptr;
@@ -77,14 +92,8 @@ void store_release(T& v, T x) {
   __atomic_store_n(&v, x, __ATOMIC_RELEASE);
 }
 
-lt::lt_obs_slot* slots() {
-  return reinterpret_cast<lt::lt_obs_slot*>(g_base + g_hdr->slots_offset);
-}
-u32* name_index() {
-  return reinterpret_cast<u32*>(g_base + g_hdr->names_index_offset);
-}
 lt::lt_obs_span* ring(u32 slot) {
-  return reinterpret_cast<lt::lt_obs_span*>(g_base + g_hdr->rings_offset) + std::size_t{slot} * LT_OBS_RING;
+  return g_rings + std::size_t{slot} * LT_OBS_RING;
 }
 
 u64 now_ns() {
@@ -99,7 +108,8 @@ struct Frame {
   u64 start, children;
 };
 struct CachedName {
-  const char* ptr;
+  const char* ptr;  // the last pointer this name came by (aten ops: always the same)
+  u64 hash;
   u32 id, len;
 };
 // Plain data, zero at thread start (no constructor runs in a callback).
@@ -108,33 +118,43 @@ struct ThreadState {
   u32 depth;  // calls open; above LT_OBS_DEPTH only counted
   u32 slot;   // slot index + 1; 0 = none yet
   u32 retry;  // no slot was free: calls until the next look
-  CachedName names[256];
+  CachedName by_ptr[256], by_hash[256];
 };
 thread_local ThreadState t_state;
 
-// A thread that exits frees its slot for reuse once the tracer read it out.
-// Not in a forked child: the buffer is the parent's.
+// A thread that exits frees its slot for reuse once the tracer read it out
+// (and records nothing more: destructors after ours may still run ops).
 void release_slot(void* v) {
   const auto slot = static_cast<u32>(reinterpret_cast<std::uintptr_t>(v));
-  if (g_hdr == nullptr || slot == 0 || slot > LT_OBS_SLOTS) return;
-  if (static_cast<u32>(getpid()) != g_hdr->bridge_pid) return;
-  store_release(slots()[slot - 1].free, u32{1});
+  t_state.slot = 0;
+  t_state.retry = UINT32_MAX;
+  if (g_slots == nullptr || slot == 0 || slot > LT_OBS_SLOTS) return;
+  if (static_cast<u32>(getpid()) != g_pid) return;
+  store_release(g_slots[slot - 1].free, u32{1});
 }
 
+// The thread's ring.  A fresh slot is taken by its tid (0 -> ours); a slot
+// whose thread exited by its `free` flag (1 -> 0), once the tracer read it
+// out: one winner either way, so a ring has one writer.
 lt::lt_obs_slot* slot_of(ThreadState& t) {
-  if (t.slot) return &slots()[t.slot - 1];
+  if (t.slot) return &g_slots[t.slot - 1];
   if (t.retry) {
     --t.retry;
+    __atomic_fetch_add(&g_hdr->no_slot, 1, __ATOMIC_RELAXED);
     return nullptr;
   }
   const u32 tid = current_tid();
   for (u32 i = 0; i < LT_OBS_SLOTS; ++i) {
-    lt::lt_obs_slot& s = slots()[i];
+    lt::lt_obs_slot& s = g_slots[i];
     u32 cur = load_acquire(s.tid);
-    const bool usable = cur == 0 || (load_acquire(s.free) == 1 && load_acquire(s.tail) == s.head);
-    if (!usable) continue;
-    if (!__atomic_compare_exchange_n(&s.tid, &cur, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
-    store_release(s.free, u32{0});
+    if (cur == 0) {
+      if (!__atomic_compare_exchange_n(&s.tid, &cur, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    } else {
+      if (load_acquire(s.free) != 1 || load_acquire(s.tail) != load_acquire(s.head)) continue;
+      u32 one = 1;
+      if (!__atomic_compare_exchange_n(&s.free, &one, 0u, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+      store_release(s.tid, tid);  // before any span of ours: the tracer reads it with the head
+    }
     t.slot = i + 1;
     pthread_setspecific(g_slot_key, reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.slot)));
     return &s;
@@ -144,23 +164,35 @@ lt::lt_obs_slot* slot_of(ThreadState& t) {
   return nullptr;
 }
 
-const char* stored_name(u32 id, u32* len) {
-  const unsigned char* p = g_base + g_hdr->names_offset + name_index()[id];
-  std::memcpy(len, p, sizeof *len);
-  return reinterpret_cast<const char*>(p + sizeof(u32));
+bool same_as_stored(u32 id, const char* name, std::size_t len) {
+  const unsigned char* p = g_names_area + g_index[id];
+  u32 stored;
+  std::memcpy(&stored, p, sizeof stored);
+  return stored == len && std::memcmp(p + sizeof stored, name, len) == 0;
 }
 
-// The name's id, added to the shared table the first time it is seen.
-// Names are compared by content: a user scope's name lives in its
-// RecordFunction and its address is reused for other names.
+u64 fnv1a(const char* s, std::size_t n) {
+  u64 h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 1099511628211ull;
+  return h;
+}
+
+// The name's id, added to the shared table the first time it is seen.  An
+// aten op's name has one address for good (its schema's); a user scope's
+// lives in its RecordFunction, at an address reused for other names: the
+// pointer cache is checked against the stored bytes, then a cache by
+// content, then the table under its lock.
 u32 intern(ThreadState& t, const char* name) {
   const std::size_t len = strnlen(name, kNameMax);
-  CachedName& c = t.names[(reinterpret_cast<std::uintptr_t>(name) >> 3) & 255];
-  if (c.ptr == name && c.len == len) {
-    u32 stored_len;
-    const char* s = stored_name(c.id, &stored_len);
-    if (stored_len == len && std::memcmp(s, name, len) == 0) return c.id;
+  CachedName& p = t.by_ptr[(reinterpret_cast<std::uintptr_t>(name) >> 3) & 255];
+  if (p.ptr == name && p.len == len && same_as_stored(p.id, name, len)) return p.id;
+  const u64 hash = fnv1a(name, len);
+  CachedName& h = t.by_hash[hash & 255];
+  if (h.ptr != nullptr && h.hash == hash && h.len == len && same_as_stored(h.id, name, len)) {
+    p = {name, hash, h.id, h.len};
+    return h.id;
   }
+  if (g_names_full.load(std::memory_order_relaxed)) return kNoName;  // no lock once nothing more fits
   u32 id = kNoName;
   if (pthread_mutex_lock(&g_names_mu) != 0) return kNoName;
   try {
@@ -168,27 +200,28 @@ u32 intern(ThreadState& t, const char* name) {
     if (auto it = g_name_ids->find(key); it != g_name_ids->end()) {
       id = it->second;
     } else {
-      const u32 n = g_hdr->names;
-      const u64 at = g_hdr->name_bytes;
       const u64 need = (sizeof(u32) + len + 1 + 3) & ~u64{3};
-      if (n < LT_OBS_NAMES && at + need <= LT_OBS_NAME_BYTES) {
-        unsigned char* p = g_base + g_hdr->names_offset + at;
+      if (g_names_n < LT_OBS_NAMES && need <= LT_OBS_NAME_BYTES - g_name_bytes) {
+        unsigned char* at = g_names_area + g_name_bytes;
         const u32 l = static_cast<u32>(len);
-        std::memcpy(p, &l, sizeof l);
-        std::memcpy(p + sizeof l, name, len);
-        p[sizeof l + len] = 0;
-        name_index()[n] = static_cast<u32>(at);
-        g_hdr->name_bytes = at + need;
-        g_name_ids->emplace(std::move(key), n);
-        store_release(g_hdr->names, n + 1);  // the tracer reads names below it
-        id = n;
+        std::memcpy(at, &l, sizeof l);
+        std::memcpy(at + sizeof l, name, len);
+        at[sizeof l + len] = 0;
+        g_index[g_names_n] = static_cast<u32>(g_name_bytes);
+        g_name_bytes += need;
+        g_name_ids->emplace(std::move(key), g_names_n);
+        id = g_names_n++;
+        g_hdr->name_bytes = g_name_bytes;
+        store_release(g_hdr->names, g_names_n);  // the tracer reads names below it
+      } else {
+        g_names_full.store(true);
       }
     }
   } catch (...) {
     id = kNoName;
   }
   pthread_mutex_unlock(&g_names_mu);
-  if (id != kNoName) c = {name, id, static_cast<u32>(len)};
+  if (id != kNoName) p = h = {name, hash, id, static_cast<u32>(len)};
   return id;
 }
 
@@ -196,6 +229,14 @@ u32 intern(ThreadState& t, const char* name) {
 NoContext on_start(const void* rf) {
   if (g_on.load(std::memory_order_relaxed)) {
     ThreadState& t = t_state;
+    // A frame with this address is a call whose end came on another thread
+    // (its RecordFunction freed, the address reused): it and what is above
+    // it are over.
+    for (u32 i = std::min<u32>(t.depth, LT_OBS_DEPTH); i > 0; --i)
+      if (t.stack[i - 1].rf == rf) {
+        t.depth = i - 1;
+        break;
+      }
     if (t.depth < LT_OBS_DEPTH) {
       t.stack[t.depth] = {rf, 0, 0};
       t.stack[t.depth].start = now_ns();  // last: our own work is not the op's
@@ -208,9 +249,9 @@ NoContext on_start(const void* rf) {
 }
 
 void on_end(const void* rf, void*) {
-  const u64 end = now_ns();  // first
   ThreadState& t = t_state;
-  if (t.depth == 0) return;  // its start came before we recorded
+  if (t.depth == 0) return;  // its start came before we recorded (a fork child: always)
+  const u64 end = now_ns();  // before our own work
   if (t.depth > LT_OBS_DEPTH) {
     --t.depth;
     return;
@@ -228,11 +269,9 @@ void on_end(const void* rf, void*) {
   lt::lt_obs_slot* s = slot_of(t);
   if (s == nullptr) return;
   const char* name = g_name(rf);
-  if (name == nullptr) return;
-  const u32 id = intern(t, name);
-  if (id == kNoName) return;
+  const u32 id = name ? intern(t, name) : kNoName;
   const u64 head = s->head;
-  if (head - load_acquire(s->tail) >= LT_OBS_RING) {
+  if (id == kNoName || head - load_acquire(s->tail) >= LT_OBS_RING) {
     __atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);  // the tracer is behind: count, never wait
     return;
   }
@@ -247,29 +286,32 @@ void on_end(const void* rf, void*) {
 }
 
 // ---- the poll thread's side ----
+// The answer: detail and state first, then `answered` (the tracer reads
+// them once it sees its request answered).
 void set_state(u32 state, u32 answered, const std::string& detail) {
   std::memset(g_hdr->detail, 0, sizeof g_hdr->detail);
   std::memcpy(g_hdr->detail, detail.data(), std::min(detail.size(), sizeof g_hdr->detail - 1));
-  g_hdr->answered = answered;
   store_release(g_hdr->state, state);
-  debug("op observer: %s%s%s", state == LT_OBS_ACTIVE ? "active" : state == LT_OBS_OFF ? "off" : "refused",
+  store_release(g_hdr->answered, answered);
+  debug("op observer: %s%s%s",
+        state == LT_OBS_ACTIVE ? "active"
+        : state == LT_OBS_OFF  ? "off"
+                               : "refused",
         detail.empty() ? "" : ": ", detail.c_str());
 }
 
 bool make_buffer() {
-  const u64 header = 4096;
-  const u64 slots_bytes = sizeof(lt::lt_obs_slot) * LT_OBS_SLOTS;
-  const u64 index_bytes = sizeof(u32) * LT_OBS_NAMES;
-  const u64 rings_bytes = sizeof(lt::lt_obs_span) * LT_OBS_RING * u64{LT_OBS_SLOTS};
-  const u64 size = header + slots_bytes + index_bytes + LT_OBS_NAME_BYTES + rings_bytes;
-  const int fd = static_cast<int>(syscall(SYS_memfd_create, LT_OBS_MEMFD_NAME, 1u /* MFD_CLOEXEC */));
+  constexpr unsigned kCloexec = 1u, kAllowSealing = 2u;  // MFD_CLOEXEC, MFD_ALLOW_SEALING
+  const int fd = static_cast<int>(syscall(SYS_memfd_create, LT_OBS_MEMFD_NAME, kCloexec | kAllowSealing));
   if (fd < 0) {
     debug("op observer: memfd_create: %s", strerror(errno));
     return false;
   }
+  // Its size sealed: a reader's mapping can never lose pages under it.
   // Pages are taken as written: ~1 MiB per thread that records, plus names.
-  void* p = ftruncate(fd, static_cast<off_t>(size)) == 0
-                ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+  void* p = ftruncate(fd, static_cast<off_t>(LT_OBS_SIZE)) == 0 &&
+                    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0
+                ? mmap(nullptr, LT_OBS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
                 : MAP_FAILED;
   if (p == MAP_FAILED) {
     debug("op observer: buffer: %s", strerror(errno));
@@ -277,27 +319,32 @@ bool make_buffer() {
     return false;
   }
   if (pthread_key_create(&g_slot_key, release_slot) != 0) {
-    munmap(p, size);
+    munmap(p, LT_OBS_SIZE);
     close(fd);
     return false;
   }
   g_name_ids = new std::unordered_map<std::string, u32>();
   g_fd = fd;
-  g_base = static_cast<unsigned char*>(p);
-  auto* h = reinterpret_cast<lt::lt_obs_header*>(g_base);
+  auto* base = static_cast<unsigned char*>(p);
+  g_slots = reinterpret_cast<lt::lt_obs_slot*>(base + LT_OBS_SLOTS_OFFSET);
+  g_index = reinterpret_cast<u32*>(base + LT_OBS_INDEX_OFFSET);
+  g_names_area = base + LT_OBS_NAMES_OFFSET;
+  g_rings = reinterpret_cast<lt::lt_obs_span*>(base + LT_OBS_RINGS_OFFSET);
+  g_pid = static_cast<u32>(getpid());
+  auto* h = reinterpret_cast<lt::lt_obs_header*>(base);
   h->version = LT_OBS_VERSION;
   h->slots = LT_OBS_SLOTS;
   h->ring = LT_OBS_RING;
-  h->size = size;
-  h->slots_offset = header;
-  h->names_index_offset = header + slots_bytes;
-  h->names_offset = h->names_index_offset + index_bytes;
-  h->rings_offset = h->names_offset + LT_OBS_NAME_BYTES;
-  h->bridge_pid = static_cast<u32>(getpid());
+  h->size = LT_OBS_SIZE;
+  h->slots_offset = LT_OBS_SLOTS_OFFSET;
+  h->names_index_offset = LT_OBS_INDEX_OFFSET;
+  h->names_offset = LT_OBS_NAMES_OFFSET;
+  h->rings_offset = LT_OBS_RINGS_OFFSET;
+  h->bridge_pid = g_pid;
   h->state = LT_OBS_WAITING;
   g_hdr = h;
   store_release(h->magic, LT_OBS_MAGIC);  // last: the tracer reads nothing before it
-  debug("op observer: buffer made (fd %d, %llu bytes)", fd, static_cast<unsigned long long>(size));
+  debug("op observer: buffer made (fd %d, %llu bytes)", fd, static_cast<unsigned long long>(LT_OBS_SIZE));
   return true;  // the fd stays open: the tracer maps it through /proc/PID/fd
 }
 
@@ -370,7 +417,7 @@ void deactivate() {
   g_registered = false;
   // Calls that started with the callback still end through it: the library
   // stays mapped for good, and with g_on off they only pop their frame.
-  set_state(LT_OBS_OFF, g_hdr->answered, "the tracer left");
+  if (g_hdr) set_state(LT_OBS_OFF, load_acquire(g_hdr->answered), "the tracer left");
 }
 
 }  // namespace
@@ -378,25 +425,37 @@ void deactivate() {
 void tick() noexcept {
   try {
     const bool wanted = probe::ops_on();
+    if (!wanted && g_registered) deactivate();
     if (wanted && g_hdr == nullptr && !make_buffer()) return;
-    if (g_hdr == nullptr) return;
-    if (wanted) {
-      const u32 request = load_acquire(g_hdr->request);
-      if (request != g_hdr->answered) activate(request);
-    } else if (g_registered) {
-      deactivate();
-    }
+    if (g_hdr == nullptr || !wanted) return;
+    // A request counts once a tracer claimed the buffer (its layout is
+    // written before it bumps the request).
+    const u32 request = load_acquire(g_hdr->request);
+    if (request != load_acquire(g_hdr->answered) && load_acquire(g_hdr->reader_pid) != 0) activate(request);
   } catch (...) {
   }
 }
 
+// The child keeps torch's callback list, ours in it (g_registered stays:
+// should it ever tick, it removes it), with recording off.  The parent's
+// buffer is not its own: unmapped, its fd closed, the forking thread's
+// state and the name table start afresh.
 void atfork_child() noexcept {
   g_on.store(false);
-  g_registered = false;  // the parent's registration; this process never ticks
   pthread_mutex_init(&g_names_mu, nullptr);
-  // The parent's buffer: a tracer looking at this process must not find it.
+  if (g_hdr != nullptr) munmap(g_hdr, LT_OBS_SIZE);
+  g_hdr = nullptr;
+  g_slots = nullptr;
+  g_index = nullptr;
+  g_names_area = nullptr;
+  g_rings = nullptr;
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
+  g_names_n = 0;
+  g_name_bytes = 0;
+  g_names_full.store(false);
+  g_name_ids = nullptr;  // the parent's (its lock may have been held at the fork): left behind
+  std::memset(static_cast<void*>(&t_state), 0, sizeof t_state);
 }
 
 }  // namespace ltb::ops

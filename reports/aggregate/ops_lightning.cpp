@@ -106,8 +106,8 @@ std::uint64_t OpAggregator::State::claim_actions(Proc& p, std::uint32_t tid, std
 
 // A call's self in that tree is not its action's self.  Then the
 // completions it shows are complete go out.
-void OpAggregator::State::charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action,
-                                                std::uint64_t end, std::uint64_t self) {
+void OpAggregator::State::charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action, std::uint64_t end,
+                                                std::uint64_t self) {
   if (action != kNoAction) p.covered_ns[{tid, action}] += self;
   auto& last = p.last_call_end[tid];
   last = std::max(last, end);

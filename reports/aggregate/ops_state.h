@@ -251,10 +251,8 @@ struct OpAggregator::State {
   void note_innermost(const lt_event_header& h);
   std::uint32_t action_id(const std::string& name) { return name.empty() ? ops_detail::kNoAction : intern(name); }
   std::uint32_t action_at(Proc& p, std::uint32_t tid, std::uint64_t ts);
-  std::uint64_t claim_actions(Proc& p, std::uint32_t tid, std::uint64_t start, std::uint64_t end,
-                              std::uint32_t parent);
-  void charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action, std::uint64_t end,
-                             std::uint64_t self);
+  std::uint64_t claim_actions(Proc& p, std::uint32_t tid, std::uint64_t start, std::uint64_t end, std::uint32_t parent);
+  void charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action, std::uint64_t end, std::uint64_t self);
   void flush_deferred(Proc& p, bool all);
   std::uint32_t module_row(std::uint64_t self);
   void on_module_call(const lt_event_header& h, const lt_module_call_event& e);

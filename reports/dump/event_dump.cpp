@@ -166,8 +166,8 @@ void dump_events(const Trace& trace, std::ostream& to) {
             },
             [&](const lt_event_header&, const lt_op_observer_event& ob) {
               out << " how=" << (ob.how == LT_OP_TIMES_OBSERVER ? "observer" : "sampled") << " final=" << ob.final
-                  << " dropped=" << ob.dropped << " too_deep=" << ob.too_deep << " detail="
-                  << utf8_text(std::string_view(ob.detail, strnlen(ob.detail, sizeof ob.detail)));
+                  << " dropped=" << ob.dropped << " too_deep=" << ob.too_deep
+                  << " detail=" << utf8_text(std::string_view(ob.detail, strnlen(ob.detail, sizeof ob.detail)));
             },
             [&](const lt_event_header&, const lt_op_name_event& on) {
               out << " op=" << on.op << " name=" << std::string(on.name, strnlen(on.name, sizeof on.name))

@@ -159,19 +159,19 @@ def check_shares(ours, theirs, preempted=0.0):
 def check_measured(ours, theirs, per_call_us):
     """The op observer's times against torch.profiler's on the same calls
     (both observers registered in the one process): each op's self and
-    total CPU within 2%, plus `per_call_us` per call, plus 100 us once.
+    total CPU within 2%, plus `per_call_us` per call, plus 500 us once.
     Per call: each observer's callbacks run inside the other's interval (ours
     start and end before the profiler's), measured at 0.1-1.3 us per call on
     this workload's ops beside pytest; torch 1.13's profiler keeps whole
     microseconds, so its self times are off by up to 1 us per child and
     end (its aten::linear: 2.4 us per call under ours).  Once: the
     profiler's start sets up its per-thread state inside our interval of the
-    first op it sees (aten::randn: ~100 us)."""
+    first op it sees (aten::randn: 100-180 us measured)."""
     checked, off = 0, []
     for name, t in theirs.items():
         o = ours[name]
         for mine, their in (("self_us", "self_cpu_time_total"), ("total_us", "cpu_time_total")):
-            bound = 0.02 * t[their] + per_call_us * t["count"] + 100.0
+            bound = 0.02 * t[their] + per_call_us * t["count"] + 500.0
             if abs(o[mine] - t[their]) > bound:
                 off.append((name, mine, o[mine], t[their], bound))
         checked += 1

@@ -1358,9 +1358,9 @@ TEST(OpsSpans, SelfAndTotalAreTheMeasuredTimes) {
   Stream s;
   s.name(0, "aten::linear");
   s.name(1, "aten::addmm");
-  s.span(10 * ms, 40 * ms, 30 * ms, 1, 2);   // addmm inside linear
-  s.span(5 * ms, 50 * ms, 15 * ms, 0, 1);    // linear: 45 ms less addmm's 30
-  s.span(60 * ms, 61 * ms, 1 * ms, 1, 1);    // addmm alone
+  s.span(10 * ms, 40 * ms, 30 * ms, 1, 2);  // addmm inside linear
+  s.span(5 * ms, 50 * ms, 15 * ms, 0, 1);   // linear: 45 ms less addmm's 30
+  s.span(60 * ms, 61 * ms, 1 * ms, 1, 1);   // addmm alone
   auto rep = s.finish();
   ASSERT_EQ(rep.processes.size(), 1u);
   EXPECT_TRUE(rep.processes[0].measured);
@@ -1406,7 +1406,7 @@ TEST(OpsSpans, ThreadsNestApart) {
   Stream s;
   s.name(0, "aten::mm");
   s.span(1 * ms, 2 * ms, 1 * ms, 0, 2, /*tid=*/kPid + 1);  // its parent on another thread never came
-  s.span(0, 5 * ms, 5 * ms, 0, 1);                        // not its parent: another thread
+  s.span(0, 5 * ms, 5 * ms, 0, 1);                         // not its parent: another thread
   auto rep = s.finish();
   EXPECT_EQ(row(only_table(rep), "aten::mm")->calls, 2u);  // the orphan counts at the end
 }
@@ -1512,9 +1512,9 @@ TEST(OpsSpans, ActionsInsideACallAreItsChildren) {
   s.action(LT_EV_ACTION_BEGIN, 45 * ms, bwd, kBwd);
   s.action(LT_EV_ACTION_END, 80 * ms, bwd);
   s.action(LT_EV_ACTION_END, 100 * ms, opt);
-  s.span(12 * ms, 30 * ms, 18 * ms, 1, 2);  // addmm in the training step, inside the scope
-  s.span(50 * ms, 70 * ms, 20 * ms, 2, 2);  // mm in backward
-  s.span(5 * ms, 95 * ms, 52 * ms, 0, 1);   // the scope: 90 ms less its two child calls
+  s.span(12 * ms, 30 * ms, 18 * ms, 1, 2);   // addmm in the training step, inside the scope
+  s.span(50 * ms, 70 * ms, 20 * ms, 2, 2);   // mm in backward
+  s.span(5 * ms, 95 * ms, 52 * ms, 0, 1);    // the scope: 90 ms less its two child calls
   s.span(101 * ms, 102 * ms, 1 * ms, 1, 1);  // later: every action before it is complete
   auto rep = s.finish();
   const auto* scope = any_row(rep, "Optimizer.step#SGD.step");

@@ -357,7 +357,8 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     std::cerr << "ltrace-bpf: no aten op calls in the window (torch not loaded, or the trace was recorded without "
                  "--report ops)\n";
   if (measured)
-    std::cerr << "ltrace-bpf: # of Calls and CPU times are exact" << (measured < ops.processes.size() ? " in tables without ~" : "")
+    std::cerr << "ltrace-bpf: # of Calls and CPU times are exact"
+              << (measured < ops.processes.size() ? " in tables without ~" : "")
               << ": each call timed on its thread by the op observer in the job (a RecordFunction callback, as "
                  "torch.profiler's)\n";
   if (!ops.processes.empty() && measured < ops.processes.size() && ops.period_ns)

@@ -12,7 +12,7 @@ namespace lt {
 inline constexpr const char* kBridgeMemfdName = "libltrace-bridge.so";
 
 bool is_lib(const std::string& path, const char* stem);  // the base name starts with stem
-bool is_bridge(const std::string& path);                  // a mapping's path is our bridge
+bool is_bridge(const std::string& path);                 // a mapping's path is our bridge
 
 // Where our bridge library is: $LTRACE_BRIDGE, next to the executable, or
 // ../lib/ltrace-bpf/ from it (make install).  "" if none exists.

@@ -71,5 +71,4 @@ class GpuTracer final : public Tracer {
   std::set<pid_t> heard_;         // bridges that reported any state (awaited at the attach)
 };
 
-
 }  // namespace lt

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "reports/format/utf8_text.h"
 #include "user/collector/bridge_files.h"
 #include "user/collector/op_probes.h"
 #include "user/collector/session_options.h"
@@ -30,8 +31,10 @@ namespace {
 
 // The bridge polls its semaphore and our request every 100 ms; a process
 // busy in a long native call may take longer to schedule its poll thread.
-constexpr std::uint64_t kWaitNs = 3'000'000'000;
+constexpr std::uint64_t kWaitNs = 2'000'000'000;
 constexpr long kNapNs = 5'000'000;
+// A span that ends later than this past our clock is damaged, not early.
+constexpr std::uint64_t kFutureNs = 1'000'000'000;
 
 template <typename T>
 T load_acquire(const volatile T& v) {
@@ -76,28 +79,58 @@ std::string read_status(pid_t pid) {
   return ss.str();
 }
 
+// The bridge's poll thread ("ltrace-bridge") answers the handshake; a fork
+// of a process it was put into has the library and no such thread.
+bool has_poll_thread(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return false;
+  bool found = false;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/comm");
+    std::string comm;
+    if (std::getline(f, comm) && comm == "ltrace-bridge") {
+      found = true;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
 bool alive(std::uint32_t pid) {
   return pid != 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
 }  // namespace
 
-// One process's shared buffer, mapped here.
+// One process's shared buffer, mapped here.  Where its parts are is ours
+// (the constants of opobserver_shm.h, checked against its header once):
+// never an offset read from the job's memory.
 struct OpObserver::Buffer {
   void* map = MAP_FAILED;
-  std::size_t size = 0;
   lt_obs_header* hdr = nullptr;
-  std::vector<std::uint32_t> ops;                   // name id -> op index (UINT32_MAX unknown yet)
-  std::vector<std::uint8_t> op_known;               // name id -> looked up
-  std::map<pid_t, pid_t> host_tid;                  // the bridge's tids (its pid namespace) -> ours
+  lt_obs_slot* slots = nullptr;
+  const std::uint32_t* index = nullptr;
+  const unsigned char* names = nullptr;
+  const lt_obs_span* rings = nullptr;
+  std::vector<std::uint32_t> ops;                     // name id -> op index (UINT32_MAX unknown yet)
+  std::vector<std::uint8_t> op_known;                 // name id -> looked up
+  std::map<pid_t, pid_t> host_tid;                    // the bridge's tids (its pid namespace) -> ours
+  std::uint32_t slot_tid[LT_OBS_SLOTS] = {};          // the tid each slot had at our last read
   std::uint64_t dropped_base = 0, too_deep_base = 0;  // the counters when we came (the bridge outlives sessions)
-  lt_obs_slot* slot(std::uint32_t i) const {
-    return reinterpret_cast<lt_obs_slot*>(static_cast<unsigned char*>(map) + hdr->slots_offset) + i;
+  std::uint64_t damaged = 0;                          // spans with impossible times: skipped
+  explicit Buffer(void* m) : map(m) {
+    auto* base = static_cast<unsigned char*>(m);
+    hdr = static_cast<lt_obs_header*>(m);
+    slots = reinterpret_cast<lt_obs_slot*>(base + LT_OBS_SLOTS_OFFSET);
+    index = reinterpret_cast<const std::uint32_t*>(base + LT_OBS_INDEX_OFFSET);
+    names = base + LT_OBS_NAMES_OFFSET;
+    rings = reinterpret_cast<const lt_obs_span*>(base + LT_OBS_RINGS_OFFSET);
   }
-  const lt_obs_span* ring(std::uint32_t i) const {
-    return reinterpret_cast<const lt_obs_span*>(static_cast<unsigned char*>(map) + hdr->rings_offset) +
-           std::size_t{i} * LT_OBS_RING;
-  }
+  lt_obs_slot* slot(std::uint32_t i) const { return slots + i; }
+  const lt_obs_span* ring(std::uint32_t i) const { return rings + std::size_t{i} * LT_OBS_RING; }
   std::uint64_t dropped() const {
     std::uint64_t n = load_acquire(hdr->no_slot);
     for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) n += load_acquire(slot(i)->dropped);
@@ -109,7 +142,7 @@ struct OpObserver::Buffer {
     return n;
   }
   ~Buffer() {
-    if (map != MAP_FAILED) munmap(map, size);
+    if (map != MAP_FAILED) munmap(map, LT_OBS_SIZE);
   }
 };
 
@@ -142,7 +175,7 @@ std::string OpObserver::start(pid_t pid) {
     return "libtorch_cpu.so lacks " + missing;
 
   // The bridge, with the semaphore up before its poll thread first looks.
-  bool raised = false;
+  bool raised = false, injected = false;
   auto lower = [&] {
     if (raised) source_.lower_observer_semaphore(pid);
   };
@@ -161,6 +194,7 @@ std::string OpObserver::start(pid_t pid) {
         raised = true;
       };
       auto r = inject::inject_library(pid, bridge_path_, io);
+      injected = true;  // its poll thread is starting: named once it runs
       if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": op observer: bridge injected: " + r.detail);
     }
   } catch (const Error& e) {
@@ -169,7 +203,6 @@ std::string OpObserver::start(pid_t pid) {
   }
 
   // Its buffer, then the handshake.
-  auto b = std::make_unique<Buffer>();
   const std::uint64_t until = monotonic_ns() + kWaitNs;
   int fd = -1;
   while (monotonic_ns() < until) {
@@ -177,35 +210,35 @@ std::string OpObserver::start(pid_t pid) {
       fd = open(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(n)).c_str(), O_RDWR | O_CLOEXEC);
       if (fd >= 0) break;
     }
-    if (!proc::exists(pid)) break;
+    if (!proc::exists(pid) || (!injected && !has_poll_thread(pid))) break;
     nap();
   }
   if (fd < 0) {
     lower();
-    return "the bridge made no buffer within 3 s";
+    return has_poll_thread(pid) ? "the bridge made no buffer within 2 s"
+                                : "its bridge has no poll thread (a fork of a process it was put into)";
   }
+  // Sealed against shrinking (a smaller file would fault our reads) and of
+  // the one size this version makes.
   struct stat st {};
-  const bool sized = fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= sizeof(lt_obs_header);
-  if (sized) {
-    b->size = static_cast<std::size_t>(st.st_size);
-    b->map = mmap(nullptr, b->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  }
+  const int seals = fcntl(fd, F_GET_SEALS);
+  void* map = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == LT_OBS_SIZE && seals >= 0 &&
+      (seals & F_SEAL_SHRINK))
+    map = mmap(nullptr, LT_OBS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
-  if (b->map == MAP_FAILED) {
+  if (map == MAP_FAILED) {
     lower();
-    return std::string("cannot map the observer's buffer: ") + std::strerror(errno);
+    return "the op observer's buffer is not one this ltrace-bpf can read (size or seals)";
   }
-  b->hdr = static_cast<lt_obs_header*>(b->map);
+  auto b = std::make_unique<Buffer>(map);
   auto& h = *b->hdr;
-  // The job's memory: checked before any offset in it is used.
-  const std::uint64_t rings_end =
-      h.rings_offset + std::uint64_t{LT_OBS_SLOTS} * LT_OBS_RING * sizeof(lt_obs_span);
   if (load_acquire(h.magic) != LT_OBS_MAGIC || h.version != LT_OBS_VERSION || h.slots != LT_OBS_SLOTS ||
-      h.ring != LT_OBS_RING || h.size != b->size || h.slots_offset + LT_OBS_SLOTS * sizeof(lt_obs_slot) > b->size ||
-      h.names_index_offset + LT_OBS_NAMES * sizeof(std::uint32_t) > b->size ||
-      h.names_offset + LT_OBS_NAME_BYTES > b->size || rings_end > b->size || rings_end < h.rings_offset) {
+      h.ring != LT_OBS_RING || h.size != LT_OBS_SIZE || h.slots_offset != LT_OBS_SLOTS_OFFSET ||
+      h.names_index_offset != LT_OBS_INDEX_OFFSET || h.names_offset != LT_OBS_NAMES_OFFSET ||
+      h.rings_offset != LT_OBS_RINGS_OFFSET) {
     lower();
-    return "the observer's buffer is not of this ltrace-bpf's version";
+    return "the op observer's buffer is not of this ltrace-bpf's version";
   }
   // Its own buffer, not one inherited from the process it forked from.
   pid_t own = pid;
@@ -231,10 +264,11 @@ std::string OpObserver::start(pid_t pid) {
   const std::uint32_t request = load_acquire(h.answered) + 1;
   store_release(h.request, request);
   std::uint32_t state = 0;
-  while (monotonic_ns() < until + kWaitNs && proc::exists(pid)) {
-    if (load_acquire(h.answered) == request) {
+  const std::uint64_t answer_by = monotonic_ns() + kWaitNs;
+  while (monotonic_ns() < answer_by && proc::exists(pid)) {
+    if (load_acquire(h.answered) == request) {  // state and detail were written before it
       state = load_acquire(h.state);
-      if (state == LT_OBS_ACTIVE || state == LT_OBS_REFUSED) break;
+      break;
     }
     nap();
   }
@@ -242,11 +276,13 @@ std::string OpObserver::start(pid_t pid) {
   if (state != LT_OBS_ACTIVE) {
     store_release(h.reader_pid, 0u);
     lower();
-    return state == LT_OBS_REFUSED ? "the bridge refused: " + detail : "the bridge did not answer within 6 s";
+    return state == LT_OBS_REFUSED ? "the bridge refused: " + utf8_text(detail)
+                                   : "the bridge did not answer within 2 s";
   }
   b->dropped_base = b->dropped();
   b->too_deep_base = b->too_deep();
-  emit_state(pid, LT_OP_TIMES_OBSERVER, false, 0, 0, "RecordFunction callback via " + detail + " (torch " + version + ")");
+  emit_state(pid, LT_OP_TIMES_OBSERVER, false, 0, 0,
+             "RecordFunction callback via " + utf8_text(detail) + " (torch " + version + ")");
   buffers_[pid] = std::move(b);
   return "";
 }
@@ -255,15 +291,12 @@ std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
   if (name >= LT_OBS_NAMES) return UINT32_MAX;
   if (name < b.op_known.size() && b.op_known[name]) return b.ops[name];
   if (name >= load_acquire(b.hdr->names)) return UINT32_MAX;  // not published: a damaged buffer
-  const auto* index =
-      reinterpret_cast<const std::uint32_t*>(static_cast<unsigned char*>(b.map) + b.hdr->names_index_offset);
-  const std::uint64_t at = index[name];
-  const auto* area = static_cast<const unsigned char*>(b.map) + b.hdr->names_offset;
+  const std::uint64_t at = b.index[name];
   std::uint32_t len = 0;
-  if (at + sizeof len > LT_OBS_NAME_BYTES) return UINT32_MAX;
-  std::memcpy(&len, area + at, sizeof len);
+  if (at > LT_OBS_NAME_BYTES - sizeof len) return UINT32_MAX;
+  std::memcpy(&len, b.names + at, sizeof len);
   if (len > LT_OBS_NAME_BYTES - at - sizeof len) return UINT32_MAX;
-  std::string s(reinterpret_cast<const char*>(area + at + sizeof len), len);
+  std::string s(reinterpret_cast<const char*>(b.names + at + sizeof len), len);
   if (s.find('\0') != std::string::npos) s.resize(s.find('\0'));
   const std::uint32_t op = probes_.index_of(s);
   if (b.ops.size() <= name) {
@@ -284,17 +317,23 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
     if (head - tail > LT_OBS_RING) tail = head - LT_OBS_RING;  // cannot be: the writer waits for us
     const auto ns_tid = static_cast<pid_t>(load_acquire(s.tid));
     auto t = b.host_tid.find(ns_tid);
-    if (t == b.host_tid.end()) {
-      // Outside a pid namespace the map is the identity; inside, the host's view.
-      auto m = proc::host_tids(pid);
-      for (auto& [in, out] : m) b.host_tid[in] = out;
+    if (t == b.host_tid.end() || b.slot_tid[i] != static_cast<std::uint32_t>(ns_tid)) {
+      // A new thread in this slot: the host's view of its tid (the identity
+      // outside a pid namespace), read again since tids are reused.
+      for (auto& [in, out] : proc::host_tids(pid)) b.host_tid[in] = out;
       t = b.host_tid.find(ns_tid);
       if (t == b.host_tid.end()) t = b.host_tid.emplace(ns_tid, ns_tid).first;
+      b.slot_tid[i] = static_cast<std::uint32_t>(ns_tid);
     }
     const lt_obs_span* ring = b.ring(i);
+    const std::uint64_t latest = monotonic_ns() + kFutureNs;
     for (; tail < head; ++tail) {
       const lt_obs_span sp = ring[tail & (LT_OBS_RING - 1)];
-      if (sp.end_ns > until) break;  // a thread's calls are in the order they ended
+      if (sp.end_ns > until && sp.end_ns <= latest) break;  // a thread's calls are in the order they ended
+      if (sp.end_ns < sp.start_ns || sp.end_ns > latest) {
+        ++b.damaged;  // not a time this clock gave: never read as one
+        continue;
+      }
       const std::uint32_t op = op_of(b, sp.name);
       if (op == UINT32_MAX) continue;  // --ops left it out (or a damaged name)
       probes_.announce(op);
@@ -302,7 +341,7 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
       e.hdr = user_header(LT_EV_OP_SPAN, sizeof e, pid, sp.start_ns);
       e.hdr.tid = static_cast<std::uint32_t>(t->second);
       e.end_ns = sp.end_ns;
-      e.self_ns = sp.self_ns;
+      e.self_ns = std::min(sp.self_ns, sp.end_ns - sp.start_ns);
       e.op = op;
       e.depth = sp.depth;
       e.flags = sp.flags;
@@ -319,6 +358,9 @@ void OpObserver::drain() {
 
 void OpObserver::close(pid_t pid, Buffer& b) {
   drain(pid, b, UINT64_MAX);  // the end: the ring was read out before
+  if (b.damaged)
+    ctx_.note("pid " + std::to_string(pid) + ": op observer: " + std::to_string(b.damaged) +
+              " call(s) with impossible times skipped");
   emit_state(pid, LT_OP_TIMES_OBSERVER, true, b.dropped() - b.dropped_base, b.too_deep() - b.too_deep_base, "");
   store_release(b.hdr->reader_pid, 0u);
   source_.lower_observer_semaphore(pid);

@@ -92,16 +92,13 @@ std::optional<OpProbes::Mapped> OpProbes::catalogue(pid_t pid) {
 bool OpProbes::attach(pid_t pid, pid_t pid_filter) {
   const auto m = catalogue(pid);
   if (!m) return false;
-  return attach_at(*m, pid_filter);
-}
-
-bool OpProbes::attach_at(const Mapped& m, pid_t pid_filter) {
-  if (attached_.count({m.file.first, m.file.second, pid_filter}) || attached_.count({m.file.first, m.file.second, -1}))
+  if (attached_.count({m->file.first, m->file.second, pid_filter}) ||
+      attached_.count({m->file.first, m->file.second, -1}))
     return true;
   auto t0 = std::chrono::steady_clock::now();
-  const auto& known = probes_of_.at(m.file);
-  source_.attach(m.open_path, known.first, known.second, pid_filter);
-  attached_.insert({m.file.first, m.file.second, pid_filter});
+  const auto& known = probes_of_.at(m->file);
+  source_.attach(m->open_path, known.first, known.second, pid_filter);
+  attached_.insert({m->file.first, m->file.second, pid_filter});
   probes_ += known.first.size();
   attach_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return true;

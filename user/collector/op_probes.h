@@ -42,15 +42,12 @@ class OpProbes {
   std::vector<std::string> attach_compiled(pid_t pid, pid_t pid_filter);
   // pid's libtorch_cpu and its catalogue (read once per file); nullopt
   // when it has none mapped.  Throws lt::Error(usage) when --ops matches
-  // none of its ops.  The op observer's path reads it for --ops and for
-  // the forks it will probe (attach_at: at once, on the parent's file).
+  // none of its ops (the op observer's path checks --ops with it too).
   struct Mapped {
     std::string lib, open_path;
     std::pair<unsigned long, unsigned long> file;
   };
   std::optional<Mapped> catalogue(pid_t pid);
-  // Probes the file `m` (pid_filter: the process they report).
-  bool attach_at(const Mapped& m, pid_t pid_filter);
   // Writes the op's OP_NAME record the first time the op is seen.
   void announce(std::uint32_t op);
   // The op index of a name the op observer reported (one index per name,

@@ -13,7 +13,6 @@
 #include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/opprobe.h"
-#include "user/sources/proctrack.h"
 
 namespace lt {
 
@@ -76,12 +75,22 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
       why = "a fork of a process the op observer records";
       pid_filter = pid;
     }
-    // A bad --ops fails as it does with the probes; forks (--children)
-    // get probes on this file the moment they are read.
-    if (why.empty() && (!ctx_.opts.op_filters.empty() || ctx_.opts.children))
-      if (auto m = probes_->catalogue(pid)) observed_lib_[pid] = *m;
+    // A bad --ops fails as it does with the probes.
+    if (why.empty() && !ctx_.opts.op_filters.empty()) probes_->catalogue(pid);
     if (why.empty()) why = observer_->start(pid);
     if (why.empty()) {
+      // --children: its forks (DataLoader workers) have no observer; the op
+      // probes on its libtorch are inherited at the fork and report for a
+      // fork from its first op (BPF gives it OPS: LT_TARGET_FORKS_OPS).  They
+      // fire in this process too, where BPF drops what they see: the cost
+      // of a trap per op, not of a record.
+      if (ctx_.opts.children) {
+        try {
+          probes_->attach(pid, -1);
+        } catch (const Error& e) {
+          ctx_.note("pid " + std::to_string(pid) + ": " + e.what() + "; its forks' ops are missing from the report");
+        }
+      }
       ctx_.retarget(pid);  // no OP records, no samples for op times
       if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": ops: the op observer measures every call");
       return true;
@@ -115,7 +124,10 @@ std::string OpTracer::describe(pid_t pid) const {
 // Op times come from samples, which need no Python stack (tsd_block 0
 // tells BPF to skip the walk).
 void OpTracer::fill_target(pid_t pid, lt_target& t) const {
-  if (observer_->active(pid)) return;  // the observer measures its ops
+  if (observer_->active(pid)) {  // the observer measures its ops; its forks get the probes
+    if (ctx_.opts.children) t.flags |= LT_TARGET_FORKS_OPS;
+    return;
+  }
   t.flags |= LT_TARGET_OPS | (ctx_.opts.sample_rate_hz ? LT_TARGET_SAMPLE : 0);
   if (auto v = tensor_vtables_.find(pid); v != tensor_vtables_.end() && v->second) {
     t.tensor_vtable = v->second;
@@ -125,7 +137,6 @@ void OpTracer::fill_target(pid_t pid, lt_target& t) const {
 
 void OpTracer::forget(pid_t pid) {
   observer_->forget(pid);
-  observed_lib_.erase(pid);
   observer_tried_.erase(pid);  // a new image chooses again
   torch_late_.erase(pid);
   dynamo_->forget(pid);
@@ -135,27 +146,6 @@ void OpTracer::forget(pid_t pid) {
 
 void OpTracer::observe(const lt_event_header& h, std::span<const std::byte> record) {
   for (std::uint32_t op : ops_named(record)) probes_->announce(op);
-  // --children: a fork of an observed process (a DataLoader worker) gets the
-  // op probes, scoped to it, from when its fork is read: the observer stays
-  // off in forks, and the observed parent has no probes to inherit.
-  if (h.kind == LT_EV_PROC_FORK && ctx_.opts.children && record.size() >= sizeof(lt_proc_event)) {
-    lt_proc_event e;
-    std::memcpy(static_cast<void*>(&e), record.data(), sizeof e);
-    const auto child = static_cast<pid_t>(e.child_pid);
-    const auto parent = observed_lib_.find(static_cast<pid_t>(e.parent_pid));
-    if (parent != observed_lib_.end() && observer_tried_.insert(child).second) {
-      try {
-        if (probes_->attach_at(parent->second, child)) {
-          attached_.insert(child);
-          // Its entry is a copy of its parent's, which has no op bits.
-          ctx_.proctrack.add_target_flags(child, LT_TARGET_OPS | (ctx_.opts.sample_rate_hz ? LT_TARGET_SAMPLE : 0));
-        }
-      } catch (const Error& err) {
-        if (proc::exists(child))
-          ctx_.note("pid " + std::to_string(child) + ": " + err.what() + "; its ops are missing from the report");
-      }
-    }
-  }
   if (h.kind == LT_EV_REGION_CODE) describe_region(h, record);
 }
 

@@ -58,11 +58,11 @@ class OpTracer final : public Tracer {
   const TracerContext& ctx_;
   std::unique_ptr<OpProbeSource> source_;
   std::unique_ptr<OpProbes> probes_;
-  std::unique_ptr<OpObserver> observer_;              // exact op times, where it can be had
-  std::unique_ptr<DynamoNotes> dynamo_;               // recompile reasons, graph breaks
-  std::set<pid_t> torch_late_;                        // libtorch not mapped yet at the first attach
+  std::unique_ptr<OpObserver> observer_;  // exact op times, where it can be had
+  std::unique_ptr<DynamoNotes> dynamo_;   // recompile reasons, graph breaks
+  std::set<pid_t> torch_late_;            // libtorch not mapped yet at the first attach
   std::set<pid_t> observer_tried_;
-  std::map<pid_t, OpProbes::Mapped> observed_lib_;  // observed processes' libtorch (--ops, --children)
+  std::map<pid_t, OpProbes::Mapped> observed_lib_;    // observed processes' libtorch (--ops, --children)
   std::set<pid_t> attached_;                          // their compiled code is looked for
   std::map<pid_t, std::uint64_t> tensor_vtables_;     // --group-by-input-shapes: how BPF tells a tensor
   std::map<pid_t, std::set<std::uint32_t>> regions_;  // region ops each target ran while attached

@@ -93,14 +93,6 @@ void ProcTrackSource::set_target(pid_t pid, const lt_target& t) {
     throw bpf_error("register target " + std::to_string(pid), errno);
 }
 
-bool ProcTrackSource::add_target_flags(pid_t pid, std::uint32_t flags) const {
-  std::uint32_t key = static_cast<std::uint32_t>(pid);
-  lt_target t{};
-  if (bpf_map_lookup_elem(targets_fd(), &key, &t) != 0) return false;
-  t.flags |= flags;
-  return bpf_map_update_elem(targets_fd(), &key, &t, BPF_EXIST) == 0;
-}
-
 void ProcTrackSource::forget(pid_t pid) {
   std::uint32_t key = static_cast<std::uint32_t>(pid);
   bpf_map_delete_elem(targets_fd(), &key);

@@ -52,9 +52,6 @@ class ProcTrackSource {
 
   void follow(pid_t pid, std::uint32_t flags);
   void set_target(pid_t pid, const lt_target& t);
-  // Adds LT_TARGET_* bits to the entry pid has (a fork's copy of its
-  // parent's); false when it has none.
-  bool add_target_flags(pid_t pid, std::uint32_t flags) const;
   void forget(pid_t pid);
   lt_drop_counters drops() const;  // summed over CPUs
   // Records lost or degraded per (process, kind, cause), as far as the
