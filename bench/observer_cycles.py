@@ -18,6 +18,7 @@ usage: tests/with_cpu_hogs.sh -n 2 .venv/bin/python bench/observer_cycles.py [--
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,12 @@ def main():
     ap.add_argument("--duration", type=float, default=0.2)
     a = ap.parse_args()
     t0 = time.monotonic()
+    # Private copies (the bridge is found next to the executable): a rebuild
+    # during the run cannot swap them.
+    priv = tempfile.mkdtemp(prefix="observer_cycles")
+    ltrace = os.path.join(priv, "ltrace-bpf")
+    shutil.copy2(LTRACE, ltrace)
+    shutil.copy2(os.path.join(ROOT, "build", "libltrace-bridge.so"), priv)
     plain = subprocess.run([PY, TORCH_OPS] + ARGS, capture_output=True, text=True, timeout=3600)
     want = result_line(plain.stdout)
     assert plain.returncode == 0 and want, plain.stderr[-2000:]
@@ -54,7 +61,7 @@ def main():
                 time.sleep(0.01)
             while job.poll() is None and cycles < a.cycles:
                 c0 = time.monotonic()
-                r = subprocess.run([LTRACE, "--pid", str(job.pid), "--report", "ops", "-d", str(a.duration)],
+                r = subprocess.run([ltrace, "--pid", str(job.pid), "--report", "ops", "-d", str(a.duration)],
                                    capture_output=True, text=True, timeout=300)
                 if job.poll() is not None or "RESULT" in open(log).read():
                     break  # the job's work ended under this cycle: not a cycle
@@ -69,12 +76,12 @@ def main():
                     print(f"cycle {cycles}: not exact: {why or r.stderr[-800:]}", file=sys.stderr)
                 if cycles % 100 == 0:
                     print(f"{cycles} cycles, {jobs} jobs", file=sys.stderr, flush=True)
-            if cycles >= a.cycles:
-                job.wait(timeout=3600)  # runs on to its end: its result counts too
+            job.wait(timeout=3600)  # runs on to its end: its result and exit count
             text = open(log).read()
             if job.returncode != 0 or result_line(text) != want:
                 bad_jobs += 1
                 print(f"job {jobs}: exit {job.returncode}, {result_line(text)} != {want}", file=sys.stderr)
+    shutil.rmtree(priv, ignore_errors=True)
     cycle_s.sort()
     print(f"cycles {cycles}, ltrace-bpf non-zero exits {bad_rc}, not exact {not_exact}; jobs {jobs}, "
           f"crashed or another result {bad_jobs}; per cycle median {cycle_s[len(cycle_s) // 2]:.3f} s, "

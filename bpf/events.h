@@ -630,8 +630,9 @@ struct lt_op_span_event {
 	u64 self_ns; /* end - start less the (end - start) of the calls it made */
 	u32 op;	     /* op index (LT_EV_OP_NAME) */
 	u16 depth;   /* 1 = the outermost call observed on its thread */
-	u16 flags;
+	u16 flags;   /* LT_OP_SPAN_* */
 };
+#define LT_OP_SPAN_HIDDEN 0x1u /* --ops leaves it out (op: none): kept for its callers' nesting */
 
 /* OP_OBSERVER (user space): how a process's op times were had.  Written when
  * the choice is made and again at the detach with the final counts. */

@@ -263,8 +263,18 @@ void OpAggregator::State::on_proc(const lt_event_header& h) {
   auto it = procs.find(h.pid);
   if (it == procs.end()) return;
   if (h.kind == LT_EV_PROC_EXIT) close_all(it->second, h.ts_ns);
-  // A new image: the old allocations' addresses mean nothing any more.
-  if (h.kind == LT_EV_PROC_EXEC) std::unordered_map<std::uint64_t, std::int64_t>().swap(it->second.cpu_sizes);
+  // A new image: the old allocations' addresses mean nothing any more, and
+  // its op times come anew (the observer or the probes, as the tracer finds).
+  if (h.kind == LT_EV_PROC_EXEC) {
+    auto& p = it->second;
+    std::unordered_map<std::uint64_t, std::int64_t>().swap(p.cpu_sizes);
+    flush_ended(p);
+    p.measured = false;
+    p.innermost.clear();
+    p.recent_done.clear();
+    p.last_call_end.clear();
+    p.covered_ns.clear();
+  }
 }
 
 OpsReport OpAggregator::finish() {

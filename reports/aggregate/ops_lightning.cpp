@@ -32,7 +32,7 @@ void OpAggregator::State::charge_completions(const lt_event_header& h, const std
   auto& p = it->second;
   for (const auto& c : done) {
     if (p.measured) {
-      p.deferred.push_back({c, p.sink_ptr()});
+      p.deferred[c.span.tid].push_back({c, p.sink_ptr()});
       auto& done = p.recent_done[c.span.tid];
       done.push_back({c.span.begin_ns, c.span.end_ns, action_id(c.parent), false});
       if (done.size() > kMaxRecentDone) done.pop_front();
@@ -46,7 +46,8 @@ void OpAggregator::State::charge_completions(const lt_event_header& h, const std
     }
     charge_completion(p, c, p.sink(), covered);
   }
-  if (p.measured) flush_deferred(p, false);
+  if (p.measured)
+    for (const auto& c : done) flush_deferred(p, c.span.tid, false);
 }
 
 // One action's row: `covered` is the time ops ran while it was the
@@ -104,34 +105,44 @@ std::uint64_t OpAggregator::State::claim_actions(Proc& p, std::uint32_t tid, std
   return ns;
 }
 
-// A call's self in that tree is not its action's self.  Then the
-// completions it shows are complete go out.
-void OpAggregator::State::charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action, std::uint64_t end,
-                                                std::uint64_t self) {
-  if (action != kNoAction) p.covered_ns[{tid, action}] += self;
+// A call's self in that tree is not its action's self.  The completions
+// that ended before it started are complete (calls come in the order they
+// end) and go out first, so that an action run again (the next step's
+// training_step) is not charged with this call; then the call is charged,
+// then what it shows complete goes out.
+void OpAggregator::State::charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action, std::uint64_t start,
+                                                std::uint64_t end, std::uint64_t self) {
   auto& last = p.last_call_end[tid];
+  last = std::max(last, start);
+  flush_deferred(p, tid, false);
+  if (action != kNoAction) p.covered_ns[{tid, action}] += self;
   last = std::max(last, end);
-  flush_deferred(p, false);
+  flush_deferred(p, tid, false);
 }
 
-// In completion order (a parent needs its children's time): each once a
-// call on its thread ended after it (every call inside it is in), or all.
-void OpAggregator::State::flush_deferred(Proc& p, bool all) {
-  while (!p.deferred.empty()) {
-    auto& d = p.deferred.front();
-    const std::uint32_t tid = d.c.span.tid;
-    if (!all && p.deferred.size() < kMaxBoundaries) {
-      auto last = p.last_call_end.find(tid);
-      if (last == p.last_call_end.end() || last->second < d.c.span.end_ns) return;
-    }
+// One thread's completions, in order (a parent needs its children's time,
+// and actions nest per thread): each once a call on its thread ended after
+// it (every call inside it is in), or all.
+void OpAggregator::State::flush_deferred(Proc& p, std::uint32_t tid, bool all) {
+  auto q = p.deferred.find(tid);
+  if (q == p.deferred.end()) return;
+  const auto last = p.last_call_end.find(tid);
+  while (!q->second.empty()) {
+    auto& d = q->second.front();
+    if (!all && q->second.size() < kMaxBoundaries && (last == p.last_call_end.end() || last->second < d.c.span.end_ns))
+      return;
     std::uint64_t covered = 0;
     if (auto it = p.covered_ns.find({tid, action_id(d.c.span.name)}); it != p.covered_ns.end()) {
       covered = it->second;
       p.covered_ns.erase(it);
     }
     if (Window* w = resolve(d.window.get())) charge_completion(p, d.c, *w, covered);
-    p.deferred.pop_front();
+    q->second.pop_front();
   }
+}
+
+void OpAggregator::State::flush_all_deferred(Proc& p) {
+  for (auto& [tid, q] : p.deferred) flush_deferred(p, tid, true);
 }
 
 std::uint32_t OpAggregator::State::module_row(std::uint64_t self) {

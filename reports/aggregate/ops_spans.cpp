@@ -22,8 +22,10 @@ void OpAggregator::State::note_boundary(std::uint32_t pid, std::uint64_t ts) {
     ts = std::max(ts, p.boundaries.back().first);  // kept sorted, whatever a damaged stream says
   }
   p.boundaries.emplace_back(ts, std::move(w));
+  // The oldest boundaries go (calls come a drain late, not minutes); the
+  // first stays, the window before any boundary (an epoch-long scope).
   if (p.boundaries.size() > kMaxBoundaries)
-    p.boundaries.erase(p.boundaries.begin(), p.boundaries.begin() + kMaxBoundaries / 2);
+    p.boundaries.erase(p.boundaries.begin() + 1, p.boundaries.begin() + 1 + kMaxBoundaries / 2);
 }
 
 OpAggregator::State::WindowPtr OpAggregator::State::window_at(Proc& p, std::uint64_t ts) {
@@ -35,6 +37,7 @@ OpAggregator::State::WindowPtr OpAggregator::State::window_at(Proc& p, std::uint
 }
 
 void OpAggregator::State::count_call(const Proc::EndedCall& c) {
+  if (c.row == kHiddenRow) return;  // --ops left it out
   Window* w = resolve(c.window.get());
   if (!w) return;  // its step was left out by --schedule
   Acc& a = w->row(c.row);
@@ -44,19 +47,40 @@ void OpAggregator::State::count_call(const Proc::EndedCall& c) {
 }
 
 // Calls end before their parent: a call's children are the calls one level
-// deeper that ended since its previous sibling did.
+// deeper that ended since its previous sibling did, inside its time.
 void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_event& e) {
   auto& p = proc(h.pid);
   p.measured = true;
-  p.last_ts = std::max(p.last_ts, e.end_ns);
-  ++p.calls;
   const std::uint64_t total = e.end_ns > h.ts_ns ? e.end_ns - h.ts_ns : 0;
+  const bool hidden = e.flags & LT_OP_SPAN_HIDDEN;
+  if (!hidden) {
+    p.last_ts = std::max(p.last_ts, e.end_ns);
+    ++p.calls;
+  }
   const std::uint32_t action = action_at(p, h.tid, h.ts_ns);
-  Proc::EndedCall call{name_id_of(e.op), window_at(p, h.ts_ns), std::min(e.self_ns, total), total, action};
+  Proc::EndedCall call{hidden ? kHiddenRow : name_id_of(e.op),
+                       h.ts_ns,
+                       window_at(p, h.ts_ns),
+                       std::min(e.self_ns, total),
+                       total,
+                       action};
   const std::size_t depth = std::clamp<std::size_t>(e.depth, 1, kMaxSpanDepth);
   auto& levels = p.ended[h.tid];
+  // Calls still waiting deeper than its children (their parent was lost:
+  // a full ring) will have none: they count as they are.
+  for (std::size_t d = depth + 1; d < levels.size(); ++d) {
+    for (const auto& k : levels[d]) count_call(k);
+    levels[d].clear();
+  }
   std::vector<Proc::EndedCall> kids;
-  if (levels.size() > depth) kids.swap(levels[depth]);
+  if (levels.size() > depth) {
+    for (auto& k : levels[depth])
+      if (k.start >= h.ts_ns && k.start + k.total_ns <= e.end_ns)
+        kids.push_back(std::move(k));
+      else
+        count_call(k);  // not inside it: an orphan, counted as it is
+    levels[depth].clear();
+  }
   // Its self as the observer measured it left out its child calls; those
   // inside an action that ran inside it are that action's, and the action
   // is its child instead.
@@ -65,12 +89,12 @@ void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_eve
     if (k.action != action) self += k.total_ns;
   self -= std::min(self, claim_actions(p, h.tid, h.ts_ns, e.end_ns, action));
   call.self_ns = std::min(self, total);
-  charge_call_to_action(p, h.tid, action, e.end_ns, call.self_ns);
-  if (kids.size() == 1 && kids[0].row == call.row)
+  charge_call_to_action(p, h.tid, action, h.ts_ns, e.end_ns, call.self_ns);
+  if (kids.size() == 1 && kids[0].row == call.row && !hidden)
     call.self_ns += kids[0].self_ns;  // torch's EventList drops it; its parent keeps its time
   else
     for (const auto& k : kids) count_call(k);
-  if (opts.keep_intervals) {
+  if (opts.keep_intervals && !hidden) {
     if (out.intervals.size() < kMaxIntervals)
       out.intervals.push_back({h.pid, h.tid, e.op, static_cast<std::uint16_t>(depth), h.ts_ns, e.end_ns});
     else
@@ -86,7 +110,7 @@ void OpAggregator::State::flush_ended(Proc& p) {
     for (auto& kids : levels)
       for (const auto& k : kids) count_call(k);
   p.ended.clear();
-  flush_deferred(p, true);
+  flush_all_deferred(p);
 }
 
 void OpAggregator::State::on_observer(const lt_event_header& h, const lt_op_observer_event& e) {

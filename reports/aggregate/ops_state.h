@@ -36,6 +36,7 @@ constexpr std::size_t kMaxBoundaries = 1 << 16;
 constexpr std::size_t kMaxSpanDepth = 256;
 constexpr std::size_t kMaxRecentDone = 4096;
 constexpr std::uint32_t kNoAction = UINT32_MAX;
+constexpr std::uint32_t kHiddenRow = UINT32_MAX;
 
 }  // namespace ops_detail
 
@@ -166,7 +167,8 @@ struct OpAggregator::State {
     // has its parent's name, folding its self time into the parent).
     std::vector<std::pair<std::uint64_t, WindowPtr>> boundaries;
     struct EndedCall {
-      std::uint32_t row;
+      std::uint32_t row;  // kHiddenRow: left out by --ops (kept for the nesting)
+      std::uint64_t start;
       WindowPtr window;
       std::uint64_t self_ns, total_ns;
       std::uint32_t action;  // innermost on its thread when it started (interned; kNoAction none)
@@ -181,7 +183,7 @@ struct OpAggregator::State {
       Completion c;
       WindowPtr window;
     };
-    std::deque<Deferred> deferred;
+    std::unordered_map<std::uint32_t, std::deque<Deferred>> deferred;  // per thread, in completion order
     std::unordered_map<std::uint32_t, std::deque<std::pair<std::uint64_t, std::uint32_t>>> innermost;
     std::unordered_map<std::uint32_t, std::uint64_t> last_call_end;  // per thread
     // Actions completed lately, per thread: a call they ran inside (the
@@ -252,8 +254,10 @@ struct OpAggregator::State {
   std::uint32_t action_id(const std::string& name) { return name.empty() ? ops_detail::kNoAction : intern(name); }
   std::uint32_t action_at(Proc& p, std::uint32_t tid, std::uint64_t ts);
   std::uint64_t claim_actions(Proc& p, std::uint32_t tid, std::uint64_t start, std::uint64_t end, std::uint32_t parent);
-  void charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action, std::uint64_t end, std::uint64_t self);
-  void flush_deferred(Proc& p, bool all);
+  void charge_call_to_action(Proc& p, std::uint32_t tid, std::uint32_t action, std::uint64_t start, std::uint64_t end,
+                             std::uint64_t self);
+  void flush_deferred(Proc& p, std::uint32_t tid, bool all);
+  void flush_all_deferred(Proc& p);
   std::uint32_t module_row(std::uint64_t self);
   void on_module_call(const lt_event_header& h, const lt_module_call_event& e);
   bool charge_modules(Proc& p, std::uint32_t tid, const lt_py_sample_event& e, std::uint16_t nops);

@@ -1527,3 +1527,60 @@ TEST(OpsSpans, ActionsInsideACallAreItsChildren) {
   EXPECT_EQ(bwd_row->record_self_ns, 15 * ms);   // 35 less mm
   EXPECT_EQ(opt_row->record_self_ns, 10 * ms);   // 100 less the scope (90)
 }
+
+TEST(OpsSpans, CallsLeftOutByOpsKeepTheNesting) {
+  // --ops aten::addmm: aten::linear is sent hidden; addmm, its only child,
+  // is still its child (not an orphan adopted by a later call).
+  Stream s;
+  s.name(1, "aten::addmm");
+  s.span(2 * ms, 5 * ms, 3 * ms, 1, 2);
+  lt_op_span_event hidden{};
+  hidden.hdr = {LT_EV_OP_SPAN, sizeof hidden, kPid, kPid, 0, 1 * ms};
+  hidden.end_ns = 6 * ms;
+  hidden.self_ns = 2 * ms;
+  hidden.op = UINT32_MAX;
+  hidden.depth = 1;
+  hidden.flags = LT_OP_SPAN_HIDDEN;
+  s.feed(hidden);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(row_names(t), (std::vector<std::string>{"aten::addmm"}));
+  EXPECT_EQ(row(t, "aten::addmm")->calls, 1u);
+  EXPECT_EQ(rep.processes[0].calls, 1u);
+}
+
+TEST(OpsSpans, AChildOutsideItsParentsTimeIsAnOrphan) {
+  // A depth-2 call whose parent was lost (a full ring) is not the child of
+  // the next depth-1 call, which started after it ended.
+  Stream s;
+  s.name(0, "aten::sum");
+  s.span(1 * ms, 2 * ms, 1 * ms, 0, 2);  // its parent never comes
+  s.span(5 * ms, 9 * ms, 4 * ms, 0, 1);  // same name, later: not its parent
+  auto rep = s.finish();
+  EXPECT_EQ(row(only_table(rep), "aten::sum")->calls, 2u);  // no merge
+  EXPECT_EQ(row(only_table(rep), "aten::sum")->measured_self_ns, 5 * ms);
+}
+
+TEST(OpsSpans, AnActionRunAgainIsNotChargedWithTheNextCall) {
+  // Two training steps on one thread: the second step's call comes in after
+  // the first step completed; it is the second step's, not the first's.
+  Stream s;
+  s.name(0, "aten::addmm");
+  lt_op_observer_event o{};
+  o.hdr = {LT_EV_OP_OBSERVER, sizeof o, kPid, kPid, 0, 1};
+  o.how = LT_OP_TIMES_OBSERVER;
+  s.feed(o);
+  const std::uint64_t k1 = s.next_key++, k2 = s.next_key++;
+  s.action(LT_EV_ACTION_BEGIN, 10 * ms, k1, kTrain);
+  s.action(LT_EV_ACTION_END, 20 * ms, k1);
+  s.action(LT_EV_ACTION_BEGIN, 30 * ms, k2, kTrain);
+  s.action(LT_EV_ACTION_END, 40 * ms, k2);
+  s.span(12 * ms, 14 * ms, 2 * ms, 0, 1);  // in step 1
+  s.span(32 * ms, 38 * ms, 6 * ms, 0, 1);  // in step 2
+  auto rep = s.finish();
+  const auto* step = any_row(rep, std::string("[pl][profile]") + kTrain);
+  ASSERT_TRUE(step);
+  EXPECT_EQ(step->calls, 2u);
+  EXPECT_EQ(step->record_total_ns, 20 * ms);
+  EXPECT_EQ(step->record_self_ns, 12 * ms);  // 10 - 2 and 10 - 6, neither clamped
+}

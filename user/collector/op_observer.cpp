@@ -334,9 +334,10 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
         ++b.damaged;  // not a time this clock gave: never read as one
         continue;
       }
+      // --ops leaves a call out of the table, not out of its callers'
+      // nesting (nor does a damaged name): sent hidden.
       const std::uint32_t op = op_of(b, sp.name);
-      if (op == UINT32_MAX) continue;  // --ops left it out (or a damaged name)
-      probes_.announce(op);
+      if (op != UINT32_MAX) probes_.announce(op);
       lt_op_span_event e{};
       e.hdr = user_header(LT_EV_OP_SPAN, sizeof e, pid, sp.start_ns);
       e.hdr.tid = static_cast<std::uint32_t>(t->second);
@@ -344,7 +345,7 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
       e.self_ns = std::min(sp.self_ns, sp.end_ns - sp.start_ns);
       e.op = op;
       e.depth = sp.depth;
-      e.flags = sp.flags;
+      e.flags = op == UINT32_MAX ? LT_OP_SPAN_HIDDEN : 0;
       ctx_.emit(&e, sizeof e);
     }
     store_release(s.tail, tail);
