@@ -1,6 +1,7 @@
 #include "user/collector/op_tracer.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "user/collector/dynamo_notes.h"
@@ -11,6 +12,7 @@
 #include "user/collector/target_tracker.h"
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
+#include "user/python/dynamo_state.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/opprobe.h"
 
@@ -52,8 +54,16 @@ std::string OpTracer::observer_unwanted(pid_t pid) const {
   if (torch_late_.count(pid)) return "torch loaded after the attach began (the op probes were in first)";
   if (ctx_.opts.shapes) return "--group-by-input-shapes reads the op arguments with the op probes";
   if (ctx_.opts.sources.memory) return "the memory columns charge allocations to the op probes' op stacks";
-  if (ctx_.opts.gpu && proc::find_mapped_library(pid, "libcuda.so"))
+  // CUDA in use as the GPU tracer counts it (LTRACE_GPU_WITHOUT_DRIVER: the
+  // runtime library alone, on machines without a GPU).
+  static const bool without_driver = std::getenv("LTRACE_GPU_WITHOUT_DRIVER") != nullptr;
+  if (ctx_.opts.gpu && (proc::find_mapped_library(pid, "libcuda.so") ||
+                        (without_driver && proc::find_mapped_library(pid, "libcudart.so"))))
     return "the CUDA columns join kernels to the op probes' op stacks";
+  // torch.compile in use (Dynamo loaded): inductor's kernels are not
+  // RecordFunction calls; the probes name them and their regions.
+  if (const auto* interp = ctx_.targets.live(pid); interp && python::DynamoStateReader().read(*interp))
+    return "torch.compile is in use: its kernels and regions are the op probes'";
   return "";
 }
 
