@@ -156,7 +156,7 @@ def check_shares(ours, theirs, preempted=0.0):
     assert compared >= 3, (top, compared)  # the workload has ops of clearly different weight
 
 
-def check_measured(ours, theirs, per_call_us):
+def check_measured(ours, theirs, per_call_us, preempted_us=0.0):
     """The op observer's times against torch.profiler's on the same calls
     (both observers registered in the one process): each op's self and
     total CPU within 2%, plus `per_call_us` per call, plus 500 us once.
@@ -166,12 +166,17 @@ def check_measured(ours, theirs, per_call_us):
     microseconds, so its self times are off by up to 1 us per child and
     end (its aten::linear: 2.4 us per call under ours).  Once: the
     profiler's start sets up its per-thread state inside our interval of the
-    first op it sees (aten::randn: 100-180 us measured)."""
+    first op it sees (aten::randn: 100-180 us measured).  Plus what
+    neighbours took from the run (`preempted_us`: its wall less its thread's
+    CPU time): a preemption between our callback and the profiler's moves
+    its milliseconds from a parent's self to a child's in one observer only
+    (CI 54, tests in parallel: 5 ms between aten::nll_loss and
+    aten::nll_loss_nd, their sum within 2 %)."""
     checked, off = 0, []
     for name, t in theirs.items():
         o = ours[name]
         for mine, their in (("self_us", "self_cpu_time_total"), ("total_us", "cpu_time_total")):
-            bound = 0.02 * t[their] + per_call_us * t["count"] + 500.0
+            bound = 0.02 * t[their] + per_call_us * t["count"] + 500.0 + preempted_us
             if abs(o[mine] - t[their]) > bound:
                 off.append((name, mine, o[mine], t[their], bound))
         checked += 1
@@ -227,7 +232,9 @@ def test_ops_agree_with_torch_profiler(attach, tmp_path, python, extra):
     else:
         assert "# of Calls and CPU times are exact" in run.lt_err, run.lt_err[-3000:]
         assert "sampled estimates" not in run.lt_err
-        check_measured(ours, theirs, 4.0 if python == TORCH113_PY else 2.0)
+        data = json.loads((run.tmp / "prof.json").read_text())
+        check_measured(ours, theirs, 4.0 if python == TORCH113_PY else 2.0,
+                       max(0.0, data["wall_s"] - data["cpu_s"]) * 1e6)
 
 
 def test_lightning_fit_per_step_function(attach, tmp_path):
