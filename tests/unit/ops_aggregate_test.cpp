@@ -65,6 +65,14 @@ struct Stream {
     e.depth = depth;
     feed(e);
   }
+  // The op observer records this process's ops (OP_OBSERVER, as the tracer
+  // writes it at the attach).
+  void observer() {
+    lt_op_observer_event o{};
+    o.hdr = {LT_EV_OP_OBSERVER, sizeof o, kPid, kPid, 0, 1};
+    o.how = LT_OP_TIMES_OBSERVER;
+    feed(o);
+  }
   // One call as the op observer measured it (OP_SPAN): it comes in when it
   // ends, after the calls it made.
   void span(std::uint64_t start, std::uint64_t end, std::uint64_t self, std::uint32_t op, std::uint16_t depth,
@@ -1473,10 +1481,7 @@ TEST(OpsSpans, ActionRowsSelfLeavesOutTheMeasuredCallsInThem) {
   // ran while it was innermost, which come in after it ended.
   Stream s;
   s.name(0, "aten::addmm");
-  lt_op_observer_event o{};
-  o.hdr = {LT_EV_OP_OBSERVER, sizeof o, kPid, kPid, 0, 1};
-  o.how = LT_OP_TIMES_OBSERVER;
-  s.feed(o);
+  s.observer();
   const std::uint64_t key = s.next_key++;
   s.action(LT_EV_ACTION_BEGIN, 10 * ms, key, kTrain);
   s.action(LT_EV_ACTION_END, 20 * ms, key);
@@ -1499,10 +1504,7 @@ TEST(OpsSpans, ActionsInsideACallAreItsChildren) {
   s.name(0, "Optimizer.step#SGD.step");
   s.name(1, "aten::addmm");
   s.name(2, "aten::mm");
-  lt_op_observer_event o{};
-  o.hdr = {LT_EV_OP_OBSERVER, sizeof o, kPid, kPid, 0, 1};
-  o.how = LT_OP_TIMES_OBSERVER;
-  s.feed(o);
+  s.observer();
   const std::uint64_t opt = s.next_key++, step = s.next_key++, bwd = s.next_key++;
   const char* kOpt = "[LightningModule]M.optimizer_step";
   const char* kBwd = "[Strategy]SingleDeviceStrategy.backward";
@@ -1566,10 +1568,7 @@ TEST(OpsSpans, AnActionRunAgainIsNotChargedWithTheNextCall) {
   // the first step completed; it is the second step's, not the first's.
   Stream s;
   s.name(0, "aten::addmm");
-  lt_op_observer_event o{};
-  o.hdr = {LT_EV_OP_OBSERVER, sizeof o, kPid, kPid, 0, 1};
-  o.how = LT_OP_TIMES_OBSERVER;
-  s.feed(o);
+  s.observer();
   const std::uint64_t k1 = s.next_key++, k2 = s.next_key++;
   s.action(LT_EV_ACTION_BEGIN, 10 * ms, k1, kTrain);
   s.action(LT_EV_ACTION_END, 20 * ms, k1);
