@@ -519,6 +519,8 @@ def main():
     priv = tempfile.mkdtemp(prefix="ops_bench_bin")
     ltrace = os.path.join(priv, "ltrace-bpf")  # a private copy: a rebuild during the run cannot swap it
     shutil.copy2(LTRACE_SRC, ltrace)
+    # The op observer's bridge is found next to the executable.
+    shutil.copy2(os.path.join(ROOT, "build", "libltrace-bridge.so"), priv)
     sha = hashlib.sha256(open(ltrace, "rb").read()).hexdigest()
     built = datetime.datetime.fromtimestamp(os.stat(LTRACE_SRC).st_mtime).strftime("%Y-%m-%d %H:%M")
     torch_v = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
