@@ -633,6 +633,9 @@ struct lt_op_span_event {
 	u16 flags;   /* LT_OP_SPAN_* */
 };
 #define LT_OP_SPAN_HIDDEN 0x1u /* --ops leaves it out (op: none): kept for its callers' nesting */
+/* Not a call: no call still to come from this process starts before ts_ns
+ * (the op observer's watermark; readers let go of what they kept for earlier). */
+#define LT_OP_SPAN_WATERMARK 0x2u
 
 /* OP_OBSERVER (user space): how a process's op times were had.  Written when
  * the choice is made and again at the detach with the final counts. */

@@ -30,7 +30,7 @@ namespace lt
 #endif
 
 #define LT_OBS_MAGIC 0x424f544cu /* "LTOB" */
-#define LT_OBS_VERSION 1
+#define LT_OBS_VERSION 2
 #define LT_OBS_MEMFD_NAME "ltrace-ops"
 #define LT_OBS_SLOTS 64	   /* threads recording at once */
 #define LT_OBS_RING 131072 /* spans per thread, a power of two (4 MiB): 100 ms of a 1.2 M-op/s thread */
@@ -88,7 +88,7 @@ struct lt_obs_header {
 	u64 activations; /* times the callback was registered */
 };
 
-/* One thread's ring.  The writer owns tid..too_deep, the tracer `tail`.  A
+/* One thread's ring.  The writer owns tid..open_since, the tracer `tail`.  A
  * slot whose thread exited is reused only once the tracer read it out. */
 struct lt_obs_slot {
 	u32 tid;      /* the thread writing it; 0 = never used */
@@ -96,7 +96,11 @@ struct lt_obs_slot {
 	u64 head;     /* spans written (release) */
 	u64 dropped;  /* spans lost: the ring was full */
 	u64 too_deep; /* calls nested deeper than LT_OBS_DEPTH: not recorded */
-	u64 pad0[4];
+	/* When the thread's outermost open call began (0: none open; 1: one is
+	 * opening, its time not yet written): no call still to come from this
+	 * thread starts before it (the tracer's watermark). */
+	u64 open_since;
+	u64 pad0[3];
 	u64 tail; /* spans read (the tracer's) */
 	u64 pad1[7];
 };

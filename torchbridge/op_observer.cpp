@@ -118,6 +118,7 @@ struct ThreadState {
   u32 depth;  // calls open; above LT_OBS_DEPTH only counted
   u32 slot;   // slot index + 1; 0 = none yet
   u32 retry;  // no slot was free: calls until the next look
+  u32 open;   // slot index + 1 whose open_since marks our outermost call; 0 = none
   CachedName by_ptr[256], by_hash[256];
 };
 thread_local ThreadState t_state;
@@ -130,6 +131,8 @@ void release_slot(void* v) {
   t_state.retry = UINT32_MAX;
   if (g_slots == nullptr || slot == 0 || slot > LT_OBS_SLOTS) return;
   if (static_cast<u32>(getpid()) != g_pid) return;
+  t_state.open = 0;
+  store_release(g_slots[slot - 1].open_since, u64{0});  // nothing of ours is open any more
   store_release(g_slots[slot - 1].free, u32{1});
 }
 
@@ -226,6 +229,45 @@ u32 intern(ThreadState& t, const char* name) {
 }
 
 // ---- the callbacks: never throw, never block but for a new name ----
+// The thread's outermost call opens: open_since says so, first as "opening"
+// (1), sequentially consistent, so that a tracer that read 0 read it before
+// this call's clock was taken; then the time, no later than the call's start.
+void mark_open(ThreadState& t) {
+  lt::lt_obs_slot* s = slot_of(t);
+  if (s == nullptr) return;
+  __atomic_store_n(&s->open_since, u64{1}, __ATOMIC_SEQ_CST);
+  store_release(s->open_since, now_ns());
+  t.open = t.slot;
+}
+
+void unmark_open(ThreadState& t) {
+  if (t.open == 0 || t.open != t.slot) return;
+  store_release(g_slots[t.open - 1].open_since, u64{0});
+  t.open = 0;
+}
+
+// The call's span into the thread's ring; a full ring or a name that does
+// not fit drops it, counted.
+void record(ThreadState& t, const void* rf, const Frame& f, u64 end, u64 total, u32 depth) {
+  lt::lt_obs_slot* s = slot_of(t);
+  if (s == nullptr) return;
+  const char* name = g_name(rf);
+  const u32 id = name ? intern(t, name) : kNoName;
+  const u64 head = s->head;
+  if (id == kNoName || head - load_acquire(s->tail) >= LT_OBS_RING) {
+    __atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);  // the tracer is behind: count, never wait
+    return;
+  }
+  lt::lt_obs_span& out = ring(t.slot - 1)[head & (LT_OBS_RING - 1)];
+  out.start_ns = f.start;
+  out.end_ns = end;
+  out.self_ns = total > f.children ? total - f.children : 0;
+  out.name = id;
+  out.depth = static_cast<u16>(depth);
+  out.flags = 0;
+  store_release(s->head, head + 1);
+}
+
 NoContext on_start(const void* rf) {
   if (g_on.load(std::memory_order_relaxed)) {
     ThreadState& t = t_state;
@@ -237,6 +279,7 @@ NoContext on_start(const void* rf) {
         t.depth = i - 1;
         break;
       }
+    if (t.depth == 0) mark_open(t);
     if (t.depth < LT_OBS_DEPTH) {
       t.stack[t.depth] = {rf, 0, 0};
       t.stack[t.depth].start = now_ns();  // last: our own work is not the op's
@@ -265,24 +308,8 @@ void on_end(const void* rf, void*) {
   t.depth = i - 1;
   const u64 total = end > f.start ? end - f.start : 0;
   if (t.depth > 0) t.stack[t.depth - 1].children += total;
-  if (!g_on.load(std::memory_order_relaxed)) return;
-  lt::lt_obs_slot* s = slot_of(t);
-  if (s == nullptr) return;
-  const char* name = g_name(rf);
-  const u32 id = name ? intern(t, name) : kNoName;
-  const u64 head = s->head;
-  if (id == kNoName || head - load_acquire(s->tail) >= LT_OBS_RING) {
-    __atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);  // the tracer is behind: count, never wait
-    return;
-  }
-  lt::lt_obs_span& out = ring(t.slot - 1)[head & (LT_OBS_RING - 1)];
-  out.start_ns = f.start;
-  out.end_ns = end;
-  out.self_ns = total > f.children ? total - f.children : 0;
-  out.name = id;
-  out.depth = static_cast<u16>(i);
-  out.flags = 0;
-  store_release(s->head, head + 1);
+  if (g_on.load(std::memory_order_relaxed)) record(t, rf, f, end, total, i);
+  if (t.depth == 0) unmark_open(t);  // after the span is published: the tracer reads open_since first
 }
 
 // ---- the poll thread's side ----

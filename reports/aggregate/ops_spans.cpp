@@ -22,10 +22,28 @@ void OpAggregator::State::note_boundary(std::uint32_t pid, std::uint64_t ts) {
     ts = std::max(ts, p.boundaries.back().first);  // kept sorted, whatever a damaged stream says
   }
   p.boundaries.emplace_back(ts, std::move(w));
-  // The oldest boundaries go (calls come a drain late, not minutes); the
-  // first stays, the window before any boundary (an epoch-long scope).
+  // Without the observer no call will look a window up: the first and the
+  // latest are all there is to keep (the latest is where calls go should
+  // the observer begin).  With it, the watermark lets go of the old ones
+  // (forget_before); failing that (a call open for minutes holds it), the
+  // oldest go here.  The first always stays, the window before any
+  // boundary (an epoch-long scope).
+  if (!p.measured && p.boundaries.size() > 2) p.boundaries.erase(p.boundaries.begin() + 1, p.boundaries.end() - 1);
   if (p.boundaries.size() > kMaxBoundaries)
     p.boundaries.erase(p.boundaries.begin() + 1, p.boundaries.begin() + 1 + kMaxBoundaries / 2);
+}
+
+// The observer's watermark: no call still to come starts before `ts`, so
+// of the windows' boundaries and each thread's innermost actions before
+// it only the last stays (a later call's start may fall after it).
+void OpAggregator::State::forget_before(Proc& p, std::uint64_t ts) {
+  auto by_time = [](std::uint64_t t, const auto& e) { return t < e.first; };
+  if (p.boundaries.size() > 2) {
+    auto last = std::prev(std::upper_bound(p.boundaries.begin() + 1, p.boundaries.end(), ts, by_time));
+    if (last > p.boundaries.begin() + 1) p.boundaries.erase(p.boundaries.begin() + 1, last);
+  }
+  for (auto& [tid, hist] : p.innermost)
+    while (hist.size() > 1 && hist[1].first <= ts) hist.pop_front();
 }
 
 OpAggregator::State::WindowPtr OpAggregator::State::window_at(Proc& p, std::uint64_t ts) {
@@ -50,6 +68,7 @@ void OpAggregator::State::count_call(const Proc::EndedCall& c) {
 // deeper that ended since its previous sibling did, inside its time.
 void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_event& e) {
   auto& p = proc(h.pid);
+  if (e.flags & LT_OP_SPAN_WATERMARK) return forget_before(p, h.ts_ns);
   p.measured = true;
   const std::uint64_t total = e.end_ns > h.ts_ns ? e.end_ns - h.ts_ns : 0;
   const bool hidden = e.flags & LT_OP_SPAN_HIDDEN;

@@ -225,6 +225,7 @@ struct OpAggregator::State {
   void on_proc(const lt_event_header& h);
   // ops_spans.cpp (the op observer's calls)
   void note_boundary(std::uint32_t pid, std::uint64_t ts);
+  void forget_before(Proc& p, std::uint64_t ts);
   WindowPtr window_at(Proc& p, std::uint64_t ts);
   void on_span(const lt_event_header& h, const lt_op_span_event& e);
   void on_observer(const lt_event_header& h, const lt_op_observer_event& e);

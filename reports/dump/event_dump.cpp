@@ -162,7 +162,12 @@ void dump_events(const Trace& trace, std::ostream& to) {
             },
             [&](const lt_event_header&, const lt_op_event& op) { out << " op=" << op.op << " depth=" << op.depth; },
             [&](const lt_event_header&, const lt_op_span_event& sp) {
+              if (sp.flags & LT_OP_SPAN_WATERMARK) {
+                out << " watermark";  // not a call
+                return;
+              }
               out << " op=" << sp.op << " depth=" << sp.depth << " end=" << sp.end_ns << " self=" << sp.self_ns;
+              if (sp.flags & LT_OP_SPAN_HIDDEN) out << " hidden";
             },
             [&](const lt_event_header&, const lt_op_observer_event& ob) {
               out << " how=" << (ob.how == LT_OP_TIMES_OBSERVER ? "observer" : "sampled") << " final=" << ob.final

@@ -59,7 +59,8 @@ def raw_calls(dump_path):
         f = line.split()
         if len(f) > 3 and f[2] == "op_name":
             names[f[3]] = f[4][len("name="):]
-        elif len(f) > 3 and f[2] in ("op", "op_span"):  # an op probe's entry, or the op observer's call
+        elif len(f) > 3 and f[2] in ("op", "op_span") and not {"watermark", "hidden"} & set(f[3:]):
+            # an op probe's entry, or the op observer's call (not its watermark, nor a call --ops left out)
             calls[f[3]] = calls.get(f[3], 0) + 1
     out = {}
     for op, n in calls.items():

@@ -85,6 +85,15 @@ struct Stream {
     e.depth = depth;
     feed(e);
   }
+  // The observer's watermark: no call to come starts before `ts`.
+  void watermark(std::uint64_t ts) {
+    lt_op_span_event e{};
+    e.hdr = {LT_EV_OP_SPAN, sizeof e, kPid, kPid, 0, ts};
+    e.end_ns = ts;
+    e.op = UINT32_MAX;
+    e.flags = LT_OP_SPAN_WATERMARK;
+    feed(e);
+  }
   // ops: outermost first
   void sample(std::uint64_t ts, std::initializer_list<std::uint32_t> ops_running, std::uint16_t flags = 0,
               std::uint32_t tid = kPid, std::uint32_t pid = kPid) {
@@ -1424,6 +1433,7 @@ TEST(OpsSpans, ACallCountsInTheWindowItsStartFellIn) {
   // that started inside the training step counts there, one that started
   // after the batch's end hooks outside, whenever they arrive.
   Stream s;
+  s.observer();
   s.name(0, "aten::addmm");
   s.name(1, "aten::copy_");
   Lightning l{s};
@@ -1447,6 +1457,45 @@ TEST(OpsSpans, ACallCountsInTheWindowItsStartFellIn) {
   ASSERT_TRUE(train && outside);
   EXPECT_EQ(row_names(*train), (std::vector<std::string>{"aten::addmm"}));
   EXPECT_EQ(row_names(*outside), (std::vector<std::string>{"aten::copy_"}));
+}
+
+TEST(OpsSpans, AWatermarkKeepsTheWindowItFellIn) {
+  // The observer's watermark lets go of the boundaries before it but the
+  // last: a call that starts after it, in the window open at it, still
+  // counts there; one in a later step in that step.
+  Stream s;
+  s.observer();
+  s.name(0, "aten::addmm");
+  s.name(1, "aten::copy_");
+  Lightning l{s};
+  for (int batch = 0; batch < 3; ++batch) {
+    l.whole("[_TrainingEpochLoop].train_dataloader_next");
+    l.begin("run_training_batch");
+    l.whole(kTrain);
+    l.end();
+    l.whole("[Callback]Cb.on_train_batch_end");
+    l.whole("[LightningModule]M.on_train_epoch_end");
+  }
+  const std::uint64_t outside = l.t + 5;
+  s.watermark(outside);
+  s.span(outside + 1, outside + 2, 1, 1, 1);  // after the last batch's hooks
+  l.t += 10;
+  l.whole("[_TrainingEpochLoop].train_dataloader_next");
+  l.begin("run_training_batch");
+  l.begin(kTrain);
+  const std::uint64_t in_step = l.t;
+  l.t += 10;
+  l.end();
+  l.end();
+  s.watermark(in_step);
+  s.span(in_step + 1, in_step + 2, 1, 0, 1);
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto* train = table(rep.processes[0], kTrain);
+  const auto* out = table(rep.processes[0], kOutside);
+  ASSERT_TRUE(train && out);
+  EXPECT_EQ(row_names(*train), (std::vector<std::string>{"aten::addmm"}));
+  EXPECT_EQ(row_names(*out), (std::vector<std::string>{"aten::copy_"}));
 }
 
 TEST(OpsSpans, ObserverStateAndLosses) {

@@ -35,6 +35,10 @@ constexpr std::uint64_t kWaitNs = 2'000'000'000;
 constexpr long kNapNs = 5'000'000;
 // A span that ends later than this past our clock is damaged, not early.
 constexpr std::uint64_t kFutureNs = 1'000'000'000;
+// The watermark goes out when it moved this much (one record, not one a
+// drain), less a slack for the two sides' clock reads.
+constexpr std::uint64_t kWatermarkStepNs = 50'000'000;
+constexpr std::uint64_t kWatermarkSlackNs = 20'000'000;
 
 template <typename T>
 T load_acquire(const volatile T& v) {
@@ -121,6 +125,7 @@ struct OpObserver::Buffer {
   std::uint32_t slot_tid[LT_OBS_SLOTS] = {};          // the tid each slot had at our last read
   std::uint64_t dropped_base = 0, too_deep_base = 0;  // the counters when we came (the bridge outlives sessions)
   std::uint64_t damaged = 0;                          // spans with impossible times: skipped
+  std::uint64_t watermark = 0;                        // the last one sent
   explicit Buffer(void* m) : map(m) {
     auto* base = static_cast<unsigned char*>(m);
     hdr = static_cast<lt_obs_header*>(m);
@@ -308,7 +313,17 @@ std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
   return op;
 }
 
+// The watermark: no call still to come from the process starts before it.
+// A thread's open outermost call says when it began (the bridge clears it
+// only after the call's span is in the ring, so it is read before the
+// heads); the calls in the rings that end after `until` wait for the next
+// drain, so their starts count too.
 void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
+  std::uint64_t watermark = until;
+  for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) {
+    const std::uint64_t open = __atomic_load_n(&b.slot(i)->open_since, __ATOMIC_SEQ_CST);
+    if (open != 0) watermark = std::min(watermark, open);
+  }
   for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) {
     lt_obs_slot& s = *b.slot(i);
     const std::uint64_t head = load_acquire(s.head);
@@ -329,7 +344,11 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
     const std::uint64_t latest = monotonic_ns() + kFutureNs;
     for (; tail < head; ++tail) {
       const lt_obs_span sp = ring[tail & (LT_OBS_RING - 1)];
-      if (sp.end_ns > until && sp.end_ns <= latest) break;  // a thread's calls are in the order they ended
+      if (sp.end_ns > until && sp.end_ns <= latest) {  // a thread's calls are in the order they ended
+        for (std::uint64_t k = tail; k < head; ++k)
+          watermark = std::min(watermark, ring[k & (LT_OBS_RING - 1)].start_ns);
+        break;
+      }
       if (sp.end_ns < sp.start_ns || sp.end_ns > latest) {
         ++b.damaged;  // not a time this clock gave: never read as one
         continue;
@@ -350,6 +369,16 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
     }
     store_release(s.tail, tail);
   }
+  if (until == UINT64_MAX) return;  // the last drain: nothing is to come
+  watermark = watermark > kWatermarkSlackNs ? watermark - kWatermarkSlackNs : 0;
+  if (watermark < b.watermark + kWatermarkStepNs) return;
+  b.watermark = watermark;
+  lt_op_span_event e{};
+  e.hdr = user_header(LT_EV_OP_SPAN, sizeof e, pid, watermark);
+  e.end_ns = watermark;
+  e.op = UINT32_MAX;
+  e.flags = LT_OP_SPAN_WATERMARK;
+  ctx_.emit(&e, sizeof e);
 }
 
 void OpObserver::drain() {

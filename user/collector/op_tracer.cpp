@@ -60,10 +60,14 @@ std::string OpTracer::observer_unwanted(pid_t pid) const {
   if (ctx_.opts.gpu && (proc::find_mapped_library(pid, "libcuda.so") ||
                         (without_driver && proc::find_mapped_library(pid, "libcudart.so"))))
     return "the CUDA columns join kernels to the op probes' op stacks";
-  // torch.compile in use (Dynamo loaded): inductor's kernels are not
-  // RecordFunction calls; the probes name them and their regions.
-  if (const auto* interp = ctx_.targets.live(pid); interp && python::DynamoStateReader().read(*interp))
-    return "torch.compile is in use: its kernels and regions are the op probes'";
+  // torch.compile in use (a compile or a graph break on record; Lightning
+  // imports Dynamo whether or not anything is compiled): inductor's kernels
+  // are not RecordFunction calls; the probes name them and their regions.
+  if (const auto* interp = ctx_.targets.live(pid)) {
+    const auto dynamo = python::DynamoStateReader().read(*interp);
+    if (dynamo && (!dynamo->compiles.empty() || !dynamo->graph_breaks.empty()))
+      return "torch.compile is in use: its kernels and regions are the op probes'";
+  }
   return "";
 }
 
