@@ -349,18 +349,7 @@ $(BUILD)/scale-tests: $(patsubst %.cpp,$(BUILD)/obj/%.o,$(SCALE_TEST_SRCS)) $(LI
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(LINK_LIBS) -o $@ $(LDLIBS) -lgtest -lgtest_main -pthread -ldl
 asan: asan-build bridge $(BUILD)/scale-tests
 	# InjectCli.FromEnvironment injects into a process the integration tests start.
-	@# GoogleTest runs its tests on one core: two shards of them and the
-	@# scale tests side by side, each to its own log, shown in turn.
-	@rc=0; pids=; \
-	for i in 0 1; do \
-	  LTRACE_BRIDGE_SO=$(BUILD)/libltrace-bridge.so ASAN_OPTIONS=detect_leaks=1 GTEST_TOTAL_SHARDS=2 \
-	    GTEST_SHARD_INDEX=$$i build-asan/unit-tests --gtest_filter=-InjectCli.FromEnvironment:MergedPage.*Under20MB \
-	    > build-asan/unit-shard$$i.log 2>&1 & pids="$$pids $$!"; \
-	done; \
-	$(BUILD)/scale-tests --gtest_filter='$(SCALE_TESTS)' > build-asan/scale-tests.log 2>&1 & pids="$$pids $$!"; \
-	for p in $$pids; do wait $$p || rc=1; done; \
-	for f in unit-shard0 unit-shard1 scale-tests; do echo "== $$f"; cat build-asan/$$f.log; done; \
-	exit $$rc
+	@bash tests/unit/asan_shards.sh $(BUILD) '$(SCALE_TESTS)'
 
 # Only what the demo needs: the build packages, .venv with torch and
 # Lightning, and the ltrace-bpf binary.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -316,17 +317,127 @@ void process_findings(const ProcessActions& p, const ProcessDeviceStats* stats, 
   }
 }
 
+std::string who(const ProcessMeta& m) {
+  return m.rank >= 0 ? "rank " + std::to_string(m.rank) + " (pid " + std::to_string(m.pid) + ")"
+                     : "pid " + std::to_string(m.pid);
+}
+
+// A process's waits for collectives inside its train steps (the actions of
+// a train batch: its step, backward, optimizer, fetch and hooks; not
+// validation's), and the (action, kind) that waited most.
+struct Blocked {
+  const ProcessActions* p = nullptr;
+  const ProcessDeviceStats* stats = nullptr;
+  std::array<double, kStepParts> part_per_step{};  // ms
+  double step_ms = 0, ms_per_step = 0, share = 0;
+  std::size_t steps = 0;
+  std::string top_action;
+  std::uint8_t top_kind = 0;
+  double top_ms = 0;
+};
+
+std::optional<Blocked> blocked_in_steps(const ProcessActions& p, const ProcessComm& c,
+                                        const ProcessDeviceStats* stats) {
+  const ProcessSteps s = step_records(p);
+  if (s.train.size() < 5 || c.actions.empty()) return std::nullopt;
+  Blocked b;
+  b.p = &p;
+  b.stats = stats;
+  b.steps = s.train.size();
+  double total = 0;
+  for (const auto& st : s.train) {
+    total += st.duration_ns() / 1e6;
+    for (std::size_t i = 0; i < kStepParts; ++i) b.part_per_step[i] += st.part_ns[i] / 1e6;
+  }
+  const double n = static_cast<double>(b.steps);
+  for (auto& x : b.part_per_step) x /= n;
+  double ms = 0;
+  for (const auto& a : c.actions) {
+    const BatchStage stage = batch_hook_of(a.action).stage;
+    if (step_part_of(a.action) == StepPart::other || (stage != BatchStage::none && stage != BatchStage::train))
+      continue;
+    ms += a.blocked_ns / 1e6;
+    if (a.blocked_ns / 1e6 > b.top_ms) b.top_ms = a.blocked_ns / 1e6, b.top_action = a.action, b.top_kind = a.kind;
+  }
+  if (total <= 0) return std::nullopt;
+  b.step_ms = total / n;
+  b.ms_per_step = ms / n;
+  b.share = ms / total;
+  return b;
+}
+
+// Collective-bound processes, and the rank they wait for: among the
+// processes of this report (ranks followed with --children) the one that
+// waits least; its cause, the part of its step furthest over the waiter's
+// (its input: the dataloader part; its own compute: training_step,
+// backward, optimizer), and its run-queue wait when sampled.
+void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& out) {
+  const Blocked* least = nullptr;
+  for (const auto& b : all)
+    if (!least || b.share < least->share) least = &b;
+  for (const auto& b : all) {
+    if (b.share < kCollective) continue;
+    out.push_back({"collective-bound", b.p->meta.pid, b.ms_per_step, b.share,
+                   who(b.p->meta) + " waits for collectives " + msf(b.ms_per_step) + " per train step, " +
+                       pct(b.share) + " of it (" + std::to_string(b.steps) + " train steps, mean " + msf(b.step_ms) +
+                       "); most in " + comm_kind_name(b.top_kind) + " in " + utf8_text(b.top_action) + " (" +
+                       msf(b.top_ms / static_cast<double>(b.steps)) + "/step)",
+                   "the wait is for the slowest rank (a straggler: see its finding, or `report DIR --merge` across "
+                   "nodes) or for the interconnect: balance the ranks' work and input, overlap communication "
+                   "(DDP bucket_cap_mb, gradient_as_bucket_view=True), or communicate less often (gradient "
+                   "accumulation)"});
+  }
+  if (!least || all.size() < 2) return;
+  const Blocked* waiter = nullptr;
+  for (const auto& b : all)
+    if (&b != least && b.share >= kCollective && (!waiter || b.ms_per_step > waiter->ms_per_step)) waiter = &b;
+  if (!waiter || least->ms_per_step > 0.5 * waiter->ms_per_step) return;
+  std::size_t part = 0;
+  double over = -1;
+  for (std::size_t i = 0; i < kStepParts; ++i)
+    if (least->part_per_step[i] - waiter->part_per_step[i] > over)
+      over = least->part_per_step[i] - waiter->part_per_step[i], part = i;
+  const auto k = static_cast<StepPart>(part);
+  std::string cause = k == StepPart::dataloader ? "its input: its dataloader part"
+                      : k == StepPart::hooks    ? "its hooks and callbacks"
+                      : k == StepPart::other    ? "its time outside the step's parts"
+                      : k == StepPart::step     ? "its own compute: its training_step part"
+                                                : std::string("its own compute: its ") + step_part_name(k) + " part";
+  cause += " takes " + msf(least->part_per_step[part]) + " per step against " + msf(waiter->part_per_step[part]) +
+           " on " + who(waiter->p->meta);
+  std::string extra;
+  if (least->stats) {
+    std::vector<Finding> c;
+    cpu_contention(*least->p, step_records(*least->p).train, least->p->meta.pid, *least->stats, c);
+    if (!c.empty()) extra = "; and its host's CPUs are contended: " + c.front().evidence;
+  }
+  out.push_back({"straggler", least->p->meta.pid, waiter->ms_per_step, waiter->share,
+                 who(least->p->meta) + " is the rank the others wait for: it waits " + msf(least->ms_per_step) +
+                     " per train step in collectives, " + who(waiter->p->meta) + " " + msf(waiter->ms_per_step) +
+                     "; the cause, " + cause + extra,
+                 k == StepPart::dataloader
+                     ? "give its input more DataLoader workers or a cheaper __getitem__, or balance the shards"
+                     : "balance the work across ranks (uneven batches or sequence lengths, rank-dependent code), "
+                       "or check that rank's device and host"});
+}
+
 }  // namespace
 
-std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats) {
+std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm) {
   std::vector<Finding> out;
+  std::vector<Blocked> blocked;
   for (const auto& p : rep.processes) {
     const ProcessDeviceStats* mine = nullptr;
     if (stats)
       for (const auto& s : stats->processes)
         if (s.pid == p.meta.pid) mine = &s;
     process_findings(p, mine, out);
+    if (comm)
+      for (const auto& c : comm->processes)
+        if (c.pid == p.meta.pid)
+          if (auto b = blocked_in_steps(p, c, mine)) blocked.push_back(*b);
   }
+  collective_findings(blocked, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return a.ms_per_step > b.ms_per_step; });
   return out;

@@ -26,17 +26,28 @@
 //                 /proc samples) >= 15 % of the train steps' time: other
 //                 processes or threads on its CPUs; the time at stake is
 //                 that wait per step.
+//   collective-bound a process's threads blocked waiting for collectives
+//                 (the c10d probes' waits, comm.h) in its train steps'
+//                 actions >= 15 % of the train steps' time: that wait
+//                 per step at stake.
+//   straggler     of the processes of one report (ranks under --children),
+//                 the one waiting least, when another is collective-bound
+//                 and waits over twice as long: the rank the others wait
+//                 for, with its cause (the part of its step furthest over
+//                 the waiter's: input, its own compute, hooks) and its run-
+//                 queue wait when sampled; the waiter's wait at stake.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
 #include "reports/aggregate/device_stats.h"
 
 namespace lt {
 
 struct Finding {
-  std::string kind;  // "input-bound", "hooks", "optimizer", "validation", "checkpoints", "outliers", "memory growth"
+  std::string kind;  // "input-bound", "hooks", ..., "straggler": the list above
   std::uint32_t pid = 0;
   double ms_per_step = 0;  // train step time at stake
   double share = 0;        // of the train step (validation: of the fit)
@@ -47,11 +58,13 @@ struct Finding {
 inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
-inline constexpr double kContention = 0.15;
+inline constexpr double kContention = 0.15, kCollective = 0.15;
 
 // Ranked: most step time at stake first.
 // `stats`: the /proc samples, when recorded (--device-stats, watch).
-std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats = nullptr);
+// `comm`: the c10d probes' calls and waits, when recorded.
+std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats = nullptr,
+                                 const CommReport* comm = nullptr);
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
 
 }  // namespace lt

@@ -249,8 +249,8 @@ def run_traced(tmp, rounds, env, python=VENV_PY):
     job, log = start_job(tmp, rounds=rounds, env=env, python=python)
     try:
         with open(tmp / "lt.out", "w") as lo, open(tmp / "lt.err", "w") as le:
-            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm"], stdout=lo,
-                                  stderr=le)
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm,verdict"],
+                                  stdout=lo, stderr=le)
         wait_for(str(tmp / "lt.err"), "attached:", 120, lt)
         wait_for(str(tmp / "lt.err"), "c10d backend methods", 120, lt)
         (tmp / "go").touch()
@@ -305,8 +305,8 @@ def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
     try:
         wait_for(str(log), "READY 0", 300, job)
         with open(tmp_path / "lt.out", "w") as lo, open(tmp_path / "lt.err", "w") as le:
-            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm"], stdout=lo,
-                                  stderr=le)
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm,verdict"],
+                                  stdout=lo, stderr=le)
         wait_for(str(tmp_path / "lt.err"), "attached:", 120, lt)
         wait_for(str(tmp_path / "lt.err"), "c10d backend methods", 120, lt)
         go.touch()
@@ -338,6 +338,15 @@ def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
     # setup's collectives may align): at least most of the sleeps
     assert blocked[0] >= 0.8 * (steps - 1) * sleep_s * 1000, out
     assert blocked[1] < 0.25 * blocked[0], out
+    # The verdict: rank 0 is collective-bound, about the sleep per step at
+    # stake, and rank 1 is the straggler, its training_step the cause.
+    findings = out.split("\n\n")[0]
+    first = re.search(r"^  1\. collective-bound \(pid (\d+)\): ([\d.]+) ms per train step at stake", findings, re.M)
+    assert first, findings
+    assert float(first.group(2)) >= 0.8 * (steps - 1) / steps * sleep_s * 1000, findings
+    assert re.search(r"^  2\. straggler \(pid (?!" + first.group(1) + r"\b)\d+\)", findings, re.M), findings
+    assert "is the rank the others wait for" in findings and "its own compute: its training_step part" in findings, \
+        findings
 
 
 NCCL_ROUNDS = 30

@@ -157,7 +157,7 @@ def check_shares(ours, theirs, preempted=0.0):
     assert compared >= 3, (top, compared)  # the workload has ops of clearly different weight
 
 
-def check_measured(ours, theirs, per_call_us, preempted_us=0.0):
+def check_measured(ours, theirs, per_call_us, preempted_us=0.0, sum_per_call_us=0.0):
     """The op observer's times against torch.profiler's on the same calls
     (both observers registered in the one process): each op's self and
     total CPU within 2%, plus `per_call_us` per call, plus 500 us once.
@@ -172,7 +172,13 @@ def check_measured(ours, theirs, per_call_us, preempted_us=0.0):
     CPU time): a preemption between our callback and the profiler's moves
     its milliseconds from a parent's self to a child's in one observer only
     (CI 54, tests in parallel: 5 ms between aten::nll_loss and
-    aten::nll_loss_nd, their sum within 2 %)."""
+    aten::nll_loss_nd, their sum within 2 %).
+    The sum of self times within 2 %, plus `sum_per_call_us` per call: our
+    callback (a global one) runs before the profiler's at both ends of a
+    call, so our interval holds the profiler's start callback and its holds
+    our end callback; their difference, 0.15 us per call on a Lightning
+    fit's small ops (3000 calls of 4 us on average: our sum 3.5 % over),
+    is lost in the 2 % where ops are larger (torch_ops.py: within 0.2 %)."""
     checked, off = 0, []
     for name, t in theirs.items():
         o = ours[name]
@@ -185,7 +191,9 @@ def check_measured(ours, theirs, per_call_us, preempted_us=0.0):
     assert checked >= 25, checked
     our_sum = sum(r["self_us"] for n, r in ours.items() if n in theirs)
     their_sum = sum(t["self_cpu_time_total"] for t in theirs.values())
-    assert abs(our_sum - their_sum) <= 0.02 * their_sum, (our_sum, their_sum)
+    calls = sum(t["count"] for t in theirs.values())
+    assert abs(our_sum - their_sum) <= 0.02 * their_sum + sum_per_call_us * calls + preempted_us, \
+        (our_sum, their_sum, calls)
 
 
 PYENV_311 = pyenv_python(11)
@@ -239,20 +247,17 @@ def test_ops_agree_with_torch_profiler(attach, tmp_path, python, extra):
 
 
 def test_lightning_fit_per_step_function(attach, tmp_path):
-    """A real Lightning fit (train + validation): one table per step
-    function, as PyTorchProfiler steps; every call torch.profiler records
-    over the same run, we count."""
-    args = ["--val", "--epochs", "2", "--batches", "12"]
-    prof = tmp_path / "lp.json"
-    r = subprocess.run([VENV_PY, TRAIN, "--torch-profile", str(prof)] + args, capture_output=True, text=True,
-                       timeout=300, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-2000:]
-    data = json.loads(prof.read_text())
+    """A real Lightning fit (train + validation) under torch.profiler, with
+    ltrace-bpf attached to the same run: one table per step function, as
+    PyTorchProfiler steps; every call torch.profiler records, we count; and
+    the op observer's self and total CPU times per aten op are the
+    profiler's, within check_measured's bounds."""
+    args = ["--val", "--epochs", "2", "--batches", "12", "--torch-profile", "lp.json"]
     run = attach([VENV_PY, TRAIN] + args, lt_args=["--report", "ops", "--row-limit", "-1", "--dump", "dump.txt"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
-    fit_done = [line.split()[-1] for line in run.target_out.splitlines() if line.startswith("FIT_DONE")]
-    assert fit_done == [line.split()[-1] for line in r.stdout.splitlines() if line.startswith("FIT_DONE")]
+    data = json.loads((run.tmp / "lp.json").read_text())
     assert run.lt_out.startswith("FIT Profiler Report\n")
+    assert "# of Calls and CPU times are exact" in run.lt_err, run.lt_err[-3000:]
     tables = parse_ops_report(run.lt_out)
     # The ops of no batch (optimizer set-up, epoch ends) have their own table.
     assert set(tables) - {"outside step functions"} == {"[Strategy]SingleDeviceStrategy.training_step",
@@ -266,6 +271,8 @@ def test_lightning_fit_per_step_function(attach, tmp_path):
     assert len(theirs) > 30
     for name, n in theirs.items():
         assert raw.get(name) == n, (name, raw.get(name), n)
+    rows = {k: v for k, v in data["ops"].items() if k.startswith("aten::")}
+    check_measured(merged(tables), rows, 2.0, max(0.0, data["wall_s"] - data["cpu_s"]) * 1e6, sum_per_call_us=0.3)
 
 
 def test_schedule_keeps_lightnings_active_steps(attach):

@@ -210,3 +210,53 @@ TEST(Findings, ValidationAndTheEvidenceNamesTheTopHook) {
 }
 
 }  // namespace
+
+// Two ranks of one DDP job (--children): rank 0 blocks 10 ms per step in
+// backward's all_reduce because rank 1's training_step takes 10 ms longer.
+TEST(Findings, CollectiveBoundAndTheStragglerWithItsCause) {
+  Fit waiting;
+  waiting.bwd = 13;  // 3 ms of backward, 10 of waiting
+  Fit slow;
+  slow.fwd = 14;
+  ActionsReport r = make(waiting);
+  ActionsReport other = make(slow, 2);
+  r.processes[0].meta.rank = 0;
+  other.processes[0].meta.pid = 8;
+  other.processes[0].meta.rank = 1;
+  r.processes.push_back(std::move(other.processes[0]));
+  auto comm = [](double rank0_ms, double rank1_ms) {
+    CommReport c;
+    for (auto [pid, ms] : {std::pair{7u, rank0_ms}, std::pair{8u, rank1_ms}}) {
+      ProcessComm pc;
+      pc.pid = pid;
+      CommActionRow row;
+      row.action = "[Strategy]SingleDeviceStrategy.backward";
+      row.kind = LT_COMM_ALLREDUCE;
+      row.calls = row.waited = 50;
+      row.blocked_ns = static_cast<std::uint64_t>(50 * ms * 1e6);
+      pc.actions.push_back(row);
+      CommActionRow val = row;  // validation's waits are not the train step's
+      val.action = "[Strategy]SingleDeviceStrategy.validation_step";
+      val.blocked_ns = static_cast<std::uint64_t>(50 * 100 * 1e6);
+      pc.actions.push_back(val);
+      c.processes.push_back(pc);
+    }
+    return c;
+  };
+  const CommReport calm = comm(0.2, 0.1);
+  EXPECT_TRUE(find_issues(r, nullptr, &calm).empty()) << render_findings(r, find_issues(r, nullptr, &calm));
+  const CommReport waits = comm(10, 0.1);
+  const auto f = find_issues(r, nullptr, &waits);
+  ASSERT_EQ(f.size(), 2u) << render_findings(r, f);
+  EXPECT_EQ(f[0].kind, "collective-bound");
+  EXPECT_EQ(f[0].pid, 7u);
+  EXPECT_NEAR(f[0].ms_per_step, 10, 0.01);
+  EXPECT_NEAR(f[0].share, 10 / 18.9, 0.02) << f[0].evidence;  // ~18.9 ms steps
+  EXPECT_NE(f[0].evidence.find("all_reduce in [Strategy]SingleDeviceStrategy.backward"), std::string::npos)
+      << f[0].evidence;
+  EXPECT_EQ(f[1].kind, "straggler");
+  EXPECT_EQ(f[1].pid, 8u);
+  EXPECT_NE(f[1].evidence.find("rank 1 (pid 8) is the rank the others wait for"), std::string::npos) << f[1].evidence;
+  EXPECT_NE(f[1].evidence.find("its own compute: its training_step part takes 14."), std::string::npos)
+      << f[1].evidence;
+}

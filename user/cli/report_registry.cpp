@@ -61,7 +61,7 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
 }
 
 void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
-  std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats)) << "\n";
+  std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats, &r.comm)) << "\n";
 }
 
 // torch_xla's compiles, executions and transfers (docs/design-xla.md).
@@ -75,7 +75,12 @@ void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptio
 
 constexpr ReportEntry kReports[] = {
     // What is wrong, ranked by step time at stake (reports/verdict/findings.h): first.
-    {"verdict", {}, [](const Options& o, const ReportResults&) { return named(o, "verdict"); }, write_verdict, true},
+    // The c10d probes for the collective-bound and straggler findings.
+    {"verdict",
+     {.comm = true},
+     [](const Options& o, const ReportResults&) { return named(o, "verdict"); },
+     write_verdict,
+     true},
     {"simple", {}, [](const Options& o, const ReportResults&) { return named(o, "simple"); }, write_simple},
     {"advanced",
      {.stacks = true},
