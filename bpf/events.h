@@ -636,6 +636,7 @@ struct lt_op_span_event {
 /* Not a call: no call still to come from this process starts before ts_ns
  * (the op observer's watermark; readers let go of what they kept for earlier). */
 #define LT_OP_SPAN_WATERMARK 0x2u
+#define LT_OP_SPAN_USER 0x4u /* a record_function() scope: torch.profiler's user annotation */
 
 /* OP_OBSERVER (user space): how a process's op times were had.  Written when
  * the choice is made and again at the detach with the final counts. */

@@ -65,7 +65,10 @@ struct lt_obs_layout {
 	u32 off_sampling_prob;					/* double, 1.0 */
 	u32 off_scopes, num_scopes;				/* bool[NUM_SCOPES], all true */
 	u32 off_needs_inputs, off_needs_outputs, off_needs_ids; /* bools, false */
-	u32 pad;
+	/* RecordScope::USER_SCOPE's index in scopes: record_function() scopes
+	 * go to a second callback of that scope alone, so that their spans say
+	 * so (LT_OBS_SPAN_USER), as torch.profiler tells user annotations apart. */
+	u32 user_scope;
 };
 
 struct lt_obs_header {
@@ -111,8 +114,9 @@ struct lt_obs_span {
 	u64 self_ns;	      /* end - start less the (end - start) of the calls it made */
 	u32 name;	      /* index into the name table */
 	u16 depth;	      /* 1 = outermost observed call on its thread */
-	u16 flags;
+	u16 flags;	      /* LT_OBS_SPAN_* */
 };
+#define LT_OBS_SPAN_USER 0x1 /* a record_function() scope (RecordScope::USER_SCOPE) */
 
 #ifdef __cplusplus
 } /* namespace lt */

@@ -77,7 +77,7 @@ std::atomic<bool> g_names_full{false};
 std::atomic<bool> g_on{false};  // callbacks record
 NameFn g_name = nullptr;
 RemoveFn g_remove = nullptr;
-u64 g_handle = 0;
+u64 g_handle = 0, g_user_handle = 0;  // the user-scope callback's: 0 none
 bool g_registered = false;
 pthread_key_t g_slot_key;
 pthread_mutex_t g_names_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -106,6 +106,7 @@ u64 now_ns() {
 struct Frame {
   const void* rf;
   u64 start, children;
+  u16 flags;  // LT_OBS_SPAN_*
 };
 struct CachedName {
   const char* ptr;  // the last pointer this name came by (aten ops: always the same)
@@ -264,11 +265,11 @@ void record(ThreadState& t, const void* rf, const Frame& f, u64 end, u64 total, 
   out.self_ns = total > f.children ? total - f.children : 0;
   out.name = id;
   out.depth = static_cast<u16>(depth);
-  out.flags = 0;
+  out.flags = f.flags;
   store_release(s->head, head + 1);
 }
 
-NoContext on_start(const void* rf) {
+void start_frame(const void* rf, u16 flags) {
   if (g_on.load(std::memory_order_relaxed)) {
     ThreadState& t = t_state;
     // A frame with this address is a call whose end came on another thread
@@ -281,13 +282,23 @@ NoContext on_start(const void* rf) {
       }
     if (t.depth == 0) mark_open(t);
     if (t.depth < LT_OBS_DEPTH) {
-      t.stack[t.depth] = {rf, 0, 0};
+      t.stack[t.depth] = {rf, 0, 0, flags};
       t.stack[t.depth].start = now_ns();  // last: our own work is not the op's
     } else if (lt::lt_obs_slot* s = slot_of(t)) {
       __atomic_fetch_add(&s->too_deep, 1, __ATOMIC_RELAXED);
     }
     ++t.depth;
   }
+}
+
+NoContext on_start(const void* rf) {
+  start_frame(rf, 0);
+  return {nullptr};
+}
+
+// The second callback, of RecordScope::USER_SCOPE alone: record_function().
+NoContext on_start_user(const void* rf) {
+  start_frame(rf, LT_OBS_SPAN_USER);
   return {nullptr};
 }
 
@@ -412,23 +423,41 @@ void activate(u32 request) {
   dlclose(h);  // only drops the reference RTLD_NOLOAD took
   if (!add || !remove || !name)
     return set_state(LT_OBS_REFUSED, request, "at::addGlobalCallback / removeCallback / RecordFunction::name missing");
-  CallbackBytes cb;
-  std::memset(&cb, 0, sizeof cb);
-  auto start_fn = &on_start;
-  auto end_fn = &on_end;
-  const double one = 1.0;
-  std::memcpy(cb.b + l.off_start, &start_fn, sizeof start_fn);
-  std::memcpy(cb.b + l.off_end, &end_fn, sizeof end_fn);
-  std::memcpy(cb.b + l.off_sampling_prob, &one, sizeof one);
-  std::memset(cb.b + l.off_scopes, 1, l.num_scopes);  // every scope, as torch.profiler records
+  // Every scope, as torch.profiler records; user scopes (when the layout
+  // names theirs) through a callback of their own, so that spans say so.
+  const bool split = l.user_scope < l.num_scopes;
+  auto callback = [&l](NoContext (*start_fn)(const void*), bool user) {
+    CallbackBytes cb;
+    std::memset(&cb, 0, sizeof cb);
+    auto end_fn = &on_end;
+    const double one = 1.0;
+    std::memcpy(cb.b + l.off_start, &start_fn, sizeof start_fn);
+    std::memcpy(cb.b + l.off_end, &end_fn, sizeof end_fn);
+    std::memcpy(cb.b + l.off_sampling_prob, &one, sizeof one);
+    for (u32 i = 0; i < l.num_scopes; ++i) cb.b[l.off_scopes + i] = (i == l.user_scope) == user ? 1 : 0;
+    return cb;
+  };
   g_name = name;
   g_remove = remove;
   g_on.store(true, std::memory_order_release);
   try {
-    g_handle = add(cb);
+    g_handle = add(callback(&on_start, false));
   } catch (...) {
     g_on.store(false);
     return set_state(LT_OBS_REFUSED, request, "at::addGlobalCallback threw");
+  }
+  g_user_handle = 0;
+  if (split) {
+    try {
+      g_user_handle = add(callback(&on_start_user, true));
+    } catch (...) {
+      g_on.store(false);
+      try {
+        remove(g_handle);
+      } catch (...) {
+      }
+      return set_state(LT_OBS_REFUSED, request, "at::addGlobalCallback threw (user scopes)");
+    }
   }
   g_registered = true;
   ++g_hdr->activations;
@@ -437,9 +466,12 @@ void activate(u32 request) {
 
 void deactivate() {
   g_on.store(false, std::memory_order_release);
-  try {
-    g_remove(g_handle);
-  } catch (...) {
+  for (u64 handle : {g_handle, g_user_handle}) {
+    if (handle == 0) continue;
+    try {
+      g_remove(handle);
+    } catch (...) {
+    }
   }
   g_registered = false;
   // Calls that started with the callback still end through it: the library

@@ -111,6 +111,9 @@ struct OpInterval {
   std::uint32_t pid, tid, op;
   std::uint16_t depth;
   std::uint64_t begin_ns, end_ns;
+  // The op observer's call (its end measured, not the upper bound the op
+  // probes give); a record_function() scope (torch.profiler's user annotation).
+  bool measured = false, user_scope = false;
 };
 
 struct OpsReport {

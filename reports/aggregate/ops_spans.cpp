@@ -115,7 +115,8 @@ void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_eve
     for (const auto& k : kids) count_call(k);
   if (opts.keep_intervals && !hidden) {
     if (out.intervals.size() < kMaxIntervals)
-      out.intervals.push_back({h.pid, h.tid, e.op, static_cast<std::uint16_t>(depth), h.ts_ns, e.end_ns});
+      out.intervals.push_back({h.pid, h.tid, e.op, static_cast<std::uint16_t>(depth), h.ts_ns, e.end_ns, true,
+                               (e.flags & LT_OP_SPAN_USER) != 0});
     else
       ++out.intervals_dropped;
   }

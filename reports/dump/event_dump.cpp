@@ -168,6 +168,7 @@ void dump_events(const Trace& trace, std::ostream& to) {
               }
               out << " op=" << sp.op << " depth=" << sp.depth << " end=" << sp.end_ns << " self=" << sp.self_ns;
               if (sp.flags & LT_OP_SPAN_HIDDEN) out << " hidden";
+              if (sp.flags & LT_OP_SPAN_USER) out << " user";
             },
             [&](const lt_event_header&, const lt_op_observer_event& ob) {
               out << " how=" << (ob.how == LT_OP_TIMES_OBSERVER ? "observer" : "sampled") << " final=" << ob.final

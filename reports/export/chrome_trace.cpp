@@ -167,11 +167,12 @@ class Writer {
       const std::string name =
           iv->op < names.size() && !names[iv->op].empty() ? names[iv->op] : "op#" + std::to_string(iv->op);
       ++external_id_;
-      next() << "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": " << json_string(name) << ", \"pid\": " << cp.pid
-             << ", \"tid\": " << iv->tid << ", \"ts\": " << us_exact(time_ns(src, iv->begin_ns))
+      next() << "{\"ph\": \"X\", \"cat\": \"" << (iv->user_scope ? "user_annotation" : "cpu_op")
+             << "\", \"name\": " << json_string(name) << ", \"pid\": " << cp.pid << ", \"tid\": " << iv->tid
+             << ", \"ts\": " << us_exact(time_ns(src, iv->begin_ns))
              << ", \"dur\": " << us_exact(static_cast<std::int64_t>(iv->end_ns - iv->begin_ns))
              << ", \"args\": {\"External id\": " << external_id_ << ", \"Ev Idx\": " << external_id_ - 1
-             << ", \"end\": \"upper bound\"}}";
+             << (iv->measured ? "" : ", \"end\": \"upper bound\"") << "}}";
     }
     for (const auto& mk : cp.markers) {
       if (!src.keeps(m.pid, mk.ts_ns, mk.ts_ns)) continue;

@@ -306,7 +306,8 @@ class Writer {
       } else {
         name = &op_names_.try_emplace(iv.op, "op#" + std::to_string(iv.op)).first->second;
       }
-      add(iv.tid, {time_ns(src, iv.begin_ns), time_ns(src, iv.end_ns), name, "cpu_op"});
+      add(iv.tid,
+          {time_ns(src, iv.begin_ns), time_ns(src, iv.end_ns), name, iv.user_scope ? "user_annotation" : "cpu_op"});
     }
     for (const GpuSlice* s : api_of_[os_pid])
       if (included(source, *s)) add(s->tid, api_slice(source, *s));

@@ -318,14 +318,22 @@ TEST(MergedChromeTrace, OneRankThroughTheMergeIsItsSingleTrace) {
   MergeInput in = aggregate("one.ltrace", trace);
   // with op slices too, on two threads
   OpsReport ops;
-  ops.names = {"aten::mm", "aten::copy_"};
+  ops.names = {"aten::mm", "aten::copy_", "## forward ##"};
   const auto& iv = in.actions.processes.at(0).intervals.at(0);
   ops.intervals.push_back({4242, 4242, 0, 1, iv.begin_ns + 50 * us, iv.begin_ns + 90 * us});
   ops.intervals.push_back({4242, 4243, 1, 1, iv.begin_ns + 60 * us, iv.begin_ns + 130 * us});
+  // the op observer's record_function() scope: measured, a user annotation
+  ops.intervals.push_back({4242, 4242, 2, 1, iv.begin_ns + 40 * us, iv.begin_ns + 95 * us, true, true});
   in.ops = ops;
 
   std::ostringstream single;
   write_chrome_trace(in.actions, single, &*in.ops, &*in.gpu);
+  EXPECT_NE(single.str().find("\"cat\": \"user_annotation\", \"name\": \"## forward ##\""), std::string::npos);
+  EXPECT_NE(single.str().find("\"cat\": \"cpu_op\", \"name\": \"aten::mm\""), std::string::npos);
+  const auto fwd = single.str().find("\"name\": \"## forward ##\"");
+  ASSERT_NE(fwd, std::string::npos);
+  EXPECT_EQ(single.str().substr(fwd, single.str().find('\n', fwd) - fwd).find("upper bound"), std::string::npos)
+      << "its end was measured";
   const auto want = without_labels(events_of(single.str()));
   ASSERT_GE(want.size(), 9u * kSteps);  // per step: a batch, 2 API calls, a kernel, a copy, 2 flows of 2 events
   ASSERT_NE(single.str().find("\"cat\": \"kernel\""), std::string::npos);

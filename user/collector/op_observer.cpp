@@ -364,7 +364,8 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
       e.self_ns = std::min(sp.self_ns, sp.end_ns - sp.start_ns);
       e.op = op;
       e.depth = sp.depth;
-      e.flags = op == UINT32_MAX ? LT_OP_SPAN_HIDDEN : 0;
+      e.flags = static_cast<std::uint16_t>((op == UINT32_MAX ? LT_OP_SPAN_HIDDEN : 0) |
+                                           (sp.flags & LT_OBS_SPAN_USER ? LT_OP_SPAN_USER : 0));
       ctx_.emit(&e, sizeof e);
     }
     store_release(s.tail, tail);

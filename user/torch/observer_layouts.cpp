@@ -16,8 +16,9 @@ namespace {
 //   StartCallback start_; EndCallback end_; double sampling_prob_ = 1.0;
 //   std::array<bool, RecordScope::NUM_SCOPES (10)> scopes_;
 //   bool needs_inputs_, needs_outputs_, needs_ids_;
-// 37 bytes, 40 with padding.  A torch that changes it gets a new row.
-constexpr lt_obs_layout kLayout1 = {40, 0, 8, 16, 24, 10, 34, 35, 36, 0};
+// 37 bytes, 40 with padding.  RecordScope::USER_SCOPE is 7 in all of them.
+// A torch that changes either gets a new row.
+constexpr lt_obs_layout kLayout1 = {40, 0, 8, 16, 24, 10, 34, 35, 36, 7};
 
 constexpr ObserverLayoutRow kRows[] = {
     {1, 13, 2, 15, kLayout1},
