@@ -1428,15 +1428,34 @@ TEST(OpsSpans, ThreadsNestApart) {
   EXPECT_EQ(row(only_table(rep), "aten::mm")->calls, 2u);  // the orphan counts at the end
 }
 
+// A fit the op observer records, with aten::addmm (op 0) and aten::copy_
+// (op 1) named: the window tests' set-up and their one verdict.
+struct ObservedFit {
+  Stream s;
+  Lightning l{s};
+  ObservedFit() {
+    s.observer();
+    s.name(0, "aten::addmm");
+    s.name(1, "aten::copy_");
+  }
+  void expect_addmm_in_the_step_copy_outside() {
+    auto rep = s.finish();
+    ASSERT_EQ(rep.processes.size(), 1u);
+    const auto* train = table(rep.processes[0], kTrain);
+    const auto* outside = table(rep.processes[0], kOutside);
+    ASSERT_TRUE(train && outside);
+    EXPECT_EQ(row_names(*train), (std::vector<std::string>{"aten::addmm"}));
+    EXPECT_EQ(row_names(*outside), (std::vector<std::string>{"aten::copy_"}));
+  }
+};
+
 TEST(OpsSpans, ACallCountsInTheWindowItsStartFellIn) {
   // The observer's calls come a drain after the actions around them: a call
   // that started inside the training step counts there, one that started
   // after the batch's end hooks outside, whenever they arrive.
-  Stream s;
-  s.observer();
-  s.name(0, "aten::addmm");
-  s.name(1, "aten::copy_");
-  Lightning l{s};
+  ObservedFit fit;
+  Stream& s = fit.s;
+  Lightning& l = fit.l;
   l.whole("[_TrainingEpochLoop].train_dataloader_next");
   l.begin("run_training_batch");
   l.begin(kTrain);
@@ -1450,24 +1469,16 @@ TEST(OpsSpans, ACallCountsInTheWindowItsStartFellIn) {
   const std::uint64_t after = l.t + 5;
   s.span(in_step + 1, in_step + 2, 1, 0, 1);  // in the step, arriving late
   s.span(after, after + 1, 1, 1, 1);          // after the batch
-  auto rep = s.finish();
-  ASSERT_EQ(rep.processes.size(), 1u);
-  const auto* train = table(rep.processes[0], kTrain);
-  const auto* outside = table(rep.processes[0], kOutside);
-  ASSERT_TRUE(train && outside);
-  EXPECT_EQ(row_names(*train), (std::vector<std::string>{"aten::addmm"}));
-  EXPECT_EQ(row_names(*outside), (std::vector<std::string>{"aten::copy_"}));
+  fit.expect_addmm_in_the_step_copy_outside();
 }
 
 TEST(OpsSpans, AWatermarkKeepsTheWindowItFellIn) {
   // The observer's watermark lets go of the boundaries before it but the
   // last: a call that starts after it, in the window open at it, still
   // counts there; one in a later step in that step.
-  Stream s;
-  s.observer();
-  s.name(0, "aten::addmm");
-  s.name(1, "aten::copy_");
-  Lightning l{s};
+  ObservedFit fit;
+  Stream& s = fit.s;
+  Lightning& l = fit.l;
   for (int batch = 0; batch < 3; ++batch) {
     l.whole("[_TrainingEpochLoop].train_dataloader_next");
     l.begin("run_training_batch");
@@ -1489,13 +1500,7 @@ TEST(OpsSpans, AWatermarkKeepsTheWindowItFellIn) {
   l.end();
   s.watermark(in_step);
   s.span(in_step + 1, in_step + 2, 1, 0, 1);
-  auto rep = s.finish();
-  ASSERT_EQ(rep.processes.size(), 1u);
-  const auto* train = table(rep.processes[0], kTrain);
-  const auto* out = table(rep.processes[0], kOutside);
-  ASSERT_TRUE(train && out);
-  EXPECT_EQ(row_names(*train), (std::vector<std::string>{"aten::addmm"}));
-  EXPECT_EQ(row_names(*out), (std::vector<std::string>{"aten::copy_"}));
+  fit.expect_addmm_in_the_step_copy_outside();
 }
 
 TEST(OpsSpans, ObserverStateAndLosses) {
