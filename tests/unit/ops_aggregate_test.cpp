@@ -1438,6 +1438,17 @@ struct ObservedFit {
     s.name(0, "aten::addmm");
     s.name(1, "aten::copy_");
   }
+  // A train batch (fetch, then the step, 10 ns long): the step's start.
+  std::uint64_t train_batch() {
+    l.whole("[_TrainingEpochLoop].train_dataloader_next");
+    l.begin("run_training_batch");
+    l.begin(kTrain);
+    const std::uint64_t in_step = l.t;
+    l.t += 10;
+    l.end();
+    l.end();
+    return in_step;
+  }
   void expect_addmm_in_the_step_copy_outside() {
     auto rep = s.finish();
     ASSERT_EQ(rep.processes.size(), 1u);
@@ -1456,13 +1467,7 @@ TEST(OpsSpans, ACallCountsInTheWindowItsStartFellIn) {
   ObservedFit fit;
   Stream& s = fit.s;
   Lightning& l = fit.l;
-  l.whole("[_TrainingEpochLoop].train_dataloader_next");
-  l.begin("run_training_batch");
-  l.begin(kTrain);
-  const std::uint64_t in_step = l.t;
-  l.t += 10;
-  l.end();
-  l.end();
+  const std::uint64_t in_step = fit.train_batch();
   l.whole("[Callback]Cb.on_train_batch_end");
   l.whole("[LightningModule]M.on_train_batch_end");
   l.whole("[LightningModule]M.on_train_epoch_end");
@@ -1491,13 +1496,7 @@ TEST(OpsSpans, AWatermarkKeepsTheWindowItFellIn) {
   s.watermark(outside);
   s.span(outside + 1, outside + 2, 1, 1, 1);  // after the last batch's hooks
   l.t += 10;
-  l.whole("[_TrainingEpochLoop].train_dataloader_next");
-  l.begin("run_training_batch");
-  l.begin(kTrain);
-  const std::uint64_t in_step = l.t;
-  l.t += 10;
-  l.end();
-  l.end();
+  const std::uint64_t in_step = fit.train_batch();
   s.watermark(in_step);
   s.span(in_step + 1, in_step + 2, 1, 0, 1);
   fit.expect_addmm_in_the_step_copy_outside();
