@@ -30,7 +30,7 @@ ARCH     := x86
 # -g1: line tables (backtraces, perf, gdb with file:line) at a fifth less
 # compile time than full -g (5.1 s against 6.3 s for reports/aggregate/comm.cpp).
 CXXFLAGS ?= -O2 -g1
-# libfmt (reports/format/numbers.cpp) header-only: Debian ships no static
+# libfmt (user/text/numbers.cpp) header-only: Debian ships no static
 # libfmt.a for `make static`, and the installed binary needs no libfmt.so.
 FMT_FLAGS := -DFMT_HEADER_ONLY
 # SKEL_DIR: where the BPF objects and skeletons are; the ASan build uses the
@@ -47,7 +47,9 @@ BPFFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -Wall -Wn
 # The pages' scripts: ordinary .js files (node --check in make check), each
 # embedded as a C++ raw string where its page is written.
 JS_SRCS  := $(wildcard reports/*/js/*.js)
-JS_INCS  := $(patsubst %.js,$(SKEL_DIR)/%.js.inc,$(JS_SRCS))
+CSS_SRCS := $(wildcard reports/*/css/*.css)
+# The pages' scripts and style sheets, embedded as string literals (tests/tools/embed_asset.py).
+JS_INCS  := $(patsubst %.js,$(SKEL_DIR)/%.js.inc,$(JS_SRCS)) $(patsubst %.css,$(SKEL_DIR)/%.css.inc,$(CSS_SRCS))
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(SKEL_DIR)/%.bpf.o,$(BPF_SRCS))
@@ -90,7 +92,7 @@ endif
 # ...and their tests fill the CUDA headers' record structs.
 $(BUILD)/obj/tests/unit/bridge_%.o: override CXXFLAGS += -isystem $(CUDA_HOME)/include
 
-.PHONY: all deps check check-layers check-format check-js test unit-test integration-test test-loaded demo install asan asan-build format vmlinux clean bench fuzz fuzz-build static bridge
+.PHONY: all deps check check-layers check-format check-js check-css test unit-test integration-test test-loaded demo install asan asan-build format vmlinux clean bench fuzz fuzz-build static bridge
 all: $(BUILD)/ltrace-bpf bridge $(BUILD)/make-adversarial $(BUILD)/make-gpu-trace
 
 ifneq ($(HAVE_CUPTI),)
@@ -130,9 +132,12 @@ $(SKEL_DIR)/%.bpf.o: bpf/%.bpf.c vmlinux/vmlinux.h
 $(SKEL_DIR)/%.skel.h: $(SKEL_DIR)/%.bpf.o
 	$(BPFTOOL) gen skeleton $< name lt_$* > $@
 
-$(SKEL_DIR)/%.js.inc: %.js tests/tools/embed_js.py
+$(SKEL_DIR)/%.js.inc: %.js tests/tools/embed_asset.py
 	@mkdir -p $(dir $@)
-	python3 tests/tools/embed_js.py $< > $@.tmp && mv $@.tmp $@
+	python3 tests/tools/embed_asset.py $< > $@.tmp && mv $@.tmp $@
+$(SKEL_DIR)/%.css.inc: %.css tests/tools/embed_asset.py
+	@mkdir -p $(dir $@)
+	python3 tests/tools/embed_asset.py $< > $@.tmp && mv $@.tmp $@
 
 # Precompiled headers: the standard headers (user/core/precompiled.h) and,
 # for the tests, GoogleTest (tests/unit/precompiled.h), parsed once per
@@ -157,9 +162,9 @@ $(PCH_DIR)/fuzzed/%: override CXXFLAGS += $(FUZZED_FLAGS)
 # each object waits for its own only (the product build needs no GoogleTest).
 $(BUILD)/obj/reports/%.o: PCH := fuzzed/std
 $(BUILD)/obj/user/%.o: PCH := unfuzzed/std
-$(BUILD)/obj/user/model/%.o $(BUILD)/obj/user/tracefile/%.o: PCH := fuzzed/std
+$(BUILD)/obj/user/model/%.o $(BUILD)/obj/user/text/%.o $(BUILD)/obj/user/tracefile/%.o: PCH := fuzzed/std
 $(BUILD)/obj/tests/unit/%.o: PCH := unfuzzed/test
-PCH_FUZZED_OBJS := $(filter $(BUILD)/obj/reports/% $(BUILD)/obj/user/model/% $(BUILD)/obj/user/tracefile/%,$(LIB_OBJS))
+PCH_FUZZED_OBJS := $(filter $(BUILD)/obj/reports/% $(BUILD)/obj/user/model/% $(BUILD)/obj/user/text/% $(BUILD)/obj/user/tracefile/%,$(LIB_OBJS))
 $(PCH_FUZZED_OBJS): $(PCH_DIR)/fuzzed/std.h.$(PCH_EXT)
 $(filter-out $(PCH_FUZZED_OBJS),$(LIB_OBJS)) $(BUILD)/obj/user/main.o: $(PCH_DIR)/unfuzzed/std.h.$(PCH_EXT)
 $(TEST_OBJS): $(PCH_DIR)/unfuzzed/test.h.$(PCH_EXT)
@@ -243,10 +248,12 @@ test-loaded: all $(UNIT_TESTS)
 	$(PYTEST_ENV) tests/with_cpu_hogs.sh -n 2 $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 # Checks that need no build: the include layering and clang-format.
-check: check-layers check-format check-js
+check: check-layers check-format check-js check-css
 check-js:
 	@command -v node >/dev/null || { echo "check-js: node not found (apt-get install nodejs; make deps does)" >&2; exit 1; }
 	@for f in $(JS_SRCS); do node --check $$f || exit 1; done; echo "js: ok ($(words $(JS_SRCS)) files)"
+check-css:
+	@python3 tests/tools/check_css.py $(CSS_SRCS)
 check-layers:
 	python3 tests/layers/check_layers.py
 check-format:
@@ -268,15 +275,15 @@ FUZZ_SRCS := tests/fuzz/trace_reader_fuzz.cpp user/tracefile/trace_reader.cpp re
              reports/advanced/advanced_report.cpp \
              $(wildcard reports/aggregate/ops*.cpp) reports/aggregate/op_shape_layout.cpp reports/aggregate/step_batches.cpp reports/aggregate/gpu.cpp reports/aggregate/gpu_names.cpp \
              reports/aggregate/device_stats.cpp reports/aggregate/duration_stat.cpp reports/gpu/gpu_tables.cpp reports/gpu/gpu_actions.cpp \
-             reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp reports/format/code_points.cpp \
-             reports/format/numbers.cpp reports/format/utf8_text.cpp reports/aggregate/memory.cpp \
+             reports/aggregate/kernel_names.cpp user/model/cuda_sites.cpp user/text/code_points.cpp \
+             user/text/numbers.cpp user/text/utf8_text.cpp reports/aggregate/memory.cpp \
              reports/aggregate/py_symbols.cpp reports/memory/memory_report.cpp user/model/stack_profile.cpp \
              user/model/exact_sum.cpp reports/aggregate/comm.cpp reports/aggregate/comm_times.cpp reports/comm/comm_report.cpp \
              reports/aggregate/comm_stacks.cpp reports/comm/comm_stacks_section.cpp \
              reports/aggregate/nccl.cpp reports/comm/nccl_section.cpp reports/comm/bandwidth.cpp \
-             reports/format/text_table.cpp reports/aggregate/compiles.cpp reports/ops/compile_section.cpp
+             user/text/text_table.cpp reports/aggregate/compiles.cpp reports/ops/compile_section.cpp
 WRITERS_FUZZ_SRCS := tests/fuzz/writers_fuzz.cpp \
-             $(wildcard reports/format/*.cpp reports/aggregate/*.cpp reports/export/*.cpp reports/flame/*.cpp \
+             $(wildcard user/text/*.cpp reports/aggregate/*.cpp reports/export/*.cpp reports/flame/*.cpp \
                         reports/simple/*.cpp reports/advanced/*.cpp reports/dump/*.cpp reports/verdict/*.cpp reports/xla/*.cpp \
                         user/model/*.cpp)
 # The fuzz targets are linked from the ASan build's objects (asan-build
@@ -320,7 +327,7 @@ fuzz: fuzz-build
 # built with sanitizers.
 # bpftool's skeletons declare a `_Bool` (C's name; g++ takes it in C++,
 # clang++ does not).
-# Only what the fuzz targets link (reports/, user/model/, user/tracefile/)
+# Only what the fuzz targets link (reports/, user/model/, user/text/, user/tracefile/)
 # is compiled at -O1 with libFuzzer's hooks; the rest of user/ and the tests'
 # own code, which no fuzzer runs, at -O0 without them: clang takes 3.8 s
 # against 6.8 s for reports/aggregate/comm.cpp, 4.2 s against 6.2 s for
@@ -335,7 +342,7 @@ UNFUZZED_FLAGS ?=
 FUZZED_FLAGS ?=
 $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/user/%.o: override CXXFLAGS += $(UNFUZZED_FLAGS)
 # (applied after the line above: the more specific pattern comes last)
-$(BUILD)/obj/user/model/%.o $(BUILD)/obj/user/tracefile/%.o: override CXXFLAGS += $(FUZZED_FLAGS)
+$(BUILD)/obj/user/model/%.o $(BUILD)/obj/user/text/%.o $(BUILD)/obj/user/tracefile/%.o: override CXXFLAGS += $(FUZZED_FLAGS)
 asan-build: $(SKELS) $(JS_INCS)
 	+$(ASAN_MAKE) build-asan/unit-tests
 # The unit tests whose point is scale take 81-114 s each under ASan (a

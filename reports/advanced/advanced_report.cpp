@@ -10,7 +10,7 @@
 #include <set>
 #include <tuple>
 
-#include "reports/format/numbers.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 

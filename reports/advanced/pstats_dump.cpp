@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

@@ -4,9 +4,9 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "reports/format/utf8_text.h"
 #include "user/model/action_name.h"
 #include "user/model/record_dispatch.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

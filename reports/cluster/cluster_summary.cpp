@@ -9,9 +9,9 @@
 
 #include "reports/aggregate/comm.h"
 #include "reports/cluster/arrivals.h"
-#include "reports/format/code_points.h"
-#include "reports/format/numbers.h"
-#include "reports/format/stats.h"
+#include "user/text/code_points.h"
+#include "user/text/numbers.h"
+#include "user/text/stats.h"
 
 namespace lt {
 

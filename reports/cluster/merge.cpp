@@ -6,7 +6,7 @@
 #include <limits>
 #include <set>
 
-#include "reports/format/stats.h"
+#include "user/text/stats.h"
 
 namespace lt {
 

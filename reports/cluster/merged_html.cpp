@@ -11,13 +11,17 @@
 #include "reports/export/dashboard.h"
 #include "reports/export/export_range.h"
 #include "reports/export/step_timeline.h"
-#include "reports/format/json_escape.h"
+#include "user/text/json_escape.h"
 
 namespace lt {
 
-// The page's script: reports/cluster/js/merged.js, embedded at build time (tests/tools/embed_js.py).
+// The page's script and style: reports/cluster/js/merged.js and
+// reports/cluster/css/merged.css, embedded at build time (tests/tools/embed_asset.py).
 constexpr std::string_view kMergedJs =
 #include "reports/cluster/js/merged.js.inc"
+    ;
+constexpr std::string_view kMergedCss =
+#include "reports/cluster/css/merged.css.inc"
     ;
 
 namespace {
@@ -471,8 +475,7 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
                         static_cast<double>(lost)});
 
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf merged report</title>\n"
-         "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px "
-         "0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}.note{color:#666}pre{font-size:12px}</style>\n";
+      << "<style>" << kMergedCss << "</style>\n";
   write_dashboard_head(out);
   write_step_timeline_head(out);
   write_merged_script(out);

@@ -8,7 +8,7 @@
 #include "reports/cluster/arrivals.h"
 #include "reports/export/chrome_trace.h"
 #include "reports/export/perfetto_trace.h"
-#include "reports/format/json_escape.h"
+#include "user/text/json_escape.h"
 
 namespace lt {
 

@@ -1,6 +1,6 @@
 #include "reports/comm/bandwidth.h"
 
-#include "reports/format/numbers.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

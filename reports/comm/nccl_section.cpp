@@ -5,9 +5,9 @@
 
 #include "bpf/events.h"
 #include "reports/comm/bandwidth.h"
-#include "reports/format/numbers.h"
-#include "reports/format/text_table.h"
-#include "reports/format/utf8_text.h"
+#include "user/text/numbers.h"
+#include "user/text/text_table.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

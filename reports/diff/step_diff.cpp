@@ -7,8 +7,8 @@
 #include <map>
 
 #include "reports/aggregate/steps.h"
-#include "reports/format/code_points.h"
-#include "reports/format/utf8_text.h"
+#include "user/text/code_points.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "reports/format/utf8_text.h"
 #include "user/model/action_name.h"
 #include "user/model/record_dispatch.h"
 #include "user/model/record_kinds.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 
@@ -25,7 +25,7 @@ void dump_sample(const lt_event_header&, const lt_py_sample_event& e, std::ostre
 
 void dump_events(const Trace& trace, std::ostream& to) {
   // Names, command lines and messages are the target's bytes: the lines are
-  // valid UTF-8 text all the same (reports/format/utf8_text.h).
+  // valid UTF-8 text all the same (user/text/utf8_text.h).
   Utf8TextBuf text(to.rdbuf());
   std::ostream out(&text);
   trace.for_each([&](const lt_event_header& h, const std::byte* p) {

@@ -5,8 +5,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "reports/export/gpu_layout.h"
 #include "reports/export/gpu_slice_kinds.h"
-#include "reports/format/json_escape.h"
+#include "user/text/json_escape.h"
 
 namespace lt {
 
@@ -23,21 +24,12 @@ std::string us_exact(std::int64_t ns) {
   return b;
 }
 
-// A GPU slice's process as the document shows it: listed, or (unlisted_gpu)
-// under its OS pid.
-struct GpuOwner {
-  std::uint64_t pid = 0;
-  std::string label;
-  int sort_index = -1;
-};
-
 class Writer {
  public:
-  Writer(const ChromeDocument& doc, std::ostream& out) : doc_(doc), out_(out) {}
+  Writer(const ChromeDocument& doc, std::ostream& out) : doc_(doc), out_(out), gpu_(doc) {}
 
   void write() {
     header();
-    index_processes();
     for (const auto& src : doc_.sources) {
       std::map<std::uint32_t, std::vector<const OpInterval*>> ops_of;  // op calls by process, in begin order
       if (src.ops)
@@ -63,10 +55,9 @@ class Writer {
   std::ostream& out_;
   bool first_ = true;
   std::uint64_t external_id_ = 0;
-  std::map<std::pair<std::size_t, std::uint32_t>, std::uint64_t> gpu_place_;     // (source, OS pid) -> place
-  std::set<std::pair<std::uint64_t, std::uint32_t>> streams_;                    // (GPU pid, stream) rows
-  std::set<std::uint64_t> gpu_pids_;                                             // named GPU rows
-  std::vector<std::unordered_map<std::uint32_t, const ChromeProcess*>> listed_;  // per source, by OS pid
+  std::set<std::pair<std::uint64_t, std::uint32_t>> streams_;  // (GPU pid, stream) rows
+  std::set<std::uint64_t> gpu_pids_;                           // named GPU rows
+  const GpuLayout gpu_;                                        // which GPU slices go in, under whose rows, flow ids
 
   std::ostream& next() {
     out_ << (first_ ? "\n" : ",\n");
@@ -100,36 +91,6 @@ class Writer {
            << ", \"complete\": " << (l.complete ? "true" : "false");
     }
     out_ << "},\n\"traceEvents\": [";
-  }
-
-  const ChromeProcess* listed(std::size_t source, std::uint32_t os_pid) const {
-    const auto& m = listed_[source];
-    const auto it = m.find(os_pid);
-    return it == m.end() ? nullptr : it->second;
-  }
-
-  bool included(std::size_t source, const GpuSlice& s) const {
-    const ChromeSource& src = doc_.sources[source];
-    return (src.unlisted_gpu || listed(source, s.pid)) && src.keeps(s);
-  }
-
-  // Each source's listed processes by OS pid; the processes with GPU rows,
-  // in document order: their place numbers their flows apart.
-  void index_processes() {
-    listed_.resize(doc_.sources.size());
-    for (std::size_t i = 0; i < doc_.sources.size(); ++i)
-      for (const auto& p : doc_.sources[i].processes) listed_[i].emplace(p.proc->meta.pid, &p);
-    for (std::size_t i = 0; i < doc_.sources.size(); ++i) {
-      const auto& src = doc_.sources[i];
-      if (!src.gpu) continue;
-      for (const auto& s : src.gpu->slices)
-        if (on_device(s) && included(i, s)) gpu_place_.try_emplace({i, s.pid}, gpu_place_.size());
-    }
-  }
-
-  GpuOwner owner(std::size_t source, std::uint32_t os_pid) const {
-    if (const ChromeProcess* p = listed(source, os_pid)) return {p->pid, p->gpu_label, p->sort_index};
-    return {os_pid, "pid " + std::to_string(os_pid), -1};
   }
 
   void process_events(const ChromeSource& src, const ChromeProcess& cp, const std::vector<const OpInterval*>& ops,
@@ -213,11 +174,10 @@ class Writer {
     // kineto puts a device's streams under pid = device index.  With several
     // processes (ranks) those collide, as they do with documents whose pids
     // are small numbers: then each process's devices get their own pid block.
-    const bool several = gpu_place_.size() > 1;
-    const bool blocks = several || doc_.gpu_pid_blocks;
+    const bool blocks = gpu_.several() || doc_.gpu_pid_blocks;
     for (const auto& s : gpu.slices) {
-      if (!included(source, s)) continue;
-      const GpuOwner who = owner(source, s.pid);
+      if (!gpu_.included(source, s)) continue;
+      const GpuOwner who = gpu_.owner(source, s.pid);
       const std::string& name = s.name < gpu.names.size() ? gpu.names[s.name] : "?";
       const bool device = on_device(s);
       const std::uint64_t pid = !device ? who.pid : blocks ? 1'000'000'000ull + who.pid * 64 + s.device : s.device;
@@ -257,7 +217,7 @@ class Writer {
       o << "}}";
       // kineto's launch -> kernel arrow, from the launching call on its thread.
       if (device && s.correlation && s.launch_ns && s.tid) {
-        const std::uint64_t id = (several ? gpu_place_.at({source, s.pid}) << 32 : 0) + s.correlation;
+        const std::uint64_t id = gpu_.flow_id(source, s.pid, s.correlation);
         next() << "{\"ph\": \"s\", \"id\": " << id << ", \"pid\": " << who.pid << ", \"tid\": " << s.tid
                << ", \"ts\": " << us_exact(time_ns(src, s.launch_ns)) << ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}";
         next() << "{\"ph\": \"f\", \"id\": " << id << ", \"pid\": " << pid << ", \"tid\": " << tid

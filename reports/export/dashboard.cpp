@@ -6,13 +6,17 @@
 #include <set>
 
 #include "reports/export/export_range.h"
-#include "reports/format/json_escape.h"
+#include "user/text/json_escape.h"
 
 namespace lt {
 
-// The page's script: reports/export/js/dashboard.js, embedded at build time (tests/tools/embed_js.py).
+// The page's script and style: reports/export/js/dashboard.js and
+// reports/export/css/dashboard.css, embedded at build time (tests/tools/embed_asset.py).
 constexpr std::string_view kDashboardJs =
 #include "reports/export/js/dashboard.js.inc"
+    ;
+constexpr std::string_view kDashboardCss =
+#include "reports/export/css/dashboard.css.inc"
     ;
 
 namespace {
@@ -326,16 +330,7 @@ std::vector<Verdict> step_verdicts(const ProcessSteps& s, const std::string& id,
 }
 
 void write_dashboard_head(std::ostream& out) {
-  out << "<style>svg.chart{border:1px solid #ddd;background:#fcfcfc;display:block}"
-         "svg.chart text{font:10px monospace}svg.chart .grid{stroke:#e4e4e4}svg.chart .median{stroke:#888;"
-         "stroke-dasharray:4 3}svg.chart .line{fill:none;stroke:#4a90d9;stroke-width:1}svg.chart .maxline{fill:none;"
-         "stroke:#4a90d9;stroke-opacity:.3}circle.pt{fill:#4a90d9}circle.spike{fill:#d33}"
-         "g.bar:hover,g.bar.sel{outline:1px solid #333}p.legend span{margin-right:14px}p.legend i{display:inline-block;"
-         "width:10px;height:10px;margin-right:4px}ul.verdicts li{margin:3px 0}table.overview td,table.overview "
-         "th{text-align:left;"
-         "font-family:system-ui,sans-serif}#readout{position:fixed;right:12px;top:12px;background:#fff;border:1px "
-         "solid #aaa;padding:4px 8px;"
-         "font:12px monospace;display:none}</style>\n"
+  out << "<style>" << kDashboardCss << "</style>\n"
       << "<script>" << kDashboardJs << "</script>\n";
 }
 

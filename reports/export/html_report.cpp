@@ -11,13 +11,18 @@
 #include "reports/export/xla_section.h"
 #include "reports/flame/html_flame.h"
 #include "reports/flame/named_profile.h"
-#include "reports/format/json_escape.h"
 #include "reports/simple/simple_report.h"
 #include "reports/verdict/findings.h"
+#include "user/text/json_escape.h"
 
 namespace lt {
 
 namespace {
+
+// The page's own style: reports/export/css/report.css, embedded at build time (tests/tools/embed_asset.py).
+constexpr std::string_view kReportCss =
+#include "reports/export/css/report.css.inc"
+    ;
 
 constexpr int kWidth = 1100;  // timeline px
 
@@ -175,12 +180,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
                        const OpsReport* ops, const GpuReport* gpu, const MemoryReport* memory, const CommReport* comm,
                        const XlaReport* xla) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
-      << "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
-         "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-         "td:first-child,th:first-child{text-align:left;font-family:monospace}"
-         ".lost{background:#fff4e0;border:1px solid #e0b060;padding:6px 10px;display:inline-block}"
-         "svg.timeline{border:1px solid #ddd;background:#fafafa;display:block}"
-         "svg text{font:10px monospace;pointer-events:none}.note{color:#666}</style>\n";
+      << "<style>" << kReportCss << "</style>\n";
   write_dashboard_head(out);
   write_step_timeline_head(out);
   out << "</head><body>\n<h1>ltrace-bpf report</h1>\n";

@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "reports/export/gpu_layout.h"
 #include "reports/export/gpu_slice_kinds.h"
 #include "reports/export/proto_encoder.h"
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 namespace {
@@ -59,14 +60,13 @@ struct Slice {
 
 class Writer {
  public:
-  Writer(const ChromeDocument& doc, std::ostream& out) : doc_(doc), out_(out) {}
+  Writer(const ChromeDocument& doc, std::ostream& out) : doc_(doc), out_(out), gpu_(doc) {}
 
   PerfettoStats write() {
     ProtoMessage first;  // a fresh sequence: interned names start here
     first.varint(f::kSequenceId, kSequence);
     first.varint(f::kSequenceFlags, kIncrementalStateCleared);
     emit(first);
-    for (std::size_t i = 0; i < doc_.sources.size(); ++i) index_gpu(i);
     for (std::size_t i = 0; i < doc_.sources.size(); ++i) {
       const ChromeSource& src = doc_.sources[i];
       // Each process's op calls and CUDA API slices, found once.
@@ -97,10 +97,8 @@ class Writer {
   bool merged() const { return doc_.gpu_pid_blocks; }
   std::unordered_map<std::string, std::uint64_t> names_, categories_;
   ProtoMessage interned_;  // InternedData for the packet being built
-  std::vector<std::unordered_map<std::uint32_t, const ChromeProcess*>> listed_;  // per source, by OS pid
-  std::map<std::pair<std::size_t, std::uint32_t>, std::uint64_t> gpu_place_;     // (source, OS pid) -> place
+  const GpuLayout gpu_;    // which GPU slices go in, under whose rows, flow ids (as the Chrome writer's)
   std::map<std::pair<std::size_t, std::uint32_t>, std::uint64_t> process_uuid_;  // (source, OS pid)
-  std::set<std::tuple<std::size_t, std::uint32_t, std::uint32_t>> launched_;     // (source, pid, correlation)
   std::string buf_;
 
   void emit(const ProtoMessage& packet) {
@@ -205,37 +203,6 @@ class Writer {
     }
   }
 
-  std::uint64_t flow_id(std::size_t source, std::uint32_t pid, std::uint32_t correlation) const {
-    const bool several = gpu_place_.size() > 1;
-    return (several ? gpu_place_.at({source, pid}) << 32 : 0) + correlation;
-  }
-
-  const ChromeProcess* listed(std::size_t source, std::uint32_t os_pid) const {
-    const auto& m = listed_[source];
-    const auto it = m.find(os_pid);
-    return it == m.end() ? nullptr : it->second;
-  }
-
-  bool included(std::size_t source, const GpuSlice& s) const {
-    const ChromeSource& src = doc_.sources[source];
-    return (src.unlisted_gpu || listed(source, s.pid)) && src.keeps(s);
-  }
-
-  // As the Chrome writer: listed processes by OS pid, GPU processes in
-  // document order (their place numbers their flows apart), and the launches
-  // whose kernel is in the document (the flow's other end).
-  void index_gpu(std::size_t i) {
-    if (listed_.size() < doc_.sources.size()) listed_.resize(doc_.sources.size());
-    for (const auto& p : doc_.sources[i].processes) listed_[i].emplace(p.proc->meta.pid, &p);
-    const ChromeSource& src = doc_.sources[i];
-    if (!src.gpu) return;
-    for (const auto& s : src.gpu->slices)
-      if (on_device(s) && included(i, s)) {
-        gpu_place_.try_emplace({i, s.pid}, gpu_place_.size());
-        if (s.correlation && s.tid) launched_.insert({i, s.pid, s.correlation});
-      }
-  }
-
   std::uint64_t process_track(std::size_t source, std::uint32_t os_pid, std::uint64_t doc_pid, const std::string& name,
                               const std::string& labels) {
     auto [it, fresh] = process_uuid_.try_emplace({source, os_pid}, 0);
@@ -274,8 +241,8 @@ class Writer {
     const std::string& name = s.name < src.gpu->names.size() ? src.gpu->names[s.name] : unknown_;
     Slice out{time_ns(src, s.begin_ns), time_ns(src, s.end_ns), &name, gpu_category(s.kind)};
     if ((s.kind == LT_GPU_RUNTIME || s.kind == LT_GPU_DRIVER) && s.correlation &&
-        launched_.count({source, s.pid, s.correlation}))
-      out.flow = flow_id(source, s.pid, s.correlation);
+        gpu_.launched(source, s.pid, s.correlation))
+      out.flow = gpu_.flow_id(source, s.pid, s.correlation);
     return out;
   }
 
@@ -310,7 +277,7 @@ class Writer {
           {time_ns(src, iv.begin_ns), time_ns(src, iv.end_ns), name, iv.user_scope ? "user_annotation" : "cpu_op"});
     }
     for (const GpuSlice* s : api_of_[os_pid])
-      if (included(source, *s)) add(s->tid, api_slice(source, *s));
+      if (gpu_.included(source, *s)) add(s->tid, api_slice(source, *s));
     for (const ChromeSlice& sl : cp.slices)
       if (src.keeps(os_pid, sl.begin_ns, sl.end_ns))
         add(sl.tid, {time_ns(src, sl.begin_ns), time_ns(src, sl.end_ns), &sl.name, sl.category.c_str()});
@@ -379,7 +346,7 @@ class Writer {
     if (!src.gpu || !src.unlisted_gpu) return;
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<Slice>> by_thread;
     for (const auto& s : src.gpu->slices)
-      if (!on_device(s) && !listed(source, s.pid) && included(source, s))
+      if (!on_device(s) && !gpu_.listed(source, s.pid) && gpu_.included(source, s))
         by_thread[{s.pid, s.tid}].push_back(api_slice(source, s));
     for (auto& [key, v] : by_thread) {
       const auto [pid, tid] = key;
@@ -394,18 +361,18 @@ class Writer {
     if (!src.gpu) return;
     std::map<std::tuple<std::uint32_t, std::uint16_t, std::uint32_t>, std::vector<Slice>> by_stream;
     for (const auto& s : src.gpu->slices) {
-      if (!on_device(s) || !included(source, s)) continue;
+      if (!on_device(s) || !gpu_.included(source, s)) continue;
       const std::string& name = s.name < src.gpu->names.size() ? src.gpu->names[s.name] : unknown_;
       Slice sl{time_ns(src, s.begin_ns), time_ns(src, s.end_ns), &name, gpu_category(s.kind)};
       if (s.correlation && s.tid) {
-        sl.flow = flow_id(source, s.pid, s.correlation);
+        sl.flow = gpu_.flow_id(source, s.pid, s.correlation);
         sl.terminating = true;
       }
       by_stream[{s.pid, s.device, s.stream}].push_back(sl);
     }
     for (auto& [key, v] : by_stream) {
       const auto [pid, device, stream] = key;
-      const ChromeProcess* cp = listed(source, pid);
+      const ChromeProcess* cp = gpu_.listed(source, pid);
       const std::uint64_t parent =
           cp ? process_track(source, pid, cp->pid, cp->name, cp->labels)
              : process_track(source, pid, pid, "pid " + std::to_string(pid), "pid " + std::to_string(pid));

@@ -3,22 +3,24 @@
 #include <map>
 
 #include "reports/aggregate/step_slices.h"
-#include "reports/format/json_escape.h"
+#include "user/text/json_escape.h"
 
 namespace lt {
 
-// The page's script: reports/export/js/step_timeline.js, embedded at build time (tests/tools/embed_js.py).
+// The page's script and style: reports/export/js/step_timeline.js and
+// reports/export/css/step_timeline.css, embedded at build time (tests/tools/embed_asset.py).
 constexpr std::string_view kStepTimelineJs =
 #include "reports/export/js/step_timeline.js.inc"
+    ;
+constexpr std::string_view kStepTimelineCss =
+#include "reports/export/css/step_timeline.css.inc"
     ;
 
 void write_step_timeline_head(std::ostream& out) {
   // Drawn by script only: nothing of it is needed with script off.  Zoom
   // keeps [z0, z1] (fractions of the step); a slice narrower than half a
   // pixel is still drawn half a pixel wide so short ones stay visible.
-  out << "<style>section.steptl svg{border:1px solid #ddd;background:#fafafa;display:block;cursor:grab}"
-         "section.steptl text{font:10px monospace;pointer-events:none}section.steptl .tl-info{margin-left:12px;"
-         "color:#444}</style>\n"
+  out << "<style>" << kStepTimelineCss << "</style>\n"
       << "<script>" << kStepTimelineJs << "</script>\n";
 }
 

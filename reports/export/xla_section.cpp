@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <string>
 
-#include "reports/format/json_escape.h"
-#include "reports/format/numbers.h"
+#include "user/text/json_escape.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 namespace {
 
 constexpr double kW = 900, kH = 140, kPad = 48;
 
-// SVG coordinates and labels: one decimal (reports/format/numbers.h).
+// SVG coordinates and labels: one decimal (user/text/numbers.h).
 std::string num(double v) {
   return fixed(v, 1);
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

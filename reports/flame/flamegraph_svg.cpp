@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "reports/flame/collapsed.h"
-#include "reports/format/json_escape.h"
-#include "reports/format/utf8_text.h"
+#include "user/text/json_escape.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

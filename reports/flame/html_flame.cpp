@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "reports/flame/collapsed.h"
-#include "reports/format/json_escape.h"
+#include "user/text/json_escape.h"
 
 namespace lt {
 

@@ -5,7 +5,7 @@
 #include <tuple>
 
 #include "reports/flame/collapsed.h"
-#include "reports/format/json_escape.h"
+#include "user/text/json_escape.h"
 
 namespace lt {
 

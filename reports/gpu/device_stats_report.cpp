@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "reports/format/code_points.h"
-#include "reports/format/numbers.h"
+#include "user/text/code_points.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "reports/format/code_points.h"
-#include "reports/format/numbers.h"
+#include "user/text/code_points.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 

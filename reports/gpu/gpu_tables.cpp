@@ -7,8 +7,8 @@
 #include <tuple>
 #include <utility>
 
-#include "reports/format/code_points.h"
-#include "reports/format/numbers.h"
+#include "user/text/code_points.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 namespace {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
-#include "reports/format/code_points.h"
-#include "reports/format/numbers.h"
-#include "reports/format/text_table.h"
-#include "reports/format/utf8_text.h"
+#include "user/text/code_points.h"
+#include "user/text/numbers.h"
+#include "user/text/text_table.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

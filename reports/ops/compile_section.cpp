@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <map>
 
-#include "reports/format/numbers.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <stdexcept>
 
-#include "reports/format/code_points.h"
-#include "reports/format/numbers.h"
+#include "user/text/code_points.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 namespace {

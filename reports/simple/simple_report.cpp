@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "reports/format/code_points.h"
 #include "reports/simple/number_format.h"
+#include "user/text/code_points.h"
 
 namespace lt {
 

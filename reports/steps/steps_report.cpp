@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "reports/aggregate/steps.h"
-#include "reports/format/numbers.h"
-#include "reports/format/text_table.h"
+#include "user/text/numbers.h"
+#include "user/text/text_table.h"
 
 namespace lt {
 namespace {

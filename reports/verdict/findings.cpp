@@ -11,7 +11,7 @@
 
 #include "reports/aggregate/step_batches.h"
 #include "reports/aggregate/steps.h"
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

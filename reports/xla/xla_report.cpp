@@ -3,9 +3,9 @@
 #include <sstream>
 #include <vector>
 
-#include "reports/format/numbers.h"
-#include "reports/format/text_table.h"
-#include "reports/format/utf8_text.h"
+#include "user/text/numbers.h"
+#include "user/text/text_table.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 namespace {

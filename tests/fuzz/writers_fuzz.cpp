@@ -35,11 +35,11 @@
 #include "reports/flame/collapsed.h"
 #include "reports/flame/flamegraph_svg.h"
 #include "reports/flame/speedscope.h"
-#include "reports/format/json_escape.h"
-#include "reports/format/utf8_text.h"
 #include "reports/simple/simple_report.h"
 #include "reports/xla/xla_report.h"
 #include "user/model/trace.h"
+#include "user/text/json_escape.h"
+#include "user/text/utf8_text.h"
 
 namespace {
 

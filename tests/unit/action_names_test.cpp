@@ -88,7 +88,7 @@ TEST(ActionNames, NonAsciiKindsAndSurrogates) {
   for (int i = 0; i < 500; ++i) want += "\xCE\xA9";
   EXPECT_EQ(n.text, want);
   // A lone surrogate (Python allows one in a str) is kept, in its 3-byte
-  // form, for the writers to escape (reports/format/utf8_text.h).
+  // form, for the writers to escape (user/text/utf8_text.h).
   std::u16string lone = u"a";
   lone.push_back(static_cast<char16_t>(0xD800));
   EXPECT_EQ(code_units_to_utf8(ucs2(lone).data(), 4, 2), "a\xED\xA0\x80");

@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 
-#include "reports/format/utf8_text.h"
 #include "user/cli/cluster_dump_output.h"
 #include "user/cli/options.h"
 #include "user/cluster/dump_lines.h"
 #include "user/cluster/hang_verdict.h"
 #include "user/core/errors.h"
+#include "user/text/utf8_text.h"
 
 using namespace lt;
 using lt::cluster::RankProcess;

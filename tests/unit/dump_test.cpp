@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 
-#include "reports/format/utf8_text.h"
 #include "user/cli/dump_output.h"
 #include "user/proc/syscall_names.h"
+#include "user/text/utf8_text.h"
 
 namespace {
 

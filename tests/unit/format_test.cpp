@@ -1,4 +1,4 @@
-// The shared text helpers (reports/format/): every report's numbers and
+// The shared text helpers (user/text/): every report's numbers and
 // columns go through them, so each must give exactly the bytes of the
 // printf format it replaced, and of the Python format it imitates.
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "reports/format/code_points.h"
-#include "reports/format/numbers.h"
-#include "reports/format/stats.h"
-#include "reports/format/utf8_text.h"
+#include "user/text/code_points.h"
+#include "user/text/numbers.h"
+#include "user/text/stats.h"
+#include "user/text/utf8_text.h"
 
 using namespace lt;
 

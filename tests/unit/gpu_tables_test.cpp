@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "reports/aggregate/kernel_names.h"
-#include "reports/format/code_points.h"
 #include "reports/gpu/gpu_actions.h"
+#include "user/text/code_points.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
-// Names of any bytes as valid output (reports/format/utf8_text.h): text as
+// Names of any bytes as valid output (user/text/utf8_text.h): text as
 // Python's backslashreplace writes it, JSON that decodes to the target's str.
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "reports/format/json_escape.h"
+#include "user/text/json_escape.h"
 
 using namespace lt;
 

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "reports/format/json_escape.h"
-#include "reports/format/numbers.h"
 #include "user/cli/dump_output.h"
 #include "user/proc/syscall_names.h"
 #include "user/python/line_table.h"
+#include "user/text/json_escape.h"
+#include "user/text/numbers.h"
 
 namespace lt {
 

@@ -1,6 +1,6 @@
 // `dump` output: py-spy dump's layout as text (one block per thread,
 // innermost frame first, "function (file:line)"), or one JSON document.
-// Both are valid UTF-8 whatever the target holds (reports/format/utf8_text.h:
+// Both are valid UTF-8 whatever the target holds (user/text/utf8_text.h:
 // text as Python's backslashreplace, JSON strings that give back the str).
 #pragma once
 #include <string>

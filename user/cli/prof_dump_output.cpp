@@ -6,9 +6,9 @@
 #include <set>
 
 #include "reports/advanced/pstats_dump.h"
-#include "reports/format/utf8_text.h"
 #include "reports/simple/simple_report.h"
 #include "user/core/output_file.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

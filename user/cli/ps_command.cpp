@@ -4,10 +4,10 @@
 
 #include <ostream>
 
-#include "reports/format/code_points.h"
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
 #include "user/python/discovery.h"
+#include "user/text/code_points.h"
 
 namespace lt {
 

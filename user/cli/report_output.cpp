@@ -8,8 +8,6 @@
 
 #include "bpf/opobserver_shm.h"
 #include "reports/advanced/advanced_report.h"
-#include "reports/format/numbers.h"
-#include "reports/format/utf8_text.h"
 #include "reports/gpu/gpu_actions.h"
 #include "reports/gpu/gpu_tables.h"
 #include "reports/ops/op_table.h"
@@ -19,6 +17,8 @@
 #include "user/core/output_file.h"
 #include "user/model/record_kinds.h"
 #include "user/proc/container.h"
+#include "user/text/numbers.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

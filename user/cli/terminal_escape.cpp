@@ -5,7 +5,7 @@
 #include <iostream>
 #include <streambuf>
 
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

@@ -15,7 +15,7 @@ std::string escape_terminal_controls(const std::string& text);
 // stdout / stderr is a terminal.  Call once, at the start of main.
 void escape_controls_on_terminals();
 
-// Filters std::cout / std::cerr through utf8_text (reports/format/utf8_text.h),
+// Filters std::cout / std::cerr through utf8_text (user/text/utf8_text.h),
 // terminal or not: names that are not UTF-8 (lone surrogates, raw bytes)
 // come out as Python's backslashreplace writes them.  Call once, after
 // escape_controls_on_terminals.

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "reports/format/numbers.h"
+#include "user/text/numbers.h"
 
 namespace lt::cluster {
 

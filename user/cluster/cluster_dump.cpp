@@ -12,12 +12,12 @@
 #include <filesystem>
 #include <iostream>
 
-#include "reports/format/numbers.h"
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/line_pipe.h"
 #include "user/cluster/slurm_job.h"
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
+#include "user/text/numbers.h"
 
 namespace lt::cluster {
 

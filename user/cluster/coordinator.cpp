@@ -17,7 +17,6 @@
 #include <random>
 #include <sstream>
 
-#include "reports/format/numbers.h"
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/clock_exchange.h"
 #include "user/cluster/line_pipe.h"
@@ -25,6 +24,7 @@
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
+#include "user/text/numbers.h"
 
 namespace lt::cluster {
 

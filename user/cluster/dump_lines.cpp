@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "reports/format/numbers.h"
+#include "user/text/numbers.h"
 
 namespace lt::cluster {
 

@@ -13,7 +13,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "reports/format/utf8_text.h"
 #include "user/collector/bridge_files.h"
 #include "user/collector/op_probes.h"
 #include "user/collector/session_options.h"
@@ -23,6 +22,7 @@
 #include "user/proc/census.h"
 #include "user/proc/procfs.h"
 #include "user/sources/opprobe.h"
+#include "user/text/utf8_text.h"
 #include "user/torch/observer_layouts.h"
 
 namespace lt {

@@ -16,7 +16,7 @@ void append_utf8(std::string& out, std::uint32_t cp) {
   } else if (cp < 0x10000) {
     // A lone surrogate (Python allows them in a str: surrogateescape makes
     // them from file names) is kept, in its 3-byte form (ED A0..BF xx), so
-    // the writers can give back the target's string (reports/format/utf8_text.h).
+    // the writers can give back the target's string (user/text/utf8_text.h).
     out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
     out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
     out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));

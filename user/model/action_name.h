@@ -19,7 +19,7 @@ std::string action_name(const lt_action_event& e);
 // little-endian) as UTF-8; a partial last unit is ignored.  A lone
 // surrogate stays a surrogate, in generalized UTF-8 (ED A0..BF xx, as
 // Python's "surrogatepass" writes it), not valid UTF-8: every writer turns
-// it into `\udcff` (reports/format/utf8_text.h), so the name can be told
+// it into `\udcff` (user/text/utf8_text.h), so the name can be told
 // apart from others and given back as the target's str.
 std::string code_units_to_utf8(const void* data, std::size_t bytes, unsigned kind);
 // What stands for the missing middle of a name longer than the tails reach

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <ctime>
 
-#include "reports/format/numbers.h"
 #include "user/proc/procfs.h"
+#include "user/text/numbers.h"
 
 namespace lt::proc {
 

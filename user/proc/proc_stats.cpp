@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "reports/format/numbers.h"
+#include "user/text/numbers.h"
 
 namespace lt::proc {
 

@@ -1,6 +1,6 @@
 // The merged page: a heat-map cell chooses its step on every rank's
 // timeline and names the command for its window. Embedded by
-// tests/tools/embed_js.py.
+// tests/tools/embed_asset.py.
 document.addEventListener('DOMContentLoaded',function(){
   function off(s){
     var w=s.closest('[data-tl-offset]');

@@ -1,5 +1,5 @@
 // The dashboard's readout of a chart's hovered mark, and #id in the
-// address marking its element. Embedded by tests/tools/embed_js.py.
+// address marking its element. Embedded by tests/tools/embed_asset.py.
 document.addEventListener('DOMContentLoaded',function(){
   var r=document.createElement('div');
   r.id='readout';

@@ -1,6 +1,6 @@
 // The step timeline of each stage (section.steptl): drawn from its JSON
 // (script.tl-data), zoomed and panned in place; a step chart's bar or
-// point chooses the step. Embedded by tests/tools/embed_js.py.
+// point chooses the step. Embedded by tests/tools/embed_asset.py.
 document.addEventListener('DOMContentLoaded',function(){
   document.querySelectorAll('section.steptl').forEach(function(sec){
     var d=JSON.parse(sec.querySelector('script.tl-data').textContent),by={};

@@ -1,8 +1,8 @@
-#include "reports/format/text_table.h"
+#include "user/text/text_table.h"
 
 #include <algorithm>
 
-#include "reports/format/code_points.h"
+#include "user/text/code_points.h"
 
 namespace lt {
 

@@ -1,4 +1,4 @@
-#include "reports/format/numbers.h"
+#include "user/text/numbers.h"
 
 #include <fmt/format.h>
 

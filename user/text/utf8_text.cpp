@@ -1,4 +1,4 @@
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 

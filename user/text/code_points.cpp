@@ -1,6 +1,6 @@
-#include "reports/format/code_points.h"
+#include "user/text/code_points.h"
 
-#include "reports/format/utf8_text.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 
