@@ -35,6 +35,7 @@ constexpr std::size_t kMaxReplays = 1 << 16;  // replays whose kernels may still
 }  // namespace
 
 void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
+  symbols_.add(h, record);  // it picks out the kinds that name frames
   auto note = [&](const lt_event_header& h, const lt_compile_note_event& e) {
     auto text = [](const char* f, std::size_t cap) { return std::string(f, strnlen(f, cap)); };
     Proc& p = procs_[h.pid];
@@ -131,7 +132,8 @@ void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
       r.compile = n.compile;
       r.first_ns = h.ts_ns;
       if (auto c = p.code_of_op.find(op); c != p.code_of_op.end())
-        if (auto f = p.functions.find(c->second); f != p.functions.end()) r.function = f->second;
+        if (const PyCodeSymbol* f = symbols_.code(h.pid, c->second.first, c->second.second); f && f->readable)
+          r.function = f->name + " (" + f->file + ":" + std::to_string(f->first_line) + ")";
       auto last = p.last_compile.find(n.frame);
       if (last != p.last_compile.end() && last->second != n.compile) {
         std::string action;
@@ -170,13 +172,6 @@ void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
                           },
                           [&](const lt_event_header& h, const lt_region_code_event& e) {
                             procs_[h.pid].code_of_op[e.op] = {e.code, e.checksum};
-                          },
-                          [&](const lt_event_header& h, const lt_py_code_event& e) {
-                            if (e.flags & LT_CODE_UNREADABLE) return;
-                            auto& f = procs_[h.pid].functions[{e.code, e.checksum}];
-                            f = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name))) + " (" +
-                                std::string(e.file, strnlen(e.file, sizeof e.file)) + ":" +
-                                std::to_string(e.first_line) + ")";
                           },
                           [&](const lt_event_header& h, const lt_op_event& e) { on_op(h, e.op); },
                           [&](const lt_event_header& h, const lt_op_shapes_event& e) { on_op(h, e.op); }});

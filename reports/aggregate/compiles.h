@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "reports/aggregate/py_symbols.h"
 
 namespace lt {
 
@@ -94,7 +95,6 @@ class CompileAggregator {
     std::map<std::uint32_t, bool> kernel_seen;  // op -> called before
     std::vector<std::uint32_t> open_recompile;  // kernels' first calls go to the newest recompile
     std::map<std::uint32_t, std::pair<std::uint64_t, std::uint32_t>> code_of_op;  // REGION_CODE: op -> code
-    std::map<std::pair<std::uint64_t, std::uint32_t>, std::string> functions;     // PY_CODE: code -> name
     std::map<std::string, DynamoCompileNote> notes;                               // COMPILE_NOTE by id
     std::map<std::string, std::int64_t> breaks;                                   // graph break -> count
     // CUDA graph replays by correlation id -> the region they ran in
@@ -111,6 +111,7 @@ class CompileAggregator {
   };
   std::vector<Name> names_;  // by op index
   std::map<std::uint32_t, Proc> procs_;
+  PySymbols symbols_;  // the regions' functions
   std::uint64_t window_begin_ = 0;
   std::int64_t wall_minus_mono_ns_ = 0;  // HOST_INFO: realtime - monotonic; 0 unknown
   const ActionAggregator* actions_ = nullptr;

@@ -7,30 +7,93 @@
 
 namespace lt {
 
+bool PySymbols::Process::add_native(std::uint64_t ip, StackFrame f) {
+  auto [it, fresh] =
+      native_frame_index.try_emplace({f.function, f.file}, static_cast<std::uint32_t>(native_frames.size()));
+  if (fresh) native_frames.push_back(std::move(f));
+  auto [slot, added] = natives.try_emplace(ip, it->second);
+  if (added) return true;
+  if (slot->second == it->second) return false;
+  slot->second = it->second;
+  return true;
+}
+
 void PySymbols::add(const lt_event_header& h, const std::byte* p) {
   visit_record(h, p,
                overloaded{[&](const lt_event_header& h, const lt_py_code_event& e) {
-                            if (e.flags & LT_CODE_FREED_AT_EXIT) {
-                              by_pid_[h.pid].codes[{e.code, e.checksum}] = Code{kFreedAtExit, "", 0};
-                              return;
+                            PyCodeSymbol c;
+                            c.readable = !(e.flags & LT_CODE_UNREADABLE);
+                            c.freed_at_exit = !c.readable && (e.flags & LT_CODE_FREED_AT_EXIT);
+                            if (c.readable) {
+                              c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
+                              c.file.assign(e.file, strnlen(e.file, sizeof e.file));
+                              c.first_line = e.first_line;
                             }
-                            if (e.flags & LT_CODE_UNREADABLE) {
-                              by_pid_[h.pid].codes.erase({e.code, e.checksum});
-                              return;
+                            auto& slot = by_pid_[h.pid].codes[{e.code, e.checksum}];
+                            if (slot.name != c.name || slot.file != c.file || slot.first_line != c.first_line ||
+                                slot.readable != c.readable || slot.freed_at_exit != c.freed_at_exit) {
+                              slot = std::move(c);
+                              ++epoch_;
                             }
-                            Code c;
-                            c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
-                            c.file.assign(e.file, strnlen(e.file, sizeof e.file));
-                            c.first_line = e.first_line;
-                            by_pid_[h.pid].codes[{e.code, e.checksum}] = std::move(c);
                           },
                           [&](const lt_event_header& h, const lt_py_line_event& e) {
-                            by_pid_[h.pid].lines[{e.code, e.checksum, e.lasti}] = e.line;
+                            auto [it, fresh] = by_pid_[h.pid].lines.try_emplace({e.code, e.checksum, e.lasti}, e.line);
+                            if (fresh || it->second != e.line) {
+                              it->second = e.line;
+                              ++epoch_;
+                            }
                           },
-                          // A new program: its codes mean other things.
+                          [&](const lt_event_header& h, const lt_native_sym_event& e) {
+                            StackFrame f;
+                            f.function.assign(e.name, strnlen(e.name, sizeof e.name));
+                            f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
+                            f.native = true;
+                            if (f.function.empty()) return;
+                            if (by_pid_[h.pid].add_native(e.ip, std::move(f))) ++epoch_;
+                          },
                           [&](const lt_event_header& h, const lt_proc_event& e) {
-                            if (h.kind == LT_EV_PROC_EXEC) by_pid_.erase(e.child_pid);
+                            if (h.kind == LT_EV_PROC_EXEC && by_pid_.erase(e.child_pid)) ++epoch_;
                           }});
+}
+
+const PySymbols::Process* PySymbols::process(std::uint32_t pid) const {
+  auto it = by_pid_.find(pid);
+  return it == by_pid_.end() ? nullptr : &it->second;
+}
+
+const PyCodeSymbol* PySymbols::code(std::uint32_t pid, std::uint64_t code, std::uint32_t checksum) const {
+  const Process* p = process(pid);
+  if (!p) return nullptr;
+  auto it = p->codes.find({code, checksum});
+  return it == p->codes.end() ? nullptr : &it->second;
+}
+
+int PySymbols::line(std::uint32_t pid, std::uint64_t code, std::uint32_t checksum, std::int32_t lasti) const {
+  const Process* p = process(pid);
+  if (!p) return 0;
+  auto it = p->lines.find({code, checksum, lasti});
+  return it == p->lines.end() ? 0 : it->second;
+}
+
+const StackFrame* PySymbols::native(std::uint32_t pid, std::uint64_t ip) const {
+  const Process* p = process(pid);
+  if (!p) return nullptr;
+  auto it = p->natives.find(ip);
+  return it == p->natives.end() ? nullptr : &p->native_frames[it->second];
+}
+
+StackFrame PySymbols::frame(std::uint32_t pid, const lt_py_frame& f) const {
+  StackFrame sf;
+  const PyCodeSymbol* c = code(pid, f.code, f.checksum);
+  if (c && c->readable) {
+    sf.function = c->name;
+    sf.file = c->file;
+    sf.first_line = c->first_line;
+    sf.line = line(pid, f.code, f.checksum, f.lasti);
+  } else {
+    sf.function = c && c->freed_at_exit ? kFreedAtExit : "<unknown>";
+  }
+  return sf;
 }
 
 std::vector<StackFrame> PySymbols::frames(const lt_py_sample_event& e) const {
@@ -38,22 +101,7 @@ std::vector<StackFrame> PySymbols::frames(const lt_py_sample_event& e) const {
   const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
   out.reserve(n + 1);
   if (e.flags & LT_SAMPLE_TRUNCATED) out.push_back({"[truncated]", "", 0, 0, false});
-  auto proc = by_pid_.find(e.hdr.pid);
-  for (unsigned i = n; i-- > 0;) {
-    const lt_py_frame& f = e.frames[i];
-    StackFrame sf;
-    sf.function = "<unknown>";
-    if (proc != by_pid_.end()) {
-      if (auto c = proc->second.codes.find({f.code, f.checksum}); c != proc->second.codes.end()) {
-        sf.function = c->second.name;
-        sf.file = c->second.file;
-        sf.first_line = c->second.first_line;
-        auto l = proc->second.lines.find({f.code, f.checksum, f.lasti});
-        sf.line = l != proc->second.lines.end() ? l->second : 0;
-      }
-    }
-    out.push_back(std::move(sf));
-  }
+  for (unsigned i = n; i-- > 0;) out.push_back(frame(e.hdr.pid, e.frames[i]));
   return out;
 }
 

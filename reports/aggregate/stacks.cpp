@@ -8,23 +8,13 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "reports/aggregate/py_symbols.h"
 #include "reports/aggregate/stack_cut.h"
 #include "user/model/record_dispatch.h"
 
 namespace lt {
 
 namespace {
-
-// Per process (so an exec drops one process's symbols in one step):
-using CodeKey = std::pair<std::uint64_t, std::uint32_t>;                 // code, checksum
-using LineKey = std::tuple<std::uint64_t, std::uint32_t, std::int32_t>;  // code, checksum, lasti
-
-struct CodeSym {
-  std::string name, file;
-  int first_line = 0;
-  bool readable = false;
-  bool freed_at_exit = false;  // unreadable: first sampled as its interpreter shut down
-};
 
 // One StackProfile being built: frames and stacks interned.
 struct Builder {
@@ -33,7 +23,7 @@ struct Builder {
   std::map<std::vector<std::uint32_t>, std::size_t> stack_index;
 
   // Samples by their raw frames (codes, instructions, flags, native ip),
-  // valid while no symbol changes (State::sym_epoch): a thread sampled
+  // valid while no symbol changes (PySymbols::epoch): a thread sampled
   // over and over in one place costs a hash of its frames, not a name
   // lookup per frame.  A crafted trace of identical deep samples
   // compresses ~1000x and made `report` take seconds per MB.
@@ -85,30 +75,6 @@ struct PerProcess {
 
 }  // namespace
 
-namespace {
-struct Symbols {
-  std::map<CodeKey, CodeSym> codes;
-  std::map<LineKey, int> lines;
-  // Native leaf frames: one NATIVE_SYM per sampled instruction address,
-  // and over a long attach the sampled addresses of a hot function keep
-  // coming; each names its frame by index, each frame is stored once.
-  std::unordered_map<std::uint64_t, std::uint32_t> natives;  // by instruction address
-  std::vector<StackFrame> native_frames;
-  std::map<std::pair<std::string, std::string>, std::uint32_t> native_frame_index;  // (function, dso)
-  // Returns whether the address now names another frame than before.
-  bool add_native(std::uint64_t ip, StackFrame f) {
-    auto [it, fresh] =
-        native_frame_index.try_emplace({f.function, f.file}, static_cast<std::uint32_t>(native_frames.size()));
-    if (fresh) native_frames.push_back(std::move(f));
-    auto [slot, added] = natives.try_emplace(ip, it->second);
-    if (added) return true;
-    if (slot->second == it->second) return false;
-    slot->second = it->second;
-    return true;
-  }
-};
-}  // namespace
-
 // A sample that ran in the opening frame's own code (between its calls):
 // cProfile has no row for it, but it is the action's time.
 inline constexpr const char* kOpeningFrame = "[action's own frame]";
@@ -117,19 +83,17 @@ struct StackAggregator::State {
   const ActionAggregator& actions;
   bool full_stacks = false;
   StacksReport rep;
-  std::map<std::uint32_t, Symbols> symbols;  // by pid
+  PySymbols symbols;  // the names of the stacks' frames
   std::map<std::uint32_t, PerProcess> procs;
   std::vector<std::uint32_t> order;
-
-  std::uint64_t sym_epoch = 1;  // changes whenever any symbol does: cached samples are stale
 
   explicit State(const ActionAggregator& a, bool full) : actions(a), full_stacks(full) {}
 
   // Adds a sample's stack to `b`, through its cache of raw frames.
   void add_sample(Builder& b, const lt_py_sample_event& e, ProcessStacks& ps) {
-    if (b.by_raw_epoch != sym_epoch || b.by_raw.size() > 100'000) {
+    if (b.by_raw_epoch != symbols.epoch() || b.by_raw.size() > 100'000) {
       b.by_raw.clear();
-      b.by_raw_epoch = sym_epoch;
+      b.by_raw_epoch = symbols.epoch();
     }
     const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
     std::string key(reinterpret_cast<const char*>(e.frames), n * sizeof(lt_py_frame));
@@ -193,27 +157,13 @@ struct StackAggregator::State {
     // stack has its root: the opening frame, left out).
     if (!cut.cut() && (e.flags & LT_SAMPLE_TRUNCATED)) out.push_back({"[truncated]", "", 0, 0, false});
     if (!cut.cut() && (e.flags & LT_SAMPLE_READ_FAULT)) out.push_back({"[unreadable frames]", "", 0, 0, false});
-    const Symbols& sym = symbols[e.hdr.pid];
     for (unsigned i = n; i-- > 0;) {
       const lt_py_frame& f = e.frames[i];
-      StackFrame sf;
-      auto c = sym.codes.find({f.code, f.checksum});
-      if (c != sym.codes.end() && c->second.readable) {
-        sf.function = c->second.name;
-        sf.file = c->second.file;
-        sf.first_line = c->second.first_line;
-        auto l = sym.lines.find({f.code, f.checksum, f.lasti});
-        sf.line = l != sym.lines.end() ? l->second : 0;
-      } else if (c != sym.codes.end() && c->second.freed_at_exit) {
-        sf.function = kFreedAtExit;
-        ++ps.freed_at_exit_frames;
-      } else {
-        sf.function = "<unknown>";
-        ++ps.unknown_frames;
-      }
-      out.push_back(std::move(sf));
+      if (const PyCodeSymbol* c = symbols.code(e.hdr.pid, f.code, f.checksum); !c || !c->readable)
+        ++(c && c->freed_at_exit ? ps.freed_at_exit_frames : ps.unknown_frames);
+      out.push_back(symbols.frame(e.hdr.pid, f));
     }
-    if (auto nat = sym.natives.find(e.user_ip); nat != sym.natives.end()) out.push_back(sym.native_frames[nat->second]);
+    if (const StackFrame* nat = symbols.native(e.hdr.pid, e.user_ip)) out.push_back(*nat);
     if (out.empty()) out.push_back({cut.cut() ? kOpeningFrame : "[no Python frames]", "", 0, 0, false});
     return out;
   }
@@ -227,6 +177,7 @@ StackAggregator::~StackAggregator() = default;
 
 void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
   auto& s = *s_;
+  s.symbols.add(h, p);  // it picks out the kinds that name frames
   visit_record(
       h, p,
       overloaded{
@@ -235,40 +186,9 @@ void StackAggregator::add(const lt_event_header& h, const std::byte* p) {
             s.rep.rate_hz = e.rate_hz;
             s.rep.off_cpu = e.flags & LT_SAMPLER_OFF_CPU;
           },
-          [&](const lt_event_header& h, const lt_py_code_event& e) {
-            CodeSym c;
-            c.readable = !(e.flags & LT_CODE_UNREADABLE);
-            c.freed_at_exit = !c.readable && (e.flags & LT_CODE_FREED_AT_EXIT);
-            c.name = python_function_name(std::string_view(e.name, strnlen(e.name, sizeof e.name)));
-            c.file.assign(e.file, strnlen(e.file, sizeof e.file));
-            c.first_line = e.first_line;
-            auto& slot = s.symbols[h.pid].codes[{e.code, e.checksum}];
-            if (slot.name != c.name || slot.file != c.file || slot.first_line != c.first_line ||
-                slot.readable != c.readable || slot.freed_at_exit != c.freed_at_exit) {
-              slot = std::move(c);
-              ++s.sym_epoch;
-            }
-          },
-          [&](const lt_event_header& h, const lt_py_line_event& e) {
-            auto [it, fresh] = s.symbols[h.pid].lines.try_emplace({e.code, e.checksum, e.lasti}, e.line);
-            if (fresh || it->second != e.line) {
-              it->second = e.line;
-              ++s.sym_epoch;
-            }
-          },
-          [&](const lt_event_header& h, const lt_native_sym_event& e) {
-            StackFrame f;
-            f.function.assign(e.name, strnlen(e.name, sizeof e.name));
-            f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
-            f.native = true;
-            if (f.function.empty()) return;
-            if (s.symbols[h.pid].add_native(e.ip, std::move(f))) ++s.sym_epoch;  // cached samples named it otherwise
-          },
           [&](const lt_event_header& h, const lt_proc_event& e) {
             if (h.kind == LT_EV_PROC_EXEC) {
-              // A new program: its addresses mean other things now.
-              s.symbols.erase(e.child_pid);
-              ++s.sym_epoch;
+              // A new program (its symbols went in s.symbols.add).
               if (auto it = s.procs.find(e.child_pid); it != s.procs.end()) it->second.blocked.clear();
               return;
             }

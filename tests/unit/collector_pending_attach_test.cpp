@@ -1,9 +1,10 @@
 // The one poller for probes that wait for a library the target has not
-// loaded yet (user/collector/pending_attach.h), with a scripted attempt.
+// loaded yet, serving every library tracer (user/collector/pending_attach.h), with a scripted attempt.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "user/collector/pending_attach.h"
@@ -19,7 +20,7 @@ constexpr std::uint64_t kMs = 1'000'000;
 struct ScriptedAttach {
   std::map<pid_t, int> ready_after;
   std::vector<std::pair<pid_t, bool>> calls;  // (pid, first)
-  Attempt operator()(pid_t pid, bool first) {
+  Attempt operator()(std::size_t, pid_t pid, bool first) {
     calls.emplace_back(pid, first);
     int n = 0;
     for (auto& c : calls) n += c.first == pid;
@@ -35,6 +36,7 @@ TEST(CollectorPendingAttach, FirstAttemptAtStartThenRetriesEveryInterval) {
   ScriptedAttach script;
   script.ready_after = {{10, 1}, {20, 3}};
   PendingAttach p(250 * kMs, std::ref(script));
+  p.add_tracer();
   p.start_clock(0);
   p.start(10);
   p.start(20);
@@ -62,6 +64,7 @@ TEST(CollectorPendingAttach, TargetsNoLongerOursStopWaitingUntried) {
   ScriptedAttach script;
   script.ready_after = {{10, 100}, {20, 100}};
   PendingAttach p(250 * kMs, std::ref(script));
+  p.add_tracer();
   p.start_clock(0);
   p.start(10);
   p.start(20);
@@ -78,6 +81,7 @@ TEST(CollectorPendingAttach, AnIdlePollerDoesNotRestartItsInterval) {
   ScriptedAttach script;
   script.ready_after = {{10, 2}};
   PendingAttach p(250 * kMs, std::ref(script));
+  p.add_tracer();
   p.start_clock(0);
   p.poll(1000 * kMs, ours_all);  // nothing waits: no retry, clock untouched
   p.start(10);
@@ -88,15 +92,48 @@ TEST(CollectorPendingAttach, AnIdlePollerDoesNotRestartItsInterval) {
 
 TEST(CollectorPendingAttach, AnAttemptThatThrowsLeavesTheTargetNotWaiting) {
   int calls = 0;
-  PendingAttach p(250 * kMs, [&](pid_t, bool first) -> Attempt {
+  PendingAttach p(250 * kMs, [&](std::size_t, pid_t, bool first) -> Attempt {
     ++calls;
     if (!first) throw std::runtime_error("ends the session");
     return Attempt::later;
   });
+  p.add_tracer();
   p.start_clock(0);
   p.start(10);
   EXPECT_TRUE(p.waiting(10));
   EXPECT_THROW(p.poll(300 * kMs, ours_all), std::runtime_error);
   EXPECT_FALSE(p.waiting(10));
   EXPECT_EQ(calls, 2);
+}
+
+// One poller serves every library tracer: each has its first attempt at
+// adoption, in order, and waits on its own; a retry or a library load's
+// out-of-turn attempt reaches only the tracers still waiting.
+TEST(CollectorPendingAttach, OnePollerServesEveryTracer) {
+  std::vector<std::tuple<std::size_t, pid_t, bool>> calls;
+  std::map<std::size_t, int> ready_after = {{0, 1}, {1, 2}};
+  PendingAttach p(250 * kMs, [&](std::size_t t, pid_t pid, bool first) {
+    calls.emplace_back(t, pid, first);
+    int n = 0;
+    for (auto& [ct, cp, cf] : calls) n += ct == t && cp == pid;
+    return n >= ready_after[t] ? Attempt::done : Attempt::later;
+  });
+  EXPECT_EQ(p.add_tracer(), 0u);
+  EXPECT_EQ(p.add_tracer(), 1u);
+  p.start_clock(0);
+  p.start(10);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0], std::make_tuple(std::size_t{0}, pid_t{10}, true));
+  EXPECT_EQ(calls[1], std::make_tuple(std::size_t{1}, pid_t{10}, true));
+  EXPECT_FALSE(p.waiting(0, 10));
+  EXPECT_TRUE(p.waiting(1, 10));
+  EXPECT_TRUE(p.waiting(10));
+  p.retry(0, 10);  // not waiting for tracer 0: nothing
+  EXPECT_EQ(calls.size(), 2u);
+  p.retry(1, 10);  // a library load: tracer 1 now
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[2], std::make_tuple(std::size_t{1}, pid_t{10}, false));
+  EXPECT_FALSE(p.waiting(10));
+  p.poll(300 * kMs, ours_all);
+  EXPECT_EQ(calls.size(), 3u);
 }

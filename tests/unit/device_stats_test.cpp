@@ -18,6 +18,7 @@
 #include "reports/gpu/device_stats_report.h"
 #include "user/collector/stats_sampler.h"
 #include "user/gpu/nvml.h"
+#include "user/model/record_dispatch.h"
 #include "user/proc/proc_stats.h"
 
 using namespace lt;
@@ -514,7 +515,7 @@ TEST(DeviceStatsSampler, SamplesEveryPeriodOnAGridAndNeverThrows) {
   auto sink = [&](const lt_event_header& h, const std::byte* p) {
     ASSERT_EQ(h.kind, LT_EV_PROC_STATS);
     lt_proc_stats_event e;
-    ASSERT_TRUE(record_as(h, p, e));
+    ASSERT_TRUE(decode_record(h, p, /*exact=*/true, e));
     got.push_back(e);
   };
   StatsSampler s({11, 12, 13}, std::chrono::milliseconds(100), sink, {false, fp.root.string()});
@@ -558,7 +559,7 @@ TEST(DeviceStatsSampler, LiveProcessWithoutGpu) {
   std::vector<lt_proc_stats_event> got;
   StatsSampler s({getpid()}, std::chrono::milliseconds(100), [&](const lt_event_header& h, const std::byte* p) {
     lt_proc_stats_event e;
-    if (record_as(h, p, e)) got.push_back(e);
+    if (h.kind == LT_EV_PROC_STATS && decode_record(h, p, /*exact=*/true, e)) got.push_back(e);
   });
   if (s.gpu_count() == 0) {
     EXPECT_FALSE(s.gpu_note().empty());

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "user/cli/aggregators.h"
+#include "user/cli/report_set.h"
 #include "user/core/errors.h"
 
 namespace {
@@ -67,4 +69,36 @@ TEST(ReportRegistry, PrintedRules) {
   EXPECT_EQ(printed(parse({"report", "t.ltrace", "--report", "gpu,ops"})), "ops,gpu");
   EXPECT_EQ(printed(parse({"report", "t.ltrace", "--report", "comm", "--profile-memory"})), "ops,comm");
   EXPECT_EQ(printed(parse({"report", "t.ltrace", "--report", "memory", "--device-stats"})), "memory,-");
+}
+
+// --report's help is made from the table: every named report with its words.
+TEST(ReportRegistry, HelpComesFromTheTable) {
+  const std::string help = lt::report_help_text();
+  for (const auto& e : lt::report_entries()) {
+    if (e.name.empty()) continue;
+    EXPECT_FALSE(e.help.empty()) << e.name;
+    EXPECT_NE(help.find(std::string(e.name) + ": " + std::string(e.help)), std::string::npos) << e.name;
+  }
+  EXPECT_NE(help.find("several at once: verdict,simple,"), std::string::npos) << help;
+}
+
+// ReportSet feeds every record to the catalogue's aggregators and collects
+// each one's result into its member: an allocation reaches the memory
+// result, a damaged stretch reaches them all.
+TEST(ReportRegistry, ReportSetFeedsTheAggregatorCatalogue) {
+  EXPECT_EQ(lt::aggregator_count(), 10u);
+  const auto o = parse({"report", "t.ltrace", "--report", "memory"});
+  lt::ReportSet set(o);
+  lt::lt_mem_event e{};
+  e.hdr = {lt::LT_EV_MEM, sizeof e, 42, 42, 0, 1000};
+  e.ptr = 0x1000;
+  e.bytes = 4096;
+  e.what = LT_MEM_ALLOC;
+  e.device_index = -1;
+  set.add(e.hdr, reinterpret_cast<const std::byte*>(&e));
+  set.gap();
+  const lt::ReportResults r = set.finish();
+  ASSERT_EQ(r.memory.processes.size(), 1u);
+  EXPECT_EQ(r.memory.processes[0].pid, 42u);
+  EXPECT_TRUE(r.comm.processes.empty());
 }

@@ -23,6 +23,8 @@ struct OptionSpec {
   const char* arg = nullptr;  // the value's name in --help (PID, FILE); nullptr: a flag
   CommandSet commands = 0;    // the commands that take it
   const char* help = "";      // one paragraph; usage_text() wraps it
+  // Text generated from another table, appended to help (--report's names).
+  std::string (*help_from_table)() = nullptr;
   // Checks the value and stores it (flags get ""); throws Error(usage).
   void (*store)(Options&, const std::string& value) = nullptr;
   const char* example = nullptr;  // a valid value (the table test parses every row with it)

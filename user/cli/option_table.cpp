@@ -198,18 +198,8 @@ const OptionSpec kOptions[] = {
    .help = "detach after SECS seconds; cluster ... dump: the time between each node's two reads (default 1)",
    .store = [](Options& o, const std::string& v) { o.duration_s = parse_seconds(v); }, .example = "2.5"},
   {.name = "report", .arg = "NAME", .commands = kAll,
-   .help = "simple (default): SimpleProfiler's table per action; advanced: where each action's time went, "
-           "by Python function (AdvancedProfiler's layout, from sampled stacks); ops: PyTorchProfiler's "
-           "operator table (aten ops: exact calls, sampled CPU times) per step function; gpu: kernel, copy, "
-           "CUDA API and NVTX summaries (nsys stats layout) and GPU time per action; shown by default when "
-           "the targets used CUDA; memory: bytes allocated and freed and peak live bytes per action and device (CPU, "
-           "each CUDA device), allocations still alive at the end by op and allocating line, out-of-memory "
-           "events; comm: every c10d collective and point-to-point call (gloo) per rank, by kind and message size "
-           "(nccl-tests' layout) and per action; steps: each stage's step times (p50, p90, p99, max, spikes) and "
-           "the share of dataloader, step, backward, optimizer and hooks in them, measured; verdict: what is wrong, "
-           "ranked by train step time at stake, with evidence and what to try (first); xla: torch_xla's uncached "
-           "compiles, graph executions, host-device transfers and step marks per action, with torch_xla's own "
-           "timers and the recompilations; several at once: simple,advanced,ops,gpu,memory,comm,steps,verdict,xla",
+   .help = "the reports to print: ",
+   .help_from_table = report_help_text,
    .store = store_report, .example = "simple,ops", .passed_on = true},
   {.name = "rate", .arg = "HZ", .commands = kAttaching | kWatch,
    .help = "stack samples per second and CPU (default 99; 1-10000)",

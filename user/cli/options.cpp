@@ -248,7 +248,9 @@ options:
       flags.resize(kHelpColumn, ' ');
       out += flags;
     }
-    out += wrap(o.help, kWidth, kHelpColumn, kHelpColumn) + "\n";
+    out +=
+        wrap(std::string(o.help) + (o.help_from_table ? o.help_from_table() : ""), kWidth, kHelpColumn, kHelpColumn) +
+        "\n";
     if (o.passed_on) passed_on += (passed_on.empty() ? "" : ", ") + flag_name(o);
   }
   out += "\n" + wrap("cluster gives these options on to every agent, as typed: " + passed_on + ".", kWidth, 0, 0);

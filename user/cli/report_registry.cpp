@@ -76,38 +76,75 @@ void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptio
 constexpr ReportEntry kReports[] = {
     // What is wrong, ranked by step time at stake (reports/verdict/findings.h): first.
     // The c10d probes for the collective-bound and straggler findings.
-    {"verdict",
-     {.comm = true},
-     [](const Options& o, const ReportResults&) { return named(o, "verdict"); },
-     write_verdict,
-     true},
-    {"simple", {}, [](const Options& o, const ReportResults&) { return named(o, "simple"); }, write_simple},
-    {"advanced",
-     {.stacks = true},
-     [](const Options& o, const ReportResults&) { return named(o, "advanced"); },
-     write_advanced},
+    {.name = "verdict",
+     .help = "what is wrong, ranked by train step time at stake, with evidence and what to try (printed first)",
+     .sources = {.comm = true},
+     .printed = [](const Options& o, const ReportResults&) { return named(o, "verdict"); },
+     .write = write_verdict,
+     .keeps_intervals = true},
+    {.name = "simple",
+     .help = "SimpleProfiler's table per action (the default)",
+     .sources = {},
+     .printed = [](const Options& o, const ReportResults&) { return named(o, "simple"); },
+     .write = write_simple},
+    {.name = "advanced",
+     .help = "where each action's time went, by Python function (AdvancedProfiler's layout, from sampled stacks)",
+     .sources = {.stacks = true},
+     .printed = [](const Options& o, const ReportResults&) { return named(o, "advanced"); },
+     .write = write_advanced},
     // --ops, --profile-memory and --module-names ask for it too.
-    {"ops", {.ops = true}, [](const Options& o, const ReportResults&) { return o.wants_ops(); }, write_ops},
+    {.name = "ops",
+     .help = "PyTorchProfiler's operator table per step function (exact calls; CPU times measured by the op "
+             "observer in the job, else sampled estimates)",
+     .sources = {.ops = true},
+     .printed = [](const Options& o, const ReportResults&) { return o.wants_ops(); },
+     .write = write_ops},
     // Also by default whenever a target used CUDA.
-    {"gpu",
-     {},
-     [](const Options& o, const ReportResults& r) { return named(o, "gpu") || (!o.report_given && r.gpu.any()); },
-     write_gpu},
+    {.name = "gpu",
+     .help = "kernel, copy, CUDA API and NVTX summaries (nsys stats layout) and GPU time per action; shown by "
+             "default when the targets used CUDA",
+     .sources = {},
+     .printed = [](const Options& o,
+                   const ReportResults& r) { return named(o, "gpu") || (!o.report_given && r.gpu.any()); },
+     .write = write_gpu},
     // The op and the Python stack of each allocation.
-    {"memory",
-     {.ops = true, .memory = true, .memory_stacks = true},
-     [](const Options& o, const ReportResults&) { return named(o, "memory"); },
-     write_memory},
-    {"comm", {.comm = true}, [](const Options& o, const ReportResults&) { return named(o, "comm"); }, write_comm},
+    {.name = "memory",
+     .help = "bytes allocated and freed and peak live bytes per action and device (CPU, each CUDA device), "
+             "allocations still alive at the end by op and allocating line, out-of-memory events",
+     .sources = {.ops = true, .memory = true, .memory_stacks = true},
+     .printed = [](const Options& o, const ReportResults&) { return named(o, "memory"); },
+     .write = write_memory},
+    {.name = "comm",
+     .help = "every c10d collective and point-to-point call per rank, by kind and message size (nccl-tests' "
+             "layout) and per action",
+     .sources = {.comm = true},
+     .printed = [](const Options& o, const ReportResults&) { return named(o, "comm"); },
+     .write = write_comm},
     // Each stage's steps: percentiles, spikes, the share of each part.
-    {"steps", {}, [](const Options& o, const ReportResults&) { return named(o, "steps"); }, write_steps, true},
+    {.name = "steps",
+     .help = "each stage's step times (p50, p90, p99, max, spikes) and the share of dataloader, step, backward, "
+             "optimizer and hooks in them, measured",
+     .sources = {},
+     .printed = [](const Options& o, const ReportResults&) { return named(o, "steps"); },
+     .write = write_steps,
+     .keeps_intervals = true},
     // torch_xla's compiles, executions, transfers (docs/design-xla.md).
-    {"xla", {.xla = true}, [](const Options& o, const ReportResults&) { return named(o, "xla"); }, write_xla},
-    {"",
-     {},
-     [](const Options&, const ReportResults& r) { return !r.device_stats.processes.empty(); },
-     write_device_stats},
-    {"", {}, [](const Options& o, const ReportResults&) { return o.device_stats; }, write_cuda_memory},
+    {.name = "xla",
+     .help = "torch_xla's uncached compiles, graph executions, host-device transfers and step marks per action, "
+             "with torch_xla's own timers and the recompilations",
+     .sources = {.xla = true},
+     .printed = [](const Options& o, const ReportResults&) { return named(o, "xla"); },
+     .write = write_xla},
+    {.name = "",
+     .help = "",
+     .sources = {},
+     .printed = [](const Options&, const ReportResults& r) { return !r.device_stats.processes.empty(); },
+     .write = write_device_stats},
+    {.name = "",
+     .help = "",
+     .sources = {},
+     .printed = [](const Options& o, const ReportResults&) { return o.device_stats; },
+     .write = write_cuda_memory},
 };
 
 }  // namespace
@@ -127,6 +164,16 @@ std::string report_names_text() {
   for (const auto& e : kReports)
     if (!e.name.empty()) s += (s.empty() ? "" : ", ") + std::string(e.name);
   return s;
+}
+
+std::string report_help_text() {
+  std::string s, names;
+  for (const auto& e : kReports) {
+    if (e.name.empty()) continue;
+    s += (s.empty() ? "" : "; ") + std::string(e.name) + ": " + std::string(e.help);
+    names += (names.empty() ? "" : ",") + std::string(e.name);
+  }
+  return s + "; several at once: " + names;
 }
 
 ReportSources report_sources(const Options& opts) {

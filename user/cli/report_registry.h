@@ -1,8 +1,11 @@
-// The reports ltrace-bpf prints, as one table: what --report can name, the
-// probes each needs while recording, when each is printed and how. The
-// option table, the attach side's choice of sources, `report FILE` and the
-// per-rank reports of `report DIR --merge` are loops over it, so a report
-// added here is in all of them.
+// The reports ltrace-bpf prints, as one table: what --report can name and
+// its help, the probes each needs while recording, when each is printed and
+// how. The option table (names, help, errors), the attach side's choice of
+// sources, the live report, `report FILE` and the per-rank reports of
+// `report DIR --merge` are loops over it, so a report added here is in all
+// of them. Their aggregators are user/cli/aggregators.h's catalogue; the
+// merged outputs of `report DIR --merge` (the cluster summary, merged
+// traces and page) read actions, ops, GPU and comm (merge_output.cpp).
 #pragma once
 #include <span>
 #include <string>
@@ -48,6 +51,8 @@ struct ReportEntry {
   // --report NAME; empty: not chosen by name (printed when it has data or
   // its own option asks for it).
   std::string_view name;
+  // What it prints, for --report's help ("NAME: HELP; ..."); "" unnamed.
+  std::string_view help;
   ReportSources sources;
   // Printed for these options and results?
   bool (*printed)(const Options&, const ReportResults&);
@@ -63,6 +68,8 @@ std::span<const ReportEntry> report_entries();
 bool is_report_name(std::string_view name);
 // "simple, advanced, ..." for messages.
 std::string report_names_text();
+// --report's help: every named report and what it prints, in order.
+std::string report_help_text();
 // The probes the reports in `opts.report` need.
 ReportSources report_sources(const Options& opts);
 // Whether one of them needs intervals kept.

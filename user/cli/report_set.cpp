@@ -11,6 +11,7 @@
 #include "user/cli/prof_dump_output.h"
 #include "user/cli/stack_output.h"
 #include "user/core/output_file.h"
+#include "user/model/record_dispatch.h"
 
 namespace lt {
 namespace {
@@ -18,10 +19,10 @@ namespace {
 // recorder at attach; a trace older than that record prints Simple). Names
 // this version does not know are left out; --report still wins.
 void take_recorded_reports(Options& opts, const lt_event_header& h, const std::byte* p) {
-  lt_recorded_reports_event r{};
-  if (h.size < sizeof r) return;
-  std::memcpy(&r, p, sizeof r);
-  const std::string given(r.reports, strnlen(r.reports, sizeof r.reports));
+  std::string given;
+  visit_record(h, p, [&](const lt_event_header&, const lt_recorded_reports_event& r) {
+    given.assign(r.reports, strnlen(r.reports, sizeof r.reports));
+  });
   std::string known;
   for (std::size_t at = 0; at <= given.size();) {
     const std::size_t end = std::min(given.find(',', at), given.size());
@@ -33,97 +34,74 @@ void take_recorded_reports(Options& opts, const lt_event_header& h, const std::b
   if (!known.empty()) opts.report = known;
 }
 
-bool wants_exports(const Options& o) {
-  return !o.chrome_path.empty() || !o.perfetto_path.empty() || !o.html_path.empty();
+// The trace exports: a file each, written after the reports, over the
+// --steps/--window range.
+struct ExportEntry {
+  std::string Options::*path;
+  void (*write)(const Options&, const ReportResults&, const RangeFilter&, std::ostream&);
+};
+
+const OpsReport* exported_ops(const Options& o, const ReportResults& r) {
+  return o.wants_ops() ? &r.ops : nullptr;
 }
+
+constexpr ExportEntry kExports[] = {
+    {&Options::chrome_path,
+     [](const Options& o, const ReportResults& r, const RangeFilter& range, std::ostream& f) {
+       write_chrome_trace(r.actions, f, exported_ops(o, r), &r.gpu, &r.memory, &range, &r.xla);
+     }},
+    {&Options::perfetto_path,
+     [](const Options& o, const ReportResults& r, const RangeFilter& range, std::ostream& f) {
+       const PerfettoStats st =
+           write_perfetto_trace(r.actions, f, exported_ops(o, r), &r.gpu, &r.memory, &range, &r.xla);
+       if (o.verbose)
+         std::cerr << "ltrace-bpf: --perfetto: " << st.slices << " slices (" << st.cut_slices
+                   << " cut at their parent's end to nest), " << st.counters << " counter values, " << st.packets
+                   << " packets\n";
+     }},
+    {&Options::html_path,
+     [](const Options& o, const ReportResults& r, const RangeFilter&, std::ostream& f) {
+       write_html_report(r.actions, o.extended, f, &r.stacks, exported_ops(o, r), &r.gpu, &r.memory, &r.comm, &r.xla);
+     }},
+};
 }  // namespace
 
 ReportSet::ReportSet(const Options& opts)
-    : opts_(opts),
-      actions_(wants_exports(opts) || reports_keep_intervals(opts)),
-      stacks_(actions_, opts.full_stacks),
-      ops_(actions_, {opts.schedule, wants_exports(opts), opts.group_by_input_shapes}),
-      gpu_(actions_, wants_exports(opts) || reports_keep_intervals(opts)),
-      devstats_(actions_),
-      memory_(actions_, {.keep_events = wants_exports(opts)}),
-      comm_(actions_, {.keep_calls = wants_exports(opts)}),
-      nccl_(actions_),
-      compiles_(&actions_),
-      xla_(actions_, wants_exports(opts)) {}
+    : opts_(opts), actions_(aggregator_needs(opts).exports || aggregator_needs(opts).intervals) {
+  aggregators_ = make_aggregators(opts, aggregator_needs(opts), actions_);
+}
 
 void ReportSet::add(const lt_event_header& h, const std::byte* p) {
   actions_.add(h, p);
-  stacks_.add(h, p);
-  ops_.add(h, p);
-  gpu_.add(h, p);
-  devstats_.add(h, p);
-  memory_.add(h, p);
-  comm_.add(h, p);
-  nccl_.add(h, p);
-  comm_stacks_.add(h, p);
-  compiles_.add(h, p);
-  xla_.add(h, p);
+  for (auto& a : aggregators_) a->add(h, p);
 }
 
 void ReportSet::gap() {
   actions_.gap();
-  stacks_.gap();
-  memory_.gap();
-  comm_stacks_.gap();
-  xla_.gap();
+  for (auto& a : aggregators_) a->gap();
 }
 
 ReportResults ReportSet::finish() {
   ReportResults r;
   r.actions = actions_.finish();
-  r.stacks = stacks_.finish();
-  r.ops = ops_.finish();
-  r.compiles = compiles_.finish();
-  r.gpu = gpu_.finish();
-  r.device_stats = devstats_.finish();
-  r.memory = memory_.finish();
-  r.comm = comm_.finish();
-  r.comm_stacks = comm_stacks_.finish();
-  r.nccl = nccl_.finish();
-  r.xla = xla_.finish();
+  for (auto& a : aggregators_) a->finish(r);
   return r;
 }
 
 void ReportSet::write() {
   const Options& o = opts_;
   const ReportResults res = finish();
-  const ActionsReport& rep = res.actions;
-  const StacksReport& stack_rep = res.stacks;
-  const OpsReport& ops_rep = res.ops;
-  const GpuReport& gpu_rep = res.gpu;
-  const MemoryReport& mem_rep = res.memory;
-  const CommReport& comm_rep = res.comm;
   write_reports(o, res, {o.extended, o.dirpath, o.filename});
-  if (!o.dump_stats_dir.empty()) write_prof_dumps(rep, stack_rep, o.dump_stats_dir, o.filename);
-  write_stack_exports(stack_rep, {o.collapsed_path, o.flamegraph_path, o.speedscope_path});
+  if (!o.dump_stats_dir.empty()) write_prof_dumps(res.actions, res.stacks, o.dump_stats_dir, o.filename);
+  write_stack_exports(res.stacks, {o.collapsed_path, o.flamegraph_path, o.speedscope_path});
   // --steps/--window: the trace exports only (the reports above cover the attach).
-  const RangeFilter range(o.export_range, rep);
+  const RangeFilter range(o.export_range, res.actions);
   if (!range.everything())
     std::cerr << "ltrace-bpf: " << (range.matched_nothing() ? "warning: " : "") << "trace exports keep "
               << range.summary() << "\n";
-  if (!o.chrome_path.empty())
-    write_output(o.chrome_path, [&](std::ostream& f) {
-      write_chrome_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range, &res.xla);
-    });
-  if (!o.perfetto_path.empty())
-    write_output(o.perfetto_path, [&](std::ostream& f) {
-      const PerfettoStats st =
-          write_perfetto_trace(rep, f, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep, &range, &res.xla);
-      if (o.verbose)
-        std::cerr << "ltrace-bpf: --perfetto: " << st.slices << " slices (" << st.cut_slices
-                  << " cut at their parent's end to nest), " << st.counters << " counter values, " << st.packets
-                  << " packets\n";
-    });
-  if (!o.html_path.empty())
-    write_output(o.html_path, [&](std::ostream& f) {
-      write_html_report(rep, o.extended, f, &stack_rep, o.wants_ops() ? &ops_rep : nullptr, &gpu_rep, &mem_rep,
-                        &comm_rep, &res.xla);
-    });
+  for (const auto& e : kExports)
+    if (const std::string& path = o.*e.path; !path.empty())
+      write_output(path, [&](std::ostream& f) { e.write(o, res, range, f); });
 }
 
 // Streams `path` through `reports` (built on `opts`, which may take the

@@ -6,16 +6,7 @@
 #include <memory>
 
 #include "reports/aggregate/actions.h"
-#include "reports/aggregate/comm.h"
-#include "reports/aggregate/comm_stacks.h"
-#include "reports/aggregate/compiles.h"
-#include "reports/aggregate/device_stats.h"
-#include "reports/aggregate/gpu.h"
-#include "reports/aggregate/memory.h"
-#include "reports/aggregate/nccl.h"
-#include "reports/aggregate/ops.h"
-#include "reports/aggregate/stacks.h"
-#include "reports/aggregate/xla.h"
+#include "user/cli/aggregators.h"
 #include "user/cli/options.h"
 #include "user/cli/report_registry.h"
 #include "user/model/trace.h"
@@ -26,30 +17,22 @@ namespace lt {
 class ReportSet {
  public:
   explicit ReportSet(const Options& opts);
-  // One record; the stack, op, GPU and device aggregators see it right
-  // after the action aggregator, which tells them the action open on its thread.
+  // One record: the action aggregator first (it tells the others the
+  // action open on the record's thread), then the catalogue's in order.
   void add(const lt_event_header& h, const std::byte* p);
   // A damaged stretch of a trace file: nothing pairs across it.
   void gap();
   // Every aggregator's result; once.
   ReportResults finish();
   // finish(), then the reports (stdout or Lightning's files; the registry,
-  // user/cli/report_registry.h) and exports (--chrome, --html, flame graphs).
+  // user/cli/report_registry.h) and exports (the table of report_set.cpp:
+  // --chrome, --perfetto, --html; flame graphs, pstats dumps).
   void write();
 
  private:
   const Options& opts_;
   ActionAggregator actions_;
-  StackAggregator stacks_;
-  OpAggregator ops_;
-  GpuAggregator gpu_;
-  DeviceStatsAggregator devstats_;
-  MemoryAggregator memory_;
-  CommAggregator comm_;
-  NcclAggregator nccl_;              // NCCL API calls, joined to their kernels
-  CommStackAggregator comm_stacks_;  // --launch-stacks: c10d calls by Python stack
-  CompileAggregator compiles_;       // torch.compile regions: the ops report's compile section
-  XlaAggregator xla_;                // torch_xla's compiles, executions, transfers
+  std::vector<std::unique_ptr<AggregatorSlot>> aggregators_;  // the catalogue's (aggregators.h), in order
 };
 
 // Streams trace file `path` through a ReportSet built on `opts`: without

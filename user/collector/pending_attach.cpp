@@ -4,24 +4,30 @@
 
 namespace lt {
 
-void PendingAttach::attempt(pid_t pid, bool first) {
-  waiting_.erase(pid);
-  if (attempt_(pid, first) == Attempt::later) waiting_.insert(pid);
+void PendingAttach::attempt(std::size_t tracer, pid_t pid, bool first) {
+  waiting_.erase({tracer, pid});
+  if (attempt_(tracer, pid, first) == Attempt::later) waiting_.insert({tracer, pid});
 }
 
 void PendingAttach::start(pid_t pid) {
-  attempt(pid, true);
+  for (std::size_t t = 0; t < tracers_; ++t) attempt(t, pid, true);
+}
+
+bool PendingAttach::waiting(pid_t pid) const {
+  for (const auto& [t, p] : waiting_)
+    if (p == pid) return true;
+  return false;
 }
 
 void PendingAttach::poll(std::uint64_t now_ns, const StillOursFn& still_ours) {
   if (waiting_.empty() || !retry_.due(now_ns)) return;
   // A copy: attempts change the set.
-  const std::vector<pid_t> now(waiting_.begin(), waiting_.end());
-  for (pid_t pid : now)
+  const std::vector<std::pair<std::size_t, pid_t>> now(waiting_.begin(), waiting_.end());
+  for (const auto& [t, pid] : now)
     if (still_ours(pid))
-      attempt(pid, false);
+      attempt(t, pid, false);
     else
-      waiting_.erase(pid);
+      waiting_.erase({t, pid});
 }
 
 }  // namespace lt

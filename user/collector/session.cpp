@@ -98,7 +98,10 @@ R read_record(std::span<const std::byte> record) {
 
 }  // namespace
 
-Session::Session(SessionOptions opts) : opts_(std::move(opts)) {}
+Session::Session(SessionOptions opts)
+    : opts_(std::move(opts)), pending_(pending_attach_ns(), [this](std::size_t tracer, pid_t pid, bool first) {
+        return attach_library(*library_tracers_[tracer], pid, first);
+      }) {}
 Session::~Session() = default;
 
 void Session::prepare() {
@@ -183,7 +186,7 @@ void Session::start_sources() {
   // (LTRACE_BPF_NO_LIBRARY_HOLD=1 asks for that: bench/library_hold.py).
   bool holds = !std::getenv("LTRACE_BPF_NO_LIBRARY_HOLD");
   bool wanted = false;
-  for (const auto& slot : slots_) wanted |= slot->tracer->holds_at_load();
+  for (const Tracer* t : library_tracers_) wanted |= t->holds_at_load();
   if (holds && wanted) {
     try {
       libload_ = std::make_unique<LibLoadSource>();
@@ -216,7 +219,10 @@ void Session::start_tracers() {
     if (!entry.wanted(opts_)) continue;
     tracers_.push_back(entry.make(*tracer_ctx_));
     if (const int fd = tracers_.back()->op_stacks_fd(); fd >= 0) tracer_ctx_->op_stacks_fd = fd;
-    if (tracers_.back()->library()) add_slot(*tracers_.back());
+    if (tracers_.back()->library()) {
+      library_tracers_.push_back(tracers_.back().get());
+      pending_.add_tracer();
+    }
   }
 }
 
@@ -325,7 +331,7 @@ void Session::start_chores(std::uint64_t now) {
   thread_states_ = {kThreadStatesNs, now};
   watch_ = {kWatchNs, now};
   liveness_ = {kLivenessNs, now};
-  for (auto& slot : slots_) slot->pending.start_clock(now);
+  pending_.start_clock(now);
 }
 
 // What the loop does between two drains, in this order: forked children's
@@ -340,7 +346,7 @@ std::uint64_t Session::do_chores() {
   if (thread_states_.due(now)) refresh_thread_states();
   if (watcher_ && watch_.due(now)) adopt_eligible();
   const auto ours = [this](pid_t p) { return targets_.live_and_alive(p); };
-  for (auto& slot : slots_) slot->pending.poll(now, ours);
+  pending_.poll(now, ours);
   for (auto& t : tracers_) t->tick(now);
   if (stats_sampler_) {
     stats_sampler_->set_pids(targets_.live_alive_pids());
@@ -383,8 +389,8 @@ void Session::adopt_execed(std::uint64_t now) {
 }
 
 bool Session::waits_for_library(pid_t pid) const {
-  for (const auto& slot : slots_)
-    if (slot->tracer->holds_at_load() && slot->pending.waiting(pid)) return true;
+  for (std::size_t i = 0; i < library_tracers_.size(); ++i)
+    if (library_tracers_[i]->holds_at_load() && pending_.waiting(i, pid)) return true;
   return false;
 }
 
@@ -409,8 +415,8 @@ void Session::stop_awaiting(pid_t pid) {
 void Session::serve_library_loads(std::uint64_t now) {
   for (pid_t pid : holder_->take_library_loads()) {
     if (awaiting_libs_.count(pid))
-      for (auto& slot : slots_)
-        if (slot->tracer->holds_at_load()) slot->pending.retry(pid);
+      for (std::size_t i = 0; i < library_tracers_.size(); ++i)
+        if (library_tracers_[i]->holds_at_load()) pending_.retry(i, pid);
     const bool more = awaiting_libs_.count(pid) && waits_for_library(pid) && targets_.live_and_alive(pid) &&
                       now < awaiting_libs_[pid] + kLibraryWaitNs;
     if (!more) stop_awaiting(pid);
@@ -601,7 +607,7 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
   targets_.adopted(pid, interp);
   if (!how.provisional) ++stats_.traced;  // a provisional target counts once promoted
   emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);
-  for (auto& slot : slots_) slot->pending.start(pid);
+  pending_.start(pid);
 }
 
 // How BPF finds this interpreter's thread states, or why it cannot (then
@@ -619,28 +625,21 @@ bool Session::explicit_target(pid_t pid) const {
   return std::find(opts_.pids.begin(), opts_.pids.end(), pid) != opts_.pids.end();
 }
 
-void Session::add_slot(Tracer& tracer) {
-  auto slot = std::make_unique<TracerSlot>(TracerSlot{&tracer, PendingAttach(pending_attach_ns(), {})});
-  slot->pending = PendingAttach(
-      pending_attach_ns(), [this, s = slot.get()](pid_t pid, bool first) { return attach_library(*s, pid, first); });
-  slots_.push_back(std::move(slot));
-}
-
 // One tracer's probes for one target. A process that has not loaded the
 // library yet is polled until it does (its calls cannot exist before). An
 // error is the session's end only for an explicit --pid at its adoption
 // (or a wrong --ops); otherwise that process's data is missing, and said so.
-PendingAttach::Attempt Session::attach_library(TracerSlot& slot, pid_t pid, bool first) {
+PendingAttach::Attempt Session::attach_library(Tracer& tracer, pid_t pid, bool first) {
   // A tracer that needs ptrace itself (the GPU bridge's injection) waits
   // while we hold the process seized for other libraries.
-  if (!slot.tracer->holds_at_load() && awaiting_libs_.count(pid)) return PendingAttach::Attempt::later;
+  if (!tracer.holds_at_load() && awaiting_libs_.count(pid)) return PendingAttach::Attempt::later;
   try {
-    if (!slot.tracer->attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
-    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, slot.tracer->describe(pid).c_str());
-    for (const auto& n : slot.tracer->take_notes()) notes_.push_back("pid " + std::to_string(pid) + ": " + n);
+    if (!tracer.attach(pid, opts_.children ? -1 : pid)) return PendingAttach::Attempt::later;
+    if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: %s\n", pid, tracer.describe(pid).c_str());
+    for (const auto& n : tracer.take_notes()) notes_.push_back("pid " + std::to_string(pid) + ": " + n);
   } catch (const Error& e) {
     if ((first && explicit_target(pid)) || e.code() == ExitCode::usage) throw;
-    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; " + slot.tracer->lost());
+    notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; " + tracer.lost());
   }
   return PendingAttach::Attempt::done;
 }

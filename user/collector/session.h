@@ -124,15 +124,10 @@ class Session {
   void refresh_thread_states(pid_t only = 0);  // 0: every LT_TARGET_TSTATE_MAP target
   bool reap_exited();                          // exits found by polling; false: every process gone
 
-  // The tracers (user/collector/tracer.h): made, then one slot for each
-  // whose probes go on a library.
+  // The tracers (user/collector/tracer.h): made, and the library tracers
+  // served by the one pending-attach poller.
   void start_tracers();
-  struct TracerSlot {
-    Tracer* tracer;
-    PendingAttach pending;  // targets without its library mapped (yet)
-  };
-  void add_slot(Tracer& tracer);
-  PendingAttach::Attempt attach_library(TracerSlot& slot, pid_t pid, bool first);
+  PendingAttach::Attempt attach_library(Tracer& tracer, pid_t pid, bool first);
   // A CPython held at its exec whose probes wait for a library: kept
   // seized until it loads (true), or let go (false).
   bool await_libraries(pid_t pid);
@@ -174,8 +169,9 @@ class Session {
   std::uint64_t ring_read_at_ = 0;                  // when the last read of the ring began
   // Every tracer, the actions first (then tracer_catalogue()'s order).
   std::vector<std::unique_ptr<Tracer>> tracers_;
-  ActionTracer* actions_ = nullptr;                 // tracers_[0]: its finalize probe wakes the holder
-  std::vector<std::unique_ptr<TracerSlot>> slots_;  // the library tracers, each with its poller
+  ActionTracer* actions_ = nullptr;       // tracers_[0]: its finalize probe wakes the holder
+  std::vector<Tracer*> library_tracers_;  // those with a library(), by their index in pending_
+  PendingAttach pending_;                 // targets whose libraries are not mapped yet
   // The drain loop's periodic chores (start_chores() sets their clocks).
   Every thread_states_, watch_, liveness_;
   std::unique_ptr<StatsSampler> stats_sampler_;

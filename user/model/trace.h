@@ -45,12 +45,4 @@ class Trace {
   std::size_t count_ = 0;
 };
 
-// Copies a record of type R out of the stream if its size matches.
-template <typename R>
-bool record_as(const lt_event_header& h, const std::byte* p, R& out) {
-  if (h.size != sizeof(R)) return false;
-  std::memcpy(&out, p, sizeof(R));
-  return true;
-}
-
 }  // namespace lt
