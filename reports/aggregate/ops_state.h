@@ -69,7 +69,11 @@ struct OpAggregator::State {
   std::vector<std::string> names;                               // name id -> name
   std::unordered_map<std::string, std::uint32_t> name_ids;
   std::unordered_map<std::uint32_t, std::uint64_t> completed_seen;  // per process: actions completed so far
-  struct Proc {
+  // A process's state, one part per concern; each part's code is in the
+  // file named (Proc is all of them: the parts' members are its own).
+  //
+  // Its windows and tables (ops_batches.cpp).
+  struct ProcWindows {
     // Where this process's ops go now (see step_batches.h): into the batch
     // being run; into the gap after its end hooks (another end hook may
     // still come: then the gap was the batch's); outside any batch; or,
@@ -98,19 +102,8 @@ struct OpAggregator::State {
     std::map<std::string, std::uint64_t> windows_of;
     std::map<std::string, std::vector<Early>> early;
     std::uint64_t skipped = 0;
-    Window& sink() {
-      switch (where) {
-        case Where::batch:
-          return *batch;
-        case Where::gap:
-          return *gap;
-        case Where::unknown:
-          return *unknown;
-        default:
-          return *outside;
-      }
-    }
-    WindowPtr sink_ptr() {
+    Window& sink() { return *sink_ptr(); }
+    const WindowPtr& sink_ptr() const {
       switch (where) {
         case Where::batch:
           return batch;
@@ -122,6 +115,9 @@ struct OpAggregator::State {
           return outside;
       }
     }
+  };
+  // The op calls running per thread, from the op probes (ops.cpp).
+  struct ProcCalls {
     // Per thread, the ops running as far as the records tell, outermost first.
     struct Running {
       std::uint32_t name;  // its row: the op, or the (op, input shapes) pair
@@ -132,10 +128,14 @@ struct OpAggregator::State {
       std::size_t interval;           // index in out.intervals, SIZE_MAX: none
     };
     std::unordered_map<std::uint32_t, std::vector<Running>> running;
-    // [pl][module] calls (--module-names) open per thread, outermost first,
-    // as far as MODULE_CALL records and samples tell (no return probe: a
-    // call is over once a sample no longer has its _call_impl at its depth,
-    // or a later call starts at its depth or above).
+    std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
+  };
+  // [pl][module] rows, --module-names (ops_lightning.cpp).
+  struct ProcModules {
+    // [pl][module] calls open per thread, outermost first, as far as
+    // MODULE_CALL records and samples tell (no return probe: a call is over
+    // once a sample no longer has its _call_impl at its depth, or a later
+    // call starts at its depth or above).
     struct OpenModule {
       std::uint32_t depth;
       std::uint64_t code;
@@ -143,42 +143,18 @@ struct OpAggregator::State {
     };
     std::unordered_map<std::uint32_t, std::vector<OpenModule>> modules_open;
     std::map<std::uint64_t, std::string> module_names;  // address -> row name, "" = no Lightning row
-    // [pl][profile] rows, per (thread, open action): samples in which an op
-    // ran while the action was the thread's innermost, and the measured time
-    // of the actions completed inside it.  Taken when it completes.
+  };
+  // [pl][profile] rows (ops_lightning.cpp).
+  struct ProcLightning {
+    // Per (thread, open action): samples in which an op ran while the
+    // action was the thread's innermost, and the measured time of the
+    // actions completed inside it.  Taken when it completes.
     std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> covered_samples, child_ns;
-    std::uint64_t calls = 0, too_deep = 0, last_ts = 0;
-    // GPU launches by CUPTI correlation id: the window they were made in
-    // and the ops running, outermost first.
-    struct Launch {
-      WindowPtr window;
-      std::vector<std::uint32_t> ops;
-    };
-    std::unordered_map<std::uint32_t, Launch> launches;
-    std::vector<std::uint32_t> launch_order;
-    std::size_t launch_head = 0;
-    // CPU allocations seen, by address: a free's size (Delete has only
-    // the pointer).
-    std::unordered_map<std::uint64_t, std::int64_t> cpu_sizes;
-    std::uint64_t mem_events = 0, frees_unknown = 0, mem_without_ops = 0, ooms = 0;
-    // The op observer (OP_SPAN): where the windows began, in time, so that
-    // a call counts where its start fell; and per thread, by depth, calls
-    // that ended and wait for their parent (torch drops an only child that
-    // has its parent's name, folding its self time into the parent).
-    std::vector<std::pair<std::uint64_t, WindowPtr>> boundaries;
-    struct EndedCall {
-      std::uint32_t row;  // kHiddenRow: left out by --ops (kept for the nesting)
-      std::uint64_t start;
-      WindowPtr window;
-      std::uint64_t self_ns, total_ns;
-      std::uint32_t action;  // innermost on its thread when it started (interned; kNoAction none)
-    };
-    std::unordered_map<std::uint32_t, std::vector<std::vector<EndedCall>>> ended;  // [depth - 1]
-    // [pl][profile] rows of a measured process: its calls come a drain
-    // after the actions, so a completed action waits (in order) until a
-    // call on its thread ended after it; meanwhile each outermost call's
-    // time goes to the action innermost on its thread when it started
-    // (`innermost`: the recent changes per thread).
+    // A measured process's calls come a drain after the actions, so a
+    // completed action waits (in order) until a call on its thread ended
+    // after it; meanwhile each outermost call's time goes to the action
+    // innermost on its thread when it started (`innermost`: the recent
+    // changes per thread).
     struct Deferred {
       Completion c;
       WindowPtr window;
@@ -196,10 +172,46 @@ struct OpAggregator::State {
     };
     std::unordered_map<std::uint32_t, std::deque<Done>> recent_done;
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> covered_ns;  // (tid, action) -> ns
+  };
+  // The CUDA columns: launches joined to their kernels (ops_gpu.cpp).
+  struct ProcGpu {
+    // GPU launches by CUPTI correlation id: the window they were made in
+    // and the ops running, outermost first.
+    struct Launch {
+      WindowPtr window;
+      std::vector<std::uint32_t> ops;
+    };
+    std::unordered_map<std::uint32_t, Launch> launches;
+    std::vector<std::uint32_t> launch_order;
+    std::size_t launch_head = 0;
+  };
+  // The memory columns (ops_memory.cpp).
+  struct ProcMemory {
+    // CPU allocations seen, by address: a free's size (Delete has only
+    // the pointer).
+    std::unordered_map<std::uint64_t, std::int64_t> cpu_sizes;
+    std::uint64_t mem_events = 0, frees_unknown = 0, mem_without_ops = 0, ooms = 0;
+  };
+  // The op observer's measured calls (ops_spans.cpp).
+  struct ProcObserver {
+    // Where the windows began, in time, so that a call counts where its
+    // start fell; and per thread, by depth, calls that ended and wait for
+    // their parent (torch drops an only child that has its parent's name,
+    // folding its self time into the parent).
+    std::vector<std::pair<std::uint64_t, WindowPtr>> boundaries;
+    struct EndedCall {
+      std::uint32_t row;  // kHiddenRow: left out by --ops (kept for the nesting)
+      std::uint64_t start;
+      WindowPtr window;
+      std::uint64_t self_ns, total_ns;
+      std::uint32_t action;  // innermost on its thread when it started (interned; kNoAction none)
+    };
+    std::unordered_map<std::uint32_t, std::vector<std::vector<EndedCall>>> ended;  // [depth - 1]
     bool measured = false;
     std::string observer_not_used;
     std::uint64_t observer_dropped = 0, observer_too_deep = 0;
   };
+  struct Proc : ProcWindows, ProcCalls, ProcModules, ProcLightning, ProcGpu, ProcMemory, ProcObserver {};
   GpuNameTable gpu_names;
   std::map<std::uint32_t, Proc> procs;
   std::vector<std::uint32_t> order;  // pids, first op seen
