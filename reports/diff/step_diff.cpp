@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "reports/aggregate/steps.h"
 #include "user/text/code_points.h"
@@ -18,12 +19,78 @@ struct Side {
   std::vector<double> steps;
   std::array<std::vector<double>, kStepParts> parts;
   std::map<std::string, std::vector<double>> actions;  // per call
+  std::map<std::string, std::vector<double>> ops;      // per train step: the op's self time
+  std::string no_ops;                                  // why this run has no op samples ("" it has)
 };
 
-Side collect(const ActionsReport& r) {
+// An op call's self time: its total less its direct children's. The
+// observer's calls nest strictly on their thread, a child one deeper.
+std::vector<std::uint64_t> self_times(const OpsReport& ops, const std::vector<std::size_t>& calls) {
+  std::vector<std::uint64_t> self(calls.size());
+  std::vector<std::size_t> open;  // positions in `calls`, outermost first
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const OpInterval& iv = ops.intervals[calls[k]];
+    while (!open.empty()) {
+      const OpInterval& top = ops.intervals[calls[open.back()]];
+      if (top.tid == iv.tid && top.pid == iv.pid && top.end_ns > iv.begin_ns) break;
+      open.pop_back();
+    }
+    self[k] = iv.end_ns - iv.begin_ns;
+    if (!open.empty() && ops.intervals[calls[open.back()]].depth < iv.depth) {
+      auto& parent = self[open.back()];
+      parent -= std::min(parent, iv.end_ns - iv.begin_ns);
+    }
+    open.push_back(k);
+  }
+  return self;
+}
+
+// Each op's self time per train step of the process, added into `to` at
+// the process's first step `first`.
+void collect_ops(const OpsReport& ops, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
+                 std::size_t total, std::map<std::string, std::vector<double>>& to) {
+  std::vector<std::size_t> calls;
+  for (std::size_t i = 0; i < ops.intervals.size(); ++i)
+    if (ops.intervals[i].pid == pid && ops.intervals[i].measured) calls.push_back(i);
+  std::sort(calls.begin(), calls.end(), [&](std::size_t x, std::size_t y) {
+    const OpInterval &a = ops.intervals[x], &b = ops.intervals[y];
+    return std::tie(a.tid, a.begin_ns, a.depth) < std::tie(b.tid, b.begin_ns, b.depth);
+  });
+  const auto self = self_times(ops, calls);
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const OpInterval& iv = ops.intervals[calls[k]];
+    // The step it began in (train steps are in time order, apart).
+    auto st = std::upper_bound(steps.begin(), steps.end(), iv.begin_ns,
+                               [](std::uint64_t t, const StepRecord& r) { return t < r.begin_ns; });
+    if (st == steps.begin() || iv.begin_ns >= std::prev(st)->end_ns) continue;
+    const std::string& name = iv.op < ops.names.size() && !ops.names[iv.op].empty() ? ops.names[iv.op] : "?";
+    auto& v = to[name];
+    v.resize(total, 0.0);
+    v[first + static_cast<std::size_t>(std::prev(st) - steps.begin())] += static_cast<double>(self[k]) / 1e9;
+  }
+}
+
+Side collect(const ActionsReport& r, const OpsReport* ops) {
   Side s;
-  for (const auto& p : r.processes) {
-    const ProcessSteps ps = step_records(p);
+  std::vector<ProcessSteps> steps;
+  for (const auto& p : r.processes) steps.push_back(step_records(p));
+  std::size_t total = 0;
+  for (const auto& ps : steps) total += ps.train.size();
+  bool measured = false;
+  if (ops)
+    for (const auto& iv : ops->intervals) measured = measured || iv.measured;
+  if (!ops || ops->intervals.empty())
+    s.no_ops = "no op calls recorded (record with --report ops)";
+  else if (!measured)
+    s.no_ops = "its op times are the op probes' estimates (the op observer was not used)";
+  else if (ops->intervals_dropped)
+    s.no_ops = "not every op call was kept (" + std::to_string(ops->intervals_dropped) + " past the cap)";
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < r.processes.size(); ++i) {
+    const auto& p = r.processes[i];
+    const ProcessSteps& ps = steps[i];
+    if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops);
+    first += ps.train.size();
     for (const auto& st : ps.train) {
       s.steps.push_back(st.duration_ns() / 1e9);
       for (std::size_t i = 0; i < kStepParts; ++i) s.parts[i].push_back(st.part_ns[i] / 1e9);
@@ -46,19 +113,21 @@ void append(Side& to, const Side& from) {
   for (std::size_t i = 0; i < kStepParts; ++i)
     to.parts[i].insert(to.parts[i].end(), from.parts[i].begin(), from.parts[i].end());
   for (const auto& [n, v] : from.actions) to.actions[n].insert(to.actions[n].end(), v.begin(), v.end());
+  for (const auto& [n, v] : from.ops) to.ops[n].insert(to.ops[n].end(), v.begin(), v.end());
 }
 
 // Which samples a row takes from a side.
 struct RowOf {
   DiffRow::Kind kind;
   std::size_t part = 0;  // Kind::part
-  std::string action;    // Kind::action
+  std::string action;    // Kind::action, Kind::op: its name
   const std::vector<double>& of(const Side& s) const {
     static const std::vector<double> none;
     if (kind == DiffRow::Kind::step) return s.steps;
     if (kind == DiffRow::Kind::part) return s.parts[part];
-    auto it = s.actions.find(action);
-    return it == s.actions.end() ? none : it->second;
+    const auto& m = kind == DiffRow::Kind::op ? s.ops : s.actions;
+    auto it = m.find(action);
+    return it == m.end() ? none : it->second;
   }
 };
 
@@ -130,16 +199,48 @@ ActionsReport within(ActionsReport rep, const ExportRange& range, std::string* s
 }
 
 StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha, double min_effect) {
-  return diff_steps(std::vector<ActionsReport>{a}, std::vector<ActionsReport>{b}, alpha, min_effect);
+  return diff_runs({DiffRun{&a, nullptr}}, {DiffRun{&b, nullptr}}, alpha, min_effect);
 }
 
 StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<ActionsReport>& b, double alpha,
                     double min_effect) {
+  std::vector<DiffRun> ra, rb;
+  for (const auto& r : a) ra.push_back({&r, nullptr});
+  for (const auto& r : b) rb.push_back({&r, nullptr});
+  return diff_runs(ra, rb, alpha, min_effect);
+}
+
+StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha, double min_effect) {
   std::vector<Side> runs_a, runs_b;
+  for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops));
+  for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops));
+  // Op rows only when every run has measured calls: an op a run never
+  // called is 0 in each of its steps, but a run without op calls is no
+  // evidence of anything.
+  std::string no_ops;
+  std::size_t with_ops = 0;
+  for (const auto* runs : {&runs_a, &runs_b})
+    for (std::size_t i = 0; i < runs->size(); ++i) {
+      if ((*runs)[i].no_ops.empty())
+        ++with_ops;
+      else if (no_ops.empty())
+        no_ops = std::string(runs == &runs_a ? "A" : "B") + (runs->size() > 1 ? " run " + std::to_string(i + 1) : "") +
+                 ": " + (*runs)[i].no_ops;
+    }
+  std::map<std::string, bool> op_names;
+  for (auto* runs : {&runs_a, &runs_b})
+    for (auto& run : *runs) {
+      if (!no_ops.empty()) run.ops.clear();
+      for (const auto& [n, v] : run.ops) op_names[n] = true;
+    }
+  for (auto* runs : {&runs_a, &runs_b})
+    for (auto& run : *runs)
+      for (const auto& [n, _] : op_names) run.ops[n].resize(run.steps.size(), 0.0);
   Side sa, sb;  // every run's samples together
-  for (const auto& r : a) append(sa, runs_a.emplace_back(collect(r)));
-  for (const auto& r : b) append(sb, runs_b.emplace_back(collect(r)));
+  for (const auto& r : runs_a) append(sa, r);
+  for (const auto& r : runs_b) append(sb, r);
   StepDiff d;
+  if (with_ops) d.no_op_rows = no_ops;
   d.alpha = alpha;
   d.min_effect = min_effect;
   d.steps_a = sa.steps.size();
@@ -152,12 +253,14 @@ StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<Actio
   for (const auto& [n, v] : sa.actions) names[n] = true;
   for (const auto& [n, v] : sb.actions) names[n] = true;
   for (const auto& [n, _] : names) what.push_back({DiffRow::Kind::action, 0, n});
+  for (const auto& [n, _] : op_names) what.push_back({DiffRow::Kind::op, 0, n});
   std::vector<DiffRow> rows;
   for (const auto& w : what) {
     const std::string name = w.kind == DiffRow::Kind::step ? "train step"
                              : w.kind == DiffRow::Kind::part
                                  ? std::string("part: ") + step_part_name(static_cast<StepPart>(w.part))
-                                 : w.action;
+                             : w.kind == DiffRow::Kind::op ? "op: " + w.action
+                                                           : w.action;
     DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), d.steps_a, d.steps_b);
     if (d.by_run()) {
       const RunTest t = run_test(typical_per_step(runs_a, w), typical_per_step(runs_b, w));
@@ -238,16 +341,18 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
                 d.tested ? d.tested - 1 : 0);
   char head[900];
   if (d.by_run())
-    std::snprintf(head, sizeof head,
-                  "Over runs: each run's typical time per step for each row (its median step or part; an action's "
-                  "median call times its calls per step); %s, two-sided; %s; shift: B - A per step, 95%% interval; "
-                  "'~': not significant (p >= %.2f), or the shift is within %.1f%% of A's median step. Times in "
-                  "ms.\n\n",
-                  d.runs_a > 1 && d.runs_b > 1 ? "Welch's t" : "Student's t with the variance of the side with runs",
-                  adjust, d.alpha, 100 * d.min_effect);
+    std::snprintf(
+        head, sizeof head,
+        "Over runs: each run's typical time per step for each row (its median step, part or op self time; "
+        "an action's median call times its calls per step); %s, two-sided; %s; shift: B - A per step, 95%% interval; "
+        "'~': not significant (p >= %.2f), or the shift is within %.1f%% of A's median step. Times in "
+        "ms.\n\n",
+        d.runs_a > 1 && d.runs_b > 1 ? "Welch's t" : "Student's t with the variance of the side with runs", adjust,
+        d.alpha, 100 * d.min_effect);
   else
     std::snprintf(head, sizeof head,
-                  "Mann-Whitney U, two-sided, per step (step, parts) or per call (actions); %s; shift: Hodges-Lehmann "
+                  "Mann-Whitney U, two-sided, per step (step, parts, ops: self time) or per call (actions); %s; shift: "
+                  "Hodges-Lehmann "
                   "median of B - A per sample, 95%% interval; '~': not significant (p >= %.2f), or the interval "
                   "reaches within %.1f%% of A's median step of no change. One run a side: what differs between two "
                   "runs of one job is not in this test (up to 1.9%% of the step here: docs/benchmarks.md); several "

@@ -3,8 +3,9 @@
 //
 // Rows: the train step itself; each of its parts (dataloader, step
 // function, backward, optimizer, hooks, other: steps.h's split, which
-// adds up to the step); and each action. Samples: per step for the step
-// and its parts, per call for the actions. Each row: time per train step
+// adds up to the step); each action; and each op, with the op observer's
+// calls. Samples: per step for the step, its parts and the ops (an op's
+// self time in the step), per call for the actions. Each row: time per train step
 // in A and B (its share of the step), the Hodges-Lehmann shift with its
 // 95% interval, and the Mann-Whitney p-value, adjusted: the train step
 // has half of alpha to itself, the rows at least the floor per step share
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/ops.h"
 #include "reports/diff/rank_test.h"
 #include "reports/diff/run_test.h"
 #include "reports/export/export_range.h"
@@ -34,8 +36,8 @@
 namespace lt {
 
 struct DiffRow {
-  std::string what;  // "train step", "part: backward", "[Strategy]SingleDeviceStrategy.training_step"
-  enum class Kind { step, part, action } kind = Kind::action;
+  std::string what;  // "train step", "part: backward", "[Strategy]SingleDeviceStrategy.training_step", "op: aten::mm"
+  enum class Kind { step, part, action, op } kind = Kind::action;
   std::size_t n_a = 0, n_b = 0;           // samples (steps or calls)
   double per_step_a = 0, per_step_b = 0;  // seconds per train step
   double median_a = 0, median_b = 0;      // seconds per sample
@@ -52,11 +54,27 @@ struct StepDiff {
   // (shift per sample).
   bool by_run() const { return runs_a > 1 || runs_b > 1; }
   double alpha = 0.05;
-  double min_effect = 0.01;   // of A's time per step
-  std::size_t tested = 0;     // rows in the Holm family
+  double min_effect = 0.01;  // of A's time per step
+  std::size_t tested = 0;    // rows in the Holm family
+  // Why there are no op rows ("" when there are, or no run has op calls).
+  std::string no_op_rows;
   std::vector<DiffRow> rows;  // the step row first, then by |change per step|
   const DiffRow* step() const { return rows.empty() || rows[0].kind != DiffRow::Kind::step ? nullptr : &rows[0]; }
 };
+
+// One recording: its actions, with their intervals (ActionAggregator(
+// keep_intervals)), and its op calls (OpAggregator's kept intervals; null:
+// none recorded). Op rows ("op: NAME") come from the op observer's measured
+// calls: per train step, the self time of the op's calls that began in it
+// (a call's total less its direct children's, torch.profiler's Self CPU);
+// there are op rows only when every run of both sides has measured calls
+// and kept all of them.
+struct DiffRun {
+  const ActionsReport* actions = nullptr;
+  const OpsReport* ops = nullptr;
+};
+StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha = 0.05,
+                   double min_effect = 0.01);
 
 // Both sides need their intervals (ActionAggregator(keep_intervals)).
 StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha = 0.05, double min_effect = 0.01);

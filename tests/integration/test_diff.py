@@ -9,10 +9,11 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, WORKLOADS
+from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
 
 STEPS = 40
 
@@ -49,6 +50,39 @@ def traces(tmp_path_factory):
     assert r.returncode == 0, r.stderr
     return {"a": record(tmp, "a", 0.02), "a2": record(tmp, "a2", 0.02), "slow": record(tmp, "slow", 0.025),
             "loader": str(loader), "ckpt": ckpt, "ckpt_saves": saves, "transformer": str(transformer)}
+
+
+def record_observed(tmp, name, *extra):
+    """watch_job.py recorded by attaching to it (the op observer measures
+    its ops, as `run` cannot: torch loads after run's attach)."""
+    out, go, wl = tmp / f"{name}.ltrace", tmp / f"{name}.go", tmp / f"{name}.out"
+    with open(wl, "w") as wo:
+        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
+                                "--steps", str(STEPS), *extra], stdout=wo, stderr=subprocess.STDOUT)
+    try:
+        wait_for(str(wl), "READY", 600, job)
+        err = tmp / f"{name}.err"
+        with open(err, "w") as le:
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "-v", "-o", str(out), "--report", "ops"],
+                                  stdout=subprocess.DEVNULL, stderr=le)
+        wait_for(str(err), "attached", 120, lt)
+        go.touch()
+        assert job.wait(timeout=600) == 0
+        assert lt.wait(timeout=300) == 0, err.read_text()
+        assert "the op observer measures every call" in err.read_text() or "op observer" in err.read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    lines = [x for x in wl.read_text().splitlines() if x.startswith("{")]
+    return str(out), (json.loads(lines[-1]) if lines else None)
+
+
+@pytest.fixture(scope="module")
+def op_traces(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("diff_ops")
+    plain, _ = record_observed(tmp, "plain")
+    injected, timed = record_observed(tmp, "injected", "--op-ms", "5")
+    return {"plain": plain, "injected": injected, "op_s": timed["op_s"], "op_calls": timed["op_calls"]}
 
 
 def diff(a, b, *args):
@@ -180,3 +214,26 @@ def test_cpu_contention_ranks_first_with_its_share(tmp_path):
     assert first.strip().startswith("1. cpu contention"), text
     share = float(re.search(r"waiting for a CPU ([0-9.]+)% of", text).group(1))
     assert 25 <= share <= 80, text  # one CPU shared by two runnable threads: about half
+
+
+def test_an_injected_op_is_its_own_row_at_its_time_per_step(op_traces, traces):
+    # One aten::cumsum of ~5 ms in each training step of B: its op row is
+    # the first op row, slower, at the time per step the job timed around
+    # those calls itself (the observer's interval is inside that one).
+    r = diff(op_traces["plain"], op_traces["injected"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no op rows" not in r.stderr, r.stderr
+    ops = [line for line in r.stdout.splitlines() if "  op: " in line]
+    assert ops and "op: aten::cumsum" in ops[0] and ops[0].startswith("slower"), r.stdout
+    cells = re.split(r"\s{2,}", row(r.stdout, "op: aten::cumsum").strip())
+    per_step_b, change = float(cells[3]), float(cells[4])
+    timed_ms = 1e3 * op_traces["op_s"] / op_traces["op_calls"]
+    assert timed_ms * 0.7 <= change <= timed_ms * 1.02, (timed_ms, r.stdout)
+    assert abs(per_step_b - change) < 0.05 * timed_ms, r.stdout  # A never called it
+    # The step's other ops are alike: none flagged.
+    assert not [line for line in ops[1:] if line.startswith(("slower", "faster"))], r.stdout
+    # Against a recording without op calls: no op rows, and why.
+    r = diff(traces["a"], op_traces["injected"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no op rows: A: no op calls recorded" in r.stderr, r.stderr
+    assert "  op: " not in r.stdout, r.stdout

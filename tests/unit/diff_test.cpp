@@ -243,3 +243,55 @@ TEST(StepDiff, TheSameJobTwiceFlagsNothing) {
 }
 
 }  // namespace
+
+// The op observer's calls of a fit: in each training_step, aten::mm (1 ms,
+// holding a 0.2 ms aten::t) and, with `extra_ms`, an aten::cumsum of that
+// long; all on the loop's thread, measured.
+OpsReport ops_of(const ActionsReport& rep, double extra_ms, std::uint32_t seed, bool measured = true) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> jitter(0, 0.01);
+  OpsReport o;
+  o.names = {"aten::mm", "aten::t", "aten::cumsum"};
+  const auto& p = rep.processes[0];
+  auto ns = [](double ms) { return static_cast<std::uint64_t>(ms * 1e6); };
+  for (const auto& iv : p.intervals) {
+    if (p.actions[iv.action].name != "[Strategy]SingleDeviceStrategy.training_step") continue;
+    const double b = iv.begin_ns / 1e6 + 0.1, mm = 1 + jitter(rng);
+    o.intervals.push_back({p.meta.pid, 7, 0, 1, ns(b), ns(b + mm), measured, false});
+    o.intervals.push_back({p.meta.pid, 7, 1, 2, ns(b + 0.3), ns(b + 0.5), measured, false});
+    if (extra_ms > 0)
+      o.intervals.push_back({p.meta.pid, 7, 2, 1, ns(b + mm + 0.1), ns(b + mm + 0.1 + extra_ms), measured, false});
+  }
+  return o;
+}
+
+// An op injected into each step is its own row, first among the ops, at
+// its time per step; the ops alike are not flagged; a run whose op times
+// are the probes' estimates gives no op rows, and says why.
+TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
+  const ActionsReport a = fit(40, 3, 1), b = fit(40, 3, 2);
+  const OpsReport oa = ops_of(a, 0, 3), ob = ops_of(b, 2.0, 4);
+  const auto d = diff_runs({{&a, &oa}}, {{&b, &ob}});
+  EXPECT_TRUE(d.no_op_rows.empty()) << d.no_op_rows;
+  const DiffRow* first_op = nullptr;
+  const DiffRow* mm = nullptr;
+  for (const auto& r : d.rows) {
+    if (r.kind != DiffRow::Kind::op) continue;
+    if (!first_op) first_op = &r;
+    if (r.what == "op: aten::mm") mm = &r;
+  }
+  ASSERT_TRUE(first_op && mm);
+  EXPECT_EQ(first_op->what, "op: aten::cumsum");
+  EXPECT_EQ(first_op->verdict, 1);
+  EXPECT_NEAR(first_op->per_step_b * 1e3, 2.0, 0.01);
+  EXPECT_EQ(first_op->per_step_a, 0.0);
+  EXPECT_EQ(first_op->n_a, 40u);                 // a sample per step, 0 where it never ran
+  EXPECT_NEAR(mm->per_step_a * 1e3, 0.8, 0.02);  // self: its 1 ms less aten::t's 0.2
+  EXPECT_EQ(mm->verdict, 0);
+  EXPECT_NE(render_step_diff(d, "a", "b").find("op: aten::cumsum"), std::string::npos);
+
+  const OpsReport estimated = ops_of(b, 2.0, 4, /*measured=*/false);
+  const auto none = diff_runs({{&a, &oa}}, {{&b, &estimated}});
+  for (const auto& r : none.rows) EXPECT_NE(r.kind, DiffRow::Kind::op) << r.what;
+  EXPECT_NE(none.no_op_rows.find("B: its op times are the op probes' estimates"), std::string::npos) << none.no_op_rows;
+}

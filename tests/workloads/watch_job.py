@@ -8,6 +8,9 @@ Prints READY once imports are done, waits for PATH to exist, runs the fit
 (each training step sleeps D seconds: a steady median), then exits with C.
 --leak-mb M: each step keeps M MiB more (a leak).
 --times FILE: each step's time, start to next start (bench/watch.py).
+--op-ms M: each training step also runs one aten::cumsum sized (before
+READY) to take about M ms here; prints a JSON line {"op_s": ...}: the
+seconds those calls took, timed around them here.
 --ckpt-every N --ckpt-mb M: a checkpoint every N training steps, of a model
 holding M MiB more; prints a JSON line {"ckpt_s": ..., "saves": ...}: the
 seconds the checkpoint callback's on_train_batch_end took (the saves and the
@@ -44,6 +47,8 @@ class Model(pl.LightningModule):
 
     starts = []
     kept = []  # --leak-mb: what each step keeps (resident: filled, not zero pages)
+    op_input = None  # --op-ms: the cumsum's input
+    op_s = []
 
     def training_step(self, batch, batch_idx):
         a = self.args
@@ -51,6 +56,10 @@ class Model(pl.LightningModule):
         if a.leak_mb:
             Model.kept.append(b"\x01" * (a.leak_mb << 20))
         time.sleep(a.step_s)
+        if Model.op_input is not None:
+            t0 = time.perf_counter()
+            torch.cumsum(Model.op_input, 0)
+            Model.op_s.append(time.perf_counter() - t0)
         if batch_idx == a.slow_step:
             time.sleep(a.slow_s)
         if batch_idx == a.stall_step:
@@ -75,7 +84,23 @@ def main():
     p.add_argument("--leak-mb", type=int, default=0)
     p.add_argument("--ckpt-every", type=int, default=0)
     p.add_argument("--ckpt-mb", type=int, default=0)
+    p.add_argument("--op-ms", type=float, default=0)
     a = p.parse_args()
+    if a.op_ms:
+        # Sized by the median of a few timed calls, doubling until one takes
+        # the time asked (the machine's own speed, load included).
+        n = 1 << 16
+        while True:
+            x = torch.ones(n)
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                torch.cumsum(x, 0)
+                times.append(time.perf_counter() - t0)
+            if sorted(times)[2] * 1e3 >= a.op_ms or n >= 1 << 28:
+                break
+            n *= 2
+        Model.op_input = x
     data = TensorDataset(torch.randn(a.steps, 8))
     callbacks, saves, hook_s = [], [], []
     if a.ckpt_every:
@@ -103,6 +128,8 @@ def main():
         for cb in callbacks:
             shutil.rmtree(cb.dirpath, ignore_errors=True)
         print(json.dumps({"ckpt_s": sum(hook_s), "saves": len(saves)}), flush=True)
+    if a.op_ms:
+        print(json.dumps({"op_s": sum(Model.op_s), "op_calls": len(Model.op_s)}), flush=True)
     if a.times:
         s = Model.starts
         with open(a.times, "w") as f:

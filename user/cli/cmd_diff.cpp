@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/ops.h"
 #include "reports/diff/step_diff.h"
 #include "user/cli/builtin.h"
 #include "user/core/errors.h"
@@ -14,14 +15,26 @@
 namespace lt {
 namespace {
 
-ActionsReport read_actions(const std::string& path, bool& damaged) {
+// One recording: its actions and its op calls, every interval kept.
+struct Run {
+  ActionsReport actions;
+  OpsReport ops;
+};
+
+Run read_run(const std::string& path, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
+  OpAggregator ops(agg, {.schedule = false, .keep_intervals = true, .group_by_shapes = false});
   const auto r = tracefile::read_trace_file(
-      path, [&agg](const lt_event_header& h, const std::byte* p) { agg.add(h, p); },
+      path,
+      [&](const lt_event_header& h, const std::byte* p) {
+        agg.add(h, p);
+        ops.add(h, p);
+      },
       [&agg](const tracefile::DamagedRange&) { agg.gap(); });
   for (const auto& w : r.warnings) std::cerr << "ltrace-bpf: " << path << ": " << w << "\n";
   damaged |= r.data_lost();
-  return agg.finish();
+  Run run{agg.finish(), ops.finish()};
+  return run;
 }
 
 // A side's name in the table: its file, or its first and last; and the
@@ -69,32 +82,49 @@ int cmd_diff(Options& opts) {
   // a rank chosen, a side's traces are one run: a job recorded per node.
   const int rank_b = opts.diff_b_rank >= 0 ? opts.diff_b_rank : opts.diff_rank;
   auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, int rank, const char* side) {
-    std::vector<ActionsReport> out;
+    std::vector<Run> out;
     for (const auto& f : files) {
       std::string matched;
-      ActionsReport r = within(read_actions(f, damaged), range, &matched);
+      Run run = read_run(f, damaged);
+      run.actions = within(std::move(run.actions), range, &matched);
       if (!matched.empty()) std::cerr << "ltrace-bpf: diff: " << side << " = " << f << ": " << matched << "\n";
       if (rank < 0) {
-        out.push_back(std::move(r));
+        out.push_back(std::move(run));
         continue;
       }
-      std::erase_if(r.processes, [rank](const ProcessActions& p) { return p.meta.rank != rank; });
+      std::erase_if(run.actions.processes, [rank](const ProcessActions& p) { return p.meta.rank != rank; });
       if (out.empty()) {
-        out.push_back(std::move(r));
+        out.push_back(std::move(run));
       } else {
-        for (auto& p : r.processes) out.front().processes.push_back(std::move(p));
+        // A job recorded per node: one run, its op calls together (pids
+        // apart: the steps of each process take its own).
+        for (auto& p : run.actions.processes) out.front().actions.processes.push_back(std::move(p));
+        auto& ops = out.front().ops;
+        const auto base = static_cast<std::uint32_t>(ops.names.size());
+        ops.names.insert(ops.names.end(), run.ops.names.begin(), run.ops.names.end());
+        for (auto iv : run.ops.intervals) {
+          iv.op += base;
+          ops.intervals.push_back(iv);
+        }
+        ops.intervals_dropped += run.ops.intervals_dropped;
       }
     }
-    if (rank >= 0 && (out.empty() || out.front().processes.empty()))
+    if (rank >= 0 && (out.empty() || out.front().actions.processes.empty()))
       throw Error(ExitCode::usage,
                   std::string("diff: no process of rank ") + std::to_string(rank) + " in " + side + "'s traces");
     return out;
   };
-  std::vector<ActionsReport> a = read_side(opts.diff_a, opts.export_range, opts.diff_rank, "A");
-  std::vector<ActionsReport> b = read_side(opts.diff_b, range_b, rank_b, "B");
-  const StepDiff d = diff_steps(a, b);
+  const std::vector<Run> a = read_side(opts.diff_a, opts.export_range, opts.diff_rank, "A");
+  const std::vector<Run> b = read_side(opts.diff_b, range_b, rank_b, "B");
+  auto runs = [](const std::vector<Run>& side) {
+    std::vector<DiffRun> out;
+    for (const auto& r : side) out.push_back({&r.actions, &r.ops});
+    return out;
+  };
+  const StepDiff d = diff_runs(runs(a), runs(b));
   std::cout << render_step_diff(d, label(opts.diff_a, opts.export_range, opts.diff_rank),
                                 label(opts.diff_b, range_b, rank_b));
+  if (!d.no_op_rows.empty()) std::cerr << "ltrace-bpf: diff: no op rows: " << d.no_op_rows << "\n";
   const DiffRow* step = d.step();
   if (!step || !step->n_a || !step->n_b)
     std::cerr << "ltrace-bpf: diff: no train steps in " << (step && step->n_a ? "B" : "A")
