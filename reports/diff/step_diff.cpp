@@ -4,10 +4,12 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <tuple>
 
 #include "reports/aggregate/steps.h"
+#include "user/model/record_dispatch.h"
 #include "user/text/code_points.h"
 #include "user/text/utf8_text.h"
 
@@ -23,68 +25,33 @@ struct Side {
   std::string no_ops;                                  // why this run has no op samples ("" it has)
 };
 
-// An op call's self time: its total less its direct children's. The
-// observer's calls nest strictly on their thread, a child one deeper.
-std::vector<std::uint64_t> self_times(const OpsReport& ops, const std::vector<std::size_t>& calls) {
-  std::vector<std::uint64_t> self(calls.size());
-  std::vector<std::size_t> open;  // positions in `calls`, outermost first
-  for (std::size_t k = 0; k < calls.size(); ++k) {
-    const OpInterval& iv = ops.intervals[calls[k]];
-    while (!open.empty()) {
-      const OpInterval& top = ops.intervals[calls[open.back()]];
-      if (top.tid == iv.tid && top.pid == iv.pid && top.end_ns > iv.begin_ns) break;
-      open.pop_back();
-    }
-    self[k] = iv.end_ns - iv.begin_ns;
-    if (!open.empty() && ops.intervals[calls[open.back()]].depth < iv.depth) {
-      auto& parent = self[open.back()];
-      parent -= std::min(parent, iv.end_ns - iv.begin_ns);
-    }
-    open.push_back(k);
-  }
-  return self;
-}
-
 // Each op's self time per train step of the process, added into `to` at
 // the process's first step `first`.
-void collect_ops(const OpsReport& ops, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
+void collect_ops(const OpCalls& ops, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
                  std::size_t total, std::map<std::string, std::vector<double>>& to) {
-  std::vector<std::size_t> calls;
-  for (std::size_t i = 0; i < ops.intervals.size(); ++i)
-    if (ops.intervals[i].pid == pid && ops.intervals[i].measured) calls.push_back(i);
-  std::sort(calls.begin(), calls.end(), [&](std::size_t x, std::size_t y) {
-    const OpInterval &a = ops.intervals[x], &b = ops.intervals[y];
-    return std::tie(a.tid, a.begin_ns, a.depth) < std::tie(b.tid, b.begin_ns, b.depth);
-  });
-  const auto self = self_times(ops, calls);
-  for (std::size_t k = 0; k < calls.size(); ++k) {
-    const OpInterval& iv = ops.intervals[calls[k]];
+  for (const auto& c : ops.calls) {
+    if (c.pid != pid) continue;
     // The step it began in (train steps are in time order, apart).
-    auto st = std::upper_bound(steps.begin(), steps.end(), iv.begin_ns,
+    auto st = std::upper_bound(steps.begin(), steps.end(), c.begin_ns,
                                [](std::uint64_t t, const StepRecord& r) { return t < r.begin_ns; });
-    if (st == steps.begin() || iv.begin_ns >= std::prev(st)->end_ns) continue;
-    const std::string& name = iv.op < ops.names.size() && !ops.names[iv.op].empty() ? ops.names[iv.op] : "?";
+    if (st == steps.begin() || c.begin_ns >= std::prev(st)->end_ns) continue;
+    const std::string& name = c.op < ops.names.size() && !ops.names[c.op].empty() ? ops.names[c.op] : "?";
     auto& v = to[name];
     v.resize(total, 0.0);
-    v[first + static_cast<std::size_t>(std::prev(st) - steps.begin())] += static_cast<double>(self[k]) / 1e9;
+    v[first + static_cast<std::size_t>(std::prev(st) - steps.begin())] += static_cast<double>(c.self_ns) / 1e9;
   }
 }
 
-Side collect(const ActionsReport& r, const OpsReport* ops) {
+Side collect(const ActionsReport& r, const OpCalls* ops) {
   Side s;
   std::vector<ProcessSteps> steps;
   for (const auto& p : r.processes) steps.push_back(step_records(p));
   std::size_t total = 0;
   for (const auto& ps : steps) total += ps.train.size();
-  bool measured = false;
-  if (ops)
-    for (const auto& iv : ops->intervals) measured = measured || iv.measured;
-  if (!ops || ops->intervals.empty())
-    s.no_ops = "no op calls recorded (record with --report ops)";
-  else if (!measured)
+  if (!ops || (ops->calls.empty() && !ops->probed))
+    s.no_ops = "no op calls recorded (record by attaching, with --report ops)";
+  else if (ops->calls.empty())
     s.no_ops = "its op times are the op probes' estimates (the op observer was not used)";
-  else if (ops->intervals_dropped)
-    s.no_ops = "not every op call was kept (" + std::to_string(ops->intervals_dropped) + " past the cap)";
   std::size_t first = 0;
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const auto& p = r.processes[i];
@@ -184,6 +151,19 @@ std::vector<double> typical_per_step(const std::vector<Side>& runs, const RowOf&
 }
 
 }  // namespace
+
+void OpCalls::add(const lt_event_header& h, const std::byte* p) {
+  visit_record(h, p,
+               overloaded{[&](const lt_event_header&, const lt_op_name_event& e) {
+                            if (e.op >= names.size()) names.resize(e.op + 1);
+                            names[e.op].assign(e.name, strnlen(e.name, sizeof e.name));
+                          },
+                          [&](const lt_event_header& h, const lt_op_span_event& e) {
+                            if (e.flags & (LT_OP_SPAN_HIDDEN | LT_OP_SPAN_WATERMARK) || e.end_ns < h.ts_ns) return;
+                            calls.push_back({h.pid, e.op, h.ts_ns, e.self_ns});
+                          },
+                          [&](const lt_event_header&, const lt_op_event&) { probed = true; }});
+}
 
 ActionsReport within(ActionsReport rep, const ExportRange& range, std::string* summary) {
   if (range.all()) return rep;

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "bpf/events.h"
 #include "reports/aggregate/actions.h"
-#include "reports/aggregate/ops.h"
 #include "reports/diff/rank_test.h"
 #include "reports/diff/run_test.h"
 #include "reports/export/export_range.h"
@@ -62,16 +62,30 @@ struct StepDiff {
   const DiffRow* step() const { return rows.empty() || rows[0].kind != DiffRow::Kind::step ? nullptr : &rows[0]; }
 };
 
+// A recording's op calls as diff reads them: the op observer's measured
+// calls (OP_SPAN: start, end, self time, on its thread), named by OP_NAME.
+class OpCalls {
+ public:
+  // Takes OP_NAME, OP_SPAN and OP (the op probes' entries: estimates).
+  void add(const lt_event_header& h, const std::byte* record);
+  struct Call {
+    std::uint32_t pid, op;
+    std::uint64_t begin_ns, self_ns;
+  };
+  std::vector<std::string> names;  // op index -> name
+  std::vector<Call> calls;         // measured calls, hidden ones (--ops) left out
+  bool probed = false;             // op probe records: times would be estimates
+};
+
 // One recording: its actions, with their intervals (ActionAggregator(
-// keep_intervals)), and its op calls (OpAggregator's kept intervals; null:
-// none recorded). Op rows ("op: NAME") come from the op observer's measured
-// calls: per train step, the self time of the op's calls that began in it
-// (a call's total less its direct children's, torch.profiler's Self CPU);
-// there are op rows only when every run of both sides has measured calls
-// and kept all of them.
+// keep_intervals)), and its op calls (null: not read). Op rows ("op: NAME")
+// come from the op observer's measured calls: per train step, the self
+// time of the op's calls that began in it (torch.profiler's Self CPU, as
+// the observer measured it); there are op rows only when every run of both
+// sides has measured calls.
 struct DiffRun {
   const ActionsReport* actions = nullptr;
-  const OpsReport* ops = nullptr;
+  const OpCalls* ops = nullptr;
 };
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha = 0.05,
                    double min_effect = 0.01);

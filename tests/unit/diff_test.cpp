@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -244,23 +245,40 @@ TEST(StepDiff, TheSameJobTwiceFlagsNothing) {
 
 }  // namespace
 
-// The op observer's calls of a fit: in each training_step, aten::mm (1 ms,
-// holding a 0.2 ms aten::t) and, with `extra_ms`, an aten::cumsum of that
-// long; all on the loop's thread, measured.
-OpsReport ops_of(const ActionsReport& rep, double extra_ms, std::uint32_t seed, bool measured = true) {
+// The op observer's calls of a fit, as OP_NAME and OP_SPAN records: in
+// each training_step, aten::mm (1 ms, holding a 0.2 ms aten::t: self 0.8)
+// and, with `extra_ms`, an aten::cumsum of that long.
+OpCalls ops_of(const ActionsReport& rep, double extra_ms, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> jitter(0, 0.01);
-  OpsReport o;
-  o.names = {"aten::mm", "aten::t", "aten::cumsum"};
-  const auto& p = rep.processes[0];
+  OpCalls o;
   auto ns = [](double ms) { return static_cast<std::uint64_t>(ms * 1e6); };
+  const char* names[] = {"aten::mm", "aten::t", "aten::cumsum"};
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    lt_op_name_event n{};
+    n.hdr = {LT_EV_OP_NAME, sizeof n, 7, 7, 0, 0};
+    n.op = k;
+    std::strncpy(n.name, names[k], sizeof n.name - 1);
+    o.add(n.hdr, reinterpret_cast<const std::byte*>(&n));
+  }
+  auto span = [&](std::uint32_t op, std::uint16_t depth, double b, double e, double self, std::uint16_t flags = 0) {
+    lt_op_span_event s{};
+    s.hdr = {LT_EV_OP_SPAN, sizeof s, 7, 7, 0, ns(b)};
+    s.end_ns = ns(e);
+    s.self_ns = ns(self);
+    s.op = op;
+    s.depth = depth;
+    s.flags = flags;
+    o.add(s.hdr, reinterpret_cast<const std::byte*>(&s));
+  };
+  const auto& p = rep.processes[0];
   for (const auto& iv : p.intervals) {
     if (p.actions[iv.action].name != "[Strategy]SingleDeviceStrategy.training_step") continue;
     const double b = iv.begin_ns / 1e6 + 0.1, mm = 1 + jitter(rng);
-    o.intervals.push_back({p.meta.pid, 7, 0, 1, ns(b), ns(b + mm), measured, false});
-    o.intervals.push_back({p.meta.pid, 7, 1, 2, ns(b + 0.3), ns(b + 0.5), measured, false});
-    if (extra_ms > 0)
-      o.intervals.push_back({p.meta.pid, 7, 2, 1, ns(b + mm + 0.1), ns(b + mm + 0.1 + extra_ms), measured, false});
+    span(1, 2, b + 0.3, b + 0.5, 0.2);  // ends first: records come in end order
+    span(0, 1, b, b + mm, mm - 0.2);
+    span(0, 1, b, b + mm, mm, LT_OP_SPAN_HIDDEN);  // left out by --ops: not a row
+    if (extra_ms > 0) span(2, 1, b + mm + 0.1, b + mm + 0.1 + extra_ms, extra_ms);
   }
   return o;
 }
@@ -270,7 +288,7 @@ OpsReport ops_of(const ActionsReport& rep, double extra_ms, std::uint32_t seed, 
 // are the probes' estimates gives no op rows, and says why.
 TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
   const ActionsReport a = fit(40, 3, 1), b = fit(40, 3, 2);
-  const OpsReport oa = ops_of(a, 0, 3), ob = ops_of(b, 2.0, 4);
+  const OpCalls oa = ops_of(a, 0, 3), ob = ops_of(b, 2.0, 4);
   const auto d = diff_runs({{&a, &oa}}, {{&b, &ob}});
   EXPECT_TRUE(d.no_op_rows.empty()) << d.no_op_rows;
   const DiffRow* first_op = nullptr;
@@ -286,11 +304,14 @@ TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
   EXPECT_NEAR(first_op->per_step_b * 1e3, 2.0, 0.01);
   EXPECT_EQ(first_op->per_step_a, 0.0);
   EXPECT_EQ(first_op->n_a, 40u);                 // a sample per step, 0 where it never ran
-  EXPECT_NEAR(mm->per_step_a * 1e3, 0.8, 0.02);  // self: its 1 ms less aten::t's 0.2
+  EXPECT_NEAR(mm->per_step_a * 1e3, 0.8, 0.02);  // self: its 1 ms less aten::t's 0.2 (the hidden copy left out)
   EXPECT_EQ(mm->verdict, 0);
   EXPECT_NE(render_step_diff(d, "a", "b").find("op: aten::cumsum"), std::string::npos);
 
-  const OpsReport estimated = ops_of(b, 2.0, 4, /*measured=*/false);
+  OpCalls estimated;
+  lt_op_event probe{};
+  probe.hdr = {LT_EV_OP, sizeof probe, 7, 7, 0, 1};
+  estimated.add(probe.hdr, reinterpret_cast<const std::byte*>(&probe));
   const auto none = diff_runs({{&a, &oa}}, {{&b, &estimated}});
   for (const auto& r : none.rows) EXPECT_NE(r.kind, DiffRow::Kind::op) << r.what;
   EXPECT_NE(none.no_op_rows.find("B: its op times are the op probes' estimates"), std::string::npos) << none.no_op_rows;

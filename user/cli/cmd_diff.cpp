@@ -6,7 +6,6 @@
 #include <iostream>
 
 #include "reports/aggregate/actions.h"
-#include "reports/aggregate/ops.h"
 #include "reports/diff/step_diff.h"
 #include "user/cli/builtin.h"
 #include "user/core/errors.h"
@@ -18,12 +17,12 @@ namespace {
 // One recording: its actions and its op calls, every interval kept.
 struct Run {
   ActionsReport actions;
-  OpsReport ops;
+  OpCalls ops;
 };
 
 Run read_run(const std::string& path, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
-  OpAggregator ops(agg, {.schedule = false, .keep_intervals = true, .group_by_shapes = false});
+  OpCalls ops;
   const auto r = tracefile::read_trace_file(
       path,
       [&](const lt_event_header& h, const std::byte* p) {
@@ -33,8 +32,7 @@ Run read_run(const std::string& path, bool& damaged) {
       [&agg](const tracefile::DamagedRange&) { agg.gap(); });
   for (const auto& w : r.warnings) std::cerr << "ltrace-bpf: " << path << ": " << w << "\n";
   damaged |= r.data_lost();
-  Run run{agg.finish(), ops.finish()};
-  return run;
+  return Run{agg.finish(), std::move(ops)};
 }
 
 // A side's name in the table: its file, or its first and last; and the
@@ -102,11 +100,11 @@ int cmd_diff(Options& opts) {
         auto& ops = out.front().ops;
         const auto base = static_cast<std::uint32_t>(ops.names.size());
         ops.names.insert(ops.names.end(), run.ops.names.begin(), run.ops.names.end());
-        for (auto iv : run.ops.intervals) {
-          iv.op += base;
-          ops.intervals.push_back(iv);
+        for (auto c : run.ops.calls) {
+          c.op += base;
+          ops.calls.push_back(c);
         }
-        ops.intervals_dropped += run.ops.intervals_dropped;
+        ops.probed |= run.ops.probed;
       }
     }
     if (rank >= 0 && (out.empty() || out.front().actions.processes.empty()))
