@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "reports/aggregate/steps.h"
@@ -22,8 +23,29 @@ struct Side {
   std::array<std::vector<double>, kStepParts> parts;
   std::map<std::string, std::vector<double>> actions;  // per call
   std::map<std::string, std::vector<double>> ops;      // per train step: the op's self time
-  std::string no_ops;                                  // why this run has no op samples ("" it has)
+  std::map<std::string, std::vector<double>> lines;    // per train step: samples at the line x period
+  std::string no_ops, no_lines;                        // why this run has no op / line samples ("" it has)
 };
+
+// The step a time fell in, if any (train steps are in time order, apart).
+std::optional<std::size_t> step_of(const std::vector<StepRecord>& steps, std::uint64_t ts) {
+  auto st = std::upper_bound(steps.begin(), steps.end(), ts,
+                             [](std::uint64_t t, const StepRecord& r) { return t < r.begin_ns; });
+  if (st == steps.begin() || ts >= std::prev(st)->end_ns) return std::nullopt;
+  return static_cast<std::size_t>(std::prev(st) - steps.begin());
+}
+
+void collect_lines(const LineSamples& ls, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
+                   std::size_t total, std::map<std::string, std::vector<double>>& to) {
+  for (const auto& smp : ls.samples) {
+    if (smp.pid != pid) continue;
+    const auto i = step_of(steps, smp.ts_ns);
+    if (!i) continue;
+    auto& v = to[ls.lines[smp.line]];
+    v.resize(total, 0.0);
+    v[first + *i] += static_cast<double>(ls.period_ns) / 1e9;
+  }
+}
 
 // Each op's self time per train step of the process, added into `to` at
 // the process's first step `first`.
@@ -31,18 +53,16 @@ void collect_ops(const OpCalls& ops, std::uint32_t pid, const std::vector<StepRe
                  std::size_t total, std::map<std::string, std::vector<double>>& to) {
   for (const auto& c : ops.calls) {
     if (c.pid != pid) continue;
-    // The step it began in (train steps are in time order, apart).
-    auto st = std::upper_bound(steps.begin(), steps.end(), c.begin_ns,
-                               [](std::uint64_t t, const StepRecord& r) { return t < r.begin_ns; });
-    if (st == steps.begin() || c.begin_ns >= std::prev(st)->end_ns) continue;
+    const auto i = step_of(steps, c.begin_ns);  // the step it began in
+    if (!i) continue;
     const std::string& name = c.op < ops.names.size() && !ops.names[c.op].empty() ? ops.names[c.op] : "?";
     auto& v = to[name];
     v.resize(total, 0.0);
-    v[first + static_cast<std::size_t>(std::prev(st) - steps.begin())] += static_cast<double>(c.self_ns) / 1e9;
+    v[first + *i] += static_cast<double>(c.self_ns) / 1e9;
   }
 }
 
-Side collect(const ActionsReport& r, const OpCalls* ops) {
+Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* lines) {
   Side s;
   std::vector<ProcessSteps> steps;
   for (const auto& p : r.processes) steps.push_back(step_records(p));
@@ -52,11 +72,14 @@ Side collect(const ActionsReport& r, const OpCalls* ops) {
     s.no_ops = "no op calls recorded (record by attaching, with --report ops)";
   else if (ops->calls.empty())
     s.no_ops = "its op times are the op probes' estimates (the op observer was not used)";
+  if (!lines || lines->samples.empty() || !lines->period_ns)
+    s.no_lines = "no stack samples recorded (record with --report advanced)";
   std::size_t first = 0;
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const auto& p = r.processes[i];
     const ProcessSteps& ps = steps[i];
     if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops);
+    if (s.no_lines.empty()) collect_lines(*lines, p.meta.pid, ps.train, first, total, s.lines);
     first += ps.train.size();
     for (const auto& st : ps.train) {
       s.steps.push_back(st.duration_ns() / 1e9);
@@ -81,6 +104,42 @@ void append(Side& to, const Side& from) {
     to.parts[i].insert(to.parts[i].end(), from.parts[i].begin(), from.parts[i].end());
   for (const auto& [n, v] : from.actions) to.actions[n].insert(to.actions[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.ops) to.ops[n].insert(to.ops[n].end(), v.begin(), v.end());
+  for (const auto& [n, v] : from.lines) to.lines[n].insert(to.lines[n].end(), v.begin(), v.end());
+}
+
+using PerStep = std::map<std::string, std::vector<double>>;
+
+// Per-step rows (ops, lines) only when every run has them: an entry a run
+// never had is 0 in each of its steps, but a run without the records is no
+// evidence of anything. Returns the names (empty when not every run has
+// them) and sets `why` to the first run's reason when some run has them.
+std::vector<std::string> align_per_step(std::vector<Side>& runs_a, std::vector<Side>& runs_b, PerStep Side::*rows,
+                                        std::string Side::*no, std::string& why) {
+  std::string first;
+  std::size_t with = 0;
+  for (const auto* runs : {&runs_a, &runs_b})
+    for (std::size_t i = 0; i < runs->size(); ++i) {
+      const Side& run = (*runs)[i];
+      if ((run.*no).empty())
+        ++with;
+      else if (first.empty())
+        first = std::string(runs == &runs_a ? "A" : "B") + (runs->size() > 1 ? " run " + std::to_string(i + 1) : "") +
+                ": " + run.*no;
+    }
+  if (with) why = first;
+  std::map<std::string, bool> names;
+  for (auto* runs : {&runs_a, &runs_b})
+    for (auto& run : *runs) {
+      if (!first.empty()) (run.*rows).clear();
+      for (const auto& [n, v] : run.*rows) names[n] = true;
+    }
+  std::vector<std::string> out;
+  for (const auto& [n, _] : names) {
+    out.push_back(n);
+    for (auto* runs : {&runs_a, &runs_b})
+      for (auto& run : *runs) (run.*rows)[n].resize(run.steps.size(), 0.0);
+  }
+  return out;
 }
 
 // Which samples a row takes from a side.
@@ -92,7 +151,7 @@ struct RowOf {
     static const std::vector<double> none;
     if (kind == DiffRow::Kind::step) return s.steps;
     if (kind == DiffRow::Kind::part) return s.parts[part];
-    const auto& m = kind == DiffRow::Kind::op ? s.ops : s.actions;
+    const auto& m = kind == DiffRow::Kind::op ? s.ops : kind == DiffRow::Kind::line ? s.lines : s.actions;
     auto it = m.find(action);
     return it == m.end() ? none : it->second;
   }
@@ -165,6 +224,24 @@ void OpCalls::add(const lt_event_header& h, const std::byte* p) {
                           [&](const lt_event_header&, const lt_op_event&) { probed = true; }});
 }
 
+void LineSamples::add(const lt_event_header& h, const std::byte* p) {
+  symbols_.add(h, p);
+  visit_record(h, p,
+               overloaded{[&](const lt_event_header&, const lt_sampler_info_event& e) {
+                            if (e.flags & LT_SAMPLER_ON_CPU) period_ns = e.period_ns;
+                          },
+                          [&](const lt_event_header& h, const lt_py_sample_event& e) {
+                            if (h.kind != LT_EV_PY_SAMPLE || !e.nframes || (e.flags & LT_SAMPLE_IN_PROBE)) return;
+                            const StackFrame f = symbols_.frame(h.pid, e.frames[0]);  // the innermost
+                            const std::string line =
+                                f.file.empty() ? f.function
+                                               : f.function + " (" + f.file + ":" + std::to_string(f.line) + ")";
+                            auto [it, fresh] = index_.try_emplace(line, static_cast<std::uint32_t>(lines.size()));
+                            if (fresh) lines.push_back(line);
+                            samples.push_back({h.pid, it->second, h.ts_ns});
+                          }});
+}
+
 ActionsReport within(ActionsReport rep, const ExportRange& range, std::string* summary) {
   if (range.all()) return rep;
   const RangeFilter keep(range, rep);
@@ -192,35 +269,17 @@ StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<Actio
 
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha, double min_effect) {
   std::vector<Side> runs_a, runs_b;
-  for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops));
-  for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops));
-  // Op rows only when every run has measured calls: an op a run never
-  // called is 0 in each of its steps, but a run without op calls is no
-  // evidence of anything.
-  std::string no_ops;
-  std::size_t with_ops = 0;
-  for (const auto* runs : {&runs_a, &runs_b})
-    for (std::size_t i = 0; i < runs->size(); ++i) {
-      if ((*runs)[i].no_ops.empty())
-        ++with_ops;
-      else if (no_ops.empty())
-        no_ops = std::string(runs == &runs_a ? "A" : "B") + (runs->size() > 1 ? " run " + std::to_string(i + 1) : "") +
-                 ": " + (*runs)[i].no_ops;
-    }
-  std::map<std::string, bool> op_names;
-  for (auto* runs : {&runs_a, &runs_b})
-    for (auto& run : *runs) {
-      if (!no_ops.empty()) run.ops.clear();
-      for (const auto& [n, v] : run.ops) op_names[n] = true;
-    }
-  for (auto* runs : {&runs_a, &runs_b})
-    for (auto& run : *runs)
-      for (const auto& [n, _] : op_names) run.ops[n].resize(run.steps.size(), 0.0);
+  for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops, r.lines));
+  for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops, r.lines));
+  std::string no_ops, no_lines;
+  const auto op_names = align_per_step(runs_a, runs_b, &Side::ops, &Side::no_ops, no_ops);
+  const auto line_names = align_per_step(runs_a, runs_b, &Side::lines, &Side::no_lines, no_lines);
   Side sa, sb;  // every run's samples together
   for (const auto& r : runs_a) append(sa, r);
   for (const auto& r : runs_b) append(sb, r);
   StepDiff d;
-  if (with_ops) d.no_op_rows = no_ops;
+  d.no_op_rows = no_ops;
+  d.no_line_rows = no_lines;
   d.alpha = alpha;
   d.min_effect = min_effect;
   d.steps_a = sa.steps.size();
@@ -233,14 +292,16 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   for (const auto& [n, v] : sa.actions) names[n] = true;
   for (const auto& [n, v] : sb.actions) names[n] = true;
   for (const auto& [n, _] : names) what.push_back({DiffRow::Kind::action, 0, n});
-  for (const auto& [n, _] : op_names) what.push_back({DiffRow::Kind::op, 0, n});
+  for (const auto& n : op_names) what.push_back({DiffRow::Kind::op, 0, n});
+  for (const auto& n : line_names) what.push_back({DiffRow::Kind::line, 0, n});
   std::vector<DiffRow> rows;
   for (const auto& w : what) {
     const std::string name = w.kind == DiffRow::Kind::step ? "train step"
                              : w.kind == DiffRow::Kind::part
                                  ? std::string("part: ") + step_part_name(static_cast<StepPart>(w.part))
-                             : w.kind == DiffRow::Kind::op ? "op: " + w.action
-                                                           : w.action;
+                             : w.kind == DiffRow::Kind::op   ? "op: " + w.action
+                             : w.kind == DiffRow::Kind::line ? "line: " + w.action
+                                                             : w.action;
     DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), d.steps_a, d.steps_b);
     if (d.by_run()) {
       const RunTest t = run_test(typical_per_step(runs_a, w), typical_per_step(runs_b, w));
@@ -370,6 +431,13 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
     while (!l.empty() && l.back() == ' ') l.pop_back();
     out += l + "\n";
   }
+  for (const auto& r : d.rows)
+    if (r.kind == DiffRow::Kind::line) {
+      out +=
+          "line: the innermost Python line of the stack samples in each step, times the sampling period: "
+          "estimates.\n";
+      break;
+    }
   return out;
 }
 

@@ -24,11 +24,13 @@
 // between runs of one job is in the test; the shift is per step, and a
 // verdict needs the shift itself past the floor.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
 #include "bpf/events.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/py_symbols.h"
 #include "reports/diff/rank_test.h"
 #include "reports/diff/run_test.h"
 #include "reports/export/export_range.h"
@@ -37,7 +39,7 @@ namespace lt {
 
 struct DiffRow {
   std::string what;  // "train step", "part: backward", "[Strategy]SingleDeviceStrategy.training_step", "op: aten::mm"
-  enum class Kind { step, part, action, op } kind = Kind::action;
+  enum class Kind { step, part, action, op, line } kind = Kind::action;
   std::size_t n_a = 0, n_b = 0;           // samples (steps or calls)
   double per_step_a = 0, per_step_b = 0;  // seconds per train step
   double median_a = 0, median_b = 0;      // seconds per sample
@@ -56,8 +58,9 @@ struct StepDiff {
   double alpha = 0.05;
   double min_effect = 0.01;  // of A's time per step
   std::size_t tested = 0;    // rows in the Holm family
-  // Why there are no op rows ("" when there are, or no run has op calls).
-  std::string no_op_rows;
+  // Why there are no op rows, or line rows ("" when there are, or no run
+  // has any).
+  std::string no_op_rows, no_line_rows;
   std::vector<DiffRow> rows;  // the step row first, then by |change per step|
   const DiffRow* step() const { return rows.empty() || rows[0].kind != DiffRow::Kind::step ? nullptr : &rows[0]; }
 };
@@ -77,15 +80,40 @@ class OpCalls {
   bool probed = false;             // op probe records: times would be estimates
 };
 
+// A recording's stack samples as diff reads them: each on-CPU sample's
+// innermost Python line (PY_SAMPLE, named by PY_CODE / PY_LINE) and the
+// sampling period (SAMPLER_INFO): the line's time is an estimate, samples
+// x period.
+class LineSamples {
+ public:
+  void add(const lt_event_header& h, const std::byte* record);
+  struct Sample {
+    std::uint32_t pid, line;  // line: index in `lines`
+    std::uint64_t ts_ns;
+  };
+  std::vector<std::string> lines;  // "function (file:line)"
+  std::vector<Sample> samples;
+  std::uint64_t period_ns = 0;
+
+ private:
+  PySymbols symbols_;
+  std::map<std::string, std::uint32_t> index_;
+};
+
 // One recording: its actions, with their intervals (ActionAggregator(
 // keep_intervals)), and its op calls (null: not read). Op rows ("op: NAME")
 // come from the op observer's measured calls: per train step, the self
 // time of the op's calls that began in it (torch.profiler's Self CPU, as
 // the observer measured it); there are op rows only when every run of both
 // sides has measured calls.
+//
+// Line rows ("line: FUNCTION (FILE:LINE)") come from the stack samples: per
+// train step, the samples whose innermost Python frame was at that line,
+// times the sampling period (an estimate); only when every run has them.
 struct DiffRun {
   const ActionsReport* actions = nullptr;
   const OpCalls* ops = nullptr;
+  const LineSamples* lines = nullptr;
 };
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha = 0.05,
                    double min_effect = 0.01);

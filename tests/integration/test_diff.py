@@ -63,8 +63,10 @@ def record_observed(tmp, name, *extra):
         wait_for(str(wl), "READY", 600, job)
         err = tmp / f"{name}.err"
         with open(err, "w") as le:
-            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "-v", "-o", str(out), "--report", "ops"],
-                                  stdout=subprocess.DEVNULL, stderr=le)
+            # Stacks at 999 Hz: a line's rows need samples in most steps
+            # (a 25 ms step holds ~2.5 samples of a 2.5 ms op at that rate).
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "-v", "-o", str(out), "--report", "ops,advanced",
+                                   "--rate", "999"], stdout=subprocess.DEVNULL, stderr=le)
         wait_for(str(err), "attached", 120, lt)
         go.touch()
         assert job.wait(timeout=600) == 0
@@ -232,8 +234,18 @@ def test_an_injected_op_is_its_own_row_at_its_time_per_step(op_traces, traces):
     assert abs(per_step_b - change) < 0.05 * timed_ms, r.stdout  # A never called it
     # The step's other ops are alike: none flagged.
     assert not [line for line in ops[1:] if line.startswith(("slower", "faster"))], r.stdout
+    # Its line, from the stack samples: the first line row, slower, at
+    # about its time per step (an estimate: samples x 1.001 ms).
+    src = open(os.path.join(WORKLOADS, "watch_job.py")).read().splitlines()
+    lineno = next(i + 1 for i, x in enumerate(src) if "torch.cumsum(Model.op_input" in x)
+    lines = [line for line in r.stdout.splitlines() if "  line: " in line]
+    assert lines and f"watch_job.py:{lineno})" in lines[0] and lines[0].startswith("slower"), r.stdout
+    change = float(re.split(r"\s{2,}", lines[0].strip())[4])
+    assert timed_ms * 0.5 <= change <= timed_ms * 1.5, (timed_ms, r.stdout)
+    assert "no line rows" not in r.stderr, r.stderr
     # Against a recording without op calls: no op rows, and why.
     r = diff(traces["a"], op_traces["injected"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "no op rows: A: no op calls recorded" in r.stderr, r.stderr
+    assert "no line rows: A: no stack samples recorded" in r.stderr, r.stderr
     assert "  op: " not in r.stdout, r.stdout

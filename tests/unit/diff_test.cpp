@@ -316,3 +316,68 @@ TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
   for (const auto& r : none.rows) EXPECT_NE(r.kind, DiffRow::Kind::op) << r.what;
   EXPECT_NE(none.no_op_rows.find("B: its op times are the op probes' estimates"), std::string::npos) << none.no_op_rows;
 }
+
+// Stack samples of a fit: every training_step gets two samples at
+// train.py:10; with `extra`, B's steps get two more at train.py:12 (the
+// line that calls an injected op). 10 ms period.
+LineSamples lines_of(const ActionsReport& rep, bool extra) {
+  LineSamples ls;
+  auto feed = [&](auto& r) { ls.add(r.hdr, reinterpret_cast<const std::byte*>(&r)); };
+  lt_sampler_info_event info{};
+  info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, 7, 7, 0, 0};
+  info.period_ns = 10'000'000;
+  info.rate_hz = 100;
+  info.flags = LT_SAMPLER_ON_CPU;
+  feed(info);
+  lt_py_code_event code{};
+  code.hdr = {LT_EV_PY_CODE, sizeof code, 7, 7, 0, 0};
+  code.code = 0x1000;
+  code.first_line = 9;
+  std::strcpy(code.name, "training_step");
+  std::strcpy(code.file, "train.py");
+  feed(code);
+  for (int line : {10, 12}) {
+    lt_py_line_event l{};
+    l.hdr = {LT_EV_PY_LINE, sizeof l, 7, 7, 0, 0};
+    l.code = 0x1000;
+    l.lasti = line;
+    l.line = line;
+    feed(l);
+  }
+  const auto& p = rep.processes[0];
+  for (const auto& iv : p.intervals) {
+    if (p.actions[iv.action].name != "[Strategy]SingleDeviceStrategy.training_step") continue;
+    for (int k = 0; k < (extra ? 4 : 2); ++k) {
+      lt_py_sample_event s{};
+      s.hdr = {LT_EV_PY_SAMPLE, sizeof s, 7, 7, 0, iv.begin_ns + 100'000 * static_cast<std::uint64_t>(k + 1)};
+      s.nframes = 1;
+      s.frames[0] = {0x1000, k < 2 ? 10 : 12, 0};
+      feed(s);
+    }
+  }
+  return ls;
+}
+
+// The line that calls the injected op is a row of its own, slower by its
+// samples per step times the period; the line alike is not flagged.
+TEST(StepDiff, TheLineOfAnInjectedOpIsARowOfSampledTime) {
+  const ActionsReport a = fit(40, 3, 1), b = fit(40, 3, 2);
+  const LineSamples la = lines_of(a, false), lb = lines_of(b, true);
+  const auto d = diff_runs({{&a, nullptr, &la}}, {{&b, nullptr, &lb}});
+  EXPECT_TRUE(d.no_line_rows.empty()) << d.no_line_rows;
+  const DiffRow *l10 = nullptr, *l12 = nullptr;
+  for (const auto& r : d.rows) {
+    if (r.what == "line: training_step (train.py:10)") l10 = &r;
+    if (r.what == "line: training_step (train.py:12)") l12 = &r;
+  }
+  ASSERT_TRUE(l10 && l12);
+  EXPECT_EQ(l12->verdict, 1);
+  EXPECT_NEAR(l12->per_step_b * 1e3, 20.0, 1e-9);
+  EXPECT_EQ(l12->per_step_a, 0.0);
+  EXPECT_EQ(l10->verdict, 0);
+  EXPECT_NEAR(l10->per_step_a * 1e3, 20.0, 1e-9);
+  EXPECT_NE(render_step_diff(d, "a", "b").find("line: the innermost Python line"), std::string::npos);
+  // Without samples on one side: no line rows, and why.
+  const auto none = diff_runs({{&a, nullptr, nullptr}}, {{&b, nullptr, &lb}});
+  EXPECT_NE(none.no_line_rows.find("A: no stack samples recorded"), std::string::npos) << none.no_line_rows;
+}

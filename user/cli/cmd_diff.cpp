@@ -18,21 +18,24 @@ namespace {
 struct Run {
   ActionsReport actions;
   OpCalls ops;
+  LineSamples lines;
 };
 
 Run read_run(const std::string& path, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
   OpCalls ops;
+  LineSamples lines;
   const auto r = tracefile::read_trace_file(
       path,
       [&](const lt_event_header& h, const std::byte* p) {
         agg.add(h, p);
         ops.add(h, p);
+        lines.add(h, p);
       },
       [&agg](const tracefile::DamagedRange&) { agg.gap(); });
   for (const auto& w : r.warnings) std::cerr << "ltrace-bpf: " << path << ": " << w << "\n";
   damaged |= r.data_lost();
-  return Run{agg.finish(), std::move(ops)};
+  return Run{agg.finish(), std::move(ops), std::move(lines)};
 }
 
 // A side's name in the table: its file, or its first and last; and the
@@ -105,6 +108,14 @@ int cmd_diff(Options& opts) {
           ops.calls.push_back(c);
         }
         ops.probed |= run.ops.probed;
+        auto& lines = out.front().lines;
+        const auto lbase = static_cast<std::uint32_t>(lines.lines.size());
+        lines.lines.insert(lines.lines.end(), run.lines.lines.begin(), run.lines.lines.end());
+        for (auto smp : run.lines.samples) {
+          smp.line += lbase;
+          lines.samples.push_back(smp);
+        }
+        if (!lines.period_ns) lines.period_ns = run.lines.period_ns;
       }
     }
     if (rank >= 0 && (out.empty() || out.front().actions.processes.empty()))
@@ -116,13 +127,14 @@ int cmd_diff(Options& opts) {
   const std::vector<Run> b = read_side(opts.diff_b, range_b, rank_b, "B");
   auto runs = [](const std::vector<Run>& side) {
     std::vector<DiffRun> out;
-    for (const auto& r : side) out.push_back({&r.actions, &r.ops});
+    for (const auto& r : side) out.push_back({&r.actions, &r.ops, &r.lines});
     return out;
   };
   const StepDiff d = diff_runs(runs(a), runs(b));
   std::cout << render_step_diff(d, label(opts.diff_a, opts.export_range, opts.diff_rank),
                                 label(opts.diff_b, range_b, rank_b));
   if (!d.no_op_rows.empty()) std::cerr << "ltrace-bpf: diff: no op rows: " << d.no_op_rows << "\n";
+  if (!d.no_line_rows.empty()) std::cerr << "ltrace-bpf: diff: no line rows: " << d.no_line_rows << "\n";
   const DiffRow* step = d.step();
   if (!step || !step->n_a || !step->n_b)
     std::cerr << "ltrace-bpf: diff: no train steps in " << (step && step->n_a ? "B" : "A")
