@@ -195,8 +195,8 @@ void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, st
                  "tracemalloc say where"});
 }
 
-void process_findings(const ProcessActions& p, const ProcessDeviceStats* stats, std::vector<Finding>& out) {
-  const ProcessSteps s = step_records(p);
+void process_findings(const ProcessActions& p, const ProcessSteps& s, const ProcessDeviceStats* stats,
+                      std::vector<Finding>& out) {
   const auto& t = s.train;
   if (t.size() < 5) return;  // too few steps to say anything
   double total = 0;
@@ -327,6 +327,7 @@ std::string who(const ProcessMeta& m) {
 // validation's), and the (action, kind) that waited most.
 struct Blocked {
   const ProcessActions* p = nullptr;
+  const ProcessSteps* s = nullptr;
   const ProcessDeviceStats* stats = nullptr;
   std::array<double, kStepParts> part_per_step{};  // ms
   double step_ms = 0, ms_per_step = 0, share = 0;
@@ -336,12 +337,12 @@ struct Blocked {
   double top_ms = 0;
 };
 
-std::optional<Blocked> blocked_in_steps(const ProcessActions& p, const ProcessComm& c,
+std::optional<Blocked> blocked_in_steps(const ProcessActions& p, const ProcessSteps& s, const ProcessComm& c,
                                         const ProcessDeviceStats* stats) {
-  const ProcessSteps s = step_records(p);
   if (s.train.size() < 5 || c.actions.empty()) return std::nullopt;
   Blocked b;
   b.p = &p;
+  b.s = &s;
   b.stats = stats;
   b.steps = s.train.size();
   double total = 0;
@@ -408,7 +409,7 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
   std::string extra;
   if (least->stats) {
     std::vector<Finding> c;
-    cpu_contention(*least->p, step_records(*least->p).train, least->p->meta.pid, *least->stats, c);
+    cpu_contention(*least->p, least->s->train, least->p->meta.pid, *least->stats, c);
     if (!c.empty()) extra = "; and its host's CPUs are contended: " + c.front().evidence;
   }
   out.push_back({"straggler", least->p->meta.pid, waiter->ms_per_step, waiter->share,
@@ -426,16 +427,20 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm) {
   std::vector<Finding> out;
   std::vector<Blocked> blocked;
+  // Each process's steps, found once (the straggler reads them again).
+  std::vector<ProcessSteps> steps;
+  steps.reserve(rep.processes.size());
   for (const auto& p : rep.processes) {
+    const ProcessSteps& ps = steps.emplace_back(step_records(p));
     const ProcessDeviceStats* mine = nullptr;
     if (stats)
       for (const auto& s : stats->processes)
         if (s.pid == p.meta.pid) mine = &s;
-    process_findings(p, mine, out);
+    process_findings(p, ps, mine, out);
     if (comm)
       for (const auto& c : comm->processes)
         if (c.pid == p.meta.pid)
-          if (auto b = blocked_in_steps(p, c, mine)) blocked.push_back(*b);
+          if (auto b = blocked_in_steps(p, ps, c, mine)) blocked.push_back(*b);
   }
   collective_findings(blocked, out);
   std::stable_sort(out.begin(), out.end(),
