@@ -32,7 +32,6 @@ namespace {
 // The bridge polls its semaphore and our request every 100 ms; a process
 // busy in a long native call may take longer to schedule its poll thread.
 constexpr std::uint64_t kWaitNs = 2'000'000'000;
-constexpr long kNapNs = 5'000'000;
 // A span that ends later than this past our clock is damaged, not early.
 constexpr std::uint64_t kFutureNs = 1'000'000'000;
 // The watermark goes out when it moved this much (one record, not one a
@@ -47,11 +46,6 @@ T load_acquire(const volatile T& v) {
 template <typename T>
 void store_release(volatile T& v, T x) {
   __atomic_store_n(&v, x, __ATOMIC_RELEASE);
-}
-
-void nap() {
-  struct timespec t = {0, kNapNs};
-  nanosleep(&t, nullptr);
 }
 
 // The observer's memfd among pid's open files: "/memfd:ltrace-ops (deleted)".
@@ -154,8 +148,6 @@ struct OpObserver::Buffer {
 OpObserver::OpObserver(const TracerContext& ctx, OpProbeSource& source, OpProbes& probes)
     : ctx_(ctx), source_(source), probes_(probes), bridge_path_(find_bridge_library()) {}
 
-OpObserver::~OpObserver() = default;
-
 void OpObserver::emit_state(pid_t pid, std::uint32_t how, bool final, std::uint64_t dropped, std::uint64_t too_deep,
                             const std::string& detail) {
   lt_op_observer_event e{};
@@ -167,6 +159,19 @@ void OpObserver::emit_state(pid_t pid, std::uint32_t how, bool final, std::uint6
   std::memcpy(e.detail, detail.data(), std::min(detail.size(), sizeof e.detail - 1));
   ctx_.emit(&e, sizeof e);
 }
+
+// A handshake under way: the bridge is in (or was), its semaphore is up;
+// its buffer and its answer are waited for without blocking the drain.
+struct OpObserver::Pending {
+  std::string version;
+  const lt_obs_layout* layout = nullptr;
+  bool injected = false;
+  std::uint64_t deadline = 0;      // for the phase under way
+  std::unique_ptr<Buffer> buffer;  // mapped, claimed, asked (the second phase)
+  std::uint32_t request = 0;
+};
+
+OpObserver::~OpObserver() = default;
 
 std::string OpObserver::start(pid_t pid) {
   const std::string version = proc::torch_version(pid);
@@ -180,10 +185,10 @@ std::string OpObserver::start(pid_t pid) {
     return "libtorch_cpu.so lacks " + missing;
 
   // The bridge, with the semaphore up before its poll thread first looks.
-  bool raised = false, injected = false;
-  auto lower = [&] {
-    if (raised) source_.lower_observer_semaphore(pid);
-  };
+  bool raised = false;
+  auto p = std::make_unique<Pending>();
+  p->version = version;
+  p->layout = &*layout;
   try {
     if (std::string mapped = mapped_bridge(pid); !mapped.empty()) {
       source_.raise_observer_semaphore(mapped, pid);
@@ -199,97 +204,117 @@ std::string OpObserver::start(pid_t pid) {
         raised = true;
       };
       auto r = inject::inject_library(pid, bridge_path_, io);
-      injected = true;  // its poll thread is starting: named once it runs
+      p->injected = true;  // its poll thread is starting: named once it runs
       if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": op observer: bridge injected: " + r.detail);
     }
   } catch (const Error& e) {
-    lower();
+    if (raised) source_.lower_observer_semaphore(pid);
     return e.what();
   }
+  p->deadline = monotonic_ns() + kWaitNs;
+  pending_[pid] = std::move(p);
+  return "";
+}
 
-  // Its buffer, then the handshake.
-  const std::uint64_t until = monotonic_ns() + kWaitNs;
-  int fd = -1;
-  while (monotonic_ns() < until) {
-    if (const int n = find_buffer_fd(pid); n >= 0) {
+// One step of a handshake, never waiting: its buffer (found among the
+// job's files, mapped, checked, claimed, asked), then the bridge's answer.
+// "" and done: it records; "" and not done: later; else why not.
+std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
+  done = false;
+  const std::uint64_t now = monotonic_ns();
+  if (!p.buffer) {
+    int fd = -1;
+    if (const int n = find_buffer_fd(pid); n >= 0)
       fd = open(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(n)).c_str(), O_RDWR | O_CLOEXEC);
-      if (fd >= 0) break;
+    if (fd < 0) {
+      if (proc::exists(pid) && (p.injected || has_poll_thread(pid)) && now < p.deadline) return "";
+      return has_poll_thread(pid) ? "the bridge made no buffer within 2 s"
+                                  : "its bridge has no poll thread (a fork of a process it was put into)";
     }
-    if (!proc::exists(pid) || (!injected && !has_poll_thread(pid))) break;
-    nap();
+    // Sealed against shrinking (a smaller file would fault our reads) and of
+    // the one size this version makes.
+    struct stat st {};
+    const int seals = fcntl(fd, F_GET_SEALS);
+    void* map = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == LT_OBS_SIZE && seals >= 0 &&
+        (seals & F_SEAL_SHRINK))
+      map = mmap(nullptr, LT_OBS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) return "the op observer's buffer is not one this ltrace-bpf can read (size or seals)";
+    auto b = std::make_unique<Buffer>(map);
+    auto& h = *b->hdr;
+    if (load_acquire(h.magic) != LT_OBS_MAGIC || h.version != LT_OBS_VERSION || h.slots != LT_OBS_SLOTS ||
+        h.ring != LT_OBS_RING || h.size != LT_OBS_SIZE || h.slots_offset != LT_OBS_SLOTS_OFFSET ||
+        h.names_index_offset != LT_OBS_INDEX_OFFSET || h.names_offset != LT_OBS_NAMES_OFFSET ||
+        h.rings_offset != LT_OBS_RINGS_OFFSET)
+      return "the op observer's buffer is not of this ltrace-bpf's version";
+    // Its own buffer, not one inherited from the process it forked from.
+    pid_t own = pid;
+    if (auto ns = proc::parse_nspid(read_status(pid)); !ns.empty()) own = ns.back();
+    if (h.bridge_pid != static_cast<std::uint32_t>(own))
+      return "the op observer's buffer is its parent's (a fork: the bridge stays dormant in it)";
+    // One reader at a time; a reader that died leaves its pid behind.
+    const auto self = static_cast<std::uint32_t>(getpid());
+    std::uint32_t reader = load_acquire(h.reader_pid);
+    if (reader != self && alive(reader)) return "another ltrace-bpf (pid " + std::to_string(reader) + ") reads its ops";
+    if (!__atomic_compare_exchange_n(&h.reader_pid, &reader, self, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return "another ltrace-bpf took its ops first";
+    for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i)  // what a reader before us left is not this window's
+      store_release(b->slot(i)->tail, load_acquire(b->slot(i)->head));
+    h.layout = *p.layout;
+    p.request = load_acquire(h.answered) + 1;
+    store_release(h.request, p.request);
+    p.buffer = std::move(b);
+    p.deadline = now + kWaitNs;
   }
-  if (fd < 0) {
-    lower();
-    return has_poll_thread(pid) ? "the bridge made no buffer within 2 s"
-                                : "its bridge has no poll thread (a fork of a process it was put into)";
+  auto& h = *p.buffer->hdr;
+  if (load_acquire(h.answered) != p.request) {  // state and detail are written before it
+    if (now < p.deadline && proc::exists(pid)) return "";
+    store_release(h.reader_pid, 0u);
+    return "the bridge did not answer within 2 s";
   }
-  // Sealed against shrinking (a smaller file would fault our reads) and of
-  // the one size this version makes.
-  struct stat st {};
-  const int seals = fcntl(fd, F_GET_SEALS);
-  void* map = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == LT_OBS_SIZE && seals >= 0 &&
-      (seals & F_SEAL_SHRINK))
-    map = mmap(nullptr, LT_OBS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) {
-    lower();
-    return "the op observer's buffer is not one this ltrace-bpf can read (size or seals)";
-  }
-  auto b = std::make_unique<Buffer>(map);
-  auto& h = *b->hdr;
-  if (load_acquire(h.magic) != LT_OBS_MAGIC || h.version != LT_OBS_VERSION || h.slots != LT_OBS_SLOTS ||
-      h.ring != LT_OBS_RING || h.size != LT_OBS_SIZE || h.slots_offset != LT_OBS_SLOTS_OFFSET ||
-      h.names_index_offset != LT_OBS_INDEX_OFFSET || h.names_offset != LT_OBS_NAMES_OFFSET ||
-      h.rings_offset != LT_OBS_RINGS_OFFSET) {
-    lower();
-    return "the op observer's buffer is not of this ltrace-bpf's version";
-  }
-  // Its own buffer, not one inherited from the process it forked from.
-  pid_t own = pid;
-  if (auto ns = proc::parse_nspid(read_status(pid)); !ns.empty()) own = ns.back();
-  if (h.bridge_pid != static_cast<std::uint32_t>(own)) {
-    lower();
-    return "the op observer's buffer is its parent's (a fork: the bridge stays dormant in it)";
-  }
-  // One reader at a time; a reader that died leaves its pid behind.
-  const auto self = static_cast<std::uint32_t>(getpid());
-  std::uint32_t reader = load_acquire(h.reader_pid);
-  if (reader != self && alive(reader)) {
-    lower();
-    return "another ltrace-bpf (pid " + std::to_string(reader) + ") reads its ops";
-  }
-  if (!__atomic_compare_exchange_n(&h.reader_pid, &reader, self, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    lower();
-    return "another ltrace-bpf took its ops first";
-  }
-  for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i)  // what a reader before us left is not this window's
-    store_release(b->slot(i)->tail, load_acquire(b->slot(i)->head));
-  h.layout = *layout;
-  const std::uint32_t request = load_acquire(h.answered) + 1;
-  store_release(h.request, request);
-  std::uint32_t state = 0;
-  const std::uint64_t answer_by = monotonic_ns() + kWaitNs;
-  while (monotonic_ns() < answer_by && proc::exists(pid)) {
-    if (load_acquire(h.answered) == request) {  // state and detail were written before it
-      state = load_acquire(h.state);
-      break;
-    }
-    nap();
-  }
+  const std::uint32_t state = load_acquire(h.state);
   std::string detail(h.detail, strnlen(h.detail, sizeof h.detail));
   if (state != LT_OBS_ACTIVE) {
     store_release(h.reader_pid, 0u);
-    lower();
-    return state == LT_OBS_REFUSED ? "the bridge refused: " + utf8_text(detail)
-                                   : "the bridge did not answer within 2 s";
+    return "the bridge refused: " + utf8_text(detail);
   }
-  b->dropped_base = b->dropped();
-  b->too_deep_base = b->too_deep();
+  auto& b = *p.buffer;
+  b.dropped_base = b.dropped();
+  b.too_deep_base = b.too_deep();
   emit_state(pid, LT_OP_TIMES_OBSERVER, false, 0, 0,
-             "RecordFunction callback via " + utf8_text(detail) + " (torch " + version + ")");
-  buffers_[pid] = std::move(b);
+             "RecordFunction callback via " + utf8_text(detail) + " (torch " + p.version + ")");
+  done = true;
   return "";
+}
+
+std::vector<std::pair<pid_t, std::string>> OpObserver::settle() {
+  std::vector<std::pair<pid_t, std::string>> out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const pid_t pid = it->first;
+    bool done = false;
+    std::string why = advance(pid, *it->second, done);
+    if (why.empty() && !done) {
+      ++it;
+      continue;
+    }
+    if (done) {
+      buffers_[pid] = std::move(it->second->buffer);
+    } else {
+      source_.lower_observer_semaphore(pid);
+    }
+    out.emplace_back(pid, std::move(why));
+    it = pending_.erase(it);
+  }
+  return out;
+}
+
+void OpObserver::abandon(pid_t pid) {
+  auto it = pending_.find(pid);
+  if (it == pending_.end()) return;
+  if (it->second->buffer) store_release(it->second->buffer->hdr->reader_pid, 0u);
+  source_.lower_observer_semaphore(pid);
+  pending_.erase(it);
 }
 
 std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
@@ -398,6 +423,7 @@ void OpObserver::close(pid_t pid, Buffer& b) {
 }
 
 void OpObserver::forget(pid_t pid) {
+  abandon(pid);
   auto it = buffers_.find(pid);
   if (it == buffers_.end()) return;
   close(pid, *it->second);
@@ -405,6 +431,7 @@ void OpObserver::forget(pid_t pid) {
 }
 
 void OpObserver::finish() {
+  while (!pending_.empty()) abandon(pending_.begin()->first);
   for (auto& [pid, b] : buffers_) close(pid, *b);
   buffers_.clear();
 }

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bpf/opobserver_shm.h"
@@ -29,9 +30,14 @@ class OpObserver {
   OpObserver(const OpObserver&) = delete;
   OpObserver& operator=(const OpObserver&) = delete;
 
-  // Starts the observer in pid (libtorch loaded and initialised).  "" when
-  // it records, else one line of why not (nothing is left raised then).
+  // Starts the observer in pid (libtorch loaded and initialised): the
+  // bridge in, its semaphore up.  "" when the handshake is under way (see
+  // settle()), else one line of why not (nothing is left raised then).
   std::string start(pid_t pid);
+  // The handshakes under way, a step each, never waiting: those that ended,
+  // with "" (it records) or why not (nothing left raised).
+  std::vector<std::pair<pid_t, std::string>> settle();
+  bool pending(pid_t pid) const { return pending_.count(pid) != 0; }
   bool active(pid_t pid) const { return buffers_.count(pid) != 0; }
   // Reads the calls every observer wrote that ended before the last read
   // of the ring began (the actions around them are in the stream first):
@@ -44,6 +50,9 @@ class OpObserver {
 
  private:
   struct Buffer;
+  struct Pending;
+  std::string advance(pid_t pid, Pending& p, bool& done);
+  void abandon(pid_t pid);  // a handshake given up: semaphore down, buffer let go
   void emit_state(pid_t pid, std::uint32_t how, bool final, std::uint64_t dropped, std::uint64_t too_deep,
                   const std::string& detail);
   void drain(pid_t pid, Buffer& b, std::uint64_t until);
@@ -55,6 +64,7 @@ class OpObserver {
   OpProbes& probes_;
   std::string bridge_path_;
   std::map<pid_t, std::unique_ptr<Buffer>> buffers_;
+  std::map<pid_t, std::unique_ptr<Pending>> pending_;
 };
 
 }  // namespace lt

@@ -71,10 +71,11 @@ std::string OpTracer::observer_unwanted(pid_t pid) const {
   return "";
 }
 
-// The op observer where it can be had; else shapes on before the op
-// probes, so that no call goes without them, and the compiled code after.
+// The op observer where it can be had (its handshake settles in tick());
+// else shapes on before the op probes, so that no call goes without them,
+// and the compiled code after.
 bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
-  if (observer_->active(pid)) return true;
+  if (observer_->active(pid) || observer_->pending(pid)) return true;
   if (!proc::find_mapped_library(pid, "libtorch_cpu.so")) {
     torch_late_.insert(pid);
     return false;
@@ -93,30 +94,55 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
     if (why.empty() && !ctx_.opts.op_filters.empty()) probes_->catalogue(pid);
     if (why.empty()) why = observer_->start(pid);
     if (why.empty()) {
-      // --children: its forks (DataLoader workers) have no observer; the op
-      // probes on its libtorch are inherited at the fork and report for a
-      // fork from its first op (BPF gives it OPS: LT_TARGET_FORKS_OPS).  They
-      // fire in this process too, where BPF drops what they see: the cost
-      // of a trap per op, not of a record.
-      if (ctx_.opts.children) {
-        try {
-          probes_->attach(pid, -1);
-        } catch (const Error& e) {
-          ctx_.note("pid " + std::to_string(pid) + ": " + e.what() + "; its forks' ops are missing from the report");
-        }
-      }
-      ctx_.retarget(pid);  // no OP records, no samples for op times
-      if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": ops: the op observer measures every call");
+      pending_filter_[pid] = pid_filter;
       return true;
     }
-    ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why +
-              "): op CPU times are sampled estimates");
-    lt_op_observer_event e{};
-    e.hdr = user_header(LT_EV_OP_OBSERVER, sizeof e, pid, monotonic_ns());
-    e.how = LT_OP_TIMES_SAMPLED;
-    std::memcpy(e.detail, why.data(), std::min(why.size(), sizeof e.detail - 1));
-    ctx_.emit(&e, sizeof e);
+    not_observed(pid, why);
   }
+  return use_probes(pid, pid_filter);
+}
+
+// Its handshake ended: recording, or the probes instead.
+void OpTracer::settled(pid_t pid, const std::string& why) {
+  const pid_t pid_filter = pending_filter_.count(pid) ? pending_filter_[pid] : pid;
+  pending_filter_.erase(pid);
+  if (!why.empty()) {
+    not_observed(pid, why);
+    try {
+      if (!use_probes(pid, pid_filter))
+        ctx_.note("pid " + std::to_string(pid) + ": libtorch is gone; its ops are missing from the report");
+    } catch (const Error& e) {
+      ctx_.note("pid " + std::to_string(pid) + ": " + e.what() + "; its ops are missing from the report");
+    }
+    return;
+  }
+  // --children: its forks (DataLoader workers) have no observer; the op
+  // probes on its libtorch are inherited at the fork and report for a
+  // fork from its first op (BPF gives it OPS: LT_TARGET_FORKS_OPS).  They
+  // fire in this process too, where BPF drops what they see: the cost of a
+  // trap per op, not of a record.
+  if (ctx_.opts.children) {
+    try {
+      probes_->attach(pid, -1);
+    } catch (const Error& e) {
+      ctx_.note("pid " + std::to_string(pid) + ": " + e.what() + "; its forks' ops are missing from the report");
+    }
+  }
+  ctx_.retarget(pid);  // no OP records, no samples for op times
+  if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": ops: the op observer measures every call");
+}
+
+void OpTracer::not_observed(pid_t pid, const std::string& why) {
+  ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why + "): op CPU times are sampled estimates");
+  lt_op_observer_event e{};
+  e.hdr = user_header(LT_EV_OP_OBSERVER, sizeof e, pid, monotonic_ns());
+  e.how = LT_OP_TIMES_SAMPLED;
+  std::memcpy(e.detail, why.data(), std::min(why.size(), sizeof e.detail - 1));
+  ctx_.emit(&e, sizeof e);
+}
+
+// The op probes on pid's libtorch (false: not mapped).
+bool OpTracer::use_probes(pid_t pid, pid_t pid_filter) {
   if (ctx_.opts.shapes && !tensor_vtables_[pid]) {
     tensor_vtables_[pid] = probes_->tensor_vtable(pid);
     if (tensor_vtables_[pid]) ctx_.retarget(pid);
@@ -128,6 +154,10 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
     ctx_.note("pid " + std::to_string(pid) +
               ": c10::TensorImpl's vtable not found in libc10.so; input shapes show as []");
   return true;
+}
+
+bool OpTracer::settling(pid_t pid) const {
+  return observer_->pending(pid);
 }
 
 std::string OpTracer::describe(pid_t pid) const {
@@ -151,6 +181,7 @@ void OpTracer::fill_target(pid_t pid, lt_target& t) const {
 
 void OpTracer::forget(pid_t pid) {
   observer_->forget(pid);
+  pending_filter_.erase(pid);
   observer_tried_.erase(pid);  // a new image chooses again
   torch_late_.erase(pid);
   dynamo_->forget(pid);
@@ -176,6 +207,7 @@ void OpTracer::describe_region(const lt_event_header& h, std::span<const std::by
 }
 
 void OpTracer::tick(std::uint64_t now) {
+  for (const auto& [pid, why] : observer_->settle()) settled(pid, why);
   observer_->drain();
   if (compiled_scan_.due(now)) attach_compiled();
   if (dynamo_scan_.due(now)) read_dynamo(now);

@@ -302,10 +302,12 @@ double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
     adopt_execed(monotonic_ns());  // a CPython held at its exec meanwhile waits for no bridge
     serve_library_loads(monotonic_ns());
+    for (auto& t : tracers_) t->tick(monotonic_ns());  // the op observers' handshakes move on here
   }
   if (waiting() && !stop.load() && monotonic_ns() >= until)
-    notes_.push_back("GPU: an injected bridge had not reported within " + std::to_string(kBridgeStartNs / 1'000'000) +
-                     " ms of the attach; its first GPU records may be missing");
+    notes_.push_back("an injected bridge (GPU, op observer) had not reported within " +
+                     std::to_string(kBridgeStartNs / 1'000'000) +
+                     " ms of the attach; its first GPU records or op calls may be missing");
   return (monotonic_ns() - start) / 1e6;
 }
 
