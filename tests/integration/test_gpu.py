@@ -167,7 +167,7 @@ def test_late_injection_leaves_the_target_unchanged(tmp_path):
     # "attached" is said only once the injected bridge has reported: a job
     # started on that word has its first kernels in the report.
     said = r.stderr.index("waiting for the CUDA driver")
-    assert said < r.stderr.index("ltrace-bpf: attached:") and "GPU bridge reported after" in r.stderr, r.stderr
+    assert said < r.stderr.index("ltrace-bpf: attached:") and "injected bridges (GPU, op observer) reported after" in r.stderr, r.stderr
     stop.touch()
     p.wait(timeout=300)
     assert p.returncode == 0

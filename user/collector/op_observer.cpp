@@ -164,9 +164,10 @@ void OpObserver::emit_state(pid_t pid, std::uint32_t how, bool final, std::uint6
 // its buffer and its answer are waited for without blocking the drain.
 struct OpObserver::Pending {
   std::string version;
-  const lt_obs_layout* layout = nullptr;
+  lt_obs_layout layout{};  // the job's torch's, for the bridge
   bool injected = false;
   std::uint64_t deadline = 0;      // for the phase under way
+  std::uint64_t started = 0;       // monotonic ns
   std::unique_ptr<Buffer> buffer;  // mapped, claimed, asked (the second phase)
   std::uint32_t request = 0;
 };
@@ -188,7 +189,7 @@ std::string OpObserver::start(pid_t pid) {
   bool raised = false;
   auto p = std::make_unique<Pending>();
   p->version = version;
-  p->layout = &*layout;
+  p->layout = *layout;
   try {
     if (std::string mapped = mapped_bridge(pid); !mapped.empty()) {
       source_.raise_observer_semaphore(mapped, pid);
@@ -211,7 +212,8 @@ std::string OpObserver::start(pid_t pid) {
     if (raised) source_.lower_observer_semaphore(pid);
     return e.what();
   }
-  p->deadline = monotonic_ns() + kWaitNs;
+  p->started = monotonic_ns();
+  p->deadline = p->started + kWaitNs;
   pending_[pid] = std::move(p);
   return "";
 }
@@ -261,7 +263,7 @@ std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
       return "another ltrace-bpf took its ops first";
     for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i)  // what a reader before us left is not this window's
       store_release(b->slot(i)->tail, load_acquire(b->slot(i)->head));
-    h.layout = *p.layout;
+    h.layout = p.layout;
     p.request = load_acquire(h.answered) + 1;
     store_release(h.request, p.request);
     p.buffer = std::move(b);
@@ -284,6 +286,9 @@ std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
   b.too_deep_base = b.too_deep();
   emit_state(pid, LT_OP_TIMES_OBSERVER, false, 0, 0,
              "RecordFunction callback via " + utf8_text(detail) + " (torch " + p.version + ")");
+  if (ctx_.opts.verbose)
+    ctx_.note("pid " + std::to_string(pid) + ": op observer: handshake " +
+              std::to_string((now - p.started) / 1'000'000) + " ms after the injection");
   done = true;
   return "";
 }

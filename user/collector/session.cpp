@@ -320,7 +320,9 @@ void Session::announce_attached(double bridge_ms) {
   if (!opts_.verbose) return;
   std::string extra;
   for (const auto& t : tracers_) extra += t->summary();
-  if (bridge_ms > 0) extra += "; GPU bridge reported after " + std::to_string(static_cast<int>(bridge_ms)) + " ms more";
+  if (bridge_ms > 0)
+    extra += "; injected bridges (GPU, op observer) reported after " + std::to_string(static_cast<int>(bridge_ms)) +
+             " ms more";
   std::fprintf(stderr, "ltrace-bpf: attached: %zu process(es), %zu uprobe(s) as %s, %.1f ms%s\n", targets_.live_count(),
                stats_.probes,
                kernel_has_uprobe_multi() && uprobe_multi_scopes_processes()
