@@ -271,6 +271,16 @@ struct lt_step_base_event {
 	u32 pad;
 };
 
+/* NOTE (user space): one line the recorder said on stderr about the
+ * recording (a process it could not trace, a source that failed, how op
+ * times were had), written at the detach so that `report FILE` says it
+ * too. Cut at LT_NOTE_MAX - 1 bytes; any bytes (printed as UTF-8 text). */
+#define LT_NOTE_MAX 480
+struct lt_note_event {
+	struct lt_event_header hdr;
+	char text[LT_NOTE_MAX];
+};
+
 /* Deepest Python stack carried by one sample (leaf side kept). */
 #define LT_STACK_MAX 96
 

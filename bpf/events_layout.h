@@ -150,6 +150,10 @@ LT_OFFSET(lt_step_base_event, end_ns, 32);
 LT_OFFSET(lt_step_base_event, index, 40);
 LT_OFFSET(lt_step_base_event, pad, 44);
 
+LT_SIZE(lt_note_event, 504);
+LT_OFFSET(lt_note_event, hdr, 0);
+LT_OFFSET(lt_note_event, text, 24);
+
 LT_SIZE(lt_py_frame, 16);
 LT_OFFSET(lt_py_frame, code, 0);
 LT_OFFSET(lt_py_frame, lasti, 8);

@@ -56,6 +56,7 @@
 	X(PROC_DROPS,       39, lt_proc_drops_event,       LT_SIZE_READER, "process losses",           "proc_drops",        LT_KEEP_EVENT) /* what one process lost, by kind and cause */ \
 	X(RECORDED_REPORTS, 40, lt_recorded_reports_event, LT_SIZE_READER, "recorded reports",         "recorded_reports",  LT_KEEP_NAME ) /* the reports a recording was made for */ \
 	X(STEP_BASE,        41, lt_step_base_event,        LT_SIZE_READER, "step base",                "step_base",         LT_KEEP_FRAME) /* a window's first train step's index in the job */ \
+	X(NOTE,             42, lt_note_event,             LT_SIZE_READER, "note",                     "note",              LT_KEEP_NAME ) /* user space: a line the recorder said on stderr */ \
 	/* Python stacks (pysample source) */ \
 	X(PY_SAMPLE,        48, lt_py_sample_event,        LT_SIZE_EXACT,  "stack sample",             "py_sample",         LT_KEEP_EVENT) /* cpu-clock sample of a target thread */ \
 	X(OFFCPU_BEGIN,     49, lt_py_sample_event,        LT_SIZE_EXACT,  "off-CPU",                  "offcpu_begin",      LT_KEEP_EVENT) /* a target thread blocked */ \

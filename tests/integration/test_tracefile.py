@@ -15,8 +15,9 @@ TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
 
 def test_live_output_equals_offline_report(attach, lightning_python):
     """`report FILE` with no --report prints the reports the recording was
-    made for (a RECORDED_REPORTS record), byte for byte as the live run; so
-    does `report DIR --merge` for each rank, before its cluster summary."""
+    made for (a RECORDED_REPORTS record), byte for byte as the live run, and
+    the recorder's notes (NOTE records); so does `report DIR --merge` for
+    each rank, before its cluster summary."""
     run = attach([lightning_python, TRAIN, "--profiler", "none", "--epochs", "2", "--batches", "16", "--val"],
                  lt_args=["-o", "run.ltrace", "--report", "simple,advanced,ops,steps"])
     assert run.lt_rc == 0, run.lt_err
@@ -26,6 +27,11 @@ def test_live_output_equals_offline_report(attach, lightning_python):
     # The Advanced and ops reports are there to compare.
     assert "Profile stats for: " in run.lt_out and "Self CPU time total" in run.lt_out, run.lt_out
     assert off.stdout == run.lt_out
+    # What the recorder said on stderr about the recording (NOTE records),
+    # said again: here how the op times were had.
+    recorded = re.findall(r"^ltrace-bpf: recorded: (.*)$", off.stderr, re.M)
+    assert any(re.fullmatch(r"pid \d+: ops: the op observer measures every call", n) for n in recorded), off.stderr
+    assert all(f"ltrace-bpf: {n}" in run.lt_err for n in recorded), (recorded, run.lt_err)
     # The steps report keeps every interval: offline it learns so from the
     # recorded list, before the first action (2 epochs x 16 batches).
     assert re.search(r"^  train +32 ", off.stdout, re.M), off.stdout

@@ -499,6 +499,13 @@ bool Session::drain_rest(ring_buffer* rb) {
 // The window closes: drops and losses, the last clock exchange, the file.
 void Session::finish() {
   const auto drops = proctrack_->drops();
+  // What stderr says about the recording, into it too (report FILE says it).
+  for (const auto& n : notes_) {
+    lt_note_event e{};
+    e.hdr = user_header(LT_EV_NOTE, sizeof e, 0, monotonic_ns());
+    std::memcpy(e.text, n.data(), std::min(n.size(), sizeof e.text - 1));
+    emit(e);
+  }
   emit(window_record(false, monotonic_ns()));
   const lt_drops_event d = drops_record(drops, monotonic_ns());
   emit(d);
