@@ -6,35 +6,20 @@
 #include <memory>
 #include <utility>
 
-struct lt_proctrack;
-struct lt_pyactions;
-struct lt_pysample;
-struct lt_opprobe;
-struct lt_gpu;
-struct lt_memprobe;
-struct lt_commprobe;
-struct lt_libload;
-struct lt_xlaprobe;
 struct bpf_link;
 
 namespace lt {
 
 // The skeletons' destroy functions are static inline in their generated
-// headers, so each overload is defined in the one .cpp that includes that
-// skeleton (user/sources/<name>.cpp).
+// headers: each skeleton's is an explicit specialization declared in its
+// source's header and defined in the one .cpp that includes that skeleton
+// (user/sources/<name>.{h,cpp}), so a new source adds nothing here.
+template <typename Skeleton>
 struct SkeletonDestroy {
-  void operator()(lt_proctrack* s) const;
-  void operator()(lt_pyactions* s) const;
-  void operator()(lt_pysample* s) const;
-  void operator()(lt_opprobe* s) const;
-  void operator()(lt_gpu* s) const;
-  void operator()(lt_memprobe* s) const;
-  void operator()(lt_commprobe* s) const;
-  void operator()(lt_libload* s) const;
-  void operator()(lt_xlaprobe* s) const;
+  void operator()(Skeleton* s) const;
 };
 template <typename Skeleton>
-using SkeletonPtr = std::unique_ptr<Skeleton, SkeletonDestroy>;
+using SkeletonPtr = std::unique_ptr<Skeleton, SkeletonDestroy<Skeleton>>;
 
 struct LinkDestroy {
   void operator()(bpf_link* l) const;

@@ -10,7 +10,8 @@
 
 namespace lt {
 
-void SkeletonDestroy::operator()(lt_commprobe* s) const {
+template <>
+void SkeletonDestroy<lt_commprobe>::operator()(lt_commprobe* s) const {
   lt_commprobe__destroy(s);
 }
 

@@ -17,6 +17,10 @@ struct lt_commprobe;
 
 namespace lt {
 
+// Its skeleton's destroy, defined where the skeleton is (user/sources/commprobe.cpp).
+template <>
+void SkeletonDestroy<lt_commprobe>::operator()(lt_commprobe* s) const;
+
 class CommProbeSource {
  public:
   // Throws lt::Error(bpf|permission).

@@ -11,7 +11,8 @@
 
 namespace lt {
 
-void SkeletonDestroy::operator()(lt_gpu* s) const {
+template <>
+void SkeletonDestroy<lt_gpu>::operator()(lt_gpu* s) const {
   lt_gpu__destroy(s);
 }
 

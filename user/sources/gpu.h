@@ -18,6 +18,10 @@ struct bpf_link;
 
 namespace lt {
 
+// Its skeleton's destroy, defined where the skeleton is (user/sources/gpu.cpp).
+template <>
+void SkeletonDestroy<lt_gpu>::operator()(lt_gpu* s) const;
+
 class GpuSource {
  public:
   // op_stacks_fd: OpProbeSource::stacks_fd() when ops are traced, else -1.

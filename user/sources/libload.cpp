@@ -16,7 +16,8 @@
 
 namespace lt {
 
-void SkeletonDestroy::operator()(lt_libload* s) const {
+template <>
+void SkeletonDestroy<lt_libload>::operator()(lt_libload* s) const {
   lt_libload__destroy(s);
 }
 

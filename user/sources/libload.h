@@ -26,7 +26,13 @@
 
 #include "user/sources/bpf_owner.h"
 
+struct lt_libload;
+
 namespace lt {
+
+// Its skeleton's destroy, defined where the skeleton is (user/sources/libload.cpp).
+template <>
+void SkeletonDestroy<lt_libload>::operator()(lt_libload* s) const;
 
 // Where a process's dynamic loader is and what to probe in it.
 struct LoaderSite {

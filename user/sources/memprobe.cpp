@@ -10,7 +10,8 @@
 
 namespace lt {
 
-void SkeletonDestroy::operator()(lt_memprobe* s) const {
+template <>
+void SkeletonDestroy<lt_memprobe>::operator()(lt_memprobe* s) const {
   lt_memprobe__destroy(s);
 }
 

@@ -17,6 +17,10 @@ struct lt_memprobe;
 
 namespace lt {
 
+// Its skeleton's destroy, defined where the skeleton is (user/sources/memprobe.cpp).
+template <>
+void SkeletonDestroy<lt_memprobe>::operator()(lt_memprobe* s) const;
+
 class MemProbeSource {
  public:
   // op_stacks_fd: OpProbeSource::stacks_fd() when ops are traced, else -1.

@@ -12,7 +12,8 @@
 
 namespace lt {
 
-void SkeletonDestroy::operator()(lt_opprobe* s) const {
+template <>
+void SkeletonDestroy<lt_opprobe>::operator()(lt_opprobe* s) const {
   lt_opprobe__destroy(s);
 }
 

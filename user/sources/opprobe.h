@@ -17,6 +17,10 @@ struct lt_opprobe;
 
 namespace lt {
 
+// Its skeleton's destroy, defined where the skeleton is (user/sources/opprobe.cpp).
+template <>
+void SkeletonDestroy<lt_opprobe>::operator()(lt_opprobe* s) const;
+
 class OpProbeSource {
  public:
   explicit OpProbeSource(const ProcTrackSource& shared);  // throws lt::Error(bpf|permission)

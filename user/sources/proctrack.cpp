@@ -16,7 +16,8 @@
 
 namespace lt {
 
-void SkeletonDestroy::operator()(lt_proctrack* s) const {
+template <>
+void SkeletonDestroy<lt_proctrack>::operator()(lt_proctrack* s) const {
   lt_proctrack__destroy(s);
 }
 

@@ -21,6 +21,10 @@ struct bpf_object;
 
 namespace lt {
 
+// Its skeleton's destroy, defined where the skeleton is (user/sources/proctrack.cpp).
+template <>
+void SkeletonDestroy<lt_proctrack>::operator()(lt_proctrack* s) const;
+
 class ProcTrackSource {
  public:
   ProcTrackSource();  // opens, loads and attaches; throws lt::Error(bpf|permission)

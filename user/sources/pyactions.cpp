@@ -11,7 +11,8 @@
 
 namespace lt {
 
-void SkeletonDestroy::operator()(lt_pyactions* s) const {
+template <>
+void SkeletonDestroy<lt_pyactions>::operator()(lt_pyactions* s) const {
   lt_pyactions__destroy(s);
 }
 

@@ -19,6 +19,10 @@ struct bpf_link;
 
 namespace lt {
 
+// Its skeleton's destroy, defined where the skeleton is (user/sources/pyactions.cpp).
+template <>
+void SkeletonDestroy<lt_pyactions>::operator()(lt_pyactions* s) const;
+
 class PyActionsSource {
  public:
   // module_calls: also attach the eval loop's entry where only module

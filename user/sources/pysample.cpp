@@ -27,7 +27,8 @@ int open_cpu_clock(int cpu, std::uint64_t period_ns) {
 }
 }  // namespace
 
-void SkeletonDestroy::operator()(lt_pysample* s) const {
+template <>
+void SkeletonDestroy<lt_pysample>::operator()(lt_pysample* s) const {
   lt_pysample__destroy(s);
 }
 

@@ -14,6 +14,10 @@ struct bpf_link;
 
 namespace lt {
 
+// Its skeleton's destroy, defined where the skeleton is (user/sources/pysample.cpp).
+template <>
+void SkeletonDestroy<lt_pysample>::operator()(lt_pysample* s) const;
+
 class PySampleSource {
  public:
   // rate_hz 0: no on-CPU sampling.  op_stacks_fd: OpProbeSource::stacks_fd()

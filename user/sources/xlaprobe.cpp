@@ -10,7 +10,8 @@
 
 namespace lt {
 
-void SkeletonDestroy::operator()(lt_xlaprobe* s) const {
+template <>
+void SkeletonDestroy<lt_xlaprobe>::operator()(lt_xlaprobe* s) const {
   lt_xlaprobe__destroy(s);
 }
 

@@ -17,6 +17,10 @@ struct lt_xlaprobe;
 
 namespace lt {
 
+// Its skeleton's destroy, defined where the skeleton is (user/sources/xlaprobe.cpp).
+template <>
+void SkeletonDestroy<lt_xlaprobe>::operator()(lt_xlaprobe* s) const;
+
 class XlaProbeSource {
  public:
   // Throws lt::Error(bpf|permission).
