@@ -10,6 +10,7 @@
 #include "reports/cluster/step_waits.h"
 #include "reports/export/dashboard.h"
 #include "reports/export/export_range.h"
+#include "reports/export/html_report.h"
 #include "reports/export/step_timeline.h"
 #include "user/text/json_escape.h"
 
@@ -475,7 +476,7 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
                         static_cast<double>(lost)});
 
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf merged report</title>\n"
-      << "<style>" << kMergedCss << "</style>\n";
+      << "<style>" << page_style() << kMergedCss << "</style>\n";
   write_dashboard_head(out);
   write_step_timeline_head(out);
   write_merged_script(out);

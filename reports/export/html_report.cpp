@@ -19,7 +19,11 @@ namespace lt {
 
 namespace {
 
-// The page's own style: reports/export/css/report.css, embedded at build time (tests/tools/embed_asset.py).
+// The pages' shared style and this page's own: reports/export/css/page.css
+// and report.css, embedded at build time (tests/tools/embed_asset.py).
+constexpr std::string_view kPageCss =
+#include "reports/export/css/page.css.inc"
+    ;
 constexpr std::string_view kReportCss =
 #include "reports/export/css/report.css.inc"
     ;
@@ -176,11 +180,15 @@ void memory_sections(const ProcessMemory& pm, std::ostream& out) {
 
 }  // namespace
 
+std::string_view page_style() {
+  return kPageCss;
+}
+
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks,
                        const OpsReport* ops, const GpuReport* gpu, const MemoryReport* memory, const CommReport* comm,
                        const XlaReport* xla) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
-      << "<style>" << kReportCss << "</style>\n";
+      << "<style>" << kPageCss << kReportCss << "</style>\n";
   write_dashboard_head(out);
   write_step_timeline_head(out);
   out << "</head><body>\n<h1>ltrace-bpf report</h1>\n";

@@ -5,6 +5,7 @@
 // resources).  Hover a slice for its name and duration.
 #pragma once
 #include <ostream>
+#include <string_view>
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
@@ -22,6 +23,9 @@ namespace lt {
 // bytes (each point the maximum of its stretch of time, at most 2000 per
 // device; CUDA: reserved bytes too) and the allocation totals.
 // With `comm` (calls kept): the c10d calls in the step timelines.
+// The style every page shares (the body, the tables' frame): a page's own sheet follows it.
+std::string_view page_style();
+
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks = nullptr,
                        const OpsReport* ops = nullptr, const GpuReport* gpu = nullptr,
                        const MemoryReport* memory = nullptr, const CommReport* comm = nullptr,

@@ -38,6 +38,20 @@ Run read_run(const std::string& path, bool& damaged) {
   return Run{agg.finish(), std::move(ops), std::move(lines)};
 }
 
+// Appends another trace's names and the items that index them (op calls,
+// line samples), each index moved past the names already there.
+template <class Item>
+void append_rebased(std::vector<std::string>& names, std::vector<Item>& items,
+                    const std::vector<std::string>& more_names, const std::vector<Item>& more,
+                    std::uint32_t Item::*index) {
+  const auto base = static_cast<std::uint32_t>(names.size());
+  names.insert(names.end(), more_names.begin(), more_names.end());
+  for (Item it : more) {
+    it.*index += base;
+    items.push_back(it);
+  }
+}
+
 // A side's name in the table: its file, or its first and last; and the
 // part of them compared.
 std::string label(const std::vector<std::string>& files, const ExportRange& r, int rank) {
@@ -101,20 +115,10 @@ int cmd_diff(Options& opts) {
         // apart: the steps of each process take its own).
         for (auto& p : run.actions.processes) out.front().actions.processes.push_back(std::move(p));
         auto& ops = out.front().ops;
-        const auto base = static_cast<std::uint32_t>(ops.names.size());
-        ops.names.insert(ops.names.end(), run.ops.names.begin(), run.ops.names.end());
-        for (auto c : run.ops.calls) {
-          c.op += base;
-          ops.calls.push_back(c);
-        }
+        append_rebased(ops.names, ops.calls, run.ops.names, run.ops.calls, &OpCalls::Call::op);
         ops.probed |= run.ops.probed;
         auto& lines = out.front().lines;
-        const auto lbase = static_cast<std::uint32_t>(lines.lines.size());
-        lines.lines.insert(lines.lines.end(), run.lines.lines.begin(), run.lines.lines.end());
-        for (auto smp : run.lines.samples) {
-          smp.line += lbase;
-          lines.samples.push_back(smp);
-        }
+        append_rebased(lines.lines, lines.samples, run.lines.lines, run.lines.samples, &LineSamples::Sample::line);
         if (!lines.period_ns) lines.period_ns = run.lines.period_ns;
       }
     }
