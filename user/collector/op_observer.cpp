@@ -436,7 +436,14 @@ void OpObserver::forget(pid_t pid) {
 }
 
 void OpObserver::finish() {
-  while (!pending_.empty()) abandon(pending_.begin()->first);
+  // Handshakes not ended at the detach: said, and in the trace.
+  while (!pending_.empty()) {
+    const pid_t pid = pending_.begin()->first;
+    abandon(pid);
+    const std::string why = "its handshake had not ended at the detach";
+    ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why + "): its ops are missing");
+    emit_state(pid, LT_OP_TIMES_SAMPLED, true, 0, 0, why);
+  }
   for (auto& [pid, b] : buffers_) close(pid, *b);
   buffers_.clear();
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "user/collector/dynamo_notes.h"
 #include "user/collector/op_observer.h"
@@ -85,7 +86,8 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
     // A fork of an observed process (a DataLoader worker) inherits the
     // callback, disabled: its bridge has no poll thread.  Its own probes,
     // scoped to it, so the observed parent takes no trap per op.
-    const bool fork_of_observed = why.empty() && observer_->active(proc::read_ppid(pid));
+    const pid_t ppid = proc::read_ppid(pid);
+    const bool fork_of_observed = why.empty() && (observer_->active(ppid) || observer_->pending(ppid));
     if (fork_of_observed) {
       why = "a fork of a process the op observer records";
       pid_filter = pid;
@@ -95,6 +97,11 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
     if (why.empty()) why = observer_->start(pid);
     if (why.empty()) {
       pending_filter_[pid] = pid_filter;
+      // At the session's first attach (before its window opens) the
+      // handshake is waited for here, so that the window's ops are all
+      // there; a process adopted later settles at the ticks (the drain
+      // loop never stalls on it).
+      if (!ticked_) settle_now(pid);
       return true;
     }
     not_observed(pid, why);
@@ -206,7 +213,18 @@ void OpTracer::describe_region(const lt_event_header& h, std::span<const std::by
   if (interp && e.code) ctx_.symbolizer().describe_code(pid, e.code, e.checksum, *interp, h.ts_ns);
 }
 
+void OpTracer::settle_now(pid_t pid) {
+  while (observer_->pending(pid)) {
+    for (const auto& [p, why] : observer_->settle()) settled(p, why);
+    if (observer_->pending(pid)) {
+      struct timespec t = {0, 5'000'000};
+      nanosleep(&t, nullptr);
+    }
+  }
+}
+
 void OpTracer::tick(std::uint64_t now) {
+  ticked_ = true;
   for (const auto& [pid, why] : observer_->settle()) settled(pid, why);
   observer_->drain();
   if (compiled_scan_.due(now)) attach_compiled();

@@ -39,9 +39,9 @@ class OpTracer final : public Tracer {
   void fill_target(pid_t pid, lt_target& t) const override;
   void forget(pid_t pid) override;
   void observe(const lt_event_header& h, std::span<const std::byte> record) override;
-  // While the op observer's handshake is under way (the attach waits for
-  // it, all processes' at once; a process adopted later does not stall the
-  // drain: its ops are recorded from the handshake's end).
+  // While the op observer's handshake is under way (a process adopted
+  // after the first attach: it does not stall the drain; its ops are
+  // recorded from the handshake's end).
   bool settling(pid_t pid) const override;
   void tick(std::uint64_t now) override;
   void last_look(std::uint64_t now) override;
@@ -59,6 +59,7 @@ class OpTracer final : public Tracer {
   // "" when pid's op times may come from the op observer, else why not.
   std::string observer_unwanted(pid_t pid) const;
   void settled(pid_t pid, const std::string& why);
+  void settle_now(pid_t pid);  // waits for pid's handshake (the first attach)
   void not_observed(pid_t pid, const std::string& why);
   bool use_probes(pid_t pid, pid_t pid_filter);
 
@@ -70,6 +71,7 @@ class OpTracer final : public Tracer {
   std::set<pid_t> torch_late_;            // libtorch not mapped yet at the first attach
   std::set<pid_t> observer_tried_;
   std::map<pid_t, pid_t> pending_filter_;             // handshakes under way: the probes' pid filter if it fails
+  bool ticked_ = false;                               // the drain loop (or the attach's wait) has begun
   std::map<pid_t, OpProbes::Mapped> observed_lib_;    // observed processes' libtorch (--ops, --children)
   std::set<pid_t> attached_;                          // their compiled code is looked for
   std::map<pid_t, std::uint64_t> tensor_vtables_;     // --group-by-input-shapes: how BPF tells a tensor

@@ -499,6 +499,11 @@ bool Session::drain_rest(ring_buffer* rb) {
 // The window closes: drops and losses, the last clock exchange, the file.
 void Session::finish() {
   const auto drops = proctrack_->drops();
+  emit(window_record(false, monotonic_ns()));
+  const lt_drops_event d = drops_record(drops, monotonic_ns());
+  emit(d);
+  for (auto& r : loss_records(proctrack_->losses(), drops, d.hdr.ts_ns)) emit(r);
+  emit_clock_sync(1);
   // What stderr says about the recording, into it too (report FILE says it).
   for (const auto& n : notes_) {
     lt_note_event e{};
@@ -506,11 +511,6 @@ void Session::finish() {
     std::memcpy(e.text, n.data(), std::min(n.size(), sizeof e.text - 1));
     emit(e);
   }
-  emit(window_record(false, monotonic_ns()));
-  const lt_drops_event d = drops_record(drops, monotonic_ns());
-  emit(d);
-  for (auto& r : loss_records(proctrack_->losses(), drops, d.hdr.ts_ns)) emit(r);
-  emit_clock_sync(1);
   proctrack_.reset();
   stats_.processes = targets_.processes();
   for (pid_t pid : failed_adoptions_)
