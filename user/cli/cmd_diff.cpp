@@ -4,6 +4,7 @@
 // by PCT % or more.
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "reports/aggregate/actions.h"
 #include "reports/diff/step_diff.h"
@@ -108,6 +109,12 @@ int cmd_diff(Options& opts) {
         continue;
       }
       std::erase_if(run.actions.processes, [rank](const ProcessActions& p) { return p.meta.rank != rank; });
+      // The rank's op calls and samples only: pids are unique within a
+      // file, not across the files of a job's nodes.
+      std::set<std::uint32_t> kept;
+      for (const auto& p : run.actions.processes) kept.insert(p.meta.pid);
+      std::erase_if(run.ops.calls, [&](const OpCalls::Call& c) { return !kept.count(c.pid); });
+      std::erase_if(run.lines.samples, [&](const LineSamples::Sample& x) { return !kept.count(x.pid); });
       if (out.empty()) {
         out.push_back(std::move(run));
       } else {
