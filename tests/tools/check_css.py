@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A structural check of the pages' style sheets (reports/*/css/*.css), run
-by `make check`: no CSS parser ships with Debian's python3 or node, and
-these sheets use only plain rules, so this checks exactly that grammar.
+by `make check`, which needs no build and no virtual environment (a CSS
+parser such as tinycss2 would be a package to install first); these sheets
+use only plain rules, so this checks exactly that grammar.
 
 Every rule is `selector[, selector...] { property: value; ... }`: braces
 balanced and never nested, comments closed, each declaration a lower-case
