@@ -38,6 +38,7 @@ def test_live_output_equals_offline_report(attach, lightning_python):
     merged = subprocess.run([LTRACE, "report", str(run.tmp), "--merge"], capture_output=True, text=True, timeout=60)
     assert merged.returncode == 0, merged.stderr
     assert merged.stdout.startswith(off.stdout + "\n") and "Cluster Summary" in merged.stdout, merged.stdout
+    assert all(f"ltrace-bpf: recorded: {n}" in merged.stderr for n in recorded), merged.stderr
     assert parse_simple_report(off.stdout)["run_training_batch"][1] == "32"
     # --report still chooses.
     simple = subprocess.run([LTRACE, "report", str(path), "--report", "simple"], capture_output=True, text=True,

@@ -131,12 +131,12 @@ FileReports read_reports(const std::string& path, Options& opts, Trace* keep, bo
           return;
         }
         if (h.kind == LT_EV_RECORDED_REPORTS && !opts.report_given) take_recorded_reports(opts, h, p);
-        // What the recorder said on stderr about the recording: said again.
-        if (warn)
-          visit_record(h, p, [&](const lt_event_header&, const lt_note_event& e) {
-            std::cerr << "ltrace-bpf: recorded: " << utf8_text(std::string(e.text, strnlen(e.text, sizeof e.text)))
-                      << "\n";
-          });
+        // What the recorder said on stderr about the recording: said again
+        // (by report FILE, and for each rank of report DIR --merge).
+        visit_record(h, p, [&](const lt_event_header&, const lt_note_event& e) {
+          std::cerr << "ltrace-bpf: recorded: " << utf8_text(std::string(e.text, strnlen(e.text, sizeof e.text)))
+                    << "\n";
+        });
         reports().add(h, p);
       },
       // Nothing pairs across the gap: a start before it with a stop after it.
