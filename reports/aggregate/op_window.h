@@ -45,6 +45,7 @@ struct Window {
   std::unordered_map<std::uint32_t, Acc> rows;
   std::vector<std::uint32_t> order;
   std::uint64_t samples = 0, in_probe = 0;
+  std::uint64_t probe_calls = 0;  // calls the op probes counted (their times sampled)
   bool has_cuda = false;
   bool has_memory = false, has_cuda_memory = false;
   bool dropped = false;  // left out by --schedule
@@ -62,9 +63,11 @@ struct Window {
     }
     to->samples += samples;
     to->in_probe += in_probe;
+    to->probe_calls += probe_calls;
     to->has_cuda |= has_cuda;
     to->has_memory |= has_memory;
     to->has_cuda_memory |= has_cuda_memory;
+    samples = in_probe = probe_calls = 0;  // they are `to`'s now (a window may be merged again: unknown)
     release();
     forward = to;
   }

@@ -170,6 +170,7 @@ void OpAggregator::State::on_op(const lt_event_header& h, std::uint32_t op, std:
   auto& p = proc(h.pid);
   p.last_ts = std::max(p.last_ts, h.ts_ns);
   ++p.calls;
+  ++p.sink().probe_calls;
   const std::uint32_t base = name_id_of(op);  // torch merges by name, shapes aside
   const std::uint32_t id = shapes && opts.group_by_shapes ? shaped_id(op, *shapes) : base;
   if (depth == 0) {  // deeper than BPF tracks: counted, not nested
@@ -321,6 +322,7 @@ OpsReport OpAggregator::finish() {
       Window& w = *t.acc;
       if (t.steps == 0 && w.empty()) continue;  // every step left out by --schedule
       OpTableData table{t.title, {}, t.steps, w.samples, w.in_probe, w.has_cuda, w.has_memory, w.has_cuda_memory};
+      table.probe_calls = w.probe_calls;
       for (auto id : w.order) {
         const Acc& a = w.rows[id];
         const std::string key = s.row_key(pid, id);

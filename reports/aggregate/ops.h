@@ -81,6 +81,9 @@ struct OpTableData {
   bool has_cuda = false;         // GPU records were joined into it
   bool has_memory = false;       // MEM records were charged into it
   bool has_cuda_memory = false;  // ...of a CUDA device
+  // Calls the op probes counted, their times sampled: in a process the op
+  // observer measured, those before it began (it began after the probes).
+  std::uint64_t probe_calls = 0;
 };
 
 struct ProcessOps {

@@ -19,6 +19,7 @@ RecordsTable records_table(const std::vector<OpTableData>& tables) {
     out.table.steps += t.steps;
     out.table.samples += t.samples;
     out.table.in_probe += t.in_probe;
+    out.table.probe_calls += t.probe_calls;
     out.table.has_cuda |= t.has_cuda;
     out.table.has_memory |= t.has_memory;
     out.table.has_cuda_memory |= t.has_cuda_memory;

@@ -29,6 +29,18 @@ def parse_ops_report(text):
     return tables
 
 
+def estimated_tables(text):
+    """The titles of the sections whose times are sampled estimates (their
+    header's columns end in "~")."""
+    out, current = set(), None
+    for line in text.splitlines():
+        if line.startswith("Profile stats for: "):
+            current = line[len("Profile stats for: "):]
+        elif current and line.lstrip().startswith("Name ") and "~" in line:
+            out.add(current)
+    return out
+
+
 def merged(tables):
     """All sections summed: {name: row}."""
     out = {}

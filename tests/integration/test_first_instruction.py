@@ -21,7 +21,7 @@ import pytest
 
 import containers
 import lightning_site
-from conftest import LTRACE, UNIT_TESTS, VENV_PY, WORKLOADS, parse_simple_report, pyenv_python
+from conftest import LTRACE, UNIT_TESTS, VENV_PY, WORKLOADS, parse_simple_report, pyenv_python, wait_for
 
 EARLY = os.path.join(WORKLOADS, "early_actions.py")
 RUNS = 10
@@ -311,6 +311,52 @@ def test_run_counts_the_first_ops_after_import_torch(tmp_path):
                       r.stderr)
     assert stops and int(stops.group(1)) >= 1, r.stderr[-3000:]
     print(f"held at {stops.group(1)} library loads, {stops.group(2)} ms in all")
+
+
+def test_run_switches_from_the_op_probes_to_the_observer(tmp_path):
+    """`run --report ops` of a CPython that imports torch after we attached:
+    the op probes count from the load, the op observer takes over once the
+    load is over.  Each call is counted once, by the side that saw it begin:
+    the ops right after the import are the probes' (their times sampled,
+    and said), the two after the switch the observer's, and of the negs
+    that run every 0.5 ms through the switch none is lost or counted twice
+    (the observer's calls that began before the switch are the probes').  The switch comes
+    within a second of the load, before most jobs run an op; its gate file
+    (LTRACE_BPF_LATE_OBSERVER_GATE) holds it back until the first ops ran."""
+    gate, go = tmp_path / "gate", tmp_path / "go"
+    out, err = tmp_path / "out", tmp_path / "err"
+    p = subprocess.Popen([LTRACE, "run", "-v", "--no-gpu", "--report", "ops", "--row-limit", "-1", "--", VENV_PY,
+                          os.path.join(WORKLOADS, "early_ops.py"), "--then-wait-file", str(go)],
+                         stdout=open(out, "w"), stderr=open(err, "w"), cwd=tmp_path,
+                         env=dict(os.environ, LTRACE_BPF_LATE_OBSERVER_GATE=str(gate)))
+    try:
+        wait_for(str(out), "OPS_DONE", 120, p)
+        gate.touch()
+        wait_for(str(err), "the op observer measures every call from here on", 120, p)
+        go.touch()
+        p.wait(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    stdout, stderr = out.read_text(), err.read_text()
+    assert p.returncode == 0, stderr[-3000:]
+    assert "OPS_DONE 12.0" in stdout and "MORE_DONE 1.5" in stdout, stdout[-2000:]
+    calls = {}
+    for line in stdout.splitlines():
+        cells = line.split()
+        if cells and cells[0] in ("aten::ones", "aten::add", "aten::mul", "aten::neg", "aten::sub", "aten::div"):
+            calls[cells[0]] = calls.get(cells[0], 0) + int(cells[-1])
+    negs = int(re.search(r"LOOP_NEGS (\d+)", stdout).group(1))
+    assert negs > 0
+    assert calls == {"aten::ones": 1, "aten::add": 1, "aten::mul": 1, "aten::neg": negs, "aten::sub": 1,
+                     "aten::div": 1}, (calls, stdout[-3000:])
+    # One table over the whole run (no step function), part probes: its
+    # times are marked as estimates, and stderr says how many calls were
+    # the probes' (ones, its fill_, add, mul, sum, item...: those before the
+    # gate; sub and div are not among them).
+    assert "Self CPU~" in stdout, stdout[-3000:]
+    m = re.search(r"(\d+) op call\(s\) before the op observer began", stderr)
+    assert m and int(m.group(1)) >= 4, stderr[-3000:]
 
 
 def test_a_cpython_awaiting_its_libraries_is_held_at_its_exit(tmp_path):

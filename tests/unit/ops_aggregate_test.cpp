@@ -1583,6 +1583,46 @@ TEST(OpsSpans, ActionsInsideACallAreItsChildren) {
   EXPECT_EQ(opt_row->record_self_ns, 10 * ms);   // 100 less the scope (90)
 }
 
+TEST(OpsSpans, ProbesBeforeTheObserverMarkOnlyTheirTables) {
+  // A process adopted before its torch loaded: the op probes count its
+  // set-up's calls, then the observer takes over (the tracer sends its
+  // calls that began before the switch hidden).  Only the table the probes'
+  // calls went to is a sampled estimate; the step's calls are measured.
+  Stream s;
+  Lightning l{s};
+  s.name(0, "aten::addmm");
+  s.name(1, "aten::copy_");
+  s.op(l.t++, 1, 1);  // the probes' call, at set-up
+  s.observer();
+  lt_op_span_event before{};  // the observer saw it begin before the switch
+  before.hdr = {LT_EV_OP_SPAN, sizeof before, kPid, kPid, 0, l.t - 1};
+  before.end_ns = l.t;
+  before.op = UINT32_MAX;
+  before.depth = 1;
+  before.flags = LT_OP_SPAN_HIDDEN;
+  s.feed(before);
+  l.whole("[_TrainingEpochLoop].train_dataloader_next");
+  l.begin("run_training_batch");
+  l.begin(kTrain);
+  const std::uint64_t in_step = l.t;
+  l.t += 10;
+  l.end();
+  l.end();
+  l.whole("[LightningModule]M.on_train_epoch_end");
+  s.span(in_step + 1, in_step + 3, 2, 0, 1);
+  auto rep = s.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  const auto* train = table(rep.processes[0], kTrain);
+  const auto* outside = table(rep.processes[0], kOutside);
+  ASSERT_TRUE(train && outside);
+  EXPECT_TRUE(rep.processes[0].measured);
+  EXPECT_EQ(train->probe_calls, 0u);
+  EXPECT_EQ(calls(*train, "aten::addmm"), 1u);
+  EXPECT_EQ(row(*train, "aten::addmm")->measured_self_ns, 2u);
+  EXPECT_EQ(outside->probe_calls, 1u);
+  EXPECT_EQ(calls(*outside, "aten::copy_"), 1u);  // once: the hidden span is not a second call
+}
+
 TEST(OpsSpans, CallsLeftOutByOpsKeepTheNesting) {
   // --ops aten::addmm: aten::linear is sent hidden; addmm, its only child,
   // is still its child (not an orphan adopted by a later call).

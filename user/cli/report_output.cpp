@@ -305,7 +305,8 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
         rows.push_back(std::move(row));
       }
       OpTableOptions o = topt;
-      o.estimated = !po.measured;
+      // Measured where every call in it was the observer's.
+      o.estimated = !po.measured || t.probe_calls > 0;
       if (t.has_cuda || t.has_cuda_memory) o.device = "cuda";
       o.profile_memory = table.profile_memory || t.has_memory;
       o.memory_bytes = table.memory_bytes;
@@ -316,6 +317,12 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     const std::string who = "ltrace-bpf: pid " + std::to_string(po.pid);
     if (po.measured) {
       ++measured;
+      std::uint64_t probe_calls = 0;
+      for (const auto& t : po.tables) probe_calls += t.probe_calls;
+      if (probe_calls)
+        std::cerr << who << ": " << probe_calls
+                  << " op call(s) before the op observer began (its torch loaded after the attach) were counted by "
+                     "the op probes: their tables' times are sampled estimates (~)\n";
       if (po.observer_dropped)
         std::cerr << who << ": " << po.observer_dropped
                   << " op call(s) the op observer could not record (its buffer was full): missing from the table\n";

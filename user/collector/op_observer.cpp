@@ -120,6 +120,7 @@ struct OpObserver::Buffer {
   std::uint64_t dropped_base = 0, too_deep_base = 0;  // the counters when we came (the bridge outlives sessions)
   std::uint64_t damaged = 0;                          // spans with impossible times: skipped
   std::uint64_t watermark = 0;                        // the last one sent
+  std::uint64_t probes_until = 0;                     // calls that began before: the op probes counted them
   explicit Buffer(void* m) : map(m) {
     auto* base = static_cast<unsigned char*>(m);
     hdr = static_cast<lt_obs_header*>(m);
@@ -385,7 +386,11 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
       }
       // --ops leaves a call out of the table, not out of its callers'
       // nesting (nor does a damaged name): sent hidden.
-      const std::uint32_t op = op_of(b, sp.name);
+      // A call that began before the switch from the op probes was counted
+      // by them: sent hidden, so that it nests its later calls and counts
+      // nowhere (each call is the probes' or the observer's, by its start).
+      const bool probes_had_it = sp.start_ns < b.probes_until;
+      const std::uint32_t op = probes_had_it ? UINT32_MAX : op_of(b, sp.name);
       if (op != UINT32_MAX) probes_.announce(op);
       lt_op_span_event e{};
       e.hdr = user_header(LT_EV_OP_SPAN, sizeof e, pid, sp.start_ns);
@@ -410,6 +415,10 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
   e.op = UINT32_MAX;
   e.flags = LT_OP_SPAN_WATERMARK;
   ctx_.emit(&e, sizeof e);
+}
+
+void OpObserver::take_over_from_probes(pid_t pid, std::uint64_t ns) {
+  if (auto it = buffers_.find(pid); it != buffers_.end()) it->second->probes_until = ns;
 }
 
 void OpObserver::drain() {

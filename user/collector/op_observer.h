@@ -39,6 +39,10 @@ class OpObserver {
   std::vector<std::pair<pid_t, std::string>> settle();
   bool pending(pid_t pid) const { return pending_.count(pid) != 0; }
   bool active(pid_t pid) const { return buffers_.count(pid) != 0; }
+  // pid's op probes stopped recording at `ns` (the observer began while
+  // they ran, for a process adopted before its torch loaded): its calls
+  // that began before are the probes', sent hidden.
+  void take_over_from_probes(pid_t pid, std::uint64_t ns);
   // Reads the calls every observer wrote that ended before the last read
   // of the ring began (the actions around them are in the stream first):
   // OP_SPAN records, each op's OP_NAME ahead of its first.

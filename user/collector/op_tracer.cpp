@@ -1,5 +1,7 @@
 #include "user/collector/op_tracer.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +29,10 @@ namespace {
 constexpr std::uint64_t kCompiledScanNs = 200'000'000;
 // What Dynamo kept: its newest 64 compiles.
 constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;
+// A process probed at its torch's load that something still traces this
+// long after (a debugger; our holder lets go within its library wait):
+// the probes stay.
+constexpr std::uint64_t kLateWaitNs = 30'000'000'000;
 }  // namespace
 
 OpTracer::OpTracer(const TracerContext& ctx)
@@ -48,11 +54,17 @@ pid_t OpTracer::filter(pid_t pid) const {
   return ctx_.opts.children ? -1 : pid;
 }
 
+// A job probed from its torch's load has not started CUDA yet (the driver
+// loads at its first CUDA call): its torch has CUDA and this machine a GPU
+// driver (or LTRACE_GPU_WITHOUT_DRIVER, as the GPU tracer takes it).
+bool OpTracer::cuda_likely(pid_t pid) const {
+  static const bool without_driver = std::getenv("LTRACE_GPU_WITHOUT_DRIVER") != nullptr;
+  return ctx_.opts.gpu && (without_driver || access("/dev/nvidiactl", F_OK) == 0) &&
+         proc::find_mapped_library(pid, "libtorch_cuda.so");
+}
+
 std::string OpTracer::observer_unwanted(pid_t pid) const {
   if (!ctx_.opts.inject) return "--no-inject";
-  // Adopted before its torch loaded (run, --all, a held exec): the probes
-  // go in at the load, before torch can take a callback.
-  if (torch_late_.count(pid)) return "torch loaded after the attach began (the op probes were in first)";
   if (ctx_.opts.shapes) return "--group-by-input-shapes reads the op arguments with the op probes";
   if (ctx_.opts.sources.memory) return "the memory columns charge allocations to the op probes' op stacks";
   // CUDA in use as the GPU tracer counts it (LTRACE_GPU_WITHOUT_DRIVER: the
@@ -80,6 +92,14 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
   if (!proc::find_mapped_library(pid, "libtorch_cpu.so")) {
     torch_late_.insert(pid);
     return false;
+  }
+  // Adopted before its torch loaded (run, --all, a held exec): the probes
+  // now, at the load (held there, before torch's code ran), and the
+  // observer once it runs free (start_late).
+  if (torch_late_.count(pid) && observer_tried_.insert(pid).second) {
+    if (!use_probes(pid, pid_filter)) return false;
+    late_[pid] = {monotonic_ns(), pid_filter};
+    return true;
   }
   if (observer_tried_.insert(pid).second) {
     std::string why = observer_unwanted(pid);
@@ -109,8 +129,68 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
   return use_probes(pid, pid_filter);
 }
 
+// Processes probed at their torch's load, once nothing holds them (our
+// holder lets go when its libraries are in; the injection needs ptrace and
+// the loader free): the observer's handshake, the probes recording on
+// until it ends.  Their forks (DataLoader workers) keep the probes.
+void OpTracer::start_late(std::uint64_t now) {
+  for (auto it = late_.begin(); it != late_.end();) {
+    const pid_t pid = it->first;
+    // Gone, or finalizing (never injected into then: its probes see it out).
+    if (!ctx_.targets.live_and_alive(pid) || !attached_.count(pid) || ctx_.shutting_down_since(pid)) {
+      it = late_.erase(it);
+      continue;
+    }
+    if (const pid_t tracer = proc::traced_by(pid)) {
+      if (now < it->second.since + kLateWaitNs) {
+        ++it;
+        continue;
+      }
+      not_observed(pid, "traced by pid " + std::to_string(tracer) + " since its torch loaded");
+      it = late_.erase(it);
+      continue;
+    }
+    // LTRACE_BPF_LATE_OBSERVER_GATE=FILE: not before FILE exists (the tests'
+    // way to have calls on both sides of the switch).
+    static const char* gate = std::getenv("LTRACE_BPF_LATE_OBSERVER_GATE");
+    if (gate && access(gate, F_OK) != 0) {
+      ++it;
+      continue;
+    }
+    const pid_t ppid = proc::read_ppid(pid);
+    std::string why = observer_->active(ppid) || observer_->pending(ppid)
+                          ? "a fork of a process the op observer records"
+                      : cuda_likely(pid) ? "torch with CUDA where a GPU driver is (CUDA starts later): the CUDA "
+                                           "columns join kernels to the op probes' op stacks"
+                                         : observer_unwanted(pid);
+    if (why.empty()) why = observer_->start(pid);
+    if (why.empty()) {
+      late_pending_.insert(pid);
+      pending_filter_[pid] = it->second.filter;
+    } else {
+      not_observed(pid, why);
+    }
+    it = late_.erase(it);
+  }
+}
+
 // Its handshake ended: recording, or the probes instead.
 void OpTracer::settled(pid_t pid, const std::string& why) {
+  if (late_pending_.erase(pid)) {  // its probes recorded meanwhile and stay in on failure
+    pending_filter_.erase(pid);
+    if (!why.empty()) return not_observed(pid, why);
+    // The probes stop recording it (BPF drops what they see: with
+    // --children they stay in for its forks); the observer's calls that
+    // began before are theirs.
+    ctx_.retarget(pid);
+    observer_->take_over_from_probes(pid, monotonic_ns());
+    if (ctx_.opts.verbose)  // now, not at the end: the switch is a moment of the run
+      std::fprintf(stderr,
+                   "ltrace-bpf: pid %d: ops: the op observer measures every call from here on (the op probes "
+                   "counted the calls before, their times sampled)\n",
+                   pid);
+    return;
+  }
   const pid_t pid_filter = pending_filter_.count(pid) ? pending_filter_[pid] : pid;
   pending_filter_.erase(pid);
   if (!why.empty()) {
@@ -191,6 +271,8 @@ void OpTracer::forget(pid_t pid) {
   pending_filter_.erase(pid);
   observer_tried_.erase(pid);  // a new image chooses again
   torch_late_.erase(pid);
+  late_.erase(pid);
+  late_pending_.erase(pid);
   dynamo_->forget(pid);
   regions_.erase(pid);
   tensor_vtables_.erase(pid);  // a new image maps its own libc10
@@ -225,6 +307,7 @@ void OpTracer::settle_now(pid_t pid) {
 
 void OpTracer::tick(std::uint64_t now) {
   ticked_ = true;
+  if (!late_.empty()) start_late(now);
   for (const auto& [pid, why] : observer_->settle()) settled(pid, why);
   observer_->drain();
   if (compiled_scan_.due(now)) attach_compiled();

@@ -1,7 +1,11 @@
 // The session's side of the aten ops (--report ops).  A job whose torch is
 // running when we attach gets the op observer (op_observer.h): exact op
-// times measured in the job, no probes.  Otherwise, or when it cannot be
-// had, the op probes go on each target's libtorch (OpProbes names them),
+// times measured in the job, no probes.  A process adopted before its torch
+// loaded (run, --all, a held exec) gets the op probes at the load, so that
+// no call goes uncounted, and the observer once the load is over and the
+// process runs free: from then on its calls are the observer's (each call
+// is counted once, by the side that saw it begin).  Otherwise, or when the
+// observer cannot be had, the op probes go on each target's libtorch (OpProbes names them),
 // with the tensor vtable before them (--group-by-input-shapes) and
 // torch.compile's code after them and again as kernel libraries appear,
 // and op times are sampled estimates.  Dynamo's records of the compiles
@@ -58,8 +62,10 @@ class OpTracer final : public Tracer {
   pid_t filter(pid_t pid) const;
   // "" when pid's op times may come from the op observer, else why not.
   std::string observer_unwanted(pid_t pid) const;
+  bool cuda_likely(pid_t pid) const;
   void settled(pid_t pid, const std::string& why);
   void settle_now(pid_t pid);  // waits for pid's handshake (the first attach)
+  void start_late(std::uint64_t now);
   void not_observed(pid_t pid, const std::string& why);
   bool use_probes(pid_t pid, pid_t pid_filter);
 
@@ -69,6 +75,12 @@ class OpTracer final : public Tracer {
   std::unique_ptr<OpObserver> observer_;  // exact op times, where it can be had
   std::unique_ptr<DynamoNotes> dynamo_;   // recompile reasons, graph breaks
   std::set<pid_t> torch_late_;            // libtorch not mapped yet at the first attach
+  struct Late {
+    std::uint64_t since = 0;  // its probes went in
+    pid_t filter = 0;         // theirs
+  };
+  std::map<pid_t, Late> late_;    // probed at its torch's load: the observer once it runs free
+  std::set<pid_t> late_pending_;  // ...its handshake under way, the probes still recording
   std::set<pid_t> observer_tried_;
   std::map<pid_t, pid_t> pending_filter_;             // handshakes under way: the probes' pid filter if it fails
   bool ticked_ = false;                               // the drain loop (or the attach's wait) has begun

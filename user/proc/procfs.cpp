@@ -127,6 +127,25 @@ pid_t read_ppid(pid_t pid) {
   return ppid;
 }
 
+pid_t traced_by(pid_t pid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(task.c_str());
+  if (!d) return 0;
+  pid_t tracer = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::istringstream status(slurp(task + "/" + e->d_name + "/status"));
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("TracerPid:", 0) == 0) {
+        tracer = static_cast<pid_t>(std::atoi(line.c_str() + 10));
+        break;
+      }
+    if (tracer) break;
+  }
+  closedir(d);
+  return tracer;
+}
+
 std::vector<pid_t> descendants(pid_t root) {
   std::map<pid_t, std::vector<pid_t>> kids;
   if (DIR* d = opendir("/proc")) {

@@ -32,6 +32,8 @@ std::map<std::string, std::string> read_environ(pid_t pid);
 std::vector<std::string> read_cmdline(pid_t pid);
 std::string read_comm(pid_t pid);
 pid_t read_ppid(pid_t pid);
+// The pid ptrace-attached to one of pid's threads (TracerPid), 0 if none.
+pid_t traced_by(pid_t pid);
 // "NSpid:" of /proc/PID/status: the pid in each pid namespace from ours
 // inward (one entry when the process is in ours); empty if absent.
 std::vector<pid_t> parse_nspid(const std::string& status);
