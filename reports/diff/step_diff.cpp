@@ -78,6 +78,14 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const auto& p = r.processes[i];
     const ProcessSteps& ps = steps[i];
+    // A process whose train steps began before the observer took over from
+    // the probes: some of its calls are estimates, not in `calls`.
+    if (s.no_ops.empty() && !ps.train.empty())
+      if (auto l = ops->last_probed_ns.find(p.meta.pid);
+          l != ops->last_probed_ns.end() && l->second >= ps.train.front().begin_ns)
+        s.no_ops = "pid " + std::to_string(p.meta.pid) +
+                   ": the op probes counted calls in its train steps (the op observer began later): their times "
+                   "are estimates";
     if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops);
     if (s.no_lines.empty()) collect_lines(*lines, p.meta.pid, ps.train, first, total, s.lines);
     first += ps.train.size();
@@ -221,7 +229,17 @@ void OpCalls::add(const lt_event_header& h, const std::byte* p) {
                             if (e.flags & (LT_OP_SPAN_HIDDEN | LT_OP_SPAN_WATERMARK) || e.end_ns < h.ts_ns) return;
                             calls.push_back({h.pid, e.op, h.ts_ns, e.self_ns});
                           },
-                          [&](const lt_event_header&, const lt_op_event&) { probed = true; }});
+                          // The op probes' entries: where a process has them after the
+                          // observer's first call (the observer took over later, under
+                          // run/--all), the calls before were theirs.
+                          [&](const lt_event_header& h, const lt_op_event&) { probed_at(h); },
+                          [&](const lt_event_header& h, const lt_op_shapes_event&) { probed_at(h); }});
+}
+
+void OpCalls::probed_at(const lt_event_header& h) {
+  probed = true;
+  auto& last = last_probed_ns[h.pid];
+  last = std::max(last, h.ts_ns);
 }
 
 void LineSamples::add(const lt_event_header& h, const std::byte* p) {
@@ -232,14 +250,27 @@ void LineSamples::add(const lt_event_header& h, const std::byte* p) {
                           },
                           [&](const lt_event_header& h, const lt_py_sample_event& e) {
                             if (h.kind != LT_EV_PY_SAMPLE || !e.nframes || (e.flags & LT_SAMPLE_IN_PROBE)) return;
-                            const StackFrame f = symbols_.frame(h.pid, e.frames[0]);  // the innermost
-                            const std::string line =
-                                f.file.empty() ? f.function
-                                               : f.function + " (" + f.file + ":" + std::to_string(f.line) + ")";
-                            auto [it, fresh] = index_.try_emplace(line, static_cast<std::uint32_t>(lines.size()));
-                            if (fresh) lines.push_back(line);
-                            samples.push_back({h.pid, it->second, h.ts_ns});
+                            const std::uint32_t line = name_index(symbols_.frame(h.pid, e.frames[0]));  // the innermost
+                            std::uint32_t stack = 0;
+                            if (keep_stacks_) {
+                              const std::size_t n = std::min<std::size_t>(e.nframes, LT_STACK_MAX);
+                              std::vector<std::uint32_t> frames(n);
+                              for (std::size_t i = 0; i < n; ++i)
+                                frames[n - 1 - i] = i == 0 ? line : name_index(symbols_.frame(h.pid, e.frames[i]));
+                              auto [it, fresh] = stack_index_.try_emplace(std::move(frames),
+                                                                          static_cast<std::uint32_t>(stacks.size()));
+                              if (fresh) stacks.push_back(it->first);
+                              stack = it->second;
+                            }
+                            samples.push_back({h.pid, line, h.ts_ns, stack});
                           }});
+}
+
+std::uint32_t LineSamples::name_index(const StackFrame& f) {
+  std::string name = f.file.empty() ? f.function : f.function + " (" + f.file + ":" + std::to_string(f.line) + ")";
+  auto [it, fresh] = index_.try_emplace(std::move(name), static_cast<std::uint32_t>(lines.size()));
+  if (fresh) lines.push_back(it->first);
+  return it->second;
 }
 
 ActionsReport within(ActionsReport rep, const ExportRange& range, std::string* summary) {

@@ -78,6 +78,12 @@ class OpCalls {
   std::vector<std::string> names;  // op index -> name
   std::vector<Call> calls;         // measured calls, hidden ones (--ops) left out
   bool probed = false;             // op probe records: times would be estimates
+  // Per process, its last op probe entry: the op observer took over from the
+  // probes after it (run, --all), so its calls before are not in `calls`.
+  std::map<std::uint32_t, std::uint64_t> last_probed_ns;
+
+ private:
+  void probed_at(const lt_event_header& h);
 };
 
 // A recording's stack samples as diff reads them: each on-CPU sample's
@@ -86,18 +92,25 @@ class OpCalls {
 // x period.
 class LineSamples {
  public:
+  // keep_stacks: each sample's whole stack too (diff --html's flame graphs).
+  explicit LineSamples(bool keep_stacks = false) : keep_stacks_(keep_stacks) {}
   void add(const lt_event_header& h, const std::byte* record);
   struct Sample {
     std::uint32_t pid, line;  // line: index in `lines`
     std::uint64_t ts_ns;
+    std::uint32_t stack = 0;  // index in `stacks` (keep_stacks)
   };
-  std::vector<std::string> lines;  // "function (file:line)"
+  std::vector<std::string> lines;  // "function (file:line)": the innermost frames', and with keep_stacks every frame's
   std::vector<Sample> samples;
+  std::vector<std::vector<std::uint32_t>> stacks;  // keep_stacks: frames as indexes in `lines`, outermost first
   std::uint64_t period_ns = 0;
 
  private:
+  std::uint32_t name_index(const StackFrame& f);
+  bool keep_stacks_ = false;
   PySymbols symbols_;
   std::map<std::string, std::uint32_t> index_;
+  std::map<std::vector<std::uint32_t>, std::uint32_t> stack_index_;
 };
 
 // One recording: its actions, with their intervals (ActionAggregator(

@@ -3,6 +3,7 @@ on this kernel), release the target, collect everything."""
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -85,6 +86,15 @@ def wait_for(path_or_fn, pattern, timeout, proc=None):
             raise AssertionError(f"process exited early (rc={proc.returncode}) waiting for {pattern!r}: {text}")
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {pattern!r} in {path_or_fn}")
+
+
+def chromium():
+    """The headless browser the page tests load pages in."""
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("chromium is not installed: run `make deps`")
 
 
 class Run:

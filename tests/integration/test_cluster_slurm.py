@@ -23,14 +23,13 @@ import json
 import os
 import re
 import signal
-import shutil
 import subprocess
 import time
 
 import pytest
 
 from clock_shift import build_shift_shim
-from conftest import LTRACE, ROOT, VENV_PY, WORKLOADS, wait_for, parse_simple_report
+from conftest import LTRACE, ROOT, VENV_PY, WORKLOADS, chromium, parse_simple_report, wait_for
 from busy import wait_until
 from slurm_sim import SlurmSim, slurm_available
 
@@ -305,14 +304,6 @@ def own_picks():
     (reports/aggregate/step_slices.h, timeline_priority)."""
     header = open(os.path.join(ROOT, "reports", "aggregate", "step_slices.h")).read()
     return int(re.search(r"kTimelineSlowest = (\d+);", header).group(1)) + 3
-
-
-def chromium():
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.fail("chromium is not installed: run `make deps`")
 
 
 def attrs(tag):

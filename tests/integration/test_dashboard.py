@@ -11,18 +11,10 @@ import subprocess
 
 import pytest
 
-from conftest import LTRACE, UNIT_TESTS, VENV_PY, WORKLOADS, parse_simple_report, wait_for
+from conftest import LTRACE, UNIT_TESTS, VENV_PY, WORKLOADS, chromium, parse_simple_report, wait_for
 
 TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
 BATCHES = 24
-
-
-def chromium():
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.fail("chromium is not installed: run `make deps`")
 
 
 @pytest.fixture(scope="module")

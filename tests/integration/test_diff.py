@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
+from conftest import LTRACE, VENV_PY, WORKLOADS, chromium, wait_for
 
 STEPS = 40
 
@@ -54,7 +54,8 @@ def traces(tmp_path_factory):
 
 def record_observed(tmp, name, *extra):
     """watch_job.py recorded by attaching to it (the op observer measures
-    its ops, as `run` cannot: torch loads after run's attach)."""
+    its ops from the first; under `run` it would take over from the op
+    probes during `import torch`)."""
     out, go, wl = tmp / f"{name}.ltrace", tmp / f"{name}.go", tmp / f"{name}.out"
     with open(wl, "w") as wo:
         job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
@@ -249,3 +250,36 @@ def test_an_injected_op_is_its_own_row_at_its_time_per_step(op_traces, traces):
     assert "no op rows: A: no op calls recorded" in r.stderr, r.stderr
     assert "no line rows: A: no stack samples recorded" in r.stderr, r.stderr
     assert "  op: " not in r.stdout, r.stdout
+
+
+def test_html_draws_the_injected_line_red(op_traces, tmp_path):
+    """diff --html: the table, and the differential flame graph of the train
+    steps' stacks as the browser has it (its DOM): in B's graph the frame of
+    the line that calls the injected op is red and has the largest change
+    of its own time, about the op's time per step; frames whose change is
+    under the table's floor are white."""
+    page = tmp_path / "diff.html"
+    r = diff(op_traces["plain"], op_traces["injected"], "--html", str(page))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no stack samples" not in r.stderr, r.stderr
+    dom = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                          "--user-data-dir=" + str(tmp_path / "prof"), "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "op: aten::cumsum" in dom.stdout  # the table
+    b_graph = dom.stdout[dom.stdout.index('id="flame-b"'):dom.stdout.index('id="flame-a"')]
+    frames = []
+    for g in re.finditer(r'<g class="f" data-name="([^"]*)" data-a="([\d.]+)" data-b="([\d.]+)" '
+                         r'data-self-a="([\d.]+)" data-self-b="([\d.]+)">.*?fill="(#[0-9a-f]{6})"', b_graph, re.S):
+        name, a, b, self_a, self_b, fill = g.groups()
+        frames.append((float(self_b) - float(self_a), name, fill))
+    assert len(frames) > 5, b_graph[:2000]
+    src = open(os.path.join(WORKLOADS, "watch_job.py")).read().splitlines()
+    lineno = next(i + 1 for i, x in enumerate(src) if "torch.cumsum(Model.op_input" in x)
+    top = max(frames)
+    assert f"watch_job.py:{lineno})" in top[1], sorted(frames)[-5:]
+    assert top[2].startswith("#ff") and top[2] != "#f2f2f2", top
+    timed_ms = 1e3 * op_traces["op_s"] / op_traces["op_calls"]
+    assert timed_ms * 0.5 <= top[0] <= timed_ms * 1.5, (timed_ms, top)
+    # Red or blue only past the floor: some frames are white.
+    assert any(f == "#f2f2f2" for _, _, f in frames), frames

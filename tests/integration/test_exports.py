@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, WORKLOADS, parse_simple_report
+from conftest import LTRACE, VENV_PY, WORKLOADS, chromium, parse_simple_report
 
 TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
 
@@ -90,14 +90,6 @@ def test_hta_loads_the_trace(exported, tmp_path):
     slices = [e for e in json.load(open(tmp / "run.json"))["traceEvents"] if e["ph"] == "X"]
     assert f"ROWS {len(slices)}" in r.stdout
     assert "HAS True" in r.stdout
-
-
-def chromium():
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.fail("chromium is not installed: run `make deps`")
 
 
 def test_html_renders_in_headless_chromium(exported, tmp_path):

@@ -7,7 +7,10 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <sstream>
 
+#include "reports/diff/diff_flame.h"
+#include "reports/diff/diff_html.h"
 #include "reports/diff/rank_test.h"
 #include "reports/diff/step_diff.h"
 #include "tests/unit/process_builder.h"
@@ -315,13 +318,27 @@ TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
   const auto none = diff_runs({{&a, &oa}}, {{&b, &estimated}});
   for (const auto& r : none.rows) EXPECT_NE(r.kind, DiffRow::Kind::op) << r.what;
   EXPECT_NE(none.no_op_rows.find("B: its op times are the op probes' estimates"), std::string::npos) << none.no_op_rows;
+
+  // The observer took over from the probes (run, --all): probe entries in
+  // the set-up leave the op rows; one inside a train step takes them away.
+  OpCalls switched = ob;
+  switched.add(probe.hdr, reinterpret_cast<const std::byte*>(&probe));
+  EXPECT_TRUE(diff_runs({{&a, &oa}}, {{&b, &switched}}).no_op_rows.empty());
+  lt_op_event in_step{};
+  in_step.hdr = {LT_EV_OP, sizeof in_step, 7, 7, 0, b.processes[0].intervals.back().begin_ns};
+  switched.add(in_step.hdr, reinterpret_cast<const std::byte*>(&in_step));
+  const auto part = diff_runs({{&a, &oa}}, {{&b, &switched}});
+  for (const auto& r : part.rows) EXPECT_NE(r.kind, DiffRow::Kind::op) << r.what;
+  EXPECT_NE(part.no_op_rows.find("the op probes counted calls in its train steps"), std::string::npos)
+      << part.no_op_rows;
 }
 
 // Stack samples of a fit: every training_step gets two samples at
 // train.py:10; with `extra`, B's steps get two more at train.py:12 (the
-// line that calls an injected op). 10 ms period.
-LineSamples lines_of(const ActionsReport& rep, bool extra) {
-  LineSamples ls;
+// line that calls an injected op). 10 ms period. Each called from
+// main (run.py:5).
+LineSamples lines_of(const ActionsReport& rep, bool extra, bool keep_stacks = false) {
+  LineSamples ls(keep_stacks);
   auto feed = [&](auto& r) { ls.add(r.hdr, reinterpret_cast<const std::byte*>(&r)); };
   lt_sampler_info_event info{};
   info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, 7, 7, 0, 0};
@@ -336,6 +353,19 @@ LineSamples lines_of(const ActionsReport& rep, bool extra) {
   std::strcpy(code.name, "training_step");
   std::strcpy(code.file, "train.py");
   feed(code);
+  lt_py_code_event main_code{};
+  main_code.hdr = {LT_EV_PY_CODE, sizeof main_code, 7, 7, 0, 0};
+  main_code.code = 0x2000;
+  main_code.first_line = 1;
+  std::strcpy(main_code.name, "main");
+  std::strcpy(main_code.file, "/src/run.py");
+  feed(main_code);
+  lt_py_line_event main_line{};
+  main_line.hdr = {LT_EV_PY_LINE, sizeof main_line, 7, 7, 0, 0};
+  main_line.code = 0x2000;
+  main_line.lasti = 5;
+  main_line.line = 5;
+  feed(main_line);
   for (int line : {10, 12}) {
     lt_py_line_event l{};
     l.hdr = {LT_EV_PY_LINE, sizeof l, 7, 7, 0, 0};
@@ -350,8 +380,9 @@ LineSamples lines_of(const ActionsReport& rep, bool extra) {
     for (int k = 0; k < (extra ? 4 : 2); ++k) {
       lt_py_sample_event s{};
       s.hdr = {LT_EV_PY_SAMPLE, sizeof s, 7, 7, 0, iv.begin_ns + 100'000 * static_cast<std::uint64_t>(k + 1)};
-      s.nframes = 1;
+      s.nframes = 2;
       s.frames[0] = {0x1000, k < 2 ? 10 : 12, 0};
+      s.frames[1] = {0x2000, 5, 0};
       feed(s);
     }
   }
@@ -380,4 +411,49 @@ TEST(StepDiff, TheLineOfAnInjectedOpIsARowOfSampledTime) {
   // Without samples on one side: no line rows, and why.
   const auto none = diff_runs({{&a, nullptr, nullptr}}, {{&b, nullptr, &lb}});
   EXPECT_NE(none.no_line_rows.find("A: no stack samples recorded"), std::string::npos) << none.no_line_rows;
+}
+
+// diff --html's flame graph: both sides' stacks in one tree, each frame's
+// time per train step in A and B; the injected line's own time is B's
+// alone, and it is the one red frame; the page escapes what the job named.
+TEST(DiffFlame, FramesCarryBothSidesTimePerStep) {
+  const ActionsReport a = fit(40, 3, 1), b = fit(40, 3, 2);
+  const LineSamples la = lines_of(a, false, true), lb = lines_of(b, true, true);
+  DiffFlameBuilder builder;
+  builder.add(0, a, la);
+  builder.add(1, b, lb);
+  const DiffFlame f = builder.finish();
+  EXPECT_EQ(f.steps_a, 40u);
+  EXPECT_EQ(f.samples_a, 80u);
+  EXPECT_EQ(f.samples_b, 160u);
+  EXPECT_NEAR(f.root.a * 1e3, 20.0, 1e-9);  // 2 samples x 10 ms per step
+  EXPECT_NEAR(f.root.b * 1e3, 40.0, 1e-9);
+  ASSERT_EQ(f.root.children.size(), 1u);
+  const DiffFlameNode& main = f.root.children[0];
+  EXPECT_EQ(main.name, "main (/src/run.py:5)");
+  EXPECT_EQ(main.self_a, 0.0);
+  ASSERT_EQ(main.children.size(), 2u);
+  const DiffFlameNode& l12 = main.children[1];
+  EXPECT_EQ(l12.name, "training_step (train.py:12)");
+  EXPECT_EQ(l12.self_a, 0.0);
+  EXPECT_NEAR(l12.self_b * 1e3, 20.0, 1e-9);
+  EXPECT_NEAR(main.children[0].self_a * 1e3, main.children[0].self_b * 1e3, 1e-9);
+
+  EXPECT_EQ(diff_colour(0.02, 0.001, 0.02), "#ff0000");
+  EXPECT_EQ(diff_colour(-0.02, 0.001, 0.02), "#0000ff");
+  EXPECT_EQ(diff_colour(0.0005, 0.001, 0.02), "#f2f2f2");
+  EXPECT_EQ(diff_colour(0.01, 0.001, 0.02).substr(0, 3), "#ff");
+
+  const auto d = diff_runs({{&a, nullptr, &la}}, {{&b, nullptr, &lb}});
+  std::ostringstream page;
+  write_diff_html(d, f, "a<1>", "b", page);
+  const std::string html = page.str();
+  EXPECT_NE(html.find("A: a&lt;1&gt;"), std::string::npos);
+  EXPECT_NE(html.find("id=\"flame-b\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"flame-a\""), std::string::npos);
+  // The line's frame in B's graph: full red (the largest change).
+  const auto at = html.find("data-name=\"training_step (train.py:12)\"");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NE(html.find("fill=\"#ff0000\"", at), std::string::npos);
+  EXPECT_LT(html.find("fill=\"#ff0000\"", at), html.find("</g>", at));
 }

@@ -1,15 +1,19 @@
 // `ltrace-bpf diff A B` / `diff A1 A2 ... --vs B1 B2 ...`: what changed from
 // A's recordings to B's (reports/diff/step_diff.h), as a table; with
 // --fail-if-slower PCT, exit 17 when B's train step is significantly slower
-// by PCT % or more.
+// by PCT % or more. With --html FILE, the table and a differential flame
+// graph of the train steps' stacks as one page (reports/diff/diff_html.h).
 #include <cstdio>
 #include <iostream>
 #include <set>
 
 #include "reports/aggregate/actions.h"
+#include "reports/diff/diff_flame.h"
+#include "reports/diff/diff_html.h"
 #include "reports/diff/step_diff.h"
 #include "user/cli/builtin.h"
 #include "user/core/errors.h"
+#include "user/core/output_file.h"
 #include "user/tracefile/trace_reader.h"
 
 namespace lt {
@@ -22,10 +26,10 @@ struct Run {
   LineSamples lines;
 };
 
-Run read_run(const std::string& path, bool& damaged) {
+Run read_run(const std::string& path, bool keep_stacks, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
   OpCalls ops;
-  LineSamples lines;
+  LineSamples lines(keep_stacks);
   const auto r = tracefile::read_trace_file(
       path,
       [&](const lt_event_header& h, const std::byte* p) {
@@ -97,14 +101,18 @@ int cmd_diff(Options& opts) {
   // A's rank is --rank (all by default); B's is --vs-rank, else A's. With
   // a rank chosen, a side's traces are one run: a job recorded per node.
   const int rank_b = opts.diff_b_rank >= 0 ? opts.diff_b_rank : opts.diff_rank;
+  const bool html = !opts.html_path.empty();
+  DiffFlameBuilder flame;
   auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, int rank, const char* side) {
     std::vector<Run> out;
     for (const auto& f : files) {
       std::string matched;
-      Run run = read_run(f, damaged);
+      Run run = read_run(f, html, damaged);
       run.actions = within(std::move(run.actions), range, &matched);
       if (!matched.empty()) std::cerr << "ltrace-bpf: diff: " << side << " = " << f << ": " << matched << "\n";
+      const int side_index = side[0] == 'A' ? 0 : 1;
       if (rank < 0) {
+        if (html) flame.add(side_index, run.actions, run.lines);
         out.push_back(std::move(run));
         continue;
       }
@@ -115,6 +123,7 @@ int cmd_diff(Options& opts) {
       for (const auto& p : run.actions.processes) kept.insert(p.meta.pid);
       std::erase_if(run.ops.calls, [&](const OpCalls::Call& c) { return !kept.count(c.pid); });
       std::erase_if(run.lines.samples, [&](const LineSamples::Sample& x) { return !kept.count(x.pid); });
+      if (html) flame.add(side_index, run.actions, run.lines);  // before the merge: its stacks index its names
       if (out.empty()) {
         out.push_back(std::move(run));
       } else {
@@ -142,8 +151,16 @@ int cmd_diff(Options& opts) {
     return out;
   };
   const StepDiff d = diff_runs(runs(a), runs(b));
-  std::cout << render_step_diff(d, label(opts.diff_a, opts.export_range, opts.diff_rank),
-                                label(opts.diff_b, range_b, rank_b));
+  const std::string label_a = label(opts.diff_a, opts.export_range, opts.diff_rank),
+                    label_b = label(opts.diff_b, range_b, rank_b);
+  std::cout << render_step_diff(d, label_a, label_b);
+  if (html) {
+    const DiffFlame f = flame.finish();
+    write_output(opts.html_path, [&](std::ostream& out) { write_diff_html(d, f, label_a, label_b, out); });
+    if (f.empty())
+      std::cerr << "ltrace-bpf: diff: no stack samples in the train steps: the page has no flame graph (record "
+                   "with --report advanced)\n";
+  }
   if (!d.no_op_rows.empty()) std::cerr << "ltrace-bpf: diff: no op rows: " << d.no_op_rows << "\n";
   if (!d.no_line_rows.empty()) std::cerr << "ltrace-bpf: diff: no line rows: " << d.no_line_rows << "\n";
   const DiffRow* step = d.step();

@@ -334,8 +334,9 @@ const OptionSpec kOptions[] = {
            "not clipped), e.g. 10,20; the text reports and --html still cover the whole attach. diff: compare "
            "only what lies within it (A's, and B's unless --vs-steps or --vs-window)",
    .store = store_window, .example = "1,2.5", .needs = "chrome|perfetto|chrome-dir", .stands_alone = command_bit(C::diff)},
-  {.name = "html", .arg = "FILE", .commands = kAll,
-   .help = "one self-contained HTML page: tables and a timeline",
+  {.name = "html", .arg = "FILE", .commands = kAll | command_bit(C::diff),
+   .help = "one self-contained HTML page: tables and a timeline. diff: the table and a differential flame graph "
+           "of the train steps' Python stacks (red: B slower, blue: faster)",
    .store = [](Options& o, const std::string& v) { o.html_path = v; }, .example = "t.html"},
   {.name = "merge", .commands = command_bit(C::report),
    .help = "report DIR: the trace files under DIR (one per node) are one job: per-rank reports, a cluster "
