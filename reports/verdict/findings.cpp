@@ -195,8 +195,49 @@ void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, st
                  "tracemalloc say where"});
 }
 
+// Recompiles inside the train steps: each such compile's duration (Dynamo's
+// own), in the step it began in (`per_step`, ms), and the finding.
+void recompiles(const ProcessActions& p, const std::vector<StepRecord>& t, double total_ms, const CompilesProcess& c,
+                std::vector<double>& per_step, std::vector<Finding>& out) {
+  double ms = 0;
+  std::size_t count = 0;
+  std::map<std::string, int> reasons, functions;
+  for (const auto& note : c.compiles) {
+    if (note.reason.empty() || note.start_ns <= 0 || note.duration_us < 0) continue;
+    const auto ts = static_cast<std::uint64_t>(note.start_ns);
+    auto st =
+        std::upper_bound(t.begin(), t.end(), ts, [](std::uint64_t x, const StepRecord& r) { return x < r.begin_ns; });
+    if (st == t.begin() || ts >= std::prev(st)->end_ns) continue;
+    const double d = static_cast<double>(note.duration_us) / 1e3;
+    per_step[static_cast<std::size_t>(std::prev(st) - t.begin())] += d;
+    ms += d;
+    ++count;
+    ++reasons[note.reason.substr(0, note.reason.find('\n'))];
+    ++functions[note.function];
+  }
+  if (!count || ms / total_ms < kRecompiles) return;
+  auto top = [](const std::map<std::string, int>& m) {
+    return std::max_element(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  };
+  const auto reason = top(reasons), function = top(functions);
+  std::int64_t breaks = 0;
+  for (const auto& g : c.graph_breaks) breaks += g.count;
+  const double n = static_cast<double>(t.size());
+  out.push_back(
+      {"recompiles", p.meta.pid, ms / n, ms / total_ms,
+       std::to_string(count) + " recompile(s) inside the train steps took " + msf(ms) + " (" + pct(ms / total_ms) +
+           " of the steps' time; Dynamo's own durations), most of " + utf8_text(function->first) +
+           "; the most frequent reason (" + std::to_string(reason->second) + "x): " + utf8_text(reason->first) +
+           (breaks > 0
+                ? "; graph breaks: " + std::to_string(breaks) + " (" + utf8_text(c.graph_breaks.front().reason) + ")"
+                : ""),
+       "keep the guarded input stable (pad or bucket the shapes that change), or mark it dynamic "
+       "(torch._dynamo.mark_dynamic(x, dim), torch.compile(dynamic=True)); TORCH_LOGS=recompiles names "
+       "each failed guard"});
+}
+
 void process_findings(const ProcessActions& p, const ProcessSteps& s, const ProcessDeviceStats* stats,
-                      std::vector<Finding>& out) {
+                      const CompilesProcess* compiles, std::vector<Finding>& out) {
   const auto& t = s.train;
   if (t.size() < 5) return;  // too few steps to say anything
   double total = 0;
@@ -241,9 +282,12 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
                        pct(share(StepPart::optimizer)) + " of it (" + steps + ")",
                    "a fused or foreach optimizer (torch.optim.AdamW(fused=True) / foreach=True), "
                    "zero_grad(set_to_none=True), fewer parameter groups"});
+  // Recompiles, before the outliers: a step's recompile is not its excess.
+  std::vector<double> in_step_compiles(t.size(), 0.0);
+  if (compiles) recompiles(p, t, total, *compiles, in_step_compiles, out);
   // Outliers: past the run's own spread, robustly (MAD), and past 1.5x;
   // a step's checkpoint save is not its excess (the checkpoints finding's).
-  for (std::size_t i = 0; i < t.size(); ++i) durations[i] -= in_step_checkpoints[i];
+  for (std::size_t i = 0; i < t.size(); ++i) durations[i] -= in_step_checkpoints[i] + in_step_compiles[i];
   const double med = median(durations);
   std::vector<double> dev;
   for (double d : durations) dev.push_back(std::fabs(d - med));
@@ -424,7 +468,8 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
 
 }  // namespace
 
-std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm) {
+std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm,
+                                 const CompilesReport* compiles) {
   std::vector<Finding> out;
   std::vector<Blocked> blocked;
   // Each process's steps, found once (the straggler reads them again).
@@ -436,7 +481,10 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
     if (stats)
       for (const auto& s : stats->processes)
         if (s.pid == p.meta.pid) mine = &s;
-    process_findings(p, ps, mine, out);
+    const CompilesProcess* compiled = nullptr;
+    if (compiles)
+      if (auto c = compiles->procs.find(p.meta.pid); c != compiles->procs.end()) compiled = &c->second;
+    process_findings(p, ps, mine, compiled, out);
     if (comm)
       for (const auto& c : comm->processes)
         if (c.pid == p.meta.pid)

@@ -30,6 +30,13 @@
 //                 (the c10d probes' waits, comm.h) in its train steps'
 //                 actions >= 15 % of the train steps' time: that wait
 //                 per step at stake.
+//   recompiles    torch.compile recompiling inside the train steps: the
+//                 compiles Dynamo recorded in the job (compiles.h: read
+//                 from outside with the op report) that have a recompile
+//                 reason and began inside a train step, their durations
+//                 (Dynamo's own) >= 5 % of the train steps' time; the most
+//                 frequent reason and the graph breaks as evidence. A
+//                 step's recompile time is not its outlier excess.
 //   straggler     of the processes of one report (ranks under --children),
 //                 the one waiting least, when another is collective-bound
 //                 and waits over twice as long: the rank the others wait
@@ -42,6 +49,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
+#include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
 
 namespace lt {
@@ -58,13 +66,14 @@ struct Finding {
 inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
-inline constexpr double kContention = 0.15, kCollective = 0.15;
+inline constexpr double kContention = 0.15, kCollective = 0.15, kRecompiles = 0.05;
 
 // Ranked: most step time at stake first.
 // `stats`: the /proc samples, when recorded (--device-stats, watch).
 // `comm`: the c10d probes' calls and waits, when recorded.
+// `compiles`: torch.compile's regions and Dynamo's records (with --report ops).
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats = nullptr,
-                                 const CommReport* comm = nullptr);
+                                 const CommReport* comm = nullptr, const CompilesReport* compiles = nullptr);
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
 
 }  // namespace lt

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import VENV_PY, WORKLOADS
+from conftest import LTRACE, VENV_PY, WORKLOADS
 from ops_table import merged, parse_ops_report
 
 COMPILED_MLP = os.path.join(WORKLOADS, "compiled_mlp.py")
@@ -165,6 +165,28 @@ def test_recompile_while_attached_is_reported(attach, inductor_cache):
     assert ours["Torch-Compiled Region: 0/1"]["calls"] == 20
 
 
+def test_run_of_a_job_that_compiles_later_goes_back_to_the_probes(inductor_cache, tmp_path):
+    """`run` switches to the op observer once torch loaded, before the job
+    compiles; when its first compiled region runs, the op probes take over
+    again (inductor's kernels are no RecordFunction calls): the regions,
+    the fused kernels and the recompile are in the report as when the
+    probes ran throughout, and each region call is counted once."""
+    cache, _, _ = inductor_cache
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
+    r = subprocess.run([LTRACE, "run", "-v", "--no-gpu", "--report", "ops", "--row-limit", "-1", "--", VENV_PY,
+                        COMPILED_MLP, "--iters", "20", "--recompile", "20"], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "the op observer measures every call from here on" in r.stderr, r.stderr[-3000:]
+    assert "ops: torch.compile began: back to the op probes" in r.stderr, r.stderr[-3000:]
+    ours = merged(parse_ops_report(r.stdout))
+    # run sees the whole job: its 2 warm-up calls of graph 0/0 too.
+    assert ours["Torch-Compiled Region: 0/0"]["calls"] == 22, r.stdout[-3000:]
+    assert ours["Torch-Compiled Region: 0/1"]["calls"] == 20, r.stdout[-3000:]
+    assert [n for n in ours if n.startswith("cpp_fused_")], sorted(ours)
+    assert "Recompilations seen while attached: 1" in r.stdout, r.stdout[-3000:]
+
+
 COMPILED_FIT = os.path.join(WORKLOADS, "compiled_fit.py")
 
 
@@ -195,7 +217,7 @@ def test_compiled_lightning_fit_regions_and_recompiles_per_action(attach, tmp_pa
                          timeout=900, env=dict(os.environ, **env), cwd=tmp_path)
     assert ref.returncode == 0, ref.stdout[-2000:] + ref.stderr[-2000:]
     regions = {k: v for k, v in json.loads(prof.read_text()).items() if k.startswith("Torch-Compiled Region")}
-    run = attach([VENV_PY, COMPILED_FIT, "--linger", "1"], lt_args=["--report", "ops", "--row-limit", "-1"],
+    run = attach([VENV_PY, COMPILED_FIT, "--linger", "1"], lt_args=["--report", "ops,verdict", "--row-limit", "-1"],
                  env=env)
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     assert result_line(run.target_out) == result_line(ref.stdout)
@@ -217,6 +239,17 @@ def test_compiled_lightning_fit_regions_and_recompiles_per_action(attach, tmp_pa
         assert m.group(1).endswith(want), (m.group(1), dyn[cid])
     assert re.search(r"Recompilations per Lightning action: .*training_step 1;.*validation_step 1\n", out), \
         out[-4000:]
+    # The verdict: the training recompile (its compile inside a train step)
+    # is the first finding, at its duration (Dynamo's, as the job printed
+    # it) per train step; validation's is not a train step's.
+    us = {cid: int(v) for cid, v in re.findall(r"^DYNAMO_US\t(\S+)\t(\d+)$", run.target_out, re.M)}
+    train_cid = next(cid for cid in recompiled if "grad_mode" not in dyn[cid])
+    m = re.search(r"^  1\. recompiles \(pid \d+\): ([0-9.]+) ms per train step at stake\n"
+                  r"     1 recompile\(s\) inside the train steps took", out, re.M)
+    assert m, out[:3000]
+    train_steps = 2 * (10 + 1)  # two epochs of 10 full batches and a half one
+    assert abs(float(m.group(1)) - us[train_cid] / 1e3 / train_steps) <= 0.01 * float(m.group(1)) + 0.01, (
+        m.group(1), us, out[:3000])
 
 
 def test_fused_kernels_are_named_leaves_of_sampled_stacks(attach, inductor_cache, tmp_path):

@@ -233,8 +233,13 @@ def test_an_injected_op_is_its_own_row_at_its_time_per_step(op_traces, traces):
     timed_ms = 1e3 * op_traces["op_s"] / op_traces["op_calls"]
     assert timed_ms * 0.7 <= change <= timed_ms * 1.02, (timed_ms, r.stdout)
     assert abs(per_step_b - change) < 0.05 * timed_ms, r.stdout  # A never called it
-    # The step's other ops are alike: none flagged.
-    assert not [line for line in ops[1:] if line.startswith(("slower", "faster"))], r.stdout
+    # The step's other aten ops are alike: none flagged. (Not the scopes
+    # around the injected call: Optimizer.step#SGD.step holds the closure's
+    # training_step, and its self time holds the injected code's time out
+    # of any op -- freeing the cumsum's 64 MiB result -- which is a real
+    # difference: 1.2 ms a step on a loaded machine, flagged once in CI.)
+    assert not [line for line in ops[1:] if line.startswith(("slower", "faster")) and "  op: aten::" in line], \
+        r.stdout
     # Its line, from the stack samples: the first line row, slower, at
     # about its time per step (an estimate: samples x 1.001 ms).
     src = open(os.path.join(WORKLOADS, "watch_job.py")).read().splitlines()

@@ -355,7 +355,7 @@ def test_run_switches_from_the_op_probes_to_the_observer(tmp_path):
     # the probes' (ones, its fill_, add, mul, sum, item...: those before the
     # gate; sub and div are not among them).
     assert "Self CPU~" in stdout, stdout[-3000:]
-    m = re.search(r"(\d+) op call\(s\) before the op observer began", stderr)
+    m = re.search(r"(\d+) op call\(s\) counted by the op probes, not the op observer", stderr)
     assert m and int(m.group(1)) >= 4, stderr[-3000:]
 
 

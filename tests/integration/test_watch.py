@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 
 from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
+from ops_table import estimated_tables, parse_ops_report
 
 STEPS = 60
 SLOW_STEP, SLOW_S = 30, 1.0
@@ -170,6 +171,50 @@ def test_the_slow_step_is_captured_with_its_reports(watched):
     assert rows, r.stdout
     total = max(float(row.split("|")[4]) for row in rows)
     assert total >= SLOW_S, rows
+
+
+def test_a_trigger_escalates_to_exact_ops_for_its_window(watched):
+    # The slow step escalated its process: the op observer went in (the
+    # bridge injected into the running fit) and recorded its ops for the
+    # capture's after-window, then went off; the capture's reports hold
+    # the training step's op table, measured (no "~"), and the fit ran on
+    # as it would (test_the_job_runs_as_it_would_alone).
+    err, pid = watched["err"], watched["pid"]
+    assert f"watch: escalated: pid {pid}: ops: the op observer" in err, err
+    assert f"watch: back to the cheap tier: pid {pid}: ops off" in err, err
+    first = captures_of(watched, "slow-step")[0]
+    reports = open(os.path.join(first, "reports.txt")).read()
+    # The op table's section (the Advanced report's sections have the same
+    # "Profile stats for:" titles): the one whose header has "Self CPU".
+    title = "Profile stats for: [Strategy]SingleDeviceStrategy.training_step\n"
+    at = [m.start() for m in re.finditer(re.escape(title), reports)
+          if "Self CPU" in reports[m.end():m.end() + 400]]
+    assert at, reports[-3000:]
+    section = reports[at[0]:reports.index("Self CPU time total", at[0])]
+    step = parse_ops_report(section)["[Strategy]SingleDeviceStrategy.training_step"]
+    assert step.get("aten::addmm", {}).get("calls", 0) > 0, section
+    assert not estimated_tables(section), section
+    # On only while escalated: every op call of the job in the ring began
+    # between an OP_OBSERVER record that turned the observer on (less its
+    # handshake: the callback is in before we read the answer) and the
+    # final one that turned it off (those are in the ring's names file).
+    def dump(path):
+        out = path + ".txt"
+        r = subprocess.run([LTRACE, "report", path, "--report", "simple", "--dump", out], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode in (0, 13), r.stderr[-2000:]
+        return [line.split() for line in open(out) if f" {pid}/" in line]
+    ring = watched["wdir"] / "ring"
+    on, spans = [], []
+    for f in dump(str(ring / "names.ltrace")):
+        if f[2] == "op_observer":
+            on.append((int(f[0]), "final=1" in f))
+    intervals = [(t - 2_000_000_000, off) for (t, final), (off, _) in zip(on, on[1:]) if not final]
+    for seg in sorted(glob.glob(str(ring / "seg-*.ltrace"))):
+        spans += [int(f[0]) for f in dump(seg) if f[2] == "op_span" and f[3] != "watermark"]
+    assert intervals and spans, (on, len(spans))
+    outside = [s for s in spans if not any(a <= s <= b for a, b in intervals)]
+    assert not outside, (outside[:5], intervals)
 
 
 def test_the_stall_is_captured_with_the_threads_at_that_moment(watched):

@@ -260,3 +260,38 @@ TEST(Findings, CollectiveBoundAndTheStragglerWithItsCause) {
   EXPECT_NE(f[1].evidence.find("its own compute: its training_step part takes 14."), std::string::npos)
       << f[1].evidence;
 }
+
+// A recompile inside a train step (Dynamo's record, as the op report reads
+// it from the job): ranked first at its duration per step; the step it made
+// slow is not also an outlier; a first compile (no reason) is no recompile.
+TEST(Findings, RecompilesInsideTrainStepsAtTheirDuration) {
+  Fit fit;
+  fit.slow_step = 10;
+  fit.slow_ms = 300;
+  const auto r = make(fit);
+  const auto steps = step_records(r.processes[0]).train;
+  ASSERT_EQ(steps.size(), 50u);
+  CompilesReport c;
+  auto& p = c.procs[r.processes[0].meta.pid];
+  DynamoCompileNote first;
+  first.id = "0/0";
+  first.function = "forward (model.py:31)";
+  first.start_ns = static_cast<std::int64_t>(steps[0].begin_ns + 1000);
+  first.duration_us = 2000;
+  DynamoCompileNote again = first;
+  again.id = "0/1";
+  again.start_ns = static_cast<std::int64_t>(steps[10].begin_ns + 1000);
+  again.duration_us = 300'000;
+  again.reason = "0/0: tensor 'x' size mismatch at index 0. expected 32, actual 16";
+  p.compiles = {first, again};
+  const auto f = find_issues(r, nullptr, nullptr, &c);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "recompiles") << render_findings(r, f);
+  EXPECT_NEAR(f[0].ms_per_step, 300.0 / 50, 0.01);
+  EXPECT_NE(f[0].evidence.find("1 recompile(s) inside the train steps took 300.00 ms"), std::string::npos)
+      << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find("size mismatch at index 0"), std::string::npos) << f[0].evidence;
+  for (const auto& x : f) EXPECT_NE(x.kind, "outliers") << render_findings(r, f);
+  // Without Dynamo's record the same step is an outlier.
+  EXPECT_EQ(find_issues(r)[0].kind, "outliers");
+}

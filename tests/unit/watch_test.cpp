@@ -382,6 +382,34 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   EXPECT_NE(m.find("ltrace_bpf_watch_captures_total 1\n"), std::string::npos) << m;
 }
 
+// A second slow step inside the first one's pending capture (its after-
+// window: escalating the process may be what slowed it) joins that
+// capture: said, counted, no second capture.
+TEST(Watcher, ASlowStepInAPendingCaptureJoinsIt) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 5 * s;
+  o.after_ns = 1 * s;
+  Watcher w(o, nullptr, [](const Capture&) { return std::string(); });
+  testing::internal::CaptureStderr();
+  Stream st;
+  std::uint64_t t = 1000;
+  for (int i = 0; i < 16; ++i) t = st.batch(t + 5, i == 13 || i == 14 ? 400 : 20);
+  for (const auto& r : st.records) {
+    lt_event_header h;
+    std::memcpy(&h, r.data(), sizeof h);
+    w.add(h, r.data());
+  }
+  w.tick(t * ms + 2 * s);
+  w.finish(t * ms + 3 * s);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(w.captures(), 1u) << err;
+  EXPECT_EQ(w.joined(), 1u);
+  EXPECT_NE(err.find("train step 14 took"), std::string::npos) << err;
+  EXPECT_NE(err.find("; in the capture "), std::string::npos) << err;
+}
+
 // A capture that begins mid-run numbers its steps as the job does: the
 // window holds a STEP_BASE (one step of the job wholly in it, its index
 // and span), and its reports' step numbers count from there.

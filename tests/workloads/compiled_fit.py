@@ -11,8 +11,9 @@ a graph for inference), and each epoch's last training batch is smaller
 --profile FILE: run the fit under torch.profiler (CPU) and write its
 "Torch-Compiled Region" and "## Call CompiledFxGraph" counts as JSON.
 After the fit it prints one DYNAMO line per compile that Dynamo recorded
-(torch._dynamo.utils._compilation_metrics: id, reason) — the process's own
-account, which the tests compare with what is read from outside — and
+(torch._dynamo.utils._compilation_metrics: id, reason) and one DYNAMO_US
+line (id, its duration_us) — the process's own account, which the tests
+compare with what is read from outside — and
 RESULT (a checksum of the trained weights, the same with and without a
 tracer attached).  --linger SECS: stay that long after the fit.
 """
@@ -105,6 +106,8 @@ def main():
     for m in dynamo_utils._compilation_metrics:
         reason = (m.recompile_reason or "").splitlines()
         print("DYNAMO\t%s\t%s" % (m.compile_id, reason[0] if reason else ""), flush=True)
+        # Its duration as Dynamo recorded it (what the verdict reads from outside).
+        print("DYNAMO_US\t%s\t%s" % (m.compile_id, getattr(m, "duration_us", None)), flush=True)
     with torch.no_grad():
         print("RESULT", round(sum(float(p.sum()) for p in model.parameters()), 6), flush=True)
     time.sleep(args.linger)

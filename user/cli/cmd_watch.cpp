@@ -2,7 +2,9 @@
 // the cheap tier (Lightning actions and steps, c10d collectives, stacks at
 // a low rate, /proc and NVML samples, process lifecycle) whose records go
 // to the Watcher (user/watch/watcher.h): the flight recorder in DIR/ring,
-// the triggers, the captures in DIR/captures, the metrics. `watch
+// the triggers, the captures in DIR/captures, the metrics. A trigger
+// escalates its process for the capture's after-window (Session::escalate):
+// the op observer records its ops, then it is back to the cheap tier. `watch
 // --capture-now` asks a running watcher for a capture (SIGUSR1, with the
 // pid as the signal's value).
 #include <fcntl.h>
@@ -16,7 +18,9 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "user/cli/builtin.h"
@@ -194,7 +198,40 @@ int cmd_watch(Options& opts) {
   const std::string me = std::to_string(getpid()) + "\n";
   if (write(pid_fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
     throw Error(ExitCode::io, "cannot write " + pid_file(opts));
-  Watcher watcher(watch_options(opts), threads_now, render_capture);
+  // Escalation: a trigger asks (from inside the drain: the sink or the
+  // tick); the next tick escalates (an injection takes a while). It lasts
+  // the capture's after-window from when it took effect (the op observer's
+  // handshake over), and the capture is stretched to hold all of it.
+  Session* live = nullptr;
+  std::vector<pid_t> escalate_next;
+  std::map<pid_t, std::uint64_t> escalated_until;
+  const std::uint64_t escalate_ns = static_cast<std::uint64_t>(opts.capture_after_s * 1e9);
+  auto on_trigger = [&](const Trigger& t) {
+    escalate_next.push_back(static_cast<pid_t>(t.pid));
+    return threads_now(t);
+  };
+  Watcher watcher(watch_options(opts), on_trigger, render_capture);
+  auto escalation_tick = [&](std::uint64_t now) {
+    if (!live) return;
+    for (pid_t pid : std::exchange(escalate_next, {})) {
+      auto [it, fresh] = escalated_until.try_emplace(pid, 0);
+      if (!fresh && it->second) it->second = std::max(it->second, now + escalate_ns);
+      for (const auto& line : live->escalate(pid, true)) std::cerr << "ltrace-bpf: watch: escalated: " << line << "\n";
+    }
+    for (auto it = escalated_until.begin(); it != escalated_until.end();) {
+      if (!it->second && !live->settling(it->first)) {  // in effect from now (or failed: over as well)
+        it->second = now + escalate_ns;
+        watcher.extend(it->first, it->second);
+      }
+      if (!it->second || now < it->second) {
+        ++it;
+        continue;
+      }
+      for (const auto& line : live->escalate(it->first, false))
+        std::cerr << "ltrace-bpf: watch: back to the cheap tier: " << line << "\n";
+      it = escalated_until.erase(it);
+    }
+  };
 
   SessionOptions so{opts.pids, opts.all, opts.children, {}, opts.duration_s, opts.verbose};
   if (!opts.job_env.empty()) so.adopt_env = opts.job_env;
@@ -202,14 +239,18 @@ int cmd_watch(Options& opts) {
   // /proc and NVML samples. No op probes, no GPU bridge.
   so.sample_rate_hz = opts.rate_hz ? opts.rate_hz : 19;
   so.sources.comm = true;
+  so.sources.ops = true;  // on demand: the op observer while escalated
+  so.ops_on_demand = true;
+  so.inject = opts.inject;
   so.device_stats = true;
   so.gpu = false;
-  so.reports = "verdict,simple,advanced,comm,steps";
+  so.reports = "verdict,simple,advanced,comm,steps,ops";
   so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };
   std::uint64_t next_publish = 0;
   so.on_tick = [&](std::uint64_t now) {
     if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
     watcher.tick(now);
+    escalation_tick(now);
     if (metrics && now >= next_publish) {
       metrics->publish(watcher.metrics_text(now));
       next_publish = now + 500'000'000;
@@ -221,8 +262,10 @@ int cmd_watch(Options& opts) {
   std::cerr << "ltrace-bpf: watch: recording to " << opts.watch_dir << "/ring (keeping " << opts.keep_s << " s, "
             << (opts.keep_bytes >> 20) << " MiB at most); captures in " << opts.watch_dir << "/captures\n";
   Session session(so);
+  live = &session;
   session.prepare();
   session.run(stop_requested());
+  live = nullptr;
   watcher.finish(monotonic_ns());
   if (metrics) metrics->publish(watcher.metrics_text(monotonic_ns()));
   for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";

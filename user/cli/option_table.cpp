@@ -288,9 +288,9 @@ const OptionSpec kOptions[] = {
    .help = "no GPU records (by default a CUDA target gets CUPTI kernels/copies/API calls through the bridge "
            "library)",
    .store = [](Options& o, const std::string&) { o.gpu = false; }, .passed_on = true},
-  {.name = "no-inject", .commands = kAll,
+  {.name = "no-inject", .commands = kAll | kWatch,
    .help = "never load the bridge into a running process with ptrace (GPU launches are then counted by "
-           "uprobes only)",
+           "uprobes only; watch: no ops after a trigger)",
    .store = [](Options& o, const std::string&) { o.inject = false; }, .passed_on = true},
   {.name = "launch-stacks", .commands = kAll,
    .help = "the Python stack of every kernel launch: GPU time by launching stack in --collapsed/--flamegraph "

@@ -321,8 +321,8 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
       for (const auto& t : po.tables) probe_calls += t.probe_calls;
       if (probe_calls)
         std::cerr << who << ": " << probe_calls
-                  << " op call(s) before the op observer began (its torch loaded after the attach) were counted by "
-                     "the op probes: their tables' times are sampled estimates (~)\n";
+                  << " op call(s) counted by the op probes, not the op observer (before it began: torch loaded after "
+                     "the attach; or after torch.compile began): their tables' times are sampled estimates (~)\n";
       if (po.observer_dropped)
         std::cerr << who << ": " << po.observer_dropped
                   << " op call(s) the op observer could not record (its buffer was full): missing from the table\n";

@@ -61,7 +61,7 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
 }
 
 void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
-  std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats, &r.comm)) << "\n";
+  std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles)) << "\n";
 }
 
 // torch_xla's compiles, executions and transfers (docs/design-xla.md).

@@ -121,6 +121,11 @@ struct OpObserver::Buffer {
   std::uint64_t damaged = 0;                          // spans with impossible times: skipped
   std::uint64_t watermark = 0;                        // the last one sent
   std::uint64_t probes_until = 0;                     // calls that began before: the op probes counted them
+  bool compiled = false, compiled_said = false;       // a compiled region ran (torch.compile), take_compiled()
+  // Handed over to the op probes (hand_over_to_probes): calls that begin
+  // from then on are theirs; closed once every earlier call is read.
+  std::uint64_t probes_from = UINT64_MAX, close_by = 0;
+  bool drained_to_handover = false;
   explicit Buffer(void* m) : map(m) {
     auto* base = static_cast<unsigned char*>(m);
     hdr = static_cast<lt_obs_header*>(m);
@@ -334,6 +339,10 @@ std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
   if (len > LT_OBS_NAME_BYTES - at - sizeof len) return UINT32_MAX;
   std::string s(reinterpret_cast<const char*>(b.names + at + sizeof len), len);
   if (s.find('\0') != std::string::npos) s.resize(s.find('\0'));
+  // torch.compile in use: its frames' cache lookups (each call of a compiled
+  // function, the first before its compile: the probes are in before the
+  // graph first runs), its regions.
+  if (s.rfind("TorchDynamo Cache Lookup", 0) == 0 || s.rfind("Torch-Compiled Region", 0) == 0) b.compiled = true;
   const std::uint32_t op = probes_.index_of(s);
   if (b.ops.size() <= name) {
     b.ops.resize(name + 1, UINT32_MAX);
@@ -389,7 +398,7 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
       // A call that began before the switch from the op probes was counted
       // by them: sent hidden, so that it nests its later calls and counts
       // nowhere (each call is the probes' or the observer's, by its start).
-      const bool probes_had_it = sp.start_ns < b.probes_until;
+      const bool probes_had_it = sp.start_ns < b.probes_until || sp.start_ns >= b.probes_from;
       const std::uint32_t op = probes_had_it ? UINT32_MAX : op_of(b, sp.name);
       if (op != UINT32_MAX) probes_.announce(op);
       lt_op_span_event e{};
@@ -406,6 +415,8 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
     store_release(s.tail, tail);
   }
   if (until == UINT64_MAX) return;  // the last drain: nothing is to come
+  // Handed over: no call that began before the hand-over is still to come.
+  if (watermark >= b.probes_from) b.drained_to_handover = true;
   watermark = watermark > kWatermarkSlackNs ? watermark - kWatermarkSlackNs : 0;
   if (watermark < b.watermark + kWatermarkStepNs) return;
   b.watermark = watermark;
@@ -417,6 +428,16 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
   ctx_.emit(&e, sizeof e);
 }
 
+std::vector<pid_t> OpObserver::take_compiled() {
+  std::vector<pid_t> out;
+  for (auto& [pid, b] : buffers_)
+    if (b->compiled && !b->compiled_said && b->probes_from == UINT64_MAX) {
+      b->compiled_said = true;
+      out.push_back(pid);
+    }
+  return out;
+}
+
 void OpObserver::take_over_from_probes(pid_t pid, std::uint64_t ns) {
   if (auto it = buffers_.find(pid); it != buffers_.end()) it->second->probes_until = ns;
 }
@@ -424,6 +445,30 @@ void OpObserver::take_over_from_probes(pid_t pid, std::uint64_t ns) {
 void OpObserver::drain() {
   const std::uint64_t until = ctx_.ring_read_at();
   for (auto& [pid, b] : buffers_) drain(pid, *b, until);
+  // Handed over to the probes: closed once every earlier call is in (or
+  // after a bound: a call open that long is cut).
+  const std::uint64_t now = monotonic_ns();
+  for (auto it = buffers_.begin(); it != buffers_.end();) {
+    Buffer& b = *it->second;
+    if (b.probes_from == UINT64_MAX || (!b.drained_to_handover && now < b.close_by)) {
+      ++it;
+      continue;
+    }
+    close(it->first, b);
+    it = buffers_.erase(it);
+  }
+}
+
+void OpObserver::hand_over_to_probes(pid_t pid, std::uint64_t ns) {
+  if (auto it = buffers_.find(pid); it != buffers_.end()) {
+    it->second->probes_from = ns;
+    it->second->close_by = ns + kWaitNs;
+  }
+}
+
+bool OpObserver::active(pid_t pid) const {
+  const auto it = buffers_.find(pid);
+  return it != buffers_.end() && it->second->probes_from == UINT64_MAX;
 }
 
 void OpObserver::close(pid_t pid, Buffer& b) {

@@ -38,11 +38,19 @@ class OpObserver {
   // with "" (it records) or why not (nothing left raised).
   std::vector<std::pair<pid_t, std::string>> settle();
   bool pending(pid_t pid) const { return pending_.count(pid) != 0; }
-  bool active(pid_t pid) const { return buffers_.count(pid) != 0; }
+  // Recording pid's calls (its handshake done, not handed over).
+  bool active(pid_t pid) const;
   // pid's op probes stopped recording at `ns` (the observer began while
   // they ran, for a process adopted before its torch loaded): its calls
   // that began before are the probes', sent hidden.
   void take_over_from_probes(pid_t pid, std::uint64_t ns);
+  // The op probes record pid's calls that begin from `ns` on: the observer
+  // sends those hidden, and closes once every call that began before is
+  // read (its final OP_OBSERVER record, its semaphore down).
+  void hand_over_to_probes(pid_t pid, std::uint64_t ns);
+  // The processes whose calls showed a compiled region (torch.compile)
+  // since the last time asked, each once.
+  std::vector<pid_t> take_compiled();
   // Reads the calls every observer wrote that ended before the last read
   // of the ring began (the actions around them are in the stream first):
   // OP_SPAN records, each op's OP_NAME ahead of its first.

@@ -89,6 +89,11 @@ std::string OpTracer::observer_unwanted(pid_t pid) const {
 // and the compiled code after.
 bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
   if (observer_->active(pid) || observer_->pending(pid)) return true;
+  if (ctx_.opts.ops_on_demand) {  // watch: nothing until escalated
+    if (!proc::find_mapped_library(pid, "libtorch_cpu.so")) return false;
+    on_demand_.insert(pid);
+    return true;
+  }
   if (!proc::find_mapped_library(pid, "libtorch_cpu.so")) {
     torch_late_.insert(pid);
     return false;
@@ -174,8 +179,40 @@ void OpTracer::start_late(std::uint64_t now) {
   }
 }
 
+// watch's escalation: the op observer from now on (its handshake settles
+// at the ticks), or off again. No probes: their trap per op is not the
+// cheap tier's, and their times would be samples at its low rate.
+std::string OpTracer::escalate(pid_t pid, bool on) {
+  if (!ctx_.opts.ops_on_demand) return "";
+  if (!on) {
+    if (observer_->pending(pid)) {
+      off_when_settled_.insert(pid);
+      return "ops off once the op observer's handshake ends";
+    }
+    if (!observer_->active(pid)) return "";
+    observer_->forget(pid);  // its last calls, its final OP_OBSERVER record, its semaphore down
+    return "ops off (the op observer's callback goes within the bridge's poll)";
+  }
+  off_when_settled_.erase(pid);
+  if (observer_->active(pid) || observer_->pending(pid)) return "";
+  if (!on_demand_.count(pid)) return "";  // no torch (yet)
+  std::string why = observer_unwanted(pid);
+  if (why.empty()) why = observer_->start(pid);
+  if (!why.empty()) {
+    not_observed(pid, why);
+    return "no ops (the op observer cannot be had: " + why + ")";
+  }
+  return "ops: the op observer, from the end of its handshake";
+}
+
 // Its handshake ended: recording, or the probes instead.
 void OpTracer::settled(pid_t pid, const std::string& why) {
+  if (ctx_.opts.ops_on_demand) {  // watch: the observer or nothing
+    if (!why.empty()) return not_observed(pid, why);
+    if (off_when_settled_.erase(pid)) return observer_->forget(pid);
+    if (ctx_.opts.verbose) std::fprintf(stderr, "ltrace-bpf: pid %d: ops: the op observer records\n", pid);
+    return;
+  }
   if (late_pending_.erase(pid)) {  // its probes recorded meanwhile and stay in on failure
     pending_filter_.erase(pid);
     if (!why.empty()) return not_observed(pid, why);
@@ -219,8 +256,34 @@ void OpTracer::settled(pid_t pid, const std::string& why) {
   if (ctx_.opts.verbose) ctx_.note("pid " + std::to_string(pid) + ": ops: the op observer measures every call");
 }
 
+// torch.compile began in an observed process (a compiled function was
+// called: Dynamo's cache lookup, before its first compile): inductor's kernels are no RecordFunction calls, and the
+// compile report reads Dynamo for the regions the probes see; so the op probes again, from now on (the observer reads
+// out the calls that began before, then closes: each call counted once, by the side that saw it begin, as at run's
+// switch). Not in watch (ops on demand: the observer or nothing).
+void OpTracer::back_to_probes(pid_t pid) {
+  if (ctx_.opts.ops_on_demand || !ctx_.targets.live_and_alive(pid)) return;
+  not_observed(pid, "torch.compile began: its kernels and regions are the op probes'");
+  try {
+    if (!use_probes(pid, filter(pid))) {
+      ctx_.note("pid " + std::to_string(pid) + ": libtorch is gone; its ops are missing from the report");
+      return;
+    }
+  } catch (const Error& e) {
+    ctx_.note("pid " + std::to_string(pid) + ": " + e.what() + "; the op observer stays");
+    return;
+  }
+  // The probes are in (their BPF side still drops this process): from now
+  // on its calls are theirs; the observer reads out the earlier ones.
+  observer_->hand_over_to_probes(pid, monotonic_ns());
+  ctx_.retarget(pid);
+  if (ctx_.opts.verbose)
+    std::fprintf(stderr, "ltrace-bpf: pid %d: ops: torch.compile began: back to the op probes\n", pid);
+}
+
 void OpTracer::not_observed(pid_t pid, const std::string& why) {
-  ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why + "): op CPU times are sampled estimates");
+  ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why + ")" +
+            (ctx_.opts.ops_on_demand ? ": no ops after this trigger" : ": op CPU times are sampled estimates"));
   lt_op_observer_event e{};
   e.hdr = user_header(LT_EV_OP_OBSERVER, sizeof e, pid, monotonic_ns());
   e.how = LT_OP_TIMES_SAMPLED;
@@ -243,19 +306,26 @@ bool OpTracer::use_probes(pid_t pid, pid_t pid_filter) {
   return true;
 }
 
+// watch's on-demand ops need no probes in before a new process's first op.
+bool OpTracer::holds_at_load() const {
+  return !ctx_.opts.ops_on_demand;
+}
+
 bool OpTracer::settling(pid_t pid) const {
   return observer_->pending(pid);
 }
 
 std::string OpTracer::describe(pid_t pid) const {
   if (observer_->active(pid)) return "ops: the op observer in the job (exact times)";
+  if (ctx_.opts.ops_on_demand) return "ops: the op observer when escalated";
   return probes_->describe();
 }
 
 // Op times come from samples, which need no Python stack (tsd_block 0
 // tells BPF to skip the walk).
 void OpTracer::fill_target(pid_t pid, lt_target& t) const {
-  if (observer_->active(pid)) {  // the observer measures its ops; its forks get the probes
+  if (ctx_.opts.ops_on_demand) return;  // the observer or nothing: no probes, no samples for op times
+  if (observer_->active(pid)) {         // the observer measures its ops; its forks get the probes
     if (ctx_.opts.children) t.flags |= LT_TARGET_FORKS_OPS;
     return;
   }
@@ -273,6 +343,8 @@ void OpTracer::forget(pid_t pid) {
   torch_late_.erase(pid);
   late_.erase(pid);
   late_pending_.erase(pid);
+  on_demand_.erase(pid);
+  off_when_settled_.erase(pid);
   dynamo_->forget(pid);
   regions_.erase(pid);
   tensor_vtables_.erase(pid);  // a new image maps its own libc10
@@ -310,6 +382,7 @@ void OpTracer::tick(std::uint64_t now) {
   if (!late_.empty()) start_late(now);
   for (const auto& [pid, why] : observer_->settle()) settled(pid, why);
   observer_->drain();
+  for (pid_t pid : observer_->take_compiled()) back_to_probes(pid);
   if (compiled_scan_.due(now)) attach_compiled();
   if (dynamo_scan_.due(now)) read_dynamo(now);
 }

@@ -47,6 +47,9 @@ class OpTracer final : public Tracer {
   // after the first attach: it does not stall the drain; its ops are
   // recorded from the handshake's end).
   bool settling(pid_t pid) const override;
+  // watch (ops_on_demand): the op observer while escalated, nothing else.
+  std::string escalate(pid_t pid, bool on) override;
+  bool holds_at_load() const override;
   void tick(std::uint64_t now) override;
   void last_look(std::uint64_t now) override;
   void flush(const std::function<bool()>& drain) override;
@@ -66,6 +69,7 @@ class OpTracer final : public Tracer {
   void settled(pid_t pid, const std::string& why);
   void settle_now(pid_t pid);  // waits for pid's handshake (the first attach)
   void start_late(std::uint64_t now);
+  void back_to_probes(pid_t pid);
   void not_observed(pid_t pid, const std::string& why);
   bool use_probes(pid_t pid, pid_t pid_filter);
 
@@ -79,8 +83,10 @@ class OpTracer final : public Tracer {
     std::uint64_t since = 0;  // its probes went in
     pid_t filter = 0;         // theirs
   };
-  std::map<pid_t, Late> late_;    // probed at its torch's load: the observer once it runs free
-  std::set<pid_t> late_pending_;  // ...its handshake under way, the probes still recording
+  std::map<pid_t, Late> late_;        // probed at its torch's load: the observer once it runs free
+  std::set<pid_t> late_pending_;      // ...its handshake under way, the probes still recording
+  std::set<pid_t> on_demand_;         // ops_on_demand: libtorch mapped, the observer when escalated
+  std::set<pid_t> off_when_settled_;  // ...escalation over while its handshake was under way
   std::set<pid_t> observer_tried_;
   std::map<pid_t, pid_t> pending_filter_;             // handshakes under way: the probes' pid filter if it fails
   bool ticked_ = false;                               // the drain loop (or the attach's wait) has begun

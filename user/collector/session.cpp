@@ -232,6 +232,23 @@ python::Symbolizer& Session::symbolizer() {
   return *symbolizer_;
 }
 
+std::vector<std::string> Session::escalate(pid_t pid, bool on) {
+  std::vector<std::string> out;
+  for (pid_t p : pid ? std::vector<pid_t>{pid} : targets_.live_pids()) {
+    if (!targets_.live_and_alive(p)) continue;
+    for (auto& t : tracers_)
+      if (std::string what = t->escalate(p, on); !what.empty()) out.push_back("pid " + std::to_string(p) + ": " + what);
+  }
+  return out;
+}
+
+bool Session::settling(pid_t pid) const {
+  for (pid_t p : pid ? std::vector<pid_t>{pid} : targets_.live_pids())
+    for (const auto& t : tracers_)
+      if (t->settling(p)) return true;
+  return false;
+}
+
 void Session::retarget(pid_t pid) {
   if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));
 }

@@ -88,6 +88,13 @@ class Session {
   const SessionStats& stats() const { return stats_; }
   // Notes for stderr (processes we could not trace, etc.)
   const std::vector<std::string>& notes() const { return notes_; }
+  // watch's escalation, from the drain loop (on_tick, the sink): every
+  // tracer records more of pid (0: every target) from now on, or goes back
+  // to the cheap tier. Returns "pid N: what" lines of what changed.
+  std::vector<std::string> escalate(pid_t pid, bool on);
+  // Whether a tracer's data of pid (0: any target's) is still coming up (an
+  // escalation's op observer in its handshake).
+  bool settling(pid_t pid) const;
 
  private:
   // Why a process could not be adopted.

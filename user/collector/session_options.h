@@ -35,6 +35,9 @@ struct SessionOptions {
   // allocator hooks of libc10 and comm the c10d backend methods of
   // libtorch_cpu, both started from the catalogue (tracers.cpp).
   SourceSet sources;
+  // watch: the ops source records nothing until escalated (Session::escalate,
+  // after a trigger): then the op observer, for a while.
+  bool ops_on_demand = false;
   std::vector<std::string> op_filters;  // --ops globs; empty: every op
   bool shapes = false;                  // ops with their tensor arguments' shapes
   // nn.Module calls (--module-names): MODULE_CALL from the eval loop's

@@ -93,6 +93,10 @@ class Tracer {
   virtual void forget(pid_t) {}
   // Whether pid's data is still coming up (the attach waits a while).
   virtual bool settling(pid_t) const { return false; }
+  // watch's escalation (Session::escalate): record more of pid from now on
+  // (on), or go back to the cheap tier (off). Returns what it does now, one
+  // line ("" when this tracer has nothing on demand).
+  virtual std::string escalate(pid_t /*pid*/, bool /*on*/) { return ""; }
 
   // --- the session ---
   // Each record, before it is written (names it needs go in ahead of it).

@@ -142,6 +142,16 @@ void Watcher::on_steps(std::uint64_t now) {
 
 void Watcher::on_trigger(std::optional<Trigger> t) {
   if (!t) return;
+  // Within a pending capture of its process for the same kind (a second
+  // slow step in the first one's after-window; the first's escalation may
+  // be what slowed it): that capture holds it; no second one.
+  for (const auto& p : pending_)
+    if (p.trigger.pid == t->pid && p.trigger.kind == t->kind && t->at_ns <= p.to_ns) {
+      std::cerr << "ltrace-bpf: watch: " << trigger_name(t->kind) << ": pid " << t->pid << ": " << t->what
+                << "; in the capture " << p.dir << " already\n";
+      ++joined_;
+      return;
+    }
   Capture c;
   c.trigger = std::move(*t);
   if (auto it = procs_.find(c.trigger.pid); it != procs_.end()) c.rank = it->second.rank;
@@ -165,6 +175,11 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   std::cerr << ": " << c.trigger.what << "; capture " << c.dir << " after " << o_.after_ns / 1'000'000'000
             << " s more\n";
   pending_.push_back(std::move(c));
+}
+
+void Watcher::extend(pid_t pid, std::uint64_t until_ns) {
+  for (auto& c : pending_)
+    if (c.trigger.pid == static_cast<std::uint32_t>(pid) || pid == 0) c.to_ns = std::max(c.to_ns, until_ns);
 }
 
 std::string capture_summary(const Capture& c, const std::string& top_finding) {

@@ -91,6 +91,10 @@ class Watcher {
   // One line per process watched: "pid 7 (rank 3): 60 train step(s), median 0.021 s".
   std::vector<std::string> summary() const;
   std::uint64_t captures() const { return captures_written_; }
+  std::uint64_t joined() const { return joined_; }
+  // pid's pending captures hold at least until `until_ns` (an escalation
+  // took effect late: its whole time goes in).
+  void extend(pid_t pid, std::uint64_t until_ns);
   const FlightRing& ring() const { return ring_; }
 
  private:
@@ -120,6 +124,7 @@ class Watcher {
   std::vector<Capture> pending_;
   std::vector<std::string> kept_;  // capture directories written, oldest first
   std::uint64_t records_ = 0, captures_written_ = 0, captures_removed_ = 0;
+  std::uint64_t joined_ = 0;             // triggers inside a pending capture of theirs (no capture of their own)
   std::int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC
   std::uint64_t now_ns_ = 0;             // the last tick
   std::vector<LiveStep> closed_;         // scratch
