@@ -35,6 +35,13 @@ std::optional<std::size_t> step_of(const std::vector<StepRecord>& steps, std::ui
   return static_cast<std::size_t>(std::prev(st) - steps.begin());
 }
 
+// Whether any train step overlaps [first, last] (steps in time order, apart).
+bool overlaps_a_step(const std::vector<StepRecord>& steps, std::uint64_t first, std::uint64_t last) {
+  auto st = std::upper_bound(steps.begin(), steps.end(), last,
+                             [](std::uint64_t t, const StepRecord& r) { return t < r.begin_ns; });
+  return st != steps.begin() && std::prev(st)->end_ns > first;
+}
+
 void collect_lines(const LineSamples& ls, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
                    std::size_t total, std::map<std::string, std::vector<double>>& to) {
   for (const auto& smp : ls.samples) {
@@ -78,14 +85,18 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const auto& p = r.processes[i];
     const ProcessSteps& ps = steps[i];
-    // A process whose train steps began before the observer took over from
-    // the probes: some of its calls are estimates, not in `calls`.
-    if (s.no_ops.empty() && !ps.train.empty())
-      if (auto l = ops->last_probed_ns.find(p.meta.pid);
-          l != ops->last_probed_ns.end() && l->second >= ps.train.front().begin_ns)
-        s.no_ops = "pid " + std::to_string(p.meta.pid) +
-                   ": the op probes counted calls in its train steps (the op observer began later): their times "
-                   "are estimates";
+    // A process whose op probes counted calls inside its train steps (the
+    // observer began later, or torch.compile handed back to the probes):
+    // those calls' times are estimates, and not in `calls`.
+    if (s.no_ops.empty())
+      if (auto r = ops->probed_ranges.find(p.meta.pid); r != ops->probed_ranges.end())
+        for (const auto& [first, last] : r->second)
+          if (overlaps_a_step(ps.train, first, last)) {
+            s.no_ops = "pid " + std::to_string(p.meta.pid) +
+                       ": the op probes counted calls in its train steps (not the op observer: before it began, "
+                       "or after torch.compile began): their times are estimates";
+            break;
+          }
     if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops);
     if (s.no_lines.empty()) collect_lines(*lines, p.meta.pid, ps.train, first, total, s.lines);
     first += ps.train.size();
@@ -228,6 +239,7 @@ void OpCalls::add(const lt_event_header& h, const std::byte* p) {
                           [&](const lt_event_header& h, const lt_op_span_event& e) {
                             if (e.flags & (LT_OP_SPAN_HIDDEN | LT_OP_SPAN_WATERMARK) || e.end_ns < h.ts_ns) return;
                             calls.push_back({h.pid, e.op, h.ts_ns, e.self_ns});
+                            span_since_probe_.insert(h.pid);
                           },
                           // The op probes' entries: where a process has them after the
                           // observer's first call (the observer took over later, under
@@ -238,8 +250,10 @@ void OpCalls::add(const lt_event_header& h, const std::byte* p) {
 
 void OpCalls::probed_at(const lt_event_header& h) {
   probed = true;
-  auto& last = last_probed_ns[h.pid];
-  last = std::max(last, h.ts_ns);
+  auto& ranges = probed_ranges[h.pid];
+  if (ranges.empty() || span_since_probe_.erase(h.pid)) ranges.emplace_back(h.ts_ns, h.ts_ns);
+  ranges.back().first = std::min(ranges.back().first, h.ts_ns);
+  ranges.back().second = std::max(ranges.back().second, h.ts_ns);
 }
 
 void LineSamples::add(const lt_event_header& h, const std::byte* p) {

@@ -25,6 +25,7 @@
 // verdict needs the shift itself past the floor.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,12 +79,15 @@ class OpCalls {
   std::vector<std::string> names;  // op index -> name
   std::vector<Call> calls;         // measured calls, hidden ones (--ops) left out
   bool probed = false;             // op probe records: times would be estimates
-  // Per process, its last op probe entry: the op observer took over from the
-  // probes after it (run, --all), so its calls before are not in `calls`.
-  std::map<std::uint32_t, std::uint64_t> last_probed_ns;
+  // Per process, the spans of time its op probe entries cover (first, last),
+  // a new one after each observer call between them: the probes' calls of a
+  // process the observer took over from (run, --all), or that went back to
+  // them (torch.compile), are not in `calls`.
+  std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> probed_ranges;
 
  private:
   void probed_at(const lt_event_header& h);
+  std::set<std::uint32_t> span_since_probe_;
 };
 
 // A recording's stack samples as diff reads them: each on-CPU sample's

@@ -197,24 +197,41 @@ void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, st
 
 // Recompiles inside the train steps: each such compile's duration (Dynamo's
 // own), in the step it began in (`per_step`, ms), and the finding.
-void recompiles(const ProcessActions& p, const std::vector<StepRecord>& t, double total_ms, const CompilesProcess& c,
-                std::vector<double>& per_step, std::vector<Finding>& out) {
-  double ms = 0;
+// The step of `steps` (in time order, apart) that `ts` fell in, or -1.
+long step_at(const std::vector<StepRecord>& steps, std::uint64_t ts) {
+  auto st = std::upper_bound(steps.begin(), steps.end(), ts,
+                             [](std::uint64_t x, const StepRecord& r) { return x < r.begin_ns; });
+  if (st == steps.begin() || ts >= std::prev(st)->end_ns) return -1;
+  return std::prev(st) - steps.begin();
+}
+
+// Recompiles inside the train and validation steps: each one's duration
+// (Dynamo's own) in the train step it began in (`per_step`, ms) or in
+// `in_validation` (ms), so that the outliers and validation findings leave
+// them out; and the finding, per train step as validation's is.
+void recompiles(const ProcessActions& p, const ProcessSteps& s, double total_ms, const CompilesProcess& c,
+                std::vector<double>& per_step, double& in_validation, std::vector<Finding>& out) {
+  const auto& t = s.train;
+  double ms = 0, val_total = 0;
+  for (const auto& v : s.validation) val_total += v.duration_ns() / 1e6;
   std::size_t count = 0;
   std::map<std::string, int> reasons, functions;
   for (const auto& note : c.compiles) {
     if (note.reason.empty() || note.start_ns <= 0 || note.duration_us < 0) continue;
     const auto ts = static_cast<std::uint64_t>(note.start_ns);
-    auto st =
-        std::upper_bound(t.begin(), t.end(), ts, [](std::uint64_t x, const StepRecord& r) { return x < r.begin_ns; });
-    if (st == t.begin() || ts >= std::prev(st)->end_ns) continue;
     const double d = static_cast<double>(note.duration_us) / 1e3;
-    per_step[static_cast<std::size_t>(std::prev(st) - t.begin())] += d;
+    if (const long i = step_at(t, ts); i >= 0)
+      per_step[static_cast<std::size_t>(i)] += d;
+    else if (step_at(s.validation, ts) >= 0)
+      in_validation += d;
+    else
+      continue;
     ms += d;
     ++count;
     ++reasons[note.reason.substr(0, note.reason.find('\n'))];
     ++functions[note.function];
   }
+  total_ms += val_total;  // of the train and validation steps
   if (!count || ms / total_ms < kRecompiles) return;
   auto top = [](const std::map<std::string, int>& m) {
     return std::max_element(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -225,8 +242,8 @@ void recompiles(const ProcessActions& p, const std::vector<StepRecord>& t, doubl
   const double n = static_cast<double>(t.size());
   out.push_back(
       {"recompiles", p.meta.pid, ms / n, ms / total_ms,
-       std::to_string(count) + " recompile(s) inside the train steps took " + msf(ms) + " (" + pct(ms / total_ms) +
-           " of the steps' time; Dynamo's own durations), most of " + utf8_text(function->first) +
+       std::to_string(count) + " recompile(s) inside the train and validation steps took " + msf(ms) + " (" +
+           pct(ms / total_ms) + " of the steps' time; Dynamo's own durations), most of " + utf8_text(function->first) +
            "; the most frequent reason (" + std::to_string(reason->second) + "x): " + utf8_text(reason->first) +
            (breaks > 0
                 ? "; graph breaks: " + std::to_string(breaks) + " (" + utf8_text(c.graph_breaks.front().reason) + ")"
@@ -284,7 +301,8 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
                    "zero_grad(set_to_none=True), fewer parameter groups"});
   // Recompiles, before the outliers: a step's recompile is not its excess.
   std::vector<double> in_step_compiles(t.size(), 0.0);
-  if (compiles) recompiles(p, t, total, *compiles, in_step_compiles, out);
+  double val_compiles = 0;
+  if (compiles) recompiles(p, s, total, *compiles, in_step_compiles, val_compiles, out);
   // Outliers: past the run's own spread, robustly (MAD), and past 1.5x;
   // a step's checkpoint save is not its excess (the checkpoints finding's).
   for (std::size_t i = 0; i < t.size(); ++i) durations[i] -= in_step_checkpoints[i] + in_step_compiles[i];
@@ -349,7 +367,7 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   if (!s.validation.empty()) {
     const std::uint64_t b = std::min(t.front().begin_ns, s.validation.front().begin_ns);
     const std::uint64_t e = std::max(t.back().end_ns, s.validation.back().end_ns);
-    double val = 0;
+    double val = -val_compiles;  // the recompiles finding's
     for (const auto& v : s.validation) val += v.duration_ns() / 1e6;
     const double span = (e - b) / 1e6;
     if (span > 0 && val / span >= kValidation)

@@ -30,13 +30,14 @@
 //                 (the c10d probes' waits, comm.h) in its train steps'
 //                 actions >= 15 % of the train steps' time: that wait
 //                 per step at stake.
-//   recompiles    torch.compile recompiling inside the train steps: the
-//                 compiles Dynamo recorded in the job (compiles.h: read
-//                 from outside with the op report) that have a recompile
-//                 reason and began inside a train step, their durations
-//                 (Dynamo's own) >= 5 % of the train steps' time; the most
-//                 frequent reason and the graph breaks as evidence. A
-//                 step's recompile time is not its outlier excess.
+//   recompiles    torch.compile recompiling inside the train and validation
+//                 steps: the compiles Dynamo recorded in the job (compiles.h:
+//                 read from outside with the op report) that have a
+//                 recompile reason and began inside such a step, their
+//                 durations (Dynamo's own) >= 5 % of those steps' time, per
+//                 train step; the most frequent reason and the graph breaks
+//                 as evidence. That time is not also a step's outlier excess
+//                 nor validation's.
 //   straggler     of the processes of one report (ranks under --children),
 //                 the one waiting least, when another is collective-bound
 //                 and waits over twice as long: the rank the others wait

@@ -348,8 +348,12 @@ def test_run_switches_from_the_op_probes_to_the_observer(tmp_path):
             calls[cells[0]] = calls.get(cells[0], 0) + int(cells[-1])
     negs = int(re.search(r"LOOP_NEGS (\d+)", stdout).group(1))
     assert negs > 0
-    assert calls == {"aten::ones": 1, "aten::add": 1, "aten::mul": 1, "aten::neg": negs, "aten::sub": 1,
-                     "aten::div": 1}, (calls, stdout[-3000:])
+    # One neg at most may fall in the switch's own microsecond (the probe's
+    # hit and torch's RecordFunction start straddling it: counted by
+    # neither); without the hidden rule 3 or 4 were counted twice here.
+    assert abs(calls.pop("aten::neg", 0) - negs) <= 1, (negs, stdout[-3000:])
+    assert calls == {"aten::ones": 1, "aten::add": 1, "aten::mul": 1, "aten::sub": 1, "aten::div": 1}, (
+        calls, stdout[-3000:])
     # One table over the whole run (no step function), part probes: its
     # times are marked as estimates, and stderr says how many calls were
     # the probes' (ones, its fill_, add, mul, sum, item...: those before the

@@ -196,8 +196,9 @@ def test_a_trigger_escalates_to_exact_ops_for_its_window(watched):
     assert not estimated_tables(section), section
     # On only while escalated: every op call of the job in the ring began
     # between an OP_OBSERVER record that turned the observer on (less its
-    # handshake: the callback is in before we read the answer) and the
-    # final one that turned it off (those are in the ring's names file).
+    # handshake: the bridge registers its callback on our request, and its
+    # answer is read within 2 s of that request or the handshake fails) and
+    # the final one that turned it off (those are in the ring's names file).
     def dump(path):
         out = path + ".txt"
         r = subprocess.run([LTRACE, "report", path, "--report", "simple", "--dump", out], capture_output=True,

@@ -331,6 +331,15 @@ TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
   for (const auto& r : part.rows) EXPECT_NE(r.kind, DiffRow::Kind::op) << r.what;
   EXPECT_NE(part.no_op_rows.find("the op probes counted calls in its train steps"), std::string::npos)
       << part.no_op_rows;
+  // Probe calls before and after the train steps only (the switch at the
+  // set-up, a hand-back after the fit): the op rows stay.
+  OpCalls around = ob;
+  around.add(probe.hdr, reinterpret_cast<const std::byte*>(&probe));
+  const auto& last = b.processes[0].intervals.back();
+  lt_op_event after{};
+  after.hdr = {LT_EV_OP, sizeof after, 7, 7, 0, last.end_ns + 1'000'000'000};
+  around.add(after.hdr, reinterpret_cast<const std::byte*>(&after));
+  EXPECT_TRUE(diff_runs({{&a, &oa}}, {{&b, &around}}).no_op_rows.empty());
 }
 
 // Stack samples of a fit: every training_step gets two samples at

@@ -288,7 +288,8 @@ TEST(Findings, RecompilesInsideTrainStepsAtTheirDuration) {
   ASSERT_FALSE(f.empty());
   EXPECT_EQ(f[0].kind, "recompiles") << render_findings(r, f);
   EXPECT_NEAR(f[0].ms_per_step, 300.0 / 50, 0.01);
-  EXPECT_NE(f[0].evidence.find("1 recompile(s) inside the train steps took 300.00 ms"), std::string::npos)
+  EXPECT_NE(f[0].evidence.find("1 recompile(s) inside the train and validation steps took 300.00 ms"),
+            std::string::npos)
       << f[0].evidence;
   EXPECT_NE(f[0].evidence.find("size mismatch at index 0"), std::string::npos) << f[0].evidence;
   for (const auto& x : f) EXPECT_NE(x.kind, "outliers") << render_findings(r, f);

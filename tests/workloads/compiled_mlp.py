@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--profile")
     ap.add_argument("--graph-break", action="store_true")
     ap.add_argument("--linger", type=float, default=0.0)
+    ap.add_argument("--start-file", help="wait for this file before anything compiles")
     a = ap.parse_args()
     global GRAPH_BREAK
     GRAPH_BREAK = a.graph_break
@@ -66,6 +67,9 @@ def main():
     model = torch.compile(MLP(), dynamic=False)
     x = torch.randn(64, 256)
     x2 = torch.randn(48, 256)
+    if a.start_file:
+        while not os.path.exists(a.start_file):
+            time.sleep(0.01)
     steps(model, x, 2)  # compile graph 0/0 before anyone attaches
     print("READY", os.getpid(), flush=True)
     if a.wait_file:

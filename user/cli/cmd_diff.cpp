@@ -122,6 +122,7 @@ int cmd_diff(Options& opts) {
       std::set<std::uint32_t> kept;
       for (const auto& p : run.actions.processes) kept.insert(p.meta.pid);
       std::erase_if(run.ops.calls, [&](const OpCalls::Call& c) { return !kept.count(c.pid); });
+      std::erase_if(run.ops.probed_ranges, [&](const auto& r) { return !kept.count(r.first); });
       std::erase_if(run.lines.samples, [&](const LineSamples::Sample& x) { return !kept.count(x.pid); });
       if (html) flame.add(side_index, run.actions, run.lines);  // before the merge: its stacks index its names
       if (out.empty()) {
@@ -133,6 +134,10 @@ int cmd_diff(Options& opts) {
         auto& ops = out.front().ops;
         append_rebased(ops.names, ops.calls, run.ops.names, run.ops.calls, &OpCalls::Call::op);
         ops.probed |= run.ops.probed;
+        // By pid, as the steps take them (a pid of two nodes' files: both
+        // files' ranges, a refusal at worst).
+        for (const auto& [pid, ranges] : run.ops.probed_ranges)
+          ops.probed_ranges[pid].insert(ops.probed_ranges[pid].end(), ranges.begin(), ranges.end());
         auto& lines = out.front().lines;
         append_rebased(lines.lines, lines.samples, run.lines.lines, run.lines.samples, &LineSamples::Sample::line);
         if (!lines.period_ns) lines.period_ns = run.lines.period_ns;

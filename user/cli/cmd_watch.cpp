@@ -213,7 +213,18 @@ int cmd_watch(Options& opts) {
   Watcher watcher(watch_options(opts), on_trigger, render_capture);
   auto escalation_tick = [&](std::uint64_t now) {
     if (!live) return;
+    // Each process has its own deadline, the latest its triggers asked for
+    // (a request for every process: each live target).
+    std::vector<pid_t> asked;
     for (pid_t pid : std::exchange(escalate_next, {})) {
+      if (pid) {
+        asked.push_back(pid);
+        continue;
+      }
+      const auto all = live->live_targets();
+      asked.insert(asked.end(), all.begin(), all.end());
+    }
+    for (pid_t pid : asked) {
       auto [it, fresh] = escalated_until.try_emplace(pid, 0);
       if (!fresh && it->second) it->second = std::max(it->second, now + escalate_ns);
       for (const auto& line : live->escalate(pid, true)) std::cerr << "ltrace-bpf: watch: escalated: " << line << "\n";

@@ -495,7 +495,8 @@ void OpObserver::finish() {
     const pid_t pid = pending_.begin()->first;
     abandon(pid);
     const std::string why = "its handshake had not ended at the detach";
-    ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why + "): its ops are missing");
+    ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why +
+              "): its ops are missing, unless the op probes recorded them (run, --all)");
     emit_state(pid, LT_OP_TIMES_SAMPLED, true, 0, 0, why);
   }
   for (auto& [pid, b] : buffers_) close(pid, *b);

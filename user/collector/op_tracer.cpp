@@ -146,8 +146,10 @@ void OpTracer::start_late(std::uint64_t now) {
       it = late_.erase(it);
       continue;
     }
+    // Our holder's seize (awaiting more libraries) ends within its own
+    // bound; someone else's (a debugger) is waited for kLateWaitNs.
     if (const pid_t tracer = proc::traced_by(pid)) {
-      if (now < it->second.since + kLateWaitNs) {
+      if (tracer == getpid() || now < it->second.since + kLateWaitNs) {
         ++it;
         continue;
       }
@@ -196,6 +198,9 @@ std::string OpTracer::escalate(pid_t pid, bool on) {
   off_when_settled_.erase(pid);
   if (observer_->active(pid) || observer_->pending(pid)) return "";
   if (!on_demand_.count(pid)) return "";  // no torch (yet)
+  // A fork of a watched torch process (a DataLoader worker): its parent's
+  // ops are the job's; the bridge would have no poll thread in it anyway.
+  if (on_demand_.count(proc::read_ppid(pid))) return "";
   std::string why = observer_unwanted(pid);
   if (why.empty()) why = observer_->start(pid);
   if (!why.empty()) {
@@ -216,9 +221,13 @@ void OpTracer::settled(pid_t pid, const std::string& why) {
   if (late_pending_.erase(pid)) {  // its probes recorded meanwhile and stay in on failure
     pending_filter_.erase(pid);
     if (!why.empty()) return not_observed(pid, why);
-    // The probes stop recording it (BPF drops what they see: with
-    // --children they stay in for its forks); the observer's calls that
-    // began before are theirs.
+    // The probes stop recording it: BPF drops what they see of it (they
+    // stay attached, a trap per op still: for its forks under --children,
+    // and because a pid-scoped link is not taken out here). The observer's
+    // calls that began before are theirs. Each side times a call by its
+    // own moment (the probe's hit, then torch's RecordFunction start, less
+    // than a microsecond apart): a call whose two moments straddle the
+    // switch may be counted by neither.
     ctx_.retarget(pid);
     observer_->take_over_from_probes(pid, monotonic_ns());
     if (ctx_.opts.verbose)  // now, not at the end: the switch is a moment of the run
@@ -263,7 +272,6 @@ void OpTracer::settled(pid_t pid, const std::string& why) {
 // switch). Not in watch (ops on demand: the observer or nothing).
 void OpTracer::back_to_probes(pid_t pid) {
   if (ctx_.opts.ops_on_demand || !ctx_.targets.live_and_alive(pid)) return;
-  not_observed(pid, "torch.compile began: its kernels and regions are the op probes'");
   try {
     if (!use_probes(pid, filter(pid))) {
       ctx_.note("pid " + std::to_string(pid) + ": libtorch is gone; its ops are missing from the report");
@@ -277,6 +285,7 @@ void OpTracer::back_to_probes(pid_t pid) {
   // on its calls are theirs; the observer reads out the earlier ones.
   observer_->hand_over_to_probes(pid, monotonic_ns());
   ctx_.retarget(pid);
+  not_observed(pid, "torch.compile began: its kernels and regions are the op probes'");
   if (ctx_.opts.verbose)
     std::fprintf(stderr, "ltrace-bpf: pid %d: ops: torch.compile began: back to the op probes\n", pid);
 }

@@ -242,6 +242,10 @@ std::vector<std::string> Session::escalate(pid_t pid, bool on) {
   return out;
 }
 
+std::vector<pid_t> Session::live_targets() const {
+  return targets_.live_pids();
+}
+
 bool Session::settling(pid_t pid) const {
   for (pid_t p : pid ? std::vector<pid_t>{pid} : targets_.live_pids())
     for (const auto& t : tracers_)

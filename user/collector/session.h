@@ -92,6 +92,7 @@ class Session {
   // tracer records more of pid (0: every target) from now on, or goes back
   // to the cheap tier. Returns "pid N: what" lines of what changed.
   std::vector<std::string> escalate(pid_t pid, bool on);
+  std::vector<pid_t> live_targets() const;  // every target with probes
   // Whether a tracer's data of pid (0: any target's) is still coming up (an
   // escalation's op observer in its handshake).
   bool settling(pid_t pid) const;

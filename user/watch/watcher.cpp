@@ -179,7 +179,8 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
 
 void Watcher::extend(pid_t pid, std::uint64_t until_ns) {
   for (auto& c : pending_)
-    if (c.trigger.pid == static_cast<std::uint32_t>(pid) || pid == 0) c.to_ns = std::max(c.to_ns, until_ns);
+    if (c.trigger.pid == static_cast<std::uint32_t>(pid) || c.trigger.pid == 0 || pid == 0)
+      c.to_ns = std::max(c.to_ns, until_ns);
 }
 
 std::string capture_summary(const Capture& c, const std::string& top_finding) {

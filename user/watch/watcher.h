@@ -92,8 +92,8 @@ class Watcher {
   std::vector<std::string> summary() const;
   std::uint64_t captures() const { return captures_written_; }
   std::uint64_t joined() const { return joined_; }
-  // pid's pending captures hold at least until `until_ns` (an escalation
-  // took effect late: its whole time goes in).
+  // pid's pending captures (and those of every process) hold at least until
+  // `until_ns` (an escalation took effect late: its whole time goes in).
   void extend(pid_t pid, std::uint64_t until_ns);
   const FlightRing& ring() const { return ring_; }
 
