@@ -154,7 +154,9 @@ def test_sampler_shares(sid, tmp_path, version, layout):
 @pytest.mark.parametrize("version", ["3.13", "3.14", "3.15"])
 def test_ops_torch_2_15(sid, tmp_path, version):
     """torch 2.15 from PyPI inside the container: every op call that
-    torch.profiler records in the same run, we count."""
+    torch.profiler records in the same run, we count; and the op observer
+    measured them (the bridge handed to the job in a memfd, whatever its
+    mount namespace: no '~' estimates), on sid's CPython 3.13 to 3.15."""
     site = f"/opt/site/cp{version.replace('.', '')}"
     python = f"/usr/bin/python{version}"
     script = os.path.join(WORKLOADS, "torch_ops.py")
@@ -169,6 +171,9 @@ def test_ops_torch_2_15(sid, tmp_path, version):
                     lt_args=["--report", "ops", "--row-limit", "-1"], extra_files=[os.path.join(WORKLOADS, "torch_merge.py")],
                     after=read_profile)
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err + run.target_out[-2000:]
+    assert "op observer not used" not in run.lt_err, run.lt_err[-3000:]
+    assert "Self CPU~" not in run.lt_out and "Self CPU" in run.lt_out, run.lt_out[-3000:]
+    assert "bridge injected" in run.lt_err and "from a memfd" in run.lt_err, run.lt_err[-3000:]
     ours = merged(parse_ops_report(run.lt_out))
     checked = 0
     for name, n in theirs["raw_counts"].items():

@@ -8,8 +8,11 @@ import glob
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -248,7 +251,8 @@ def test_the_failed_exit_and_the_request_are_captured(watched):
     assert "exited with status 3" in watched["err"], watched["err"]
     assert len(captures_of(watched, "exit")) == 1, watched["captures"]
     assert len(captures_of(watched, "request")) == 1, watched["captures"]
-    assert "asked the watcher" in watched["ask"]
+    # Through the watcher's socket (DIR/watch.sock), as any user would.
+    assert f"the watcher: a capture of pid {watched['pid']} is asked" in watched["ask"], watched["ask"]
 
 
 def test_the_ring_stays_in_its_directory_and_bounds(watched):
@@ -257,6 +261,74 @@ def test_the_ring_stays_in_its_directory_and_bounds(watched):
     assert segments and os.path.exists(ring / "names.ltrace")
     assert sum(os.path.getsize(s) for s in segments) < 256 << 20
     assert not os.path.exists(watched["wdir"] / "watch.pid")  # gone with the watcher
+    assert not os.path.exists(watched["wdir"] / "watch.sock")
+
+
+NOBODY, OTHER = 65534, 65533  # two users without sudo (the second has no passwd entry: a uid is all it takes)
+
+
+def as_user(uid):
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
+def test_a_user_asks_the_watcher_about_their_own_jobs_only(tmp_path):
+    """The watcher runs as root; a user without sudo asks it through
+    DIR/watch.sock, and the kernel says who asks (SO_PEERCRED): a dump and a
+    capture of their own job are answered; root's job and another user's
+    are refused, one line and exit 18, and so is a capture of every
+    process."""
+    base = tempfile.mkdtemp(prefix="ltb-watch-")  # the users must reach it: pytest's tmp dirs are root's
+    os.chmod(base, 0o755)
+    wdir = os.path.join(base, "w")
+    loop = "import time\ndef spinning_here():\n    while True:\n        time.sleep(0.05)\n" \
+           "print('READY', flush=True)\nspinning_here()\n"
+    jobs, lt = {}, None
+    try:
+        for who, uid in (("mine", NOBODY), ("root", 0), ("other", OTHER)):
+            out = tmp_path / f"{who}.out"
+            jobs[who] = subprocess.Popen((as_user(uid) if uid else []) + ["/usr/bin/python3.11", "-c", loop],
+                                         stdout=open(out, "w"), stderr=subprocess.STDOUT, cwd="/")
+            wait_for(str(out), "READY", 60, jobs[who])
+        err = tmp_path / "lt.err"
+        lt = subprocess.Popen([LTRACE, "watch", "--dir", wdir, "-v", "--capture-before", "1s", "--capture-after", "1s"]
+                              + [a for j in jobs.values() for a in ("--pid", str(j.pid))],
+                              stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+        wait_for(str(err), "attached", 120, lt)
+
+        def ask(uid, *args):
+            return subprocess.run(as_user(uid) + [LTRACE, "watch", "--dir", wdir, *args], capture_output=True,
+                                  text=True, timeout=120, cwd="/")
+
+        mine = jobs["mine"].pid
+        r = ask(NOBODY, "--dump-now", "--pid", str(mine))
+        assert r.returncode == 0, r.stderr
+        assert "spinning_here" in r.stdout, r.stdout
+        r = ask(NOBODY, "--capture-now", "--pid", str(mine))
+        assert r.returncode == 0 and f"a capture of pid {mine} is asked" in r.stderr, r.stderr
+        wait_for(str(err), f"watch: request: pid {mine}", 60, lt)
+        for uid, job in ((NOBODY, "root"), (NOBODY, "other"), (OTHER, "mine")):
+            for what in ("--dump-now", "--capture-now"):
+                r = ask(uid, what, "--pid", str(jobs[job].pid))
+                assert r.returncode == 18, (uid, job, what, r.returncode, r.stderr)
+                assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+                assert "the process is not yours" in r.stderr, r.stderr
+        r = ask(NOBODY, "--capture-now")  # every process: root's and the admin group's to ask
+        assert r.returncode == 18 and "every process" in r.stderr, r.stderr
+        # Root may ask about anyone's.
+        r = subprocess.run([LTRACE, "watch", "--dir", wdir, "--dump-now", "--pid", str(jobs["other"].pid)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "spinning_here" in r.stdout, r.stderr
+        # Only the asked-for capture was made, of that job.
+        lt.send_signal(signal.SIGINT)
+        assert lt.wait(timeout=120) == 0, err.read_text()
+        caps = glob.glob(os.path.join(wdir, "captures", "*-request"))
+        assert len(caps) == 1 and f"-{mine}-" in os.path.basename(caps[0]), caps
+    finally:
+        if lt and lt.poll() is None:
+            lt.kill()
+        for j in jobs.values():
+            j.kill()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_the_systemd_unit_is_valid(tmp_path):

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "user/tracefile/trace_reader.h"
 #include "user/watch/flight_ring.h"
 #include "user/watch/metrics_server.h"
+#include "user/watch/request_server.h"
 #include "user/watch/straggler.h"
 #include "user/watch/triggers.h"
 #include "user/watch/watcher.h"
@@ -558,4 +560,63 @@ TEST(Triggers, AStragglerFiresAsItsKindAndIsRateLimited) {
   EXPECT_EQ(p.suppressed(TriggerKind::straggler), 1u);
   o.straggler = false;
   EXPECT_FALSE(TriggerPolicy(o).on_straggler(102, 5'000, 41, "off", 5'000));
+}
+
+// Who may ask the watcher's socket about a process: root, its owner, the
+// admin group's members; nobody else.
+TEST(RequestServer, OnlyTheOwnerRootOrTheAdminGroupMayAsk) {
+  EXPECT_EQ(request_refusal(1000, {1000}, 1000, static_cast<gid_t>(-1)), "");
+  EXPECT_EQ(request_refusal(0, {0}, 1000, static_cast<gid_t>(-1)), "");
+  EXPECT_EQ(request_refusal(1001, {1001, 27}, 1000, 27), "");
+  EXPECT_EQ(request_refusal(1001, {1001}, 1000, 27),
+            "the process is not yours (it runs as uid 1000, you are uid 1001)");
+  EXPECT_NE(request_refusal(1001, {1001}, 0, static_cast<gid_t>(-1)), "");  // root's job
+}
+
+// The protocol end to end, in process (as root: every request allowed): a
+// capture and a dump reach their handlers; a bad request, a process that
+// is not there and a planted file in the socket's place are one line each.
+TEST(RequestServer, RequestsReachTheirHandlersAndBadOnesAreOneLine) {
+  TempDir d;
+  const std::string path = d.path + "/watch.sock";
+  std::vector<pid_t> captures;
+  RequestServer::Handlers h;
+  h.capture = [&](pid_t pid) {
+    captures.push_back(pid);
+    return RequestServer::Answer{true, "asked", ""};
+  };
+  h.dump = [](pid_t pid) { return RequestServer::Answer{true, "dump", "thread " + std::to_string(pid) + "\n"}; };
+  {
+    RequestServer server(path, static_cast<gid_t>(-1), h);
+    const auto a = ask_watcher(path, "capture " + std::to_string(getpid()));
+    EXPECT_TRUE(a.ok);
+    EXPECT_EQ(a.line, "asked");
+    const auto b = ask_watcher(path, "dump " + std::to_string(getpid()));
+    EXPECT_EQ(b.body, "thread " + std::to_string(getpid()) + "\n");
+    try {
+      ask_watcher(path, "reboot 1");
+      ADD_FAILURE() << "a bad request was answered";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::io);
+      EXPECT_NE(std::string(e.what()).find("not a request"), std::string::npos) << e.what();
+    }
+    try {
+      ask_watcher(path, "dump 2147483000");
+      ADD_FAILURE() << "a missing process was dumped";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::no_such_process) << e.what();
+    }
+  }
+  EXPECT_EQ(captures, std::vector<pid_t>{getpid()});
+  EXPECT_FALSE(std::filesystem::exists(path));  // removed with the server
+  try {
+    ask_watcher(path, "capture 1");
+    ADD_FAILURE() << "no watcher, yet an answer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::io);
+  }
+  // A file someone put where the socket goes is not replaced.
+  { std::ofstream(path) << "mine"; }
+  EXPECT_THROW(RequestServer(path, static_cast<gid_t>(-1), h), Error);
+  EXPECT_TRUE(std::filesystem::is_regular_file(path));
 }

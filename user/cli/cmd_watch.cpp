@@ -8,8 +8,10 @@
 // --capture-now` asks a running watcher for a capture (SIGUSR1, with the
 // pid as the signal's value).
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -36,6 +39,7 @@
 #include "user/proc/procfs.h"
 #include "user/python/process_dump.h"
 #include "user/watch/metrics_server.h"
+#include "user/watch/request_server.h"
 #include "user/watch/watcher.h"
 
 namespace lt {
@@ -61,9 +65,27 @@ std::string pid_file(const Options& o) {
   return o.watch_dir + "/watch.pid";
 }
 
-// watch --capture-now: the watcher on DIR, told by its pid file; only an
+std::string socket_path(const Options& o) {
+  return o.watch_dir + "/watch.sock";
+}
+
+// watch --capture-now / --dump-now through the watcher's socket: any user,
+// about their own processes (the watcher checks who asks).
+int ask_by_socket(const Options& o) {
+  const pid_t pid = o.pids.empty() ? 0 : o.pids.front();
+  if (o.dump_now && !pid) throw Error(ExitCode::usage, "--dump-now needs --pid PID");
+  const auto a = ask_watcher(socket_path(o), std::string(o.dump_now ? "dump " : "capture ") + std::to_string(pid));
+  std::cout << a.body;
+  std::cerr << "ltrace-bpf: the watcher: " << a.line << "\n";
+  return 0;
+}
+
+// watch --capture-now: the watcher on DIR, through its socket; else (a
+// watcher without one) told by its pid file, with a signal (root); only an
 // ltrace-bpf process is signalled (a stale file names someone else).
 int ask_for_capture(const Options& o) {
+  struct stat st {};
+  if (o.dump_now || lstat(socket_path(o).c_str(), &st) == 0) return ask_by_socket(o);
   std::ifstream in(pid_file(o));
   long pid = 0;
   if (!(in >> pid) || pid <= 0)
@@ -166,7 +188,7 @@ AtTrigger threads_now(const Trigger& t) {
 }  // namespace
 
 void check_watch(Options& o) {
-  if (o.capture_now) return;
+  if (o.capture_now || o.dump_now) return;
   if (o.all && (!o.pids.empty() || !o.job_env.empty()))
     throw Error(ExitCode::usage, "--all takes every torch/Lightning process: --pid and --job-env do not apply");
   if (o.pids.empty() && o.job_env.empty()) o.all = true;
@@ -174,7 +196,7 @@ void check_watch(Options& o) {
 }
 
 int cmd_watch(Options& opts) {
-  if (opts.capture_now) return ask_for_capture(opts);
+  if (opts.capture_now || opts.dump_now) return ask_for_capture(opts);
   install_stop_signals(false);
   install_capture_signal();
   if (!opts.job_env.empty()) {
@@ -198,6 +220,32 @@ int cmd_watch(Options& opts) {
   const std::string me = std::to_string(getpid()) + "\n";
   if (write(pid_fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
     throw Error(ExitCode::io, "cannot write " + pid_file(opts));
+  // Requests from the socket (its own thread): captures go to the drain's
+  // tick, as a signal's do; dumps are answered there and then.
+  std::mutex asked_mutex;
+  std::vector<pid_t> asked_captures;
+  gid_t admin_gid = static_cast<gid_t>(-1);
+  if (!opts.admin_group.empty()) {
+    const group* g = getgrnam(opts.admin_group.c_str());
+    if (!g) throw Error(ExitCode::usage, "--admin-group: no group " + opts.admin_group);
+    admin_gid = g->gr_gid;
+  }
+  RequestServer::Handlers handlers;
+  handlers.capture = [&](pid_t pid) {
+    std::lock_guard lock(asked_mutex);
+    asked_captures.push_back(pid);
+    return RequestServer::Answer{true,
+                                 "a capture of " + (pid ? "pid " + std::to_string(pid) : std::string("every process")) +
+                                     " is asked; it lands in " + opts.watch_dir + "/captures",
+                                 ""};
+  };
+  handlers.dump = [](pid_t pid) {
+    proc::NativeNamer namer;
+    return RequestServer::Answer{true, "dump of pid " + std::to_string(pid),
+                                 dump_text(python::dump_process(pid, namer))};
+  };
+  RequestServer server(socket_path(opts), admin_gid, std::move(handlers));
+
   // Escalation: a trigger asks (from inside the drain: the sink or the
   // tick); the next tick escalates (an injection takes a while). It lasts
   // the capture's after-window from when it took effect (the op observer's
@@ -260,6 +308,10 @@ int cmd_watch(Options& opts) {
   std::uint64_t next_publish = 0;
   so.on_tick = [&](std::uint64_t now) {
     if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
+    {
+      std::lock_guard lock(asked_mutex);
+      for (pid_t pid : std::exchange(asked_captures, {})) watcher.request(pid, now);
+    }
     watcher.tick(now);
     escalation_tick(now);
     if (metrics && now >= next_publish) {

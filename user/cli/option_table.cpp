@@ -462,8 +462,17 @@ const OptionSpec kOptions[] = {
      o.max_per_day = static_cast<unsigned>(parse_long(v, 1, 100000, "--max-per-day: expected 1..100000"));
    }, .example = "5"},
   {.name = "capture-now", .commands = kWatch,
-   .help = "ask the watcher running on --dir for a capture now (of --pid PID, else of every process)",
+   .help = "ask the watcher running on --dir for a capture now (of --pid PID, else of every process); any "
+           "user may, of their own processes (through DIR/watch.sock)",
    .store = [](Options& o, const std::string&) { o.capture_now = true; }},
+  {.name = "dump-now", .commands = kWatch,
+   .help = "ask the watcher running on --dir for a dump of --pid PID (every thread's stack, as `dump` prints "
+           "it); any user may, of their own processes",
+   .store = [](Options& o, const std::string&) { o.dump_now = true; }},
+  {.name = "admin-group", .arg = "GROUP", .commands = kWatch,
+   .help = "watch: members of GROUP may ask the watcher's socket about any process (else each user about "
+           "their own; root about all)",
+   .store = [](Options& o, const std::string& v) { o.admin_group = v; }, .example = "wheel"},
   {.name = "vs", .arg = "B", .commands = command_bit(C::diff),
    .help = "diff: the traces before --vs are A's runs, B and those after it B's (several runs a side: the test is "
            "over runs, so that what differs between two runs of one job is in it)",

@@ -106,6 +106,8 @@ struct Options {
   double capture_before_s = 60, capture_after_s = 10;
   unsigned max_captures = 50, max_per_day = 20;
   bool capture_now = false;  // watch --capture-now: ask the running watcher for a capture
+  bool dump_now = false;     // watch --dump-now: ask it for a dump of --pid PID
+  std::string admin_group;   // watch: members may ask about any process (its socket)
   bool help = false, version = false;
 };
 

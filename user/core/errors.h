@@ -31,6 +31,8 @@ enum class ExitCode : int {
   target_exited = 16,
   // diff --fail-if-slower PCT: B's train step is significantly slower than A's, by PCT % or more.
   regression = 17,
+  // watch --capture-now / --dump-now: the watcher refused, the process is not the caller's.
+  refused = 18,
 };
 
 class Error : public std::runtime_error {
