@@ -7,6 +7,7 @@
 
 #include "user/text/code_points.h"
 #include "user/text/json_escape.h"
+#include "user/text/numbers.h"
 #include "user/text/utf8_text.h"
 
 namespace lt {
@@ -32,15 +33,11 @@ std::string esc(std::string_view s) {
 }
 
 std::string ms(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", s * 1e3);
-  return b;
+  return fixed(s * 1e3, 3);
 }
 
 std::string px(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f", v);
-  return b;
+  return fixed(v, 1);
 }
 
 // "fn (/a/b/file.py:12)" -> "fn (file.py:12)" for the label (the title

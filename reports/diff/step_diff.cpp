@@ -12,6 +12,7 @@
 #include "reports/aggregate/steps.h"
 #include "user/model/record_dispatch.h"
 #include "user/text/code_points.h"
+#include "user/text/numbers.h"
 #include "user/text/utf8_text.h"
 
 namespace lt {
@@ -204,15 +205,11 @@ DiffRow row(std::string what, DiffRow::Kind kind, const std::vector<double>& a, 
 }
 
 std::string ms(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", s * 1e3);
-  return b;
+  return fixed(s * 1e3, 3);
 }
 
 std::string signed_ms(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.3f", s * 1e3);
-  return b;
+  return signed_fixed(s * 1e3, 3);
 }
 
 // One number per run for a row: its typical time per train step there

@@ -355,34 +355,27 @@ LineSamples lines_of(const ActionsReport& rep, bool extra, bool keep_stacks = fa
   info.rate_hz = 100;
   info.flags = LT_SAMPLER_ON_CPU;
   feed(info);
-  lt_py_code_event code{};
-  code.hdr = {LT_EV_PY_CODE, sizeof code, 7, 7, 0, 0};
-  code.code = 0x1000;
-  code.first_line = 9;
-  std::strcpy(code.name, "training_step");
-  std::strcpy(code.file, "train.py");
-  feed(code);
-  lt_py_code_event main_code{};
-  main_code.hdr = {LT_EV_PY_CODE, sizeof main_code, 7, 7, 0, 0};
-  main_code.code = 0x2000;
-  main_code.first_line = 1;
-  std::strcpy(main_code.name, "main");
-  std::strcpy(main_code.file, "/src/run.py");
-  feed(main_code);
-  lt_py_line_event main_line{};
-  main_line.hdr = {LT_EV_PY_LINE, sizeof main_line, 7, 7, 0, 0};
-  main_line.code = 0x2000;
-  main_line.lasti = 5;
-  main_line.line = 5;
-  feed(main_line);
-  for (int line : {10, 12}) {
-    lt_py_line_event l{};
-    l.hdr = {LT_EV_PY_LINE, sizeof l, 7, 7, 0, 0};
-    l.code = 0x1000;
-    l.lasti = line;
-    l.line = line;
-    feed(l);
-  }
+  // A code object and the lines its samples name.
+  auto code = [&](std::uint64_t addr, int first_line, const char* name, const char* file,
+                  std::initializer_list<int> lines) {
+    lt_py_code_event c{};
+    c.hdr = {LT_EV_PY_CODE, sizeof c, 7, 7, 0, 0};
+    c.code = addr;
+    c.first_line = first_line;
+    std::strcpy(c.name, name);
+    std::strcpy(c.file, file);
+    feed(c);
+    for (int line : lines) {
+      lt_py_line_event l{};
+      l.hdr = {LT_EV_PY_LINE, sizeof l, 7, 7, 0, 0};
+      l.code = addr;
+      l.lasti = line;
+      l.line = line;
+      feed(l);
+    }
+  };
+  code(0x1000, 9, "training_step", "train.py", {10, 12});
+  code(0x2000, 1, "main", "/src/run.py", {5});
   const auto& p = rep.processes[0];
   for (const auto& iv : p.intervals) {
     if (p.actions[iv.action].name != "[Strategy]SingleDeviceStrategy.training_step") continue;

@@ -1430,6 +1430,18 @@ TEST(OpsSpans, ThreadsNestApart) {
 
 // A fit the op observer records, with aten::addmm (op 0) and aten::copy_
 // (op 1) named: the window tests' set-up and their one verdict.
+// A train batch (fetch, then the step, 10 ns long): the step's start.
+std::uint64_t short_train_batch(Lightning& l) {
+  l.whole("[_TrainingEpochLoop].train_dataloader_next");
+  l.begin("run_training_batch");
+  l.begin(kTrain);
+  const std::uint64_t in_step = l.t;
+  l.t += 10;
+  l.end();
+  l.end();
+  return in_step;
+}
+
 struct ObservedFit {
   Stream s;
   Lightning l{s};
@@ -1438,17 +1450,7 @@ struct ObservedFit {
     s.name(0, "aten::addmm");
     s.name(1, "aten::copy_");
   }
-  // A train batch (fetch, then the step, 10 ns long): the step's start.
-  std::uint64_t train_batch() {
-    l.whole("[_TrainingEpochLoop].train_dataloader_next");
-    l.begin("run_training_batch");
-    l.begin(kTrain);
-    const std::uint64_t in_step = l.t;
-    l.t += 10;
-    l.end();
-    l.end();
-    return in_step;
-  }
+  std::uint64_t train_batch() { return short_train_batch(l); }
   void expect_addmm_in_the_step_copy_outside() {
     auto rep = s.finish();
     ASSERT_EQ(rep.processes.size(), 1u);
@@ -1601,13 +1603,7 @@ TEST(OpsSpans, ProbesBeforeTheObserverMarkOnlyTheirTables) {
   before.depth = 1;
   before.flags = LT_OP_SPAN_HIDDEN;
   s.feed(before);
-  l.whole("[_TrainingEpochLoop].train_dataloader_next");
-  l.begin("run_training_batch");
-  l.begin(kTrain);
-  const std::uint64_t in_step = l.t;
-  l.t += 10;
-  l.end();
-  l.end();
+  const std::uint64_t in_step = short_train_batch(l);
   l.whole("[LightningModule]M.on_train_epoch_end");
   s.span(in_step + 1, in_step + 3, 2, 0, 1);
   auto rep = s.finish();
