@@ -370,4 +370,11 @@ long step_holding(const std::vector<StepRecord>& steps, std::uint64_t t) {
   return t <= it->end_ns ? static_cast<long>(it - steps.begin()) : -1;
 }
 
+std::optional<std::size_t> step_at(const std::vector<StepRecord>& steps, std::uint64_t ts) {
+  auto st = std::upper_bound(steps.begin(), steps.end(), ts,
+                             [](std::uint64_t t, const StepRecord& r) { return t < r.begin_ns; });
+  if (st == steps.begin() || ts >= std::prev(st)->end_ns) return std::nullopt;
+  return static_cast<std::size_t>(std::prev(st) - steps.begin());
+}
+
 }  // namespace lt

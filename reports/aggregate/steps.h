@@ -13,6 +13,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -66,6 +67,10 @@ std::array<StageSteps, 4> stages_of(const ProcessSteps& s);
 
 // `gpu`: kept slices (GpuAggregator(keep_slices)); null or none: no GPU parts.
 ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu = nullptr);
+
+// The step of `steps` (in time order, apart, as step_records gives them)
+// that `ts` fell in, if any.
+std::optional<std::size_t> step_at(const std::vector<StepRecord>& steps, std::uint64_t ts);
 
 // Order statistics of step durations (ns): nearest-rank percentiles, the
 // median absolute deviation, and the spike threshold: a step is a spike

@@ -19,10 +19,7 @@ void DiffFlameBuilder::add(int side, const ActionsReport& actions, const LineSam
     auto it = by_pid.find(p.meta.pid);
     if (it == by_pid.end() || train.empty()) continue;
     for (const LineSamples::Sample* s : it->second) {
-      // In a train step? (in time order, apart)
-      auto st = std::upper_bound(train.begin(), train.end(), s->ts_ns,
-                                 [](std::uint64_t t, const StepRecord& r) { return t < r.begin_ns; });
-      if (st == train.begin() || s->ts_ns >= std::prev(st)->end_ns) continue;
+      if (!step_at(train, s->ts_ns)) continue;  // not in a train step
       const auto w = static_cast<double>(samples.period_ns);
       ++samples_[side];
       Node* n = &root_;

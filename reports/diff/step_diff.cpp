@@ -28,14 +28,6 @@ struct Side {
   std::string no_ops, no_lines;                        // why this run has no op / line samples ("" it has)
 };
 
-// The step a time fell in, if any (train steps are in time order, apart).
-std::optional<std::size_t> step_of(const std::vector<StepRecord>& steps, std::uint64_t ts) {
-  auto st = std::upper_bound(steps.begin(), steps.end(), ts,
-                             [](std::uint64_t t, const StepRecord& r) { return t < r.begin_ns; });
-  if (st == steps.begin() || ts >= std::prev(st)->end_ns) return std::nullopt;
-  return static_cast<std::size_t>(std::prev(st) - steps.begin());
-}
-
 // Whether any train step overlaps [first, last] (steps in time order, apart).
 bool overlaps_a_step(const std::vector<StepRecord>& steps, std::uint64_t first, std::uint64_t last) {
   auto st = std::upper_bound(steps.begin(), steps.end(), last,
@@ -47,7 +39,7 @@ void collect_lines(const LineSamples& ls, std::uint32_t pid, const std::vector<S
                    std::size_t total, std::map<std::string, std::vector<double>>& to) {
   for (const auto& smp : ls.samples) {
     if (smp.pid != pid) continue;
-    const auto i = step_of(steps, smp.ts_ns);
+    const auto i = step_at(steps, smp.ts_ns);
     if (!i) continue;
     auto& v = to[ls.lines[smp.line]];
     v.resize(total, 0.0);
@@ -61,7 +53,7 @@ void collect_ops(const OpCalls& ops, std::uint32_t pid, const std::vector<StepRe
                  std::size_t total, std::map<std::string, std::vector<double>>& to) {
   for (const auto& c : ops.calls) {
     if (c.pid != pid) continue;
-    const auto i = step_of(steps, c.begin_ns);  // the step it began in
+    const auto i = step_at(steps, c.begin_ns);  // the step it began in
     if (!i) continue;
     const std::string& name = c.op < ops.names.size() && !ops.names[c.op].empty() ? ops.names[c.op] : "?";
     auto& v = to[name];

@@ -197,14 +197,6 @@ void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, st
 
 // Recompiles inside the train steps: each such compile's duration (Dynamo's
 // own), in the step it began in (`per_step`, ms), and the finding.
-// The step of `steps` (in time order, apart) that `ts` fell in, or -1.
-long step_at(const std::vector<StepRecord>& steps, std::uint64_t ts) {
-  auto st = std::upper_bound(steps.begin(), steps.end(), ts,
-                             [](std::uint64_t x, const StepRecord& r) { return x < r.begin_ns; });
-  if (st == steps.begin() || ts >= std::prev(st)->end_ns) return -1;
-  return std::prev(st) - steps.begin();
-}
-
 // Recompiles inside the train and validation steps: each one's duration
 // (Dynamo's own) in the train step it began in (`per_step`, ms) or in
 // `in_validation` (ms), so that the outliers and validation findings leave
@@ -220,9 +212,9 @@ void recompiles(const ProcessActions& p, const ProcessSteps& s, double total_ms,
     if (note.reason.empty() || note.start_ns <= 0 || note.duration_us < 0) continue;
     const auto ts = static_cast<std::uint64_t>(note.start_ns);
     const double d = static_cast<double>(note.duration_us) / 1e3;
-    if (const long i = step_at(t, ts); i >= 0)
-      per_step[static_cast<std::size_t>(i)] += d;
-    else if (step_at(s.validation, ts) >= 0)
+    if (const auto i = step_at(t, ts))
+      per_step[*i] += d;
+    else if (step_at(s.validation, ts))
       in_validation += d;
     else
       continue;

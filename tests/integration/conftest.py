@@ -1,5 +1,6 @@
 """Shared harness: start a real target, attach the real ltrace-bpf (real BPF
 on this kernel), release the target, collect everything."""
+import contextlib
 import glob
 import os
 import re
@@ -86,6 +87,21 @@ def wait_for(path_or_fn, pattern, timeout, proc=None):
             raise AssertionError(f"process exited early (rc={proc.returncode}) waiting for {pattern!r}: {text}")
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {pattern!r} in {path_or_fn}")
+
+
+@contextlib.contextmanager
+def logged_run(cmd, tmp_path, **kw):
+    """A command whose stdout and stderr go to tmp_path's `out` and `err`
+    files (for wait_for), killed if the test leaves before it ended; yields
+    (process, out path, err path)."""
+    out, err = tmp_path / "out", tmp_path / "err"
+    p = subprocess.Popen(cmd, stdout=open(out, "w"), stderr=open(err, "w"), **kw)
+    try:
+        yield p, out, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def chromium():

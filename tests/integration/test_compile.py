@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
+from conftest import LTRACE, VENV_PY, WORKLOADS, logged_run, wait_for
 from ops_table import merged, parse_ops_report
 
 COMPILED_MLP = os.path.join(WORKLOADS, "compiled_mlp.py")
@@ -173,17 +173,13 @@ def test_run_of_a_job_that_compiles_later_goes_back_to_the_probes(inductor_cache
     cache, _, _ = inductor_cache
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
     # The job compiles only once the observer took over (its start file).
-    start, out, err = tmp_path / "start", tmp_path / "out", tmp_path / "err"
-    p = subprocess.Popen([LTRACE, "run", "-v", "--no-gpu", "--report", "ops", "--row-limit", "-1", "--", VENV_PY,
-                          COMPILED_MLP, "--iters", "20", "--recompile", "20", "--start-file", str(start)],
-                         stdout=open(out, "w"), stderr=open(err, "w"), cwd=tmp_path, env=env)
-    try:
+    start = tmp_path / "start"
+    with logged_run([LTRACE, "run", "-v", "--no-gpu", "--report", "ops", "--row-limit", "-1", "--", VENV_PY,
+                     COMPILED_MLP, "--iters", "20", "--recompile", "20", "--start-file", str(start)],
+                    tmp_path, cwd=tmp_path, env=env) as (p, out, err):
         wait_for(str(err), "the op observer measures every call from here on", 300, p)
         start.touch()
         p.wait(timeout=600)
-    finally:
-        if p.poll() is None:
-            p.kill()
     r = subprocess.CompletedProcess(p.args, p.returncode, out.read_text(), err.read_text())
     assert r.returncode == 0, r.stderr[-3000:]
     assert "ops: torch.compile began: back to the op probes" in r.stderr, r.stderr[-3000:]

@@ -21,7 +21,7 @@ import pytest
 
 import containers
 import lightning_site
-from conftest import LTRACE, UNIT_TESTS, VENV_PY, WORKLOADS, parse_simple_report, pyenv_python, wait_for
+from conftest import LTRACE, UNIT_TESTS, VENV_PY, WORKLOADS, logged_run, parse_simple_report, pyenv_python, wait_for
 
 EARLY = os.path.join(WORKLOADS, "early_actions.py")
 RUNS = 10
@@ -324,20 +324,14 @@ def test_run_switches_from_the_op_probes_to_the_observer(tmp_path):
     within a second of the load, before most jobs run an op; its gate file
     (LTRACE_BPF_LATE_OBSERVER_GATE) holds it back until the first ops ran."""
     gate, go = tmp_path / "gate", tmp_path / "go"
-    out, err = tmp_path / "out", tmp_path / "err"
-    p = subprocess.Popen([LTRACE, "run", "-v", "--no-gpu", "--report", "ops", "--row-limit", "-1", "--", VENV_PY,
-                          os.path.join(WORKLOADS, "early_ops.py"), "--then-wait-file", str(go)],
-                         stdout=open(out, "w"), stderr=open(err, "w"), cwd=tmp_path,
-                         env=dict(os.environ, LTRACE_BPF_LATE_OBSERVER_GATE=str(gate)))
-    try:
+    with logged_run([LTRACE, "run", "-v", "--no-gpu", "--report", "ops", "--row-limit", "-1", "--", VENV_PY,
+                     os.path.join(WORKLOADS, "early_ops.py"), "--then-wait-file", str(go)],
+                    tmp_path, cwd=tmp_path, env=dict(os.environ, LTRACE_BPF_LATE_OBSERVER_GATE=str(gate))) as (p, out, err):
         wait_for(str(out), "OPS_DONE", 120, p)
         gate.touch()
         wait_for(str(err), "the op observer measures every call from here on", 120, p)
         go.touch()
         p.wait(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
     stdout, stderr = out.read_text(), err.read_text()
     assert p.returncode == 0, stderr[-3000:]
     assert "OPS_DONE 12.0" in stdout and "MORE_DONE 1.5" in stdout, stdout[-2000:]

@@ -75,14 +75,20 @@ struct Stream {
   }
 };
 
-// Every record of the stream into `steps`; the steps closed on the way.
-std::vector<LiveStep> feed(LiveSteps& steps, const Stream& st) {
-  std::vector<LiveStep> out;
+// Each record of the stream, with its header, to `sink(header, record)`.
+template <typename Sink>
+void each_record(const Stream& st, Sink&& sink) {
   for (const auto& r : st.records) {
     lt_event_header h;
     std::memcpy(&h, r.data(), sizeof h);
-    steps.add(h, r.data(), out);
+    sink(h, r.data());
   }
+}
+
+// Every record of the stream into `steps`; the steps closed on the way.
+std::vector<LiveStep> feed(LiveSteps& steps, const Stream& st) {
+  std::vector<LiveStep> out;
+  each_record(st, [&](const lt_event_header& h, const std::byte* p) { steps.add(h, p, out); });
   return out;
 }
 
@@ -354,11 +360,7 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   std::uint64_t t = 1000;
   for (int i = 0; i < 15; ++i) t = st.batch(t + 5, i == 13 ? 400 : 20);
   st.span("on_train_epoch_end", (t + 1) * ms, (t + 2) * ms);
-  for (const auto& r : st.records) {
-    lt_event_header h;
-    std::memcpy(&h, r.data(), sizeof h);
-    w.add(h, r.data());
-  }
+  each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
   w.tick((t + 2) * ms);
   EXPECT_EQ(w.captures(), 0u);  // its window is not over
   w.tick((t + 2) * ms + 2 * s);
@@ -398,11 +400,7 @@ TEST(Watcher, ASlowStepInAPendingCaptureJoinsIt) {
   Stream st;
   std::uint64_t t = 1000;
   for (int i = 0; i < 16; ++i) t = st.batch(t + 5, i == 13 || i == 14 ? 400 : 20);
-  for (const auto& r : st.records) {
-    lt_event_header h;
-    std::memcpy(&h, r.data(), sizeof h);
-    w.add(h, r.data());
-  }
+  each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
   w.tick(t * ms + 2 * s);
   w.finish(t * ms + 3 * s);
   const std::string err = testing::internal::GetCapturedStderr();
@@ -434,11 +432,7 @@ TEST(Watcher, ACapturesStepsAreNumberedAsTheJobsSteps) {
   Stream st;
   std::uint64_t t = 1000;
   for (int i = 0; i < 17; ++i) t = st.batch(t + 5, i == 13 ? 400 : 20);
-  for (const auto& r : st.records) {
-    lt_event_header h;
-    std::memcpy(&h, r.data(), sizeof h);
-    w.add(h, r.data());
-  }
+  each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
   w.tick(t * ms + 2 * s);
   w.finish(t * ms + 2 * s);
   testing::internal::GetCapturedStderr();

@@ -33,6 +33,13 @@ constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;
 // long after (a debugger; our holder lets go within its library wait):
 // the probes stay.
 constexpr std::uint64_t kLateWaitNs = 30'000'000'000;
+// LTRACE_GPU_WITHOUT_DRIVER: CUDA counts as in use with the runtime library
+// alone (machines without a GPU), as the GPU tracer takes it.
+bool without_driver() {
+  static const bool set = std::getenv("LTRACE_GPU_WITHOUT_DRIVER") != nullptr;
+  return set;
+}
+
 }  // namespace
 
 OpTracer::OpTracer(const TracerContext& ctx)
@@ -56,22 +63,26 @@ pid_t OpTracer::filter(pid_t pid) const {
 
 // A job probed from its torch's load has not started CUDA yet (the driver
 // loads at its first CUDA call): its torch has CUDA and this machine a GPU
-// driver (or LTRACE_GPU_WITHOUT_DRIVER, as the GPU tracer takes it).
+// driver.
 bool OpTracer::cuda_likely(pid_t pid) const {
-  static const bool without_driver = std::getenv("LTRACE_GPU_WITHOUT_DRIVER") != nullptr;
-  return ctx_.opts.gpu && (without_driver || access("/dev/nvidiactl", F_OK) == 0) &&
+  return ctx_.opts.gpu && (without_driver() || access("/dev/nvidiactl", F_OK) == 0) &&
          proc::find_mapped_library(pid, "libtorch_cuda.so");
+}
+
+// A DataLoader worker and the like: its parent's bridge came with the fork,
+// without a poll thread.
+bool OpTracer::fork_of_observed(pid_t pid) const {
+  const pid_t ppid = proc::read_ppid(pid);
+  return observer_->active(ppid) || observer_->pending(ppid);
 }
 
 std::string OpTracer::observer_unwanted(pid_t pid) const {
   if (!ctx_.opts.inject) return "--no-inject";
   if (ctx_.opts.shapes) return "--group-by-input-shapes reads the op arguments with the op probes";
   if (ctx_.opts.sources.memory) return "the memory columns charge allocations to the op probes' op stacks";
-  // CUDA in use as the GPU tracer counts it (LTRACE_GPU_WITHOUT_DRIVER: the
-  // runtime library alone, on machines without a GPU).
-  static const bool without_driver = std::getenv("LTRACE_GPU_WITHOUT_DRIVER") != nullptr;
+  // CUDA in use as the GPU tracer counts it.
   if (ctx_.opts.gpu && (proc::find_mapped_library(pid, "libcuda.so") ||
-                        (without_driver && proc::find_mapped_library(pid, "libcudart.so"))))
+                        (without_driver() && proc::find_mapped_library(pid, "libcudart.so"))))
     return "the CUDA columns join kernels to the op probes' op stacks";
   // torch.compile in use (a compile or a graph break on record; Lightning
   // imports Dynamo whether or not anything is compiled): inductor's kernels
@@ -111,9 +122,7 @@ bool OpTracer::attach(pid_t pid, pid_t pid_filter) {
     // A fork of an observed process (a DataLoader worker) inherits the
     // callback, disabled: its bridge has no poll thread.  Its own probes,
     // scoped to it, so the observed parent takes no trap per op.
-    const pid_t ppid = proc::read_ppid(pid);
-    const bool fork_of_observed = why.empty() && (observer_->active(ppid) || observer_->pending(ppid));
-    if (fork_of_observed) {
+    if (why.empty() && fork_of_observed(pid)) {
       why = "a fork of a process the op observer records";
       pid_filter = pid;
     }
@@ -164,12 +173,10 @@ void OpTracer::start_late(std::uint64_t now) {
       ++it;
       continue;
     }
-    const pid_t ppid = proc::read_ppid(pid);
-    std::string why = observer_->active(ppid) || observer_->pending(ppid)
-                          ? "a fork of a process the op observer records"
-                      : cuda_likely(pid) ? "torch with CUDA where a GPU driver is (CUDA starts later): the CUDA "
-                                           "columns join kernels to the op probes' op stacks"
-                                         : observer_unwanted(pid);
+    std::string why = fork_of_observed(pid) ? "a fork of a process the op observer records"
+                      : cuda_likely(pid)    ? "torch with CUDA where a GPU driver is (CUDA starts later): the CUDA "
+                                              "columns join kernels to the op probes' op stacks"
+                                            : observer_unwanted(pid);
     if (why.empty()) why = observer_->start(pid);
     if (why.empty()) {
       late_pending_.insert(pid);

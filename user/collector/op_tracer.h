@@ -66,6 +66,7 @@ class OpTracer final : public Tracer {
   // "" when pid's op times may come from the op observer, else why not.
   std::string observer_unwanted(pid_t pid) const;
   bool cuda_likely(pid_t pid) const;
+  bool fork_of_observed(pid_t pid) const;
   void settled(pid_t pid, const std::string& why);
   void settle_now(pid_t pid);  // waits for pid's handshake (the first attach)
   void start_late(std::uint64_t now);

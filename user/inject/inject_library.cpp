@@ -1,6 +1,5 @@
 #include "user/inject/inject_library.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -97,22 +96,10 @@ pid_t check_target(pid_t pid) {
   if (std::strtoull(st["SigIgn"].c_str(), nullptr, 16) & (1ull << (SIGSEGV - 1)))
     throw Error(ExitCode::unsupported, "process " + std::to_string(pid) + " ignores SIGSEGV; cannot inject");
   // Every thread: a debugger may trace only some of them.
-  auto tracer = [&](const std::string& status) -> std::string {
-    auto s = read_status(status);
-    return s["TracerPid"];
-  };
-  std::vector<std::string> statuses{base + "/status"};
-  if (DIR* d = opendir((base + "/task").c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') statuses.push_back(base + "/task/" + e->d_name + "/status");
-    closedir(d);
-  }
-  for (const auto& s : statuses) {
-    auto t = tracer(s);
-    if (!t.empty() && t != "0")
-      throw Error(ExitCode::unsupported, "process " + std::to_string(pid) + " is already traced by pid " + t +
-                                             " (another debugger/profiler is attached); detach it first");
-  }
+  if (const pid_t t = proc::traced_by(pid))
+    throw Error(ExitCode::unsupported, "process " + std::to_string(pid) + " is already traced by pid " +
+                                           std::to_string(t) +
+                                           " (another debugger/profiler is attached); detach it first");
 
   // The executable's ELF header says the architecture (/proc/PID/exe: the
   // file the process runs, whatever mount namespace it is in).
