@@ -49,6 +49,15 @@ struct {
 	__uint(max_entries, 8 * 1024 * 1024);
 } lt_events SEC(".maps");
 
+/* How every record is submitted to lt_events: 0, the kernel's adaptive
+ * notification.  A record wakes the reader only when the reader had read
+ * everything before it, so while the targets run the drain loop (which naps
+ * 20 ms after a read that found records, not waiting on the ring) is never
+ * woken by a record, and a target that waits costs us no timer: the first
+ * record after a quiet spell wakes the loop (user/collector/session.cpp,
+ * "Sleeping"). BPF_RB_NO_WAKEUP would need the loop to poll. */
+#define LT_RB_SUBMIT 0
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

@@ -100,7 +100,7 @@ int lt_comm_enter(struct pt_regs *ctx)
 	int stack = (t->flags & LT_TARGET_LAUNCH_STACKS) != 0;
 	if (stack)
 		e->flags |= LT_COMM_HAS_STACK;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	/* Right behind its COMM in the stream: user space pairs them by thread. */
 	if (stack)
 		emit_stack(0, LT_EV_COMM_STACK, t, 0);
@@ -144,7 +144,7 @@ int lt_comm_mark(struct pt_regs *ctx)
 	e->owner = owner;
 	e->what = what;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	return 0;
 }
 
@@ -189,7 +189,7 @@ static __always_inline void nccl_send(u8 fn, u64 comm, u64 stream, u64 count, s3
 	e->fn = fn;
 	e->dtype = dtype;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 }
 
 SEC("uprobe")

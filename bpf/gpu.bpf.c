@@ -53,7 +53,7 @@ static __always_inline int copy_body(u16 kind, u32 size, const void *src)
 		bpf_ringbuf_discard(e, 0);
 		return 0;
 	}
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	return 0;
 }
 
@@ -154,7 +154,7 @@ static __always_inline int emit_launch(struct pt_regs *ctx, const struct lt_targ
 			bpf_map_update_elem(&lt_launch_stack_last, &tid, &now, BPF_ANY);
 		}
 	}
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	/* Right behind its launch in the stream: user space pairs them by thread. */
 	if (stack)
 		emit_stack(0, LT_EV_GPU_LAUNCH_STACK, t, 0);

@@ -14,6 +14,11 @@
  * not ours.  Only a traced thread is signalled; if the tracer dies with
  * the signal pending, the kernel delivers it, and SIGURG's default action
  * is to ignore it.
+ *
+ * The same probe tells the drain loop of a load in a target that is not
+ * held but has probes waiting for a library (lt_lib_notify): one record in
+ * lt_lib_loads, and the waiting attaches are tried then instead of on a
+ * timer (user/collector/pending_attach.h).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -35,6 +40,21 @@ struct {
 	__type(value, s64);
 } lt_lib_waits SEC(".maps");
 
+/* tgid -> as lt_lib_waits, for targets whose waiting attaches are told of
+ * each load (whether or not they are also held) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, s64);
+} lt_lib_notify SEC(".maps");
+
+/* The drain loop's wake-up: the tgid of each load in an lt_lib_notify target. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} lt_lib_loads SEC(".maps");
+
 /* tid -> 1 for each SIGURG we sent (the holder takes the entry) */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -55,15 +75,25 @@ int lt_dl_debug_state(struct pt_regs *ctx)
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32, tid = (u32)id;
 	s64 *delta = bpf_map_lookup_elem(&lt_lib_waits, &tgid);
-	if (!delta)
+	s64 *notify = bpf_map_lookup_elem(&lt_lib_notify, &tgid);
+	s64 d;
+	if (delta) /* not `!delta && !notify`: the verifier refuses OR-ing two pointers */
+		d = *delta;
+	else if (notify)
+		d = *notify;
+	else
 		return 0;
-	if (*delta) {
+	if (d) {
 		/* At a uprobe's entry the IP is the probed address. */
 		int state = -1;
-		u64 at = PT_REGS_IP(ctx) + *delta + LT_R_STATE_OFFSET;
+		u64 at = PT_REGS_IP(ctx) + d + LT_R_STATE_OFFSET;
 		if (bpf_probe_read_user(&state, sizeof(state), (const void *)at) == 0 && state != LT_RT_CONSISTENT)
 			return 0; /* RT_ADD / RT_DELETE: nothing mapped yet, or going */
 	}
+	if (notify)
+		bpf_ringbuf_output(&lt_lib_loads, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
+	if (!delta)
+		return 0;
 	/* Only a traced thread stops at the signal: any other would get it, and
 	 * a program with a SIGURG handler would see a call it never asked for
 	 * (a load on a thread we do not trace, a hold already let go). */

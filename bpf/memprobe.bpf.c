@@ -107,7 +107,7 @@ int lt_mem_hook(struct pt_regs *ctx)
 	e->pad = 0;
 	e->depth = depth;
 	e->flags = flags;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	/* Right behind its MEM in the stream: user space pairs them by thread. */
 	if (stack)
 		emit_stack(0, LT_EV_MEM_STACK, t, 0);

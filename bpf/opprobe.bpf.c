@@ -39,7 +39,7 @@ static __noinline int emit_shapes(struct pt_regs *ctx, const struct lt_target *t
 		if (!bpf_probe_read_user(e->impl[i], sizeof(e->impl[i]), (void *)(impl + 8 * LT_SHAPE_FIRST_WORD)))
 			e->tensors |= 1u << i;
 	}
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	return 0;
 }
 
@@ -99,7 +99,7 @@ static __noinline int emit_region_code(struct pt_regs *ctx, const struct lt_targ
 	e->op = op;
 	e->code = code;
 	e->checksum = code ? code_checksum(code, &t->off) : 0;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	return 0;
 }
 
@@ -154,7 +154,7 @@ int lt_op_enter(struct pt_regs *ctx)
 	e->op = op;
 	e->depth = depth;
 	e->pad = 0;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	return 0;
 }
 

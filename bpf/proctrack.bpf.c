@@ -23,7 +23,7 @@ static __always_inline void emit_proc(u16 kind, u32 parent, u32 child, u32 exit_
 	e->exit_code = exit_code;
 	e->flags = flags;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 }
 
 SEC("tp_btf/sched_process_fork")

@@ -305,7 +305,7 @@ static __always_inline void emit_name_tails(u64 key, const struct name_view *n)
 			t->bytes = 0;
 			lt_count_read_fault(LT_EV_ACTION_NAME_TAIL);
 		}
-		bpf_ringbuf_submit(t, BPF_RB_NO_WAKEUP);
+		bpf_ringbuf_submit(t, LT_RB_SUBMIT);
 	}
 }
 
@@ -355,7 +355,7 @@ static __always_inline int on_profile_resume(u64 frame, const struct frame_view 
 		e->key = frame;
 		e->name_ptr = s;
 		read_name(e, &n);
-		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 		emit_origin(t, frame, LT_EV_ACTION_BEGIN, 1);
 		return 0;
 	}
@@ -364,7 +364,7 @@ static __always_inline int on_profile_resume(u64 frame, const struct frame_view 
 		return 0;
 	e->key = frame;
 	e->flags = throw ? LT_ACT_THROW : 0;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	return 0;
 }
 
@@ -413,7 +413,7 @@ static __always_inline int emit_module_call(const struct lt_target *t, u64 frame
 	e->code = code;
 	e->depth = depth;
 	e->pad = 0;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	return 0;
 }
 
@@ -481,7 +481,7 @@ int BPF_KPROBE(lt_next, u64 module, u64 args, u64 nargs)
 	if (!e)
 		return 0;
 	e->key = it;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	emit_origin(t, it, LT_EV_FETCH_BEGIN, 0);
 	return 0;
 }

@@ -133,7 +133,7 @@ static __always_inline void emit_origin(const struct lt_target *t, u64 key, u16 
 		e->depth = 0;
 		e->code = 0;
 	}
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 }
 
 /* The 1-based position from the thread's root, counted as the sampler

@@ -60,7 +60,7 @@ int BPF_PROG(lt_switch, bool preempt, struct task_struct *prev, struct task_stru
 		e->hdr.pid = next->tgid; /* the thread that runs again, not current */
 		e->hdr.tid = next_tid;
 		e->begin_ns = *began;
-		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	} else {
 		lt_count_ringbuf_drop_for(next->tgid, LT_EV_OFFCPU_END);
 	}

@@ -159,7 +159,7 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 	}
 	/* Slots past nframes hold an earlier sample's frames; user space
 	 * reads nframes and zeroes the rest before storing the record. */
-	if (bpf_ringbuf_output(&lt_events, e, sizeof(*e), BPF_RB_NO_WAKEUP))
+	if (bpf_ringbuf_output(&lt_events, e, sizeof(*e), LT_RB_SUBMIT))
 		lt_count_ringbuf_drop(e->hdr.kind);
 	return 0;
 }

@@ -70,6 +70,6 @@ int lt_xla_hook(struct pt_regs *ctx)
 	e->arg = arg;
 	e->site = (u32)site;
 	e->flags = flags;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	return 0;
 }

@@ -137,3 +137,37 @@ TEST(CollectorPendingAttach, OnePollerServesEveryTracer) {
   p.poll(300 * kMs, ours_all);
   EXPECT_EQ(calls.size(), 3u);
 }
+
+TEST(CollectorPendingAttach, ToldTargetsWaitForTheirLoadsAndTheBackstop) {
+  // A target whose loads are told is tried at each load, and by the poll
+  // only at the backstop; the others keep the interval.  next_due_ns()
+  // says when the poll next has work (the drain loop sleeps until then).
+  ScriptedAttach script;
+  script.ready_after = {{10, 100}, {20, 100}};
+  PendingAttach p(250 * kMs, std::ref(script));
+  p.add_tracer();
+  p.start_clock(0);
+  p.start(10);
+  p.start(20);
+  p.told(10, true);
+  EXPECT_EQ(p.next_due_ns(), 250 * kMs + 1);  // 20 is polled
+  p.poll(251 * kMs, ours_all);
+  ASSERT_EQ(script.calls.size(), 3u);
+  EXPECT_EQ(script.calls.back().first, 20);  // 10 is not polled
+  p.loaded(10);
+  ASSERT_EQ(script.calls.size(), 4u);
+  EXPECT_EQ(script.calls.back(), std::make_pair(pid_t{10}, false));
+  p.loaded(30);  // not waiting: nothing
+  EXPECT_EQ(script.calls.size(), 4u);
+
+  p.told(20, true);  // every waiting target told: only the backstop is due
+  EXPECT_EQ(p.next_due_ns(), PendingAttach::kBackstopNs + 1);
+  p.poll(600 * kMs, ours_all);
+  EXPECT_EQ(script.calls.size(), 4u);
+  // The backstop runs on its own clock, even right after an interval's retry.
+  p.poll(PendingAttach::kBackstopNs - 10 * kMs, ours_all);
+  p.poll(PendingAttach::kBackstopNs + 1, ours_all);
+  EXPECT_EQ(script.calls.size(), 6u);
+  EXPECT_EQ(p.next_due_ns(), 2 * PendingAttach::kBackstopNs + 2);
+  EXPECT_EQ(p.waiting_pids(), (std::vector<pid_t>{10, 20}));
+}

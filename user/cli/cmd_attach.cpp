@@ -133,6 +133,7 @@ int attach(Options& opts) {
   so.inject = opts.inject;
   so.launch_stacks = opts.launch_stacks;
   so.device_stats = opts.device_stats;
+  so.wake_fd = loop_wakeup_fd();  // a stop wakes the sleeping drain loop at once
   if (launch) so.on_attached = [&launch] { launch->release(); };
   if (launch && !launch->injected().empty()) so.preloaded_bridge = find_bridge_library();
   so.output_path = agent_out.trace_path;

@@ -51,6 +51,7 @@ std::atomic<pid_t> g_capture_pid{0};
 void on_capture_signal(int, siginfo_t* info, void*) {
   g_capture_pid.store(info && info->si_code == SI_QUEUE ? info->si_value.sival_int : 0);
   g_capture_asked.store(true);
+  wake_loop();
 }
 
 void install_capture_signal() {
@@ -232,8 +233,11 @@ int cmd_watch(Options& opts) {
   }
   RequestServer::Handlers handlers;
   handlers.capture = [&](pid_t pid) {
-    std::lock_guard lock(asked_mutex);
-    asked_captures.push_back(pid);
+    {
+      std::lock_guard lock(asked_mutex);
+      asked_captures.push_back(pid);
+    }
+    wake_loop();
     return RequestServer::Answer{true,
                                  "a capture of " + (pid ? "pid " + std::to_string(pid) : std::string("every process")) +
                                      " is asked; it lands in " + opts.watch_dir + "/captures",
@@ -319,6 +323,16 @@ int cmd_watch(Options& opts) {
       next_publish = now + 500'000'000;
     }
   };
+  // While no record comes, the loop wakes for these only (and once a
+  // second, which the stall checks need).
+  so.next_tick = [&](std::uint64_t now) {
+    std::uint64_t due = watcher.next_due_ns();
+    if (!escalate_next.empty()) return now;
+    for (const auto& [pid, until] : escalated_until) due = std::min(due, until ? until : now);  // 0: settling
+    if (metrics) due = std::min(due, next_publish);
+    return due;
+  };
+  so.wake_fd = loop_wakeup_fd();
   if (metrics)
     std::cerr << "ltrace-bpf: watch: metrics at http://" << opts.metrics_addr << "/metrics (port " << metrics->port()
               << ")\n";

@@ -466,6 +466,18 @@ void OpObserver::hand_over_to_probes(pid_t pid, std::uint64_t ns) {
   }
 }
 
+bool OpObserver::needs_polling(const std::function<bool(pid_t)>& sampled) const {
+  if (!pending_.empty()) return true;
+  for (const auto& [pid, b] : buffers_) {
+    if (b->probes_from != UINT64_MAX || !sampled(pid)) return true;
+    for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) {
+      const lt_obs_slot& s = *b->slot(i);
+      if (load_acquire(s.head) != s.tail) return true;  // a call still open ends on a thread that runs: sampled
+    }
+  }
+  return false;
+}
+
 bool OpObserver::active(pid_t pid) const {
   const auto it = buffers_.find(pid);
   return it != buffers_.end() && it->second->probes_from == UINT64_MAX;

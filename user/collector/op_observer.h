@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,11 @@ class OpObserver {
   // with "" (it records) or why not (nothing left raised).
   std::vector<std::pair<pid_t, std::string>> settle();
   bool pending(pid_t pid) const { return pending_.count(pid) != 0; }
+  // Whether the drain loop must look again at its next regular turn (~20
+  // ms) rather than sleep until a ring record: a handshake under way, a
+  // buffer handed over and not yet closed, calls written and not yet read, or a process recording whose thread running ops would
+  // not wake the loop (`sampled(pid)` false: no stack samples come from it).
+  bool needs_polling(const std::function<bool(pid_t)>& sampled) const;
   // Recording pid's calls (its handshake done, not handed over).
   bool active(pid_t pid) const;
   // pid's op probes stopped recording at `ns` (the observer began while

@@ -403,6 +403,19 @@ void OpTracer::tick(std::uint64_t now) {
   if (dynamo_scan_.due(now)) read_dynamo(now);
 }
 
+// Compiled code and Dynamo's records change only while the target runs:
+// their scans wait for records (they are overdue by then). What cannot
+// wait: a late switch (TracerPid looked at), and an observer whose calls
+// would otherwise sit unread. A thread running ops is on a CPU, so a
+// target whose stacks are sampled wakes the loop itself within a sample
+// period; below ~50 Hz that is longer than the loop's turn, so poll.
+std::uint64_t OpTracer::next_tick_ns(std::uint64_t /*now*/) const {
+  if (!late_.empty()) return kTickSoon;
+  // (A sample is sent with or without the thread's Python state.)
+  const bool wakes = ctx_.opts.sample_rate_hz >= 50;
+  return observer_ && observer_->needs_polling([wakes](pid_t) { return wakes; }) ? kTickSoon : kTickNever;
+}
+
 void OpTracer::attach_compiled() {
   for (auto it = attached_.begin(); it != attached_.end();) {
     const pid_t pid = *it;

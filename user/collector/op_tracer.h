@@ -51,6 +51,7 @@ class OpTracer final : public Tracer {
   std::string escalate(pid_t pid, bool on) override;
   bool holds_at_load() const override;
   void tick(std::uint64_t now) override;
+  std::uint64_t next_tick_ns(std::uint64_t now) const override;
   void last_look(std::uint64_t now) override;
   void flush(const std::function<bool()>& drain) override;
   void detach() override;

@@ -35,6 +35,9 @@ constexpr std::uint64_t kDrainNapNs = 20'000'000;        // a drain every 20 ms
 constexpr std::uint64_t kThreadStatesNs = 100'000'000;   // lt_tstates refreshed
 constexpr std::uint64_t kLivenessNs = 200'000'000;       // exits looked for by polling
 constexpr std::uint64_t kPendingAttachNs = 250'000'000;  // op / GPU probes retried
+// The longest sleep while no record comes: a backstop for what wakes
+// nothing (an exit record lost, a stop flag with no wake fd).
+constexpr std::uint64_t kQuietMaxNs = 1'000'000'000;
 
 // The retry interval; LTRACE_BPF_PENDING_ATTACH_MS sets another (the tests
 // make the poll too slow to win, so that only a hold can count early ops).
@@ -65,6 +68,23 @@ void wait_for_drain(int fd, int ms) {
   if (poll(&p, 1, ms) > 0 && (p.revents & POLLIN)) {
     std::uint64_t v;
     ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+  }
+}
+
+// Sleeps up to `ns`, or until one of `fds` (-1: none) is readable; the
+// first `eventfds` of them are read empty, the others (epoll fds of rings)
+// are left for their readers.
+template <std::size_t N>
+void wait_for_any(const int (&fds)[N], std::size_t eventfds, std::uint64_t ns) {
+  pollfd p[N];
+  for (std::size_t i = 0; i < N; ++i) p[i] = {fds[i], POLLIN, 0};
+  const int ms = static_cast<int>(std::min<std::uint64_t>((ns + 999'999) / 1'000'000, kQuietMaxNs / 1'000'000));
+  if (poll(p, N, ms) <= 0) return;
+  for (std::size_t i = 0; i < eventfds; ++i) {
+    if (!(p[i].revents & POLLIN)) continue;
+    std::uint64_t v;
+    ssize_t r = read(fds[i], &v, sizeof v);
     (void)r;
   }
 }
@@ -126,7 +146,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   // our priority where a real-time one is not allowed.
   raise_drain_priority();
   LibraryLoadFds loads;
-  if (libload_) loads = {libload_->wakeup_fd(), libload_->signalled_fd()};
+  if (libload_ && library_holds_) loads = {libload_->wakeup_fd(), libload_->signalled_fd()};
   holder_ =
       std::make_unique<TargetHolder>(actions_->wakeup_fd(), proctrack_->exec_wakeup_fd(), proctrack_->exec_skip_fd(),
                                      opts_.verbose, opts_.adopt_env, opts_.all, loads);
@@ -146,20 +166,37 @@ Trace Session::run(const std::atomic<bool>& stop) {
   const auto attached = monotonic_ns();
   const auto deadline = opts_.duration_s > 0 ? attached + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
   start_chores(monotonic_ns());
-  bool behind = false;
+  bool behind = false, quiet = false;
+  // Eventfds first (read empty on waking), then epoll fds (read by their owners).
+  const int wake_fds[] = {holder_->drain_fd(), opts_.wake_fd, ring_buffer__epoll_fd(ring.get()),
+                          libload_ ? libload_->loads_wait_fd() : -1};
   while (!stop.load()) {
-    // Producers never wake us (BPF_RB_NO_WAKEUP): a wakeup per event would
-    // put our thread on the target's CPU in the middle of its step.  We
-    // drain on a timer instead, at once again when behind, and at once when
-    // a target waits at its exit for us.
-    if (!behind) wait_for_drain(holder_->drain_fd(), static_cast<int>(kDrainNapNs / 1'000'000));
+    // Sleeping. While records come, the loop naps a turn (20 ms) between
+    // drains and no record wakes it: waking per record would put our thread
+    // on the target's CPU in the middle of its step. After a drain that
+    // found none (the targets wait), it sleeps until a record comes (the
+    // ring wakes its reader for the first record after a read: LT_RB_SUBMIT),
+    // a target waits at its exit for us, the wake fd (a stop, a capture
+    // asked for), or a chore is due: a tracer's, on_tick's, the pending
+    // attaches', --all's scan, the /proc samples, the file's flush, and
+    // once a second at the latest.
+    if (behind) {
+    } else if (quiet) {
+      const auto now = monotonic_ns();
+      const auto due = next_due(now, deadline);
+      if (due > now) wait_for_any(wake_fds, 2, due - now);
+    } else {
+      wait_for_drain(holder_->drain_fd(), static_cast<int>(kDrainNapNs / 1'000'000));
+    }
     const int n = drain(ring.get());
     behind = n > kBehindRecords;
+    quiet = n == 0;
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
     const auto now = do_chores();
     if (deadline && now >= deadline) break;
-    // Every target gone (--all waits for processes still to come).
-    if (liveness_.due(now) && !reap_exited() && !watcher_) break;
+    // Every target gone (--all waits for processes still to come). Quiet,
+    // the exit records wake us; the poll is a backstop for lost ones.
+    if ((quiet || liveness_.due(now)) && !reap_exited() && !watcher_) break;
   }
   for (auto& t : tracers_) t->last_look(monotonic_ns());
   detach(ring.get());
@@ -184,14 +221,18 @@ void Session::start_sources() {
   // A CPython held at its exec can wait, seized, for the libraries those
   // probes go on. Without it they are polled for, as for a running job
   // (LTRACE_BPF_NO_LIBRARY_HOLD=1 asks for that: bench/library_hold.py).
+  // The same source tells the loop of a running target's loads, so that
+  // the probes waiting for a library are tried then (not polled for).
   bool holds = !std::getenv("LTRACE_BPF_NO_LIBRARY_HOLD");
   bool wanted = false;
   for (const Tracer* t : library_tracers_) wanted |= t->holds_at_load();
-  if (holds && wanted) {
+  if (!library_tracers_.empty()) {
     try {
       libload_ = std::make_unique<LibLoadSource>();
+      library_holds_ = holds && wanted;
     } catch (const Error& e) {
-      if (opts_.verbose) std::fprintf(stderr, "ltrace-bpf: no holds at library loads: %s\n", e.what());
+      if (opts_.verbose)
+        std::fprintf(stderr, "ltrace-bpf: no holds at library loads, and they are polled for: %s\n", e.what());
     }
   }
 }
@@ -359,6 +400,25 @@ void Session::start_chores(std::uint64_t now) {
   pending_.start_clock(now);
 }
 
+// When the loop must run next while no record comes (see "Sleeping" in
+// run()): the earliest chore due, a second from now at the latest.
+// Forked children's keys still to prove, exec pairings and thread-state
+// refreshes need records first; the liveness poll waits for the second.
+std::uint64_t Session::next_due(std::uint64_t now, std::uint64_t deadline) const {
+  std::uint64_t due = now + kQuietMaxNs;
+  if (deadline) due = std::min(due, deadline);
+  const auto soon = now + kDrainNapNs;
+  const auto at = [&](std::uint64_t t) { due = std::min(due, t == Tracer::kTickSoon ? soon : t); };
+  for (const auto& t : tracers_) at(t->next_tick_ns(now));
+  at(pending_.next_due_ns());
+  if (watcher_) at(watch_.last_ns + watch_.period_ns + 1);
+  if (stats_sampler_) at(stats_sampler_->next_due_ns(true));
+  if (writer_) at(writer_->next_flush_ns());
+  if (!targets_.unproven().empty() || !exec_pairing_.empty() || !exec_candidates_.empty()) at(soon);
+  if (opts_.on_tick) at(opts_.next_tick ? opts_.next_tick(now) : soon);
+  return due;
+}
+
 // What the loop does between two drains, in this order: forked children's
 // thread-state keys, exec'd targets, the periodic chores, the trace file.
 // Returns the time it was done at.
@@ -367,6 +427,7 @@ std::uint64_t Session::do_chores() {
   auto now = monotonic_ns();
   adopt_execed(now);
   serve_library_loads(monotonic_ns());
+  tell_library_loads();
   now = monotonic_ns();
   if (thread_states_.due(now)) refresh_thread_states();
   if (watcher_ && watch_.due(now)) adopt_eligible();
@@ -420,7 +481,7 @@ bool Session::waits_for_library(pid_t pid) const {
 }
 
 bool Session::await_libraries(pid_t pid) {
-  if (!libload_ || !targets_.live_and_alive(pid) || !waits_for_library(pid)) return false;
+  if (!libload_ || !library_holds_ || !targets_.live_and_alive(pid) || !waits_for_library(pid)) return false;
   if (!libload_->watch(pid)) {
     if (opts_.verbose)
       std::fprintf(stderr, "ltrace-bpf: pid %d: its loader cannot be probed; its libraries are polled for\n", pid);
@@ -459,6 +520,34 @@ void Session::serve_library_loads(std::uint64_t now) {
     stop_awaiting(pid);
     holder_->library_load_done(pid, false);
   }
+}
+
+// Targets not held whose probes wait for a library: each load they make is
+// told (a probe on their loader), and the waiting attaches are tried then;
+// the poll only backs that up. A target whose loader cannot be probed is
+// polled for as before.
+void Session::tell_library_loads() {
+  if (!libload_) return;
+  for (pid_t pid : libload_->take_loads()) pending_.loaded(pid);
+  const auto waiting = pending_.waiting_pids();
+  for (pid_t pid : waiting) {
+    if (pending_.told(pid) || awaiting_libs_.count(pid) || untold_.count(pid)) continue;
+    if (libload_->notify(pid)) {
+      pending_.told(pid, true);
+    } else {
+      untold_.insert(pid);
+      if (opts_.verbose)
+        std::fprintf(stderr, "ltrace-bpf: pid %d: its loader cannot be probed; its libraries are polled for\n", pid);
+    }
+  }
+  for (auto it = untold_.begin(); it != untold_.end();)
+    it = std::find(waiting.begin(), waiting.end(), *it) == waiting.end() ? untold_.erase(it) : std::next(it);
+  const std::set<pid_t> told = pending_.told_pids();  // a copy: changed below
+  for (pid_t pid : told)
+    if (std::find(waiting.begin(), waiting.end(), pid) == waiting.end()) {
+      libload_->unnotify(pid);
+      pending_.told(pid, false);
+    }
 }
 
 // --all: a CPython held at its exec is adopted before anyone can know

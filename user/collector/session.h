@@ -112,6 +112,8 @@ class Session {
   void announce_attached(double bridge_ms);
   int drain(ring_buffer* rb);
   void start_chores(std::uint64_t now);
+  std::uint64_t next_due(std::uint64_t now, std::uint64_t deadline) const;  // the quiet loop's next wake
+  void tell_library_loads();
   std::uint64_t do_chores();  // between two drains; returns when
   void detach(ring_buffer* rb);
   void finish();
@@ -210,6 +212,8 @@ class Session {
   // null when no probe waits for a library or the source cannot load.
   // Declared before the holder, which reads its ring and map.
   std::unique_ptr<LibLoadSource> libload_;
+  bool library_holds_ = false;  // ...which also holds CPythons at their loads
+  std::set<pid_t> untold_;      // waiting targets whose loader cannot be probed: polled
   // Targets seized until their libraries load: pid -> since (ns).
   std::map<pid_t, std::uint64_t> awaiting_libs_;
   // Holds a CPython at its exec until its probes are in, and a finalizing

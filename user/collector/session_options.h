@@ -59,9 +59,18 @@ struct SessionOptions {
   // Sees every record as it arrives (the report aggregator), so a long
   // attach does not hold the stream in memory.
   std::function<void(const lt_event_header&, const std::byte*)> sink;
-  // Called between two drains, every ~20 ms (watch: its ring, triggers and
-  // captures), with the loop's clock (CLOCK_MONOTONIC ns).
+  // Called between two drains (watch: its ring, triggers and captures),
+  // with the loop's clock (CLOCK_MONOTONIC ns): every ~20 ms while records
+  // come; while none do, when next_tick says it has work next (absent: every
+  // ~20 ms still).
   std::function<void(std::uint64_t)> on_tick;
+  // When on_tick next has timed work (CLOCK_MONOTONIC ns; UINT64_MAX: none
+  // but what a record or a wake_fd brings).
+  std::function<std::uint64_t(std::uint64_t now)> next_tick;
+  // Readable (an eventfd) when the loop must run now: a stop signal, a
+  // capture asked for from another thread (user/cli/stop_signals.h). -1:
+  // none (the loop then wakes at least every second to look at `stop`).
+  int wake_fd = -1;
   // Called once every probe is live (run: lets the launched command go).
   std::function<void()> on_attached;
   // The cluster coordinator's clock server: measured at attach and at

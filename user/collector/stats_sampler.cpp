@@ -76,6 +76,12 @@ bool StatsSampler::poll(std::uint64_t now_ns) noexcept {
   return true;
 }
 
+std::uint64_t StatsSampler::next_due_ns(bool quiet) const {
+  constexpr std::uint64_t kQuietNs = 1'000'000'000;
+  const auto period_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(period_).count());
+  return quiet && period_ns < kQuietNs ? next_due_ + (kQuietNs - period_ns) : next_due_;
+}
+
 void StatsSampler::sample_now() noexcept {
   try {
     if (nvml_) {

@@ -48,6 +48,10 @@ class StatsSampler {
   bool poll(std::uint64_t now_ns) noexcept;  // tests: now given
   // Samples now, whatever the time.
   void sample_now() noexcept;
+  // When poll() samples next (CLOCK_MONOTONIC ns).  `quiet`: no record came
+  // of late (the targets wait): a second after the last sample at the
+  // earliest, since what a waiting process shows changes slowly.
+  std::uint64_t next_due_ns(bool quiet) const;
 
   std::chrono::milliseconds period() const { return period_; }
   int gpu_count() const { return nvml_ ? nvml_->device_count() : 0; }

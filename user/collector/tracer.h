@@ -103,6 +103,12 @@ class Tracer {
   virtual void observe(const lt_event_header&, std::span<const std::byte> /*record*/) {}
   // Between two drains.
   virtual void tick(std::uint64_t /*now*/) {}
+  // When tick() next has work the loop must wake for while no record comes
+  // (CLOCK_MONOTONIC ns): kTickSoon for the loop's next regular turn (~20
+  // ms), kTickNever when only a record can bring it any (while records come
+  // the loop ticks every turn anyway).
+  static constexpr std::uint64_t kTickSoon = 0, kTickNever = UINT64_MAX;
+  virtual std::uint64_t next_tick_ns(std::uint64_t /*now*/) const { return kTickNever; }
   // The drain loop ended; the targets are as they were.
   virtual void last_look(std::uint64_t /*now*/) {}
   // What is still in flight comes in (the GPU bridges flush CUPTI);

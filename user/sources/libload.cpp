@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <elf.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -65,6 +66,19 @@ LibLoadSource::LibLoadSource()
   if (!skel_) throw bpf_error("open libload", errno);
   if (multi_) expect_uprobe_multi(skel_->progs.lt_dl_debug_state);
   if (int err = lt_libload__load(skel_.get())) throw bpf_error("load libload", -err);
+  loads_ = ring_buffer__new(
+      bpf_map__fd(skel_->maps.lt_lib_loads),
+      [](void* ctx, void* data, std::size_t size) -> int {
+        std::uint32_t tgid;
+        if (size < sizeof tgid) return 0;
+        std::memcpy(&tgid, data, sizeof tgid);
+        auto& told = *static_cast<std::vector<pid_t>*>(ctx);
+        const auto pid = static_cast<pid_t>(tgid);
+        if (std::find(told.begin(), told.end(), pid) == told.end()) told.push_back(pid);
+        return 0;
+      },
+      &told_, nullptr);
+  if (!loads_) throw bpf_error("open the library loads' ring", errno);
   releaser_ = std::thread([this] { reap(); });
 }
 
@@ -72,6 +86,7 @@ LibLoadSource::~LibLoadSource() {
   for (auto& [pid, probe] : probes_) {
     const std::uint32_t key = static_cast<std::uint32_t>(pid);
     bpf_map_delete_elem(bpf_map__fd(skel_->maps.lt_lib_waits), &key);
+    bpf_map_delete_elem(bpf_map__fd(skel_->maps.lt_lib_notify), &key);
   }
   {
     std::lock_guard lock(mutex_);
@@ -79,44 +94,71 @@ LibLoadSource::~LibLoadSource() {
   }
   wake_.notify_all();
   releaser_.join();
+  ring_buffer__free(loads_);
 }
 
-bool LibLoadSource::watch(pid_t pid) {
-  if (probes_.count(pid)) return true;
-  const LoaderSite site = find_loader_site(pid);
-  if (site.open_path.empty()) return false;
-  Probe probe;
-  try {
-    if (multi_) {
-      probe.multi = attach_uprobe_multi(skel_->progs.lt_dl_debug_state, site.open_path, {site.offset}, {0}, pid,
-                                        "the loader's debugger hook");
-    } else {
-      LIBBPF_OPTS(bpf_uprobe_opts, opts);
-      probe.perf.reset(bpf_program__attach_uprobe_opts(skel_->progs.lt_dl_debug_state, pid, site.open_path.c_str(),
-                                                       site.offset, &opts));
-      if (!probe.perf) return false;
+// One probe per process, whatever it is there for: two links would run the
+// program twice per load (and signal a held thread twice).
+bool LibLoadSource::arm(pid_t pid, bool hold) {
+  auto it = probes_.find(pid);
+  if (it == probes_.end()) {
+    const LoaderSite site = find_loader_site(pid);
+    if (site.open_path.empty()) return false;
+    Probe probe;
+    probe.r_debug_delta = site.r_debug_delta;
+    try {
+      if (multi_) {
+        probe.multi = attach_uprobe_multi(skel_->progs.lt_dl_debug_state, site.open_path, {site.offset}, {0}, pid,
+                                          "the loader's debugger hook");
+      } else {
+        LIBBPF_OPTS(bpf_uprobe_opts, opts);
+        probe.perf.reset(bpf_program__attach_uprobe_opts(skel_->progs.lt_dl_debug_state, pid,
+                                                         site.open_path.c_str(), site.offset, &opts));
+        if (!probe.perf) return false;
+      }
+    } catch (const Error&) {
+      return false;  // its libraries are polled for
     }
-  } catch (const Error&) {
-    return false;  // not held for its libraries: they are polled for
+    it = probes_.emplace(pid, std::move(probe)).first;
   }
+  Probe& p = it->second;
+  if (hold ? p.hold : p.notify) return true;
   const std::uint32_t key = static_cast<std::uint32_t>(pid);
-  const std::int64_t delta = site.r_debug_delta;
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.lt_lib_waits), &key, &delta, BPF_ANY) != 0) return false;
-  probes_[pid] = std::move(probe);
+  const int map = bpf_map__fd(hold ? skel_->maps.lt_lib_waits : skel_->maps.lt_lib_notify);
+  if (bpf_map_update_elem(map, &key, &p.r_debug_delta, BPF_ANY) != 0) {
+    if (!p.hold && !p.notify) release(it);
+    return false;
+  }
+  (hold ? p.hold : p.notify) = true;
   return true;
 }
 
-void LibLoadSource::unwatch(pid_t pid) {
+void LibLoadSource::disarm(pid_t pid, bool hold) {
   auto it = probes_.find(pid);
-  if (it == probes_.end()) return;
+  if (it == probes_.end() || !(hold ? it->second.hold : it->second.notify)) return;
   const std::uint32_t key = static_cast<std::uint32_t>(pid);
-  bpf_map_delete_elem(bpf_map__fd(skel_->maps.lt_lib_waits), &key);
+  bpf_map_delete_elem(bpf_map__fd(hold ? skel_->maps.lt_lib_waits : skel_->maps.lt_lib_notify), &key);
+  (hold ? it->second.hold : it->second.notify) = false;
+  if (!it->second.hold && !it->second.notify) release(it);
+}
+
+void LibLoadSource::release(std::map<pid_t, Probe>::iterator it) {
   {
     std::lock_guard lock(mutex_);
     to_release_.push_back(std::move(it->second));
   }
   probes_.erase(it);
   wake_.notify_one();
+}
+
+int LibLoadSource::loads_wait_fd() const {
+  return ring_buffer__epoll_fd(loads_);
+}
+
+std::vector<pid_t> LibLoadSource::take_loads() {
+  told_.clear();
+  ring_buffer__consume(loads_);
+  return told_;
 }
 
 int LibLoadSource::wakeup_fd() const {

@@ -2,7 +2,9 @@
 // CPython's dynamic loader (_dl_debug_state), scoped to that process, that
 // stops its thread with a SIGURG once a dlopen's objects are mapped, so the
 // holder can put the probes on those libraries in before any of their code
-// runs (docs/design-exec-hold.md).
+// runs (docs/design-exec-hold.md).  The same probe, on a target that is
+// not held, tells the drain loop of each load (notify()), so that probes
+// waiting for a library are tried then, not on a timer.
 //
 // One probe per held process, not one per loader file for all: a probe on
 // every process mapping the loader costs each of them a breakpoint page
@@ -27,6 +29,7 @@
 #include "user/sources/bpf_owner.h"
 
 struct lt_libload;
+struct ring_buffer;
 
 namespace lt {
 
@@ -55,10 +58,24 @@ class LibLoadSource {
 
   // pid's library loads stop it from now on (while it is traced).  False
   // when its loader cannot be probed: it is then not held for them.
-  bool watch(pid_t pid);
+  bool watch(pid_t pid) { return arm(pid, true); }
   // No more: the gate closes at once; the probe is released off this thread.
-  void unwatch(pid_t pid);
-  bool watching(pid_t pid) const { return probes_.count(pid) != 0; }
+  void unwatch(pid_t pid) { disarm(pid, true); }
+  bool watching(pid_t pid) const {
+    auto it = probes_.find(pid);
+    return it != probes_.end() && it->second.hold;
+  }
+  // pid's library loads are told through loads_fd() (a ring of tgids) from
+  // now on, held or not.  False when its loader cannot be probed.
+  bool notify(pid_t pid) { return arm(pid, false); }
+  void unnotify(pid_t pid) { disarm(pid, false); }
+  bool notifying(pid_t pid) const {
+    auto it = probes_.find(pid);
+    return it != probes_.end() && it->second.notify;
+  }
+  // Readable (an epoll fd) when loads were told; take_loads() reads them.
+  int loads_wait_fd() const;
+  std::vector<pid_t> take_loads();  // each pid once, in the order told
 
   // For the holder: the ring of wake-ups (one per SIGURG sent) and the map
   // of threads signalled (tid -> 1; take an entry to know a SIGURG is ours).
@@ -69,10 +86,17 @@ class LibLoadSource {
   struct Probe {
     OwnedFd multi;  // a uprobe_multi link
     LinkPtr perf;   // or a perf-event uprobe (kernels without them)
+    std::int64_t r_debug_delta = 0;
+    bool hold = false, notify = false;  // what it is there for (lt_lib_waits, lt_lib_notify)
   };
+  bool arm(pid_t pid, bool hold);
+  void disarm(pid_t pid, bool hold);
+  void release(std::map<pid_t, Probe>::iterator it);
   void reap();  // the releasing thread
 
   SkeletonPtr<lt_libload> skel_;
+  ring_buffer* loads_ = nullptr;  // lt_lib_loads
+  std::vector<pid_t> told_;       // take_loads()' scratch
   bool multi_;
   std::map<pid_t, Probe> probes_;
   std::mutex mutex_;

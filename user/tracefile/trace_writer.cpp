@@ -82,6 +82,10 @@ void TraceWriter::maybe_flush(std::uint64_t now_ns) {
   if (now_ns - last_flush_ns_ >= kFlushNs) flush();
 }
 
+std::uint64_t TraceWriter::next_flush_ns() const {
+  return pending_.empty() ? UINT64_MAX : last_flush_ns_ + kFlushNs;
+}
+
 void TraceWriter::flush() {
   last_flush_ns_ = clock_ns(CLOCK_MONOTONIC);
   if (pending_.empty()) return;

@@ -22,6 +22,8 @@ class TraceWriter {
   void append(const void* record, std::size_t size);
   // Writes a chunk if a second has passed since the last one.
   void maybe_flush(std::uint64_t now_monotonic_ns);
+  // When maybe_flush() next writes (UINT64_MAX: nothing pending).
+  std::uint64_t next_flush_ns() const;
   void flush();
   // Flushes and fsyncs; further appends are errors.
   void close();

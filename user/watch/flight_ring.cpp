@@ -105,6 +105,13 @@ void FlightRing::tick(std::uint64_t now_ns) {
   drop_old(now_ns);
 }
 
+std::uint64_t FlightRing::next_due_ns() const {
+  std::uint64_t due = names_->next_flush_ns();
+  if (writer_) due = std::min({due, cur_started_ns_ + segment_length(o_), writer_->next_flush_ns()});
+  if (!done_.empty()) due = std::min(due, done_.front().last_ns + o_.keep_ns + 1);
+  return due;
+}
+
 void FlightRing::drop_old(std::uint64_t now_ns) {
   const std::uint64_t current = writer_ ? writer_->bytes_written() : 0;
   std::uint64_t total = current;

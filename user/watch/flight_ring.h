@@ -42,6 +42,9 @@ class FlightRing {
   // Starts a new segment when the current one is old enough, drops the
   // oldest past --keep or --keep-bytes, and writes what waits each second.
   void tick(std::uint64_t now_ns);
+  // When tick() next has work: a segment to end, a chunk to flush, the
+  // oldest segment past --keep (UINT64_MAX: none).
+  std::uint64_t next_due_ns() const;
   // The window [from, to] as one trace file at `path` (owner-only); returns
   // its records. Throws lt::Error(io | unsafe_output).
   // `frame`: records of the window's own (STEP_BASE), after its opening WINDOW.

@@ -259,6 +259,13 @@ std::string Watcher::capture_name(const Trigger& t, int rank) const {
   return unique;
 }
 
+std::uint64_t Watcher::next_due_ns() const {
+  std::uint64_t due = ring_.next_due_ns();
+  for (const auto& c : pending_) due = std::min(due, c.to_ns);
+  if (!renders_.empty()) due = std::min(due, now_ns_ + 100'000'000);  // joined once done
+  return due;
+}
+
 void Watcher::tick(std::uint64_t now_ns) {
   now_ns_ = now_ns;
   join_renders(false);

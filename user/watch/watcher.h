@@ -82,6 +82,10 @@ class Watcher {
   void add(const lt_event_header& h, const std::byte* record);
   // Between drains: the ring's upkeep, stalls, captures whose window ended.
   void tick(std::uint64_t now_ns);
+  // When tick() next has timed work besides its stall checks (which the
+  // drain loop's once-a-second wake covers): the ring's upkeep, a capture's
+  // window ending.
+  std::uint64_t next_due_ns() const;
   // watch --capture-now / SIGUSR1: pid 0 means every process watched.
   void request(pid_t pid, std::uint64_t now_ns);
   // The watch ends: steps still open closed, every capture waiting written
