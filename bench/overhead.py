@@ -8,6 +8,11 @@ Prints steady-state steps/s (median of reps), overhead vs none, the ratio of
 our overhead to SimpleProfiler's, and ltrace-bpf's attach latency.
 
 usage: .venv/bin/python bench/overhead.py [--reps 3] [--markdown docs/benchmarks.md]
+       .venv/bin/python bench/overhead.py --in-run [bench/inrun_ab.py's options]
+
+Separate runs cannot show 1 %: consecutive runs with nothing attached vary
+from 13 to 18 steps/s here. --in-run attaches and detaches in turn within
+one job instead, with a confidence interval (bench/inrun_ab.py).
 """
 import argparse
 import glob
@@ -77,6 +82,11 @@ def run(cmd, env, mode):
 
 
 def main():
+    if "--in-run" in sys.argv[1:]:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import inrun_ab
+
+        return inrun_ab.main([a for a in sys.argv[1:] if a != "--in-run"])
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--markdown")

@@ -668,6 +668,18 @@ struct lt_offcpu_end_event {
 	u64 begin_ns; /* its OFFCPU_BEGIN time */
 };
 
+/* PY_GC: one garbage collection of CPython's cyclic collector, from its
+ * USDT probes python:gc__start and python:gc__done (pygc source; CPythons
+ * built with --with-dtrace: Debian's, Ubuntu's, Fedora's).  hdr.ts_ns is
+ * its end, on the thread that collected. */
+struct lt_py_gc_event {
+	struct lt_event_header hdr;
+	u64 begin_ns;  /* gc__start */
+	s64 collected; /* gc__done's argument: objects found unreachable (-1: the collection failed) */
+	s32 generation; /* 0, 1 or 2 (gc__start's argument) */
+	u32 pad;
+};
+
 /* PY_CODE (user space): what a code object is.  Keyed by
  * (hdr.pid, code, checksum); written before the first sample using it. */
 #define LT_CODE_NAME_MAX 128
@@ -984,6 +996,7 @@ struct lt_py_offsets {
 #define LT_TARGET_MODULES 0x1000u     /* send its nn.Module calls (MODULE_CALL, eval-frame probe) */
 #define LT_TARGET_XLA 0x2000u	      /* take its torch_xla runtime calls (xlaprobe) */
 #define LT_TARGET_FORKS_OPS 0x4000u   /* its ops are the op observer's: its forks' entries get OPS | SAMPLE */
+#define LT_TARGET_GC 0x8000u	      /* take its garbage collections (pygc) */
 
 struct lt_target {
 	struct lt_py_offsets off;

@@ -303,6 +303,13 @@ LT_SIZE(lt_offcpu_end_event, 32);
 LT_OFFSET(lt_offcpu_end_event, hdr, 0);
 LT_OFFSET(lt_offcpu_end_event, begin_ns, 24);
 
+LT_SIZE(lt_py_gc_event, 48);
+LT_OFFSET(lt_py_gc_event, hdr, 0);
+LT_OFFSET(lt_py_gc_event, begin_ns, 24);
+LT_OFFSET(lt_py_gc_event, collected, 32);
+LT_OFFSET(lt_py_gc_event, generation, 40);
+LT_OFFSET(lt_py_gc_event, pad, 44);
+
 LT_SIZE(lt_py_code_event, 432);
 LT_OFFSET(lt_py_code_event, hdr, 0);
 LT_OFFSET(lt_py_code_event, code, 24);

@@ -142,6 +142,9 @@ void dump_events(const Trace& trace, std::ostream& to) {
                   << " reference=" << std::string(cs.reference, strnlen(cs.reference, sizeof cs.reference));
             },
             [&](const lt_event_header&, const lt_offcpu_end_event& oe) { out << " began=" << oe.begin_ns; },
+            [&](const lt_event_header&, const lt_py_gc_event& g) {
+              out << " began=" << g.begin_ns << " generation=" << g.generation << " collected=" << g.collected;
+            },
             [&](const lt_event_header&, const lt_py_code_event& pc) {
               out << " code=0x" << std::hex << pc.code << std::dec << " sum=" << pc.checksum << " flags=" << pc.flags
                   << " first_line=" << pc.first_line

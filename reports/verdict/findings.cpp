@@ -245,8 +245,48 @@ void recompiles(const ProcessActions& p, const ProcessSteps& s, double total_ms,
        "each failed guard"});
 }
 
+// Garbage collections inside the train steps (the pygc probes' pauses,
+// each clipped to its step): that time per step, and each step's share
+// (`in_step`: not also an outlier's excess).
+void gc_pauses(const ProcessActions& p, const ProcessSteps& s, double total_ms, const std::vector<GcPause>& g,
+               std::vector<double>& in_step, std::vector<Finding>& out) {
+  const auto& t = s.train;
+  std::size_t from = 0;
+  double ms = 0;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    in_step[i] = gc_ns_within(g, from, t[i].begin_ns, t[i].end_ns) / 1e6;
+    ms += in_step[i];
+  }
+  if (ms / total_ms < kGc) return;
+  std::array<std::size_t, 3> by_gen{};
+  std::size_t count = 0;
+  const GcPause* longest = nullptr;
+  std::size_t k = 0;
+  for (const auto& x : g) {
+    while (k < t.size() && t[k].end_ns <= x.begin_ns) ++k;
+    if (k == t.size()) break;
+    if (x.end_ns <= t[k].begin_ns) continue;  // between two steps
+    ++count;
+    ++by_gen[static_cast<std::size_t>(std::clamp(x.generation, 0, 2))];
+    if (!longest || x.end_ns - x.begin_ns > longest->end_ns - longest->begin_ns) longest = &x;
+  }
+  const double n = static_cast<double>(t.size());
+  out.push_back({"gc", p.meta.pid, ms / n, ms / total_ms,
+                 std::to_string(count) + " garbage collections inside the train steps took " + msf(ms) + " (" +
+                     pct(ms / total_ms) + " of the steps' time; measured by CPython's gc probes): generation 0 " +
+                     std::to_string(by_gen[0]) + "x, 1 " + std::to_string(by_gen[1]) + "x, 2 " +
+                     std::to_string(by_gen[2]) + "x" +
+                     (longest ? "; the longest " + msf((longest->end_ns - longest->begin_ns) / 1e6) + " (generation " +
+                                    std::to_string(longest->generation) + ", " + std::to_string(longest->collected) +
+                                    " objects unreachable)"
+                              : ""),
+                 "gc.freeze() once the model and data are built (the collector stops scanning them), fewer reference "
+                 "cycles made per step (gc.set_debug(gc.DEBUG_SAVEALL) keeps them to look at), or a higher "
+                 "gc.set_threshold() (generation 0 runs every 700 net allocations by default)"});
+}
+
 void process_findings(const ProcessActions& p, const ProcessSteps& s, const ProcessDeviceStats* stats,
-                      const CompilesProcess* compiles, std::vector<Finding>& out) {
+                      const CompilesProcess* compiles, const std::vector<GcPause>* gc, std::vector<Finding>& out) {
   const auto& t = s.train;
   if (t.size() < 5) return;  // too few steps to say anything
   double total = 0;
@@ -295,9 +335,12 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   std::vector<double> in_step_compiles(t.size(), 0.0);
   double val_compiles = 0;
   if (compiles) recompiles(p, s, total, *compiles, in_step_compiles, val_compiles, out);
+  std::vector<double> in_step_gc(t.size(), 0.0);
+  if (gc) gc_pauses(p, s, total, *gc, in_step_gc, out);
   // Outliers: past the run's own spread, robustly (MAD), and past 1.5x;
   // a step's checkpoint save is not its excess (the checkpoints finding's).
-  for (std::size_t i = 0; i < t.size(); ++i) durations[i] -= in_step_checkpoints[i] + in_step_compiles[i];
+  for (std::size_t i = 0; i < t.size(); ++i)
+    durations[i] -= in_step_checkpoints[i] + in_step_compiles[i] + in_step_gc[i];
   const double med = median(durations);
   std::vector<double> dev;
   for (double d : durations) dev.push_back(std::fabs(d - med));
@@ -479,7 +522,7 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
 }  // namespace
 
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm,
-                                 const CompilesReport* compiles) {
+                                 const CompilesReport* compiles, const GcReport* gc) {
   std::vector<Finding> out;
   std::vector<Blocked> blocked;
   // Each process's steps, found once (the straggler reads them again).
@@ -494,7 +537,10 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
     const CompilesProcess* compiled = nullptr;
     if (compiles)
       if (auto c = compiles->procs.find(p.meta.pid); c != compiles->procs.end()) compiled = &c->second;
-    process_findings(p, ps, mine, compiled, out);
+    const std::vector<GcPause>* pauses = nullptr;
+    if (gc)
+      if (auto g = gc->procs.find(p.meta.pid); g != gc->procs.end()) pauses = &g->second;
+    process_findings(p, ps, mine, compiled, pauses, out);
     if (comm)
       for (const auto& c : comm->processes)
         if (c.pid == p.meta.pid)

@@ -38,6 +38,11 @@
 //                 train step; the most frequent reason and the graph breaks
 //                 as evidence. That time is not also a step's outlier excess
 //                 nor validation's.
+//   gc            CPython's garbage collections (the pygc probes: CPythons
+//                 built with their USDT probes) inside the train steps, each
+//                 clipped to its step, >= 5 % of the steps' time: that time
+//                 per step, by generation, the longest as evidence. Not also
+//                 a step's outlier excess.
 //   straggler     of the processes of one report (ranks under --children),
 //                 the one waiting least, when another is collective-bound
 //                 and waits over twice as long: the rank the others wait
@@ -52,6 +57,7 @@
 #include "reports/aggregate/comm.h"
 #include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
+#include "reports/aggregate/gc.h"
 
 namespace lt {
 
@@ -67,14 +73,16 @@ struct Finding {
 inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
-inline constexpr double kContention = 0.15, kCollective = 0.15, kRecompiles = 0.05;
+inline constexpr double kContention = 0.15, kCollective = 0.15, kRecompiles = 0.05, kGc = 0.05;
 
 // Ranked: most step time at stake first.
 // `stats`: the /proc samples, when recorded (--device-stats, watch).
 // `comm`: the c10d probes' calls and waits, when recorded.
 // `compiles`: torch.compile's regions and Dynamo's records (with --report ops).
+// `gc`: the garbage collections, when recorded (the verdict asks for them).
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats = nullptr,
-                                 const CommReport* comm = nullptr, const CompilesReport* compiles = nullptr);
+                                 const CommReport* comm = nullptr, const CompilesReport* compiles = nullptr,
+                                 const GcReport* gc = nullptr);
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
 
 }  // namespace lt

@@ -3,8 +3,9 @@ three times (tests/workloads/watch_job.py under `ltrace-bpf run -o`), twice
 alike and once with each step 25 % longer, and a fit whose samples are slow
 to load (train_lightning.py --data-delay). The slower one fails a
 regression gate and names the part that moved; the alike ones pass it; the
-healthy fit has no finding, the slow loader's is input-bound first, and a
-fit that saves a 32 MiB checkpoint every 5 steps has checkpoints first."""
+healthy fit has no finding, the slow loader's is input-bound first, a fit
+that saves a 32 MiB checkpoint every 5 steps has checkpoints first, and one
+that calls gc.collect() in every step has gc first."""
 import json
 import os
 import re
@@ -22,8 +23,9 @@ def record(tmp, name, step_s, *extra):
     out = tmp / f"{name}.ltrace"
     # --wait-file names a file that exists: the job does not wait.
     # --device-stats: /proc samples, so that the healthy fit's verdict also
-    # says its memory does not grow.
-    r = subprocess.run([LTRACE, "run", "-o", str(out), "--device-stats", "--", VENV_PY,
+    # says its memory does not grow; --report verdict: its sources too
+    # (collectives, garbage collections), so every finding is judged.
+    r = subprocess.run([LTRACE, "run", "-o", str(out), "--device-stats", "--report", "simple,verdict", "--", VENV_PY,
                         os.path.join(WORKLOADS, "watch_job.py"),
                         "--wait-file", "/", "--steps", str(STEPS), "--step-s", str(step_s), *extra],
                        capture_output=True, text=True, timeout=600)
@@ -44,12 +46,16 @@ def traces(tmp_path_factory):
     ckpt, saves = record(tmp, "ckpt", 0.02, "--ckpt-every", "5", "--ckpt-mb", "32")
     # A real model, healthy: Lightning's demo Transformer on random tokens.
     transformer = tmp / "transformer.ltrace"
-    r = subprocess.run([LTRACE, "run", "-o", str(transformer), "--device-stats", "--", VENV_PY,
+    r = subprocess.run([LTRACE, "run", "-o", str(transformer), "--device-stats", "--report", "simple,verdict", "--",
+                        VENV_PY,
                         os.path.join(WORKLOADS, "transformer_fit.py"), "--wait-file", "/", "--steps", "40"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
+    # gc.collect() in every step, over 300,000 live dicts.
+    gc_trace, gc_job = record(tmp, "gc", 0.02, "--gc-collect", "--gc-heap", "300000")
     return {"a": record(tmp, "a", 0.02), "a2": record(tmp, "a2", 0.02), "slow": record(tmp, "slow", 0.025),
-            "loader": str(loader), "ckpt": ckpt, "ckpt_saves": saves, "transformer": str(transformer)}
+            "loader": str(loader), "ckpt": ckpt, "ckpt_saves": saves, "transformer": str(transformer),
+            "gc": gc_trace, "gc_job": gc_job}
 
 
 def record_observed(tmp, name, *extra):
@@ -195,6 +201,22 @@ def test_checkpoints_every_few_steps_rank_first_with_their_time(traces):
     assert saves["saves"] == STEPS // 5, saves
     measured = saves["ckpt_s"] * 1e3 / STEPS
     assert measured * 0.95 <= at_stake <= measured * 1.1 + 0.2, (at_stake, measured, out)
+
+
+def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces):
+    """A training_step that calls gc.collect() over 300,000 live objects:
+    the gc finding (CPython's gc__start/gc__done probes) ranks first, at
+    the time the job measured around its calls (the automatic collections
+    inside its steps add a little)."""
+    out = verdict(traces["gc"])
+    first = out.splitlines()[1]
+    assert first.strip().startswith("1. gc"), out
+    at_stake = float(re.search(r"gc \(pid \d+\): ([0-9.]+) ms per train step", out).group(1))
+    job = traces["gc_job"]
+    assert job["gc_calls"] == STEPS, job
+    measured = job["gc_s"] * 1e3 / STEPS
+    assert measured * 0.9 <= at_stake <= measured * 1.1 + 0.2, (at_stake, measured, out)
+    assert re.search(r"generation 0 \d+x, 1 \d+x, 2 (\d+)x", out).group(1) != "0", out
 
 
 def test_cpu_contention_ranks_first_with_its_share(tmp_path):

@@ -26,6 +26,7 @@ TEST(TracerCatalogue, EachEntryIsWantedByItsOwnOptionOnly) {
       {"memory", [](SessionOptions& o) { o.sources.memory = true; }},
       {"comm", [](SessionOptions& o) { o.sources.comm = true; }},
       {"XLA", [](SessionOptions& o) { o.sources.xla = true; }},
+      {"GC", [](SessionOptions& o) { o.sources.gc = true; }},
       {"stacks", [](SessionOptions& o) { o.sample_rate_hz = 99; }},
       {"stacks", [](SessionOptions& o) { o.off_cpu = true; }},
       {"stacks", [](SessionOptions& o) { o.launch_stacks = true; }},
@@ -44,7 +45,7 @@ TEST(TracerCatalogue, EachEntryIsWantedByItsOwnOptionOnly) {
       if (e.wanted(o)) wanted.push_back(e.name);
     EXPECT_EQ(wanted, std::vector<std::string_view>{name});
   }
-  EXPECT_EQ(names.size(), 6u);
+  EXPECT_EQ(names.size(), 7u);
   // The op tracer comes first: the others join its op stacks.
   EXPECT_EQ(tracer_catalogue().front().name, "ops");
 }

@@ -2,6 +2,7 @@
 // ranked first with about the provoked share; a healthy fit raises none.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "reports/aggregate/steps.h"
@@ -295,4 +296,46 @@ TEST(Findings, RecompilesInsideTrainStepsAtTheirDuration) {
   for (const auto& x : f) EXPECT_NE(x.kind, "outliers") << render_findings(r, f);
   // Without Dynamo's record the same step is an outlier.
   EXPECT_EQ(find_issues(r)[0].kind, "outliers");
+}
+
+TEST(Findings, GcPausesInsideTrainStepsClippedToThem) {
+  // A full collection of 2 ms in every step (~9.7 ms), one of 150 ms in
+  // step 20, and collections between steps (not at stake): "gc" first at
+  // the in-step time per step, and step 20 is not an outlier.
+  Fit fit;
+  fit.slow_step = 20;
+  fit.slow_ms = 150;
+  const auto r = make(fit);
+  const auto steps = step_records(r.processes[0]).train;
+  ASSERT_EQ(steps.size(), 50u);
+  GcReport g;
+  auto& pauses = g.procs[r.processes[0].meta.pid];
+  double in_steps_ms = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::uint64_t b = steps[i].begin_ns + 1'000'000;
+    const std::uint64_t d = i == 20 ? 150'000'000 : 2'000'000;
+    pauses.push_back({b, b + d, 1234, 2, 0});
+    in_steps_ms += d / 1e6;
+    if (i + 1 < steps.size() && steps[i + 1].begin_ns > steps[i].end_ns)  // between two steps: none of it counts
+      pauses.push_back({steps[i].end_ns, steps[i + 1].begin_ns, 5, 0, 0});
+  }
+  // One that straddles the last step's end counts up to it.
+  const std::uint64_t end = steps.back().end_ns;
+  pauses.push_back({end - 500'000, end + 5'000'000, 7, 0, 0});
+  in_steps_ms += 0.5;
+  std::sort(pauses.begin(), pauses.end(), [](const GcPause& a, const GcPause& b) { return a.begin_ns < b.begin_ns; });
+  const auto f = find_issues(r, nullptr, nullptr, nullptr, &g);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "gc") << render_findings(r, f);
+  EXPECT_NEAR(f[0].ms_per_step, in_steps_ms / 50, 0.01);
+  EXPECT_NE(f[0].evidence.find("generation 0 1x, 1 0x, 2 50x"), std::string::npos) << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find("the longest 150.00 ms (generation 2, 1234 objects unreachable)"), std::string::npos)
+      << f[0].evidence;
+  for (const auto& x : f) EXPECT_NE(x.kind, "outliers") << render_findings(r, f);
+  // Below the threshold, no finding: 0.2 ms a step is ~2 %.
+  const auto healthy = make(Fit{});
+  GcReport small;
+  for (const auto& s : step_records(healthy.processes[0]).train)
+    small.procs[healthy.processes[0].meta.pid].push_back({s.begin_ns, s.begin_ns + 200'000, 1, 0, 0});
+  EXPECT_TRUE(find_issues(healthy, nullptr, nullptr, nullptr, &small).empty());
 }

@@ -91,6 +91,25 @@ class SteadyStateTimer(pl.Callback):
             self.t1 = time.perf_counter()
 
 
+class StepEnds(pl.Callback):
+    """Each train batch's end, appended to `path` at each epoch's end
+    (bench/inrun_ab.py: step times by window); with `stop_file`, the fit
+    stops at the first epoch end after it exists."""
+
+    def __init__(self, path, stop_file):
+        self.path, self.stop_file, self.ends = path, stop_file, []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.ends.append(time.perf_counter())
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        with open(self.path, "a") as f:
+            f.write("".join(f"{t:.9f}\n" for t in self.ends))
+        self.ends = []
+        if self.stop_file and os.path.exists(self.stop_file):
+            trainer.should_stop = True
+
+
 def run_delay_s():
     """Seconds this thread has waited for a CPU while runnable (the run
     queue; /proc schedstat): what a busy machine adds to timings."""
@@ -121,6 +140,7 @@ def main():
     ap.add_argument("--loops", type=int, default=1, help="repeat fit N times (long-running target)")
     ap.add_argument("--until-file", help="keep repeating fit until this file exists")
     ap.add_argument("--warmup", type=int, default=0, help="report steady-state steps/s after this many steps")
+    ap.add_argument("--step-times", help="append each train batch's end (time.perf_counter, s) to this file")
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -155,8 +175,9 @@ def main():
         torch.manual_seed(0)  # every loop computes the same result
         model = Model(args.hidden, args.depth, args.manual)
         timer = SteadyStateTimer(args.warmup) if args.warmup else None
+        ends = StepEnds(args.step_times, args.until_file) if args.step_times else None
         trainer = pl.Trainer(
-            callbacks=[timer] if timer else None,
+            callbacks=[c for c in (timer, ends) if c] or None,
             max_epochs=args.epochs,
             accelerator=args.accelerator,
             devices=1,

@@ -15,9 +15,13 @@ seconds those calls took, timed around them here.
 holding M MiB more; prints a JSON line {"ckpt_s": ..., "saves": ...}: the
 seconds the checkpoint callback's on_train_batch_end took (the saves and the
 removal of each one's predecessor), timed here.
+--gc-collect [--gc-heap N]: each training step calls gc.collect() (with N
+live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
+the seconds those calls took, timed around them here.
 """
 import json
 import argparse
+import gc
 import os
 import shutil
 import sys
@@ -47,6 +51,8 @@ class Model(pl.LightningModule):
 
     starts = []
     kept = []  # --leak-mb: what each step keeps (resident: filled, not zero pages)
+    heap = []  # --gc-heap: live objects every full collection scans
+    gc_s = []  # --gc-collect: each step's gc.collect(), timed
     op_input = None  # --op-ms: the cumsum's input
     op_s = []
 
@@ -55,6 +61,12 @@ class Model(pl.LightningModule):
         Model.starts.append(time.perf_counter())
         if a.leak_mb:
             Model.kept.append(b"\x01" * (a.leak_mb << 20))
+        if a.gc_collect:
+            # A full collection each step, as some training loops call: its
+            # time grows with the live objects it scans (--gc-heap).
+            t0 = time.perf_counter()
+            gc.collect()
+            Model.gc_s.append(time.perf_counter() - t0)
         time.sleep(a.step_s)
         if Model.op_input is not None:
             t0 = time.perf_counter()
@@ -85,6 +97,8 @@ def main():
     p.add_argument("--ckpt-every", type=int, default=0)
     p.add_argument("--ckpt-mb", type=int, default=0)
     p.add_argument("--op-ms", type=float, default=0)
+    p.add_argument("--gc-collect", action="store_true", help="gc.collect() in each training_step, timed")
+    p.add_argument("--gc-heap", type=int, default=0, help="this many live container objects for it to scan")
     a = p.parse_args()
     if a.op_ms:
         # Sized by the median of a few timed calls, doubling until one takes
@@ -101,6 +115,8 @@ def main():
                 break
             n *= 2
         Model.op_input = x
+    if a.gc_heap:
+        Model.heap = [{"i": i} for i in range(a.gc_heap)]
     data = TensorDataset(torch.randn(a.steps, 8))
     callbacks, saves, hook_s = [], [], []
     if a.ckpt_every:
@@ -130,6 +146,8 @@ def main():
         print(json.dumps({"ckpt_s": sum(hook_s), "saves": len(saves)}), flush=True)
     if a.op_ms:
         print(json.dumps({"op_s": sum(Model.op_s), "op_calls": len(Model.op_s)}), flush=True)
+    if a.gc_collect:
+        print(json.dumps({"gc_s": sum(Model.gc_s), "gc_calls": len(Model.gc_s)}), flush=True)
     if a.times:
         s = Model.starts
         with open(a.times, "w") as f:

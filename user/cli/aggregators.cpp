@@ -6,6 +6,7 @@
 #include "reports/aggregate/comm_stacks.h"
 #include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
+#include "reports/aggregate/gc.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/nccl.h"
@@ -71,6 +72,8 @@ constexpr Maker kAggregators[] = {
     [](const Ctx& c) { return slot<CompileAggregator, &ReportResults::compiles>(&c.actions); },
     // torch_xla's compiles, executions, transfers.
     [](const Ctx& c) { return slot<XlaAggregator, &ReportResults::xla>(c.actions, c.need.exports); },
+    // CPython's garbage collections: the verdict's GC finding.
+    [](const Ctx&) { return slot<GcAggregator, &ReportResults::gc>(); },
 };
 
 }  // namespace

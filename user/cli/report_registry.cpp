@@ -61,7 +61,7 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
 }
 
 void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
-  std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles)) << "\n";
+  std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles, &r.gc)) << "\n";
 }
 
 // torch_xla's compiles, executions and transfers (docs/design-xla.md).
@@ -75,10 +75,11 @@ void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptio
 
 constexpr ReportEntry kReports[] = {
     // What is wrong, ranked by step time at stake (reports/verdict/findings.h): first.
-    // The c10d probes for the collective-bound and straggler findings.
+    // The c10d probes for the collective-bound and straggler findings; the
+    // gc probes for the GC one.
     {.name = "verdict",
      .help = "what is wrong, ranked by train step time at stake, with evidence and what to try (printed first)",
-     .sources = {.comm = true},
+     .sources = {.comm = true, .gc = true},
      .printed = [](const Options& o, const ReportResults&) { return named(o, "verdict"); },
      .write = write_verdict,
      .keeps_intervals = true},

@@ -16,6 +16,7 @@
 #include "reports/aggregate/comm_stacks.h"
 #include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
+#include "reports/aggregate/gc.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/nccl.h"
@@ -41,6 +42,7 @@ struct ReportResults {
   CommStacksReport comm_stacks;
   NcclReport nccl;
   XlaReport xla;
+  GcReport gc;
 };
 
 // The probes a report needs besides the action probes (ORed over the

@@ -13,6 +13,7 @@ struct SourceSet {
   bool memory_stacks = false;  // ...with the Python stack of each allocation
   bool comm = false;           // the collective probes
   bool xla = false;            // torch_xla's runtime probes
+  bool gc = false;             // CPython's garbage-collection probes (USDT)
 
   SourceSet& operator|=(const SourceSet& o) {
     stacks |= o.stacks;
@@ -21,6 +22,7 @@ struct SourceSet {
     memory_stacks |= o.memory_stacks;
     comm |= o.comm;
     xla |= o.xla;
+    gc |= o.gc;
     return *this;
   }
 };

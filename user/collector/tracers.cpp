@@ -1,6 +1,7 @@
 #include "user/collector/tracers.h"
 
 #include "user/collector/comm_tracer.h"
+#include "user/collector/gc_tracer.h"
 #include "user/collector/gpu_tracer.h"
 #include "user/collector/mem_tracer.h"
 #include "user/collector/op_tracer.h"
@@ -21,6 +22,7 @@ constexpr TracerEntry kTracers[] = {
     {"memory", [](const SessionOptions& o) { return o.sources.memory; }, make<MemTracer>},
     {"comm", [](const SessionOptions& o) { return o.sources.comm; }, make<CommTracer>},
     {"XLA", [](const SessionOptions& o) { return o.sources.xla; }, make<XlaTracer>},
+    {"GC", [](const SessionOptions& o) { return o.sources.gc; }, make<GcTracer>},
     {"stacks", wants_stacks, make<StackTracer>},
 };
 
