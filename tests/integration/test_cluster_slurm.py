@@ -12,6 +12,8 @@ they state, and within the issue's 100 us.  Rank 3 sleeps 30 ms per step:
 the merge must name it the straggler.
 
 Runs, on one job:
+  W. while the job waits: `cluster ... watch` (a watcher on each node),
+     a capture asked of node2's, then a stop;
   A. while the job waits: `cluster --gather stream`, with node2's agent
      killed after attaching: node1's trace still comes back (through srun's
      stdout), the manifest and the merge say node2 failed, exit code 11;
@@ -19,6 +21,7 @@ Runs, on one job:
      to the shared directory; beside it a single-rank `record --pid` of
      every rank: each rank's report must match its own from the cluster run.
 """
+import glob
 import json
 import os
 import re
@@ -117,6 +120,31 @@ def cluster(tmp_path_factory):
             pids[int(m.group(1))] = int(m.group(2))
         out["pids"] = pids
 
+        # W: a watcher on every node while the job waits (the cheap tier):
+        # both adopt their node's two ranks; a capture asked of node2's
+        # watcher through its socket is written there and said back here;
+        # a stop ends both cleanly.
+        w_dir = tmp / "watch"
+        w_err = open(tmp / "w.err", "w")
+        w = subprocess.Popen([LTRACE, "cluster", "--slurm-job", str(job), "watch", "-v", "--dir", str(w_dir),
+                              "--triggers", "request", "--capture-before", "5s", "--capture-after", "1s"],
+                             env=sim.env, stdout=subprocess.DEVNULL, stderr=w_err, text=True)
+        try:
+            for node in ("node1", "node2"):
+                wait_for(str(tmp / "w.err"), f"{node}: attached: 2 process(es)", 120, w)
+            out["w_ask"] = run([LTRACE, "watch", "--capture-now", "--dir", str(w_dir / "node2")], sim, timeout=60)
+            wait_for(str(tmp / "w.err"), "node2: watch: request: pid", 60, w)
+            wait_until(lambda: glob.glob(str(w_dir / "node2" / "captures" / "*" / "*.ltrace")), 120,
+                       "node2's capture to be written")
+            w.send_signal(signal.SIGINT)
+            w.wait(timeout=120)
+        finally:
+            if w.poll() is None:
+                w.kill()
+        out["w_rc"] = w.returncode
+        out["w_err"] = (tmp / "w.err").read_text()
+        out["w_dir"] = w_dir
+
         # A: stream the traces back; node2's agent dies after attaching.
         a_dir = tmp / "traces_a"
         a_err = open(tmp / "a.err", "w")
@@ -189,6 +217,22 @@ def cluster(tmp_path_factory):
         if "job" in out:
             sim.cancel(out["job"])
         sim.stop()
+
+
+def test_a_watcher_on_every_node_captures_on_request_and_stops_cleanly(cluster):
+    """`cluster --slurm-job N watch`: node1's and node2's watchers (their
+    own recorders in DIR/NODE) each adopted their node's two ranks; the
+    capture asked of node2's holds a trace there, and node1 has none; the
+    stop passed on through srun ended both with exit 0."""
+    err = cluster["w_err"]
+    assert cluster["w_ask"].returncode == 0, cluster["w_ask"].stderr
+    assert cluster["w_rc"] == 0, err[-4000:]
+    for node in ("node1", "node2"):
+        assert f"ltrace-bpf: {node}: watch: recording to {cluster['w_dir']}/{node}/ring" in err, err[-4000:]
+        assert os.path.isdir(cluster["w_dir"] / node / "ring"), node
+    assert glob.glob(str(cluster["w_dir"] / "node2" / "captures" / "*" / "*.ltrace")), err[-4000:]
+    assert not glob.glob(str(cluster["w_dir"] / "node1" / "captures" / "*")), err[-4000:]
+    assert "ended badly" not in err, err[-4000:]
 
 
 def test_killed_agent_others_still_recorded_and_the_merge_says_what_is_missing(cluster):

@@ -53,6 +53,9 @@ std::vector<std::string> base_args(const CommandSpec& c, const OptionSpec& o) {
     case Options::Command::cluster:
       if (std::strcmp(o.name, "json") == 0)
         a.insert(a.end(), {"--slurm-job", "4", "dump"});
+      else if ((o.commands & lt::command_bit(Options::Command::watch)) &&
+               !(o.commands & lt::command_bit(Options::Command::agent)))  // watch's own: cluster ... watch
+        a.insert(a.end(), {"--slurm-job", "4", "watch"});
       else
         a.insert(a.end(), {"--slurm-job", "4", "-o", "t"});
       break;
@@ -211,4 +214,28 @@ TEST(CliTable, OnlyWholeNamesAndValuesWhereTaken) {
   // cluster gives short flags on too, as typed.
   EXPECT_EQ(parse({"cluster", "--slurm-job", "4", "-o", "t", "-c", "-v"}).agent_args,
             (std::vector<std::string>{"-c", "-v"}));
+}
+
+TEST(CliTable, ClusterWatchTakesWatchOptionsOnly) {
+  // cluster ... watch gives watch's options to every node's watcher, as
+  // typed; the recorder's options are refused there, and watch's without it.
+  const auto o =
+      parse({"cluster", "--slurm-job", "4", "watch", "--keep", "5m", "--triggers", "stall", "-v", "--dir", "/tmp/w"});
+  EXPECT_TRUE(o.cluster_watch);
+  EXPECT_EQ(o.watch_dir, "/tmp/w");
+  EXPECT_EQ(o.agent_args, (std::vector<std::string>{"--keep", "5m", "--triggers", "stall", "-v"}));
+  auto refused = [](std::vector<std::string> a) {
+    try {
+      parse(std::move(a));
+    } catch (const lt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(
+      refused({"cluster", "--slurm-job", "4", "watch", "--report", "ops"}).find("--report does not apply to watch"),
+      std::string::npos);
+  EXPECT_NE(refused({"cluster", "--slurm-job", "4", "watch", "-o", "d"}).find("-o, --gather"), std::string::npos);
+  EXPECT_NE(refused({"cluster", "--slurm-job", "4", "-o", "d", "--stall", "60s"}).find("--stall applies to watch"),
+            std::string::npos);
 }

@@ -1,11 +1,14 @@
 // `ltrace-bpf cluster`: one agent per node of a Slurm job (user/cluster/coordinator.h);
-// `cluster ... dump`: every rank's threads now and a hang verdict (user/cluster/cluster_dump.h).
+// `cluster ... dump`: every rank's threads now and a hang verdict (user/cluster/cluster_dump.h);
+// `cluster ... watch`: a watcher on every node (user/cluster/cluster_watch.h).
 #include <iostream>
 
 #include "user/cli/builtin.h"
+#include "user/cli/cli_table.h"
 #include "user/cli/cluster_dump_output.h"
 #include "user/cli/stop_signals.h"
 #include "user/cluster/cluster_dump.h"
+#include "user/cluster/cluster_watch.h"
 #include "user/cluster/coordinator.h"
 #include "user/cluster/hang_verdict.h"
 #include "user/core/errors.h"
@@ -14,6 +17,21 @@ namespace lt {
 
 void check_cluster(Options& o) {
   if (o.slurm_job.empty()) throw Error(ExitCode::usage, "cluster needs --slurm-job ID (the running job to attach to)");
+  if (o.cluster_watch) {
+    if (!o.output.empty() || o.gather != "auto" || !o.clock_addr.empty() || o.json)
+      throw Error(ExitCode::usage,
+                  "cluster ... watch runs a watcher on every node: -o, --gather, --clock-addr and --json do not apply "
+                  "(it takes --nodes, --agent, --dir and watch's options)");
+    for (const auto& [name, commands] : o.agent_arg_specs)
+      if (!(commands & command_bit(Options::Command::watch)))
+        throw Error(ExitCode::usage, name +
+                                         " does not apply to watch (cluster ... watch gives its options to watch "
+                                         "on every node)");
+    return;
+  }
+  for (const auto& [name, commands] : o.agent_arg_specs)
+    if (!(commands & command_bit(Options::Command::agent)))
+      throw Error(ExitCode::usage, name + " applies to watch: cluster --slurm-job ID watch " + name + " ...");
   if (o.cluster_dump) {
     if (!o.output.empty() || !o.agent_args.empty() || o.gather != "auto" || !o.clock_addr.empty())
       throw Error(ExitCode::usage,
@@ -51,6 +69,16 @@ int cluster_dump(Options& opts) {
 int cmd_cluster(Options& opts) {
   install_stop_signals(true);
   if (opts.cluster_dump) return cluster_dump(opts);
+  if (opts.cluster_watch) {
+    cluster::ClusterWatchOptions cw;
+    cw.job_id = opts.slurm_job;
+    cw.nodes = opts.nodes;
+    cw.agent_path = opts.agent_path;
+    cw.watch_args = opts.agent_args;
+    cw.dir = opts.watch_dir;
+    cw.verbose = opts.verbose;
+    return cluster::run_cluster_watch(cw, stop_requested());
+  }
   cluster::ClusterOptions co;
   co.job_id = opts.slurm_job;
   co.out_dir = opts.output;

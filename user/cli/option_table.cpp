@@ -28,6 +28,8 @@ constexpr CommandSet kReporting = command_bit(C::live) | command_bit(C::report) 
 constexpr CommandSet kTargeted = command_bit(C::live) | command_bit(C::record) | command_bit(C::agent);
 // watch takes its targets and a few attach options; its own below.
 constexpr CommandSet kWatch = command_bit(C::watch);
+// watch's own that `cluster --slurm-job N watch` passes on to every node's watcher.
+constexpr CommandSet kWatchOwn = kWatch | command_bit(C::cluster);
 
 constexpr const char* kClusterOnly = "--slurm-job, --nodes, --gather, --agent and --clock-addr apply to cluster";
 constexpr const char* kAgentOnly = "--clock-server, --stream, --shared-marker and --dump-threads apply to agent";
@@ -396,19 +398,20 @@ const OptionSpec kOptions[] = {
   {.name = "json", .commands = command_bit(C::dump) | command_bit(C::cluster),
    .help = "dump, cluster ... dump: one JSON document (every process, thread, frame; the verdict) instead of text",
    .store = [](Options& o, const std::string&) { o.json = true; }},
-  {.name = "dir", .arg = "DIR", .commands = kWatch,
-   .help = "watch: the flight recorder (DIR/ring) and the captures (DIR/captures); default /var/lib/ltrace-bpf/watch",
+  {.name = "dir", .arg = "DIR", .commands = kWatchOwn,
+   .help = "watch: the flight recorder (DIR/ring) and the captures (DIR/captures); default /var/lib/ltrace-bpf/watch "
+           "(cluster ... watch: DIR/NODE on each node)",
    .store = [](Options& o, const std::string& v) { o.watch_dir = v; }, .example = "/tmp/w", .heading = "watch:"},
-  {.name = "keep", .arg = "TIME", .commands = kWatch,
+  {.name = "keep", .arg = "TIME", .commands = kWatchOwn,
    .help = "the time the flight recorder keeps (default 10m; 90s, 10m, 2h)",
-   .store = [](Options& o, const std::string& v) { o.keep_s = parse_span(v, "keep"); }, .example = "10m"},
-  {.name = "keep-bytes", .arg = "SIZE", .commands = kWatch,
+   .store = [](Options& o, const std::string& v) { o.keep_s = parse_span(v, "keep"); }, .example = "10m", .passed_on = true},
+  {.name = "keep-bytes", .arg = "SIZE", .commands = kWatchOwn,
    .help = "the disk the flight recorder's segments may use (default 256M; oldest segments dropped whole)",
-   .store = [](Options& o, const std::string& v) { o.keep_bytes = parse_bytes(v, "keep-bytes"); }, .example = "64M"},
-  {.name = "metrics", .arg = "[HOST]:PORT", .commands = kWatch,
+   .store = [](Options& o, const std::string& v) { o.keep_bytes = parse_bytes(v, "keep-bytes"); }, .example = "64M", .passed_on = true},
+  {.name = "metrics", .arg = "[HOST]:PORT", .commands = kWatchOwn,
    .help = "serve Prometheus metrics at http://HOST:PORT/metrics (steps, step time, progress, triggers, ring)",
-   .store = [](Options& o, const std::string& v) { o.metrics_addr = v; }, .example = "127.0.0.1:9464"},
-  {.name = "triggers", .arg = "LIST", .commands = kWatch,
+   .store = [](Options& o, const std::string& v) { o.metrics_addr = v; }, .example = "127.0.0.1:9464", .passed_on = true},
+  {.name = "triggers", .arg = "LIST", .commands = kWatchOwn,
    .help = "the triggers on (default slow-step,stall,memory,exit,request,straggler; 'none' for the recorder "
            "alone); straggler: one rank last to arrive at 12 or more of the last 16 collectives every rank made, "
            "keeping the others waiting 5 ms or more",
@@ -419,48 +422,48 @@ const OptionSpec kOptions[] = {
          throw Error(ExitCode::usage, "--triggers: unknown trigger '" + t +
                                           "' (slow-step, stall, memory, exit, request, straggler, none)");
      o.triggers = v;
-   }, .example = "slow-step,exit"},
-  {.name = "slow-step", .arg = "K", .commands = kWatch,
+   }, .example = "slow-step,exit", .passed_on = true},
+  {.name = "slow-step", .arg = "K", .commands = kWatchOwn,
    .help = "a train step is slow past K x the rolling median of the process's last 100 steps (default 2)",
    .store = [](Options& o, const std::string& v) {
      o.slow_factor = parse_seconds(v);
      if (o.slow_factor <= 1) throw Error(ExitCode::usage, "--slow-step: K must be more than 1 (got " + v + ")");
-   }, .example = "3"},
-  {.name = "slow-floor", .arg = "SECS", .commands = kWatch,
+   }, .example = "3", .passed_on = true},
+  {.name = "slow-floor", .arg = "SECS", .commands = kWatchOwn,
    .help = "...and only when longer than the median by SECS at least (default 0.05)",
-   .store = [](Options& o, const std::string& v) { o.slow_floor_s = parse_seconds(v); }, .example = "0.1"},
-  {.name = "stall", .arg = "TIME", .commands = kWatch,
+   .store = [](Options& o, const std::string& v) { o.slow_floor_s = parse_seconds(v); }, .example = "0.1", .passed_on = true},
+  {.name = "stall", .arg = "TIME", .commands = kWatchOwn,
    .help = "a stall: no Lightning action of a live process ends for max(10 x its median step, TIME) (default 60s)",
-   .store = [](Options& o, const std::string& v) { o.stall_s = parse_span(v, "stall"); }, .example = "60s"},
-  {.name = "memory-growth", .arg = "PCT", .commands = kWatch,
+   .store = [](Options& o, const std::string& v) { o.stall_s = parse_span(v, "stall"); }, .example = "60s", .passed_on = true},
+  {.name = "memory-growth", .arg = "PCT", .commands = kWatchOwn,
    .help = "memory: a process's resident memory grew by PCT % over its lowest in --memory-window (default 50)...",
-   .store = [](Options& o, const std::string& v) { o.memory_growth_pct = parse_seconds(v); }, .example = "25"},
-  {.name = "memory-floor", .arg = "SIZE", .commands = kWatch,
+   .store = [](Options& o, const std::string& v) { o.memory_growth_pct = parse_seconds(v); }, .example = "25", .passed_on = true},
+  {.name = "memory-floor", .arg = "SIZE", .commands = kWatchOwn,
    .help = "...and by SIZE at least (default 256M)",
    .store = [](Options& o, const std::string& v) { o.memory_floor_bytes = parse_bytes(v, "memory-floor"); },
-   .example = "64M"},
-  {.name = "memory-window", .arg = "TIME", .commands = kWatch,
+   .example = "64M", .passed_on = true},
+  {.name = "memory-window", .arg = "TIME", .commands = kWatchOwn,
    .help = "...within TIME (default 10m); then it is measured from there again",
    .store = [](Options& o, const std::string& v) { o.memory_window_s = parse_span(v, "memory-window"); },
-   .example = "5m"},
-  {.name = "capture-before", .arg = "TIME", .commands = kWatch,
+   .example = "5m", .passed_on = true},
+  {.name = "capture-before", .arg = "TIME", .commands = kWatchOwn,
    .help = "a capture keeps this much of the recorder before its trigger (default 60s)",
    .store = [](Options& o, const std::string& v) { o.capture_before_s = parse_span(v, "capture-before"); },
-   .example = "30s"},
-  {.name = "capture-after", .arg = "TIME", .commands = kWatch,
+   .example = "30s", .passed_on = true},
+  {.name = "capture-after", .arg = "TIME", .commands = kWatchOwn,
    .help = "...and this much after it (default 10s); written within a tick of that window's end",
    .store = [](Options& o, const std::string& v) { o.capture_after_s = parse_span(v, "capture-after"); },
-   .example = "5s"},
-  {.name = "max-captures", .arg = "N", .commands = kWatch,
+   .example = "5s", .passed_on = true},
+  {.name = "max-captures", .arg = "N", .commands = kWatchOwn,
    .help = "captures kept in DIR/captures (default 50): the oldest are removed, and said",
    .store = [](Options& o, const std::string& v) {
      o.max_captures = static_cast<unsigned>(parse_long(v, 1, 100000, "--max-captures: expected 1..100000"));
-   }, .example = "10"},
-  {.name = "max-per-day", .arg = "N", .commands = kWatch,
+   }, .example = "10", .passed_on = true},
+  {.name = "max-per-day", .arg = "N", .commands = kWatchOwn,
    .help = "each trigger fires at most N times in any 24 hours (default 20); the rest are counted",
    .store = [](Options& o, const std::string& v) {
      o.max_per_day = static_cast<unsigned>(parse_long(v, 1, 100000, "--max-per-day: expected 1..100000"));
-   }, .example = "5"},
+   }, .example = "5", .passed_on = true},
   {.name = "capture-now", .commands = kWatch,
    .help = "ask the watcher running on --dir for a capture now (of --pid PID, else of every process); any "
            "user may, of their own processes (through DIR/watch.sock)",
@@ -469,10 +472,10 @@ const OptionSpec kOptions[] = {
    .help = "ask the watcher running on --dir for a dump of --pid PID (every thread's stack, as `dump` prints "
            "it); any user may, of their own processes",
    .store = [](Options& o, const std::string&) { o.dump_now = true; }},
-  {.name = "admin-group", .arg = "GROUP", .commands = kWatch,
+  {.name = "admin-group", .arg = "GROUP", .commands = kWatchOwn,
    .help = "watch: members of GROUP may ask the watcher's socket about any process (else each user about "
            "their own; root about all)",
-   .store = [](Options& o, const std::string& v) { o.admin_group = v; }, .example = "wheel"},
+   .store = [](Options& o, const std::string& v) { o.admin_group = v; }, .example = "wheel", .passed_on = true},
   {.name = "vs", .arg = "B", .commands = command_bit(C::diff),
    .help = "diff: the traces before --vs are A's runs, B and those after it B's (several runs a side: the test is "
            "over runs, so that what differs between two runs of one job is in it)",

@@ -143,8 +143,14 @@ Options parse_options(int argc, char** argv) {
         (o.diff_vs ? o.diff_b : o.diff_a).push_back(optarg);
         continue;
       }
-      if (o.command == Options::Command::cluster && !o.cluster_dump && std::strcmp(optarg, "dump") == 0) {
+      if (o.command == Options::Command::cluster && !o.cluster_dump && !o.cluster_watch &&
+          std::strcmp(optarg, "dump") == 0) {
         o.cluster_dump = true;
+        continue;
+      }
+      if (o.command == Options::Command::cluster && !o.cluster_dump && !o.cluster_watch &&
+          std::strcmp(optarg, "watch") == 0) {
+        o.cluster_watch = true;
         continue;
       }
       if (o.command == Options::Command::ps) throw usage_error(refusal(cmd, table[0], optarg));
@@ -167,6 +173,7 @@ Options parse_options(int argc, char** argv) {
     given[&spec - table.data()] = true;
     // cluster: the record options go on to every agent as given.
     if (o.command == Options::Command::cluster && spec.passed_on) {
+      o.agent_arg_specs.emplace_back(as_typed, spec.commands);
       if (is_short) {
         o.agent_args.push_back(as_typed);
         if (spec.arg) o.agent_args.push_back(optarg);

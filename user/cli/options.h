@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reports/advanced/advanced_report.h"
@@ -70,9 +71,10 @@ struct Options {
   bool launch_stacks = false;  // --launch-stacks: the Python stack of each launch (at most one per ms per thread)
   bool device_stats = false;   // --device-stats: NVML + /proc samples per action
   bool verbose = false;
-  bool json = false;          // dump, cluster ... dump: one JSON document instead of text
-  bool cluster_dump = false;  // cluster --slurm-job N dump: every rank's threads and a hang verdict
-  bool agent_dump = false;    // agent --dump-threads: the node's ranks dumped twice (--duration apart), not recorded
+  bool json = false;           // dump, cluster ... dump: one JSON document instead of text
+  bool cluster_dump = false;   // cluster --slurm-job N dump: every rank's threads and a hang verdict
+  bool cluster_watch = false;  // cluster --slurm-job N watch: a watcher on every node
+  bool agent_dump = false;     // agent --dump-threads: the node's ranks dumped twice (--duration apart), not recorded
   std::string dump_path;
   bool merge = false;                  // report DIR --merge: several trace files (nodes) as one job
   std::string chrome_dir;              // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)
@@ -87,6 +89,9 @@ struct Options {
   std::string agent_path;
   std::string clock_addr;
   std::vector<std::string> agent_args;  // the record options given, passed on to every agent
+  // ...each one's name and the commands that take it (cluster checks that
+  // the node's command, agent or watch, takes it).
+  std::vector<std::pair<std::string, unsigned>> agent_arg_specs;
   // agent: --clock-server [HOST]:PORT, --stream, --shared-marker PATH, --wait SECS
   std::string clock_server;
   bool stream = false;

@@ -45,6 +45,7 @@ void install_stop_signals(bool restart) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGUSR2, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 }
 

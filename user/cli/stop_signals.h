@@ -1,6 +1,8 @@
 // The stop request of a command that runs until told: SIGINT, SIGTERM,
-// SIGHUP and SIGUSR1 (srun forwards SIGUSR1 as it is; the cluster
-// coordinator stops its agents with it) set one flag the loops poll.
+// SIGHUP, SIGUSR1 and SIGUSR2 (srun forwards both as they are: the cluster
+// coordinator stops its agents with SIGUSR1, its watchers, whose SIGUSR1 asks
+// for a capture, with SIGUSR2; SIGTERM to srun cancels the step) set one
+// flag the loops poll.
 #pragma once
 #include <atomic>
 
