@@ -52,6 +52,8 @@ std::optional<NativeName> NativeNamer::name(pid_t pid, std::uint64_t ip) {
   if (!m || m->path.empty() || m->path[0] != '/') return std::nullopt;
   NativeName out;
   out.path = m->path;
+  out.map_start = m->start;
+  out.map_end = m->end;
   out.dso = base_name(m->path);
   std::string path = mapped_file(pid, *m);
   // One index per file, whoever maps it (every forked worker maps the same
@@ -75,9 +77,19 @@ NativeSymbols::NativeSymbols(Emit emit, Renamer rename) : emit_(std::move(emit))
 NativeSymbols::~NativeSymbols() = default;
 
 void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts) {
-  if (!ip || !done_.emplace(pid, ip).second) return;
+  if (!ip) return;
+  if (auto s = skipped_.find(pid); s != skipped_.end())
+    for (const auto& [b, e] : s->second)
+      if (ip >= b && ip < e) return;
+  if (done_.count({pid, ip})) return;
   auto n = namer_.name(pid, ip);
-  if (!n || n->path == skip_file) return;
+  if (n && n->path == skip_file) {
+    skipped_[pid].emplace_back(n->map_start, n->map_end);
+    return;
+  }
+  if (done_.size() >= kMaxDone) done_.clear();
+  done_.emplace(pid, ip);
+  if (!n) return;
   if (rename_)
     if (auto better = rename_(pid, *n)) n->function = std::move(*better);
   lt_native_sym_event e{};
@@ -93,6 +105,7 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
 
 void NativeSymbols::forget(pid_t pid) {
   namer_.forget(pid);
+  skipped_.erase(pid);
   done_.erase(done_.lower_bound({pid, 0}), done_.lower_bound({pid + 1, 0}));
 }
 

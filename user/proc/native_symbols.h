@@ -23,9 +23,10 @@ namespace lt::proc {
 class SymbolIndex;
 
 struct NativeName {
-  std::string function;  // demangled; "[dso]" when the file has no symbol there
-  std::string dso;       // base name of the mapped file
-  std::string path;      // the mapped file as the target names it
+  std::string function;                      // demangled; "[dso]" when the file has no symbol there
+  std::string dso;                           // base name of the mapped file
+  std::string path;                          // the mapped file as the target names it
+  std::uint64_t map_start = 0, map_end = 0;  // the mapping it lies in
 };
 
 class NativeNamer {
@@ -54,13 +55,21 @@ class NativeSymbols {
   // Describes `ip` of `pid` unless it lies in `skip_file` (the interpreter:
   // its frames are the Python ones) or was described already.
   void describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts);
-  void forget(pid_t pid);  // exec or exit: its addresses mean nothing now
+  void forget(pid_t pid);                                  // exec or exit: its addresses mean nothing now
+  std::size_t remembered() const { return done_.size(); }  // addresses kept (tests: bounded)
 
  private:
   Emit emit_;
   Renamer rename_;
   NativeNamer namer_;
+  // Addresses named already. Bounded: cleared when full (a name written
+  // again is harmless); the interpreter's own are never in it (below).
+  static constexpr std::size_t kMaxDone = 1 << 18;
   std::set<std::pair<pid_t, std::uint64_t>> done_;
+  // Per process, the interpreter's mappings: a leaf there is skipped by
+  // range. Remembering each such address (every instruction of the eval
+  // loop a sample lands on) grew a watcher by megabytes an hour.
+  std::map<pid_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> skipped_;
 };
 
 }  // namespace lt::proc
