@@ -49,10 +49,12 @@ struct {
 	__type(value, s64);
 } lt_lib_notify SEC(".maps");
 
-/* The drain loop's wake-up: the tgid of each load in an lt_lib_notify target. */
+/* The drain loop's wake-up: the tgid of each load in an lt_lib_notify target
+ * (16 KiB: ~1,000 records, an import burst of several ranks; one lost is
+ * found by the 5 s backstop). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 16384);
 } lt_lib_loads SEC(".maps");
 
 /* tid -> 1 for each SIGURG we sent (the holder takes the entry) */

@@ -32,6 +32,7 @@
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/session.h"
 #include "user/collector/synthesized_records.h"
+#include "user/collector/tracer.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
 #include "user/proc/job_discovery.h"
@@ -325,10 +326,15 @@ int cmd_watch(Options& opts) {
   };
   // While no record comes, the loop wakes for these only (and once a
   // second, which the stall checks need).
-  so.next_tick = [&](std::uint64_t now) {
+  // An escalation asked for or still settling: the loop's next regular
+  // turn (Tracer::kTickSoon), not "now", which would not let it sleep at all.
+  so.next_tick = [&](std::uint64_t) -> std::uint64_t {
+    if (!escalate_next.empty()) return Tracer::kTickSoon;
     std::uint64_t due = watcher.next_due_ns();
-    if (!escalate_next.empty()) return now;
-    for (const auto& [pid, until] : escalated_until) due = std::min(due, until ? until : now);  // 0: settling
+    for (const auto& [pid, until] : escalated_until) {
+      if (!until) return Tracer::kTickSoon;  // settling
+      due = std::min(due, until);
+    }
     if (metrics) due = std::min(due, next_publish);
     return due;
   };

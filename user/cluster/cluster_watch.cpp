@@ -27,7 +27,8 @@ struct Watcher {
   int out = -1, err = -1;
   std::string out_buf, err_buf, last_err;
   int status = -1;
-  bool termed = false, killed = false;
+  Clock::time_point termed{};  // the last SIGUSR2 sent
+  bool killed = false;
 };
 
 std::string self_exe() {
@@ -87,10 +88,13 @@ int run_cluster_watch(const ClusterWatchOptions& opt, const std::atomic<bool>& s
     if (stop.load() && stopped == Clock::time_point{}) stopped = Clock::now();
     for (auto& w : ws) {
       if (w.srun <= 0 || (w.out < 0 && w.err < 0) || stopped == Clock::time_point{}) continue;
-      if (!w.termed) {
+      // Again every 5 s: one sent before srun could pass it on (its step
+      // still starting, or srun between fork and exec) is lost.
+      if (Clock::now() - w.termed > std::chrono::seconds(5)) {
         kill(w.srun, SIGUSR2);
-        w.termed = true;
-      } else if (!w.killed && Clock::now() - stopped > std::chrono::seconds(60)) {
+        w.termed = Clock::now();
+      }
+      if (!w.killed && Clock::now() - stopped > std::chrono::seconds(60)) {
         kill(-w.srun, SIGKILL);  // its own process group (spawn_piped): srun and its step
         w.killed = true;
         w.last_err = "its watcher did not end within 60 s of the stop";

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "user/proc/procfs.h"
 #include "user/python/discovery.h"
 #include "user/sources/pygc.h"
 
@@ -23,11 +24,13 @@ void GcTracer::adopt(const python::Interpreter& interp, pid_t pid_filter) {
       attached_.insert(key);
       return;
     }
+    if (pid_filter > 0 && !proc::exists(pid_filter)) return;  // it exited meanwhile: says nothing of the file
     without_.insert(file);
     ctx_.note("pid " + std::to_string(interp.pid) + ": " + interp.binary +
               " has no garbage-collection probes (a CPython built without --with-dtrace): its GC pauses are not "
               "measured");
   } catch (const Error& e) {
+    if (pid_filter > 0 && !proc::exists(pid_filter)) return;
     without_.insert(file);
     ctx_.note("pid " + std::to_string(interp.pid) + ": " + e.what() + "; its GC pauses are not measured");
   }

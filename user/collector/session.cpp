@@ -449,7 +449,10 @@ std::uint64_t Session::do_chores() {
 void Session::adopt_execed(std::uint64_t now) {
   for (pid_t p : targets_.take_execed()) exec_pairing_.record(p, now);
   for (const auto& r : exec_pairing_.ready(now)) {
-    stop_awaiting(r.pid);  // a new program: awaiting the old one's libraries no more
+    stop_awaiting(r.pid);                     // a new program: awaiting the old one's libraries no more
+    if (libload_) libload_->unnotify(r.pid);  // ...and its loader (the new one may be another file)
+    pending_.told(r.pid, false);
+    untold_.erase(r.pid);
     if (proc::exists(r.pid)) {
       if (provisional_.count(r.pid)) {
         adopt_provisional(r.pid, r.held);  // --all: not known to be a torch or Lightning job yet
@@ -534,6 +537,9 @@ void Session::tell_library_loads() {
     if (pending_.told(pid) || awaiting_libs_.count(pid) || untold_.count(pid)) continue;
     if (libload_->notify(pid)) {
       pending_.told(pid, true);
+      // A load between the last try and the probe's arming was told to no
+      // one: one more try now that every later one is.
+      pending_.loaded(pid);
     } else {
       untold_.insert(pid);
       if (opts_.verbose)

@@ -30,7 +30,7 @@ bool PyGcSource::attach(const std::string& path, pid_t pid) {
   LinkPtr start(bpf_program__attach_usdt(skel_->progs.lt_gc_start, pid, path.c_str(), "python", "gc__start", nullptr));
   if (!start) {
     const int err = errno;
-    if (err == ENOENT || err == ESRCH || err == EINVAL) return false;  // no such note in this build
+    if (err == ENOENT || err == EINVAL) return false;  // no such note in this build
     throw bpf_error("attach USDT python:gc__start in " + path, err);
   }
   LinkPtr done(bpf_program__attach_usdt(skel_->progs.lt_gc_done, pid, path.c_str(), "python", "gc__done", nullptr));
