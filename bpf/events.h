@@ -674,8 +674,8 @@ struct lt_offcpu_end_event {
  * its end, on the thread that collected. */
 struct lt_py_gc_event {
 	struct lt_event_header hdr;
-	u64 begin_ns;  /* gc__start */
-	s64 collected; /* gc__done's argument: objects found unreachable (-1: the collection failed) */
+	u64 begin_ns;	/* gc__start */
+	s64 collected;	/* gc__done's argument: objects found unreachable (-1: the collection failed) */
 	s32 generation; /* 0, 1 or 2 (gc__start's argument) */
 	u32 pad;
 };

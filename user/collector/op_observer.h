@@ -41,8 +41,8 @@ class OpObserver {
   bool pending(pid_t pid) const { return pending_.count(pid) != 0; }
   // Whether the drain loop must look again at its next regular turn (~20
   // ms) rather than sleep until a ring record: a handshake under way, a
-  // buffer handed over and not yet closed, calls written and not yet read, or a process recording whose thread running ops would
-  // not wake the loop (`sampled(pid)` false: no stack samples come from it).
+  // buffer handed over and not yet closed, calls written and not yet read, or a process recording whose thread running
+  // ops would not wake the loop (`sampled(pid)` false: no stack samples come from it).
   bool needs_polling(const std::function<bool(pid_t)>& sampled) const;
   // Recording pid's calls (its handshake done, not handed over).
   bool active(pid_t pid) const;

@@ -112,8 +112,8 @@ bool LibLoadSource::arm(pid_t pid, bool hold) {
                                           "the loader's debugger hook");
       } else {
         LIBBPF_OPTS(bpf_uprobe_opts, opts);
-        probe.perf.reset(bpf_program__attach_uprobe_opts(skel_->progs.lt_dl_debug_state, pid,
-                                                         site.open_path.c_str(), site.offset, &opts));
+        probe.perf.reset(bpf_program__attach_uprobe_opts(skel_->progs.lt_dl_debug_state, pid, site.open_path.c_str(),
+                                                         site.offset, &opts));
         if (!probe.perf) return false;
       }
     } catch (const Error&) {
