@@ -20,7 +20,6 @@ tracer's own CPU while attached (every thread, /proc schedstat) is given
 as a share of one core.
 """
 import argparse
-import glob
 import math
 import os
 import signal
@@ -30,16 +29,10 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LTRACE = os.environ.get("LTRACE_BPF_EXE", os.path.join(ROOT, "build", "ltrace-bpf"))
-TRAIN = os.path.join(ROOT, "tests", "workloads", "train_lightning.py")
-SITE = glob.glob(os.path.join(ROOT, ".venv", "lib", "python3*", "site-packages"))[0]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from overhead import INTERPRETERS, ROOT, TRAIN  # noqa: E402  (the same interpreters as the separate runs)
 
-INTERPRETERS = {
-    # Debian's PGO build (the layout of distribution, NGC and conda Pythons).
-    "debian-3.11-exe": ([os.path.join(ROOT, ".venv", "bin", "python")], {}),
-    "pyenv-3.11-lib": (["/root/.pyenv/versions/3.11.7/bin/python3.11"], {"PYTHONPATH": SITE}),
-}
+LTRACE = os.environ.get("LTRACE_BPF_EXE", os.path.join(ROOT, "build", "ltrace-bpf"))
 SIZES = {
     "small": ["--hidden", "32", "--depth", "1", "--batch-size", "8", "--batches", "600"],
     "large": ["--hidden", "1024", "--depth", "4", "--batch-size", "128", "--batches", "60"],

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 
 #include "user/cluster/agent_protocol.h"
@@ -34,12 +33,6 @@ struct Agent {
   bool killed = false;
   int status = -1;
 };
-
-std::string self_exe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("ltrace-bpf") : p.string();
-}
 
 void handle_line(Agent& a, const std::string& line, bool is_err) {
   if (is_err) {
@@ -86,7 +79,7 @@ ClusterDump gather_cluster_dump(const ClusterDumpOptions& opt, const std::atomic
   const auto t0 = Clock::now();
   SlurmJob job = query_slurm_job(opt.job_id, opt.scontrol);
   const std::vector<std::string> nodes = chosen_nodes(job, opt.nodes);
-  const std::string agent = opt.agent_path.empty() ? self_exe() : opt.agent_path;
+  const std::string agent = node_binary(opt.agent_path);
   std::vector<Agent> as(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     Agent& a = as[i];
@@ -103,12 +96,7 @@ ClusterDump gather_cluster_dump(const ClusterDumpOptions& opt, const std::atomic
                                            "--duration",
                                            fixed(opt.interval_s, 3)};
     const auto srun = agent_srun_argv(opt.srun, job.id, a.result.node, argv);
-    if (opt.verbose) {
-      std::string line;
-      for (auto& s : srun) line += (line.empty() ? "" : " ") + s;
-      std::cerr << "ltrace-bpf: cluster: " << line << "\n";
-    }
-    a.srun = spawn_piped(srun, a.out, a.err);
+    a.srun = spawn_srun(srun, opt.verbose, a.out, a.err);
     if (a.srun < 0) a.result.error = "cannot run " + opt.srun + ": " + std::strerror(errno);
   }
   // An agent reads twice and exits: one still running long after its wait

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 
 #include "user/cluster/line_pipe.h"
@@ -31,12 +30,6 @@ struct Watcher {
   bool killed = false;
 };
 
-std::string self_exe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("ltrace-bpf") : p.string();
-}
-
 // A watcher's line, as ours: "ltrace-bpf: NODE: watch: ...".
 void pass_on(Watcher& w, std::string line, bool is_err) {
   if (line.rfind("ltrace-bpf: ", 0) == 0) line.erase(0, 12);
@@ -50,7 +43,7 @@ void pass_on(Watcher& w, std::string line, bool is_err) {
 int run_cluster_watch(const ClusterWatchOptions& opt, const std::atomic<bool>& stop) {
   SlurmJob job = query_slurm_job(opt.job_id, opt.scontrol);
   const std::vector<std::string> nodes = chosen_nodes(job, opt.nodes);
-  const std::string exe = opt.agent_path.empty() ? self_exe() : opt.agent_path;
+  const std::string exe = node_binary(opt.agent_path);
   std::vector<Watcher> ws(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     Watcher& w = ws[i];
@@ -62,12 +55,7 @@ int run_cluster_watch(const ClusterWatchOptions& opt, const std::atomic<bool>& s
     // Its own directory: nodes may share DIR, and a watcher owns its DIR.
     argv.insert(argv.end(), {"--dir", opt.dir + "/" + w.node});
     const auto srun = agent_srun_argv(opt.srun, job.id, w.node, argv);
-    if (opt.verbose) {
-      std::string line;
-      for (auto& s : srun) line += (line.empty() ? "" : " ") + s;
-      std::cerr << "ltrace-bpf: cluster: " << line << "\n";
-    }
-    w.srun = spawn_piped(srun, w.out, w.err);
+    w.srun = spawn_srun(srun, opt.verbose, w.out, w.err);
     if (w.srun < 0) w.last_err = "cannot run " + opt.srun + ": " + std::strerror(errno);
   }
   std::cerr << "ltrace-bpf: cluster: watching Slurm job " << job.id << " on " << nodes.size()

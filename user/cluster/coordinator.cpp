@@ -70,12 +70,6 @@ std::string describe_status(int status) {
   return "status " + std::to_string(status);
 }
 
-std::string self_exe() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("ltrace-bpf") : p.string();
-}
-
 // The node's most telling stderr line: the last one that is not srun's own
 // "task 0: Exited with exit code N" summary (execve errors, ours).
 std::string why_line(const Node& n) {
@@ -141,7 +135,7 @@ class Capture {
 };
 
 void Capture::start_agents(const std::string& marker, int clock_port) {
-  const std::string agent = opt_.agent_path.empty() ? self_exe() : opt_.agent_path;
+  const std::string agent = node_binary(opt_.agent_path);
   std::cerr << "ltrace-bpf: cluster: Slurm job " << job_.id << ": " << ns_.size() << " node(s) (" << job_.nodelist
             << "); starting an agent on each\n";
   for (Node& n : ns_) {
@@ -162,12 +156,7 @@ void Capture::start_agents(const std::string& marker, int clock_port) {
     if (opt_.duration_s > 0) a.insert(a.end(), {"--duration", fixed(opt_.duration_s, 3)});
     a.insert(a.end(), opt_.agent_args.begin(), opt_.agent_args.end());
     const auto argv = agent_srun_argv(opt_.srun, job_.id, n.name, a);
-    if (opt_.verbose) {
-      std::string line;
-      for (auto& s : argv) line += (line.empty() ? "" : " ") + s;
-      std::cerr << "ltrace-bpf: cluster: " << line << "\n";
-    }
-    n.srun = spawn_piped(argv, n.out, n.err);
+    n.srun = spawn_srun(argv, opt_.verbose, n.out, n.err);
     if (n.srun < 0) n.error = "cannot run " + opt_.srun + ": " + std::strerror(errno);
   }
 }

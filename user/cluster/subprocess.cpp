@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <iostream>
 
 namespace lt::cluster {
 
@@ -51,6 +53,22 @@ pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err) {
   out = o[0];
   err = e[0];
   return pid;
+}
+
+pid_t spawn_srun(const std::vector<std::string>& argv, bool verbose, int& out, int& err) {
+  if (verbose) {
+    std::string line;
+    for (const auto& s : argv) line += (line.empty() ? "" : " ") + s;
+    std::cerr << "ltrace-bpf: cluster: " << line << "\n";
+  }
+  return spawn_piped(argv, out, err);
+}
+
+std::string node_binary(const std::string& agent_path) {
+  if (!agent_path.empty()) return agent_path;
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("ltrace-bpf") : p.string();
 }
 
 }  // namespace lt::cluster

@@ -15,5 +15,9 @@ namespace lt::cluster {
 // become srun's defaults).  A command that cannot be executed exits 127
 // after saying why on its stderr.  Returns the pid, or -1 (errno set).
 pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err);
+// spawn_piped of an srun line, said first under -v ("ltrace-bpf: cluster: srun ...").
+pid_t spawn_srun(const std::vector<std::string>& argv, bool verbose, int& out, int& err);
+// The ltrace-bpf the nodes run: --agent's PATH, else this very binary.
+std::string node_binary(const std::string& agent_path);
 
 }  // namespace lt::cluster
