@@ -24,6 +24,7 @@ extrapolated. The watcher runs from a copy of build/ (rebuilding meanwhile
 cannot touch it).
 """
 import argparse
+import collections
 import os
 import re
 import shutil
@@ -49,6 +50,21 @@ def rss_kib(pid):
     except OSError:
         return None
     return None
+
+
+def rollup_kib(pid):
+    """RssAnon/RssFile/RssShmem from smaps_rollup: growth in anonymous memory is
+    the watcher's own; growth in file pages is mapped files it reads (symbols)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                k = line.split(":")[0]
+                if k in ("Rss", "Anonymous", "Pss_File", "Pss_Anon", "Pss_Shmem"):
+                    out[k] = int(line.split()[1])
+    except OSError:
+        return None
+    return out
 
 
 def dir_bytes(path):
@@ -114,18 +130,26 @@ def one(args, watched, tmp):
     open(go, "w").close()
     t0 = time.time()
     timeline, ring_sizes, cpu0 = [], [], cpu_s(lt.pid) if lt else None
+    rollups, after_exit, last_rollups = [], [], collections.deque(maxlen=8)
     while job.poll() is None:
         if lt:
             r = rss_kib(lt.pid)
             if r:
                 rss.append(r)
                 timeline.append((time.time() - t0, r))
+                last_rollups.append((time.time() - t0, rollup_kib(lt.pid)))
             if len(timeline) % 60 == 1:
                 ring_sizes.append((time.time() - t0, dir_bytes(os.path.join(wdir, "ring"))))
+                names = os.path.join(wdir, "ring", "names.ltrace")
+                rollups.append((time.time() - t0, rollup_kib(lt.pid),
+                                os.path.getsize(names) if os.path.exists(names) else 0))
         time.sleep(1)
     wall = time.time() - t0
     if lt:
         cpu1 = cpu_s(lt.pid)
+        # watch --pid ends with its target: its last seconds (the jump seen
+        # once at the job's end) are the last samples of the loop above.
+        after_exit = list(last_rollups)
         lt.send_signal(2) if lt.poll() is None else None
         lt.wait()
         reader.join()
@@ -141,6 +165,7 @@ def one(args, watched, tmp):
         out["rss_first_kib"] = statistics.median(rss[:third])
         out["rss_last_kib"] = statistics.median(rss[-third:])
         out["timeline"], out["ring_sizes"] = timeline, ring_sizes
+        out["rollups"], out["after_exit"] = rollups, after_exit
         out["tracer_cpu_s"] = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
     return out
 
@@ -162,6 +187,17 @@ def long_run(args, tmp):
     print(f"watcher RSS: first {x['timeline'][0][1]} KiB, at the bound {after[0][1]} KiB, last "
           f"{x['timeline'][-1][1]} KiB, max {max(v for _, v in x['timeline'])} KiB; slope after the bound "
           f"{slope_per_hour(after):+.1f} KiB/h over {len(after)} samples")
+    def fmt(r):
+        return "-" if not r else (f"anon {r.get('Pss_Anon', 0)} file {r.get('Pss_File', 0)} "
+                                  f"shmem {r.get('Pss_Shmem', 0)} KiB")
+    print("watcher memory by minute (Pss of anonymous, file and shared pages; names.ltrace bytes):")
+    for t, r, n in x["rollups"]:
+        print(f"  {t / 60:5.1f} min: {fmt(r)}, names {n}")
+    for t, r in x["after_exit"]:
+        print(f"  last seconds, {t / 60:5.2f} min: {fmt(r)}")
+    anon = [(t, r["Pss_Anon"]) for t, r, _ in x["rollups"] if r and t >= bound_t]
+    if len(anon) >= 2:
+        print(f"anonymous memory slope after the bound: {slope_per_hour(anon):+.1f} KiB/h over {len(anon)} minutes")
     print(f"watcher CPU: {x['tracer_cpu_s']:.1f} s over {x['wall_s']:.0f} s "
           f"({100 * x['tracer_cpu_s'] / x['wall_s']:.2f} % of one core)")
 

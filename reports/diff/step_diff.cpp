@@ -25,7 +25,8 @@ struct Side {
   std::map<std::string, std::vector<double>> actions;  // per call
   std::map<std::string, std::vector<double>> ops;      // per train step: the op's self time
   std::map<std::string, std::vector<double>> lines;    // per train step: samples at the line x period
-  std::string no_ops, no_lines;                        // why this run has no op / line samples ("" it has)
+  std::map<std::string, std::vector<double>> colls;    // per train step: blocked on that kind's calls
+  std::string no_ops, no_lines, no_colls;              // why this run has no op / line / collective samples
 };
 
 // Whether any train step overlaps [first, last] (steps in time order, apart).
@@ -62,7 +63,29 @@ void collect_ops(const OpCalls& ops, std::uint32_t pid, const std::vector<StepRe
   }
 }
 
-Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* lines) {
+// Each collective kind's blocked time per train step of the process: the
+// calls issued in the step (a wait after the step's end is still its call's).
+void collect_collectives(const ProcessComm& comm, const std::vector<StepRecord>& steps, std::size_t first,
+                         std::size_t total, std::map<std::string, std::vector<double>>& to) {
+  for (const auto& c : comm.calls_kept) {
+    if (!c.blocked_ns) continue;
+    const auto i = step_at(steps, c.ts_ns);
+    if (!i) continue;
+    auto& v = to[comm_kind_name(c.kind) + " (blocked)"];
+    v.resize(total, 0.0);
+    v[first + *i] += static_cast<double>(*c.blocked_ns) / 1e9;
+  }
+}
+
+// Whether the run's comm probes timed its calls: COMM_MARK records.
+bool comm_timed(const CommReport* comm) {
+  if (!comm) return false;
+  for (const auto& p : comm->processes)
+    if (p.marks) return true;
+  return false;
+}
+
+Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* lines, const CommReport* comm) {
   Side s;
   std::vector<ProcessSteps> steps;
   for (const auto& p : r.processes) steps.push_back(step_records(p));
@@ -74,6 +97,7 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
     s.no_ops = "its op times are the op probes' estimates (the op observer was not used)";
   if (!lines || lines->samples.empty() || !lines->period_ns)
     s.no_lines = "no stack samples recorded (record with --report advanced)";
+  if (!comm_timed(comm)) s.no_colls = "no c10d collective times recorded (record with --report comm)";
   std::size_t first = 0;
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const auto& p = r.processes[i];
@@ -92,6 +116,9 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
           }
     if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops);
     if (s.no_lines.empty()) collect_lines(*lines, p.meta.pid, ps.train, first, total, s.lines);
+    if (s.no_colls.empty())
+      for (const auto& pc : comm->processes)
+        if (pc.pid == p.meta.pid) collect_collectives(pc, ps.train, first, total, s.colls);
     first += ps.train.size();
     for (const auto& st : ps.train) {
       s.steps.push_back(st.duration_ns() / 1e9);
@@ -117,6 +144,7 @@ void append(Side& to, const Side& from) {
   for (const auto& [n, v] : from.actions) to.actions[n].insert(to.actions[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.ops) to.ops[n].insert(to.ops[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.lines) to.lines[n].insert(to.lines[n].end(), v.begin(), v.end());
+  for (const auto& [n, v] : from.colls) to.colls[n].insert(to.colls[n].end(), v.begin(), v.end());
 }
 
 using PerStep = std::map<std::string, std::vector<double>>;
@@ -163,7 +191,10 @@ struct RowOf {
     static const std::vector<double> none;
     if (kind == DiffRow::Kind::step) return s.steps;
     if (kind == DiffRow::Kind::part) return s.parts[part];
-    const auto& m = kind == DiffRow::Kind::op ? s.ops : kind == DiffRow::Kind::line ? s.lines : s.actions;
+    const auto& m = kind == DiffRow::Kind::op           ? s.ops
+                    : kind == DiffRow::Kind::line       ? s.lines
+                    : kind == DiffRow::Kind::collective ? s.colls
+                                                        : s.actions;
     auto it = m.find(action);
     return it == m.end() ? none : it->second;
   }
@@ -290,30 +321,32 @@ ActionsReport within(ActionsReport rep, const ExportRange& range, std::string* s
 }
 
 StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha, double min_effect) {
-  return diff_runs({DiffRun{&a, nullptr}}, {DiffRun{&b, nullptr}}, alpha, min_effect);
+  return diff_runs({DiffRun{&a}}, {DiffRun{&b}}, alpha, min_effect);
 }
 
 StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<ActionsReport>& b, double alpha,
                     double min_effect) {
   std::vector<DiffRun> ra, rb;
-  for (const auto& r : a) ra.push_back({&r, nullptr});
-  for (const auto& r : b) rb.push_back({&r, nullptr});
+  for (const auto& r : a) ra.push_back({&r});
+  for (const auto& r : b) rb.push_back({&r});
   return diff_runs(ra, rb, alpha, min_effect);
 }
 
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha, double min_effect) {
   std::vector<Side> runs_a, runs_b;
-  for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops, r.lines));
-  for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops, r.lines));
-  std::string no_ops, no_lines;
+  for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops, r.lines, r.comm));
+  for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops, r.lines, r.comm));
+  std::string no_ops, no_lines, no_colls;
   const auto op_names = align_per_step(runs_a, runs_b, &Side::ops, &Side::no_ops, no_ops);
   const auto line_names = align_per_step(runs_a, runs_b, &Side::lines, &Side::no_lines, no_lines);
+  const auto coll_names = align_per_step(runs_a, runs_b, &Side::colls, &Side::no_colls, no_colls);
   Side sa, sb;  // every run's samples together
   for (const auto& r : runs_a) append(sa, r);
   for (const auto& r : runs_b) append(sb, r);
   StepDiff d;
   d.no_op_rows = no_ops;
   d.no_line_rows = no_lines;
+  d.no_collective_rows = no_colls;
   d.alpha = alpha;
   d.min_effect = min_effect;
   d.steps_a = sa.steps.size();
@@ -328,14 +361,16 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   for (const auto& [n, _] : names) what.push_back({DiffRow::Kind::action, 0, n});
   for (const auto& n : op_names) what.push_back({DiffRow::Kind::op, 0, n});
   for (const auto& n : line_names) what.push_back({DiffRow::Kind::line, 0, n});
+  for (const auto& n : coll_names) what.push_back({DiffRow::Kind::collective, 0, n});
   std::vector<DiffRow> rows;
   for (const auto& w : what) {
     const std::string name = w.kind == DiffRow::Kind::step ? "train step"
                              : w.kind == DiffRow::Kind::part
                                  ? std::string("part: ") + step_part_name(static_cast<StepPart>(w.part))
-                             : w.kind == DiffRow::Kind::op   ? "op: " + w.action
-                             : w.kind == DiffRow::Kind::line ? "line: " + w.action
-                                                             : w.action;
+                             : w.kind == DiffRow::Kind::op         ? "op: " + w.action
+                             : w.kind == DiffRow::Kind::line       ? "line: " + w.action
+                             : w.kind == DiffRow::Kind::collective ? "collective: " + w.action
+                                                                   : w.action;
     DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), d.steps_a, d.steps_b);
     if (d.by_run()) {
       const RunTest t = run_test(typical_per_step(runs_a, w), typical_per_step(runs_b, w));
@@ -418,7 +453,8 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
   if (d.by_run())
     std::snprintf(
         head, sizeof head,
-        "Over runs: each run's typical time per step for each row (its median step, part or op self time; "
+        "Over runs: each run's typical time per step for each row (its median step, part, op self time, line or "
+        "collective; "
         "an action's median call times its calls per step); %s, two-sided; %s; shift: B - A per step, 95%% interval; "
         "'~': not significant (p >= %.2f), or the shift is within %.1f%% of A's median step. Times in "
         "ms.\n\n",
@@ -426,7 +462,8 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
         d.alpha, 100 * d.min_effect);
   else
     std::snprintf(head, sizeof head,
-                  "Mann-Whitney U, two-sided, per step (step, parts, ops: self time) or per call (actions); %s; shift: "
+                  "Mann-Whitney U, two-sided, per step (step, parts, ops: self time, lines, collectives: blocked time) "
+                  "or per call (actions); %s; shift: "
                   "Hodges-Lehmann "
                   "median of B - A per sample, 95%% interval; '~': not significant (p >= %.2f), or the interval "
                   "reaches within %.1f%% of A's median step of no change. One run a side: what differs between two "
@@ -465,6 +502,13 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
     while (!l.empty() && l.back() == ' ') l.pop_back();
     out += l + "\n";
   }
+  for (const auto& r : d.rows)
+    if (r.kind == DiffRow::Kind::collective) {
+      out +=
+          "collective: the time a thread of the process was blocked waiting for the c10d calls of that kind issued "
+          "in each step (part of the step's backward or other parts, not in addition to them).\n";
+      break;
+    }
   for (const auto& r : d.rows)
     if (r.kind == DiffRow::Kind::line) {
       out +=

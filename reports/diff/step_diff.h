@@ -3,8 +3,10 @@
 //
 // Rows: the train step itself; each of its parts (dataloader, step
 // function, backward, optimizer, hooks, other: steps.h's split, which
-// adds up to the step); each action; and each op, with the op observer's
-// calls. Samples: per step for the step, its parts and the ops (an op's
+// adds up to the step); each action; each op, with the op observer's
+// calls; each stack line, with stack samples; and each kind of c10d
+// collective, with the comm probes' times (the time a thread was blocked
+// on it). Samples: per step for the step, its parts and the ops (an op's
 // self time in the step), per call for the actions. Each row: time per train step
 // in A and B (its share of the step), the Hodges-Lehmann shift with its
 // 95% interval, and the Mann-Whitney p-value, adjusted: the train step
@@ -31,6 +33,7 @@
 
 #include "bpf/events.h"
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
 #include "reports/aggregate/py_symbols.h"
 #include "reports/diff/rank_test.h"
 #include "reports/diff/run_test.h"
@@ -40,7 +43,7 @@ namespace lt {
 
 struct DiffRow {
   std::string what;  // "train step", "part: backward", "[Strategy]SingleDeviceStrategy.training_step", "op: aten::mm"
-  enum class Kind { step, part, action, op, line } kind = Kind::action;
+  enum class Kind { step, part, action, op, line, collective } kind = Kind::action;
   std::size_t n_a = 0, n_b = 0;           // samples (steps or calls)
   double per_step_a = 0, per_step_b = 0;  // seconds per train step
   double median_a = 0, median_b = 0;      // seconds per sample
@@ -61,7 +64,7 @@ struct StepDiff {
   std::size_t tested = 0;    // rows in the Holm family
   // Why there are no op rows, or line rows ("" when there are, or no run
   // has any).
-  std::string no_op_rows, no_line_rows;
+  std::string no_op_rows, no_line_rows, no_collective_rows;
   std::vector<DiffRow> rows;  // the step row first, then by |change per step|
   const DiffRow* step() const { return rows.empty() || rows[0].kind != DiffRow::Kind::step ? nullptr : &rows[0]; }
 };
@@ -127,10 +130,17 @@ class LineSamples {
 // Line rows ("line: FUNCTION (FILE:LINE)") come from the stack samples: per
 // train step, the samples whose innermost Python frame was at that line,
 // times the sampling period (an estimate); only when every run has them.
+//
+// Collective rows ("collective: all_reduce (blocked)") come from the c10d
+// calls (CommAggregator(keep_calls)): per train step, the time a thread of
+// the process was blocked waiting for the calls of that kind issued in the
+// step (what a collective costs the step; a straggler's peers show it).
+// Only when every run has the comm probes' times (COMM_MARK records).
 struct DiffRun {
   const ActionsReport* actions = nullptr;
   const OpCalls* ops = nullptr;
   const LineSamples* lines = nullptr;
+  const CommReport* comm = nullptr;
 };
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha = 0.05,
                    double min_effect = 0.01);

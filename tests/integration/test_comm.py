@@ -292,21 +292,25 @@ def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
     all-reduces the gradients (Linear(32, 2): 66 float32 in one bucket) once
     per step, in backward; rank 1 is spawned by Lightning after the attach
     and followed with --children.  Rank 1 sleeps 200 ms in each
-    training_step, so rank 0 waits for every gradient all_reduce in
-    backward's finalize: its in-flight times are all known and its backward
-    blocked time is reported, about the sleep per step."""
-    steps, sleep_s = 6, 0.2
+    training_step from step 11 on, so rank 0 waits for those gradient
+    all_reduces in backward's finalize: its in-flight times are all known
+    and its backward blocked time is reported, about the sleeps.  The same
+    recording's diff of rank 0's fast steps against its slow ones has the
+    all_reduce's blocked time as a row slower by about the sleep per step."""
+    steps, slow_from, sleep_s = 22, 11, 0.2
+    slow = steps - slow_from
     log = tmp_path / "job.log"
     go = tmp_path / "go"
     with open(log, "w") as lo:
         job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "ddp_straggler.py"), str(go), str(steps), "2", "1"],
                                stdout=lo, stderr=subprocess.STDOUT, cwd=tmp_path,
-                               env=dict(os.environ, SLOW_RANK="1", SLOW_S=str(sleep_s)))
+                               env=dict(os.environ, SLOW_RANK="1", SLOW_S=str(sleep_s), SLOW_FROM=str(slow_from)))
+    trace = tmp_path / "ddp.ltrace"
     try:
         wait_for(str(log), "READY 0", 300, job)
         with open(tmp_path / "lt.out", "w") as lo, open(tmp_path / "lt.err", "w") as le:
-            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm,verdict"],
-                                  stdout=lo, stderr=le)
+            lt = subprocess.Popen([LTRACE, "--pid", str(job.pid), "--children", "-v", "--report", "comm,verdict",
+                                   "-o", str(trace)], stdout=lo, stderr=le)
         wait_for(str(tmp_path / "lt.err"), "attached:", 120, lt)
         wait_for(str(tmp_path / "lt.err"), "c10d backend methods", 120, lt)
         go.touch()
@@ -334,19 +338,34 @@ def test_lightning_ddp_gradient_all_reduce_per_action(tmp_path):
         assert backward[0][4] != "-" and backward[0][6] != "-", out  # in-flight, blocked: in backward
         blocked[rank] = float(backward[0][6])
     assert sorted(blocked) == [0, 1], out
-    # rank 0 waits for the sleeper in every step but the first (which the
-    # setup's collectives may align): at least most of the sleeps
-    assert blocked[0] >= 0.8 * (steps - 1) * sleep_s * 1000, out
+    # rank 0 waits for the sleeper in every slow step: at least most of the sleeps
+    assert blocked[0] >= 0.8 * (slow - 1) * sleep_s * 1000, out
     assert blocked[1] < 0.25 * blocked[0], out
     # The verdict: rank 0 is collective-bound, about the sleep per step at
     # stake, and rank 1 is the straggler, its training_step the cause.
     findings = out.split("\n\n")[0]
     first = re.search(r"^  1\. collective-bound \(pid (\d+)\): ([\d.]+) ms per train step at stake", findings, re.M)
     assert first, findings
-    assert float(first.group(2)) >= 0.8 * (steps - 1) / steps * sleep_s * 1000, findings
+    assert float(first.group(2)) >= 0.8 * (slow - 1) / steps * sleep_s * 1000, findings
     assert re.search(r"^  2\. straggler \(pid (?!" + first.group(1) + r"\b)\d+\)", findings, re.M), findings
     assert "is the rank the others wait for" in findings and "its own compute: its training_step part" in findings, \
         findings
+    # diff: rank 0's fast steps (the first left out: the setup's collectives
+    # may align it) against its slow ones, in the same recording; ten steps
+    # a side, so that a complete separation is significant past Holm's
+    # correction over the ~16 rows tested (p ~ 0.005 adjusted; 7 a side gave 0.047).
+    r = subprocess.run([LTRACE, "diff", str(trace), "--rank", "0", "--steps", f"1-{slow_from - 1}", "--vs-steps",
+                        f"{slow_from}-{steps - 1}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "no collective rows" not in r.stderr, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if "collective: all_reduce (blocked)" in ln]
+    assert len(rows) == 1, r.stdout
+    cells = rows[0].split()
+    assert cells[0] == "slower", r.stdout
+    # A per step, B per step, change per step (ms): B waits about the sleep
+    per_a, per_b = float(cells[4]), float(cells[5])
+    assert per_a < 0.25 * sleep_s * 1000 and per_b >= 0.8 * sleep_s * 1000, r.stdout
+    assert per_b - per_a <= 1.2 * sleep_s * 1000, r.stdout
 
 
 NCCL_ROUNDS = 30

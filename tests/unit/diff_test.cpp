@@ -415,6 +415,67 @@ TEST(StepDiff, TheLineOfAnInjectedOpIsARowOfSampledTime) {
   EXPECT_NE(none.no_line_rows.find("A: no stack samples recorded"), std::string::npos) << none.no_line_rows;
 }
 
+// Each train step's gradient all_reduce, issued in backward, blocked on
+// for `blocked_ms` (a peer arriving late), and a barrier outside the steps.
+CommReport comm_of(const ActionsReport& rep, double blocked_ms, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> jitter(0, 0.05);
+  ProcessComm pc;
+  pc.pid = rep.processes[0].meta.pid;
+  pc.marks = 1;
+  const auto ns = [](double ms) { return static_cast<std::uint64_t>(ms * 1e6); };
+  for (const auto& iv : rep.processes[0].intervals) {
+    if (rep.processes[0].actions[iv.action].name != "[Strategy]SingleDeviceStrategy.backward") continue;
+    CommCall c;
+    c.ts_ns = iv.begin_ns + ns(0.1);
+    c.kind = LT_COMM_ALLREDUCE;
+    c.blocked_ns = ns(blocked_ms + jitter(rng));
+    pc.calls_kept.push_back(c);
+  }
+  CommCall outside;
+  outside.ts_ns = 1;  // before every step: in no row
+  outside.kind = LT_COMM_BARRIER;
+  outside.blocked_ns = ns(500);
+  pc.calls_kept.push_back(outside);
+  CommCall untimed;  // issued in a step, its wait not seen: no time
+  untimed.ts_ns = rep.processes[0].intervals.back().begin_ns;
+  untimed.kind = LT_COMM_BROADCAST;
+  pc.calls_kept.push_back(untimed);
+  CommReport r;
+  r.processes.push_back(std::move(pc));
+  return r;
+}
+
+// A peer that arrives 2 ms later each step: the all_reduce's blocked time
+// is its own row at that time per step; a barrier outside the steps and a
+// call with no wait give none; a run without the comm probes' times gives
+// no collective rows, and says why.
+TEST(StepDiff, ALatePeerIsTheCollectiveRowAtItsBlockedTimePerStep) {
+  const ActionsReport a = fit(40, 3, 1), b = fit(40, 3, 2);
+  const CommReport ca = comm_of(a, 1.0, 5), cb = comm_of(b, 3.0, 6);
+  const auto d = diff_runs({{&a, nullptr, nullptr, &ca}}, {{&b, nullptr, nullptr, &cb}});
+  EXPECT_TRUE(d.no_collective_rows.empty()) << d.no_collective_rows;
+  std::vector<const DiffRow*> colls;
+  for (const auto& r : d.rows)
+    if (r.kind == DiffRow::Kind::collective) colls.push_back(&r);
+  ASSERT_EQ(colls.size(), 1u);
+  EXPECT_EQ(colls[0]->what, "collective: all_reduce (blocked)");
+  EXPECT_EQ(colls[0]->verdict, 1);
+  EXPECT_EQ(colls[0]->n_a, 40u);
+  EXPECT_NEAR(colls[0]->per_step_a * 1e3, 1.0, 0.05);
+  EXPECT_NEAR(colls[0]->per_step_b * 1e3, 3.0, 0.05);
+  EXPECT_NEAR(colls[0]->test.shift * 1e3, 2.0, 0.1);
+  EXPECT_NE(render_step_diff(d, "a", "b").find("collective: the time a thread"), std::string::npos);
+  CommReport untimed = cb;
+  untimed.processes[0].marks = 0;  // calls counted, never timed
+  const auto none = diff_runs({{&a, nullptr, nullptr, &ca}}, {{&b, nullptr, nullptr, &untimed}});
+  EXPECT_NE(none.no_collective_rows.find("B: no c10d collective times recorded"), std::string::npos)
+      << none.no_collective_rows;
+  for (const auto& r : none.rows) EXPECT_NE(r.kind, DiffRow::Kind::collective) << r.what;
+  // Neither side with the comm probes: nothing to say.
+  EXPECT_TRUE(diff_runs({{&a}}, {{&b}}).no_collective_rows.empty());
+}
+
 // diff --html's flame graph: both sides' stacks in one tree, each frame's
 // time per train step in A and B; the injected line's own time is B's
 // alone, and it is the one red frame; the page escapes what the job named.

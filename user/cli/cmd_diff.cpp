@@ -8,6 +8,7 @@
 #include <set>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/comm.h"
 #include "reports/diff/diff_flame.h"
 #include "reports/diff/diff_html.h"
 #include "reports/diff/step_diff.h"
@@ -19,28 +20,33 @@
 namespace lt {
 namespace {
 
-// One recording: its actions and its op calls, every interval kept.
+// One recording: its actions, op calls, stack samples and c10d calls,
+// every interval kept.
 struct Run {
   ActionsReport actions;
   OpCalls ops;
   LineSamples lines;
+  CommReport comm;
 };
 
 Run read_run(const std::string& path, bool keep_stacks, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
+  CommAggregator comm(agg, CommAggregatorOptions{.keep_calls = true});
   OpCalls ops;
   LineSamples lines(keep_stacks);
   const auto r = tracefile::read_trace_file(
       path,
       [&](const lt_event_header& h, const std::byte* p) {
         agg.add(h, p);
+        comm.add(h, p);  // right after the actions (it charges calls to the open action)
         ops.add(h, p);
         lines.add(h, p);
       },
       [&agg](const tracefile::DamagedRange&) { agg.gap(); });
   for (const auto& w : r.warnings) std::cerr << "ltrace-bpf: " << path << ": " << w << "\n";
   damaged |= r.data_lost();
-  return Run{agg.finish(), std::move(ops), std::move(lines)};
+  CommReport calls = comm.finish();
+  return Run{agg.finish(), std::move(ops), std::move(lines), std::move(calls)};
 }
 
 // Appends another trace's names and the items that index them (op calls,
@@ -116,7 +122,17 @@ int cmd_diff(Options& opts) {
         out.push_back(std::move(run));
         continue;
       }
-      std::erase_if(run.actions.processes, [rank](const ProcessActions& p) { return p.meta.rank != rank; });
+      // A launcher's rank (Lightning's rank 0 has no RANK in its environment)
+      // is its ranked children's, as the reports label it.
+      std::vector<bool> of_rank;
+      {
+        const ProcessIndex index(run.actions);
+        for (const auto& p : run.actions.processes) of_rank.push_back(index.with_rank_labels(p.meta).rank == rank);
+      }
+      std::vector<ProcessActions> kept_processes;
+      for (std::size_t i = 0; i < of_rank.size(); ++i)
+        if (of_rank[i]) kept_processes.push_back(std::move(run.actions.processes[i]));
+      run.actions.processes = std::move(kept_processes);
       // The rank's op calls and samples only: pids are unique within a
       // file, not across the files of a job's nodes.
       std::set<std::uint32_t> kept;
@@ -124,6 +140,7 @@ int cmd_diff(Options& opts) {
       std::erase_if(run.ops.calls, [&](const OpCalls::Call& c) { return !kept.count(c.pid); });
       std::erase_if(run.ops.probed_ranges, [&](const auto& r) { return !kept.count(r.first); });
       std::erase_if(run.lines.samples, [&](const LineSamples::Sample& x) { return !kept.count(x.pid); });
+      std::erase_if(run.comm.processes, [&](const ProcessComm& c) { return !kept.count(c.pid); });
       if (html) flame.add(side_index, run.actions, run.lines);  // before the merge: its stacks index its names
       if (out.empty()) {
         out.push_back(std::move(run));
@@ -141,6 +158,7 @@ int cmd_diff(Options& opts) {
         auto& lines = out.front().lines;
         append_rebased(lines.lines, lines.samples, run.lines.lines, run.lines.samples, &LineSamples::Sample::line);
         if (!lines.period_ns) lines.period_ns = run.lines.period_ns;
+        for (auto& c : run.comm.processes) out.front().comm.processes.push_back(std::move(c));
       }
     }
     if (rank >= 0 && (out.empty() || out.front().actions.processes.empty()))
@@ -152,7 +170,7 @@ int cmd_diff(Options& opts) {
   const std::vector<Run> b = read_side(opts.diff_b, range_b, rank_b, "B");
   auto runs = [](const std::vector<Run>& side) {
     std::vector<DiffRun> out;
-    for (const auto& r : side) out.push_back({&r.actions, &r.ops, &r.lines});
+    for (const auto& r : side) out.push_back({&r.actions, &r.ops, &r.lines, &r.comm});
     return out;
   };
   const StepDiff d = diff_runs(runs(a), runs(b));
@@ -168,6 +186,8 @@ int cmd_diff(Options& opts) {
   }
   if (!d.no_op_rows.empty()) std::cerr << "ltrace-bpf: diff: no op rows: " << d.no_op_rows << "\n";
   if (!d.no_line_rows.empty()) std::cerr << "ltrace-bpf: diff: no line rows: " << d.no_line_rows << "\n";
+  if (!d.no_collective_rows.empty())
+    std::cerr << "ltrace-bpf: diff: no collective rows: " << d.no_collective_rows << "\n";
   const DiffRow* step = d.step();
   if (!step || !step->n_a || !step->n_b)
     std::cerr << "ltrace-bpf: diff: no train steps in " << (step && step->n_a ? "B" : "A")
