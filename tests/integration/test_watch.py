@@ -346,13 +346,17 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
     """kill -9 of a watcher while a capture's window is open (its after-part
     still recording): the job runs on and ends as it would; a second
     watcher on the same directory takes the stale pid file and the old ring
-    over, and its own capture is whole."""
+    over, and its own capture is whole.  Every 10th step calls gc.collect()
+    (~0.1 s over torch's and Lightning's objects here): the cheap tier's GC
+    probes (Debian's CPython has them) put those pauses in the capture,
+    whose summary names them first."""
     wdir, go, wl_out = tmp_path / "w", tmp_path / "go", tmp_path / "workload.out"
     times = tmp_path / "times"
     py = os.path.join(os.path.dirname(LTRACE), "..", ".venv", "bin", "python")
     with open(wl_out, "w") as wo:
         target = subprocess.Popen([py, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
-                                   "--steps", "400", "--step-s", "0.02", "--times", str(times)],
+                                   "--steps", "400", "--step-s", "0.02", "--times", str(times), "--gc-collect",
+                                   "--gc-every", "10"],
                                   stdout=wo, stderr=subprocess.STDOUT, cwd=tmp_path)
     watchers = []
 
@@ -398,6 +402,11 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
     assert open(os.path.join(caps[0], "reports.txt")).read().startswith("Findings")
     assert not os.path.exists(wdir / "watch.pid")  # the second one's, gone with it
     assert "captures" in second_err.read_text()
+    # The GC pauses, through the kill -9 of a watcher that held the probes.
+    job = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
+    assert job["gc_calls"] == 40, job
+    summary = [x for x in second_err.read_text().splitlines() if "watch: summary: request" in x]
+    assert summary and "top finding: gc (pid" in summary[0], second_err.read_text()
 
 
 def test_a_straggler_rank_is_named_within_20_steps(tmp_path):

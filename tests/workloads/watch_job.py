@@ -15,8 +15,8 @@ seconds those calls took, timed around them here.
 holding M MiB more; prints a JSON line {"ckpt_s": ..., "saves": ...}: the
 seconds the checkpoint callback's on_train_batch_end took (the saves and the
 removal of each one's predecessor), timed here.
---gc-collect [--gc-heap N]: each training step calls gc.collect() (with N
-live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
+--gc-collect [--gc-heap N] [--gc-every K]: each (K-th) training step calls
+gc.collect() (with N live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
 the seconds those calls took, timed around them here.
 """
 import json
@@ -61,7 +61,7 @@ class Model(pl.LightningModule):
         Model.starts.append(time.perf_counter())
         if a.leak_mb:
             Model.kept.append(b"\x01" * (a.leak_mb << 20))
-        if a.gc_collect:
+        if a.gc_collect and batch_idx % a.gc_every == 0:
             # A full collection each step, as some training loops call: its
             # time grows with the live objects it scans (--gc-heap).
             t0 = time.perf_counter()
@@ -99,6 +99,7 @@ def main():
     p.add_argument("--op-ms", type=float, default=0)
     p.add_argument("--gc-collect", action="store_true", help="gc.collect() in each training_step, timed")
     p.add_argument("--gc-heap", type=int, default=0, help="this many live container objects for it to scan")
+    p.add_argument("--gc-every", type=int, default=1, help="--gc-collect in every Nth training_step only")
     a = p.parse_args()
     if a.op_ms:
         # Sized by the median of a few timed calls, doubling until one takes

@@ -300,9 +300,11 @@ int cmd_watch(Options& opts) {
   SessionOptions so{opts.pids, opts.all, opts.children, {}, opts.duration_s, opts.verbose};
   if (!opts.job_env.empty()) so.adopt_env = opts.job_env;
   // The cheap tier: actions (always), stacks at a low rate, collectives,
-  // /proc and NVML samples. No op probes, no GPU bridge.
+  // CPython's GC probes (two probe hits per collection, where the build has
+  // them), /proc and NVML samples. No op probes, no GPU bridge.
   so.sample_rate_hz = opts.rate_hz ? opts.rate_hz : 19;
   so.sources.comm = true;
+  so.sources.gc = true;
   so.sources.ops = true;  // on demand: the op observer while escalated
   so.ops_on_demand = true;
   so.inject = opts.inject;
