@@ -9,6 +9,7 @@ that calls gc.collect() in every step has gc first."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -203,7 +204,7 @@ def test_checkpoints_every_few_steps_rank_first_with_their_time(traces):
     assert measured * 0.95 <= at_stake <= measured * 1.1 + 0.2, (at_stake, measured, out)
 
 
-def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces):
+def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces, tmp_path):
     """A training_step that calls gc.collect() over 300,000 live objects:
     the gc finding (CPython's gc__start/gc__done probes) ranks first, at
     the time the job measured around its calls (the automatic collections
@@ -217,6 +218,15 @@ def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces):
     measured = job["gc_s"] * 1e3 / STEPS
     assert measured * 0.9 <= at_stake <= measured * 1.1 + 0.2, (at_stake, measured, out)
     assert re.search(r"generation 0 \d+x, 1 \d+x, 2 (\d+)x", out).group(1) != "0", out
+    # The same trace as one node's file of a job: `report DIR --merge` says it too.
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    shutil.copy(traces["gc"], job_dir / "node-a.ltrace")
+    r = subprocess.run([LTRACE, "report", str(job_dir), "--merge", "--report", "verdict"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^  1\. gc \(pid \d+\): " + re.escape(f"{at_stake:.2f}") + " ms per train step", r.stdout,
+                     re.M), r.stdout
 
 
 def test_cpu_contention_ranks_first_with_its_share(tmp_path):
