@@ -285,8 +285,47 @@ void gc_pauses(const ProcessActions& p, const ProcessSteps& s, double total_ms, 
                  "gc.set_threshold() (generation 0 runs every 700 net allocations by default)"});
 }
 
+// The loop thread's stack samples in logging code inside the train steps
+// (logging_time.h): samples x the period, an estimate.
+void logging_cost(const ProcessActions& p, const ProcessSteps& s, double total_ms, const LoggingReport& lg,
+                  const std::vector<LoggingSample>& samples, std::vector<Finding>& out) {
+  const auto& t = s.train;
+  std::size_t k = 0, count = 0;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> by_site;  // (entry, caller) -> samples
+  for (const auto& x : samples) {
+    if (s.tid && x.tid != s.tid) continue;  // another thread's logging is not the step's time
+    while (k < t.size() && t[k].end_ns <= x.ts_ns) ++k;
+    if (k == t.size()) break;
+    if (x.ts_ns < t[k].begin_ns) continue;  // between two steps
+    ++count;
+    ++by_site[{x.entry, x.caller}];
+  }
+  const double period_ms = static_cast<double>(lg.period_ns) / 1e6, ms = static_cast<double>(count) * period_ms;
+  if (count < kLoggingMinSamples || ms / total_ms < kLogging) return;
+  auto top = by_site.begin();
+  for (auto it = by_site.begin(); it != by_site.end(); ++it)
+    if (it->second > top->second) top = it;
+  auto name = [&lg](std::uint32_t i) { return i < lg.names.size() ? utf8_text(lg.names[i]) : std::string("?"); };
+  const std::string site =
+      name(top->first.first) +
+      (top->first.second == LoggingReport::kNoCaller ? "" : " called from " + name(top->first.second));
+  char period[32];
+  std::snprintf(period, sizeof period, "%.3g", period_ms);
+  const double n = static_cast<double>(t.size());
+  out.push_back({"logging", p.meta.pid, ms / n, ms / total_ms,
+                 std::to_string(count) +
+                     " of the training loop's stack samples inside the train steps were in "
+                     "logging code, an estimated " +
+                     msf(ms) + " (" + pct(ms / total_ms) + " of the steps' time; samples x the " + period +
+                     " ms sampling period): most in " + site + " (" + std::to_string(top->second) + " samples)",
+                 "log fewer values or less often: Trainer(log_every_n_steps=N) (50 by default), self.log(..., "
+                 "on_step=False) for what is needed per epoch only, sync_dist=True only where needed; no per-step "
+                 "print or logging.info; a logger's flush interval (TensorBoard's flush_secs)"});
+}
+
 void process_findings(const ProcessActions& p, const ProcessSteps& s, const ProcessDeviceStats* stats,
-                      const CompilesProcess* compiles, const std::vector<GcPause>* gc, std::vector<Finding>& out) {
+                      const CompilesProcess* compiles, const std::vector<GcPause>* gc, const LoggingReport* logging,
+                      std::vector<Finding>& out) {
   const auto& t = s.train;
   if (t.size() < 5) return;  // too few steps to say anything
   double total = 0;
@@ -337,6 +376,9 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   if (compiles) recompiles(p, s, total, *compiles, in_step_compiles, val_compiles, out);
   std::vector<double> in_step_gc(t.size(), 0.0);
   if (gc) gc_pauses(p, s, total, *gc, in_step_gc, out);
+  if (logging && logging->period_ns)
+    if (auto it = logging->procs.find(p.meta.pid); it != logging->procs.end())
+      logging_cost(p, s, total, *logging, it->second, out);
   // Outliers: past the run's own spread, robustly (MAD), and past 1.5x;
   // a step's checkpoint save is not its excess (the checkpoints finding's).
   for (std::size_t i = 0; i < t.size(); ++i)
@@ -522,7 +564,7 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
 }  // namespace
 
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm,
-                                 const CompilesReport* compiles, const GcReport* gc) {
+                                 const CompilesReport* compiles, const GcReport* gc, const LoggingReport* logging) {
   std::vector<Finding> out;
   std::vector<Blocked> blocked;
   // Each process's steps, found once (the straggler reads them again).
@@ -540,7 +582,7 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
     const std::vector<GcPause>* pauses = nullptr;
     if (gc)
       if (auto g = gc->procs.find(p.meta.pid); g != gc->procs.end()) pauses = &g->second;
-    process_findings(p, ps, mine, compiled, pauses, out);
+    process_findings(p, ps, mine, compiled, pauses, logging, out);
     if (comm)
       for (const auto& c : comm->processes)
         if (c.pid == p.meta.pid)

@@ -43,6 +43,13 @@
 //                 clipped to its step, >= 5 % of the steps' time: that time
 //                 per step, by generation, the longest as evidence. Not also
 //                 a step's outlier excess.
+//   logging       the training loop thread's on-CPU stack samples inside
+//                 the train steps that were in logging code (self.log and
+//                 log_dict, Lightning's logger connector and loggers, the
+//                 TensorBoard/wandb/MLflow libraries, Python's logging:
+//                 logging_time.h) >= 5 % of the steps' time, from >= 10
+//                 samples: an estimate (samples x the sampling period), with
+//                 the logging entry and its call site most sampled.
 //   straggler     of the processes of one report (ranks under --children),
 //                 the one waiting least, when another is collective-bound
 //                 and waits over twice as long: the rank the others wait
@@ -58,6 +65,7 @@
 #include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gc.h"
+#include "reports/aggregate/logging_time.h"
 
 namespace lt {
 
@@ -74,15 +82,19 @@ inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kV
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
 inline constexpr double kContention = 0.15, kCollective = 0.15, kRecompiles = 0.05, kGc = 0.05;
+inline constexpr double kLogging = 0.05;
+inline constexpr std::size_t kLoggingMinSamples = 10;
 
 // Ranked: most step time at stake first.
 // `stats`: the /proc samples, when recorded (--device-stats, watch).
 // `comm`: the c10d probes' calls and waits, when recorded.
 // `compiles`: torch.compile's regions and Dynamo's records (with --report ops).
 // `gc`: the garbage collections, when recorded (the verdict asks for them).
+// `logging`: the stack samples in logging code, when sampled (the verdict
+// asks for stacks).
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats = nullptr,
                                  const CommReport* comm = nullptr, const CompilesReport* compiles = nullptr,
-                                 const GcReport* gc = nullptr);
+                                 const GcReport* gc = nullptr, const LoggingReport* logging = nullptr);
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
 
 }  // namespace lt

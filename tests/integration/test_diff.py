@@ -20,13 +20,14 @@ from conftest import LTRACE, VENV_PY, WORKLOADS, chromium, wait_for
 STEPS = 40
 
 
-def record(tmp, name, step_s, *extra):
+def record(tmp, name, step_s, *extra, lt_args=()):
     out = tmp / f"{name}.ltrace"
     # --wait-file names a file that exists: the job does not wait.
     # --device-stats: /proc samples, so that the healthy fit's verdict also
     # says its memory does not grow; --report verdict: its sources too
-    # (collectives, garbage collections), so every finding is judged.
-    r = subprocess.run([LTRACE, "run", "-o", str(out), "--device-stats", "--report", "simple,verdict", "--", VENV_PY,
+    # (collectives, garbage collections, stack samples), so every finding is judged.
+    r = subprocess.run([LTRACE, "run", "-o", str(out), "--device-stats", "--report", "simple,verdict", *lt_args,
+                        "--", VENV_PY,
                         os.path.join(WORKLOADS, "watch_job.py"),
                         "--wait-file", "/", "--steps", str(STEPS), "--step-s", str(step_s), *extra],
                        capture_output=True, text=True, timeout=600)
@@ -54,9 +55,15 @@ def traces(tmp_path_factory):
     assert r.returncode == 0, r.stderr
     # gc.collect() in every step, over 300,000 live dicts.
     gc_trace, gc_job = record(tmp, "gc", 0.02, "--gc-collect", "--gc-heap", "300000")
-    return {"a": record(tmp, "a", 0.02), "a2": record(tmp, "a2", 0.02), "slow": record(tmp, "slow", 0.025),
+    # 50 self.log() calls in every step (~10 ms), stacks at 999 Hz (~10
+    # samples of it a step: the estimate's spread is a few %).
+    log_trace, log_job = record(tmp, "logging", 0.02, "--log-calls", "50", lt_args=("--rate", "999"))
+    # The A/A pair and the slower run log one value a step, as most fits
+    # do: not a logging finding (about 1 % of the step).
+    a, a2, slow = (record(tmp, n, s, "--log-calls", "1")[0] for n, s in (("a", 0.02), ("a2", 0.02), ("slow", 0.025)))
+    return {"a": a, "a2": a2, "slow": slow,
             "loader": str(loader), "ckpt": ckpt, "ckpt_saves": saves, "transformer": str(transformer),
-            "gc": gc_trace, "gc_job": gc_job}
+            "gc": gc_trace, "gc_job": gc_job, "logging": log_trace, "logging_job": log_job}
 
 
 def record_observed(tmp, name, *extra):
@@ -177,7 +184,8 @@ def healthy(out):
 
 def test_a_healthy_fit_has_no_finding(traces):
     # Both recorded with --device-stats: their memory is judged too.
-    for name in ("a", "transformer"):  # the sleep-step fit; a real model, Lightning's demo Transformer
+    # The sleep-step fit (one self.log a step); a real model, Lightning's demo Transformer.
+    for name in ("a", "transformer"):
         out = verdict(traces[name])
         ok, why = healthy(out)
         assert ok, (name, why, out)
@@ -227,6 +235,25 @@ def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces, tmp_path):
     assert r.returncode == 0, r.stderr
     assert re.search(r"^  1\. gc \(pid \d+\): " + re.escape(f"{at_stake:.2f}") + " ms per train step", r.stdout,
                      re.M), r.stdout
+
+
+def test_logging_in_every_step_is_logging_first_at_its_estimated_time(traces):
+    """A training_step that calls self.log() for 50 values: the logging
+    finding (stack samples in LightningModule.log and Lightning's logger
+    connector) ranks first, at about the time the job measured around those
+    calls (an estimate from samples; the connector's own work at the
+    step's end adds a little), naming the call site."""
+    out = verdict(traces["logging"])
+    first = out.splitlines()[1]
+    assert first.strip().startswith("1. logging"), out
+    at_stake = float(re.search(r"logging \(pid \d+\): ([0-9.]+) ms per train step", out).group(1))
+    job = traces["logging_job"]
+    assert job["log_steps"] == STEPS, job
+    measured = job["log_s"] * 1e3 / STEPS
+    assert measured * 0.75 <= at_stake <= measured * 1.3 + 0.5, (at_stake, measured, out)
+    assert "most in LightningModule.log (module.py) called from Model.training_step (" in out or \
+        "most in log (module.py) called from training_step (" in out, out
+    assert "watch_job.py:" in out, out
 
 
 def test_cpu_contention_ranks_first_with_its_share(tmp_path):

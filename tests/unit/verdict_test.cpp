@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "reports/aggregate/steps.h"
@@ -338,4 +339,93 @@ TEST(Findings, GcPausesInsideTrainStepsClippedToThem) {
   for (const auto& s : step_records(healthy.processes[0]).train)
     small.procs[healthy.processes[0].meta.pid].push_back({s.begin_ns, s.begin_ns + 200'000, 1, 0, 0});
   EXPECT_TRUE(find_issues(healthy, nullptr, nullptr, nullptr, &small).empty());
+}
+
+// Which frames are logging code: Lightning's self.log / log_dict, its logger
+// connector and loggers, the logger libraries and Python's logging; not a
+// user's own function of the same name, nor a user directory named alike.
+TEST(LoggingTime, FramesOfLoggingCode) {
+  auto f = [](const char* fn, const char* file) { return StackFrame{fn, file, 1, 1, false}; };
+  const std::string lp = "/v/lib/python3.11/site-packages/lightning/pytorch/";
+  EXPECT_TRUE(is_logging_frame(f("LightningModule.log", (lp + "core/module.py").c_str())));
+  EXPECT_TRUE(is_logging_frame(f("log_dict", "/v/site-packages/pytorch_lightning/core/module.py")));
+  EXPECT_FALSE(is_logging_frame(f("LightningModule.__call__", (lp + "core/module.py").c_str())));
+  EXPECT_TRUE(is_logging_frame(f("_LoggerConnector.update_train_step_metrics",
+                                 (lp + "trainer/connectors/logger_connector/logger_connector.py").c_str())));
+  EXPECT_TRUE(is_logging_frame(f("TensorBoardLogger.log_metrics", (lp + "loggers/tensorboard.py").c_str())));
+  EXPECT_TRUE(is_logging_frame(f("Logger.info", "/usr/lib/python3.11/logging/__init__.py")));
+  EXPECT_TRUE(is_logging_frame(f("SummaryWriter.add_scalar", "/v/site-packages/torch/utils/tensorboard/writer.py")));
+  EXPECT_TRUE(is_logging_frame(f("log", "/v/site-packages/wandb/sdk/wandb_run.py")));
+  EXPECT_FALSE(is_logging_frame(f("training_step", "/home/u/loggers/train.py")));
+  EXPECT_FALSE(is_logging_frame(f("log", "/home/u/model.py")));
+  EXPECT_FALSE(is_logging_frame(StackFrame{"log", "libfoo.so", 0, 0, true}));
+}
+
+namespace {
+
+// A LoggingAggregator fed PY_CODE records and one on-CPU sample per
+// `every`-th train step inside self.log, called from training_step.
+LoggingReport logging_samples(const ActionsReport& r, std::uint64_t period_ns, std::size_t every, std::uint32_t tid) {
+  LoggingAggregator agg;
+  auto feed = [&](auto& rec) { agg.add(rec.hdr, reinterpret_cast<const std::byte*>(&rec)); };
+  const std::uint32_t pid = r.processes[0].meta.pid;
+  lt_sampler_info_event info{};
+  info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, pid, pid, 0, 0};
+  info.period_ns = period_ns;
+  info.flags = LT_SAMPLER_ON_CPU;
+  feed(info);
+  auto code = [&](std::uint64_t addr, const char* name, const char* file) {
+    lt_py_code_event c{};
+    c.hdr = {LT_EV_PY_CODE, sizeof c, pid, pid, 0, 0};
+    c.code = addr;
+    c.first_line = 1;
+    std::strcpy(c.name, name);
+    std::strcpy(c.file, file);
+    feed(c);
+  };
+  code(0x1000, "LightningModule.log", "/v/site-packages/lightning/pytorch/core/module.py");
+  code(0x2000, "training_step", "/src/train.py");
+  code(0x3000, "fit", "/src/run.py");
+  const auto steps = step_records(r.processes[0]).train;
+  for (std::size_t i = 0; i < steps.size(); i += every) {
+    lt_py_sample_event s{};
+    s.hdr = {LT_EV_PY_SAMPLE, sizeof s, pid, tid, 0, steps[i].begin_ns + 500'000};
+    s.nframes = 3;
+    s.frames[0] = {0x1000, 0, 0};
+    s.frames[1] = {0x2000, 0, 0};
+    s.frames[2] = {0x3000, 0, 0};
+    feed(s);
+    // The same stack between two steps: not at stake.
+    s.hdr.ts_ns = steps[i].end_ns + 1;
+    if (i + 1 < steps.size() && steps[i + 1].begin_ns > s.hdr.ts_ns) feed(s);
+  }
+  return agg.finish();
+}
+
+}  // namespace
+
+// One 1 ms sample in self.log per step of ~9.7 ms: "logging" at ~1 ms per
+// step, with its call site; a sample every 4th step (~2.6 %) is under the
+// threshold; 5 samples at 10 ms (~10 %) are too few to say; another
+// thread's samples are not the steps' time.
+TEST(Findings, LoggingSamplesInsideTrainStepsAreItsEstimatedTime) {
+  const auto r = make(Fit{});
+  const std::uint32_t loop = step_records(r.processes[0]).tid;
+  const LoggingReport every = logging_samples(r, 1'000'000, 1, loop);
+  const auto f = find_issues(r, nullptr, nullptr, nullptr, nullptr, &every);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "logging") << render_findings(r, f);
+  EXPECT_NEAR(f[0].ms_per_step, 1.0, 1e-9);
+  EXPECT_NE(f[0].evidence.find("50 of the training loop's stack samples"), std::string::npos) << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find("LightningModule.log (module.py) called from training_step (/src/train.py"),
+            std::string::npos)
+      << f[0].evidence;
+  auto kinds = [&r](const LoggingReport& lg) {
+    std::string k;
+    for (const auto& x : find_issues(r, nullptr, nullptr, nullptr, nullptr, &lg)) k += x.kind + " ";
+    return k;
+  };
+  EXPECT_EQ(kinds(logging_samples(r, 1'000'000, 4, loop)).find("logging"), std::string::npos);
+  EXPECT_EQ(kinds(logging_samples(r, 10'000'000, 10, loop)).find("logging"), std::string::npos);
+  EXPECT_EQ(kinds(logging_samples(r, 1'000'000, 1, loop + 1)).find("logging"), std::string::npos);
 }

@@ -15,6 +15,8 @@ seconds those calls took, timed around them here.
 holding M MiB more; prints a JSON line {"ckpt_s": ..., "saves": ...}: the
 seconds the checkpoint callback's on_train_batch_end took (the saves and the
 removal of each one's predecessor), timed here.
+--log-calls N: each training step calls self.log() for N values; prints a
+JSON line {"log_s": ..., "log_steps": ...}: the seconds those calls took.
 --gc-collect [--gc-heap N] [--gc-every K]: each (K-th) training step calls
 gc.collect() (with N live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
 the seconds those calls took, timed around them here.
@@ -53,6 +55,7 @@ class Model(pl.LightningModule):
     kept = []  # --leak-mb: what each step keeps (resident: filled, not zero pages)
     heap = []  # --gc-heap: live objects every full collection scans
     gc_s = []  # --gc-collect: each step's gc.collect(), timed
+    log_s = []  # --log-calls: each step's self.log calls, timed
     op_input = None  # --op-ms: the cumsum's input
     op_s = []
 
@@ -67,6 +70,12 @@ class Model(pl.LightningModule):
             t0 = time.perf_counter()
             gc.collect()
             Model.gc_s.append(time.perf_counter() - t0)
+        if a.log_calls:
+            # Metric logging, as a training_step that logs many values does.
+            t0 = time.perf_counter()
+            for i in range(a.log_calls):
+                self.log(f"metric_{i}", float(batch_idx + i), on_step=True, on_epoch=True)
+            Model.log_s.append(time.perf_counter() - t0)
         time.sleep(a.step_s)
         if Model.op_input is not None:
             t0 = time.perf_counter()
@@ -100,6 +109,7 @@ def main():
     p.add_argument("--gc-collect", action="store_true", help="gc.collect() in each training_step, timed")
     p.add_argument("--gc-heap", type=int, default=0, help="this many live container objects for it to scan")
     p.add_argument("--gc-every", type=int, default=1, help="--gc-collect in every Nth training_step only")
+    p.add_argument("--log-calls", type=int, default=0, help="self.log() this many values in each training_step, timed")
     a = p.parse_args()
     if a.op_ms:
         # Sized by the median of a few timed calls, doubling until one takes
@@ -147,6 +157,8 @@ def main():
         print(json.dumps({"ckpt_s": sum(hook_s), "saves": len(saves)}), flush=True)
     if a.op_ms:
         print(json.dumps({"op_s": sum(Model.op_s), "op_calls": len(Model.op_s)}), flush=True)
+    if a.log_calls:
+        print(json.dumps({"log_s": sum(Model.log_s), "log_steps": len(Model.log_s)}), flush=True)
     if a.gc_collect:
         print(json.dumps({"gc_s": sum(Model.gc_s), "gc_calls": len(Model.gc_s)}), flush=True)
     if a.times:

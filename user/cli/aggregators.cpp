@@ -8,6 +8,7 @@
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gc.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/logging_time.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/nccl.h"
 #include "reports/aggregate/ops.h"
@@ -74,6 +75,8 @@ constexpr Maker kAggregators[] = {
     [](const Ctx& c) { return slot<XlaAggregator, &ReportResults::xla>(c.actions, c.need.exports); },
     // CPython's garbage collections: the verdict's GC finding.
     [](const Ctx&) { return slot<GcAggregator, &ReportResults::gc>(); },
+    // The stack samples in logging code: the verdict's logging finding.
+    [](const Ctx&) { return slot<LoggingAggregator, &ReportResults::logging>(); },
 };
 
 }  // namespace

@@ -61,7 +61,9 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
 }
 
 void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
-  std::cout << render_findings(r.actions, find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles, &r.gc)) << "\n";
+  std::cout << render_findings(r.actions,
+                               find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles, &r.gc, &r.logging))
+            << "\n";
 }
 
 // torch_xla's compiles, executions and transfers (docs/design-xla.md).
@@ -76,10 +78,10 @@ void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptio
 constexpr ReportEntry kReports[] = {
     // What is wrong, ranked by step time at stake (reports/verdict/findings.h): first.
     // The c10d probes for the collective-bound and straggler findings; the
-    // gc probes for the GC one.
+    // gc probes for the GC one; stack samples for the logging one.
     {.name = "verdict",
      .help = "what is wrong, ranked by train step time at stake, with evidence and what to try (printed first)",
-     .sources = {.comm = true, .gc = true},
+     .sources = {.stacks = true, .comm = true, .gc = true},
      .printed = [](const Options& o, const ReportResults&) { return named(o, "verdict"); },
      .write = write_verdict,
      .keeps_intervals = true},

@@ -18,6 +18,7 @@
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gc.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/logging_time.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/nccl.h"
 #include "reports/aggregate/ops.h"
@@ -43,6 +44,7 @@ struct ReportResults {
   NcclReport nccl;
   XlaReport xla;
   GcReport gc;
+  LoggingReport logging;
 };
 
 // The probes a report needs besides the action probes (ORed over the
