@@ -400,46 +400,92 @@ void Session::start_chores(std::uint64_t now) {
   pending_.start_clock(now);
 }
 
-// When the loop must run next while no record comes (see "Sleeping" in
-// run()): the earliest chore due, a second from now at the latest.
-// Forked children's keys still to prove, exec pairings and thread-state
-// refreshes need records first; the liveness poll waits for the second.
+// The drain loop's chores, in the order do_chores() runs them between two
+// drains. Each says when it is next due while no record comes (see
+// "Sleeping" in run()): kTickSoon for the next turn, kNever for "only
+// after records" (forked children's keys and exec pairings wait for their
+// records; thread-state refreshes follow the records too; library loads
+// wake the loop through their own fds). One table, so that what runs and
+// what the loop wakes for cannot drift apart.
+std::span<const Session::Chore> Session::chores() {
+  using T = Tracer;
+  static const Chore kChores[] = {
+      {"forked children's thread-state keys",
+       [](const Session& s, std::uint64_t) { return s.targets_.unproven().empty() ? kNever : T::kTickSoon; },
+       [](Session& s, std::uint64_t) { s.check_forked_tsd(); }},
+      {"exec'd targets",
+       [](const Session& s, std::uint64_t) {
+         return s.exec_pairing_.empty() && s.exec_candidates_.empty() ? kNever : T::kTickSoon;
+       },
+       [](Session& s, std::uint64_t now) { s.adopt_execed(now); }},
+      {"library loads", [](const Session&, std::uint64_t) { return kNever; },
+       [](Session& s, std::uint64_t now) {
+         s.serve_library_loads(now);
+         s.tell_library_loads();
+       }},
+      {"thread states", [](const Session&, std::uint64_t) { return kNever; },
+       [](Session& s, std::uint64_t now) {
+         if (s.thread_states_.due(now)) s.refresh_thread_states();
+       }},
+      {"--all's scan",
+       [](const Session& s, std::uint64_t) { return s.watcher_ ? s.watch_.last_ns + s.watch_.period_ns + 1 : kNever; },
+       [](Session& s, std::uint64_t now) {
+         if (s.watcher_ && s.watch_.due(now)) s.adopt_eligible();
+       }},
+      {"pending attaches", [](const Session& s, std::uint64_t) { return s.pending_.next_due_ns(); },
+       [](Session& s, std::uint64_t now) {
+         s.pending_.poll(now, [&s](pid_t p) { return s.targets_.live_and_alive(p); });
+       }},
+      {"tracers",
+       [](const Session& s, std::uint64_t now) {
+         std::uint64_t due = kNever;
+         for (const auto& t : s.tracers_) due = std::min(due, t->next_tick_ns(now));
+         return due;
+       },
+       [](Session& s, std::uint64_t now) {
+         for (auto& t : s.tracers_) t->tick(now);
+       }},
+      {"/proc samples",
+       [](const Session& s, std::uint64_t) { return s.stats_sampler_ ? s.stats_sampler_->next_due_ns(true) : kNever; },
+       [](Session& s, std::uint64_t) {
+         if (!s.stats_sampler_) return;
+         s.stats_sampler_->set_pids(s.targets_.live_alive_pids());
+         s.stats_sampler_->poll();
+       }},
+      // A killed recorder loses at most ~1 s.
+      {"the trace file's flush",
+       [](const Session& s, std::uint64_t) { return s.writer_ ? s.writer_->next_flush_ns() : kNever; },
+       [](Session& s, std::uint64_t now) { s.write_file([&](tracefile::TraceWriter& w) { w.maybe_flush(now); }); }},
+      {"on_tick",
+       [](const Session& s, std::uint64_t now) {
+         if (!s.opts_.on_tick) return kNever;
+         return s.opts_.next_tick ? s.opts_.next_tick(now) : T::kTickSoon;
+       },
+       [](Session& s, std::uint64_t now) {
+         if (s.opts_.on_tick) s.opts_.on_tick(now);
+       }},
+  };
+  return kChores;
+}
+
+// When the loop must run next while no record comes: the earliest chore
+// due, a second from now at the latest. The liveness poll waits for the
+// second.
 std::uint64_t Session::next_due(std::uint64_t now, std::uint64_t deadline) const {
   std::uint64_t due = now + kQuietMaxNs;
   if (deadline) due = std::min(due, deadline);
-  const auto soon = now + kDrainNapNs;
-  const auto at = [&](std::uint64_t t) { due = std::min(due, t == Tracer::kTickSoon ? soon : t); };
-  for (const auto& t : tracers_) at(t->next_tick_ns(now));
-  at(pending_.next_due_ns());
-  if (watcher_) at(watch_.last_ns + watch_.period_ns + 1);
-  if (stats_sampler_) at(stats_sampler_->next_due_ns(true));
-  if (writer_) at(writer_->next_flush_ns());
-  if (!targets_.unproven().empty() || !exec_pairing_.empty() || !exec_candidates_.empty()) at(soon);
-  if (opts_.on_tick) at(opts_.next_tick ? opts_.next_tick(now) : soon);
+  for (const Chore& c : chores()) {
+    const std::uint64_t t = c.due(*this, now);
+    due = std::min(due, t == Tracer::kTickSoon ? now + kDrainNapNs : t);
+  }
   return due;
 }
 
-// What the loop does between two drains, in this order: forked children's
-// thread-state keys, exec'd targets, the periodic chores, the trace file.
-// Returns the time it was done at.
+// What the loop does between two drains: every chore, in the table's
+// order, each at the time it starts. Returns the time the last began.
 std::uint64_t Session::do_chores() {
-  check_forked_tsd();
-  auto now = monotonic_ns();
-  adopt_execed(now);
-  serve_library_loads(monotonic_ns());
-  tell_library_loads();
-  now = monotonic_ns();
-  if (thread_states_.due(now)) refresh_thread_states();
-  if (watcher_ && watch_.due(now)) adopt_eligible();
-  const auto ours = [this](pid_t p) { return targets_.live_and_alive(p); };
-  pending_.poll(now, ours);
-  for (auto& t : tracers_) t->tick(now);
-  if (stats_sampler_) {
-    stats_sampler_->set_pids(targets_.live_alive_pids());
-    stats_sampler_->poll();
-  }
-  write_file([&](tracefile::TraceWriter& w) { w.maybe_flush(now); });  // a killed recorder loses at most ~1 s
-  if (opts_.on_tick) opts_.on_tick(now);
+  std::uint64_t now = 0;
+  for (const Chore& c : chores()) c.run(*this, now = monotonic_ns());
   return now;
 }
 

@@ -112,9 +112,18 @@ class Session {
   void announce_attached(double bridge_ms);
   int drain(ring_buffer* rb);
   void start_chores(std::uint64_t now);
+  // The drain loop's chores (session.cpp, "chores"): when each is next due
+  // while no record comes, and its work between two drains.
+  struct Chore {
+    const char* what;
+    std::uint64_t (*due)(const Session&, std::uint64_t now);  // Tracer::kTickSoon, a time, or kNever
+    void (*run)(Session&, std::uint64_t now);
+  };
+  static constexpr std::uint64_t kNever = UINT64_MAX;
+  static std::span<const Chore> chores();
   std::uint64_t next_due(std::uint64_t now, std::uint64_t deadline) const;  // the quiet loop's next wake
   void tell_library_loads();
-  std::uint64_t do_chores();  // between two drains; returns when
+  std::uint64_t do_chores();  // between two drains; returns when the last began
   void detach(ring_buffer* rb);
   void finish();
 
