@@ -45,14 +45,19 @@ void check_cluster(Options& o) {
 
 namespace {
 
+// What each cluster command takes alike.
+void take_job_nodes(const Options& opts, cluster::JobNodes& j) {
+  j.job_id = opts.slurm_job;
+  j.nodes = opts.nodes;
+  j.agent_path = opts.agent_path;
+  j.verbose = opts.verbose;
+}
+
 int cluster_dump(Options& opts) {
   cluster::ClusterDumpOptions co;
-  co.job_id = opts.slurm_job;
-  co.nodes = opts.nodes;
-  co.agent_path = opts.agent_path;
+  take_job_nodes(opts, co);
   co.wait_s = opts.wait_s;
   co.interval_s = opts.duration_s > 0 ? opts.duration_s : 1.0;
-  co.verbose = opts.verbose;
   const cluster::ClusterDump cd = cluster::gather_cluster_dump(co, stop_requested());
   const auto processes = cd.by_rank();
   const cluster::Verdict v = cluster::hang_verdict(processes);
@@ -71,27 +76,21 @@ int cmd_cluster(Options& opts) {
   if (opts.cluster_dump) return cluster_dump(opts);
   if (opts.cluster_watch) {
     cluster::ClusterWatchOptions cw;
-    cw.job_id = opts.slurm_job;
-    cw.nodes = opts.nodes;
-    cw.agent_path = opts.agent_path;
+    take_job_nodes(opts, cw);
     cw.watch_args = opts.agent_args;
     cw.dir = opts.watch_dir;
-    cw.verbose = opts.verbose;
     return cluster::run_cluster_watch(cw, stop_requested());
   }
   cluster::ClusterOptions co;
-  co.job_id = opts.slurm_job;
+  take_job_nodes(opts, co);
   co.out_dir = opts.output;
-  co.nodes = opts.nodes;
   co.gather = opts.gather == "stream"   ? cluster::Gather::stream
               : opts.gather == "shared" ? cluster::Gather::shared
                                         : cluster::Gather::automatic;
-  co.agent_path = opts.agent_path;
   co.agent_args = opts.agent_args;
   co.duration_s = opts.duration_s;
   co.clock_host = opts.clock_addr;
   co.wait_s = opts.wait_s;
-  co.verbose = opts.verbose;
   return cluster::run_cluster(co, stop_requested());
 }
 

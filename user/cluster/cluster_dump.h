@@ -8,17 +8,13 @@
 #include <vector>
 
 #include "user/cluster/dump_lines.h"
+#include "user/cluster/slurm_job.h"
 
 namespace lt::cluster {
 
-struct ClusterDumpOptions {
-  std::string job_id;
-  std::vector<std::string> nodes;  // --nodes: a subset of the job's; empty: all
-  std::string agent_path;          // the ltrace-bpf to run on the nodes; "": this one
-  double wait_s = 10;              // how long an agent waits for its node's ranks
-  double interval_s = 1;           // between each agent's two reads
-  std::string srun = "srun", scontrol = "scontrol";
-  bool verbose = false;
+struct ClusterDumpOptions : JobNodes {
+  double wait_s = 10;     // how long an agent waits for its node's ranks
+  double interval_s = 1;  // between each agent's two reads
 };
 
 struct NodeDump {

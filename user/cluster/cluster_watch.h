@@ -10,16 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "user/cluster/slurm_job.h"
+
 namespace lt::cluster {
 
-struct ClusterWatchOptions {
-  std::string job_id;
-  std::vector<std::string> nodes;       // --nodes: a subset of the job's; empty: all
-  std::string agent_path;               // the ltrace-bpf to run on the nodes; "": this one
+struct ClusterWatchOptions : JobNodes {
   std::vector<std::string> watch_args;  // watch's options, as given
   std::string dir;                      // each node's watcher gets DIR/NODE
-  std::string srun = "srun", scontrol = "scontrol";
-  bool verbose = false;
 };
 
 // Runs until every node's watcher ended (the job's ranks gone, or a stop

@@ -10,22 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "user/cluster/slurm_job.h"
+
 namespace lt::cluster {
 
 enum class Gather { automatic, shared, stream };
 
-struct ClusterOptions {
-  std::string job_id;
+struct ClusterOptions : JobNodes {
   std::string out_dir;
-  std::vector<std::string> nodes;  // --nodes: a subset of the job's; empty: all
   Gather gather = Gather::automatic;
-  std::string agent_path;               // the ltrace-bpf to run on the nodes; "": this one
   std::vector<std::string> agent_args;  // record options passed on (--rate, --ops, ...)
   double duration_s = 0;
   double wait_s = 10;      // how long an agent waits for its node's ranks
   std::string clock_host;  // the address agents reach us at; "": what srun tells them
-  std::string srun = "srun", scontrol = "scontrol";
-  bool verbose = false;
 };
 
 // Returns the exit code: 0 when every node gave a trace, ExitCode::partial

@@ -8,6 +8,16 @@
 
 namespace lt::cluster {
 
+// What every cluster command takes (record, dump, watch): the job, which of
+// its nodes, the ltrace-bpf to run there, and the Slurm commands.
+struct JobNodes {
+  std::string job_id;
+  std::vector<std::string> nodes;  // --nodes: a subset of the job's; empty: all
+  std::string agent_path;          // the ltrace-bpf to run on the nodes; "": this one
+  std::string srun = "srun", scontrol = "scontrol";
+  bool verbose = false;
+};
+
 struct SlurmJob {
   std::string id;
   std::string state;     // JobState, e.g. RUNNING

@@ -578,6 +578,7 @@ void Session::serve_library_loads(std::uint64_t now) {
 void Session::tell_library_loads() {
   if (!libload_) return;
   for (pid_t pid : libload_->take_loads()) pending_.loaded(pid);
+  if (pending_.empty()) return;  // the usual turn: no target waits for a library
   const auto waiting = pending_.waiting_pids();
   for (pid_t pid : waiting) {
     if (pending_.told(pid) || awaiting_libs_.count(pid) || untold_.count(pid)) continue;
