@@ -20,15 +20,15 @@ void GcTracer::adopt(const python::Interpreter& interp, pid_t pid_filter) {
   if (without_.count(file) || attached_.count(key) || attached_.count(std::tuple_cat(file, std::make_tuple(pid_t{-1}))))
     return;
   try {
-    if (source_->attach(interp.open_path, pid_filter)) {
+    if (source_->attach(interp.open_path, pid_filter) || source_->attach_callback(interp.open_path, pid_filter)) {
       attached_.insert(key);
       return;
     }
     if (pid_filter > 0 && !proc::exists(pid_filter)) return;  // it exited meanwhile: says nothing of the file
     without_.insert(file);
     ctx_.note("pid " + std::to_string(interp.pid) + ": " + interp.binary +
-              " has no garbage-collection probes (a CPython built without --with-dtrace): its GC pauses are not "
-              "measured");
+              " has no garbage-collection probes (built without --with-dtrace) and no invoke_gc_callback in its "
+              "symbol table: its GC pauses are not measured");
   } catch (const Error& e) {
     if (pid_filter > 0 && !proc::exists(pid_filter)) return;
     without_.insert(file);

@@ -1,8 +1,9 @@
 // Puts the garbage-collection probes on each target's interpreter
 // (user/sources/pygc.h): once per interpreter file and process (or for
 // every process mapping the file, with --children).  A CPython built
-// without its USDT probes is said once, in a note: its collections are
-// then not seen (the verdict says GC pauses are not measured there).
+// without its USDT probes gets the entry probe on its invoke_gc_callback
+// instead; one with neither (stripped) is said once, in a note: its
+// collections are then not seen.
 #pragma once
 #include <sys/types.h>
 
