@@ -414,7 +414,8 @@ def test_a_straggler_rank_is_named_within_20_steps(tmp_path):
     and followed with --children) where rank 1 sleeps 60 ms in each
     training_step from step SLOW_FROM on: rank 0 waits for it at every
     gradient all_reduce. The watcher names rank 1 the straggler, once, within
-    20 of its steps after it began to lag, and captures it."""
+    20 of its steps after it began to lag, and captures it; the capture's
+    summary line gives its cause (its own training_step)."""
     steps, slow_from, slow_s = 45, 10, 0.06
     go, log, err, wdir = tmp_path / "go", tmp_path / "job.log", tmp_path / "lt.err", tmp_path / "w"
     with open(log, "w") as lo:
@@ -451,3 +452,7 @@ def test_a_straggler_rank_is_named_within_20_steps(tmp_path):
     caps = glob.glob(str(wdir / "captures" / f"*-{pid}-r*-straggler"))
     assert len(caps) == 1 and os.path.exists(os.path.join(caps[0], "trace.ltrace")), text
     assert re.search(r"watch: summary: straggler, pid %s(, rank 1)?: the straggler" % pid, text), text
+    # ...and its cause, from the capture's verdict: its own training_step.
+    summary = [x for x in text.splitlines() if "watch: summary: straggler" in x][0]
+    assert re.search(r"top finding: straggler \(pid %s\): .*the cause, its own compute: its training_step part" % pid,
+                     summary), summary
