@@ -9,6 +9,7 @@
 #include <optional>
 #include <tuple>
 
+#include "reports/aggregate/kernel_names.h"
 #include "reports/aggregate/steps.h"
 #include "user/model/record_dispatch.h"
 #include "user/text/code_points.h"
@@ -26,7 +27,8 @@ struct Side {
   std::map<std::string, std::vector<double>> ops;      // per train step: the op's self time
   std::map<std::string, std::vector<double>> lines;    // per train step: samples at the line x period
   std::map<std::string, std::vector<double>> colls;    // per train step: blocked on that kind's calls
-  std::string no_ops, no_lines, no_colls;              // why this run has no op / line / collective samples
+  std::map<std::string, std::vector<double>> kernels;  // per train step: GPU time of the kernels launched in it
+  std::string no_ops, no_lines, no_colls, no_kernels;  // why this run has no op / line / collective / kernel samples
 };
 
 // Whether any train step overlaps [first, last] (steps in time order, apart).
@@ -85,7 +87,33 @@ bool comm_timed(const CommReport* comm) {
   return false;
 }
 
-Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* lines, const CommReport* comm) {
+// Each kernel's GPU time per train step of the process, by the step that
+// launched it (its begin where the launch is unknown). Names are nsys's
+// short ones, looked up once per name index.
+void collect_kernels(const GpuReport& gpu, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
+                     std::size_t total, std::map<std::string, std::vector<double>>& to,
+                     std::map<std::uint32_t, std::string>& names) {
+  for (const auto& k : gpu.slices) {
+    if (k.pid != pid || k.kind != LT_GPU_KERNEL || k.end_ns < k.begin_ns) continue;
+    const auto i = step_at(steps, k.launch_ns ? k.launch_ns : k.begin_ns);
+    if (!i) continue;
+    auto [it, fresh] = names.try_emplace(k.name);
+    if (fresh) it->second = k.name < gpu.names.size() ? short_kernel_name(demangle_kernel(gpu.names[k.name])) : "?";
+    auto& v = to[it->second];
+    v.resize(total, 0.0);
+    v[first + *i] += static_cast<double>(k.end_ns - k.begin_ns) / 1e9;
+  }
+}
+
+bool has_kernels(const GpuReport* gpu) {
+  if (!gpu) return false;
+  for (const auto& k : gpu->slices)
+    if (k.kind == LT_GPU_KERNEL) return true;
+  return false;
+}
+
+Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* lines, const CommReport* comm,
+             const GpuReport* gpu) {
   Side s;
   std::vector<ProcessSteps> steps;
   for (const auto& p : r.processes) steps.push_back(step_records(p));
@@ -98,6 +126,8 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
   if (!lines || lines->samples.empty() || !lines->period_ns)
     s.no_lines = "no stack samples recorded (record with --report advanced)";
   if (!comm_timed(comm)) s.no_colls = "no c10d collective times recorded (record with --report comm)";
+  if (!has_kernels(gpu)) s.no_kernels = "no GPU kernels recorded (a CUDA job, recorded with the GPU bridge)";
+  std::map<std::uint32_t, std::string> kernel_names;
   std::size_t first = 0;
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const auto& p = r.processes[i];
@@ -119,6 +149,7 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
     if (s.no_colls.empty())
       for (const auto& pc : comm->processes)
         if (pc.pid == p.meta.pid) collect_collectives(pc, ps.train, first, total, s.colls);
+    if (s.no_kernels.empty()) collect_kernels(*gpu, p.meta.pid, ps.train, first, total, s.kernels, kernel_names);
     first += ps.train.size();
     for (const auto& st : ps.train) {
       s.steps.push_back(st.duration_ns() / 1e9);
@@ -145,6 +176,7 @@ void append(Side& to, const Side& from) {
   for (const auto& [n, v] : from.ops) to.ops[n].insert(to.ops[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.lines) to.lines[n].insert(to.lines[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.colls) to.colls[n].insert(to.colls[n].end(), v.begin(), v.end());
+  for (const auto& [n, v] : from.kernels) to.kernels[n].insert(to.kernels[n].end(), v.begin(), v.end());
 }
 
 using PerStep = std::map<std::string, std::vector<double>>;
@@ -194,6 +226,7 @@ struct RowOf {
     const auto& m = kind == DiffRow::Kind::op           ? s.ops
                     : kind == DiffRow::Kind::line       ? s.lines
                     : kind == DiffRow::Kind::collective ? s.colls
+                    : kind == DiffRow::Kind::kernel     ? s.kernels
                                                         : s.actions;
     auto it = m.find(action);
     return it == m.end() ? none : it->second;
@@ -334,12 +367,13 @@ StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<Actio
 
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha, double min_effect) {
   std::vector<Side> runs_a, runs_b;
-  for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops, r.lines, r.comm));
-  for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops, r.lines, r.comm));
-  std::string no_ops, no_lines, no_colls;
+  for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops, r.lines, r.comm, r.gpu));
+  for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops, r.lines, r.comm, r.gpu));
+  std::string no_ops, no_lines, no_colls, no_kernels;
   const auto op_names = align_per_step(runs_a, runs_b, &Side::ops, &Side::no_ops, no_ops);
   const auto line_names = align_per_step(runs_a, runs_b, &Side::lines, &Side::no_lines, no_lines);
   const auto coll_names = align_per_step(runs_a, runs_b, &Side::colls, &Side::no_colls, no_colls);
+  const auto kernel_rows = align_per_step(runs_a, runs_b, &Side::kernels, &Side::no_kernels, no_kernels);
   Side sa, sb;  // every run's samples together
   for (const auto& r : runs_a) append(sa, r);
   for (const auto& r : runs_b) append(sb, r);
@@ -347,6 +381,7 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   d.no_op_rows = no_ops;
   d.no_line_rows = no_lines;
   d.no_collective_rows = no_colls;
+  d.no_kernel_rows = no_kernels;
   d.alpha = alpha;
   d.min_effect = min_effect;
   d.steps_a = sa.steps.size();
@@ -362,6 +397,7 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   for (const auto& n : op_names) what.push_back({DiffRow::Kind::op, 0, n});
   for (const auto& n : line_names) what.push_back({DiffRow::Kind::line, 0, n});
   for (const auto& n : coll_names) what.push_back({DiffRow::Kind::collective, 0, n});
+  for (const auto& n : kernel_rows) what.push_back({DiffRow::Kind::kernel, 0, n});
   std::vector<DiffRow> rows;
   for (const auto& w : what) {
     const std::string name = w.kind == DiffRow::Kind::step ? "train step"
@@ -370,6 +406,7 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
                              : w.kind == DiffRow::Kind::op         ? "op: " + w.action
                              : w.kind == DiffRow::Kind::line       ? "line: " + w.action
                              : w.kind == DiffRow::Kind::collective ? "collective: " + w.action
+                             : w.kind == DiffRow::Kind::kernel     ? "kernel: " + w.action
                                                                    : w.action;
     DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), d.steps_a, d.steps_b);
     if (d.by_run()) {
@@ -462,9 +499,8 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
         d.alpha, 100 * d.min_effect);
   else
     std::snprintf(head, sizeof head,
-                  "Mann-Whitney U, two-sided, per step (step, parts, ops: self time, lines, collectives: blocked time) "
-                  "or per call (actions); %s; shift: "
-                  "Hodges-Lehmann "
+                  "Mann-Whitney U, two-sided, per step (step, parts, ops: self time, lines, collectives: blocked time, "
+                  "kernels: GPU time) or per call (actions); %s; shift: Hodges-Lehmann "
                   "median of B - A per sample, 95%% interval; '~': not significant (p >= %.2f), or the interval "
                   "reaches within %.1f%% of A's median step of no change. One run a side: what differs between two "
                   "runs of one job is not in this test (up to 1.9%% of the step here: docs/benchmarks.md); several "
@@ -507,6 +543,13 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
       out +=
           "collective: the time a thread of the process was blocked waiting for the c10d calls of that kind issued "
           "in each step (part of the step's backward or other parts, not in addition to them).\n";
+      break;
+    }
+  for (const auto& r : d.rows)
+    if (r.kind == DiffRow::Kind::kernel) {
+      out +=
+          "kernel: the GPU time of the kernels of that name (nsys's short name) launched in each step, on any stream "
+          "(concurrent kernels each count: not a part of the step's wall time).\n";
       break;
     }
   for (const auto& r : d.rows)

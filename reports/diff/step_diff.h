@@ -4,20 +4,16 @@
 // Rows: the train step itself; each of its parts (dataloader, step
 // function, backward, optimizer, hooks, other: steps.h's split, which
 // adds up to the step); each action; each op, with the op observer's
-// calls; each stack line, with stack samples; and each kind of c10d
+// calls; each stack line, with stack samples; each kind of c10d
 // collective, with the comm probes' times (the time a thread was blocked
-// on it). Samples: per step for the step, its parts and the ops (an op's
-// self time in the step), per call for the actions. Each row: time per train step
-// in A and B (its share of the step), the Hodges-Lehmann shift with its
-// 95% interval, and the Mann-Whitney p-value, adjusted: the train step
-// has half of alpha to itself, the rows at least the floor per step share
-// the other half under Holm (rows under it are not tested); "~" where it is not significant, or where the shift's 95%
-// interval (times the row's calls per step) reaches within min_effect of
-// A's median step of no change: two runs of one job differ by a little in
-// everything (measured: +1.2 % in the step, p 0.04, between two runs of
-// the same fit), and with enough steps a test finds it; a verdict says the
-// change is at least that large. Sorted by the change in time per step: what costs
-// the step most comes first.
+// on it); and each GPU kernel, with CUPTI's records (its GPU time). Samples: per step for the step, its parts and the
+// ops (an op's self time in the step), per call for the actions. Each row: time per train step in A and B (its share of
+// the step), the Hodges-Lehmann shift with its 95% interval, and the Mann-Whitney p-value, adjusted: the train step has
+// half of alpha to itself, the rows at least the floor per step share the other half under Holm (rows under it are not
+// tested); "~" where it is not significant, or where the shift's 95% interval (times the row's calls per step) reaches
+// within min_effect of A's median step of no change: two runs of one job differ by a little in everything (measured:
+// +1.2 % in the step, p 0.04, between two runs of the same fit), and with enough steps a test finds it; a verdict says
+// the change is at least that large. Sorted by the change in time per step: what costs the step most comes first.
 //
 // With several runs on a side (diff A1 A2 ... --vs B1 ...), the test is over
 // runs instead (reports/diff/run_test.h): each run gives each row its typical
@@ -34,6 +30,7 @@
 #include "bpf/events.h"
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/py_symbols.h"
 #include "reports/diff/rank_test.h"
 #include "reports/diff/run_test.h"
@@ -43,7 +40,7 @@ namespace lt {
 
 struct DiffRow {
   std::string what;  // "train step", "part: backward", "[Strategy]SingleDeviceStrategy.training_step", "op: aten::mm"
-  enum class Kind { step, part, action, op, line, collective } kind = Kind::action;
+  enum class Kind { step, part, action, op, line, collective, kernel } kind = Kind::action;
   std::size_t n_a = 0, n_b = 0;           // samples (steps or calls)
   double per_step_a = 0, per_step_b = 0;  // seconds per train step
   double median_a = 0, median_b = 0;      // seconds per sample
@@ -64,7 +61,7 @@ struct StepDiff {
   std::size_t tested = 0;    // rows in the Holm family
   // Why there are no op rows, or line rows ("" when there are, or no run
   // has any).
-  std::string no_op_rows, no_line_rows, no_collective_rows;
+  std::string no_op_rows, no_line_rows, no_collective_rows, no_kernel_rows;
   std::vector<DiffRow> rows;  // the step row first, then by |change per step|
   const DiffRow* step() const { return rows.empty() || rows[0].kind != DiffRow::Kind::step ? nullptr : &rows[0]; }
 };
@@ -136,11 +133,19 @@ class LineSamples {
 // the process was blocked waiting for the calls of that kind issued in the
 // step (what a collective costs the step; a straggler's peers show it).
 // Only when every run has the comm probes' times (COMM_MARK records).
+//
+// Kernel rows ("kernel: NAME", nsys's short name, so that a kernel's
+// template arguments changing between torch versions keep its row) come
+// from the GPU slices (GpuAggregator(keep_slices)): per train step, the GPU
+// time of the kernels launched in it (by their launch: a kernel still
+// running after its step's end is its step's). Only when every run has
+// kernels.
 struct DiffRun {
   const ActionsReport* actions = nullptr;
   const OpCalls* ops = nullptr;
   const LineSamples* lines = nullptr;
   const CommReport* comm = nullptr;
+  const GpuReport* gpu = nullptr;
 };
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha = 0.05,
                    double min_effect = 0.01);

@@ -347,3 +347,28 @@ def test_html_draws_the_injected_line_red(op_traces, tmp_path):
     assert timed_ms * 0.5 <= top[0] <= timed_ms * 1.5, (timed_ms, top)
     # Red or blue only past the floor: some frames are white.
     assert any(f == "#f2f2f2" for _, _, f in frames), frames
+
+
+def test_kernel_rows_of_two_gpu_recordings(tmp_path):
+    """No GPU here: build/make-gpu-trace writes the records a CUDA Lightning
+    fit leaves (CUPTI's kernels joined to their launches), once as is and
+    once `busy`, whose kernels are longer: per step, the 4 forward GEMMs
+    and 10 backward ones by 110 and 100 us (+1.44 ms), the 4 forward fills
+    by 110 us (+0.44 ms), the optimizer's multi-tensor kernel by 200 us.
+    Each is its kernel row (nsys's short name), slower by that; the
+    side-stream reduction, unchanged, is not flagged."""
+    make = os.path.join(os.path.dirname(LTRACE), "make-gpu-trace")
+    a, b = tmp_path / "a.ltrace", tmp_path / "b.ltrace"
+    for out, extra in ((a, []), (b, ["busy"])):
+        subprocess.run([make, str(out), str(out) + ".json", "20", *extra], check=True, timeout=60)
+    r = diff(str(a), str(b))
+    assert r.returncode == 0, r.stderr
+    assert "no kernel rows" not in r.stderr, r.stderr
+    for name, change in (("ampere_sgemm_128x64_tn", 1.44), ("vectorized_elementwise_kernel", 0.44),
+                         ("multi_tensor_apply_kernel", 0.2)):
+        cells = re.split(r"\s{2,}", row(r.stdout, "kernel: " + name).strip())
+        assert cells[0] == "slower", r.stdout
+        assert abs(float(cells[4]) - change) < 1e-3, (name, cells)
+    reduce = [ln for ln in r.stdout.splitlines() if "reduce_kernel" in ln]
+    assert len(reduce) == 1 and reduce[0].startswith("~"), r.stdout
+

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -474,6 +475,70 @@ TEST(StepDiff, ALatePeerIsTheCollectiveRowAtItsBlockedTimePerStep) {
   for (const auto& r : none.rows) EXPECT_NE(r.kind, DiffRow::Kind::collective) << r.what;
   // Neither side with the comm probes: nothing to say.
   EXPECT_TRUE(diff_runs({{&a}}, {{&b}}).no_collective_rows.empty());
+}
+
+// Each train step's backward launches one GEMM of `gemm_ms` (running on
+// past the step's end when long) and, in A and B alike, a fill kernel by
+// its mangled name; a copy and a kernel outside the steps give no row.
+GpuReport kernels_of(const ActionsReport& rep, double gemm_ms) {
+  GpuReport g;
+  g.names = {"ampere_sgemm_128x64_tn",
+             "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEvT_T0_T1_",
+             "Memcpy HtoD"};
+  const auto ns = [](double ms) { return static_cast<std::uint64_t>(ms * 1e6); };
+  const std::uint32_t pid = rep.processes[0].meta.pid;
+  for (const auto& iv : rep.processes[0].intervals) {
+    if (rep.processes[0].actions[iv.action].name != "[Strategy]SingleDeviceStrategy.backward") continue;
+    GpuSlice k;
+    k.pid = pid;
+    k.kind = LT_GPU_KERNEL;
+    k.launch_ns = iv.begin_ns + ns(0.1);
+    k.begin_ns = k.launch_ns + ns(0.05);
+    k.end_ns = k.begin_ns + ns(gemm_ms);
+    k.name = 0;
+    g.slices.push_back(k);
+    k.name = 1;
+    k.begin_ns = k.end_ns;
+    k.end_ns = k.begin_ns + ns(0.2);
+    g.slices.push_back(k);
+    k.kind = LT_GPU_MEMCPY;
+    k.name = 2;
+    g.slices.push_back(k);
+  }
+  GpuSlice outside;
+  outside.pid = pid;
+  outside.kind = LT_GPU_KERNEL;
+  outside.launch_ns = 1;  // before every step
+  outside.begin_ns = 2;
+  outside.end_ns = ns(50);
+  g.slices.push_back(outside);
+  return g;
+}
+
+// A GEMM 0.5 ms longer in each step is its own kernel row at that change,
+// by its short name; the fill kernel alike is a row, not flagged; copies and
+// kernels launched outside the steps give none; a run without kernels gives
+// no kernel rows, and says why.
+TEST(StepDiff, ALongerKernelIsItsOwnRowAtItsGpuTimePerStep) {
+  const ActionsReport a = fit(40, 3, 1), b = fit(40, 3, 2);
+  const GpuReport ga = kernels_of(a, 1.0), gb = kernels_of(b, 1.5);
+  const auto d = diff_runs({{&a, nullptr, nullptr, nullptr, &ga}}, {{&b, nullptr, nullptr, nullptr, &gb}});
+  EXPECT_TRUE(d.no_kernel_rows.empty()) << d.no_kernel_rows;
+  std::map<std::string, const DiffRow*> rows;
+  for (const auto& r : d.rows)
+    if (r.kind == DiffRow::Kind::kernel) rows[r.what] = &r;
+  ASSERT_EQ(rows.size(), 2u) << render_step_diff(d, "a", "b");
+  const DiffRow* gemm = rows["kernel: ampere_sgemm_128x64_tn"];
+  const DiffRow* fill = rows["kernel: vectorized_elementwise_kernel"];
+  ASSERT_TRUE(gemm && fill) << render_step_diff(d, "a", "b");
+  EXPECT_EQ(gemm->verdict, 1);
+  EXPECT_NEAR(gemm->per_step_a * 1e3, 1.0, 1e-6);
+  EXPECT_NEAR(gemm->per_step_b * 1e3, 1.5, 1e-6);
+  EXPECT_EQ(fill->verdict, 0);
+  EXPECT_NEAR(fill->per_step_a * 1e3, 0.2, 1e-6);
+  EXPECT_NE(render_step_diff(d, "a", "b").find("kernel: the GPU time of the kernels"), std::string::npos);
+  const auto none = diff_runs({{&a, nullptr, nullptr, nullptr, &ga}}, {{&b}});
+  EXPECT_NE(none.no_kernel_rows.find("B: no GPU kernels recorded"), std::string::npos) << none.no_kernel_rows;
 }
 
 // diff --html's flame graph: both sides' stacks in one tree, each frame's

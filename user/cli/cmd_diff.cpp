@@ -9,6 +9,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/diff/diff_flame.h"
 #include "reports/diff/diff_html.h"
 #include "reports/diff/step_diff.h"
@@ -27,11 +28,13 @@ struct Run {
   OpCalls ops;
   LineSamples lines;
   CommReport comm;
+  GpuReport gpu;
 };
 
 Run read_run(const std::string& path, bool keep_stacks, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
   CommAggregator comm(agg, CommAggregatorOptions{.keep_calls = true});
+  GpuAggregator gpu(agg, /*keep_slices=*/true);
   OpCalls ops;
   LineSamples lines(keep_stacks);
   const auto r = tracefile::read_trace_file(
@@ -39,6 +42,7 @@ Run read_run(const std::string& path, bool keep_stacks, bool& damaged) {
       [&](const lt_event_header& h, const std::byte* p) {
         agg.add(h, p);
         comm.add(h, p);  // right after the actions (it charges calls to the open action)
+        gpu.add(h, p);
         ops.add(h, p);
         lines.add(h, p);
       },
@@ -46,7 +50,8 @@ Run read_run(const std::string& path, bool keep_stacks, bool& damaged) {
   for (const auto& w : r.warnings) std::cerr << "ltrace-bpf: " << path << ": " << w << "\n";
   damaged |= r.data_lost();
   CommReport calls = comm.finish();
-  return Run{agg.finish(), std::move(ops), std::move(lines), std::move(calls)};
+  GpuReport kernels = gpu.finish();
+  return Run{agg.finish(), std::move(ops), std::move(lines), std::move(calls), std::move(kernels)};
 }
 
 // Appends another trace's names and the items that index them (op calls,
@@ -141,6 +146,7 @@ int cmd_diff(Options& opts) {
       std::erase_if(run.ops.probed_ranges, [&](const auto& r) { return !kept.count(r.first); });
       std::erase_if(run.lines.samples, [&](const LineSamples::Sample& x) { return !kept.count(x.pid); });
       std::erase_if(run.comm.processes, [&](const ProcessComm& c) { return !kept.count(c.pid); });
+      std::erase_if(run.gpu.slices, [&](const GpuSlice& g) { return !kept.count(g.pid); });
       if (html) flame.add(side_index, run.actions, run.lines);  // before the merge: its stacks index its names
       if (out.empty()) {
         out.push_back(std::move(run));
@@ -159,6 +165,8 @@ int cmd_diff(Options& opts) {
         append_rebased(lines.lines, lines.samples, run.lines.lines, run.lines.samples, &LineSamples::Sample::line);
         if (!lines.period_ns) lines.period_ns = run.lines.period_ns;
         for (auto& c : run.comm.processes) out.front().comm.processes.push_back(std::move(c));
+        auto& gpu = out.front().gpu;
+        append_rebased(gpu.names, gpu.slices, run.gpu.names, run.gpu.slices, &GpuSlice::name);
       }
     }
     if (rank >= 0 && (out.empty() || out.front().actions.processes.empty()))
@@ -170,7 +178,7 @@ int cmd_diff(Options& opts) {
   const std::vector<Run> b = read_side(opts.diff_b, range_b, rank_b, "B");
   auto runs = [](const std::vector<Run>& side) {
     std::vector<DiffRun> out;
-    for (const auto& r : side) out.push_back({&r.actions, &r.ops, &r.lines, &r.comm});
+    for (const auto& r : side) out.push_back({&r.actions, &r.ops, &r.lines, &r.comm, &r.gpu});
     return out;
   };
   const StepDiff d = diff_runs(runs(a), runs(b));
@@ -188,6 +196,7 @@ int cmd_diff(Options& opts) {
   if (!d.no_line_rows.empty()) std::cerr << "ltrace-bpf: diff: no line rows: " << d.no_line_rows << "\n";
   if (!d.no_collective_rows.empty())
     std::cerr << "ltrace-bpf: diff: no collective rows: " << d.no_collective_rows << "\n";
+  if (!d.no_kernel_rows.empty()) std::cerr << "ltrace-bpf: diff: no kernel rows: " << d.no_kernel_rows << "\n";
   const DiffRow* step = d.step();
   if (!step || !step->n_a || !step->n_b)
     std::cerr << "ltrace-bpf: diff: no train steps in " << (step && step->n_a ? "B" : "A")
