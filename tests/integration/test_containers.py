@@ -18,6 +18,7 @@ from busy import share_tolerance
 from conftest import LTRACE, WORKLOADS, parse_simple_report, wait_for
 from ops_table import merged, parse_ops_report
 from test_module_rows import profile_rows
+from test_gc_probes import check_collections
 from test_ops import assert_merged_calls
 
 
@@ -343,3 +344,17 @@ def test_container_named_in_reports(sid, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "runs in container trainer-7 (id 0123456789ab" in r.stderr, r.stderr
     assert parse_simple_report(r.stdout)["outer"][1] == "20"
+
+
+@pytest.mark.parametrize("version", ["3.13", "3.14", "3.15"])
+def test_gc_pauses_in_a_container(sid, tmp_path, version):
+    """sid's CPythons carry the USDT gc probes: attached from the host into
+    the container (the interpreter file as the target maps it), every full
+    collection is recorded with the count gc.collect() returned."""
+    trace = tmp_path / "gc.ltrace"
+    run = run_boxed(sid, tmp_path, python_of(version, "exe"), os.path.join(WORKLOADS, "gc_cycles.py"),
+                    lt_args=["--report", "verdict", "-o", str(trace)])
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 0, run.lt_err
+    check_collections(trace, run.target_out, run.lt_err)
+

@@ -1,19 +1,22 @@
 """Garbage collections with known results: automatic collection off, then
 ROUNDS full collections, each over CYCLES fresh reference cycles.
 
-usage: gc_cycles.py GO_FILE [ROUNDS] [CYCLES]
+usage: gc_cycles.py --wait-file GO_FILE [--rounds 20] [--cycles 500]
 Prints READY, waits for GO_FILE, collects, prints one JSON line
 {"collected": [what each gc.collect() returned], "seconds": [each one's time]}.
 """
+import argparse
 import gc
 import json
 import os
-import sys
 import time
 
-go = sys.argv[1]
-rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-cycles = int(sys.argv[3]) if len(sys.argv) > 3 else 500
+ap = argparse.ArgumentParser()
+ap.add_argument("--wait-file", required=True)
+ap.add_argument("--rounds", type=int, default=20)
+ap.add_argument("--cycles", type=int, default=500)
+a = ap.parse_args()
+go, rounds, cycles = a.wait_file, a.rounds, a.cycles
 gc.disable()  # only the collections asked for below
 gc.collect()
 print("READY", flush=True)
