@@ -538,27 +538,21 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
     while (!l.empty() && l.back() == ' ') l.pop_back();
     out += l + "\n";
   }
-  for (const auto& r : d.rows)
-    if (r.kind == DiffRow::Kind::collective) {
-      out +=
-          "collective: the time a thread of the process was blocked waiting for the c10d calls of that kind issued "
-          "in each step (part of the step's backward or other parts, not in addition to them).\n";
-      break;
-    }
-  for (const auto& r : d.rows)
-    if (r.kind == DiffRow::Kind::kernel) {
-      out +=
-          "kernel: the GPU time of the kernels of that name (nsys's short name) launched in each step, on any stream "
-          "(concurrent kernels each count: not a part of the step's wall time).\n";
-      break;
-    }
-  for (const auto& r : d.rows)
-    if (r.kind == DiffRow::Kind::line) {
-      out +=
-          "line: the innermost Python line of the stack samples in each step, times the sampling period: "
-          "estimates.\n";
-      break;
-    }
+  // What the estimated or partial rows stand for, under the table, once
+  // per kind that has rows.
+  static constexpr std::pair<DiffRow::Kind, const char*> kNotes[] = {
+      {DiffRow::Kind::collective,
+       "collective: the time a thread of the process was blocked waiting for the c10d calls of that kind issued in "
+       "each step (part of the step's backward or other parts, not in addition to them)."},
+      {DiffRow::Kind::kernel,
+       "kernel: the GPU time of the kernels of that name (nsys's short name) launched in each step, on any stream "
+       "(concurrent kernels each count: not a part of the step's wall time)."},
+      {DiffRow::Kind::line,
+       "line: the innermost Python line of the stack samples in each step, times the sampling period: estimates."},
+  };
+  for (const auto& [kind, note] : kNotes)
+    if (std::any_of(d.rows.begin(), d.rows.end(), [kind](const DiffRow& r) { return r.kind == kind; }))
+      out += std::string(note) + "\n";
   return out;
 }
 

@@ -212,19 +212,26 @@ def test_checkpoints_every_few_steps_rank_first_with_their_time(traces):
     assert measured * 0.95 <= at_stake <= measured * 1.1 + 0.2, (at_stake, measured, out)
 
 
+def first_at_the_jobs_time(trace, kind, job, seconds_key, count_key, lo, hi, slack_ms):
+    """The verdict of `trace` ranks `kind` first, at lo..hi times (plus
+    slack_ms) the time per step the job measured around its own calls
+    (job[seconds_key] over job[count_key] == STEPS steps). Returns the
+    verdict and the finding's ms per step."""
+    out = verdict(trace)
+    assert out.splitlines()[1].strip().startswith("1. " + kind), out
+    at_stake = float(re.search(kind + r" \(pid \d+\): ([0-9.]+) ms per train step", out).group(1))
+    assert job[count_key] == STEPS, job
+    measured = job[seconds_key] * 1e3 / STEPS
+    assert measured * lo <= at_stake <= measured * hi + slack_ms, (at_stake, measured, out)
+    return out, at_stake
+
+
 def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces, tmp_path):
     """A training_step that calls gc.collect() over 300,000 live objects:
     the gc finding (CPython's gc__start/gc__done probes) ranks first, at
     the time the job measured around its calls (the automatic collections
     inside its steps add a little)."""
-    out = verdict(traces["gc"])
-    first = out.splitlines()[1]
-    assert first.strip().startswith("1. gc"), out
-    at_stake = float(re.search(r"gc \(pid \d+\): ([0-9.]+) ms per train step", out).group(1))
-    job = traces["gc_job"]
-    assert job["gc_calls"] == STEPS, job
-    measured = job["gc_s"] * 1e3 / STEPS
-    assert measured * 0.9 <= at_stake <= measured * 1.1 + 0.2, (at_stake, measured, out)
+    out, at_stake = first_at_the_jobs_time(traces["gc"], "gc", traces["gc_job"], "gc_s", "gc_calls", 0.9, 1.1, 0.2)
     assert re.search(r"generation 0 \d+x, 1 \d+x, 2 (\d+)x", out).group(1) != "0", out
     # The same trace as one node's file of a job: `report DIR --merge` says it too.
     job_dir = tmp_path / "job"
@@ -243,14 +250,8 @@ def test_logging_in_every_step_is_logging_first_at_its_estimated_time(traces):
     connector) ranks first, at about the time the job measured around those
     calls (an estimate from samples; the connector's own work at the
     step's end adds a little), naming the call site."""
-    out = verdict(traces["logging"])
-    first = out.splitlines()[1]
-    assert first.strip().startswith("1. logging"), out
-    at_stake = float(re.search(r"logging \(pid \d+\): ([0-9.]+) ms per train step", out).group(1))
-    job = traces["logging_job"]
-    assert job["log_steps"] == STEPS, job
-    measured = job["log_s"] * 1e3 / STEPS
-    assert measured * 0.75 <= at_stake <= measured * 1.3 + 0.5, (at_stake, measured, out)
+    out, _ = first_at_the_jobs_time(traces["logging"], "logging", traces["logging_job"], "log_s", "log_steps", 0.75,
+                                    1.3, 0.5)
     assert "most in LightningModule.log (module.py) called from Model.training_step (" in out or \
         "most in log (module.py) called from training_step (" in out, out
     assert "watch_job.py:" in out, out

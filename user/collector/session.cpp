@@ -877,10 +877,23 @@ void Session::check_forked_tsd() {
 
 // Exits found by polling (their exit record was lost), each written as the
 // record it should have been.  Whether any process we report on is left.
+// A target found gone is reaped at the next look, not this one: its exit
+// record (with its status) was in the ring before it was gone, and the
+// drain between the two looks reads it first. The chores before a look can
+// take seconds (watch writes a capture there); a target that exited and
+// was waited for meanwhile was reaped here with no status, and its failed
+// exit was no trigger. Only a lost exit record leaves the poll to say it.
 bool Session::reap_exited() {
-  for (pid_t pid : targets_.reap([](pid_t p) { return proc::exists(p); }))
-    emit(polled_exit_record(pid, monotonic_ns()));
-  return targets_.any_alive();
+  std::set<pid_t> gone_now;
+  const auto still_here = [&](pid_t p) {
+    if (proc::exists(p)) return true;
+    if (gone_at_last_look_.count(p)) return false;
+    gone_now.insert(p);
+    return true;  // until the next look
+  };
+  for (pid_t pid : targets_.reap(still_here)) emit(polled_exit_record(pid, monotonic_ns()));
+  gone_at_last_look_ = std::move(gone_now);
+  return targets_.any_alive() || !gone_at_last_look_.empty();
 }
 
 // The ring buffer's callback.  No exception may unwind through libbpf's C

@@ -225,6 +225,9 @@ class Session {
   std::set<pid_t> untold_;      // waiting targets whose loader cannot be probed: polled
   // Targets seized until their libraries load: pid -> since (ns).
   std::map<pid_t, std::uint64_t> awaiting_libs_;
+  // Targets found gone at the last liveness look, reaped at the next
+  // (reap_exited).
+  std::set<pid_t> gone_at_last_look_;
   // Holds a CPython at its exec until its probes are in, and a finalizing
   // target at its exit until the drain has read it; last member: gone
   // before the sources whose rings it reads.
