@@ -550,9 +550,11 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
       {DiffRow::Kind::line,
        "line: the innermost Python line of the stack samples in each step, times the sampling period: estimates."},
   };
-  for (const auto& [kind, note] : kNotes)
+  for (const auto& note : kNotes) {
+    const DiffRow::Kind kind = note.first;  // a plain variable: clang 14 captures no structured binding
     if (std::any_of(d.rows.begin(), d.rows.end(), [kind](const DiffRow& r) { return r.kind == kind; }))
-      out += std::string(note) + "\n";
+      out += std::string(note.second) + "\n";
+  }
   return out;
 }
 
