@@ -3,13 +3,14 @@ so that a 1 % difference is not lost in the spread between runs (separate
 runs of the same fit vary from 13 to 18 steps/s on this machine).
 
 usage: .venv/bin/python bench/inrun_ab.py [--interp debian-3.11-exe] [--size large]
-           [--mode attach|watch] [--blocks 10] [--window-s 6] [--markdown FILE]
+           [--mode attach|watch] [--blocks 10] [--window-s 6] [--settle-s 0] [--markdown FILE]
 (also: bench/overhead.py --in-run ...)
 
 One Lightning CPU fit (tests/workloads/train_lightning.py --step-times,
 epochs until the bench says stop) runs for the whole bench. The bench alternates windows: detached for
 --window-s, then `ltrace-bpf --pid` (or `watch --pid`) attached for
---window-s (counted from its "attached" line) and stopped with SIGINT
+--window-s (counted from its "attached" line, or --settle-s later: what the
+attach's first seconds cost then lies in neither window) and stopped with SIGINT
 (counted until it exited), --blocks times, starting detached. The job
 records each train batch's end; a step belongs to a window when it began
 and ended inside it. Per window: the median step time. Each attached
@@ -98,6 +99,7 @@ def run(args):
                                  if args.mode == "watch" else []) + ["--pid", str(job.pid), "-v"]
             lt = subprocess.Popen(lt_cmd, stdout=subprocess.DEVNULL, stderr=open(err, "w"))
             wait_line(err, "attached", lt)
+            time.sleep(args.settle_s)  # --settle-s: the attach's first seconds in neither window
             t0, c0 = time.perf_counter(), cpu_ns(lt.pid)
             time.sleep(args.window_s)
             c1 = cpu_ns(lt.pid)
@@ -152,6 +154,8 @@ def main(argv=None):
     ap.add_argument("--mode", default="attach", choices=["attach", "watch"])
     ap.add_argument("--blocks", type=int, default=10)
     ap.add_argument("--window-s", type=float, default=6)
+    ap.add_argument("--settle-s", type=float, default=0,
+                    help="attached windows (and the tracer's CPU) start this long after the attached line")
     ap.add_argument("--markdown")
     args = ap.parse_args(argv)
     line, medians = run(args)
