@@ -80,6 +80,7 @@ LTRACE_LABELS = {"ltrace observer": "ltrace-bpf --report ops (op observer)",
                  "ltrace probes@999": "ltrace-bpf --report ops --no-inject (op probes) @999 Hz",
                  "ltrace probes@1": "ltrace-bpf --report ops --no-inject (op probes) @1 Hz"}
 OUR_PIDS = set()
+SHAPES = []  # --shapes: ["--record-shapes"] for torch.profiler, --group-by-input-shapes for ltrace-bpf
 
 
 def log(msg):
@@ -89,10 +90,10 @@ def log(msg):
 def configs(kind):
     """[(config name, ltrace rate or None, workload argv builder)]"""
     def torch_ops(it, profile=None):
-        return [TORCH_OPS, "--iters", str(it)] + (["--profile", profile] if profile else [])
+        return [TORCH_OPS, "--iters", str(it)] + (["--profile", profile] + SHAPES if profile else [])
 
     def small(it, profile=None, k="small"):
-        return [OPS_SMALL, "--kind", k, "--iters", str(it)] + (["--profile", profile] if profile else [])
+        return [OPS_SMALL, "--kind", k, "--iters", str(it)] + (["--profile", profile] + SHAPES if profile else [])
 
     if kind == "mlp":
         out = [("base", None, torch_ops), ("torch.profiler", None, lambda it, p: torch_ops(it, p)),
@@ -216,16 +217,17 @@ def parse_ltrace(out_text, err_text):
     """Op calls (sum of "# of Calls" over every ops table), attach figures, drops."""
     res = {"calls": 0, "rows": 0}
     state = 0  # 0 outside a table, 1 after its header, 2 in its rows (until the next dashed line)
+    calls_col = -1
     for line in out_text.splitlines():
-        t = line.split()
+        t = re.split(r"\s{2,}", line.strip())
         # header: Name, Self CPU %~, Self CPU~, CPU total %~, CPU total~, CPU time avg~, # of Calls
-        # (the percentages read NaN when no sample was taken)
-        if line.rstrip().endswith("# of Calls"):
-            state = 1
+        # [, Input Shapes] (the percentages read NaN when no sample was taken)
+        if "# of Calls" in t:
+            state, calls_col = 1, t.index("# of Calls")
         elif line.lstrip().startswith("---") and state:
             state = 2 if state == 1 else 0
-        elif state == 2 and len(t) >= 7 and t[-1].isdigit():
-            res["calls"] += int(t[-1])
+        elif state == 2 and len(t) > calls_col and t[calls_col].isdigit():
+            res["calls"] += int(t[calls_col])
             res["rows"] += 1
     m = re.search(r"attached: .*?([\d.]+) ms \(op probes: (\d+) in (\d+) ms\)", err_text)
     if m:
@@ -282,6 +284,8 @@ def run_one(ltrace, kind, cfg, rate, argv, iters, notes, tag):
                 if rate != 999:
                     tcmd += ["--rate", str(rate)]
                 tcmd += next(extra for name, _, extra in LTRACE_CONFIGS if name == cfg)
+                if SHAPES:
+                    tcmd.append("--group-by-input-shapes")
                 t_exec = time.monotonic()
                 tool = subprocess.Popen(tcmd, stdout=open(out_p, "w"), stderr=open(err_p, "w"))
                 OUR_PIDS.add(tool.pid)
@@ -508,7 +512,11 @@ def main():
     ap.add_argument("--json", help="also write every run's measurements here")
     ap.add_argument("--max-wait", type=float, default=10.0,
                     help="seconds to wait for a quiet machine before each start signal (then run anyway, noted)")
+    ap.add_argument("--shapes", action="store_true",
+                    help="input shapes: torch.profiler with record_shapes=True, ltrace-bpf --group-by-input-shapes")
     args = ap.parse_args()
+    if args.shapes:
+        SHAPES.append("--record-shapes")
     if os.geteuid() != 0:
         sys.exit("ops_overhead: must run as root (ltrace-bpf attaches BPF probes)")
     kinds = args.kinds.split(",")

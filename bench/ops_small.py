@@ -57,6 +57,7 @@ def main():
     ap.add_argument("--iters", type=int, default=6000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--profile")
+    ap.add_argument("--record-shapes", action="store_true", help="torch.profiler's record_shapes=True")
     a = ap.parse_args()
     if a.kind == "mlp":
         sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "workloads"))
@@ -77,7 +78,7 @@ def main():
     if a.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        prof = profile(activities=[ProfilerActivity.CPU])
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=a.record_shapes)
         prof.__enter__()
         t1 = time.perf_counter()
         try:

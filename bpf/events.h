@@ -648,6 +648,18 @@ struct lt_op_span_event {
 #define LT_OP_SPAN_WATERMARK 0x2u
 #define LT_OP_SPAN_USER 0x4u /* a record_function() scope: torch.profiler's user annotation */
 
+/* OP_INPUT_SHAPES (user space): op index `op` stands for its op's calls
+ * with these input shapes (the op observer's --group-by-input-shapes: one
+ * index per (op, shapes) pair, whose OP_NAME is the op's own name).
+ * Written after that OP_NAME, before the first call. */
+#define LT_OP_SHAPES_TEXT_MAX 1024
+struct lt_op_input_shapes_event {
+	struct lt_event_header hdr;
+	u32 op;
+	u32 len;			  /* bytes of text used */
+	char text[LT_OP_SHAPES_TEXT_MAX]; /* torch's format: "[[2, 3], []]" */
+};
+
 /* OP_OBSERVER (user space): how a process's op times were had.  Written when
  * the choice is made and again at the detach with the final counts. */
 #define LT_OP_TIMES_OBSERVER 1 /* measured per call by the op observer */

@@ -291,6 +291,12 @@ LT_OFFSET(lt_op_span_event, op, 40);
 LT_OFFSET(lt_op_span_event, depth, 44);
 LT_OFFSET(lt_op_span_event, flags, 46);
 
+LT_SIZE(lt_op_input_shapes_event, 1056);
+LT_OFFSET(lt_op_input_shapes_event, hdr, 0);
+LT_OFFSET(lt_op_input_shapes_event, op, 24);
+LT_OFFSET(lt_op_input_shapes_event, len, 28);
+LT_OFFSET(lt_op_input_shapes_event, text, 32);
+
 LT_SIZE(lt_op_observer_event, 240);
 LT_OFFSET(lt_op_observer_event, hdr, 0);
 LT_OFFSET(lt_op_observer_event, how, 24);

@@ -30,7 +30,7 @@ namespace lt
 #endif
 
 #define LT_OBS_MAGIC 0x424f544cu /* "LTOB" */
-#define LT_OBS_VERSION 2
+#define LT_OBS_VERSION 3
 #define LT_OBS_MEMFD_NAME "ltrace-ops"
 #define LT_OBS_SLOTS 64	   /* threads recording at once */
 #define LT_OBS_RING 131072 /* spans per thread, a power of two (4 MiB): 100 ms of a 1.2 M-op/s thread */
@@ -69,6 +69,18 @@ struct lt_obs_layout {
 	 * go to a second callback of that scope alone, so that their spans say
 	 * so (LT_OBS_SPAN_USER), as torch.profiler tells user annotations apart. */
 	u32 user_scope;
+	/* Input shapes (--group-by-input-shapes), when `shapes` is 1: the
+	 * callbacks then ask for inputs (needs_inputs) and read, in the start
+	 * callback, RecordFunction's inputs_ (c10::ArrayRef<const IValue>: data,
+	 * length) at off_inputs; each IValue is ivalue_size bytes with its u32
+	 * tag at ivalue_tag, tag_tensor meaning a tensor whose first payload
+	 * word is its TensorImpl*.  A TensorImpl whose first word is
+	 * tensor_vtable (c10::TensorImpl's own, in this process) has its
+	 * SizesAndStrides at word sizes_word: ndim, then the sizes inline
+	 * (ndim <= 5) or a pointer to them. */
+	u32 shapes;
+	u32 off_inputs, ivalue_size, ivalue_tag, tag_tensor, sizes_word;
+	u64 tensor_vtable;
 };
 
 struct lt_obs_header {
@@ -89,6 +101,15 @@ struct lt_obs_header {
 	u64 name_bytes;	 /* bytes of the name area used */
 	u64 no_slot;	 /* calls not recorded: every thread slot taken */
 	u64 activations; /* times the callback was registered */
+	/* Input shapes as asked in the layout: LT_OBS_SHAPES_* (written by the
+	 * bridge once its first calls' inputs were read safely), and why not. */
+	u32 shapes_state;
+	char shapes_detail[124];
+};
+enum lt_obs_shapes_state {
+	LT_OBS_SHAPES_CHECKING = 1, /* the first calls' inputs are read with checks */
+	LT_OBS_SHAPES_ON = 2,	    /* checked: spans carry their shapes */
+	LT_OBS_SHAPES_OFF = 3,	    /* a check failed (shapes_detail): spans go on without */
 };
 
 /* One thread's ring.  The writer owns tid..open_since, the tracer `tail`.  A
@@ -117,6 +138,10 @@ struct lt_obs_span {
 	u16 flags;	      /* LT_OBS_SPAN_* */
 };
 #define LT_OBS_SPAN_USER 0x1 /* a record_function() scope (RecordScope::USER_SCOPE) */
+/* Its name is "NAME\x1fSHAPES": the op's name, then its input shapes in
+ * torch's format ("[[2, 3], []]"). */
+#define LT_OBS_SPAN_SHAPES 0x2
+#define LT_OBS_SHAPES_SEP '\x1f'
 
 #ifdef __cplusplus
 } /* namespace lt */

@@ -77,6 +77,7 @@
 	X(COMPILE_NOTE,     68, lt_compile_note_event,     LT_SIZE_READER, "compile note",             "compile_note",      LT_KEEP_EVENT) /* user space: a compile or graph break */ \
 	X(OP_SPAN,          69, lt_op_span_event,          LT_SIZE_READER, "op call",                  "op_span",           LT_KEEP_EVENT) /* user space: an op call measured by the op observer in the job */ \
 	X(OP_OBSERVER,      70, lt_op_observer_event,      LT_SIZE_READER, "op observer",              "op_observer",       LT_KEEP_NAME ) /* user space: how a process's op times were had */ \
+	X(OP_INPUT_SHAPES,  71, lt_op_input_shapes_event,  LT_SIZE_READER, "op input shapes",          "op_input_shapes",   LT_KEEP_NAME ) /* user space: op index -> (op, input shapes) */ \
 	/* GPU (the CUPTI/NVTX bridge via USDT; uprobes on libcudart/libcuda) */ \
 	X(GPU_ACTIVITY,     80, lt_gpu_activity_event,     LT_SIZE_READER, "GPU activity",             "gpu_activity",      LT_KEEP_EVENT) /* one CUPTI activity record */ \
 	X(GPU_NAME,         81, lt_gpu_name_event,         LT_SIZE_READER, "GPU name",                 "gpu_name",          LT_KEEP_NAME ) /* (name id) -> text, in chunks */ \

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,6 +26,9 @@ namespace {
 using lt::LT_OBS_ACTIVE;
 using lt::LT_OBS_OFF;
 using lt::LT_OBS_REFUSED;
+using lt::LT_OBS_SHAPES_CHECKING;
+using lt::LT_OBS_SHAPES_OFF;
+using lt::LT_OBS_SHAPES_ON;
 using lt::LT_OBS_WAITING;
 using lt::u16;
 using lt::u32;
@@ -79,9 +83,18 @@ NameFn g_name = nullptr;
 RemoveFn g_remove = nullptr;
 u64 g_handle = 0, g_user_handle = 0;  // the user-scope callback's: 0 none
 bool g_registered = false;
+bool g_registered_inputs = false;  // registered asking torch for inputs (shapes)
 pthread_key_t g_slot_key;
 pthread_mutex_t g_names_mu = PTHREAD_MUTEX_INITIALIZER;
 std::unordered_map<std::string, u32>* g_name_ids = nullptr;  // never destroyed (callbacks may run at exit)
+// Input shapes: where to read them (the tracer's layout), and how far
+// they are trusted (g_shapes: LT_OBS_SHAPES_*, 0 = not asked).
+lt::lt_obs_layout g_shape_layout{};
+std::atomic<u32> g_shapes{0};
+std::atomic<u32> g_checked{0};                                // calls whose inputs were read with checks
+std::atomic<u32> g_tensors_tagged{0}, g_tensors_known{0};     // during the checks
+constexpr u32 kCheckedCalls = 1024;                           // then the layout is trusted
+constexpr u32 kMaxInputs = 256, kMaxTag = 64, kMaxDims = 64;  // beyond: the layout is not what we think
 
 template <typename T>
 T load_acquire(const T& v) {
@@ -106,8 +119,14 @@ u64 now_ns() {
 struct Frame {
   const void* rf;
   u64 start, children;
-  u16 flags;  // LT_OBS_SPAN_*
+  u32 shaped;  // the "name\x1fshapes" id read at its start, kNoName none
+  u16 flags;   // LT_OBS_SPAN_*
 };
+struct CachedShapes {
+  u64 h1, h2;  // two independent hashes of (name, key): a false match is ~2^-128
+  u32 id;      // 0 = empty slot (ids are stored + 1)
+};
+constexpr std::size_t kKeyMax = 512;  // words of a call's shapes key; a longer one is cut
 struct CachedName {
   const char* ptr;  // the last pointer this name came by (aten ops: always the same)
   u64 hash;
@@ -121,6 +140,8 @@ struct ThreadState {
   u32 retry;  // no slot was free: calls until the next look
   u32 open;   // slot index + 1 whose open_since marks our outermost call; 0 = none
   CachedName by_ptr[256], by_hash[256];
+  CachedShapes by_shapes[256];
+  std::int64_t key[kKeyMax];  // the call being read: per input its ndim, then its sizes
 };
 thread_local ThreadState t_state;
 
@@ -181,21 +202,10 @@ u64 fnv1a(const char* s, std::size_t n) {
   return h;
 }
 
-// The name's id, added to the shared table the first time it is seen.  An
-// aten op's name has one address for good (its schema's); a user scope's
-// lives in its RecordFunction, at an address reused for other names: the
-// pointer cache is checked against the stored bytes, then a cache by
-// content, then the table under its lock.
-u32 intern(ThreadState& t, const char* name) {
-  const std::size_t len = strnlen(name, kNameMax);
-  CachedName& p = t.by_ptr[(reinterpret_cast<std::uintptr_t>(name) >> 3) & 255];
-  if (p.ptr == name && p.len == len && same_as_stored(p.id, name, len)) return p.id;
-  const u64 hash = fnv1a(name, len);
-  CachedName& h = t.by_hash[hash & 255];
-  if (h.ptr != nullptr && h.hash == hash && h.len == len && same_as_stored(h.id, name, len)) {
-    p = {name, hash, h.id, h.len};
-    return h.id;
-  }
+// The id of `len` bytes in the shared table, added the first time they are
+// seen (under its lock; kNoName once nothing more fits).
+u32 intern_bytes(const char* name, std::size_t len, u64 hash) {
+  (void)hash;
   if (g_names_full.load(std::memory_order_relaxed)) return kNoName;  // no lock once nothing more fits
   u32 id = kNoName;
   if (pthread_mutex_lock(&g_names_mu) != 0) return kNoName;
@@ -225,7 +235,181 @@ u32 intern(ThreadState& t, const char* name) {
     id = kNoName;
   }
   pthread_mutex_unlock(&g_names_mu);
+  return id;
+}
+
+// The name's id.  An aten op's name has one address for good (its
+// schema's); a user scope's lives in its RecordFunction, at an address
+// reused for other names: the pointer cache is checked against the stored
+// bytes, then a cache by content, then the table under its lock.
+u32 intern(ThreadState& t, const char* name) {
+  const std::size_t len = strnlen(name, kNameMax);
+  CachedName& p = t.by_ptr[(reinterpret_cast<std::uintptr_t>(name) >> 3) & 255];
+  if (p.ptr == name && p.len == len && same_as_stored(p.id, name, len)) return p.id;
+  const u64 hash = fnv1a(name, len);
+  CachedName& h = t.by_hash[hash & 255];
+  if (h.ptr != nullptr && h.hash == hash && h.len == len && same_as_stored(h.id, name, len)) {
+    p = {name, hash, h.id, h.len};
+    return h.id;
+  }
+  const u32 id = intern_bytes(name, len, hash);
   if (id != kNoName) p = h = {name, hash, id, static_cast<u32>(len)};
+  return id;
+}
+
+// ---- input shapes ----
+// The first calls' inputs are read through process_vm_readv, which fails
+// on a bad address instead of faulting: a layout that does not fit this
+// torch is found out without harm (spans then go on without shapes).
+// After kCheckedCalls calls that read as the layout says, plain loads.
+bool read_checked(void* to, const void* from, std::size_t n) {
+  iovec local{to, n};
+  iovec remote{const_cast<void*>(from), n};
+  return syscall(SYS_process_vm_readv, static_cast<long>(getpid()), &local, 1ul, &remote, 1ul, 0ul) ==
+         static_cast<long>(n);
+}
+
+template <bool Checked>
+bool load(void* to, const void* from, std::size_t n) {
+  if constexpr (Checked) return read_checked(to, from, n);
+  std::memcpy(to, from, n);
+  return true;
+}
+
+void shapes_off(const char* why) {
+  u32 cur = g_shapes.load();
+  while (cur != LT_OBS_SHAPES_OFF && !g_shapes.compare_exchange_weak(cur, LT_OBS_SHAPES_OFF)) {
+  }
+  if (cur == LT_OBS_SHAPES_OFF || g_hdr == nullptr) return;
+  std::memset(g_hdr->shapes_detail, 0, sizeof g_hdr->shapes_detail);
+  std::strncpy(g_hdr->shapes_detail, why, sizeof g_hdr->shapes_detail - 1);
+  store_release(g_hdr->shapes_state, u32{LT_OBS_SHAPES_OFF});
+  debug("op observer: input shapes off: %s", why);
+}
+
+// The call's shapes key into t.key: per input its ndim (0 for anything
+// not a plain tensor, as torch prints it: []), then its sizes.  The words
+// used; SIZE_MAX when the layout proved wrong (Checked only).
+template <bool Checked>
+std::size_t read_key(ThreadState& t, const void* rf) {
+  const lt::lt_obs_layout& l = g_shape_layout;
+  const auto* base = static_cast<const unsigned char*>(rf);
+  struct {
+    const unsigned char* data;
+    u64 len;
+  } inputs;
+  if (!load<Checked>(&inputs, base + l.off_inputs, sizeof inputs)) return SIZE_MAX;
+  if (inputs.len > kMaxInputs || (inputs.len && inputs.data == nullptr)) return SIZE_MAX;
+  std::size_t n = 0;
+  for (u64 i = 0; i < inputs.len && n < kKeyMax; ++i) {
+    const unsigned char* iv = inputs.data + i * l.ivalue_size;
+    u32 tag;
+    const void* impl;
+    if (!load<Checked>(&tag, iv + l.ivalue_tag, sizeof tag) || !load<Checked>(&impl, iv, sizeof impl)) return SIZE_MAX;
+    if (tag >= kMaxTag) return SIZE_MAX;
+    t.key[n] = 0;
+    if (tag == l.tag_tensor && impl != nullptr) {
+      if constexpr (Checked) g_tensors_tagged.fetch_add(1, std::memory_order_relaxed);
+      u64 words[1 + 1 + 5];  // vtable ... ndim, five inline sizes
+      const auto* w = static_cast<const unsigned char*>(impl);
+      if (!load<Checked>(&words[0], w, 8)) return SIZE_MAX;
+      // Only c10::TensorImpl itself: a subclass (undefined, sparse,
+      // nested, functorch's) lays out or reports its sizes its own way.
+      if (words[0] == l.tensor_vtable && load<Checked>(&words[1], w + 8ull * l.sizes_word, 6 * 8)) {
+        if constexpr (Checked) g_tensors_known.fetch_add(1, std::memory_order_relaxed);
+        const u64 ndim = words[1];
+        if (ndim > kMaxDims) return SIZE_MAX;
+        if (n + 1 + ndim > kKeyMax) break;
+        const void* sizes = &words[2];
+        std::int64_t out_of_line[kMaxDims];
+        if (ndim > 5) {  // out of line: the first word is a pointer to sizes then strides
+          const void* p;
+          std::memcpy(&p, &words[2], sizeof p);
+          if (p == nullptr || !load<Checked>(out_of_line, p, ndim * 8)) return SIZE_MAX;
+          sizes = out_of_line;
+        }
+        t.key[n] = static_cast<std::int64_t>(ndim);
+        std::memcpy(&t.key[n + 1], sizes, ndim * 8);
+        if constexpr (Checked)
+          for (u64 d = 0; d < ndim; ++d)
+            if (t.key[n + 1 + d] < 0) return SIZE_MAX;
+        n += ndim;
+      }
+    }
+    ++n;
+  }
+  return n;
+}
+
+void append_int(std::string& s, std::int64_t v) {
+  char buf[24];
+  const int k = snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  s.append(buf, static_cast<std::size_t>(k));
+}
+
+// "name\x1f[[2, 3], []]": torch.profiler's input shapes (a list per input).
+std::string shapes_text(const char* name, std::size_t len, const std::int64_t* key, std::size_t n) {
+  std::string s(name, len);
+  s += LT_OBS_SHAPES_SEP;
+  s += '[';
+  for (std::size_t i = 0; i < n;) {
+    if (i) s += ", ";
+    const auto ndim = static_cast<std::size_t>(key[i]);
+    s += '[';
+    for (std::size_t d = 0; d < ndim && i + 1 + d < n; ++d) {
+      if (d) s += ", ";
+      append_int(s, key[i + 1 + d]);
+    }
+    s += ']';
+    i += 1 + ndim;
+  }
+  s += ']';
+  return s;
+}
+
+// The (name, input shapes) id of a call at its start, kNoName when shapes
+// are not recorded (not asked, found wrong, or a name table full).
+u32 shaped_id(ThreadState& t, const void* rf) {
+  const u32 state = g_shapes.load(std::memory_order_relaxed);
+  if (state != LT_OBS_SHAPES_CHECKING && state != LT_OBS_SHAPES_ON) return kNoName;
+  std::size_t n;
+  if (state == LT_OBS_SHAPES_CHECKING) {
+    n = read_key<true>(t, rf);
+    if (n == SIZE_MAX) {
+      shapes_off("an input read otherwise than the layout says");
+      return kNoName;
+    }
+    if (g_checked.fetch_add(1) + 1 == kCheckedCalls) {
+      if (g_tensors_tagged.load() > 0 && g_tensors_known.load() == 0) {
+        shapes_off("no input tensor is a c10::TensorImpl");
+        return kNoName;
+      }
+      u32 checking = LT_OBS_SHAPES_CHECKING;
+      if (g_shapes.compare_exchange_strong(checking, LT_OBS_SHAPES_ON) && g_hdr)
+        store_release(g_hdr->shapes_state, u32{LT_OBS_SHAPES_ON});
+    }
+  } else {
+    n = read_key<false>(t, rf);
+  }
+  const char* name = g_name(rf);
+  if (name == nullptr) return kNoName;
+  const std::size_t len = strnlen(name, kNameMax);
+  u64 h1 = fnv1a(name, len), h2 = h1 * 0x9E3779B97F4A7C15ull + len;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = static_cast<u64>(t.key[i]);
+    h1 = (h1 ^ v) * 1099511628211ull;
+    h2 = (h2 ^ (v + 0x632BE59BD9B4E019ull + (h2 << 6) + (h2 >> 2))) * 0xff51afd7ed558ccdull;
+  }
+  CachedShapes& c = t.by_shapes[h1 & 255];
+  if (c.id != 0 && c.h1 == h1 && c.h2 == h2) return c.id - 1;
+  std::string text;
+  try {
+    text = shapes_text(name, len, t.key, n);
+  } catch (...) {
+    return kNoName;
+  }
+  const u32 id = intern_bytes(text.data(), text.size(), fnv1a(text.data(), text.size()));
+  if (id != kNoName) c = {h1, h2, id + 1};
   return id;
 }
 
@@ -252,8 +436,14 @@ void unmark_open(ThreadState& t) {
 void record(ThreadState& t, const void* rf, const Frame& f, u64 end, u64 total, u32 depth) {
   lt::lt_obs_slot* s = slot_of(t);
   if (s == nullptr) return;
-  const char* name = g_name(rf);
-  const u32 id = name ? intern(t, name) : kNoName;
+  u32 id = f.shaped;
+  u16 flags = f.flags;
+  if (id == kNoName) {
+    const char* name = g_name(rf);
+    id = name ? intern(t, name) : kNoName;
+  } else {
+    flags |= LT_OBS_SPAN_SHAPES;
+  }
   const u64 head = s->head;
   if (id == kNoName || head - load_acquire(s->tail) >= LT_OBS_RING) {
     __atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);  // the tracer is behind: count, never wait
@@ -265,7 +455,7 @@ void record(ThreadState& t, const void* rf, const Frame& f, u64 end, u64 total, 
   out.self_ns = total > f.children ? total - f.children : 0;
   out.name = id;
   out.depth = static_cast<u16>(depth);
-  out.flags = f.flags;
+  out.flags = flags;
   store_release(s->head, head + 1);
 }
 
@@ -282,7 +472,9 @@ void start_frame(const void* rf, u16 flags) {
       }
     if (t.depth == 0) mark_open(t);
     if (t.depth < LT_OBS_DEPTH) {
-      t.stack[t.depth] = {rf, 0, 0, flags};
+      // Inputs are there only now, in the start callback.
+      const u32 shaped = flags & LT_OBS_SPAN_USER ? kNoName : shaped_id(t, rf);
+      t.stack[t.depth] = {rf, 0, 0, shaped, flags};
       t.stack[t.depth].start = now_ns();  // last: our own work is not the op's
     } else if (lt::lt_obs_slot* s = slot_of(t)) {
       __atomic_fetch_add(&s->too_deep, 1, __ATOMIC_RELAXED);
@@ -405,13 +597,53 @@ std::string check_layout(const lt::lt_obs_layout& l) {
   return "";
 }
 
+std::string check_shapes_layout(const lt::lt_obs_layout& l) {
+  if (l.off_inputs % 8 != 0 || l.off_inputs > 4096 || l.ivalue_size < 8 || l.ivalue_size > 64 ||
+      u64{l.ivalue_tag} + 4 > l.ivalue_size || l.sizes_word == 0 || l.sizes_word > 64 || l.tensor_vtable == 0)
+    return "input shapes layout out of bounds";
+  return "";
+}
+
+// Shapes as this request asks: read with checks from the next call on.
+void ask_shapes(const lt::lt_obs_layout& l) {
+  g_shapes.store(0);
+  g_checked.store(0);
+  g_tensors_tagged.store(0);
+  g_tensors_known.store(0);
+  std::memset(g_hdr->shapes_detail, 0, sizeof g_hdr->shapes_detail);
+  store_release(g_hdr->shapes_state, u32{0});
+  if (!l.shapes) return;
+  g_shape_layout = l;
+  g_shapes.store(LT_OBS_SHAPES_CHECKING);
+  store_release(g_hdr->shapes_state, u32{LT_OBS_SHAPES_CHECKING});
+}
+
+void remove_callbacks() {
+  for (u64 handle : {g_handle, g_user_handle}) {
+    if (handle == 0) continue;
+    try {
+      g_remove(handle);
+    } catch (...) {
+    }
+  }
+  g_handle = g_user_handle = 0;
+  g_registered = false;
+}
+
 void activate(u32 request) {
   const lt::lt_obs_layout l = g_hdr->layout;
-  if (g_registered) {  // a new tracer took over a live registration
-    set_state(LT_OBS_ACTIVE, request, "already registered");
-    return;
-  }
   if (std::string why = check_layout(l); !why.empty()) return set_state(LT_OBS_REFUSED, request, why);
+  if (l.shapes)
+    if (std::string why = check_shapes_layout(l); !why.empty()) return set_state(LT_OBS_REFUSED, request, why);
+  if (g_registered) {  // a new tracer took over a live registration
+    if (g_registered_inputs == (l.shapes != 0)) {
+      ask_shapes(l);
+      set_state(LT_OBS_ACTIVE, request, "already registered");
+      return;
+    }
+    g_on.store(false, std::memory_order_release);  // asked otherwise for inputs: registered anew
+    remove_callbacks();
+  }
   std::string lib;
   dl_iterate_phdr(find_libtorch, &lib);
   if (lib.empty()) return set_state(LT_OBS_REFUSED, request, "libtorch_cpu.so is not loaded");
@@ -435,10 +667,14 @@ void activate(u32 request) {
     std::memcpy(cb.b + l.off_end, &end_fn, sizeof end_fn);
     std::memcpy(cb.b + l.off_sampling_prob, &one, sizeof one);
     for (u32 i = 0; i < l.num_scopes; ++i) cb.b[l.off_scopes + i] = (i == l.user_scope) == user ? 1 : 0;
+    // torch boxes every op's arguments for a callback that needs inputs
+    // (as for torch.profiler's record_shapes): only when shapes are asked.
+    cb.b[l.off_needs_inputs] = l.shapes && !user ? 1 : 0;
     return cb;
   };
   g_name = name;
   g_remove = remove;
+  ask_shapes(l);
   g_on.store(true, std::memory_order_release);
   try {
     g_handle = add(callback(&on_start, false));
@@ -460,20 +696,14 @@ void activate(u32 request) {
     }
   }
   g_registered = true;
+  g_registered_inputs = l.shapes != 0;
   ++g_hdr->activations;
   set_state(LT_OBS_ACTIVE, request, lib);
 }
 
 void deactivate() {
   g_on.store(false, std::memory_order_release);
-  for (u64 handle : {g_handle, g_user_handle}) {
-    if (handle == 0) continue;
-    try {
-      g_remove(handle);
-    } catch (...) {
-    }
-  }
-  g_registered = false;
+  remove_callbacks();
   // Calls that started with the callback still end through it: the library
   // stays mapped for good, and with g_on off they only pop their frame.
   if (g_hdr) set_state(LT_OBS_OFF, load_acquire(g_hdr->answered), "the tracer left");
@@ -501,6 +731,7 @@ void tick() noexcept {
 // state and the name table start afresh.
 void atfork_child() noexcept {
   g_on.store(false);
+  g_shapes.store(0);
   pthread_mutex_init(&g_names_mu, nullptr);
   if (g_hdr != nullptr) munmap(g_hdr, LT_OBS_SIZE);
   g_hdr = nullptr;

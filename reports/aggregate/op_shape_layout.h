@@ -17,6 +17,12 @@ class ShapeLayout {
   // Decides with what there is (the stream ended, or too much was held).
   void decide();
   bool undecided() const { return word_ < 0 && !given_up_; }
+  // Whether any tensor was counted yet.
+  bool voted() const {
+    for (int v : votes_)
+      if (v) return true;
+    return false;
+  }
   // torch's format: one entry per schema argument, a tensor's sizes or []
   // (`arg_regs`: per argument, the register that held it, -1 none).
   std::string shapes(const std::vector<std::int8_t>& arg_regs, const lt_op_shapes_event& e) const;

@@ -6,6 +6,7 @@
 
 #include "reports/aggregate/ops_state.h"
 #include "user/model/record_dispatch.h"
+#include "user/text/utf8_text.h"
 
 namespace lt {
 
@@ -45,6 +46,10 @@ void OpAggregator::add(const lt_event_header& h, const std::byte* record) {
                            : action_begin || sample ? s.actions.innermost_action(h.pid, h.tid)
                                                     : std::string();
   const auto completions = s.completions_of(h);
+  // The op observer reads shapes itself (OP_INPUT_SHAPES): with no probe
+  // tensor counted before its first, nothing is held for the vote.
+  if (s.opts.group_by_shapes && s.layout.undecided() && h.kind == LT_EV_OP_INPUT_SHAPES && !s.layout.voted())
+    s.replay();
   if (s.opts.group_by_shapes && s.layout.undecided()) {
     // Until the TensorImpl layout is known, hold the stream (in order, with
     // what the action aggregator said at each record) and replay it then.
@@ -133,6 +138,7 @@ void OpAggregator::State::process(const lt_event_header& h, const std::byte* rec
                      out.rate_hz = e.rate_hz;
                    },
                    [&](const lt_event_header&, const lt_op_name_event& e) { on_op_name(e); },
+                   [&](const lt_event_header&, const lt_op_input_shapes_event& e) { on_input_shapes(e); },
                    [&](const lt_event_header& h, const lt_op_event& e) { on_op(h, e.op, e.depth, nullptr); },
                    [&](const lt_event_header& h, const lt_op_shapes_event& e) { on_op(h, e.op, e.depth, &e); },
                    [&](const lt_event_header& h, const lt_op_span_event& e) { on_span(h, e); },
@@ -162,6 +168,13 @@ void OpAggregator::State::on_op_name(const lt_op_name_event& e) {
   op_name_id[e.op] = intern(op_names[e.op]);
   if (op_args.size() <= e.op) op_args.resize(e.op + 1);
   op_args[e.op].assign(e.arg_reg, e.arg_reg + std::min<std::size_t>(e.nargs, LT_OP_ARGS_MAX));
+}
+
+void OpAggregator::State::on_input_shapes(const lt_op_input_shapes_event& e) {
+  if (e.op > 1'000'000) return;  // a damaged record
+  if (op_shapes.size() <= e.op) op_shapes.resize(e.op + 1);
+  op_shapes[e.op] = utf8_text(std::string_view(e.text, std::min<std::size_t>(e.len, sizeof e.text)));
+  if (e.op < span_rows.size()) span_rows[e.op] = UINT32_MAX;
 }
 
 // An op entered (`shapes`: its tensor arguments, with --group-by-input-shapes).

@@ -54,6 +54,26 @@ OpAggregator::State::WindowPtr OpAggregator::State::window_at(Proc& p, std::uint
   return std::prev(it)->second;
 }
 
+// Grouped by input shapes, the (op, shapes) row: the shapes the observer
+// read (OP_INPUT_SHAPES), [] for a record_function() scope (it has no
+// inputs, as torch prints it), none when it read none.
+std::uint32_t OpAggregator::State::span_row(std::uint32_t op, bool user) {
+  if (!opts.group_by_shapes) return name_id_of(op);
+  if (!user && op < span_rows.size() && span_rows[op] != UINT32_MAX) return span_rows[op];
+  std::string key = op < op_names.size() && !op_names[op].empty() ? op_names[op] : "op#" + std::to_string(op);
+  key += '\t';
+  if (op < op_shapes.size() && !op_shapes[op].empty())
+    key += op_shapes[op];
+  else if (user)
+    key += "[]";
+  const std::uint32_t row = intern(key);
+  if (!user && op < 1'000'000) {
+    if (span_rows.size() <= op) span_rows.resize(op + 1, UINT32_MAX);
+    span_rows[op] = row;
+  }
+  return row;
+}
+
 void OpAggregator::State::count_call(const Proc::EndedCall& c) {
   if (c.row == kHiddenRow) return;  // --ops left it out
   Window* w = resolve(c.window.get());
@@ -77,7 +97,8 @@ void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_eve
     ++p.calls;
   }
   const std::uint32_t action = action_at(p, h.tid, h.ts_ns);
-  Proc::EndedCall call{hidden ? kHiddenRow : name_id_of(e.op),
+  Proc::EndedCall call{hidden ? kHiddenRow : span_row(e.op, e.flags & LT_OP_SPAN_USER),
+                       hidden ? kHiddenRow : name_id_of(e.op),
                        h.ts_ns,
                        window_at(p, h.ts_ns),
                        std::min(e.self_ns, total),
@@ -109,7 +130,7 @@ void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_eve
   self -= std::min(self, claim_actions(p, h.tid, h.ts_ns, e.end_ns, action));
   call.self_ns = std::min(self, total);
   charge_call_to_action(p, h.tid, action, h.ts_ns, e.end_ns, call.self_ns);
-  if (kids.size() == 1 && kids[0].row == call.row && !hidden)
+  if (kids.size() == 1 && kids[0].base == call.base && !hidden)
     call.self_ns += kids[0].self_ns;  // torch's EventList drops it; its parent keeps its time
   else
     for (const auto& k : kids) count_call(k);

@@ -65,8 +65,10 @@ struct OpAggregator::State {
   std::vector<std::vector<std::int8_t>> op_args;  // op index -> per schema argument, tensor register or -1
   std::unordered_map<std::uint32_t, std::uint64_t> spans_seen;  // per process: completions read so far
   std::vector<std::string> op_names;                            // op index -> name
-  std::vector<std::uint32_t> op_name_id;                        // op index -> name id
-  std::vector<std::string> names;                               // name id -> name
+  std::vector<std::string> op_shapes;     // op index -> the op observer's input shapes (OP_INPUT_SHAPES), "" none
+  std::vector<std::uint32_t> span_rows;   // op index -> its calls' row when grouped by shapes (UINT32_MAX: not yet)
+  std::vector<std::uint32_t> op_name_id;  // op index -> name id
+  std::vector<std::string> names;         // name id -> name
   std::unordered_map<std::string, std::uint32_t> name_ids;
   std::unordered_map<std::uint32_t, std::uint64_t> completed_seen;  // per process: actions completed so far
   // A process's state, one part per concern; each part's code is in the
@@ -200,7 +202,8 @@ struct OpAggregator::State {
     // folding its self time into the parent).
     std::vector<std::pair<std::uint64_t, WindowPtr>> boundaries;
     struct EndedCall {
-      std::uint32_t row;  // kHiddenRow: left out by --ops (kept for the nesting)
+      std::uint32_t row;   // kHiddenRow: left out by --ops (kept for the nesting)
+      std::uint32_t base;  // its op's name alone (torch merges by name, shapes aside)
       std::uint64_t start;
       WindowPtr window;
       std::uint64_t self_ns, total_ns;
@@ -231,6 +234,8 @@ struct OpAggregator::State {
   // Decides the layout with what there is, then processes the held records in order.
   void replay();
   void on_op_name(const lt_op_name_event& e);
+  void on_input_shapes(const lt_op_input_shapes_event& e);
+  std::uint32_t span_row(std::uint32_t op, bool user);  // a call's row, by shapes when grouped so
   void on_op(const lt_event_header& h, std::uint32_t op, std::uint16_t depth, const lt_op_shapes_event* shapes);
   void on_sample(const lt_event_header& h, const lt_py_sample_event& e, const std::string& action);
   void on_module_name(const lt_event_header& h, const lt_module_name_event& e);

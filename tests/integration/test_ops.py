@@ -290,19 +290,29 @@ def test_schedule_keeps_lightnings_active_steps(attach):
     assert "--schedule left out 4 step(s)" in run.lt_err
 
 
+@pytest.mark.parametrize("how", ["observer", "probes"])
 @pytest.mark.parametrize("python", [pytest.param(VENV_PY, id="pypi-torch"),
                                     pytest.param(TORCH113_PY, id="pypi-torch-1.13")])
-def test_group_by_input_shapes_matches_torch_profiler(attach, tmp_path, python):
+def test_group_by_input_shapes_matches_torch_profiler(attach, tmp_path, python, how):
     """--group-by-input-shapes: the (op, input shapes) rows and their calls
     are torch.profiler's (record_shapes=True, key_averages(group_by_input_shape=True)),
-    in two torch builds whose TensorImpl layouts differ."""
+    in two torch builds whose RecordFunction and TensorImpl layouts differ;
+    read by the op observer from the inputs torch hands its callback (exact
+    times), or by the op probes from the argument registers (--no-inject)."""
     need_torch113(python)
     args = ["--iters", "100", "--raising"]
     theirs, _ = torch_profile(python, args + ["--record-shapes"], tmp_path)
     data = json.loads((tmp_path / "prof.json").read_text())
     run = attach([python, TORCH_OPS] + args,
-                 lt_args=["--report", "ops", "--group-by-input-shapes", "--row-limit", "-1"])
+                 lt_args=["--report", "ops", "--group-by-input-shapes", "--row-limit", "-1"]
+                 + (["--no-inject"] if how == "probes" else []))
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    measured = "timed on its thread by the op observer" in run.lt_err
+    assert measured == (how == "observer"), run.lt_err
+    lines = run.lt_out.splitlines()
+    header = re.split(r"\s{2,}", lines[3].strip())
+    est = "" if measured else "~"
+    assert header[1:3] == ["Self CPU %" + est, "Self CPU" + est] and header[-1] == "Input Shapes", header
     ours = {}
     for line in run.lt_out.splitlines():
         cells = re.split(r"\s{2,}", line.strip())
@@ -319,6 +329,29 @@ def test_group_by_input_shapes_matches_torch_profiler(attach, tmp_path, python):
         checked += 1
     assert checked >= 25
     assert "aten::mm [[128, 256], [256, 256]]" in ours  # a forward matmul, shapes in torch's format
+
+
+def test_a_wrong_shapes_row_is_caught_without_harm(attach, monkeypatch):
+    """A RecordFunction layout the table got wrong (inputs_ read at
+    sequence_nr_: a number as a pointer) is found out by the bridge's
+    checked reads of the first calls: the job runs on unharmed with its
+    result, shapes are said to be off, and every call is still counted."""
+    args = ["--iters", "100", "--raising"]
+    plain = subprocess.run([VENV_PY, TORCH_OPS] + args, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    monkeypatch.setenv("LTRACE_BPF_TEST_SHAPES_INPUTS_OFFSET", "200")  # read by ltrace-bpf
+    run = attach([VENV_PY, TORCH_OPS] + args,
+                 lt_args=["--report", "ops", "--group-by-input-shapes", "--row-limit", "-1"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert result_line(run.target_out) == result_line(plain.stdout)
+    assert "timed on its thread by the op observer" in run.lt_err
+    assert "the op observer records no input shapes (an input read otherwise than the layout says)" in run.lt_err
+    calls = {}
+    for line in run.lt_out.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) >= 7 and cells[0] == "aten::mm":
+            calls[cells[-1] if len(cells) == 8 else ""] = int(cells[6])
+    assert sum(calls.values()) > 0 and set(calls) <= {""}, calls
 
 
 @pytest.mark.parametrize("how", ["observer", "probes"])

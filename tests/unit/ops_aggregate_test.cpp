@@ -1419,6 +1419,74 @@ TEST(OpsSpans, TwoSameNamedChildrenBothCount) {
   EXPECT_EQ(row(only_table(rep), "aten::add")->measured_self_ns, 5 * ms);
 }
 
+// --group-by-input-shapes with the op observer: each (op, shapes) pair is
+// an op index of its own, named by its op (OP_NAME) and its shapes
+// (OP_INPUT_SHAPES).
+const OpRowData* shaped_row(const OpTableData& t, const std::string& name, const std::string& shapes) {
+  for (auto& r : t.rows)
+    if (r.name == name && r.input_shapes == shapes) return &r;
+  return nullptr;
+}
+
+void input_shapes(Stream& s, std::uint32_t op, const char* text) {
+  lt_op_input_shapes_event e{};
+  e.hdr = {LT_EV_OP_INPUT_SHAPES, sizeof e, 0, 0, 0, 1};
+  e.op = op;
+  e.len = static_cast<std::uint32_t>(std::strlen(text));
+  std::memcpy(e.text, text, e.len);
+  s.feed(e);
+}
+
+TEST(OpsSpans, ObservedShapesAreRowsOfTheirOwn) {
+  OpAggregatorOptions opts;
+  opts.group_by_shapes = true;
+  Stream s(opts);
+  s.name(0, "aten::mm");
+  input_shapes(s, 0, "[[2, 3], [3, 4]]");
+  s.name(1, "aten::mm");
+  input_shapes(s, 1, "[[8, 8], [8, 8]]");
+  s.name(2, "my scope");  // a record_function() scope: no inputs, [] as torch prints it
+  s.span(1 * ms, 2 * ms, 1 * ms, 0, 2);
+  s.span(3 * ms, 7 * ms, 4 * ms, 1, 2);
+  s.span(8 * ms, 9 * ms, 1 * ms, 0, 2);
+  lt_op_span_event scope{};
+  scope.hdr = {LT_EV_OP_SPAN, sizeof scope, kPid, kPid, 0, 0};
+  scope.end_ns = 10 * ms;
+  scope.self_ns = 4 * ms;
+  scope.op = 2;
+  scope.depth = 1;
+  scope.flags = LT_OP_SPAN_USER;
+  s.feed(scope);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  ASSERT_NE(shaped_row(t, "aten::mm", "[[2, 3], [3, 4]]"), nullptr);
+  EXPECT_EQ(shaped_row(t, "aten::mm", "[[2, 3], [3, 4]]")->calls, 2u);
+  EXPECT_EQ(shaped_row(t, "aten::mm", "[[2, 3], [3, 4]]")->measured_self_ns, 2 * ms);
+  ASSERT_NE(shaped_row(t, "aten::mm", "[[8, 8], [8, 8]]"), nullptr);
+  EXPECT_EQ(shaped_row(t, "aten::mm", "[[8, 8], [8, 8]]")->measured_total_ns, 4 * ms);
+  ASSERT_NE(shaped_row(t, "my scope", "[]"), nullptr);
+  EXPECT_EQ(shaped_row(t, "my scope", "[]")->calls, 1u);
+}
+
+TEST(OpsSpans, ShapesDoNotStopTheSameNameMerge) {
+  // torch merges an only child with its parent's name whatever the shapes.
+  OpAggregatorOptions opts;
+  opts.group_by_shapes = true;
+  Stream s(opts);
+  s.name(0, "aten::sum");
+  input_shapes(s, 0, "[[4, 4]]");
+  s.name(1, "aten::sum");
+  input_shapes(s, 1, "[[4, 4], [], [], []]");
+  s.span(1 * ms, 8 * ms, 7 * ms, 1, 2);
+  s.span(0, 10 * ms, 3 * ms, 0, 1);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  ASSERT_NE(shaped_row(t, "aten::sum", "[[4, 4]]"), nullptr);
+  EXPECT_EQ(shaped_row(t, "aten::sum", "[[4, 4]]")->calls, 1u);
+  EXPECT_EQ(shaped_row(t, "aten::sum", "[[4, 4]]")->measured_self_ns, 10 * ms);
+  EXPECT_EQ(shaped_row(t, "aten::sum", "[[4, 4], [], [], []]"), nullptr);
+}
+
 TEST(OpsSpans, ThreadsNestApart) {
   Stream s;
   s.name(0, "aten::mm");

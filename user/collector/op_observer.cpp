@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -126,6 +127,7 @@ struct OpObserver::Buffer {
   // from then on are theirs; closed once every earlier call is read.
   std::uint64_t probes_from = UINT64_MAX, close_by = 0;
   bool drained_to_handover = false;
+  bool shapes_said = false;  // the bridge's input shapes off: said once
   explicit Buffer(void* m) : map(m) {
     auto* base = static_cast<unsigned char*>(m);
     hdr = static_cast<lt_obs_header*>(m);
@@ -190,12 +192,32 @@ std::string OpObserver::start(pid_t pid) {
   if (!torch) return "libtorch_cpu.so is not mapped";
   if (auto missing = missing_observer_symbol(torch->open_path); !missing.empty())
     return "libtorch_cpu.so lacks " + missing;
+  auto asked = *layout;
+  if (ctx_.opts.shapes) {
+    // Input shapes: where RecordFunction keeps its inputs and a TensorImpl
+    // its sizes, for this torch (the bridge checks its first calls' reads).
+    const auto shapes = observer_shapes_layout(version, uses_cxx11_abi(torch->open_path));
+    if (!shapes)
+      return "--group-by-input-shapes: torch " + version + " has no input-shapes row in the op observer's table";
+    asked.tensor_vtable = probes_.tensor_vtable(pid);
+    if (asked.tensor_vtable == 0) return "--group-by-input-shapes: c10::TensorImpl's vtable not found in libc10.so";
+    asked.shapes = 1;
+    asked.off_inputs = shapes->off_inputs;
+    asked.ivalue_size = shapes->ivalue_size;
+    asked.ivalue_tag = shapes->ivalue_tag;
+    asked.tag_tensor = shapes->tag_tensor;
+    asked.sizes_word = shapes->sizes_word;
+    // LTRACE_BPF_TEST_SHAPES_INPUTS_OFFSET=N: a wrong row, as a torch the
+    // table mistakes would give (the test that the bridge's checks catch it).
+    if (const char* o = std::getenv("LTRACE_BPF_TEST_SHAPES_INPUTS_OFFSET"))
+      asked.off_inputs = static_cast<std::uint32_t>(std::strtoul(o, nullptr, 10));
+  }
 
   // The bridge, with the semaphore up before its poll thread first looks.
   bool raised = false;
   auto p = std::make_unique<Pending>();
   p->version = version;
-  p->layout = *layout;
+  p->layout = asked;
   try {
     if (std::string mapped = mapped_bridge(pid); !mapped.empty()) {
       source_.raise_observer_semaphore(mapped, pid);
@@ -328,7 +350,7 @@ void OpObserver::abandon(pid_t pid) {
   pending_.erase(it);
 }
 
-std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
+std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name, bool shaped) {
   if (name >= LT_OBS_NAMES) return UINT32_MAX;
   if (name < b.op_known.size() && b.op_known[name]) return b.ops[name];
   if (name >= load_acquire(b.hdr->names)) return UINT32_MAX;  // not published: a damaged buffer
@@ -343,7 +365,15 @@ std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
   // function, the first before its compile: the probes are in before the
   // graph first runs), its regions.
   if (s.rfind("TorchDynamo Cache Lookup", 0) == 0 || s.rfind("Torch-Compiled Region", 0) == 0) b.compiled = true;
-  const std::uint32_t op = probes_.index_of(s);
+  // "name\x1fshapes": a call with its input shapes (--group-by-input-shapes).
+  std::string shapes;
+  if (const auto sep = s.find(LT_OBS_SHAPES_SEP); shaped && sep != std::string::npos) {
+    shapes = s.substr(sep + 1);
+    s.resize(sep);
+    // Written by the job: only what torch's format has in it, else none.
+    if (shapes.find_first_not_of("[], 0123456789") != std::string::npos || shapes.front() != '[') shapes.clear();
+  }
+  const std::uint32_t op = probes_.index_of(s, shapes);
   if (b.ops.size() <= name) {
     b.ops.resize(name + 1, UINT32_MAX);
     b.op_known.resize(name + 1, 0);
@@ -359,6 +389,12 @@ std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name) {
 // heads); the calls in the rings that end after `until` wait for the next
 // drain, so their starts count too.
 void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
+  if (ctx_.opts.shapes && !b.shapes_said && load_acquire(b.hdr->shapes_state) == LT_OBS_SHAPES_OFF) {
+    b.shapes_said = true;
+    const std::string why(b.hdr->shapes_detail, strnlen(b.hdr->shapes_detail, sizeof b.hdr->shapes_detail));
+    ctx_.note("pid " + std::to_string(pid) + ": the op observer records no input shapes (" + utf8_text(why) +
+              "): its calls from then on are grouped without them");
+  }
   std::uint64_t watermark = until;
   for (std::uint32_t i = 0; i < LT_OBS_SLOTS; ++i) {
     const std::uint64_t open = __atomic_load_n(&b.slot(i)->open_since, __ATOMIC_SEQ_CST);
@@ -399,7 +435,7 @@ void OpObserver::drain(pid_t pid, Buffer& b, std::uint64_t until) {
       // by them: sent hidden, so that it nests its later calls and counts
       // nowhere (each call is the probes' or the observer's, by its start).
       const bool probes_had_it = sp.start_ns < b.probes_until || sp.start_ns >= b.probes_from;
-      const std::uint32_t op = probes_had_it ? UINT32_MAX : op_of(b, sp.name);
+      const std::uint32_t op = probes_had_it ? UINT32_MAX : op_of(b, sp.name, sp.flags & LT_OBS_SPAN_SHAPES);
       if (op != UINT32_MAX) probes_.announce(op);
       lt_op_span_event e{};
       e.hdr = user_header(LT_EV_OP_SPAN, sizeof e, pid, sp.start_ns);

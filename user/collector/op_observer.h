@@ -75,7 +75,7 @@ class OpObserver {
                   const std::string& detail);
   void drain(pid_t pid, Buffer& b, std::uint64_t until);
   void close(pid_t pid, Buffer& b);
-  std::uint32_t op_of(Buffer& b, std::uint32_t name);
+  std::uint32_t op_of(Buffer& b, std::uint32_t name, bool shaped);
 
   const TracerContext& ctx_;
   OpProbeSource& source_;

@@ -179,10 +179,13 @@ std::uint64_t OpProbes::tensor_vtable(pid_t pid) const {
   return 0;
 }
 
-std::uint32_t OpProbes::index_of(const std::string& name) {
-  if (auto it = observed_.find(name); it != observed_.end()) return it->second;
+std::uint32_t OpProbes::index_of(const std::string& name, const std::string& shapes) {
+  std::string key = name;
+  if (!shapes.empty()) (key += '\x1f') += shapes;
+  if (auto it = observed_.find(key); it != observed_.end()) return it->second;
   const std::uint32_t op = selected(name) ? add_op(name) : UINT32_MAX;
-  observed_.emplace(name, op);
+  if (op != UINT32_MAX) ops_[op].shapes = shapes;
+  observed_.emplace(std::move(key), op);
   return op;
 }
 
@@ -202,6 +205,22 @@ void OpProbes::announce(std::uint32_t op) {
   e.nargs = static_cast<std::uint16_t>(std::min<std::size_t>(regs.size(), LT_OP_ARGS_MAX));
   for (std::size_t i = 0; i < LT_OP_ARGS_MAX; ++i) e.arg_reg[i] = i < e.nargs ? regs[i] : -1;
   emit_(&e, sizeof e);
+  if (ops_[op].shapes.empty()) return;
+  lt_op_input_shapes_event s{};
+  s.hdr = e.hdr;
+  s.hdr.kind = LT_EV_OP_INPUT_SHAPES;
+  s.hdr.size = sizeof s;
+  s.op = op;
+  // A text longer than the record holds (never seen: ~40 four-dimensional
+  // inputs) is cut, and says so.
+  std::string text = ops_[op].shapes;
+  if (text.size() > sizeof s.text) {
+    text.resize(sizeof s.text - 4);
+    text.append("...]");
+  }
+  s.len = static_cast<std::uint32_t>(text.size());
+  std::memcpy(s.text, text.data(), text.size());
+  emit_(&s, sizeof s);
 }
 
 }  // namespace lt

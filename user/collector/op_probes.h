@@ -51,8 +51,10 @@ class OpProbes {
   // Writes the op's OP_NAME record the first time the op is seen.
   void announce(std::uint32_t op);
   // The op index of a name the op observer reported (one index per name,
-  // session-wide), UINT32_MAX when --ops leaves it out.
-  std::uint32_t index_of(const std::string& name);
+  // session-wide), UINT32_MAX when --ops leaves it out.  With input shapes
+  // (torch's "[[2, 3], []]"), one index per (name, shapes) pair, announced
+  // with an OP_INPUT_SHAPES record after its OP_NAME.
+  std::uint32_t index_of(const std::string& name, const std::string& shapes = {});
   std::size_t probes() const { return probes_; }
   double attach_ms() const { return attach_ms_; }  // catalog + attach, summed
   const std::string& describe() const { return last_; }
@@ -61,6 +63,7 @@ class OpProbes {
   struct Op {
     std::string name, overload;
     std::vector<std::int8_t> arg_reg;  // per schema argument: register of a tensor, -1 none
+    std::string shapes;                // the op observer's input shapes ("": none)
   };
   OpProbeSource& source_;
   std::vector<std::string> filters_;

@@ -78,7 +78,6 @@ bool OpTracer::fork_of_observed(pid_t pid) const {
 
 std::string OpTracer::observer_unwanted(pid_t pid) const {
   if (!ctx_.opts.inject) return "--no-inject";
-  if (ctx_.opts.shapes) return "--group-by-input-shapes reads the op arguments with the op probes";
   if (ctx_.opts.sources.memory) return "the memory columns charge allocations to the op probes' op stacks";
   // CUDA in use as the GPU tracer counts it.
   if (ctx_.opts.gpu && (proc::find_mapped_library(pid, "libcuda.so") ||
