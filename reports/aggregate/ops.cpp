@@ -282,7 +282,7 @@ void OpAggregator::State::on_proc(const lt_event_header& h) {
   if (h.kind == LT_EV_PROC_EXEC) {
     auto& p = it->second;
     std::unordered_map<std::uint64_t, std::int64_t>().swap(p.cpu_sizes);
-    flush_ended(p);
+    flush_ended(p, h.pid);
     p.measured = false;
     p.innermost.clear();
     p.recent_done.clear();
@@ -297,7 +297,7 @@ OpsReport OpAggregator::finish() {
   bool overridden = false;
   for (auto pid : s.order) {
     auto& p = s.procs[pid];
-    s.flush_ended(p);
+    s.flush_ended(p, pid);
     s.close_all(p, p.last_ts);
     // A batch cut by the detach: to its step's table if its step function
     // ended, else with the ops outside any batch.

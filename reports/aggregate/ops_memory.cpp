@@ -40,17 +40,30 @@ void OpAggregator::State::on_mem(const lt_event_header& h, const lt_mem_event& e
       return;
   }
   if (!(e.flags & LT_MEM_OPS_KNOWN)) {
+    // The op observer's process: the calls around it are found by time
+    // as their spans come (ops_by_time.cpp).
+    if (p.measured) {
+      wait_for_calls(p, h.pid, h.tid, {h.ts_ns, {}, 0, bytes, cpu, p.sink_ptr()});
+      return;
+    }
     ++p.mem_without_ops;
     return;
   }
   auto& st = p.running[h.tid];
   close_from(p, st, e.depth, h.ts_ns);
-  Window& w = p.sink();
+  std::uint32_t rows[LT_OPS_DEPTH];
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < st.size() && n < LT_OPS_DEPTH; ++i) rows[n++] = st[i].name;
+  charge_memory(p.sink(), rows, n, bytes, cpu);
+}
+
+void OpAggregator::State::charge_memory(Window& w, const std::uint32_t* rows, std::size_t n, std::int64_t bytes,
+                                        bool cpu) {
   w.has_memory = true;
   w.has_cuda_memory |= !cpu;
   std::int64_t Acc::*total = cpu ? &Acc::cpu_mem : &Acc::cuda_mem;
   std::int64_t Acc::*self = cpu ? &Acc::self_cpu_mem : &Acc::self_cuda_mem;
-  if (st.empty()) {
+  if (n == 0) {
     Acc& a = w.row(intern(std::string(kMemoryRow) + '\t'));
     a.calls++;
     a.*total += bytes;
@@ -59,13 +72,13 @@ void OpAggregator::State::on_mem(const lt_event_header& h, const lt_mem_event& e
   }
   std::uint32_t seen[LT_OPS_DEPTH];
   unsigned nseen = 0;
-  for (std::size_t i = 0; i < st.size() && nseen < LT_OPS_DEPTH; ++i) {
-    const std::uint32_t id = st[i].name;
+  for (std::size_t i = 0; i < n && nseen < LT_OPS_DEPTH; ++i) {
+    const std::uint32_t id = rows[i];
     if (std::find(seen, seen + nseen, id) != seen + nseen) continue;  // recursion counts once
     seen[nseen++] = id;
     w.row(id).*total += bytes;
   }
-  w.row(st.back().name).*self += bytes;
+  w.row(rows[n - 1]).*self += bytes;
 }
 
 }  // namespace lt

@@ -36,7 +36,8 @@ void OpAggregator::State::note_boundary(std::uint32_t pid, std::uint64_t ts) {
 // The observer's watermark: no call still to come starts before `ts`, so
 // of the windows' boundaries and each thread's innermost actions before
 // it only the last stays (a later call's start may fall after it).
-void OpAggregator::State::forget_before(Proc& p, std::uint64_t ts) {
+void OpAggregator::State::forget_before(Proc& p, std::uint32_t pid, std::uint64_t ts) {
+  settle_waiting(p, pid, ts);
   auto by_time = [](std::uint64_t t, const auto& e) { return t < e.first; };
   if (p.boundaries.size() > 2) {
     auto last = std::prev(std::upper_bound(p.boundaries.begin() + 1, p.boundaries.end(), ts, by_time));
@@ -88,7 +89,7 @@ void OpAggregator::State::count_call(const Proc::EndedCall& c) {
 // deeper that ended since its previous sibling did, inside its time.
 void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_event& e) {
   auto& p = proc(h.pid);
-  if (e.flags & LT_OP_SPAN_WATERMARK) return forget_before(p, h.ts_ns);
+  if (e.flags & LT_OP_SPAN_WATERMARK) return forget_before(p, h.pid, h.ts_ns);
   p.measured = true;
   const std::uint64_t total = e.end_ns > h.ts_ns ? e.end_ns - h.ts_ns : 0;
   const bool hidden = e.flags & LT_OP_SPAN_HIDDEN;
@@ -104,6 +105,7 @@ void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_eve
                        std::min(e.self_ns, total),
                        total,
                        action};
+  if (!hidden) calls_around(p, h.tid, h.ts_ns, e.end_ns, call.row);
   const std::size_t depth = std::clamp<std::size_t>(e.depth, 1, kMaxSpanDepth);
   auto& levels = p.ended[h.tid];
   // Calls still waiting deeper than its children (their parent was lost:
@@ -146,7 +148,8 @@ void OpAggregator::State::on_span(const lt_event_header& h, const lt_op_span_eve
   levels[depth - 1].push_back(std::move(call));
 }
 
-void OpAggregator::State::flush_ended(Proc& p) {
+void OpAggregator::State::flush_ended(Proc& p, std::uint32_t pid) {
+  settle_waiting(p, pid, UINT64_MAX);
   for (auto& [tid, levels] : p.ended)
     for (auto& kids : levels)
       for (const auto& k : kids) count_call(k);

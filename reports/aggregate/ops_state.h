@@ -181,8 +181,13 @@ struct OpAggregator::State {
     // and the ops running, outermost first.
     struct Launch {
       WindowPtr window;
-      std::vector<std::uint32_t> ops;
+      std::vector<std::uint32_t> ops;  // op indexes, outermost first (the op probes' stack)
+      // An observed process's launch: the rows of the calls around it, found
+      // by time as their spans come (ops_gpu.cpp); its kernels wait till then.
+      bool by_rows = false, waiting = false;
+      std::vector<lt_gpu_activity> queued;
     };
+
     std::unordered_map<std::uint32_t, Launch> launches;
     std::vector<std::uint32_t> launch_order;
     std::size_t launch_head = 0;
@@ -193,6 +198,21 @@ struct OpAggregator::State {
     // the pointer).
     std::unordered_map<std::uint64_t, std::int64_t> cpu_sizes;
     std::uint64_t mem_events = 0, frees_unknown = 0, mem_without_ops = 0, ooms = 0;
+  };
+  // An observed process's CUDA launches and allocations by thread, in
+  // time order, until the calls around them are all in (the observer's
+  // watermark passed them): ops_by_time.cpp.
+  struct ProcWaiting {
+    struct Waiting {
+      std::uint64_t ts;
+      std::vector<std::uint32_t> rows;  // the calls around it, innermost first
+      std::uint32_t correlation;        // a launch's (0: an allocation)
+      std::int64_t bytes;               // an allocation's, signed
+      bool cpu;
+      WindowPtr window;  // an allocation's: where it happened
+    };
+    std::unordered_map<std::uint32_t, std::deque<Waiting>> waiting;
+    std::size_t waiting_n = 0;
   };
   // The op observer's measured calls (ops_spans.cpp).
   struct ProcObserver {
@@ -214,7 +234,7 @@ struct OpAggregator::State {
     std::string observer_not_used;
     std::uint64_t observer_dropped = 0, observer_too_deep = 0;
   };
-  struct Proc : ProcWindows, ProcCalls, ProcModules, ProcLightning, ProcGpu, ProcMemory, ProcObserver {};
+  struct Proc : ProcWindows, ProcCalls, ProcModules, ProcLightning, ProcGpu, ProcMemory, ProcWaiting, ProcObserver {};
   GpuNameTable gpu_names;
   std::map<std::uint32_t, Proc> procs;
   std::vector<std::uint32_t> order;  // pids, first op seen
@@ -242,12 +262,12 @@ struct OpAggregator::State {
   void on_proc(const lt_event_header& h);
   // ops_spans.cpp (the op observer's calls)
   void note_boundary(std::uint32_t pid, std::uint64_t ts);
-  void forget_before(Proc& p, std::uint64_t ts);
+  void forget_before(Proc& p, std::uint32_t pid, std::uint64_t ts);
   WindowPtr window_at(Proc& p, std::uint64_t ts);
   void on_span(const lt_event_header& h, const lt_op_span_event& e);
   void on_observer(const lt_event_header& h, const lt_op_observer_event& e);
   void count_call(const Proc::EndedCall& c);
-  void flush_ended(Proc& p);
+  void flush_ended(Proc& p, std::uint32_t pid);
   std::uint32_t shaped_id(std::uint32_t op, const lt_op_shapes_event& e);
   std::uint32_t name_id_of(std::uint32_t op);
   std::uint32_t intern(const std::string& name);
@@ -285,6 +305,17 @@ struct OpAggregator::State {
   // ops_gpu.cpp
   void on_gpu_launch(const lt_event_header& h, const lt_gpu_launch_event& e);
   void on_gpu_activity(const lt_event_header& h, const lt_gpu_activity& a);
+  void charge_gpu(std::uint32_t pid, const Proc::Launch& l, const lt_gpu_activity& a);
+  // A launch or an allocation of an observed process: waits for the calls around it.
+  void wait_for_calls(Proc& p, std::uint32_t pid, std::uint32_t tid, Proc::Waiting w);
+  // A measured call [start, end] on tid: what waits in it is inside it.
+  void calls_around(Proc& p, std::uint32_t tid, std::uint64_t start, std::uint64_t end, std::uint32_t row);
+  // What waits from before `ts` has every call around it: charged now.
+  void settle_waiting(Proc& p, std::uint32_t pid, std::uint64_t ts);
+  void launch_settled(Proc& p, std::uint32_t pid, std::uint32_t correlation, const std::vector<std::uint32_t>& rows);
+  // An allocation's bytes into window w: the calls around it (outermost
+  // first: total, once each; the innermost: self), or the [memory] row.
+  void charge_memory(Window& w, const std::uint32_t* rows, std::size_t n, std::int64_t bytes, bool cpu);
 };
 
 }  // namespace lt

@@ -49,14 +49,19 @@ def result_line(out):
 PYTHONS = [pytest.param(VENV_PY, id="pypi-torch"), pytest.param(TORCH113_PY, id="pypi-torch-1.13")]
 
 
+@pytest.mark.parametrize("how", ["observer", "probes"])
 @pytest.mark.parametrize("python", PYTHONS)
-def test_memory_columns_equal_the_truth(attach, tmp_path, python):
+def test_memory_columns_equal_the_truth(attach, tmp_path, python, how):
+    """Each allocation charged to the calls around it: by time to the op
+    observer's measured calls, or by the op probes' op stack in BPF."""
     if not os.path.exists(python):
         pytest.fail(f"{python} missing: run `make deps`")
     truth_path = tmp_path / "truth.json"
     run = attach([python, MEM_OPS, "--iters", "60", "--truth", str(truth_path)],
-                 lt_args=["--report", "ops"] + MEM_ARGS + ["--sort-by", "self_cpu_memory_usage"])
+                 lt_args=["--report", "ops"] + MEM_ARGS + ["--sort-by", "self_cpu_memory_usage"]
+                 + (["--no-inject"] if how == "probes" else []))
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    assert ("timed on its thread by the op observer" in run.lt_err) == (how == "observer"), run.lt_err
     truth = json.loads(truth_path.read_text())
     tables = mem_tables(run.lt_out)
     assert list(tables) == ["records"], run.lt_out[:1000]
@@ -88,7 +93,9 @@ def test_sort_by_cpu_memory_and_text_format(attach):
                  lt_args=["--report", "ops", "--profile-memory", "--row-limit", "-1", "--sort-by", "cpu_memory_usage"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     header = next(line for line in run.lt_out.splitlines() if line.strip().startswith("Name"))
-    assert re.search(r"CPU time avg~\s+CPU Mem\s+Self CPU Mem\s+# of Calls", header), header
+    # The op observer measures the times (no "~"); allocations join its calls by time.
+    assert re.search(r"CPU time avg\s+CPU Mem\s+Self CPU Mem\s+# of Calls", header), header
+    assert "timed on its thread by the op observer" in run.lt_err
     order = names_in_order(run.lt_out)
     assert order[-1] == "[memory]", order  # the frees outside ops: the most negative
     # aten::empty allocates 4*(1000+2000+3000)+4 bytes per iteration: 30 of them

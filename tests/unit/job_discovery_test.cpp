@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -154,9 +156,15 @@ TEST(JobDiscovery, MatchesThatAreNotPythonAreNamed) {
   const std::string token = random_token();
   Spawned sleeper({"/bin/sleep", "60"}, {"LTRACE_TEST_JOB=" + token});
   ASSERT_GT(sleeper.pid, 0);
-  // Wait for its exec (the forked child still runs this test binary).
+  // Wait for its exec to be over (the forked child still runs this test
+  // binary): the kernel names the process before it lays out the new
+  // image's environment, so an empty environ is still mid-exec.
+  auto environ_read = [&] {
+    std::ifstream f("/proc/" + std::to_string(sleeper.pid) + "/environ");
+    return std::string(std::istreambuf_iterator<char>(f), {}).find("LTRACE_TEST_JOB=") != std::string::npos;
+  };
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (lt::proc::read_comm(sleeper.pid) != "sleep" && std::chrono::steady_clock::now() < until)
+  while ((lt::proc::read_comm(sleeper.pid) != "sleep" || !environ_read()) && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::string why;
   EXPECT_TRUE(lt::proc::find_job_processes({{"LTRACE_TEST_JOB", token}}, &why).empty());

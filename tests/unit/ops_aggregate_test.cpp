@@ -1487,6 +1487,93 @@ TEST(OpsSpans, ShapesDoNotStopTheSameNameMerge) {
   EXPECT_EQ(shaped_row(t, "aten::sum", "[[4, 4], [], [], []]"), nullptr);
 }
 
+// The op observer's process on CUDA: launches carry no op stack (no op
+// probes); the calls around each launch are found by time as their spans
+// come, a drain later, and its kernels wait for them.
+void cupti_launch(Stream& s, std::uint64_t ts, std::uint32_t correlation) {
+  lt_gpu_launch_event e{};
+  e.hdr = {LT_EV_GPU_LAUNCH, sizeof e, kPid, kPid, 0, ts};
+  e.source = LT_LAUNCH_CUPTI;
+  e.correlation = correlation;
+  s.feed(e);
+}
+
+void kernel(Stream& s, std::uint64_t ts, std::uint32_t correlation, std::uint64_t dur) {
+  lt_gpu_activity_event k{};
+  k.hdr = {LT_EV_GPU_ACTIVITY, sizeof k, kPid, kPid, 0, ts};
+  k.a.kind = LT_GPU_MEMCPY;
+  k.a.copy_kind = 1;
+  k.a.correlation = correlation;
+  k.a.start_ns = 1000;
+  k.a.end_ns = 1000 + dur;
+  s.feed(k);
+}
+
+TEST(OpsSpans, KernelsJoinTheCallsAroundTheirLaunchByTime) {
+  Stream s;
+  s.observer();
+  s.name(0, "aten::linear");
+  s.name(1, "aten::addmm");
+  s.name(2, "aten::relu");
+  cupti_launch(s, 12 * ms, 7);  // inside addmm inside linear
+  cupti_launch(s, 45 * ms, 8);  // inside linear only
+  cupti_launch(s, 70 * ms, 9);  // inside relu, whose span comes after its kernel
+  kernel(s, 71 * ms, 7, 300);   // before any span: waits
+  s.span(10 * ms, 40 * ms, 30 * ms, 1, 2);
+  s.span(5 * ms, 50 * ms, 15 * ms, 0, 1);
+  kernel(s, 72 * ms, 8, 200);
+  kernel(s, 73 * ms, 9, 50);
+  s.span(60 * ms, 80 * ms, 20 * ms, 2, 1);
+  s.watermark(100 * ms);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_TRUE(t.has_cuda);
+  EXPECT_EQ(row(t, "aten::addmm")->self_cuda_ns, 300u);
+  EXPECT_EQ(row(t, "aten::addmm")->cuda_total_ns, 300u);
+  EXPECT_EQ(row(t, "aten::linear")->self_cuda_ns, 200u);
+  EXPECT_EQ(row(t, "aten::linear")->cuda_total_ns, 500u);
+  EXPECT_EQ(row(t, "aten::relu")->self_cuda_ns, 50u);
+  EXPECT_EQ(row(t, "Memcpy HtoD")->calls, 3u);
+}
+
+TEST(OpsSpans, AKernelWhoseLaunchNoCallHeldIsItsOwnRowOnly) {
+  Stream s;
+  s.observer();
+  s.name(0, "aten::mm");
+  s.span(1 * ms, 2 * ms, 1 * ms, 0, 1);
+  cupti_launch(s, 5 * ms, 3);  // between calls
+  s.watermark(10 * ms);
+  kernel(s, 11 * ms, 3, 90);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_EQ(row(t, "Memcpy HtoD")->self_cuda_ns, 90u);
+  EXPECT_EQ(row(t, "aten::mm")->cuda_total_ns, 0u);
+}
+
+TEST(OpsSpans, AllocationsJoinTheCallsAroundThemByTime) {
+  // --profile-memory with the op observer: MEM records carry no op stack.
+  Stream s;
+  s.observer();
+  s.name(0, "aten::zeros");
+  s.name(1, "aten::empty");
+  mem(s, 2 * ms, LT_MEM_ALLOC, 0x10, 4096, 0, 0, 0);  // inside empty inside zeros
+  mem(s, 6 * ms, LT_MEM_ALLOC, 0x20, 100, 0, 0, 0);   // in zeros only
+  mem(s, 20 * ms, LT_MEM_FREE, 0x10, 0, 0, 0, 0);     // between calls: the [memory] row
+  s.span(1 * ms, 3 * ms, 2 * ms, 1, 2);
+  s.span(0, 8 * ms, 6 * ms, 0, 1);
+  s.watermark(30 * ms);
+  auto rep = s.finish();
+  const auto& t = only_table(rep);
+  EXPECT_TRUE(t.has_memory);
+  EXPECT_EQ(row(t, "aten::empty")->self_cpu_mem, 4096);
+  EXPECT_EQ(row(t, "aten::empty")->cpu_mem, 4096);
+  EXPECT_EQ(row(t, "aten::zeros")->self_cpu_mem, 100);
+  EXPECT_EQ(row(t, "aten::zeros")->cpu_mem, 4196);
+  ASSERT_TRUE(row(t, "[memory]"));
+  EXPECT_EQ(row(t, "[memory]")->cpu_mem, -4096);
+  EXPECT_EQ(rep.processes[0].mem_without_ops, 0u);
+}
+
 TEST(OpsSpans, ThreadsNestApart) {
   Stream s;
   s.name(0, "aten::mm");

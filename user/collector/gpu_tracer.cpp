@@ -110,7 +110,21 @@ bool GpuTracer::attach(pid_t pid, pid_t) {
     if (!bridge.empty() && cuda.empty() && !proc::read_environ(pid).count("CUDA_INJECTION64_PATH")) return false;
     if (!bridge.empty()) {
       source().attach_bridge(bridge);
-      how_[pid] = "CUPTI bridge (loaded at launch)";
+      auto env = proc::read_environ(pid);
+      auto inj = env.find("CUDA_INJECTION64_PATH");
+      if (inj != env.end() && inj->second.find("libltrace-bridge") != std::string::npos) {
+        how_[pid] = "CUPTI bridge (loaded at launch)";
+        return true;
+      }
+      // Put in by an ltrace-bpf after the launch: the op observer's just
+      // now (a CUDA job's op times), or an earlier session's.  As with our
+      // own injection, its first report is waited for before "attached".
+      how_[pid] = "CUPTI bridge (put into the running process by ltrace-bpf)";
+      injected_.insert(pid);
+      ctx_.note("pid " + std::to_string(pid) +
+                ": GPU: CUPTI through the bridge already in the process (put in by ltrace-bpf; NVTX ranges "
+                "cannot be captured from a process attached late: launch it with `ltrace-bpf run -- ...` or "
+                "NVTX_INJECTION64_PATH for those)");
       return true;
     }
     if (cuda.empty()) return false;  // no CUDA yet: poll again

@@ -33,12 +33,6 @@ constexpr std::uint64_t kDynamoScanNs = 2'000'000'000;
 // long after (a debugger; our holder lets go within its library wait):
 // the probes stay.
 constexpr std::uint64_t kLateWaitNs = 30'000'000'000;
-// LTRACE_GPU_WITHOUT_DRIVER: CUDA counts as in use with the runtime library
-// alone (machines without a GPU), as the GPU tracer takes it.
-bool without_driver() {
-  static const bool set = std::getenv("LTRACE_GPU_WITHOUT_DRIVER") != nullptr;
-  return set;
-}
 
 }  // namespace
 
@@ -61,14 +55,6 @@ pid_t OpTracer::filter(pid_t pid) const {
   return ctx_.opts.children ? -1 : pid;
 }
 
-// A job probed from its torch's load has not started CUDA yet (the driver
-// loads at its first CUDA call): its torch has CUDA and this machine a GPU
-// driver.
-bool OpTracer::cuda_likely(pid_t pid) const {
-  return ctx_.opts.gpu && (without_driver() || access("/dev/nvidiactl", F_OK) == 0) &&
-         proc::find_mapped_library(pid, "libtorch_cuda.so");
-}
-
 // A DataLoader worker and the like: its parent's bridge came with the fork,
 // without a poll thread.
 bool OpTracer::fork_of_observed(pid_t pid) const {
@@ -78,11 +64,8 @@ bool OpTracer::fork_of_observed(pid_t pid) const {
 
 std::string OpTracer::observer_unwanted(pid_t pid) const {
   if (!ctx_.opts.inject) return "--no-inject";
-  if (ctx_.opts.sources.memory) return "the memory columns charge allocations to the op probes' op stacks";
-  // CUDA in use as the GPU tracer counts it.
-  if (ctx_.opts.gpu && (proc::find_mapped_library(pid, "libcuda.so") ||
-                        (without_driver() && proc::find_mapped_library(pid, "libcudart.so"))))
-    return "the CUDA columns join kernels to the op probes' op stacks";
+  if (ctx_.opts.sources.memory_stacks)
+    return "the memory report names each allocation's op from the op probes' op stack";
   // torch.compile in use (a compile or a graph break on record; Lightning
   // imports Dynamo whether or not anything is compiled): inductor's kernels
   // are not RecordFunction calls; the probes name them and their regions.
@@ -172,10 +155,7 @@ void OpTracer::start_late(std::uint64_t now) {
       ++it;
       continue;
     }
-    std::string why = fork_of_observed(pid) ? "a fork of a process the op observer records"
-                      : cuda_likely(pid)    ? "torch with CUDA where a GPU driver is (CUDA starts later): the CUDA "
-                                              "columns join kernels to the op probes' op stacks"
-                                            : observer_unwanted(pid);
+    std::string why = fork_of_observed(pid) ? "a fork of a process the op observer records" : observer_unwanted(pid);
     if (why.empty()) why = observer_->start(pid);
     if (why.empty()) {
       late_pending_.insert(pid);

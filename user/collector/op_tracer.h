@@ -66,7 +66,6 @@ class OpTracer final : public Tracer {
   pid_t filter(pid_t pid) const;
   // "" when pid's op times may come from the op observer, else why not.
   std::string observer_unwanted(pid_t pid) const;
-  bool cuda_likely(pid_t pid) const;
   bool fork_of_observed(pid_t pid) const;
   void settled(pid_t pid, const std::string& why);
   void settle_now(pid_t pid);  // waits for pid's handshake (the first attach)
