@@ -199,7 +199,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
   // list, each linked to its process's step charts; the charts' own
   // findings follow.
   std::vector<Verdict> ranked;
-  for (const Finding& f : find_issues(rep)) {
+  for (const Finding& f : find_issues(rep, nullptr, nullptr, nullptr, nullptr, nullptr, gpu)) {
     std::string id;
     for (const auto& p : rep.processes)
       if (p.meta.pid == f.pid) id = process_chart_id(p.meta);

@@ -11,6 +11,7 @@
 
 #include "reports/aggregate/step_batches.h"
 #include "reports/aggregate/steps.h"
+#include "reports/verdict/gpu_findings.h"
 #include "user/text/utf8_text.h"
 
 namespace lt {
@@ -564,14 +565,15 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
 }  // namespace
 
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm,
-                                 const CompilesReport* compiles, const GcReport* gc, const LoggingReport* logging) {
+                                 const CompilesReport* compiles, const GcReport* gc, const LoggingReport* logging,
+                                 const GpuReport* gpu) {
   std::vector<Finding> out;
   std::vector<Blocked> blocked;
   // Each process's steps, found once (the straggler reads them again).
   std::vector<ProcessSteps> steps;
   steps.reserve(rep.processes.size());
   for (const auto& p : rep.processes) {
-    const ProcessSteps& ps = steps.emplace_back(step_records(p));
+    const ProcessSteps& ps = steps.emplace_back(step_records(p, gpu));
     const ProcessDeviceStats* mine = nullptr;
     if (stats)
       for (const auto& s : stats->processes)
@@ -583,6 +585,7 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
     if (gc)
       if (auto g = gc->procs.find(p.meta.pid); g != gc->procs.end()) pauses = &g->second;
     process_findings(p, ps, mine, compiled, pauses, logging, out);
+    if (gpu) gpu_findings(p, ps, *gpu, out);
     if (comm)
       for (const auto& c : comm->processes)
         if (c.pid == p.meta.pid)

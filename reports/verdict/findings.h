@@ -65,6 +65,7 @@
 #include "reports/aggregate/compiles.h"
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gc.h"
+#include "reports/aggregate/gpu.h"
 #include "reports/aggregate/logging_time.h"
 
 namespace lt {
@@ -92,9 +93,12 @@ inline constexpr std::size_t kLoggingMinSamples = 10;
 // `gc`: the garbage collections, when recorded (the verdict asks for them).
 // `logging`: the stack samples in logging code, when sampled (the verdict
 // asks for stacks).
+// `gpu`: the CUPTI records with their slices kept (GpuAggregator(keep_slices)),
+// for the host-device sync and GPU idle findings (gpu_findings.h).
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats = nullptr,
                                  const CommReport* comm = nullptr, const CompilesReport* compiles = nullptr,
-                                 const GcReport* gc = nullptr, const LoggingReport* logging = nullptr);
+                                 const GcReport* gc = nullptr, const LoggingReport* logging = nullptr,
+                                 const GpuReport* gpu = nullptr);
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
 
 }  // namespace lt

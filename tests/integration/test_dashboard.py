@@ -670,3 +670,58 @@ def test_merged_page_syncs_timelines_on_the_common_numbering(tmp_path):
     # The apart rank's cell chooses its own step on its timeline only.
     assert got[7:10] == ["click2 r0-timeline 5", "click2 r1-timeline 2", "click2 r2-timeline 1"], got
     assert got[10] == "errors 0", got
+
+
+def clipped(spans, b, e):
+    return sum(max(0, min(y, e) - max(x, b)) for x, y in spans)
+
+
+def verdict_of(tmp, mode, steps=30):
+    trace, manifest = tmp / ("v-%s.ltrace" % mode), tmp / ("v-%s.json" % mode)
+    subprocess.run([MAKE_GPU_TRACE, str(trace), str(manifest), str(steps)] + ([mode] if mode != "idle" else []),
+                   check=True, timeout=60)
+    r = subprocess.run([LTRACE, "report", str(trace), "--report", "verdict"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    ranked = re.findall(r"^  (\d+)\. ([\w -]+) \(pid \d+\): ([\d.]+) ms per train step at stake\n\s+(.*)$", r.stdout,
+                        re.M)
+    return json.load(open(manifest)), [(kind, float(ms), evidence) for _, kind, ms, evidence in ranked], r.stdout
+
+
+def idle_outside_loader(manifest):
+    """GPU idle time per train step outside the dataloader part, from the generator's intervals."""
+    idle = 0
+    for b, e in manifest["train"]:
+        idle += gpu_parts(manifest, b, e)[2]
+        for x, y in manifest["loader"]:
+            if x < e and y > b:
+                idle -= gpu_parts(manifest, max(x, b), min(y, e))[2]
+    return idle / len(manifest["train"]) / 1e6
+
+
+@pytest.mark.parametrize("mode", ["sync", "tiny", "idle", "busy"])
+def test_gpu_findings_each_at_the_time_its_workload_provoked(tmp_path, mode):
+    """--report verdict's GPU findings on CUPTI records (make-gpu-trace):
+    an `.item()` per step (a 1.5 ms wait in cudaStreamSynchronize) is
+    host-device sync, ranked first at that wait; 281 kernels of 5 us a step
+    are launch-bound, first, at the GPU's idle time outside the dataloader;
+    the plain trace's idle GPU is gpu-idle; the busy one raises neither."""
+    manifest, ranked, out = verdict_of(tmp_path, mode)
+    kinds = [k for k, _, _ in ranked]
+    n = len(manifest["train"])
+    if mode == "sync":
+        waits = sum(clipped(manifest["sync"], b, e) for b, e in manifest["train"]) / n / 1e6
+        assert kinds[0] == "host-device sync", out
+        assert abs(ranked[0][1] - waits) < 0.006, (ranked[0], waits)
+        assert "cudaStreamSynchronize (1.0 per step" in ranked[0][2]
+    elif mode == "tiny":
+        assert kinds[0] == "launch-bound", out
+        assert abs(ranked[0][1] - idle_outside_loader(manifest)) < 0.006, (ranked[0], idle_outside_loader(manifest))
+        kernels = sum(1 for k, _, gb, _ in manifest["gpu"] if k == "kernel" and any(b <= gb < e for b, e in manifest["train"]))
+        assert "%d kernels per step, median 5.0 us" % round(kernels / n) in ranked[0][2], ranked[0]
+    elif mode == "idle":
+        row = next(r for r in ranked if r[0] == "gpu-idle")
+        assert abs(row[1] - idle_outside_loader(manifest)) < 0.006, (row, idle_outside_loader(manifest))
+        assert "host-device sync" not in kinds and "launch-bound" not in kinds
+    else:
+        assert not {"host-device sync", "gpu-idle", "launch-bound"} & set(kinds), out

@@ -1,6 +1,6 @@
 // Writes a trace shaped like a Lightning fit on CUDA, for the dashboard's GPU
 // parts (tests/integration/test_dashboard.py) where no GPU is at hand:
-//   make-gpu-trace OUT MANIFEST [STEPS] [busy]
+//   make-gpu-trace OUT MANIFEST [STEPS] [busy|sync|tiny]
 // The records are those a real recording holds (docs/design-gpu.md): the
 // training loop's actions with Lightning's real names, GPU_LAUNCH records
 // (CUPTI source) on the loop's thread inside the actions that launch, and,
@@ -13,6 +13,13 @@
 // median); after every fifth training step a
 // validation run of two batches.  `busy`: kernels fill the step's body and
 // the fetch is short, so the GPU idles well under the finding's threshold.
+// `sync`: as `busy`, and each training step ends its forward with
+// an `.item()`: a long kernel, then cudaStreamSynchronize on the loop's
+// thread until it ends (the host waits for the device); the manifest's
+// "sync" lists those waits.  "loader": each training step's fetch and batch
+// transfer (the dataloader part of its time).  `tiny`: as `busy`, but the forward and the
+// backward launch 120 and 160 kernels of 5 us each, 25 us apart (a
+// launch-bound step).
 //
 // MANIFEST (JSON) lists what was written, for the test to compute its own
 // numbers: the attach time (the WINDOW begin), the training steps' spans (the fetch's begin to the last
@@ -36,6 +43,7 @@ constexpr std::uint32_t kPid = 4242, kLoopTid = 4242, kCuptiTid = 4251;
 constexpr std::uint64_t kUs = 1000, kMs = 1000 * kUs;
 constexpr std::uint32_t kStreamMain = 7, kStreamSide = 13;
 constexpr std::uint32_t kCbidLaunch = 211, kCbidMemcpyAsync = 41;  // cudaLaunchKernel_v7000, cudaMemcpyAsync_v3020
+constexpr std::uint32_t kCbidStreamSync = 131;                     // cudaStreamSynchronize_v3020
 const char* kKernels[] = {
     "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEvT_T0_T1_",
     "ampere_sgemm_128x64_tn",
@@ -128,15 +136,37 @@ struct Span {
   std::uint64_t begin, end;
 };
 
+// cudaStreamSynchronize on the loop's thread over [b, e): its API entry
+// (GPU_LAUNCH, a sync) and, flushed later, its runtime record.
+void stream_sync(Gen& g, std::uint64_t b, std::uint64_t e) {
+  const std::uint32_t c = ++g.correlation;
+  lt_gpu_launch_event l{};
+  l.correlation = c;
+  l.cbid = kCbidStreamSync;
+  l.source = LT_LAUNCH_CUPTI;
+  l.api = LT_API_SYNC;
+  g.put(l, LT_EV_GPU_LAUNCH, b);
+  lt_gpu_activity_event rt{};
+  rt.a.kind = LT_GPU_RUNTIME;
+  rt.a.correlation = c;
+  rt.a.cbid = kCbidStreamSync;
+  rt.a.tid = kLoopTid;
+  rt.a.start_ns = b;
+  rt.a.end_ns = e;
+  g.put(rt, LT_EV_GPU_ACTIVITY, e + 20 * kUs, kCuptiTid);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3 || argc > 5) {
-    std::fprintf(stderr, "usage: make-gpu-trace OUT MANIFEST [STEPS] [busy]\n");
+    std::fprintf(stderr, "usage: make-gpu-trace OUT MANIFEST [STEPS] [busy|sync|tiny]\n");
     return 2;
   }
   const int steps = argc > 3 ? std::atoi(argv[3]) : 12;
-  const bool busy = argc > 4 && std::string(argv[4]) == "busy";
+  const std::string mode = argc > 4 ? argv[4] : "";
+  const bool sync = mode == "sync", tiny = mode == "tiny";
+  const bool busy = mode == "busy" || sync || tiny;
   if (steps < 1 || steps > 100000) {
     std::fprintf(stderr, "make-gpu-trace: STEPS must be 1..100000\n");
     return 2;
@@ -168,10 +198,11 @@ int main(int argc, char** argv) {
     for (int k = 0; k < 4; ++k) g.name(LT_NAME_KERNEL, static_cast<std::uint32_t>(k + 1), kKernels[k], t0 + 2 * kUs);
     g.name(LT_NAME_RUNTIME_API, kCbidLaunch, "cudaLaunchKernel", t0 + 2 * kUs);
     g.name(LT_NAME_RUNTIME_API, kCbidMemcpyAsync, "cudaMemcpyAsync", t0 + 2 * kUs);
+    g.name(LT_NAME_RUNTIME_API, kCbidStreamSync, "cudaStreamSynchronize_v3020", t0 + 2 * kUs);
     g.name(LT_NAME_DEVICE, 0, "NVIDIA H100 80GB HBM3 (synthetic)", t0 + 2 * kUs);
   }
   const std::string M = "[LightningModule]GpuModel.", S = "[Strategy]SingleDeviceStrategy.";
-  std::vector<Span> train, val;
+  std::vector<Span> train, val, waits, loader;
   std::uint64_t t = t0 + 10 * kMs;
   const std::uint64_t epoch_begin = t - kMs;
   for (int i = 0; i < steps; ++i) {
@@ -182,6 +213,8 @@ int main(int argc, char** argv) {
     std::uint64_t c = s + fetch + 10 * kUs;
     // The batch to the device: one host-to-device copy.
     g.action(S + "batch_to_device", c, c + 200 * kUs);
+    loader.push_back({s, s + fetch});
+    loader.push_back({c, c + 200 * kUs});
     g.action(M + "transfer_batch_to_device", c + 20 * kUs, c + 180 * kUs);
     g.launch(c + 50 * kUs, kStreamMain, c + 70 * kUs, c + 170 * kUs, 0, true);
     c += 210 * kUs;
@@ -191,23 +224,41 @@ int main(int argc, char** argv) {
     // The body: optimizer_step wraps the closure (training_step, zero_grad, backward).
     const std::uint64_t rb = c, ob = rb + 10 * kUs;
     std::uint64_t k = ob + 20 * kUs;
-    const std::uint64_t fwd_end = k + 3 * kMs;
+    // sync: an `.item()` after the forward's kernels: a 1.5 ms kernel and
+    // the host waiting for it (the forward's host part grows by as much).
+    const std::uint64_t item = sync ? 1800 * kUs : 0;
+    const std::uint64_t fwd_end = k + 3 * kMs + item;
     g.action(S + "training_step", k, fwd_end);
     g.action(M + "training_step", k + 10 * kUs, fwd_end - 10 * kUs);
     // Forward: 8 kernels on the main stream, a reduction on the side stream
     // beside every other one (overlapping).
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; tiny && j < 120; ++j) {
+      const std::uint64_t at = k + 30 * kUs + static_cast<std::uint64_t>(j) * 25 * kUs;
+      g.launch(at, kStreamMain, at + 10 * kUs, at + 15 * kUs, j % 2, false);
+    }
+    for (int j = 0; !tiny && j < 8; ++j) {
       const std::uint64_t at = k + 30 * kUs + static_cast<std::uint64_t>(j) * 350 * kUs;
       const std::uint64_t len = busy ? 360 * kUs : 250 * kUs;
       g.launch(at, kStreamMain, at + 15 * kUs, at + 15 * kUs + len, j % 2, false);
       if (j % 2 == 0) g.launch(at + 8 * kUs, kStreamSide, at + 100 * kUs, at + 300 * kUs, 2, false);
+    }
+    if (sync) {
+      const std::uint64_t at = k + 3 * kMs - 200 * kUs;  // after the last forward kernel ends
+      const std::uint64_t ke = at + 15 * kUs + 1500 * kUs;
+      g.launch(at, kStreamMain, at + 15 * kUs, ke, 2, false);
+      stream_sync(g, at + 20 * kUs, ke + 10 * kUs);
+      waits.push_back({at + 20 * kUs, ke + 10 * kUs});
     }
     k = fwd_end + 10 * kUs;
     g.action(M + "optimizer_zero_grad", k, k + 60 * kUs);
     k += 70 * kUs;
     const std::uint64_t bwd_end = k + 4 * kMs;
     g.action(S + "backward", k, bwd_end);
-    for (int j = 0; j < 10; ++j) {
+    for (int j = 0; tiny && j < 160; ++j) {
+      const std::uint64_t at = k + 20 * kUs + static_cast<std::uint64_t>(j) * 25 * kUs;
+      g.launch(at, kStreamMain, at + 10 * kUs, at + 15 * kUs, 1, false);
+    }
+    for (int j = 0; !tiny && j < 10; ++j) {
       const std::uint64_t at = k + 20 * kUs + static_cast<std::uint64_t>(j) * 390 * kUs;
       const std::uint64_t len = busy ? 400 * kUs : 300 * kUs;
       g.launch(at, j % 3 == 1 ? kStreamSide : kStreamMain, at + 25 * kUs, at + 25 * kUs + len, 1, false);
@@ -272,6 +323,10 @@ int main(int argc, char** argv) {
   spans("train", train);
   m << ",";
   spans("validation", val);
+  m << ",";
+  spans("sync", waits);
+  m << ",";
+  spans("loader", loader);
   m << ",\"gpu\":[";
   for (std::size_t i = 0; i < g.gpu.size(); ++i)
     m << (i ? "," : "") << "[\"" << g.gpu[i].kind << "\"," << g.gpu[i].stream << "," << g.gpu[i].begin << ","
