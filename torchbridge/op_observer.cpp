@@ -289,7 +289,7 @@ void shapes_off(const char* why) {
 
 // The call's shapes key into t.key: per input its ndim (0 for anything
 // not a plain tensor, as torch prints it: []), then its sizes.  The words
-// used; SIZE_MAX when the layout proved wrong (Checked only).
+// used; SIZE_MAX when what it read is past the layout's bounds (the checks: the layout is wrong).
 template <bool Checked>
 std::size_t read_key(ThreadState& t, const void* rf) {
   const lt::lt_obs_layout& l = g_shape_layout;
@@ -390,6 +390,7 @@ u32 shaped_id(ThreadState& t, const void* rf) {
     }
   } else {
     n = read_key<false>(t, rf);
+    if (n == SIZE_MAX) return kNoName;  // an input past the bounds the checks held: this call goes without
   }
   const char* name = g_name(rf);
   if (name == nullptr) return kNoName;
