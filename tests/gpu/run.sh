@@ -57,6 +57,8 @@ if start_job $D --steps $STEPS; then
   grep -n "Profile stats for" -A 22 $D/lt.out | head -50
   grep -n "GPU Report" -A 40 $D/lt.out | head -60
   $PY tests/gpu/compare.py $D/ltrace.json $D/torch.json | tee $D/compare.txt
+  # The op table's CUDA columns (the op observer's calls, kernels joined by time) against key_averages.
+  $PY tests/gpu/compare_ops.py $D/lt.out $D/torch.json | tee $D/compare_ops.txt
   echo "GPU time by launching Python stack (top 5 of $(wc -l < $D/stacks.gpu.txt 2>/dev/null) stacks):"
   sort -t' ' -k2 -n -r $D/stacks.gpu.txt 2>/dev/null | head -5 | awk '{n=split($0,a,";"); print "  " $NF " ns  ..." a[n-1] ";" a[n]}' | cut -c1-200
   $PY -c "import json,sys; t=json.load(open('$D/ltrace.json'))['traceEvents']; c={}
