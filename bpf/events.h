@@ -731,6 +731,18 @@ struct lt_native_sym_event {
 	char dso[64];	/* base name of the mapped file */
 };
 
+/* NATIVE_FUNC (user space): (hdr.pid, every ip in [start, end)) -> symbol:
+ * a whole function (or, in a file without symbols there, its mapping),
+ * written once for all the addresses sampled in it, so that the names a
+ * long recording keeps are bounded by the functions it ran, not by the
+ * addresses.  NATIVE_SYM stays for one address. */
+struct lt_native_func_event {
+	struct lt_event_header hdr;
+	u64 start, end;
+	char name[160]; /* demangled, truncated; "" = unknown */
+	char dso[64];	/* base name of the mapped file */
+};
+
 /* MODULE_NAME (user space): a module of the LightningModule's tree, read
  * from the target before the first MODULE_CALL that needs it, named as
  * Lightning's PyTorchProfiler names its `[pl][module]{type}: {name}` rows. */

@@ -340,6 +340,12 @@ LT_OFFSET(lt_native_sym_event, ip, 24);
 LT_OFFSET(lt_native_sym_event, name, 32);
 LT_OFFSET(lt_native_sym_event, dso, 192);
 
+LT_SIZE(lt_native_func_event, 264);
+LT_OFFSET(lt_native_func_event, hdr, 0);
+LT_OFFSET(lt_native_func_event, start, 24);
+LT_OFFSET(lt_native_func_event, name, 40);
+LT_OFFSET(lt_native_func_event, dso, 200);
+
 LT_SIZE(lt_module_name_event, 424);
 LT_OFFSET(lt_module_name_event, hdr, 0);
 LT_OFFSET(lt_module_name_event, module, 24);

@@ -67,6 +67,7 @@
 	X(SAMPLER_INFO,     53, lt_sampler_info_event,     LT_SIZE_READER, "sampler info",             "sampler_info",      LT_KEEP_NAME ) /* rate, period, off-CPU on/off */ \
 	X(NATIVE_SYM,       54, lt_native_sym_event,       LT_SIZE_READER, "native symbol",            "native_sym",        LT_KEEP_NAME ) /* native address -> symbol */ \
 	X(MODULE_NAME,      55, lt_module_name_event,      LT_SIZE_READER, "module name",              "module_name",       LT_KEEP_NAME ) /* nn.Module -> its name and type */ \
+	X(NATIVE_FUNC,      57, lt_native_func_event,      LT_SIZE_READER, "native function",          "native_func",       LT_KEEP_NAME ) /* native address range -> symbol */ \
 	/* CPython's garbage collector (pygc source: its USDT probes) */ \
 	X(PY_GC,            56, lt_py_gc_event,            LT_SIZE_EXACT,  "garbage collection",       "py_gc",             LT_KEEP_EVENT) /* one collection: generation, its time, objects found */ \
 	/* aten operators (opprobe source) */ \

@@ -7,14 +7,29 @@
 
 namespace lt {
 
-bool PySymbols::Process::add_native(std::uint64_t ip, StackFrame f) {
+std::uint32_t PySymbols::Process::frame_index(StackFrame f) {
   auto [it, fresh] =
       native_frame_index.try_emplace({f.function, f.file}, static_cast<std::uint32_t>(native_frames.size()));
   if (fresh) native_frames.push_back(std::move(f));
-  auto [slot, added] = natives.try_emplace(ip, it->second);
+  return it->second;
+}
+
+bool PySymbols::Process::add_native(std::uint64_t ip, StackFrame f) {
+  const std::uint32_t i = frame_index(std::move(f));
+  auto [slot, added] = natives.try_emplace(ip, i);
   if (added) return true;
-  if (slot->second == it->second) return false;
-  slot->second = it->second;
+  if (slot->second == i) return false;
+  slot->second = i;
+  return true;
+}
+
+bool PySymbols::Process::add_native_range(std::uint64_t start, std::uint64_t end, StackFrame f) {
+  if (start >= end) return false;
+  const std::uint32_t i = frame_index(std::move(f));
+  auto [slot, added] = native_ranges.try_emplace(start, end, i);
+  if (added) return true;
+  if (slot->second == std::make_pair(end, i)) return false;
+  slot->second = {end, i};
   return true;
 }
 
@@ -51,6 +66,14 @@ void PySymbols::add(const lt_event_header& h, const std::byte* p) {
                             if (f.function.empty()) return;
                             if (by_pid_[h.pid].add_native(e.ip, std::move(f))) ++epoch_;
                           },
+                          [&](const lt_event_header& h, const lt_native_func_event& e) {
+                            StackFrame f;
+                            f.function.assign(e.name, strnlen(e.name, sizeof e.name));
+                            f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
+                            f.native = true;
+                            if (f.function.empty()) return;
+                            if (by_pid_[h.pid].add_native_range(e.start, e.end, std::move(f))) ++epoch_;
+                          },
                           [&](const lt_event_header& h, const lt_proc_event& e) {
                             if (h.kind == LT_EV_PROC_EXEC && by_pid_.erase(e.child_pid)) ++epoch_;
                           }});
@@ -78,8 +101,12 @@ int PySymbols::line(std::uint32_t pid, std::uint64_t code, std::uint32_t checksu
 const StackFrame* PySymbols::native(std::uint32_t pid, std::uint64_t ip) const {
   const Process* p = process(pid);
   if (!p) return nullptr;
-  auto it = p->natives.find(ip);
-  return it == p->natives.end() ? nullptr : &p->native_frames[it->second];
+  if (auto it = p->natives.find(ip); it != p->natives.end()) return &p->native_frames[it->second];
+  // The function (or symbol-less mapping) holding it (NATIVE_FUNC).
+  auto r = p->native_ranges.upper_bound(ip);
+  if (r == p->native_ranges.begin()) return nullptr;
+  --r;
+  return ip < r->second.first ? &p->native_frames[r->second.second] : nullptr;
 }
 
 StackFrame PySymbols::frame(std::uint32_t pid, const lt_py_frame& f) const {

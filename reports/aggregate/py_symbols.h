@@ -58,6 +58,10 @@ class PySymbols {
     std::vector<StackFrame> native_frames;
     std::map<std::pair<std::string, std::string>, std::uint32_t> native_frame_index;  // (function, dso)
     bool add_native(std::uint64_t ip, StackFrame f);  // whether ip now names another frame
+    // NATIVE_FUNC: every address in [start, end) -> a frame.
+    std::map<std::uint64_t, std::pair<std::uint64_t, std::uint32_t>> native_ranges;  // start -> (end, frame)
+    bool add_native_range(std::uint64_t start, std::uint64_t end, StackFrame f);
+    std::uint32_t frame_index(StackFrame f);
   };
   const Process* process(std::uint32_t pid) const;
   std::map<std::uint32_t, Process> by_pid_;

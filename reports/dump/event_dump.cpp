@@ -163,6 +163,11 @@ void dump_events(const Trace& trace, std::ostream& to) {
                   << " name=" << std::string(ns.name, strnlen(ns.name, sizeof ns.name))
                   << " dso=" << std::string(ns.dso, strnlen(ns.dso, sizeof ns.dso));
             },
+            [&](const lt_event_header&, const lt_native_func_event& nf) {
+              out << " start=0x" << std::hex << nf.start << " end=0x" << nf.end << std::dec
+                  << " name=" << std::string(nf.name, strnlen(nf.name, sizeof nf.name))
+                  << " dso=" << std::string(nf.dso, strnlen(nf.dso, sizeof nf.dso));
+            },
             [&](const lt_event_header&, const lt_op_event& op) { out << " op=" << op.op << " depth=" << op.depth; },
             [&](const lt_event_header&, const lt_op_span_event& sp) {
               if (sp.flags & LT_OP_SPAN_WATERMARK) {

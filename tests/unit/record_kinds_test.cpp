@@ -23,7 +23,7 @@ TEST(RecordKinds, EveryKindOnceWithItsNames) {
     EXPECT_EQ(record_kind(k.kind), &k);
     EXPECT_GE(k.size, sizeof(lt_event_header)) << k.enum_name;
   }
-  EXPECT_EQ(numbers.size(), 59u);  // a kind added or removed: this count, docs/trace-format.md
+  EXPECT_EQ(numbers.size(), 60u);  // a kind added or removed: this count, docs/trace-format.md
 }
 
 TEST(RecordKinds, LossNotesNameEachKind) {
@@ -78,7 +78,7 @@ namespace {
 // it: the records later ones refer to are names; the window is its own.
 TEST(RecordKinds, WhatAWindowKeeps) {
   for (auto k : {LT_EV_PY_CODE, LT_EV_PY_LINE, LT_EV_OP_NAME, LT_EV_PROC_INFO, LT_EV_HOST_INFO, LT_EV_NATIVE_SYM,
-                 LT_EV_MODULE_NAME, LT_EV_GPU_NAME, LT_EV_SAMPLER_INFO, LT_EV_RECORDED_REPORTS})
+                 LT_EV_NATIVE_FUNC, LT_EV_MODULE_NAME, LT_EV_GPU_NAME, LT_EV_SAMPLER_INFO, LT_EV_RECORDED_REPORTS})
     EXPECT_EQ(keep_in_window(k), KeepInWindow::name) << record_dump_name(k);
   for (auto k : {LT_EV_ACTION_BEGIN, LT_EV_ACTION_END, LT_EV_PY_SAMPLE, LT_EV_OP, LT_EV_PROC_EXIT, LT_EV_COMM})
     EXPECT_EQ(keep_in_window(k), KeepInWindow::event) << record_dump_name(k);

@@ -64,7 +64,17 @@ std::optional<NativeName> NativeNamer::name(pid_t pid, std::uint64_t ip) {
   // Unreadable or not ELF: an empty index, and the frame is named by its file.
   if (f == files_.end())
     f = files_.emplace(std::make_pair(st.st_dev, st.st_ino), std::make_unique<SymbolIndex>(path)).first;
-  if (const char* sym = f->second->function_at(ip - m->start + m->offset)) out.function = demangle(sym);
+  std::uint64_t b = 0, e = 0;
+  out.start = m->start;  // no symbol there: the whole mapping is "[dso]"
+  out.end = m->end;
+  if (const char* sym = f->second->function_at(ip - m->start + m->offset, b, e)) {
+    out.function = demangle(sym);
+    // The function's extent in this process, within this mapping.
+    out.start = std::max(m->start, b - m->offset + m->start);
+    out.end = std::min(m->end, e - m->offset + m->start);
+    if (!(out.start <= ip && ip < out.end))
+      out.start = out.end = 0;  // a symbol's size that does not hold it: this address alone
+  }
   if (out.function.empty()) out.function = "[" + out.dso + "]";
   return out;
 }
@@ -82,16 +92,39 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
     for (const auto& [b, e] : s->second)
       if (ip >= b && ip < e) return;
   if (done_.count({pid, ip})) return;
+  auto& ranges = named_[pid];
+  if (auto r = ranges.upper_bound(ip); r != ranges.begin() && ip < std::prev(r)->second) return;
   auto n = namer_.name(pid, ip);
   if (n && n->path == skip_file) {
     skipped_[pid].emplace_back(n->map_start, n->map_end);
     return;
   }
-  if (done_.size() >= kMaxDone) done_.clear();
-  done_.emplace(pid, ip);
-  if (!n) return;
+  if (!n) {
+    if (done_.size() >= kMaxDone) done_.clear();
+    done_.emplace(pid, ip);
+    return;
+  }
   if (rename_)
     if (auto better = rename_(pid, *n)) n->function = std::move(*better);
+  // One record for every address of the function (or of a mapping
+  // without symbols): what a long recording keeps grows with the
+  // functions it ran, not with the addresses sampled.
+  if (n->start < n->end && ranges.size() < kMaxRanges) {
+    ranges.emplace(n->start, n->end);
+    lt_native_func_event f{};
+    f.hdr.kind = LT_EV_NATIVE_FUNC;
+    f.hdr.size = sizeof f;
+    f.hdr.pid = f.hdr.tid = static_cast<std::uint32_t>(pid);
+    f.hdr.ts_ns = ts;
+    f.start = n->start;
+    f.end = n->end;
+    std::strncpy(f.dso, n->dso.c_str(), sizeof f.dso - 1);
+    std::strncpy(f.name, n->function.c_str(), sizeof f.name - 1);
+    emit_(&f, sizeof f);
+    return;
+  }
+  if (done_.size() >= kMaxDone) done_.clear();
+  done_.emplace(pid, ip);
   lt_native_sym_event e{};
   e.hdr.kind = LT_EV_NATIVE_SYM;
   e.hdr.size = sizeof e;
@@ -106,6 +139,7 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
 void NativeSymbols::forget(pid_t pid) {
   namer_.forget(pid);
   skipped_.erase(pid);
+  named_.erase(pid);
   done_.erase(done_.lower_bound({pid, 0}), done_.lower_bound({pid + 1, 0}));
 }
 

@@ -27,6 +27,9 @@ struct NativeName {
   std::string dso;                           // base name of the mapped file
   std::string path;                          // the mapped file as the target names it
   std::uint64_t map_start = 0, map_end = 0;  // the mapping it lies in
+  // The addresses with this same name: the function's extent, or the
+  // mapping's when the file has no symbol there.
+  std::uint64_t start = 0, end = 0;
 };
 
 class NativeNamer {
@@ -55,8 +58,12 @@ class NativeSymbols {
   // Describes `ip` of `pid` unless it lies in `skip_file` (the interpreter:
   // its frames are the Python ones) or was described already.
   void describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts);
-  void forget(pid_t pid);                                  // exec or exit: its addresses mean nothing now
-  std::size_t remembered() const { return done_.size(); }  // addresses kept (tests: bounded)
+  void forget(pid_t pid);           // exec or exit: its addresses mean nothing now
+  std::size_t remembered() const {  // addresses and functions kept (tests: bounded)
+    std::size_t n = done_.size();
+    for (const auto& [pid, r] : named_) n += r.size();
+    return n;
+  }
 
  private:
   Emit emit_;
@@ -70,6 +77,11 @@ class NativeSymbols {
   // range. Remembering each such address (every instruction of the eval
   // loop a sample lands on) grew a watcher by megabytes an hour.
   std::map<pid_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> skipped_;
+  // Per process, the functions (and symbol-less mappings) named already,
+  // start -> end: NATIVE_FUNC records.  Bounded by the functions a process
+  // runs; past kMaxRanges per process, addresses are named one by one.
+  static constexpr std::size_t kMaxRanges = 1 << 16;
+  std::map<pid_t, std::map<std::uint64_t, std::uint64_t>> named_;
 };
 
 }  // namespace lt::proc

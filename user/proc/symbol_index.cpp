@@ -13,6 +13,11 @@ SymbolIndex::SymbolIndex(const std::string& path) : image_(path) {
 }
 
 const char* SymbolIndex::function_at(std::uint64_t file_offset) const {
+  std::uint64_t b = 0, e = 0;
+  return function_at(file_offset, b, e);
+}
+
+const char* SymbolIndex::function_at(std::uint64_t file_offset, std::uint64_t& begin, std::uint64_t& end) const {
   const auto& loads = image_.loads();
   auto seg =
       std::find_if(loads.begin(), loads.end(), [&](const elf::LoadSegment& s) { return s.holds_offset(file_offset); });
@@ -23,7 +28,11 @@ const char* SymbolIndex::function_at(std::uint64_t file_offset) const {
   // .dynsym and .symtab both list most functions: look back past aliases.
   for (int back = 0; it != syms_.begin() && back < 8; ++back) {
     --it;
-    if (vaddr < it->value + it->size) return it->name;
+    if (vaddr < it->value + it->size) {
+      begin = it->value - seg->vaddr + seg->offset;
+      end = begin + it->size;
+      return it->name;
+    }
   }
   return nullptr;
 }

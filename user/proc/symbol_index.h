@@ -20,6 +20,8 @@ class SymbolIndex {
   SymbolIndex& operator=(const SymbolIndex&) = delete;
   // The function containing the byte at `file_offset` of the file, or null.
   const char* function_at(std::uint64_t file_offset) const;
+  // The same, with the function's extent as file offsets [begin, end).
+  const char* function_at(std::uint64_t file_offset, std::uint64_t& begin, std::uint64_t& end) const;
   std::size_t size() const { return syms_.size(); }
 
  private:
