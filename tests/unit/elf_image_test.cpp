@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "user/proc/symbol_index.h"
 #include "user/python/elf_file.h"
@@ -101,6 +103,30 @@ TEST(ElfImage, ReadsItsOwnExecutable) {
   ASSERT_NE(index.function_at(*off), nullptr);
   EXPECT_STREQ(index.function_at(*off), "lt_elf_image_test_marker");
   EXPECT_STREQ(index.function_at(*off + marker->size - 1), "lt_elf_image_test_marker");
+  // Its extent, for NATIVE_FUNC: one record names every address of it.
+  std::uint64_t b = 0, en = 0;
+  EXPECT_STREQ(index.function_at(*off + 1, b, en), "lt_elf_image_test_marker");
+  EXPECT_EQ(b, *off);
+  EXPECT_EQ(en, *off + marker->size);
+  // A gap between functions (alignment padding): no name, and its extent
+  // runs to the next function, every address of which has none either.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> funcs;
+  e.for_each_symbol([&](const lt::elf::SymbolEntry& s) {
+    if (s.defined() && s.size != 0 && s.type == STT_FUNC && *s.name) funcs.emplace_back(s.value, s.value + s.size);
+  });
+  std::sort(funcs.begin(), funcs.end());
+  std::uint64_t reach = 0, gap = 0, next = 0;
+  for (std::size_t i = 0; i + 1 < funcs.size() && !gap; ++i) {
+    reach = std::max(reach, funcs[i].second);
+    if (reach < funcs[i + 1].first && e.file_offset(reach, true) && e.file_offset(funcs[i + 1].first - 1, true))
+      gap = reach, next = funcs[i + 1].first;
+  }
+  ASSERT_NE(gap, 0u) << "no padding between two functions of " << exe;
+  const std::uint64_t goff = *e.file_offset(gap, true);
+  EXPECT_EQ(index.function_at(goff, b, en), nullptr);
+  EXPECT_LE(b, goff);
+  EXPECT_EQ(en, goff + (next - gap));
+  EXPECT_EQ(index.function_at(en - 1), nullptr);
   lt::elf::ElfFile file(exe);
   auto sym = file.symbol("lt_elf_image_test_marker");
   ASSERT_TRUE(sym.has_value());

@@ -65,16 +65,14 @@ std::optional<NativeName> NativeNamer::name(pid_t pid, std::uint64_t ip) {
   if (f == files_.end())
     f = files_.emplace(std::make_pair(st.st_dev, st.st_ino), std::make_unique<SymbolIndex>(path)).first;
   std::uint64_t b = 0, e = 0;
-  out.start = m->start;  // no symbol there: the whole mapping is "[dso]"
-  out.end = m->end;
-  if (const char* sym = f->second->function_at(ip - m->start + m->offset, b, e)) {
-    out.function = demangle(sym);
-    // The function's extent in this process, within this mapping.
+  if (const char* sym = f->second->function_at(ip - m->start + m->offset, b, e)) out.function = demangle(sym);
+  // The addresses with the same name in this process: the function's
+  // extent, or the gap between symbols where there is none ("[dso]").
+  if (e > b && b >= m->offset) {
     out.start = std::max(m->start, b - m->offset + m->start);
     out.end = std::min(m->end, e - m->offset + m->start);
-    if (!(out.start <= ip && ip < out.end))
-      out.start = out.end = 0;  // a symbol's size that does not hold it: this address alone
   }
+  if (!(out.start <= ip && ip < out.end)) out.start = out.end = 0;  // no extent known: this address alone
   if (out.function.empty()) out.function = "[" + out.dso + "]";
   return out;
 }

@@ -27,8 +27,8 @@ struct NativeName {
   std::string dso;                           // base name of the mapped file
   std::string path;                          // the mapped file as the target names it
   std::uint64_t map_start = 0, map_end = 0;  // the mapping it lies in
-  // The addresses with this same name: the function's extent, or the
-  // mapping's when the file has no symbol there.
+  // The addresses with this same name: the function's extent, or the gap
+  // between the symbols around it when it has none; 0, 0 when unknown.
   std::uint64_t start = 0, end = 0;
 };
 

@@ -20,7 +20,9 @@ class SymbolIndex {
   SymbolIndex& operator=(const SymbolIndex&) = delete;
   // The function containing the byte at `file_offset` of the file, or null.
   const char* function_at(std::uint64_t file_offset) const;
-  // The same, with the function's extent as file offsets [begin, end).
+  // The same, with the function's extent as file offsets [begin, end); with
+  // no function there, the extent of the gap between the symbols around it
+  // (every address of which has none); begin == end when unknown.
   const char* function_at(std::uint64_t file_offset, std::uint64_t& begin, std::uint64_t& end) const;
   std::size_t size() const { return syms_.size(); }
 
