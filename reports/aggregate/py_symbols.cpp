@@ -33,6 +33,18 @@ bool PySymbols::Process::add_native_range(std::uint64_t start, std::uint64_t end
   return true;
 }
 
+namespace {
+// A native frame from a NATIVE_SYM or NATIVE_FUNC record: its name and DSO.
+template <typename Record>
+StackFrame native_frame(const Record& e) {
+  StackFrame f;
+  f.function.assign(e.name, strnlen(e.name, sizeof e.name));
+  f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
+  f.native = true;
+  return f;
+}
+}  // namespace
+
 void PySymbols::add(const lt_event_header& h, const std::byte* p) {
   visit_record(h, p,
                overloaded{[&](const lt_event_header& h, const lt_py_code_event& e) {
@@ -59,20 +71,13 @@ void PySymbols::add(const lt_event_header& h, const std::byte* p) {
                             }
                           },
                           [&](const lt_event_header& h, const lt_native_sym_event& e) {
-                            StackFrame f;
-                            f.function.assign(e.name, strnlen(e.name, sizeof e.name));
-                            f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
-                            f.native = true;
-                            if (f.function.empty()) return;
-                            if (by_pid_[h.pid].add_native(e.ip, std::move(f))) ++epoch_;
+                            StackFrame f = native_frame(e);
+                            if (!f.function.empty() && by_pid_[h.pid].add_native(e.ip, std::move(f))) ++epoch_;
                           },
                           [&](const lt_event_header& h, const lt_native_func_event& e) {
-                            StackFrame f;
-                            f.function.assign(e.name, strnlen(e.name, sizeof e.name));
-                            f.file.assign(e.dso, strnlen(e.dso, sizeof e.dso));
-                            f.native = true;
-                            if (f.function.empty()) return;
-                            if (by_pid_[h.pid].add_native_range(e.start, e.end, std::move(f))) ++epoch_;
+                            StackFrame f = native_frame(e);
+                            if (!f.function.empty() && by_pid_[h.pid].add_native_range(e.start, e.end, std::move(f)))
+                              ++epoch_;
                           },
                           [&](const lt_event_header& h, const lt_proc_event& e) {
                             if (h.kind == LT_EV_PROC_EXEC && by_pid_.erase(e.child_pid)) ++epoch_;
