@@ -1437,14 +1437,22 @@ void input_shapes(Stream& s, std::uint32_t op, const char* text) {
   s.feed(e);
 }
 
-TEST(OpsSpans, ObservedShapesAreRowsOfTheirOwn) {
+// Op index `op`: `name`'s calls with these input shapes.
+void shaped_op(Stream& s, std::uint32_t op, const char* name, const char* shapes) {
+  s.name(op, name);
+  input_shapes(s, op, shapes);
+}
+
+OpAggregatorOptions by_shapes() {
   OpAggregatorOptions opts;
   opts.group_by_shapes = true;
-  Stream s(opts);
-  s.name(0, "aten::mm");
-  input_shapes(s, 0, "[[2, 3], [3, 4]]");
-  s.name(1, "aten::mm");
-  input_shapes(s, 1, "[[8, 8], [8, 8]]");
+  return opts;
+}
+
+TEST(OpsSpans, ObservedShapesAreRowsOfTheirOwn) {
+  Stream s(by_shapes());
+  shaped_op(s, 0, "aten::mm", "[[2, 3], [3, 4]]");
+  shaped_op(s, 1, "aten::mm", "[[8, 8], [8, 8]]");
   s.name(2, "my scope");  // a record_function() scope: no inputs, [] as torch prints it
   s.span(1 * ms, 2 * ms, 1 * ms, 0, 2);
   s.span(3 * ms, 7 * ms, 4 * ms, 1, 2);
@@ -1470,13 +1478,9 @@ TEST(OpsSpans, ObservedShapesAreRowsOfTheirOwn) {
 
 TEST(OpsSpans, ShapesDoNotStopTheSameNameMerge) {
   // torch merges an only child with its parent's name whatever the shapes.
-  OpAggregatorOptions opts;
-  opts.group_by_shapes = true;
-  Stream s(opts);
-  s.name(0, "aten::sum");
-  input_shapes(s, 0, "[[4, 4]]");
-  s.name(1, "aten::sum");
-  input_shapes(s, 1, "[[4, 4], [], [], []]");
+  Stream s(by_shapes());
+  shaped_op(s, 0, "aten::sum", "[[4, 4]]");
+  shaped_op(s, 1, "aten::sum", "[[4, 4], [], [], []]");
   s.span(1 * ms, 8 * ms, 7 * ms, 1, 2);
   s.span(0, 10 * ms, 3 * ms, 0, 1);
   auto rep = s.finish();
