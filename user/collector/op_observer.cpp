@@ -371,7 +371,8 @@ std::uint32_t OpObserver::op_of(Buffer& b, std::uint32_t name, bool shaped) {
     shapes = s.substr(sep + 1);
     s.resize(sep);
     // Written by the job: only what torch's format has in it, else none.
-    if (shapes.find_first_not_of("[], 0123456789") != std::string::npos || shapes.front() != '[') shapes.clear();
+    if (shapes.empty() || shapes.find_first_not_of("[], 0123456789") != std::string::npos || shapes.front() != '[')
+      shapes.clear();
   }
   const std::uint32_t op = probes_.index_of(s, shapes);
   if (b.ops.size() <= name) {
