@@ -26,10 +26,35 @@ struct Side {
   std::map<std::string, std::vector<double>> actions;  // per call
   std::map<std::string, std::vector<double>> ops;      // per train step: the op's self time
   std::map<std::string, std::vector<double>> lines;    // per train step: samples at the line x period
+  std::map<std::string, std::vector<double>> stacks;   // per train step: samples of the whole stack x period
   std::map<std::string, std::vector<double>> colls;    // per train step: blocked on that kind's calls
   std::map<std::string, std::vector<double>> kernels;  // per train step: GPU time of the kernels launched in it
-  std::string no_ops, no_lines, no_colls, no_kernels;  // why this run has no op / line / collective / kernel samples
+  // Why this run has no op / line / stack / collective / kernel samples.
+  std::string no_ops, no_lines, no_stacks, no_colls, no_kernels;
 };
+
+// A whole stack's key: its frames' names, outermost first, one a line
+// (a name holds no newline: frames are "function (file:line)").
+std::string stack_key(const LineSamples& ls, std::uint32_t stack) {
+  std::string key;
+  for (const auto f : ls.stacks[stack]) {
+    if (!key.empty()) key += '\n';
+    key += ls.lines[f];
+  }
+  return key;
+}
+
+std::vector<std::string> stack_frames(const std::string& key) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= key.size()) {
+    const auto nl = key.find('\n', at);
+    out.push_back(key.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return out;
+}
 
 // Whether any train step overlaps [first, last] (steps in time order, apart).
 bool overlaps_a_step(const std::vector<StepRecord>& steps, std::uint64_t first, std::uint64_t last) {
@@ -47,6 +72,23 @@ void collect_lines(const LineSamples& ls, std::uint32_t pid, const std::vector<S
     auto& v = to[ls.lines[smp.line]];
     v.resize(total, 0.0);
     v[first + *i] += static_cast<double>(ls.period_ns) / 1e9;
+  }
+}
+
+// Likewise per whole stack (keys formed once per stack).
+void collect_stacks(const LineSamples& ls, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
+                    std::size_t total, std::map<std::string, std::vector<double>>& to) {
+  std::vector<std::vector<double>*> of_stack(ls.stacks.size(), nullptr);
+  for (const auto& smp : ls.samples) {
+    if (smp.pid != pid || smp.stack >= ls.stacks.size()) continue;
+    const auto i = step_at(steps, smp.ts_ns);
+    if (!i) continue;
+    auto*& v = of_stack[smp.stack];
+    if (!v) {
+      v = &to[stack_key(ls, smp.stack)];
+      v->resize(total, 0.0);
+    }
+    (*v)[first + *i] += static_cast<double>(ls.period_ns) / 1e9;
   }
 }
 
@@ -125,6 +167,7 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
     s.no_ops = "its op times are the op probes' estimates (the op observer was not used)";
   if (!lines || lines->samples.empty() || !lines->period_ns)
     s.no_lines = "no stack samples recorded (record with --report advanced)";
+  s.no_stacks = !s.no_lines.empty() || lines->keeps_stacks() ? s.no_lines : "the samples' stacks were not kept";
   if (!comm_timed(comm)) s.no_colls = "no c10d collective times recorded (record with --report comm)";
   if (!has_kernels(gpu)) s.no_kernels = "no GPU kernels recorded (a CUDA job, recorded with the GPU bridge)";
   std::map<std::uint32_t, std::string> kernel_names;
@@ -146,6 +189,7 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
           }
     if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops);
     if (s.no_lines.empty()) collect_lines(*lines, p.meta.pid, ps.train, first, total, s.lines);
+    if (s.no_stacks.empty()) collect_stacks(*lines, p.meta.pid, ps.train, first, total, s.stacks);
     if (s.no_colls.empty())
       for (const auto& pc : comm->processes)
         if (pc.pid == p.meta.pid) collect_collectives(pc, ps.train, first, total, s.colls);
@@ -175,6 +219,7 @@ void append(Side& to, const Side& from) {
   for (const auto& [n, v] : from.actions) to.actions[n].insert(to.actions[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.ops) to.ops[n].insert(to.ops[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.lines) to.lines[n].insert(to.lines[n].end(), v.begin(), v.end());
+  for (const auto& [n, v] : from.stacks) to.stacks[n].insert(to.stacks[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.colls) to.colls[n].insert(to.colls[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.kernels) to.kernels[n].insert(to.kernels[n].end(), v.begin(), v.end());
 }
@@ -225,6 +270,7 @@ struct RowOf {
     if (kind == DiffRow::Kind::part) return s.parts[part];
     const auto& m = kind == DiffRow::Kind::op           ? s.ops
                     : kind == DiffRow::Kind::line       ? s.lines
+                    : kind == DiffRow::Kind::stack      ? s.stacks
                     : kind == DiffRow::Kind::collective ? s.colls
                     : kind == DiffRow::Kind::kernel     ? s.kernels
                                                         : s.actions;
@@ -369,9 +415,10 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   std::vector<Side> runs_a, runs_b;
   for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops, r.lines, r.comm, r.gpu));
   for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops, r.lines, r.comm, r.gpu));
-  std::string no_ops, no_lines, no_colls, no_kernels;
+  std::string no_ops, no_lines, no_stacks, no_colls, no_kernels;
   const auto op_names = align_per_step(runs_a, runs_b, &Side::ops, &Side::no_ops, no_ops);
   const auto line_names = align_per_step(runs_a, runs_b, &Side::lines, &Side::no_lines, no_lines);
+  const auto stack_keys = align_per_step(runs_a, runs_b, &Side::stacks, &Side::no_stacks, no_stacks);
   const auto coll_names = align_per_step(runs_a, runs_b, &Side::colls, &Side::no_colls, no_colls);
   const auto kernel_rows = align_per_step(runs_a, runs_b, &Side::kernels, &Side::no_kernels, no_kernels);
   Side sa, sb;  // every run's samples together
@@ -380,6 +427,8 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   StepDiff d;
   d.no_op_rows = no_ops;
   d.no_line_rows = no_lines;
+  // Where the lines say why, the stacks need not say it again.
+  d.no_stack_rows = no_stacks == no_lines ? "" : no_stacks;
   d.no_collective_rows = no_colls;
   d.no_kernel_rows = no_kernels;
   d.alpha = alpha;
@@ -396,15 +445,18 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   for (const auto& [n, _] : names) what.push_back({DiffRow::Kind::action, 0, n});
   for (const auto& n : op_names) what.push_back({DiffRow::Kind::op, 0, n});
   for (const auto& n : line_names) what.push_back({DiffRow::Kind::line, 0, n});
+  for (const auto& n : stack_keys) what.push_back({DiffRow::Kind::stack, 0, n});
   for (const auto& n : coll_names) what.push_back({DiffRow::Kind::collective, 0, n});
   for (const auto& n : kernel_rows) what.push_back({DiffRow::Kind::kernel, 0, n});
   std::vector<DiffRow> rows;
+  std::vector<DiffRow> stacks;  // kept apart until the floor is known
   for (const auto& w : what) {
     const std::string name = w.kind == DiffRow::Kind::step ? "train step"
                              : w.kind == DiffRow::Kind::part
                                  ? std::string("part: ") + step_part_name(static_cast<StepPart>(w.part))
                              : w.kind == DiffRow::Kind::op         ? "op: " + w.action
                              : w.kind == DiffRow::Kind::line       ? "line: " + w.action
+                             : w.kind == DiffRow::Kind::stack      ? "stack: " + stack_frames(w.action).back()
                              : w.kind == DiffRow::Kind::collective ? "collective: " + w.action
                              : w.kind == DiffRow::Kind::kernel     ? "kernel: " + w.action
                                                                    : w.action;
@@ -412,6 +464,11 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
     if (d.by_run()) {
       const RunTest t = run_test(typical_per_step(runs_a, w), typical_per_step(runs_b, w));
       r.test = RankTest{0, t.df > 0 ? t.p : 1.0, t.shift, t.lo, t.hi};
+    }
+    if (w.kind == DiffRow::Kind::stack) {
+      r.frames = stack_frames(w.action);
+      stacks.push_back(std::move(r));
+      continue;
     }
     // Rows with no time on either side say nothing.
     if (w.kind == DiffRow::Kind::step || r.per_step_a != 0 || r.per_step_b != 0) rows.push_back(std::move(r));
@@ -422,7 +479,20 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   // interval already holds the spread between runs (the interval's end
   // there cost a 2 % change most of its power at five runs a side).
   const double floor = min_effect * rows[0].median_a;
-  // Rows whose time per step, both sides together, is under the floor are
+  auto pooled_per_step = [&d](const DiffRow& r) {
+    return d.steps_a + d.steps_b
+               ? (r.per_step_a * static_cast<double>(d.steps_a) + r.per_step_b * static_cast<double>(d.steps_b)) /
+                     static_cast<double>(d.steps_a + d.steps_b)
+               : 0;
+  };
+  // Whole stacks under the floor are no rows: most stacks of a fit hold a
+  // sample or two, and their lines' rows already show them.
+  for (auto& r : stacks) {
+    if (pooled_per_step(r) >= floor && (r.per_step_a != 0 || r.per_step_b != 0))
+      rows.push_back(std::move(r));
+    else
+      ++d.stacks_under_floor;
+  }  // Rows whose time per step, both sides together, is under the floor are
   // shown but not tested: a change that small gets no verdict, and each
   // tested row costs the others power under Holm (38 rows, most of them
   // hooks of a few us, cost a real 2 % step change its verdict in 7 of 20
@@ -431,13 +501,8 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   std::vector<double> p;
   std::vector<std::size_t> tested;
   for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0 && pooled_per_step(rows[i]) < floor) continue;
     const DiffRow& r = rows[i];
-    const double pooled =
-        d.steps_a + d.steps_b
-            ? (r.per_step_a * static_cast<double>(d.steps_a) + r.per_step_b * static_cast<double>(d.steps_b)) /
-                  static_cast<double>(d.steps_a + d.steps_b)
-            : 0;
-    if (i > 0 && pooled < floor) continue;
     tested.push_back(i);
     p.push_back(r.n_a && r.n_b ? r.test.p : 1.0);
   }
@@ -511,6 +576,7 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
   std::vector<std::vector<std::string>> table = {
       {"", "Row", "A per step", "B per step", "change per step", "of A's step",
        d.by_run() ? "shift per step (95% CI)" : "shift per sample (95% CI)", "p (adj.)"}};
+  std::vector<const DiffRow*> stacks;  // the stack rows, numbered in table order
   for (const auto& r : d.rows) {
     const double change = r.per_step_b - r.per_step_a;
     char pct[32], pv[32];
@@ -523,7 +589,12 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
     const std::string shift =
         !r.n_a || !r.n_b ? (r.n_a ? "gone in B" : "new in B")
                          : signed_ms(r.test.shift) + " (" + signed_ms(r.test.lo) + ", " + signed_ms(r.test.hi) + ")";
-    table.push_back({mark, utf8_text(r.what), ms(r.per_step_a), ms(r.per_step_b), signed_ms(change), pct, shift, pv});
+    std::string what = r.what;
+    if (r.kind == DiffRow::Kind::stack) {
+      stacks.push_back(&r);
+      what = "stack #" + std::to_string(stacks.size()) + ": " + (r.frames.empty() ? "?" : r.frames.back());
+    }
+    table.push_back({mark, utf8_text(what), ms(r.per_step_a), ms(r.per_step_b), signed_ms(change), pct, shift, pv});
   }
   std::vector<std::size_t> width(table[0].size(), 0);
   for (const auto& line : table)
@@ -549,11 +620,39 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
        "(concurrent kernels each count: not a part of the step's wall time)."},
       {DiffRow::Kind::line,
        "line: the innermost Python line of the stack samples in each step, times the sampling period: estimates."},
+      {DiffRow::Kind::stack,
+       "stack: a whole Python stack of the samples in each step (below, by number), times the sampling period: "
+       "estimates; only the stacks at or over the floor per step are rows."},
   };
   for (const auto& note : kNotes) {
     const DiffRow::Kind kind = note.first;  // a plain variable: clang 14 captures no structured binding
     if (std::any_of(d.rows.begin(), d.rows.end(), [kind](const DiffRow& r) { return r.kind == kind; }))
       out += std::string(note.second) + "\n";
+  }
+  // The stacks, outermost frame first; where a stack begins as the one
+  // before it, those frames are said once.
+  if (!stacks.empty()) {
+    out += "\nStacks (outermost frame first";
+    if (d.stacks_under_floor) out += "; " + std::to_string(d.stacks_under_floor) + " more under the floor are not rows";
+    out += "):\n";
+  } else if (d.stacks_under_floor) {
+    out += "stack: none of the " + std::to_string(d.stacks_under_floor) +
+           " whole stacks sampled is at or over the floor per step (their lines' rows show them).\n";
+  }
+  for (std::size_t k = 0; k < stacks.size(); ++k) {
+    const auto& frames = stacks[k]->frames;
+    std::size_t same = 0;
+    if (k > 0) {
+      const auto& prev = stacks[k - 1]->frames;
+      while (same < frames.size() && same < prev.size() && frames[same] == prev[same]) ++same;
+      if (same == frames.size()) same = 0;  // (distinct stacks: never all of it)
+    }
+    out += "#" + std::to_string(k + 1) + ":";
+    if (same)
+      out += (same == 1 ? std::string(" the first frame") : " the first " + std::to_string(same) + " frames") +
+             " as #" + std::to_string(k) + "'s, then";
+    out += "\n";
+    for (std::size_t i = same; i < frames.size(); ++i) out += "    " + utf8_text(frames[i]) + "\n";
   }
   return out;
 }

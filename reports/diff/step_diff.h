@@ -40,7 +40,8 @@ namespace lt {
 
 struct DiffRow {
   std::string what;  // "train step", "part: backward", "[Strategy]SingleDeviceStrategy.training_step", "op: aten::mm"
-  enum class Kind { step, part, action, op, line, collective, kernel } kind = Kind::action;
+  enum class Kind { step, part, action, op, line, stack, collective, kernel } kind = Kind::action;
+  std::vector<std::string> frames;        // Kind::stack: the whole stack, outermost frame first
   std::size_t n_a = 0, n_b = 0;           // samples (steps or calls)
   double per_step_a = 0, per_step_b = 0;  // seconds per train step
   double median_a = 0, median_b = 0;      // seconds per sample
@@ -61,7 +62,10 @@ struct StepDiff {
   std::size_t tested = 0;    // rows in the Holm family
   // Why there are no op rows, or line rows ("" when there are, or no run
   // has any).
-  std::string no_op_rows, no_line_rows, no_collective_rows, no_kernel_rows;
+  std::string no_op_rows, no_line_rows, no_stack_rows, no_collective_rows, no_kernel_rows;
+  // Whole stacks under the floor per step on both sides together: not rows
+  // (a fit's samples fall into hundreds of stacks of a sample or two).
+  std::size_t stacks_under_floor = 0;
   std::vector<DiffRow> rows;  // the step row first, then by |change per step|
   const DiffRow* step() const { return rows.empty() || rows[0].kind != DiffRow::Kind::step ? nullptr : &rows[0]; }
 };
@@ -96,8 +100,10 @@ class OpCalls {
 // x period.
 class LineSamples {
  public:
-  // keep_stacks: each sample's whole stack too (diff --html's flame graphs).
+  // keep_stacks: each sample's whole stack too (diff's stack rows, and
+  // --html's flame graphs).
   explicit LineSamples(bool keep_stacks = false) : keep_stacks_(keep_stacks) {}
+  bool keeps_stacks() const { return keep_stacks_; }
   void add(const lt_event_header& h, const std::byte* record);
   struct Sample {
     std::uint32_t pid, line;  // line: index in `lines`
@@ -127,6 +133,11 @@ class LineSamples {
 // Line rows ("line: FUNCTION (FILE:LINE)") come from the stack samples: per
 // train step, the samples whose innermost Python frame was at that line,
 // times the sampling period (an estimate); only when every run has them.
+// Stack rows ("stack: FUNCTION (FILE:LINE)", the innermost frame, with the
+// whole stack in `frames`) likewise per whole Python stack, when the
+// samples kept their stacks (LineSamples(keep_stacks)): one line reached
+// from two callers is two stacks. Only stacks at or over the floor per
+// step are rows.
 //
 // Collective rows ("collective: all_reduce (blocked)") come from the c10d
 // calls (CommAggregator(keep_calls)): per train step, the time a thread of

@@ -309,6 +309,17 @@ def test_an_injected_op_is_its_own_row_at_its_time_per_step(op_traces, traces):
     change = float(re.split(r"\s{2,}", lines[0].strip())[4])
     assert timed_ms * 0.5 <= change <= timed_ms * 1.5, (timed_ms, r.stdout)
     assert "no line rows" not in r.stderr, r.stderr
+    # Its whole stack: the first stack row, slower, about as much; listed
+    # under the table, outermost first, down through training_step to it.
+    stacks = [line for line in r.stdout.splitlines() if "  stack #" in line]
+    assert stacks and stacks[0].startswith("slower") and "  stack #1: " in stacks[0], r.stdout
+    assert f"watch_job.py:{lineno})" in stacks[0], r.stdout
+    change = float(re.split(r"\s{2,}", stacks[0].strip())[4])
+    assert timed_ms * 0.5 <= change <= timed_ms * 1.5, (timed_ms, r.stdout)
+    listed = r.stdout.split("\nStacks (outermost frame first")[1].split("\n#2:")[0].splitlines()
+    assert listed[1] == "#1:" and listed[-1].endswith(f"watch_job.py:{lineno})"), r.stdout
+    assert any("lightning" in x and "/loops/" in x for x in listed[2:-1]), r.stdout  # through the fit loop
+    assert "no stack rows" not in r.stderr, r.stderr
     # Against a recording without op calls: no op rows, and why.
     r = diff(traces["a"], op_traces["injected"])
     assert r.returncode == 0, r.stdout + r.stderr

@@ -416,6 +416,106 @@ TEST(StepDiff, TheLineOfAnInjectedOpIsARowOfSampledTime) {
   EXPECT_NE(none.no_line_rows.find("A: no stack samples recorded"), std::string::npos) << none.no_line_rows;
 }
 
+// One line reached from two callers: A's steps sample it twice through
+// main, B's twice through main and twice more through a helper. The line's
+// row is slower by the helper's samples; the stack rows say through which
+// caller: main > helper > training_step is new in B and slower, main >
+// training_step unchanged. A stack of one sample in one step is under the
+// floor: no row, counted.
+TEST(StepDiff, WholeStacksAreRowsThatSayThroughWhichCaller) {
+  const ActionsReport a = fit(200, 3, 1), b = fit(200, 3, 2);  // the stray sample: 0.05 ms a step
+  auto samples = [](const ActionsReport& rep, bool helper) {
+    LineSamples ls(/*keep_stacks=*/true);
+    auto feed = [&](auto& r) { ls.add(r.hdr, reinterpret_cast<const std::byte*>(&r)); };
+    lt_sampler_info_event info{};
+    info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, 7, 7, 0, 0};
+    info.period_ns = 10'000'000;
+    info.rate_hz = 100;
+    info.flags = LT_SAMPLER_ON_CPU;
+    feed(info);
+    auto code = [&](std::uint64_t addr, const char* name, const char* file, int line) {
+      lt_py_code_event c{};
+      c.hdr = {LT_EV_PY_CODE, sizeof c, 7, 7, 0, 0};
+      c.code = addr;
+      c.first_line = line - 1;
+      std::strcpy(c.name, name);
+      std::strcpy(c.file, file);
+      feed(c);
+      lt_py_line_event l{};
+      l.hdr = {LT_EV_PY_LINE, sizeof l, 7, 7, 0, 0};
+      l.code = addr;
+      l.lasti = line;
+      l.line = line;
+      feed(l);
+    };
+    code(0x1000, "training_step", "train.py", 10);
+    code(0x2000, "main", "/src/run.py", 5);
+    code(0x3000, "helper", "/src/run.py", 20);
+    const auto& p = rep.processes[0];
+    bool first = true;
+    for (const auto& iv : p.intervals) {
+      if (p.actions[iv.action].name != "[Strategy]SingleDeviceStrategy.training_step") continue;
+      const int n = helper ? 4 : 2;
+      for (int k = 0; k < n + (first ? 1 : 0); ++k) {
+        lt_py_sample_event s{};
+        s.hdr = {LT_EV_PY_SAMPLE, sizeof s, 7, 7, 0, iv.begin_ns + 100'000 * static_cast<std::uint64_t>(k + 1)};
+        s.frames[0] = {0x1000, 10, 0};
+        if (k == n) {  // one stray sample: main > helper > main > training_step
+          s.nframes = 4;
+          s.frames[1] = {0x2000, 5, 0};
+          s.frames[2] = {0x3000, 20, 0};
+          s.frames[3] = {0x2000, 5, 0};
+        } else {
+          s.nframes = k < 2 ? 2 : 3;
+          s.frames[1] = {k < 2 ? 0x2000u : 0x3000u, k < 2 ? 5 : 20, 0};
+          s.frames[2] = {0x2000, 5, 0};
+        }
+        feed(s);
+      }
+      first = false;
+    }
+    return ls;
+  };
+  const LineSamples la = samples(a, false), lb = samples(b, true);
+  const auto d = diff_runs({{&a, nullptr, &la}}, {{&b, nullptr, &lb}});
+  EXPECT_TRUE(d.no_stack_rows.empty()) << d.no_stack_rows;
+  const DiffRow *line = nullptr, *direct = nullptr, *via = nullptr;
+  std::size_t stack_rows = 0;
+  for (const auto& r : d.rows) {
+    if (r.what == "line: training_step (train.py:10)") line = &r;
+    if (r.kind != DiffRow::Kind::stack) continue;
+    ++stack_rows;
+    EXPECT_EQ(r.what, "stack: training_step (train.py:10)");
+    if (r.frames.size() == 2) direct = &r;
+    if (r.frames.size() == 3) via = &r;
+  }
+  ASSERT_TRUE(line && direct && via);
+  EXPECT_EQ(stack_rows, 2u);
+  EXPECT_EQ(d.stacks_under_floor, 1u);  // the stray sample's stack
+  EXPECT_EQ(via->frames, (std::vector<std::string>{"main (/src/run.py:5)", "helper (/src/run.py:20)",
+                                                   "training_step (train.py:10)"}));
+  EXPECT_EQ(line->verdict, 1);
+  EXPECT_EQ(via->verdict, 1);
+  EXPECT_EQ(via->per_step_a, 0.0);
+  EXPECT_NEAR(via->per_step_b * 1e3, 20.0, 1e-9);
+  EXPECT_EQ(direct->verdict, 0);
+  EXPECT_NEAR(direct->per_step_a * 1e3, 20.0, 1e-9);
+  EXPECT_NEAR(direct->per_step_b * 1e3, 20.0, 1e-9);
+  // The table names them by number; below it, each stack, the one after
+  // the first by what it shares with it.
+  const std::string text = render_step_diff(d, "a", "b");
+  EXPECT_NE(text.find("stack #1: training_step (train.py:10)"), std::string::npos) << text;
+  EXPECT_NE(text.find("Stacks (outermost frame first; 1 more under the floor are not rows):\n#1:\n"
+                      "    main (/src/run.py:5)\n    helper (/src/run.py:20)\n    training_step (train.py:10)\n"
+                      "#2: the first frame as #1's, then\n    training_step (train.py:10)\n"),
+            std::string::npos)
+      << text;
+  // Samples without their stacks: no stack rows, and why.
+  const LineSamples flat = lines_of(a, false);
+  const auto none = diff_runs({{&a, nullptr, &flat}}, {{&b, nullptr, &lb}});
+  EXPECT_NE(none.no_stack_rows.find("A: the samples' stacks were not kept"), std::string::npos) << none.no_stack_rows;
+}
+
 // Each train step's gradient all_reduce, issued in backward, blocked on
 // for `blocked_ms` (a peer arriving late), and a barrier outside the steps.
 CommReport comm_of(const ActionsReport& rep, double blocked_ms, std::uint32_t seed) {

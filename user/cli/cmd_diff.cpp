@@ -31,12 +31,12 @@ struct Run {
   GpuReport gpu;
 };
 
-Run read_run(const std::string& path, bool keep_stacks, bool& damaged) {
+Run read_run(const std::string& path, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
   CommAggregator comm(agg, CommAggregatorOptions{.keep_calls = true});
   GpuAggregator gpu(agg, /*keep_slices=*/true);
   OpCalls ops;
-  LineSamples lines(keep_stacks);
+  LineSamples lines(/*keep_stacks=*/true);  // stack rows, and --html's flame graph
   const auto r = tracefile::read_trace_file(
       path,
       [&](const lt_event_header& h, const std::byte* p) {
@@ -118,7 +118,7 @@ int cmd_diff(Options& opts) {
     std::vector<Run> out;
     for (const auto& f : files) {
       std::string matched;
-      Run run = read_run(f, html, damaged);
+      Run run = read_run(f, damaged);
       run.actions = within(std::move(run.actions), range, &matched);
       if (!matched.empty()) std::cerr << "ltrace-bpf: diff: " << side << " = " << f << ": " << matched << "\n";
       const int side_index = side[0] == 'A' ? 0 : 1;
@@ -162,7 +162,16 @@ int cmd_diff(Options& opts) {
         for (const auto& [pid, ranges] : run.ops.probed_ranges)
           ops.probed_ranges[pid].insert(ops.probed_ranges[pid].end(), ranges.begin(), ranges.end());
         auto& lines = out.front().lines;
+        const auto line_base = static_cast<std::uint32_t>(lines.lines.size());
+        const auto stack_base = static_cast<std::uint32_t>(lines.stacks.size());
         append_rebased(lines.lines, lines.samples, run.lines.lines, run.lines.samples, &LineSamples::Sample::line);
+        // Its stacks too: their frames index its names, its samples its stacks.
+        for (auto st : run.lines.stacks) {
+          for (auto& f : st) f += line_base;
+          lines.stacks.push_back(std::move(st));
+        }
+        for (std::size_t i = lines.samples.size() - run.lines.samples.size(); i < lines.samples.size(); ++i)
+          lines.samples[i].stack += stack_base;
         if (!lines.period_ns) lines.period_ns = run.lines.period_ns;
         for (auto& c : run.comm.processes) out.front().comm.processes.push_back(std::move(c));
         auto& gpu = out.front().gpu;
@@ -194,6 +203,7 @@ int cmd_diff(Options& opts) {
   }
   if (!d.no_op_rows.empty()) std::cerr << "ltrace-bpf: diff: no op rows: " << d.no_op_rows << "\n";
   if (!d.no_line_rows.empty()) std::cerr << "ltrace-bpf: diff: no line rows: " << d.no_line_rows << "\n";
+  if (!d.no_stack_rows.empty()) std::cerr << "ltrace-bpf: diff: no stack rows: " << d.no_stack_rows << "\n";
   if (!d.no_collective_rows.empty())
     std::cerr << "ltrace-bpf: diff: no collective rows: " << d.no_collective_rows << "\n";
   if (!d.no_kernel_rows.empty()) std::cerr << "ltrace-bpf: diff: no kernel rows: " << d.no_kernel_rows << "\n";
