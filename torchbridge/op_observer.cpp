@@ -370,7 +370,9 @@ std::string shapes_text(const char* name, std::size_t len, const std::int64_t* k
 // The (name, input shapes) id of a call at its start, kNoName when shapes
 // are not recorded (not asked, found wrong, or a name table full).
 u32 shaped_id(ThreadState& t, const void* rf) {
-  const u32 state = g_shapes.load(std::memory_order_relaxed);
+  // Acquire: the layout (g_shape_layout) was written before the state that
+  // says to use it (a plain load on x86: no cost).
+  const u32 state = g_shapes.load(std::memory_order_acquire);
   if (state != LT_OBS_SHAPES_CHECKING && state != LT_OBS_SHAPES_ON) return kNoName;
   std::size_t n;
   if (state == LT_OBS_SHAPES_CHECKING) {

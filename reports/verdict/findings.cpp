@@ -16,6 +16,18 @@
 
 namespace lt {
 
+std::string finding_pct(double share) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.1f%%", 100 * share);
+  return b;
+}
+
+std::string finding_ms(double ms) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.2f ms", ms);
+  return b;
+}
+
 namespace {
 
 std::string fmt(const char* f, double v) {
@@ -24,10 +36,10 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 std::string pct(double share) {
-  return fmt("%.1f%%", 100 * share);
+  return finding_pct(share);
 }
 std::string msf(double ms) {
-  return fmt("%.2f ms", ms);
+  return finding_ms(ms);
 }
 
 double median(std::vector<double> v) {

@@ -101,4 +101,9 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
                                  const GpuReport* gpu = nullptr);
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
 
+// How every finding's evidence writes its numbers: "20.6%" of a share,
+// "1.50 ms".
+std::string finding_pct(double share);
+std::string finding_ms(double ms);
+
 }  // namespace lt

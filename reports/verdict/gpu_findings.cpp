@@ -12,15 +12,11 @@ namespace lt {
 namespace {
 
 std::string ms(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f ms", v);
-  return b;
+  return finding_ms(v);
 }
 
 std::string pct(double share) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f %%", share * 100);
-  return b;
+  return finding_pct(share);
 }
 
 // CUDA API calls that make the calling thread wait for the device: the
