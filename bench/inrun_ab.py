@@ -3,7 +3,7 @@ so that a 1 % difference is not lost in the spread between runs (separate
 runs of the same fit vary from 13 to 18 steps/s on this machine).
 
 usage: .venv/bin/python bench/inrun_ab.py [--interp debian-3.11-exe] [--size large]
-           [--mode attach|watch] [--blocks 10] [--window-s 6] [--settle-s 0] [--markdown FILE]
+           [--mode attach|watch] [--blocks 10] [--window-s 6] [--settle-s 0] [--bpf-stats] [--markdown FILE]
 (also: bench/overhead.py --in-run ...)
 
 One Lightning CPU fit (tests/workloads/train_lightning.py --step-times,
@@ -19,7 +19,15 @@ cancels), and the paired relative differences give the overhead: their
 mean with a 95 % confidence interval (Student's t over the pairs). The
 tracer's own CPU while attached (every thread, /proc schedstat) is given
 as a share of one core.
+
+--bpf-stats: also where the attached windows' in-kernel time went, per BPF
+program of ours (the kernel's counters, kernel.bpf_stats_enabled on for the
+bench): its runs per train step and ns per run, so the probes' share of
+the step can be told from the tracer's own wake-ups. A uprobe hit also
+costs its trap, which the counters do not hold (machine-facts: ~0.8 us on
+an emulated first instruction here); the table adds that as an estimate.
 """
+import json
 import argparse
 import math
 import os
@@ -57,6 +65,23 @@ def cpu_ns(pid):
     return total
 
 
+def bpf_counters():
+    """{program name: (runs, ns)} of our programs (lt_*) now."""
+    out = {}
+    try:
+        progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True,
+                                          check=True).stdout)
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        return out
+    for p in progs:
+        name = p.get("name", "")
+        if not name.startswith("lt_"):
+            continue
+        runs, ns = out.get(name, (0, 0))
+        out[name] = (runs + p.get("run_cnt", 0), ns + p.get("run_time_ns", 0))
+    return out
+
+
 def mean_ci(xs):
     m = statistics.mean(xs)
     if len(xs) < 2:
@@ -89,6 +114,9 @@ def run(args):
     time.sleep(args.window_s)  # the first fit's warm-up, not measured
     windows = []  # (attached?, start, end)
     tracer_cpu, tracer_wall = 0, 0.0
+    bpf = {}  # --bpf-stats: program -> (runs, ns) over the attached windows
+    if args.bpf_stats:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     try:
         for b in range(args.blocks):
             t0 = time.perf_counter()
@@ -101,8 +129,14 @@ def run(args):
             wait_line(err, "attached", lt)
             time.sleep(args.settle_s)  # --settle-s: the attach's first seconds in neither window
             t0, c0 = time.perf_counter(), cpu_ns(lt.pid)
+            b0 = bpf_counters() if args.bpf_stats else {}
             time.sleep(args.window_s)
             c1 = cpu_ns(lt.pid)
+            if args.bpf_stats:
+                for name, (runs, ns) in bpf_counters().items():
+                    r0, n0 = b0.get(name, (0, 0))
+                    r, n = bpf.get(name, (0, 0))
+                    bpf[name] = (r + max(0, runs - r0), n + max(0, ns - n0))
             lt.send_signal(signal.SIGINT)
             lt.wait()
             t1 = time.perf_counter()
@@ -113,6 +147,8 @@ def run(args):
         time.sleep(args.window_s)
         windows.append((False, t0, time.perf_counter()))
     finally:
+        if args.bpf_stats:
+            subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
         open(stop, "w").close()
         try:
             job.wait(timeout=600)
@@ -139,6 +175,19 @@ def run(args):
     line = (f"| {args.interp} | {args.size} | {args.mode} | {len(pairs)} | {n_off} / {n_on} | "
             f"{med_off * 1e3:.2f} / {med_on * 1e3:.2f} | {100 * m:+.2f} % ± {100 * half:.2f} % | "
             f"{100 * tracer_cpu / 1e9 / tracer_wall:.2f} % |")
+    if bpf and n_on:
+        rows = ["", "| BPF program | runs per step | ns per run | us per step (in BPF) | + traps, est. "
+                "(0.8 us a uprobe hit) | of the median step |", "|---|---|---|---|---|---|"]
+        for name, (runs, ns) in sorted(bpf.items(), key=lambda kv: -kv[1][1]):
+            if not runs:
+                continue
+            per_step = runs / n_on
+            us = ns / 1e3 / n_on
+            # Perf events and tracepoints take no uprobe trap.
+            trap = 0.0 if name in ("lt_sample", "lt_switch", "lt_on_fork", "lt_on_exec", "lt_on_exit") else 0.8 * per_step
+            rows.append(f"| {name} | {per_step:.1f} | {ns / runs:.0f} | {us:.1f} | {us + trap:.1f} | "
+                        f"{100 * (us + trap) / 1e3 / (med_on * 1e3):.2f} % |")
+        line += "\n".join(rows)
     return line, medians
 
 
@@ -156,6 +205,8 @@ def main(argv=None):
     ap.add_argument("--window-s", type=float, default=6)
     ap.add_argument("--settle-s", type=float, default=0,
                     help="attached windows (and the tracer's CPU) start this long after the attached line")
+    ap.add_argument("--bpf-stats", action="store_true",
+                    help="per BPF program of ours: runs per step and ns per run over the attached windows")
     ap.add_argument("--markdown")
     args = ap.parse_args(argv)
     line, medians = run(args)

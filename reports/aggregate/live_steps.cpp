@@ -6,6 +6,17 @@ namespace lt {
 
 namespace {
 constexpr std::size_t kMaxOpen = 4096;  // actions open at once in one process: nesting is a few deep
+
+// A Trainer run's last hooks (Trainer._run: on_fit_end, then the teardown
+// hooks of the callbacks, the module and the datamodule; validate, test
+// and predict end in teardown too).
+bool ends_a_run(const std::string& name) {
+  for (const char* hook : {".on_fit_end", ".teardown"}) {
+    const std::size_t n = std::char_traits<char>::length(hook);
+    if (name.size() >= n && name.compare(name.size() - n, n, hook) == 0) return true;
+  }
+  return false;
+}
 }  // namespace
 
 void LiveSteps::add(const lt_event_header& h, const std::byte* record, std::vector<LiveStep>& closed) {
@@ -29,10 +40,13 @@ void LiveSteps::add(const lt_event_header& h, const std::byte* record, std::vect
 
 void LiveSteps::on_begin(const lt_event_header& h, const lt_action_event& e, std::vector<LiveStep>& closed) {
   Proc& p = procs_[h.pid];
-  const BatchHook hook = batch_hook_of(names_.name(h, e).text);
+  const ActionNameAssembler::Name named = names_.name(h, e);
+  const std::string& name = named.text;
+  const BatchHook hook = batch_hook_of(name);
   // Ends lost (a full ring) leave their begins here: bounded all the same.
   if (p.open.size() >= kMaxOpen) p.open.clear();
-  p.open[e.key] = hook;
+  p.open[e.key] = {hook, ends_a_run(name)};
+  p.between_runs = false;
   const bool train_end_hook = hook.stage == BatchStage::train && hook.role == BatchRole::batch_end;
   if (p.in_step && p.ended && !train_end_hook) close(h.pid, p, closed);
   if (!p.in_step && hook.stage == BatchStage::train && hook.role == BatchRole::batch_start) {
@@ -48,8 +62,10 @@ void LiveSteps::on_end(const lt_event_header& h, const lt_action_event& e) {
   p.last_progress = h.ts_ns;
   auto it = p.open.find(e.key);
   if (it == p.open.end()) return;  // begun before we attached
-  const BatchHook hook = it->second;
+  const BatchHook hook = it->second.hook;
+  const bool run_end = it->second.run_end;
   p.open.erase(it);
+  if (run_end && p.open.empty()) p.between_runs = true;
   if (p.in_step && hook.stage == BatchStage::train && hook.role == BatchRole::batch_end) {
     p.ended = true;
     p.end_ns = h.ts_ns;
@@ -69,6 +85,11 @@ void LiveSteps::finish(std::vector<LiveStep>& closed) {
 std::uint64_t LiveSteps::last_progress(std::uint32_t pid) const {
   auto it = procs_.find(pid);
   return it == procs_.end() ? 0 : it->second.last_progress;
+}
+
+bool LiveSteps::between_runs(std::uint32_t pid) const {
+  auto it = procs_.find(pid);
+  return it != procs_.end() && it->second.between_runs;
 }
 
 std::uint32_t LiveSteps::steps(std::uint32_t pid) const {

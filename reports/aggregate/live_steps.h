@@ -9,6 +9,9 @@
 // validation loop, the epoch's end hooks), so a step is reported then, a
 // few microseconds after it ended; finish() closes the ones still open.
 // Any action's end is progress (stall detection reads last_progress()).
+// After a Trainer run's last hooks (on_fit_end, teardown) with no action
+// open, the process is between runs: Lightning is not running, and no
+// action ending is no stall (between_runs()).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -38,12 +41,20 @@ class LiveSteps {
   std::uint64_t last_progress(std::uint32_t pid) const;
   // Steps pid has completed.
   std::uint32_t steps(std::uint32_t pid) const;
+  // Whether pid's last Trainer run has ended (its on_fit_end or teardown
+  // hooks the last actions, none open since) and no action began after.
+  bool between_runs(std::uint32_t pid) const;
   void forget(std::uint32_t pid) { procs_.erase(pid); }
 
  private:
   struct Proc {
-    std::map<std::uint64_t, BatchHook> open;  // action key -> its hook
-    bool in_step = false, ended = false;      // a step is open / its end hook ran
+    struct Open {
+      BatchHook hook;
+      bool run_end = false;  // on_fit_end or teardown: a Trainer run's last hooks
+    };
+    std::map<std::uint64_t, Open> open;   // action key -> what it is
+    bool in_step = false, ended = false;  // a step is open / its end hook ran
+    bool between_runs = false;
     std::uint32_t tid = 0, next_index = 0;
     std::uint64_t begin_ns = 0, end_ns = 0;
     std::uint64_t last_progress = 0;

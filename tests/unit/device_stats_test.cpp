@@ -542,6 +542,16 @@ TEST(DeviceStatsSampler, SamplesEveryPeriodOnAGridAndNeverThrows) {
   EXPECT_FALSE(s.poll(t0 + 950 * ms));
   EXPECT_TRUE(s.poll(t0 + 1000 * ms));
   EXPECT_EQ(got.size(), 10u);
+  // A slower period (watch's cheap tier) counts from the last sample; a
+  // faster one again (escalated) likewise.
+  s.set_period(std::chrono::milliseconds(1000));
+  EXPECT_EQ(s.next_due_ns(false), t0 + 2000 * ms);
+  EXPECT_FALSE(s.poll(t0 + 1900 * ms));
+  EXPECT_TRUE(s.poll(t0 + 2000 * ms));
+  s.set_period(std::chrono::milliseconds(100));
+  EXPECT_EQ(s.next_due_ns(false), t0 + 2100 * ms);
+  EXPECT_TRUE(s.poll(t0 + 2100 * ms));
+  EXPECT_EQ(got.size(), 14u);
   s.set_pids({12});
   got.clear();
   s.sample_now();

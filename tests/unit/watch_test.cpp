@@ -126,6 +126,39 @@ TEST(LiveSteps, TheLastStepClosesAtTheEndAndProgressIsAnyEnd) {
   EXPECT_EQ(steps.steps(7), 1u);
 }
 
+// After a fit's last hooks (on_fit_end, then teardown) with nothing open,
+// the process is between Trainer runs: no stall then; the next run's first
+// action ends that. A teardown nested in an open action is no such end.
+TEST(LiveSteps, AfterTheRunsLastHooksTheProcessIsBetweenRuns) {
+  Stream st;
+  std::uint64_t t = st.batch(0, 10);
+  st.span("[Callback]X.on_fit_end", (t + 1) * ms, (t + 2) * ms);
+  st.span("[LightningModule]M.teardown", (t + 2) * ms, (t + 3) * ms);
+  LiveSteps steps;
+  std::vector<LiveStep> out;
+  auto add_all = [&](const Stream& s, std::size_t from) {
+    for (std::size_t i = from; i < s.records.size(); ++i) {
+      const auto& r = s.records[i];
+      steps.add(*reinterpret_cast<const lt_event_header*>(r.data()), r.data(), out);
+    }
+  };
+  add_all(st, 0);
+  EXPECT_TRUE(steps.between_runs(7));
+  EXPECT_FALSE(steps.between_runs(8));  // never seen
+  const std::size_t before = st.records.size();
+  st.span("[Callback]X.on_test_start", (t + 10) * ms, (t + 11) * ms);  // trainer.test(): a run again
+  add_all(st, before);
+  EXPECT_FALSE(steps.between_runs(7));
+  // A teardown inside an open action (a hook of the stage's own): not the end.
+  Stream nested;
+  const auto k = nested.next_key++;
+  nested.records.push_back(action(LT_EV_ACTION_BEGIN, 7, k, "run_training_epoch", 0));
+  nested.span("[Callback]Y.teardown", 1 * ms, 2 * ms);
+  LiveSteps other;
+  for (const auto& r : nested.records) other.add(*reinterpret_cast<const lt_event_header*>(r.data()), r.data(), out);
+  EXPECT_FALSE(other.between_runs(7));
+}
+
 TEST(Triggers, ASlowStepIsPastKTimesTheMedianAndTheFloor) {
   TriggerPolicy p({});
   std::uint64_t t = 0;

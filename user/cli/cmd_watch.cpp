@@ -311,6 +311,11 @@ int cmd_watch(Options& opts) {
   so.ops_on_demand = true;
   so.inject = opts.inject;
   so.device_stats = true;
+  // A drain every 100 ms (~170 records of a 46 steps/s fit), thread states
+  // each second, /proc samples every 500 ms (the memory finding wants 8 in
+  // the steps it looks at): the cheap tier's wake-ups a fifth of a
+  // profile's; escalated, a profile's (docs/design-watch.md, "The pieces").
+  so.cadence = LoopCadence{100'000'000, 1'000'000'000, 500'000'000};
   so.gpu = false;
   so.reports = "verdict,simple,advanced,comm,steps,ops";
   so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };

@@ -31,8 +31,8 @@ namespace lt {
 
 namespace {
 // How often the drain loop does each of its chores.
-constexpr std::uint64_t kDrainNapNs = 20'000'000;        // a drain every 20 ms
-constexpr std::uint64_t kThreadStatesNs = 100'000'000;   // lt_tstates refreshed
+// The drain's nap and the thread-state refreshes: LoopCadence
+// (session_options.h), cadence().
 constexpr std::uint64_t kLivenessNs = 200'000'000;       // exits looked for by polling
 constexpr std::uint64_t kPendingAttachNs = 250'000'000;  // op / GPU probes retried
 // The longest sleep while no record comes: a backstop for what wakes
@@ -186,7 +186,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
       const auto due = next_due(now, deadline);
       if (due > now) wait_for_any(wake_fds, 2, due - now);
     } else {
-      wait_for_drain(holder_->drain_fd(), static_cast<int>(kDrainNapNs / 1'000'000));
+      wait_for_drain(holder_->drain_fd(), static_cast<int>(cadence().drain_ns / 1'000'000));
     }
     const int n = drain(ring.get());
     behind = n > kBehindRecords;
@@ -276,11 +276,28 @@ python::Symbolizer& Session::symbolizer() {
 std::vector<std::string> Session::escalate(pid_t pid, bool on) {
   std::vector<std::string> out;
   for (pid_t p : pid ? std::vector<pid_t>{pid} : targets_.live_pids()) {
+    if (!on) escalated_.erase(p);  // gone meanwhile too
     if (!targets_.live_and_alive(p)) continue;
     for (auto& t : tracers_)
       if (std::string what = t->escalate(p, on); !what.empty()) out.push_back("pid " + std::to_string(p) + ": " + what);
+    if (on) escalated_.insert(p);
   }
+  if (!pid && !on) escalated_.clear();
+  apply_cadence();
   return out;
+}
+
+LoopCadence Session::cadence() const {
+  // A target gone while escalated keeps it until the escalation's end
+  // (watch ends every one it began).
+  return escalated_.empty() ? opts_.cadence : LoopCadence{};
+}
+
+void Session::apply_cadence() {
+  const LoopCadence c = cadence();
+  thread_states_.period_ns = c.thread_states_ns;
+  if (stats_sampler_)
+    stats_sampler_->set_period(std::chrono::milliseconds(std::max<std::uint64_t>(1, c.proc_samples_ns / 1'000'000)));
 }
 
 std::vector<pid_t> Session::live_targets() const {
@@ -313,9 +330,10 @@ void Session::adopt_targets() {
       std::fprintf(stderr, "ltrace-bpf: --all: no process with torch or Lightning loaded yet; waiting for one\n");
   }
   if (opts_.device_stats) {
-    stats_sampler_ =
-        std::make_unique<StatsSampler>(targets_.live_pids(), std::chrono::milliseconds(100),
-                                       [this](const lt_event_header& h, const std::byte* r) { emit(r, h.size); });
+    stats_sampler_ = std::make_unique<StatsSampler>(
+        targets_.live_pids(),
+        std::chrono::milliseconds(std::max<std::uint64_t>(1, cadence().proc_samples_ns / 1'000'000)),
+        [this](const lt_event_header& h, const std::byte* r) { emit(r, h.size); });
     if (!stats_sampler_->gpu_note().empty()) notes_.push_back("device stats: " + stats_sampler_->gpu_note());
   }
 }
@@ -359,7 +377,7 @@ double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
   };
   if (!waiting()) return 0;
   while (waiting() && monotonic_ns() < until && !stop.load()) {
-    nap(kDrainNapNs / 4);
+    nap(LoopCadence{}.drain_ns / 4);
     const int n = drain(rb);
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
     adopt_execed(monotonic_ns());  // a CPython held at its exec meanwhile waits for no bridge
@@ -394,7 +412,7 @@ void Session::announce_attached(double bridge_ms) {
 }
 
 void Session::start_chores(std::uint64_t now) {
-  thread_states_ = {kThreadStatesNs, now};
+  thread_states_ = {cadence().thread_states_ns, now};
   watch_ = {kWatchNs, now};
   liveness_ = {kLivenessNs, now};
   pending_.start_clock(now);
@@ -476,7 +494,7 @@ std::uint64_t Session::next_due(std::uint64_t now, std::uint64_t deadline) const
   if (deadline) due = std::min(due, deadline);
   for (const Chore& c : chores()) {
     const std::uint64_t t = c.due(*this, now);
-    due = std::min(due, t == Tracer::kTickSoon ? now + kDrainNapNs : t);
+    due = std::min(due, t == Tracer::kTickSoon ? now + cadence().drain_ns : t);
   }
   return due;
 }

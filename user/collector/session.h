@@ -193,6 +193,9 @@ class Session {
   PendingAttach pending_;                 // targets whose libraries are not mapped yet
   // The drain loop's periodic chores (start_chores() sets their clocks).
   Every thread_states_, watch_, liveness_;
+  std::set<pid_t> escalated_;  // watch: targets escalated now (cadence())
+  LoopCadence cadence() const;
+  void apply_cadence();  // after escalated_ changed
   std::unique_ptr<StatsSampler> stats_sampler_;
   RecordNormalizer normalizer_;
   std::exception_ptr callback_error_;  // raised inside the ring-buffer callback

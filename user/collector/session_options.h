@@ -15,6 +15,18 @@
 
 namespace lt {
 
+// How often the drain loop reads the ring while records come, refreshes
+// the targets' thread states and takes the /proc samples. The defaults suit
+// a profile; watch's cheap tier asks for a slower one: each wake-up of the
+// tracer lands on a CPU the job's threads use (two here), and an always-on
+// recorder pays it for hours (docs/design-watch.md, "Cost").
+struct LoopCadence {
+  std::uint64_t drain_ns = 20'000'000;
+  std::uint64_t thread_states_ns = 100'000'000;
+  std::uint64_t proc_samples_ns = 100'000'000;
+  bool operator==(const LoopCadence&) const = default;
+};
+
 struct SessionOptions {
   std::vector<pid_t> pids;
   // --all: every process with torch or Lightning loaded, now and started
@@ -38,6 +50,9 @@ struct SessionOptions {
   // watch: the ops source records nothing until escalated (Session::escalate,
   // after a trigger): then the op observer, for a while.
   bool ops_on_demand = false;
+  // The loop's cadence; while a target is escalated, the default one (the
+  // op observer's rings fill faster than the cheap tier's records).
+  LoopCadence cadence;
   std::vector<std::string> op_filters;  // --ops globs; empty: every op
   bool shapes = false;                  // ops with their tensor arguments' shapes
   // nn.Module calls (--module-names): MODULE_CALL from the eval loop's

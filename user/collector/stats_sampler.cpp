@@ -76,6 +76,14 @@ bool StatsSampler::poll(std::uint64_t now_ns) noexcept {
   return true;
 }
 
+void StatsSampler::set_period(std::chrono::milliseconds period) {
+  if (period.count() <= 0 || period == period_) return;
+  // The next sample a new period after the last one.
+  const auto old_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(period_).count());
+  period_ = period;
+  next_due_ = next_due_ - old_ns + static_cast<std::uint64_t>(std::chrono::nanoseconds(period_).count());
+}
+
 std::uint64_t StatsSampler::next_due_ns(bool quiet) const {
   constexpr std::uint64_t kQuietNs = 1'000'000'000;
   const auto period_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(period_).count());

@@ -54,6 +54,8 @@ class StatsSampler {
   std::uint64_t next_due_ns(bool quiet) const;
 
   std::chrono::milliseconds period() const { return period_; }
+  // A new period from the next sample on (watch: slower in its cheap tier).
+  void set_period(std::chrono::milliseconds period);
   int gpu_count() const { return nvml_ ? nvml_->device_count() : 0; }
   // Why there are no GPU records ("" when there are): for a stderr note.
   const std::string& gpu_note() const { return gpu_note_; }

@@ -271,7 +271,10 @@ void Watcher::tick(std::uint64_t now_ns) {
   join_renders(false);
   ring_.tick(now_ns);
   for (auto& [pid, p] : procs_)
-    if (!p.exited && alive(pid)) on_trigger(policy_.check_stall(pid, steps_.last_progress(pid), now_ns));
+    // Between Trainer runs (after fit, before the next), no action ending
+    // is no stall: the script does its own work, or exits.
+    if (!p.exited && alive(pid) && !steps_.between_runs(pid))
+      on_trigger(policy_.check_stall(pid, steps_.last_progress(pid), now_ns));
   check_stragglers(now_ns);
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (now_ns < it->to_ns) {
