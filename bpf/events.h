@@ -1021,6 +1021,10 @@ struct lt_py_offsets {
 #define LT_TARGET_XLA 0x2000u	      /* take its torch_xla runtime calls (xlaprobe) */
 #define LT_TARGET_FORKS_OPS 0x4000u   /* its ops are the op observer's: its forks' entries get OPS | SAMPLE */
 #define LT_TARGET_GC 0x8000u	      /* take its garbage collections (pygc) */
+/* ACTION_ORIGIN without its depth (the walk stops at the opening frame):
+ * stacks are then cut at the outermost frame running its code (watch's
+ * cheap tier: a whole-stack walk per action start was most of its cost) */
+#define LT_TARGET_ORIGIN_BY_CODE 0x10000u
 
 struct lt_target {
 	struct lt_py_offsets off;

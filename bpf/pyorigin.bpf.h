@@ -28,7 +28,7 @@ struct origin_scratch {
 	u32 seen;  /* Python frames counted so far (leaf side first) */
 	u32 skip;  /* Python frames below the opening one (0 or 1) */
 	u32 fault;
-	u32 pad;
+	u32 by_code; /* stop at the opening frame: no depth (LT_TARGET_ORIGIN_BY_CODE) */
 	u8 buf[LT_ORIGIN_BLOCK_MAX + 8];
 };
 
@@ -63,6 +63,10 @@ static long origin_step(u32 i, void *unused)
 	if (s->seen == s->skip)
 		s->code = code;
 	s->seen++;
+	if (s->by_code && s->seen > s->skip) {
+		s->frame = 0; /* the opening frame found: its depth is not wanted */
+		return 1;
+	}
 	return 0;
 }
 
@@ -103,6 +107,7 @@ static __always_inline void emit_origin(const struct lt_target *t, u64 key, u16 
 	s->seen = 0;
 	s->skip = via_enter ? 1 : 0;
 	s->fault = 0;
+	s->by_code = (t->flags & LT_TARGET_ORIGIN_BY_CODE) ? 1 : 0;
 	bpf_loop(LT_ORIGIN_WALK_MAX, origin_step, 0, 0);
 	struct lt_action_origin_event *e = bpf_ringbuf_reserve(&lt_events, sizeof(*e), 0);
 	if (!e) {
@@ -116,7 +121,7 @@ static __always_inline void emit_origin(const struct lt_target *t, u64 key, u16 
 	e->begin_kind = begin_kind;
 	e->flags = 0;
 	e->pad = 0;
-	e->depth = s->seen > s->skip ? s->seen - s->skip : 0;
+	e->depth = s->seen > s->skip && !s->by_code ? s->seen - s->skip : 0;
 	if (s->frame) {
 		e->flags |= LT_ORIGIN_TOO_DEEP;
 		e->depth = 0;

@@ -8,11 +8,12 @@ import json
 import math
 import os
 import re
+import subprocess
 
 import pytest
 
 import lightning_site
-from conftest import WORKLOADS, pyenv_python
+from conftest import LTRACE, WORKLOADS, pyenv_python
 from test_stacks import check_sample_count, check_shares, collapsed, function_of, sections
 
 SHARES = os.path.join(WORKLOADS, "cpu_shares.py")
@@ -135,17 +136,32 @@ def advanced_profiler_tables(path):
     return out
 
 
-@pytest.mark.parametrize("workload", ["demo", "transformer"])
-def test_lightning_tables_start_inside_their_actions(attach, lightning_python, tmp_path, workload):
+# by-code: the action starts name their opening frame without its depth
+# (watch's cheap tier, LT_TARGET_ORIGIN_BY_CODE): cut at the outermost frame
+# running its code, the same tables.
+@pytest.mark.parametrize("workload,by_code", [("demo", False), ("transformer", False), ("demo", True)],
+                         ids=["demo", "transformer", "demo-by-code"])
+def test_lightning_tables_start_inside_their_actions(attach, lightning_python, tmp_path, workload, by_code,
+                                                     monkeypatch):
+    if by_code:
+        monkeypatch.setenv("LTRACE_BPF_ORIGIN_BY_CODE", "1")  # read by ltrace-bpf
     if workload == "demo":
         cmd = [lightning_python, TRAIN, "--epochs", "2", "--batches", "100", "--hidden", "256", "--depth", "3",
                "--batch-size", "32"]
     else:
         cmd = [lightning_python, TRANSFORMER, "--steps", "40"]
+    trace = tmp_path / "cut.ltrace"
     run = attach(cmd + ["--profiler", "advanced", "--dirpath", str(tmp_path), "--filename", "adv"],
-                 ["--rate", "999", "--report", "advanced", "--off-cpu"], timeout=400)
+                 ["--rate", "999", "--report", "advanced", "--off-cpu"] + (["-o", str(trace)] if by_code else []),
+                 timeout=400)
     assert run.target_rc == 0, run.target_out
     assert run.lt_rc == 0, run.lt_err
+    if by_code:
+        # Every opening frame named without its depth: the walk stopped there.
+        dumped = tmp_path / "cut.txt"
+        subprocess.run([LTRACE, "report", str(trace), "--dump", str(dumped)], capture_output=True, timeout=120)
+        origins = [x for x in open(dumped) if " action_origin " in x and " code=0x0 " not in x]
+        assert origins and all(" depth=0 " in x for x in origins), origins[:3]
     ours = sections(run.lt_out)
     theirs = advanced_profiler_tables(tmp_path / "fit-adv.txt")
     strategy = next(n for n in ours if n.startswith("[Strategy]") and n.endswith(".training_step"))

@@ -42,6 +42,10 @@ struct SessionOptions {
   bool verbose = false;
   unsigned sample_rate_hz = 0;  // Python stack samples per second per thread (0: off)
   bool off_cpu = false;         // record blocking (sched_switch) with stacks
+  // Action starts name their opening frame without its depth, so stacks
+  // are cut at the outermost frame running its code (LT_TARGET_ORIGIN_BY_CODE:
+  // watch's cheap tier; LTRACE_BPF_ORIGIN_BY_CODE=1 for the tests).
+  bool origin_by_code = false;
   // Which probe sources (user/collector/source_set.h): ops are aten op
   // entry probes (they need sample_rate_hz for times); memory the
   // allocator hooks of libc10 and comm the c10d backend methods of

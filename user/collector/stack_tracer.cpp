@@ -1,5 +1,6 @@
 #include "user/collector/stack_tracer.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -60,6 +61,11 @@ StackTracer::~StackTracer() = default;
 void StackTracer::fill_target(pid_t pid, lt_target& t) const {
   if (!ctx_.targets.tsd(pid)) return;
   t.flags |= (ctx_.opts.sample_rate_hz ? LT_TARGET_SAMPLE : 0) | (ctx_.opts.off_cpu ? LT_TARGET_OFF_CPU : 0);
+  static const bool by_code_asked = [] {
+    const char* v = std::getenv("LTRACE_BPF_ORIGIN_BY_CODE");
+    return v && *v == '1';
+  }();
+  if (ctx_.opts.origin_by_code || by_code_asked) t.flags |= LT_TARGET_ORIGIN_BY_CODE;
 }
 
 void StackTracer::forget(pid_t pid) {
