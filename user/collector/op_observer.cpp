@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +34,7 @@ namespace {
 // The bridge polls its semaphore and our request every 100 ms; a process
 // busy in a long native call may take longer to schedule its poll thread.
 constexpr std::uint64_t kWaitNs = 2'000'000'000;
+constexpr std::uint64_t kWaitMaxNs = 30'000'000'000;  // however loaded the machine
 // A span that ends later than this past our clock is damaged, not early.
 constexpr std::uint64_t kFutureNs = 1'000'000'000;
 // The watermark goes out when it moved this much (one record, not one a
@@ -96,6 +98,23 @@ bool has_poll_thread(pid_t pid) {
   }
   closedir(d);
   return found;
+}
+
+// The longest any thread of pid has waited for a CPU (schedstat's run-queue
+// time, ns), so far: what a loaded machine withheld from the job.
+std::uint64_t longest_runqueue_wait(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return 0;
+  std::uint64_t most = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/schedstat");
+    std::uint64_t on_cpu = 0, waited = 0;
+    if (f >> on_cpu >> waited) most = std::max(most, waited);
+  }
+  closedir(d);
+  return most;
 }
 
 bool alive(std::uint32_t pid) {
@@ -174,9 +193,11 @@ struct OpObserver::Pending {
   std::string version;
   lt_obs_layout layout{};  // the job's torch's, for the bridge
   bool injected = false;
-  std::uint64_t deadline = 0;      // for the phase under way
-  std::uint64_t started = 0;       // monotonic ns
-  std::unique_ptr<Buffer> buffer;  // mapped, claimed, asked (the second phase)
+  std::uint64_t deadline = 0;  // for the phase under way (see past_deadline)
+  std::uint64_t phase_started = 0;
+  std::uint64_t waited_at_phase = 0;  // longest_runqueue_wait at the phase's start
+  std::uint64_t started = 0;          // monotonic ns
+  std::unique_ptr<Buffer> buffer;     // mapped, claimed, asked (the second phase)
   std::uint32_t request = 0;
 };
 
@@ -241,9 +262,31 @@ std::string OpObserver::start(pid_t pid) {
     return e.what();
   }
   p->started = monotonic_ns();
-  p->deadline = p->started + kWaitNs;
+  start_phase(pid, *p, p->started);
   pending_[pid] = std::move(p);
   return "";
+}
+
+// Each phase of a handshake has the bridge's 2 s, plus what the job's
+// threads waited for a CPU meanwhile (the longest wait of any of them): a
+// loaded machine that gives the bridge no turn does not fail it (a CI run
+// beside a build failed a handshake once). 30 s at most.
+void OpObserver::start_phase(pid_t pid, Pending& p, std::uint64_t now) {
+  p.phase_started = now;
+  p.deadline = now + kWaitNs;
+  p.waited_at_phase = longest_runqueue_wait(pid);
+}
+
+bool OpObserver::past_deadline(pid_t pid, Pending& p, std::uint64_t now) {
+  if (now < p.deadline) return false;
+  if (now - p.phase_started >= kWaitMaxNs) return true;
+  const std::uint64_t waited = longest_runqueue_wait(pid);
+  const std::uint64_t extra = waited > p.waited_at_phase ? waited - p.waited_at_phase : 0;
+  if (now < p.phase_started + kWaitNs + extra) {
+    p.deadline = p.phase_started + kWaitNs + extra;
+    return false;
+  }
+  return true;
 }
 
 // One step of a handshake, never waiting: its buffer (found among the
@@ -257,8 +300,8 @@ std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
     if (const int n = find_buffer_fd(pid); n >= 0)
       fd = open(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(n)).c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-      if (proc::exists(pid) && (p.injected || has_poll_thread(pid)) && now < p.deadline) return "";
-      return has_poll_thread(pid) ? "the bridge made no buffer within 2 s"
+      if (proc::exists(pid) && (p.injected || has_poll_thread(pid)) && !past_deadline(pid, p, now)) return "";
+      return has_poll_thread(pid) ? "the bridge made no buffer within 2 s (more its CPU waits)"
                                   : "its bridge has no poll thread (a fork of a process it was put into)";
     }
     // Sealed against shrinking (a smaller file would fault our reads) and of
@@ -295,13 +338,13 @@ std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
     p.request = load_acquire(h.answered) + 1;
     store_release(h.request, p.request);
     p.buffer = std::move(b);
-    p.deadline = now + kWaitNs;
+    start_phase(pid, p, now);
   }
   auto& h = *p.buffer->hdr;
   if (load_acquire(h.answered) != p.request) {  // state and detail are written before it
-    if (now < p.deadline && proc::exists(pid)) return "";
+    if (!past_deadline(pid, p, now) && proc::exists(pid)) return "";
     store_release(h.reader_pid, 0u);
-    return "the bridge did not answer within 2 s";
+    return "the bridge did not answer within 2 s (more its CPU waits)";
   }
   const std::uint32_t state = load_acquire(h.state);
   std::string detail(h.detail, strnlen(h.detail, sizeof h.detail));

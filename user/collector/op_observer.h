@@ -70,6 +70,8 @@ class OpObserver {
   struct Buffer;
   struct Pending;
   std::string advance(pid_t pid, Pending& p, bool& done);
+  static void start_phase(pid_t pid, Pending& p, std::uint64_t now);
+  static bool past_deadline(pid_t pid, Pending& p, std::uint64_t now);
   void abandon(pid_t pid);  // a handshake given up: semaphore down, buffer let go
   void emit_state(pid_t pid, std::uint32_t how, bool final, std::uint64_t dropped, std::uint64_t too_deep,
                   const std::string& detail);
