@@ -343,38 +343,50 @@ TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
   EXPECT_TRUE(diff_runs({{&a, &oa}}, {{&b, &around}}).no_op_rows.empty());
 }
 
+template <class Record>
+void feed(LineSamples& ls, const Record& r) {
+  ls.add(r.hdr, reinterpret_cast<const std::byte*>(&r));
+}
+
+// On-CPU samples every 10 ms (pid 7).
+void sampled_every_10ms(LineSamples& ls) {
+  lt_sampler_info_event info{};
+  info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, 7, 7, 0, 0};
+  info.period_ns = 10'000'000;
+  info.rate_hz = 100;
+  info.flags = LT_SAMPLER_ON_CPU;
+  feed(ls, info);
+}
+
+// A code object of pid 7 and the lines its samples name (lasti = line).
+void code_object(LineSamples& ls, std::uint64_t addr, int first_line, const char* name, const char* file,
+                 std::initializer_list<int> lines) {
+  lt_py_code_event c{};
+  c.hdr = {LT_EV_PY_CODE, sizeof c, 7, 7, 0, 0};
+  c.code = addr;
+  c.first_line = first_line;
+  std::strcpy(c.name, name);
+  std::strcpy(c.file, file);
+  feed(ls, c);
+  for (int line : lines) {
+    lt_py_line_event l{};
+    l.hdr = {LT_EV_PY_LINE, sizeof l, 7, 7, 0, 0};
+    l.code = addr;
+    l.lasti = line;
+    l.line = line;
+    feed(ls, l);
+  }
+}
+
 // Stack samples of a fit: every training_step gets two samples at
 // train.py:10; with `extra`, B's steps get two more at train.py:12 (the
 // line that calls an injected op). 10 ms period. Each called from
 // main (run.py:5).
 LineSamples lines_of(const ActionsReport& rep, bool extra, bool keep_stacks = false) {
   LineSamples ls(keep_stacks);
-  auto feed = [&](auto& r) { ls.add(r.hdr, reinterpret_cast<const std::byte*>(&r)); };
-  lt_sampler_info_event info{};
-  info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, 7, 7, 0, 0};
-  info.period_ns = 10'000'000;
-  info.rate_hz = 100;
-  info.flags = LT_SAMPLER_ON_CPU;
-  feed(info);
-  // A code object and the lines its samples name.
+  sampled_every_10ms(ls);
   auto code = [&](std::uint64_t addr, int first_line, const char* name, const char* file,
-                  std::initializer_list<int> lines) {
-    lt_py_code_event c{};
-    c.hdr = {LT_EV_PY_CODE, sizeof c, 7, 7, 0, 0};
-    c.code = addr;
-    c.first_line = first_line;
-    std::strcpy(c.name, name);
-    std::strcpy(c.file, file);
-    feed(c);
-    for (int line : lines) {
-      lt_py_line_event l{};
-      l.hdr = {LT_EV_PY_LINE, sizeof l, 7, 7, 0, 0};
-      l.code = addr;
-      l.lasti = line;
-      l.line = line;
-      feed(l);
-    }
-  };
+                  std::initializer_list<int> lines) { code_object(ls, addr, first_line, name, file, lines); };
   code(0x1000, 9, "training_step", "train.py", {10, 12});
   code(0x2000, 1, "main", "/src/run.py", {5});
   const auto& p = rep.processes[0];
@@ -386,7 +398,7 @@ LineSamples lines_of(const ActionsReport& rep, bool extra, bool keep_stacks = fa
       s.nframes = 2;
       s.frames[0] = {0x1000, k < 2 ? 10 : 12, 0};
       s.frames[1] = {0x2000, 5, 0};
-      feed(s);
+      feed(ls, s);
     }
   }
   return ls;
@@ -426,27 +438,9 @@ TEST(StepDiff, WholeStacksAreRowsThatSayThroughWhichCaller) {
   const ActionsReport a = fit(200, 3, 1), b = fit(200, 3, 2);  // the stray sample: 0.05 ms a step
   auto samples = [](const ActionsReport& rep, bool helper) {
     LineSamples ls(/*keep_stacks=*/true);
-    auto feed = [&](auto& r) { ls.add(r.hdr, reinterpret_cast<const std::byte*>(&r)); };
-    lt_sampler_info_event info{};
-    info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, 7, 7, 0, 0};
-    info.period_ns = 10'000'000;
-    info.rate_hz = 100;
-    info.flags = LT_SAMPLER_ON_CPU;
-    feed(info);
+    sampled_every_10ms(ls);
     auto code = [&](std::uint64_t addr, const char* name, const char* file, int line) {
-      lt_py_code_event c{};
-      c.hdr = {LT_EV_PY_CODE, sizeof c, 7, 7, 0, 0};
-      c.code = addr;
-      c.first_line = line - 1;
-      std::strcpy(c.name, name);
-      std::strcpy(c.file, file);
-      feed(c);
-      lt_py_line_event l{};
-      l.hdr = {LT_EV_PY_LINE, sizeof l, 7, 7, 0, 0};
-      l.code = addr;
-      l.lasti = line;
-      l.line = line;
-      feed(l);
+      code_object(ls, addr, line - 1, name, file, {line});
     };
     code(0x1000, "training_step", "train.py", 10);
     code(0x2000, "main", "/src/run.py", 5);
@@ -470,7 +464,7 @@ TEST(StepDiff, WholeStacksAreRowsThatSayThroughWhichCaller) {
           s.frames[1] = {k < 2 ? 0x2000u : 0x3000u, k < 2 ? 5 : 20, 0};
           s.frames[2] = {0x2000, 5, 0};
         }
-        feed(s);
+        feed(ls, s);
       }
       first = false;
     }
