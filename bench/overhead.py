@@ -29,8 +29,10 @@ TRAIN = os.path.join(ROOT, "tests", "workloads", "train_lightning.py")
 SITE = glob.glob(os.path.join(ROOT, ".venv", "lib", "python3*", "site-packages"))[0]
 
 INTERPRETERS = {
-    # Debian's PGO build: gen_iternext is inlined, so ltrace-bpf falls back to
-    # the eval-frame probe (a hit per C->Python call).
+    # Debian's PGO build (the interpreter in the executable): gen_iternext is
+    # inlined into builtin_next, which is still probed at its entry (only
+    # gen_iternext's address is taken there; `ltrace-bpf -v` says
+    # "probes: builtin_next@... gen_throw@...").
     "debian-3.11-exe": ([os.path.join(ROOT, ".venv", "bin", "python")], {}),
     # pyenv build (libpython3.11.so): generator entry-point probes.
     "pyenv-3.11-lib": (["/root/.pyenv/versions/3.11.7/bin/python3.11"], {"PYTHONPATH": SITE}),
