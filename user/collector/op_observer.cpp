@@ -277,16 +277,19 @@ void OpObserver::start_phase(pid_t pid, Pending& p, std::uint64_t now) {
   p.waited_at_phase = longest_runqueue_wait(pid);
 }
 
+bool handshake_phase_over(std::uint64_t started, std::uint64_t now, std::uint64_t waited) {
+  if (now < started) return false;
+  const std::uint64_t elapsed = now - started;
+  return elapsed >= kWaitMaxNs || elapsed >= kWaitNs + waited;
+}
+
 bool OpObserver::past_deadline(pid_t pid, Pending& p, std::uint64_t now) {
-  if (now < p.deadline) return false;
-  if (now - p.phase_started >= kWaitMaxNs) return true;
+  if (now < p.deadline) return false;  // no /proc read before the first 2 s are up
   const std::uint64_t waited = longest_runqueue_wait(pid);
   const std::uint64_t extra = waited > p.waited_at_phase ? waited - p.waited_at_phase : 0;
-  if (now < p.phase_started + kWaitNs + extra) {
-    p.deadline = p.phase_started + kWaitNs + extra;
-    return false;
-  }
-  return true;
+  if (handshake_phase_over(p.phase_started, now, extra)) return true;
+  p.deadline = std::min(p.phase_started + kWaitNs + extra, p.phase_started + kWaitMaxNs);
+  return false;
 }
 
 // One step of a handshake, never waiting: its buffer (found among the
