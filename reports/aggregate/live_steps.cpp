@@ -1,5 +1,7 @@
 #include "reports/aggregate/live_steps.h"
 
+#include <string_view>
+
 #include "user/model/record_dispatch.h"
 
 namespace lt {
@@ -10,12 +12,8 @@ constexpr std::size_t kMaxOpen = 4096;  // actions open at once in one process: 
 // A Trainer run's last hooks (Trainer._run: on_fit_end, then the teardown
 // hooks of the callbacks, the module and the datamodule; validate, test
 // and predict end in teardown too).
-bool ends_a_run(const std::string& name) {
-  for (const char* hook : {".on_fit_end", ".teardown"}) {
-    const std::size_t n = std::char_traits<char>::length(hook);
-    if (name.size() >= n && name.compare(name.size() - n, n, hook) == 0) return true;
-  }
-  return false;
+bool ends_a_run(std::string_view name) {
+  return name.ends_with(".on_fit_end") || name.ends_with(".teardown");
 }
 }  // namespace
 

@@ -11,14 +11,6 @@ namespace lt {
 
 namespace {
 
-std::string ms(double v) {
-  return finding_ms(v);
-}
-
-std::string pct(double share) {
-  return finding_pct(share);
-}
-
 // CUDA API calls that make the calling thread wait for the device: the
 // synchronize calls (stream, device, event) and the synchronous copies
 // (cudaMemcpy, cudaMemcpy2D, ...: not the Async ones), whatever CUPTI's
@@ -79,12 +71,14 @@ void gpu_findings(const ProcessActions& p, const ProcessSteps& s, const GpuRepor
     for (std::size_t i = 0; i < by.size() && i < 3; ++i) {
       char b[64];
       std::snprintf(b, sizeof b, " (%.1f per step, ", by[i].second.first / n);
-      calls += (calls.empty() ? "" : ", ") + utf8_text(by[i].first) + b + ms(by[i].second.second / n) + "/step)";
+      calls +=
+          (calls.empty() ? "" : ", ") + utf8_text(by[i].first) + b + finding_ms(by[i].second.second / n) + "/step)";
     }
     out.push_back({"host-device sync", p.meta.pid, wait_ms / n, wait_ms / total,
-                   "the training loop waits for the GPU " + ms(wait_ms / n) + " per step, " + pct(wait_ms / total) +
-                       " of it, in " + calls + "; the GPU runs nothing for " + pct((idle - idle_fetch) / total) +
-                       " of the step time outside the dataloader (" + steps + ")",
+                   "the training loop waits for the GPU " + finding_ms(wait_ms / n) + " per step, " +
+                       finding_pct(wait_ms / total) + " of it, in " + calls + "; the GPU runs nothing for " +
+                       finding_pct((idle - idle_fetch) / total) + " of the step time outside the dataloader (" + steps +
+                       ")",
                    "avoid .item(), .cpu(), .tolist(), print(tensor) and Python branches on GPU tensors inside the "
                    "step (each waits for the GPU); log tensors (self.log keeps them on the device), check values "
                    "every N steps, copy with non_blocking=True"});
@@ -107,10 +101,10 @@ void gpu_findings(const ProcessActions& p, const ProcessSteps& s, const GpuRepor
     char kernels[96];
     std::snprintf(kernels, sizeof kernels, "%.0f kernels per step, median %.1f us", per_step, median_us);
     out.push_back({launch_bound ? "launch-bound" : "gpu-idle", p.meta.pid, idle_rest / n, idle_rest / total,
-                   "the GPU runs nothing for " + ms(idle_rest / n) + " per step, " + pct(idle_rest / total) +
-                       " of it, outside the dataloader; most of it (" + pct(idle_by_part[most] / idle_rest) +
-                       ") while the loop runs the " + step_part_label(static_cast<StepPart>(most)) + "; " + kernels +
-                       " (" + steps + ")",
+                   "the GPU runs nothing for " + finding_ms(idle_rest / n) + " per step, " +
+                       finding_pct(idle_rest / total) + " of it, outside the dataloader; most of it (" +
+                       finding_pct(idle_by_part[most] / idle_rest) + ") while the loop runs the " +
+                       step_part_label(static_cast<StepPart>(most)) + "; " + kernels + " (" + steps + ")",
                    launch_bound
                        ? "fewer, larger kernels: CUDA graphs (torch.compile(mode=\"reduce-overhead\")), "
                          "fused ops, a larger batch"

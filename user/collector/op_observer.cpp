@@ -22,7 +22,9 @@
 #include "user/core/errors.h"
 #include "user/inject/inject_library.h"
 #include "user/proc/census.h"
+#include "user/proc/proc_stats.h"
 #include "user/proc/procfs.h"
+#include "user/proc/thread_status.h"
 #include "user/sources/opprobe.h"
 #include "user/text/utf8_text.h"
 #include "user/torch/observer_layouts.h"
@@ -103,17 +105,10 @@ bool has_poll_thread(pid_t pid) {
 // The longest any thread of pid has waited for a CPU (schedstat's run-queue
 // time, ns), so far: what a loaded machine withheld from the job.
 std::uint64_t longest_runqueue_wait(pid_t pid) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = opendir(dir.c_str());
-  if (!d) return 0;
+  const proc::ProcStats stats;
   std::uint64_t most = 0;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream f(dir + "/" + e->d_name + "/schedstat");
-    std::uint64_t on_cpu = 0, waited = 0;
-    if (f >> on_cpu >> waited) most = std::max(most, waited);
-  }
-  closedir(d);
+  for (pid_t tid : proc::task_ids(pid))
+    if (auto t = stats.thread(pid, tid)) most = std::max(most, t->runq_ns);
   return most;
 }
 
