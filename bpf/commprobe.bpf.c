@@ -103,7 +103,7 @@ int lt_comm_enter(struct pt_regs *ctx)
 	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	/* Right behind its COMM in the stream: user space pairs them by thread. */
 	if (stack)
-		emit_stack(0, LT_EV_COMM_STACK, t, 0);
+		emit_stack(0, LT_EV_COMM_STACK, t, 0, 0);
 	return 0;
 }
 

@@ -317,9 +317,10 @@ struct lt_py_sample_event {
 	u64 user_ip; /* user-space instruction pointer (native leaf) */
 	u64 tstate;  /* PyThreadState of the thread, 0 = none */
 	u16 nframes;
-	u16 flags; /* LT_SAMPLE_* */
-	u16 nops;  /* entries used in ops[] */
-	u16 pad;
+	u16 flags;  /* LT_SAMPLE_* */
+	u16 nops;   /* entries used in ops[] */
+	u16 weight; /* PY_SAMPLE: sampling periods (SAMPLER_INFO's period_ns) it
+		     * stands for; 0 (traces before weights, other kinds) = 1 */
 	struct lt_py_frame frames[LT_STACK_MAX];
 	u32 ops[LT_OPS_DEPTH]; /* op indexes (LT_EV_OP_NAME), outermost first */
 };
@@ -767,6 +768,9 @@ struct lt_sampler_info_event {
 };
 #define LT_SAMPLER_ON_CPU 0x1u
 #define LT_SAMPLER_OFF_CPU 0x2u
+/* samples carry weights (lt_py_sample_event.weight): the cheap tier's each
+ * stand for several periods, the escalated ones for one (watch) */
+#define LT_SAMPLER_WEIGHTED 0x4u
 
 /* ------------------------------------------------------------------ */
 /* GPU.  The bridge library (torchbridge/, loaded into the target by
@@ -1025,6 +1029,13 @@ struct lt_py_offsets {
  * stacks are then cut at the outermost frame running its code (watch's
  * cheap tier: a whole-stack walk per action start was most of its cost) */
 #define LT_TARGET_ORIGIN_BY_CODE 0x10000u
+/* sampled by the full-rate perf events, not the cheap ones (watch's
+ * escalation: docs/design-watch.md, "Escalation") */
+#define LT_TARGET_SAMPLE_FULL 0x20000u
+/* lt_sample's attach cookie: the weight of its samples (low 16 bits), and
+ * whether it is the full-rate set (samples LT_TARGET_SAMPLE_FULL targets
+ * only; the other set samples only the targets without it) */
+#define LT_SAMPLE_COOKIE_FULL (1ull << 16)
 
 struct lt_target {
 	struct lt_py_offsets off;

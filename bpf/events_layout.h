@@ -166,7 +166,7 @@ LT_OFFSET(lt_py_sample_event, tstate, 32);
 LT_OFFSET(lt_py_sample_event, nframes, 40);
 LT_OFFSET(lt_py_sample_event, flags, 42);
 LT_OFFSET(lt_py_sample_event, nops, 44);
-LT_OFFSET(lt_py_sample_event, pad, 46);
+LT_OFFSET(lt_py_sample_event, weight, 46);
 LT_OFFSET(lt_py_sample_event, frames, 48);
 LT_OFFSET(lt_py_sample_event, ops, 1584);
 

@@ -157,7 +157,7 @@ static __always_inline int emit_launch(struct pt_regs *ctx, const struct lt_targ
 	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	/* Right behind its launch in the stream: user space pairs them by thread. */
 	if (stack)
-		emit_stack(0, LT_EV_GPU_LAUNCH_STACK, t, 0);
+		emit_stack(0, LT_EV_GPU_LAUNCH_STACK, t, 0, 0);
 	return 0;
 }
 

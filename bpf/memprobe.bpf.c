@@ -110,6 +110,6 @@ int lt_mem_hook(struct pt_regs *ctx)
 	bpf_ringbuf_submit(e, LT_RB_SUBMIT);
 	/* Right behind its MEM in the stream: user space pairs them by thread. */
 	if (stack)
-		emit_stack(0, LT_EV_MEM_STACK, t, 0);
+		emit_stack(0, LT_EV_MEM_STACK, t, 0, 0);
 	return 0;
 }

@@ -30,8 +30,14 @@ int lt_sample(struct bpf_perf_event_data *ctx)
 	struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
 	if (!t || !(t->flags & LT_TARGET_SAMPLE))
 		return 0;
+	/* Two sets of events while a target is escalated (watch): the
+	 * full-rate set samples it, the cheap set everyone else; each sample
+	 * says how many of the full-rate periods it stands for. */
+	u64 cookie = bpf_get_attach_cookie(ctx);
+	if (!(cookie & LT_SAMPLE_COOKIE_FULL) != !(t->flags & LT_TARGET_SAMPLE_FULL))
+		return 0;
 	/* kernel addresses are the upper half on x86-64 */
-	return emit_stack(0, LT_EV_PY_SAMPLE, t, (s64)ctx->regs.ip < 0);
+	return emit_stack(0, LT_EV_PY_SAMPLE, t, (s64)ctx->regs.ip < 0, (u16)cookie);
 }
 
 SEC("tp_btf/sched_switch")
@@ -47,7 +53,7 @@ int BPF_PROG(lt_switch, bool preempt, struct task_struct *prev, struct task_stru
 			u32 tid = prev->pid;
 			u64 now = bpf_ktime_get_ns();
 			bpf_map_update_elem(&lt_offcpu_start, &tid, &now, BPF_ANY);
-			emit_stack(1, LT_EV_OFFCPU_BEGIN, t, 1);
+			emit_stack(1, LT_EV_OFFCPU_BEGIN, t, 1, 0);
 		}
 	}
 	u32 next_tid = next->pid;

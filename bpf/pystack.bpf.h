@@ -104,7 +104,7 @@ static long walk_one(u32 i, struct walk_ctx *c)
 }
 
 /* Builds the current thread's sample in scratch slot `slot` and sends it. */
-static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target *t, int in_kernel)
+static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target *t, int in_kernel, u16 weight)
 {
 	struct scratch *s = bpf_map_lookup_elem(&lt_sample_scratch, &slot);
 	if (!s)
@@ -116,7 +116,7 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 	e->user_ip = regs ? regs->ip : 0;
 	e->nframes = 0;
 	e->flags = in_kernel ? LT_SAMPLE_IN_KERNEL : 0;
-	e->pad = 0;
+	e->weight = weight;
 	e->nops = 0;
 	s->off = t->off;
 	e->tstate = current_thread_state(task, t);

@@ -128,8 +128,16 @@ std::string render_advanced_report(const AdvancedReportInput& in) {
   for (const auto& p : in.stacks->on_cpu) {
     out += "Profile stats for: " + p.name + in.rank_suffix + "\n";
     const std::uint64_t n = p.total_weight();
-    std::string head = "         " + std::to_string(n) + " samples = " + fixed(n * in.period_ns / 1e9, 3) +
-                       " s on-CPU (estimated: one sample every " + fixed(period_ms, 3) + " ms of CPU)";
+    std::uint64_t taken = 0;
+    for (const auto& s : p.stacks) taken += s.count;
+    // Weighted samples (watch: the cheap tier's each stand for several
+    // periods, an escalated target's for one): the periods are the unit.
+    std::string head = taken == n ? "         " + std::to_string(n) + " samples = " + fixed(n * in.period_ns / 1e9, 3) +
+                                        " s on-CPU (estimated: one sample every " + fixed(period_ms, 3) + " ms of CPU)"
+                                  : "         " + std::to_string(taken) + " samples weighing " + std::to_string(n) +
+                                        " periods = " + fixed(n * in.period_ns / 1e9, 3) +
+                                        " s on-CPU (estimated: a period is " + fixed(period_ms, 3) +
+                                        " ms of CPU; stacks were sampled at two rates)";
     if (auto t = in.action_time.find(p.name); t != in.action_time.end())
       head += " while innermost; the action ran " + std::to_string(t->second.calls) + " time(s), " +
               fixed(t->second.seconds, 3) + " s in total";

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "reports/aggregate/py_symbols.h"
+#include "reports/aggregate/sample_weight.h"
 #include "user/model/record_dispatch.h"
 
 namespace lt {
@@ -88,14 +89,14 @@ struct LoggingAggregator::State {
       epoch = symbols.epoch();
       is_logging.clear();
     }
-    ++out.sampled[h.pid];
+    out.sampled[h.pid] += sample_weight(e);
     const std::size_t n = std::min<std::size_t>(e.nframes, LT_STACK_MAX);
     // frames[0] is the leaf: the outermost logging frame is the entry.
     for (std::size_t i = n; i-- > 0;) {
       if (!logging(h.pid, e.frames[i])) continue;
       const StackFrame entry = symbols.frame(h.pid, e.frames[i]);
       LoggingSample s{h.ts_ns, h.tid, name(entry.function + " (" + std::string(base_name(entry.file)) + ")"),
-                      LoggingReport::kNoCaller};
+                      LoggingReport::kNoCaller, static_cast<std::uint32_t>(sample_weight(e))};
       if (i + 1 < n) {
         const StackFrame caller = symbols.frame(h.pid, e.frames[i + 1]);
         s.caller =

@@ -24,6 +24,7 @@ struct LoggingSample {
   std::uint32_t tid = 0;
   std::uint32_t entry = 0;  // the outermost logging frame ("LightningModule.log (module.py:512)"): LoggingReport::names
   std::uint32_t caller = 0;  // the frame that called it (its call site), or kNoCaller
+  std::uint32_t weight = 1;  // sampling periods it stands for (sample_weight.h)
 };
 
 struct LoggingReport {

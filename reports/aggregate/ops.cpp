@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "reports/aggregate/ops_state.h"
+#include "reports/aggregate/sample_weight.h"
 #include "user/model/record_dispatch.h"
 #include "user/text/utf8_text.h"
 
@@ -233,17 +234,18 @@ void OpAggregator::State::on_sample(const lt_event_header& h, const lt_py_sample
   p.last_ts = std::max(p.last_ts, h.ts_ns);
   const std::uint16_t nops = std::min<std::uint16_t>(e.nops, LT_OPS_DEPTH);
   const std::uint32_t* ops = e.ops;
-  p.sink().samples++;
+  const std::uint64_t w = sample_weight(e);  // periods, as every count below
+  p.sink().samples += w;
   if (e.flags & LT_SAMPLE_IN_PROBE) {
     // Time in our own probe handlers is our overhead: charging it to
     // the op being entered would inflate tiny ops.
-    p.sink().in_probe++;
+    p.sink().in_probe += w;
     return;
   }
   // A sample an op or a module call holds is not the action's self
   // (torch: a record's self leaves out its children's time).
   const bool in_module = charge_modules(p, h.tid, e, nops);
-  if ((nops > 0 || in_module) && !action.empty()) p.covered_samples[{h.tid, action}]++;
+  if ((nops > 0 || in_module) && !action.empty()) p.covered_samples[{h.tid, action}] += w;
   if (auto r = p.running.find(h.tid); r != p.running.end()) close_from(p, r->second, nops, h.ts_ns);
   if (nops == 0) return;
   // Grouped by shapes, a row is an (op, shapes) pair: the records'
@@ -259,10 +261,10 @@ void OpAggregator::State::on_sample(const lt_event_header& h, const lt_py_sample
     // Recursion (an op calling itself) counts once toward total.
     if (std::find(seen, seen + nseen, id) == seen + nseen) {
       seen[nseen++] = id;
-      p.sink().row(id).total++;
+      p.sink().row(id).total += w;
     }
   }
-  p.sink().row(id_at(nops - 1)).self++;
+  p.sink().row(id_at(nops - 1)).self += w;
 }
 
 void OpAggregator::State::on_module_name(const lt_event_header& h, const lt_module_name_event& e) {

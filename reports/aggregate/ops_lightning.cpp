@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "reports/aggregate/ops_state.h"
+#include "reports/aggregate/sample_weight.h"
 
 namespace lt {
 
@@ -181,9 +182,9 @@ bool OpAggregator::State::charge_modules(Proc& p, std::uint32_t tid, const lt_py
   for (const auto& m : st)
     if (nseen < 64 && std::find(seen, seen + nseen, m.row) == seen + nseen) {
       seen[nseen++] = m.row;
-      p.sink().row(m.row).total++;
+      p.sink().row(m.row).total += sample_weight(e);
     }
-  if (!st.empty() && nops == 0) p.sink().row(st.back().row).self++;
+  if (!st.empty() && nops == 0) p.sink().row(st.back().row).self += sample_weight(e);
   return !st.empty();
 }
 

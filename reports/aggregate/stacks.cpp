@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "reports/aggregate/py_symbols.h"
+#include "reports/aggregate/sample_weight.h"
 #include "reports/aggregate/stack_cut.h"
 #include "user/model/record_dispatch.h"
 
@@ -106,7 +107,7 @@ struct StackAggregator::State {
       key.append(reinterpret_cast<const char*>(&o.depth), sizeof o.depth);
     }
     if (auto it = b.by_raw.find(key); it != b.by_raw.end()) {
-      b.out.stacks[it->second.stack].weight += 1;
+      b.out.stacks[it->second.stack].weight += sample_weight(e);
       b.out.stacks[it->second.stack].count += 1;
       ps.unknown_frames += it->second.unknown_frames;
       ps.freed_at_exit_frames += it->second.freed_at_exit_frames;
@@ -115,7 +116,7 @@ struct StackAggregator::State {
     }
     const std::uint64_t unknown_before = ps.unknown_frames, freed_before = ps.freed_at_exit_frames;
     const std::uint64_t uncut_before = ps.uncut;
-    const std::size_t stack = b.add(frames_of(e, ps), 1);
+    const std::size_t stack = b.add(frames_of(e, ps), sample_weight(e));
     b.by_raw.emplace(
         std::move(key),
         Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before),

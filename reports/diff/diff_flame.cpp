@@ -20,7 +20,7 @@ void DiffFlameBuilder::add(int side, const ActionsReport& actions, const LineSam
     if (it == by_pid.end() || train.empty()) continue;
     for (const LineSamples::Sample* s : it->second) {
       if (!step_at(train, s->ts_ns)) continue;  // not in a train step
-      const auto w = static_cast<double>(samples.period_ns);
+      const auto w = static_cast<double>(samples.period_ns) * s->weight;
       ++samples_[side];
       Node* n = &root_;
       n->ns[side] += w;

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "reports/aggregate/kernel_names.h"
+#include "reports/aggregate/sample_weight.h"
 #include "reports/aggregate/steps.h"
 #include "user/model/record_dispatch.h"
 #include "user/text/code_points.h"
@@ -71,7 +72,7 @@ void collect_lines(const LineSamples& ls, std::uint32_t pid, const std::vector<S
     if (!i) continue;
     auto& v = to[ls.lines[smp.line]];
     v.resize(total, 0.0);
-    v[first + *i] += static_cast<double>(ls.period_ns) / 1e9;
+    v[first + *i] += static_cast<double>(ls.period_ns) * smp.weight / 1e9;
   }
 }
 
@@ -88,7 +89,7 @@ void collect_stacks(const LineSamples& ls, std::uint32_t pid, const std::vector<
       v = &to[stack_key(ls, smp.stack)];
       v->resize(total, 0.0);
     }
-    (*v)[first + *i] += static_cast<double>(ls.period_ns) / 1e9;
+    (*v)[first + *i] += static_cast<double>(ls.period_ns) * smp.weight / 1e9;
   }
 }
 
@@ -357,26 +358,27 @@ void OpCalls::probed_at(const lt_event_header& h) {
 
 void LineSamples::add(const lt_event_header& h, const std::byte* p) {
   symbols_.add(h, p);
-  visit_record(h, p,
-               overloaded{[&](const lt_event_header&, const lt_sampler_info_event& e) {
-                            if (e.flags & LT_SAMPLER_ON_CPU) period_ns = e.period_ns;
-                          },
-                          [&](const lt_event_header& h, const lt_py_sample_event& e) {
-                            if (h.kind != LT_EV_PY_SAMPLE || !e.nframes || (e.flags & LT_SAMPLE_IN_PROBE)) return;
-                            const std::uint32_t line = name_index(symbols_.frame(h.pid, e.frames[0]));  // the innermost
-                            std::uint32_t stack = 0;
-                            if (keep_stacks_) {
-                              const std::size_t n = std::min<std::size_t>(e.nframes, LT_STACK_MAX);
-                              std::vector<std::uint32_t> frames(n);
-                              for (std::size_t i = 0; i < n; ++i)
-                                frames[n - 1 - i] = i == 0 ? line : name_index(symbols_.frame(h.pid, e.frames[i]));
-                              auto [it, fresh] = stack_index_.try_emplace(std::move(frames),
-                                                                          static_cast<std::uint32_t>(stacks.size()));
-                              if (fresh) stacks.push_back(it->first);
-                              stack = it->second;
-                            }
-                            samples.push_back({h.pid, line, h.ts_ns, stack});
-                          }});
+  visit_record(
+      h, p,
+      overloaded{[&](const lt_event_header&, const lt_sampler_info_event& e) {
+                   if (e.flags & LT_SAMPLER_ON_CPU) period_ns = e.period_ns;
+                 },
+                 [&](const lt_event_header& h, const lt_py_sample_event& e) {
+                   if (h.kind != LT_EV_PY_SAMPLE || !e.nframes || (e.flags & LT_SAMPLE_IN_PROBE)) return;
+                   const std::uint32_t line = name_index(symbols_.frame(h.pid, e.frames[0]));  // the innermost
+                   std::uint32_t stack = 0;
+                   if (keep_stacks_) {
+                     const std::size_t n = std::min<std::size_t>(e.nframes, LT_STACK_MAX);
+                     std::vector<std::uint32_t> frames(n);
+                     for (std::size_t i = 0; i < n; ++i)
+                       frames[n - 1 - i] = i == 0 ? line : name_index(symbols_.frame(h.pid, e.frames[i]));
+                     auto [it, fresh] =
+                         stack_index_.try_emplace(std::move(frames), static_cast<std::uint32_t>(stacks.size()));
+                     if (fresh) stacks.push_back(it->first);
+                     stack = it->second;
+                   }
+                   samples.push_back({h.pid, line, h.ts_ns, stack, static_cast<std::uint32_t>(sample_weight(e))});
+                 }});
 }
 
 std::uint32_t LineSamples::name_index(const StackFrame& f) {

@@ -108,7 +108,8 @@ class LineSamples {
   struct Sample {
     std::uint32_t pid, line;  // line: index in `lines`
     std::uint64_t ts_ns;
-    std::uint32_t stack = 0;  // index in `stacks` (keep_stacks)
+    std::uint32_t stack = 0;   // index in `stacks` (keep_stacks)
+    std::uint32_t weight = 1;  // sampling periods it stands for (sample_weight.h)
   };
   std::vector<std::string> lines;  // "function (file:line)": the innermost frames', and with keep_stacks every frame's
   std::vector<Sample> samples;

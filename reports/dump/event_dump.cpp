@@ -14,8 +14,9 @@ namespace {
 
 // The five stack kinds (samples, off-CPU, launch, allocation, collective).
 void dump_sample(const lt_event_header&, const lt_py_sample_event& e, std::ostream& out) {
-  out << " ip=0x" << std::hex << e.user_ip << " tstate=0x" << e.tstate << std::dec << " flags=" << e.flags
-      << " frames=" << e.nframes;
+  out << " ip=0x" << std::hex << e.user_ip << " tstate=0x" << e.tstate << std::dec << " flags=" << e.flags;
+  if (e.weight) out << " weight=" << e.weight;
+  out << " frames=" << e.nframes;
   for (unsigned i = 0; i < e.nframes && i < LT_STACK_MAX; ++i)
     out << " 0x" << std::hex << e.frames[i].code << std::dec << "@" << e.frames[i].lasti;
   if (e.nops) out << " ops=";

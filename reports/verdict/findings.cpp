@@ -303,7 +303,7 @@ void gc_pauses(const ProcessActions& p, const ProcessSteps& s, double total_ms, 
 void logging_cost(const ProcessActions& p, const ProcessSteps& s, double total_ms, const LoggingReport& lg,
                   const std::vector<LoggingSample>& samples, std::vector<Finding>& out) {
   const auto& t = s.train;
-  std::size_t k = 0, count = 0;
+  std::size_t k = 0, count = 0, periods = 0;
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> by_site;  // (entry, caller) -> samples
   for (const auto& x : samples) {
     if (s.tid && x.tid != s.tid) continue;  // another thread's logging is not the step's time
@@ -311,9 +311,10 @@ void logging_cost(const ProcessActions& p, const ProcessSteps& s, double total_m
     if (k == t.size()) break;
     if (x.ts_ns < t[k].begin_ns) continue;  // between two steps
     ++count;
+    periods += x.weight;
     ++by_site[{x.entry, x.caller}];
   }
-  const double period_ms = static_cast<double>(lg.period_ns) / 1e6, ms = static_cast<double>(count) * period_ms;
+  const double period_ms = static_cast<double>(lg.period_ns) / 1e6, ms = static_cast<double>(periods) * period_ms;
   if (count < kLoggingMinSamples || ms / total_ms < kLogging) return;
   auto top = by_site.begin();
   for (auto it = by_site.begin(); it != by_site.end(); ++it)

@@ -221,6 +221,36 @@ def test_a_trigger_escalates_to_exact_ops_for_its_window(watched):
     assert not outside, (outside[:5], intervals)
 
 
+def test_a_trigger_samples_its_stacks_at_the_capture_rate_for_its_window(watched):
+    # Escalated, the process's stacks come from the full-rate perf events
+    # (99 Hz, each sample one period), the cheap tier's at a fifth of that
+    # (each weighing 5): the slow step's capture holds both, its SAMPLER_INFO
+    # says the samples are weighted, and its Advanced report counts periods.
+    err, pid = watched["err"], watched["pid"]
+    assert f"watch: escalated: pid {pid}: stacks at 99 Hz" in err, err
+    assert f"watch: back to the cheap tier: pid {pid}: stacks at the cheap rate" in err, err
+    first = captures_of(watched, "slow-step")[0]
+    out = os.path.join(first, "dump.txt")
+    r = subprocess.run([LTRACE, "report", os.path.join(first, "trace.ltrace"), "--report", "simple", "--dump", out],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 13), r.stderr[-2000:]
+    lines = open(out).read().splitlines()
+    info = [x for x in lines if " sampler_info " in x]
+    assert info and "rate=99 period_ns=10101010" in info[0] and int(info[0].split("flags=")[1]) & 4, info
+    weights = {}
+    for x in lines:
+        f = x.split()
+        if len(f) > 2 and f[2] == "py_sample" and f[1].startswith(f"{pid}/"):
+            w = [t for t in f if t.startswith("weight=")]
+            assert w, x  # every sample of a weighted trace says its weight
+            weights.setdefault(int(w[0][7:]), []).append(int(f[0]))
+    assert set(weights) == {1, 5}, {k: len(v) for k, v in weights.items()}
+    # The window begins on the cheap tier and ends escalated.
+    assert max(weights[1]) > min(weights[5]), weights
+    reports = open(os.path.join(first, "reports.txt")).read()
+    assert " periods = " in reports and "stacks were sampled at two rates" in reports, reports[:3000]
+
+
 def test_the_stall_is_captured_with_the_threads_at_that_moment(watched):
     stall = captures_of(watched, "stall")
     assert len(stall) == 1, watched["captures"]

@@ -223,6 +223,48 @@ TEST(AdvancedReport, LineRestrictionFollowsPstats) {
   EXPECT_FALSE(parse_line_restriction(""));
 }
 
+// watch: the cheap tier's samples each stand for several periods, an
+// escalated target's for one (and a weight of 0, a trace from before
+// weights, for one): times are periods, the sample counts stay counts.
+TEST(Stacks, WeightedSamplesCountTheirPeriods) {
+  Stream s;
+  s.sampler(10 * ms);
+  s.code(0x100, "main", "/w/train.py", 1);
+  s.code(0x200, "Model.training_step", "/w/train.py", 20);
+  s.line(0x100, 4, 9);
+  s.line(0x200, 4, 22);
+  s.action(LT_EV_ACTION_BEGIN, 1 * ms, 1, 0xb, "[Strategy]S.training_step");
+  auto weighed = [&](std::uint64_t ts, std::vector<std::uint64_t> frames, std::uint16_t weight) {
+    lt_py_sample_event e{};
+    e.hdr = {LT_EV_PY_SAMPLE, sizeof e, kPid, 1, 0, ts};
+    e.weight = weight;
+    e.nframes = static_cast<u16>(frames.size());
+    for (std::size_t i = 0; i < frames.size(); ++i) e.frames[frames.size() - 1 - i] = {frames[i], 4, 7};
+    s.feed(e);
+  };
+  weighed(2 * ms, {0x100, 0x200}, 5);  // the cheap tier
+  weighed(3 * ms, {0x100, 0x200}, 1);  // escalated (the same raw stack: cached)
+  weighed(4 * ms, {0x100}, 0);         // no weight: 1
+  s.action(LT_EV_ACTION_END, 5 * ms, 1, 0xb);
+  s.actions.finish();
+  auto rep = s.stacks.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);
+  auto* step = profile(rep.processes[0].on_cpu, "[Strategy]S.training_step");
+  ASSERT_TRUE(step);
+  EXPECT_EQ(step->total_weight(), 7u);
+  std::uint64_t taken = 0;
+  for (const auto& st : step->stacks) taken += st.count;
+  EXPECT_EQ(taken, 3u);
+  AdvancedReportInput in;
+  in.stacks = &rep.processes[0];
+  in.period_ns = 10 * ms;
+  const std::string text = render_advanced_report(in);
+  EXPECT_NE(text.find("         3 samples weighing 7 periods = 0.070 s on-CPU (estimated: a period is 10.000 ms of "
+                      "CPU; stacks were sampled at two rates)\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(AdvancedReport, GoldenLayout) {
   StackProfile p;
   p.name = "[Strategy]S.training_step";

@@ -305,6 +305,9 @@ int cmd_watch(Options& opts) {
   // CPython's GC probes (two probe hits per collection, where the build has
   // them), /proc and NVML samples. No op probes, no GPU bridge.
   so.sample_rate_hz = opts.rate_hz ? opts.rate_hz : 19;
+  // Escalated, a profile's rate (its own perf events; every sample says how
+  // many full-rate periods it stands for).
+  so.escalated_rate_hz = opts.capture_rate_hz;
   // Each action start names its opening frame without walking the whole
   // stack for its depth (measured: ~3 us of BPF per builtin_next hit, over
   // half of the cheap tier's step-time cost); the captures' stacks are cut

@@ -454,6 +454,12 @@ const OptionSpec kOptions[] = {
    .help = "...and this much after it (default 10s); written within a tick of that window's end",
    .store = [](Options& o, const std::string& v) { o.capture_after_s = parse_span(v, "capture-after"); },
    .example = "5s", .passed_on = true},
+  {.name = "capture-rate", .arg = "HZ", .commands = kWatchOwn,
+   .help = "an escalated process's stack samples per second, in a capture's after-window (default 99; "
+           "the --rate of the cheap tier, 19, is rounded to a whole fraction of it)",
+   .store = [](Options& o, const std::string& v) {
+     o.capture_rate_hz = static_cast<unsigned>(parse_long(v, 0, 10000, "--capture-rate: expected 0..10000"));
+   }, .example = "999", .passed_on = true},
   {.name = "max-captures", .arg = "N", .commands = kWatchOwn,
    .help = "captures kept in DIR/captures (default 50): the oldest are removed, and said",
    .store = [](Options& o, const std::string& v) {

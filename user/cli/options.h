@@ -109,6 +109,7 @@ struct Options {
   double memory_growth_pct = 50, memory_window_s = 600;
   std::uint64_t memory_floor_bytes = 256ull << 20;
   double capture_before_s = 60, capture_after_s = 10;
+  unsigned capture_rate_hz = 99;  // watch: escalated stacks per second (0: the cheap rate)
   unsigned max_captures = 50, max_per_day = 20;
   bool capture_now = false;  // watch --capture-now: ask the running watcher for a capture
   bool dump_now = false;     // watch --dump-now: ask it for a dump of --pid PID

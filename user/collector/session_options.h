@@ -41,7 +41,10 @@ struct SessionOptions {
   double duration_s = 0;  // 0: until signal or targets exit
   bool verbose = false;
   unsigned sample_rate_hz = 0;  // Python stack samples per second per thread (0: off)
-  bool off_cpu = false;         // record blocking (sched_switch) with stacks
+  // watch: an escalated target's samples per second (Session::escalate);
+  // 0, or not over sample_rate_hz: the same rate as the others.
+  unsigned escalated_rate_hz = 0;
+  bool off_cpu = false;  // record blocking (sched_switch) with stacks
   // Action starts name their opening frame without its depth, so stacks
   // are cut at the outermost frame running its code (LT_TARGET_ORIGIN_BY_CODE:
   // watch's cheap tier; LTRACE_BPF_ORIGIN_BY_CODE=1 for the tests).

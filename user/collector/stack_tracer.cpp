@@ -46,11 +46,12 @@ proc::NativeSymbols::Renamer inductor_leaf_names() {
 
 StackTracer::StackTracer(const TracerContext& ctx)
     : ctx_(ctx),
-      source_(
-          std::make_unique<PySampleSource>(ctx.proctrack, ctx.opts.sample_rate_hz, ctx.opts.off_cpu, ctx.op_stacks_fd)),
+      source_(std::make_unique<PySampleSource>(ctx.proctrack, ctx.opts.sample_rate_hz, ctx.opts.off_cpu,
+                                               ctx.op_stacks_fd, ctx.opts.escalated_rate_hz)),
       natives_(std::make_unique<proc::NativeSymbols>(ctx.emit, inductor_leaf_names())) {
+  const unsigned rate = source_->weighted() ? ctx.opts.escalated_rate_hz : ctx.opts.sample_rate_hz;
   const auto info =
-      sampler_info_record(source_->period_ns(), ctx.opts.sample_rate_hz, ctx.opts.off_cpu, monotonic_ns());
+      sampler_info_record(source_->period_ns(), rate, ctx.opts.off_cpu, monotonic_ns(), source_->weighted());
   ctx.emit(&info, sizeof info);
 }
 
@@ -66,10 +67,34 @@ void StackTracer::fill_target(pid_t pid, lt_target& t) const {
     return v && *v == '1';
   }();
   if (ctx_.opts.origin_by_code || by_code_asked) t.flags |= LT_TARGET_ORIGIN_BY_CODE;
+  if (full_rate_.count(pid)) t.flags |= LT_TARGET_SAMPLE_FULL;
+}
+
+// watch's escalation: the target's stacks at the full rate (its own set of
+// perf events, opened while any target has it), or back at the cheap one.
+// The events first, then the flag; the flag off, then the events.
+std::string StackTracer::escalate(pid_t pid, bool on) {
+  if (!source_ || !source_->weighted() || !ctx_.targets.tsd(pid)) return "";
+  if (on == static_cast<bool>(full_rate_.count(pid))) return "";
+  if (on) {
+    try {
+      source_->set_full_rate(true);
+    } catch (const Error& e) {
+      return std::string("stacks at the cheap rate (the full-rate sampler: ") + e.what() + ")";
+    }
+    full_rate_.insert(pid);
+  } else {
+    full_rate_.erase(pid);
+  }
+  if (ctx_.retarget) ctx_.retarget(pid);
+  if (!on && full_rate_.empty()) source_->set_full_rate(false);
+  return on ? "stacks at " + std::to_string(ctx_.opts.escalated_rate_hz) + " Hz" : "stacks at the cheap rate";
 }
 
 void StackTracer::forget(pid_t pid) {
   natives_->forget(pid);
+  full_rate_.erase(pid);
+  if (full_rate_.empty() && source_) source_->set_full_rate(false);
 }
 
 void StackTracer::observe(const lt_event_header& h, std::span<const std::byte> record) {

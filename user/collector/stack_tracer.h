@@ -6,6 +6,7 @@
 // entry in the target table: those whose thread states BPF can find.
 #pragma once
 #include <memory>
+#include <set>
 
 #include "user/collector/tracer.h"
 
@@ -24,12 +25,14 @@ class StackTracer final : public Tracer {
   void fill_target(pid_t pid, lt_target& t) const override;
   void forget(pid_t pid) override;
   void observe(const lt_event_header& h, std::span<const std::byte> record) override;
+  std::string escalate(pid_t pid, bool on) override;
   void detach() override;
 
  private:
   const TracerContext& ctx_;
   std::unique_ptr<PySampleSource> source_;
   std::unique_ptr<proc::NativeSymbols> natives_;
+  std::set<pid_t> full_rate_;  // escalated: sampled at escalated_rate_hz
 };
 
 }  // namespace lt

@@ -5,9 +5,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <utility>
 
+#include "bpf/events.h"
 #include "pysample.skel.h"
 #include "user/sources/bpf_errors.h"
 
@@ -32,7 +35,8 @@ void SkeletonDestroy<lt_pysample>::operator()(lt_pysample* s) const {
   lt_pysample__destroy(s);
 }
 
-PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu, int op_stacks_fd)
+PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, bool off_cpu, int op_stacks_fd,
+                               unsigned full_rate_hz)
     : skel_(lt_pysample__open()) {
   if (!skel_) throw bpf_error("open pysample", errno);
   // Without the shared maps the sampler would run on private ones and
@@ -49,28 +53,53 @@ PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, 
   if (int err = lt_pysample__load(skel_.get())) throw bpf_error("load pysample", -err);
   if (rate_hz > 0) {
     period_ns_ = 1'000'000'000ull / rate_hz;
-    int ncpu = libbpf_num_possible_cpus();
-    for (int cpu = 0; cpu < ncpu; ++cpu) {
-      int fd = open_cpu_clock(cpu, period_ns_);
-      if (fd < 0) {
-        if (errno == ENODEV) continue;  // possible but offline
-        const int err = errno;
-        throw bpf_error("open a cpu-clock perf event on CPU " + std::to_string(cpu), err);
-      }
-      perf_fds_.emplace_back(fd);
-      LinkPtr link(bpf_program__attach_perf_event(skel_->progs.lt_sample, fd));
-      if (!link) {
-        const int err = errno;
-        throw bpf_error("attach the stack sampler on CPU " + std::to_string(cpu), err);
-      }
-      links_.push_back(std::move(link));
+    if (full_rate_hz > rate_hz) {
+      // One unit of weight is the full rate's period; the cheap events tick
+      // at a whole number of them (19 Hz under 99 Hz: 5, so 19.8 Hz).
+      full_rate_ = true;
+      period_ns_ = 1'000'000'000ull / full_rate_hz;
+      cheap_weight_ = std::clamp<unsigned>(
+          static_cast<unsigned>(std::lround(static_cast<double>(full_rate_hz) / rate_hz)), 1, 0xffff);
     }
+    cheap_ = open_per_cpu(period_ns_ * cheap_weight_, cheap_weight_);
   }
   if (off_cpu) {
     LinkPtr link(bpf_program__attach(skel_->progs.lt_switch));
     if (!link) throw bpf_error("attach sched_switch", errno);
     links_.push_back(std::move(link));
   }
+}
+
+std::vector<std::pair<OwnedFd, LinkPtr>> PySampleSource::open_per_cpu(std::uint64_t period_ns, std::uint64_t cookie) {
+  std::vector<std::pair<OwnedFd, LinkPtr>> out;
+  const int ncpu = libbpf_num_possible_cpus();
+  for (int cpu = 0; cpu < ncpu; ++cpu) {
+    const int fd = open_cpu_clock(cpu, period_ns);
+    if (fd < 0) {
+      if (errno == ENODEV) continue;  // possible but offline
+      const int err = errno;
+      throw bpf_error("open a cpu-clock perf event on CPU " + std::to_string(cpu), err);
+    }
+    OwnedFd owned(fd);
+    bpf_perf_event_opts opts{};
+    opts.sz = sizeof opts;
+    opts.bpf_cookie = cookie;
+    LinkPtr link(bpf_program__attach_perf_event_opts(skel_->progs.lt_sample, fd, &opts));
+    if (!link) {
+      const int err = errno;
+      throw bpf_error("attach the stack sampler on CPU " + std::to_string(cpu), err);
+    }
+    out.emplace_back(std::move(owned), std::move(link));
+  }
+  return out;
+}
+
+void PySampleSource::set_full_rate(bool on) {
+  if (!full_rate_ || on == !full_.empty()) return;
+  if (on)
+    full_ = open_per_cpu(period_ns_, 1 | LT_SAMPLE_COOKIE_FULL);
+  else
+    full_.clear();
 }
 
 PySampleSource::~PySampleSource() = default;
