@@ -1,7 +1,9 @@
 #include "reports/dump/event_dump.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <sstream>
 
 #include "user/model/action_name.h"
 #include "user/model/record_dispatch.h"
@@ -24,12 +26,31 @@ void dump_sample(const lt_event_header&, const lt_py_sample_event& e, std::ostre
 }
 }  // namespace
 
+// A record's text on one line whatever its strings hold (a command line
+// from `python -c` has newlines): control characters as \n, \r, \t or \xNN.
+static std::string one_line(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+      continue;
+    }
+    char esc[8];
+    std::snprintf(esc, sizeof esc, "\\x%02x", u);
+    out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : esc;
+  }
+  return out;
+}
+
 void dump_events(const Trace& trace, std::ostream& to) {
   // Names, command lines and messages are the target's bytes: the lines are
   // valid UTF-8 text all the same (user/text/utf8_text.h).
   Utf8TextBuf text(to.rdbuf());
-  std::ostream out(&text);
+  std::ostream sink(&text);
   trace.for_each([&](const lt_event_header& h, const std::byte* p) {
+    std::ostringstream out;  // one record, then on one line (one_line)
     out << h.ts_ns << " " << h.pid << "/" << h.tid << " " << record_dump_name(h.kind);
     auto field = [](const char* f, std::size_t cap) {  // one record per line: newlines as \n
       std::string t;
@@ -215,10 +236,10 @@ void dump_events(const Trace& trace, std::ostream& to) {
                   << " error=" << gc.c.error_ns;
             },
             [&](const lt_event_header& r, const lt_py_sample_event& e) { dump_sample(r, e, out); }});
-    out << "\n";
+    sink << one_line(out.str()) << "\n";
   });
   text.finish();
-  if (!out) to.setstate(std::ios::badbit);
+  if (!sink) to.setstate(std::ios::badbit);
 }
 
 }  // namespace lt

@@ -353,6 +353,31 @@ def test_a_user_asks_the_watcher_about_their_own_jobs_only(tmp_path):
         assert lt.wait(timeout=120) == 0, err.read_text()
         caps = glob.glob(os.path.join(wdir, "captures", "*-request"))
         assert len(caps) == 1 and f"-{mine}-" in os.path.basename(caps[0]), caps
+        # ...and it is theirs: its files belong to them (its directory stays
+        # root's), they read it without sudo, and it holds their process
+        # only, though the watcher recorded all three in that window.
+        files = os.listdir(caps[0])
+        assert "trace.ltrace" in files and "reports.txt" in files, files
+        assert all(os.lstat(os.path.join(caps[0], f)).st_uid == NOBODY for f in files), files
+        assert os.lstat(caps[0]).st_uid == 0
+        theirs = os.path.join(base, "theirs")
+        os.mkdir(theirs)
+        os.chown(theirs, NOBODY, NOBODY)
+        dumped = os.path.join(theirs, "dump.txt")
+        r = subprocess.run(as_user(NOBODY) + [LTRACE, "report", os.path.join(caps[0], "trace.ltrace"), "--report",
+                                              "simple", "--dump", dumped], capture_output=True, text=True,
+                           timeout=120, cwd="/")
+        assert r.returncode in (0, 13), r.stderr
+        pids = {int(x.split()[1].split("/")[0]) for x in open(dumped) if len(x.split()) > 2}
+        assert mine in pids and not pids & {jobs["root"].pid, jobs["other"].pid}, pids
+        ring_pids = set()
+        for seg in glob.glob(os.path.join(wdir, "ring", "seg-*.ltrace")):
+            out = os.path.join(base, "seg.txt")
+            subprocess.run([LTRACE, "report", seg, "--report", "simple", "--dump", out], capture_output=True,
+                           timeout=120)
+            ring_pids |= {int(x.split()[1].split("/")[0]) for x in open(out) if len(x.split()) > 2}
+        assert {jobs["root"].pid, jobs["other"].pid} <= ring_pids, ring_pids  # the filter had something to leave out
+        assert f"asked for by uid {NOBODY}" in err.read_text()
     finally:
         if lt and lt.poll() is None:
             lt.kill()

@@ -30,7 +30,7 @@ Options parse(std::vector<std::string> args) {
 
 // The least each command needs to parse, before the option under test;
 // an option that only applies to a mode of its command (cluster's dump,
-// the agent's --dump-threads) gets that mode's.
+// the agent's --dump-threads and --capture-via) gets that mode's.
 std::vector<std::string> base_args(const CommandSpec& c, const OptionSpec& o) {
   std::vector<std::string> a;
   if (*c.name) a.push_back(c.name);
@@ -45,7 +45,7 @@ std::vector<std::string> base_args(const CommandSpec& c, const OptionSpec& o) {
       a.insert(a.end(), {"a.ltrace", "b.ltrace"});
       break;
     case Options::Command::agent:
-      if (std::strcmp(o.name, "dump-threads") == 0)
+      if (std::strcmp(o.name, "dump-threads") == 0 || std::strcmp(o.name, "capture-via") == 0)
         a.insert(a.end(), {"--job-env", "A=1"});
       else
         a.insert(a.end(), {"--job-env", "A=1", "-o", "x.ltrace"});

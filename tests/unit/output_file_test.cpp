@@ -57,6 +57,34 @@ TEST(OutputFile, RefusesLinksFifosAndOthersFiles) {
   std::system(("rm -rf " + d).c_str());
 }
 
+// A user's capture, written by root, is handed to them: its plain files
+// only; a link someone planted there (to a file of root's) and a file with
+// another hard link stay as they were.
+TEST(OutputFile, GivesOnlyPlainFilesOfADirectoryToAUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "chown needs root";
+  const std::string d = temp_dir(), outside = temp_dir();
+  std::ofstream(d + "/trace.ltrace") << "t";
+  std::ofstream(d + "/reports.txt") << "r";
+  std::ofstream(outside + "/roots") << "precious";
+  ASSERT_EQ(symlink((outside + "/roots").c_str(), (d + "/link").c_str()), 0);
+  ASSERT_EQ(link((outside + "/roots").c_str(), (d + "/hard").c_str()), 0);
+  ASSERT_EQ(mkdir((d + "/sub").c_str(), 0755), 0);
+  EXPECT_EQ(lt::give_files_to(d, 65534), 2u);
+  auto owner = [](const std::string& p) {
+    struct stat st {};
+    lstat(p.c_str(), &st);
+    return st.st_uid;
+  };
+  EXPECT_EQ(owner(d + "/trace.ltrace"), 65534u);
+  EXPECT_EQ(owner(d + "/reports.txt"), 65534u);
+  EXPECT_EQ(owner(outside + "/roots"), 0u);
+  EXPECT_EQ(owner(d + "/link"), 0u);
+  EXPECT_EQ(owner(d + "/sub"), 0u);
+  EXPECT_EQ(owner(d), 0u);
+  EXPECT_THROW(lt::give_files_to(d + "/link", 65534), lt::Error);  // not through a link either
+  std::system(("rm -rf " + d + " " + outside).c_str());
+}
+
 TEST(OutputFile, ReplacesOrAppendsOurOwn) {
   const std::string d = temp_dir();
   std::ofstream(d + "/out") << "old contents that are longer";

@@ -243,6 +243,21 @@ TEST(RankEnv, RecordInDumpAndProcessMeta) {
   EXPECT_EQ(rep2.processes[0].meta.group_rank, -1);
 }
 
+// `python -c "..."`: a command line with newlines (and a tab) is still one
+// dump line, the characters escaped.
+TEST(RankEnv, ACommandLineWithNewlinesIsOneDumpLine) {
+  lt::Trace trace;
+  lt::lt_proc_info_event pi{};
+  pi.hdr = {lt::LT_EV_PROC_INFO, sizeof pi, 42, 42, 0, 5};
+  std::strcpy(pi.cmdline, "python3 -c import os\n\tos.getpid()\r");
+  trace.append(pi);
+  std::ostringstream out;
+  lt::dump_events(trace, out);
+  const std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find(" cmd=python3 -c import os\\n\\tos.getpid()\\r\n"), std::string::npos) << text;
+}
+
 TEST(RankEnv, HostnameOfProcessInOurNamespace) {
   EXPECT_EQ(lt::proc::process_hostname(getpid()), own_hostname());
   // A process that does not exist: our own name.

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -281,6 +282,29 @@ TEST(FlightRing, KeepsItsTimeAndAWindowHasTheNamesFromBeforeIt) {
     ++events;
   }
   EXPECT_EQ(events, 21u);  // 55.0, 55.1, ..., 57.0
+}
+
+// A user's capture: only their processes' records (and those of no
+// process) go in, the names of others' code too stay out.
+TEST(FlightRing, AWindowForOneUserHoldsOnlyTheProcessesKept) {
+  TempDir d;
+  FlightRingOptions o;
+  o.dir = d.path;
+  FlightRing ring(o);
+  feed(ring, code_record(7, 1 * s));
+  feed(ring, code_record(8, 1 * s));
+  for (std::uint64_t t = 2 * s; t < 3 * s; t += 100 * ms) {
+    feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "mine", t));
+    feed(ring, action(LT_EV_ACTION_BEGIN, 8, t, "theirs", t));
+    ring.tick(t);
+  }
+  const std::string out = d.path + "/window.ltrace";
+  ring.write_window(out, 2 * s, 3 * s, {}, [](std::uint32_t pid) { return pid == 7; });
+  std::map<std::uint32_t, std::size_t> by_pid;
+  tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) { ++by_pid[h.pid]; });
+  EXPECT_EQ(by_pid.count(8), 0u);
+  EXPECT_EQ(by_pid[7], 11u);  // its name and its 10 actions
+  EXPECT_EQ(by_pid[0], 2u);   // the window's two WINDOW records
 }
 
 TEST(FlightRing, KeepsItsBytes) {
@@ -608,7 +632,8 @@ TEST(RequestServer, RequestsReachTheirHandlersAndBadOnesAreOneLine) {
   const std::string path = d.path + "/watch.sock";
   std::vector<pid_t> captures;
   RequestServer::Handlers h;
-  h.capture = [&](pid_t pid) {
+  h.capture = [&](pid_t pid, std::optional<uid_t> for_uid) {
+    EXPECT_FALSE(for_uid) << "root's capture is no one user's";
     captures.push_back(pid);
     return RequestServer::Answer{true, "asked", ""};
   };

@@ -14,6 +14,7 @@
 #include "user/cli/report_set.h"
 #include "user/cli/stop_signals.h"
 #include "user/cluster/agent.h"
+#include "user/cluster/agent_capture.h"
 #include "user/cluster/agent_dump.h"
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/gpu_tracer.h"
@@ -240,6 +241,11 @@ void check_run(Options& o) {
 }
 
 void check_agent(Options& o) {
+  if (!o.agent_capture_via.empty()) {
+    if (o.job_env.empty() || !o.output.empty() || !o.pids.empty() || o.agent_dump)
+      throw Error(ExitCode::usage, "agent --capture-via DIR finds its processes by --job-env and writes to stdout");
+    return;
+  }
   if (o.agent_dump) {
     if (o.job_env.empty()) throw Error(ExitCode::usage, "agent --dump-threads needs --job-env KEY=VALUE");
     if (!o.output.empty() || !o.pids.empty())
@@ -262,6 +268,8 @@ int cmd_run(Options& opts) {
 }
 int cmd_agent(Options& opts) {
   if (opts.agent_dump) return cluster::run_agent_dump(opts.job_env, opts.wait_s, opts.duration_s, opts.verbose);
+  if (!opts.agent_capture_via.empty())
+    return cluster::run_agent_capture(opts.job_env, opts.wait_s, opts.agent_capture_via, opts.verbose);
   return attach(opts);
 }
 

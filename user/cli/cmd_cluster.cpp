@@ -1,12 +1,14 @@
 // `ltrace-bpf cluster`: one agent per node of a Slurm job (user/cluster/coordinator.h);
 // `cluster ... dump`: every rank's threads now and a hang verdict (user/cluster/cluster_dump.h);
-// `cluster ... watch`: a watcher on every node (user/cluster/cluster_watch.h).
+// `cluster ... watch`: a watcher on every node (user/cluster/cluster_watch.h);
+// `cluster ... capture`: every rank captured by its node's watcher (user/cluster/cluster_capture.h).
 #include <iostream>
 
 #include "user/cli/builtin.h"
 #include "user/cli/cli_table.h"
 #include "user/cli/cluster_dump_output.h"
 #include "user/cli/stop_signals.h"
+#include "user/cluster/cluster_capture.h"
 #include "user/cluster/cluster_dump.h"
 #include "user/cluster/cluster_watch.h"
 #include "user/cluster/coordinator.h"
@@ -32,6 +34,13 @@ void check_cluster(Options& o) {
   for (const auto& [name, commands] : o.agent_arg_specs)
     if (!(commands & command_bit(Options::Command::agent)))
       throw Error(ExitCode::usage, name + " applies to watch: cluster --slurm-job ID watch " + name + " ...");
+  if (o.cluster_capture) {
+    if (!o.output.empty() || !o.agent_args.empty() || o.gather != "auto" || !o.clock_addr.empty() || o.json)
+      throw Error(ExitCode::usage,
+                  "cluster ... capture asks each node's watcher: it takes --dir (the watchers'), --nodes, --agent, "
+                  "--wait and -v");
+    return;
+  }
   if (o.cluster_dump) {
     if (!o.output.empty() || !o.agent_args.empty() || o.gather != "auto" || !o.clock_addr.empty())
       throw Error(ExitCode::usage,
@@ -74,6 +83,13 @@ int cluster_dump(Options& opts) {
 int cmd_cluster(Options& opts) {
   install_stop_signals(true);
   if (opts.cluster_dump) return cluster_dump(opts);
+  if (opts.cluster_capture) {
+    cluster::ClusterCaptureOptions cc;
+    take_job_nodes(opts, cc);
+    cc.wait_s = opts.wait_s;
+    cc.watcher_dir = opts.watch_dir;
+    return cluster::run_cluster_capture(cc, stop_requested());
+  }
   if (opts.cluster_watch) {
     cluster::ClusterWatchOptions cw;
     take_job_nodes(opts, cw);

@@ -227,7 +227,7 @@ int cmd_watch(Options& opts) {
   // Requests from the socket (its own thread): captures go to the drain's
   // tick, as a signal's do; dumps are answered there and then.
   std::mutex asked_mutex;
-  std::vector<pid_t> asked_captures;
+  std::vector<std::pair<pid_t, std::optional<uid_t>>> asked_captures;  // pid, for whom
   gid_t admin_gid = static_cast<gid_t>(-1);
   if (!opts.admin_group.empty()) {
     const group* g = getgrnam(opts.admin_group.c_str());
@@ -235,15 +235,16 @@ int cmd_watch(Options& opts) {
     admin_gid = g->gr_gid;
   }
   RequestServer::Handlers handlers;
-  handlers.capture = [&](pid_t pid) {
+  handlers.capture = [&](pid_t pid, std::optional<uid_t> for_uid) {
     {
       std::lock_guard lock(asked_mutex);
-      asked_captures.push_back(pid);
+      asked_captures.emplace_back(pid, for_uid);
     }
     wake_loop();
     return RequestServer::Answer{true,
                                  "a capture of " + (pid ? "pid " + std::to_string(pid) : std::string("every process")) +
-                                     " is asked; it lands in " + opts.watch_dir + "/captures",
+                                     " is asked; it lands in " + opts.watch_dir + "/captures" +
+                                     (for_uid ? " (your processes only, its files yours)" : ""),
                                  ""};
   };
   handlers.dump = [](pid_t pid) {
@@ -332,7 +333,7 @@ int cmd_watch(Options& opts) {
     if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
     {
       std::lock_guard lock(asked_mutex);
-      for (pid_t pid : std::exchange(asked_captures, {})) watcher.request(pid, now);
+      for (const auto& [pid, for_uid] : std::exchange(asked_captures, {})) watcher.request(pid, now, for_uid);
     }
     watcher.tick(now);
     escalation_tick(now);

@@ -30,8 +30,10 @@ const CommandSpec kCommands[] = {
    "report reads a trace file: {} does not apply", false, check_report, cmd_report},
   {"run", C::run, "ltrace-bpf run [options] -- COMMAND [ARGS...]", "launch COMMAND under ltrace-bpf",
    "run launches its own target: {} does not apply", false, check_run, cmd_run},
-  {"cluster", C::cluster, "ltrace-bpf cluster --slurm-job ID (-o DIR [options] | dump [--json] | watch [watch options])",
-   "every rank of a running Slurm job: traces, (dump) every rank's threads now and a hang verdict, or (watch) a watcher on every node",
+  {"cluster", C::cluster,
+   "ltrace-bpf cluster --slurm-job ID (-o DIR [options] | dump [--json] | watch [watch options] | capture [--dir DIR])",
+   "every rank of a running Slurm job: traces, (dump) every rank's threads now and a hang verdict, (watch) a watcher "
+   "on every node, or (capture) every rank captured by its node's watcher, for the job's owner too",
    "cluster finds every rank itself: {} does not apply", false, check_cluster, cmd_cluster},
   {"dump", C::dump, "ltrace-bpf dump --pid PID ... [--children] [--json]",
    "every thread's Python stack, state and native leaf now, without stopping the process",

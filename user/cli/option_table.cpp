@@ -32,7 +32,8 @@ constexpr CommandSet kWatch = command_bit(C::watch);
 constexpr CommandSet kWatchOwn = kWatch | command_bit(C::cluster);
 
 constexpr const char* kClusterOnly = "--slurm-job, --nodes, --gather, --agent and --clock-addr apply to cluster";
-constexpr const char* kAgentOnly = "--clock-server, --stream, --shared-marker and --dump-threads apply to agent";
+constexpr const char* kAgentOnly =
+    "--clock-server, --stream, --shared-marker, --dump-threads and --capture-via apply to agent";
 constexpr const char* kMergeOnly = "--merge and --chrome-dir apply to report: ltrace-bpf report DIR --merge";
 
 long parse_long(const std::string& s, long lo, long hi, const std::string& error) {
@@ -391,6 +392,11 @@ const OptionSpec kOptions[] = {
   {.name = "shared-marker", .arg = "F", .commands = command_bit(C::agent),
    .help = "stream unless file F is visible here",
    .store = [](Options& o, const std::string& v) { o.shared_marker = v; }, .example = "m",
+   .refusal = kAgentOnly},
+  {.name = "capture-via", .arg = "DIR", .commands = command_bit(C::agent),
+   .help = "ask the node's watcher on DIR (DIR/NODE/watch.sock, else DIR/watch.sock) for a capture of each rank "
+           "here (cluster ... capture), instead of recording",
+   .store = [](Options& o, const std::string& v) { o.agent_capture_via = v; }, .example = "/tmp/w",
    .refusal = kAgentOnly},
   {.name = "dump-threads", .commands = command_bit(C::agent),
    .help = "dump the node's ranks twice, --duration apart, as status lines (cluster ... dump), instead of recording",

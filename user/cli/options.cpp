@@ -143,14 +143,19 @@ Options parse_options(int argc, char** argv) {
         (o.diff_vs ? o.diff_b : o.diff_a).push_back(optarg);
         continue;
       }
-      if (o.command == Options::Command::cluster && !o.cluster_dump && !o.cluster_watch &&
+      if (o.command == Options::Command::cluster && !o.cluster_dump && !o.cluster_watch && !o.cluster_capture &&
           std::strcmp(optarg, "dump") == 0) {
         o.cluster_dump = true;
         continue;
       }
-      if (o.command == Options::Command::cluster && !o.cluster_dump && !o.cluster_watch &&
+      if (o.command == Options::Command::cluster && !o.cluster_dump && !o.cluster_watch && !o.cluster_capture &&
           std::strcmp(optarg, "watch") == 0) {
         o.cluster_watch = true;
+        continue;
+      }
+      if (o.command == Options::Command::cluster && !o.cluster_dump && !o.cluster_watch && !o.cluster_capture &&
+          std::strcmp(optarg, "capture") == 0) {
+        o.cluster_capture = true;
         continue;
       }
       if (o.command == Options::Command::ps) throw usage_error(refusal(cmd, table[0], optarg));

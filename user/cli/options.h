@@ -71,10 +71,12 @@ struct Options {
   bool launch_stacks = false;  // --launch-stacks: the Python stack of each launch (at most one per ms per thread)
   bool device_stats = false;   // --device-stats: NVML + /proc samples per action
   bool verbose = false;
-  bool json = false;           // dump, cluster ... dump: one JSON document instead of text
-  bool cluster_dump = false;   // cluster --slurm-job N dump: every rank's threads and a hang verdict
-  bool cluster_watch = false;  // cluster --slurm-job N watch: a watcher on every node
-  bool agent_dump = false;     // agent --dump-threads: the node's ranks dumped twice (--duration apart), not recorded
+  bool json = false;              // dump, cluster ... dump: one JSON document instead of text
+  bool cluster_dump = false;      // cluster --slurm-job N dump: every rank's threads and a hang verdict
+  bool cluster_watch = false;     // cluster --slurm-job N watch: a watcher on every node
+  bool cluster_capture = false;   // cluster --slurm-job N capture: every rank captured by its node's watcher
+  std::string agent_capture_via;  // agent --capture-via DIR: the node's ranks asked of its watcher there
+  bool agent_dump = false;  // agent --dump-threads: the node's ranks dumped twice (--duration apart), not recorded
   std::string dump_path;
   bool merge = false;                  // report DIR --merge: several trace files (nodes) as one job
   std::string chrome_dir;              // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)

@@ -10,6 +10,7 @@
 
 #include "user/cluster/agent.h"
 #include "user/cluster/dump_lines.h"
+#include "user/cluster/job_ranks.h"
 #include "user/core/errors.h"
 #include "user/proc/procfs.h"
 #include "user/proc/rank_env.h"
@@ -54,16 +55,11 @@ int run_agent_dump(const std::vector<std::pair<std::string, std::string>>& job_e
   gethostname(host, sizeof host - 1);
   agent_say("hello", {{"host", host}, {"pid", std::to_string(getpid())}});
   std::string why;
-  const auto roots = wait_for_job_processes(job_env, wait_s, &why);
-  if (roots.empty()) {
+  const std::vector<pid_t> pids = job_process_trees(job_env, wait_s, &why);
+  if (pids.empty()) {
     agent_say("failed", {{"error", "--job-env: " + why}});
     throw Error(ExitCode::no_such_process, "--job-env: " + why);
   }
-  std::vector<pid_t> pids = roots;
-  for (pid_t r : roots)
-    for (pid_t c : proc::descendants(r)) pids.push_back(c);
-  std::sort(pids.begin(), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
 
   proc::NativeNamer namer;
   auto first = read_all(pids, namer, verbose);
@@ -76,28 +72,14 @@ int run_agent_dump(const std::vector<std::pair<std::string, std::string>>& job_e
   } else {
     second = std::move(first);
   }
-  // A launcher (torchrun under srun) has only SLURM_PROCID, its node's
-  // index, while its children have RANK: it is not a rank itself, and
-  // taking it for one would hide the real rank (the launcher's pid is lower).
-  std::map<pid_t, std::map<std::string, std::string>> environ;
-  for (const auto& [pid, r] : second) environ[pid] = proc::read_environ(pid);
-  auto explicit_rank = [&](pid_t pid) {
-    const auto& e = environ[pid];
-    for (const char* k : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
-      if (auto it = e.find(k); it != e.end() && proc::parse_env_number(it->second) >= 0) return true;
-    return false;
-  };
-  auto launcher = [&](pid_t pid) {
-    if (explicit_rank(pid)) return false;
-    for (pid_t c : proc::descendants(pid))
-      if (second.count(c) && explicit_rank(c)) return true;
-    return false;
-  };
+  std::vector<pid_t> read;
+  for (const auto& [pid, r] : second) read.push_back(pid);
+  const auto rank_envs = ranks_of(read);
   std::string ranks;
   for (auto& [pid, r] : second) {
     RankProcess p;
-    const auto env = proc::parse_rank_env(environ[pid]);
-    p.rank = launcher(pid) ? -1 : env.rank;
+    const auto& env = rank_envs.at(pid);
+    p.rank = env.rank;
     p.world_size = env.world_size;
     p.dump = std::move(r.dump);
     if (auto it = first.find(pid); interval_s > 0 && it != first.end()) {

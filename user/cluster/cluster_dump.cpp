@@ -1,8 +1,5 @@
 #include "user/cluster/cluster_dump.h"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,7 +9,7 @@
 #include <iostream>
 
 #include "user/cluster/agent_protocol.h"
-#include "user/cluster/line_pipe.h"
+#include "user/cluster/node_steps.h"
 #include "user/cluster/slurm_job.h"
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
@@ -26,12 +23,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Agent {
   NodeDump result;
-  pid_t srun = -1;
-  int out = -1, err = -1;
-  std::string out_buf, err_buf, last_err;
+  std::string last_err;
   DumpLineReader reader;
-  bool killed = false;
-  int status = -1;
 };
 
 void handle_line(Agent& a, const std::string& line, bool is_err) {
@@ -59,10 +52,6 @@ void handle_line(Agent& a, const std::string& line, bool is_err) {
   }
 }
 
-void drain(Agent& a, int& fd, std::string& buf, bool is_err) {
-  drain_lines(fd, buf, [&](std::string line) { handle_line(a, line, is_err); });
-}
-
 }  // namespace
 
 std::vector<RankProcess> ClusterDump::by_rank() const {
@@ -81,70 +70,39 @@ ClusterDump gather_cluster_dump(const ClusterDumpOptions& opt, const std::atomic
   const std::vector<std::string> nodes = chosen_nodes(job, opt.nodes);
   const std::string agent = node_binary(opt.agent_path);
   std::vector<Agent> as(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    Agent& a = as[i];
-    a.result.node = nodes[i];
-    const std::vector<std::string> argv = {agent,
-                                           "agent",
-                                           "--dump-threads",
-                                           "--job-env",
-                                           "SLURM_JOB_ID=" + job.id.substr(0, job.id.find('_')),
-                                           "--job-env",
-                                           "SLURMD_NODENAME=" + a.result.node,
-                                           "--wait",
-                                           fixed(opt.wait_s, 3),
-                                           "--duration",
-                                           fixed(opt.interval_s, 3)};
-    const auto srun = agent_srun_argv(opt.srun, job.id, a.result.node, argv);
-    a.srun = spawn_srun(srun, opt.verbose, a.out, a.err);
-    if (a.srun < 0) a.result.error = "cannot run " + opt.srun + ": " + std::strerror(errno);
-  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) as[i].result.node = nodes[i];
+  auto argv_of = [&](const std::string& node) {
+    return std::vector<std::string>{agent,
+                                    "agent",
+                                    "--dump-threads",
+                                    "--job-env",
+                                    "SLURM_JOB_ID=" + job.id.substr(0, job.id.find('_')),
+                                    "--job-env",
+                                    "SLURMD_NODENAME=" + node,
+                                    "--wait",
+                                    fixed(opt.wait_s, 3),
+                                    "--duration",
+                                    fixed(opt.interval_s, 3)};
+  };
   // An agent reads twice and exits: one still running long after its wait
   // and interval (a step that never started, a node that hangs) is ended.
   const auto limit = std::chrono::duration<double>(30 + opt.wait_s + opt.interval_s);
-  for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<std::size_t, bool>> who;
-    for (std::size_t i = 0; i < as.size(); ++i) {
-      if (as[i].out >= 0) fds.push_back({as[i].out, POLLIN, 0}), who.push_back({i, false});
-      if (as[i].err >= 0) fds.push_back({as[i].err, POLLIN, 0}), who.push_back({i, true});
-    }
-    if (fds.empty()) break;
-    const bool late = Clock::now() - t0 > limit;
-    for (auto& a : as) {
-      if (a.srun <= 0 || a.killed || (a.out < 0 && a.err < 0) || !(late || stop.load())) continue;
-      if (a.result.error.empty())
-        a.result.error = stop.load() ? "stopped" : "no answer within " + fixed(limit.count(), 0) + " s";
-      kill(-a.srun, SIGKILL);  // its own process group (spawn_piped): srun and its step
-      a.killed = true;
-    }
-    const int r = poll(fds.data(), fds.size(), 200);
-    if (r < 0 && errno != EINTR) throw Error(ExitCode::io, std::string("poll: ") + std::strerror(errno));
-    for (std::size_t k = 0; k < fds.size() && r > 0; ++k) {
-      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Agent& a = as[who[k].first];
-      if (who[k].second)
-        drain(a, a.err, a.err_buf, true);
-      else
-        drain(a, a.out, a.out_buf, false);
-    }
-  }
+  const auto steps = run_node_steps(
+      opt, job, nodes, argv_of,
+      [&](std::size_t i, const std::string& line, bool is_err) { handle_line(as[i], line, is_err); }, limit, stop,
+      step_user_for(job));  // a user's job: its owner reads their own processes
   ClusterDump cd;
   cd.job_id = job.id;
   cd.nodelist = job.nodelist;
-  for (auto& a : as) {
-    if (a.srun > 0) {
-      int st = 0;
-      while (waitpid(a.srun, &st, 0) < 0 && errno == EINTR) {
-      }
-      a.status = st;
-    }
-    const bool exited_ok = a.status >= 0 && WIFEXITED(a.status) && WEXITSTATUS(a.status) == 0;
-    if (a.result.error.empty() && (!exited_ok || !a.result.done))
-      a.result.error = "its agent ended without a dump (" +
-                       (WIFEXITED(a.status) ? "exit status " + std::to_string(WEXITSTATUS(a.status))
-                                            : "signal " + std::to_string(WTERMSIG(a.status))) +
-                       (a.last_err.empty() ? "" : ": " + a.last_err) + ")";
+  for (std::size_t i = 0; i < as.size(); ++i) {
+    auto& a = as[i];
+    const auto& s = steps[i];
+    if (a.result.error.empty() && !s.start_error.empty()) a.result.error = s.start_error;
+    if (a.result.error.empty() && s.killed)
+      a.result.error = stop.load() ? "stopped" : "no answer within " + fixed(limit.count(), 0) + " s";
+    if (a.result.error.empty() && (!s.exited_ok() || !a.result.done))
+      a.result.error =
+          "its agent ended without a dump (" + s.ended() + (a.last_err.empty() ? "" : ": " + a.last_err) + ")";
     a.result.processes = std::move(a.reader.processes());
     for (auto& p : a.result.processes) p.node = a.result.node;
     cd.nodes.push_back(std::move(a.result));

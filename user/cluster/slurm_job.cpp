@@ -1,6 +1,8 @@
 #include "user/cluster/slurm_job.h"
 
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "user/cluster/subprocess.h"
@@ -131,6 +134,11 @@ SlurmJob query_slurm_job(const std::string& job_id, const std::string& scontrol)
     job.state = f["JobState"];
     job.nodelist = f["NodeList"];
     if (f.count("NumTasks")) job.num_tasks = std::atoi(f["NumTasks"].c_str());
+    auto id_of = [](const std::string& v) {  // "name(1000)" -> 1000
+      return v.find('(') == std::string::npos ? -1L : std::strtol(v.c_str() + v.find('(') + 1, nullptr, 10);
+    };
+    job.uid = id_of(f["UserId"]);
+    job.gid = id_of(f["GroupId"]);
     break;
   }
   if (job.state != "RUNNING")
@@ -157,6 +165,25 @@ std::vector<std::string> agent_srun_argv(const std::string& srun, const std::str
                                 "--unbuffered"};
   a.insert(a.end(), agent_argv.begin(), agent_argv.end());
   return a;
+}
+
+std::optional<RunAs> step_user_for(const SlurmJob& job) {
+  if (geteuid() != 0 || job.uid <= 0) return std::nullopt;
+  RunAs as{static_cast<uid_t>(job.uid), static_cast<gid_t>(job.gid >= 0 ? job.gid : job.uid), {}};
+  passwd pw{}, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(as.uid, &pw, buf.data(), buf.size(), &found) == 0 && found) {
+    if (job.gid < 0) as.gid = pw.pw_gid;
+    int n = 64;
+    as.groups.resize(static_cast<std::size_t>(n));
+    if (getgrouplist(pw.pw_name, as.gid, as.groups.data(), &n) < 0) {
+      as.groups.resize(static_cast<std::size_t>(n));
+      getgrouplist(pw.pw_name, as.gid, as.groups.data(), &n);
+    }
+    as.groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+  }
+  if (as.groups.empty()) as.groups.push_back(as.gid);
+  return as;
 }
 
 std::vector<std::string> chosen_nodes(const SlurmJob& job, const std::vector<std::string>& wanted) {

@@ -3,8 +3,11 @@
 // nodes, and the srun line that starts one agent on one node of it.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "user/cluster/subprocess.h"
 
 namespace lt::cluster {
 
@@ -24,6 +27,8 @@ struct SlurmJob {
   std::string nodelist;  // NodeList, compressed (node[1-4])
   std::vector<std::string> nodes;
   int num_tasks = -1;  // NumTasks; -1 unknown
+  long uid = -1;       // UserId=name(uid): whose job it is; -1 unknown
+  long gid = -1;       // GroupId=name(gid)
 };
 
 // `scontrol show job -o ID` output -> its KEY=VALUE fields (pure).  Values
@@ -47,6 +52,12 @@ bool valid_job_id(const std::string& id);
 // so the agent neither waits for free CPUs nor takes any from the ranks.
 std::vector<std::string> agent_srun_argv(const std::string& srun, const std::string& job_id, const std::string& node,
                                          const std::vector<std::string>& agent_argv);
+
+// Who must start a step of `job` when we are root and the job is a user's:
+// Slurm starts no one else's step in a user's job, root's included (and
+// srun --uid's steps fail with "Invalid job credential"), so srun runs as
+// the owner (their gid and groups). Nothing otherwise.
+std::optional<RunAs> step_user_for(const SlurmJob& job);
 
 // Runs argv, returns its stdout; throws lt::Error(slurm) naming argv[0]
 // when it cannot run, or exits non-zero (with its stderr's first line).

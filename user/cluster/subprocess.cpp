@@ -1,6 +1,7 @@
 #include "user/cluster/subprocess.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,7 +13,7 @@
 
 namespace lt::cluster {
 
-pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err) {
+pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err, const RunAs* as) {
   int o[2], e[2];
   if (pipe2(o, O_CLOEXEC) != 0) return -1;
   if (pipe2(e, O_CLOEXEC) != 0) {
@@ -39,6 +40,11 @@ pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err) {
     if (devnull >= 0) dup2(devnull, 0);
     dup2(o[1], 1);
     dup2(e[1], 2);
+    if (as && (setgroups(as->groups.size(), as->groups.data()) != 0 || setgid(as->gid) != 0 || setuid(as->uid) != 0 ||
+               chdir("/") != 0)) {
+      std::fprintf(stderr, "cannot become uid %u: %s\n", static_cast<unsigned>(as->uid), std::strerror(errno));
+      _exit(126);
+    }
     execvp(args[0], args.data());
     std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
     _exit(127);
@@ -55,13 +61,13 @@ pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err) {
   return pid;
 }
 
-pid_t spawn_srun(const std::vector<std::string>& argv, bool verbose, int& out, int& err) {
+pid_t spawn_srun(const std::vector<std::string>& argv, bool verbose, int& out, int& err, const RunAs* as) {
   if (verbose) {
     std::string line;
     for (const auto& s : argv) line += (line.empty() ? "" : " ") + s;
-    std::cerr << "ltrace-bpf: cluster: " << line << "\n";
+    std::cerr << "ltrace-bpf: cluster: " << (as ? "as uid " + std::to_string(as->uid) + ": " : "") << line << "\n";
   }
-  return spawn_piped(argv, out, err);
+  return spawn_piped(argv, out, err, as);
 }
 
 std::string node_binary(const std::string& agent_path) {

@@ -1,7 +1,9 @@
 #include "user/core/output_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "user/core/errors.h"
 
@@ -211,6 +214,29 @@ void OutputFile::close() {
 
 void note_written(const std::string& path) {
   std::cerr << "ltrace-bpf: wrote " << path << "\n";
+}
+
+std::size_t give_files_to(const std::string& dir, uid_t uid) {
+  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) throw Error(ExitCode::io, "cannot open " + dir + ": " + std::strerror(errno));
+  DIR* d = fdopendir(dfd);
+  if (!d) {
+    const int e = errno;
+    close(dfd);
+    throw Error(ExitCode::io, "cannot read " + dir + ": " + std::strerror(e));
+  }
+  gid_t gid = static_cast<gid_t>(-1);  // unchanged, when the user has no passwd entry
+  passwd pw{}, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) gid = pw.pw_gid;
+  std::size_t n = 0;
+  while (dirent* e = readdir(d)) {
+    struct stat st {};
+    if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) continue;
+    if (fchownat(dfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) == 0) ++n;
+  }
+  closedir(d);
+  return n;
 }
 
 }  // namespace lt

@@ -10,6 +10,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstddef>
 #include <ext/stdio_filebuf.h>
 #include <memory>
 #include <optional>
@@ -40,6 +41,14 @@ int open_output_fd(const std::string& path, OutputMode mode, OutputAccess access
 // mkdir -p for an output directory; what it creates belongs to the invoking
 // user.  Throws lt::Error(io).
 void make_output_dirs(const std::string& dir);
+
+// Hands the plain files directly in `dir` (not links, not directories, not
+// files with other hard links) to `uid` and its primary group: a capture
+// asked by a user, written by root into root's directory, becomes theirs.
+// The directory itself stays ours (a user's directory would let them plant
+// links where we write next). Returns how many files changed hands; throws
+// lt::Error(io) when `dir` cannot be opened.
+std::size_t give_files_to(const std::string& dir, uid_t uid);
 
 // The same as a std::ostream.  close() flushes and throws lt::Error(io) if
 // anything could not be written.

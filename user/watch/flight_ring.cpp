@@ -141,12 +141,14 @@ std::uint64_t FlightRing::oldest_ns() const {
 }
 
 std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns,
-                                       const std::vector<std::vector<std::byte>>& frame) {
+                                       const std::vector<std::vector<std::byte>>& frame,
+                                       const std::function<bool(std::uint32_t pid)>& keep) {
   if (writer_) writer_->flush();
   names_->flush();
   tracefile::TraceWriter out(path);
   std::uint64_t n = 0;
   auto copy = [&](const lt_event_header& h, const std::byte* p) {
+    if (keep && h.pid && !keep(h.pid)) return;
     out.append(p, h.size);
     ++n;
   };

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -48,8 +49,11 @@ class FlightRing {
   // The window [from, to] as one trace file at `path` (owner-only); returns
   // its records. Throws lt::Error(io | unsafe_output).
   // `frame`: records of the window's own (STEP_BASE), after its opening WINDOW.
+  // `keep`: which processes' records go in (records of no process, pid 0,
+  // always do); none: every one.
   std::uint64_t write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns,
-                             const std::vector<std::vector<std::byte>>& frame = {});
+                             const std::vector<std::vector<std::byte>>& frame = {},
+                             const std::function<bool(std::uint32_t pid)>& keep = {});
   // The segments' bytes on disk now (names.ltrace apart).
   std::uint64_t bytes() const;
   std::uint64_t names_bytes() const;

@@ -149,8 +149,12 @@ void RequestServer::answer(int client) {
     return;
   }
   std::string why;
+  const auto groups = groups_of(who.pid, who.gid);
+  // Root and the admin group see everything; anyone else gets a capture of
+  // their own processes, which is theirs.
+  const bool privileged = request_refusal(who.uid, groups, static_cast<uid_t>(-1), admin_gid_).empty();
   if (pid == 0) {  // every process: not any one user's
-    why = request_refusal(who.uid, groups_of(who.pid, who.gid), 0, admin_gid_);
+    why = request_refusal(who.uid, groups, 0, admin_gid_);
     if (!why.empty()) why = "a capture of every process is for root and the admin group";
   } else {
     struct stat st {};
@@ -158,14 +162,15 @@ void RequestServer::answer(int client) {
       send_all(client, "error no process " + std::to_string(pid) + "\n");
       return;
     }
-    why = request_refusal(who.uid, groups_of(who.pid, who.gid), st.st_uid, admin_gid_);
+    why = request_refusal(who.uid, groups, st.st_uid, admin_gid_);
   }
   if (!why.empty()) {
     send_all(client, "refused " + why + "\n");
     return;
   }
-  const Answer a =
-      verb == "capture" ? handlers_.capture(static_cast<pid_t>(pid)) : handlers_.dump(static_cast<pid_t>(pid));
+  const Answer a = verb == "capture" ? handlers_.capture(static_cast<pid_t>(pid),
+                                                         privileged ? std::nullopt : std::optional<uid_t>(who.uid))
+                                     : handlers_.dump(static_cast<pid_t>(pid));
   send_all(client, std::string(a.ok ? "ok " : "error ") + a.line + "\n" + a.body);
 }
 

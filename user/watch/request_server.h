@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,7 +35,9 @@ class RequestServer {
     std::string body;  // after it (a dump's text)
   };
   struct Handlers {
-    std::function<Answer(pid_t)> capture;  // pid 0: every watched process (root and admins only)
+    // pid 0: every watched process (root and admins only); for_uid: asked
+    // by that user, neither root nor an admin (the capture is to be theirs).
+    std::function<Answer(pid_t, std::optional<uid_t> for_uid)> capture;
     std::function<Answer(pid_t)> dump;
   };
   // Binds `path` (a stale socket there is replaced: the caller holds the

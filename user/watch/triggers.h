@@ -54,6 +54,9 @@ struct Trigger {
   std::uint64_t seen_ns = 0;  // when it was found (a stall: bound past at_ns); 0: at_ns
   std::uint32_t step = 0;     // slow-step: the step's index; stall: steps done
   std::string what;           // one line for people
+  // A user's request (the watcher's socket, not root's nor an admin's):
+  // the capture holds that user's processes only, and is theirs.
+  std::optional<std::uint32_t> for_uid;
 };
 
 class TriggerPolicy {

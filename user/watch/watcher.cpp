@@ -146,7 +146,8 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   // slow step in the first one's after-window; the first's escalation may
   // be what slowed it): that capture holds it; no second one.
   for (const auto& p : pending_)
-    if (p.trigger.pid == t->pid && p.trigger.kind == t->kind && t->at_ns <= p.to_ns) {
+    if (p.trigger.pid == t->pid && p.trigger.kind == t->kind && p.trigger.for_uid == t->for_uid &&
+        t->at_ns <= p.to_ns) {
       std::cerr << "ltrace-bpf: watch: " << trigger_name(t->kind) << ": pid " << t->pid << ": " << t->what
                 << "; in the capture " << p.dir << " already\n";
       ++joined_;
@@ -161,6 +162,7 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   c.to_ns = std::max(c.trigger.at_ns, c.trigger.seen_ns) + o_.after_ns;
   c.dir = o_.ring.dir + "/captures/" + capture_name(c.trigger, c.rank);
   c.trace = c.dir + "/trace.ltrace";
+  add_owned(c);
   try {
     if (on_trigger_) {
       AtTrigger at = on_trigger_(c.trigger);
@@ -333,16 +335,51 @@ std::vector<std::vector<std::byte>> Watcher::step_bases(std::uint64_t from_ns, s
   return out;
 }
 
-void Watcher::request(pid_t pid, std::uint64_t now_ns) {
-  const std::string why = pid ? "asked for (watch --capture-now or SIGUSR1)" : "asked for, for every process";
-  on_trigger(policy_.request(static_cast<std::uint32_t>(pid), now_ns, why));
+void Watcher::request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid) {
+  const std::string why = !pid      ? "asked for, for every process"
+                          : for_uid ? "asked for by uid " + std::to_string(*for_uid) + " (watch --capture-now)"
+                                    : "asked for (watch --capture-now or SIGUSR1)";
+  auto t = policy_.request(static_cast<std::uint32_t>(pid), now_ns, why);
+  if (t && for_uid) t->for_uid = *for_uid;
+  on_trigger(std::move(t));
+}
+
+// A user's capture is theirs once its files are all written.
+static void give_to_requester(const Capture& c) {
+  if (!c.trigger.for_uid) return;
+  try {
+    give_files_to(c.dir, *c.trigger.for_uid);
+  } catch (const Error& e) {
+    std::cerr << "ltrace-bpf: watch: " << c.dir << " stays root's: " << e.what() << "\n";
+  }
+}
+
+void Watcher::add_owned(Capture& c) const {
+  if (!c.trigger.for_uid) return;
+  c.only_pids.insert(c.trigger.pid);
+  for (const auto& [pid, p] : procs_) {
+    struct stat st {};
+    if (stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 && st.st_uid == *c.trigger.for_uid)
+      c.only_pids.insert(pid);
+  }
 }
 
 void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
   c.to_ns = std::min(c.to_ns, now_ns);
   try {
     make_output_dirs(c.dir);
-    c.records = ring_.write_window(c.trace, c.from_ns, c.to_ns, step_bases(c.from_ns, c.to_ns));
+    add_owned(c);  // processes adopted since the trigger too
+    std::function<bool(std::uint32_t)> keep;
+    auto bases = step_bases(c.from_ns, c.to_ns);
+    if (c.trigger.for_uid) {
+      keep = [&c](std::uint32_t pid) { return c.only_pids.count(pid) > 0; };
+      std::erase_if(bases, [&](const std::vector<std::byte>& b) {
+        lt_event_header h;
+        std::memcpy(&h, b.data(), sizeof h);
+        return !keep(h.pid);
+      });
+    }
+    c.records = ring_.write_window(c.trace, c.from_ns, c.to_ns, bases, keep);
     if (!c.at_trigger.empty()) {
       OutputFile f(c.dir + "/threads.txt");
       f.stream() << c.at_trigger;
@@ -358,10 +395,12 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
                               std::cerr << "ltrace-bpf: watch: the reports of " << c.dir << " not written: " << e.what()
                                         << "\n";
                             }
+                            give_to_requester(c);
                             done->store(true);
                           }),
                           done});
     }
+    if (!on_capture_) give_to_requester(c);
     ++captures_written_;
     kept_.push_back(c.dir);
     std::cerr << "ltrace-bpf: watch: wrote " << c.dir << " (" << c.records << " records, "

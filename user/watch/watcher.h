@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,9 @@ struct Capture {
   std::string at_trigger;  // what the caller kept when it fired (threads' stacks of a stall)
   std::string cause;       // ...and the cause it read there (a stall: where its main thread waits)
   std::uint64_t records = 0;
+  // trigger.for_uid: the processes of that user it holds (the others'
+  // records are left out), looked up at the trigger and again at the write.
+  std::set<std::uint32_t> only_pids;
 };
 
 // What the caller keeps of the process at the moment a trigger fires.
@@ -87,7 +91,9 @@ class Watcher {
   // window ending.
   std::uint64_t next_due_ns() const;
   // watch --capture-now / SIGUSR1: pid 0 means every process watched.
-  void request(pid_t pid, std::uint64_t now_ns);
+  // for_uid: a user asked (the socket): the capture holds their processes
+  // only and its files are theirs.
+  void request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid = std::nullopt);
   // The watch ends: steps still open closed, every capture waiting written
   // (its window cut at now).
   void finish(std::uint64_t now_ns);
@@ -117,6 +123,7 @@ class Watcher {
   void write_capture(Capture& c, std::uint64_t now_ns);
   void keep_captures_bounded();
   std::string capture_name(const Trigger& t, int rank) const;
+  void add_owned(Capture& c) const;  // only_pids: the watched processes of trigger.for_uid now
 
   WatchOptions o_;
   OnTrigger on_trigger_;
