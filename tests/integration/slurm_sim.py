@@ -448,6 +448,11 @@ class SlurmSim:
             f"SlurmctldHost={socket.gethostname().split('.')[0]}({self.controller_ip})",
             f"SlurmctldPort={self.ctld_port}",
             f"SlurmdPort={self.slurmd_port}",
+            # Job ids of their own: two simulations at once (two test files
+            # on two workers) share the node names, and ltrace-bpf finds a
+            # job's ranks by SLURM_JOB_ID and SLURMD_NODENAME -- with both
+            # at job 1, one's agents adopted the other's ranks.
+            f"FirstJobId={1 + 1000 * self.idx}",
             "AuthType=auth/munge",
             "CredType=cred/munge",
             # Honoured by auth/munge and cred/munge in daemons and clients alike.

@@ -221,34 +221,37 @@ def test_a_trigger_escalates_to_exact_ops_for_its_window(watched):
     assert not outside, (outside[:5], intervals)
 
 
+def dumped_samples(trace, out):
+    """{pid: [(ts, weight)]} of a trace's PY_SAMPLE records, and its SAMPLER_INFO lines."""
+    r = subprocess.run([LTRACE, "report", trace, "--report", "simple", "--dump", out], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode in (0, 13), r.stderr[-2000:]
+    samples, info = {}, []
+    for x in open(out).read().splitlines():
+        f = x.split()
+        if len(f) > 2 and f[2] == "sampler_info":
+            info.append(x)
+        if len(f) > 2 and f[2] == "py_sample":
+            w = [t for t in f if t.startswith("weight=")]
+            assert w, x  # every sample of a weighted trace says its weight
+            samples.setdefault(int(f[1].split("/")[0]), []).append((int(f[0]), int(w[0][7:])))
+    return samples, info
+
+
 def test_a_trigger_samples_its_stacks_at_the_capture_rate_for_its_window(watched):
     # Escalated, the process's stacks come from the full-rate perf events
     # (99 Hz, each sample one period), the cheap tier's at a fifth of that
-    # (each weighing 5): the slow step's capture holds both, its SAMPLER_INFO
-    # says the samples are weighted, and its Advanced report counts periods.
+    # (each weighing 5; this job sleeps most of its steps, so it has few:
+    # test_a_straggler_rank_is_named_within_20_steps checks them on busy
+    # ranks). The slow step's capture says its samples are weighted.
     err, pid = watched["err"], watched["pid"]
     assert f"watch: escalated: pid {pid}: stacks at 99 Hz" in err, err
     assert f"watch: back to the cheap tier: pid {pid}: stacks at the cheap rate" in err, err
     first = captures_of(watched, "slow-step")[0]
-    out = os.path.join(first, "dump.txt")
-    r = subprocess.run([LTRACE, "report", os.path.join(first, "trace.ltrace"), "--report", "simple", "--dump", out],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode in (0, 13), r.stderr[-2000:]
-    lines = open(out).read().splitlines()
-    info = [x for x in lines if " sampler_info " in x]
+    samples, info = dumped_samples(os.path.join(first, "trace.ltrace"), os.path.join(first, "dump.txt"))
     assert info and "rate=99 period_ns=10101010" in info[0] and int(info[0].split("flags=")[1]) & 4, info
-    weights = {}
-    for x in lines:
-        f = x.split()
-        if len(f) > 2 and f[2] == "py_sample" and f[1].startswith(f"{pid}/"):
-            w = [t for t in f if t.startswith("weight=")]
-            assert w, x  # every sample of a weighted trace says its weight
-            weights.setdefault(int(w[0][7:]), []).append(int(f[0]))
-    assert set(weights) == {1, 5}, {k: len(v) for k, v in weights.items()}
-    # The window begins on the cheap tier and ends escalated.
-    assert max(weights[1]) > min(weights[5]), weights
-    reports = open(os.path.join(first, "reports.txt")).read()
-    assert " periods = " in reports and "stacks were sampled at two rates" in reports, reports[:3000]
+    weights = {w for _, w in samples.get(pid, [])}
+    assert 1 in weights and weights <= {1, 5}, samples
 
 
 def test_the_stall_is_captured_with_the_threads_at_that_moment(watched):
@@ -511,3 +514,17 @@ def test_a_straggler_rank_is_named_within_20_steps(tmp_path):
     summary = [x for x in text.splitlines() if "watch: summary: straggler" in x][0]
     assert re.search(r"top finding: straggler \(pid %s\): .*the cause, its own compute: its training_step part" % pid,
                      summary), summary
+    # Its stacks at the full rate from the trigger on, and only its: the
+    # capture's 5 s before are the cheap tier's (each sample 5 periods of
+    # 10.1 ms), rank 1's escalated window 1 period each; rank 0, never
+    # escalated, stays on the cheap tier throughout. The Advanced report
+    # adds the periods up ("N samples weighing M periods").
+    samples, info = dumped_samples(os.path.join(caps[0], "trace.ltrace"), str(tmp_path / "cap.txt"))
+    assert info and int(info[0].split("flags=")[1]) & 4, info
+    slow = samples.get(int(pid), [])
+    assert {w for _, w in slow} == {1, 5}, {p: len(v) for p, v in samples.items()}
+    assert min(t for t, w in slow if w == 1) > min(t for t, w in slow if w == 5), slow[:5]
+    others = {w for p, v in samples.items() if p != int(pid) for _, w in v}
+    assert others == {5}, others
+    reports = open(os.path.join(caps[0], "reports.txt")).read()
+    assert "periods = " in reports and "stacks were sampled at two rates" in reports, reports[:3000]

@@ -16,7 +16,8 @@ holding M MiB more; prints a JSON line {"ckpt_s": ..., "saves": ...}: the
 seconds the checkpoint callback's on_train_batch_end took (the saves and the
 removal of each one's predecessor), timed here.
 --log-calls N: each training step calls self.log() for N values; prints a
-JSON line {"log_s": ..., "log_steps": ...}: the seconds those calls took.
+JSON line {"log_s": ..., "log_cpu_s": ..., "log_steps": ...}: the seconds
+those calls took, and their thread's CPU seconds in them.
 --gc-collect [--gc-heap N] [--gc-every K]: each (K-th) training step calls
 gc.collect() (with N live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
 the seconds those calls took, timed around them here.
@@ -56,6 +57,7 @@ class Model(pl.LightningModule):
     heap = []  # --gc-heap: live objects every full collection scans
     gc_s = []  # --gc-collect: each step's gc.collect(), timed
     log_s = []  # --log-calls: each step's self.log calls, timed
+    log_cpu_s = []  # ...and their thread's CPU time (what stack samples estimate)
     op_input = None  # --op-ms: the cumsum's input
     op_s = []
 
@@ -72,10 +74,11 @@ class Model(pl.LightningModule):
             Model.gc_s.append(time.perf_counter() - t0)
         if a.log_calls:
             # Metric logging, as a training_step that logs many values does.
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             for i in range(a.log_calls):
                 self.log(f"metric_{i}", float(batch_idx + i), on_step=True, on_epoch=True)
             Model.log_s.append(time.perf_counter() - t0)
+            Model.log_cpu_s.append(time.thread_time() - c0)
         time.sleep(a.step_s)
         if Model.op_input is not None:
             t0 = time.perf_counter()
@@ -158,7 +161,8 @@ def main():
     if a.op_ms:
         print(json.dumps({"op_s": sum(Model.op_s), "op_calls": len(Model.op_s)}), flush=True)
     if a.log_calls:
-        print(json.dumps({"log_s": sum(Model.log_s), "log_steps": len(Model.log_s)}), flush=True)
+        print(json.dumps({"log_s": sum(Model.log_s), "log_cpu_s": sum(Model.log_cpu_s), "log_steps": len(Model.log_s)}),
+              flush=True)
     if a.gc_collect:
         print(json.dumps({"gc_s": sum(Model.gc_s), "gc_calls": len(Model.gc_s)}), flush=True)
     if a.times:
