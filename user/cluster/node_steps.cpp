@@ -61,7 +61,8 @@ std::vector<NodeStep> run_node_steps(const JobNodes& j, const SlurmJob& job, con
     if (r < 0 && errno != EINTR) throw Error(ExitCode::io, std::string("poll: ") + std::strerror(errno));
     for (std::size_t k = 0; k < fds.size() && r > 0; ++k) {
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const auto [i, is_err] = who[k];
+      const std::size_t i = who[k].first;
+      const bool is_err = who[k].second;  // (not a structured binding: clang 14 captures none)
       auto& p = pipes[i];
       drain_lines(is_err ? p.err : p.out, is_err ? p.err_buf : p.out_buf,
                   [&](std::string line) { on_line(i, line, is_err); });

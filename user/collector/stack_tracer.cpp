@@ -74,8 +74,8 @@ void StackTracer::fill_target(pid_t pid, lt_target& t) const {
 // perf events, opened while any target has it), or back at the cheap one.
 // The events first, then the flag; the flag off, then the events.
 std::string StackTracer::escalate(pid_t pid, bool on) {
-  if (!source_ || !source_->weighted() || !ctx_.targets.tsd(pid)) return "";
-  if (on == static_cast<bool>(full_rate_.count(pid))) return "";
+  if (!source_ || !source_->weighted() || on == static_cast<bool>(full_rate_.count(pid))) return "";
+  if (on && !ctx_.targets.tsd(pid)) return "";  // not sampled at all (its thread states unknown)
   if (on) {
     try {
       source_->set_full_rate(true);
