@@ -49,14 +49,11 @@ void dump_events(const Trace& trace, std::ostream& to) {
   // valid UTF-8 text all the same (user/text/utf8_text.h).
   Utf8TextBuf text(to.rdbuf());
   std::ostream sink(&text);
+  std::ostringstream out;  // one record, then on one line (one_line)
   trace.for_each([&](const lt_event_header& h, const std::byte* p) {
-    std::ostringstream out;  // one record, then on one line (one_line)
+    out.str("");
     out << h.ts_ns << " " << h.pid << "/" << h.tid << " " << record_dump_name(h.kind);
-    auto field = [](const char* f, std::size_t cap) {  // one record per line: newlines as \n
-      std::string t;
-      for (const char* c = f; c < f + strnlen(f, cap); ++c) t += *c == '\n' ? std::string("\\n") : std::string(1, *c);
-      return utf8_text(t);
-    };
+    auto field = [](const char* f, std::size_t cap) { return utf8_text(std::string_view(f, strnlen(f, cap))); };
     visit_record(
         h, p,
         overloaded{
