@@ -290,6 +290,10 @@ struct lt_note_event {
 #define LT_SAMPLE_READ_FAULT 0x4u /* the walk stopped at unreadable memory */
 #define LT_SAMPLE_IN_KERNEL 0x8u  /* the thread was in the kernel (syscall) */
 #define LT_SAMPLE_IN_PROBE 0x10u  /* ...handling one of our uprobes: our cost, not the target's */
+/* the thread was running CPython's cyclic garbage collector (its
+ * interpreter's gc.collecting set, the GIL this thread's): sampled GC
+ * time, for CPythons without gc probes (LT_TARGET_GC_SAMPLED) */
+#define LT_SAMPLE_IN_GC 0x20u
 
 /* One Python frame: the code object, where in it, and a checksum of the
  * code object (it changes when a freed code object's address is reused). */
@@ -1036,6 +1040,10 @@ struct lt_py_offsets {
  * whether it is the full-rate set (samples LT_TARGET_SAMPLE_FULL targets
  * only; the other set samples only the targets without it) */
 #define LT_SAMPLE_COOKIE_FULL (1ull << 16)
+/* its GC pauses from its stack samples (LT_SAMPLE_IN_GC): a CPython with
+ * neither the gc USDT probes nor invoke_gc_callback (stripped; 3.14+ built
+ * without --with-dtrace); the gc_* fields of lt_target say where to look */
+#define LT_TARGET_GC_SAMPLED 0x40000u
 
 struct lt_target {
 	struct lt_py_offsets off;
@@ -1054,6 +1062,16 @@ struct lt_target {
 	u16 tsd_levels;
 	u32 pad;
 	u64 tensor_vtable; /* &vtable(c10::TensorImpl) + 16 in this process (shapes) */
+	/* LT_TARGET_GC_SAMPLED: the collector runs while `collecting` (an int)
+	 * is set, on the thread holding the GIL.  Absolute addresses where the
+	 * state is _PyRuntime's (3.8's gc, <= 3.11's GIL holder), else offsets
+	 * in the sampled thread's interpreter (PyThreadState.interp). */
+	u64 gc_collecting_at;	  /* 3.8: &_PyRuntime.gc.collecting; else 0 */
+	u64 gil_holder_at;	  /* <= 3.11: &_PyRuntime.gilstate.tstate_current; else 0 */
+	u16 tstate_interp;	  /* PyThreadState.interp */
+	u16 interp_gc_collecting; /* 3.9+: PyInterpreterState.gc.collecting */
+	u16 interp_gil_holder;	  /* 3.12+: PyInterpreterState._gil.last_holder (0: no GIL) */
+	u16 interp_gil_locked;	  /* 3.12+: ..._gil.locked */
 };
 
 /* Classes the BPF side assigns to code and type objects (cached per address). */

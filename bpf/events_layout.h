@@ -501,7 +501,7 @@ LT_OFFSET(lt_py_offsets, owner_cstack, 42);
 LT_OFFSET(lt_py_offsets, stackref_tag_mask, 43);
 LT_OFFSET(lt_py_offsets, pad, 44);
 
-LT_SIZE(lt_target, 96);
+LT_SIZE(lt_target, 120);
 LT_OFFSET(lt_target, off, 0);
 LT_OFFSET(lt_target, flags, 48);
 LT_OFFSET(lt_target, generation, 52);
@@ -513,6 +513,12 @@ LT_OFFSET(lt_target, tsd_block, 80);
 LT_OFFSET(lt_target, tsd_levels, 82);
 LT_OFFSET(lt_target, pad, 84);
 LT_OFFSET(lt_target, tensor_vtable, 88);
+LT_OFFSET(lt_target, gc_collecting_at, 96);
+LT_OFFSET(lt_target, gil_holder_at, 104);
+LT_OFFSET(lt_target, tstate_interp, 112);
+LT_OFFSET(lt_target, interp_gc_collecting, 114);
+LT_OFFSET(lt_target, interp_gil_holder, 116);
+LT_OFFSET(lt_target, interp_gil_locked, 118);
 
 LT_SIZE(lt_drop_counters, 24);
 LT_OFFSET(lt_drop_counters, ringbuf_full, 0);

@@ -104,6 +104,32 @@ static long walk_one(u32 i, struct walk_ctx *c)
 }
 
 /* Builds the current thread's sample in scratch slot `slot` and sends it. */
+/* Whether the thread of `tstate` runs the cyclic garbage collector now:
+ * its interpreter's gc.collecting is set and it holds the GIL (the flag is
+ * the interpreter's; the GIL says which thread collects).  A few reads, only
+ * for LT_TARGET_GC_SAMPLED targets. */
+static __always_inline int in_gc(const struct lt_target *t, u64 tstate)
+{
+	u64 interp = 0, holder = 0;
+	int collecting = 0, locked = 1;
+	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)(tstate + t->tstate_interp)) || !interp)
+		return 0;
+	u64 flag = t->gc_collecting_at ? t->gc_collecting_at : interp + t->interp_gc_collecting;
+	if (bpf_probe_read_user(&collecting, sizeof(collecting), (void *)flag) || !collecting)
+		return 0;
+	if (t->gil_holder_at) {
+		if (bpf_probe_read_user(&holder, sizeof(holder), (void *)t->gil_holder_at))
+			return 0;
+	} else if (t->interp_gil_holder) {
+		if (bpf_probe_read_user(&holder, sizeof(holder), (void *)(interp + t->interp_gil_holder)) ||
+		    bpf_probe_read_user(&locked, sizeof(locked), (void *)(interp + t->interp_gil_locked)))
+			return 0;
+	} else {
+		return 1; /* no GIL known: the interpreter collects, this thread is taken as the one */
+	}
+	return locked && holder == tstate;
+}
+
 static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target *t, int in_kernel, u16 weight)
 {
 	struct scratch *s = bpf_map_lookup_elem(&lt_sample_scratch, &slot);
@@ -125,6 +151,8 @@ static __always_inline int emit_stack(u32 slot, u16 kind, const struct lt_target
 		e->flags |= LT_SAMPLE_NO_TSTATE;
 	} else {
 		pyframe = current_pyframe(e->tstate, &t->off);
+		if ((t->flags & LT_TARGET_GC_SAMPLED) && in_gc(t, e->tstate))
+			e->flags |= LT_SAMPLE_IN_GC;
 		struct walk_ctx c = {.slot = slot, .frame = pyframe};
 		bpf_loop(LT_WALK_MAX, walk_one, &c, 0);
 		if (c.frame && !(e->flags & LT_SAMPLE_READ_FAULT))

@@ -1,6 +1,8 @@
 // CPython's garbage collections (PY_GC records, the pygc source) per
 // process, in time order: what the verdict's GC finding charges to the
-// train steps they fall in (reports/verdict/findings.h).
+// train steps they fall in (reports/verdict/findings.h).  For a CPython
+// without gc probes, the stack samples taken inside a collection
+// (LT_SAMPLE_IN_GC) instead: an estimate, samples x the period.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -17,9 +19,17 @@ struct GcPause {
   std::uint32_t tid = 0;
 };
 
+// A stack sample taken inside a collection.
+struct GcSample {
+  std::uint64_t ts_ns = 0;
+  std::uint32_t weight = 1;  // sampling periods it stands for (sample_weight.h)
+};
+
 struct GcReport {
-  std::map<std::uint32_t, std::vector<GcPause>> procs;  // by pid, by end
-  bool any() const { return !procs.empty(); }
+  std::map<std::uint32_t, std::vector<GcPause>> procs;     // by pid, by start
+  std::uint64_t period_ns = 0;                             // the on-CPU sampling period (0: none)
+  std::map<std::uint32_t, std::vector<GcSample>> sampled;  // by pid, in time order
+  bool any() const { return !procs.empty() || (period_ns && !sampled.empty()); }
 };
 
 class GcAggregator {
@@ -36,5 +46,8 @@ class GcAggregator {
 // on, so that consecutive windows in order cost one pass).
 std::uint64_t gc_ns_within(const std::vector<GcPause>& pauses, std::size_t& from, std::uint64_t begin,
                            std::uint64_t end);
+// The same from samples: the periods of those in [begin, end), in ns.
+std::uint64_t gc_ns_within(const std::vector<GcSample>& samples, std::uint64_t period_ns, std::size_t& from,
+                           std::uint64_t begin, std::uint64_t end);
 
 }  // namespace lt

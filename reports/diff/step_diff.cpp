@@ -167,7 +167,7 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
   else if (ops->calls.empty())
     s.no_ops = "its op times are the op probes' estimates (the op observer was not used)";
   if (!lines || lines->samples.empty() || !lines->period_ns)
-    s.no_lines = "no stack samples recorded (record with --report advanced)";
+    s.no_lines = "no stack samples recorded (record with --report advanced or verdict, or --rate HZ)";
   s.no_stacks = !s.no_lines.empty() || lines->keeps_stacks() ? s.no_lines : "the samples' stacks were not kept";
   if (!comm_timed(comm)) s.no_colls = "no c10d collective times recorded (record with --report comm)";
   if (!has_kernels(gpu)) s.no_kernels = "no GPU kernels recorded (a CUDA job, recorded with the GPU bridge)";

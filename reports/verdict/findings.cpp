@@ -258,24 +258,59 @@ void recompiles(const ProcessActions& p, const ProcessSteps& s, double total_ms,
        "each failed guard"});
 }
 
+// A process's collections: measured by the gc probes, or else estimated
+// from the stack samples taken inside them (a CPython without the probes).
+struct GcOfProcess {
+  const std::vector<GcPause>* pauses = nullptr;
+  const std::vector<GcSample>* samples = nullptr;
+  std::uint64_t period_ns = 0;
+};
+
+constexpr const char* kGcTry =
+    "gc.freeze() once the model and data are built (the collector stops scanning them), fewer reference "
+    "cycles made per step (gc.set_debug(gc.DEBUG_SAVEALL) keeps them to look at), or a higher "
+    "gc.set_threshold() (generation 0 runs every 700 net allocations by default)";
+
 // Garbage collections inside the train steps (the pygc probes' pauses,
-// each clipped to its step): that time per step, and each step's share
-// (`in_step`: not also an outlier's excess).
-void gc_pauses(const ProcessActions& p, const ProcessSteps& s, double total_ms, const std::vector<GcPause>& g,
+// each clipped to its step; or the samples in them, each counted in its
+// step): that time per step, and each step's share (`in_step`: not also an
+// outlier's excess).
+void gc_pauses(const ProcessActions& p, const ProcessSteps& s, double total_ms, const GcOfProcess& g,
                std::vector<double>& in_step, std::vector<Finding>& out) {
   const auto& t = s.train;
+  const bool measured = g.pauses && !g.pauses->empty();
+  if (!measured && (!g.samples || !g.period_ns)) return;
   std::size_t from = 0;
   double ms = 0;
   for (std::size_t i = 0; i < t.size(); ++i) {
-    in_step[i] = gc_ns_within(g, from, t[i].begin_ns, t[i].end_ns) / 1e6;
+    in_step[i] = (measured ? gc_ns_within(*g.pauses, from, t[i].begin_ns, t[i].end_ns)
+                           : gc_ns_within(*g.samples, g.period_ns, from, t[i].begin_ns, t[i].end_ns)) /
+                 1e6;
     ms += in_step[i];
   }
   if (ms / total_ms < kGc) return;
+  const double n = static_cast<double>(t.size());
+  if (!measured) {
+    std::size_t count = 0;
+    std::size_t k = 0;
+    for (const auto& x : *g.samples) {
+      while (k < t.size() && t[k].end_ns <= x.ts_ns) ++k;
+      if (k == t.size()) break;
+      if (x.ts_ns >= t[k].begin_ns) ++count;
+    }
+    out.push_back({"gc", p.meta.pid, ms / n, ms / total_ms,
+                   "garbage collection inside the train steps took an estimated " + msf(ms) + " (" +
+                       pct(ms / total_ms) + " of the steps' time; " + std::to_string(count) +
+                       " stack samples taken inside a collection, this CPython has no gc probes: the collections "
+                       "themselves are not seen)",
+                   kGcTry});
+    return;
+  }
   std::array<std::size_t, 3> by_gen{};
   std::size_t count = 0;
   const GcPause* longest = nullptr;
   std::size_t k = 0;
-  for (const auto& x : g) {
+  for (const auto& x : *g.pauses) {
     while (k < t.size() && t[k].end_ns <= x.begin_ns) ++k;
     if (k == t.size()) break;
     if (x.end_ns <= t[k].begin_ns) continue;  // between two steps
@@ -283,7 +318,6 @@ void gc_pauses(const ProcessActions& p, const ProcessSteps& s, double total_ms, 
     ++by_gen[static_cast<std::size_t>(std::clamp(x.generation, 0, 2))];
     if (!longest || x.end_ns - x.begin_ns > longest->end_ns - longest->begin_ns) longest = &x;
   }
-  const double n = static_cast<double>(t.size());
   out.push_back({"gc", p.meta.pid, ms / n, ms / total_ms,
                  std::to_string(count) + " garbage collections inside the train steps took " + msf(ms) + " (" +
                      pct(ms / total_ms) + " of the steps' time; measured by CPython's gc probes): generation 0 " +
@@ -293,9 +327,7 @@ void gc_pauses(const ProcessActions& p, const ProcessSteps& s, double total_ms, 
                                     std::to_string(longest->generation) + ", " + std::to_string(longest->collected) +
                                     " objects unreachable)"
                               : ""),
-                 "gc.freeze() once the model and data are built (the collector stops scanning them), fewer reference "
-                 "cycles made per step (gc.set_debug(gc.DEBUG_SAVEALL) keeps them to look at), or a higher "
-                 "gc.set_threshold() (generation 0 runs every 700 net allocations by default)"});
+                 kGcTry});
 }
 
 // The loop thread's stack samples in logging code inside the train steps
@@ -338,7 +370,7 @@ void logging_cost(const ProcessActions& p, const ProcessSteps& s, double total_m
 }
 
 void process_findings(const ProcessActions& p, const ProcessSteps& s, const ProcessDeviceStats* stats,
-                      const CompilesProcess* compiles, const std::vector<GcPause>* gc, const LoggingReport* logging,
+                      const CompilesProcess* compiles, const GcOfProcess& gc, const LoggingReport* logging,
                       std::vector<Finding>& out) {
   const auto& t = s.train;
   if (t.size() < 5) return;  // too few steps to say anything
@@ -389,7 +421,7 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   double val_compiles = 0;
   if (compiles) recompiles(p, s, total, *compiles, in_step_compiles, val_compiles, out);
   std::vector<double> in_step_gc(t.size(), 0.0);
-  if (gc) gc_pauses(p, s, total, *gc, in_step_gc, out);
+  gc_pauses(p, s, total, gc, in_step_gc, out);
   if (logging && logging->period_ns)
     if (auto it = logging->procs.find(p.meta.pid); it != logging->procs.end())
       logging_cost(p, s, total, *logging, it->second, out);
@@ -594,10 +626,13 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
     const CompilesProcess* compiled = nullptr;
     if (compiles)
       if (auto c = compiles->procs.find(p.meta.pid); c != compiles->procs.end()) compiled = &c->second;
-    const std::vector<GcPause>* pauses = nullptr;
-    if (gc)
-      if (auto g = gc->procs.find(p.meta.pid); g != gc->procs.end()) pauses = &g->second;
-    process_findings(p, ps, mine, compiled, pauses, logging, out);
+    GcOfProcess collections;
+    if (gc) {
+      if (auto g = gc->procs.find(p.meta.pid); g != gc->procs.end()) collections.pauses = &g->second;
+      if (auto g = gc->sampled.find(p.meta.pid); g != gc->sampled.end()) collections.samples = &g->second;
+      collections.period_ns = gc->period_ns;
+    }
+    process_findings(p, ps, mine, compiled, collections, logging, out);
     if (gpu) gpu_findings(p, ps, *gpu, out);
     if (comm)
       for (const auto& c : comm->processes)

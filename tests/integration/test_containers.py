@@ -18,7 +18,7 @@ from busy import share_tolerance
 from conftest import LTRACE, WORKLOADS, parse_simple_report, wait_for
 from ops_table import merged, parse_ops_report
 from test_module_rows import profile_rows
-from test_gc_probes import check_collections
+from test_gc_probes import SAMPLED_ARGS, SAMPLED_LT_ARGS, check_collections, check_sampled_collections
 from test_ops import assert_merged_calls
 
 
@@ -46,6 +46,7 @@ def run_boxed(root, tmp_path, python, script, args=(), lt_args=(), mode="contain
         for f in extra_files:
             box.put(f)
         args = [a.replace("{inside}", box.inside) for a in args]  # a path in the box's own directory
+        python = python.replace("{inside}", box.inside)
         envp = dict(env or {})
         if site:
             lightning_site.build(box.host(box.inside + "/site"), "2.6.6")
@@ -357,4 +358,23 @@ def test_gc_pauses_in_a_container(sid, tmp_path, version):
     assert run.target_rc == 0, run.target_out
     assert run.lt_rc == 0, run.lt_err
     check_collections(trace, run.target_out, run.lt_err)
+
+
+@pytest.mark.parametrize("version", ["3.14", "3.15"])
+def test_gc_pauses_estimated_in_a_container_without_probes(sid, tmp_path, version):
+    """sid's CPython as built without --with-dtrace (its USDT notes
+    removed; Debian's binary has no symbol table either): the collections'
+    time comes from the samples taken inside one, read through the layout
+    its _Py_DebugOffsets publish."""
+    exe = tmp_path / f"python{version}-noprobes"
+    subprocess.run(["objcopy", "-R", ".note.stapsdt", os.path.join(sid, f"usr/bin/python{version}"), str(exe)],
+                   check=True)
+    trace = tmp_path / "gc.ltrace"
+    run = run_boxed(sid, tmp_path, "{inside}/" + exe.name, os.path.join(WORKLOADS, "gc_cycles.py"),
+                    args=SAMPLED_ARGS, extra_files=[str(exe)], env={"PYTHONHOME": "/usr"},
+                    lt_args=["--report", "verdict", "-o", str(trace)] + SAMPLED_LT_ARGS)
+    assert run.target_rc == 0, run.target_out
+    assert run.lt_rc == 0, run.lt_err
+    assert exe.name in run.lt_err, run.lt_err
+    check_sampled_collections(trace, run.target_out, run.lt_err)
 

@@ -322,11 +322,12 @@ def test_an_injected_op_is_its_own_row_at_its_time_per_step(op_traces, traces):
     assert listed[1] == "#1:" and listed[-1].endswith(f"watch_job.py:{lineno})"), r.stdout
     assert any("lightning" in x and "/loops/" in x for x in listed[2:-1]), r.stdout  # through the fit loop
     assert "no stack rows" not in r.stderr, r.stderr
-    # Against a recording without op calls: no op rows, and why.
+    # Against a recording without op calls: no op rows, and why (its
+    # stacks, sampled for the verdict, still give line rows).
     r = diff(traces["a"], op_traces["injected"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "no op rows: A: no op calls recorded" in r.stderr, r.stderr
-    assert "no line rows: A: no stack samples recorded" in r.stderr, r.stderr
+    assert "no line rows" not in r.stderr, r.stderr
     assert "  op: " not in r.stdout, r.stdout
 
 

@@ -5,8 +5,15 @@ without them, through the entry of their invoke_gc_callback
 collections over a known number of fresh reference cycles: the recording
 has exactly those 20 generation-2 collections first, each with the count
 gc.collect() returned, and durations that add up to about the time the
-script measured around its calls."""
+script measured around its calls.
+
+Without either (a stripped libpython: the same pyenv builds with their
+symbol table removed), the collections' time is estimated from the stack
+samples taken inside one (LT_SAMPLE_IN_GC: the interpreter's
+gc.collecting flag and the GIL holder, read by the sampler)."""
+import glob
 import json
+import math
 import os
 import subprocess
 
@@ -66,3 +73,77 @@ def check_collections(trace, target_out, lt_err, rounds=20):
     # Each pause is inside the script's timing of its call, which adds
     # gc.collect()'s own call and a clock read: ours at most theirs.
     assert 0.5 * theirs <= ours <= theirs * 1.02, (ours, theirs)
+
+
+# The layouts that differ in where BPF finds the flag and the GIL holder:
+# 3.8 (_PyRuntime.gc), 3.9-3.11 (the interpreter's gc, _PyRuntime's GIL
+# holder), 3.12 (the interpreter's _gil), 3.13 (its _Py_DebugOffsets).
+STRIPPED = [8, 11, 12, 13]
+
+
+@pytest.mark.parametrize("minor", STRIPPED, ids=[f"3.{m}-stripped" for m in STRIPPED])
+def test_collections_estimated_from_samples_without_probes(tmp_path, minor):
+    python = pyenv_python(minor)
+    if python is None:
+        pytest.fail(f"CPython 3.{minor} is not installed at the expected place")
+    lib = glob.glob(os.path.join(os.path.dirname(python), "..", "lib", f"libpython3.{minor}.so.1.0"))
+    assert lib, f"pyenv's 3.{minor} has no libpython"
+    stripped = tmp_path / "lib"
+    stripped.mkdir()
+    # Its RUNPATH names pyenv's lib; LD_LIBRARY_PATH comes first.
+    subprocess.run(["objcopy", "--strip-all", lib[0], str(stripped / os.path.basename(lib[0]))], check=True)
+    go, out, trace = tmp_path / "go", tmp_path / "job.out", tmp_path / "gc.ltrace"
+    with open(out, "w") as o:
+        job = subprocess.Popen([python, os.path.join(WORKLOADS, "gc_cycles.py"), "--wait-file", str(go)] + SAMPLED_ARGS,
+                               stdout=o, stderr=subprocess.STDOUT, env=dict(os.environ, LD_LIBRARY_PATH=str(stripped)))
+    try:
+        wait_for(str(out), "READY", 60, job)
+        err = tmp_path / "lt.err"
+        with open(err, "w") as e:
+            lt = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(trace), "--report", "verdict",
+                                   "-v"] + SAMPLED_LT_ARGS, stderr=e)
+        wait_for(str(err), "attached", 60, lt)
+        go.touch()
+        assert job.wait(timeout=120) == 0, out.read_text()
+        assert lt.wait(timeout=60) == 0, err.read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert str(stripped) in err.read_text(), "not the stripped library: " + err.read_text()
+    check_sampled_collections(trace, out.read_text(), err.read_text())
+
+
+# ~50 ms collections over 1M live lists, each after 50 ms of plain Python:
+# about as much time outside the collector as in it.
+SAMPLED_ARGS = ["--live", "1000000", "--busy-s", "0.05", "--rounds", "20"]
+SAMPLED_LT_ARGS = ["--rate", "499"]  # ~600 samples in the collections: a bound of ~15 %
+
+
+def check_sampled_collections(trace, target_out, lt_err, rounds=20):
+    """The samples taken inside a collection add up to the collections' CPU
+    time as the script measured it on its thread, within what sampling
+    allows: a period for each collection (where its ends fall between two
+    samples) and 3 standard deviations of the count (a busy machine's
+    samples land at random in the thread's CPU time); the plain Python
+    between them (as long) is not counted."""
+    assert "its GC pauses are estimated from its stack samples" in lt_err, lt_err
+    result = json.loads([x for x in target_out.splitlines() if x.startswith("{")][-1])
+    dump = subprocess.run([LTRACE, "report", str(trace), "--dump", "-"], capture_output=True, text=True, timeout=60)
+    assert dump.returncode == 0, dump.stderr
+    period_ns, in_gc, samples = 0, 0, 0
+    for line in dump.stdout.splitlines():
+        f = line.split()
+        if len(f) < 3:
+            continue
+        kv = dict(x.split("=", 1) for x in f[3:] if "=" in x)
+        if f[2] == "sampler_info":
+            period_ns = int(kv["period_ns"])
+        elif f[2] == "py_sample":
+            samples += 1
+            weight = int(kv.get("weight", "1")) or 1
+            in_gc += weight if int(kv["flags"]) & 0x20 else 0
+        assert f[2] != "py_gc", "a collection recorded by probes this build does not have"
+    assert period_ns, "no sampler"
+    ours, cpu = in_gc * period_ns / 1e9, sum(result["cpu_seconds"])
+    slack = period_ns / 1e9 * (rounds + 3 * math.sqrt(max(in_gc, 1)))
+    assert abs(ours - cpu) <= slack, (ours, cpu, slack, samples, result["busy_cpu_s"])

@@ -110,4 +110,29 @@ TEST(DebugOffsets, AppliedLayoutIsCrossChecked) {
   }
 }
 
+// The collector's flag (sampled GC time): the interpreter's gc section
+// plus gc.collecting, taken where the table has none (3.14/3.15), checked
+// where it has one (3.13: gdb's offsetof() on pyenv's libpython3.13).
+TEST(DebugOffsets, TheCollectorsFlagIsPublishedOrCrossChecked) {
+  for (int minor : {13, 14, 15}) {
+    auto table = *lt::python::layout_for(minor);
+    lt::python::DebugOffsets d;
+    d.minor = minor;
+    d.fields["interpreter_state.gc"] = 7400;
+    d.fields["gc.collecting"] = 200;
+    d.fields["thread_state.interp"] = 16;
+    auto l = table;
+    lt::python::apply_debug_offsets(d, l);
+    EXPECT_EQ(l.interp_gc_collecting, 7600u) << "3." << minor;
+    EXPECT_EQ(l.tstate_interp, 16u);
+    if (minor == 13) {
+      d.fields["gc.collecting"] = 208;
+      auto again = table;
+      EXPECT_THROW(lt::python::apply_debug_offsets(d, again), lt::Error);
+    } else {
+      EXPECT_EQ(table.interp_gc_collecting, 0u) << "3." << minor << " has a table value: test it as 3.13's";
+    }
+  }
+}
+
 }  // namespace

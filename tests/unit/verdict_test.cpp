@@ -341,6 +341,71 @@ TEST(Findings, GcPausesInsideTrainStepsClippedToThem) {
   EXPECT_TRUE(find_issues(healthy, nullptr, nullptr, nullptr, &small).empty());
 }
 
+TEST(Findings, GcFromSamplesWhereNoProbesMeasuredIt) {
+  // A CPython without gc probes: 1 ms samples, 3 taken inside a collection in
+  // every step (one weighing 2 periods, as watch's cheap tier), 40 in step
+  // 20, and some between steps (not at stake); samples outside collections,
+  // in our probes, or off-CPU do not count: "gc" first at the samples' time
+  // per step, said to be an estimate, and step 20 is not an outlier.
+  Fit fit;
+  fit.slow_step = 20;
+  fit.slow_ms = 40;
+  const auto r = make(fit);
+  const auto steps = step_records(r.processes[0]).train;
+  ASSERT_EQ(steps.size(), 50u);
+  const std::uint32_t pid = r.processes[0].meta.pid;
+  GcAggregator agg;
+  auto feed = [&](auto& rec) { agg.add(rec.hdr, reinterpret_cast<const std::byte*>(&rec)); };
+  lt_sampler_info_event info{};
+  info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, pid, pid, 0, 0};
+  info.period_ns = 1'000'000;
+  info.flags = LT_SAMPLER_ON_CPU;
+  feed(info);
+  auto sample = [&](std::uint64_t ts, std::uint16_t flags, std::uint16_t weight, std::uint16_t kind) {
+    lt_py_sample_event e{};
+    e.hdr = {kind, sizeof e, pid, pid, 0, ts};
+    e.flags = flags;
+    e.weight = weight;
+    feed(e);
+  };
+  std::size_t periods = 0, count = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::size_t n = i == 20 ? 40 : 3;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint16_t w = k == 0 && i != 20 ? 2 : 0;  // 0: a weightless sample, 1 period
+      const std::uint64_t ts = steps[i].begin_ns + 100'000 + k * 1'000'000;
+      sample(ts, LT_SAMPLE_IN_GC, w, LT_EV_PY_SAMPLE);
+      sample(ts + 1, 0, 0, LT_EV_PY_SAMPLE);                                     // not in a collection
+      sample(ts + 2, LT_SAMPLE_IN_GC | LT_SAMPLE_IN_PROBE, 0, LT_EV_PY_SAMPLE);  // our cost
+      sample(ts + 3, LT_SAMPLE_IN_GC, 0, LT_EV_OFFCPU_BEGIN);                    // not a sample of CPU time
+      periods += w ? w : 1;
+      ++count;
+    }
+    if (i + 1 < steps.size() && steps[i + 1].begin_ns > steps[i].end_ns)
+      sample(steps[i].end_ns, LT_SAMPLE_IN_GC, 0, LT_EV_PY_SAMPLE);  // at the step's end: between two steps
+  }
+  GcReport g = agg.finish();
+  ASSERT_EQ(g.period_ns, 1'000'000u);
+  const auto f = find_issues(r, nullptr, nullptr, nullptr, &g);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "gc") << render_findings(r, f);
+  EXPECT_NEAR(f[0].ms_per_step, periods / 50.0, 0.01);
+  EXPECT_NE(f[0].evidence.find("garbage collection inside the train steps took an estimated"), std::string::npos)
+      << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find(std::to_string(count) + " stack samples taken inside a collection"), std::string::npos)
+      << f[0].evidence;
+  for (const auto& x : f) EXPECT_NE(x.kind, "outliers") << render_findings(r, f);
+  // Measured pauses win over samples (a build has one or the other; a
+  // merge of two could have both).
+  g.procs[pid].push_back({steps[0].begin_ns, steps[0].begin_ns + 1'000'000, 3, 0, 0});
+  const auto both = find_issues(r, nullptr, nullptr, nullptr, &g);
+  for (const auto& x : both) EXPECT_EQ(x.evidence.find("estimated"), std::string::npos) << x.evidence;
+  // Without the period (no sampler info), no estimate.
+  GcReport no_period;
+  no_period.sampled = g.sampled;
+  for (const auto& x : find_issues(r, nullptr, nullptr, nullptr, &no_period)) EXPECT_NE(x.kind, "gc");
+}
+
 // Which frames are logging code: Lightning's self.log / log_dict, its logger
 // connector and loggers, the logger libraries and Python's logging; not a
 // user's own function of the same name, nor a user directory named alike.

@@ -139,12 +139,15 @@ int attach(Options& opts) {
   if (launch && !launch->injected().empty()) so.preloaded_bridge = find_bridge_library();
   so.output_path = agent_out.trace_path;
   if (agent) set_up_agent(opts, so);
-  so.sample_rate_hz = opts.effective_rate();
   so.off_cpu = opts.off_cpu;
   // What the reports asked for need (user/cli/report_registry.cpp), and
   // what other options ask for.
   const ReportSources needs = report_sources(opts);
   so.sources = needs;
+  // A report that reads samples (the verdict's logging and sampled-GC
+  // findings) has them at a profile's rate unless --rate says otherwise.
+  so.sample_rate_hz = opts.effective_rate();
+  if (!so.sample_rate_hz && needs.stacks) so.sample_rate_hz = 99;
   so.sources.ops |= opts.wants_ops();
   so.sources.memory |= opts.profile_memory;
   so.op_filters = opts.op_filters;

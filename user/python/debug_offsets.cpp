@@ -193,15 +193,22 @@ void apply_debug_offsets(const DebugOffsets& d, Layout& l) {
   // cross-check (3.15 has no table value for it).
   if (auto v = d.get("interpreter_state.gil_runtime_state_holder")) l.interp_gil_holder = static_cast<unsigned>(*v);
   if (auto v = d.get("interpreter_state.gil_runtime_state_locked")) l.interp_gil_locked = static_cast<unsigned>(*v);
-  // sys.modules matters only to reading Dynamo's state: published wins,
-  // cross-checked where the table has a value (3.13; 3.14/3.15 have none).
-  if (auto v = d.get("interpreter_state.imports_modules")) {
-    if (l.interp_modules && *v != l.interp_modules)
-      throw unsupported("this CPython 3." + std::to_string(d.minor) +
-                        " build has an unexpected layout (interpreter_state.imports_modules = " + std::to_string(*v) +
-                        ", expected " + std::to_string(l.interp_modules) + ")");
-    l.interp_modules = static_cast<unsigned>(*v);
-  }
+  // The collector's flag and PyThreadState.interp matter only to sampled GC
+  // time: what is published wins, cross-checked where the table has a value
+  // (3.13; 3.14/3.15 have none).
+  auto published = [&](const char* name, std::optional<std::uint64_t> v, unsigned& field) {
+    if (!v) return;
+    if (field && *v != field)
+      throw unsupported("this CPython 3." + std::to_string(d.minor) + " build has an unexpected layout (" + name +
+                        " = " + std::to_string(*v) + ", expected " + std::to_string(field) + ")");
+    field = static_cast<unsigned>(*v);
+  };
+  auto gc = d.get("interpreter_state.gc"), collecting = d.get("gc.collecting");
+  published("interpreter_state.gc + gc.collecting",
+            gc && collecting ? std::optional<std::uint64_t>(*gc + *collecting) : std::nullopt, l.interp_gc_collecting);
+  published("thread_state.interp", d.get("thread_state.interp"), l.tstate_interp);
+  // sys.modules matters only to reading Dynamo's state: the same rule.
+  published("interpreter_state.imports_modules", d.get("interpreter_state.imports_modules"), l.interp_modules);
 }
 
 }  // namespace lt::python

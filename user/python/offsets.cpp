@@ -45,6 +45,10 @@ struct Row {
   // against each pyenv 3.8-3.13's headers; 3.14/3.15 take the value their
   // _Py_DebugOffsets publish (0 here).
   unsigned interp_modules;
+  // The collector's `collecting` flag (sampled GC time, pystack.bpf.h's
+  // in_gc): 3.8 in _PyRuntime.gc, 3.9+ in PyInterpreterState.gc (gdb's
+  // offsetof() on each pyenv 3.8-3.13's libpython; 3.14/3.15: published).
+  unsigned gc_collecting;
   // Instance attributes (Layout::InstDict), PyHeapTypeObject.ht_cached_keys,
   // the start of PyDictValues' array (3.14/3.15: offsetof() against sid's
   // libpython3.14-dev 3.14.10 and libpython3.15-dev 3.15.2 headers).
@@ -62,7 +66,7 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 48, .str_compact_data = 72, .eval_frame_arg = 0,
    .tstate_frame = 24, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 0,
    .runtime_tss = 1392, .runtime_interp_head = 32, .interp_threads_head = 8,
-   .runtime_gil_tstate = 1368, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 56,
+   .runtime_gil_tstate = 1368, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 56, .gc_collecting = 544,
    .inst_dict = Layout::InstDict::dictoffset, .heap_cached_keys = 872, .dict_values_start = 0},
   {.minor = 9,
    .gen_frame = 16, .gen_frame_embedded = 0,
@@ -72,7 +76,7 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 48, .str_compact_data = 72, .eval_frame_arg = 1,
    .tstate_frame = 24, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 0,
    .runtime_tss = 584, .runtime_interp_head = 32, .interp_threads_head = 8,
-   .runtime_gil_tstate = 568, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 856,
+   .runtime_gil_tstate = 568, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 856, .gc_collecting = 816,
    .inst_dict = Layout::InstDict::dictoffset, .heap_cached_keys = 864, .dict_values_start = 0},
   {.minor = 10,
    .gen_frame = 16, .gen_frame_embedded = 0,
@@ -82,7 +86,7 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 48, .str_compact_data = 72, .eval_frame_arg = 1,
    .tstate_frame = 24, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 0,
    .runtime_tss = 584, .runtime_interp_head = 32, .interp_threads_head = 8,
-   .runtime_gil_tstate = 568, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 856,
+   .runtime_gil_tstate = 568, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 856, .gc_collecting = 816,
    .inst_dict = Layout::InstDict::dictoffset, .heap_cached_keys = 872, .dict_values_start = 0},
   {.minor = 11,
    .gen_frame = 80, .gen_frame_embedded = 1,
@@ -92,7 +96,7 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 48, .str_compact_data = 72, .eval_frame_arg = 1,
    .tstate_frame = 56, .cframe_frame = 8, .tstate_thread_id = 152, .tstate_native_thread_id = 160,
    .runtime_tss = 592, .runtime_interp_head = 40, .interp_threads_head = 16,
-   .runtime_gil_tstate = 576, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 888,
+   .runtime_gil_tstate = 576, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 888, .gc_collecting = 848,
    .inst_dict = Layout::InstDict::managed, .heap_cached_keys = 872, .dict_values_start = 0},
   {.minor = 12,
    .gen_frame = 72, .gen_frame_embedded = 1,
@@ -102,7 +106,7 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 40, .str_compact_data = 56, .eval_frame_arg = 1,
    .tstate_frame = 56, .cframe_frame = 0, .tstate_thread_id = 136, .tstate_native_thread_id = 144,
    .runtime_tss = 1544, .runtime_interp_head = 40, .interp_threads_head = 72,
-   .runtime_gil_tstate = 0, .interp_gil_holder = 1048, .interp_gil_locked = 1056, .interp_modules = 944,
+   .runtime_gil_tstate = 0, .interp_gil_holder = 1048, .interp_gil_locked = 1056, .interp_modules = 944, .gc_collecting = 312,
    .inst_dict = Layout::InstDict::tagged, .heap_cached_keys = 880, .dict_values_start = 0},
   {.minor = 13,
    .gen_frame = 72, .gen_frame_embedded = 1,
@@ -112,7 +116,7 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 40, .str_compact_data = 56, .eval_frame_arg = 1,
    .tstate_frame = 72, .cframe_frame = kAbsent, .tstate_thread_id = 152, .tstate_native_thread_id = 160,
    .runtime_tss = 2160, .runtime_interp_head = 632, .interp_threads_head = 7344,
-   .runtime_gil_tstate = 0, .interp_gil_holder = 7760, .interp_gil_locked = 7768, .interp_modules = 7656,
+   .runtime_gil_tstate = 0, .interp_gil_holder = 7760, .interp_gil_locked = 7768, .interp_modules = 7656, .gc_collecting = 7600,
    .inst_dict = Layout::InstDict::inline_values, .heap_cached_keys = 880, .dict_values_start = 8},
   {.minor = 14,
    .gen_frame = 72, .gen_frame_embedded = 1,
@@ -122,7 +126,7 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 40, .str_compact_data = 56, .eval_frame_arg = 1,
    .tstate_frame = 72, .cframe_frame = kAbsent, .tstate_thread_id = 152, .tstate_native_thread_id = 160,
    .runtime_tss = 2336, .runtime_interp_head = 808, .interp_threads_head = 7344,
-   .runtime_gil_tstate = 0, .interp_gil_holder = 7792, .interp_gil_locked = 7800, .interp_modules = 0,
+   .runtime_gil_tstate = 0, .interp_gil_holder = 7792, .interp_gil_locked = 7800, .interp_modules = 0, .gc_collecting = 0,
    .inst_dict = Layout::InstDict::inline_values, .heap_cached_keys = 880, .dict_values_start = 8},
   {.minor = 15,
    .gen_frame = 72, .gen_frame_embedded = 1,
@@ -132,7 +136,7 @@ constexpr std::array<Row, 8> kRows{{
    .str_ascii_data = 40, .str_compact_data = 56, .eval_frame_arg = 1,
    .tstate_frame = 72, .cframe_frame = kAbsent, .tstate_thread_id = 176, .tstate_native_thread_id = 184,
    .runtime_tss = 0, .runtime_interp_head = 936, .interp_threads_head = 7336,
-   .runtime_gil_tstate = 0, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 0,
+   .runtime_gil_tstate = 0, .interp_gil_holder = 0, .interp_gil_locked = 0, .interp_modules = 0, .gc_collecting = 0,
    .inst_dict = Layout::InstDict::inline_values, .heap_cached_keys = 888, .dict_values_start = 8},
 }};
 // clang-format on
@@ -178,6 +182,7 @@ Layout layout_of(const Row& r) {
   l.interp_gil_holder = r.interp_gil_holder;
   l.interp_gil_locked = r.interp_gil_locked;
   l.interp_modules = r.interp_modules;
+  (r.minor == 8 ? l.runtime_gc_collecting : l.interp_gc_collecting) = r.gc_collecting;
   l.inst_dict = r.inst_dict;
   l.heap_cached_keys = r.heap_cached_keys;
   l.dict_values_start = r.dict_values_start;

@@ -38,6 +38,13 @@ struct Layout {
   // sys.modules: PyInterpreterState.modules / .imports.modules, for what
   // Dynamo keeps (dynamo_state.h).  0 = not known for this version.
   unsigned interp_modules = 0;
+  // The cyclic collector's `collecting` flag (an int, set for the whole of a
+  // collection): 3.8 _PyRuntime.gc.collecting, 3.9+
+  // PyInterpreterState.gc.collecting; 0 = not known.  With the GIL holder
+  // above and PyThreadState.interp, what BPF needs to tell a stack sample
+  // taken inside a collection (LT_TARGET_GC_SAMPLED).
+  unsigned runtime_gc_collecting = 0, interp_gc_collecting = 0;
+  unsigned tstate_interp = 16;  // PyThreadState.interp (16 in every 3.8-3.13; published from 3.13)
   // Instance attributes and dicts, for the nn.Module tree read from outside
   // (module_tree.cpp; measured with offsetof() against each pyenv
   // 3.8-3.13's headers and sid's 3.14/3.15).  inst_dict: where an
