@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/sample_weight.h"
 #include "user/model/record_dispatch.h"
 #include "user/model/stack_profile.h"
 
@@ -132,8 +133,10 @@ void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
       r.compile = n.compile;
       r.first_ns = h.ts_ns;
       if (auto c = p.code_of_op.find(op); c != p.code_of_op.end())
-        if (const PyCodeSymbol* f = symbols_.code(h.pid, c->second.first, c->second.second); f && f->readable)
+        if (const PyCodeSymbol* f = symbols_.code(h.pid, c->second.first, c->second.second); f && f->readable) {
           r.function = f->name + " (" + f->file + ":" + std::to_string(f->first_line) + ")";
+          if (p.compiled.insert(r.function).second) p.code_kind.clear();
+        }
       auto last = p.last_compile.find(n.frame);
       if (last != p.last_compile.end() && last->second != n.compile) {
         std::string action;
@@ -173,8 +176,75 @@ void CompileAggregator::add(const lt_event_header& h, const std::byte* record) {
                           [&](const lt_event_header& h, const lt_region_code_event& e) {
                             procs_[h.pid].code_of_op[e.op] = {e.code, e.checksum};
                           },
+                          [&](const lt_event_header&, const lt_sampler_info_event& e) {
+                            if (e.flags & LT_SAMPLER_ON_CPU) period_ns_ = e.period_ns;
+                          },
+                          [&](const lt_event_header& h, const lt_py_sample_event& e) { on_sample(h, e); },
                           [&](const lt_event_header& h, const lt_op_event& e) { on_op(h, e.op); },
                           [&](const lt_event_header& h, const lt_op_shapes_event& e) { on_op(h, e.op); }});
+}
+
+// A sample taken while a compiled region runs (its op is on the sample's
+// op stack: the region is Dynamo's evaluation of the whole frame, graph
+// calls and the eager code between them alike), in the innermost compiled
+// function (the transformed code Dynamo runs keeps the function's name, file
+// and first line; a resume function after a break is one too), and not in
+// one of its graphs: what that function called, past Dynamo's wrappers
+// (eval_frame.py's _fn wraps each compiled graph, and each disabled
+// function), is neither fx, AOTAutograd nor inductor code.  Not while
+// compiling (Dynamo's convert_frame leafward: a recompile is its own
+// finding).  Eager Python at the breaks, at the compiled function's line.
+void CompileAggregator::on_sample(const lt_event_header& h, const lt_py_sample_event& e) {
+  if (h.kind != LT_EV_PY_SAMPLE || (e.flags & LT_SAMPLE_IN_PROBE) || !e.nframes) return;
+  auto it = procs_.find(h.pid);
+  if (it == procs_.end() || it->second.compiled.empty()) return;
+  Proc& p = it->second;
+  bool in_region = false;
+  for (unsigned i = 0; i < std::min<unsigned>(e.nops, LT_OPS_DEPTH); ++i)
+    in_region |= e.ops[i] < names_.size() && names_[e.ops[i]].region;
+  if (!in_region) return;
+  if (p.code_kind_epoch != symbols_.epoch()) {
+    p.code_kind.clear();
+    p.code_kind_epoch = symbols_.epoch();
+  }
+  using Code = Proc::Code;
+  auto kind = [&](const lt_py_frame& f) {
+    auto [k, added] = p.code_kind.try_emplace({f.code, f.checksum}, Code::other);
+    if (added)
+      if (const PyCodeSymbol* c = symbols_.code(h.pid, f.code, f.checksum); c && c->readable) {
+        const std::string& file = c->file;
+        if (p.compiled.count(c->name + " (" + file + ":" + std::to_string(c->first_line) + ")"))
+          k->second = Code::compiled;
+        else if (file.ends_with("/torch/_dynamo/convert_frame.py"))
+          k->second = Code::compiling;
+        else if (file.ends_with("/torch/_dynamo/eval_frame.py"))
+          k->second = Code::wrapper;
+        else if (file.find("/torch/fx/") != std::string::npos || file.find("/torch/_functorch/") != std::string::npos ||
+                 file.find("/torch/_inductor/") != std::string::npos ||
+                 file.find("/torch/_dynamo/") != std::string::npos || file.starts_with("<eval_with_key>"))
+          k->second = Code::graph;
+      }
+    return k->second;
+  };
+  const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
+  unsigned c = 0;
+  for (; c < n; ++c) {  // leaf first
+    const Code k = kind(e.frames[c]);
+    if (k == Code::compiling) return;
+    if (k == Code::compiled) break;
+  }
+  if (c == n) return;
+  for (unsigned j = c; j-- > 0;) {  // what it called
+    const Code k = kind(e.frames[j]);
+    if (k == Code::wrapper) continue;
+    if (k == Code::graph) return;
+    break;
+  }
+  const StackFrame f = symbols_.frame(h.pid, e.frames[c]);
+  std::string site = f.function + " (" + f.file + ":" + std::to_string(f.line ? f.line : f.first_line) + ")";
+  auto [s, added] = p.eager_site_index.try_emplace(std::move(site), static_cast<std::uint32_t>(p.eager_sites.size()));
+  if (added) p.eager_sites.push_back(s->first);
+  p.eager.push_back({h.ts_ns, static_cast<std::uint32_t>(sample_weight(e)), s->second});
 }
 
 CompilesReport CompileAggregator::finish() {
@@ -196,6 +266,11 @@ CompilesReport CompileAggregator::finish() {
         if (o.compiles[i].id == id) r.note = static_cast<int>(i);
     }
     for (auto& [reason, count] : p.breaks) o.graph_breaks.push_back({reason, count});
+    o.eager = std::move(p.eager);
+    std::stable_sort(o.eager.begin(), o.eager.end(),
+                     [](const EagerSample& a, const EagerSample& b) { return a.ts_ns < b.ts_ns; });
+    o.eager_sites = std::move(p.eager_sites);
+    o.period_ns = period_ns_;
     std::stable_sort(o.graph_breaks.begin(), o.graph_breaks.end(),
                      [](const GraphBreakNote& a, const GraphBreakNote& b) { return a.count > b.count; });
   }

@@ -64,6 +64,15 @@ struct Recompile {
   int note = -1;                     // what Dynamo recorded of its compile: index in CompilesProcess::compiles
 };
 
+// A stack sample inside a function Dynamo compiled but outside all of its
+// compiled regions, and not compiling: Python the graph breaks left to run
+// eagerly between the graphs.
+struct EagerSample {
+  std::uint64_t ts_ns = 0;
+  std::uint32_t weight = 1;  // sampling periods it stands for (sample_weight.h)
+  std::uint32_t site = 0;    // CompilesProcess::eager_sites: the compiled function's line it was at
+};
+
 struct CompilesProcess {
   std::vector<CompiledRegion> regions;       // by (frame, compile)
   std::vector<Recompile> recompiles;         // in time order
@@ -71,6 +80,9 @@ struct CompilesProcess {
   std::vector<GraphBreakNote> graph_breaks;  // most met first
   std::uint64_t graph_replays_outside = 0;   // CUDA graph replays outside every compiled region
   std::uint64_t graph_kernels_outside = 0;
+  std::vector<EagerSample> eager;        // in time order
+  std::vector<std::string> eager_sites;  // "Model.forward (model.py:40)": the line, not the first one
+  std::uint64_t period_ns = 0;           // the on-CPU sampling period the samples stand for (0: none)
 };
 
 struct CompilesReport {
@@ -102,7 +114,16 @@ class CompileAggregator {
     std::map<std::uint32_t, std::pair<unsigned, unsigned>> replays;
     std::deque<std::uint32_t> replay_order;
     std::uint64_t replays_outside = 0, kernels_outside = 0;
+    std::set<std::string> compiled;  // the functions regions ran for, as CompiledRegion::function
+    // What each sampled code object is (cleared when a name or `compiled` changes).
+    enum class Code : std::uint8_t { other, compiled, compiling, wrapper, graph };
+    std::map<std::pair<std::uint64_t, std::uint32_t>, Code> code_kind;
+    std::uint64_t code_kind_epoch = 0;
+    std::vector<EagerSample> eager;
+    std::vector<std::string> eager_sites;
+    std::map<std::string, std::uint32_t> eager_site_index;
   };
+  void on_sample(const lt_event_header& h, const lt_py_sample_event& e);
   struct Name {
     bool region = false;
     unsigned frame = 0, compile = 0;
@@ -114,6 +135,7 @@ class CompileAggregator {
   PySymbols symbols_;  // the regions' functions
   std::uint64_t window_begin_ = 0;
   std::int64_t wall_minus_mono_ns_ = 0;  // HOST_INFO: realtime - monotonic; 0 unknown
+  std::uint64_t period_ns_ = 0;          // SAMPLER_INFO's on-CPU period
   const ActionAggregator* actions_ = nullptr;
 };
 

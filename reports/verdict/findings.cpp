@@ -208,8 +208,6 @@ void memory_growth(const ProcessActions& p, const std::vector<StepRecord>& t, st
                  "tracemalloc say where"});
 }
 
-// Recompiles inside the train steps: each such compile's duration (Dynamo's
-// own), in the step it began in (`per_step`, ms), and the finding.
 // Recompiles inside the train and validation steps: each one's duration
 // (Dynamo's own) in the train step it began in (`per_step`, ms) or in
 // `in_validation` (ms), so that the outliers and validation findings leave
@@ -256,6 +254,51 @@ void recompiles(const ProcessActions& p, const ProcessSteps& s, double total_ms,
        "keep the guarded input stable (pad or bucket the shapes that change), or mark it dynamic "
        "(torch._dynamo.mark_dynamic(x, dim), torch.compile(dynamic=True)); TORCH_LOGS=recompiles names "
        "each failed guard"});
+}
+
+// Graph breaks: the samples taken inside a compiled function but outside
+// its graphs (Python Dynamo left to run eagerly between them, at the
+// breaks), counted in the train step they fall in; a finding only where
+// Dynamo says it met graph breaks.  An estimate: samples x the period.
+void graph_breaks(const ProcessActions& p, const ProcessSteps& s, double total_ms, const CompilesProcess& c,
+                  std::vector<Finding>& out) {
+  std::int64_t breaks = 0;
+  for (const auto& g : c.graph_breaks) breaks += g.count;
+  for (const auto& note : c.compiles) breaks = std::max<std::int64_t>(breaks, note.graph_breaks);
+  if (breaks <= 0 || c.eager.empty() || !c.period_ns) return;
+  const auto& t = s.train;
+  std::vector<std::uint64_t> by_site(c.eager_sites.size(), 0);
+  std::uint64_t periods = 0, samples = 0;
+  std::size_t k = 0;
+  for (const auto& x : c.eager) {
+    while (k < t.size() && t[k].end_ns <= x.ts_ns) ++k;
+    if (k == t.size()) break;
+    if (x.ts_ns < t[k].begin_ns) continue;  // between two steps
+    periods += x.weight;
+    ++samples;
+    if (x.site < by_site.size()) by_site[x.site] += x.weight;
+  }
+  const double ms = static_cast<double>(periods * c.period_ns) / 1e6;
+  if (!samples || ms / total_ms < kGraphBreaks) return;
+  const auto top = static_cast<std::size_t>(std::max_element(by_site.begin(), by_site.end()) - by_site.begin());
+  std::string reasons;
+  for (std::size_t i = 0; i < c.graph_breaks.size() && i < 2; ++i) {
+    std::string r = c.graph_breaks[i].reason.substr(0, c.graph_breaks[i].reason.find('\n'));
+    if (r.size() > 100) r = r.substr(0, 97) + "...";
+    reasons += (i ? "; " : ": ") + utf8_text(r) + " (" + std::to_string(c.graph_breaks[i].count) + "x)";
+  }
+  const double n = static_cast<double>(t.size());
+  out.push_back({"graph_breaks", p.meta.pid, ms / n, ms / total_ms,
+                 "Python ran eagerly between the compiled graphs for an estimated " + msf(ms) + " (" +
+                     pct(ms / total_ms) + " of the steps' time; " + std::to_string(samples) +
+                     " stack samples inside the compiled functions and outside their graphs), most at " +
+                     utf8_text(c.eager_sites[top]) + " (" +
+                     pct(static_cast<double>(by_site[top]) / static_cast<double>(periods)) + "); Dynamo met " +
+                     std::to_string(breaks) + " graph break(s)" + reasons,
+                 "move the call that breaks the graph (a print, .item() or .tolist(), a data-dependent branch, a "
+                 "library Dynamo cannot trace, a torch.compiler.disable'd function) out of the compiled function "
+                 "or after its last tensor op; torch._dynamo.config.capture_scalar_outputs=True keeps .item() in the "
+                 "graph; TORCH_LOGS=graph_breaks or torch._dynamo.explain(fn)(*args) list each break and why"});
 }
 
 // A process's collections: measured by the gc probes, or else estimated
@@ -419,7 +462,10 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   // Recompiles, before the outliers: a step's recompile is not its excess.
   std::vector<double> in_step_compiles(t.size(), 0.0);
   double val_compiles = 0;
-  if (compiles) recompiles(p, s, total, *compiles, in_step_compiles, val_compiles, out);
+  if (compiles) {
+    recompiles(p, s, total, *compiles, in_step_compiles, val_compiles, out);
+    graph_breaks(p, s, total, *compiles, out);
+  }
   std::vector<double> in_step_gc(t.size(), 0.0);
   gc_pauses(p, s, total, gc, in_step_gc, out);
   if (logging && logging->period_ns)

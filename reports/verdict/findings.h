@@ -38,11 +38,19 @@
 //                 train step; the most frequent reason and the graph breaks
 //                 as evidence. That time is not also a step's outlier excess
 //                 nor validation's.
+//   graph_breaks  torch.compile's graph breaks: on-CPU stack samples inside
+//                 the train steps in a function Dynamo compiled (a region
+//                 ran for it) but outside all of its compiled regions and
+//                 not compiling (compiles.h: Python run eagerly between
+//                 the graphs) >= 5 % of the steps' time, where Dynamo's
+//                 record has graph breaks: an estimate (samples x the
+//                 period), with the line most sampled and Dynamo's reasons.
 //   gc            CPython's garbage collections (the pygc probes: CPythons
-//                 built with their USDT probes) inside the train steps, each
-//                 clipped to its step, >= 5 % of the steps' time: that time
-//                 per step, by generation, the longest as evidence. Not also
-//                 a step's outlier excess.
+//                 built with their USDT probes; or, without them, the stack
+//                 samples taken inside a collection, an estimate) inside the
+//                 train steps, each clipped to its step, >= 5 % of the
+//                 steps' time: that time per step, by generation, the
+//                 longest as evidence. Not also a step's outlier excess.
 //   logging       the training loop thread's on-CPU stack samples inside
 //                 the train steps that were in logging code (self.log and
 //                 log_dict, Lightning's logger connector and loggers, the
@@ -83,7 +91,7 @@ inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kV
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
 inline constexpr double kContention = 0.15, kCollective = 0.15, kRecompiles = 0.05, kGc = 0.05;
-inline constexpr double kLogging = 0.05;
+inline constexpr double kLogging = 0.05, kGraphBreaks = 0.05;
 inline constexpr std::size_t kLoggingMinSamples = 10;
 
 // Ranked: most step time at stake first.

@@ -324,3 +324,37 @@ def test_graph_break_resume_shows_the_users_function(attach, inductor_cache, tmp
     resumed = sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                   if re.search(r";MLP\.forward \[after graph break\] \(\S*compiled_mlp\.py:\d+\)", line))
     assert resumed > 0, text[-3000:]
+
+
+GRAPH_BREAK_FIT = os.path.join(WORKLOADS, "graph_break_fit.py")
+
+
+def test_a_graph_break_is_its_own_finding_at_its_eager_time(attach):
+    """A compiled forward that breaks its graph to run ~5 ms of Python on
+    the host each step (a torch.compiler.disable'd call), then 8 layers in
+    its second graph (about as long): the verdict's first finding is
+    graph_breaks, at the CPU time the job measured in that call per train
+    step (not its graphs' time: counted, it would be over the bound), at
+    the line of the call, with Dynamo's reason. The same fit without the
+    break has no such finding. Backend "eager": no inductor build."""
+    run = attach([VENV_PY, GRAPH_BREAK_FIT], lt_args=["--report", "ops,verdict"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    result = json.loads(run.target_out.split("RESULT ", 1)[1].splitlines()[0])
+    assert result["graph_breaks"] >= 1, result
+    m = re.search(r"^  1\. graph_breaks \(pid \d+\): ([0-9.]+) ms per train step at stake\n"
+                  r"     Python ran eagerly between the compiled graphs for an estimated ([0-9.]+) ms .*; (\d+) stack "
+                  r"samples inside the compiled functions and outside their graphs\), most at Net\.forward "
+                  r"\(\S*graph_break_fit\.py:(\d+)\) .*Dynamo met \d+ graph break\(s\): Skip calling", run.lt_out, re.M)
+    assert m, run.lt_out[:3000]
+    src = open(GRAPH_BREAK_FIT).read().splitlines()
+    assert "host_work(h)" in src[int(m.group(4)) - 1], (m.group(4), run.lt_out[:3000])
+    # Samples at 999 Hz (the op report's rate): 3 standard deviations of
+    # the count and of the per-step boundaries' rounding.
+    period_ms, measured_ms = 1000 / 999, result["host_cpu_s"] * 1e3
+    slack = period_ms * (3 * math.sqrt(measured_ms / period_ms) + 3 * math.sqrt(result["train_steps"]))
+    assert abs(float(m.group(2)) - measured_ms) <= slack, (m.group(2), measured_ms, slack, run.lt_out[:3000])
+    assert abs(float(m.group(1)) - measured_ms / result["train_steps"]) <= slack / result["train_steps"] + 0.01
+    healthy = attach([VENV_PY, GRAPH_BREAK_FIT, "--no-break"], lt_args=["--report", "ops,verdict"])
+    assert healthy.target_rc == 0 and healthy.lt_rc == 0, healthy.lt_err
+    assert '"graph_breaks": 0' in healthy.target_out, healthy.target_out
+    assert "graph_breaks (pid" not in healthy.lt_out, healthy.lt_out[:3000]

@@ -339,3 +339,76 @@ TEST(Compiles, CraftedNotesStayOnTheirLines) {
   EXPECT_NE(text.find("f\\x0aTorch-Compiled Region: 9/9"), std::string::npos) << text;
   EXPECT_NE(text.find("recompiled: a\\x0d\\x09b\n"), std::string::npos) << text;
 }
+
+// Samples in a compiled region are eager when the innermost compiled
+// function called neither a graph (fx, AOTAutograd, inductor code past
+// Dynamo's eval_frame wrappers) nor is compiling (convert_frame); a sample
+// outside any region, or in a function Dynamo did not compile, is not.
+TEST(Compiles, EagerSamplesBetweenGraphs) {
+  Stream s;
+  auto code = [&](std::uint64_t addr, const char* name, const char* file, int first) {
+    lt_py_code_event c{};
+    c.hdr = {LT_EV_PY_CODE, sizeof c, kPid, kPid, 0, 1};
+    c.code = addr;
+    c.checksum = 1;
+    c.first_line = first;
+    std::strncpy(c.name, name, sizeof c.name - 1);
+    std::strncpy(c.file, file, sizeof c.file - 1);
+    s.feed(c);
+    lt_py_line_event l{};
+    l.hdr = {LT_EV_PY_LINE, sizeof l, kPid, kPid, 0, 1};
+    l.code = addr;
+    l.checksum = 1;
+    l.lasti = 8;
+    l.line = first + 3;
+    s.feed(l);
+  };
+  code(0x10, "Net.forward", "/src/net.py", 50);
+  code(0x20, "DisableContext.__call__.<locals>._fn", "/t/torch/_dynamo/eval_frame.py", 1540);
+  code(0x30, "forward", "<eval_with_key>.3", 4);
+  code(0x40, "host_work", "/src/net.py", 30);
+  code(0x50, "CompiledFxGraph.__call__", "/t/torch/_inductor/output_code.py", 600);
+  code(0x60, "ConvertFrame.__call__", "/t/torch/_dynamo/convert_frame.py", 1400);
+  code(0x70, "training_step", "/src/net.py", 70);
+  s.name(1, "Torch-Compiled Region: 0/0");
+  s.name(2, "aten::addmm");
+  lt_region_code_event rc{};
+  rc.hdr = {LT_EV_REGION_CODE, sizeof rc, kPid, kPid, 0, 9 * ms};
+  rc.op = 1;
+  rc.code = 0x10;
+  rc.checksum = 1;
+  s.feed(rc);
+  s.op(1, 10 * ms);
+  lt_sampler_info_event info{};
+  info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, kPid, kPid, 0, 1};
+  info.period_ns = ms;
+  info.flags = LT_SAMPLER_ON_CPU;
+  s.feed(info);
+  auto sample = [&](std::uint64_t ts, std::vector<std::uint64_t> leaf_first, std::vector<std::uint32_t> ops,
+                    std::uint16_t flags = 0) {
+    lt_py_sample_event e{};
+    e.hdr = {LT_EV_PY_SAMPLE, sizeof e, kPid, kPid, 0, ts};
+    e.flags = flags;
+    e.nframes = static_cast<std::uint16_t>(leaf_first.size());
+    for (std::size_t i = 0; i < leaf_first.size(); ++i) e.frames[i] = {leaf_first[i], 8, 1};
+    e.nops = static_cast<std::uint16_t>(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) e.ops[i] = ops[i];
+    s.feed(e);
+  };
+  sample(11 * ms, {0x40, 0x20, 0x10, 0x70}, {1});     // eager: a disabled function, past its wrapper
+  sample(12 * ms, {0x10, 0x70}, {1, 2});              // eager: in the transformed code itself (an op it calls)
+  sample(13 * ms, {0x30, 0x20, 0x10, 0x70}, {1, 2});  // a graph (fx), past the wrapper
+  sample(14 * ms, {0x50, 0x20, 0x10, 0x70}, {1});     // a graph (inductor)
+  sample(15 * ms, {0x60, 0x10, 0x70}, {1});           // compiling
+  sample(16 * ms, {0x40, 0x10, 0x70}, {});            // not in a region: the function run eagerly by choice
+  sample(17 * ms, {0x40, 0x70}, {1});                 // not in the compiled function
+  sample(18 * ms, {0x40, 0x20, 0x10, 0x70}, {1}, LT_SAMPLE_IN_PROBE);  // our own cost
+  const CompilesReport r = s.agg.finish();
+  const auto& p = r.procs.at(kPid);
+  ASSERT_EQ(p.eager.size(), 2u);
+  EXPECT_EQ(p.eager[0].ts_ns, 11 * ms);
+  EXPECT_EQ(p.eager[1].ts_ns, 12 * ms);
+  ASSERT_EQ(p.eager_sites.size(), 1u);
+  EXPECT_EQ(p.eager_sites[0], "Net.forward (/src/net.py:53)");  // the line it was at, not the first
+  EXPECT_EQ(p.period_ns, ms);
+}

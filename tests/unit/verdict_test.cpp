@@ -406,6 +406,40 @@ TEST(Findings, GcFromSamplesWhereNoProbesMeasuredIt) {
   for (const auto& x : find_issues(r, nullptr, nullptr, nullptr, &no_period)) EXPECT_NE(x.kind, "gc");
 }
 
+TEST(Findings, GraphBreaksAtTheirEagerTimeWhereDynamoMetThem) {
+  // 3 samples of 1 ms between the graphs in each ~8.6 ms step (one between
+  // steps, not at stake): "graph_breaks" first at 3 ms per step, at its
+  // line; without Dynamo's record of a break, or under 5 %, none.
+  const auto r = make(Fit{});
+  const auto steps = step_records(r.processes[0]).train;
+  CompilesReport c;
+  auto& p = c.procs[r.processes[0].meta.pid];
+  p.period_ns = 1'000'000;
+  p.eager_sites = {"Net.forward (/src/net.py:53)", "Net.forward (/src/net.py:55)"};
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    for (std::uint32_t k = 0; k < 3; ++k) p.eager.push_back({steps[i].begin_ns + 200'000 + k * 1'000'000, 1, k / 2});
+    if (i + 1 < steps.size() && steps[i + 1].begin_ns > steps[i].end_ns) p.eager.push_back({steps[i].end_ns, 1, 1});
+  }
+  p.graph_breaks.push_back({"Skip calling `torch.compiler.disable()`d function\n  Explanation: ...", 1});
+  const auto f = find_issues(r, nullptr, nullptr, &c);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "graph_breaks") << render_findings(r, f);
+  EXPECT_NEAR(f[0].ms_per_step, 3.0, 1e-9);
+  EXPECT_NE(f[0].evidence.find("150 stack samples inside the compiled functions and outside their graphs), most at "
+                               "Net.forward (/src/net.py:53) (66.7%); Dynamo met 1 graph break(s): Skip calling "
+                               "`torch.compiler.disable()`d function (1x)"),
+            std::string::npos)
+      << f[0].evidence;
+  auto none = c;
+  none.procs.begin()->second.graph_breaks.clear();
+  for (const auto& x : find_issues(r, nullptr, nullptr, &none)) EXPECT_NE(x.kind, "graph_breaks");
+  auto small = c;
+  auto& e = small.procs.begin()->second.eager;
+  e.erase(std::remove_if(e.begin(), e.end(), [](const EagerSample& x) { return x.site == 1; }), e.end());
+  e.resize(e.size() / 8);  // ~0.2 ms a step
+  for (const auto& x : find_issues(r, nullptr, nullptr, &small)) EXPECT_NE(x.kind, "graph_breaks");
+}
+
 // Which frames are logging code: Lightning's self.log / log_dict, its logger
 // connector and loggers, the logger libraries and Python's logging; not a
 // user's own function of the same name, nor a user directory named alike.
