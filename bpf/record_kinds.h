@@ -15,8 +15,13 @@
  * user-space records). Keep: what a window of the stream (watch mode's
  * captures) takes of the kind: LT_KEEP_EVENT, the records whose time is in
  * it; LT_KEEP_NAME, every record from before it too (names and facts later
- * records refer to: code objects, op names, processes, the host); and
- * LT_KEEP_FRAME, none (the window writes its own). Numbers are the trace
+ * records refer to: code objects, op names, processes, the host);
+ * LT_KEEP_SEGMENT, a name that lives with the events of its stretch of the
+ * stream (watch's ring segment: a window takes those of every segment it
+ * overlaps, whatever their time; the writer names them again in each
+ * segment, so the ring does not keep them for ever: PY_LINE, one per sampled
+ * instruction); and LT_KEEP_FRAME, none (the window writes its own). Numbers
+ * are the trace
  * file's format: never reuse one.
  * Plain C: BPF includes it too.
  */
@@ -29,6 +34,7 @@
 #define LT_KEEP_EVENT 0
 #define LT_KEEP_NAME 1
 #define LT_KEEP_FRAME 2
+#define LT_KEEP_SEGMENT 3
 
 /* clang-format off */
 #define LT_RECORD_KINDS(X) \
@@ -63,7 +69,7 @@
 	X(OFFCPU_END,       50, lt_offcpu_end_event,       LT_SIZE_READER, "off-CPU",                  "offcpu_end",        LT_KEEP_EVENT) /* it runs again */ \
 	/* made in user space: symbols of the stacks above */ \
 	X(PY_CODE,          51, lt_py_code_event,          LT_SIZE_READER, "code object",              "py_code",           LT_KEEP_NAME ) /* name, file, first line */ \
-	X(PY_LINE,          52, lt_py_line_event,          LT_SIZE_READER, "line",                     "py_line",           LT_KEEP_NAME ) /* (code object, instruction) -> line */ \
+	X(PY_LINE,          52, lt_py_line_event,          LT_SIZE_READER, "line",                     "py_line",           LT_KEEP_SEGMENT) /* (code object, instruction) -> line */ \
 	X(SAMPLER_INFO,     53, lt_sampler_info_event,     LT_SIZE_READER, "sampler info",             "sampler_info",      LT_KEEP_NAME ) /* rate, period, off-CPU on/off */ \
 	X(NATIVE_SYM,       54, lt_native_sym_event,       LT_SIZE_READER, "native symbol",            "native_sym",        LT_KEEP_NAME ) /* native address -> symbol */ \
 	X(MODULE_NAME,      55, lt_module_name_event,      LT_SIZE_READER, "module name",              "module_name",       LT_KEEP_NAME ) /* nn.Module -> its name and type */ \

@@ -254,6 +254,41 @@ def test_a_trigger_samples_its_stacks_at_the_capture_rate_for_its_window(watched
     assert 1 in weights and weights <= {1, 5}, samples
 
 
+def test_every_sampled_line_is_named_in_each_capture(watched):
+    """The line of each sampled instruction lives in its ring segment (named
+    again in each, so the ring does not keep them for ever): every capture
+    still names the line of every frame of its samples whose code object it
+    names, its windows crossing segments (--keep 60s: 3 s segments), and the
+    ring's names file holds none."""
+    def dumped(trace):
+        out = trace + ".lines.txt"
+        r = subprocess.run([LTRACE, "report", trace, "--report", "simple", "--dump", out], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode in (0, 13), r.stderr[-2000:]
+        return [x.split() for x in open(out).read().splitlines()]
+    checked = 0
+    for capture in watched["captures"]:
+        readable, lines, frames = set(), set(), []
+        for f in dumped(os.path.join(capture, "trace.ltrace")):
+            if len(f) < 4:
+                continue
+            pid = f[1].split("/")[0]
+            kv = dict(x.split("=", 1) for x in f[3:] if "=" in x)
+            if f[2] == "py_code" and kv.get("flags") == "0":
+                readable.add((pid, kv["code"]))
+            elif f[2] == "py_line":
+                lines.add((pid, kv["code"], kv["lasti"]))
+            elif f[2] == "py_sample":
+                frames += [(pid,) + tuple(x.split("@")) for x in f[3:] if x.startswith("0x") and "@" in x]
+        named = [x for x in frames if x[:2] in readable]
+        missing = [x for x in named if x not in lines]
+        assert not missing, (capture, missing[:5], len(named))
+        checked += len(named)
+    assert checked, watched["captures"]
+    names = dumped(str(watched["wdir"] / "ring" / "names.ltrace"))
+    assert not [f for f in names if len(f) > 2 and f[2] == "py_line"]
+
+
 def test_the_stall_is_captured_with_the_threads_at_that_moment(watched):
     stall = captures_of(watched, "stall")
     assert len(stall) == 1, watched["captures"]

@@ -77,12 +77,14 @@ namespace {
 // A window of the stream (watch's captures) keeps every name from before
 // it: the records later ones refer to are names; the window is its own.
 TEST(RecordKinds, WhatAWindowKeeps) {
-  for (auto k : {LT_EV_PY_CODE, LT_EV_PY_LINE, LT_EV_OP_NAME, LT_EV_PROC_INFO, LT_EV_HOST_INFO, LT_EV_NATIVE_SYM,
-                 LT_EV_NATIVE_FUNC, LT_EV_MODULE_NAME, LT_EV_GPU_NAME, LT_EV_SAMPLER_INFO, LT_EV_RECORDED_REPORTS})
+  for (auto k : {LT_EV_PY_CODE, LT_EV_OP_NAME, LT_EV_PROC_INFO, LT_EV_HOST_INFO, LT_EV_NATIVE_SYM, LT_EV_NATIVE_FUNC,
+                 LT_EV_MODULE_NAME, LT_EV_GPU_NAME, LT_EV_SAMPLER_INFO, LT_EV_RECORDED_REPORTS})
     EXPECT_EQ(keep_in_window(k), KeepInWindow::name) << record_dump_name(k);
   for (auto k : {LT_EV_ACTION_BEGIN, LT_EV_ACTION_END, LT_EV_PY_SAMPLE, LT_EV_OP, LT_EV_PROC_EXIT, LT_EV_COMM})
     EXPECT_EQ(keep_in_window(k), KeepInWindow::event) << record_dump_name(k);
   EXPECT_EQ(keep_in_window(LT_EV_WINDOW), KeepInWindow::frame);
+  // A line per sampled instruction: named again in each ring segment.
+  EXPECT_EQ(keep_in_window(LT_EV_PY_LINE), KeepInWindow::segment);
   EXPECT_EQ(keep_in_window(250), KeepInWindow::event);  // unknown: kept by its time
 }
 

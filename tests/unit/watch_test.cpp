@@ -307,6 +307,67 @@ TEST(FlightRing, AWindowForOneUserHoldsOnlyTheProcessesKept) {
   EXPECT_EQ(by_pid[0], 2u);   // the window's two WINDOW records
 }
 
+std::vector<std::byte> line_record(std::uint32_t pid, std::int32_t lasti, std::uint64_t ts) {
+  lt_py_line_event l{};
+  l.hdr.kind = LT_EV_PY_LINE;
+  l.hdr.size = sizeof l;
+  l.hdr.pid = pid;
+  l.hdr.ts_ns = ts;
+  l.code = 0x1234;
+  l.lasti = lasti;
+  l.line = 100 + lasti;
+  std::vector<std::byte> out(sizeof l);
+  std::memcpy(out.data(), &l, sizeof l);
+  return out;
+}
+
+// An instruction's line lives in its segment (the writer names it again
+// in each): a window takes those of the segments it overlaps, before its
+// events, even from before its start; they go with their segment, not into
+// names.ltrace, which stays as it was.
+TEST(FlightRing, LinesGoWithTheirSegment) {
+  TempDir d;
+  FlightRingOptions o;
+  o.dir = d.path;
+  o.keep_ns = 10 * s;
+  o.segment_ns = 2 * s;
+  FlightRing ring(o);
+  feed(ring, code_record(7, 1 * s));
+  std::uint64_t ended = ring.segments_ended();
+  std::int32_t lasti = 0;
+  for (std::uint64_t t = 1 * s; t <= 30 * s; t += 100 * ms) {
+    if (ring.segments_ended() != ended || t == 1 * s) {  // a new segment: its line again
+      ended = ring.segments_ended();
+      feed(ring, line_record(7, ++lasti, t));
+    }
+    feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "step", t));
+    ring.tick(t);
+  }
+  const auto names = ring.names_bytes();
+  EXPECT_GT(ring.segments_dropped(), 5u);
+  // The window [27.5 s, 28.5 s]: the segment from 26.2 s (segments begin at
+  // the first record after the last one ended; its line written then, before
+  // the window) and the one from 28.3 s.
+  const std::string out = d.path + "/window.ltrace";
+  ring.write_window(out, 27'500 * ms, 28'500 * ms);
+  std::vector<std::int32_t> lines;
+  std::size_t events = 0;
+  bool window_begun = false;
+  tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte* p) {
+    if (h.kind == LT_EV_WINDOW) window_begun = true;
+    if (h.kind == LT_EV_ACTION_BEGIN) ++events;
+    if (h.kind == LT_EV_PY_LINE) {
+      EXPECT_FALSE(window_begun) << "a line after the window began";
+      lt_py_line_event l;
+      std::memcpy(&l, p, sizeof l);
+      lines.push_back(l.lasti);
+    }
+  });
+  EXPECT_EQ(events, 11u);
+  EXPECT_EQ(lines, (std::vector<std::int32_t>{lasti - 1, lasti})) << lasti;
+  EXPECT_EQ(ring.names_bytes(), names);  // the lines never went there
+}
+
 TEST(FlightRing, KeepsItsBytes) {
   TempDir d;
   FlightRingOptions o;

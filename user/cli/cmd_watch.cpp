@@ -328,7 +328,7 @@ int cmd_watch(Options& opts) {
   so.gpu = false;
   so.reports = "verdict,simple,advanced,comm,steps,ops";
   so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };
-  std::uint64_t next_publish = 0;
+  std::uint64_t next_publish = 0, segments_ended = 0;
   so.on_tick = [&](std::uint64_t now) {
     if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
     {
@@ -336,6 +336,12 @@ int cmd_watch(Options& opts) {
       for (const auto& [pid, for_uid] : std::exchange(asked_captures, {})) watcher.request(pid, now, for_uid);
     }
     watcher.tick(now);
+    // A new ring segment: its samples' lines are written into it again, so
+    // that they go with it (docs/design-watch.md, "The names").
+    if (const auto ended = watcher.ring().segments_ended(); ended != segments_ended && live) {
+      segments_ended = ended;
+      live->forget_lines();
+    }
     escalation_tick(now);
     if (metrics && now >= next_publish) {
       metrics->publish(watcher.metrics_text(now));

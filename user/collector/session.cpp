@@ -267,6 +267,10 @@ void Session::start_tracers() {
   }
 }
 
+void Session::forget_lines() {
+  if (symbolizer_) symbolizer_->forget_lines();
+}
+
 python::Symbolizer& Session::symbolizer() {
   if (!symbolizer_)
     symbolizer_ = std::make_unique<python::Symbolizer>([this](const void* r, std::size_t n) { emit(r, n); });

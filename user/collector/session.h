@@ -97,6 +97,10 @@ class Session {
   // escalation's op observer in its handshake).
   bool settling(pid_t pid) const;
 
+  // The lines of sampled instructions are written again when next sampled
+  // (watch: once per ring segment, so that they go with it).
+  void forget_lines();
+
  private:
   // Why a process could not be adopted.
   struct Refusal {

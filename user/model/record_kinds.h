@@ -11,7 +11,12 @@
 namespace lt {
 
 // What a window of the stream takes of a kind (bpf/record_kinds.h).
-enum class KeepInWindow : std::uint8_t { event = LT_KEEP_EVENT, name = LT_KEEP_NAME, frame = LT_KEEP_FRAME };
+enum class KeepInWindow : std::uint8_t {
+  event = LT_KEEP_EVENT,
+  name = LT_KEEP_NAME,
+  frame = LT_KEEP_FRAME,
+  segment = LT_KEEP_SEGMENT,
+};
 
 struct RecordKind {
   std::uint16_t kind;
@@ -20,7 +25,7 @@ struct RecordKind {
   bool exact;             // LT_SIZE_EXACT: a record of another size is dropped
   const char* text;       // in loss notes: "lost 12 action start record(s)"
   const char* dump;       // in `dump` lines: "action_begin"
-  KeepInWindow keep;      // event: when in the window; name: always; frame: never
+  KeepInWindow keep;      // event: when in the window; name: always; frame: never; segment: with its segment
 };
 
 // Every kind, in the catalogue's order.

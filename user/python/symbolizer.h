@@ -41,6 +41,10 @@ class Symbolizer {
   }
   // A process exec'd or exited: its addresses mean something else now.
   void forget(pid_t pid);
+  // Every instruction's line is emitted again when next described (watch's
+  // ring keeps lines per segment: KeepInWindow::segment); code objects stay
+  // named once.
+  void forget_lines() { lines_.clear(); }
 
  private:
   struct Code {

@@ -88,7 +88,8 @@ void FlightRing::add(const lt_event_header& h, const std::byte* record) {
       names_->append(record, h.size);
       return;
     case KeepInWindow::frame:
-      return;  // each window writes its own
+      return;                    // each window writes its own
+    case KeepInWindow::segment:  // a name of this segment's events: dropped with them
     case KeepInWindow::event:
       break;
   }
@@ -99,7 +100,10 @@ void FlightRing::add(const lt_event_header& h, const std::byte* record) {
 }
 
 void FlightRing::tick(std::uint64_t now_ns) {
-  if (writer_ && now_ns - cur_started_ns_ >= segment_length(o_)) finish_segment();
+  if (writer_ && now_ns - cur_started_ns_ >= segment_length(o_)) {
+    finish_segment();
+    ++segments_ended_;  // the writer names the next segment's lines again (segments_ended)
+  }
   if (writer_) writer_->maybe_flush(now_ns);
   names_->maybe_flush(now_ns);
   drop_old(now_ns);
@@ -153,17 +157,23 @@ std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t fr
     ++n;
   };
   tracefile::read_trace_file(ring_ + "/names.ltrace", copy);
+  std::vector<Segment> segments;
+  for (const auto& s : done_)
+    if (s.first_ns && s.last_ns >= from_ns && s.first_ns <= to_ns) segments.push_back(s);
+  if (writer_ && cur_.first_ns && cur_.last_ns >= from_ns && cur_.first_ns <= to_ns) segments.push_back(cur_);
+  // The segments' own names (their lines), whatever their time: an event in
+  // the window may be named by one written before it, in its segment.
+  for (const auto& s : segments)
+    tracefile::read_trace_file(s.path, [&](const lt_event_header& h, const std::byte* p) {
+      if (keep_in_window(h.kind) == KeepInWindow::segment) copy(h, p);
+    });
   const auto begin = window(true, from_ns);
   out.append(&begin, sizeof begin);
   for (const auto& r : frame) out.append(r.data(), r.size());
-  std::vector<Segment> segments(done_.begin(), done_.end());
-  if (writer_) segments.push_back(cur_);
-  for (const auto& s : segments) {
-    if (!s.first_ns || s.last_ns < from_ns || s.first_ns > to_ns) continue;
+  for (const auto& s : segments)
     tracefile::read_trace_file(s.path, [&](const lt_event_header& h, const std::byte* p) {
-      if (h.ts_ns >= from_ns && h.ts_ns <= to_ns) copy(h, p);
+      if (h.ts_ns >= from_ns && h.ts_ns <= to_ns && keep_in_window(h.kind) != KeepInWindow::segment) copy(h, p);
     });
-  }
   const auto end = window(false, to_ns);
   out.append(&end, sizeof end);
   out.close();

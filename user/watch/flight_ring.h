@@ -6,9 +6,12 @@
 // later window needs from before it, whatever its start (names: code
 // objects, op names, processes, the host: KeepInWindow::name in the record
 // catalogue), go to DIR/ring/names.ltrace instead, kept for the watcher's
-// life; it grows only with new names. A window (a capture) is the names,
-// then the events of the segments whose times fall in it, between WINDOW
-// records of its own.
+// life; it grows only with new names. Names there would be too many of over
+// days (the line of each sampled instruction: KeepInWindow::segment) stay in
+// their segment and go with it: the writer names them again in each segment
+// (segments_ended() says when one began). A window (a capture) is the
+// names, the segment names of the segments it overlaps, then the events of
+// those segments whose times fall in it, between WINDOW records of its own.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -58,6 +61,9 @@ class FlightRing {
   std::uint64_t bytes() const;
   std::uint64_t names_bytes() const;
   std::uint64_t segments_dropped() const { return dropped_; }
+  // Segments ended so far: when it changes, the records of the next one need
+  // their segment names again.
+  std::uint64_t segments_ended() const { return segments_ended_; }
   std::uint64_t oldest_ns() const;  // the oldest record kept (0: none)
   void close();                     // writes what waits; the files stay
 
@@ -75,7 +81,7 @@ class FlightRing {
   std::deque<Segment> done_;
   Segment cur_;
   std::uint64_t cur_started_ns_ = 0;
-  std::uint64_t next_seq_ = 0, dropped_ = 0;
+  std::uint64_t next_seq_ = 0, dropped_ = 0, segments_ended_ = 0;
   std::unique_ptr<tracefile::TraceWriter> writer_, names_;
 };
 
