@@ -45,7 +45,8 @@ std::string allocating_line(const std::vector<StackFrame>& root_first) {
 
 std::string render_memory_report(const MemoryReport& rep, const MemoryRenderOptions& opt) {
   std::ostringstream out;
-  out << "Memory (torch's CPU allocator and CUDA caching allocator, every allocation while attached)\n";
+  out << "Memory (torch's CPU allocator and CUDA caching allocator, every allocation while attached; in a watch "
+         "capture, while its process was escalated)\n";
   out << "Allocations made before the attach are unknown: their frees are counted without a size (\"frees of "
          "unknown size\"), CPU live bytes count from the attach, and only allocations made while attached can be "
          "listed as still alive.\n";

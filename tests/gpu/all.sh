@@ -9,6 +9,7 @@
 #           build/libltrace-bridge.so)
 # Sections, the never-run checks first:
 #   0. verdict_check.py the verdict's GPU findings on real fits (sync, tiny kernels, healthy)
+#      watch_check.py   watch's GPU memory growth and CUDA out-of-memory triggers
 #   1. memory_check.py  CUDA allocator keys and Self CUDA Mem vs torch.cuda.memory_stats
 #   2. nccl_check.py    c10d + NCCL calls of a world-size-1 NCCL group
 #   3. compile_check.py CUDA graph replays inside a torch.compile region
@@ -49,6 +50,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 $LT --version || exit 1
 
 section "0. verdict_check" 150 $PY tests/gpu/verdict_check.py
+section "0. watch_check" 90 $PY tests/gpu/watch_check.py
 section "1. memory_check" 90 $PY tests/gpu/memory_check.py
 section "2. nccl_check" 90 $PY tests/gpu/nccl_check.py
 section "3. compile_check" 150 env STEPS=50 $PY tests/gpu/compile_check.py

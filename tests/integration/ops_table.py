@@ -14,14 +14,22 @@ def parse_ops_report(text):
     """-> {title: {name: {"calls", "self_us", "total_us"}}} for each "Profile stats for:" section."""
     tables = {}
     current = None
+    cols = (2, 4, 6)  # Self CPU, CPU total, # of Calls: after each header, where they are
     for line in text.splitlines():
         if line.startswith("Profile stats for: "):
             current = tables.setdefault(line[len("Profile stats for: "):], {})
             continue
         cells = re.split(r"\s{2,}", line.strip())
-        if current is None or len(cells) < 7 or cells[0] == "Name" or set(line.strip()) <= {"-", " "}:
+        if cells and cells[0] == "Name":
+            # With memory columns (--profile-memory, a watch capture's
+            # escalated allocations) "# of Calls" moves right.
+            bare = [c.rstrip(" ~") for c in cells]
+            cols = tuple(bare.index(n) if n in bare else d
+                         for n, d in (("Self CPU", 2), ("CPU total", 4), ("# of Calls", 6)))
             continue
-        name, _, self_cpu, _, total, _, calls = cells[:7]
+        if current is None or len(cells) < 7 or set(line.strip()) <= {"-", " "}:
+            continue
+        name, self_cpu, total, calls = cells[0], cells[cols[0]], cells[cols[1]], cells[cols[2]]
         row = current.setdefault(name, {"calls": 0, "self_us": 0.0, "total_us": 0.0})
         row["calls"] += int(calls)
         row["self_us"] += to_us(self_cpu)

@@ -1,6 +1,6 @@
 """watch: the always-on mode on a real Lightning fit (tests/workloads/watch_job.py)
-with one slow step, one stall, a leak and a failed exit, scraped by a real
-Prometheus.
+with one slow step, one stall, a leak, an out-of-memory error the job catches
+and a failed exit, scraped by a real Prometheus.
 
 One watched run is shared by every test here (a module fixture): the fit
 takes ~10 s, the imports most of the rest."""
@@ -26,6 +26,7 @@ STEPS = 60
 SLOW_STEP, SLOW_S = 30, 1.0
 STALL_STEP, STALL_S = 45, 4.0
 LEAK_MB = 5  # per step: 300 MiB over the fit, from ~700 MiB
+OOM_STEP = 52  # past the stall: its capture is not the leak's
 
 
 def free_port():
@@ -92,7 +93,7 @@ def watched(tmp_path_factory, ):
         target = subprocess.Popen([py, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
                                    "--steps", str(STEPS), "--slow-step", str(SLOW_STEP), "--slow-s", str(SLOW_S),
                                    "--stall-step", str(STALL_STEP), "--stall-s", str(STALL_S), "--exit-code", "3",
-                                   "--leak-mb", str(LEAK_MB)],
+                                   "--leak-mb", str(LEAK_MB), "--leak-torch", "--oom-step", str(OOM_STEP)],
                                   stdout=wo, stderr=subprocess.STDOUT, cwd=tmp)
     prom = None
     try:
@@ -305,14 +306,47 @@ def test_the_leak_is_captured_once(watched):
     # +25% over the lowest RSS of the window (and 100 MiB): ~175 MiB into
     # the leak; then measured from there, and the other ~125 MiB are under
     # +25% of that.
-    assert len(captures_of(watched, "memory")) == 1, watched["captures"]
-    assert "resident memory grew from" in watched["err"], watched["err"]
+    summary = [x for x in watched["err"].splitlines() if re.search(r"summary: memory, pid \d+: resident memory grew", x)]
+    assert len(summary) == 1, watched["err"]
     # Its summary names the growth its capture shows (the verdict's memory
     # finding, from the cheap tier's /proc samples), ~5 MiB per step.
-    summary = [x for x in watched["err"].splitlines() if "watch: summary: memory" in x]
-    assert summary and "top finding: memory growth (pid" in summary[0], watched["err"]
+    assert "top finding: memory growth (pid" in summary[0], watched["err"]
     per_step = float(re.search(r"\(([+0-9.]+) MiB per step", summary[0]).group(1))
     assert LEAK_MB * 0.7 <= per_step <= LEAK_MB * 1.3, summary[0]
+    # Escalated, its allocations were probed (a group of uprobes for the
+    # window): the capture's memory report lists what the window allocated
+    # and kept, the training step's line first, in LEAK_MB MiB tensors.
+    err, pid = watched["err"], watched["pid"]
+    assert f"watch: escalated: pid {pid}: allocations: " in err, err
+    assert f"watch: back to the cheap tier: pid {pid}: allocations off" in err, err
+    d = summary[0].rsplit("(", 1)[1].rstrip(")")
+    reports = open(os.path.join(d, "reports.txt")).read()
+    memory = reports[reports.index("Memory (torch's CPU allocator"):]
+    alive = re.search(r"still alive at the end: (\d+) allocations, (\d+) bytes", memory)
+    assert alive and int(alive.group(1)) >= 1, memory[:3000]
+    rows = re.findall(r"^ +([\d,]+) +([\d,]+) +CPU +\S+ +(.*)$", memory, re.M)
+    assert rows, memory[:3000]
+    first_bytes, first_count, at = rows[0]
+    assert "watch_job.py" in at and "training_step" in at, memory[:3000]
+    assert int(first_bytes.replace(",", "")) == int(first_count.replace(",", "")) * (LEAK_MB << 20), rows[0]
+
+
+def test_an_out_of_memory_the_job_caught_is_captured(watched):
+    # The allocator's out-of-memory hook (nothing else of the allocator is
+    # probed in the cheap tier): the job caught the error and went on.
+    assert "OOM caught: " in watched["target_out"], watched["target_out"]
+    oom = [x for x in watched["err"].splitlines() if re.search(r"summary: memory, pid \d+: out of memory", x)]
+    assert len(oom) == 1, watched["err"]
+    assert f"pid {watched['pid']}: out of memory: an allocation of 1024.00 GiB on CPU failed" in oom[0], oom[0]
+    assert len(captures_of(watched, "memory")) == 2, watched["captures"]  # it and the leak's
+    # Its capture's window holds the failed allocation.
+    d = oom[0].rsplit("(", 1)[1].rstrip(")")
+    dumped = subprocess.run([LTRACE, "report", os.path.join(d, "trace.ltrace"), "--dump", "-"],
+                            capture_output=True, text=True, timeout=120)
+    assert dumped.returncode == 0, dumped.stderr
+    ooms = [x for x in dumped.stdout.splitlines()
+            if x.split()[2:3] == ["mem"] and " what=3 " in x and f" bytes={1 << 40} " in x]
+    assert len(ooms) == 1, dumped.stdout[-3000:]
 
 
 def test_the_failed_exit_and_the_request_are_captured(watched):

@@ -394,7 +394,8 @@ TEST(MemoryReportText, Golden) {
   s.free_cpu(0x30);
   auto rep = s.finish();
   const std::string want =
-      "Memory (torch's CPU allocator and CUDA caching allocator, every allocation while attached)\n"
+      "Memory (torch's CPU allocator and CUDA caching allocator, every allocation while attached; in a watch "
+      "capture, while its process was escalated)\n"
       "Allocations made before the attach are unknown: their frees are counted without a size (\"frees of unknown "
       "size\"), CPU live bytes count from the attach, and only allocations made while attached can be listed as "
       "still alive.\n"

@@ -504,6 +504,72 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   EXPECT_NE(m.find("ltrace_bpf_watch_captures_total 1\n"), std::string::npos) << m;
 }
 
+// The allocator's out-of-memory record of a watched process becomes a
+// memory capture; one of a process not watched (no PROC_INFO) does not;
+// an NVML sample's growth of a target's GPU memory is a memory trigger too.
+TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 5 * s;
+  o.after_ns = 1 * s;
+  std::vector<Capture> rendered;
+  Watcher w(o, nullptr, [&](const Capture& c) {
+    rendered.push_back(c);
+    return std::string();
+  });
+  testing::internal::CaptureStderr();
+  lt_proc_info_event info{};
+  info.hdr.kind = LT_EV_PROC_INFO;
+  info.hdr.size = sizeof info;
+  info.hdr.pid = 7;
+  info.flags = LT_PROC_PYTHON;
+  info.rank = -1;
+  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  lt_mem_event m{};
+  m.hdr.kind = LT_EV_MEM;
+  m.hdr.size = sizeof m;
+  m.hdr.pid = 9;  // not a target
+  m.hdr.ts_ns = 3 * s;
+  m.what = LT_MEM_OOM;
+  m.bytes = 1ll << 40;
+  m.device_index = -1;
+  w.add(m.hdr, reinterpret_cast<const std::byte*>(&m));
+  m.hdr.pid = 7;
+  m.what = LT_MEM_ALLOC;  // an allocation is no trigger
+  w.add(m.hdr, reinterpret_cast<const std::byte*>(&m));
+  m.what = LT_MEM_OOM;
+  w.add(m.hdr, reinterpret_cast<const std::byte*>(&m));
+  // NVML: pid 7 holds 1 GiB then 2 GiB of device 0 (its memory capture
+  // is pending: joined); pid 9, not a target, is no trigger.
+  lt_device_stats_event g{};
+  g.hdr.kind = LT_EV_DEVICE_STATS;
+  g.hdr.size = sizeof g;
+  g.proc_pid[0] = 9;
+  g.proc_mem_bytes[0] = 1ull << 30;
+  g.proc_pid[1] = 7;
+  g.proc_mem_bytes[1] = 1ull << 30;
+  g.proc_mem_bytes[2] = g.proc_mem_bytes[3] = ~0ull;
+  for (std::uint64_t t : {3 * s, 4 * s}) {
+    g.hdr.ts_ns = t;
+    w.add(g.hdr, reinterpret_cast<const std::byte*>(&g));
+    g.proc_mem_bytes[0] = g.proc_mem_bytes[1] = 2ull << 30;
+  }
+  w.tick(5 * s);
+  w.finish(6 * s);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rendered.size(), 1u) << err;
+  EXPECT_EQ(rendered[0].trigger.kind, TriggerKind::memory);
+  EXPECT_EQ(rendered[0].trigger.pid, 7u);
+  EXPECT_NE(err.find("memory, pid 7: out of memory: an allocation of 1024.00 GiB on CPU failed"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("memory: pid 7: GPU memory on CUDA:0 grew from 1024.0 MiB to 2048.0 MiB (+100%) in 1.000 s; in "
+                     "the capture"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(w.joined(), 1u);
+}
+
 // A second slow step inside the first one's pending capture (its after-
 // window: escalating the process may be what slowed it) joins that
 // capture: said, counted, no second capture.
@@ -604,6 +670,52 @@ TEST(Triggers, MemoryGrowthOverTheWindowsLowest) {
   TriggerPolicy r(o);
   EXPECT_FALSE(r.on_rss(9, 20 * MiB, 1 * s, 1 * s));
   EXPECT_FALSE(r.on_rss(9, 90 * MiB, 2 * s, 2 * s));
+}
+
+// The GPU memory a process holds on a device (NVML) grows as resident
+// memory does: its own series per device.
+TEST(Triggers, GpuMemoryGrowthPerDevice) {
+  TriggerOptions o;
+  o.memory_growth = 0.5;
+  o.memory_floor_bytes = 100 << 20;
+  o.memory_window_ns = 60 * s;
+  TriggerPolicy p(o);
+  const std::uint64_t MiB = 1 << 20;
+  EXPECT_FALSE(p.on_gpu_mem(7, 0, 2000 * MiB, 1 * s, 1 * s));
+  EXPECT_FALSE(p.on_gpu_mem(7, 1, 200 * MiB, 1 * s, 1 * s));   // another device: its own lowest
+  EXPECT_FALSE(p.on_rss(7, 300 * MiB, 1 * s, 1 * s));          // and resident memory its own
+  EXPECT_FALSE(p.on_gpu_mem(7, 0, 2900 * MiB, 2 * s, 2 * s));  // +45%
+  const auto g = p.on_gpu_mem(7, 1, 310 * MiB, 3 * s, 3 * s);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->kind, TriggerKind::memory);
+  EXPECT_EQ(g->what, "GPU memory on CUDA:1 grew from 200.0 MiB to 310.0 MiB (+55%) in 2.000 s");
+  EXPECT_FALSE(p.on_gpu_mem(7, 1, 320 * MiB, 4 * s, 4 * s));  // measured from there again
+  const auto d0 = p.on_gpu_mem(7, 0, 3001 * MiB, 5 * s, 5 * s);
+  ASSERT_TRUE(d0);
+  EXPECT_NE(d0->what.find("CUDA:0 grew from 2000.0 MiB"), std::string::npos) << d0->what;
+}
+
+// A failed allocation fires the memory trigger at once, named with its
+// size and device; a job retrying in a loop makes one capture per quiet
+// window, the rest counted as suppressed.
+TEST(Triggers, AnOutOfMemoryFiresOncePerEpisode) {
+  TriggerOptions o;
+  o.oom_quiet_ns = 60 * s;
+  TriggerPolicy p(o);
+  const auto cpu = p.on_oom(7, 70368744177664ull, 0, -1, 10 * s, 10 * s);
+  ASSERT_TRUE(cpu);
+  EXPECT_EQ(cpu->kind, TriggerKind::memory);
+  EXPECT_EQ(cpu->at_ns, 10 * s);
+  EXPECT_EQ(cpu->what, "out of memory: an allocation of 65536.00 GiB on CPU failed");
+  EXPECT_FALSE(p.on_oom(7, 1 << 20, 0, -1, 11 * s, 11 * s));  // the same episode
+  EXPECT_EQ(p.suppressed(TriggerKind::memory), 1u);
+  const auto cuda = p.on_oom(8, 3u << 20, 1, 2, 12 * s, 12 * s);  // another process: its own
+  ASSERT_TRUE(cuda);
+  EXPECT_EQ(cuda->what, "out of memory: an allocation of 3.0 MiB on CUDA:2 failed");
+  EXPECT_TRUE(p.on_oom(7, 1 << 20, 0, -1, 71 * s, 71 * s));  // past the quiet window
+  o.memory = false;                                          // --triggers without memory
+  TriggerPolicy off(o);
+  EXPECT_FALSE(off.on_oom(7, 1 << 20, 0, -1, 10 * s, 10 * s));
 }
 
 }  // namespace

@@ -6,7 +6,8 @@ Usage: python watch_job.py --wait-file PATH [--steps N] [--slow-step I --slow-s 
 
 Prints READY once imports are done, waits for PATH to exist, runs the fit
 (each training step sleeps D seconds: a steady median), then exits with C.
---leak-mb M: each step keeps M MiB more (a leak).
+--leak-mb M [--leak-torch]: each step keeps M MiB more (a leak; of CPU
+tensors with --leak-torch, else of bytes).
 --times FILE: each step's time, start to next start (bench/watch.py).
 --op-ms M: each training step also runs one aten::cumsum sized (before
 READY) to take about M ms here; prints a JSON line {"op_s": ...}: the
@@ -18,6 +19,9 @@ removal of each one's predecessor), timed here.
 --log-calls N: each training step calls self.log() for N values; prints a
 JSON line {"log_s": ..., "log_cpu_s": ..., "log_steps": ...}: the seconds
 those calls took, and their thread's CPU seconds in them.
+--oom-step K: training step K asks torch for a 1 TiB tensor, catches the
+allocator's out-of-memory error and goes on (as a job that retries with a
+smaller batch does); prints "OOM caught: ...".
 --gc-collect [--gc-heap N] [--gc-every K]: each (K-th) training step calls
 gc.collect() (with N live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
 the seconds those calls took, timed around them here.
@@ -64,7 +68,9 @@ class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx):
         a = self.args
         Model.starts.append(time.perf_counter())
-        if a.leak_mb:
+        if a.leak_mb and a.leak_torch:
+            Model.kept.append(torch.ones(a.leak_mb << 18))  # float32: resident, through torch's allocator
+        elif a.leak_mb:
             Model.kept.append(b"\x01" * (a.leak_mb << 20))
         if a.gc_collect and batch_idx % a.gc_every == 0:
             # A full collection each step, as some training loops call: its
@@ -88,6 +94,11 @@ class Model(pl.LightningModule):
             time.sleep(a.slow_s)
         if batch_idx == a.stall_step:
             stalled_here(a.stall_s)
+        if batch_idx == a.oom_step:
+            try:
+                torch.empty(1 << 40, dtype=torch.uint8)
+            except RuntimeError as e:
+                print("OOM caught:", str(e).splitlines()[0][:120], flush=True)
         return self.net(batch[0]).pow(2).mean()
 
     def configure_optimizers(self):
@@ -104,8 +115,10 @@ def main():
     p.add_argument("--stall-step", type=int, default=-1)
     p.add_argument("--stall-s", type=float, default=4.0)
     p.add_argument("--exit-code", type=int, default=0)
+    p.add_argument("--oom-step", type=int, default=-1)
     p.add_argument("--times")
     p.add_argument("--leak-mb", type=int, default=0)
+    p.add_argument("--leak-torch", action="store_true", help="--leak-mb as CPU tensors (torch's allocator)")
     p.add_argument("--ckpt-every", type=int, default=0)
     p.add_argument("--ckpt-mb", type=int, default=0)
     p.add_argument("--op-ms", type=float, default=0)

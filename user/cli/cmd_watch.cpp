@@ -304,7 +304,8 @@ int cmd_watch(Options& opts) {
   if (!opts.job_env.empty()) so.adopt_env = opts.job_env;
   // The cheap tier: actions (always), stacks at a low rate, collectives,
   // CPython's GC probes (two probe hits per collection, where the build has
-  // them), /proc and NVML samples. No op probes, no GPU bridge.
+  // them), torch's out-of-memory hooks, /proc and NVML samples. No op
+  // probes, no GPU bridge.
   so.sample_rate_hz = opts.rate_hz ? opts.rate_hz : 19;
   // Escalated, a profile's rate (its own perf events; every sample says how
   // many full-rate periods it stands for).
@@ -316,6 +317,10 @@ int cmd_watch(Options& opts) {
   so.origin_by_code = true;
   so.sources.comm = true;
   so.sources.gc = true;
+  // The allocator's out-of-memory hooks alone (the memory trigger): torch
+  // calls them only as an allocation fails, so they cost nothing until then.
+  // Escalated, its allocations too (MemTracer::escalate).
+  so.sources.oom = watch_options(opts).triggers.memory;
   so.sources.ops = true;  // on demand: the op observer while escalated
   so.ops_on_demand = true;
   so.inject = opts.inject;
@@ -326,7 +331,7 @@ int cmd_watch(Options& opts) {
   // profile's; escalated, a profile's (docs/design-watch.md, "The pieces").
   so.cadence = LoopCadence{100'000'000, 1'000'000'000, 500'000'000};
   so.gpu = false;
-  so.reports = "verdict,simple,advanced,comm,steps,ops";
+  so.reports = "verdict,simple,advanced,comm,steps,ops,memory";
   so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };
   std::uint64_t next_publish = 0, segments_ended = 0;
   so.on_tick = [&](std::uint64_t now) {
@@ -337,7 +342,7 @@ int cmd_watch(Options& opts) {
     }
     watcher.tick(now);
     // A new ring segment: its samples' lines are written into it again, so
-    // that they go with it (docs/design-watch.md, "The names").
+    // that they go with it (docs/design-watch.md, "The pieces": FlightRing).
     if (const auto ended = watcher.ring().segments_ended(); ended != segments_ended && live) {
       segments_ended = ended;
       live->forget_lines();

@@ -14,6 +14,7 @@ struct SourceSet {
   bool comm = false;           // the collective probes
   bool xla = false;            // torch_xla's runtime probes
   bool gc = false;             // CPython's garbage-collection probes (USDT)
+  bool oom = false;            // the allocator's out-of-memory hooks alone (watch: a trigger; no cost until one)
 
   SourceSet& operator|=(const SourceSet& o) {
     stacks |= o.stacks;
@@ -23,6 +24,7 @@ struct SourceSet {
     comm |= o.comm;
     xla |= o.xla;
     gc |= o.gc;
+    oom |= o.oom;
     return *this;
   }
 };

@@ -19,7 +19,7 @@ std::unique_ptr<Tracer> make(const TracerContext& ctx) {
 constexpr TracerEntry kTracers[] = {
     {"ops", [](const SessionOptions& o) { return o.sources.ops; }, make<OpTracer>},
     {"GPU", [](const SessionOptions& o) { return o.gpu; }, make<GpuTracer>},
-    {"memory", [](const SessionOptions& o) { return o.sources.memory; }, make<MemTracer>},
+    {"memory", [](const SessionOptions& o) { return o.sources.memory || o.sources.oom; }, make<MemTracer>},
     {"comm", [](const SessionOptions& o) { return o.sources.comm; }, make<CommTracer>},
     {"XLA", [](const SessionOptions& o) { return o.sources.xla; }, make<XlaTracer>},
     {"GC", [](const SessionOptions& o) { return o.sources.gc; }, make<GcTracer>},

@@ -39,4 +39,17 @@ std::size_t MemProbeSource::attach(const std::string& path, pid_t pid, const std
   return offsets.size();
 }
 
+std::size_t MemProbeSource::attach_for(pid_t pid, const std::string& path, const std::vector<Site>& sites) {
+  std::vector<std::uint64_t> offsets, cookies;
+  for (const auto& s : sites) {
+    offsets.push_back(s.offset);
+    cookies.push_back(s.kind);
+  }
+  if (offsets.empty()) return 0;
+  auto group = std::make_unique<EntryUprobes>();
+  group->attach(skel_->progs.lt_mem_hook, path, offsets, cookies, pid, "memory probes");
+  for_pid_[pid] = std::move(group);
+  return offsets.size();
+}
+
 }  // namespace lt

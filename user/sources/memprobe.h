@@ -6,6 +6,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,10 +41,15 @@ class MemProbeSource {
   // Returns how many attached.
   std::size_t attach(const std::string& path, pid_t pid, const std::vector<Site>& sites);
   std::size_t probes() const { return uprobes_.probes(); }
+  // Entry uprobes at `sites` of `path` for pid alone, until drop(pid):
+  // watch's escalated window (its allocations while it lasts).
+  std::size_t attach_for(pid_t pid, const std::string& path, const std::vector<Site>& sites);
+  void drop(pid_t pid) { for_pid_.erase(pid); }
 
  private:
   SkeletonPtr<lt_memprobe> skel_;
-  EntryUprobes uprobes_;  // released before the skeleton
+  EntryUprobes uprobes_;                                    // released before the skeleton
+  std::map<pid_t, std::unique_ptr<EntryUprobes>> for_pid_;  // likewise
 };
 
 }  // namespace lt

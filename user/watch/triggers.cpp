@@ -14,6 +14,15 @@ std::string seconds(std::uint64_t ns) {
   std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
   return b;
 }
+std::string bytes_text(std::uint64_t b) {
+  char t[48];
+  if (b >= (1ull << 30))
+    std::snprintf(t, sizeof t, "%.2f GiB", b / 1073741824.0);
+  else
+    std::snprintf(t, sizeof t, "%.1f MiB", b / 1048576.0);
+  return t;
+}
+
 }  // namespace
 
 const char* trigger_name(TriggerKind k) {
@@ -97,23 +106,57 @@ std::optional<Trigger> TriggerPolicy::check_stall(std::uint32_t pid, std::uint64
   return fire({TriggerKind::stall, pid, last_progress, now, p.seen, what}, now);
 }
 
-// The lowest RSS of the window, kept as a monotonic queue: a sample
-// removes every later-kept one above it, so the front is the minimum.
+// The window's lowest, kept as a monotonic queue: a sample removes every
+// later-kept one above it, so the front is the minimum.
+std::optional<std::string> TriggerPolicy::grew(std::deque<std::pair<std::uint64_t, std::uint64_t>>& low,
+                                               std::uint64_t bytes, std::uint64_t ts) const {
+  while (!low.empty() && low.back().second >= bytes) low.pop_back();
+  low.emplace_back(ts, bytes);
+  while (low.size() > 1 && ts - low.front().first > o_.memory_window_ns) low.pop_front();
+  const std::uint64_t base = low.front().second;
+  if (bytes < base + o_.memory_floor_bytes || bytes < base * (1 + o_.memory_growth)) return std::nullopt;
+  char what[160];
+  std::snprintf(what, sizeof what, "from %.1f MiB to %.1f MiB (+%.0f%%) in %s", base / 1048576.0, bytes / 1048576.0,
+                100.0 * (bytes - base) / base, seconds(ts - low.front().first).c_str());
+  low.clear();  // measured from here on
+  low.emplace_back(ts, bytes);
+  return what;
+}
+
 std::optional<Trigger> TriggerPolicy::on_rss(std::uint32_t pid, std::uint64_t rss, std::uint64_t ts,
                                              std::uint64_t now) {
   if (!o_.memory || !rss) return std::nullopt;
-  auto& low = procs_[pid].rss_low;
-  while (!low.empty() && low.back().second >= rss) low.pop_back();
-  low.emplace_back(ts, rss);
-  while (low.size() > 1 && ts - low.front().first > o_.memory_window_ns) low.pop_front();
-  const std::uint64_t base = low.front().second;
-  if (rss < base + o_.memory_floor_bytes || rss < base * (1 + o_.memory_growth)) return std::nullopt;
-  char what[200];
-  std::snprintf(what, sizeof what, "resident memory grew from %.1f MiB to %.1f MiB (+%.0f%%) in %s", base / 1048576.0,
-                rss / 1048576.0, 100.0 * (rss - base) / base, seconds(ts - low.front().first).c_str());
-  low.clear();  // measured from here on
-  low.emplace_back(ts, rss);
-  return fire({TriggerKind::memory, pid, ts, 0, procs_[pid].seen, what}, now);
+  Proc& p = procs_[pid];
+  auto g = grew(p.rss_low, rss, ts);
+  if (!g) return std::nullopt;
+  return fire({TriggerKind::memory, pid, ts, 0, p.seen, "resident memory grew " + *g}, now);
+}
+
+std::optional<Trigger> TriggerPolicy::on_gpu_mem(std::uint32_t pid, unsigned device, std::uint64_t bytes,
+                                                 std::uint64_t ts, std::uint64_t now) {
+  if (!o_.memory || !bytes) return std::nullopt;
+  Proc& p = procs_[pid];
+  auto g = grew(p.gpu_low[device], bytes, ts);
+  if (!g) return std::nullopt;
+  return fire({TriggerKind::memory, pid, ts, 0, p.seen, "GPU memory on CUDA:" + std::to_string(device) + " grew " + *g},
+              now);
+}
+
+std::optional<Trigger> TriggerPolicy::on_oom(std::uint32_t pid, std::uint64_t bytes, unsigned device_type,
+                                             int device_index, std::uint64_t ts, std::uint64_t now) {
+  if (!o_.memory) return std::nullopt;
+  Proc& p = procs_[pid];
+  if (p.oom_at && ts >= p.oom_at && ts - p.oom_at < o_.oom_quiet_ns) {
+    ++suppressed_[TriggerKind::memory];  // the same episode: its capture is coming
+    return std::nullopt;
+  }
+  p.oom_at = ts;
+  std::string device = device_type == 0   ? std::string("CPU")
+                       : device_type == 1 ? "CUDA:" + std::to_string(device_index)
+                                          : "device type " + std::to_string(device_type);
+  return fire({TriggerKind::memory, pid, ts, 0, p.seen,
+               "out of memory: an allocation of " + bytes_text(bytes) + " on " + device + " failed"},
+              now);
 }
 
 std::optional<Trigger> TriggerPolicy::on_straggler(std::uint32_t pid, std::uint64_t ts, std::uint32_t steps,

@@ -9,9 +9,13 @@
 //              and warm caches);
 //   stall      no action of a live process ended for
 //              max(stall_factor x median step, stall_min); once per stall;
-//   memory     a process's resident memory grew past (1 + memory_growth) x
-//              its lowest in the last memory_window, and by memory_floor at
-//              least; then measured from there again;
+//   memory     a process's resident memory, or the GPU memory it holds on
+//              a device (NVML), grew past (1 + memory_growth) x its lowest
+//              in the last memory_window, and by memory_floor at least;
+//              then measured from there again; or an allocation
+//              failed (torch's allocator ran out of memory, CPU or CUDA,
+//              whether or not the job caught the error), at most once per
+//              process in oom_quiet;
 //   exit       a process ended with a non-zero status or a signal;
 //   straggler  one rank last at most of the recent collectives
 //              (straggler.h, judged by the watcher; fired here, rate-limited);
@@ -44,7 +48,8 @@ struct TriggerOptions {
   double memory_growth = 0.5;
   std::uint64_t memory_floor_bytes = 256ull << 20;
   std::uint64_t memory_window_ns = 600'000'000'000;
-  unsigned max_per_day = 20;  // per kind
+  std::uint64_t oom_quiet_ns = 60'000'000'000;  // a job retrying in a loop: one capture
+  unsigned max_per_day = 20;                    // per kind
 };
 
 struct Trigger {
@@ -69,6 +74,15 @@ class TriggerPolicy {
   std::optional<Trigger> check_stall(std::uint32_t pid, std::uint64_t last_progress, std::uint64_t now);
   // A resident-memory sample of pid (/proc, every 100 ms).
   std::optional<Trigger> on_rss(std::uint32_t pid, std::uint64_t rss_bytes, std::uint64_t ts, std::uint64_t now);
+  // An NVML sample of the GPU memory pid holds on `device` (its CUDA
+  // context and what torch's caching allocator reserved): the same growth
+  // rule as resident memory, per device.
+  std::optional<Trigger> on_gpu_mem(std::uint32_t pid, unsigned device, std::uint64_t bytes, std::uint64_t ts,
+                                    std::uint64_t now);
+  // torch's allocator failed to allocate `bytes` on device_type (c10::DeviceType:
+  // 0 CPU, 1 CUDA) device_index in pid at ts.
+  std::optional<Trigger> on_oom(std::uint32_t pid, std::uint64_t bytes, unsigned device_type, int device_index,
+                                std::uint64_t ts, std::uint64_t now);
   std::optional<Trigger> request(std::uint32_t pid, std::uint64_t now, const std::string& why);
   // pid was named the straggler (straggler.h) at `ts`, after `steps` of its steps.
   std::optional<Trigger> on_straggler(std::uint32_t pid, std::uint64_t ts, std::uint32_t steps, const std::string& what,
@@ -88,8 +102,14 @@ class TriggerPolicy {
     std::uint64_t stalled_at = 0;  // the last_progress a stall fired for (0: none)
     // (time, rss) with rss increasing: the window's lowest is the front.
     std::deque<std::pair<std::uint64_t, std::uint64_t>> rss_low;
+    std::map<unsigned, std::deque<std::pair<std::uint64_t, std::uint64_t>>> gpu_low;  // per device
+    std::uint64_t oom_at = 0;  // the last out-of-memory that fired (0: none)
   };
   std::optional<Trigger> fire(Trigger t, std::uint64_t now);
+  // The growth rule on one series of samples (time, bytes), its window's
+  // lowest kept in `low`: "from X MiB to Y MiB (+P%) in T s", or nothing.
+  std::optional<std::string> grew(std::deque<std::pair<std::uint64_t, std::uint64_t>>& low, std::uint64_t bytes,
+                                  std::uint64_t ts) const;
   static std::uint64_t count(const std::map<TriggerKind, std::uint64_t>& m, TriggerKind k) {
     auto it = m.find(k);
     return it == m.end() ? 0 : it->second;

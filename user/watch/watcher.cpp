@@ -115,6 +115,22 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                        on_trigger(policy_.on_rss(hh.pid, e.rss_bytes, hh.ts_ns, now));
                      }
                    },
+                   // NVML: the GPU memory each target holds on the device (~0: unknown).
+                   [&](const lt_event_header& hh, const lt_device_stats_event& e) {
+                     for (unsigned i = 0; i < 4; ++i) {
+                       const std::uint64_t bytes = e.proc_mem_bytes[i];
+                       if (!e.proc_pid[i] || !bytes || bytes == ~0ull) continue;
+                       if (auto it = procs_.find(e.proc_pid[i]); it != procs_.end() && !it->second.exited)
+                         on_trigger(policy_.on_gpu_mem(e.proc_pid[i], e.device, bytes, hh.ts_ns, now));
+                     }
+                   },
+                   // The allocator's out-of-memory hooks (watch asks for those alone).
+                   [&](const lt_event_header& hh, const lt_mem_event& e) {
+                     if (e.what != LT_MEM_OOM) return;
+                     if (auto it = procs_.find(hh.pid); it != procs_.end() && !it->second.exited)
+                       on_trigger(policy_.on_oom(hh.pid, e.bytes > 0 ? static_cast<std::uint64_t>(e.bytes) : 0,
+                                                 e.device_type, e.device_index, hh.ts_ns, now));
+                   },
                    [&](const lt_event_header& hh, const lt_comm_event& e) {
                      if (auto it = procs_.find(hh.pid); it != procs_.end()) ++it->second.collectives;
                      stragglers_.add(hh.pid, e.pg, e.seq, e.kind, static_cast<std::int64_t>(hh.ts_ns));
