@@ -63,6 +63,8 @@ struct DeviceState {
   struct Live {
     std::uint64_t bytes, ts;
     std::uint32_t site;
+    std::uint32_t tid = 0;
+    std::uint16_t joined_depth = 0;  // the op observer's call it was joined to by time (0: none)
   };
   std::unordered_map<std::uint64_t, Live> live;  // by pointer
 };
@@ -70,6 +72,16 @@ struct DeviceState {
 struct Site {
   std::uint32_t op = kNoOp;
   std::vector<StackFrame> stack;
+  std::string raw;  // its frames as recorded: the key, with op, of site_index
+};
+
+// An allocation or OOM of the op observer's process, to be named by the
+// innermost op call around it on its thread (OP_SPAN records come when the
+// call ends: after the allocations in it).
+struct Join {
+  MemDevice device;
+  std::uint64_t ptr = 0;
+  std::size_t oom = SIZE_MAX;  // index into ooms, or SIZE_MAX for an allocation
 };
 
 // The allocation or OOM whose MEM_STACK comes next on a thread.
@@ -88,6 +100,10 @@ struct Proc {
   std::map<std::pair<std::uint32_t, std::string>, std::uint32_t> site_index;  // (op, raw frames) -> site
   std::map<std::pair<std::string, MemDevice>, MemActionRow> actions;
   std::size_t live_entries = 0;
+  // tid -> (ts -> what awaits its op): live allocations (dropped at their
+  // free) and OOMs; bounded by the live map's cap and kMaxOoms.
+  std::unordered_map<std::uint32_t, std::multimap<std::uint64_t, Join>> joins;
+  std::vector<std::uint16_t> oom_depth;  // per ooms entry: the depth of the call it was joined to
 };
 
 }  // namespace
@@ -133,9 +149,61 @@ struct MemoryAggregator::State {
       return it->second;
     }
     const auto id = static_cast<std::uint32_t>(p.sites.size());
-    p.sites.push_back({op, stack ? symbols.frames(*stack) : std::vector<StackFrame>{}});
+    p.sites.push_back({op, stack ? symbols.frames(*stack) : std::vector<StackFrame>{}, key.second});
     p.site_index.emplace(std::move(key), id);
     return id;
+  }
+
+  // The same stack with another op (a time join named it).
+  std::uint32_t with_op(Proc& p, std::uint32_t site, std::uint32_t op) {
+    const Site& old = p.sites[site];
+    if (old.op == op) return site;
+    auto key = std::make_pair(op, old.raw);
+    if (auto it = p.site_index.find(key); it != p.site_index.end()) return it->second;
+    if (p.sites.size() >= opts.max_sites) return site;
+    const auto id = static_cast<std::uint32_t>(p.sites.size());
+    p.sites.push_back({op, old.stack, old.raw});
+    p.site_index.emplace(std::move(key), id);
+    return id;
+  }
+
+  // An op call the op observer measured: the allocations and OOMs on its
+  // thread within it are named by it, unless a deeper call holds them.
+  void span(const lt_event_header& h, const lt_op_span_event& e) {
+    if (e.flags & (LT_OP_SPAN_HIDDEN | LT_OP_SPAN_WATERMARK | LT_OP_SPAN_USER) || !e.depth) return;
+    auto pit = procs.find(h.pid);
+    if (pit == procs.end()) return;
+    Proc& p = pit->second;
+    auto jt = p.joins.find(h.tid);
+    if (jt == p.joins.end()) return;
+    for (auto it = jt->second.lower_bound(h.ts_ns); it != jt->second.end() && it->first <= e.end_ns; ++it) {
+      const Join& j = it->second;
+      if (j.oom != SIZE_MAX) {
+        if (e.depth <= p.oom_depth[j.oom]) continue;
+        p.oom_depth[j.oom] = e.depth;
+        p.out.ooms[j.oom].op = op_name(e.op);
+        continue;
+      }
+      auto d = p.devices.find(j.device);
+      if (d == p.devices.end()) continue;
+      auto live = d->second.live.find(j.ptr);
+      if (live == d->second.live.end() || live->second.ts != it->first || e.depth <= live->second.joined_depth)
+        continue;
+      live->second.joined_depth = e.depth;
+      live->second.site = with_op(p, live->second.site, e.op);
+    }
+  }
+
+  void unjoin(Proc& p, std::uint32_t tid, std::uint64_t ts, std::uint64_t ptr) {
+    auto jt = p.joins.find(tid);
+    if (jt == p.joins.end()) return;
+    auto [b, e] = jt->second.equal_range(ts);
+    for (auto it = b; it != e; ++it)
+      if (it->second.oom == SIZE_MAX && it->second.ptr == ptr) {
+        jt->second.erase(it);
+        break;
+      }
+    if (jt->second.empty()) p.joins.erase(jt);
   }
 
   // The innermost op of a thread at an allocator event `depth` ops deep.
@@ -183,8 +251,10 @@ struct MemoryAggregator::State {
           ++p.out.untracked;
         } else {
           p.live_entries += fresh;
-          it->second = {bytes, h.ts_ns, site};
+          if (!fresh) unjoin(p, it->second.tid, it->second.ts, e.ptr);  // its free was not seen
+          it->second = {bytes, h.ts_ns, site, h.tid, 0};
           if (e.flags & LT_MEM_HAS_STACK) p.pending[h.tid] = {dev, e.ptr, SIZE_MAX, op};
+          if (!(e.flags & LT_MEM_OPS_KNOWN)) p.joins[h.tid].emplace(h.ts_ns, Join{dev, e.ptr, SIZE_MAX});
         }
         break;
       }
@@ -192,6 +262,7 @@ struct MemoryAggregator::State {
         std::uint64_t bytes = e.bytes < 0 ? static_cast<std::uint64_t>(-(e.bytes + 1)) + 1 : 0;
         if (auto it = d.live.find(e.ptr); it != d.live.end()) {
           if (!bytes) bytes = it->second.bytes;
+          unjoin(p, it->second.tid, it->second.ts, e.ptr);
           d.live.erase(it);
           --p.live_entries;
         }
@@ -220,6 +291,8 @@ struct MemoryAggregator::State {
                                 op_name(op),
                                 {}});
           if (e.flags & LT_MEM_HAS_STACK) p.pending[h.tid] = {dev, 0, p.out.ooms.size() - 1, op};
+          p.oom_depth.push_back(0);
+          if (!(e.flags & LT_MEM_OPS_KNOWN)) p.joins[h.tid].emplace(h.ts_ns, Join{dev, 0, p.out.ooms.size() - 1});
         }
         break;
       }
@@ -263,7 +336,7 @@ struct MemoryAggregator::State {
     const std::uint32_t op = nops ? e.ops[nops - 1] : pend.op;
     if (pend.oom != SIZE_MAX) {
       auto& o = p.out.ooms[pend.oom];
-      o.op = op_name(op);
+      if (!p.oom_depth[pend.oom]) o.op = op_name(op);  // else named by its call already
       o.stack = symbols.frames(e);
       return;
     }
@@ -274,7 +347,8 @@ struct MemoryAggregator::State {
     const unsigned n = std::min<unsigned>(e.nframes, LT_STACK_MAX);
     std::string raw(reinterpret_cast<const char*>(e.frames), n * sizeof(lt_py_frame));
     raw.append(reinterpret_cast<const char*>(&e.flags), sizeof e.flags);
-    live->second.site = site_of(p, op, std::move(raw), &e);
+    const std::uint32_t joined = live->second.joined_depth ? p.sites[live->second.site].op : op;
+    live->second.site = site_of(p, joined, std::move(raw), &e);
   }
 };
 
@@ -300,6 +374,7 @@ void MemoryAggregator::add(const lt_event_header& h, const std::byte* p) {
                           [&](const lt_event_header& h, const lt_op_event& e) { on_op(h, e.op, e.depth); },
                           [&](const lt_event_header& h, const lt_op_shapes_event& e) { on_op(h, e.op, e.depth); },
                           [&](const lt_event_header& h, const lt_mem_event& e) { s.mem(h, e); },
+                          [&](const lt_event_header& h, const lt_op_span_event& e) { s.span(h, e); },
                           [&](const lt_event_header& h, const lt_py_sample_event& e) {
                             if (h.kind == LT_EV_MEM_STACK) s.stack(h, e);
                           },
@@ -310,6 +385,7 @@ void MemoryAggregator::add(const lt_event_header& h, const std::byte* p) {
                               for (auto& [dev, d] : it->second.devices) d.live.clear();
                               it->second.live_entries = 0;
                               it->second.pending.clear();
+                              it->second.joins.clear();
                             }
                           }});
 }

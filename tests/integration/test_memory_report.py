@@ -119,6 +119,10 @@ def test_leak_view_lists_the_kept_tensors_at_their_line(attach):
     assert sum(g[0] for g in at_line) == truth["leak_bytes"], run.lt_out
     assert sum(g[1] for g in at_line) == 8
     assert all(g[2] == "CPU" for g in at_line)
+    # Named by the op observer's calls around them, joined by time (the
+    # observer loads into this torch: no op probes).
+    assert "ops: the op observer in the job" in run.lt_err, run.lt_err
+    assert all(g[3] == "aten::empty" for g in at_line), run.lt_out
     # The temporaries were freed: none is listed at their line.
     assert not [g for g in leaks(lines) if f"mem_leak.py:{truth['temp_line']} " in g[4]], run.lt_out
     # The OOM the target caught: listed, with its size and line; the target went on.
@@ -126,6 +130,7 @@ def test_leak_view_lists_the_kept_tensors_at_their_line(attach):
                   run.lt_out)
     assert m and int(m.group(1)) >= 1 and int(m.group(2)) == 2**62, run.lt_out
     assert f"mem_leak.py:{truth['oom_line']})" in run.lt_out.split("out of memory:")[1], run.lt_out
+    assert ", op aten::empty" in run.lt_out.split("out of memory:")[1], run.lt_out
     # Chrome: the same events as kineto's instants.
     d = json.load(open(run.tmp / "t.json"))
     jsonschema.validate(d, json.load(open(SCHEMA)))

@@ -328,6 +328,10 @@ def test_the_leak_is_captured_once(watched):
     assert rows, memory[:3000]
     first_bytes, first_count, at = rows[0]
     assert "watch_job.py" in at and "training_step" in at, memory[:3000]
+    # Its op: the op observer (escalated with it) measured the calls around
+    # the allocations; joined by time. torch.ones allocates in aten::empty.
+    row = re.search(r"^ +[\d]+ +[\d]+ +CPU +(\S+) +.*watch_job\.py", memory, re.M)
+    assert row and row.group(1) == "aten::empty", memory[:3000]
     assert int(first_bytes.replace(",", "")) == int(first_count.replace(",", "")) * (LEAK_MB << 20), rows[0]
 
 

@@ -134,6 +134,17 @@ struct Stream {
     for (auto o : ops) e.ops[e.nops++] = o;
     feed(e);
   }
+  // An op call as the op observer measured it (written when it ended).
+  void span(std::uint32_t op, std::uint16_t depth, std::uint64_t begin, std::uint64_t end, std::uint16_t flags = 0,
+            std::uint32_t tid = kPid) {
+    lt_op_span_event e{};
+    e.hdr = {LT_EV_OP_SPAN, sizeof e, kPid, tid, 0, begin};
+    e.end_ns = end;
+    e.op = op;
+    e.depth = depth;
+    e.flags = flags;
+    feed(e);
+  }
   MemoryReport finish() {
     actions.finish();
     return memory.finish();
@@ -251,6 +262,52 @@ TEST(MemoryAggregate, LeaksGroupedByOpAndStackBiggestFirst) {
   EXPECT_EQ(p.leaks[1].stack[0].line, 40);
   EXPECT_EQ(allocating_line(p.leaks[1].stack), "/w/leak.py:12 (keep)");
   EXPECT_EQ(p.leak_bytes, 8000u);
+}
+
+// The op observer's process (no op stack in BPF: no LT_MEM_OPS_KNOWN):
+// each allocation and OOM is named by the innermost op call around it on
+// its thread, whichever of its calls' records comes first; one outside
+// every call stays "[op unknown]"; another thread's calls name nothing.
+TEST(MemoryAggregate, TheObserversCallsNameAllocationsByTime) {
+  Stream s;
+  s.op_name(3, "aten::empty");
+  s.op_name(5, "aten::ones");
+  s.op_name(6, "aten::cat");
+  s.code(0xA, "keep", "/w/leak.py", {{10, 12}, {20, 13}});
+  const std::uint64_t t0 = s.ts;
+  s.mem({.ptr = 0x1, .bytes = 4000, .flags = LT_MEM_HAS_STACK});  // in aten::ones > aten::empty
+  s.stack({{0xA, 10}});
+  const std::uint64_t t1 = s.ts;
+  s.mem({.ptr = 0x2, .bytes = 100, .flags = LT_MEM_HAS_STACK});  // in no call
+  s.stack({{0xA, 20}});
+  s.mem({.ptr = 0x3, .bytes = 7, .flags = LT_MEM_HAS_STACK, .tid = kPid + 1});  // another thread
+  s.stack({{0xA, 10}}, {}, kPid + 1);
+  const std::uint64_t t3 = s.ts + 1;
+  s.mem({.ptr = 0x4, .bytes = 50});  // freed before its call ends
+  s.free_cpu(0x4);
+  s.mem({.what = LT_MEM_OOM, .bytes = 1LL << 40, .flags = LT_MEM_HAS_STACK});
+  s.stack({{0xA, 20}});
+  const std::uint64_t t5 = s.ts;
+  s.span(3, 2, t0 - 1, t0 + 1);                   // the inner call first
+  s.span(5, 1, t0 - 2, t0 + 2);                   // then its caller: no override
+  s.span(6, 1, t3 - 1, t5 + 1);                   // the free's and the OOM's call, outer first ...
+  s.span(3, 2, t5 - 1, t5 + 1);                   // ... then the inner one: deeper wins
+  s.span(5, 1, t1 - 1, t1 - 1);                   // ends before 0x2
+  s.span(5, 1, t0 - 5, t0 + 5, LT_OP_SPAN_USER);  // a user scope: not an op
+  s.span(6, 1, t1, t1 + 10, 0, kPid + 2);         // another thread's
+  auto rep = s.finish();
+  const ProcessMemory& p = rep.processes.at(0);
+  ASSERT_EQ(p.leaks.size(), 3u);
+  EXPECT_EQ(p.leaks[0].bytes, 4000u);
+  EXPECT_EQ(p.leaks[0].op, "aten::empty");
+  EXPECT_EQ(allocating_line(p.leaks[0].stack), "/w/leak.py:12 (keep)");
+  EXPECT_EQ(p.leaks[1].bytes, 100u);
+  EXPECT_EQ(p.leaks[1].op, "[op unknown]");
+  EXPECT_EQ(p.leaks[2].bytes, 7u);
+  EXPECT_EQ(p.leaks[2].op, "[op unknown]");
+  ASSERT_EQ(p.ooms.size(), 1u);
+  EXPECT_EQ(p.ooms[0].op, "aten::empty");
+  EXPECT_EQ(allocating_line(p.ooms[0].stack), "/w/leak.py:13 (keep)");
 }
 
 TEST(MemoryAggregate, CudaTotalsFromTheAllocator) {

@@ -64,8 +64,6 @@ bool OpTracer::fork_of_observed(pid_t pid) const {
 
 std::string OpTracer::observer_unwanted(pid_t pid) const {
   if (!ctx_.opts.inject) return "--no-inject";
-  if (ctx_.opts.sources.memory_stacks)
-    return "the memory report names each allocation's op from the op probes' op stack";
   // torch.compile in use (a compile or a graph break on record; Lightning
   // imports Dynamo whether or not anything is compiled): inductor's kernels
   // are not RecordFunction calls; the probes name them and their regions.
