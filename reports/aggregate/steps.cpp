@@ -190,6 +190,15 @@ StepPart step_part_of(std::string_view action) {
   return StepPart::other;
 }
 
+ProcessSteps numbered_as_the_job(ProcessSteps s) {
+  if (s.train_offset == 0) return s;
+  for (auto& r : s.train)
+    r.index =
+        static_cast<std::uint32_t>(std::max<std::int64_t>(0, static_cast<std::int64_t>(r.index) + s.train_offset));
+  s.train_offset = 0;
+  return s;
+}
+
 ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
   ProcessSteps out;
   out.pid = p.meta.pid;

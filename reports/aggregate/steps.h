@@ -67,6 +67,11 @@ std::array<StageSteps, 4> stages_of(const ProcessSteps& s);
 
 // `gpu`: kept slices (GpuAggregator(keep_slices)); null or none: no GPU parts.
 ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu = nullptr);
+// The same steps with the train steps' indexes as the job numbers them
+// (index + train_offset, train_offset 0): what a watch capture's pages and
+// tables show, so that they name the steps its summary line and findings
+// name. A whole recording's are unchanged.
+ProcessSteps numbered_as_the_job(ProcessSteps s);
 
 // The step of `steps` (in time order, apart, as step_records gives them)
 // that `ts` fell in, if any.

@@ -1,9 +1,11 @@
 #include "reports/export/export_range.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "reports/aggregate/steps.h"
 
@@ -81,21 +83,29 @@ RangeFilter::RangeFilter(const ExportRange& range, const ActionsReport& rep) : a
     summary_ = "window " + std::to_string(range.start_s) + " s to " + std::to_string(range.end_s) + " s after attach";
     return;
   }
+  // As the job numbers its steps (a watch capture's from its STEP_BASE).
   std::size_t most = 0, procs = 0;
+  std::string held;  // what the trace has: "training steps 40-71 of pid 7, ..."
   for (const auto& p : rep.processes) {
     if (p.intervals.empty()) continue;
-    const ProcessSteps steps = step_records(p);
+    const ProcessSteps steps = numbered_as_the_job(step_records(p));
+    if (steps.train.empty()) continue;
     most = std::max(most, steps.train.size());
-    if (range.first_step >= steps.train.size()) continue;
-    const std::size_t last = std::min<std::size_t>(range.last_step, steps.train.size() - 1);
-    spans_.emplace(p.meta.pid, Span{steps.train[range.first_step].begin_ns, steps.train[last].end_ns});
+    held += std::string(held.empty() ? "" : ", ") + std::to_string(steps.train.front().index) + "-" +
+            std::to_string(steps.train.back().index) + " of pid " + std::to_string(p.meta.pid);
+    const auto first = std::find_if(steps.train.begin(), steps.train.end(),
+                                    [&](const StepRecord& r) { return r.index >= range.first_step; });
+    if (first == steps.train.end() || first->index > range.last_step) continue;
+    auto last = first;
+    while (std::next(last) != steps.train.end() && std::next(last)->index <= range.last_step) ++last;
+    spans_.emplace(p.meta.pid, Span{first->begin_ns, last->end_ns});
     ++procs;
   }
   const std::string asked =
       "training steps " + std::to_string(range.first_step) + "-" + std::to_string(range.last_step);
-  summary_ = procs
-                 ? asked + " of " + std::to_string(procs) + " process(es)"
-                 : "no " + asked + ": the trace has " + std::to_string(most) + " training step(s) per process at most";
+  summary_ = procs ? asked + " of " + std::to_string(procs) + " process(es)"
+                   : "no " + asked + ": the trace has " + std::to_string(most) +
+                         " training step(s) per process at most" + (held.empty() ? "" : " (steps " + held + ")");
 }
 
 bool RangeFilter::keeps(std::uint32_t pid, std::uint64_t begin_ns, std::uint64_t end_ns) const {

@@ -194,7 +194,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
   out << "</head><body>\n<h1>ltrace-bpf report</h1>\n";
   // The dashboard first: overview, findings, step charts; the tables below.
   std::vector<ProcessSteps> steps;
-  for (auto& p : rep.processes) steps.push_back(step_records(p, gpu));
+  for (auto& p : rep.processes) steps.push_back(numbered_as_the_job(step_records(p, gpu)));
   // The ranked findings of --report verdict (reports/verdict) head the
   // list, each linked to its process's step charts; the charts' own
   // findings follow.

@@ -170,7 +170,8 @@ std::size_t write_stage_timeline(const ProcessActions& p, const ProcessSteps& s,
   out << "<section class=\"steptl\" id=\"" << sid << "\" data-stage=\"" << stage << "\"><h3>Step timeline (" << stage
       << ")</h3>\n<noscript><p class=\"note\">The step timeline is drawn by script: turn script on to see "
       << "it (the tables below do not need it).</p></noscript>\n<p>Step <input class=\"tl-step\" type=\"number\" "
-      << "min=\"0\" max=\"" << steps.size() - 1 << "\" value=\"" << steps[c.default_step].index
+      << "min=\"" << steps.front().index << "\" max=\"" << steps.back().index << "\" value=\""
+      << steps[c.default_step].index
       << "\"> <button class=\"tl-in\">zoom in</button> <button class=\"tl-out\">zoom out</button> <button "
          "class=\"tl-left\">&larr;</button> <button class=\"tl-right\">&rarr;</button> <button "
          "class=\"tl-reset\">whole step</button><span class=\"tl-info\"></span></p>\n"

@@ -70,7 +70,7 @@ std::string render_steps_report(const ActionsReport& rep, const GpuReport* gpu) 
          "by the innermost action running)\n";
   bool any = false;
   for (const ProcessActions& p : rep.processes) {
-    const ProcessSteps s = step_records(p, gpu);
+    const ProcessSteps s = numbered_as_the_job(step_records(p, gpu));
     if (!s.any()) continue;
     any = true;
     write_process(s, rep, out);

@@ -175,6 +175,22 @@ def test_the_slow_step_is_captured_with_its_reports(watched):
     assert rows, r.stdout
     total = max(float(row.split("|")[4]) for row in rows)
     assert total >= SLOW_S, rows
+    # Its dashboard and --steps name the steps as the summary does: the
+    # step-time chart's slowest point is train step SLOW_STEP, and that
+    # step exported by its number (the page's export command) is the 1 s one.
+    page = open(os.path.join(first, "dashboard.html")).read()
+    chart = page[page.index('class="chart steptime'):]
+    chart = chart[:chart.index("</svg>")]
+    points = [(int(ns), int(i)) for i, ns in re.findall(r'<circle class="pt[^"]*"[^>]*data-i="(\d+)" data-ns="(\d+)"',
+                                                          chart)]
+    assert points and max(points)[1] == SLOW_STEP, points
+    chrome = os.path.join(first, "step.json")
+    one = subprocess.run([LTRACE, "report", os.path.join(first, "trace.ltrace"), "--steps", str(SLOW_STEP),
+                          "--chrome", chrome], capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stderr
+    assert f"training steps {SLOW_STEP}-{SLOW_STEP} of 1 process(es)" in one.stderr, one.stderr
+    spans = [e for e in json.load(open(chrome))["traceEvents"] if "training_step" in e.get("name", "")]
+    assert spans and max(e.get("dur", 0) for e in spans) >= SLOW_S * 1e6, spans[:5]
 
 
 def test_a_trigger_escalates_to_exact_ops_for_its_window(watched):

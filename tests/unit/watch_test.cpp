@@ -18,6 +18,8 @@
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/live_steps.h"
 #include "reports/aggregate/steps.h"
+#include "reports/export/export_range.h"
+#include "reports/steps/steps_report.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
 #include "user/watch/flight_ring.h"
@@ -636,8 +638,29 @@ TEST(Watcher, ACapturesStepsAreNumberedAsTheJobsSteps) {
   ASSERT_EQ(rep.processes.size(), 1u);
   const ProcessSteps steps = step_records(rep.processes[0]);
   ASSERT_EQ(steps.train.size(), 3u);    // 14, 15, 16: step 13's body began before the window
-  EXPECT_EQ(steps.train[0].index, 0u);  // the window's own count (--steps on the capture)
+  EXPECT_EQ(steps.train[0].index, 0u);  // the window's own count
   EXPECT_EQ(steps.train_offset, 14);    // the job's
+  // What the capture's pages and tables show: the job's numbers.
+  const ProcessSteps shown = numbered_as_the_job(steps);
+  EXPECT_EQ(shown.train[0].index, 14u);
+  EXPECT_EQ(shown.train[2].index, 16u);
+  EXPECT_EQ(shown.train_offset, 0);
+  EXPECT_EQ(numbered_as_the_job(shown).train[0].index, 14u);  // once only
+  // --steps on the capture counts as the job does (the page's export
+  // command names the job's step).
+  const RangeFilter fifteen(*parse_step_range("15"), rep);
+  EXPECT_TRUE(fifteen.keeps(7, shown.train[1].begin_ns, shown.train[1].end_ns)) << fifteen.summary();
+  EXPECT_FALSE(fifteen.keeps(7, shown.train[0].begin_ns, shown.train[0].end_ns));
+  EXPECT_FALSE(fifteen.keeps(7, shown.train[2].begin_ns, shown.train[2].end_ns));
+  const RangeFilter early(*parse_step_range("0-2"), rep);
+  EXPECT_EQ(early.summary(),
+            "no training steps 0-2: the trace has 3 training step(s) per process at most (steps 14-16 of pid 7)");
+  const RangeFilter across(*parse_step_range("10-15"), rep);  // from before the window
+  EXPECT_TRUE(across.keeps(7, shown.train[0].begin_ns, shown.train[1].end_ns));
+  EXPECT_FALSE(across.keeps(7, shown.train[2].begin_ns, shown.train[2].end_ns));
+  // The steps report's slowest step: the job's number too.
+  const std::string table = render_steps_report(rep, nullptr);
+  EXPECT_NE(table.find("  train      3  24.000  24.000  24.000  24.000       14  "), std::string::npos) << table;
 }
 
 }  // namespace

@@ -328,7 +328,8 @@ const OptionSpec kOptions[] = {
    .store = [](Options& o, const std::string& v) { o.perfetto_path = v; }, .example = "t.pftrace"},
   {.name = "steps", .arg = "A-B", .commands = kAll | command_bit(C::diff),
    .help = "the trace exports (--chrome, --perfetto, --chrome-dir) keep only training steps A to B (or step A), "
-           "indexed from each process's first step seen: the events overlapping them, whole (an enclosing epoch "
+           "indexed from each process's first step seen (a watch capture's as the job numbers them): the events "
+           "overlapping them, whole (an enclosing epoch "
            "too); the text reports and --html still cover the whole attach. diff: compare only what lies within "
            "those steps (A's, and B's unless --vs-steps or --vs-window)",
    .store = store_steps, .example = "2-4", .needs = "chrome|perfetto|chrome-dir", .stands_alone = command_bit(C::diff)},
