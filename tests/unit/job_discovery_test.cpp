@@ -59,15 +59,23 @@ struct Spawned {
   }
 };
 
-// Waits until `pid` has `n` descendants that run `exe_prefix` (their exec done).
+// Waits until `pid` has `n` descendants whose command line holds
+// `cmd_marker` (their exec done). The marker is in the launcher's own
+// script too, so a child forked but not yet exec'd (its parent's command
+// line and environment still) must not count: it is the parent's line.
 bool wait_descendants(pid_t pid, std::size_t n, const std::string& cmd_marker) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto line = [](pid_t p) {
+    std::string cmd;
+    for (auto& a : lt::proc::read_cmdline(p)) cmd += a + " ";
+    return cmd;
+  };
   while (std::chrono::steady_clock::now() < until) {
+    const std::string own = line(pid);  // once its own exec is done, the launcher's
     std::size_t ready = 0;
     for (pid_t d : lt::proc::descendants(pid)) {
-      std::string cmd;
-      for (auto& a : lt::proc::read_cmdline(d)) cmd += a + " ";
-      if (cmd.find(cmd_marker) != std::string::npos) ++ready;
+      const std::string cmd = line(d);
+      if (cmd.find(cmd_marker) != std::string::npos && cmd != own) ++ready;
     }
     if (ready >= n) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
