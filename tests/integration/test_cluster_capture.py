@@ -4,15 +4,18 @@ simulated nodes, a job submitted by an unprivileged user (nobody) with one
 plain CPython rank per node, and root's watcher on each node (as the
 ltrace-bpf-watch service runs there). The owner asks every node's
 watcher through its socket: each rank is captured on its node, and the
-captures hold the owner's processes and are theirs. Another user is
-refused before any step starts: one line, exit 18.
+captures hold the owner's processes and are theirs; with -o each comes
+back to the owner's directory, through srun. Another user is refused before
+any step starts: one line, exit 18.
 """
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -81,9 +84,12 @@ def test_the_jobs_owner_captures_every_rank_through_the_nodes_watchers():
         for node, (proc, err) in ws.items():
             wait_for(err, "attached", 120, proc)
 
-        # The owner, no sudo: every rank asked of its node's watcher.
-        r = subprocess.run(as_user(NOBODY) + [LTRACE, "cluster", "--slurm-job", str(job), "capture", "--dir", wdir],
-                           env=sim.env, capture_output=True, text=True, timeout=120, cwd="/")
+        # The owner, no sudo: every rank asked of its node's watcher, and
+        # each capture brought back (-o) once its watcher wrote it.
+        back = os.path.join(jobs_dir, "back")
+        r = subprocess.run(as_user(NOBODY) + [LTRACE, "cluster", "--slurm-job", str(job), "capture", "--dir", wdir,
+                                              "-o", back],
+                           env=sim.env, capture_output=True, text=True, timeout=400, cwd="/")
         assert r.returncode == 0, (r.stdout, r.stderr)
         for rank, node in ((0, "node1"), (1, "node2")):
             line = f"{node}: rank {rank} (pid {pids[rank]}): a capture of pid {pids[rank]} is asked; it lands in " \
@@ -103,6 +109,15 @@ def test_the_jobs_owner_captures_every_rank_through_the_nodes_watchers():
             assert d.returncode in (0, 13), d.stderr
             seen = {int(x.split()[1].split("/")[0]) for x in open(dumped) if len(x.split()) > 2}
             assert pids[rank] in seen and seen <= {0, pids[0], pids[1]}, seen
+            # Brought back: the same bytes, in the owner's directory, theirs.
+            name = f"{node}-{os.path.basename(caps[0])}.ltrace"
+            copy = os.path.join(back, name)
+            assert f"{node}: rank {rank} (pid {pids[rank]}): brought back to {copy}" in r.stdout, r.stdout
+            assert os.lstat(copy).st_uid == NOBODY
+            assert open(copy, "rb").read() == open(trace, "rb").read()
+        assert sorted(os.listdir(back)) == sorted(
+            f"{n}-{os.path.basename(glob.glob(os.path.join(wdir, n, 'captures', f'*-{pids[k]}-r{k}-request'))[0])}"
+            ".ltrace" for k, n in ((0, "node1"), (1, "node2")))
 
         # Another user: refused before any step starts, one line.
         r = subprocess.run(as_user(OTHER) + [LTRACE, "cluster", "--slurm-job", str(job), "capture", "--dir", wdir],
@@ -112,10 +127,17 @@ def test_the_jobs_owner_captures_every_rank_through_the_nodes_watchers():
         assert f"is uid {NOBODY}'s, you are uid {OTHER}" in r.stderr, r.stderr
 
         # Root asks too: its steps run as the job's owner (srun --uid), whose
-        # requests the watchers answer.
-        r = subprocess.run([LTRACE, "cluster", "--slurm-job", str(job), "capture", "--dir", wdir], env=sim.env,
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0 and r.stdout.count(" is asked; ") == 2, (r.stdout, r.stderr)
+        # requests the watchers answer. With --duration each capture holds
+        # that long after the request (escalated), not --capture-after.
+        r = subprocess.run([LTRACE, "cluster", "--slurm-job", str(job), "capture", "--dir", wdir, "--duration", "3"],
+                           env=sim.env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout.count(" is asked for the next 3 s; ") == 2, (r.stdout, r.stderr)
+        for node, (proc, err) in ws.items():
+            deadline = time.time() + 120
+            while open(err).read().count("watch: wrote ") < 2 and time.time() < deadline:
+                time.sleep(0.2)
+            wrote = re.findall(r"watch: wrote \S+ \(\d+ records, (\d+) ms\)", open(err).read())
+            assert len(wrote) == 2 and int(wrote[1]) >= 3900, (node, wrote)  # 1 s before, 3 s after
 
         # So does root's dump of the user's job (it was "Access/permission
         # denied" from Slurm): the owner's steps read the owner's processes.

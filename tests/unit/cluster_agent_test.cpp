@@ -10,6 +10,7 @@
 #include <random>
 
 #include "user/cli/options.h"
+#include "user/cluster/agent_capture.h"
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/clock_exchange.h"
 #include "user/cluster/coordinator.h"
@@ -251,4 +252,25 @@ TEST(ClusterOptions, MisuseIsAUsageError) {
   EXPECT_EQ(usage_code({"agent", "--job-env", "A=1", "-o", "x", "--wait", "-1"}), ExitCode::usage);
   EXPECT_EQ(usage_code({"record", "--pid", "1", "-o", "x", "--wait", "3"}), ExitCode::usage);
   EXPECT_EQ(usage_code({"cluster", "--slurm-job", "4", "-o", "t", "--wait", "3"}), ExitCode::ok);
+  EXPECT_EQ(usage_code({"cluster", "--slurm-job", "4", "capture", "-o", "back"}), ExitCode::ok);  // brought back
+  EXPECT_EQ(usage_code({"cluster", "--slurm-job", "4", "capture", "--gather", "stream"}), ExitCode::usage);
+  EXPECT_EQ(usage_code({"cluster", "--slurm-job", "4", "capture", "--duration", "30"}), ExitCode::ok);
+  EXPECT_EQ(usage_code({"cluster", "--slurm-job", "4", "capture", "--duration", "601"}), ExitCode::usage);
+}
+
+// cluster ... capture -o: the agent finds the capture its request made by
+// its directory's name (a request's, of that pid, not there before).
+TEST(AgentCapture, TheNewRequestCaptureOfItsPid) {
+  const std::filesystem::path d = std::filesystem::temp_directory_path() / ("lt-agentcap-" + std::to_string(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  for (const char* n : {"20261206T080000.000Z-node1-4242-r0-request", "20261206T080001.000Z-node1-4242-r0-slow-step",
+                        "20261206T080002.000Z-node1-14242-r1-request"})
+    std::filesystem::create_directory(d / n);
+  const std::vector<std::string> before = {"20261206T080000.000Z-node1-4242-r0-request"};
+  EXPECT_EQ(lt::cluster::new_request_capture(d.string(), 4242, before), "");  // the old one, a trigger's, another pid's
+  std::filesystem::create_directory(d / "20261206T080003.000Z-node1-4242-r0-request-2");
+  EXPECT_EQ(lt::cluster::new_request_capture(d.string(), 4242, before), "20261206T080003.000Z-node1-4242-r0-request-2");
+  EXPECT_EQ(lt::cluster::new_request_capture((d / "none").string(), 4242, before), "");
+  std::filesystem::remove_all(d);
 }

@@ -575,6 +575,32 @@ TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
 // A second slow step inside the first one's pending capture (its after-
 // window: escalating the process may be what slowed it) joins that
 // capture: said, counted, no second capture.
+// A request with its own after-window ("capture PID SECS"): the capture
+// holds that long after the request, not --capture-after.
+TEST(Watcher, ARequestHoldsTheAfterWindowItAskedFor) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 2 * s;
+  o.after_ns = 1 * s;
+  std::vector<Capture> rendered;
+  Watcher w(o, nullptr, [&](const Capture& c) {
+    rendered.push_back(c);
+    return std::string();
+  });
+  testing::internal::CaptureStderr();
+  w.request(7, 10 * s, std::nullopt, 5 * s);
+  w.tick(12 * s);
+  EXPECT_EQ(w.captures(), 0u);  // --capture-after (1 s) is over, its own 5 s are not
+  w.tick(16 * s);
+  w.finish(17 * s);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rendered.size(), 1u) << err;
+  EXPECT_EQ(rendered[0].from_ns, 8 * s);
+  EXPECT_EQ(rendered[0].to_ns, 15 * s);
+  EXPECT_NE(err.find("after 5 s more"), std::string::npos) << err;
+}
+
 TEST(Watcher, ASlowStepInAPendingCaptureJoinsIt) {
   TempDir d;
   WatchOptions o;
@@ -827,10 +853,12 @@ TEST(RequestServer, RequestsReachTheirHandlersAndBadOnesAreOneLine) {
   TempDir d;
   const std::string path = d.path + "/watch.sock";
   std::vector<pid_t> captures;
+  std::vector<double> afters;
   RequestServer::Handlers h;
-  h.capture = [&](pid_t pid, std::optional<uid_t> for_uid) {
+  h.capture = [&](pid_t pid, std::optional<uid_t> for_uid, double after_s) {
     EXPECT_FALSE(for_uid) << "root's capture is no one user's";
     captures.push_back(pid);
+    afters.push_back(after_s);
     return RequestServer::Answer{true, "asked", ""};
   };
   h.dump = [](pid_t pid) { return RequestServer::Answer{true, "dump", "thread " + std::to_string(pid) + "\n"}; };
@@ -839,6 +867,16 @@ TEST(RequestServer, RequestsReachTheirHandlersAndBadOnesAreOneLine) {
     const auto a = ask_watcher(path, "capture " + std::to_string(getpid()));
     EXPECT_TRUE(a.ok);
     EXPECT_EQ(a.line, "asked");
+    // Its own after-window, bounded: "capture PID SECS".
+    EXPECT_TRUE(ask_watcher(path, "capture " + std::to_string(getpid()) + " 30").ok);
+    for (const char* bad : {" 0", " -3", " 601", " 3x", " nan"}) {
+      try {
+        ask_watcher(path, "capture " + std::to_string(getpid()) + bad);
+        ADD_FAILURE() << "capture PID" << bad << " was answered";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("\"capture PID SECS\" (SECS up to 600)"), std::string::npos) << e.what();
+      }
+    }
     const auto b = ask_watcher(path, "dump " + std::to_string(getpid()));
     EXPECT_EQ(b.body, "thread " + std::to_string(getpid()) + "\n");
     try {
@@ -855,7 +893,8 @@ TEST(RequestServer, RequestsReachTheirHandlersAndBadOnesAreOneLine) {
       EXPECT_EQ(e.code(), ExitCode::no_such_process) << e.what();
     }
   }
-  EXPECT_EQ(captures, std::vector<pid_t>{getpid()});
+  EXPECT_EQ(captures, (std::vector<pid_t>{getpid(), getpid()}));
+  EXPECT_EQ(afters, (std::vector<double>{0, 30}));
   EXPECT_FALSE(std::filesystem::exists(path));  // removed with the server
   try {
     ask_watcher(path, "capture 1");

@@ -272,7 +272,8 @@ int cmd_run(Options& opts) {
 int cmd_agent(Options& opts) {
   if (opts.agent_dump) return cluster::run_agent_dump(opts.job_env, opts.wait_s, opts.duration_s, opts.verbose);
   if (!opts.agent_capture_via.empty())
-    return cluster::run_agent_capture(opts.job_env, opts.wait_s, opts.agent_capture_via, opts.verbose);
+    return cluster::run_agent_capture(opts.job_env, opts.wait_s, opts.agent_capture_via, opts.duration_s, opts.stream,
+                                      opts.verbose);
   return attach(opts);
 }
 

@@ -14,6 +14,7 @@
 #include "user/cluster/coordinator.h"
 #include "user/cluster/hang_verdict.h"
 #include "user/core/errors.h"
+#include "user/watch/request_server.h"
 
 namespace lt {
 
@@ -35,10 +36,15 @@ void check_cluster(Options& o) {
     if (!(commands & command_bit(Options::Command::agent)))
       throw Error(ExitCode::usage, name + " applies to watch: cluster --slurm-job ID watch " + name + " ...");
   if (o.cluster_capture) {
-    if (!o.output.empty() || !o.agent_args.empty() || o.gather != "auto" || !o.clock_addr.empty() || o.json)
+    if (!o.agent_args.empty() || o.gather != "auto" || !o.clock_addr.empty() || o.json)
       throw Error(ExitCode::usage,
-                  "cluster ... capture asks each node's watcher: it takes --dir (the watchers'), --nodes, --agent, "
-                  "--wait and -v");
+                  "cluster ... capture asks each node's watcher: it takes --dir (the watchers'), -o DIR (the "
+                  "captures' traces brought back there), --duration (each capture's time after the request), "
+                  "--nodes, --agent, --wait and -v");
+    if (o.duration_s > RequestServer::kMaxCaptureAfterS)
+      throw Error(ExitCode::usage, "cluster ... capture --duration: at most " +
+                                       std::to_string(static_cast<int>(RequestServer::kMaxCaptureAfterS)) +
+                                       " s (a watcher escalates a process for that long)");
     return;
   }
   if (o.cluster_dump) {
@@ -88,6 +94,8 @@ int cmd_cluster(Options& opts) {
     take_job_nodes(opts, cc);
     cc.wait_s = opts.wait_s;
     cc.watcher_dir = opts.watch_dir;
+    cc.out_dir = opts.output;
+    cc.after_s = opts.duration_s;
     return cluster::run_cluster_capture(cc, stop_requested());
   }
   if (opts.cluster_watch) {

@@ -227,7 +227,12 @@ int cmd_watch(Options& opts) {
   // Requests from the socket (its own thread): captures go to the drain's
   // tick, as a signal's do; dumps are answered there and then.
   std::mutex asked_mutex;
-  std::vector<std::pair<pid_t, std::optional<uid_t>>> asked_captures;  // pid, for whom
+  struct AskedCapture {
+    pid_t pid;
+    std::optional<uid_t> for_uid;  // for whom
+    double after_s;                // its own after-window (0: --capture-after)
+  };
+  std::vector<AskedCapture> asked_captures;
   gid_t admin_gid = static_cast<gid_t>(-1);
   if (!opts.admin_group.empty()) {
     const group* g = getgrnam(opts.admin_group.c_str());
@@ -235,15 +240,17 @@ int cmd_watch(Options& opts) {
     admin_gid = g->gr_gid;
   }
   RequestServer::Handlers handlers;
-  handlers.capture = [&](pid_t pid, std::optional<uid_t> for_uid) {
+  handlers.capture = [&](pid_t pid, std::optional<uid_t> for_uid, double after_s) {
     {
       std::lock_guard lock(asked_mutex);
-      asked_captures.emplace_back(pid, for_uid);
+      asked_captures.push_back({pid, for_uid, after_s});
     }
     wake_loop();
+    char next[48] = "";
+    if (after_s > 0) std::snprintf(next, sizeof next, " for the next %g s", after_s);
     return RequestServer::Answer{true,
                                  "a capture of " + (pid ? "pid " + std::to_string(pid) : std::string("every process")) +
-                                     " is asked; it lands in " + opts.watch_dir + "/captures" +
+                                     " is asked" + next + "; it lands in " + opts.watch_dir + "/captures" +
                                      (for_uid ? " (your processes only, its files yours)" : ""),
                                  ""};
   };
@@ -259,11 +266,16 @@ int cmd_watch(Options& opts) {
   // the capture's after-window from when it took effect (the op observer's
   // handshake over), and the capture is stretched to hold all of it.
   Session* live = nullptr;
-  std::vector<pid_t> escalate_next;
-  std::map<pid_t, std::uint64_t> escalated_until;
+  // (pid, how long): a request may ask for its own after-window.
+  std::vector<std::pair<pid_t, std::uint64_t>> escalate_next;
+  struct Escalated {
+    std::uint64_t until = 0;  // 0: not in effect yet (settling)
+    std::uint64_t span = 0;   // from when it takes effect
+  };
+  std::map<pid_t, Escalated> escalated_until;
   const std::uint64_t escalate_ns = static_cast<std::uint64_t>(opts.capture_after_s * 1e9);
   auto on_trigger = [&](const Trigger& t) {
-    escalate_next.push_back(static_cast<pid_t>(t.pid));
+    escalate_next.emplace_back(static_cast<pid_t>(t.pid), t.after_ns ? t.after_ns : escalate_ns);
     return threads_now(t);
   };
   Watcher watcher(watch_options(opts), on_trigger, render_capture);
@@ -271,26 +283,27 @@ int cmd_watch(Options& opts) {
     if (!live) return;
     // Each process has its own deadline, the latest its triggers asked for
     // (a request for every process: each live target).
-    std::vector<pid_t> asked;
-    for (pid_t pid : std::exchange(escalate_next, {})) {
+    std::vector<std::pair<pid_t, std::uint64_t>> asked;
+    for (const auto& [pid, span] : std::exchange(escalate_next, {})) {
       if (pid) {
-        asked.push_back(pid);
+        asked.emplace_back(pid, span);
         continue;
       }
-      const auto all = live->live_targets();
-      asked.insert(asked.end(), all.begin(), all.end());
+      for (pid_t p : live->live_targets()) asked.emplace_back(p, span);
     }
-    for (pid_t pid : asked) {
-      auto [it, fresh] = escalated_until.try_emplace(pid, 0);
-      if (!fresh && it->second) it->second = std::max(it->second, now + escalate_ns);
+    for (const auto& [pid, span] : asked) {
+      auto [it, fresh] = escalated_until.try_emplace(pid);
+      it->second.span = std::max(it->second.span, span);
+      if (!fresh && it->second.until) it->second.until = std::max(it->second.until, now + span);
       for (const auto& line : live->escalate(pid, true)) std::cerr << "ltrace-bpf: watch: escalated: " << line << "\n";
     }
     for (auto it = escalated_until.begin(); it != escalated_until.end();) {
-      if (!it->second && !live->settling(it->first)) {  // in effect from now (or failed: over as well)
-        it->second = now + escalate_ns;
-        watcher.extend(it->first, it->second);
+      auto& e = it->second;
+      if (!e.until && !live->settling(it->first)) {  // in effect from now (or failed: over as well)
+        e.until = now + e.span;
+        watcher.extend(it->first, e.until);
       }
-      if (!it->second || now < it->second) {
+      if (!e.until || now < e.until) {
         ++it;
         continue;
       }
@@ -338,7 +351,8 @@ int cmd_watch(Options& opts) {
     if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
     {
       std::lock_guard lock(asked_mutex);
-      for (const auto& [pid, for_uid] : std::exchange(asked_captures, {})) watcher.request(pid, now, for_uid);
+      for (const auto& a : std::exchange(asked_captures, {}))
+        watcher.request(a.pid, now, a.for_uid, static_cast<std::uint64_t>(a.after_s * 1e9));
     }
     watcher.tick(now);
     // A new ring segment: its samples' lines are written into it again, so
@@ -360,9 +374,9 @@ int cmd_watch(Options& opts) {
   so.next_tick = [&](std::uint64_t) -> std::uint64_t {
     if (!escalate_next.empty()) return Tracer::kTickSoon;
     std::uint64_t due = watcher.next_due_ns();
-    for (const auto& [pid, until] : escalated_until) {
-      if (!until) return Tracer::kTickSoon;  // settling
-      due = std::min(due, until);
+    for (const auto& [pid, e] : escalated_until) {
+      if (!e.until) return Tracer::kTickSoon;  // settling
+      due = std::min(due, e.until);
     }
     if (metrics) due = std::min(due, next_publish);
     return due;

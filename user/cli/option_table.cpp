@@ -174,7 +174,8 @@ void store_b_range(Options& o, const std::string& v, ExportRange::Kind kind) {
 const OptionSpec kOptions[] = {
   {.name = "output", .short_name = 'o', .arg = "FILE", .commands = kAttaching,
    .help = "write the trace file (record, agent: required; live: also keep it); cluster: the directory "
-           "for the traces, one per node, and cluster-nodes.tsv",
+           "for the traces, one per node, and cluster-nodes.tsv; cluster ... capture: where each capture's trace "
+           "comes back",
    .store = [](Options& o, const std::string& v) { o.output = v; }, .example = "x.ltrace"},
   {.name = "pid", .short_name = 'p', .arg = "PID", .commands = kTargeted | command_bit(C::dump) | kWatch,
    .help = "process to attach to (repeatable)",
@@ -198,7 +199,8 @@ const OptionSpec kOptions[] = {
    .help = "also follow every descendant (torchrun ranks, DataLoader workers), including ones forked later",
    .store = [](Options& o, const std::string&) { o.children = true; }, .passed_on = true},
   {.name = "duration", .short_name = 'd', .arg = "SECS", .commands = kAttaching | kWatch,
-   .help = "detach after SECS seconds; cluster ... dump: the time between each node's two reads (default 1)",
+   .help = "detach after SECS seconds; cluster ... dump: the time between each node's two reads (default 1); "
+           "cluster ... capture: each capture holds SECS after the request, escalated (at most 600)",
    .store = [](Options& o, const std::string& v) { o.duration_s = parse_seconds(v); }, .example = "2.5"},
   {.name = "report", .arg = "NAME", .commands = kAll,
    .help = "the reports to print: ",
@@ -388,7 +390,8 @@ const OptionSpec kOptions[] = {
    .refusal = kAgentOnly,
    .heading = "agent (what cluster runs on each node; also for a DaemonSet):"},
   {.name = "stream", .commands = command_bit(C::agent),
-   .help = "send the trace back on stdout (base64), not to -o",
+   .help = "send the trace back on stdout (base64), not to -o; with --capture-via, each capture's trace once its "
+           "watcher has written it",
    .store = [](Options& o, const std::string&) { o.stream = true; }, .refusal = kAgentOnly},
   {.name = "shared-marker", .arg = "F", .commands = command_bit(C::agent),
    .help = "stream unless file F is visible here",

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <memory>
 
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/node_steps.h"
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
+#include "user/core/output_file.h"
 #include "user/text/numbers.h"
 
 namespace lt::cluster {
@@ -15,10 +17,30 @@ namespace lt::cluster {
 namespace {
 
 struct NodeAnswers {
-  std::size_t asked = 0, refused = 0;
+  std::size_t asked = 0, refused = 0, brought = 0, lost = 0;
   bool done = false;
   std::string error, last_err;
+  // A capture's trace coming back (-o): its rank line, where it goes, and
+  // its bytes so far against those announced.
+  std::string who, path;
+  std::unique_ptr<OutputFile> recv;
+  bool receiving = false;
+  std::uint64_t expect = 0, received = 0;
 };
+
+// A file name from what an agent said (it runs as the job's owner; we may
+// be root): letters, digits, '.', '_' and '-' kept, the rest '_', never
+// a leading '.'.
+std::string safe_name(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    out += ok ? c : '_';
+  }
+  if (out.empty() || out[0] == '.') out.insert(out.begin(), '_');
+  return out.substr(0, 200);
+}
 
 }  // namespace
 
@@ -32,15 +54,49 @@ int run_cluster_capture(const ClusterCaptureOptions& opt, const std::atomic<bool
   const std::vector<std::string> nodes = chosen_nodes(job, opt.nodes);
   const std::string agent = node_binary(opt.agent_path);
   std::vector<NodeAnswers> answers(nodes.size());
+  if (!opt.out_dir.empty()) make_output_dirs(opt.out_dir);
   auto argv_of = [&](const std::string& node) {
-    return std::vector<std::string>{agent,           "agent",
-                                    "--capture-via", opt.watcher_dir,
-                                    "--job-env",     "SLURM_JOB_ID=" + job.id.substr(0, job.id.find('_')),
-                                    "--job-env",     "SLURMD_NODENAME=" + node,
-                                    "--wait",        fixed(opt.wait_s, 3)};
+    std::vector<std::string> a{agent,           "agent",
+                               "--capture-via", opt.watcher_dir,
+                               "--job-env",     "SLURM_JOB_ID=" + job.id.substr(0, job.id.find('_')),
+                               "--job-env",     "SLURMD_NODENAME=" + node,
+                               "--wait",        fixed(opt.wait_s, 3)};
+    if (!opt.out_dir.empty()) a.push_back("--stream");  // each capture's trace back on stdout
+    if (opt.after_s > 0) a.insert(a.end(), {"--duration", fixed(opt.after_s, 3)});
+    return a;
+  };
+  // A line of a capture's trace coming back (base64), or its end.
+  auto receive = [&](NodeAnswers& a, const std::string& line) {
+    if (auto m = parse_agent_line(line); m && m->kind == "end") {
+      a.receiving = false;
+      try {
+        if (a.recv) a.recv->close();
+      } catch (const Error& e) {
+        a.error = e.what();
+      }
+      const bool whole = a.recv && a.received == a.expect;
+      a.recv.reset();
+      if (whole) {
+        ++a.brought;
+        std::cout << a.who << "brought back to " << a.path << "\n";
+      } else {
+        ++a.lost;
+        std::cout << a.who << "its trace came back cut short (" << a.received << " of " << a.expect << " bytes, in "
+                  << a.path << ")\n";
+      }
+      return;
+    }
+    std::string bytes;
+    if (!base64_decode_append(line, bytes)) {
+      a.error = "a capture's trace came back corrupt";
+      return;
+    }
+    a.received += bytes.size();
+    if (a.recv) a.recv->stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   };
   auto on_line = [&](std::size_t i, const std::string& line, bool is_err) {
     auto& a = answers[i];
+    if (!is_err && a.receiving) return receive(a, line);
     if (is_err) {
       std::string l = line.rfind("ltrace-bpf: ", 0) == 0 ? line.substr(12) : line;
       if (l.empty()) return;
@@ -57,6 +113,22 @@ int run_cluster_capture(const ClusterCaptureOptions& opt, const std::atomic<bool
     } else if (m->kind == "capture-refused") {
       ++a.refused;
       std::cout << who << m->field("error") << "\n";
+    } else if (m->kind == "capture-file" && !opt.out_dir.empty()) {
+      // Named by node and capture (time, host, pid, rank): one file each.
+      a.who = who;
+      a.path = opt.out_dir + "/" + safe_name(nodes[i] + "-" + m->field("name")) + ".ltrace";
+    } else if (m->kind == "file" && !a.path.empty()) {
+      a.expect = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
+      a.received = 0;
+      a.receiving = true;
+      try {
+        a.recv = std::make_unique<OutputFile>(a.path);
+      } catch (const Error& e) {
+        a.error = e.what();  // received and dropped: the stream goes on
+      }
+    } else if (m->kind == "capture-lost") {
+      ++a.lost;
+      std::cout << who << "not brought back: " << m->field("error") << "\n";
     } else if (m->kind == "failed") {
       a.error = m->field("error");
     } else if (m->kind == "done") {
@@ -66,15 +138,18 @@ int run_cluster_capture(const ClusterCaptureOptions& opt, const std::atomic<bool
   };
   // Root on a user's job: the steps run as its owner (Slurm starts no
   // other's there), and the watchers take them for the owner's requests.
-  const auto steps = run_node_steps(opt, job, nodes, argv_of, on_line, std::chrono::duration<double>(30 + opt.wait_s),
-                                    stop, step_user_for(job));
+  // Bringing captures back waits for them to be written (the agent's
+  // bound: 300 s).
+  const double bound_s = 30 + opt.wait_s + (opt.out_dir.empty() ? 0 : 330 + opt.after_s);
+  const auto steps = run_node_steps(opt, job, nodes, argv_of, on_line, std::chrono::duration<double>(bound_s), stop,
+                                    step_user_for(job));
   std::size_t asked = 0, refused = 0;
   bool whole = true;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     auto& a = answers[i];
     asked += a.asked;
     refused += a.refused;
-    if (a.done && a.refused == 0) continue;
+    if (a.done && a.refused == 0 && a.lost == 0 && (opt.out_dir.empty() || a.brought == a.asked)) continue;
     whole = false;
     if (a.done) continue;  // its refusals are said above
     std::string why = !a.error.empty()                ? a.error

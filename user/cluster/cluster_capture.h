@@ -15,10 +15,18 @@ namespace lt::cluster {
 struct ClusterCaptureOptions : JobNodes {
   double wait_s = 10;       // how long each node's agent waits for its ranks
   std::string watcher_dir;  // the watchers' DIR (DIR/NODE under `cluster ... watch`)
+  // -o DIR: each capture's trace brought back here, as NODE-<capture>.ltrace,
+  // once its watcher wrote it (through srun, as `cluster -o` streams).
+  std::string out_dir;
+  // --duration SECS: each capture holds SECS after its request, escalated
+  // (a profile of every rank for SECS, as `cluster -o` records; 0: the
+  // watchers' --capture-after).
+  double after_s = 0;
 };
 
-// Prints a line per rank asked for (stdout) and per node that failed
-// (stderr). Returns 0 (every rank asked for), 18 (refused: every answer a
+// Prints a line per rank asked for (and brought back, with -o) on stdout
+// and per node that failed on stderr. Returns 0 (every rank asked for, and
+// brought back with -o), 18 (refused: every answer a
 // refusal), 11 (some nodes or ranks not); throws lt::Error (usage, slurm,
 // no_such_process, refused: not the caller's job) before any step starts.
 int run_cluster_capture(const ClusterCaptureOptions& opt, const std::atomic<bool>& stop);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -141,11 +142,20 @@ void RequestServer::answer(int client) {
   }
   req = req.substr(0, req.find('\n'));
   std::istringstream in(req);
-  std::string verb;
+  std::string verb, extra;
   long pid = -1;
+  double after_s = 0;
   in >> verb >> pid;
+  // "capture PID SECS": a capture of SECS after the request (at most
+  // kMaxCaptureAfterS: an escalation is bounded in time).
+  if (verb == "capture" && in >> extra) {
+    char* end = nullptr;
+    after_s = std::strtod(extra.c_str(), &end);
+    if (*end || !(after_s > 0) || after_s > kMaxCaptureAfterS) pid = -1;
+  }
   if ((verb != "capture" && verb != "dump") || pid < 0 || (verb == "dump" && pid == 0)) {
-    send_all(client, "error not a request: send \"capture PID\" or \"dump PID\"\n");
+    send_all(client, "error not a request: send \"capture PID\", \"capture PID SECS\" (SECS up to " +
+                         std::to_string(static_cast<int>(RequestServer::kMaxCaptureAfterS)) + ") or \"dump PID\"\n");
     return;
   }
   std::string why;
@@ -168,9 +178,10 @@ void RequestServer::answer(int client) {
     send_all(client, "refused " + why + "\n");
     return;
   }
-  const Answer a = verb == "capture" ? handlers_.capture(static_cast<pid_t>(pid),
-                                                         privileged ? std::nullopt : std::optional<uid_t>(who.uid))
-                                     : handlers_.dump(static_cast<pid_t>(pid));
+  const Answer a = verb == "capture"
+                       ? handlers_.capture(static_cast<pid_t>(pid),
+                                           privileged ? std::nullopt : std::optional<uid_t>(who.uid), after_s)
+                       : handlers_.dump(static_cast<pid_t>(pid));
   send_all(client, std::string(a.ok ? "ok " : "error ") + a.line + "\n" + a.body);
 }
 

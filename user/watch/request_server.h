@@ -34,10 +34,14 @@ class RequestServer {
     std::string line;  // one line, no newline
     std::string body;  // after it (a dump's text)
   };
+  // The longest after-window a request may ask for ("capture PID SECS").
+  static constexpr double kMaxCaptureAfterS = 600;
   struct Handlers {
     // pid 0: every watched process (root and admins only); for_uid: asked
-    // by that user, neither root nor an admin (the capture is to be theirs).
-    std::function<Answer(pid_t, std::optional<uid_t> for_uid)> capture;
+    // by that user, neither root nor an admin (the capture is to be theirs);
+    // after_s: "capture PID SECS", the capture holds SECS after the request
+    // (escalated for them; 0: the watcher's --capture-after).
+    std::function<Answer(pid_t, std::optional<uid_t> for_uid, double after_s)> capture;
     std::function<Answer(pid_t)> dump;
   };
   // Binds `path` (a stale socket there is replaced: the caller holds the

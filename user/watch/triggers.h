@@ -62,6 +62,8 @@ struct Trigger {
   // A user's request (the watcher's socket, not root's nor an admin's):
   // the capture holds that user's processes only, and is theirs.
   std::optional<std::uint32_t> for_uid;
+  // A request's own after-window ("capture PID SECS"); 0: the watcher's.
+  std::uint64_t after_ns = 0;
 };
 
 class TriggerPolicy {

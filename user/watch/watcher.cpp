@@ -175,7 +175,7 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   // From `before` ahead of what it is about to `after` past when it was
   // found: a stall's capture holds the last progress and the whole stall.
   c.from_ns = c.trigger.at_ns > o_.before_ns ? c.trigger.at_ns - o_.before_ns : 0;
-  c.to_ns = std::max(c.trigger.at_ns, c.trigger.seen_ns) + o_.after_ns;
+  c.to_ns = std::max(c.trigger.at_ns, c.trigger.seen_ns) + (c.trigger.after_ns ? c.trigger.after_ns : o_.after_ns);
   c.dir = o_.ring.dir + "/captures/" + capture_name(c.trigger, c.rank);
   c.trace = c.dir + "/trace.ltrace";
   add_owned(c);
@@ -190,8 +190,8 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   }
   std::cerr << "ltrace-bpf: watch: " << trigger_name(c.trigger.kind) << ": pid " << c.trigger.pid;
   if (c.rank >= 0) std::cerr << " rank " << c.rank;
-  std::cerr << ": " << c.trigger.what << "; capture " << c.dir << " after " << o_.after_ns / 1'000'000'000
-            << " s more\n";
+  std::cerr << ": " << c.trigger.what << "; capture " << c.dir << " after "
+            << (c.trigger.after_ns ? c.trigger.after_ns : o_.after_ns) / 1'000'000'000 << " s more\n";
   pending_.push_back(std::move(c));
 }
 
@@ -351,12 +351,13 @@ std::vector<std::vector<std::byte>> Watcher::step_bases(std::uint64_t from_ns, s
   return out;
 }
 
-void Watcher::request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid) {
+void Watcher::request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid, std::uint64_t after_ns) {
   const std::string why = !pid      ? "asked for, for every process"
                           : for_uid ? "asked for by uid " + std::to_string(*for_uid) + " (watch --capture-now)"
                                     : "asked for (watch --capture-now or SIGUSR1)";
   auto t = policy_.request(static_cast<std::uint32_t>(pid), now_ns, why);
   if (t && for_uid) t->for_uid = *for_uid;
+  if (t) t->after_ns = after_ns;
   on_trigger(std::move(t));
 }
 

@@ -93,7 +93,9 @@ class Watcher {
   // watch --capture-now / SIGUSR1: pid 0 means every process watched.
   // for_uid: a user asked (the socket): the capture holds their processes
   // only and its files are theirs.
-  void request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid = std::nullopt);
+  // after_ns: the capture's after-window (0: --capture-after).
+  void request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid = std::nullopt,
+               std::uint64_t after_ns = 0);
   // The watch ends: steps still open closed, every capture waiting written
   // (its window cut at now).
   void finish(std::uint64_t now_ns);
