@@ -425,9 +425,11 @@ def test_a_user_asks_the_watcher_about_their_own_jobs_only(tmp_path):
         r = ask(NOBODY, "--dump-now", "--pid", str(mine))
         assert r.returncode == 0, r.stderr
         assert "spinning_here" in r.stdout, r.stdout
-        r = ask(NOBODY, "--capture-now", "--pid", str(mine))
-        assert r.returncode == 0 and f"a capture of pid {mine} is asked" in r.stderr, r.stderr
+        # Holding 2 s after the request (its own after-window, not --capture-after).
+        r = ask(NOBODY, "--capture-now", "--pid", str(mine), "--duration", "2")
+        assert r.returncode == 0 and f"a capture of pid {mine} is asked for the next 2 s" in r.stderr, r.stderr
         wait_for(str(err), f"watch: request: pid {mine}", 60, lt)
+        assert re.search(rf"watch: request: pid {mine}: .* after 2 s more", err.read_text()), err.read_text()
         for uid, job in ((NOBODY, "root"), (NOBODY, "other"), (OTHER, "mine")):
             for what in ("--dump-now", "--capture-now"):
                 r = ask(uid, what, "--pid", str(jobs[job].pid))

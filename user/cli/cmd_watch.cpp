@@ -76,7 +76,11 @@ std::string socket_path(const Options& o) {
 int ask_by_socket(const Options& o) {
   const pid_t pid = o.pids.empty() ? 0 : o.pids.front();
   if (o.dump_now && !pid) throw Error(ExitCode::usage, "--dump-now needs --pid PID");
-  const auto a = ask_watcher(socket_path(o), std::string(o.dump_now ? "dump " : "capture ") + std::to_string(pid));
+  // --capture-now --duration SECS: the capture holds SECS after the request.
+  char secs[32] = "";
+  if (!o.dump_now && o.duration_s > 0) std::snprintf(secs, sizeof secs, " %.3f", o.duration_s);
+  const auto a =
+      ask_watcher(socket_path(o), std::string(o.dump_now ? "dump " : "capture ") + std::to_string(pid) + secs);
   std::cout << a.body;
   std::cerr << "ltrace-bpf: the watcher: " << a.line << "\n";
   return 0;
@@ -88,6 +92,9 @@ int ask_by_socket(const Options& o) {
 int ask_for_capture(const Options& o) {
   struct stat st {};
   if (o.dump_now || lstat(socket_path(o).c_str(), &st) == 0) return ask_by_socket(o);
+  if (o.duration_s > 0)
+    throw Error(ExitCode::usage,
+                "--capture-now --duration asks through the watcher's socket: " + socket_path(o) + " is not there");
   std::ifstream in(pid_file(o));
   long pid = 0;
   if (!(in >> pid) || pid <= 0)

@@ -481,8 +481,9 @@ const OptionSpec kOptions[] = {
      o.max_per_day = static_cast<unsigned>(parse_long(v, 1, 100000, "--max-per-day: expected 1..100000"));
    }, .example = "5", .passed_on = true},
   {.name = "capture-now", .commands = kWatch,
-   .help = "ask the watcher running on --dir for a capture now (of --pid PID, else of every process); any "
-           "user may, of their own processes (through DIR/watch.sock)",
+   .help = "ask the watcher running on --dir for a capture now (of --pid PID, else of every process; with "
+           "--duration SECS, holding SECS after now, escalated, at most 600); any user may, of their own "
+           "processes (through DIR/watch.sock)",
    .store = [](Options& o, const std::string&) { o.capture_now = true; }},
   {.name = "dump-now", .commands = kWatch,
    .help = "ask the watcher running on --dir for a dump of --pid PID (every thread's stack, as `dump` prints "
