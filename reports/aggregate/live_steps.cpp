@@ -43,7 +43,7 @@ void LiveSteps::on_begin(const lt_event_header& h, const lt_action_event& e, std
   const BatchHook hook = batch_hook_of(name);
   // Ends lost (a full ring) leave their begins here: bounded all the same.
   if (p.open.size() >= kMaxOpen) p.open.clear();
-  p.open[e.key] = {hook, ends_a_run(name)};
+  p.open[e.key] = {hook, ends_a_run(name), h.tid, name};
   p.between_runs = false;
   const bool train_end_hook = hook.stage == BatchStage::train && hook.role == BatchRole::batch_end;
   if (p.in_step && p.ended && !train_end_hook) close(h.pid, p, closed);
@@ -62,7 +62,13 @@ void LiveSteps::on_end(const lt_event_header& h, const lt_action_event& e) {
   if (it == p.open.end()) return;  // begun before we attached
   const BatchHook hook = it->second.hook;
   const bool run_end = it->second.run_end;
+  std::string name = std::move(it->second.name);
   p.open.erase(it);
+  if ((e.flags & LT_ACT_THROW) && !std::string_view(name).ends_with("_next")) {
+    bool outermost = true;
+    for (const auto& [key, o] : p.open) outermost = outermost && o.tid != h.tid;
+    if (outermost) thrown_.push_back({h.pid, h.tid, h.ts_ns, std::move(name)});
+  }
   if (run_end && p.open.empty()) p.between_runs = true;
   if (p.in_step && hook.stage == BatchStage::train && hook.role == BatchRole::batch_end) {
     p.ended = true;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bpf/events.h"
@@ -23,6 +24,16 @@
 #include "user/model/action_name.h"
 
 namespace lt {
+
+// An exception unwound the outermost action open on a thread (its END came
+// through gen.throw, LT_ACT_THROW, with no other action of that thread
+// open): it escaped Lightning's loop — the run was interrupted. The data
+// fetches' ends by StopIteration (an epoch's end: "..._next") are not.
+struct ThrownAction {
+  std::uint32_t pid = 0, tid = 0;
+  std::uint64_t ts_ns = 0;
+  std::string action;
+};
 
 struct LiveStep {
   std::uint32_t pid = 0, tid = 0;
@@ -45,12 +56,16 @@ class LiveSteps {
   // hooks the last actions, none open since) and no action began after.
   bool between_runs(std::uint32_t pid) const;
   void forget(std::uint32_t pid) { procs_.erase(pid); }
+  // The exceptions that escaped since the last call (ThrownAction).
+  std::vector<ThrownAction> take_thrown() { return std::exchange(thrown_, {}); }
 
  private:
   struct Proc {
     struct Open {
       BatchHook hook;
       bool run_end = false;  // on_fit_end or teardown: a Trainer run's last hooks
+      std::uint32_t tid = 0;
+      std::string name;
     };
     std::map<std::uint64_t, Open> open;   // action key -> what it is
     bool in_step = false, ended = false;  // a step is open / its end hook ran
@@ -64,6 +79,7 @@ class LiveSteps {
   void on_end(const lt_event_header& h, const lt_action_event& e);
   ActionNameAssembler names_;
   std::map<std::uint32_t, Proc> procs_;
+  std::vector<ThrownAction> thrown_;
 };
 
 }  // namespace lt

@@ -132,6 +132,53 @@ TEST(LiveSteps, TheLastStepClosesAtTheEndAndProgressIsAnyEnd) {
 // After a fit's last hooks (on_fit_end, then teardown) with nothing open,
 // the process is between Trainer runs: no stall then; the next run's first
 // action ends that. A teardown nested in an open action is no such end.
+// An exception that unwinds the outermost action open on its thread (its
+// END through gen.throw) escaped Lightning's loop; one that ends an inner
+// action, another thread's outer one still open, or a fetch's StopIteration
+// (an epoch's end) did not.
+TEST(LiveSteps, AnExceptionThatUnwindsTheOutermostActionEscaped) {
+  auto thrown_end = [](std::uint32_t tid, std::uint64_t key, std::uint64_t ts) {
+    auto r = action(LT_EV_ACTION_END, 7, key, "", ts);
+    lt_action_event e;
+    std::memcpy(&e, r.data(), sizeof e);
+    e.hdr.tid = tid;
+    e.flags = LT_ACT_THROW;
+    std::memcpy(r.data(), &e, sizeof e);
+    return r;
+  };
+  Stream st;
+  st.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 1, "run_training_epoch", 1 * ms));
+  st.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 2, "[_TrainingEpochLoop].train_dataloader_next", 2 * ms));
+  st.records.push_back(thrown_end(7, 2, 3 * ms));  // StopIteration: the epoch's end, no escape
+  st.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 3, "run_training_batch", 4 * ms));
+  st.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 4, "[Strategy]SingleDeviceStrategy.training_step", 5 * ms));
+  st.records.push_back(thrown_end(7, 4, 6 * ms));  // inner: its callers still open
+  st.records.push_back(thrown_end(7, 3, 6 * ms));
+  st.records.push_back(thrown_end(7, 1, 7 * ms));  // the outermost: escaped
+  LiveSteps steps;
+  feed(steps, st);
+  auto t = steps.take_thrown();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].pid, 7u);
+  EXPECT_EQ(t[0].tid, 7u);
+  EXPECT_EQ(t[0].ts_ns, 7 * ms);
+  EXPECT_EQ(t[0].action, "run_training_epoch");
+  EXPECT_TRUE(steps.take_thrown().empty());  // taken
+  // A worker thread's action unwound while the main thread's is open:
+  // outermost on its own thread, so escaped there too.
+  Stream two;
+  two.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 1, "run_training_epoch", 1 * ms));
+  auto other = action(LT_EV_ACTION_BEGIN, 7, 2, "[Callback]X.on_train_epoch_start", 2 * ms);
+  reinterpret_cast<lt_event_header*>(other.data())->tid = 8;
+  two.records.push_back(other);
+  two.records.push_back(thrown_end(8, 2, 3 * ms));
+  LiveSteps more;
+  feed(more, two);
+  t = more.take_thrown();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].tid, 8u);
+}
+
 TEST(LiveSteps, AfterTheRunsLastHooksTheProcessIsBetweenRuns) {
   Stream st;
   std::uint64_t t = st.batch(0, 10);
@@ -599,6 +646,41 @@ TEST(Watcher, ARequestHoldsTheAfterWindowItAskedFor) {
   EXPECT_EQ(rendered[0].from_ns, 8 * s);
   EXPECT_EQ(rendered[0].to_ns, 15 * s);
   EXPECT_NE(err.find("after 5 s more"), std::string::npos) << err;
+}
+
+// Escaped, it is an exit trigger's capture, said as such.
+TEST(Watcher, AnExceptionEscapingTheLoopIsCaptured) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 5 * s;
+  o.after_ns = 1 * s;
+  std::vector<Capture> rendered;
+  Watcher w(o, nullptr, [&](const Capture& c) {
+    rendered.push_back(c);
+    return std::string();
+  });
+  testing::internal::CaptureStderr();
+  lt_proc_info_event info{};
+  info.hdr = {LT_EV_PROC_INFO, sizeof info, 7, 7, 0, 0};
+  info.flags = LT_PROC_PYTHON;
+  info.rank = -1;
+  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  Stream st;
+  std::uint64_t t = 1000;
+  for (int i = 0; i < 3; ++i) t = st.batch(t + 5, 20);
+  st.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 900, "run_training_epoch", (t + 1) * ms));
+  auto end = action(LT_EV_ACTION_END, 7, 900, "", (t + 2) * ms);
+  reinterpret_cast<lt_action_event*>(end.data())->flags = LT_ACT_THROW;
+  st.records.push_back(end);
+  each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
+  w.tick((t + 3) * ms + 2 * s);
+  w.finish((t + 3) * ms + 2 * s);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rendered.size(), 1u) << err;
+  EXPECT_EQ(rendered[0].trigger.kind, TriggerKind::exit);
+  EXPECT_EQ(rendered[0].trigger.what,
+            "an exception escaped Lightning's loop: it unwound run_training_epoch (the run was interrupted)");
 }
 
 TEST(Watcher, ASlowStepInAPendingCaptureJoinsIt) {

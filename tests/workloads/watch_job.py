@@ -22,6 +22,9 @@ those calls took, and their thread's CPU seconds in them.
 --oom-step K: training step K asks torch for a 1 TiB tensor, catches the
 allocator's out-of-memory error and goes on (as a job that retries with a
 smaller batch does); prints "OOM caught: ...".
+--raise-after: after the fit, a second fit whose first training step
+raises (an exception that escapes Lightning's loop); the script catches it,
+prints "FIT RAISED: ..." and goes on to exit as asked.
 --gc-collect [--gc-heap N] [--gc-every K]: each (K-th) training step calls
 gc.collect() (with N live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
 the seconds those calls took, timed around them here.
@@ -116,6 +119,7 @@ def main():
     p.add_argument("--stall-s", type=float, default=4.0)
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--oom-step", type=int, default=-1)
+    p.add_argument("--raise-after", action="store_true")
     p.add_argument("--times")
     p.add_argument("--leak-mb", type=int, default=0)
     p.add_argument("--leak-torch", action="store_true", help="--leak-mb as CPU tensors (torch's allocator)")
@@ -167,6 +171,17 @@ def main():
         time.sleep(0.01)
     trainer.fit(Model(a), DataLoader(data, batch_size=1))
     print("FIT DONE", flush=True)
+    if a.raise_after:
+        class Raising(Model):
+            def training_step(self, batch, batch_idx):
+                raise RuntimeError("raised in training_step")
+
+        again = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                           enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu", devices=1)
+        try:
+            again.fit(Raising(a), DataLoader(data, batch_size=1))
+        except RuntimeError as e:
+            print("FIT RAISED:", e, flush=True)
     if a.ckpt_every:
         for cb in callbacks:
             shutil.rmtree(cb.dirpath, ignore_errors=True)

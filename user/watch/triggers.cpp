@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "user/text/utf8_text.h"
+
 namespace lt {
 
 namespace {
@@ -92,6 +94,15 @@ std::optional<Trigger> TriggerPolicy::on_exit(std::uint32_t pid, std::uint32_t s
   const std::string what =
       sig ? "killed by signal " + std::to_string(sig) : "exited with status " + std::to_string(code);
   return fire({TriggerKind::exit, pid, ts, 0, 0, what}, now);
+}
+
+std::optional<Trigger> TriggerPolicy::on_exception(std::uint32_t pid, std::uint64_t ts, const std::string& action,
+                                                   std::uint64_t now) {
+  if (!o_.exit) return std::nullopt;
+  const std::uint32_t seen = procs_.count(pid) ? procs_[pid].seen : 0;
+  return fire({TriggerKind::exit, pid, ts, 0, seen,
+               "an exception escaped Lightning's loop: it unwound " + utf8_text(action) + " (the run was interrupted)"},
+              now);
 }
 
 std::optional<Trigger> TriggerPolicy::check_stall(std::uint32_t pid, std::uint64_t last_progress, std::uint64_t now) {

@@ -16,7 +16,10 @@
 //              failed (torch's allocator ran out of memory, CPU or CUDA,
 //              whether or not the job caught the error), at most once per
 //              process in oom_quiet;
-//   exit       a process ended with a non-zero status or a signal;
+//   exit       a process ended with a non-zero status or a signal, or an
+//              exception escaped Lightning's loop (it unwound the outermost
+//              action of its thread: the run was interrupted, whether or
+//              not the script then went on);
 //   straggler  one rank last at most of the recent collectives
 //              (straggler.h, judged by the watcher; fired here, rate-limited);
 //   request    asked for (watch --capture-now, or SIGUSR1 to the watcher).
@@ -85,6 +88,10 @@ class TriggerPolicy {
   // 0 CPU, 1 CUDA) device_index in pid at ts.
   std::optional<Trigger> on_oom(std::uint32_t pid, std::uint64_t bytes, unsigned device_type, int device_index,
                                 std::uint64_t ts, std::uint64_t now);
+  // An exception unwound `action`, the outermost Lightning action open on
+  // its thread (live_steps.h, ThrownAction), at ts.
+  std::optional<Trigger> on_exception(std::uint32_t pid, std::uint64_t ts, const std::string& action,
+                                      std::uint64_t now);
   std::optional<Trigger> request(std::uint32_t pid, std::uint64_t now, const std::string& why);
   // pid was named the straggler (straggler.h) at `ts`, after `steps` of its steps.
   std::optional<Trigger> on_straggler(std::uint32_t pid, std::uint64_t ts, std::uint32_t steps, const std::string& what,

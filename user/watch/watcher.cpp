@@ -89,6 +89,9 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
   closed_.clear();
   steps_.add(h, record, closed_);
   on_steps(now);
+  for (const auto& t : steps_.take_thrown())
+    if (auto it = procs_.find(t.pid); it != procs_.end() && !it->second.exited)
+      on_trigger(policy_.on_exception(t.pid, t.ts_ns, t.action, now));
   visit_record(h, record,
                overloaded{
                    [&](const lt_event_header& hh, const lt_proc_info_event& e) {
