@@ -216,9 +216,13 @@ def first_at_the_jobs_time(trace, kind, job, seconds_key, count_key, lo, hi, sla
     """The verdict of `trace` ranks `kind` first, at lo..hi times (plus
     slack_ms) the time per step the job measured around its own calls
     (job[seconds_key] over job[count_key] == STEPS steps). Returns the
-    verdict and the finding's ms per step."""
+    verdict and the finding's ms per step. Only "cpu contention" may rank
+    above it: on a busy machine (make test-loaded: two CPU hogs on two
+    cores) the job's thread waits for a CPU a third of its steps, which the
+    verdict rightly says first; that is the machine's, not the job's."""
     out = verdict(trace)
-    assert out.splitlines()[1].strip().startswith("1. " + kind), out
+    ranked = re.findall(r"^\s+\d+\. ([\w -]+) \(pid \d+\)", out, re.M)
+    assert kind in ranked and set(ranked[:ranked.index(kind)]) <= {"cpu contention"}, out
     at_stake = float(re.search(kind + r" \(pid \d+\): ([0-9.]+) ms per train step", out).group(1))
     assert job[count_key] == STEPS, job
     measured = job[seconds_key] * 1e3 / STEPS
