@@ -58,6 +58,8 @@ while not os.path.exists(go2):              # the tracer has detached: CUPTI is 
     time.sleep(0.01)
 # The same steps under torch.profiler: its own count of replays and kernels.
 from torch.profiler import ProfilerActivity, profile
+
+from gpu_check_common import wait_for
 with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
     for _ in range(steps):
         model(x)
@@ -72,17 +74,6 @@ json.dump({"graph_launches": launches, "gpu_events": kernels - single, "all_kern
            "single_launches": single}, open(out, "w"))
 print("DONE", acc, flush=True)
 """
-
-
-def wait_for(path, text, proc, timeout):
-    end = time.time() + timeout
-    while time.time() < end:
-        if os.path.exists(path) and text in open(path, errors="replace").read():
-            return True
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.1)
-    return False
 
 
 def main():

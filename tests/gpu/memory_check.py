@@ -40,6 +40,8 @@ MIB = 1 << 20
 
 JOB = r"""
 import json, os, sys, time, torch
+
+from gpu_check_common import wait_for
 go, go2, out = sys.argv[1], sys.argv[2], sys.argv[3]
 dev = torch.device("cuda", 0)
 torch.empty(1, device=dev)  # CUDA context and allocator up before anyone attaches
@@ -66,17 +68,6 @@ while not os.path.exists(go2):
     time.sleep(0.01)
 print("DONE", total, flush=True)
 """
-
-
-def wait_for(path, text, proc, timeout):
-    end = time.time() + timeout
-    while time.time() < end:
-        if os.path.exists(path) and text in open(path, errors="replace").read():
-            return True
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.1)
-    return False
 
 
 def ours_stats(text):

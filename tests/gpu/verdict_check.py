@@ -43,6 +43,8 @@ try:
 except ImportError:
     import pytorch_lightning as pl
 from torch.utils.data import DataLoader, TensorDataset
+
+from gpu_check_common import Checks, wait_for
 go, mode, steps, tiny, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 waits = []
 
@@ -86,17 +88,6 @@ print("DONE", flush=True)
 """
 
 
-def wait_for(path, text, proc, timeout):
-    end = time.time() + timeout
-    while time.time() < end:
-        if os.path.exists(path) and text in open(path, errors="replace").read():
-            return True
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.1)
-    return False
-
-
 def fit(work, mode):
     """Runs one fit under ltrace-bpf; returns (ranked findings, the job's numbers, the report)."""
     go, res, log = (os.path.join(work, f"{mode}.{n}") for n in ("go", "json", "log"))
@@ -127,13 +118,8 @@ def fit(work, mode):
 
 def main():
     work = tempfile.mkdtemp(prefix="lt-gpu-verdict-")
-    ok = total = 0
-
-    def check(name, good, detail):
-        nonlocal ok, total
-        total += 1
-        ok += bool(good)
-        print(f"{'OK  ' if good else 'DIFF'} {name}: {detail}")
+    checks = Checks()
+    check = checks.check
 
     ranked, numbers, _ = fit(work, "sync")
     first = ranked[0] if ranked else None
@@ -147,8 +133,8 @@ def main():
     kinds = {k for k, _, _ in ranked or []}
     check("busy: no GPU finding", ranked is not None and not kinds & {"host-device sync", "launch-bound", "gpu-idle"},
           f"ranked {ranked}")
-    print(f"VERDICT_CHECK ok={ok}/{total} (work dir {work})")
-    return 0 if ok == total else 1
+    print(f"VERDICT_CHECK ok={checks.ok}/{checks.total} (work dir {work})")
+    return 0 if checks.all_ok() else 1
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ try:
 except ImportError:
     import pytorch_lightning as pl
 from torch.utils.data import DataLoader, TensorDataset
+
+from gpu_check_common import Checks, wait_for
 go, grow_mb = sys.argv[1], int(sys.argv[2])
 kept = []
 
@@ -72,26 +74,10 @@ print("FIT DONE", flush=True)
 """
 
 
-def wait_for(path, text, proc, timeout):
-    end = time.time() + timeout
-    while time.time() < end:
-        if os.path.exists(path) and text in open(path, errors="replace").read():
-            return True
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.1)
-    return False
-
-
 def main():
     work = tempfile.mkdtemp(prefix="lt-gpu-watch-")
-    ok = total = 0
-
-    def check(name, good, detail):
-        nonlocal ok, total
-        total += 1
-        ok += bool(good)
-        print(f"{'OK  ' if good else 'DIFF'} {name}: {detail}")
+    checks = Checks()
+    check = checks.check
 
     go, log, lt_err = (os.path.join(work, n) for n in ("go", "job.log", "lt.err"))
     with open(log, "w") as f:
@@ -119,8 +105,8 @@ def main():
     check("grow: one GPU memory capture", len(grew) == 1, grew or summaries)
     oom = [x for x in summaries if "out of memory: an allocation of 1048576.00 GiB on CUDA:0 failed" in x]
     check("oom: one CUDA out-of-memory capture", len(oom) == 1, oom or summaries)
-    print(f"WATCH_CHECK ok={ok}/{total} (work dir {work})")
-    return 0 if ok == total else 1
+    print(f"WATCH_CHECK ok={checks.ok}/{checks.total} (work dir {work})")
+    return 0 if checks.all_ok() else 1
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -277,6 +278,41 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
 };
 
+// A watcher on a fresh DIR that keeps every capture it renders (its top
+// finding: `top`), and the Python processes it is told of.
+struct WatchBed {
+  TempDir d;
+  std::vector<Capture> rendered;
+  std::string top;
+  std::unique_ptr<Watcher> w;
+  explicit WatchBed(std::uint64_t before_ns = 5 * s, std::uint64_t after_ns = 1 * s, std::string host = "") {
+    WatchOptions o;
+    o.ring.dir = d.path;
+    o.before_ns = before_ns;
+    o.after_ns = after_ns;
+    if (!host.empty()) o.host = host;
+    w = std::make_unique<Watcher>(o, nullptr, [this](const Capture& c) {
+      rendered.push_back(c);
+      return top;
+    });
+  }
+  // PROC_INFO: pid is a Python process (of `rank`).
+  void python(std::uint32_t pid, int rank = -1) {
+    lt_proc_info_event info{};
+    info.hdr = {LT_EV_PROC_INFO, sizeof info, pid, pid, 0, 0};
+    info.flags = LT_PROC_PYTHON;
+    info.rank = rank;
+    w->add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  }
+  template <typename R>
+  void add(const R& r) {
+    w->add(r.hdr, reinterpret_cast<const std::byte*>(&r));
+  }
+  void add(const Stream& st) {
+    each_record(st, [&](const lt_event_header& h, const std::byte* p) { w->add(h, p); });
+  }
+};
+
 std::vector<std::byte> code_record(std::uint32_t pid, std::uint64_t ts) {
   lt_py_code_event c{};
   c.hdr.kind = LT_EV_PY_CODE;
@@ -504,25 +540,12 @@ TEST(Watcher, TheTopCauseIsTheTriggersOwnElseTheFirstFinding) {
 }
 
 TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
-  TempDir d;
-  WatchOptions o;
-  o.ring.dir = d.path;
-  o.before_ns = 5 * s;
-  o.after_ns = 1 * s;
-  o.host = "node/1";
-  std::vector<Capture> rendered;
-  Watcher w(o, nullptr, [&](const Capture& c) {
-    rendered.push_back(c);
-    return std::string("outliers (pid 7): 7.60 ms per train step at stake: 1 of 15 train steps took over 30 ms");
-  });
+  WatchBed b(5 * s, 1 * s, "node/1");
+  b.top = "outliers (pid 7): 7.60 ms per train step at stake: 1 of 15 train steps took over 30 ms";
+  Watcher& w = *b.w;
+  const std::vector<Capture>& rendered = b.rendered;
   testing::internal::CaptureStderr();
-  lt_proc_info_event info{};
-  info.hdr.kind = LT_EV_PROC_INFO;
-  info.hdr.size = sizeof info;
-  info.hdr.pid = 7;
-  info.flags = LT_PROC_PYTHON;
-  info.rank = 3;
-  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  b.python(7, 3);
   Stream st;
   std::uint64_t t = 1000;
   for (int i = 0; i < 15; ++i) t = st.batch(t + 5, i == 13 ? 400 : 20);
@@ -557,24 +580,9 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
 // memory capture; one of a process not watched (no PROC_INFO) does not;
 // an NVML sample's growth of a target's GPU memory is a memory trigger too.
 TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
-  TempDir d;
-  WatchOptions o;
-  o.ring.dir = d.path;
-  o.before_ns = 5 * s;
-  o.after_ns = 1 * s;
-  std::vector<Capture> rendered;
-  Watcher w(o, nullptr, [&](const Capture& c) {
-    rendered.push_back(c);
-    return std::string();
-  });
+  WatchBed b;
   testing::internal::CaptureStderr();
-  lt_proc_info_event info{};
-  info.hdr.kind = LT_EV_PROC_INFO;
-  info.hdr.size = sizeof info;
-  info.hdr.pid = 7;
-  info.flags = LT_PROC_PYTHON;
-  info.rank = -1;
-  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  b.python(7);
   lt_mem_event m{};
   m.hdr.kind = LT_EV_MEM;
   m.hdr.size = sizeof m;
@@ -583,12 +591,12 @@ TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
   m.what = LT_MEM_OOM;
   m.bytes = 1ll << 40;
   m.device_index = -1;
-  w.add(m.hdr, reinterpret_cast<const std::byte*>(&m));
+  b.add(m);
   m.hdr.pid = 7;
   m.what = LT_MEM_ALLOC;  // an allocation is no trigger
-  w.add(m.hdr, reinterpret_cast<const std::byte*>(&m));
+  b.add(m);
   m.what = LT_MEM_OOM;
-  w.add(m.hdr, reinterpret_cast<const std::byte*>(&m));
+  b.add(m);
   // NVML: pid 7 holds 1 GiB then 2 GiB of device 0 (its memory capture
   // is pending: joined); pid 9, not a target, is no trigger.
   lt_device_stats_event g{};
@@ -601,22 +609,22 @@ TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
   g.proc_mem_bytes[2] = g.proc_mem_bytes[3] = ~0ull;
   for (std::uint64_t t : {3 * s, 4 * s}) {
     g.hdr.ts_ns = t;
-    w.add(g.hdr, reinterpret_cast<const std::byte*>(&g));
+    b.add(g);
     g.proc_mem_bytes[0] = g.proc_mem_bytes[1] = 2ull << 30;
   }
-  w.tick(5 * s);
-  w.finish(6 * s);
+  b.w->tick(5 * s);
+  b.w->finish(6 * s);
   const std::string err = testing::internal::GetCapturedStderr();
-  ASSERT_EQ(rendered.size(), 1u) << err;
-  EXPECT_EQ(rendered[0].trigger.kind, TriggerKind::memory);
-  EXPECT_EQ(rendered[0].trigger.pid, 7u);
+  ASSERT_EQ(b.rendered.size(), 1u) << err;
+  EXPECT_EQ(b.rendered[0].trigger.kind, TriggerKind::memory);
+  EXPECT_EQ(b.rendered[0].trigger.pid, 7u);
   EXPECT_NE(err.find("memory, pid 7: out of memory: an allocation of 1024.00 GiB on CPU failed"), std::string::npos)
       << err;
   EXPECT_NE(err.find("memory: pid 7: GPU memory on CUDA:0 grew from 1024.0 MiB to 2048.0 MiB (+100%) in 1.000 s; in "
                      "the capture"),
             std::string::npos)
       << err;
-  EXPECT_EQ(w.joined(), 1u);
+  EXPECT_EQ(b.w->joined(), 1u);
 }
 
 // A second slow step inside the first one's pending capture (its after-
@@ -625,47 +633,25 @@ TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
 // A request with its own after-window ("capture PID SECS"): the capture
 // holds that long after the request, not --capture-after.
 TEST(Watcher, ARequestHoldsTheAfterWindowItAskedFor) {
-  TempDir d;
-  WatchOptions o;
-  o.ring.dir = d.path;
-  o.before_ns = 2 * s;
-  o.after_ns = 1 * s;
-  std::vector<Capture> rendered;
-  Watcher w(o, nullptr, [&](const Capture& c) {
-    rendered.push_back(c);
-    return std::string();
-  });
+  WatchBed b(2 * s, 1 * s);
   testing::internal::CaptureStderr();
-  w.request(7, 10 * s, std::nullopt, 5 * s);
-  w.tick(12 * s);
-  EXPECT_EQ(w.captures(), 0u);  // --capture-after (1 s) is over, its own 5 s are not
-  w.tick(16 * s);
-  w.finish(17 * s);
+  b.w->request(7, 10 * s, std::nullopt, 5 * s);
+  b.w->tick(12 * s);
+  EXPECT_EQ(b.w->captures(), 0u);  // --capture-after (1 s) is over, its own 5 s are not
+  b.w->tick(16 * s);
+  b.w->finish(17 * s);
   const std::string err = testing::internal::GetCapturedStderr();
-  ASSERT_EQ(rendered.size(), 1u) << err;
-  EXPECT_EQ(rendered[0].from_ns, 8 * s);
-  EXPECT_EQ(rendered[0].to_ns, 15 * s);
+  ASSERT_EQ(b.rendered.size(), 1u) << err;
+  EXPECT_EQ(b.rendered[0].from_ns, 8 * s);
+  EXPECT_EQ(b.rendered[0].to_ns, 15 * s);
   EXPECT_NE(err.find("after 5 s more"), std::string::npos) << err;
 }
 
 // Escaped, it is an exit trigger's capture, said as such.
 TEST(Watcher, AnExceptionEscapingTheLoopIsCaptured) {
-  TempDir d;
-  WatchOptions o;
-  o.ring.dir = d.path;
-  o.before_ns = 5 * s;
-  o.after_ns = 1 * s;
-  std::vector<Capture> rendered;
-  Watcher w(o, nullptr, [&](const Capture& c) {
-    rendered.push_back(c);
-    return std::string();
-  });
+  WatchBed b;
   testing::internal::CaptureStderr();
-  lt_proc_info_event info{};
-  info.hdr = {LT_EV_PROC_INFO, sizeof info, 7, 7, 0, 0};
-  info.flags = LT_PROC_PYTHON;
-  info.rank = -1;
-  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  b.python(7);
   Stream st;
   std::uint64_t t = 1000;
   for (int i = 0; i < 3; ++i) t = st.batch(t + 5, 20);
@@ -673,13 +659,13 @@ TEST(Watcher, AnExceptionEscapingTheLoopIsCaptured) {
   auto end = action(LT_EV_ACTION_END, 7, 900, "", (t + 2) * ms);
   reinterpret_cast<lt_action_event*>(end.data())->flags = LT_ACT_THROW;
   st.records.push_back(end);
-  each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
-  w.tick((t + 3) * ms + 2 * s);
-  w.finish((t + 3) * ms + 2 * s);
+  b.add(st);
+  b.w->tick((t + 3) * ms + 2 * s);
+  b.w->finish((t + 3) * ms + 2 * s);
   const std::string err = testing::internal::GetCapturedStderr();
-  ASSERT_EQ(rendered.size(), 1u) << err;
-  EXPECT_EQ(rendered[0].trigger.kind, TriggerKind::exit);
-  EXPECT_EQ(rendered[0].trigger.what,
+  ASSERT_EQ(b.rendered.size(), 1u) << err;
+  EXPECT_EQ(b.rendered[0].trigger.kind, TriggerKind::exit);
+  EXPECT_EQ(b.rendered[0].trigger.what,
             "an exception escaped Lightning's loop: it unwound run_training_epoch (the run was interrupted)");
 }
 
@@ -708,21 +694,11 @@ TEST(Watcher, ASlowStepInAPendingCaptureJoinsIt) {
 // window holds a STEP_BASE (one step of the job wholly in it, its index
 // and span), and its reports' step numbers count from there.
 TEST(Watcher, ACapturesStepsAreNumberedAsTheJobsSteps) {
-  TempDir d;
-  WatchOptions o;
-  o.ring.dir = d.path;
-  o.before_ns = 150 * ms;  // from inside the slow step 13 (400 ms): its body began before
-  o.after_ns = 1 * s;
-  std::vector<Capture> rendered;
-  Watcher w(o, nullptr, [&](const Capture& c) {
-    rendered.push_back(c);
-    return std::string();
-  });
+  WatchBed bed(150 * ms, 1 * s);  // from inside the slow step 13 (400 ms): its body began before
+  Watcher& w = *bed.w;
+  const std::vector<Capture>& rendered = bed.rendered;
   testing::internal::CaptureStderr();
-  lt_proc_info_event info{};
-  info.hdr = {LT_EV_PROC_INFO, sizeof info, 7, 7, 0, 0};
-  info.flags = LT_PROC_PYTHON;
-  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  bed.python(7, 0);
   Stream st;
   std::uint64_t t = 1000;
   for (int i = 0; i < 17; ++i) t = st.batch(t + 5, i == 13 ? 400 : 20);
