@@ -29,16 +29,23 @@ CASES = [(m, pyenv_python(m)) for m in range(8, 14)] + [(11, "/usr/bin/python3.1
 def test_every_collection_with_its_count(tmp_path, minor, python):
     if python is None or not os.path.exists(python):
         pytest.fail(f"CPython 3.{minor} is not installed at the expected place")
+    trace, target_out, lt_err = record_gc_cycles(tmp_path, python)
+    check_collections(trace, target_out, lt_err)
+
+
+def record_gc_cycles(tmp_path, python, job_args=(), lt_args=(), env=None):
+    """gc_cycles.py on `python`, recorded from its start (`--report verdict`)
+    to its end: (the trace, its output, ltrace-bpf's stderr)."""
     go, out, trace = tmp_path / "go", tmp_path / "job.out", tmp_path / "gc.ltrace"
     with open(out, "w") as o:
-        job = subprocess.Popen([python, os.path.join(WORKLOADS, "gc_cycles.py"), "--wait-file", str(go)],
-                               stdout=o, stderr=subprocess.STDOUT)
+        job = subprocess.Popen([python, os.path.join(WORKLOADS, "gc_cycles.py"), "--wait-file", str(go), *job_args],
+                               stdout=o, stderr=subprocess.STDOUT, env=env)
     try:
         wait_for(str(out), "READY", 60, job)
         err = tmp_path / "lt.err"
         with open(err, "w") as e:
             lt = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(trace), "--report", "verdict",
-                                   "-v"], stderr=e)
+                                   "-v", *lt_args], stderr=e)
         wait_for(str(err), "attached", 60, lt)
         go.touch()
         assert job.wait(timeout=120) == 0, out.read_text()
@@ -46,7 +53,7 @@ def test_every_collection_with_its_count(tmp_path, minor, python):
     finally:
         if job.poll() is None:
             job.kill()
-    check_collections(trace, out.read_text(), err.read_text())
+    return trace, out.read_text(), err.read_text()
 
 
 def check_collections(trace, target_out, lt_err, rounds=20):
@@ -92,25 +99,10 @@ def test_collections_estimated_from_samples_without_probes(tmp_path, minor):
     stripped.mkdir()
     # Its RUNPATH names pyenv's lib; LD_LIBRARY_PATH comes first.
     subprocess.run(["objcopy", "--strip-all", lib[0], str(stripped / os.path.basename(lib[0]))], check=True)
-    go, out, trace = tmp_path / "go", tmp_path / "job.out", tmp_path / "gc.ltrace"
-    with open(out, "w") as o:
-        job = subprocess.Popen([python, os.path.join(WORKLOADS, "gc_cycles.py"), "--wait-file", str(go)] + SAMPLED_ARGS,
-                               stdout=o, stderr=subprocess.STDOUT, env=dict(os.environ, LD_LIBRARY_PATH=str(stripped)))
-    try:
-        wait_for(str(out), "READY", 60, job)
-        err = tmp_path / "lt.err"
-        with open(err, "w") as e:
-            lt = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(trace), "--report", "verdict",
-                                   "-v"] + SAMPLED_LT_ARGS, stderr=e)
-        wait_for(str(err), "attached", 60, lt)
-        go.touch()
-        assert job.wait(timeout=120) == 0, out.read_text()
-        assert lt.wait(timeout=60) == 0, err.read_text()
-    finally:
-        if job.poll() is None:
-            job.kill()
-    assert str(stripped) in err.read_text(), "not the stripped library: " + err.read_text()
-    check_sampled_collections(trace, out.read_text(), err.read_text())
+    trace, target_out, lt_err = record_gc_cycles(tmp_path, python, SAMPLED_ARGS, SAMPLED_LT_ARGS,
+                                                 env=dict(os.environ, LD_LIBRARY_PATH=str(stripped)))
+    assert str(stripped) in lt_err, "not the stripped library: " + lt_err
+    check_sampled_collections(trace, target_out, lt_err)
 
 
 # ~50 ms collections over 1M live lists, each after 50 ms of plain Python:
