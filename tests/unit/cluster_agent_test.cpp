@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "user/cli/options.h"
@@ -15,6 +16,7 @@
 #include "user/cluster/clock_exchange.h"
 #include "user/cluster/coordinator.h"
 #include "user/cluster/slurm_job.h"
+#include "user/cluster/streamed_file.h"
 #include "user/core/errors.h"
 
 using namespace lt;
@@ -272,5 +274,48 @@ TEST(AgentCapture, TheNewRequestCaptureOfItsPid) {
   std::filesystem::create_directory(d / "20261206T080003.000Z-node1-4242-r0-request-2");
   EXPECT_EQ(lt::cluster::new_request_capture(d.string(), 4242, before), "20261206T080003.000Z-node1-4242-r0-request-2");
   EXPECT_EQ(lt::cluster::new_request_capture((d / "none").string(), 4242, before), "");
+  std::filesystem::remove_all(d);
+}
+
+// A file streamed back by an agent: every byte announced, written as it
+// comes (whole); fewer (cut short); a corrupt line (said); a path that
+// cannot be written (said, its lines consumed); an agent gone mid-stream.
+TEST(StreamedFile, WholeCutCorruptUnwritableAndAbandoned) {
+  const std::filesystem::path d = std::filesystem::temp_directory_path() / ("lt-streamed-" + std::to_string(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  const std::string data = "trace bytes: \x01\x02 and more";
+  const auto line = lt::cluster::base64_encode(reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  const std::string end = std::string(lt::cluster::kAgentPrefix) + "end";
+  lt::cluster::StreamedFile f;
+  f.begin((d / "a.ltrace").string(), data.size());
+  EXPECT_TRUE(f.receiving());
+  EXPECT_FALSE(f.take(line));
+  EXPECT_TRUE(f.take(end));
+  EXPECT_TRUE(f.whole() && !f.receiving() && f.error().empty());
+  std::ifstream in(d / "a.ltrace", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data);
+  EXPECT_EQ(std::filesystem::status(d / "a.ltrace").permissions() & std::filesystem::perms::others_read,
+            std::filesystem::perms::none);              // owner-only
+  f.begin((d / "b.ltrace").string(), data.size() + 1);  // one byte never comes
+  f.take(line);
+  EXPECT_TRUE(f.take(end));
+  EXPECT_FALSE(f.whole());
+  EXPECT_EQ(f.received(), data.size());
+  f.begin((d / "c.ltrace").string(), 3);
+  f.take("!!not base64!!");
+  f.take(end);
+  EXPECT_FALSE(f.whole());
+  EXPECT_NE(f.error(), "");
+  std::filesystem::create_symlink("/etc/passwd", d / "link.ltrace");  // never written through
+  f.begin((d / "link.ltrace").string(), data.size());
+  EXPECT_NE(f.error(), "");
+  EXPECT_FALSE(f.take(line));
+  EXPECT_TRUE(f.take(end));
+  EXPECT_FALSE(f.whole());
+  f.begin((d / "e.ltrace").string(), data.size());
+  f.take(line);
+  f.abandon();
+  EXPECT_FALSE(f.receiving() || f.whole());
   std::filesystem::remove_all(d);
 }

@@ -7,6 +7,7 @@
 
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/node_steps.h"
+#include "user/cluster/streamed_file.h"
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
@@ -20,12 +21,9 @@ struct NodeAnswers {
   std::size_t asked = 0, refused = 0, brought = 0, lost = 0;
   bool done = false;
   std::string error, last_err;
-  // A capture's trace coming back (-o): its rank line, where it goes, and
-  // its bytes so far against those announced.
+  // A capture's trace coming back (-o): its rank line, where it goes.
   std::string who, path;
-  std::unique_ptr<OutputFile> recv;
-  bool receiving = false;
-  std::uint64_t expect = 0, received = 0;
+  StreamedFile stream;
 };
 
 // A file name from what an agent said (it runs as the job's owner; we may
@@ -67,36 +65,20 @@ int run_cluster_capture(const ClusterCaptureOptions& opt, const std::atomic<bool
   };
   // A line of a capture's trace coming back (base64), or its end.
   auto receive = [&](NodeAnswers& a, const std::string& line) {
-    if (auto m = parse_agent_line(line); m && m->kind == "end") {
-      a.receiving = false;
-      try {
-        if (a.recv) a.recv->close();
-      } catch (const Error& e) {
-        a.error = e.what();
-      }
-      const bool whole = a.recv && a.received == a.expect;
-      a.recv.reset();
-      if (whole) {
-        ++a.brought;
-        std::cout << a.who << "brought back to " << a.path << "\n";
-      } else {
-        ++a.lost;
-        std::cout << a.who << "its trace came back cut short (" << a.received << " of " << a.expect << " bytes, in "
-                  << a.path << ")\n";
-      }
-      return;
+    if (!a.stream.take(line)) return;
+    if (a.stream.whole()) {
+      ++a.brought;
+      std::cout << a.who << "brought back to " << a.path << "\n";
+    } else {
+      ++a.lost;
+      std::cout << a.who << "its trace came back cut short (" << a.stream.received() << " of " << a.stream.expected()
+                << " bytes, in " << a.path << (a.stream.error().empty() ? "" : ": " + a.stream.error()) << ")\n";
     }
-    std::string bytes;
-    if (!base64_decode_append(line, bytes)) {
-      a.error = "a capture's trace came back corrupt";
-      return;
-    }
-    a.received += bytes.size();
-    if (a.recv) a.recv->stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   };
+
   auto on_line = [&](std::size_t i, const std::string& line, bool is_err) {
     auto& a = answers[i];
-    if (!is_err && a.receiving) return receive(a, line);
+    if (!is_err && a.stream.receiving()) return receive(a, line);
     if (is_err) {
       std::string l = line.rfind("ltrace-bpf: ", 0) == 0 ? line.substr(12) : line;
       if (l.empty()) return;
@@ -118,14 +100,7 @@ int run_cluster_capture(const ClusterCaptureOptions& opt, const std::atomic<bool
       a.who = who;
       a.path = opt.out_dir + "/" + safe_name(nodes[i] + "-" + m->field("name")) + ".ltrace";
     } else if (m->kind == "file" && !a.path.empty()) {
-      a.expect = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
-      a.received = 0;
-      a.receiving = true;
-      try {
-        a.recv = std::make_unique<OutputFile>(a.path);
-      } catch (const Error& e) {
-        a.error = e.what();  // received and dropped: the stream goes on
-      }
+      a.stream.begin(a.path, std::strtoull(m->field("bytes").c_str(), nullptr, 10));  // an error: said at its end
     } else if (m->kind == "capture-lost") {
       ++a.lost;
       std::cout << who << "not brought back: " << m->field("error") << "\n";
@@ -147,6 +122,12 @@ int run_cluster_capture(const ClusterCaptureOptions& opt, const std::atomic<bool
   bool whole = true;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     auto& a = answers[i];
+    if (a.stream.receiving()) {  // the agent ended mid-stream
+      a.stream.abandon();
+      ++a.lost;
+      std::cout << a.who << "its trace came back cut short (" << a.stream.received() << " of " << a.stream.expected()
+                << " bytes, in " << a.path << ")\n";
+    }
     asked += a.asked;
     refused += a.refused;
     if (a.done && a.refused == 0 && a.lost == 0 && (opt.out_dir.empty() || a.brought == a.asked)) continue;

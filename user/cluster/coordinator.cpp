@@ -21,6 +21,7 @@
 #include "user/cluster/clock_exchange.h"
 #include "user/cluster/line_pipe.h"
 #include "user/cluster/slurm_job.h"
+#include "user/cluster/streamed_file.h"
 #include "user/cluster/subprocess.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
@@ -54,14 +55,8 @@ struct Node {
   bool done = false, failed_line = false;
   std::string error;  // what the agent or srun said went wrong
   std::vector<std::string> stderr_tail;
-  // Streaming the trace back.
-  bool receiving = false;
-  std::uint64_t expect_bytes = 0;
-  std::string recv_path;
-  std::unique_ptr<OutputFile> recv;  // the streamed trace, as it arrives
-  std::uint64_t received = 0;
-  bool stream_ok = false;
-  int status = -1;  // srun's wait status
+  StreamedFile stream;  // the trace streamed back, as it arrives
+  int status = -1;      // srun's wait status
 };
 
 std::string describe_status(int status) {
@@ -118,7 +113,6 @@ class Capture {
  private:
   double since() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
   void handle_line(Node& n, const std::string& line);
-  void receive_line(Node& n, const std::string& line);
   void drain(Node& n, bool is_err);
   void terminate(Node& n, Clock::time_point now);
   void stop_agents(Clock::time_point now);
@@ -161,34 +155,13 @@ void Capture::start_agents(const std::string& marker, int clock_port) {
   }
 }
 
-// A line of the streamed trace (base64), or its end.
-void Capture::receive_line(Node& n, const std::string& line) {
-  const std::string_view prefix = kAgentPrefix, l = line;
-  if (l.starts_with(prefix) && l.substr(prefix.size()).starts_with("end")) {
-    n.receiving = false;
-    n.stream_ok = n.received == n.expect_bytes && n.recv;
-    try {
-      if (n.recv) n.recv->close();
-    } catch (const Error& e) {
-      n.stream_ok = false;
-      n.error = e.what();
-    }
-    n.recv.reset();
-    return;
-  }
-  std::string bytes;
-  if (!base64_decode_append(line, bytes)) {
-    n.error = "the streamed trace is corrupt";
-    return;
-  }
-  n.received += bytes.size();
-  if (n.recv) n.recv->stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // A line of an agent's stdout: its status lines (agent_protocol.h), or
 // output passed on.
 void Capture::handle_line(Node& n, const std::string& line) {
-  if (n.receiving) return receive_line(n, line);
+  if (n.stream.receiving()) {
+    if (n.stream.take(line) && !n.stream.error().empty()) n.error = n.stream.error();
+    return;
+  }
   auto m = parse_agent_line(line);
   if (!m) {
     if (!line.empty()) std::cout << n.name << ": " << line << "\n";
@@ -216,15 +189,8 @@ void Capture::handle_line(Node& n, const std::string& line) {
     n.failed_line = true;
     n.error = m->field("error");
   } else if (m->kind == "file") {
-    n.expect_bytes = std::strtoull(m->field("bytes").c_str(), nullptr, 10);
-    n.recv_path = (dir_ / (n.name + ".ltrace")).string();
-    n.receiving = true;
-    n.received = 0;
-    try {
-      n.recv = std::make_unique<OutputFile>(n.recv_path, OutputMode::truncate, OutputAccess::owner_only);
-    } catch (const Error& e) {
-      n.error = e.what();
-    }
+    n.stream.begin((dir_ / (n.name + ".ltrace")).string(), std::strtoull(m->field("bytes").c_str(), nullptr, 10));
+    if (!n.stream.error().empty()) n.error = n.stream.error();
   }
 }
 
@@ -344,11 +310,12 @@ std::size_t Capture::write_manifest() {
       << " node(s)\n# node\tstatus\thost\tprocesses\tranks\tattached_s\ttrace\tbytes\tclock_offset_ns\tclock_delay_ns\t"
          "detail\n";
   for (auto& n : ns_) {
-    n.recv.reset();
-    if (!n.recv_path.empty()) {
-      n.trace = fs::path(n.recv_path).filename().string();
-      n.bytes = n.received;
-      if (!n.stream_ok && n.error.empty()) n.error = "the streamed trace was cut short";
+    n.stream.abandon();
+    if (!n.stream.path().empty()) {
+      n.trace = fs::path(n.stream.path()).filename().string();
+      n.bytes = n.stream.received();
+      if (!n.stream.whole() && n.error.empty())
+        n.error = n.stream.error().empty() ? "the streamed trace was cut short" : n.stream.error();
     }
     const bool exited_ok = n.status >= 0 && WIFEXITED(n.status) && WEXITSTATUS(n.status) == 0;
     std::error_code fe;
@@ -382,7 +349,7 @@ std::size_t Capture::write_manifest() {
         << (n.clock_delay.empty() ? "-" : n.clock_delay) << "\t" << (clean.empty() ? "-" : clean) << "\n";
     if (ok)
       std::cerr << "ltrace-bpf: cluster: " << n.name << ": " << (dir_ / n.trace).string() << " (" << n.bytes << " bytes"
-                << (n.recv_path.empty() ? "" : ", streamed back") << ")"
+                << (n.stream.path().empty() ? "" : ", streamed back") << ")"
                 << (n.clock_delay.empty() ? ""
                                           : "; clock " + n.clock_offset + " ns, round trip " + n.clock_delay + " ns")
                 << "\n";
