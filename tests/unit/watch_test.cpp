@@ -332,13 +332,18 @@ void feed(FlightRing& ring, const std::vector<std::byte>& r) {
   ring.add(h, r.data());
 }
 
-TEST(FlightRing, KeepsItsTimeAndAWindowHasTheNamesFromBeforeIt) {
-  TempDir d;
+// A ring in d keeping 10 s, in segments of 2 s.
+FlightRingOptions ten_seconds_in_two(const TempDir& d) {
   FlightRingOptions o;
   o.dir = d.path;
   o.keep_ns = 10 * s;
   o.segment_ns = 2 * s;
-  FlightRing ring(o);
+  return o;
+}
+
+TEST(FlightRing, KeepsItsTimeAndAWindowHasTheNamesFromBeforeIt) {
+  TempDir d;
+  FlightRing ring(ten_seconds_in_two(d));
   feed(ring, code_record(7, 1 * s));  // a name, long before any window
   for (std::uint64_t t = 1 * s; t <= 60 * s; t += 100 * ms) {
     feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "run_training_batch", t));
@@ -412,11 +417,7 @@ std::vector<std::byte> line_record(std::uint32_t pid, std::int32_t lasti, std::u
 // names.ltrace, which stays as it was.
 TEST(FlightRing, LinesGoWithTheirSegment) {
   TempDir d;
-  FlightRingOptions o;
-  o.dir = d.path;
-  o.keep_ns = 10 * s;
-  o.segment_ns = 2 * s;
-  FlightRing ring(o);
+  FlightRing ring(ten_seconds_in_two(d));
   feed(ring, code_record(7, 1 * s));
   std::uint64_t ended = ring.segments_ended();
   std::int32_t lasti = 0;
