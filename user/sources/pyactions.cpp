@@ -39,10 +39,10 @@ void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
   struct stat st {};
   if (stat(interp.open_path.c_str(), &st) != 0)
     throw Error(ExitCode::no_such_process, "cannot stat " + interp.binary + " of pid " + std::to_string(interp.pid));
-  auto key = std::make_tuple(static_cast<unsigned long>(st.st_dev), static_cast<unsigned long>(st.st_ino), pid);
-  if (attached_.count(key) || attached_.count(std::make_tuple(std::get<0>(key), std::get<1>(key), pid_t{-1}))) return;
+  const auto dev = static_cast<unsigned long>(st.st_dev), ino = static_cast<unsigned long>(st.st_ino);
   for (const auto& s : interp.sites) {
     if (s.modules_only && !module_calls_) continue;
+    if (attached_.count({dev, ino, pid, s.function}) || attached_.count({dev, ino, pid_t{-1}, s.function})) continue;
     bpf_program* prog = s.function == "builtin_next"               ? skel_->progs.lt_next
                         : s.function == "gen_throw"                ? skel_->progs.lt_gen_throw
                         : s.function == "_PyEval_EvalFrameDefault" ? skel_->progs.lt_eval_entry
@@ -53,8 +53,8 @@ void PyActionsSource::attach(const python::Interpreter& interp, pid_t pid) {
     // which covers children forked later; otherwise one process, all its
     // threads.
     uprobes_.attach(prog, interp.open_path, {s.file_offset}, {0}, pid, "uprobe " + s.function);
+    attached_.insert({dev, ino, pid, s.function});
   }
-  attached_.insert(key);
 }
 
 }  // namespace lt

@@ -45,8 +45,13 @@ class PyActionsSource {
  private:
   SkeletonPtr<lt_pyactions> skel_;
   bool module_calls_;
-  EntryUprobes uprobes_;                                                // released before the skeleton
-  std::set<std::tuple<unsigned long, unsigned long, pid_t>> attached_;  // dev, inode, pid scope
+  EntryUprobes uprobes_;  // released before the skeleton
+  // Per site: processes of one file may be given different sites (a
+  // libpython held at its exec before or after the loader relocated the
+  // tables discovery reads: the eval-loop fallback or builtin_next), and
+  // each target's BPF flags follow its own; so each site is attached once
+  // per file and scope, whichever process asked first.
+  std::set<std::tuple<unsigned long, unsigned long, pid_t, std::string>> attached_;  // dev, inode, pid scope, site
 };
 
 }  // namespace lt
