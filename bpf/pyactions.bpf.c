@@ -517,5 +517,9 @@ int BPF_KPROBE(lt_gen_throw, u64 gen)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &tgid);
-	return t ? on_resume(tgid, t, gen, 1) : 0;
+	/* A target whose resumes come through the eval loop has them there
+	 * (its throws too: the throwflag), as lt_next leaves them. */
+	if (!t || (t->flags & LT_TARGET_GEN_VIA_EVAL))
+		return 0;
+	return on_resume(tgid, t, gen, 1);
 }
