@@ -625,7 +625,10 @@ def test_a_straggler_rank_is_named_within_20_steps(tmp_path):
     slow = samples.get(int(pid), [])
     assert {w for _, w in slow} == {1, 5}, {p: len(v) for p, v in samples.items()}
     assert min(t for t, w in slow if w == 1) > min(t for t, w in slow if w == 5), slow[:5]
+    # Rank 0 waits off-CPU in its all_reduce most of the window, and the
+    # cheap tier samples CPU time: it may have no sample at all (CI 98);
+    # those it has are cheap ones.
     others = {w for p, v in samples.items() if p != int(pid) for _, w in v}
-    assert others == {5}, others
+    assert others <= {5}, others
     reports = open(os.path.join(caps[0], "reports.txt")).read()
     assert "periods = " in reports and "stacks were sampled at two rates" in reports, reports[:3000]
