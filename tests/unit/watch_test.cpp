@@ -752,11 +752,17 @@ TEST(Watcher, ACapturesStepsAreNumberedAsTheJobsSteps) {
 
 namespace {
 
-TEST(Triggers, MemoryGrowthOverTheWindowsLowest) {
+// Growth past +50 % and 100 MiB over a minute's lowest.
+TriggerOptions growth_over_a_minute() {
   TriggerOptions o;
   o.memory_growth = 0.5;
   o.memory_floor_bytes = 100 << 20;
   o.memory_window_ns = 60 * s;
+  return o;
+}
+
+TEST(Triggers, MemoryGrowthOverTheWindowsLowest) {
+  const TriggerOptions o = growth_over_a_minute();
   TriggerPolicy p(o);
   const std::uint64_t MiB = 1 << 20;
   // 400 MiB, a dip to 300, then up: 300 -> 449 is under +50%.
@@ -783,10 +789,7 @@ TEST(Triggers, MemoryGrowthOverTheWindowsLowest) {
 // The GPU memory a process holds on a device (NVML) grows as resident
 // memory does: its own series per device.
 TEST(Triggers, GpuMemoryGrowthPerDevice) {
-  TriggerOptions o;
-  o.memory_growth = 0.5;
-  o.memory_floor_bytes = 100 << 20;
-  o.memory_window_ns = 60 * s;
+  const TriggerOptions o = growth_over_a_minute();
   TriggerPolicy p(o);
   const std::uint64_t MiB = 1 << 20;
   EXPECT_FALSE(p.on_gpu_mem(7, 0, 2000 * MiB, 1 * s, 1 * s));
