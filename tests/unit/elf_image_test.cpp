@@ -21,6 +21,10 @@ extern "C" __attribute__((noinline, used)) int lt_elf_image_test_marker(int x) {
   return x * 3 + 1;
 }
 
+// Pointers the loader relocates (this binary is PIE: R_X86_64_RELATIVE).
+extern "C" __attribute__((used)) const char* const lt_elf_file_test_pointers[] = {
+    "lt-elf-file-test-string", reinterpret_cast<const char*>(&lt_elf_image_test_marker)};
+
 namespace {
 
 using lt::elf::ElfImage;
@@ -133,6 +137,34 @@ TEST(ElfImage, ReadsItsOwnExecutable) {
   EXPECT_EQ(sym->value, marker->value);
   EXPECT_EQ(file.file_offset(marker->value), off);
   EXPECT_EQ(file.read(marker->value, marker->size), std::string(reinterpret_cast<const char*>(code), marker->size));
+}
+
+// A pointer in the file's data reads as its link-time target, however the
+// loader placed the binary: what discovery needs of a process not yet
+// relocated (probe_sites.h).
+TEST(ElfFile, PointersReadAsTheLoaderRelocatesThem) {
+  const lt::elf::ElfFile file(self_exe());
+  const auto marker = file.symbol("lt_elf_image_test_marker");
+  const auto table = file.symbol("lt_elf_file_test_pointers");
+  ASSERT_TRUE(marker && table);
+  const auto bias = reinterpret_cast<std::uintptr_t>(&lt_elf_image_test_marker) - marker->value;
+  const auto string_at_link = reinterpret_cast<std::uintptr_t>(lt_elf_file_test_pointers[0]) - bias;
+  EXPECT_EQ(file.pointer_at(table->value), string_at_link);
+  EXPECT_EQ(file.string_at(string_at_link, 64), "lt-elf-file-test-string");
+  EXPECT_EQ(file.string_at(string_at_link, 4), std::nullopt) << "not terminated within 4 bytes";
+  EXPECT_EQ(file.pointer_at(table->value + 8), marker->value);
+  // The same words through a whole segment's read.
+  for (const auto& s : file.segments()) {
+    if (table->value < s.vaddr || table->value >= s.vaddr + s.filesz) continue;
+    const auto words = file.words_of(s);
+    const std::uint64_t first = (s.vaddr + 7) & ~std::uint64_t{7};
+    ASSERT_LT((table->value - first) / 8 + 1, words.size());
+    EXPECT_EQ(words[(table->value - first) / 8], string_at_link);
+    EXPECT_EQ(words[(table->value - first) / 8 + 1], marker->value);
+  }
+  std::uint64_t past = 0;
+  for (const auto& s : file.segments()) past = std::max(past, s.vaddr + s.memsz);
+  EXPECT_EQ(file.pointer_at(past + 4096), std::nullopt) << "outside the file image";
 }
 
 }  // namespace

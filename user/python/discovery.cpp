@@ -171,7 +171,7 @@ Interpreter discover(pid_t pid) {
                     "free-threaded CPython 3." + std::to_string(minor) + "t is not supported yet");
       apply_debug_offsets(d, it.layout);
     }
-    it.sites = find_probe_sites(pid, *file, path, maps, it.load_bias, it.layout);
+    it.sites = find_probe_sites(*file, path, it.layout);
     it.gen_type_addr = file->symbol("PyGen_Type")->value + it.load_bias;
     return it;
   }

@@ -1,5 +1,6 @@
 #include "user/python/probe_sites.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -33,34 +34,6 @@ ProbeSite site(const elf::ElfFile& f, const std::string& name, std::uint64_t vad
   auto off = f.file_offset(vaddr);
   if (!off) throw Error(ExitCode::unsupported, name + " is not inside the interpreter's code");
   return {name, *off, starts_with_push(f, vaddr)};
-}
-
-// builtins.next lives in the builtins module's PyMethodDef table:
-// {ml_name "next", ml_meth builtin_next, ml_flags METH_FASTCALL, ml_doc "next(...".
-std::optional<std::uint64_t> scan_method_table(pid_t pid, const elf::ElfFile& f, const std::string& path,
-                                               const std::vector<proc::Mapping>& maps, std::uint64_t bias) {
-  std::vector<std::uint64_t> names;  // runtime addresses of "next\0" (also as a merged string tail)
-  for (auto& s : f.segments()) {
-    if (s.executable) continue;
-    auto bytes = f.read(s.vaddr, s.filesz);
-    for (std::size_t i = 0; i + 5 <= bytes.size(); ++i)
-      if (std::memcmp(bytes.data() + i, "next", 5) == 0) names.push_back(s.vaddr + i + bias);
-  }
-  constexpr std::uint64_t kMethFastcall = 0x80;
-  for (auto& m : maps) {
-    if (m.path != path || m.perms.size() < 3 || m.perms[0] != 'r' || m.perms[2] == 'x') continue;
-    std::vector<std::uint64_t> words((m.end - m.start) / 8);
-    if (words.empty() || !proc::read_memory(pid, m.start, words.data(), words.size() * 8)) continue;
-    for (std::size_t i = 0; i + 3 < words.size(); ++i) {
-      if (static_cast<std::uint32_t>(words[i + 2]) != kMethFastcall) continue;
-      bool is_name = false;
-      for (auto n : names) is_name |= words[i] == n;
-      if (!is_name || !in_exec_segment(f, words[i + 1] - bias)) continue;
-      auto doc = proc::read_cstring(pid, words[i + 3], 5);
-      if (doc && *doc == "next(") return words[i + 1] - bias;
-    }
-  }
-  return std::nullopt;
 }
 
 // The first instruction of a probe site decides its cost: push, call and
@@ -155,27 +128,57 @@ void add_finalize_site(const elf::ElfFile& file, std::vector<ProbeSite>& sites) 
 
 }  // namespace
 
-std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, const std::string& path,
-                                        const std::vector<proc::Mapping>& maps, std::uint64_t bias,
-                                        const Layout& layout) {
+// builtins.next's PyMethodDef: {ml_name "next", ml_meth builtin_next,
+// ml_flags METH_FASTCALL, ml_doc "next(..."}.
+std::optional<std::uint64_t> next_from_method_table(const elf::ElfFile& f) {
+  std::vector<std::uint64_t> names;  // link-time addresses of "next\0" (also as a merged string tail)
+  for (auto& s : f.segments()) {
+    if (s.executable) continue;
+    auto bytes = f.read(s.vaddr, s.filesz);
+    for (std::size_t i = 0; i + 5 <= bytes.size(); ++i)
+      if (std::memcmp(bytes.data() + i, "next", 5) == 0) names.push_back(s.vaddr + i);
+  }
+  constexpr std::uint64_t kMethFastcall = 0x80;
+  for (auto& s : f.segments()) {
+    if (s.executable) continue;
+    const auto words = f.words_of(s);
+    for (std::size_t i = 0; i + 3 < words.size(); ++i) {
+      if (!words[i] || !words[i + 1] || !words[i + 2] || !words[i + 3]) continue;
+      if (static_cast<std::uint32_t>(*words[i + 2]) != kMethFastcall) continue;
+      if (std::find(names.begin(), names.end(), *words[i]) == names.end() || !in_exec_segment(f, *words[i + 1]))
+        continue;
+      auto doc = f.read(*words[i + 3], 5);
+      if (doc == "next(") return *words[i + 1];
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> gen_throw_from_method_table(const elf::ElfFile& file, const Layout& layout) {
+  auto gen_type = file.symbol("PyGen_Type");
+  if (!gen_type) return std::nullopt;
+  auto methods = file.pointer_at(gen_type->value + layout.type_tp_methods);
+  if (!methods || !*methods) return std::nullopt;
+  // PyMethodDef = 32 bytes: ml_name, ml_meth, ml_flags, ml_doc.
+  for (int i = 0; i < 32; ++i) {
+    auto name_ptr = file.pointer_at(*methods + 32ull * i);
+    if (!name_ptr || *name_ptr == 0) break;
+    auto name = file.string_at(*name_ptr, 16);
+    auto meth = file.pointer_at(*methods + 32ull * i + 8);
+    if (name && *name == "throw" && meth) return *meth;
+  }
+  return std::nullopt;
+}
+
+std::vector<ProbeSite> find_probe_sites(const elf::ElfFile& file, const std::string& path, const Layout& layout) {
   auto gen_type = file.symbol("PyGen_Type");
   if (!gen_type) throw Error(ExitCode::unsupported, path + " does not export PyGen_Type");
-  auto methods = proc::read_value<std::uint64_t>(pid, gen_type->value + bias + layout.type_tp_methods);
-  if (!methods)
-    throw proc::unreadable_memory(pid, gen_type->value + bias + layout.type_tp_methods, sizeof(std::uint64_t));
-
-  // generator.throw: PyGen_Type's method table, PyMethodDef = 32 bytes.
-  std::optional<std::uint64_t> gen_throw;
-  for (int i = 0; i < 32 && !gen_throw; ++i) {
-    auto name_ptr = proc::read_value<std::uint64_t>(pid, *methods + 32ull * i);
-    if (!name_ptr || *name_ptr == 0) break;
-    auto name = proc::read_cstring(pid, *name_ptr, 16);
-    auto meth = proc::read_value<std::uint64_t>(pid, *methods + 32ull * i + 8);
-    if (name && *name == "throw" && meth) gen_throw = *meth - bias;
-  }
+  // Both tables from the file with its relocations: the same sites whenever
+  // discovery runs (a process held at its exec is not relocated yet).
+  const std::optional<std::uint64_t> gen_throw = gen_throw_from_method_table(file, layout);
   std::optional<std::uint64_t> next;
   if (auto sym = file.symbol("builtin_next")) next = sym->value;
-  if (!next) next = scan_method_table(pid, file, path, maps, bias);
+  if (!next) next = next_from_method_table(file);
 
   // LTRACE_BPF_FORCE_EVAL_PROBE=1 takes the fallback path on any build, so
   // the tests cover it on every CPython.

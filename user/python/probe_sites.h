@@ -7,13 +7,11 @@
 // When a PGO build inlined copies of them into callers, generator resumes
 // are taken from an entry probe on _PyEval_EvalFrameDefault instead.
 #pragma once
-#include <sys/types.h>
-
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "user/proc/procfs.h"
 #include "user/python/elf_file.h"
 #include "user/python/offsets.h"
 
@@ -28,9 +26,16 @@ struct ProbeSite {
   bool modules_only = false;
 };
 
-// Throws lt::Error(unsupported) if the generator entry points cannot be found.
-std::vector<ProbeSite> find_probe_sites(pid_t pid, const elf::ElfFile& file, const std::string& path,
-                                        const std::vector<proc::Mapping>& maps, std::uint64_t bias,
-                                        const Layout& layout);
+// The link-time addresses of builtin_next and gen_throw found through data
+// alone (the builtins module's and PyGen_Type's PyMethodDef tables), read
+// from the file with its relocations (elf_file.h), never from a process:
+// one held at its exec has no relocated pointers yet.
+std::optional<std::uint64_t> next_from_method_table(const elf::ElfFile& file);
+std::optional<std::uint64_t> gen_throw_from_method_table(const elf::ElfFile& file, const Layout& layout);
+
+// Throws lt::Error(unsupported) if the generator entry points cannot be
+// found. Reads the file alone (its tables with their relocations): the
+// same sites for every process of one file, at any moment of its life.
+std::vector<ProbeSite> find_probe_sites(const elf::ElfFile& file, const std::string& path, const Layout& layout);
 
 }  // namespace lt::python
