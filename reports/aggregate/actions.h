@@ -59,13 +59,20 @@ struct ActionSeries {
   }
 };
 
-// One completed action on the timeline (kept only when asked: exports).
+// One completed action on the timeline (kept only when asked: exports,
+// diff). 24 bytes: a diff holds one per action of a whole trace (a 10 M-event
+// trace is 5 M of them), so the flag shares the action index's word.
 struct ActionInterval {
-  std::uint32_t action;  // index into ProcessActions::actions
-  std::uint32_t tid;
-  std::uint64_t begin_ns, end_ns;  // CLOCK_MONOTONIC of the recording host
-  bool estimated;                  // end inferred (fetches, manual optimizer_step)
+  ActionInterval() = default;
+  ActionInterval(std::uint32_t action_index, std::uint32_t thread, std::uint64_t begin, std::uint64_t end,
+                 bool end_estimated = false)
+      : action(action_index), estimated(end_estimated), tid(thread), begin_ns(begin), end_ns(end) {}
+  std::uint32_t action : 31 = 0;    // index into ProcessActions::actions
+  std::uint32_t estimated : 1 = 0;  // end inferred (fetches, manual optimizer_step)
+  std::uint32_t tid = 0;
+  std::uint64_t begin_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC of the recording host
 };
+static_assert(sizeof(ActionInterval) == 24);
 
 // Records a process lost (or sent degraded), by kind and cause (PROC_DROPS).
 struct RecordLoss {

@@ -21,19 +21,6 @@ namespace lt {
 
 namespace {
 
-struct Side {
-  std::vector<double> steps;
-  std::array<std::vector<double>, kStepParts> parts;
-  std::map<std::string, std::vector<double>> actions;  // per call
-  std::map<std::string, std::vector<double>> ops;      // per train step: the op's self time
-  std::map<std::string, std::vector<double>> lines;    // per train step: samples at the line x period
-  std::map<std::string, std::vector<double>> stacks;   // per train step: samples of the whole stack x period
-  std::map<std::string, std::vector<double>> colls;    // per train step: blocked on that kind's calls
-  std::map<std::string, std::vector<double>> kernels;  // per train step: GPU time of the kernels launched in it
-  // Why this run has no op / line / stack / collective / kernel samples.
-  std::string no_ops, no_lines, no_stacks, no_colls, no_kernels;
-};
-
 // A whole stack's key: its frames' names, outermost first, one a line
 // (a name holds no newline: frames are "function (file:line)").
 std::string stack_key(const LineSamples& ls, std::uint32_t stack) {
@@ -155,9 +142,9 @@ bool has_kernels(const GpuReport* gpu) {
   return false;
 }
 
-Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* lines, const CommReport* comm,
-             const GpuReport* gpu) {
-  Side s;
+DiffSamples collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* lines, const CommReport* comm,
+                    const GpuReport* gpu) {
+  DiffSamples s;
   std::vector<ProcessSteps> steps;
   for (const auto& p : r.processes) steps.push_back(step_records(p));
   std::size_t total = 0;
@@ -213,7 +200,7 @@ Side collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* line
   return s;
 }
 
-void append(Side& to, const Side& from) {
+void append(DiffSamples& to, const DiffSamples& from) {
   to.steps.insert(to.steps.end(), from.steps.begin(), from.steps.end());
   for (std::size_t i = 0; i < kStepParts; ++i)
     to.parts[i].insert(to.parts[i].end(), from.parts[i].begin(), from.parts[i].end());
@@ -231,13 +218,13 @@ using PerStep = std::map<std::string, std::vector<double>>;
 // never had is 0 in each of its steps, but a run without the records is no
 // evidence of anything. Returns the names (empty when not every run has
 // them) and sets `why` to the first run's reason when some run has them.
-std::vector<std::string> align_per_step(std::vector<Side>& runs_a, std::vector<Side>& runs_b, PerStep Side::*rows,
-                                        std::string Side::*no, std::string& why) {
+std::vector<std::string> align_per_step(std::vector<DiffSamples>& runs_a, std::vector<DiffSamples>& runs_b,
+                                        PerStep DiffSamples::*rows, std::string DiffSamples::*no, std::string& why) {
   std::string first;
   std::size_t with = 0;
   for (const auto* runs : {&runs_a, &runs_b})
     for (std::size_t i = 0; i < runs->size(); ++i) {
-      const Side& run = (*runs)[i];
+      const DiffSamples& run = (*runs)[i];
       if ((run.*no).empty())
         ++with;
       else if (first.empty())
@@ -265,7 +252,7 @@ struct RowOf {
   DiffRow::Kind kind;
   std::size_t part = 0;  // Kind::part
   std::string action;    // Kind::action, Kind::op: its name
-  const std::vector<double>& of(const Side& s) const {
+  const std::vector<double>& of(const DiffSamples& s) const {
     static const std::vector<double> none;
     if (kind == DiffRow::Kind::step) return s.steps;
     if (kind == DiffRow::Kind::part) return s.parts[part];
@@ -318,7 +305,7 @@ std::string signed_ms(double s) {
 // One number per run for a row: its typical time per train step there
 // (the median sample times the samples per step); runs with no train step
 // give none.
-std::vector<double> typical_per_step(const std::vector<Side>& runs, const RowOf& what) {
+std::vector<double> typical_per_step(const std::vector<DiffSamples>& runs, const RowOf& what) {
   std::vector<double> out;
   for (const auto& run : runs) {
     if (run.steps.empty()) continue;
@@ -413,19 +400,36 @@ StepDiff diff_steps(const std::vector<ActionsReport>& a, const std::vector<Actio
   return diff_runs(ra, rb, alpha, min_effect);
 }
 
+DiffSamples collect_diff_samples(const DiffRun& r) {
+  return collect(*r.actions, r.ops, r.lines, r.comm, r.gpu);
+}
+
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha, double min_effect) {
-  std::vector<Side> runs_a, runs_b;
-  for (const auto& r : a) runs_a.push_back(collect(*r.actions, r.ops, r.lines, r.comm, r.gpu));
-  for (const auto& r : b) runs_b.push_back(collect(*r.actions, r.ops, r.lines, r.comm, r.gpu));
+  std::vector<DiffSamples> runs_a, runs_b;
+  for (const auto& r : a) runs_a.push_back(collect_diff_samples(r));
+  for (const auto& r : b) runs_b.push_back(collect_diff_samples(r));
+  return diff_samples(std::move(runs_a), std::move(runs_b), alpha, min_effect);
+}
+
+StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> runs_b, double alpha,
+                      double min_effect) {
   std::string no_ops, no_lines, no_stacks, no_colls, no_kernels;
-  const auto op_names = align_per_step(runs_a, runs_b, &Side::ops, &Side::no_ops, no_ops);
-  const auto line_names = align_per_step(runs_a, runs_b, &Side::lines, &Side::no_lines, no_lines);
-  const auto stack_keys = align_per_step(runs_a, runs_b, &Side::stacks, &Side::no_stacks, no_stacks);
-  const auto coll_names = align_per_step(runs_a, runs_b, &Side::colls, &Side::no_colls, no_colls);
-  const auto kernel_rows = align_per_step(runs_a, runs_b, &Side::kernels, &Side::no_kernels, no_kernels);
-  Side sa, sb;  // every run's samples together
-  for (const auto& r : runs_a) append(sa, r);
-  for (const auto& r : runs_b) append(sb, r);
+  const auto op_names = align_per_step(runs_a, runs_b, &DiffSamples::ops, &DiffSamples::no_ops, no_ops);
+  const auto line_names = align_per_step(runs_a, runs_b, &DiffSamples::lines, &DiffSamples::no_lines, no_lines);
+  const auto stack_keys = align_per_step(runs_a, runs_b, &DiffSamples::stacks, &DiffSamples::no_stacks, no_stacks);
+  const auto coll_names = align_per_step(runs_a, runs_b, &DiffSamples::colls, &DiffSamples::no_colls, no_colls);
+  const auto kernel_rows = align_per_step(runs_a, runs_b, &DiffSamples::kernels, &DiffSamples::no_kernels, no_kernels);
+  // Every run's samples together; one run a side is its own (moved: the
+  // test over runs, which needs them apart, is not used then).
+  const bool by_run = runs_a.size() > 1 || runs_b.size() > 1;
+  DiffSamples sa, sb;
+  if (by_run) {
+    for (const auto& r : runs_a) append(sa, r);
+    for (const auto& r : runs_b) append(sb, r);
+  } else {
+    if (!runs_a.empty()) sa = std::move(runs_a.front());
+    if (!runs_b.empty()) sb = std::move(runs_b.front());
+  }
   StepDiff d;
   d.no_op_rows = no_ops;
   d.no_line_rows = no_lines;
@@ -437,8 +441,8 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
   d.min_effect = min_effect;
   d.steps_a = sa.steps.size();
   d.steps_b = sb.steps.size();
-  d.runs_a = a.size();
-  d.runs_b = b.size();
+  d.runs_a = runs_a.size();
+  d.runs_b = runs_b.size();
   std::vector<RowOf> what = {{DiffRow::Kind::step}};
   for (std::size_t i = 0; i < kStepParts; ++i) what.push_back({DiffRow::Kind::part, i});
   std::map<std::string, bool> names;

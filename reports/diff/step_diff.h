@@ -22,6 +22,7 @@
 // between runs of one job is in the test; the shift is per step, and a
 // verdict needs the shift itself past the floor.
 #pragma once
+#include <array>
 #include <map>
 #include <set>
 #include <string>
@@ -32,6 +33,7 @@
 #include "reports/aggregate/comm.h"
 #include "reports/aggregate/gpu.h"
 #include "reports/aggregate/py_symbols.h"
+#include "reports/aggregate/steps.h"
 #include "reports/diff/rank_test.h"
 #include "reports/diff/run_test.h"
 #include "reports/export/export_range.h"
@@ -161,6 +163,27 @@ struct DiffRun {
 };
 StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b, double alpha = 0.05,
                    double min_effect = 0.01);
+
+// What diff keeps of one run: its samples per row (per step for the step,
+// its parts, ops, lines, stacks, collectives and kernels; per call for the
+// actions), a few numbers per step or call, where the recording holds every
+// interval, op call and sample. Taken from each run as it is read, so that a
+// diff holds one recording at a time (diff_runs above is these two calls).
+struct DiffSamples {
+  std::vector<double> steps;
+  std::array<std::vector<double>, kStepParts> parts;
+  std::map<std::string, std::vector<double>> actions;  // per call
+  std::map<std::string, std::vector<double>> ops;      // per train step: the op's self time
+  std::map<std::string, std::vector<double>> lines;    // per train step: samples at the line x period
+  std::map<std::string, std::vector<double>> stacks;   // per train step: samples of the whole stack x period
+  std::map<std::string, std::vector<double>> colls;    // per train step: blocked on that kind's calls
+  std::map<std::string, std::vector<double>> kernels;  // per train step: GPU time of the kernels launched in it
+  // Why this run has no op / line / stack / collective / kernel samples.
+  std::string no_ops, no_lines, no_stacks, no_colls, no_kernels;
+};
+DiffSamples collect_diff_samples(const DiffRun& run);
+StepDiff diff_samples(std::vector<DiffSamples> a, std::vector<DiffSamples> b, double alpha = 0.05,
+                      double min_effect = 0.01);
 
 // Both sides need their intervals (ActionAggregator(keep_intervals)).
 StepDiff diff_steps(const ActionsReport& a, const ActionsReport& b, double alpha = 0.05, double min_effect = 0.01);

@@ -115,7 +115,14 @@ int cmd_diff(Options& opts) {
   const bool html = !opts.html_path.empty();
   DiffFlameBuilder flame;
   auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, int rank, const char* side) {
-    std::vector<Run> out;
+    // What diff keeps of each run (its samples per row); a recording itself
+    // (every interval, op call and sample) lives only while it is read: a
+    // diff of two big traces holds one at a time.
+    std::vector<DiffSamples> samples;
+    auto keep = [&samples](const Run& run) {
+      samples.push_back(collect_diff_samples({&run.actions, &run.ops, &run.lines, &run.comm, &run.gpu}));
+    };
+    std::vector<Run> out;  // a rank's run, merged from the files of its job's nodes
     for (const auto& f : files) {
       std::string matched;
       Run run = read_run(f, damaged);
@@ -124,7 +131,7 @@ int cmd_diff(Options& opts) {
       const int side_index = side[0] == 'A' ? 0 : 1;
       if (rank < 0) {
         if (html) flame.add(side_index, run.actions, run.lines);
-        out.push_back(std::move(run));
+        keep(run);
         continue;
       }
       // A launcher's rank (Lightning's rank 0 has no RANK in its environment)
@@ -181,16 +188,12 @@ int cmd_diff(Options& opts) {
     if (rank >= 0 && (out.empty() || out.front().actions.processes.empty()))
       throw Error(ExitCode::usage,
                   std::string("diff: no process of rank ") + std::to_string(rank) + " in " + side + "'s traces");
-    return out;
+    if (rank >= 0) keep(out.front());
+    return samples;
   };
-  const std::vector<Run> a = read_side(opts.diff_a, opts.export_range, opts.diff_rank, "A");
-  const std::vector<Run> b = read_side(opts.diff_b, range_b, rank_b, "B");
-  auto runs = [](const std::vector<Run>& side) {
-    std::vector<DiffRun> out;
-    for (const auto& r : side) out.push_back({&r.actions, &r.ops, &r.lines, &r.comm, &r.gpu});
-    return out;
-  };
-  const StepDiff d = diff_runs(runs(a), runs(b));
+  std::vector<DiffSamples> a = read_side(opts.diff_a, opts.export_range, opts.diff_rank, "A");
+  std::vector<DiffSamples> b = read_side(opts.diff_b, range_b, rank_b, "B");
+  const StepDiff d = diff_samples(std::move(a), std::move(b));
   const std::string label_a = label(opts.diff_a, opts.export_range, opts.diff_rank),
                     label_b = label(opts.diff_b, range_b, rank_b);
   std::cout << render_step_diff(d, label_a, label_b);
