@@ -308,7 +308,7 @@ def test_group_by_input_shapes_matches_torch_profiler(attach, tmp_path, python, 
                  + (["--no-inject"] if how == "probes" else []))
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     measured = "timed on its thread by the op observer" in run.lt_err
-    assert measured == (how == "observer"), run.lt_err
+    assert measured == (how == "observer"), observer_lines(run.lt_err)
     lines = run.lt_out.splitlines()
     header = re.split(r"\s{2,}", lines[3].strip())
     est = "" if measured else "~"
@@ -331,6 +331,12 @@ def test_group_by_input_shapes_matches_torch_profiler(attach, tmp_path, python, 
     assert "aten::mm [[128, 256], [256, 256]]" in ours  # a forward matmul, shapes in torch's format
 
 
+def observer_lines(err):
+    """What the tracer said of the op observer and the bridge: the lines a
+    failed assertion on them needs (pytest cuts a long stderr short)."""
+    return "\n".join(l for l in err.splitlines() if re.search(r"observer|bridge|handshake|inject", l))
+
+
 def test_a_wrong_shapes_row_is_caught_without_harm(attach, monkeypatch):
     """A RecordFunction layout the table got wrong (inputs_ read at
     sequence_nr_: a number as a pointer) is found out by the bridge's
@@ -344,7 +350,7 @@ def test_a_wrong_shapes_row_is_caught_without_harm(attach, monkeypatch):
                  lt_args=["--report", "ops", "--group-by-input-shapes", "--row-limit", "-1"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     assert result_line(run.target_out) == result_line(plain.stdout)
-    assert "timed on its thread by the op observer" in run.lt_err
+    assert "timed on its thread by the op observer" in run.lt_err, observer_lines(run.lt_err)
     assert "the op observer records no input shapes (an input read otherwise than the layout says)" in run.lt_err
     calls = {}
     for line in run.lt_out.splitlines():

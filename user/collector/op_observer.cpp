@@ -102,16 +102,6 @@ bool has_poll_thread(pid_t pid) {
   return found;
 }
 
-// The longest any thread of pid has waited for a CPU (schedstat's run-queue
-// time, ns), so far: what a loaded machine withheld from the job.
-std::uint64_t longest_runqueue_wait(pid_t pid) {
-  const proc::ProcStats stats;
-  std::uint64_t most = 0;
-  for (pid_t tid : proc::task_ids(pid))
-    if (auto t = stats.thread(pid, tid)) most = std::max(most, t->runq_ns);
-  return most;
-}
-
 bool alive(std::uint32_t pid) {
   return pid != 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
@@ -269,7 +259,7 @@ std::string OpObserver::start(pid_t pid) {
 void OpObserver::start_phase(pid_t pid, Pending& p, std::uint64_t now) {
   p.phase_started = now;
   p.deadline = now + kWaitNs;
-  p.waited_at_phase = longest_runqueue_wait(pid);
+  p.waited_at_phase = proc::longest_runqueue_wait(pid);
 }
 
 bool handshake_phase_over(std::uint64_t started, std::uint64_t now, std::uint64_t waited) {
@@ -280,7 +270,7 @@ bool handshake_phase_over(std::uint64_t started, std::uint64_t now, std::uint64_
 
 bool OpObserver::past_deadline(pid_t pid, Pending& p, std::uint64_t now) {
   if (now < p.deadline) return false;  // no /proc read before the first 2 s are up
-  const std::uint64_t waited = longest_runqueue_wait(pid);
+  const std::uint64_t waited = proc::longest_runqueue_wait(pid);
   const std::uint64_t extra = waited > p.waited_at_phase ? waited - p.waited_at_phase : 0;
   if (handshake_phase_over(p.phase_started, now, extra)) return true;
   p.deadline = std::min(p.phase_started + kWaitNs + extra, p.phase_started + kWaitMaxNs);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
 
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/action_tracer.h"
@@ -19,6 +20,7 @@
 #include "user/collector/target_holder.h"
 #include "user/collector/tracers.h"
 #include "user/proc/census.h"
+#include "user/proc/proc_stats.h"
 #include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
@@ -46,8 +48,9 @@ std::uint64_t pending_attach_ns() {
   const long v = ms ? std::strtol(ms, nullptr, 10) : 0;
   return v > 0 ? static_cast<std::uint64_t>(v) * 1'000'000 : kPendingAttachNs;
 }
-constexpr std::uint64_t kWatchNs = 500'000'000;          // --all: new eligible processes
-constexpr std::uint64_t kBridgeStartNs = 3'000'000'000;  // attach: an injected bridge's first word
+constexpr std::uint64_t kWatchNs = 500'000'000;              // --all: new eligible processes
+constexpr std::uint64_t kBridgeStartNs = 3'000'000'000;      // attach: an injected bridge's first word
+constexpr std::uint64_t kBridgeStartMaxNs = 30'000'000'000;  // ... however loaded the machine
 // A CPython held at its exec stays seized awaiting its libraries for at
 // most this long (import torch comes in a job's first seconds; after it the
 // 250 ms poll is what there is).
@@ -370,17 +373,43 @@ void Session::mark_attached(std::uint64_t t0) {
 // would be a promise the GPU side does not keep: a job started on that
 // word ran its first steps without kernels in the report.  The records
 // read meanwhile are in the window.  Returns the wait in ms (0: none).
+// The wait is kBridgeStartNs more the CPU the machine withheld from the
+// settling jobs meanwhile (their threads' run-queue time), at most
+// kBridgeStartMaxNs: on a busy machine the op observer's handshake took
+// longer than 3 s, and a short job released at "attached" ended before it
+// (CI: its ops then came from no observer).
 double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
   const auto start = monotonic_ns();
-  const auto until = start + kBridgeStartNs;
-  auto waiting = [this] {
+  auto settling = [this] {
+    std::vector<pid_t> out;
     for (pid_t pid : targets_.live_pids())
       for (const auto& t : tracers_)
-        if (t->settling(pid)) return true;
-    return false;
+        if (t->settling(pid)) {
+          out.push_back(pid);
+          break;
+        }
+    return out;
   };
+  auto waiting = [&settling] { return !settling().empty(); };
   if (!waiting()) return 0;
-  while (waiting() && monotonic_ns() < until && !stop.load()) {
+  std::map<pid_t, std::uint64_t> waited_at_start;
+  for (pid_t pid : settling()) waited_at_start[pid] = proc::longest_runqueue_wait(pid);
+  std::uint64_t until = start + kBridgeStartNs, checked = start;
+  auto before_deadline = [&] {
+    const auto now = monotonic_ns();
+    if (now < until) return true;
+    if (now - checked < 100'000'000 && now < start + kBridgeStartMaxNs) return true;  // /proc read at most 10/s
+    checked = now;
+    std::uint64_t extra = 0;
+    for (pid_t pid : settling()) {
+      const auto w = proc::longest_runqueue_wait(pid);
+      const auto at = waited_at_start.count(pid) ? waited_at_start[pid] : w;
+      extra = std::max(extra, w > at ? w - at : 0);
+    }
+    until = std::min(start + kBridgeStartNs + extra, start + kBridgeStartMaxNs);
+    return now < until;
+  };
+  while (waiting() && before_deadline() && !stop.load()) {
     nap(LoopCadence{}.drain_ns / 4);
     const int n = drain(rb);
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
@@ -388,9 +417,9 @@ double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
     serve_library_loads(monotonic_ns());
     for (auto& t : tracers_) t->tick(monotonic_ns());  // the op observers' handshakes move on here
   }
-  if (waiting() && !stop.load() && monotonic_ns() >= until)
+  if (waiting() && !stop.load())
     notes_.push_back("an injected bridge (GPU, op observer) had not reported within " +
-                     std::to_string(kBridgeStartNs / 1'000'000) +
+                     std::to_string((monotonic_ns() - start) / 1'000'000) +
                      " ms of the attach; its first GPU records or op calls may be missing");
   return (monotonic_ns() - start) / 1e6;
 }

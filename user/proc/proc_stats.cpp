@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "user/proc/thread_status.h"
 #include "user/text/numbers.h"
 
 namespace lt::proc {
@@ -278,6 +279,14 @@ lt_proc_stats_event ProcStats::record(pid_t pid, const SystemStats& sys, const s
   e.swap_percent_x100 = sys.swap_ok ? x100(sys.swap_percent) : ~0u;
   e.cpu_percent_x100 = sys.cpu_ok ? x100(sys.cpu_percent) : ~0u;
   return e;
+}
+
+std::uint64_t longest_runqueue_wait(pid_t pid) {
+  const ProcStats stats;
+  std::uint64_t most = 0;
+  for (pid_t tid : task_ids(pid))
+    if (auto t = stats.thread(pid, tid)) most = std::max(most, t->runq_ns);
+  return most;
 }
 
 }  // namespace lt::proc

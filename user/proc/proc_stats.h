@@ -70,6 +70,12 @@ class ProcStats {
   std::optional<CpuTimes> last_cpu_;
 };
 
+// The longest any thread of pid has waited for a CPU so far (schedstat's
+// run-queue time, ns): what a loaded machine withheld from the job. Waits
+// that are bounded in time grow by its growth (handshakes with the bridge,
+// the attach's wait for it).
+std::uint64_t longest_runqueue_wait(pid_t pid);
+
 // The parsers, pure (tests).
 // Memory percentages as psutil (MemAvailable; its fallback when missing or 0
 // uses MemFree, Active(file), Inactive(file), SReclaimable and the "low"
