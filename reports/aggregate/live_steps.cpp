@@ -29,7 +29,10 @@ void LiveSteps::add(const lt_event_header& h, const std::byte* record, std::vect
                      // An exec'd process is a new program; an exited one is gone.
                      if (hh.kind == LT_EV_PROC_EXEC || hh.kind == LT_EV_PROC_EXIT) {
                        auto it = procs_.find(e.child_pid);
-                       if (it != procs_.end()) close(e.child_pid, it->second, closed);
+                       if (it != procs_.end()) {
+                         settle(it->second, true);  // no action began before it ended
+                         close(e.child_pid, it->second, closed);
+                       }
                        if (hh.kind == LT_EV_PROC_EXEC) procs_.erase(e.child_pid);
                      }
                    },
@@ -43,6 +46,7 @@ void LiveSteps::on_begin(const lt_event_header& h, const lt_action_event& e, std
   const BatchHook hook = batch_hook_of(name);
   // Ends lost (a full ring) leave their begins here: bounded all the same.
   if (p.open.size() >= kMaxOpen) p.open.clear();
+  if (!p.maybe_escaped.empty()) settle(p, std::string_view(name).ends_with("on_exception"));
   p.open[e.key] = {hook, ends_a_run(name), h.tid, name};
   p.between_runs = false;
   const bool train_end_hook = hook.stage == BatchStage::train && hook.role == BatchRole::batch_end;
@@ -67,13 +71,25 @@ void LiveSteps::on_end(const lt_event_header& h, const lt_action_event& e) {
   if ((e.flags & LT_ACT_THROW) && !std::string_view(name).ends_with("_next")) {
     bool outermost = true;
     for (const auto& [key, o] : p.open) outermost = outermost && o.tid != h.tid;
-    if (outermost) thrown_.push_back({h.pid, h.tid, h.ts_ns, std::move(name)});
+    const bool evaluation_step = hook.role == BatchRole::step && hook.stage != BatchStage::train;
+    if (outermost) (evaluation_step ? p.maybe_escaped : thrown_).push_back({h.pid, h.tid, h.ts_ns, std::move(name)});
   }
   if (run_end && p.open.empty()) p.between_runs = true;
   if (p.in_step && hook.stage == BatchStage::train && hook.role == BatchRole::batch_end) {
     p.ended = true;
     p.end_ns = h.ts_ns;
   }
+}
+
+void LiveSteps::settle(Proc& p, bool escaped) {
+  if (escaped) thrown_.insert(thrown_.end(), p.maybe_escaped.begin(), p.maybe_escaped.end());
+  p.maybe_escaped.clear();
+}
+
+std::vector<ThrownAction> LiveSteps::take_thrown(std::uint64_t now_ns) {
+  for (auto& [pid, p] : procs_)
+    if (!p.maybe_escaped.empty() && now_ns >= p.maybe_escaped.front().ts_ns + kEscapeQuietNs) settle(p, true);
+  return std::exchange(thrown_, {});
 }
 
 void LiveSteps::close(std::uint32_t pid, Proc& p, std::vector<LiveStep>& closed) {

@@ -56,8 +56,18 @@ class LiveSteps {
   // hooks the last actions, none open since) and no action began after.
   bool between_runs(std::uint32_t pid) const;
   void forget(std::uint32_t pid) { procs_.erase(pid); }
-  // The exceptions that escaped since the last call (ThrownAction).
-  std::vector<ThrownAction> take_thrown() { return std::exchange(thrown_, {}); }
+  // The exceptions that escaped since the last call (ThrownAction), as of
+  // `now_ns` (CLOCK_MONOTONIC). An evaluation step (validation, test,
+  // predict) unwound with no loop action open around it -- trainer.validate
+  // and the like run their loop unprofiled -- is not yet known to have
+  // escaped: in dataloader_iter mode the step's own next() raises
+  // StopIteration at the data's end and the loop catches it. It escaped if
+  // Lightning's on_exception hooks begin next, or no action begins within
+  // kEscapeQuietNs (a run without callbacks has no on_exception action to
+  // run), or the process ends first; any other action begun means the loop
+  // went on (the epoch's end hooks).
+  std::vector<ThrownAction> take_thrown(std::uint64_t now_ns = 0);
+  static constexpr std::uint64_t kEscapeQuietNs = 2'000'000'000;
 
  private:
   struct Proc {
@@ -73,7 +83,9 @@ class LiveSteps {
     std::uint32_t tid = 0, next_index = 0;
     std::uint64_t begin_ns = 0, end_ns = 0;
     std::uint64_t last_progress = 0;
+    std::vector<ThrownAction> maybe_escaped;  // evaluation steps unwound, the next action not begun yet
   };
+  void settle(Proc& p, bool escaped);
   void close(std::uint32_t pid, Proc& p, std::vector<LiveStep>& closed);
   void on_begin(const lt_event_header& h, const lt_action_event& e, std::vector<LiveStep>& closed);
   void on_end(const lt_event_header& h, const lt_action_event& e);

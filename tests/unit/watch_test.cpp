@@ -53,6 +53,19 @@ std::vector<std::byte> action(std::uint16_t kind, std::uint32_t pid, std::uint64
   return out;
 }
 
+// A process's exit (PROC_EXIT: its tgid in child_pid, as the tracker writes it).
+std::vector<std::byte> proc_exit(std::uint32_t pid, std::uint32_t code, std::uint64_t ts) {
+  lt_proc_event e{};
+  e.hdr.kind = LT_EV_PROC_EXIT;
+  e.hdr.size = sizeof e;
+  e.hdr.pid = e.hdr.tid = e.child_pid = pid;
+  e.hdr.ts_ns = ts;
+  e.exit_code = code;
+  std::vector<std::byte> out(sizeof e);
+  std::memcpy(out.data(), &e, sizeof e);
+  return out;
+}
+
 // Records of a process's Lightning actions, in time order.
 struct Stream {
   std::vector<std::vector<std::byte>> records;
@@ -178,6 +191,57 @@ TEST(LiveSteps, AnExceptionThatUnwindsTheOutermostActionEscaped) {
   t = more.take_thrown();
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(t[0].tid, 8u);
+}
+
+// trainer.validate (and test, predict) runs its loop unprofiled, so its
+// step is the outermost action; in dataloader_iter mode the step's own
+// next() raises StopIteration at the data's end, which the loop catches.
+// Such an unwound evaluation step escaped only if on_exception hooks begin
+// next, no action begins for kEscapeQuietNs, or the process ends first.
+TEST(LiveSteps, AnEvaluationStepUnwoundEscapedOnlyIfNothingOfTheLoopFollows) {
+  auto thrown_end = [](std::uint64_t key, std::uint64_t ts) {
+    auto r = action(LT_EV_ACTION_END, 7, key, "", ts);
+    reinterpret_cast<lt_action_event*>(r.data())->flags = LT_ACT_THROW;
+    return r;
+  };
+  const std::string step = "[Strategy]SingleDeviceStrategy.validation_step";
+  auto run = [&](const char* next) {
+    Stream st;
+    st.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 1, step, 1 * ms));
+    st.records.push_back(thrown_end(1, 2 * ms));
+    if (next) st.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 2, next, 3 * ms));
+    auto steps = std::make_unique<LiveSteps>();
+    feed(*steps, st);
+    return steps;
+  };
+  // The data's end: the loop went on to its epoch-end hooks.
+  auto ended = run("[LightningModule]Model.on_validation_epoch_end");
+  EXPECT_TRUE(ended->take_thrown(3 * ms).empty());
+  EXPECT_TRUE(ended->take_thrown(10 * s).empty()) << "not later either";
+  // A real exception: Lightning's on_exception hooks run next.
+  auto hooks = run("[Callback]ModelSummary.on_exception");
+  auto t = hooks->take_thrown(3 * ms);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].action, step);
+  EXPECT_EQ(t[0].ts_ns, 2 * ms);
+  // No callbacks, nothing begun: escaped once kEscapeQuietNs passed.
+  auto quiet = run(nullptr);
+  EXPECT_TRUE(quiet->take_thrown(2 * ms + LiveSteps::kEscapeQuietNs - 1).empty());
+  EXPECT_EQ(quiet->take_thrown(2 * ms + LiveSteps::kEscapeQuietNs).size(), 1u);
+  // The process ended before anything else began: escaped.
+  auto gone = run(nullptr);
+  Stream exit;
+  exit.records.push_back(proc_exit(7, 1, 5 * ms));
+  feed(*gone, exit);
+  EXPECT_EQ(gone->take_thrown(5 * ms).size(), 1u);
+  // A training step unwound is never outermost in a fit (run_training_epoch
+  // is open around it): outermost, it escaped at once, as before.
+  Stream train;
+  train.records.push_back(action(LT_EV_ACTION_BEGIN, 7, 1, "[Strategy]SingleDeviceStrategy.training_step", 1 * ms));
+  train.records.push_back(thrown_end(1, 2 * ms));
+  LiveSteps ts;
+  feed(ts, train);
+  EXPECT_EQ(ts.take_thrown(2 * ms).size(), 1u);
 }
 
 TEST(LiveSteps, AfterTheRunsLastHooksTheProcessIsBetweenRuns) {

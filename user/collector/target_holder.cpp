@@ -206,7 +206,8 @@ void TargetHolder::on_execs(Held& h, const std::vector<std::uint64_t>& execed) {
       }
     } else if (!h.execs.hold(pid, image.library)) {
       if (verbose_)
-        std::fprintf(stderr, "ltrace-bpf: pid %d: exec'd a CPython; not held (gone, or traced by someone else)\n", pid);
+        std::fprintf(stderr, "ltrace-bpf: pid %d: exec'd a CPython; not held (gone, or traced by someone else: %s)\n",
+                     pid, std::strerror(h.execs.last_error()));
       if (followed) verdict(pid, false, true);
     } else if (!followed) {
       h.unfollowed[pid] = matched;

@@ -7,6 +7,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -141,7 +142,10 @@ bool ExecHolds::hold(pid_t pid, const std::string& library) {
     release(pid);  // awaiting library loads of the image before: held afresh
   }
   const long options = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC;
-  if (ptrace(PTRACE_SEIZE, pid, nullptr, reinterpret_cast<void*>(options)) < 0) return false;
+  if (ptrace(PTRACE_SEIZE, pid, nullptr, reinterpret_cast<void*>(options)) < 0) {
+    last_error_ = errno;
+    return false;
+  }
   step();
   if (ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) < 0) return true;  // gone: poll() sees it end
   step();

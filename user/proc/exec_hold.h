@@ -71,8 +71,9 @@ class ExecHolds {
   // Seizes and pauses process `pid` (single-threaded: it just exec'd).
   // With a `library`, it is stepped until a mapping of that file name
   // appears in its maps.  False when it cannot be held (gone, traced by
-  // someone else, not permitted).
+  // someone else, not permitted); last_error() then says why (errno).
   bool hold(pid_t pid, const std::string& library = "");
+  int last_error() const { return last_error_; }
   // Steps and passes on signals; returns the processes now paused and
   // ready for their probes (each once).  A process that ended is dropped.
   std::vector<pid_t> poll();
@@ -108,6 +109,7 @@ class ExecHolds {
   static void set_step_hook(void (*hook)(int step));
 
  private:
+  int last_error_ = 0;
   struct Held {
     std::string library;  // still to be mapped; empty once it is
     bool ready = false;   // paused with its library mapped, reported

@@ -89,9 +89,7 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
   closed_.clear();
   steps_.add(h, record, closed_);
   on_steps(now);
-  for (const auto& t : steps_.take_thrown())
-    if (auto it = procs_.find(t.pid); it != procs_.end() && !it->second.exited)
-      on_trigger(policy_.on_exception(t.pid, t.ts_ns, t.action, now));
+  take_thrown(now);
   visit_record(h, record,
                overloaded{
                    [&](const lt_event_header& hh, const lt_proc_info_event& e) {
@@ -143,6 +141,12 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
 }
 
 // The steps just closed (closed_): counted, and judged.
+void Watcher::take_thrown(std::uint64_t now_ns) {
+  for (const auto& t : steps_.take_thrown(now_ns))
+    if (auto it = procs_.find(t.pid); it != procs_.end() && !it->second.exited)
+      on_trigger(policy_.on_exception(t.pid, t.ts_ns, t.action, now_ns));
+}
+
 void Watcher::on_steps(std::uint64_t now) {
   for (const auto& s : closed_) {
     auto& p = procs_[s.pid];
@@ -297,6 +301,7 @@ void Watcher::tick(std::uint64_t now_ns) {
     if (!p.exited && alive(pid) && !steps_.between_runs(pid))
       on_trigger(policy_.check_stall(pid, steps_.last_progress(pid), now_ns));
   check_stragglers(now_ns);
+  take_thrown(now_ns);  // an evaluation step's exception, once nothing followed it (live_steps.h)
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (now_ns < it->to_ns) {
       ++it;

@@ -122,6 +122,9 @@ class Watcher {
   void on_steps(std::uint64_t now);
   void on_trigger(std::optional<Trigger> t);
   void check_stragglers(std::uint64_t now_ns);
+  // The exceptions that escaped Lightning's loop (LiveSteps::take_thrown):
+  // exit triggers.
+  void take_thrown(std::uint64_t now_ns);
   void write_capture(Capture& c, std::uint64_t now_ns);
   void keep_captures_bounded();
   std::string capture_name(const Trigger& t, int rank) const;
