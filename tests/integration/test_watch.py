@@ -378,6 +378,11 @@ def test_the_failed_exit_and_the_request_are_captured(watched):
     # trigger. The exit that followed joins that capture when it comes
     # within its after-window, else has its own: one or two, each said once.
     assert "FIT RAISED: raised in training_step" in watched["target_out"], watched["target_out"]
+    # Before that, trainer.validate in dataloader_iter mode ended on the
+    # StopIteration its validation_step's next() raised, which the loop
+    # caught: the data's end, no escape, no capture.
+    assert "VALIDATE DONE" in watched["target_out"], watched["target_out"]
+    assert "validation_step" not in watched["err"], watched["err"][-3000:]
     summary = [x for x in watched["err"].splitlines() if "watch: summary: exit" in x]
     assert 1 <= len(captures_of(watched, "exit")) == len(summary) <= 2, (watched["captures"], summary)
     assert "an exception escaped Lightning's loop: it unwound " in summary[0], summary

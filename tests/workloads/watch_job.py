@@ -22,9 +22,13 @@ those calls took, and their thread's CPU seconds in them.
 --oom-step K: training step K asks torch for a 1 TiB tensor, catches the
 allocator's out-of-memory error and goes on (as a job that retries with a
 smaller batch does); prints "OOM caught: ...".
---raise-after: after the fit, a second fit whose first training step
-raises (an exception that escapes Lightning's loop); the script catches it,
-prints "FIT RAISED: ..." and goes on to exit as asked.
+--raise-after: after the fit, a trainer.validate in dataloader_iter mode
+whose validation_step takes two batches a call from three, so that its
+second call's next() raises StopIteration, which the loop catches (the
+data's end: no exception escaped; prints "VALIDATE DONE"); then a second
+fit whose first training step raises (an exception that escapes
+Lightning's loop); the script catches it, prints "FIT RAISED: ..." and goes
+on to exit as asked.
 --gc-collect [--gc-heap N] [--gc-every K]: each (K-th) training step calls
 gc.collect() (with N live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
 the seconds those calls took, timed around them here.
@@ -172,6 +176,16 @@ def main():
     trainer.fit(Model(a), DataLoader(data, batch_size=1))
     print("FIT DONE", flush=True)
     if a.raise_after:
+        class IterValidated(Model):
+            def validation_step(self, dataloader_iter):
+                for _ in range(2):
+                    next(dataloader_iter)
+
+        checker = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                             devices=1)
+        checker.validate(IterValidated(a), DataLoader(TensorDataset(torch.randn(3, 8)), batch_size=1), verbose=False)
+        print("VALIDATE DONE", flush=True)
+
         class Raising(Model):
             def training_step(self, batch, batch_idx):
                 raise RuntimeError("raised in training_step")
