@@ -28,26 +28,21 @@ struct OpenStep {
 // Exclusive time on one thread: each instant goes to the innermost action
 // open there, by its part (an uncategorised action inherits its parent's).
 // One sweep over the thread's intervals (sorted by begin, longest first);
-// the segments come out sorted and disjoint, instants in no action left out.
+// the segments come out to `sink` in time order and disjoint, instants in
+// no action left out (adjacent ones of one part may come apart).
 struct Segment {
   std::uint64_t begin, end;
   StepPart part;
 };
-std::vector<Segment> exclusive_segments(const std::vector<const ActionInterval*>& ivs,
-                                        const std::vector<StepPart>& part_of_action) {
-  std::vector<Segment> segs;
+template <class Sink>
+void exclusive_segments(const std::vector<const ActionInterval*>& ivs, const std::vector<StepPart>& part_of_action,
+                        Sink&& sink) {
   struct Open {
     std::uint64_t end;
     StepPart part;
   };
   std::vector<Open> stack;
   std::uint64_t t = 0;
-  auto emit = [&](std::uint64_t b, std::uint64_t e, StepPart part) {
-    if (!segs.empty() && segs.back().end == b && segs.back().part == part)
-      segs.back().end = e;
-    else
-      segs.push_back({b, e, part});
-  };
   auto advance = [&](std::uint64_t to) {
     while (t < to) {
       while (!stack.empty() && stack.back().end <= t) stack.pop_back();
@@ -56,7 +51,7 @@ std::vector<Segment> exclusive_segments(const std::vector<const ActionInterval*>
         break;
       }
       const std::uint64_t e = std::min(stack.back().end, to);
-      emit(t, e, stack.back().part);
+      sink(Segment{t, e, stack.back().part});
       t = e;
     }
   };
@@ -69,8 +64,53 @@ std::vector<Segment> exclusive_segments(const std::vector<const ActionInterval*>
     if (iv->end_ns > t) stack.push_back({iv->end_ns, part});
   }
   advance(UINT64_MAX);
-  return segs;
 }
+
+// Appends a segment, joined to the last one when they touch and share a part.
+void append_segment(std::vector<Segment>& segs, const Segment& g) {
+  if (!segs.empty() && segs.back().end == g.begin && segs.back().part == g.part)
+    segs.back().end = g.end;
+  else
+    segs.push_back(g);
+}
+
+// Each step's parts as the thread's segments come (in time order), without
+// keeping them: a long trace's thread has about one segment per action, as
+// many as its intervals (a diff of two 10 M-event traces held them all).
+// What no segment covers is "other".
+class StepSplitter {
+ public:
+  explicit StepSplitter(std::array<std::vector<StepRecord>, 4>& found) {
+    for (auto& v : found)
+      for (auto& s : v) {
+        s.part_ns = {};
+        steps_.push_back(&s);
+      }
+    std::stable_sort(steps_.begin(), steps_.end(),
+                     [](const StepRecord* a, const StepRecord* b) { return a->begin_ns < b->begin_ns; });
+    covered_.assign(steps_.size(), 0);
+  }
+  void add(const Segment& g) {
+    // A step that ended before this segment began meets no later one.
+    while (first_ < steps_.size() && steps_[first_]->end_ns <= g.begin) ++first_;
+    for (std::size_t i = first_; i < steps_.size() && steps_[i]->begin_ns < g.end; ++i) {
+      StepRecord& s = *steps_[i];
+      const std::uint64_t b = std::max(g.begin, s.begin_ns), e = std::min(g.end, s.end_ns);
+      if (e <= b) continue;
+      s.part_ns[static_cast<std::size_t>(g.part)] += e - b;
+      covered_[i] += e - b;
+    }
+  }
+  void finish() {
+    for (std::size_t i = 0; i < steps_.size(); ++i)
+      steps_[i]->part_ns[static_cast<std::size_t>(StepPart::other)] += steps_[i]->duration_ns() - covered_[i];
+  }
+
+ private:
+  std::vector<StepRecord*> steps_;  // by begin
+  std::vector<std::uint64_t> covered_;
+  std::size_t first_ = 0;
+};
 
 // A step's parts from the thread's segments; what no segment covers is "other".
 std::array<std::uint64_t, kStepParts> split_step(const std::vector<Segment>& segs, std::uint64_t begin,
@@ -264,11 +304,18 @@ ProcessSteps step_records(const ProcessActions& p, const GpuReport* gpu) {
       count += found[k].size();
     }
     if (count <= out.train.size() + out.validation.size() + out.test.size() + out.predict.size()) continue;
-    std::vector<Segment> segs = exclusive_segments(ivs, part_of_action);
-    for (auto& v : found)
-      for (auto& s : v) s.part_ns = split_step(segs, s.begin_ns, s.end_ns);
+    // The segments themselves are kept only where the GPU's idle gaps
+    // are split by them (add_gpu).
+    const bool keep_segments = gpu && !gpu->slices.empty();
+    std::vector<Segment> segs;
+    StepSplitter splitter(found);
+    exclusive_segments(ivs, part_of_action, [&](const Segment& g) {
+      splitter.add(g);
+      if (keep_segments) append_segment(segs, g);
+    });
+    splitter.finish();
     out.tid = tid;
-    loop_segments = segs;
+    loop_segments = std::move(segs);
     out.train = std::move(found[0]);
     // The job's numbering: the window's step that ran inside the job's
     // anchor step (its middle within the anchor's span) is that step.
