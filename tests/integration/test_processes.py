@@ -1,6 +1,8 @@
 """--pid repeated, --children across fork and exec, rank labels, per-rank
 Lightning file names, target exit while attached, repeated attach/detach."""
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -95,3 +97,77 @@ def test_fifty_attach_detach_cycles(tmp_path, lightning_python):
     sums = [l.split("weight_sum=")[1] for l in out_path.read_text().splitlines() if l.startswith("FIT_DONE")]
     assert len(sums) >= 2
     assert set(sums) == set(expected), (sums[:5], expected)
+
+
+FORKER = r"""
+import os, subprocess, sys, time
+kids = []
+for _ in range(50):
+    pid = os.fork()
+    if pid == 0:
+        os.execv("/bin/true", ["true"])
+    os.waitpid(pid, 0)
+    kids.append(pid)
+print("KIDS", *kids, flush=True)
+# A CPython exec after them: once the tracer has adopted it, it has read
+# every record before it (one ring, in order), the children's forks too.
+marker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print("MARKER", marker.pid, flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+marker.kill()
+"""
+
+
+def tracer_map_keys(tracer_pid, name):
+    """The keys (u32 pids) of the tracer's BPF map `name`: its map fds
+    (/proc/PID/fdinfo's map_id), named and dumped by bpftool."""
+    keys = set()
+    fdinfo = f"/proc/{tracer_pid}/fdinfo"
+    ids = set()
+    for fd in os.listdir(fdinfo):
+        try:
+            text = open(os.path.join(fdinfo, fd)).read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("map_id:"):
+                ids.add(int(line.split()[1]))
+    for map_id in ids:
+        show = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "id", str(map_id)], capture_output=True,
+                                         text=True, check=True).stdout)
+        if show.get("name") != name:
+            continue
+        dump = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(map_id)], capture_output=True,
+                                         text=True, check=True).stdout)
+        for e in dump:
+            keys.add(int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little"))
+    return keys
+
+
+def test_an_exited_childs_entries_do_not_outlive_it(tmp_path):
+    """`run` of a CPython that forks 50 children, each exec'ing /bin/true:
+    BPF gives each fork its parent's target entry and removes it at the
+    exec; the session, reading the fork record after that, must not write
+    it back. An entry left behind outlives the process, and the next
+    process given its pid (pid_max is 32768 here) is taken for our target:
+    its exec held by this tracer, not by its own (seen in CI as "not held
+    (... traced by someone else)"). Before the fix: 44 of 50 left."""
+    go = tmp_path / "go"
+    out, err = tmp_path / "out.txt", tmp_path / "lt.err"
+    with open(out, "w") as o, open(err, "w") as e:
+        lt = subprocess.Popen([LTRACE, "run", "-v", "--", sys.executable, "-c", FORKER, str(go)], stdout=o, stderr=e)
+    try:
+        wait_for(str(out), "MARKER", 120, lt)
+        marker = int(re.search(r"MARKER (\d+)", out.read_text()).group(1))
+        wait_for(str(err), f"pid {marker}: CPython", 120, lt)
+        kids = {int(k) for k in re.search(r"KIDS ([\d ]+)", out.read_text()).group(1).split()}
+        assert len(kids) == 50
+        targets, follows = tracer_map_keys(lt.pid, "lt_targets"), tracer_map_keys(lt.pid, "lt_follow")
+        assert marker in targets, (marker, targets)  # the maps were found and read
+        assert not kids & targets, sorted(kids & targets)
+        assert not kids & follows, sorted(kids & follows)
+    finally:
+        go.touch()
+        if lt.wait(timeout=120) != 0:
+            raise AssertionError(err.read_text()[-3000:])

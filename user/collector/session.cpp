@@ -319,7 +319,7 @@ bool Session::settling(pid_t pid) const {
 }
 
 void Session::retarget(pid_t pid) {
-  if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));
+  if (const auto* interp = targets_.live(pid)) proctrack_->update_target(pid, target_for(*interp));
 }
 
 // --pid targets (and their descendants with --children), --all's first
@@ -687,7 +687,7 @@ void Session::promote(pid_t pid) {
     notes_.push_back("pid " + std::to_string(pid) +
                      ": its first records before it loaded torch or Lightning were more than " +
                      std::to_string(kProvisionalBytes >> 20) + " MiB; the rest of them were dropped");
-  if (const auto* interp = targets_.live(pid)) proctrack_->set_target(pid, target_for(*interp));  // sampled from now
+  if (const auto* interp = targets_.live(pid)) proctrack_->update_target(pid, target_for(*interp));  // sampled from now
 }
 
 // Drains everything already produced, then stops producing: the bridges
@@ -745,7 +745,10 @@ void Session::adopt(pid_t pid, bool must_be_python, Adoption how) {
   if (must_be_python) throw Error(refused->code, refused->why);
   // A launcher in between (shell, torchrun wrapper, `ltrace-bpf run`'s
   // child before its exec): its descendants and its own exec are ours.
-  if (opts_.children && proc::exists(pid)) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
+  if (opts_.children && proc::exists(pid)) {
+    proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
+    if (!proc::exists(pid)) proctrack_->forget(pid);  // it ended meanwhile: no entry to outlive it
+  }
   emit_process_records(pid, nullptr, refused->code == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON,
                        0);
   if (refused->code != ExitCode::not_python) notes_.push_back("pid " + std::to_string(pid) + ": " + refused->why);
@@ -829,6 +832,9 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
   // Follow only once the target is in place: a child forked from now on
   // inherits it in BPF.
   if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
+  // Ended before its entries were in (a process found, not held): BPF saw
+  // no exit of ours, so nothing would remove them before its pid is reused.
+  if (!proc::exists(pid)) proctrack_->forget(pid);
   targets_.adopted(pid, interp);
   if (!how.provisional) ++stats_.traced;  // a provisional target counts once promoted
   emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);
@@ -916,7 +922,7 @@ void Session::check_forked_tsd() {
       const python::TsdLookup* had = targets_.tsd(pid);
       const bool changed = !had || key->key != had->key || key->by_map != had->by_map;
       targets_.set_tsd(pid, *key);
-      if (changed) proctrack_->set_target(pid, target_for(*interp));
+      if (changed) proctrack_->update_target(pid, target_for(*interp));
       targets_.proven(pid);
     } else if (!targets_.retry_unproven(pid)) {
       targets_.drop_tsd(pid);
@@ -996,7 +1002,16 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
       if (provisional_.count(static_cast<pid_t>(p.parent_pid))) provisional_[pid].since_ns = h.ts_ns;  // as its parent
       if (const auto* interp = targets_.on_fork(static_cast<pid_t>(p.parent_pid), pid)) {
         if (!provisional_.count(pid)) ++stats_.traced;
-        proctrack_->set_target(pid, target_for(*interp));
+        // Written only where BPF made it, or for a child still running
+        // its parent's image (the fork raced with the parent's adoption):
+        // one that exec'd or exited since must not get an entry back
+        // (ProcTrackSource::update_target).
+        const lt_target t = target_for(*interp);
+        if (!proctrack_->update_target(pid, t) && proc::same_executable(static_cast<pid_t>(p.parent_pid), pid)) {
+          proctrack_->set_target(pid, t);
+          if (!proc::exists(pid) || !proc::same_executable(static_cast<pid_t>(p.parent_pid), pid))
+            proctrack_->drop_target(pid);  // it exec'd or ended meanwhile
+        }
         emit_process_records(pid, interp, LT_PROC_PYTHON, h.ts_ns);
       }
       return;
@@ -1008,6 +1023,9 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
       break;
     case LT_EV_PROC_EXIT:
       targets_.on_exit(pid);
+      // BPF removed its entries at the exit; any written since (a drain
+      // behind the process) would outlive it: the pid is given again.
+      proctrack_->forget(pid);
       // Never shown to be a torch or Lightning job: no trace of it.
       if (provisional_.erase(pid)) targets_.forget(pid);
       break;

@@ -46,6 +46,13 @@ std::vector<std::string> split_nul(const std::string& s) {
 }
 }  // namespace
 
+bool same_executable(pid_t a, pid_t b) {
+  struct stat sa {
+  }, sb{};
+  return stat(proc_file(a, "exe").c_str(), &sa) == 0 && stat(proc_file(b, "exe").c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 bool exists(pid_t pid) {
   if (pid <= 0) return false;
   if (kill(pid, 0) == 0 || errno == EPERM) {

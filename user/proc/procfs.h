@@ -23,6 +23,9 @@ struct Mapping {
 };
 
 bool exists(pid_t pid);
+// Whether two processes run the same executable file (/proc/PID/exe's
+// device and inode): a fork that has not exec'd yet.
+bool same_executable(pid_t a, pid_t b);
 std::vector<Mapping> read_maps(pid_t pid);
 // Whether the file /proc/PID/exe names is among `maps`. False in the moment
 // of an execve between the new, empty address space and the new program's

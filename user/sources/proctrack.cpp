@@ -94,6 +94,18 @@ void ProcTrackSource::set_target(pid_t pid, const lt_target& t) {
     throw bpf_error("register target " + std::to_string(pid), errno);
 }
 
+bool ProcTrackSource::update_target(pid_t pid, const lt_target& t) {
+  std::uint32_t key = static_cast<std::uint32_t>(pid);
+  if (bpf_map_update_elem(targets_fd(), &key, &t, BPF_EXIST) == 0) return true;
+  if (errno == ENOENT) return false;
+  throw bpf_error("update target " + std::to_string(pid), errno);
+}
+
+void ProcTrackSource::drop_target(pid_t pid) {
+  std::uint32_t key = static_cast<std::uint32_t>(pid);
+  bpf_map_delete_elem(targets_fd(), &key);
+}
+
 void ProcTrackSource::forget(pid_t pid) {
   std::uint32_t key = static_cast<std::uint32_t>(pid);
   bpf_map_delete_elem(targets_fd(), &key);

@@ -55,8 +55,16 @@ class ProcTrackSource {
   void set_thread_states(pid_t pid, const std::vector<std::pair<std::uint32_t, std::uint64_t>>& threads);
 
   void follow(pid_t pid, std::uint32_t flags);
+  // Creates or replaces pid's entry: its adoption (held, or alive).
   void set_target(pid_t pid, const lt_target& t);
-  void forget(pid_t pid);
+  // Replaces pid's entry only where BPF still has it. An exec or exit
+  // removed it; written again, it would outlive the process, and the next
+  // process given that pid (pid_max is 32768 on this machine) would be
+  // taken for our target: its exec held by us, not by its own tracer.
+  // False: there was none.
+  bool update_target(pid_t pid, const lt_target& t);
+  void drop_target(pid_t pid);     // its target entry only (its follow entry stays)
+  void forget(pid_t pid);          // every entry of pid
   lt_drop_counters drops() const;  // summed over CPUs
   // Records lost or degraded per (process, kind, cause), as far as the
   // bounded table held them (drops() has the totals).
