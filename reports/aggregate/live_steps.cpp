@@ -73,6 +73,10 @@ void LiveSteps::on_end(const lt_event_header& h, const lt_action_event& e) {
     for (const auto& [key, o] : p.open) outermost = outermost && o.tid != h.tid;
     const bool evaluation_step = hook.role == BatchRole::step && hook.stage != BatchStage::train;
     if (outermost) (evaluation_step ? p.maybe_escaped : thrown_).push_back({h.pid, h.tid, h.ts_ns, std::move(name)});
+    // The run is over, interrupted: what the script does next (handle the
+    // error, exit) is no stall of it (CI 102: the exit of a process after
+    // its fit raised took over --stall 2s).
+    if (outermost && !evaluation_step && p.open.empty()) p.between_runs = true;
   }
   if (run_end && p.open.empty()) p.between_runs = true;
   if (p.in_step && hook.stage == BatchStage::train && hook.role == BatchRole::batch_end) {
@@ -83,6 +87,7 @@ void LiveSteps::on_end(const lt_event_header& h, const lt_action_event& e) {
 
 void LiveSteps::settle(Proc& p, bool escaped) {
   if (escaped) thrown_.insert(thrown_.end(), p.maybe_escaped.begin(), p.maybe_escaped.end());
+  if (escaped && !p.maybe_escaped.empty() && p.open.empty()) p.between_runs = true;  // as above
   p.maybe_escaped.clear();
 }
 

@@ -53,7 +53,8 @@ class LiveSteps {
   // Steps pid has completed.
   std::uint32_t steps(std::uint32_t pid) const;
   // Whether pid's last Trainer run has ended (its on_fit_end or teardown
-  // hooks the last actions, none open since) and no action began after.
+  // hooks the last actions, or an exception that escaped it; none open
+  // since) and no action began after.
   bool between_runs(std::uint32_t pid) const;
   void forget(std::uint32_t pid) { procs_.erase(pid); }
   // The exceptions that escaped since the last call (ThrownAction), as of

@@ -178,6 +178,8 @@ TEST(LiveSteps, AnExceptionThatUnwindsTheOutermostActionEscaped) {
   EXPECT_EQ(t[0].ts_ns, 7 * ms);
   EXPECT_EQ(t[0].action, "run_training_epoch");
   EXPECT_TRUE(steps.take_thrown().empty());  // taken
+  // The run is over: what the script does next is no stall.
+  EXPECT_TRUE(steps.between_runs(7));
   // A worker thread's action unwound while the main thread's is open:
   // outermost on its own thread, so escaped there too.
   Stream two;
@@ -227,7 +229,9 @@ TEST(LiveSteps, AnEvaluationStepUnwoundEscapedOnlyIfNothingOfTheLoopFollows) {
   // No callbacks, nothing begun: escaped once kEscapeQuietNs passed.
   auto quiet = run(nullptr);
   EXPECT_TRUE(quiet->take_thrown(2 * ms + LiveSteps::kEscapeQuietNs - 1).empty());
+  EXPECT_FALSE(quiet->between_runs(7));
   EXPECT_EQ(quiet->take_thrown(2 * ms + LiveSteps::kEscapeQuietNs).size(), 1u);
+  EXPECT_TRUE(quiet->between_runs(7)) << "escaped: the run is over";
   // The process ended before anything else began: escaped.
   auto gone = run(nullptr);
   Stream exit;
