@@ -79,7 +79,8 @@ ArrivalInput arrival_input(const MergePlan& plan) {
   return in;
 }
 
-ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks, const ArrivalClocks& clocks) {
+ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks, const ArrivalClocks& clocks,
+                               const KnownOffsets* known) {
   ArrivalReport out;
   out.ranks.resize(nranks);
   std::vector<std::map<std::uint8_t, std::vector<std::int64_t>>> waited_for(nranks);
@@ -112,8 +113,20 @@ ArrivalReport analyze_arrivals(const ArrivalInput& in, std::size_t nranks, const
     std::sort(by_time.begin(), by_time.end(), [](auto* a, auto* b) { return a->t_ns < b->t_ns; });
 
     ga.aligned = true;
+    const auto known_offset = [&](std::size_t r) -> std::optional<std::int64_t> {
+      if (!known || g >= known->size() || r >= (*known)[g].size()) return std::nullopt;
+      return (*known)[g][r];
+    };
     for (std::size_t r = 0; r < nranks && ga.aligned; ++r) {
       if (!ga.present[r] || r == ref) continue;
+      if (const auto kr = known_offset(r), kref = known_offset(ref); kr && kref) {
+        const Score s = score(calls[r], by_seq, *kr - *kref);
+        if (s.agrees) {
+          ga.offset[r] = *kr - *kref;
+          ga.median_dt_ns[r] = s.median_dt;
+          continue;
+        }
+      }
       // Candidates: the reference call nearest in time to a sample of this
       // rank's calls, and two neighbours on each side.
       std::set<std::int64_t> cands;

@@ -175,6 +175,21 @@ def cluster(tmp_path_factory):
                              capture_output=True, text=True, timeout=120)
         out["bad"] = bad
 
+        # S: over the whole fit, a watcher on every node with the straggler
+        # rule alone: the coordinator lines up all four ranks (each node's
+        # arrivals on its clock made the coordinator's) and names rank 3 of
+        # node2; node2's watcher captures it. --no-inject: its escalation
+        # raises the stack rate only (B's recorders below use no op observer
+        # either).
+        s_dir = tmp / "swatch"
+        s_err = open(tmp / "s.err", "w")
+        s = subprocess.Popen([LTRACE, "cluster", "--slurm-job", str(job), "watch", "-v", "--dir", str(s_dir),
+                              "--triggers", "straggler", "--no-inject", "--capture-before", "5s",
+                              "--capture-after", "1s"], env=sim.env, stdout=subprocess.DEVNULL, stderr=s_err, text=True)
+        out["s"] = s
+        for node in ("node1", "node2"):
+            wait_for(str(tmp / "s.err"), f"{node}: attached: 2 process(es)", 120, s)
+
         # B: the whole fit, into the shared directory, beside a single-rank
         # attach of every rank.
         b_dir = tmp / "traces_b"
@@ -209,11 +224,28 @@ def cluster(tmp_path_factory):
                     p.kill()
         out["b_rc"] = b.returncode
         out["b_err"] = (tmp / "b.err").read_text()
+        # S: its straggler's capture, once written (at the latest when the
+        # ranks are gone and the watchers end), then a stop.
+        try:
+            wait_until(lambda: glob.glob(str(s_dir / "node2" / "captures" / "*straggler*" / "*.ltrace"))
+                       or s.poll() is not None, 120, "node2's straggler capture")
+            wait_until(lambda: "node2: watch: summary: straggler" in (tmp / "s.err").read_text()
+                       or s.poll() is not None, 120, "the capture's summary line")
+            s.send_signal(signal.SIGINT)
+            s.wait(timeout=120)
+        finally:
+            if s.poll() is None:
+                s.kill()
+        out["s_rc"] = s.returncode
+        out["s_err"] = (tmp / "s.err").read_text()
+        out["s_dir"] = s_dir
         out["b_dir"] = b_dir
         out["singles"] = singles
         sim.wait_state(job, "COMPLETED", 120)
         yield out
     finally:
+        if "s" in out and out["s"].poll() is None:
+            out["s"].kill()
         if "job" in out:
             sim.cancel(out["job"])
         sim.stop()
@@ -232,6 +264,41 @@ def test_a_watcher_on_every_node_captures_on_request_and_stops_cleanly(cluster):
         assert os.path.isdir(cluster["w_dir"] / node / "ring"), node
     assert glob.glob(str(cluster["w_dir"] / "node2" / "captures" / "*" / "*.ltrace")), err[-4000:]
     assert not glob.glob(str(cluster["w_dir"] / "node1" / "captures" / "*")), err[-4000:]
+    assert "ended badly" not in err, err[-4000:]
+
+
+def test_the_straggler_across_nodes_is_named_and_captured_on_its_node(cluster):
+    """`cluster ... watch`'s straggler rule over every node's ranks: node2's
+    rank 3, 30 ms late at every step, is named by the coordinator with all
+    4 ranks of both nodes lined up (neither node's watcher sees more than
+    its own 2), within 20 of its steps; node2's clock, 3.7 ms ahead, is
+    measured; node2's watcher writes the straggler capture, node1's none."""
+    err = cluster["s_err"]
+    assert cluster["s_rc"] == 0, err[-4000:]
+    m = re.search(r"ltrace-bpf: cluster: node2: clock ([-+][\d.]+) ms against this host's \(round trip ([\d.]+) ms\)",
+                  err)
+    assert m, err[-4000:]
+    shift_ms, delay_ms = float(m.group(1)), float(m.group(2))
+    assert abs(shift_ms - SHIFT_NS / 1e6) <= delay_ms / 2 + 0.1, (shift_ms, delay_ms)
+    named = re.findall(r"ltrace-bpf: cluster: straggler: the straggler across nodes: rank (\d+) on (\w+), last to "
+                       r"arrive at (\d+) of the last (\d+) \S+ collectives of (\d+) ranks on (\d+) nodes that kept "
+                       r"others waiting \(([\d.]+) ms each, median\), named at its train step (\d+)", err)
+    assert named, err[-4000:]
+    rank, node, last, of, ranks, nodes, wait_ms, step = named[0]
+    print(f"cluster watch: rank {rank} on {node} named at its train step {step}: last at {last} of {of}, "
+          f"others waited {wait_ms} ms (median); node2's clock {shift_ms:+.3f} ms (round trip {delay_ms:.3f} ms)")
+    assert (int(rank), node, int(ranks), int(nodes)) == (SLOW_RANK, "node2", 4, 2), named
+    assert int(last) >= 12 and int(of) == 16, named
+    assert int(step) <= 20, named  # slow from its first step: named within 20
+    # The others waited for its sleep, less what they spent themselves (bound: SLOW_S).
+    assert 0.25 * SLOW_S * 1e3 <= float(wait_ms) <= 1.2 * SLOW_S * 1e3, named
+    assert len(named) == 1, named  # once while it stays the straggler
+    caps = glob.glob(str(cluster["s_dir"] / "node2" / "captures" / "*straggler*" / "trace.ltrace"))
+    assert len(caps) == 1, (caps, err[-4000:])
+    assert not glob.glob(str(cluster["s_dir"] / "node1" / "captures" / "*")), err[-4000:]
+    # node2's watcher's summary line gives the coordinator's reason (4 ranks:
+    # more than its own node has).
+    assert re.search(r"ltrace-bpf: node2: watch: straggler: .*of 4 ranks on 2 nodes", err), err[-4000:]
     assert "ended badly" not in err, err[-4000:]
 
 

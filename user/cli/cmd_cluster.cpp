@@ -21,10 +21,10 @@ namespace lt {
 void check_cluster(Options& o) {
   if (o.slurm_job.empty()) throw Error(ExitCode::usage, "cluster needs --slurm-job ID (the running job to attach to)");
   if (o.cluster_watch) {
-    if (!o.output.empty() || o.gather != "auto" || !o.clock_addr.empty() || o.json)
+    if (!o.output.empty() || o.gather != "auto" || o.json)
       throw Error(ExitCode::usage,
-                  "cluster ... watch runs a watcher on every node: -o, --gather, --clock-addr and --json do not apply "
-                  "(it takes --nodes, --agent, --dir and watch's options)");
+                  "cluster ... watch runs a watcher on every node: -o, --gather and --json do not apply "
+                  "(it takes --nodes, --agent, --clock-addr, --dir and watch's options)");
     for (const auto& [name, commands] : o.agent_arg_specs)
       if (!(commands & command_bit(Options::Command::watch)))
         throw Error(ExitCode::usage, name +
@@ -103,6 +103,7 @@ int cmd_cluster(Options& opts) {
     take_job_nodes(opts, cw);
     cw.watch_args = opts.agent_args;
     cw.dir = opts.watch_dir;
+    cw.clock_host = opts.clock_addr;
     return cluster::run_cluster_watch(cw, stop_requested());
   }
   cluster::ClusterOptions co;

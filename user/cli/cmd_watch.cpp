@@ -29,7 +29,9 @@
 #include "user/cli/builtin.h"
 #include "user/cli/dump_output.h"
 #include "user/cli/stop_signals.h"
+#include "user/cluster/agent.h"
 #include "user/cluster/clock_exchange.h"
+#include "user/cluster/watch_uplink.h"
 #include "user/collector/session.h"
 #include "user/collector/synthesized_records.h"
 #include "user/collector/tracer.h"
@@ -285,7 +287,23 @@ int cmd_watch(Options& opts) {
     escalate_next.emplace_back(static_cast<pid_t>(t.pid), t.after_ns ? t.after_ns : escalate_ns);
     return threads_now(t);
   };
-  Watcher watcher(watch_options(opts), on_trigger, render_capture);
+  // cluster ... watch: the straggler rule runs at the coordinator, over
+  // every node's ranks; the arrivals go there, its requests come back.
+  std::unique_ptr<cluster::WatchUplink> uplink;
+  WatchOptions wo = watch_options(opts);
+  if (!opts.upstream.empty()) {
+    std::string host;
+    std::uint16_t port = 0;
+    if (!cluster::parse_host_port(opts.upstream, host, port))
+      throw Error(ExitCode::usage, "--upstream needs [HOST]:PORT (got '" + opts.upstream + "')");
+    host = cluster::clock_server_host(host);
+    if (host.empty())
+      std::cerr << "ltrace-bpf: watch: --upstream " << opts.upstream
+                << ": no host given and no SLURM_LAUNCH_NODE_IPADDR: clock not measured\n";
+    uplink = std::make_unique<cluster::WatchUplink>(host, port, [] { wake_loop(); });
+    if (wo.triggers.straggler) wo.arrivals = uplink.get();
+  }
+  Watcher watcher(std::move(wo), on_trigger, render_capture);
   auto escalation_tick = [&](std::uint64_t now) {
     if (!live) return;
     // Each process has its own deadline, the latest its triggers asked for
@@ -353,13 +371,31 @@ int cmd_watch(Options& opts) {
   so.gpu = false;
   so.reports = "verdict,simple,advanced,comm,steps,ops,memory";
   so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };
-  std::uint64_t next_publish = 0, segments_ended = 0;
+  std::uint64_t next_publish = 0, segments_ended = 0, next_progress = 0;
+  std::map<std::uint32_t, std::uint64_t> progress_sent;  // pid -> steps said to the coordinator
   so.on_tick = [&](std::uint64_t now) {
     if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
     {
       std::lock_guard lock(asked_mutex);
       for (const auto& a : std::exchange(asked_captures, {}))
         watcher.request(a.pid, now, a.for_uid, static_cast<std::uint64_t>(a.after_s * 1e9));
+    }
+    if (uplink) {
+      for (const auto& r : uplink->take_requests()) watcher.name_straggler(r.pid, r.what, now);
+      // Each rank's steps as they change (the coordinator names the step a
+      // straggler was found at) and its median (its lateness bound), and
+      // once a second regardless.
+      const bool all = now >= next_progress;
+      std::map<std::uint32_t, std::uint64_t> sent;  // the live processes only: bounded
+      for (const auto& p : watcher.progress()) {
+        const auto it = progress_sent.find(p.pid);
+        if (all || it == progress_sent.end() || it->second != p.steps)
+          uplink->progress(p.pid, p.rank, p.steps, p.median_ns);
+        sent[p.pid] = p.steps;
+      }
+      progress_sent.swap(sent);
+      if (all) next_progress = now + 1'000'000'000;
+      uplink->flush(now);
     }
     watcher.tick(now);
     // A new ring segment: its samples' lines are written into it again, so
@@ -386,6 +422,7 @@ int cmd_watch(Options& opts) {
       due = std::min(due, e.until);
     }
     if (metrics) due = std::min(due, next_publish);
+    if (uplink) due = std::min(due, next_progress);
     return due;
   };
   so.wake_fd = loop_wakeup_fd();

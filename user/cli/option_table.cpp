@@ -493,6 +493,11 @@ const OptionSpec kOptions[] = {
    .help = "watch: members of GROUP may ask the watcher's socket about any process (else each user about "
            "their own; root about all)",
    .store = [](Options& o, const std::string& v) { o.admin_group = v; }, .example = "wheel", .passed_on = true},
+  {.name = "upstream", .arg = "[HOST]:PORT", .commands = kWatch,
+   .help = "what cluster ... watch gives each node's watcher: its ranks' collective arrivals go to the coordinator "
+           "(stdout, on the wall clock of HOST:PORT's clock server), which runs the straggler rule over every "
+           "node's ranks and asks for captures on stdin",
+   .store = [](Options& o, const std::string& v) { o.upstream = v; }, .example = ":9"},
   {.name = "vs", .arg = "B", .commands = command_bit(C::diff),
    .help = "diff: the traces before --vs are A's runs, B and those after it B's (several runs a side: the test is "
            "over runs, so that what differs between two runs of one job is in it)",

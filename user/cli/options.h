@@ -116,6 +116,7 @@ struct Options {
   bool capture_now = false;  // watch --capture-now: ask the running watcher for a capture
   bool dump_now = false;     // watch --dump-now: ask it for a dump of --pid PID
   std::string admin_group;   // watch: members may ask about any process (its socket)
+  std::string upstream;      // watch --upstream [HOST]:PORT: cluster ... watch's node side (watch_uplink.h)
   bool help = false, version = false;
 };
 

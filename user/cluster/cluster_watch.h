@@ -17,6 +17,7 @@ namespace lt::cluster {
 struct ClusterWatchOptions : JobNodes {
   std::vector<std::string> watch_args;  // watch's options, as given
   std::string dir;                      // each node's watcher gets DIR/NODE
+  std::string clock_host;               // the address the watchers reach us at; "": what srun tells them
 };
 
 // Runs until every node's watcher ended (the job's ranks gone, or a stop

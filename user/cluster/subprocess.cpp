@@ -13,11 +13,15 @@
 
 namespace lt::cluster {
 
-pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err, const RunAs* as) {
-  int o[2], e[2];
+pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err, const RunAs* as, int* in) {
+  int o[2], e[2], i[2] = {-1, -1};
   if (pipe2(o, O_CLOEXEC) != 0) return -1;
   if (pipe2(e, O_CLOEXEC) != 0) {
     close(o[0]), close(o[1]);
+    return -1;
+  }
+  if (in && pipe2(i, O_CLOEXEC) != 0) {
+    close(o[0]), close(o[1]), close(e[0]), close(e[1]);
     return -1;
   }
   std::vector<char*> args;
@@ -36,8 +40,12 @@ pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err, cons
           break;
         }
     }
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
+    if (in) {
+      dup2(i[0], 0);
+    } else {
+      const int devnull = open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, 0);
+    }
     dup2(o[1], 1);
     dup2(e[1], 2);
     if (as && (setgroups(as->groups.size(), as->groups.data()) != 0 || setgid(as->gid) != 0 || setuid(as->uid) != 0 ||
@@ -51,23 +59,26 @@ pid_t spawn_piped(const std::vector<std::string>& argv, int& out, int& err, cons
   }
   const int saved = errno;
   close(o[1]), close(e[1]);
+  if (in) close(i[0]);
   if (pid < 0) {
     close(o[0]), close(e[0]);
+    if (in) close(i[1]);
     errno = saved;
     return -1;
   }
   out = o[0];
   err = e[0];
+  if (in) *in = i[1];
   return pid;
 }
 
-pid_t spawn_srun(const std::vector<std::string>& argv, bool verbose, int& out, int& err, const RunAs* as) {
+pid_t spawn_srun(const std::vector<std::string>& argv, bool verbose, int& out, int& err, const RunAs* as, int* in) {
   if (verbose) {
     std::string line;
     for (const auto& s : argv) line += (line.empty() ? "" : " ") + s;
     std::cerr << "ltrace-bpf: cluster: " << (as ? "as uid " + std::to_string(as->uid) + ": " : "") << line << "\n";
   }
-  return spawn_piped(argv, out, err, as);
+  return spawn_piped(argv, out, err, as, in);
 }
 
 std::string node_binary(const std::string& agent_path) {

@@ -28,7 +28,7 @@ void StragglerWatch::forget(std::uint32_t pid) {
   procs_.erase(pid);
 }
 
-std::optional<StragglerVerdict> StragglerWatch::check(std::int64_t gap_ns) const {
+std::optional<StragglerVerdict> StragglerWatch::check(std::int64_t gap_ns) {
   if (procs_.size() < 2 || o_.window == 0) return std::nullopt;
   gap_ns = std::max(gap_ns, o_.min_gap_ns);
   std::vector<std::uint32_t> pids;
@@ -38,12 +38,30 @@ std::optional<StragglerVerdict> StragglerWatch::check(std::int64_t gap_ns) const
     ngroups = std::max(ngroups, p.groups.size());
   }
   ArrivalInput in(ngroups, std::vector<std::vector<ArrivalCall>>(pids.size()));
+  KnownOffsets known(ngroups, std::vector<std::optional<std::int64_t>>(pids.size()));
   for (std::size_t r = 0; r < pids.size(); ++r) {
-    const Proc& p = procs_.at(pids[r]);
-    for (std::size_t g = 0; g < p.groups.size(); ++g)
+    Proc& p = procs_.at(pids[r]);
+    p.offset.resize(p.groups.size());
+    for (std::size_t g = 0; g < p.groups.size(); ++g) {
       for (const Call& c : p.groups[g]) in[g][r].push_back({c.t_ns, c.seq, c.kind, 0, 0, 0});
+      known[g][r] = p.offset[g];
+    }
   }
-  const ArrivalReport rep = analyze_arrivals(in, pids.size());
+  const ArrivalReport rep = analyze_arrivals(in, pids.size(), {}, &known);
+  // Keep each aligned group's offsets, on the scale of those kept before.
+  for (const auto& ga : rep.groups) {
+    if (!ga.aligned) continue;
+    std::int64_t shift = 0;
+    for (std::size_t r = 0; r < pids.size(); ++r)
+      if (ga.present[r] && known[ga.group][r]) {
+        shift = *known[ga.group][r] - ga.offset[r];
+        break;
+      }
+    for (std::size_t r = 0; r < pids.size(); ++r) {
+      auto& kept = procs_.at(pids[r]).offset;
+      if (ga.present[r] && ga.group < kept.size() && !kept[ga.group]) kept[ga.group] = ga.offset[r] + shift;
+    }
+  }
   // The collectives every rank made and someone waited for: the last
   // arrival `gap` or more after the runner-up.
   struct Waited {

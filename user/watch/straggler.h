@@ -47,7 +47,9 @@ class StragglerWatch {
   void forget(std::uint32_t pid);
   // The straggler over the newest window, if one stands out now; `gap_ns`:
   // the least lateness that counts (at least min_gap_ns).
-  std::optional<StragglerVerdict> check(std::int64_t gap_ns = 0) const;
+  // Each group's line-up, once found, is kept (KnownOffsets): a later
+  // window whose times alone are ambiguous lines up as the earlier did.
+  std::optional<StragglerVerdict> check(std::int64_t gap_ns = 0);
 
  private:
   struct Call {
@@ -58,6 +60,7 @@ class StragglerWatch {
   struct Proc {
     std::map<std::uint64_t, std::size_t> group_of;  // backend object -> index in first-use order
     std::vector<std::deque<Call>> groups;
+    std::vector<std::optional<std::int64_t>> offset;  // per group: instance number = seq + offset
   };
   StragglerOptions o_;
   std::map<std::uint32_t, Proc> procs_;

@@ -108,6 +108,7 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                      on_trigger(policy_.on_exit(e.child_pid, e.exit_code, hh.ts_ns, now));
                      steps_.forget(e.child_pid);
                      stragglers_.forget(e.child_pid);
+                     if (o_.arrivals) o_.arrivals->gone(e.child_pid);
                    },
                    [&](const lt_event_header& hh, const lt_proc_stats_event& e) {
                      if (auto it = procs_.find(hh.pid); it != procs_.end() && !it->second.exited) {
@@ -134,6 +135,10 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                    },
                    [&](const lt_event_header& hh, const lt_comm_event& e) {
                      if (auto it = procs_.find(hh.pid); it != procs_.end()) ++it->second.collectives;
+                     if (o_.arrivals) {
+                       o_.arrivals->arrival(hh.pid, e.pg, e.seq, e.kind, hh.ts_ns);
+                       return;
+                     }
                      stragglers_.add(hh.pid, e.pg, e.seq, e.kind, static_cast<std::int64_t>(hh.ts_ns));
                      comm_since_check_ = true;
                    },
@@ -316,7 +321,7 @@ void Watcher::tick(std::uint64_t now_ns) {
 // Every 50 ms at most, when collectives came: a rank named once while it
 // stays the straggler, again after it stopped being one.
 void Watcher::check_stragglers(std::uint64_t now_ns) {
-  if (!comm_since_check_ || now_ns - straggler_checked_ns_ < 50'000'000) return;
+  if (o_.arrivals || !comm_since_check_ || now_ns - straggler_checked_ns_ < 50'000'000) return;
   comm_since_check_ = false;
   straggler_checked_ns_ = now_ns;
   // A lateness worth a capture: 5 ms, and a tenth of the slowest rank's
@@ -339,6 +344,19 @@ void Watcher::check_stragglers(std::uint64_t now_ns) {
                 v->last, v->of, v->kind.c_str(), v->ranks, static_cast<double>(v->median_wait_ns) / 1e6,
                 static_cast<unsigned long long>(p.steps));
   on_trigger(policy_.on_straggler(v->pid, now_ns, static_cast<std::uint32_t>(p.steps), what, now_ns));
+}
+
+void Watcher::name_straggler(std::uint32_t pid, const std::string& what, std::uint64_t now_ns) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end() || it->second.exited) return;
+  on_trigger(policy_.on_straggler(pid, now_ns, static_cast<std::uint32_t>(it->second.steps), what, now_ns));
+}
+
+std::vector<ProcProgress> Watcher::progress() const {
+  std::vector<ProcProgress> out;
+  for (const auto& [pid, p] : procs_)
+    if (!p.exited) out.push_back({pid, p.rank, p.steps, p.median_ns});
+  return out;
 }
 
 std::vector<std::vector<std::byte>> Watcher::step_bases(std::uint64_t from_ns, std::uint64_t to_ns) const {

@@ -29,13 +29,31 @@
 
 namespace lt {
 
+// Where the straggler rule runs elsewhere (`cluster ... watch`: the
+// coordinator, over every node's ranks; user/cluster/watch_uplink.h): the
+// c10d calls and the exits it needs go there instead.
+struct ArrivalSink {
+  virtual ~ArrivalSink() = default;
+  virtual void arrival(std::uint32_t pid, std::uint64_t pg, std::uint64_t seq, std::uint8_t kind,
+                       std::uint64_t ts_ns) = 0;
+  virtual void gone(std::uint32_t pid) = 0;
+};
+
 struct WatchOptions {
   FlightRingOptions ring;
   TriggerOptions triggers;
   std::uint64_t before_ns = 60'000'000'000;  // of the ring, before the trigger
   std::uint64_t after_ns = 10'000'000'000;   // after it
   unsigned max_captures = 50;
-  std::string host;  // in capture names
+  std::string host;                 // in capture names
+  ArrivalSink* arrivals = nullptr;  // set: the straggler rule is not run here (named by name_straggler)
+};
+
+// A watched process's progress, as the metrics and summary count it.
+struct ProcProgress {
+  std::uint32_t pid = 0;
+  int rank = -1;
+  std::uint64_t steps = 0, median_ns = 0;
 };
 
 struct Capture {
@@ -96,6 +114,11 @@ class Watcher {
   // after_ns: the capture's after-window (0: --capture-after).
   void request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid = std::nullopt,
                std::uint64_t after_ns = 0);
+  // The straggler rule run elsewhere (WatchOptions::arrivals) named `pid`:
+  // a straggler trigger for it, `what` its one line.
+  void name_straggler(std::uint32_t pid, const std::string& what, std::uint64_t now_ns);
+  // Every live process watched.
+  std::vector<ProcProgress> progress() const;
   // The watch ends: steps still open closed, every capture waiting written
   // (its window cut at now).
   void finish(std::uint64_t now_ns);
