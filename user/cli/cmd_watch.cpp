@@ -442,6 +442,9 @@ int cmd_watch(Options& opts) {
   for (auto& line : watcher.summary()) std::cerr << "ltrace-bpf: watch: " << line << "\n";
   std::cerr << "ltrace-bpf: watch: " << session.stats().records << " records, " << watcher.captures()
             << " capture(s); the ring holds " << watcher.ring().bytes() << " bytes in " << opts.watch_dir << "/ring\n";
+  if (uplink && uplink->dropped())
+    std::cerr << "ltrace-bpf: watch: " << uplink->dropped()
+              << " collective arrival(s) not sent to the coordinator (it did not read them in time)\n";
   unlink(pid_file(opts).c_str());
   close(pid_fd);
   return 0;

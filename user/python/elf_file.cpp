@@ -1,8 +1,11 @@
 #include "user/python/elf_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "user/core/errors.h"
 #include "user/proc/elf_image.h"
@@ -74,15 +77,29 @@ std::optional<std::uint64_t> ElfFile::file_offset(std::uint64_t vaddr) const {
   return std::nullopt;
 }
 
+ElfFile::Fd::~Fd() {
+  if (fd >= 0) close(fd);
+}
+
 std::string ElfFile::read(std::uint64_t vaddr, std::uint64_t len) const {
   for (auto& s : segments_) {
     if (vaddr < s.vaddr || vaddr >= s.vaddr + s.filesz) continue;
     len = std::min(len, s.vaddr + s.filesz - vaddr);
-    std::ifstream in(path_, std::ios::binary);
+    if (!file_) {
+      file_ = std::make_shared<Fd>();
+      file_->fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    }
+    if (file_->fd < 0) return {};
     std::string out(len, '\0');
-    in.seekg(static_cast<std::streamoff>(vaddr - s.vaddr + s.offset));
-    in.read(out.data(), static_cast<std::streamsize>(len));
-    out.resize(static_cast<std::size_t>(in.gcount()));
+    std::size_t got = 0;
+    while (got < len) {
+      const ssize_t n =
+          pread(file_->fd, out.data() + got, len - got, static_cast<off_t>(vaddr - s.vaddr + s.offset + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    out.resize(got);
     return out;
   }
   return {};

@@ -9,6 +9,7 @@
 // file and its relocations say is the same at every moment.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -57,6 +58,13 @@ class ElfFile {
  private:
   void read_relocations(const ElfImage& image);
   std::string path_;
+  // Opened at the first read and kept: a table walk reads ~100 words and
+  // strings (one open each before).
+  struct Fd {
+    int fd = -1;
+    ~Fd();
+  };
+  mutable std::shared_ptr<Fd> file_;
   int type_ = 0;
   std::vector<Segment> segments_;
   std::vector<std::pair<std::string, Symbol>> symbols_;  // dynsym then symtab
