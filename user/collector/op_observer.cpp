@@ -25,6 +25,7 @@
 #include "user/proc/proc_stats.h"
 #include "user/proc/procfs.h"
 #include "user/proc/thread_status.h"
+#include "user/proc/withheld_bound.h"
 #include "user/sources/opprobe.h"
 #include "user/text/utf8_text.h"
 #include "user/torch/observer_layouts.h"
@@ -178,11 +179,9 @@ struct OpObserver::Pending {
   std::string version;
   lt_obs_layout layout{};  // the job's torch's, for the bridge
   bool injected = false;
-  std::uint64_t deadline = 0;  // for the phase under way (see past_deadline)
-  std::uint64_t phase_started = 0;
-  std::uint64_t waited_at_phase = 0;  // longest_runqueue_wait at the phase's start
-  std::uint64_t started = 0;          // monotonic ns
-  std::unique_ptr<Buffer> buffer;     // mapped, claimed, asked (the second phase)
+  proc::WithheldBound phase;       // the phase under way's bound (start_phase)
+  std::uint64_t started = 0;       // monotonic ns
+  std::unique_ptr<Buffer> buffer;  // mapped, claimed, asked (the second phase)
   std::uint32_t request = 0;
 };
 
@@ -253,28 +252,14 @@ std::string OpObserver::start(pid_t pid) {
 }
 
 // Each phase of a handshake has the bridge's 2 s, plus what the job's
-// threads waited for a CPU meanwhile (the longest wait of any of them): a
-// loaded machine that gives the bridge no turn does not fail it (a CI run
-// beside a build failed a handshake once). 30 s at most.
+// threads waited for a CPU meanwhile (proc/withheld_bound.h), 30 s at most.
 void OpObserver::start_phase(pid_t pid, Pending& p, std::uint64_t now) {
-  p.phase_started = now;
-  p.deadline = now + kWaitNs;
-  p.waited_at_phase = proc::longest_runqueue_wait(pid);
-}
-
-bool handshake_phase_over(std::uint64_t started, std::uint64_t now, std::uint64_t waited) {
-  if (now < started) return false;
-  const std::uint64_t elapsed = now - started;
-  return elapsed >= kWaitMaxNs || elapsed >= kWaitNs + waited;
+  p.phase = proc::WithheldBound(now, kWaitNs, kWaitMaxNs);
+  p.phase.watch(pid);
 }
 
 bool OpObserver::past_deadline(pid_t pid, Pending& p, std::uint64_t now) {
-  if (now < p.deadline) return false;  // no /proc read before the first 2 s are up
-  const std::uint64_t waited = proc::longest_runqueue_wait(pid);
-  const std::uint64_t extra = waited > p.waited_at_phase ? waited - p.waited_at_phase : 0;
-  if (handshake_phase_over(p.phase_started, now, extra)) return true;
-  p.deadline = std::min(p.phase_started + kWaitNs + extra, p.phase_started + kWaitMaxNs);
-  return false;
+  return p.phase.over(now, {pid});
 }
 
 // One step of a handshake, never waiting: its buffer (found among the

@@ -24,12 +24,6 @@ namespace lt {
 class OpProbeSource;
 class OpProbes;
 
-// Whether a handshake phase begun at `started` (monotonic ns) is over at
-// `now`: the bridge's 2 s have passed, more `waited` (ns the job's threads
-// waited for a CPU meanwhile: a loaded machine's), or 30 s whatever the
-// wait.
-bool handshake_phase_over(std::uint64_t started, std::uint64_t now, std::uint64_t waited);
-
 class OpObserver {
  public:
   OpObserver(const TracerContext& ctx, OpProbeSource& source, OpProbes& probes);

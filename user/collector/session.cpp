@@ -22,6 +22,7 @@
 #include "user/proc/census.h"
 #include "user/proc/proc_stats.h"
 #include "user/proc/procfs.h"
+#include "user/proc/withheld_bound.h"
 #include "user/python/symbolizer.h"
 #include "user/sources/bpf_errors.h"
 #include "user/sources/libload.h"
@@ -392,24 +393,9 @@ double Session::await_bridges(ring_buffer* rb, const std::atomic<bool>& stop) {
   };
   auto waiting = [&settling] { return !settling().empty(); };
   if (!waiting()) return 0;
-  std::map<pid_t, std::uint64_t> waited_at_start;
-  for (pid_t pid : settling()) waited_at_start[pid] = proc::longest_runqueue_wait(pid);
-  std::uint64_t until = start + kBridgeStartNs, checked = start;
-  auto before_deadline = [&] {
-    const auto now = monotonic_ns();
-    if (now < until) return true;
-    if (now - checked < 100'000'000 && now < start + kBridgeStartMaxNs) return true;  // /proc read at most 10/s
-    checked = now;
-    std::uint64_t extra = 0;
-    for (pid_t pid : settling()) {
-      const auto w = proc::longest_runqueue_wait(pid);
-      const auto at = waited_at_start.count(pid) ? waited_at_start[pid] : w;
-      extra = std::max(extra, w > at ? w - at : 0);
-    }
-    until = std::min(start + kBridgeStartNs + extra, start + kBridgeStartMaxNs);
-    return now < until;
-  };
-  while (waiting() && before_deadline() && !stop.load()) {
+  proc::WithheldBound bound(start, kBridgeStartNs, kBridgeStartMaxNs);
+  for (pid_t pid : settling()) bound.watch(pid);
+  while (waiting() && !bound.over(monotonic_ns(), settling()) && !stop.load()) {
     nap(LoopCadence{}.drain_ns / 4);
     const int n = drain(rb);
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
