@@ -1,5 +1,6 @@
 #include "user/cluster/cluster_watch.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -73,12 +74,15 @@ bool take_uplink_line(NodeWatcher& w, const std::string& line, CrossNodeStraggle
     rule.through(w.node, to_i64(m->field("t")));
   } else if (m->kind == "gone") {
     rule.gone(w.node, pid);
-  } else if (m->kind == "clock") {
+  } else if (m->kind != "clock") {
+    return false;  // not the uplink's: passed on as the node's line
+  } else {
     // Once, and again under -v (every minute): the node's wall clock against ours.
-    if (m->field("ok") != "1") {
+    if (w.clock_said && !verbose) {
+    } else if (m->field("ok") != "1") {
       std::cerr << "ltrace-bpf: cluster: " << w.node << ": clock not measured (" << m->field("error")
                 << "): its arrivals are taken on its own wall clock\n";
-    } else if (!w.clock_said || verbose) {
+    } else {
       char buf[160];
       std::snprintf(buf, sizeof buf, "clock %+.3f ms against this host's (round trip %.3f ms)",
                     -static_cast<double>(to_i64(m->field("offset_ns"))) / 1e6,
@@ -113,6 +117,8 @@ int run_cluster_watch(const ClusterWatchOptions& opt, const std::atomic<bool>& s
     argv.insert(argv.end(), {"--dir", opt.dir + "/" + w.node, "--upstream", upstream});
     const auto srun = agent_srun_argv(opt.srun, job.id, w.node, argv);
     w.srun = spawn_srun(srun, opt.verbose, w.out, w.err, nullptr, &w.in);
+    // A request is one short line; a srun that stops reading must not stop us.
+    if (w.in >= 0) fcntl(w.in, F_SETFL, fcntl(w.in, F_GETFL) | O_NONBLOCK);
     if (w.srun < 0) w.last_err = "cannot run " + opt.srun + ": " + std::strerror(errno);
   }
   std::cerr << "ltrace-bpf: cluster: watching Slurm job " << job.id << " on " << nodes.size()
