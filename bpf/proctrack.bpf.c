@@ -34,13 +34,23 @@ int BPF_PROG(lt_on_fork, struct task_struct *parent, struct task_struct *child)
 	if (ptgid == ctgid)
 		return 0; /* a new thread, not a new process */
 
+	/* A new process is never one we knew: an entry under its pid was
+	 * left by an earlier process of that number (one written by user space
+	 * after BPF removed it at that process's exit).  Gone here, before the
+	 * process runs, whoever wrote it, so that it never takes a stranger for
+	 * our target (its exec held by the wrong tracer, its samples ours). */
 	u32 *follow = bpf_map_lookup_elem(&lt_follow, &ptgid);
-	if (!follow)
+	if (!follow) {
+		bpf_map_delete_elem(&lt_follow, &ctgid);
+		bpf_map_delete_elem(&lt_targets, &ctgid);
 		return 0;
+	}
 	u32 flags = *follow;
 	bpf_map_update_elem(&lt_follow, &ctgid, &flags, BPF_ANY);
 
 	struct lt_target *t = bpf_map_lookup_elem(&lt_targets, &ptgid);
+	if (!t)
+		bpf_map_delete_elem(&lt_targets, &ctgid);
 	if (t) {
 		struct lt_target copy = *t;
 		/* A fork of a process whose ops the op observer records: the

@@ -119,10 +119,9 @@ marker.kill()
 """
 
 
-def tracer_map_keys(tracer_pid, name):
-    """The keys (u32 pids) of the tracer's BPF map `name`: its map fds
-    (/proc/PID/fdinfo's map_id), named and dumped by bpftool."""
-    keys = set()
+def tracer_map_ids(tracer_pid, name):
+    """The ids of the tracer's BPF maps called `name`: its map fds
+    (/proc/PID/fdinfo's map_id), named by bpftool."""
     fdinfo = f"/proc/{tracer_pid}/fdinfo"
     ids = set()
     for fd in os.listdir(fdinfo):
@@ -133,16 +132,53 @@ def tracer_map_keys(tracer_pid, name):
         for line in text.splitlines():
             if line.startswith("map_id:"):
                 ids.add(int(line.split()[1]))
-    for map_id in ids:
-        show = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "id", str(map_id)], capture_output=True,
-                                         text=True, check=True).stdout)
-        if show.get("name") != name:
-            continue
+    return [i for i in ids if json.loads(subprocess.run(["bpftool", "-j", "map", "show", "id", str(i)],
+                                                        capture_output=True, text=True, check=True).stdout)
+            .get("name") == name]
+
+
+def tracer_map_entries(tracer_pid, name):
+    """The entries of the tracer's BPF map `name`: {u32 pid: value bytes}."""
+    entries = {}
+    for map_id in tracer_map_ids(tracer_pid, name):
         dump = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(map_id)], capture_output=True,
                                          text=True, check=True).stdout)
         for e in dump:
-            keys.add(int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little"))
-    return keys
+            entries[int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little")] = \
+                bytes(int(b, 16) for b in e["value"])
+    return entries
+
+
+def tracer_map_keys(tracer_pid, name):
+    return set(tracer_map_entries(tracer_pid, name))
+
+
+def plant_entry(tracer_pid, name, pid, value):
+    """An entry for `pid` written into the tracer's map, as a late write of
+    user space for a process already gone would leave it."""
+    for map_id in tracer_map_ids(tracer_pid, name):
+        subprocess.run(["bpftool", "map", "update", "id", str(map_id), "key", "hex"]
+                       + [f"{b:02x}" for b in pid.to_bytes(4, "little")] + ["value", "hex"]
+                       + [f"{b:02x}" for b in value], check=True, capture_output=True)
+
+
+def unplant_entry(tracer_pid, name, pid):
+    for map_id in tracer_map_ids(tracer_pid, name):
+        subprocess.run(["bpftool", "map", "delete", "id", str(map_id), "key", "hex"]
+                       + [f"{b:02x}" for b in pid.to_bytes(4, "little")], capture_output=True)
+
+
+def spawn_at_pid(want, argv):
+    """A process started with pid `want` (ns_last_pid; None if another
+    process took that pid first)."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(want - 1))
+    p = subprocess.Popen(argv)
+    if p.pid == want:
+        return p
+    p.kill()
+    p.wait()
+    return None
 
 
 def test_an_exited_childs_entries_do_not_outlive_it(tmp_path):
@@ -152,7 +188,9 @@ def test_an_exited_childs_entries_do_not_outlive_it(tmp_path):
     it back. An entry left behind outlives the process, and the next
     process given its pid (pid_max is 32768 here) is taken for our target:
     its exec held by this tracer, not by its own (seen in CI as "not held
-    (... traced by someone else)"). Before the fix: 44 of 50 left."""
+    (... traced by someone else)"). Before the fix: 44 of 50 left. And an
+    entry left behind all the same is removed by the fork of the next
+    process given its pid."""
     go = tmp_path / "go"
     out, err = tmp_path / "out.txt", tmp_path / "lt.err"
     with open(out, "w") as o, open(err, "w") as e:
@@ -167,6 +205,31 @@ def test_an_exited_childs_entries_do_not_outlive_it(tmp_path):
         assert marker in targets, (marker, targets)  # the maps were found and read
         assert not kids & targets, sorted(kids & targets)
         assert not kids & follows, sorted(kids & follows)
+        # An entry left behind anyway (planted here, for a pid no process
+        # has) never takes the next process of that pid for our target: the
+        # fork that makes it removes the entry before it runs.
+        marker_value = tracer_map_entries(lt.pid, "lt_targets")[marker]
+        for attempt in range(20):
+            want = 20000 + attempt * 97 + os.getpid() % 50  # a pid far from the last ones given
+            if os.path.exists(f"/proc/{want}"):
+                continue
+            plant_entry(lt.pid, "lt_targets", want, marker_value)
+            plant_entry(lt.pid, "lt_follow", want, (0).to_bytes(4, "little"))
+            assert want in tracer_map_keys(lt.pid, "lt_targets") and want in tracer_map_keys(lt.pid, "lt_follow")
+            stranger = spawn_at_pid(want, ["sleep", "30"])
+            if stranger is None:  # a neighbour's fork took it: planted for a live process
+                unplant_entry(lt.pid, "lt_targets", want)
+                unplant_entry(lt.pid, "lt_follow", want)
+                continue
+            try:
+                assert want not in tracer_map_keys(lt.pid, "lt_targets"), want
+                assert want not in tracer_map_keys(lt.pid, "lt_follow"), want
+            finally:
+                stranger.kill()
+                stranger.wait()
+            break
+        else:
+            raise AssertionError("no free pid could be given to a new process (20 tries)")
     finally:
         go.touch()
         if lt.wait(timeout=120) != 0:
