@@ -100,9 +100,14 @@ def watched(tmp_path_factory, ):
     prom = None
     try:
         wait_for(str(wl_out), "READY", 600, target)
+        # --slow-floor 0.5: the job's slow step sleeps 1 s; a step slow by
+        # machine noise is a slow step by the default floor (50 ms) too, and
+        # came first (CI 104, tests beside it: step 26 at 115 ms against a
+        # 29 ms median), not the one these tests look at.
         with open(lt_err, "w") as le:
             lt = subprocess.Popen([LTRACE, "watch", "--pid", str(target.pid), "-v", "--dir", str(wdir),
                                    "--keep", "60s", "--capture-before", "5s", "--capture-after", "1s",
+                                   "--slow-floor", str(SLOW_S / 2),
                                    "--stall", "2s", "--memory-growth", "25", "--memory-floor", "100M", "--metrics", f"127.0.0.1:{metrics_port}"],
                                   stdout=subprocess.DEVNULL, stderr=le, cwd=tmp)
         wait_for(str(lt_err), "attached", 120, lt)

@@ -97,7 +97,7 @@ void WatchUplink::flush(std::uint64_t now_mono_ns) {
   {
     std::lock_guard lock(m_);
     if (pending_bytes_ + bytes > kMaxPending) {
-      dropped_ += arrivals_.size() + (lines_.empty() ? 0 : 1);
+      dropped_ += arrivals_.size();  // (and the lines with them: progress is sent again each second)
     } else {
       pending_arrivals_.insert(pending_arrivals_.end(), arrivals_.begin(), arrivals_.end());
       pending_lines_ += lines_;

@@ -14,7 +14,7 @@
 //
 // The drain loop never waits on the coordinator: lines are handed to a
 // writer thread; past kMaxPending bytes not yet written, new lines are
-// dropped and counted (dropped()).
+// dropped, the arrivals among them counted (dropped()).
 #pragma once
 #include <atomic>
 #include <condition_variable>
