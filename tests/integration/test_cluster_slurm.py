@@ -78,6 +78,20 @@ def agent_pid(node):
                  and f"SLURMD_NODENAME={node}".encode() in cmd), None)
 
 
+def stop_watch(proc):
+    """`cluster ... watch` stopped as a user would (SIGINT, passed on to
+    every node's watcher); killed if it does not end. Its exit status."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 def manifest(dirpath):
     rows = {}
     for line in open(os.path.join(dirpath, "cluster-nodes.tsv")):
@@ -136,12 +150,8 @@ def cluster(tmp_path_factory):
             wait_for(str(tmp / "w.err"), "node2: watch: request: pid", 60, w)
             wait_until(lambda: glob.glob(str(w_dir / "node2" / "captures" / "*" / "*.ltrace")), 120,
                        "node2's capture to be written")
-            w.send_signal(signal.SIGINT)
-            w.wait(timeout=120)
         finally:
-            if w.poll() is None:
-                w.kill()
-        out["w_rc"] = w.returncode
+            out["w_rc"] = stop_watch(w)
         out["w_err"] = (tmp / "w.err").read_text()
         out["w_dir"] = w_dir
 
@@ -231,12 +241,8 @@ def cluster(tmp_path_factory):
                        or s.poll() is not None, 120, "node2's straggler capture")
             wait_until(lambda: "node2: watch: summary: straggler" in (tmp / "s.err").read_text()
                        or s.poll() is not None, 120, "the capture's summary line")
-            s.send_signal(signal.SIGINT)
-            s.wait(timeout=120)
         finally:
-            if s.poll() is None:
-                s.kill()
-        out["s_rc"] = s.returncode
+            out["s_rc"] = stop_watch(s)
         out["s_err"] = (tmp / "s.err").read_text()
         out["s_dir"] = s_dir
         out["b_dir"] = b_dir

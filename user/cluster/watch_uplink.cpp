@@ -10,17 +10,11 @@
 
 #include "user/cluster/agent_protocol.h"
 #include "user/cluster/clock_exchange.h"
+#include "user/core/clocks.h"
 
 namespace lt::cluster {
 
 namespace {
-
-std::int64_t realtime_minus_monotonic() {
-  timespec m{}, r{};
-  clock_gettime(CLOCK_MONOTONIC, &m);
-  clock_gettime(CLOCK_REALTIME, &r);
-  return (static_cast<std::int64_t>(r.tv_sec) - m.tv_sec) * 1'000'000'000 + (r.tv_nsec - m.tv_nsec);
-}
 
 // False once the reader is gone (EPIPE) or the descriptor fails.
 bool write_all(int fd, const std::string& s) {
@@ -132,7 +126,7 @@ void WatchUplink::measure_clock_now() {
       f = {{"ok", "0"}, {"error", c.error}};
     }
   }
-  to_coordinator_ns_ = realtime_minus_monotonic() + offset;
+  to_coordinator_ns_ = realtime_minus_monotonic_ns() + offset;
   std::lock_guard lock(m_);
   pending_lines_ += agent_line("clock", f) + "\n";
 }

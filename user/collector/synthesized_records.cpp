@@ -9,20 +9,13 @@
 #include <string>
 
 #include "user/cluster/clock_exchange.h"
+#include "user/core/clocks.h"
 #include "user/proc/census.h"
 #include "user/proc/container.h"
 #include "user/proc/procfs.h"
 #include "user/proc/rank_env.h"
 
 namespace lt {
-
-namespace {
-std::uint64_t clock_ns(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-}  // namespace
 
 std::uint64_t monotonic_ns() {
   return clock_ns(CLOCK_MONOTONIC);

@@ -11,6 +11,7 @@
 
 #include "user/collector/session_options.h"
 #include "user/collector/synthesized_records.h"
+#include "user/core/clocks.h"
 #include "user/core/errors.h"
 #include "user/proc/census.h"
 #include "user/proc/procfs.h"
@@ -93,10 +94,7 @@ void XlaTracer::emit_value(const lt_event_header& h, std::uint64_t metric) {
     ctx_.emit(&v, sizeof v);
     return;
   }
-  timespec rt{}, mono{};
-  clock_gettime(CLOCK_REALTIME, &rt);
-  clock_gettime(CLOCK_MONOTONIC, &mono);
-  const std::int64_t offset = (rt.tv_sec - mono.tv_sec) * 1'000'000'000ll + (rt.tv_nsec - mono.tv_nsec);
+  const std::int64_t offset = realtime_minus_monotonic_ns();
   const std::int64_t at = static_cast<std::int64_t>(h.ts_ns) + offset;
   // The drain can run before the sample is in: AddSample takes a lock and
   // the time after the probe fired.  Read again while the newest sample is

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "user/core/clocks.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
 #include "user/tracefile/trace_format.h"
@@ -19,12 +20,6 @@ namespace lt::tracefile {
 namespace {
 constexpr std::size_t kFlushBytes = 4u << 20;
 constexpr std::uint64_t kFlushNs = 1'000'000'000ull;
-
-std::uint64_t clock_ns(clockid_t id) {
-  timespec ts{};
-  clock_gettime(id, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 }  // namespace
 
 TraceWriter::TraceWriter(const std::string& path, int zstd_level) : level_(zstd_level), path_(path) {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "user/core/clocks.h"
 #include "user/core/errors.h"
 #include "user/core/output_file.h"
 #include "user/model/record_dispatch.h"
@@ -22,13 +23,6 @@
 namespace lt {
 
 namespace {
-
-std::int64_t realtime_minus_monotonic() {
-  timespec m{}, r{};
-  clock_gettime(CLOCK_MONOTONIC, &m);
-  clock_gettime(CLOCK_REALTIME, &r);
-  return (static_cast<std::int64_t>(r.tv_sec) - m.tv_sec) * 1'000'000'000 + (r.tv_nsec - m.tv_nsec);
-}
 
 bool alive(std::uint32_t pid) {
   return pid && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
@@ -55,7 +49,7 @@ Watcher::Watcher(WatchOptions o, OnTrigger on_trigger, OnCapture on_capture)
       on_capture_(std::move(on_capture)),
       ring_(o_.ring),
       policy_(o_.triggers),
-      realtime_offset_ns_(realtime_minus_monotonic()) {
+      realtime_offset_ns_(realtime_minus_monotonic_ns()) {
   const std::string captures = o_.ring.dir + "/captures";
   make_output_dirs(captures);
   // A previous watcher's captures count against the bound too.
