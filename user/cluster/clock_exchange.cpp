@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "user/core/clocks.h"
 #include "user/core/errors.h"
 
 namespace lt::cluster {
@@ -35,9 +36,7 @@ struct Request {
 static_assert(sizeof(Request) == sizeof(Response));
 
 std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  return static_cast<std::int64_t>(clock_ns(CLOCK_REALTIME));
 }
 
 struct Fd {

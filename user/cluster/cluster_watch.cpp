@@ -20,6 +20,7 @@
 #include "user/cluster/slurm_job.h"
 #include "user/cluster/subprocess.h"
 #include "user/cluster/watch_uplink.h"
+#include "user/core/clocks.h"
 #include "user/core/errors.h"
 
 namespace lt::cluster {
@@ -46,10 +47,6 @@ void pass_on(NodeWatcher& w, std::string line, bool is_err) {
   if (line.empty()) return;
   std::cerr << "ltrace-bpf: " << w.node << ": " << line << "\n";
   if (is_err && line.find(": task ") == std::string::npos) w.last_err = line;  // not srun's "task 0: Exited ..."
-}
-
-std::int64_t monotonic_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
 std::int64_t to_i64(const std::string& s) {
@@ -163,7 +160,7 @@ int run_cluster_watch(const ClusterWatchOptions& opt, const std::atomic<bool>& s
       if (!is_err && w.out < 0) stragglers.node_gone(w.node);
     }
     // The straggler across nodes: said here, and captured by its node's watcher.
-    if (auto named = stragglers.check(monotonic_now_ns())) {
+    if (auto named = stragglers.check(static_cast<std::int64_t>(clock_ns(CLOCK_MONOTONIC)))) {
       std::cerr << "ltrace-bpf: cluster: straggler: " << named->what << "\n";
       for (auto& w : ws) {
         if (w.node != named->node || w.in < 0) continue;
