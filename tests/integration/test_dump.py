@@ -220,9 +220,10 @@ def test_dump_in_a_container(tmp_path, minor):
     try:
         script = box.put(TARGET)
         go = box.inside + "/go"
+        os.mkfifo(box.host(go))
         out_path = tmp_path / "target.out"
         with open(out_path, "w") as out:
-            box.start(["/usr/bin/python3.%d" % minor, script, "--wait-file", go], stdout=out)
+            box.start(["/usr/bin/python3.%d" % minor, script, "--wait-fifo", go], stdout=out)
         text = wait_for(str(out_path), "\n", 60, box.proc)
         ns_tids = json.loads(text.split("ready ", 1)[1].splitlines()[0])
         host = {}  # tid inside -> tid here
@@ -230,7 +231,11 @@ def test_dump_in_a_container(tmp_path, minor):
             status = open("/proc/%d/task/%s/status" % (box.pid, tid)).read()
             host[int(re.search(r"NSpid:.*\s(\d+)\n", status).group(1))] = int(tid)
         doc = dump_json(box.pid)
-        open(box.host(go), "w").close()
+        # The target reads the FIFO (its main thread blocks in open()):
+        # this open does not block, and fails (ENXIO) if the target is gone.
+        fd = os.open(box.host(go), os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b"x")
+        os.close(fd)
         assert box.wait(60) == 0
         assert out_path.read_text().endswith("done 5 threads, burned=True\n")
     finally:

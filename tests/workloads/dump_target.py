@@ -73,7 +73,13 @@ def main():
         tids["child"] = child.pid
     time.sleep(0.3)  # every thread reaches its blocking call
     print("ready " + json.dumps(tids), flush=True)
-    if "--wait-file" in sys.argv:  # in a container: no stdin to wait on
+    if "--wait-fifo" in sys.argv:  # in a container: no stdin to wait on
+        # Blocks in open() without the GIL, as a read of stdin does: a
+        # polling main thread would take the GIL from the burner every
+        # 50 ms, and a dump could then find it held by nobody.
+        with open(sys.argv[sys.argv.index("--wait-fifo") + 1]) as go:
+            go.read(1)
+    elif "--wait-file" in sys.argv:
         go = sys.argv[sys.argv.index("--wait-file") + 1]
         while not os.path.exists(go):
             time.sleep(0.05)

@@ -40,10 +40,13 @@ void DynamoNotes::read(const python::Interpreter& interp, std::uint64_t ts) {
     e.duration_us = c.duration_us;
     e.count = c.graph_breaks;
     e.first_line = c.first_line;
-    if (copy_field(e.compile_id, sizeof e.compile_id, c.compile_id) |
-        copy_field(e.function, sizeof e.function, c.function) | copy_field(e.file, sizeof e.file, c.file) |
-        copy_field(e.reason, sizeof e.reason, c.recompile_reason) | copy_field(e.failure, sizeof e.failure, c.failure))
-      e.flags |= LT_COMPILE_NOTE_TRUNCATED;
+    // Every field is copied, truncated or not (no short-circuit).
+    bool truncated = copy_field(e.compile_id, sizeof e.compile_id, c.compile_id);
+    truncated |= copy_field(e.function, sizeof e.function, c.function);
+    truncated |= copy_field(e.file, sizeof e.file, c.file);
+    truncated |= copy_field(e.reason, sizeof e.reason, c.recompile_reason);
+    truncated |= copy_field(e.failure, sizeof e.failure, c.failure);
+    if (truncated) e.flags |= LT_COMPILE_NOTE_TRUNCATED;
     emit_(&e, sizeof e);
   }
   auto& counts = breaks_[interp.pid];

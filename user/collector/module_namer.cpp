@@ -48,8 +48,9 @@ void ModuleNamer::describe(const python::Interpreter& interp, std::uint64_t self
     e.hdr.tid = static_cast<std::uint32_t>(pid);
     e.hdr.ts_ns = ts;
     e.module = m.addr;
-    if (copy_field(e.type, sizeof e.type, m.type) | copy_field(e.name, sizeof e.name, m.name))
-      e.flags |= LT_MODULE_NAME_TRUNCATED;
+    bool truncated = copy_field(e.type, sizeof e.type, m.type);  // both copied, truncated or not
+    truncated |= copy_field(e.name, sizeof e.name, m.name);
+    if (truncated) e.flags |= LT_MODULE_NAME_TRUNCATED;
     emit_(&e, sizeof e);
   }
   if (!known.count(self)) given_up.insert(self);

@@ -299,7 +299,7 @@ void ExecHolds::release(pid_t pid) {
   // call or (detached with no signal: suppressed) our SIGURG.
   const bool paused = it->second.ready && (!it->second.ours || it->second.at_load);
   held_.erase(it);
-  if (!paused) return detach_running(pid, [this] { step(); });
+  if (!paused) return detach_running(pid, [] { step(); });
   if (ptrace(PTRACE_DETACH, pid, nullptr, nullptr) < 0) {
     // Killed while paused: a dead tracee is reported to its tracer alone;
     // take that report, or its parent waits for it until we end.
