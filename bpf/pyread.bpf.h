@@ -23,19 +23,26 @@ static __always_inline s32 read_s32(u64 addr)
 	return v;
 }
 
-/* argcount, flags and firstlineno lie within 32 bytes of each other in
- * every supported version: one read gives a checksum that changes when a
- * code object's address is reused by another. */
+/* argcount, flags, firstlineno and the co_filename pointer lie within
+ * 72-96 bytes in every supported version: one read gives a checksum that
+ * changes when a code object's address is reused by another.  The
+ * filename tells apart module bodies (argcount 0, the same flags, first
+ * line 1), freed after they ran and reallocated at the same address by
+ * the next import; their files' str objects live on as the modules'
+ * __file__.  user/python/symbolizer.cpp computes the same. */
 static __always_inline u32 code_checksum(u64 code, const struct lt_py_offsets *o)
 {
-	u32 block[8] = {};
+	u32 block[32] = {};
 	u32 base = o->code_argcount < o->code_flags ? o->code_argcount : o->code_flags;
-	if (bpf_probe_read_user(block, sizeof(block), (void *)(code + base)))
+	u32 len = o->code_filename + 8 - base;
+	if (bpf_probe_read_user(block, len & 127, (void *)(code + base)))
 		return 0;
-	u32 argc = block[((o->code_argcount - base) / 4) & 7];
-	u32 flags = block[((o->code_flags - base) / 4) & 7];
-	u32 line = block[((o->code_firstlineno - base) / 4) & 7];
-	return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ 0x9e37u;
+	u32 argc = block[((o->code_argcount - base) / 4) & 31];
+	u32 flags = block[((o->code_flags - base) / 4) & 31];
+	u32 line = block[((o->code_firstlineno - base) / 4) & 31];
+	u32 fi = (o->code_filename - base) / 4;
+	u32 f = block[fi & 31] ^ block[(fi + 1) & 31]; /* the pointer's halves folded: (u32)(p ^ p >> 32) */
+	return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ (f * 0x85ebca6bu) ^ 0x9e37u;
 }
 
 /* The thread's PyThreadState: pthread_getspecific(tss_key), emulated from

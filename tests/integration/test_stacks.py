@@ -367,3 +367,43 @@ def test_last_milliseconds_before_exit_are_named(attach, name, python):
     # sample per burst of the rate times their CPU seconds).
     expected = RATE * cpu_s
     assert abs(bursts - expected) <= 8 + 0.1 * expected, (bursts, expected, stacks)
+
+
+def test_short_lived_module_bodies_are_named(attach):
+    """Sixty imported modules whose bodies each run ~5 ms of CPU
+    (tests/workloads/short_modules.py), each sample named as its own
+    module's body.  Two things went wrong before: a module's <module> code
+    object is freed once its body has run, and the next module's is
+    allocated at the same address, with the same argcount, flags and first
+    line, so the code checksum (the key every name hangs on) was equal and
+    all sixty were named after two of them; now the checksum also holds
+    the co_filename pointer.  And a code object is named by reading it from
+    the target after its first sample: while drains meet new code objects,
+    the drain loop chases them every millisecond instead of its 20 ms nap
+    (Session::run), so a body is read while it still runs, not after (a
+    Lightning job's start-up: ~2,000 frames <unknown> before,
+    docs/benchmarks.md)."""
+    modules = 60
+    run = attach(["/usr/bin/python3.11", os.path.join(WORKLOADS, "short_modules.py"), "--modules", str(modules)],
+                 ["--rate", str(RATE), "--report", "advanced", "--collapsed", "stacks.txt"])
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    cpu_s = json.loads(run.target_out.strip().splitlines()[-1])["cpu_s"]
+    stacks = collapsed(run.tmp / "stacks.txt")
+    per_module = {}
+    for fr, c in stacks:
+        leaf = fr[-1]
+        if function_of(leaf) == "<module>" and "/ltmod_" in leaf:
+            m = leaf.split("/ltmod_", 1)[1].split(".py", 1)[0]
+            per_module[m] = per_module.get(m, 0) + c
+    named = sum(per_module.values())
+    # a module body whose code object was gone: <unknown> where the import
+    # machinery runs it
+    lost = sum(c for fr, c in stacks
+               if len(fr) > 1 and function_of(fr[-1]) == "<unknown>" and "_call_with_frames_removed" in fr[-2])
+    # about every ms of the bodies' CPU time is sampled (~300 samples)
+    assert named + lost >= 0.5 * RATE * cpu_s, (named, lost, cpu_s)
+    assert lost <= 0.1 * (named + lost), (named, lost, run.lt_err[-1500:])
+    # each body under its own name, with about its own ~5 samples
+    assert len(per_module) >= 0.9 * modules, sorted(per_module.items())
+    each = RATE * cpu_s / modules
+    assert max(per_module.values()) <= 3 * each + 5, sorted(per_module.items())

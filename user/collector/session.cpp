@@ -60,6 +60,16 @@ constexpr std::uint64_t kLibraryWaitNs = 60'000'000'000;
 // burst.  A drain that found more than a tenth of that means we are falling
 // behind (a fork storm, a CPU-starved tracer): drain again at once.
 constexpr int kBehindRecords = 3000;
+// While drains meet code objects never seen before, the loop drains every
+// millisecond: a code object is named by reading it from the target when
+// first met, and an imported module's body (its <module> code) is freed
+// as soon as it has run.  New code objects come in bursts (imports, a
+// first validation loop), with known ones between, so the chase goes on
+// until kChaseQuietNs pass with none new; then the nap again.  At the
+// 20 ms nap, ~2,000 frames of a Lightning job's start-up were <unknown>
+// (docs/benchmarks.md).
+constexpr int kChaseNewCodeMs = 1;
+constexpr std::uint64_t kChaseQuietNs = 200'000'000;
 
 void nap(std::uint64_t ns) {
   struct timespec t = {0, static_cast<long>(ns)};
@@ -171,6 +181,7 @@ Trace Session::run(const std::atomic<bool>& stop) {
   const auto deadline = opts_.duration_s > 0 ? attached + static_cast<std::uint64_t>(opts_.duration_s * 1e9) : 0;
   start_chores(monotonic_ns());
   bool behind = false, quiet = false;
+  std::uint64_t chase_until = 0;  // drains every kChaseNewCodeMs until then
   // Eventfds first (read empty on waking), then epoll fds (read by their owners).
   const int wake_fds[] = {holder_->drain_fd(), opts_.wake_fd, ring_buffer__epoll_fd(ring.get()),
                           libload_ ? libload_->loads_wait_fd() : -1};
@@ -190,11 +201,14 @@ Trace Session::run(const std::atomic<bool>& stop) {
       const auto due = next_due(now, deadline);
       if (due > now) wait_for_any(wake_fds, 2, due - now);
     } else {
-      wait_for_drain(holder_->drain_fd(), static_cast<int>(cadence().drain_ns / 1'000'000));
+      const bool chase = monotonic_ns() < chase_until;
+      wait_for_drain(holder_->drain_fd(), chase ? kChaseNewCodeMs : static_cast<int>(cadence().drain_ns / 1'000'000));
     }
+    const std::uint64_t codes_before = symbolizer_ ? symbolizer_->codes_met() : 0;
     const int n = drain(ring.get());
     behind = n > kBehindRecords;
     quiet = n == 0;
+    if (symbolizer_ && symbolizer_->codes_met() != codes_before) chase_until = monotonic_ns() + kChaseQuietNs;
     if (callback_error_ || (n < 0 && n != -EINTR)) break;
     const auto now = do_chores();
     if (deadline && now >= deadline) break;

@@ -13,8 +13,9 @@
 
 namespace lt::python {
 
-std::uint32_t code_checksum(std::uint32_t argc, std::uint32_t flags, std::uint32_t line) {
-  return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ 0x9e37u;
+std::uint32_t code_checksum(std::uint32_t argc, std::uint32_t flags, std::uint32_t line, std::uint64_t filename) {
+  const auto f = static_cast<std::uint32_t>(filename ^ (filename >> 32));
+  return (argc * 2654435761u) ^ (flags * 40503u) ^ (line * 97u) ^ (f * 0x85ebca6bu) ^ 0x9e37u;
 }
 
 namespace {
@@ -50,6 +51,7 @@ lt_event_header header(lt_event_kind kind, std::uint16_t size, pid_t pid, std::u
 const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& interp, std::uint64_t ts,
                                          const std::vector<pid_t>& forked_from, bool at_exit) {
   if (auto it = codes_.find(key); it != codes_.end()) return it->second;
+  ++codes_met_;
   auto [pid, addr, checksum] = key;
   const Layout& l = interp.layout;
   Code c;
@@ -74,7 +76,8 @@ const Symbolizer::Code& Symbolizer::code(const CodeKey& key, const Interpreter& 
     // the sample (or, in a parent, it is not the same object); what it was
     // is gone.  A checksum of 0 means BPF could not read the code object (a
     // page not present yet): what we read now is the best there is.
-    if (checksum != 0 && code_checksum(argc, flags, first) != checksum) continue;
+    if (checksum != 0 && code_checksum(argc, flags, first, at<std::uint64_t>(raw, l.bpf.code_filename)) != checksum)
+      continue;
     std::string name = read_str(from, at<std::uint64_t>(raw, l.code_qualname ? l.code_qualname : l.bpf.code_name), l);
     if (name.empty() && l.code_qualname) name = read_str(from, at<std::uint64_t>(raw, l.bpf.code_name), l);
     if (name.empty()) continue;

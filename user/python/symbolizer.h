@@ -45,6 +45,9 @@ class Symbolizer {
   // ring keeps lines per segment: KeepInWindow::segment); code objects stay
   // named once.
   void forget_lines() { lines_.clear(); }
+  // Code objects met for the first time so far (read, or found gone): the
+  // drain loop chases while it grows (Session::run).
+  std::uint64_t codes_met() const { return codes_met_; }
 
  private:
   struct Code {
@@ -57,11 +60,17 @@ class Symbolizer {
                    const std::vector<pid_t>& forked_from, bool at_exit);
   Emit emit_;
   std::map<CodeKey, Code> codes_;
+  std::uint64_t codes_met_ = 0;
   std::set<std::tuple<pid_t, std::uint64_t, std::uint32_t, std::int32_t>> lines_;
 };
 
-// The checksum BPF computes over a code object's argcount, flags and first
-// line (bpf/pyread.bpf.h): recomputed here to reject a reused address.
-std::uint32_t code_checksum(std::uint32_t argcount, std::uint32_t flags, std::uint32_t first_line);
+// The checksum BPF computes over a code object's argcount, flags, first
+// line and co_filename pointer (bpf/pyread.bpf.h): recomputed here to
+// reject a reused address.  The filename tells apart module bodies (all
+// argcount 0, the same flags, first line 1) freed and reallocated at one
+// address as one import follows another: their files' str objects stay
+// alive as the modules' __file__.
+std::uint32_t code_checksum(std::uint32_t argcount, std::uint32_t flags, std::uint32_t first_line,
+                            std::uint64_t filename);
 
 }  // namespace lt::python
