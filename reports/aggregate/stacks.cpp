@@ -31,7 +31,8 @@ struct Builder {
   struct Cached {
     std::size_t stack;
     std::uint32_t unknown_frames, freed_at_exit_frames;
-    bool uncut;  // the action's opening frame was not in the stack
+    bool uncut;      // the action's opening frame was not in the stack
+    bool no_origin;  // charged to an action whose opening frame is not known
   };
   std::unordered_map<std::string, Cached> by_raw;
   std::uint64_t by_raw_epoch = 0;
@@ -112,15 +113,16 @@ struct StackAggregator::State {
       ps.unknown_frames += it->second.unknown_frames;
       ps.freed_at_exit_frames += it->second.freed_at_exit_frames;
       ps.uncut += it->second.uncut;
+      ps.no_origin += it->second.no_origin;
       return;
     }
     const std::uint64_t unknown_before = ps.unknown_frames, freed_before = ps.freed_at_exit_frames;
-    const std::uint64_t uncut_before = ps.uncut;
+    const std::uint64_t uncut_before = ps.uncut, no_origin_before = ps.no_origin;
     const std::size_t stack = b.add(frames_of(e, ps), sample_weight(e));
-    b.by_raw.emplace(
-        std::move(key),
-        Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before),
-                        static_cast<std::uint32_t>(ps.freed_at_exit_frames - freed_before), ps.uncut != uncut_before});
+    b.by_raw.emplace(std::move(key),
+                     Builder::Cached{stack, static_cast<std::uint32_t>(ps.unknown_frames - unknown_before),
+                                     static_cast<std::uint32_t>(ps.freed_at_exit_frames - freed_before),
+                                     ps.uncut != uncut_before, ps.no_origin != no_origin_before});
   }
 
   std::uint64_t gaps = 0;  // damaged ranges of the trace file passed so far
@@ -151,6 +153,12 @@ struct StackAggregator::State {
     StackCut cut{std::min<unsigned>(e.nframes, LT_STACK_MAX), CutHow::none};
     if (!full_stacks) cut = cut_at_origin(e, actions.innermost_origin(e.hdr.pid, e.hdr.tid));
     if (cut.how == CutHow::not_found) ++ps.uncut;
+    // In an action, yet no opening frame to cut at: a window no probe opens
+    // (a manual optimizer_step), a start not under contextlib's __enter__,
+    // stacks sampled from the middle of an action, a trace older than
+    // ACTION_ORIGIN.
+    if (!full_stacks && cut.how == CutHow::none && !actions.innermost_action(e.hdr.pid, e.hdr.tid).empty())
+      ++ps.no_origin;
     std::vector<StackFrame> out;
     const unsigned n = cut.keep;
     out.reserve(n + 2);

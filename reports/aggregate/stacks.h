@@ -40,6 +40,9 @@ struct ProcessStacks {
   // Stacks charged to an action whose opening frame is known but that no
   // frame of the stack runs: kept whole (see stack_cut.h).
   std::uint64_t uncut = 0;
+  // Stacks charged to an action whose opening frame is not known (no
+  // ACTION_ORIGIN, or one that names none): kept whole.
+  std::uint64_t no_origin = 0;
 };
 
 struct StacksReport {

@@ -160,6 +160,7 @@ TEST(StackCut, EachSampleStartsBelowTheFrameThatOpenedItsInnermostAction) {
   EXPECT_EQ(stacks_of(rep, "outer"), (V{"forward", "training_step"}));
   EXPECT_EQ(stacks_of(rep, kNoAction), (V{"<module>;_run_stage;_call_strategy_hook;training_step"}));
   EXPECT_EQ(rep.processes.at(0).uncut, 0u);
+  EXPECT_EQ(rep.processes.at(0).no_origin, 0u);  // no action: not counted
 }
 
 TEST(StackCut, FullStacksKeepEveryFrame) {
@@ -187,6 +188,7 @@ TEST(StackCut, TracesWithoutOriginsAndUnmatchedStacksStayWhole) {
   EXPECT_EQ(stacks_of(rep, "old"), (V{"<module>;_run_stage;forward"}));
   EXPECT_EQ(stacks_of(rep, "odd"), (V{"<module>;_run_stage;forward"}));
   EXPECT_EQ(rep.processes.at(0).uncut, 1u);
+  EXPECT_EQ(rep.processes.at(0).no_origin, 1u);  // the older trace's: counted apart
 }
 
 TEST(StackCut, TruncatedStacksLoseTheirMarkerOnceCut) {

@@ -240,6 +240,10 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
     if (ps.uncut)
       std::cerr << who << ": " << ps.uncut
                 << " stack(s) did not run the frame that opened their action: kept whole, not cut at the action\n";
+    if (ps.no_origin)
+      std::cerr << who << ": " << ps.no_origin
+                << " stack(s) in actions whose opening frame is not known (no probe opened them, or not through "
+                   "contextlib's __enter__): kept whole, not cut at the action\n";
     if (ps.offcpu_open_at_end)
       std::cerr << who << ": " << ps.offcpu_open_at_end << " thread(s) still blocked at detach, not counted\n";
   }
