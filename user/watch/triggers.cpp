@@ -48,9 +48,14 @@ const char* trigger_name(TriggerKind k) {
 std::uint64_t TriggerPolicy::median_ns(std::uint32_t pid) const {
   auto it = procs_.find(pid);
   if (it == procs_.end() || it->second.recent.empty()) return 0;
-  std::vector<std::uint64_t> v(it->second.recent.begin(), it->second.recent.end());
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
+  const Proc& p = it->second;
+  if (!p.median_known) {
+    std::vector<std::uint64_t> v(p.recent.begin(), p.recent.end());
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    p.median = v[v.size() / 2];
+    p.median_known = true;
+  }
+  return p.median;
 }
 
 std::uint64_t TriggerPolicy::stall_after_ns(std::uint32_t pid) const {
@@ -79,6 +84,7 @@ std::optional<Trigger> TriggerPolicy::on_step(const LiveStep& s, std::uint64_t n
   ++p.seen;
   p.recent.push_back(d);
   while (p.recent.size() > o_.median_window) p.recent.pop_front();
+  p.median_known = false;
   if (!slow) return std::nullopt;
   char what[160];
   std::snprintf(what, sizeof what, "train step %u took %s, %.1fx the median %s of the last %zu", s.index,

@@ -107,6 +107,11 @@ class TriggerPolicy {
  private:
   struct Proc {
     std::deque<std::uint64_t> recent;  // the last median_window step durations
+    // recent's median, computed when asked after a change: each step and
+    // each stall check asks (3 % of the watcher's CPU, copied and
+    // partitioned at every ask).
+    mutable std::uint64_t median = 0;
+    mutable bool median_known = false;
     std::uint32_t seen = 0;
     std::uint64_t stalled_at = 0;  // the last_progress a stall fired for (0: none)
     // (time, rss) with rss increasing: the window's lowest is the front.
