@@ -30,6 +30,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from inrun_ab import cpu_ns  # noqa: E402  (every thread's CPU time, /proc schedstat)
+
 POLICIES = ["nice-10", "nice0", "batch", "idle"]
 
 
@@ -63,11 +66,6 @@ def waker(hz, burn_us, policy):
             pass
 
 
-def cpu_s(pid):
-    with open(f"/proc/{pid}/schedstat") as f:
-        return int(f.read().split()[0]) / 1e9
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hz", type=int, default=20)
@@ -98,10 +96,10 @@ def main():
                                        "--arg", policy])
             time.sleep(0.3)  # its interpreter starts outside the window
         t0 = time.monotonic()
-        c0 = cpu_s(w.pid) if w else 0.0
+        c0 = cpu_ns(w.pid) / 1e9 if w else 0.0
         time.sleep(a.window_s)
         t1 = time.monotonic()
-        cpu = cpu_s(w.pid) - c0 if w else 0.0
+        cpu = cpu_ns(w.pid) / 1e9 - c0 if w else 0.0
         if w:
             w.kill()
             w.wait()
