@@ -11,6 +11,7 @@ from conftest import SITE_PACKAGES, WORKLOADS, parse_simple_report, pyenv_python
 TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
 ARGS = ["--epochs", "2", "--batches", "16", "--val"]
 FETCH_ACTIONS = ("train_dataloader_next", "val_next", "test_next", "predict_next")
+COLD_CALL_S = 150e-6  # see check_against_simple
 
 
 def lightning_report(run):
@@ -31,7 +32,15 @@ def check_against_simple(ours, theirs, py_minor, waited=0.0):
     generator starts (just before SimpleProfiler.start reads the clock) and
     closes when it resumes (just before stop reads it), so ours exceeds
     Lightning's by the cost of start() itself: ~1 us per call plus probe
-    jitter.  We allow 2% + 30 us per call.  On CPython >= 3.11 the *_next
+    jitter.  We allow 2% + 30 us per call, and once per row COLD_CALL_S for
+    a call made cold: the fit's first actions (configure_callbacks, setup)
+    run Lightning's profile()/start() for the first time, on a CPU that has
+    just sat idle, and the target's own work before Lightning's clock read
+    (generator, start() call, dict lookups) then takes 21-34 us with nothing
+    attached, 58-70 us with our two probe hits run cold (measured: four
+    actions 50 ms apart in one process); ours - theirs for
+    configure_callbacks was 31-106 us in 14 fits on an idle machine (both
+    layouts), past 30 us in at least 11 of them.  On CPython >= 3.11 the *_next
     fetch windows end at the next action (an estimate, see
     docs/design-actions.md): not below Lightning's, at most 300 us per call above.
 
@@ -55,7 +64,7 @@ def check_against_simple(ours, theirs, py_minor, waited=0.0):
             assert b * 0.95 <= a, (name, a, b)
             excess = a - (b + 300e-6 * calls)
         else:
-            excess = abs(a - b) - (0.02 * b + 30e-6 * calls)
+            excess = abs(a - b) - (0.02 * b + 30e-6 * calls + COLD_CALL_S)
         if excess > 0:
             assert excess <= waited, (name, a, b, f"beyond the tight bound by {excess:.6f} s; waited {waited:.6f} s")
             loose.append((name, a, b))
