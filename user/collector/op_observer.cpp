@@ -289,6 +289,13 @@ std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
     if (map == MAP_FAILED) return "the op observer's buffer is not one this ltrace-bpf can read (size or seals)";
     auto b = std::make_unique<Buffer>(map);
     auto& h = *b->hdr;
+    // Sealed and sized before the bridge writes its header, magic last: a
+    // buffer found in between is not finished, not of another version
+    // (CI 112: "not of this ltrace-bpf's version" from a bridge of ours).
+    if (load_acquire(h.magic) == 0) {
+      if (proc::exists(pid) && !past_deadline(pid, p, now)) return "";
+      return "the bridge did not finish its op observer's buffer within 2 s (more its CPU waits)";
+    }
     if (load_acquire(h.magic) != LT_OBS_MAGIC || h.version != LT_OBS_VERSION || h.slots != LT_OBS_SLOTS ||
         h.ring != LT_OBS_RING || h.size != LT_OBS_SIZE || h.slots_offset != LT_OBS_SLOTS_OFFSET ||
         h.names_index_offset != LT_OBS_INDEX_OFFSET || h.names_offset != LT_OBS_NAMES_OFFSET ||

@@ -747,7 +747,7 @@ void Session::adopt(pid_t pid, bool must_be_python, Adoption how) {
   // child before its exec): its descendants and its own exec are ours.
   if (opts_.children && proc::exists(pid)) {
     proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
-    if (!proc::exists(pid)) proctrack_->forget(pid);  // it ended meanwhile: no entry to outlive it
+    if (!proc::running(pid)) proctrack_->forget(pid);  // it ended meanwhile: no entry to outlive it
   }
   emit_process_records(pid, nullptr, refused->code == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON,
                        0);
@@ -834,7 +834,7 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
   if (opts_.children) proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
   // Ended before its entries were in (a process found, not held): BPF saw
   // no exit of ours, so nothing would remove them before its pid is reused.
-  if (!proc::exists(pid)) proctrack_->forget(pid);
+  if (!proc::running(pid)) proctrack_->forget(pid);
   targets_.adopted(pid, interp);
   if (!how.provisional) ++stats_.traced;  // a provisional target counts once promoted
   emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);

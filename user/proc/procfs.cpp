@@ -65,6 +65,21 @@ bool exists(pid_t pid) {
   return false;
 }
 
+bool running(pid_t pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+  const std::string line = slurp(proc_file(pid, "stat"));
+  auto rp = line.rfind(')');
+  if (rp == std::string::npos || rp + 2 >= line.size() || line[rp + 2] == 'Z' || line[rp + 2] == 'X') return false;
+  // After ") ": state ppid pgrp session tty_nr tpgid flags
+  std::istringstream rest(line.substr(rp + 2));
+  std::string field;
+  unsigned long flags = 0;
+  for (int i = 0; i < 7 && rest >> field; ++i)
+    if (i == 6) flags = std::strtoul(field.c_str(), nullptr, 10);
+  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
+  return !(flags & kPfExiting);              // unparsed (never seen): as exists() says
+}
+
 std::vector<Mapping> read_maps(pid_t pid) {
   std::vector<Mapping> out;
   std::ifstream in(proc_file(pid, "maps"));

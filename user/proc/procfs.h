@@ -23,6 +23,11 @@ struct Mapping {
 };
 
 bool exists(pid_t pid);
+// Exists and has not begun to exit (PF_EXITING, set before the kernel's
+// exit tracepoint runs, while /proc still says R or D): what a writer of
+// BPF entries for `pid` checks after its write, since BPF removes them at
+// that tracepoint and a write after it would outlive the process.
+bool running(pid_t pid);
 // Whether two processes run the same executable file (/proc/PID/exe's
 // device and inode): a fork that has not exec'd yet.
 bool same_executable(pid_t a, pid_t b);
