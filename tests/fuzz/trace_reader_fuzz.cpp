@@ -1,30 +1,57 @@
 // libFuzzer target for the trace reader: any bytes must give records, a
 // warning or an lt::Error, never a crash, a hang or an out-of-bounds access.
+// What was read then goes through every aggregator of the catalogue
+// (user/cli/aggregators.cpp) and every report of the registry
+// (user/cli/report_registry.cpp), as `report FILE` does with every report
+// asked for: a new aggregator or report is fuzzed with no edit here.
 //   make fuzz                          bounded run (as in `make test`)
 //   make fuzz FUZZ_SECONDS=3600        a longer one
 #include <cstddef>
 #include <cstdint>
+#include <iostream>
+#include <sstream>
+#include <string>
 #include <string_view>
 
-#include "reports/advanced/advanced_report.h"
 #include "reports/aggregate/actions.h"
-#include "reports/aggregate/comm.h"
-#include "reports/aggregate/compiles.h"
-#include "reports/aggregate/device_stats.h"
-#include "reports/aggregate/gpu.h"
-#include "reports/aggregate/memory.h"
-#include "reports/aggregate/nccl.h"
-#include "reports/aggregate/ops.h"
-#include "reports/aggregate/stacks.h"
-#include "reports/comm/comm_report.h"
-#include "reports/comm/comm_stacks_section.h"
-#include "reports/comm/nccl_section.h"
-#include "reports/gpu/gpu_actions.h"
-#include "reports/gpu/gpu_tables.h"
-#include "reports/memory/memory_report.h"
-#include "reports/ops/compile_section.h"
+#include "user/cli/aggregators.h"
+#include "user/cli/options.h"
+#include "user/cli/report_registry.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
+
+namespace {
+
+// Every report by name, the option-driven tables on, and every aggregate
+// kept whole (as the exports keep them).
+lt::Options every_report() {
+  lt::Options o;
+  o.report.clear();
+  for (const lt::ReportEntry& e : lt::report_entries())
+    if (!e.name.empty()) o.report += (o.report.empty() ? "" : ",") + std::string(e.name);
+  o.report_given = true;
+  o.schedule = true;
+  o.profile_memory = true;
+  o.module_names = true;
+  o.device_stats = true;
+  return o;
+}
+
+// Reports print to stdout: kept out of libFuzzer's output, and not slowed
+// by a terminal.
+class SilencedStdout {
+ public:
+  SilencedStdout() : old_(std::cout.rdbuf(sink_.rdbuf())) {}
+  ~SilencedStdout() { std::cout.rdbuf(old_); }
+  SilencedStdout(const SilencedStdout&) = delete;
+  SilencedStdout& operator=(const SilencedStdout&) = delete;
+
+ private:
+  std::ostringstream sink_;
+  std::streambuf* old_;
+};
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   lt::Trace trace;
@@ -34,50 +61,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   // Whatever was read must also aggregate and render without trouble.
+  static const lt::Options opts = every_report();
   lt::ActionAggregator actions;
-  lt::StackAggregator stacks(actions);
-  lt::OpAggregator ops(actions, {/*schedule=*/true, /*keep_intervals=*/true});
-  lt::GpuAggregator gpu(actions, /*keep_slices=*/true);
-  lt::DeviceStatsAggregator dev(actions);
-  lt::MemoryAggregator mem(actions, {.keep_events = true});
-  lt::CommAggregator comm(actions, {.keep_calls = true});
-  lt::CommStackAggregator comm_stacks;
-  lt::NcclAggregator nccl(actions);
-  lt::CompileAggregator compiles(&actions);
+  auto aggregators = lt::make_aggregators(opts, {.exports = true, .intervals = true}, actions);
   trace.for_each([&](const lt::lt_event_header& h, const std::byte* p) {
     actions.add(h, p);
-    stacks.add(h, p);
-    ops.add(h, p);
-    gpu.add(h, p);
-    dev.add(h, p);
-    mem.add(h, p);
-    comm.add(h, p);
-    comm_stacks.add(h, p);
-    nccl.add(h, p);
-    compiles.add(h, p);
+    for (auto& a : aggregators) a->add(h, p);
   });
-  auto rep = actions.finish();
-  auto st = stacks.finish();
-  (void)ops.finish();
-  (void)dev.finish();
-  const auto memory = mem.finish();
-  (void)lt::render_memory_report(memory, {&rep});
-  (void)lt::render_cuda_memory_stats(memory, {&rep});
-  (void)lt::render_comm_report(comm.finish(), {&rep});
-  (void)lt::render_comm_stacks(comm_stacks.finish(), {&rep});
-  (void)lt::render_nccl_section(nccl.finish(), {&rep});
-  const auto comp = compiles.finish();
-  for (const auto& [pid, cp] : comp.procs) (void)lt::render_compile_section(pid, cp, comp.window_begin_ns);
-  for (const auto& p : gpu.finish().processes) {
-    (void)lt::render_gpu_kern_sum(p.kernels);
-    (void)lt::render_nvtx_sum(p.nvtx);
-    (void)lt::render_gpu_actions(p.actions, true);
-  }
-  for (const auto& ps : st.processes) {
-    lt::AdvancedReportInput in;
-    in.stacks = &ps;
-    in.period_ns = st.period_ns;
-    (void)lt::render_advanced_report(in);
+  lt::ReportResults results;
+  results.actions = actions.finish();
+  for (auto& a : aggregators) a->finish(results);
+  SilencedStdout quiet;
+  try {
+    lt::write_reports(opts, results, {});
+  } catch (const lt::Error&) {
+    // An output error (io) is a clean failure; nothing is written to files here.
   }
   return 0;
 }

@@ -88,5 +88,17 @@ TEST(RecordKinds, WhatAWindowKeeps) {
   EXPECT_EQ(keep_in_window(250), KeepInWindow::event);  // unknown: kept by its time
 }
 
+// The kinds whose records carry a Python stack come from the catalogue's
+// struct column (they were a hand list the catalogue did not feed).
+TEST(RecordKinds, StackCarryingKindsAreThoseOfTheSampleStruct) {
+  std::set<std::uint16_t> carry;
+  for (const RecordKind& k : record_kinds())
+    if (carries_stack(k.kind)) carry.insert(k.kind);
+  EXPECT_EQ(carry, (std::set<std::uint16_t>{LT_EV_PY_SAMPLE, LT_EV_OFFCPU_BEGIN, LT_EV_GPU_LAUNCH_STACK,
+                                            LT_EV_MEM_STACK, LT_EV_COMM_STACK}));
+  EXPECT_FALSE(carries_stack(LT_EV_OFFCPU_END));
+  EXPECT_FALSE(carries_stack(250));  // unknown
+}
+
 }  // namespace
 }  // namespace lt

@@ -7,11 +7,6 @@
 
 namespace lt {
 
-bool carries_stack(std::uint16_t kind) {
-  return kind == LT_EV_PY_SAMPLE || kind == LT_EV_GPU_LAUNCH_STACK || kind == LT_EV_OFFCPU_BEGIN ||
-         kind == LT_EV_MEM_STACK || kind == LT_EV_COMM_STACK;
-}
-
 template <typename R>
 std::span<const std::byte> RecordNormalizer::copy(const void* data, R*& out) {
   out = reinterpret_cast<R*>(&buf_);

@@ -44,10 +44,4 @@ struct RecordOps {
 };
 RecordOps ops_named(std::span<const std::byte> record);
 
-// Kinds that carry an lt_py_sample_event (a Python stack to symbolize).
-bool carries_stack(std::uint16_t kind);
-// The fixed size of a kind the collector reads; 0 for the kinds it passes
-// through unread.
-std::size_t fixed_size(std::uint16_t kind);
-
 }  // namespace lt

@@ -1,5 +1,7 @@
 // The seam between Session and each source of records: the Lightning
-// actions, the stack sampler, ops, memory, collectives, GPU. Session is the
+// actions, the stack sampler, ops, memory, collectives, XLA, GC, GPU (the
+// process tracker and the library-load probe, which every target needs,
+// Session owns itself). Session is the
 // drain loop and the target tracking; it holds a list of tracers and calls
 // the same hooks on each:
 //   adopt(interp)      a target is adopted (probes on the interpreter);

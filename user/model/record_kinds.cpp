@@ -1,13 +1,21 @@
 #include "user/model/record_kinds.h"
 
 #include <array>
+#include <type_traits>
 
 namespace lt {
 
 namespace {
 
 #define LT_RECORD_KIND_ROW(name, number, type, rule, text, dump, keep) \
-  RecordKind{number, #name, sizeof(type), (rule) == LT_SIZE_EXACT, text, dump, static_cast<KeepInWindow>(keep)},
+  RecordKind{number,                                                   \
+             #name,                                                    \
+             sizeof(type),                                             \
+             (rule) == LT_SIZE_EXACT,                                  \
+             text,                                                     \
+             dump,                                                     \
+             static_cast<KeepInWindow>(keep),                          \
+             std::is_same_v<type, lt_py_sample_event>},
 constexpr RecordKind kKinds[] = {LT_RECORD_KINDS(LT_RECORD_KIND_ROW)};
 #undef LT_RECORD_KIND_ROW
 
@@ -59,6 +67,11 @@ std::string record_text_name(std::uint16_t kind) {
 KeepInWindow keep_in_window(std::uint16_t kind) {
   const RecordKind* k = record_kind(kind);
   return k ? k->keep : KeepInWindow::event;
+}
+
+bool carries_stack(std::uint16_t kind) {
+  const RecordKind* k = record_kind(kind);
+  return k && k->stack;
 }
 
 const char* record_dump_name(std::uint16_t kind) {

@@ -26,6 +26,7 @@ struct RecordKind {
   const char* text;       // in loss notes: "lost 12 action start record(s)"
   const char* dump;       // in `dump` lines: "action_begin"
   KeepInWindow keep;      // event: when in the window; name: always; frame: never; segment: with its segment
+  bool stack;             // its struct is lt_py_sample_event: it carries a Python stack
 };
 
 // Every kind, in the catalogue's order.
@@ -40,6 +41,10 @@ std::size_t exact_record_size(std::uint16_t kind);
 std::string record_text_name(std::uint16_t kind);
 // How a window keeps `kind`: an unknown kind counts as an event.
 KeepInWindow keep_in_window(std::uint16_t kind);
+// Does a record of `kind` carry a Python stack (lt_py_sample_event)?  The
+// catalogue's struct column says, so a new stack-carrying kind is
+// normalised, symbolized and cut like the others with no list to edit.
+bool carries_stack(std::uint16_t kind);
 // Names in `dump` lines: "mem"; "unknown" for a number it does not know.
 const char* record_dump_name(std::uint16_t kind);
 
