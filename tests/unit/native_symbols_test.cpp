@@ -7,13 +7,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <string>
 #include <vector>
 
 #include "bpf/events.h"
 #include "reports/aggregate/py_symbols.h"
+#include "user/proc/symbol_index.h"
 
 namespace {
 
@@ -26,13 +29,15 @@ int in_this_binary(int x) {
 TEST(NativeSymbols, EachFunctionOnceAndTheSkippedFileNever) {
   std::vector<std::string> names;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
-  lt::proc::NativeSymbols syms([&](const void* r, std::size_t n) {
-    ASSERT_EQ(n, sizeof(lt::lt_native_func_event));  // libc has symbols: a function's range
-    lt::lt_native_func_event e;
-    std::memcpy(&e, r, sizeof e);
-    names.emplace_back(e.name);
-    ranges.emplace_back(e.start, e.end);
-  });
+  lt::proc::NativeSymbols syms(
+      [&](const void* r, std::size_t n) {
+        ASSERT_EQ(n, sizeof(lt::lt_native_func_event));  // libc has symbols: a function's range
+        lt::lt_native_func_event e;
+        std::memcpy(&e, r, sizeof e);
+        names.emplace_back(e.name);
+        ranges.emplace_back(e.start, e.end);
+      },
+      {}, lt::proc::NativeNamer::kWaitAlways);  // named at once, however slow the machine
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const pid_t pid = getpid();
   const auto libc_fn = reinterpret_cast<std::uint64_t>(dlsym(RTLD_DEFAULT, "getpid"));
@@ -57,6 +62,45 @@ TEST(NativeSymbols, EachFunctionOnceAndTheSkippedFileNever) {
   syms.forget(pid);
   syms.describe(pid, libc_fn, self, 4);
   EXPECT_EQ(names.size(), 2u);
+}
+
+// A library whose symbols are still being read (on their own thread) does
+// not hold the caller: its leaf is left unnamed (false) and asked again by
+// the next sample there, named once they are read; each file read once.
+TEST(NativeSymbols, ALeafIsNamedOnceItsLibrarysSymbolsAreRead) {
+  std::vector<std::string> names;
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  std::atomic<int> loads{0};
+  lt::proc::NativeSymbols syms(
+      [&](const void* r, std::size_t) {
+        lt::lt_native_func_event e;
+        std::memcpy(&e, r, sizeof e);
+        names.emplace_back(e.name);
+      },
+      {}, std::chrono::milliseconds(1),
+      [&](const std::string& path) {
+        ++loads;
+        gate.wait();  // a big library: still being read
+        return std::make_shared<const lt::proc::SymbolIndex>(path);
+      });
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const pid_t pid = getpid();
+  const auto libc_fn = reinterpret_cast<std::uint64_t>(dlsym(RTLD_DEFAULT, "getpid"));
+  ASSERT_NE(libc_fn, 0u);
+  EXPECT_FALSE(syms.describe(pid, libc_fn, self, 1));
+  EXPECT_FALSE(syms.describe(pid, libc_fn, self, 2));
+  EXPECT_TRUE(names.empty());
+  go.set_value();
+  // Read now (however long the machine takes): the next sample names it.
+  bool named = false;
+  for (int i = 0; i < 100000 && !named; ++i) named = syms.describe(pid, libc_fn, self, 3);
+  ASSERT_TRUE(named);
+  ASSERT_EQ(names.size(), 1u);
+  EXPECT_NE(names[0].find("getpid"), std::string::npos) << names[0];
+  EXPECT_EQ(loads.load(), 1);
+  EXPECT_TRUE(syms.describe(pid, libc_fn, self, 4));  // once
+  EXPECT_EQ(names.size(), 1u);
 }
 
 // The reader's side (reports/aggregate/py_symbols.*): an address inside a

@@ -11,6 +11,7 @@
 #include "user/collector/synthesized_records.h"
 #include "user/collector/target_tracker.h"
 #include "user/core/errors.h"
+#include "user/model/record_kinds.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/procfs.h"
 #include "user/python/symbolizer.h"
@@ -106,13 +107,17 @@ void StackTracer::observe(const lt_event_header& h, std::span<const std::byte> r
   std::memcpy(static_cast<void*>(&e), record.data(), sizeof e);
   ctx_.symbolizer().describe(e, *interp, ctx_.targets.ancestors(pid), ctx_.shutting_down_since(pid));
   // No native leaf for a collective's stack (its report shows the Python
-  // frames): naming one loads the library's symbols (libtorch_cpu: most of a
-  // second), and the drain stalled behind it saw a short job exit before
-  // its later code objects were read (CI: every frame of a rank <unknown>).
-  if (h.kind != LT_EV_COMM_STACK) natives_->describe(pid, e.user_ip, interp->binary, h.ts_ns);
+  // frames). A leaf in a library whose symbols are still being read (in the
+  // background: libtorch_cpu's take ~150 ms, which the drain once spent
+  // while short-lived code objects died unread) is left off that stack.
+  if (h.kind != LT_EV_COMM_STACK && !natives_->describe(pid, e.user_ip, interp->binary, h.ts_ns))
+    ++leaves_while_loading_;
 }
 
 void StackTracer::detach() {
+  if (leaves_while_loading_)
+    ctx_.note(std::to_string(leaves_while_loading_) +
+              " stack(s) kept without their native leaf: sampled while its library's symbols were still being read");
   source_.reset();
 }
 

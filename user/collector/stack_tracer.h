@@ -5,6 +5,7 @@
 // stack while they are still alive. Which targets are sampled is their
 // entry in the target table: those whose thread states BPF can find.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <set>
 
@@ -32,7 +33,8 @@ class StackTracer final : public Tracer {
   const TracerContext& ctx_;
   std::unique_ptr<PySampleSource> source_;
   std::unique_ptr<proc::NativeSymbols> natives_;
-  std::set<pid_t> full_rate_;  // escalated: sampled at escalated_rate_hz
+  std::set<pid_t> full_rate_;               // escalated: sampled at escalated_rate_hz
+  std::uint64_t leaves_while_loading_ = 0;  // native leaves not named: their symbols not read yet
 };
 
 }  // namespace lt

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 
 #include "bpf/events.h"
 #include "user/proc/symbol_index.h"
@@ -29,7 +30,12 @@ std::string base_name(const std::string& path) {
 
 }  // namespace
 
-NativeNamer::NativeNamer() = default;
+NativeNamer::NativeNamer(std::chrono::milliseconds index_wait, Loader load)
+    : index_wait_(index_wait), load_(std::move(load)) {
+  if (!load_) load_ = [](const std::string& path) { return std::make_shared<const SymbolIndex>(path); };
+}
+// Each reader thread still running is waited for (a shared future from
+// std::async joins its thread when the last copy goes).
 NativeNamer::~NativeNamer() = default;
 
 const Mapping* NativeNamer::mapping_of(pid_t pid, std::uint64_t ip) {
@@ -62,10 +68,28 @@ std::optional<NativeName> NativeNamer::name(pid_t pid, std::uint64_t ip) {
   if (path.empty() || stat(path.c_str(), &st) != 0) return std::nullopt;
   auto f = files_.find({st.st_dev, st.st_ino});
   // Unreadable or not ELF: an empty index, and the frame is named by its file.
-  if (f == files_.end())
-    f = files_.emplace(std::make_pair(st.st_dev, st.st_ino), std::make_unique<SymbolIndex>(path)).first;
+  if (f == files_.end()) {
+    std::shared_future<std::shared_ptr<const SymbolIndex>> ready;
+    try {
+      ready = std::async(std::launch::async, load_, path).share();
+    } catch (const std::system_error&) {  // no thread to be had: read it here
+      std::promise<std::shared_ptr<const SymbolIndex>> now;
+      now.set_value(load_(path));
+      ready = now.get_future().share();
+    }
+    f = files_.emplace(std::make_pair(st.st_dev, st.st_ino), std::move(ready)).first;
+  }
+  if (index_wait_ < std::chrono::milliseconds::zero())
+    f->second.wait();
+  else if (f->second.wait_for(index_wait_) != std::future_status::ready) {
+    out.loading = true;
+    out.function = "[" + out.dso + "]";
+    return out;
+  }
+  const std::shared_ptr<const SymbolIndex>& index = f->second.get();
   std::uint64_t b = 0, e = 0;
-  if (const char* sym = f->second->function_at(ip - m->start + m->offset, b, e)) out.function = demangle(sym);
+  if (const char* sym = index ? index->function_at(ip - m->start + m->offset, b, e) : nullptr)
+    out.function = demangle(sym);
   // The addresses with the same name in this process: the function's
   // extent, or the gap between symbols where there is none ("[dso]").
   if (e > b && b >= m->offset) {
@@ -81,27 +105,29 @@ void NativeNamer::forget(pid_t pid) {
   maps_.erase(pid);
 }
 
-NativeSymbols::NativeSymbols(Emit emit, Renamer rename) : emit_(std::move(emit)), rename_(std::move(rename)) {}
+NativeSymbols::NativeSymbols(Emit emit, Renamer rename, std::chrono::milliseconds index_wait, NativeNamer::Loader load)
+    : emit_(std::move(emit)), rename_(std::move(rename)), namer_(index_wait, std::move(load)) {}
 NativeSymbols::~NativeSymbols() = default;
 
-void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts) {
-  if (!ip) return;
+bool NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts) {
+  if (!ip) return true;
   if (auto s = skipped_.find(pid); s != skipped_.end())
     for (const auto& [b, e] : s->second)
-      if (ip >= b && ip < e) return;
-  if (done_.count({pid, ip})) return;
+      if (ip >= b && ip < e) return true;
+  if (done_.count({pid, ip})) return true;
   auto& ranges = named_[pid];
-  if (auto r = ranges.upper_bound(ip); r != ranges.begin() && ip < std::prev(r)->second) return;
+  if (auto r = ranges.upper_bound(ip); r != ranges.begin() && ip < std::prev(r)->second) return true;
   auto n = namer_.name(pid, ip);
   if (n && n->path == skip_file) {
     skipped_[pid].emplace_back(n->map_start, n->map_end);
-    return;
+    return true;
   }
   if (!n) {
     if (done_.size() >= kMaxDone) done_.clear();
     done_.emplace(pid, ip);
-    return;
+    return true;
   }
+  if (n->loading) return false;
   if (rename_)
     if (auto better = rename_(pid, *n)) n->function = std::move(*better);
   // One record for every address of the function (or of a mapping
@@ -119,7 +145,7 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
     std::strncpy(f.dso, n->dso.c_str(), sizeof f.dso - 1);
     std::strncpy(f.name, n->function.c_str(), sizeof f.name - 1);
     emit_(&f, sizeof f);
-    return;
+    return true;
   }
   if (done_.size() >= kMaxDone) done_.clear();
   done_.emplace(pid, ip);
@@ -132,6 +158,7 @@ void NativeSymbols::describe(pid_t pid, std::uint64_t ip, const std::string& ski
   std::strncpy(e.dso, n->dso.c_str(), sizeof e.dso - 1);
   std::strncpy(e.name, n->function.c_str(), sizeof e.name - 1);
   emit_(&e, sizeof e);
+  return true;
 }
 
 void NativeSymbols::forget(pid_t pid) {

@@ -7,8 +7,10 @@
 #pragma once
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,11 +32,24 @@ struct NativeName {
   // The addresses with this same name: the function's extent, or the gap
   // between the symbols around it when it has none; 0, 0 when unknown.
   std::uint64_t start = 0, end = 0;
+  // Its file's symbols are still being read (on a thread of their own): no
+  // function yet; ask again later.
+  bool loading = false;
 };
 
 class NativeNamer {
  public:
-  NativeNamer();
+  // How long name() waits for a file's symbols before it answers `loading`.
+  // They are read on a thread of their own: a small library's in well under
+  // this; libtorch_cpu's ~450k take ~150 ms, which the drain that asks would
+  // otherwise spend not reading the ring (while short-lived code objects
+  // die unread, or a short job exits).
+  // NativeSymbols (the drain) waits kIndexWait; `dump`, which names each
+  // leaf once, kWaitAlways (never `loading`).
+  static constexpr std::chrono::milliseconds kIndexWait{5};
+  static constexpr std::chrono::milliseconds kWaitAlways{-1};
+  using Loader = std::function<std::shared_ptr<const SymbolIndex>(const std::string& path)>;
+  explicit NativeNamer(std::chrono::milliseconds index_wait = kWaitAlways, Loader load = {});
   ~NativeNamer();
   // `ip` of `pid`, or nullopt when it is in no mapped file (JIT code,
   // anonymous memory, a vanished process).
@@ -44,7 +59,10 @@ class NativeNamer {
  private:
   const Mapping* mapping_of(pid_t pid, std::uint64_t ip);
   std::map<pid_t, std::vector<Mapping>> maps_;
-  std::map<std::pair<dev_t, ino_t>, std::unique_ptr<SymbolIndex>> files_;  // by file identity
+  std::chrono::milliseconds index_wait_;
+  Loader load_;
+  // By file identity; each ready once its reader thread is done.
+  std::map<std::pair<dev_t, ino_t>, std::shared_future<std::shared_ptr<const SymbolIndex>>> files_;
 };
 
 class NativeSymbols {
@@ -53,11 +71,14 @@ class NativeSymbols {
   // A better name for a leaf than its symbol, where a data source knows one
   // (inductor's `kernel` is cpp_fused_relu_0); nullopt keeps the symbol.
   using Renamer = std::function<std::optional<std::string>(pid_t pid, const NativeName& n)>;
-  explicit NativeSymbols(Emit emit, Renamer rename = {});
+  explicit NativeSymbols(Emit emit, Renamer rename = {}, std::chrono::milliseconds index_wait = NativeNamer::kIndexWait,
+                         NativeNamer::Loader load = {});
   ~NativeSymbols();
   // Describes `ip` of `pid` unless it lies in `skip_file` (the interpreter:
-  // its frames are the Python ones) or was described already.
-  void describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts);
+  // its frames are the Python ones) or was described already.  False when
+  // its file's symbols are still being read: nothing written, and the next
+  // sample there asks again (that sample's stack has no native leaf).
+  bool describe(pid_t pid, std::uint64_t ip, const std::string& skip_file, std::uint64_t ts);
   void forget(pid_t pid);           // exec or exit: its addresses mean nothing now
   std::size_t remembered() const {  // addresses and functions kept (tests: bounded)
     std::size_t n = done_.size();
