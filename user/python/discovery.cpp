@@ -1,5 +1,7 @@
 #include "user/python/discovery.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -77,7 +79,10 @@ Interpreter discover(pid_t pid) {
       throw Error(ExitCode::no_such_process,
                   "process " + std::to_string(pid) + " has no memory map (it is exiting or has exited)");
     throw Error(ExitCode::permission,
-                "cannot read /proc/" + std::to_string(pid) + "/maps (need CAP_SYS_PTRACE or root)");
+                "cannot read /proc/" + std::to_string(pid) + "/maps" +
+                    (geteuid() == 0 ? ": the kernel refused root (a process that is not dumpable, in a user namespace "
+                                      "we are not in, or kept from ptrace by a security module)"
+                                    : " (need CAP_SYS_PTRACE or root)"));
   }
 
   // Candidate files, the executable first: where it defines the
