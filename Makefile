@@ -270,21 +270,16 @@ test:
 # UBSan); FUZZ_SECONDS bounds each run.
 FUZZ_SECONDS ?= 20
 FUZZ_TIMEOUT ?= 10
-WRITERS_FUZZ_SRCS := tests/fuzz/writers_fuzz.cpp \
-             $(wildcard user/text/*.cpp reports/aggregate/*.cpp reports/export/*.cpp reports/flame/*.cpp \
-                        reports/simple/*.cpp reports/advanced/*.cpp reports/dump/*.cpp reports/verdict/*.cpp reports/xla/*.cpp \
-                        user/model/*.cpp)
 # The fuzz targets are linked from the ASan build's objects (asan-build
 # below compiles them with libFuzzer's coverage hooks): only their drivers
 # are compiled for them.
 FUZZ_DIR := build-fuzz
-# The trace reader's target feeds every aggregator and report through their
-# catalogues (user/cli/aggregators.cpp, report_registry.cpp), so it links the
-# archives and takes what those reach: a new one is fuzzed with no edit here.
-$(BUILD)/trace_reader_fuzz: $(BUILD)/obj/tests/fuzz/trace_reader_fuzz.o $(LIB_ARCHIVES)
+# Both link the archives and take what their drivers reach (no list of
+# sources to keep): the trace reader's target feeds every aggregator and
+# report through their catalogues (user/cli/aggregators.cpp,
+# report_registry.cpp), so a new one is fuzzed with no edit here.
+$(BUILD)/trace_reader_fuzz $(BUILD)/writers_fuzz: $(BUILD)/%: $(BUILD)/obj/tests/fuzz/%.o $(LIB_ARCHIVES)
 	$(CXX) $(CXXFLAGS) -fsanitize=fuzzer $< $(LINK_LIBS) -o $@ $(LDLIBS)
-$(BUILD)/writers_fuzz: $(patsubst %.cpp,$(BUILD)/obj/%.o,$(WRITERS_FUZZ_SRCS))
-	$(CXX) $(CXXFLAGS) -fsanitize=fuzzer $^ -o $@
 $(FUZZ_DIR)/make_seed: tests/fuzz/make_seed.cpp user/tracefile/trace_writer.cpp user/core/output_file.cpp | $(SKELS)
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 -O1 -g -I. -Ibpf $^ -o $@ -lz -lzstd
