@@ -117,7 +117,7 @@ def main():
         start = doc.find("## Stack sampler cost in the kernel")
         if start >= 0:
             end = doc.find("\n## ", start + 1)
-            doc = doc[:start] + section + (doc[end + 1:] if end >= 0 else "")
+            doc = doc[:start] + section + ("\n" + doc[end + 1:] if end >= 0 else "")  # a blank line before the next
         else:
             doc = doc.rstrip("\n") + "\n\n" + section
         open(path, "w").write(doc)
