@@ -67,7 +67,10 @@ bool exists(pid_t pid) {
 
 bool running(pid_t pid) {
   if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
-  const std::string line = slurp(proc_file(pid, "stat"));
+  return stat_says_running(slurp(proc_file(pid, "stat")));
+}
+
+bool stat_says_running(const std::string& line) {
   auto rp = line.rfind(')');
   if (rp == std::string::npos || rp + 2 >= line.size() || line[rp + 2] == 'Z' || line[rp + 2] == 'X') return false;
   // After ") ": state ppid pgrp session tty_nr tpgid flags

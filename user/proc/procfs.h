@@ -28,6 +28,8 @@ bool exists(pid_t pid);
 // BPF entries for `pid` checks after its write, since BPF removes them at
 // that tracepoint and a write after it would outlive the process.
 bool running(pid_t pid);
+// The same, from a /proc/PID/stat line (a comm may hold ')' and spaces).
+bool stat_says_running(const std::string& stat_line);
 // Whether two processes run the same executable file (/proc/PID/exe's
 // device and inode): a fork that has not exec'd yet.
 bool same_executable(pid_t a, pid_t b);
