@@ -926,7 +926,8 @@ void Session::check_forked_tsd() {
       targets_.proven(pid);
     } else if (!targets_.retry_unproven(pid)) {
       targets_.drop_tsd(pid);
-      proctrack_->set_target(pid, target_for(*interp));
+      // Only where its entry still is: BPF removed it if it exited.
+      proctrack_->update_target(pid, target_for(*interp));
       notes_.push_back(why + " (after fork or exec); its stacks are missing from the report");
     }
   }
@@ -1009,7 +1010,7 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
         const lt_target t = target_for(*interp);
         if (!proctrack_->update_target(pid, t) && proc::same_executable(static_cast<pid_t>(p.parent_pid), pid)) {
           proctrack_->set_target(pid, t);
-          if (!proc::exists(pid) || !proc::same_executable(static_cast<pid_t>(p.parent_pid), pid))
+          if (!proc::running(pid) || !proc::same_executable(static_cast<pid_t>(p.parent_pid), pid))
             proctrack_->drop_target(pid);  // it exec'd or ended meanwhile
         }
         emit_process_records(pid, interp, LT_PROC_PYTHON, h.ts_ns);
