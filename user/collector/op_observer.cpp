@@ -292,14 +292,14 @@ std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
     // Sealed and sized before the bridge writes its header, magic last: a
     // buffer found in between is not finished, not of another version
     // (CI 112: "not of this ltrace-bpf's version" from a bridge of ours).
-    if (load_acquire(h.magic) == 0) {
+    const std::uint32_t magic = load_acquire(h.magic);
+    if (magic == 0) {
       if (proc::exists(pid) && !past_deadline(pid, p, now)) return "";
       return "the bridge did not finish its op observer's buffer within 2 s (more its CPU waits)";
     }
-    if (load_acquire(h.magic) != LT_OBS_MAGIC || h.version != LT_OBS_VERSION || h.slots != LT_OBS_SLOTS ||
-        h.ring != LT_OBS_RING || h.size != LT_OBS_SIZE || h.slots_offset != LT_OBS_SLOTS_OFFSET ||
-        h.names_index_offset != LT_OBS_INDEX_OFFSET || h.names_offset != LT_OBS_NAMES_OFFSET ||
-        h.rings_offset != LT_OBS_RINGS_OFFSET)
+    if (magic != LT_OBS_MAGIC || h.version != LT_OBS_VERSION || h.slots != LT_OBS_SLOTS || h.ring != LT_OBS_RING ||
+        h.size != LT_OBS_SIZE || h.slots_offset != LT_OBS_SLOTS_OFFSET || h.names_index_offset != LT_OBS_INDEX_OFFSET ||
+        h.names_offset != LT_OBS_NAMES_OFFSET || h.rings_offset != LT_OBS_RINGS_OFFSET)
       return "the op observer's buffer is not of this ltrace-bpf's version";
     // Its own buffer, not one inherited from the process it forked from.
     pid_t own = pid;

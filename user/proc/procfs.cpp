@@ -53,26 +53,36 @@ bool same_executable(pid_t a, pid_t b) {
          sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+namespace {
+
+// The /proc/PID/stat line of a live process (kill(pid, 0) answers), or ""
+// for one that is gone.  The whole file: a comm may hold a newline.
+std::string live_stat(pid_t pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return "";
+  return slurp(proc_file(pid, "stat"));
+}
+
+// A stat line's state is not a zombie's or a dead task's (fields are read
+// after the last ')': a comm may hold one).
+bool stat_says_alive(const std::string& line, std::string::size_type& rp) {
+  rp = line.rfind(')');
+  return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z' && line[rp + 2] != 'X';
+}
+
+}  // namespace
+
 bool exists(pid_t pid) {
-  if (pid <= 0) return false;
-  if (kill(pid, 0) == 0 || errno == EPERM) {
-    // A zombie has no address space left to trace.  The whole file: a
-    // comm may hold a newline.
-    const std::string line = slurp(proc_file(pid, "stat"));
-    auto rp = line.rfind(')');
-    return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z' && line[rp + 2] != 'X';
-  }
-  return false;
+  std::string::size_type rp = 0;
+  return stat_says_alive(live_stat(pid), rp);  // a zombie has no address space left to trace
 }
 
 bool running(pid_t pid) {
-  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
-  return stat_says_running(slurp(proc_file(pid, "stat")));
+  return stat_says_running(live_stat(pid));
 }
 
 bool stat_says_running(const std::string& line) {
-  auto rp = line.rfind(')');
-  if (rp == std::string::npos || rp + 2 >= line.size() || line[rp + 2] == 'Z' || line[rp + 2] == 'X') return false;
+  std::string::size_type rp = 0;
+  if (!stat_says_alive(line, rp)) return false;
   // After ") ": state ppid pgrp session tty_nr tpgid flags
   std::istringstream rest(line.substr(rp + 2));
   std::string field;
