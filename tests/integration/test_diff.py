@@ -164,6 +164,29 @@ def test_bad_input_is_one_line(tmp_path, traces):
     assert r.returncode == 8 and r.stderr.count("\n") == 1, r.stderr
     r = subprocess.run([LTRACE, "diff", traces["a"]], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "two trace files" in r.stderr
+    # A regression gate must not pass on nothing (exit 19, before any table):
+    # a trace of another job (another script, another LightningModule) ...
+    r = diff(traces["a"], traces["transformer"], "--fail-if-slower", "2")
+    assert r.returncode == 19 and r.stderr.count("\n") == 1 and not r.stdout, r.stdout + r.stderr
+    assert "different jobs" in r.stderr and "watch_job.py" in r.stderr and "transformer_fit.py" in r.stderr, r.stderr
+    r = diff(traces["a"], traces["transformer"], "--any-job")
+    assert r.returncode == 0 and row(r.stdout, "train step"), r.stdout + r.stderr
+    # ... steps the trace does not hold, a window after its end ...
+    r = diff(traces["a"], traces["a2"], "--vs-steps", "500-600", "--fail-if-slower", "2")
+    assert r.returncode == 19 and r.stderr.count("\n") == 1 and not r.stdout, r.stdout + r.stderr
+    assert f"B ({traces['a2']}) holds no Lightning action" in r.stderr and "500-600" in r.stderr, r.stderr
+    r = diff(traces["a"], traces["a2"], "--window", "100000,100001")
+    assert r.returncode == 19 and "A (" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    # ... and a damaged B: its table of what was read, exit 13, each
+    # damaged range named.
+    damaged = tmp_path / "damaged.ltrace"
+    data = bytearray(open(traces["a2"], "rb").read())
+    for at in range(len(data) // 2, len(data) // 2 + 64):
+        data[at] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    r = diff(traces["a"], str(damaged))
+    assert r.returncode == 13 and row(r.stdout, "train step"), r.stdout + r.stderr
+    assert "damaged" in r.stderr, r.stderr
 
 
 def verdict(path):

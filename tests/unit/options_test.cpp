@@ -44,6 +44,36 @@ TEST(Options, Errors) {
   EXPECT_EQ(code_of({"--help"}), lt::ExitCode::ok);
 }
 
+// Values that once went through: an overflowing time (a double past 2^64 ns
+// cast to an integer), a trigger list naming nothing, 'none' beside a
+// trigger; and a floor of 0, once refused.
+TEST(Options, WatchValuesAreBoundedAndNamed) {
+  const std::vector<std::string> w = {"watch", "--pid", "1"};
+  auto with = [&w](std::vector<std::string> more) {
+    auto a = w;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  EXPECT_EQ(code_of(with({"--keep", "1e300h"})), lt::ExitCode::usage);
+  EXPECT_EQ(code_of(with({"--capture-before", "1e12"})), lt::ExitCode::usage);
+  EXPECT_EQ(code_of(with({"--keep", "366d"})), lt::ExitCode::usage);
+  EXPECT_EQ(code_of(with({"--keep", "2h"})), lt::ExitCode::ok);
+  EXPECT_EQ(code_of(with({"--triggers", ","})), lt::ExitCode::usage);
+  EXPECT_EQ(code_of(with({"--triggers", "none,stall"})), lt::ExitCode::usage);
+  EXPECT_EQ(code_of(with({"--triggers", "none"})), lt::ExitCode::ok);
+  EXPECT_EQ(code_of(with({"--slow-floor", "0"})), lt::ExitCode::ok);
+  EXPECT_EQ(code_of(with({"--slow-floor", "-1"})), lt::ExitCode::usage);
+  EXPECT_EQ(code_of(with({"--memory-growth", "0"})), lt::ExitCode::usage);
+  try {
+    parse(with({"--slow-step", "abc"}));
+    ADD_FAILURE() << "--slow-step abc parsed";
+  } catch (const lt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--slow-step"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(code_of({"diff", "a", "b", "--fail-if-slower", "-2"}), lt::ExitCode::usage);
+  EXPECT_EQ(parse({"diff", "a", "b", "--fail-if-slower", "0", "--any-job"}).fail_if_slower_pct, 0);
+}
+
 TEST(Offsets, TableCoversSupportedVersionsOnly) {
   for (int m = lt::python::kMinMinor; m <= lt::python::kMaxMinor; ++m) {
     auto l = lt::python::layout_for(m);

@@ -337,6 +337,33 @@ TEST(Triggers, ExitsAndTheDailyLimit) {
   EXPECT_TRUE(p.request(0, s, "asked"));              // another kind: its own count
 }
 
+TEST(Triggers, RequestsHaveABudgetPerUserAndCanBeTurnedOff) {
+  TriggerOptions o;
+  o.max_per_day = 1;
+  TriggerPolicy p(o);
+  ASSERT_TRUE(p.request(7, s, "root's"));
+  EXPECT_FALSE(p.request(7, 2 * s, "root's again"));  // root's one of the day is spent
+  // A user's requests take their own budget, not root's nor another user's.
+  ASSERT_TRUE(p.request(7, 3 * s, "uid 1000's", 1000u));
+  EXPECT_FALSE(p.request(7, 4 * s, "uid 1000's again", 1000u));
+  EXPECT_TRUE(p.request(7, 5 * s, "uid 1001's", 1001u));
+  EXPECT_EQ(p.fired(TriggerKind::request), 3u);
+  EXPECT_EQ(p.suppressed(TriggerKind::request), 2u);
+  // A trigger that joined a pending capture gives its budget back.
+  o.max_per_day = 1;
+  TriggerPolicy q(o);
+  const auto first = q.on_exit(9, 3 << 8, s, s);
+  ASSERT_TRUE(first);
+  q.refund(*first);
+  EXPECT_EQ(q.fired(TriggerKind::exit), 0u);
+  EXPECT_TRUE(q.on_exit(10, 3 << 8, s, 2 * s));
+  o.request = false;
+  TriggerPolicy off(o);
+  EXPECT_FALSE(off.requests_on());
+  EXPECT_FALSE(off.request(7, s, "asked"));
+  EXPECT_EQ(off.suppressed(TriggerKind::request), 0u);  // not suppressed: not taken at all
+}
+
 struct TempDir {
   std::string path;
   TempDir() {

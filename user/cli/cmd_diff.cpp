@@ -12,6 +12,7 @@
 #include "reports/aggregate/gpu.h"
 #include "reports/diff/diff_flame.h"
 #include "reports/diff/diff_html.h"
+#include "reports/diff/job_identity.h"
 #include "reports/diff/step_diff.h"
 #include "user/cli/builtin.h"
 #include "user/core/errors.h"
@@ -114,7 +115,18 @@ int cmd_diff(Options& opts) {
   const int rank_b = opts.diff_b_rank >= 0 ? opts.diff_b_rank : opts.diff_rank;
   const bool html = !opts.html_path.empty();
   DiffFlameBuilder flame;
-  auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, int rank, const char* side) {
+  // What each side holds, checked before anything is compared: a part that
+  // matched nothing, or a trace of another job, would make a regression
+  // gate pass or fail on nothing.
+  struct Side {
+    JobIdentity job;
+    std::size_t intervals = 0;
+    std::string matched;             // what its --steps / --window matched (the last file's)
+    std::vector<std::string> notes;  // said once the side is known to hold something
+  };
+  Side side_a, side_b;
+  auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, int rank, const char* side,
+                       Side& seen) {
     // What diff keeps of each run (its samples per row); a recording itself
     // (every interval, op call and sample) lives only while it is read: a
     // diff of two big traces holds one at a time.
@@ -126,10 +138,15 @@ int cmd_diff(Options& opts) {
     for (const auto& f : files) {
       std::string matched;
       Run run = read_run(f, damaged);
+      seen.job.add(run.actions);
       run.actions = within(std::move(run.actions), range, &matched);
-      if (!matched.empty()) std::cerr << "ltrace-bpf: diff: " << side << " = " << f << ": " << matched << "\n";
+      if (!matched.empty()) {
+        seen.notes.push_back(std::string(side) + " = " + f + ": " + matched);
+        seen.matched = matched;
+      }
       const int side_index = side[0] == 'A' ? 0 : 1;
       if (rank < 0) {
+        for (const auto& p : run.actions.processes) seen.intervals += p.intervals.size();
         if (html) flame.add(side_index, run.actions, run.lines);
         keep(run);
         continue;
@@ -188,12 +205,34 @@ int cmd_diff(Options& opts) {
     if (rank >= 0 && (out.empty() || out.front().actions.processes.empty()))
       throw Error(ExitCode::usage,
                   std::string("diff: no process of rank ") + std::to_string(rank) + " in " + side + "'s traces");
-    if (rank >= 0) keep(out.front());
+    if (rank >= 0) {
+      for (const auto& p : out.front().actions.processes) seen.intervals += p.intervals.size();
+      keep(out.front());
+    }
+    if (!seen.intervals) {
+      const std::string part = range.all() ? "" : " in its part (" + seen.matched + ")";
+      throw Error(ExitCode::not_comparable, std::string("diff: ") + side + " (" + files.front() +
+                                                (files.size() > 1 ? " ..." : "") + ") holds no Lightning action" +
+                                                part + ": nothing to compare");
+    }
+    for (const auto& n : seen.notes) std::cerr << "ltrace-bpf: diff: " << n << "\n";
     return samples;
   };
-  std::vector<DiffSamples> a = read_side(opts.diff_a, opts.export_range, opts.diff_rank, "A");
-  std::vector<DiffSamples> b = read_side(opts.diff_b, range_b, rank_b, "B");
+  std::vector<DiffSamples> a = read_side(opts.diff_a, opts.export_range, opts.diff_rank, "A", side_a);
+  std::vector<DiffSamples> b = read_side(opts.diff_b, range_b, rank_b, "B", side_b);
+  if (!opts.diff_any_job) {
+    if (const std::string why = different_jobs(side_a.job, side_b.job); !why.empty())
+      throw Error(ExitCode::not_comparable,
+                  "diff: A and B are recordings of different jobs (" + why + "); --any-job compares them anyway");
+  }
   const StepDiff d = diff_samples(std::move(a), std::move(b));
+  const DiffRow* step = d.step();
+  const char* no_steps_in = step && step->n_a ? "B" : "A";
+  // A gate that cannot judge says so, before any table: it neither passes
+  // nor fails.
+  if (opts.fail_if_slower_pct >= 0 && (!step || !step->n_a || !step->n_b))
+    throw Error(ExitCode::not_comparable,
+                std::string("diff: no train steps in ") + no_steps_in + ": --fail-if-slower has no step time to judge");
   const std::string label_a = label(opts.diff_a, opts.export_range, opts.diff_rank),
                     label_b = label(opts.diff_b, range_b, rank_b);
   std::cout << render_step_diff(d, label_a, label_b);
@@ -210,10 +249,8 @@ int cmd_diff(Options& opts) {
   if (!d.no_collective_rows.empty())
     std::cerr << "ltrace-bpf: diff: no collective rows: " << d.no_collective_rows << "\n";
   if (!d.no_kernel_rows.empty()) std::cerr << "ltrace-bpf: diff: no kernel rows: " << d.no_kernel_rows << "\n";
-  const DiffRow* step = d.step();
   if (!step || !step->n_a || !step->n_b)
-    std::cerr << "ltrace-bpf: diff: no train steps in " << (step && step->n_a ? "B" : "A")
-              << ": only the actions are compared\n";
+    std::cerr << "ltrace-bpf: diff: no train steps in " << no_steps_in << ": only the actions are compared\n";
   if (opts.fail_if_slower_pct >= 0 && step && step->verdict > 0 && step->median_a > 0) {
     const double pct = 100 * step->test.shift / step->median_a;
     if (pct >= opts.fail_if_slower_pct) {

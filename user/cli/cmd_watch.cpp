@@ -128,6 +128,7 @@ WatchOptions watch_options(const Options& o) {
   w.triggers.exit = on("exit");
   w.triggers.memory = on("memory");
   w.triggers.straggler = on("straggler");
+  w.triggers.request = on("request");
   w.triggers.memory_growth = o.memory_growth_pct / 100;
   w.triggers.memory_floor_bytes = o.memory_floor_bytes;
   w.triggers.memory_window_ns = static_cast<std::uint64_t>(o.memory_window_s * 1e9);
@@ -249,7 +250,10 @@ int cmd_watch(Options& opts) {
     admin_gid = g->gr_gid;
   }
   RequestServer::Handlers handlers;
+  const bool requests_on = watch_options(opts).triggers.request;
   handlers.capture = [&](pid_t pid, std::optional<uid_t> for_uid, double after_s) {
+    if (!requests_on)
+      return RequestServer::Answer{false, "this watcher takes no requests (its --triggers has no request)", "", true};
     {
       std::lock_guard lock(asked_mutex);
       asked_captures.push_back({pid, for_uid, after_s});

@@ -44,16 +44,27 @@ long parse_long(const std::string& s, long lo, long hi, const std::string& error
   return v;
 }
 
-double parse_seconds(const std::string& s) {
+// A number within [lo, hi]; the error names the option and what it wants.
+double parse_number(const std::string& s, double lo, double hi, const std::string& option, const std::string& want) {
   char* end = nullptr;
   errno = 0;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0)
-    throw Error(ExitCode::usage, "invalid duration '" + s + "': expected seconds > 0");
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < lo || v > hi)
+    throw Error(ExitCode::usage, "--" + option + ": invalid value '" + s + "': expected " + want);
   return v;
 }
 
-// "90", "90s", "10m", "2h": seconds > 0.
+// The longest time any option takes (a year): past it a time is a typo, and
+// a count of nanoseconds of it still fits 64 bits many times over.
+constexpr double kMaxSeconds = 366.0 * 24 * 3600;
+
+double parse_seconds(const std::string& s, const std::string& option) {
+  const double v = parse_number(s, 0, kMaxSeconds, option, "seconds > 0, at most a year");
+  if (v <= 0) throw Error(ExitCode::usage, "--" + option + ": invalid value '" + s + "': expected seconds > 0");
+  return v;
+}
+
+// "90", "90s", "10m", "2h": seconds > 0, at most a year.
 double parse_span(const std::string& s, const std::string& option) {
   double unit = 1;
   std::string n = s;
@@ -64,9 +75,9 @@ double parse_span(const std::string& s, const std::string& option) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(n.c_str(), &end);
-  if (n.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0)
-    throw Error(ExitCode::usage,
-                "--" + option + ": invalid time '" + s + "': expected seconds, or a number with s, m or h");
+  if (n.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0 || v * unit > kMaxSeconds)
+    throw Error(ExitCode::usage, "--" + option + ": invalid time '" + s +
+                                     "': expected seconds, or a number with s, m or h (more than 0, at most a year)");
   return v * unit;
 }
 
@@ -201,7 +212,7 @@ const OptionSpec kOptions[] = {
   {.name = "duration", .short_name = 'd', .arg = "SECS", .commands = kAttaching | kWatch,
    .help = "detach after SECS seconds; cluster ... dump: the time between each node's two reads (default 1); "
            "cluster ... capture: each capture holds SECS after the request, escalated (at most 600)",
-   .store = [](Options& o, const std::string& v) { o.duration_s = parse_seconds(v); }, .example = "2.5"},
+   .store = [](Options& o, const std::string& v) { o.duration_s = parse_seconds(v, "duration"); }, .example = "2.5"},
   {.name = "report", .arg = "NAME", .commands = kAll,
    .help = "the reports to print: ",
    .help_from_table = report_help_text,
@@ -426,28 +437,35 @@ const OptionSpec kOptions[] = {
            "alone); straggler: one rank last to arrive at 12 or more of the last 16 collectives every rank made, "
            "keeping the others waiting 5 ms or more",
    .store = [](Options& o, const std::string& v) {
-     for (const auto& t : split_commas(v))
+     const auto names = split_commas(v);
+     if (names.empty()) throw Error(ExitCode::usage, "--triggers: no trigger named ('none' for the recorder alone)");
+     for (const auto& t : names) {
        if (t != "slow-step" && t != "stall" && t != "memory" && t != "exit" && t != "request" && t != "straggler" &&
            t != "none")
          throw Error(ExitCode::usage, "--triggers: unknown trigger '" + t +
                                           "' (slow-step, stall, memory, exit, request, straggler, none)");
+       if (t == "none" && names.size() > 1)
+         throw Error(ExitCode::usage, "--triggers: 'none' stands alone (got '" + v + "')");
+     }
      o.triggers = v;
    }, .example = "slow-step,exit", .passed_on = true},
   {.name = "slow-step", .arg = "K", .commands = kWatchOwn,
    .help = "a train step is slow past K x the rolling median of the process's last 100 steps (default 2)",
    .store = [](Options& o, const std::string& v) {
-     o.slow_factor = parse_seconds(v);
+     o.slow_factor = parse_number(v, 0, 1e6, "slow-step", "a factor more than 1");
      if (o.slow_factor <= 1) throw Error(ExitCode::usage, "--slow-step: K must be more than 1 (got " + v + ")");
    }, .example = "3", .passed_on = true},
   {.name = "slow-floor", .arg = "SECS", .commands = kWatchOwn,
    .help = "...and only when longer than the median by SECS at least (default 0.05)",
-   .store = [](Options& o, const std::string& v) { o.slow_floor_s = parse_seconds(v); }, .example = "0.1", .passed_on = true},
+   .store = [](Options& o, const std::string& v) { o.slow_floor_s = parse_number(v, 0, kMaxSeconds, "slow-floor", "seconds, 0 or more"); }, .example = "0.1", .passed_on = true},
   {.name = "stall", .arg = "TIME", .commands = kWatchOwn,
    .help = "a stall: no Lightning action of a live process ends for max(10 x its median step, TIME) (default 60s)",
    .store = [](Options& o, const std::string& v) { o.stall_s = parse_span(v, "stall"); }, .example = "60s", .passed_on = true},
   {.name = "memory-growth", .arg = "PCT", .commands = kWatchOwn,
    .help = "memory: a process's resident memory grew by PCT % over its lowest in --memory-window (default 50)...",
-   .store = [](Options& o, const std::string& v) { o.memory_growth_pct = parse_seconds(v); }, .example = "25", .passed_on = true},
+   .store = [](Options& o, const std::string& v) { o.memory_growth_pct = parse_number(v, 0, 1e6, "memory-growth", "a percentage more than 0");
+     if (o.memory_growth_pct <= 0)
+       throw Error(ExitCode::usage, "--memory-growth: invalid value '" + v + "': expected a percentage more than 0"); }, .example = "25", .passed_on = true},
   {.name = "memory-floor", .arg = "SIZE", .commands = kWatchOwn,
    .help = "...and by SIZE at least (default 256M)",
    .store = [](Options& o, const std::string& v) { o.memory_floor_bytes = parse_bytes(v, "memory-floor"); },
@@ -527,7 +545,13 @@ const OptionSpec kOptions[] = {
   {.name = "fail-if-slower", .arg = "PCT", .commands = command_bit(C::diff),
    .help = "diff: exit 17 when B's train step is significantly slower than A's (Holm-corrected p < 0.05) by "
            "PCT % of A's median step or more (for regression checks in CI)",
-   .store = [](Options& o, const std::string& v) { o.fail_if_slower_pct = parse_seconds(v); }, .example = "2"},
+   .store = [](Options& o, const std::string& v) {
+     o.fail_if_slower_pct = parse_number(v, 0, 1e6, "fail-if-slower", "a percentage, 0 or more");
+   }, .example = "2"},
+  {.name = "any-job", .commands = command_bit(C::diff),
+   .help = "diff: compare recordings of different jobs (by default refused, exit 19: A and B share no script "
+           "name, nor a LightningModule class where both have one)",
+   .store = [](Options& o, const std::string&) { o.diff_any_job = true; }},
   {.name = "help", .short_name = 'h', .commands = kEvery | kWatch | command_bit(C::diff),
    .help = "this text",
    .store = [](Options& o, const std::string&) { o.help = true; }, .heading = "help:"},

@@ -30,6 +30,7 @@ struct Options {
   bool diff_vs = false;                     // --vs given: later files are B's
   std::optional<ExportRange> diff_b_range;  // --vs-steps / --vs-window (A's: export_range)
   int diff_rank = -1, diff_b_rank = -1;     // --rank / --vs-rank: only that rank's processes (-1: all)
+  bool diff_any_job = false;                // diff --any-job: compare recordings of different jobs
   double fail_if_slower_pct = -1;           // diff --fail-if-slower PCT (-1: never fail)
   bool children = false;
   double duration_s = 0;

@@ -33,6 +33,9 @@ enum class ExitCode : int {
   regression = 17,
   // watch --capture-now / --dump-now: the watcher refused, the process is not the caller's.
   refused = 18,
+  // diff: the two sides cannot be compared (a side's part holds no action, they are recordings of different
+  // jobs, or --fail-if-slower with no train steps on a side): a regression gate must not pass on nothing.
+  not_comparable = 19,
 };
 
 class Error : public std::runtime_error {

@@ -182,7 +182,7 @@ void RequestServer::answer(int client) {
                        ? handlers_.capture(static_cast<pid_t>(pid),
                                            privileged ? std::nullopt : std::optional<uid_t>(who.uid), after_s)
                        : handlers_.dump(static_cast<pid_t>(pid));
-  send_all(client, std::string(a.ok ? "ok " : "error ") + a.line + "\n" + a.body);
+  send_all(client, std::string(a.refused ? "refused " : a.ok ? "ok " : "error ") + a.line + "\n" + a.body);
 }
 
 RequestServer::Answer ask_watcher(const std::string& path, const std::string& request) {

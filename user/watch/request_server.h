@@ -31,8 +31,9 @@ class RequestServer {
  public:
   struct Answer {
     bool ok = true;
-    std::string line;  // one line, no newline
-    std::string body;  // after it (a dump's text)
+    std::string line;      // one line, no newline
+    std::string body;      // after it (a dump's text)
+    bool refused = false;  // "refused TEXT": the asker gets exit 18, as for another user's process
   };
   // The longest after-window a request may ask for ("capture PID SECS").
   static constexpr double kMaxCaptureAfterS = 600;

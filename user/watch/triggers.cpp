@@ -63,7 +63,7 @@ std::uint64_t TriggerPolicy::stall_after_ns(std::uint32_t pid) const {
 }
 
 std::optional<Trigger> TriggerPolicy::fire(Trigger t, std::uint64_t now) {
-  auto& times = times_[t.kind];
+  auto& times = times_[budget_key(t)];
   while (!times.empty() && now - times.front() >= kDayNs) times.pop_front();
   if (times.size() >= o_.max_per_day) {
     ++suppressed_[t.kind];
@@ -182,8 +182,19 @@ std::optional<Trigger> TriggerPolicy::on_straggler(std::uint32_t pid, std::uint6
   return fire({TriggerKind::straggler, pid, ts, 0, steps, what}, now);
 }
 
-std::optional<Trigger> TriggerPolicy::request(std::uint32_t pid, std::uint64_t now, const std::string& why) {
-  return fire({TriggerKind::request, pid, now, 0, 0, why}, now);
+std::optional<Trigger> TriggerPolicy::request(std::uint32_t pid, std::uint64_t now, const std::string& why,
+                                              std::optional<std::uint32_t> for_uid) {
+  if (!o_.request) return std::nullopt;
+  Trigger t{TriggerKind::request, pid, now, 0, 0, why};
+  t.for_uid = for_uid;
+  return fire(std::move(t), now);
+}
+
+void TriggerPolicy::refund(const Trigger& t) {
+  auto it = times_.find(budget_key(t));
+  if (it == times_.end() || it->second.empty()) return;
+  it->second.pop_back();
+  if (auto f = fired_.find(t.kind); f != fired_.end() && f->second) --f->second;
 }
 
 }  // namespace lt

@@ -42,6 +42,7 @@ const char* trigger_name(TriggerKind k);
 
 struct TriggerOptions {
   bool slow = true, stall = true, memory = true, exit = true, straggler = true;
+  bool request = true;  // off: --capture-now, SIGUSR1 and the socket's captures are refused
   double slow_factor = 2.0;
   std::uint64_t slow_floor_ns = 50'000'000;
   std::uint32_t slow_warmup = 10;
@@ -92,7 +93,12 @@ class TriggerPolicy {
   // its thread (live_steps.h, ThrownAction), at ts.
   std::optional<Trigger> on_exception(std::uint32_t pid, std::uint64_t ts, const std::string& action,
                                       std::uint64_t now);
-  std::optional<Trigger> request(std::uint32_t pid, std::uint64_t now, const std::string& why);
+  // A capture asked for; for_uid: by that user (their own budget: one user
+  // cannot spend root's, or another user's, captures of the day). Nothing
+  // when requests are off (requests_on()).
+  std::optional<Trigger> request(std::uint32_t pid, std::uint64_t now, const std::string& why,
+                                 std::optional<std::uint32_t> for_uid = std::nullopt);
+  bool requests_on() const { return o_.request; }
   // pid was named the straggler (straggler.h) at `ts`, after `steps` of its steps.
   std::optional<Trigger> on_straggler(std::uint32_t pid, std::uint64_t ts, std::uint32_t steps, const std::string& what,
                                       std::uint64_t now);
@@ -103,6 +109,9 @@ class TriggerPolicy {
   std::uint64_t fired(TriggerKind k) const { return count(fired_, k); }
   std::uint64_t suppressed(TriggerKind k) const { return count(suppressed_, k); }
   void forget(std::uint32_t pid) { procs_.erase(pid); }
+  // t fired, then joined a capture already pending (Watcher::on_trigger):
+  // it takes none of its kind's budget.
+  void refund(const Trigger& t);
 
  private:
   struct Proc {
@@ -130,7 +139,12 @@ class TriggerPolicy {
   }
   TriggerOptions o_;
   std::map<std::uint32_t, Proc> procs_;
-  std::map<TriggerKind, std::deque<std::uint64_t>> times_;  // when each kind fired, the last 24 h
+  // When each kind fired, the last 24 h; a user's requests apart, by uid.
+  using BudgetKey = std::pair<TriggerKind, std::int64_t>;  // (kind, the requesting uid or -1)
+  static BudgetKey budget_key(const Trigger& t) {
+    return {t.kind, t.for_uid ? static_cast<std::int64_t>(*t.for_uid) : -1};
+  }
+  std::map<BudgetKey, std::deque<std::uint64_t>> times_;
   std::map<TriggerKind, std::uint64_t> fired_, suppressed_;
 };
 

@@ -172,6 +172,7 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
         t->at_ns <= p.to_ns) {
       std::cerr << "ltrace-bpf: watch: " << trigger_name(t->kind) << ": pid " << t->pid << ": " << t->what
                 << "; in the capture " << p.dir << " already\n";
+      policy_.refund(*t);
       ++joined_;
       return;
     }
@@ -375,8 +376,12 @@ void Watcher::request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_
   const std::string why = !pid      ? "asked for, for every process"
                           : for_uid ? "asked for by uid " + std::to_string(*for_uid) + " (watch --capture-now)"
                                     : "asked for (watch --capture-now or SIGUSR1)";
-  auto t = policy_.request(static_cast<std::uint32_t>(pid), now_ns, why);
-  if (t && for_uid) t->for_uid = *for_uid;
+  if (!policy_.requests_on()) {
+    std::cerr << "ltrace-bpf: watch: a capture was " << why << ": requests are off (--triggers without request)\n";
+    return;
+  }
+  auto t = policy_.request(static_cast<std::uint32_t>(pid), now_ns, why,
+                           for_uid ? std::optional<std::uint32_t>(*for_uid) : std::nullopt);
   if (t) t->after_ns = after_ns;
   on_trigger(std::move(t));
 }

@@ -1,0 +1,34 @@
+// Whether two recordings are of the same job, for `diff`: a regression gate
+// that compares a trace of another job (a wrong path in a CI script) would
+// pass or fail on nothing. A job is known by its script (the first
+// non-option argument after the interpreter, or `-m`'s module) and by its
+// LightningModule classes (from the `[LightningModule]Class.hook` actions).
+// Two sides are different jobs when their scripts share no name and, where
+// both have LightningModules, their classes share none either: a renamed
+// script that fits the same model is the same job; two models in scripts of
+// one name (train.py) are told apart by their classes.
+#pragma once
+#include <set>
+#include <string>
+
+#include "reports/aggregate/actions.h"
+
+namespace lt {
+
+struct JobIdentity {
+  std::set<std::string> scripts;  // base names: the same job may run from another checkout
+  std::set<std::string> modules;  // LightningModule class names
+  void add(const ActionsReport& rep);
+};
+
+// The script of one command line (argv joined by spaces, as PROC_INFO keeps
+// it): "train.py" of "/usr/bin/python3 -u /x/train.py --lr 1", "pkg.mod" of
+// "python -m pkg.mod", the program itself when it is not a Python
+// interpreter; "" when there is none (`python -c ...`, an empty line).
+std::string script_of(const std::string& cmdline);
+
+// "" when A and B may be the same job (or either side says too little to
+// tell); else one line saying how they differ.
+std::string different_jobs(const JobIdentity& a, const JobIdentity& b);
+
+}  // namespace lt
