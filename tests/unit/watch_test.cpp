@@ -1097,6 +1097,21 @@ TEST(RequestServer, RequestsReachTheirHandlersAndBadOnesAreOneLine) {
   EXPECT_EQ(captures, (std::vector<pid_t>{getpid(), getpid()}));
   EXPECT_EQ(afters, (std::vector<double>{0, 30}));
   EXPECT_FALSE(std::filesystem::exists(path));  // removed with the server
+  // A handler's refusal (a watcher whose --triggers has no request) is the
+  // asker's exit 18, as another user's process is.
+  h.capture = [](pid_t, std::optional<uid_t>, double) {
+    return RequestServer::Answer{false, "this watcher takes no requests", "", true};
+  };
+  {
+    RequestServer server(path, static_cast<gid_t>(-1), h);
+    try {
+      ask_watcher(path, "capture " + std::to_string(getpid()));
+      ADD_FAILURE() << "a refused capture was answered";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::refused) << e.what();
+      EXPECT_NE(std::string(e.what()).find("takes no requests"), std::string::npos) << e.what();
+    }
+  }
   try {
     ask_watcher(path, "capture 1");
     ADD_FAILURE() << "no watcher, yet an answer";
