@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -566,6 +568,69 @@ TEST(FlightRing, KeepsItsBytes) {
   // Bounded by the keep, give or take the segment being written.
   EXPECT_LE(ring.bytes(), (64u << 10) + (64u << 10));
   EXPECT_GT(ring.segments_dropped(), 0u);
+}
+
+// A disk that stops taking writes (here the kernel's file size limit:
+// EFBIG past it, as ENOSPC on a full disk): the ring goes on in memory,
+// said once, nothing appended is lost, and it is back on disk once a
+// segment closes whole after the retry time.
+TEST(FlightRing, ADiskThatRefusesWritesKeepsTheRingInMemory) {
+  TempDir d;
+  FlightRingOptions o;
+  o.dir = d.path;
+  o.segment_ns = 2 * s;
+  o.keep_ns = 600 * s;
+  o.retry_ns = 5 * s;
+  FlightRing ring(o);
+  feed(ring, code_record(7, 1 * s));
+  std::uint64_t x = 88172645463325252ull, fed = 0;
+  auto run = [&](std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t t = from; t < to; t += 10 * ms) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // incompressible: each segment is tens of KB
+      feed(ring, action(LT_EV_ACTION_BEGIN, 7, x, std::to_string(x) + std::to_string(x * 3), t));
+      ++fed;
+      ring.tick(t);
+    }
+  };
+  testing::internal::CaptureStderr();
+  run(1 * s, 10 * s);
+  EXPECT_FALSE(ring.in_memory());
+  struct sigaction ignore {
+  }, old{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &ignore, &old);
+  rlimit was{};
+  getrlimit(RLIMIT_FSIZE, &was);
+  rlimit small = was;
+  small.rlim_cur = 16 << 10;
+  setrlimit(RLIMIT_FSIZE, &small);
+  run(10 * s, 20 * s);
+  const bool went_to_memory = ring.in_memory();
+  const auto errors = ring.write_errors();
+  const auto held = ring.memory_bytes();
+  setrlimit(RLIMIT_FSIZE, &was);
+  sigaction(SIGXFSZ, &old, nullptr);
+  EXPECT_TRUE(went_to_memory);
+  EXPECT_GE(errors, 1u);
+  EXPECT_GT(held, 0u);
+  run(20 * s, 30 * s);
+  EXPECT_FALSE(ring.in_memory());
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;
+  EXPECT_NE(err.find("goes on in memory"), std::string::npos) << err;
+  EXPECT_NE(err.find("back on disk"), std::string::npos) << err;
+  // Every record appended is in a window of the whole run, after its name.
+  const std::string out = d.path + "/window.ltrace";
+  ring.write_window(out, 0, 31 * s);
+  std::uint64_t events = 0;
+  std::vector<std::uint16_t> kinds;
+  tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) {
+    kinds.push_back(h.kind);
+    events += h.kind == LT_EV_ACTION_BEGIN;
+  });
+  ASSERT_FALSE(kinds.empty());
+  EXPECT_EQ(kinds.front(), LT_EV_PY_CODE);
+  EXPECT_EQ(events, fed);
 }
 
 std::string http_get(std::uint16_t port, const std::string& request) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <utility>
 
 #include "user/core/clocks.h"
 #include "user/core/errors.h"
@@ -120,6 +121,11 @@ void TraceWriter::flush() {
   write_all(buf.data(), buf.size());
   pending_.clear();
   pending_records_ = 0;
+}
+
+std::vector<std::uint8_t> TraceWriter::take_pending() {
+  pending_records_ = 0;
+  return std::exchange(pending_, {});
 }
 
 void TraceWriter::abandon() {

@@ -30,6 +30,9 @@ class TraceWriter {
   // Closes without writing what is pending (after a write error); the
   // chunks already written stay readable.
   void abandon();
+  // The records appended and not yet written (whole records, as appended),
+  // handed over: after a write error, so that they need not be lost.
+  std::vector<std::uint8_t> take_pending();
 
   std::uint64_t bytes_written() const { return bytes_written_; }
   std::uint64_t records() const { return records_; }

@@ -48,6 +48,18 @@ lt_window_event window(bool begin, std::uint64_t ts) {
   return w;
 }
 
+// Each whole record of records appended back to back.
+void for_each_record(const std::vector<std::byte>& r,
+                     const std::function<void(const lt_event_header&, const std::byte*)>& f) {
+  for (std::size_t at = 0; at + sizeof(lt_event_header) <= r.size();) {
+    lt_event_header h;
+    std::memcpy(&h, r.data() + at, sizeof h);
+    if (h.size < sizeof h || at + h.size > r.size()) break;
+    f(h, r.data() + at);
+    at += h.size;
+  }
+}
+
 }  // namespace
 
 FlightRing::FlightRing(FlightRingOptions o) : o_(std::move(o)), ring_(o_.dir + "/ring") {
@@ -63,29 +75,111 @@ FlightRing::~FlightRing() {
   }
 }
 
+template <typename F>
+void FlightRing::on_disk(F&& write, std::uint64_t now_ns) {
+  try {
+    write();
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::io && e.code() != ExitCode::unsafe_output) throw;
+    to_memory(e.what(), now_ns);
+  }
+}
+
+void FlightRing::to_memory(const std::string& why, std::uint64_t now_ns) {
+  ++write_errors_;
+  retry_at_ns_ = now_ns + o_.retry_ns;
+  const bool was_on_disk = !in_memory_;
+  in_memory_ = true;
+  // The names file is rewritten whole from memory when the disk is back.
+  if (names_) names_->abandon();
+  names_.reset();
+  if (writer_) {
+    // Its whole chunks stay a segment on disk; what it had not written
+    // yet starts the segment in memory.
+    auto pending = writer_->take_pending();
+    writer_->abandon();
+    Segment disk = cur_;
+    disk.bytes = writer_->bytes_written();
+    writer_.reset();
+    if (disk.first_ns) done_.push_back(disk);
+    cur_ = Segment{"", 0, 0, 0, std::make_shared<std::vector<std::byte>>()};
+    cur_started_ns_ = now_ns;
+    const auto* p = reinterpret_cast<const std::byte*>(pending.data());
+    for_each_record(std::vector<std::byte>(p, p + pending.size()),
+                    [&](const lt_event_header& h, const std::byte* r) { append_to_memory(r, h.size); });
+    // A new segment: the records after this name their lines again.
+    ++segments_ended_;
+  }
+  if (was_on_disk && !said_memory_) {
+    said_memory_ = true;
+    std::fprintf(stderr,
+                 "ltrace-bpf: watch: %s; the flight recorder goes on in memory (at most %llu MiB), and tries %s again "
+                 "every %llu s\n",
+                 why.c_str(), static_cast<unsigned long long>(std::min(o_.keep_bytes, kMemoryBytes) >> 20),
+                 ring_.c_str(), static_cast<unsigned long long>(o_.retry_ns / 1'000'000'000));
+  }
+}
+
+void FlightRing::append_to_memory(const std::byte* record, std::size_t size) {
+  lt_event_header h;
+  std::memcpy(&h, record, sizeof h);
+  cur_.records->insert(cur_.records->end(), record, record + size);
+  cur_.bytes = cur_.records->size();
+  if (!cur_.first_ns || h.ts_ns < cur_.first_ns) cur_.first_ns = h.ts_ns;
+  cur_.last_ns = std::max(cur_.last_ns, h.ts_ns);
+}
+
 void FlightRing::start_segment(std::uint64_t now_ns) {
-  char name[64];
-  std::snprintf(name, sizeof name, "/seg-%08llu.ltrace", static_cast<unsigned long long>(next_seq_++));
-  cur_ = Segment{ring_ + name, 0, 0, 0};
   cur_started_ns_ = now_ns;
-  writer_ = std::make_unique<tracefile::TraceWriter>(cur_.path);
+  if (in_memory_ && now_ns >= retry_at_ns_) {
+    // The disk again: the names first (whole, from memory), then the segment.
+    in_memory_ = false;
+    on_disk(
+        [&] {
+          names_ = std::make_unique<tracefile::TraceWriter>(ring_ + "/names.ltrace");
+          for_each_record(names_kept_,
+                          [&](const lt_event_header& h, const std::byte* r) { names_->append(r, h.size); });
+          names_->flush();
+        },
+        now_ns);
+  }
+  if (!in_memory_) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/seg-%08llu.ltrace", static_cast<unsigned long long>(next_seq_++));
+    cur_ = Segment{ring_ + name, 0, 0, 0, nullptr};
+    on_disk([&] { writer_ = std::make_unique<tracefile::TraceWriter>(cur_.path); }, now_ns);
+    if (writer_) return;
+  }
+  cur_ = Segment{"", 0, 0, 0, std::make_shared<std::vector<std::byte>>()};
 }
 
 void FlightRing::finish_segment() {
-  if (!writer_) return;
-  writer_->close();
-  cur_.bytes = writer_->bytes_written();
-  writer_.reset();
-  if (cur_.first_ns)
-    done_.push_back(cur_);
-  else
-    unlinkat(AT_FDCWD, cur_.path.c_str(), 0);  // nothing in it
+  if (writer_) {
+    on_disk([&] { writer_->close(); }, cur_.last_ns);
+    if (!writer_) return;  // to_memory kept what was written, and what was not
+    cur_.bytes = writer_->bytes_written();
+    writer_.reset();
+    if (said_memory_) {  // a segment closed whole
+      said_memory_ = false;
+      std::fprintf(stderr, "ltrace-bpf: watch: %s takes writes again: the flight recorder is back on disk\n",
+                   ring_.c_str());
+    }
+    if (cur_.first_ns)
+      done_.push_back(cur_);
+    else
+      unlinkat(AT_FDCWD, cur_.path.c_str(), 0);  // nothing in it
+    cur_ = Segment{};
+    return;
+  }
+  if (cur_.records && cur_.first_ns) done_.push_back(cur_);
+  cur_ = Segment{};
 }
 
 void FlightRing::add(const lt_event_header& h, const std::byte* record) {
   switch (keep_in_window(h.kind)) {
     case KeepInWindow::name:
-      names_->append(record, h.size);
+      names_kept_.insert(names_kept_.end(), record, record + h.size);
+      if (names_) on_disk([&] { names_->append(record, h.size); }, h.ts_ns);
       return;
     case KeepInWindow::frame:
       return;                    // each window writes its own
@@ -93,62 +187,91 @@ void FlightRing::add(const lt_event_header& h, const std::byte* record) {
     case KeepInWindow::event:
       break;
   }
-  if (!writer_) start_segment(h.ts_ns);
-  writer_->append(record, h.size);
-  if (!cur_.first_ns || h.ts_ns < cur_.first_ns) cur_.first_ns = h.ts_ns;
-  cur_.last_ns = std::max(cur_.last_ns, h.ts_ns);
+  if (!writer_ && !cur_.records) start_segment(h.ts_ns);
+  if (writer_) {
+    on_disk([&] { writer_->append(record, h.size); }, h.ts_ns);
+    if (writer_) {
+      if (!cur_.first_ns || h.ts_ns < cur_.first_ns) cur_.first_ns = h.ts_ns;
+      cur_.last_ns = std::max(cur_.last_ns, h.ts_ns);
+    }
+    return;  // else to_memory kept it: it was pending in the writer
+  }
+  append_to_memory(record, h.size);
 }
 
 void FlightRing::tick(std::uint64_t now_ns) {
-  if (writer_ && now_ns - cur_started_ns_ >= segment_length(o_)) {
+  if ((writer_ || cur_.records) && now_ns - cur_started_ns_ >= segment_length(o_)) {
     finish_segment();
     ++segments_ended_;  // the writer names the next segment's lines again (segments_ended)
   }
-  if (writer_) writer_->maybe_flush(now_ns);
-  names_->maybe_flush(now_ns);
+  if (writer_) on_disk([&] { writer_->maybe_flush(now_ns); }, now_ns);
+  if (names_) on_disk([&] { names_->maybe_flush(now_ns); }, now_ns);
   drop_old(now_ns);
 }
 
 std::uint64_t FlightRing::next_due_ns() const {
-  std::uint64_t due = names_->next_flush_ns();
+  std::uint64_t due = names_ ? names_->next_flush_ns() : UINT64_MAX;
   if (writer_) due = std::min({due, cur_started_ns_ + segment_length(o_), writer_->next_flush_ns()});
+  if (cur_.records) due = std::min(due, cur_started_ns_ + segment_length(o_));
   if (!done_.empty()) due = std::min(due, done_.front().last_ns + o_.keep_ns + 1);
   return due;
 }
 
 void FlightRing::drop_old(std::uint64_t now_ns) {
-  const std::uint64_t current = writer_ ? writer_->bytes_written() : 0;
-  std::uint64_t total = current;
-  for (const auto& s : done_) total += s.bytes;
-  while (!done_.empty() &&
-         (total > o_.keep_bytes || (now_ns > o_.keep_ns && done_.front().last_ns < now_ns - o_.keep_ns))) {
+  std::uint64_t total = writer_ ? writer_->bytes_written() : cur_.bytes;
+  std::uint64_t in_memory = cur_.records ? cur_.bytes : 0;
+  for (const auto& s : done_) {
+    total += s.bytes;
+    if (s.records) in_memory += s.bytes;
+  }
+  const std::uint64_t memory_cap = std::min(o_.keep_bytes, kMemoryBytes);
+  while (!done_.empty() && (total > o_.keep_bytes || in_memory > memory_cap ||
+                            (now_ns > o_.keep_ns && done_.front().last_ns < now_ns - o_.keep_ns))) {
     total -= done_.front().bytes;
-    unlinkat(AT_FDCWD, done_.front().path.c_str(), 0);
+    if (done_.front().records)
+      in_memory -= done_.front().bytes;
+    else
+      unlinkat(AT_FDCWD, done_.front().path.c_str(), 0);
     done_.pop_front();
     ++dropped_;
   }
 }
 
 std::uint64_t FlightRing::bytes() const {
-  std::uint64_t total = writer_ ? writer_->bytes_written() : 0;
+  std::uint64_t total = writer_ ? writer_->bytes_written() : cur_.bytes;
   for (const auto& s : done_) total += s.bytes;
   return total;
 }
 
+std::uint64_t FlightRing::memory_bytes() const {
+  std::uint64_t total = cur_.records ? cur_.bytes : 0;
+  for (const auto& s : done_)
+    if (s.records) total += s.bytes;
+  return total;
+}
+
 std::uint64_t FlightRing::names_bytes() const {
-  return names_ ? names_->bytes_written() : 0;
+  return names_kept_.size();
 }
 
 std::uint64_t FlightRing::oldest_ns() const {
   if (!done_.empty()) return done_.front().first_ns;
-  return writer_ ? cur_.first_ns : 0;
+  return cur_.first_ns;
+}
+
+void FlightRing::read_segment(const Segment& s,
+                              const std::function<void(const lt_event_header&, const std::byte*)>& f) {
+  if (!s.records) {
+    tracefile::read_trace_file(s.path, f);
+    return;
+  }
+  for_each_record(*s.records, f);
 }
 
 std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns,
                                        const std::vector<std::vector<std::byte>>& frame,
                                        const std::function<bool(std::uint32_t pid)>& keep) {
-  if (writer_) writer_->flush();
-  names_->flush();
+  if (writer_) on_disk([&] { writer_->flush(); }, to_ns);
   tracefile::TraceWriter out(path);
   std::uint64_t n = 0;
   auto copy = [&](const lt_event_header& h, const std::byte* p) {
@@ -156,22 +279,23 @@ std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t fr
     out.append(p, h.size);
     ++n;
   };
-  tracefile::read_trace_file(ring_ + "/names.ltrace", copy);
+  for_each_record(names_kept_, copy);
   std::vector<Segment> segments;
   for (const auto& s : done_)
     if (s.first_ns && s.last_ns >= from_ns && s.first_ns <= to_ns) segments.push_back(s);
-  if (writer_ && cur_.first_ns && cur_.last_ns >= from_ns && cur_.first_ns <= to_ns) segments.push_back(cur_);
+  if ((writer_ || cur_.records) && cur_.first_ns && cur_.last_ns >= from_ns && cur_.first_ns <= to_ns)
+    segments.push_back(cur_);
   // The segments' own names (their lines), whatever their time: an event in
   // the window may be named by one written before it, in its segment.
   for (const auto& s : segments)
-    tracefile::read_trace_file(s.path, [&](const lt_event_header& h, const std::byte* p) {
+    read_segment(s, [&](const lt_event_header& h, const std::byte* p) {
       if (keep_in_window(h.kind) == KeepInWindow::segment) copy(h, p);
     });
   const auto begin = window(true, from_ns);
   out.append(&begin, sizeof begin);
   for (const auto& r : frame) out.append(r.data(), r.size());
   for (const auto& s : segments)
-    tracefile::read_trace_file(s.path, [&](const lt_event_header& h, const std::byte* p) {
+    read_segment(s, [&](const lt_event_header& h, const std::byte* p) {
       if (h.ts_ns >= from_ns && h.ts_ns <= to_ns && keep_in_window(h.kind) != KeepInWindow::segment) copy(h, p);
     });
   const auto end = window(false, to_ns);

@@ -12,12 +12,22 @@
 // (segments_ended() says when one began). A window (a capture) is the
 // names, the segment names of the segments it overlaps, then the events of
 // those segments whose times fall in it, between WINDOW records of its own.
+//
+// A disk that fills (or a DIR that stops taking writes) never ends the
+// watcher: the segment being written keeps its whole chunks, its records
+// not yet written and those after them go to segments in memory (bounded
+// by --keep-bytes and kMemoryBytes, oldest dropped whole as on disk), said
+// once on stderr; each new segment tries the disk again after retry_ns, and
+// the ring is back on disk once one closes whole. The names are kept in
+// memory as well (they grow only with new names), so a window is whole
+// whichever side its segments are on.
 #pragma once
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bpf/events.h"
 
@@ -31,6 +41,7 @@ struct FlightRingOptions {
   std::uint64_t keep_ns = 600'000'000'000;  // --keep: the time kept
   std::uint64_t keep_bytes = 256ull << 20;  // --keep-bytes: the disk kept (segments)
   std::uint64_t segment_ns = 0;             // 0: keep_ns / 20, within [2 s, 60 s]
+  std::uint64_t retry_ns = 60'000'000'000;  // after a write error, the disk is tried again this much later
 };
 
 class FlightRing {
@@ -57,9 +68,16 @@ class FlightRing {
   std::uint64_t write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns,
                              const std::vector<std::vector<std::byte>>& frame = {},
                              const std::function<bool(std::uint32_t pid)>& keep = {});
-  // The segments' bytes on disk now (names.ltrace apart).
+  // The segments' bytes now, on disk and in memory (the names apart).
   std::uint64_t bytes() const;
   std::uint64_t names_bytes() const;
+  // Segments in memory (the disk refused writes): their bytes, and whether
+  // new records go there now.
+  std::uint64_t memory_bytes() const;
+  bool in_memory() const { return in_memory_; }
+  std::uint64_t write_errors() const { return write_errors_; }
+  // The most the segments in memory hold, whatever --keep-bytes.
+  static constexpr std::uint64_t kMemoryBytes = 64ull << 20;
   std::uint64_t segments_dropped() const { return dropped_; }
   // Segments ended so far: when it changes, the records of the next one need
   // their segment names again.
@@ -69,12 +87,20 @@ class FlightRing {
 
  private:
   struct Segment {
-    std::string path;
+    std::string path;  // "": in memory
     std::uint64_t first_ns = 0, last_ns = 0, bytes = 0;
+    std::shared_ptr<std::vector<std::byte>> records;  // in memory: the records, as appended
   };
   void start_segment(std::uint64_t now_ns);
   void finish_segment();
   void drop_old(std::uint64_t now_ns);
+  // Runs a disk write; a failure moves the ring to memory (said once).
+  template <typename F>
+  void on_disk(F&& write, std::uint64_t now_ns);
+  void to_memory(const std::string& why, std::uint64_t now_ns);
+  void append_to_memory(const std::byte* record, std::size_t size);
+  // Each record of a segment, from its file or its memory.
+  static void read_segment(const Segment& s, const std::function<void(const lt_event_header&, const std::byte*)>& f);
 
   FlightRingOptions o_;
   std::string ring_;
@@ -83,6 +109,10 @@ class FlightRing {
   std::uint64_t cur_started_ns_ = 0;
   std::uint64_t next_seq_ = 0, dropped_ = 0, segments_ended_ = 0;
   std::unique_ptr<tracefile::TraceWriter> writer_, names_;
+  std::vector<std::byte> names_kept_;  // every name record, also in memory
+  bool in_memory_ = false;
+  bool said_memory_ = false;  // the move to memory was said; said again only after a return to disk
+  std::uint64_t retry_at_ns_ = 0, write_errors_ = 0;
 };
 
 }  // namespace lt
