@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 import urllib.parse
 import urllib.request
 
@@ -119,10 +120,16 @@ def watched(tmp_path_factory, ):
         assert ask.returncode == 0, ask.stderr
         wait_for(str(lt_err), "watch: request: pid", 60, lt)
         go.touch()
+        # The endpoint's text as Prometheus gets it, once the slow step is in.
+        wait_for(str(lt_err), f"train step {SLOW_STEP} took", 300, lt)
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+            exposition = r.read().decode()
         target_rc = target.wait(timeout=600)
         lt_rc = lt.wait(timeout=300)
         steps_seen = prom.query("max_over_time(ltrace_bpf_watch_steps_total[10m])")
         slow_seen = prom.query('max_over_time(ltrace_bpf_watch_triggers_total{trigger="slow-step"}[10m])')
+        histogram = {le: prom.query(f'max_over_time(ltrace_bpf_watch_step_seconds_bucket{{le="{le}"}}[10m])')
+                     for le in ("0.5", "+Inf")}
     finally:
         if target.poll() is None:
             target.kill()
@@ -131,7 +138,7 @@ def watched(tmp_path_factory, ):
     captures = sorted(glob.glob(str(wdir / "captures" / "*")))
     return dict(target_rc=target_rc, lt_rc=lt_rc, target_out=wl_out.read_text(), err=lt_err.read_text(),
                 wdir=wdir, captures=captures, steps_seen=steps_seen, slow_seen=slow_seen, pid=target.pid,
-                ask=ask.stderr)
+                ask=ask.stderr, exposition=exposition, histogram=histogram)
 
 
 def captures_of(w, trigger):
@@ -152,6 +159,19 @@ def test_every_step_is_seen(watched):
     assert series["metric"]["pid"] == str(watched["pid"])
     assert 1 <= float(series["value"][1]) <= STEPS
     assert float(watched["slow_seen"][0]["value"][1]) >= 1
+
+
+def test_the_metrics_pass_promtool_and_the_step_histogram_holds_the_slow_step(watched, tmp_path):
+    text = watched["exposition"]
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr + text
+    # The watcher's own cost, under the client libraries' names.
+    assert re.search(r"^process_cpu_seconds_total [0-9.e+-]+$", text, re.M), text
+    assert re.search(r"^process_resident_memory_bytes [1-9][0-9]*$", text, re.M), text
+    # Every step in buckets: Prometheus has the 1 s step past le="0.5" (a
+    # gauge of the last step, scraped each second, could miss it).
+    under, every = (float(watched["histogram"][le][0]["value"][1]) for le in ("0.5", "+Inf"))
+    assert every >= SLOW_STEP + 1 and under <= every - 1, watched["histogram"]
 
 
 def test_the_slow_step_is_captured_with_its_reports(watched):

@@ -15,6 +15,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -734,7 +736,64 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   const std::string m = w.metrics_text((t + 2) * ms + 2 * s);
   EXPECT_NE(m.find("ltrace_bpf_watch_steps_total{pid=\"7\",rank=\"3\"} 15\n"), std::string::npos) << m;
   EXPECT_NE(m.find("ltrace_bpf_watch_triggers_total{trigger=\"slow-step\"} 1\n"), std::string::npos) << m;
-  EXPECT_NE(m.find("ltrace_bpf_watch_captures_total 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_captures_total{trigger=\"slow-step\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_captures_total{trigger=\"stall\"} 0\n"), std::string::npos) << m;
+  // Every step in the histogram (cumulative buckets): 14 of ~20 ms, the
+  // slow one of ~400 ms.
+  EXPECT_NE(m.find("# TYPE ltrace_bpf_watch_step_seconds histogram\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_step_seconds_bucket{pid=\"7\",rank=\"3\",le=\"0.01\"} 0\n"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_step_seconds_bucket{pid=\"7\",rank=\"3\",le=\"0.25\"} 14\n"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_step_seconds_bucket{pid=\"7\",rank=\"3\",le=\"0.5\"} 15\n"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_step_seconds_bucket{pid=\"7\",rank=\"3\",le=\"+Inf\"} 15\n"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("ltrace_bpf_watch_step_seconds_count{pid=\"7\",rank=\"3\"} 15\n"), std::string::npos) << m;
+  // Each metric's lines together, after its HELP and TYPE (the text
+  // format's rule): no name's samples resume after another's.
+  std::vector<std::string> order;
+  std::istringstream lines(m);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::string name = line.substr(0, line.find_first_of("{ "));
+    for (const char* suffix : {"_bucket", "_sum", "_count"})
+      if (name.size() > std::strlen(suffix) && name.ends_with(suffix) &&
+          name.rfind("ltrace_bpf_watch_step_seconds", 0) == 0)
+        name = "ltrace_bpf_watch_step_seconds";
+    if (order.empty() || order.back() != name) order.push_back(name);
+  }
+  std::set<std::string> unique(order.begin(), order.end());
+  EXPECT_EQ(unique.size(), order.size()) << m;
+}
+
+// A watcher of --all over days: an exited process's state and metric
+// series go once no window can reach back over its life (the ring's keep and
+// an after-window) and no capture of it waits; a live one's stay.
+TEST(Watcher, AnExitedProcessIsForgottenOnceNoWindowCanWantIt) {
+  WatchBed b(5 * s, 1 * s);
+  Watcher& w = *b.w;
+  testing::internal::CaptureStderr();
+  b.python(7);
+  b.python(8);
+  Stream st;
+  std::uint64_t t = 1000;
+  for (int i = 0; i < 3; ++i) t = st.batch(t + 5, 20);
+  st.records.push_back(proc_exit(7, 0, (t + 1) * ms));
+  b.add(st);
+  const std::uint64_t exited = (t + 1) * ms;
+  w.tick(exited + 1 * s);
+  EXPECT_EQ(w.processes(), 2u);  // just exited: a window may still want it
+  EXPECT_NE(w.metrics_text(exited + 1 * s).find("pid=\"7\""), std::string::npos);
+  const std::uint64_t keep = WatchOptions{}.ring.keep_ns;
+  w.tick(exited + keep + 2 * s);
+  EXPECT_EQ(w.processes(), 1u);
+  EXPECT_EQ(w.forgotten(), 1u);
+  const std::string m = w.metrics_text(exited + keep + 2 * s);
+  EXPECT_EQ(m.find("pid=\"7\""), std::string::npos) << m;
+  EXPECT_NE(m.find("pid=\"8\""), std::string::npos) << m;
+  w.finish(exited + keep + 3 * s);
+  testing::internal::GetCapturedStderr();
 }
 
 // The allocator's out-of-memory record of a watched process becomes a

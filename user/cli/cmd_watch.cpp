@@ -39,6 +39,7 @@
 #include "user/core/output_file.h"
 #include "user/proc/job_discovery.h"
 #include "user/proc/native_symbols.h"
+#include "user/proc/proc_stats.h"
 #include "user/proc/procfs.h"
 #include "user/python/process_dump.h"
 #include "user/watch/metrics_server.h"
@@ -113,6 +114,23 @@ int ask_for_capture(const Options& o) {
             << (o.pids.empty() ? std::string() : " of pid " + std::to_string(o.pids.front())) << "; it lands in "
             << o.watch_dir << "/captures\n";
   return 0;
+}
+
+// The watcher's own cost, under the names Prometheus's client libraries
+// give every process they export from (the capture reports' child
+// processes apart).
+std::string own_process_metrics() {
+  static const proc::ProcStats stats;
+  const auto me = stats.process(getpid());
+  if (!me) return "";
+  char b[512];
+  std::snprintf(b, sizeof b,
+                "# HELP process_cpu_seconds_total CPU time of the watcher (user and system, every thread).\n"
+                "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.9g\n"
+                "# HELP process_resident_memory_bytes Resident memory of the watcher.\n"
+                "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n",
+                me->cpu_ns / 1e9, static_cast<unsigned long long>(me->rss_bytes));
+  return b;
 }
 
 WatchOptions watch_options(const Options& o) {
@@ -410,7 +428,7 @@ int cmd_watch(Options& opts) {
     }
     escalation_tick(now);
     if (metrics && now >= next_publish) {
-      metrics->publish(watcher.metrics_text(now));
+      metrics->publish(watcher.metrics_text(now) + own_process_metrics());
       next_publish = now + 500'000'000;
     }
   };
@@ -441,7 +459,7 @@ int cmd_watch(Options& opts) {
   session.run(stop_requested());
   live = nullptr;
   watcher.finish(monotonic_ns());
-  if (metrics) metrics->publish(watcher.metrics_text(monotonic_ns()));
+  if (metrics) metrics->publish(watcher.metrics_text(monotonic_ns()) + own_process_metrics());
   for (auto& n : session.notes()) std::cerr << "ltrace-bpf: " << n << "\n";
   for (auto& line : watcher.summary()) std::cerr << "ltrace-bpf: watch: " << line << "\n";
   std::cerr << "ltrace-bpf: watch: " << session.stats().records << " records, " << watcher.captures()

@@ -99,6 +99,7 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                      auto it = procs_.find(e.child_pid);
                      if (it == procs_.end() || it->second.exited) return;  // not a Python target of ours
                      it->second.exited = true;
+                     it->second.exited_ns = now;
                      on_trigger(policy_.on_exit(e.child_pid, e.exit_code, hh.ts_ns, now));
                      steps_.forget(e.child_pid);
                      stragglers_.forget(e.child_pid);
@@ -127,6 +128,7 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                        on_trigger(policy_.on_oom(hh.pid, e.bytes > 0 ? static_cast<std::uint64_t>(e.bytes) : 0,
                                                  e.device_type, e.device_index, hh.ts_ns, now));
                    },
+                   [&](const lt_event_header&, const lt_proc_drops_event& e) { records_lost_ += e.count; },
                    [&](const lt_event_header& hh, const lt_comm_event& e) {
                      if (auto it = procs_.find(hh.pid); it != procs_.end()) ++it->second.collectives;
                      if (o_.arrivals) {
@@ -151,6 +153,13 @@ void Watcher::on_steps(std::uint64_t now) {
     auto& p = procs_[s.pid];
     ++p.steps;
     p.last_step_ns = s.duration_ns();
+    const double d = p.last_step_ns / 1e9;
+    p.step_sum_s += d;
+    for (std::size_t i = 0; i < kStepBuckets.size(); ++i)
+      if (d <= kStepBuckets[i]) {
+        ++p.step_le[i];
+        break;
+      }
     // Enough to find one in any capture window: the ring's span of steps,
     // bounded in count (a 1 ms step for 10 minutes is 600 000).
     p.recent.push_back(s);
@@ -311,6 +320,27 @@ void Watcher::tick(std::uint64_t now_ns) {
     it = pending_.erase(it);
     write_capture(c, now_ns);
   }
+  forget_exited(now_ns);
+}
+
+// An exited process's state (its steps, its metric series) goes once no
+// capture can want it: a window reaching back over its life has passed (the
+// ring's keep and an after-window), and none of its captures waits. A
+// watcher of --all over days keeps only what lives, or just died.
+void Watcher::forget_exited(std::uint64_t now_ns) {
+  for (auto it = procs_.begin(); it != procs_.end();) {
+    const auto pid = it->first;
+    const Proc& p = it->second;
+    const bool waited_for = std::any_of(pending_.begin(), pending_.end(),
+                                        [pid](const Capture& c) { return c.trigger.pid == pid || !c.trigger.pid; });
+    if (p.exited && !waited_for && now_ns > p.exited_ns + o_.ring.keep_ns + o_.after_ns) {
+      policy_.forget(pid);
+      it = procs_.erase(it);
+      ++forgotten_;
+    } else {
+      ++it;
+    }
+  }
 }
 
 // Every 50 ms at most, when collectives came: a rank named once while it
@@ -444,6 +474,7 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
     }
     if (!on_capture_) give_to_requester(c);
     ++captures_written_;
+    ++captures_kind_[c.trigger.kind];
     kept_.push_back(c.dir);
     std::cerr << "ltrace-bpf: watch: wrote " << c.dir << " (" << c.records << " records, "
               << (c.to_ns - c.from_ns) / 1'000'000 << " ms)\n";
@@ -504,9 +535,24 @@ std::string Watcher::metrics_text(std::uint64_t now_ns) const {
   metric("ltrace_bpf_watch_steps_total", "counter", "Lightning training steps completed, per process.");
   for (const auto& [pid, p] : procs_)
     out += "ltrace_bpf_watch_steps_total" + labels(pid, p) + " " + num(p.steps) + "\n";
-  metric("ltrace_bpf_watch_step_seconds", "gauge", "The last training step's duration.");
+  // Every step, in buckets: a scrape every 15 s still sees the slow one.
+  metric("ltrace_bpf_watch_step_seconds", "histogram", "Lightning training step durations.");
+  for (const auto& [pid, p] : procs_) {
+    std::string l = labels(pid, p);
+    l.pop_back();  // "...}" -> "...,le=\"X\"}"
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < kStepBuckets.size(); ++i) {
+      cumulative += p.step_le[i];
+      out += "ltrace_bpf_watch_step_seconds_bucket" + l + ",le=\"" + num(kStepBuckets[i]) + "\"} " + num(cumulative) +
+             "\n";
+    }
+    out += "ltrace_bpf_watch_step_seconds_bucket" + l + ",le=\"+Inf\"} " + num(p.steps) + "\n";
+    out += "ltrace_bpf_watch_step_seconds_sum" + labels(pid, p) + " " + num(p.step_sum_s) + "\n";
+    out += "ltrace_bpf_watch_step_seconds_count" + labels(pid, p) + " " + num(p.steps) + "\n";
+  }
+  metric("ltrace_bpf_watch_last_step_seconds", "gauge", "The last training step's duration.");
   for (const auto& [pid, p] : procs_)
-    if (p.steps) out += "ltrace_bpf_watch_step_seconds" + labels(pid, p) + " " + num(p.last_step_ns / 1e9) + "\n";
+    if (p.steps) out += "ltrace_bpf_watch_last_step_seconds" + labels(pid, p) + " " + num(p.last_step_ns / 1e9) + "\n";
   metric("ltrace_bpf_watch_step_median_seconds", "gauge", "The median of the recent training steps.");
   for (const auto& [pid, p] : procs_)
     if (const auto m = policy_.median_ns(pid))
@@ -515,30 +561,44 @@ std::string Watcher::metrics_text(std::uint64_t now_ns) const {
   for (const auto& [pid, p] : procs_)
     if (const auto last = steps_.last_progress(pid); last && !p.exited && now_ns >= last)
       out += "ltrace_bpf_watch_since_progress_seconds" + labels(pid, p) + " " + num((now_ns - last) / 1e9) + "\n";
-  metric("ltrace_bpf_watch_rss_bytes", "gauge", "Resident memory of the process (from /proc).");
+  metric("ltrace_bpf_watch_target_rss_bytes", "gauge", "Resident memory of the watched process (from /proc).");
   for (const auto& [pid, p] : procs_)
-    if (p.rss_bytes) out += "ltrace_bpf_watch_rss_bytes" + labels(pid, p) + " " + num(p.rss_bytes) + "\n";
-  metric("ltrace_bpf_watch_cpu_seconds_total", "counter", "CPU time of the process (from /proc).");
+    if (p.rss_bytes && !p.exited)
+      out += "ltrace_bpf_watch_target_rss_bytes" + labels(pid, p) + " " + num(p.rss_bytes) + "\n";
+  metric("ltrace_bpf_watch_target_cpu_seconds_total", "counter", "CPU time of the watched process (from /proc).");
   for (const auto& [pid, p] : procs_)
-    if (p.cpu_ns) out += "ltrace_bpf_watch_cpu_seconds_total" + labels(pid, p) + " " + num(p.cpu_ns / 1e9) + "\n";
+    if (p.cpu_ns)
+      out += "ltrace_bpf_watch_target_cpu_seconds_total" + labels(pid, p) + " " + num(p.cpu_ns / 1e9) + "\n";
   metric("ltrace_bpf_watch_collectives_total", "counter", "c10d collectives entered.");
   for (const auto& [pid, p] : procs_)
     out += "ltrace_bpf_watch_collectives_total" + labels(pid, p) + " " + num(p.collectives) + "\n";
+  static constexpr TriggerKind kinds[] = {TriggerKind::slow_step, TriggerKind::stall,   TriggerKind::memory,
+                                          TriggerKind::exit,      TriggerKind::request, TriggerKind::straggler};
+  auto per_kind = [&](const char* name, const auto& value) {
+    for (auto k : kinds) out += std::string(name) + "{trigger=\"" + trigger_name(k) + "\"} " + num(value(k)) + "\n";
+  };
   metric("ltrace_bpf_watch_triggers_total", "counter", "Triggers fired, by kind.");
-  metric("ltrace_bpf_watch_triggers_suppressed_total", "counter", "Triggers over their daily limit, by kind.");
-  for (auto k : {TriggerKind::slow_step, TriggerKind::stall, TriggerKind::memory, TriggerKind::exit,
-                 TriggerKind::request, TriggerKind::straggler}) {
-    out += std::string("ltrace_bpf_watch_triggers_total{trigger=\"") + trigger_name(k) + "\"} " +
-           num(policy_.fired(k)) + "\n";
-    out += std::string("ltrace_bpf_watch_triggers_suppressed_total{trigger=\"") + trigger_name(k) + "\"} " +
-           num(policy_.suppressed(k)) + "\n";
-  }
-  metric("ltrace_bpf_watch_captures_total", "counter", "Captures written.");
-  out += "ltrace_bpf_watch_captures_total " + num(captures_written_) + "\n";
+  per_kind("ltrace_bpf_watch_triggers_total", [&](TriggerKind k) { return policy_.fired(k); });
+  metric("ltrace_bpf_watch_triggers_suppressed_total", "counter",
+         "Triggers not fired: over their daily limit, or the same out-of-memory episode again.");
+  per_kind("ltrace_bpf_watch_triggers_suppressed_total", [&](TriggerKind k) { return policy_.suppressed(k); });
+  metric("ltrace_bpf_watch_captures_total", "counter", "Captures written, by their trigger.");
+  per_kind("ltrace_bpf_watch_captures_total", [&](TriggerKind k) {
+    const auto it = captures_kind_.find(k);
+    return it == captures_kind_.end() ? 0 : it->second;
+  });
   metric("ltrace_bpf_watch_records_total", "counter", "Records the watcher received.");
   out += "ltrace_bpf_watch_records_total " + num(records_) + "\n";
-  metric("ltrace_bpf_watch_ring_bytes", "gauge", "The flight recorder's segments on disk.");
+  metric("ltrace_bpf_watch_records_lost_total", "counter",
+         "Records the targets' probes lost (ring full, unreadable memory...), as the records say.");
+  out += "ltrace_bpf_watch_records_lost_total " + num(records_lost_) + "\n";
+  metric("ltrace_bpf_watch_ring_bytes", "gauge", "The flight recorder's segments, on disk and in memory.");
   out += "ltrace_bpf_watch_ring_bytes " + num(ring_.bytes()) + "\n";
+  metric("ltrace_bpf_watch_ring_memory_bytes", "gauge",
+         "The flight recorder's segments kept in memory because the disk refused writes.");
+  out += "ltrace_bpf_watch_ring_memory_bytes " + num(ring_.memory_bytes()) + "\n";
+  metric("ltrace_bpf_watch_ring_write_errors_total", "counter", "Writes of the flight recorder the disk refused.");
+  out += "ltrace_bpf_watch_ring_write_errors_total " + num(ring_.write_errors()) + "\n";
   metric("ltrace_bpf_watch_ring_seconds", "gauge", "The time the flight recorder holds.");
   const auto oldest = ring_.oldest_ns();
   out += "ltrace_bpf_watch_ring_seconds " + num(oldest && now_ns > oldest ? (now_ns - oldest) / 1e9 : 0) + "\n";

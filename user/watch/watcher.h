@@ -10,6 +10,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -126,6 +127,8 @@ class Watcher {
   // One line per process watched: "pid 7 (rank 3): 60 train step(s), median 0.021 s".
   std::vector<std::string> summary() const;
   std::uint64_t captures() const { return captures_written_; }
+  std::size_t processes() const { return procs_.size(); }  // known now (exited ones until forget_exited)
+  std::uint64_t forgotten() const { return forgotten_; }
   std::uint64_t joined() const { return joined_; }
   // pid's pending captures (and those of every process) hold at least until
   // `until_ns` (an escalation took effect late: its whole time goes in).
@@ -133,10 +136,16 @@ class Watcher {
   const FlightRing& ring() const { return ring_; }
 
  private:
+  // The step-time histogram's upper bounds, seconds (Prometheus's `le`).
+  static constexpr std::array<double, 13> kStepBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                          1,     2.5,  5,     10,   30,  60};
   struct Proc {
     int rank = -1;
     bool exited = false;
+    std::uint64_t exited_ns = 0;  // when it exited: its state goes once no window can want it
     std::uint64_t steps = 0, last_step_ns = 0, median_ns = 0;
+    std::array<std::uint64_t, kStepBuckets.size()> step_le{};  // steps of at most each bound (not cumulative)
+    double step_sum_s = 0;
     std::uint64_t rss_bytes = 0, cpu_ns = 0, collectives = 0;
     std::deque<LiveStep> recent;  // the last steps closed (a capture's STEP_BASE anchor is among them)
   };
@@ -150,6 +159,7 @@ class Watcher {
   void take_thrown(std::uint64_t now_ns);
   void write_capture(Capture& c, std::uint64_t now_ns);
   void keep_captures_bounded();
+  void forget_exited(std::uint64_t now_ns);
   std::string capture_name(const Trigger& t, int rank) const;
   void add_owned(Capture& c) const;  // only_pids: the watched processes of trigger.for_uid now
 
@@ -163,6 +173,9 @@ class Watcher {
   std::vector<Capture> pending_;
   std::vector<std::string> kept_;  // capture directories written, oldest first
   std::uint64_t records_ = 0, captures_written_ = 0, captures_removed_ = 0;
+  std::uint64_t forgotten_ = 0;                         // exited processes whose state went (forget_exited)
+  std::uint64_t records_lost_ = 0;                      // what the targets' records lost (PROC_DROPS), every cause
+  std::map<TriggerKind, std::uint64_t> captures_kind_;  // captures written, by their trigger
   std::uint64_t joined_ = 0;             // triggers inside a pending capture of theirs (no capture of their own)
   std::int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC
   std::uint64_t now_ns_ = 0;             // the last tick
