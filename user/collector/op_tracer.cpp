@@ -275,8 +275,12 @@ void OpTracer::back_to_probes(pid_t pid) {
 }
 
 void OpTracer::not_observed(pid_t pid, const std::string& why) {
-  ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why + ")" +
-            (ctx_.opts.ops_on_demand ? ": no ops after this trigger" : ": op CPU times are sampled estimates"));
+  // The ops report says it, from the record below, beside its tables (one
+  // line, live or offline); a note only where no such report is printed.
+  const bool ops_report = ("," + ctx_.opts.reports + ",").find(",ops,") != std::string::npos;
+  if (ctx_.opts.ops_on_demand || !ops_report)
+    ctx_.note("pid " + std::to_string(pid) + ": op observer not used (" + why + ")" +
+              (ctx_.opts.ops_on_demand ? ": no ops after this trigger" : ": op CPU times are sampled estimates"));
   lt_op_observer_event e{};
   e.hdr = user_header(LT_EV_OP_OBSERVER, sizeof e, pid, monotonic_ns());
   e.how = LT_OP_TIMES_SAMPLED;
