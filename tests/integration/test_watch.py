@@ -570,10 +570,18 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
         go.touch()
         ask()
         wait_for(str(first_err), "watch: request: pid", 60, first)
+        # Its ring has a chunk of the fit on disk (written once a second):
+        # what a restart keeps of it.
+        seg = wdir / "ring" / "seg-00000000.ltrace"
+        wait_until(lambda: seg.exists() and seg.stat().st_size > 4096, "a chunk of the ring on disk", 60)
         first.kill()  # its capture's window has ~60 s still to run
         assert first.wait(timeout=60) == -9
         assert target.poll() is None, "the job ended with the watcher"
         second, second_err = watch(2, "1s")
+        # A third watcher on the same directory: refused, one line.
+        third = subprocess.run([LTRACE, "watch", "--pid", str(target.pid), "--dir", str(wdir)],
+                               capture_output=True, text=True, timeout=120)
+        assert third.returncode == 8 and third.stderr.count("\n") == 1, third.stderr
         ask()
         wait_for(str(second_err), "watch: summary: request", 120, second)
         assert target.wait(timeout=600) == 0
@@ -596,6 +604,12 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
     assert job["gc_calls"] == 40, job
     summary = [x for x in second_err.read_text().splitlines() if "watch: summary: request" in x]
     assert summary and "top finding: gc (pid" in summary[0], second_err.read_text()
+    # What the killed watcher's ring held outlives it: one trace file,
+    # which report reads (the fit's steps before the kill).
+    assert "the previous watcher's flight recorder" in second_err.read_text(), second_err.read_text()
+    prev = subprocess.run([LTRACE, "report", str(wdir / "previous-ring.ltrace"), "--report", "simple"],
+                          capture_output=True, text=True, timeout=120)
+    assert prev.returncode == 0 and "run_training_batch" in prev.stdout, prev.stdout[-2000:] + prev.stderr
 
 
 def test_a_straggler_rank_is_named_within_20_steps(tmp_path):

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "user/cli/builtin.h"
 #include "user/core/errors.h"
 #include "user/python/offsets.h"
 
@@ -70,6 +71,15 @@ TEST(Options, WatchValuesAreBoundedAndNamed) {
   } catch (const lt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("--slow-step"), std::string::npos) << e.what();
   }
+  for (const char* bad : {"13/12", "0/4", "4", "4/200", "a/b"})
+    EXPECT_EQ(code_of(with({"--straggler-rule", bad})), lt::ExitCode::usage) << bad;
+  EXPECT_EQ(code_of(with({"--stall-factor", "0.5"})), lt::ExitCode::usage);
+  const auto o = parse(with({"--straggler-rule", "6/8", "--straggler-wait", "0.02", "--stall-factor", "20"}));
+  const lt::StragglerOptions rule = lt::straggler_options(o);
+  EXPECT_EQ(rule.window, 8u);
+  EXPECT_DOUBLE_EQ(rule.share * rule.window, 6.0);
+  EXPECT_EQ(rule.min_gap_ns, 20'000'000);
+  EXPECT_DOUBLE_EQ(o.stall_factor, 20);
   EXPECT_EQ(code_of({"diff", "a", "b", "--fail-if-slower", "-2"}), lt::ExitCode::usage);
   EXPECT_EQ(parse({"diff", "a", "b", "--fail-if-slower", "0", "--any-job"}).fail_if_slower_pct, 0);
 }

@@ -572,6 +572,35 @@ TEST(FlightRing, KeepsItsBytes) {
   EXPECT_GT(ring.segments_dropped(), 0u);
 }
 
+// A restarted watcher (after a crash, an upgrade) keeps what the previous
+// one's ring held, as one trace file: its names first, then every record.
+TEST(FlightRing, ARestartKeepsThePreviousRingAsOneTraceFile) {
+  TempDir d;
+  std::uint64_t fed = 0;
+  {
+    FlightRing ring(ten_seconds_in_two(d));
+    feed(ring, code_record(7, 1 * s));
+    for (std::uint64_t t = 1 * s; t <= 9 * s; t += 100 * ms, ++fed) {
+      feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "run_training_batch", t));
+      ring.tick(t);
+    }
+  }
+  testing::internal::CaptureStderr();
+  FlightRing next(ten_seconds_in_two(d));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("the previous watcher's flight recorder (4 segment(s), 82 records) is kept in " + d.path +
+                     "/previous-ring.ltrace"),
+            std::string::npos)
+      << "stderr: " << err;
+  std::vector<std::uint16_t> kinds;
+  tracefile::read_trace_file(d.path + "/previous-ring.ltrace",
+                             [&](const lt_event_header& h, const std::byte*) { kinds.push_back(h.kind); });
+  ASSERT_EQ(kinds.size(), fed + 1);
+  EXPECT_EQ(kinds.front(), LT_EV_PY_CODE);
+  EXPECT_EQ(next.bytes(), 0u);  // the new ring starts empty
+  EXPECT_FALSE(std::filesystem::exists(d.path + "/ring/seg-00000000.ltrace"));
+}
+
 // A disk that stops taking writes (here the kernel's file size limit:
 // EFBIG past it, as ENOSPC on a full disk): the ring goes on in memory,
 // said once, nothing appended is lost, and it is back on disk once a

@@ -3,6 +3,7 @@
 // them in the command table; run_command() dispatches.
 #pragma once
 #include "user/cli/options.h"
+#include "user/watch/straggler.h"
 
 namespace lt {
 
@@ -29,5 +30,9 @@ int cmd_ps(Options& opts);       // the torch/Lightning processes here
 int cmd_dump(Options& opts);     // every thread of a process, now
 int cmd_watch(Options& opts);    // always on: flight recorder, triggers, captures, metrics
 int cmd_diff(Options& opts);     // what changed between two traces, tested
+
+// The straggler rule of --straggler-rule / --straggler-wait (watch, and
+// cluster ... watch's coordinator, which runs it over every node's ranks).
+StragglerOptions straggler_options(const Options& o);
 
 }  // namespace lt

@@ -104,6 +104,7 @@ int cmd_cluster(Options& opts) {
     cw.watch_args = opts.agent_args;
     cw.dir = opts.watch_dir;
     cw.clock_host = opts.clock_addr;
+    cw.straggler = straggler_options(opts);
     return cluster::run_cluster_watch(cw, stop_requested());
   }
   cluster::ClusterOptions co;

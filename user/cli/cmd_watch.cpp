@@ -11,6 +11,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +117,22 @@ int ask_for_capture(const Options& o) {
   return 0;
 }
 
+// A watcher on DIR already (its pid file held locked): one line naming it,
+// before anything of DIR is touched. Read only; a link is not followed.
+void refuse_a_second_watcher(const Options& o) {
+  const int fd = ::open(pid_file(o).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;  // none, or not ours to read: the exclusive open says why
+  const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  char b[32] = {};
+  const ssize_t n = held ? pread(fd, b, sizeof b - 1, 0) : 0;
+  ::close(fd);
+  if (!held) return;
+  const long pid = n > 0 ? std::strtol(b, nullptr, 10) : 0;
+  throw Error(ExitCode::io, "a watcher already runs on " + o.watch_dir +
+                                (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string()) +
+                                ": one watcher per directory (--dir another, or stop it)");
+}
+
 // The watcher's own cost, under the names Prometheus's client libraries
 // give every process they export from (the capture reports' child
 // processes apart).
@@ -153,6 +170,8 @@ WatchOptions watch_options(const Options& o) {
   w.triggers.slow_factor = o.slow_factor;
   w.triggers.slow_floor_ns = static_cast<std::uint64_t>(o.slow_floor_s * 1e9);
   w.triggers.stall_min_ns = static_cast<std::uint64_t>(o.stall_s * 1e9);
+  w.triggers.stall_factor = o.stall_factor;
+  w.straggler = straggler_options(o);
   w.triggers.max_per_day = o.max_per_day;
   w.before_ns = static_cast<std::uint64_t>(o.capture_before_s * 1e9);
   w.after_ns = static_cast<std::uint64_t>(o.capture_after_s * 1e9);
@@ -227,6 +246,14 @@ void check_watch(Options& o) {
   if (o.all) o.children = true;
 }
 
+StragglerOptions straggler_options(const Options& o) {
+  StragglerOptions s;
+  s.window = o.straggler_of;
+  s.share = static_cast<double>(o.straggler_last) / o.straggler_of;
+  s.min_gap_ns = static_cast<std::int64_t>(o.straggler_wait_s * 1e9);
+  return s;
+}
+
 int cmd_watch(Options& opts) {
   if (opts.capture_now || opts.dump_now) return ask_for_capture(opts);
   install_stop_signals(false);
@@ -237,21 +264,22 @@ int cmd_watch(Options& opts) {
     if (found.empty()) throw Error(ExitCode::no_such_process, "--job-env: " + why);
     opts.pids.insert(opts.pids.end(), found.begin(), found.end());
   }
-  std::unique_ptr<MetricsServer> metrics;
-  if (!opts.metrics_addr.empty()) {
-    std::string host;
-    std::uint16_t port = 0;
-    if (!cluster::parse_host_port(opts.metrics_addr, host, port))
-      throw Error(ExitCode::usage, "--metrics needs [HOST]:PORT (got '" + opts.metrics_addr + "')");
-    metrics = std::make_unique<MetricsServer>(host, port);
-  }
+  std::string metrics_host;  // checked before anything is written; listened on after the lock
+  std::uint16_t metrics_port = 0;
+  if (!opts.metrics_addr.empty() && !cluster::parse_host_port(opts.metrics_addr, metrics_host, metrics_port))
+    throw Error(ExitCode::usage, "--metrics needs [HOST]:PORT (got '" + opts.metrics_addr + "')");
   // One watcher per directory: the pid file is held locked while it runs
   // (taken before the ring is touched).
   make_output_dirs(opts.watch_dir);
+  refuse_a_second_watcher(opts);
   const int pid_fd = open_output_fd(pid_file(opts), OutputMode::exclusive_truncate);
   const std::string me = std::to_string(getpid()) + "\n";
   if (write(pid_fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
     throw Error(ExitCode::io, "cannot write " + pid_file(opts));
+  // The port after the directory's lock: a second watcher of the same
+  // arguments is told of the watcher there, not of a port in use.
+  std::unique_ptr<MetricsServer> metrics;
+  if (!opts.metrics_addr.empty()) metrics = std::make_unique<MetricsServer>(metrics_host, metrics_port);
   // Requests from the socket (its own thread): captures go to the drain's
   // tick, as a signal's do; dumps are answered there and then.
   std::mutex asked_mutex;

@@ -461,6 +461,27 @@ const OptionSpec kOptions[] = {
   {.name = "stall", .arg = "TIME", .commands = kWatchOwn,
    .help = "a stall: no Lightning action of a live process ends for max(10 x its median step, TIME) (default 60s)",
    .store = [](Options& o, const std::string& v) { o.stall_s = parse_span(v, "stall"); }, .example = "60s", .passed_on = true},
+  {.name = "stall-factor", .arg = "K", .commands = kWatchOwn,
+   .help = "...the K of that: a stall is no action ending for K x the median step (default 10), or --stall if longer",
+   .store = [](Options& o, const std::string& v) {
+     o.stall_factor = parse_number(v, 1, 1e6, "stall-factor", "a factor of 1 or more");
+   }, .example = "20", .passed_on = true},
+  {.name = "straggler-rule", .arg = "K/N", .commands = kWatchOwn,
+   .help = "straggler: one rank last to arrive at K or more of the last N collectives that kept the others waiting "
+           "(default 12/16)",
+   .store = [](Options& o, const std::string& v) {
+     const auto slash = v.find('/');
+     const std::string bad = "--straggler-rule: invalid value '" + v + "': expected K/N, 1 <= K <= N <= 128";
+     if (slash == std::string::npos) throw Error(ExitCode::usage, bad);
+     o.straggler_last = static_cast<unsigned>(parse_long(v.substr(0, slash), 1, 128, bad));
+     o.straggler_of = static_cast<unsigned>(parse_long(v.substr(slash + 1), 1, 128, bad));
+     if (o.straggler_last > o.straggler_of) throw Error(ExitCode::usage, bad);
+   }, .example = "6/8", .passed_on = true},
+  {.name = "straggler-wait", .arg = "SECS", .commands = kWatchOwn,
+   .help = "...keeping them waiting SECS or more each (default 0.005; and a tenth of the slowest rank's median step)",
+   .store = [](Options& o, const std::string& v) {
+     o.straggler_wait_s = parse_number(v, 0, kMaxSeconds, "straggler-wait", "seconds, 0 or more");
+   }, .example = "0.02", .passed_on = true},
   {.name = "memory-growth", .arg = "PCT", .commands = kWatchOwn,
    .help = "memory: a process's resident memory grew by PCT % over its lowest in --memory-window (default 50)...",
    .store = [](Options& o, const std::string& v) { o.memory_growth_pct = parse_number(v, 0, 1e6, "memory-growth", "a percentage more than 0");

@@ -108,7 +108,10 @@ struct Options {
   std::string metrics_addr;  // [HOST]:PORT; "" = none
   std::string triggers = "slow-step,stall,memory,exit,request,straggler";
   double slow_factor = 2.0, slow_floor_s = 0.05;
-  double stall_s = 60;  // a stall is at least this long (and 10x the median step)
+  double stall_s = 60;       // a stall is at least this long (and stall_factor x the median step)
+  double stall_factor = 10;  // --stall-factor
+  unsigned straggler_last = 12, straggler_of = 16;  // --straggler-rule K/N
+  double straggler_wait_s = 0.005;                  // --straggler-wait
   double memory_growth_pct = 50, memory_window_s = 600;
   std::uint64_t memory_floor_bytes = 256ull << 20;
   double capture_before_s = 60, capture_after_s = 10;

@@ -102,7 +102,7 @@ int run_cluster_watch(const ClusterWatchOptions& opt, const std::atomic<bool>& s
   // arrivals up on its own clock made ours (measured against this server).
   ClockServer clock;
   const std::string upstream = opt.clock_host + ":" + std::to_string(clock.port());
-  CrossNodeStragglers stragglers;
+  CrossNodeStragglers stragglers(opt.straggler);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     NodeWatcher& w = ws[i];
     w.node = nodes[i];

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "user/cluster/slurm_job.h"
+#include "user/watch/straggler.h"
 
 namespace lt::cluster {
 
@@ -18,6 +19,7 @@ struct ClusterWatchOptions : JobNodes {
   std::vector<std::string> watch_args;  // watch's options, as given
   std::string dir;                      // each node's watcher gets DIR/NODE
   std::string clock_host;               // the address the watchers reach us at; "": what srun tells them
+  StragglerOptions straggler;           // the rule run here over every node's ranks
 };
 
 // Runs until every node's watcher ended (the job's ranks gone, or a stop

@@ -25,18 +25,57 @@ std::uint64_t segment_length(const FlightRingOptions& o) {
   return std::clamp<std::uint64_t>(o.keep_ns / 20, 2'000'000'000, 60'000'000'000);
 }
 
-// A previous watcher's ring: its segment files (plain files only; a link
-// is removed, never followed).
-void clear_old_ring(const std::string& ring) {
+// A previous watcher's ring (one killed, or stopped): its names and its
+// segments in order, copied into one trace file (`out`, replacing the one
+// before), so that what it had kept outlives a restart and `report` reads
+// it; then its files are removed (plain files only; a link is removed,
+// never followed). Said on stderr.
+void keep_previous_ring(const std::string& ring, const std::string& out) {
   DIR* d = opendir(ring.c_str());
   if (!d) return;
-  std::vector<std::string> gone;
+  std::vector<std::string> segments;
+  bool names = false;
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    if ((name.rfind("seg-", 0) == 0 || name == "names.ltrace") && name.size() < 64) gone.push_back(name);
+    if (name.rfind("seg-", 0) == 0 && name.size() < 64) segments.push_back(name);
+    names |= name == "names.ltrace";
   }
   closedir(d);
-  for (const auto& name : gone) unlinkat(AT_FDCWD, (ring + "/" + name).c_str(), 0);
+  std::sort(segments.begin(), segments.end());  // seg-%08llu: in the order written
+  if (!segments.empty()) {
+    // Written beside, then renamed over the one before: an empty or failed
+    // copy leaves that one as it was.
+    const std::string fresh = out + ".new";
+    try {
+      tracefile::TraceWriter w(fresh);
+      std::uint64_t records = 0;
+      auto copy = [&](const lt_event_header& h, const std::byte* p) {
+        w.append(p, h.size);
+        ++records;
+      };
+      if (names) tracefile::read_trace_file(ring + "/names.ltrace", copy);
+      for (const auto& s : segments) tracefile::read_trace_file(ring + "/" + s, copy);
+      w.close();
+      if (!records) {
+        unlinkat(AT_FDCWD, fresh.c_str(), 0);
+        std::fprintf(stderr,
+                     "ltrace-bpf: watch: the previous watcher's flight recorder had no whole chunk on disk "
+                     "(it ended within a second of its start): nothing to keep\n");
+      } else if (rename(fresh.c_str(), out.c_str()) != 0) {
+        throw Error(ExitCode::io, "cannot rename " + fresh + " to " + out + ": " + std::strerror(errno));
+      } else {
+        std::fprintf(stderr,
+                     "ltrace-bpf: watch: the previous watcher's flight recorder (%zu segment(s), %llu records) "
+                     "is kept in %s\n",
+                     segments.size(), static_cast<unsigned long long>(records), out.c_str());
+      }
+    } catch (const Error& e) {
+      unlinkat(AT_FDCWD, fresh.c_str(), 0);
+      std::fprintf(stderr, "ltrace-bpf: watch: the previous watcher's flight recorder is not kept: %s\n", e.what());
+    }
+  }
+  for (const auto& s : segments) unlinkat(AT_FDCWD, (ring + "/" + s).c_str(), 0);
+  if (names) unlinkat(AT_FDCWD, (ring + "/names.ltrace").c_str(), 0);
 }
 
 lt_window_event window(bool begin, std::uint64_t ts) {
@@ -64,7 +103,7 @@ void for_each_record(const std::vector<std::byte>& r,
 
 FlightRing::FlightRing(FlightRingOptions o) : o_(std::move(o)), ring_(o_.dir + "/ring") {
   make_output_dirs(ring_);
-  clear_old_ring(ring_);
+  keep_previous_ring(ring_, o_.dir + "/previous-ring.ltrace");
   names_ = std::make_unique<tracefile::TraceWriter>(ring_ + "/names.ltrace");
 }
 

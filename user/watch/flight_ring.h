@@ -46,7 +46,8 @@ struct FlightRingOptions {
 
 class FlightRing {
  public:
-  // Makes DIR/ring (a previous watcher's segments there are removed).
+  // Makes DIR/ring. A previous watcher's ring there becomes one trace file,
+  // DIR/previous-ring.ltrace (replacing the one before), and its segments go.
   // Throws lt::Error(io | unsafe_output).
   explicit FlightRing(FlightRingOptions o);
   ~FlightRing();

@@ -49,7 +49,8 @@ Watcher::Watcher(WatchOptions o, OnTrigger on_trigger, OnCapture on_capture)
       on_capture_(std::move(on_capture)),
       ring_(o_.ring),
       policy_(o_.triggers),
-      realtime_offset_ns_(realtime_minus_monotonic_ns()) {
+      realtime_offset_ns_(realtime_minus_monotonic_ns()),
+      stragglers_(o_.straggler) {
   const std::string captures = o_.ring.dir + "/captures";
   make_output_dirs(captures);
   // A previous watcher's captures count against the bound too.

@@ -48,6 +48,7 @@ struct WatchOptions {
   unsigned max_captures = 50;
   std::string host;                 // in capture names
   ArrivalSink* arrivals = nullptr;  // set: the straggler rule is not run here (named by name_straggler)
+  StragglerOptions straggler;       // the rule, where it runs here
 };
 
 // A watched process's progress, as the metrics and summary count it.
