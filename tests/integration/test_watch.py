@@ -618,19 +618,25 @@ def test_a_straggler_rank_is_named_within_20_steps(tmp_path):
     training_step from step SLOW_FROM on: rank 0 waits for it at every
     gradient all_reduce. The watcher names rank 1 the straggler, once, within
     20 of its steps after it began to lag, and captures it; the capture's
-    summary line gives its cause (its own training_step)."""
-    steps, slow_from, slow_s = 45, 10, 0.06
+    summary line gives its cause (its own training_step). At step HANG_AT
+    rank 1 sleeps 5 s in held_back(): the job stalls, both ranks' stalls
+    make one capture, which read both ranks twice and holds the hang verdict
+    of `cluster ... dump`: rank 0 waits in the gradient all-reduce
+    (backward), rank 1 has not entered it, in held_back."""
+    steps, slow_from, slow_s, hang_at = 45, 10, 0.06, 36
     go, log, err, wdir = tmp_path / "go", tmp_path / "job.log", tmp_path / "lt.err", tmp_path / "w"
     with open(log, "w") as lo:
         job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "ddp_straggler.py"), str(go), str(steps), "2", "1"],
                                stdout=lo, stderr=subprocess.STDOUT, cwd=tmp_path,
-                               env=dict(os.environ, SLOW_RANK="1", SLOW_S=str(slow_s), SLOW_FROM=str(slow_from)))
+                               env=dict(os.environ, SLOW_RANK="1", SLOW_S=str(slow_s), SLOW_FROM=str(slow_from),
+                                        HANG_AT=str(hang_at), HANG_S="5"))
     lt = None
     try:
         wait_for(str(log), "READY 0", 300, job)
         with open(err, "w") as le:
             lt = subprocess.Popen([LTRACE, "watch", "--pid", str(job.pid), "--children", "-v", "--dir", str(wdir),
-                                   "--triggers", "straggler", "--capture-before", "5s", "--capture-after", "1s"],
+                                   "--triggers", "straggler,stall", "--stall", "2s", "--capture-before", "5s",
+                                   "--capture-after", "1s"],
                                   stdout=subprocess.DEVNULL, stderr=le, cwd=tmp_path)
         wait_for(str(err), "attached", 120, lt)
         wait_for(str(err), "c10d backend methods", 120, lt)
@@ -668,11 +674,26 @@ def test_a_straggler_rank_is_named_within_20_steps(tmp_path):
     assert info and int(info[0].split("flags=")[1]) & 4, info
     slow = samples.get(int(pid), [])
     assert {w for _, w in slow} == {1, 5}, {p: len(v) for p, v in samples.items()}
+    # The stall: one capture for both ranks, the hang verdict first. (With
+    # --stall 2s, DDP's start-up can be one too: rank 0 waits for rank 1 to
+    # join the store, a wait of no step yet; not what is looked at here.)
+    hangs = [open(os.path.join(c, "threads.txt")).read() for c in glob.glob(str(wdir / "captures" / "*-stall"))]
+    hangs = [x for x in hangs if x.startswith("hang:")]
+    assert len(hangs) == 1, text
+    threads = hangs[0]
+    assert threads.startswith("hang: rank 0 ") and "wait in backward" in threads.splitlines()[0], threads[:3000]
+    assert re.search(r"^rank 1 has not entered it: it is in .*ddp_straggler.py:\d+ \(held_back\), blocked in "
+                     r"clock_nanosleep", threads, re.M), threads[:3000]
+    assert "=== rank 0" in threads and "=== rank 1" in threads, threads[:3000]
+    stall_summary = [x for x in text.splitlines() if "watch: summary: stall" in x and "top cause: hang: " in x]
+    assert len(stall_summary) == 1 and "top cause: hang: rank 0 " in stall_summary[0], text
     assert min(t for t, w in slow if w == 1) > min(t for t, w in slow if w == 5), slow[:5]
     # Rank 0 waits off-CPU in its all_reduce most of the window, and the
     # cheap tier samples CPU time: it may have no sample at all (CI 98);
-    # those it has are cheap ones.
-    others = {w for p, v in samples.items() if p != int(pid) for _, w in v}
+    # those it has from rank 1's escalation on are cheap ones. (Before it,
+    # a stall of DDP's start-up under --stall 2s may have escalated rank 0.)
+    escalated_at = min(t for t, w in slow if w == 1)
+    others = {w for p, v in samples.items() if p != int(pid) for t, w in v if t >= escalated_at}
     assert others <= {5}, others
     reports = open(os.path.join(caps[0], "reports.txt")).read()
     assert "periods = " in reports and "stacks were sampled at two rates" in reports, reports[:3000]

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -794,6 +795,78 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   }
   std::set<std::string> unique(order.begin(), order.end());
   EXPECT_EQ(unique.size(), order.size()) << m;
+}
+
+// A stall of a DDP job's rank: the capture is asked to read every rank of
+// its job watched here (those that entered collectives, under the same
+// launcher), labelled; the other rank's stall joins that capture. A
+// launcher without a rank in its environment is rank 0 (Lightning's), its
+// child its LOCAL_RANK.
+TEST(Watcher, ARanksStallReadsEveryRankOfItsJob) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 5 * s;
+  o.after_ns = 1 * s;
+  o.triggers.stall_min_ns = 2 * s;
+  std::vector<Trigger> asked;
+  Watcher w(
+      o,
+      [&](const Trigger& t) {
+        asked.push_back(t);
+        return AtTrigger{};
+      },
+      nullptr);
+  // Two live processes: this one (the launcher) and a child (rank 1).
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  const auto me = static_cast<std::uint32_t>(getpid()), kid = static_cast<std::uint32_t>(child);
+  auto info = [&](std::uint32_t pid, std::uint32_t ppid) {
+    lt_proc_info_event e{};
+    e.hdr = {LT_EV_PROC_INFO, sizeof e, pid, pid, 0, 0};
+    e.flags = LT_PROC_PYTHON;
+    e.rank = -1;
+    e.ppid = ppid;
+    w.add(e.hdr, reinterpret_cast<const std::byte*>(&e));
+  };
+  info(me, 1);
+  info(kid, me);
+  lt_proc_env_event env{};
+  env.hdr = {LT_EV_PROC_ENV, sizeof env, kid, kid, 0, 0};
+  env.rank = -1;
+  env.local_rank = 1;
+  w.add(env.hdr, reinterpret_cast<const std::byte*>(&env));
+  std::uint64_t t = 1000;
+  for (std::uint32_t pid : {me, kid}) {
+    Stream st;
+    st.pid = pid;
+    std::uint64_t u = t;
+    for (int i = 0; i < 12; ++i) u = st.batch(u + 5, 20);
+    lt_comm_event c{};
+    c.hdr = {LT_EV_COMM, sizeof c, pid, pid, 0, (u - 10) * ms};
+    c.pg = 0x1000;
+    c.seq = 1;
+    st.records.push_back(
+        std::vector<std::byte>(reinterpret_cast<std::byte*>(&c), reinterpret_cast<std::byte*>(&c) + sizeof c));
+    each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
+    t = std::max(t, u);
+  }
+  testing::internal::CaptureStderr();
+  w.tick(t * ms + 3 * s);  // both stalled past 2 s
+  const std::string err = testing::internal::GetCapturedStderr();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_EQ(asked.size(), 1u) << err;  // the second rank's stall joined the first's capture
+  auto peers = asked[0].peers;
+  std::sort(peers.begin(), peers.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  ASSERT_EQ(peers.size(), 2u);
+  EXPECT_EQ(peers[0], std::make_pair(me, 0));
+  EXPECT_EQ(peers[1], std::make_pair(kid, 1));
+  EXPECT_NE(err.find("already"), std::string::npos) << err;
+  w.finish(t * ms + 5 * s);
 }
 
 // A watcher of --all over days: an exited process's state and metric

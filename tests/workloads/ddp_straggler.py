@@ -3,7 +3,9 @@ straggler the cluster summary must name.
 
 usage: ddp_straggler.py GO_FILE STEPS DEVICES NUM_NODES
 Env: SLOW_RANK, SLOW_S (the slow rank sleeps SLOW_S in every training_step),
-SLOW_FROM (from that batch index on; default 0: every step).
+SLOW_FROM (from that batch index on; default 0: every step); HANG_AT, HANG_S
+(the slow rank also sleeps HANG_S once, in held_back(), at that batch
+index: the whole job stalls at the next gradient all-reduce).
 Ranks come from the environment as Lightning reads it (RANK/WORLD_SIZE for
 the plain launcher, SLURM_PROCID/SLURM_NTASKS under srun).  Prints
 "READY <rank> <pid>", waits for GO_FILE, trains, prints "FIT_DONE <rank>".
@@ -19,7 +21,12 @@ from torch.utils.data import DataLoader, TensorDataset
 go, steps, devices, num_nodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 slow_rank, slow_s = int(os.environ["SLOW_RANK"]), float(os.environ["SLOW_S"])
 slow_from = int(os.environ.get("SLOW_FROM", "0"))
+hang_at, hang_s = int(os.environ.get("HANG_AT", "-1")), float(os.environ.get("HANG_S", "0"))
 rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+
+
+def held_back(seconds):
+    time.sleep(seconds)  # every other rank waits for this one in the next all-reduce
 
 
 class Model(pl.LightningModule):
@@ -30,6 +37,8 @@ class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx):
         if self.global_rank == slow_rank and batch_idx >= slow_from:
             time.sleep(slow_s)  # the straggler: everyone else waits at the all-reduce
+        if self.global_rank == slow_rank and batch_idx == hang_at:
+            held_back(hang_s)
         return self.net(batch[0]).pow(2).mean()
 
     def configure_optimizers(self):

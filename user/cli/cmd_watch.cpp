@@ -16,22 +16,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "user/cli/builtin.h"
+#include "user/cli/cluster_dump_output.h"
 #include "user/cli/dump_output.h"
 #include "user/cli/stop_signals.h"
 #include "user/cluster/agent.h"
 #include "user/cluster/clock_exchange.h"
+#include "user/cluster/hang_verdict.h"
 #include "user/cluster/watch_uplink.h"
 #include "user/collector/session.h"
 #include "user/collector/synthesized_records.h"
@@ -228,12 +233,58 @@ std::string render_capture(const Capture& c) {
 }
 
 // At a stall: every thread of the process now (the dump command's text),
-// and where its main thread waits (the stall's top cause).
+// and where its main thread waits (the stall's top cause). A rank's stall:
+// every rank watched here read twice, kStallReadS apart, and `cluster ...
+// dump`'s hang verdict over them (which ranks wait in a collective, which
+// never entered it, and where), the verdict first; its first line is the
+// top cause when it finds a hang.
+constexpr double kStallReadS = 0.5;
 AtTrigger threads_now(const Trigger& t) {
   if (t.kind != TriggerKind::stall || !t.pid) return {};
   proc::NativeNamer namer;
-  const auto d = python::dump_process(static_cast<pid_t>(t.pid), namer);
-  return {dump_text(d), main_thread_at(d)};
+  if (t.peers.size() < 2) {
+    const auto d = python::dump_process(static_cast<pid_t>(t.pid), namer);
+    return {dump_text(d), main_thread_at(d)};
+  }
+  std::vector<cluster::RankProcess> first;
+  std::string unread;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  for (const auto& [pid, rank] : t.peers) {
+    try {
+      cluster::RankProcess p;
+      p.rank = rank;
+      p.node = host;
+      p.dump = python::dump_process(static_cast<pid_t>(pid), namer);
+      first.push_back(std::move(p));
+    } catch (const Error& e) {
+      unread += "pid " + std::to_string(pid) + " not read: " + e.what() + "\n";
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(kStallReadS));
+  std::vector<cluster::RankProcess> read;
+  for (auto& p : first) {
+    try {
+      cluster::RankProcess again = p;
+      again.dump = python::dump_process(p.dump.pid, namer);
+      python::mark_still_blocked(p.dump, again.dump, kStallReadS);
+      again.interval_s = kStallReadS;
+      read.push_back(std::move(again));
+    } catch (const Error& e) {
+      unread += "pid " + std::to_string(p.dump.pid) + " not read again: " + e.what() + "\n";
+    }
+  }
+  if (read.empty()) throw Error(ExitCode::no_such_process, "no rank could be read: " + unread);
+  std::sort(read.begin(), read.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  const cluster::Verdict v = cluster::hang_verdict(read);
+  std::string text;
+  const auto lines = verdict_lines(v, kStallReadS);
+  for (const auto& l : lines) text += l + "\n";
+  text += unread + "\n";
+  for (const auto& p : read) text += "=== rank " + std::to_string(p.rank) + "\n" + dump_text(p.dump) + "\n";
+  const auto me =
+      std::find_if(read.begin(), read.end(), [&t](const auto& p) { return p.dump.pid == static_cast<pid_t>(t.pid); });
+  return {text, v.hang && !lines.empty() ? lines.front() : me != read.end() ? main_thread_at(me->dump) : ""};
 }
 
 }  // namespace

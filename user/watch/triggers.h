@@ -31,6 +31,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reports/aggregate/live_steps.h"
 
@@ -66,6 +68,10 @@ struct Trigger {
   // A user's request (the watcher's socket, not root's nor an admin's):
   // the capture holds that user's processes only, and is theirs.
   std::optional<std::uint32_t> for_uid;
+  // A stall of a rank: the ranks watched here then (pid, rank), the stalled
+  // one among them, whose threads the capture reads (a hang is every rank's
+  // story: who waits in the collective, who never came). Empty otherwise.
+  std::vector<std::pair<std::uint32_t, int>> peers;
   // A request's own after-window ("capture PID SECS"); 0: the watcher's.
   std::uint64_t after_ns = 0;
 };

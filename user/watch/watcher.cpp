@@ -91,9 +91,21 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                      if (!(e.flags & LT_PROC_PYTHON)) return;
                      auto& p = procs_[hh.pid];
                      if (e.rank >= 0) p.rank = e.rank;
+                     p.ppid = e.ppid;
                    },
                    [&](const lt_event_header& hh, const lt_proc_env_event& e) {
-                     if (e.rank >= 0 && procs_.count(hh.pid)) procs_[hh.pid].rank = e.rank;
+                     auto it = procs_.find(hh.pid);
+                     if (it == procs_.end()) return;
+                     if (e.rank >= 0) it->second.rank = e.rank;
+                     it->second.local_rank = e.local_rank;
+                     const auto text = [](const char* s, std::size_t n) { return std::string(s, strnlen(s, n)); };
+                     const std::string job = text(e.slurm_job_id, sizeof e.slurm_job_id),
+                                       run = text(e.run_id, sizeof e.run_id),
+                                       master = text(e.master_addr, sizeof e.master_addr);
+                     it->second.job_key = !job.empty()    ? "slurm " + job
+                                          : !run.empty()  ? "run " + run
+                                          : e.master_port ? master + ":" + std::to_string(e.master_port)
+                                                          : "";
                    },
                    [&](const lt_event_header& hh, const lt_proc_event& e) {
                      if (hh.kind != LT_EV_PROC_EXIT) return;
@@ -177,8 +189,15 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   // Within a pending capture of its process for the same kind (a second
   // slow step in the first one's after-window; the first's escalation may
   // be what slowed it): that capture holds it; no second one.
+  // A stall of a rank whose peers' stall is being captured: that capture
+  // read its threads too.
+  const auto peer_of = [&t](const Capture& p) {
+    return t->kind == TriggerKind::stall &&
+           std::any_of(p.trigger.peers.begin(), p.trigger.peers.end(),
+                       [&t](const std::pair<std::uint32_t, int>& x) { return x.first == t->pid; });
+  };
   for (const auto& p : pending_)
-    if (p.trigger.pid == t->pid && p.trigger.kind == t->kind && p.trigger.for_uid == t->for_uid &&
+    if ((p.trigger.pid == t->pid || peer_of(p)) && p.trigger.kind == t->kind && p.trigger.for_uid == t->for_uid &&
         t->at_ns <= p.to_ns) {
       std::cerr << "ltrace-bpf: watch: " << trigger_name(t->kind) << ": pid " << t->pid << ": " << t->what
                 << "; in the capture " << p.dir << " already\n";
@@ -189,6 +208,8 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   Capture c;
   c.trigger = std::move(*t);
   if (auto it = procs_.find(c.trigger.pid); it != procs_.end()) c.rank = it->second.rank;
+  // A rank's stall: every rank of its job watched here, it among them.
+  if (c.trigger.kind == TriggerKind::stall) c.trigger.peers = job_ranks(c.trigger.pid);
   // From `before` ahead of what it is about to `after` past when it was
   // found: a stall's capture holds the last progress and the whole stall.
   c.from_ns = c.trigger.at_ns > o_.before_ns ? c.trigger.at_ns - o_.before_ns : 0;
@@ -322,6 +343,40 @@ void Watcher::tick(std::uint64_t now_ns) {
     write_capture(c, now_ns);
   }
   forget_exited(now_ns);
+}
+
+std::vector<std::pair<std::uint32_t, int>> Watcher::job_ranks(std::uint32_t pid) const {
+  const auto me = procs_.find(pid);
+  if (me == procs_.end() || !me->second.collectives) return {};
+  // The topmost watched ancestor (bounded: a cycle of stale ppids ends it).
+  const auto root = [this](std::uint32_t p) {
+    for (int hops = 0; hops < 64; ++hops) {
+      const auto it = procs_.find(p);
+      if (it == procs_.end() || !procs_.count(it->second.ppid) || it->second.ppid == p) break;
+      p = it->second.ppid;
+    }
+    return p;
+  };
+  const std::uint32_t my_root = root(pid);
+  std::vector<std::pair<std::uint32_t, int>> out;
+  bool zero_taken = false;
+  for (const auto& [q, p] : procs_) {
+    const bool same_job =
+        q == pid || root(q) == my_root || (!me->second.job_key.empty() && p.job_key == me->second.job_key);
+    if (!same_job || (q != pid && (p.exited || !p.collectives || !alive(q)))) continue;
+    const int rank = p.rank >= 0 ? p.rank : p.local_rank;
+    zero_taken |= rank == 0;
+    out.emplace_back(q, rank);
+  }
+  if (out.size() < 2) return {};
+  // Lightning's launcher runs rank 0 with no rank in its environment (its
+  // children have theirs): an unlabelled one is rank 0 when no other is.
+  for (auto& [q, rank] : out)
+    if (rank < 0 && !zero_taken) {
+      rank = 0;
+      zero_taken = true;
+    }
+  return out;
 }
 
 // An exited process's state (its steps, its metric series) goes once no

@@ -144,6 +144,9 @@ class Watcher {
     int rank = -1;
     bool exited = false;
     std::uint64_t exited_ns = 0;  // when it exited: its state goes once no window can want it
+    std::uint32_t ppid = 0;
+    int local_rank = -1;
+    std::string job_key;  // from its environment: the Slurm job, torchrun's run, or MASTER_ADDR:PORT ("": none)
     std::uint64_t steps = 0, last_step_ns = 0, median_ns = 0;
     std::array<std::uint64_t, kStepBuckets.size()> step_le{};  // steps of at most each bound (not cumulative)
     double step_sum_s = 0;
@@ -161,6 +164,11 @@ class Watcher {
   void write_capture(Capture& c, std::uint64_t now_ns);
   void keep_captures_bounded();
   void forget_exited(std::uint64_t now_ns);
+  // The ranks of pid's job watched here, pid among them, labelled (pid,
+  // rank): the live processes that entered a c10d collective and share its
+  // topmost watched ancestor (a launcher and its ranks) or its job key.
+  // Fewer than two: none.
+  std::vector<std::pair<std::uint32_t, int>> job_ranks(std::uint32_t pid) const;
   std::string capture_name(const Trigger& t, int rank) const;
   void add_owned(Capture& c) const;  // only_pids: the watched processes of trigger.for_uid now
 
