@@ -83,12 +83,14 @@ void collect_stacks(const LineSamples& ls, std::uint32_t pid, const std::vector<
 // Each op's self time per train step of the process, added into `to` at
 // the process's first step `first`.
 void collect_ops(const OpCalls& ops, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
-                 std::size_t total, std::map<std::string, std::vector<double>>& to) {
+                 std::size_t total, std::map<std::string, std::vector<double>>& to,
+                 std::map<std::string, std::uint64_t>& calls) {
   for (const auto& c : ops.calls) {
     if (c.pid != pid) continue;
     const auto i = step_at(steps, c.begin_ns);  // the step it began in
     if (!i) continue;
     const std::string& name = c.op < ops.names.size() && !ops.names[c.op].empty() ? ops.names[c.op] : "?";
+    ++calls[name];
     auto& v = to[name];
     v.resize(total, 0.0);
     v[first + *i] += static_cast<double>(c.self_ns) / 1e9;
@@ -98,12 +100,15 @@ void collect_ops(const OpCalls& ops, std::uint32_t pid, const std::vector<StepRe
 // Each collective kind's blocked time per train step of the process: the
 // calls issued in the step (a wait after the step's end is still its call's).
 void collect_collectives(const ProcessComm& comm, const std::vector<StepRecord>& steps, std::size_t first,
-                         std::size_t total, std::map<std::string, std::vector<double>>& to) {
+                         std::size_t total, std::map<std::string, std::vector<double>>& to,
+                         std::map<std::string, std::uint64_t>& calls) {
   for (const auto& c : comm.calls_kept) {
     if (!c.blocked_ns) continue;
     const auto i = step_at(steps, c.ts_ns);
     if (!i) continue;
-    auto& v = to[comm_kind_name(c.kind) + " (blocked)"];
+    const std::string name = comm_kind_name(c.kind) + " (blocked)";
+    ++calls[name];
+    auto& v = to[name];
     v.resize(total, 0.0);
     v[first + *i] += static_cast<double>(*c.blocked_ns) / 1e9;
   }
@@ -122,13 +127,14 @@ bool comm_timed(const CommReport* comm) {
 // short ones, looked up once per name index.
 void collect_kernels(const GpuReport& gpu, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
                      std::size_t total, std::map<std::string, std::vector<double>>& to,
-                     std::map<std::uint32_t, std::string>& names) {
+                     std::map<std::uint32_t, std::string>& names, std::map<std::string, std::uint64_t>& calls) {
   for (const auto& k : gpu.slices) {
     if (k.pid != pid || k.kind != LT_GPU_KERNEL || k.end_ns < k.begin_ns) continue;
     const auto i = step_at(steps, k.launch_ns ? k.launch_ns : k.begin_ns);
     if (!i) continue;
     auto [it, fresh] = names.try_emplace(k.name);
     if (fresh) it->second = k.name < gpu.names.size() ? short_kernel_name(demangle_kernel(gpu.names[k.name])) : "?";
+    ++calls[it->second];
     auto& v = to[it->second];
     v.resize(total, 0.0);
     v[first + *i] += static_cast<double>(k.end_ns - k.begin_ns) / 1e9;
@@ -175,13 +181,14 @@ DiffSamples collect(const ActionsReport& r, const OpCalls* ops, const LineSample
                        "or after torch.compile began): their times are estimates";
             break;
           }
-    if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops);
+    if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops, s.op_calls);
     if (s.no_lines.empty()) collect_lines(*lines, p.meta.pid, ps.train, first, total, s.lines);
     if (s.no_stacks.empty()) collect_stacks(*lines, p.meta.pid, ps.train, first, total, s.stacks);
     if (s.no_colls.empty())
       for (const auto& pc : comm->processes)
-        if (pc.pid == p.meta.pid) collect_collectives(pc, ps.train, first, total, s.colls);
-    if (s.no_kernels.empty()) collect_kernels(*gpu, p.meta.pid, ps.train, first, total, s.kernels, kernel_names);
+        if (pc.pid == p.meta.pid) collect_collectives(pc, ps.train, first, total, s.colls, s.coll_calls);
+    if (s.no_kernels.empty())
+      collect_kernels(*gpu, p.meta.pid, ps.train, first, total, s.kernels, kernel_names, s.kernel_calls);
     first += ps.train.size();
     for (const auto& st : ps.train) {
       s.steps.push_back(st.duration_ns() / 1e9);
@@ -216,6 +223,9 @@ void append(DiffSamples& to, const DiffSamples& from) {
   for (const auto& [n, v] : from.stacks) to.stacks[n].insert(to.stacks[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.colls) to.colls[n].insert(to.colls[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.kernels) to.kernels[n].insert(to.kernels[n].end(), v.begin(), v.end());
+  for (const auto& [n, c] : from.op_calls) to.op_calls[n] += c;
+  for (const auto& [n, c] : from.coll_calls) to.coll_calls[n] += c;
+  for (const auto& [n, c] : from.kernel_calls) to.kernel_calls[n] += c;
 }
 
 using PerStep = std::map<std::string, std::vector<double>>;
@@ -473,6 +483,29 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
                              : w.kind == DiffRow::Kind::kernel     ? "kernel: " + w.action
                                                                    : w.action;
     DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), d.steps_a, d.steps_b);
+    // Calls per train step, where the row counts calls.
+    auto per_step = [](std::uint64_t calls, std::size_t steps) {
+      return steps ? static_cast<double>(calls) / static_cast<double>(steps) : 0.0;
+    };
+    auto count = [](const std::map<std::string, std::uint64_t>& m, const std::string& k) {
+      const auto it = m.find(k);
+      return it == m.end() ? std::uint64_t{0} : it->second;
+    };
+    const std::map<std::string, std::uint64_t>* counted_a = w.kind == DiffRow::Kind::op           ? &sa.op_calls
+                                                            : w.kind == DiffRow::Kind::collective ? &sa.coll_calls
+                                                            : w.kind == DiffRow::Kind::kernel     ? &sa.kernel_calls
+                                                                                                  : nullptr;
+    const std::map<std::string, std::uint64_t>* counted_b = w.kind == DiffRow::Kind::op           ? &sb.op_calls
+                                                            : w.kind == DiffRow::Kind::collective ? &sb.coll_calls
+                                                            : w.kind == DiffRow::Kind::kernel     ? &sb.kernel_calls
+                                                                                                  : nullptr;
+    if (w.kind == DiffRow::Kind::action) {
+      r.calls_a = per_step(r.n_a, d.steps_a);
+      r.calls_b = per_step(r.n_b, d.steps_b);
+    } else if (counted_a) {
+      r.calls_a = per_step(count(*counted_a, w.action), d.steps_a);
+      r.calls_b = per_step(count(*counted_b, w.action), d.steps_b);
+    }
     if (d.by_run()) {
       const RunTest t = run_test(typical_per_step(runs_a, w), typical_per_step(runs_b, w));
       r.test = RankTest{0, t.df > 0 ? t.p : 1.0, t.shift, t.lo, t.hi};
@@ -563,7 +596,7 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
                 "p: the train step's times 2 (half of alpha is its own), the other %zu rows tested Holm-corrected "
                 "times 2 ('-': under the floor per step, not tested)",
                 d.tested ? d.tested - 1 : 0);
-  char head[900];
+  char head[1400];
   if (d.by_run())
     std::snprintf(
         head, sizeof head,
@@ -571,7 +604,7 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
         "collective; "
         "an action's median call times its calls per step); %s, two-sided; %s; shift: B - A per step, 95%% interval; "
         "'~': not significant (p >= %.2f), or the shift is within %.1f%% of A's median step. Times in "
-        "ms.\n\n",
+        "ms; calls/step: the calls in the train steps per step (actions: every call of the range).\n\n",
         d.runs_a > 1 && d.runs_b > 1 ? "Welch's t" : "Student's t with the variance of the side with runs", adjust,
         d.alpha, 100 * d.min_effect);
   else
@@ -581,13 +614,15 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
                   "median of B - A per sample, 95%% interval; '~': not significant (p >= %.2f), or the interval "
                   "reaches within %.1f%% of A's median step of no change. One run a side: what differs between two "
                   "runs of one job is not in this test (up to 1.9%% of the step here: docs/benchmarks.md); several "
-                  "runs a side (A1 A2 ... --vs B1 B2 ...) put it in. Times in ms.\n\n",
+                  "runs a side (A1 A2 ... --vs B1 B2 ...) put it in. Times in ms; calls/step: the calls in the train "
+                  "steps per step (actions: every call of the range).\n\n",
                   adjust, d.alpha, 100 * d.min_effect);
   out += head;
   const double step_a = d.step() ? d.step()->per_step_a : 0;
-  std::vector<std::vector<std::string>> table = {
-      {"", "Row", "A per step", "B per step", "change per step", "of A's step",
-       d.by_run() ? "shift per step (95% CI)" : "shift per sample (95% CI)", "p (adj.)"}};
+  std::vector<std::vector<std::string>> table = {{"", "Row", "A per step", "B per step", "change per step",
+                                                  "of A's step",
+                                                  d.by_run() ? "shift per step (95% CI)" : "shift per sample (95% CI)",
+                                                  "p (adj.)", "calls/step A", "calls/step B"}};
   std::vector<const DiffRow*> stacks;  // the stack rows, numbered in table order
   for (const auto& r : d.rows) {
     const double change = r.per_step_b - r.per_step_a;
@@ -606,7 +641,9 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
       stacks.push_back(&r);
       what = "stack #" + std::to_string(stacks.size()) + ": " + (r.frames.empty() ? "?" : r.frames.back());
     }
-    table.push_back({mark, utf8_text(what), ms(r.per_step_a), ms(r.per_step_b), signed_ms(change), pct, shift, pv});
+    auto calls = [](double c) { return c < 0 ? std::string("-") : fixed(c, 2); };
+    table.push_back({mark, utf8_text(what), ms(r.per_step_a), ms(r.per_step_b), signed_ms(change), pct, shift, pv,
+                     calls(r.calls_a), calls(r.calls_b)});
   }
   std::vector<std::size_t> width(table[0].size(), 0);
   for (const auto& line : table)

@@ -47,6 +47,7 @@ struct DiffRow {
   std::size_t n_a = 0, n_b = 0;           // samples (steps or calls)
   double per_step_a = 0, per_step_b = 0;  // seconds per train step
   double median_a = 0, median_b = 0;      // seconds per sample
+  double calls_a = -1, calls_b = -1;      // calls per train step (-1: not a count: the step, parts, lines, stacks)
   RankTest test;                          // B against A
   double p_holm = 1;                      // adjusted (see above), against alpha
   bool tested = false;  // false: under the floor per step on both sides together (no verdict possible)
@@ -178,6 +179,8 @@ struct DiffSamples {
   std::map<std::string, std::vector<double>> stacks;   // per train step: samples of the whole stack x period
   std::map<std::string, std::vector<double>> colls;    // per train step: blocked on that kind's calls
   std::map<std::string, std::vector<double>> kernels;  // per train step: GPU time of the kernels launched in it
+  // Calls in the train steps: per op, per collective kind (those timed), per kernel.
+  std::map<std::string, std::uint64_t> op_calls, coll_calls, kernel_calls;
   // Why this run has no op / line / stack / collective / kernel samples.
   std::string no_ops, no_lines, no_stacks, no_colls, no_kernels;
 };

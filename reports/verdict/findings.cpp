@@ -691,13 +691,29 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
   return out;
 }
 
-std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f) {
+std::string unjudged(const DeviceStatsReport* stats, const GcReport* gc, const LoggingReport* logging) {
+  std::vector<std::string> what;
+  if (!stats || stats->processes.empty())
+    what.push_back("memory growth and CPU contention (no /proc samples: record with --device-stats)");
+  if (!gc || !gc->any())
+    what.push_back(
+        "garbage-collection pauses (neither CPython's gc probes nor stack samples: record with --report "
+        "verdict)");
+  if (!logging || !logging->any())
+    what.push_back("logging cost (no stack samples: record with --report verdict or advanced)");
+  std::string out;
+  for (const auto& w : what) out += (out.empty() ? "" : "; ") + w;
+  return out;
+}
+
+std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f, const std::string& not_judged) {
   std::string out = "Findings (ranked by train step time at stake; shown past each one's threshold)\n";
+  const std::string unjudged_line = not_judged.empty() ? "" : "  not judged: " + not_judged + "\n";
   if (f.empty()) {
     std::size_t procs = 0;
     for (const auto& p : rep.processes) procs += step_records(p).train.size() >= 5;
     out += procs ? "  none: no finding past its threshold\n" : "  none: fewer than 5 train steps recorded\n";
-    return out;
+    return out + (procs ? unjudged_line : "");
   }
   int i = 1;
   for (const auto& x : f) {
@@ -709,6 +725,7 @@ std::string render_findings(const ActionsReport& rep, const std::vector<Finding>
     out += "     " + x.evidence + "\n";
     out += "     try: " + x.try_this + "\n";
   }
+  out += unjudged_line;
   return out;
 }
 

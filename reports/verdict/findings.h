@@ -107,7 +107,15 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
                                  const CommReport* comm = nullptr, const CompilesReport* compiles = nullptr,
                                  const GcReport* gc = nullptr, const LoggingReport* logging = nullptr,
                                  const GpuReport* gpu = nullptr);
-std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f);
+// `not_judged`: what the recording had nothing to judge by (unjudged()),
+// said after the findings, so that "none" is not read as "all is well".
+std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f,
+                            const std::string& not_judged = "");
+// The findings a recording gave nothing to judge by, and how to record it:
+// memory growth and CPU contention without /proc samples (--device-stats),
+// GC pauses without CPython's gc probes or stack samples, logging without
+// stack samples; "" when every one was judged.
+std::string unjudged(const DeviceStatsReport* stats, const GcReport* gc, const LoggingReport* logging);
 
 // How every finding's evidence writes its numbers: "20.6%" of a share,
 // "1.50 ms".

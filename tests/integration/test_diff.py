@@ -212,6 +212,8 @@ def test_a_healthy_fit_has_no_finding(traces):
         out = verdict(traces[name])
         ok, why = healthy(out)
         assert ok, (name, why, out)
+        # Recorded with what every finding reads: nothing left unjudged.
+        assert "not judged" not in out, (name, out)
 
 
 def test_a_slow_loader_is_input_bound_first(traces):

@@ -30,7 +30,7 @@ def one_line(r):
     (["--pid"], USAGE, "needs a value"),
     (["--all", "--pid", "1"], USAGE, "--all takes every torch/Lightning process"),
     (["ps", "--pid", "1"], USAGE, "ps takes no option but -v"),
-    (["--pid", "1", "--duration", "soon"], USAGE, "invalid duration"),
+    (["--pid", "1", "--duration", "soon"], USAGE, "--duration: invalid value 'soon'"),
     (["--pid", "1", "--dirpath", "x"], USAGE, "go together"),
     (["--pid", "1", "--report", "nope"], USAGE, "unknown report"),
     (["--pid", "4000000"], NO_PROC, "no such process: 4000000"),

@@ -310,7 +310,18 @@ TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
   EXPECT_EQ(first_op->n_a, 40u);                 // a sample per step, 0 where it never ran
   EXPECT_NEAR(mm->per_step_a * 1e3, 0.8, 0.02);  // self: its 1 ms less aten::t's 0.2 (the hidden copy left out)
   EXPECT_EQ(mm->verdict, 0);
-  EXPECT_NE(render_step_diff(d, "a", "b").find("op: aten::cumsum"), std::string::npos);
+  // Calls per train step: one each (the hidden copy not counted); none of
+  // cumsum in A; the step row counts none.
+  EXPECT_DOUBLE_EQ(mm->calls_a, 1.0);
+  EXPECT_DOUBLE_EQ(first_op->calls_a, 0.0);
+  EXPECT_DOUBLE_EQ(first_op->calls_b, 1.0);
+  EXPECT_EQ(d.rows[0].calls_a, -1.0);
+  const std::string text = render_step_diff(d, "a", "b");
+  EXPECT_NE(text.find("calls/step A  calls/step B"), std::string::npos) << text;
+  const auto cumsum = text.find("op: aten::cumsum");
+  ASSERT_NE(cumsum, std::string::npos);
+  const std::string line = text.substr(cumsum, text.find('\n', cumsum) - cumsum);
+  EXPECT_TRUE(line.ends_with("0.00          1.00")) << line;
 
   OpCalls estimated;
   lt_op_event probe{};

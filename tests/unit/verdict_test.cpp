@@ -64,6 +64,13 @@ TEST(Findings, AHealthyFitRaisesNone) {
   const auto f = find_issues(r);
   EXPECT_TRUE(f.empty()) << render_findings(r, f);
   EXPECT_NE(render_findings(r, f).find("none: no finding past its threshold"), std::string::npos);
+  // "none" is not "all is well" where nothing was recorded to judge by.
+  const std::string bare = render_findings(r, f, unjudged(nullptr, nullptr, nullptr));
+  EXPECT_NE(bare.find("none: no finding past its threshold\n  not judged: memory growth and CPU contention (no /proc "
+                      "samples: record with --device-stats); garbage-collection pauses"),
+            std::string::npos)
+      << bare;
+  EXPECT_NE(bare.find("; logging cost (no stack samples"), std::string::npos) << bare;
   Fit warm_up;  // a slow first step (lazy init): not an outlier
   warm_up.slow_step = 0;
   warm_up.slow_ms = 50;
