@@ -34,22 +34,24 @@ std::string joined(const std::set<std::string>& s) {
 
 }  // namespace
 
-std::string script_of(const std::string& cmdline) {
+std::string script_of(const std::string& cmdline, bool truncated) {
   std::istringstream in(cmdline);
   std::vector<std::string> argv;
   for (std::string w; in >> w;) argv.push_back(w);
   if (argv.empty()) return "";
-  if (!is_python(argv[0])) return base_name(argv[0]);
+  // The word at a cut line's end may itself be cut.
+  const auto whole = [&](std::size_t i) { return !truncated || i + 1 < argv.size(); };
+  if (!is_python(argv[0])) return whole(0) ? base_name(argv[0]) : "";
   for (std::size_t i = 1; i < argv.size(); ++i) {
     const std::string& a = argv[i];
-    if (a == "-m") return i + 1 < argv.size() ? argv[i + 1] : "";
+    if (a == "-m") return i + 1 < argv.size() && whole(i + 1) ? argv[i + 1] : "";
     if (a == "-c" || a == "-") return "";
-    if (a.rfind("-m", 0) == 0 && a.size() > 2) return a.substr(2);  // -mpkg.mod
+    if (a.rfind("-m", 0) == 0 && a.size() > 2) return whole(i) ? a.substr(2) : "";  // -mpkg.mod
     if (a.rfind("-", 0) == 0) {
       if (takes_value(a)) ++i;
       continue;
     }
-    return base_name(a);
+    return whole(i) ? base_name(a) : "";
   }
   return "";
 }
@@ -60,7 +62,8 @@ void JobIdentity::add(const ActionsReport& rep) {
     // Only the processes that did something: a launcher or a dataloader
     // worker without actions says nothing of the job.
     if (p.actions.empty()) continue;
-    if (const std::string s = script_of(p.meta.cmdline); !s.empty()) scripts.insert(s);
+    // PROC_INFO keeps 255 bytes of the line: one that long may be cut.
+    if (const std::string s = script_of(p.meta.cmdline, p.meta.cmdline.size() >= 255); !s.empty()) scripts.insert(s);
     for (const auto& a : p.actions) {
       if (a.name.rfind(kModule, 0) != 0) continue;
       const auto dot = a.name.rfind('.');
@@ -71,14 +74,18 @@ void JobIdentity::add(const ActionsReport& rep) {
 }
 
 std::string different_jobs(const JobIdentity& a, const JobIdentity& b) {
-  if (a.scripts.empty() || b.scripts.empty() || intersects(a.scripts, b.scripts)) return "";
   const bool both_modules = !a.modules.empty() && !b.modules.empty();
-  if (both_modules && intersects(a.modules, b.modules)) return "";
-  std::string why = "A runs " + joined(a.scripts);
-  if (both_modules) why += " (" + joined(a.modules) + ")";
-  why += ", B runs " + joined(b.scripts);
-  if (both_modules) why += " (" + joined(b.modules) + ")";
-  return why;
+  if (both_modules) {
+    if (intersects(a.modules, b.modules)) return "";
+  } else if (a.scripts.empty() || b.scripts.empty() || intersects(a.scripts, b.scripts)) {
+    return "";
+  }
+  auto side = [&](const JobIdentity& x) {
+    std::string s = x.scripts.empty() ? std::string("a script not recorded") : joined(x.scripts);
+    if (both_modules) s += " (" + joined(x.modules) + ")";
+    return s;
+  };
+  return "A runs " + side(a) + ", B runs " + side(b);
 }
 
 }  // namespace lt

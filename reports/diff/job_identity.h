@@ -3,10 +3,11 @@
 // pass or fail on nothing. A job is known by its script (the first
 // non-option argument after the interpreter, or `-m`'s module) and by its
 // LightningModule classes (from the `[LightningModule]Class.hook` actions).
-// Two sides are different jobs when their scripts share no name and, where
-// both have LightningModules, their classes share none either: a renamed
-// script that fits the same model is the same job; two models in scripts of
-// one name (train.py) are told apart by their classes.
+// Where both sides have LightningModules, the classes decide: none shared is
+// two jobs (two models, even in scripts of one name, train.py), one shared
+// is one job (a renamed script fitting the same model). Where either has
+// none (a plain torch job, a Lightning before its hooks were actions), the
+// scripts decide: no name shared is two jobs.
 #pragma once
 #include <set>
 #include <string>
@@ -24,8 +25,10 @@ struct JobIdentity {
 // The script of one command line (argv joined by spaces, as PROC_INFO keeps
 // it): "train.py" of "/usr/bin/python3 -u /x/train.py --lr 1", "pkg.mod" of
 // "python -m pkg.mod", the program itself when it is not a Python
-// interpreter; "" when there is none (`python -c ...`, an empty line).
-std::string script_of(const std::string& cmdline);
+// interpreter; "" when there is none (`python -c ...`, an empty line), or
+// when `truncated` (the line was cut at PROC_INFO's bound) and the script is
+// its last word: it may be cut too.
+std::string script_of(const std::string& cmdline, bool truncated = false);
 
 // "" when A and B may be the same job (or either side says too little to
 // tell); else one line saying how they differ.

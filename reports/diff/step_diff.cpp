@@ -485,7 +485,7 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
     DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), d.steps_a, d.steps_b);
     // Calls per train step, where the row counts calls.
     auto per_step = [](std::uint64_t calls, std::size_t steps) {
-      return steps ? static_cast<double>(calls) / static_cast<double>(steps) : 0.0;
+      return steps ? static_cast<double>(calls) / static_cast<double>(steps) : -1.0;  // no steps: '-'
     };
     auto count = [](const std::map<std::string, std::uint64_t>& m, const std::string& k) {
       const auto it = m.find(k);

@@ -29,6 +29,9 @@ TEST(JobIdentity, TheScriptOfACommandLine) {
   EXPECT_EQ(script_of("/usr/local/bin/torchrun --nproc 2 train.py"), "torchrun");  // not an interpreter
   EXPECT_EQ(script_of("python -c import x"), "");
   EXPECT_EQ(script_of(""), "");
+  // A line cut at PROC_INFO's bound: its last word may be cut too.
+  EXPECT_EQ(script_of("/very/long/venv/bin/python /very/long/path/to/tra", true), "");
+  EXPECT_EQ(script_of("/venv/bin/python /x/train.py --lr 0.0", true), "train.py");
 }
 
 TEST(JobIdentity, DifferentJobsShareNeitherScriptNorModule) {
@@ -42,10 +45,16 @@ TEST(JobIdentity, DifferentJobsShareNeitherScriptNorModule) {
       different_jobs(a, identity(job("python transformer_fit.py", {"[LightningModule]RandomTokens.training_step"})));
   EXPECT_NE(why.find("watch_job.py (Model)"), std::string::npos) << why;
   EXPECT_NE(why.find("transformer_fit.py (RandomTokens)"), std::string::npos) << why;
+  // Two models in scripts of one name: told by their classes.
+  EXPECT_NE(different_jobs(identity(job("python /a/train.py", {"[LightningModule]Gpt.training_step"})),
+                           identity(job("python /b/train.py", {"[LightningModule]Bert.training_step"}))),
+            "");
   // Another script, no LightningModule on one side: told by the scripts.
   EXPECT_NE(different_jobs(a, identity(job("python other.py", {"run_training_epoch"}))), "");
-  // A side that says too little (no command line): not refused.
-  EXPECT_EQ(different_jobs(a, identity(job("", {"[LightningModule]Other.training_step"}))), "");
+  // A side that says too little (no command line, no LightningModule): not refused.
+  EXPECT_EQ(different_jobs(a, identity(job("", {"run_training_epoch"}))), "");
+  // No command line, another model: its class says it.
+  EXPECT_NE(different_jobs(a, identity(job("", {"[LightningModule]Other.training_step"}))), "");
   // A process without actions (a launcher, a worker) says nothing.
   EXPECT_TRUE(identity(job("python launcher.py", {})).scripts.empty());
 }

@@ -57,7 +57,8 @@ TEST(Options, WatchValuesAreBoundedAndNamed) {
   };
   EXPECT_EQ(code_of(with({"--keep", "1e300h"})), lt::ExitCode::usage);
   EXPECT_EQ(code_of(with({"--capture-before", "1e12"})), lt::ExitCode::usage);
-  EXPECT_EQ(code_of(with({"--keep", "366d"})), lt::ExitCode::usage);
+  EXPECT_EQ(code_of(with({"--keep", "8785h"})), lt::ExitCode::usage);  // past a year
+  EXPECT_EQ(code_of(with({"--keep", "8784h"})), lt::ExitCode::ok);
   EXPECT_EQ(code_of(with({"--keep", "2h"})), lt::ExitCode::ok);
   EXPECT_EQ(code_of(with({"--triggers", ","})), lt::ExitCode::usage);
   EXPECT_EQ(code_of(with({"--triggers", "none,stall"})), lt::ExitCode::usage);
@@ -77,6 +78,7 @@ TEST(Options, WatchValuesAreBoundedAndNamed) {
   const auto o = parse(with({"--straggler-rule", "6/8", "--straggler-wait", "0.02", "--stall-factor", "20"}));
   const lt::StragglerOptions rule = lt::straggler_options(o);
   EXPECT_EQ(rule.window, 8u);
+  EXPECT_EQ(rule.min_last, 6u);
   EXPECT_DOUBLE_EQ(rule.share * rule.window, 6.0);
   EXPECT_EQ(rule.min_gap_ns, 20'000'000);
   EXPECT_DOUBLE_EQ(o.stall_factor, 20);

@@ -138,6 +138,19 @@ void refuse_a_second_watcher(const Options& o) {
                                 ": one watcher per directory (--dir another, or stop it)");
 }
 
+// The probes' losses so far, by cause (live: the counters the trace gets
+// at the end).
+std::string lost_metrics(const Session* s) {
+  if (!s) return "";
+  const lt_drop_counters d = s->drops_now();
+  return "# HELP ltrace_bpf_watch_records_lost_total Records the probes lost or sent degraded, by cause.\n"
+         "# TYPE ltrace_bpf_watch_records_lost_total counter\n"
+         "ltrace_bpf_watch_records_lost_total{cause=\"ring_full\"} " +
+         std::to_string(d.ringbuf_full) + "\nltrace_bpf_watch_records_lost_total{cause=\"read_fault\"} " +
+         std::to_string(d.read_faults) + "\nltrace_bpf_watch_records_lost_total{cause=\"unreadable\"} " +
+         std::to_string(d.unreadable) + "\n";
+}
+
 // The watcher's own cost, under the names Prometheus's client libraries
 // give every process they export from (the capture reports' child
 // processes apart).
@@ -247,6 +260,7 @@ AtTrigger threads_now(const Trigger& t) {
     return {dump_text(d), main_thread_at(d)};
   }
   std::vector<cluster::RankProcess> first;
+  std::vector<std::chrono::steady_clock::time_point> read_at;  // each first read's end
   std::string unread;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -257,18 +271,23 @@ AtTrigger threads_now(const Trigger& t) {
       p.node = host;
       p.dump = python::dump_process(static_cast<pid_t>(pid), namer);
       first.push_back(std::move(p));
+      read_at.push_back(std::chrono::steady_clock::now());
     } catch (const Error& e) {
       unread += "pid " + std::to_string(pid) + " not read: " + e.what() + "\n";
     }
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(kStallReadS));
   std::vector<cluster::RankProcess> read;
-  for (auto& p : first) {
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    const auto& p = first[i];
     try {
       cluster::RankProcess again = p;
+      // The time between this process's two reads: the wait, and the
+      // reads of the ranks between them.
+      const double gap = std::chrono::duration<double>(std::chrono::steady_clock::now() - read_at[i]).count();
       again.dump = python::dump_process(p.dump.pid, namer);
-      python::mark_still_blocked(p.dump, again.dump, kStallReadS);
-      again.interval_s = kStallReadS;
+      python::mark_still_blocked(p.dump, again.dump, gap);
+      again.interval_s = gap;
       read.push_back(std::move(again));
     } catch (const Error& e) {
       unread += "pid " + std::to_string(p.dump.pid) + " not read again: " + e.what() + "\n";
@@ -301,6 +320,7 @@ StragglerOptions straggler_options(const Options& o) {
   StragglerOptions s;
   s.window = o.straggler_of;
   s.share = static_cast<double>(o.straggler_last) / o.straggler_of;
+  s.min_last = o.straggler_last;  // (7/25 as a double times 25 is just over 7)
   s.min_gap_ns = static_cast<std::int64_t>(o.straggler_wait_s * 1e9);
   return s;
 }
@@ -507,7 +527,7 @@ int cmd_watch(Options& opts) {
     }
     escalation_tick(now);
     if (metrics && now >= next_publish) {
-      metrics->publish(watcher.metrics_text(now) + own_process_metrics());
+      metrics->publish(watcher.metrics_text(now) + lost_metrics(live) + own_process_metrics());
       next_publish = now + 500'000'000;
     }
   };

@@ -706,6 +706,10 @@ void Session::detach(ring_buffer* rb) {
   if (!callback_error_) ring_buffer__consume(rb);
 }
 
+lt_drop_counters Session::drops_now() const {
+  return proctrack_ ? proctrack_->drops() : lt_drop_counters{};
+}
+
 bool Session::drain_rest(ring_buffer* rb) {
   return !callback_error_ && ring_buffer__consume(rb) >= 0 && !callback_error_;
 }

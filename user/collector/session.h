@@ -86,6 +86,9 @@ class Session {
   // Attaches, records, detaches.  `stop` is polled (set from a signal handler).
   Trace run(const std::atomic<bool>& stop);
   const SessionStats& stats() const { return stats_; }
+  // The probes' losses so far, summed over CPUs (the same counters the
+  // trace gets at the end as DROPS): for live readers (watch's metrics).
+  lt_drop_counters drops_now() const;
   // Notes for stderr (processes we could not trace, etc.)
   const std::vector<std::string>& notes() const { return notes_; }
   // watch's escalation, from the drain loop (on_tick, the sink): every

@@ -36,7 +36,15 @@ TraceWriter::TraceWriter(const std::string& path, int zstd_level) : level_(zstd_
   h.created_realtime_ns = clock_ns(CLOCK_REALTIME);
   h.created_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
   last_flush_ns_ = h.created_monotonic_ns;
-  write_all(&h, sizeof h);
+  try {
+    write_all(&h, sizeof h);
+  } catch (...) {
+    // A disk that refused even the header: the descriptor (and its lock)
+    // goes with the object that never was.
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
 }
 
 TraceWriter::~TraceWriter() {
@@ -139,9 +147,14 @@ void TraceWriter::abandon() {
 void TraceWriter::close() {
   if (fd_ < 0) return;
   flush();
-  fsync(fd_);
-  ::close(fd_);
+  // A disk that takes the writes but not their syncing (NFS, a full
+  // thin-provisioned volume) is a write error too.
+  const bool synced = fsync(fd_) == 0 || errno == EINVAL || errno == EROFS;
+  const int err = errno;
+  const bool closed = ::close(fd_) == 0;
   fd_ = -1;
+  if (!synced || !closed)
+    throw Error(ExitCode::io, "cannot write " + path_ + ": " + std::strerror(synced ? errno : err));
 }
 
 }  // namespace lt::tracefile

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "user/core/errors.h"
@@ -49,13 +50,28 @@ void keep_previous_ring(const std::string& ring, const std::string& out) {
     try {
       tracefile::TraceWriter w(fresh);
       std::uint64_t records = 0;
+      bool writing = false;  // an error while writing ends the copy; one while reading skips that file
       auto copy = [&](const lt_event_header& h, const std::byte* p) {
+        writing = true;
         w.append(p, h.size);
+        writing = false;
         ++records;
       };
-      if (names) tracefile::read_trace_file(ring + "/names.ltrace", copy);
-      for (const auto& s : segments) tracefile::read_trace_file(ring + "/" + s, copy);
+      std::string skipped;
+      auto copy_file = [&](const std::string& name) {
+        try {
+          tracefile::read_trace_file(ring + "/" + name, copy);
+        } catch (const Error& e) {
+          if (writing) throw;
+          skipped += (skipped.empty() ? "" : ", ") + name;  // empty (a start the disk refused) or cut
+        }
+      };
+      if (names) copy_file("names.ltrace");
+      for (const auto& s : segments) copy_file(s);
       w.close();
+      if (!skipped.empty())
+        std::fprintf(stderr, "ltrace-bpf: watch: the previous watcher's %s not read (empty or not a trace)\n",
+                     skipped.c_str());
       if (!records) {
         unlinkat(AT_FDCWD, fresh.c_str(), 0);
         std::fprintf(stderr,
@@ -188,6 +204,7 @@ void FlightRing::start_segment(std::uint64_t now_ns) {
     cur_ = Segment{ring_ + name, 0, 0, 0, nullptr};
     on_disk([&] { writer_ = std::make_unique<tracefile::TraceWriter>(cur_.path); }, now_ns);
     if (writer_) return;
+    unlinkat(AT_FDCWD, cur_.path.c_str(), 0);  // not even its header: no file left behind
   }
   cur_ = Segment{"", 0, 0, 0, std::make_shared<std::vector<std::byte>>()};
 }
@@ -257,23 +274,36 @@ std::uint64_t FlightRing::next_due_ns() const {
 }
 
 void FlightRing::drop_old(std::uint64_t now_ns) {
+  const std::uint64_t memory_cap = std::min(o_.keep_bytes, kMemoryBytes);
+  // A segment in memory ends at an eighth of what memory may hold, so that
+  // the oldest can go whole while the newest fills (an escalated window
+  // writes megabytes a second).
+  if (cur_.records && cur_.bytes > memory_cap / 8) {
+    finish_segment();
+    ++segments_ended_;
+  }
   std::uint64_t total = writer_ ? writer_->bytes_written() : cur_.bytes;
   std::uint64_t in_memory = cur_.records ? cur_.bytes : 0;
   for (const auto& s : done_) {
     total += s.bytes;
     if (s.records) in_memory += s.bytes;
   }
-  const std::uint64_t memory_cap = std::min(o_.keep_bytes, kMemoryBytes);
-  while (!done_.empty() && (total > o_.keep_bytes || in_memory > memory_cap ||
-                            (now_ns > o_.keep_ns && done_.front().last_ns < now_ns - o_.keep_ns))) {
-    total -= done_.front().bytes;
-    if (done_.front().records)
-      in_memory -= done_.front().bytes;
+  auto drop = [&](std::deque<Segment>::iterator it) {
+    total -= it->bytes;
+    if (it->records)
+      in_memory -= it->bytes;
     else
-      unlinkat(AT_FDCWD, done_.front().path.c_str(), 0);
-    done_.pop_front();
+      unlinkat(AT_FDCWD, it->path.c_str(), 0);
     ++dropped_;
-  }
+    return done_.erase(it);
+  };
+  // Memory over its bound: its oldest segments go (not the disk's, which
+  // cost no memory).
+  for (auto it = done_.begin(); it != done_.end() && in_memory > memory_cap;)
+    it = it->records ? drop(it) : std::next(it);
+  while (!done_.empty() &&
+         (total > o_.keep_bytes || (now_ns > o_.keep_ns && done_.front().last_ns < now_ns - o_.keep_ns)))
+    drop(done_.begin());
 }
 
 std::uint64_t FlightRing::bytes() const {
@@ -345,8 +375,17 @@ std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t fr
 
 void FlightRing::close() {
   finish_segment();
-  if (names_) names_->close();
+  if (names_) on_disk([&] { names_->close(); }, 0);
   names_.reset();
+  // What the disk never took is lost with the watcher: said, with its count.
+  std::uint64_t held = memory_bytes();
+  if (held)
+    std::fprintf(stderr,
+                 "ltrace-bpf: watch: %llu bytes of records held in memory (the disk refused them) end with the "
+                 "watcher\n",
+                 static_cast<unsigned long long>(held));
+  cur_ = Segment{};
+  std::erase_if(done_, [](const Segment& s) { return s.records != nullptr; });
 }
 
 }  // namespace lt

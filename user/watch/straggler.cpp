@@ -83,7 +83,9 @@ std::optional<StragglerVerdict> StragglerWatch::check(std::int64_t gap_ns) {
   std::vector<std::size_t> lasts(pids.size(), 0);
   for (const auto& w : waited) ++lasts[static_cast<std::size_t>(w.ci->last)];
   const auto top = static_cast<std::size_t>(std::max_element(lasts.begin(), lasts.end()) - lasts.begin());
-  if (static_cast<double>(lasts[top]) < o_.share * static_cast<double>(o_.window)) return std::nullopt;
+  if (o_.min_last ? lasts[top] < o_.min_last
+                  : static_cast<double>(lasts[top]) < o_.share * static_cast<double>(o_.window))
+    return std::nullopt;
   std::vector<std::int64_t> waits;
   std::map<std::uint8_t, std::size_t> kinds;
   for (const auto& w : waited) {

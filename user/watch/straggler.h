@@ -26,6 +26,7 @@ namespace lt {
 struct StragglerOptions {
   std::size_t window = 16;
   double share = 0.75;
+  std::size_t min_last = 0;             // set: last at this many of `window` (exact, where share * window rounds up)
   std::int64_t min_gap_ns = 5'000'000;  // the least `gap` (the caller may ask for more)
   std::size_t keep = 128;               // calls per (process, group)
 };

@@ -59,7 +59,10 @@ std::uint64_t TriggerPolicy::median_ns(std::uint32_t pid) const {
 }
 
 std::uint64_t TriggerPolicy::stall_after_ns(std::uint32_t pid) const {
-  return std::max(static_cast<std::uint64_t>(o_.stall_factor * median_ns(pid)), o_.stall_min_ns);
+  // Bounded before the cast: a factor of 10^6 on an hours-long median is
+  // past 2^64 ns.
+  const double after = std::min(o_.stall_factor * static_cast<double>(median_ns(pid)), 1e18);
+  return std::max(static_cast<std::uint64_t>(after), o_.stall_min_ns);
 }
 
 std::optional<Trigger> TriggerPolicy::fire(Trigger t, std::uint64_t now) {

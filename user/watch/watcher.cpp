@@ -90,6 +90,8 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                    [&](const lt_event_header& hh, const lt_proc_info_event& e) {
                      if (!(e.flags & LT_PROC_PYTHON)) return;
                      auto& p = procs_[hh.pid];
+                     // A pid reused by a new process (the old one exited): a fresh start.
+                     if (p.exited) p = Proc{};
                      if (e.rank >= 0) p.rank = e.rank;
                      p.ppid = e.ppid;
                    },
@@ -102,10 +104,13 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                      const std::string job = text(e.slurm_job_id, sizeof e.slurm_job_id),
                                        run = text(e.run_id, sizeof e.run_id),
                                        master = text(e.master_addr, sizeof e.master_addr);
-                     it->second.job_key = !job.empty()    ? "slurm " + job
-                                          : !run.empty()  ? "run " + run
-                                          : e.master_port ? master + ":" + std::to_string(e.master_port)
-                                                          : "";
+                     // The most specific first: a job's rendezvous (one per torchrun or
+                     // DDP job, even several in one Slurm allocation), then torchrun's
+                     // run id (its default, "none", is none), then the Slurm job.
+                     it->second.job_key = e.master_port                   ? master + ":" + std::to_string(e.master_port)
+                                          : !run.empty() && run != "none" ? "run " + run
+                                          : !job.empty()                  ? "slurm " + job
+                                                                          : "";
                    },
                    [&](const lt_event_header& hh, const lt_proc_event& e) {
                      if (hh.kind != LT_EV_PROC_EXIT) return;
@@ -141,7 +146,6 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                        on_trigger(policy_.on_oom(hh.pid, e.bytes > 0 ? static_cast<std::uint64_t>(e.bytes) : 0,
                                                  e.device_type, e.device_index, hh.ts_ns, now));
                    },
-                   [&](const lt_event_header&, const lt_proc_drops_event& e) { records_lost_ += e.count; },
                    [&](const lt_event_header& hh, const lt_comm_event& e) {
                      if (auto it = procs_.find(hh.pid); it != procs_.end()) ++it->second.collectives;
                      if (o_.arrivals) {
@@ -361,8 +365,11 @@ std::vector<std::pair<std::uint32_t, int>> Watcher::job_ranks(std::uint32_t pid)
   std::vector<std::pair<std::uint32_t, int>> out;
   bool zero_taken = false;
   for (const auto& [q, p] : procs_) {
+    // Keys that differ part two jobs even under one parent (a sweep driver,
+    // a notebook); where either has none, the parent decides.
+    const bool keys_differ = !me->second.job_key.empty() && !p.job_key.empty() && p.job_key != me->second.job_key;
     const bool same_job =
-        q == pid || root(q) == my_root || (!me->second.job_key.empty() && p.job_key == me->second.job_key);
+        q == pid || (!keys_differ && (root(q) == my_root || (!p.job_key.empty() && p.job_key == me->second.job_key)));
     if (!same_job || (q != pid && (p.exited || !p.collectives || !alive(q)))) continue;
     const int rank = p.rank >= 0 ? p.rank : p.local_rank;
     zero_taken |= rank == 0;
@@ -645,9 +652,6 @@ std::string Watcher::metrics_text(std::uint64_t now_ns) const {
   });
   metric("ltrace_bpf_watch_records_total", "counter", "Records the watcher received.");
   out += "ltrace_bpf_watch_records_total " + num(records_) + "\n";
-  metric("ltrace_bpf_watch_records_lost_total", "counter",
-         "Records the targets' probes lost (ring full, unreadable memory...), as the records say.");
-  out += "ltrace_bpf_watch_records_lost_total " + num(records_lost_) + "\n";
   metric("ltrace_bpf_watch_ring_bytes", "gauge", "The flight recorder's segments, on disk and in memory.");
   out += "ltrace_bpf_watch_ring_bytes " + num(ring_.bytes()) + "\n";
   metric("ltrace_bpf_watch_ring_memory_bytes", "gauge",

@@ -183,7 +183,6 @@ class Watcher {
   std::vector<std::string> kept_;  // capture directories written, oldest first
   std::uint64_t records_ = 0, captures_written_ = 0, captures_removed_ = 0;
   std::uint64_t forgotten_ = 0;                         // exited processes whose state went (forget_exited)
-  std::uint64_t records_lost_ = 0;                      // what the targets' records lost (PROC_DROPS), every cause
   std::map<TriggerKind, std::uint64_t> captures_kind_;  // captures written, by their trigger
   std::uint64_t joined_ = 0;             // triggers inside a pending capture of theirs (no capture of their own)
   std::int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC
