@@ -80,8 +80,14 @@ def test_recorder_killed_leaves_a_readable_file(tmp_path, lightning_python):
         wait_for(str(rec_err), "attached", 60, rec)
         fits = log.read_text().count("FIT_DONE")
         wait_until(lambda: log.read_text().count("FIT_DONE") >= fits + 2, 300, "a whole fit while recording")
-        size = out.stat().st_size
-        wait_until(lambda: out.stat().st_size > size, 60, "a chunk written after that fit")
+        # Then until the file holds those steps in whole chunks: a size that
+        # grew is not enough (CI 119: stat saw a chunk half written, and the
+        # kill cut it there, leaving no whole chunk of the fits).
+        def batches_on_disk():
+            r = subprocess.run([LTRACE, "report", str(out)], capture_output=True, text=True, timeout=60)
+            row = parse_simple_report(r.stdout).get("run_training_batch")
+            return row is not None and int(row[1]) > 20
+        wait_until(batches_on_disk, 60, "the fits' steps in whole chunks on disk")
         rec.send_signal(signal.SIGKILL)
         rec.wait(30)
         r = subprocess.run([LTRACE, "report", str(out)], capture_output=True, text=True, timeout=60)

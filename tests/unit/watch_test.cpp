@@ -602,6 +602,43 @@ TEST(FlightRing, ARestartKeepsThePreviousRingAsOneTraceFile) {
   EXPECT_FALSE(std::filesystem::exists(d.path + "/ring/seg-00000000.ltrace"));
 }
 
+// A process forgotten (exited, past any window): its names go from memory
+// and from the names file; another process's and the host's stay.
+TEST(FlightRing, AForgottenProcessesNamesGo) {
+  TempDir d;
+  std::size_t names_before = 0;
+  {
+    FlightRing ring(ten_seconds_in_two(d));
+    feed(ring, code_record(7, 1 * s));
+    feed(ring, code_record(8, 1 * s));
+    feed(ring, code_record(0, 1 * s));
+    for (std::uint64_t t = 1 * s; t <= 3 * s; t += 100 * ms) {
+      feed(ring, action(LT_EV_ACTION_BEGIN, 8, t, "run_training_batch", t));
+      ring.tick(t);
+    }
+    names_before = ring.names_bytes();
+    ring.forget(7, 3 * s);
+    EXPECT_LT(ring.names_bytes(), names_before);
+    ring.forget(0, 3 * s);  // the host's: kept
+    const std::string out = d.path + "/window.ltrace";
+    ring.write_window(out, 0, 4 * s);
+    std::vector<std::uint32_t> named;
+    tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) {
+      if (h.kind == LT_EV_PY_CODE) named.push_back(h.pid);
+    });
+    EXPECT_EQ(named, (std::vector<std::uint32_t>{8, 0}));
+  }
+  // The names file on disk was rewritten too (what a restart keeps).
+  std::vector<std::uint32_t> on_disk;
+  testing::internal::CaptureStderr();
+  FlightRing next(ten_seconds_in_two(d));
+  testing::internal::GetCapturedStderr();
+  tracefile::read_trace_file(d.path + "/previous-ring.ltrace", [&](const lt_event_header& h, const std::byte*) {
+    if (h.kind == LT_EV_PY_CODE) on_disk.push_back(h.pid);
+  });
+  EXPECT_EQ(on_disk, (std::vector<std::uint32_t>{8, 0}));
+}
+
 // A disk that stops taking writes (here the kernel's file size limit:
 // EFBIG past it, as ENOSPC on a full disk): the ring goes on in memory,
 // said once, nothing appended is lost, and it is back on disk once a

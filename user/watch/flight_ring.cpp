@@ -373,6 +373,26 @@ std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t fr
   return n;
 }
 
+void FlightRing::forget(std::uint32_t pid, std::uint64_t now_ns) {
+  if (!pid) return;
+  std::vector<std::byte> kept;
+  kept.reserve(names_kept_.size());
+  for_each_record(names_kept_, [&](const lt_event_header& h, const std::byte* r) {
+    if (h.pid != pid) kept.insert(kept.end(), r, r + h.size);
+  });
+  if (kept.size() == names_kept_.size()) return;
+  names_kept_ = std::move(kept);
+  if (!names_) return;  // in memory: the file is rewritten when the disk is back
+  on_disk(
+      [&] {
+        names_->abandon();
+        names_ = std::make_unique<tracefile::TraceWriter>(ring_ + "/names.ltrace");
+        for_each_record(names_kept_, [&](const lt_event_header& h, const std::byte* r) { names_->append(r, h.size); });
+        names_->flush();
+      },
+      now_ns);
+}
+
 void FlightRing::close() {
   finish_segment();
   if (names_) on_disk([&] { names_->close(); }, 0);

@@ -85,6 +85,11 @@ class FlightRing {
   std::uint64_t segments_ended() const { return segments_ended_; }
   std::uint64_t oldest_ns() const;  // the oldest record kept (0: none)
   void close();                     // writes what waits; the files stay
+  // pid's names go (from memory, and the names file rewritten): the
+  // watcher forgets a process once no window can want it, so that a watcher
+  // of --all over days keeps the names of what lives, not of every process
+  // it ever met. Names of no process (pid 0: the host) stay.
+  void forget(std::uint32_t pid, std::uint64_t now_ns);
 
  private:
   struct Segment {

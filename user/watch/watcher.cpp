@@ -398,6 +398,7 @@ void Watcher::forget_exited(std::uint64_t now_ns) {
                                         [pid](const Capture& c) { return c.trigger.pid == pid || !c.trigger.pid; });
     if (p.exited && !waited_for && now_ns > p.exited_ns + o_.ring.keep_ns + o_.after_ns) {
       policy_.forget(pid);
+      ring_.forget(pid, now_ns);
       it = procs_.erase(it);
       ++forgotten_;
     } else {
