@@ -367,15 +367,19 @@ def test_the_leak_is_captured_once(watched):
     memory = reports[reports.index("Memory (torch's CPU allocator"):]
     alive = re.search(r"still alive at the end: (\d+) allocations, (\d+) bytes", memory)
     assert alive and int(alive.group(1)) >= 1, memory[:3000]
-    rows = re.findall(r"^ +([\d,]+) +([\d,]+) +CPU +\S+ +(.*)$", memory, re.M)
+    rows = re.findall(r"^ +([\d,]+) +([\d,]+) +CPU +(\S+(?: unknown\])?) +(.*)$", memory, re.M)
     assert rows, memory[:3000]
-    first_bytes, first_count, at = rows[0]
-    assert "watch_job.py" in at and "training_step" in at, memory[:3000]
+    assert "watch_job.py" in rows[0][3] and "training_step" in rows[0][3], memory[:3000]
     # Its op: the op observer (escalated with it) measured the calls around
     # the allocations; joined by time. torch.ones allocates in aten::empty.
-    row = re.search(r"^ +[\d]+ +[\d]+ +CPU +(\S+) +.*watch_job\.py", memory, re.M)
-    assert row and row.group(1) == "aten::empty", memory[:3000]
-    assert int(first_bytes.replace(",", "")) == int(first_count.replace(",", "")) * (LEAK_MB << 20), rows[0]
+    # The allocation probes are in before the observer's handshake ends (an
+    # injection the first time: seconds on a busy machine, CI 120): the
+    # leak's allocations before it have no op, a row of their own.
+    leak = [(int(b.replace(",", "")), int(c.replace(",", "")), op) for b, c, op, at in rows
+            if "watch_job.py" in at and "training_step" in at]
+    assert any(op == "aten::empty" for _, _, op in leak), memory[:3000]
+    assert {op for _, _, op in leak} <= {"aten::empty", "[op unknown]"}, memory[:3000]
+    assert all(b == c * (LEAK_MB << 20) for b, c, _ in leak), leak
 
 
 def test_an_out_of_memory_the_job_caught_is_captured(watched):
