@@ -105,6 +105,23 @@ struct ProcessOps {
   std::uint64_t observer_dropped = 0, observer_too_deep = 0;
 };
 
+// A row's CPU times, nanoseconds: its samples x the period (sampled
+// estimates), plus what was measured (CUPTI's runtime calls, [pl] records,
+// the op observer's calls).  The text table and the dashboard both use it.
+inline double op_self_ns(const OpRowData& r, std::uint64_t period_ns) {
+  return double(r.self_samples) * double(period_ns) + double(r.cpu_exact_ns) + double(r.record_self_ns) +
+         double(r.measured_self_ns);
+}
+inline double op_total_ns(const OpRowData& r, std::uint64_t period_ns) {
+  return double(r.total_samples) * double(period_ns) + double(r.cpu_exact_ns) + double(r.record_total_ns) +
+         double(r.measured_total_ns);
+}
+// A table's CPU times are sampled estimates unless the op observer timed
+// every call in it.
+inline bool op_table_estimated(const ProcessOps& po, const OpTableData& t) {
+  return !po.measured || t.probe_calls > 0;
+}
+
 inline constexpr std::size_t kMaxOpIntervals = 4'000'000;  // ~160 MB of timeline at most
 
 // One op call on the timeline (exports).  end_ns is an upper bound: the

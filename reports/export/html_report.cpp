@@ -68,28 +68,34 @@ namespace {
 // PyTorchProfiler's operator tables of one process, as HTML tables (sorted
 // by CPU total, every row).
 void op_sections(const ProcessOps& po, const OpsReport& ops, std::ostream& out) {
-  const double ms_per_sample = ops.period_ns / 1e6;
   for (const auto& t : po.tables) {
-    std::vector<const OpRowData*> rows;
+    struct Row {
+      const OpRowData* r;
+      double self_ns, total_ns;
+    };
+    std::vector<Row> rows;
     double self_total = 0;
     for (auto& r : t.rows) {
-      rows.push_back(&r);
-      self_total += r.self_samples;
+      rows.push_back({&r, op_self_ns(r, ops.period_ns), op_total_ns(r, ops.period_ns)});
+      if (!r.device_row) self_total += rows.back().self_ns;
     }
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const OpRowData* a, const OpRowData* b) { return a->total_samples > b->total_samples; });
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total_ns > b.total_ns; });
+    const bool est = op_table_estimated(po, t);
+    const char* mark = est ? "~" : "";
     out << "<h3>Operators: " << html_escape(t.title) << "</h3>\n<p class=\"note\">";
     if (t.steps) out << t.steps << " step(s); ";
-    out << "# of calls exact, CPU times (~) sampled estimates at " << ops.rate_hz << " Hz</p>\n"
-        << "<table class=\"ops\"><tr><th>Name</th><th>Self CPU %~</th><th>Self CPU~ (ms)</th>"
-           "<th>CPU total~ (ms)</th><th>CPU time avg~ (us)</th>"
+    if (est)
+      out << "# of calls exact, CPU times (~) sampled estimates at " << ops.rate_hz << " Hz</p>\n";
+    else
+      out << "# of calls and CPU times exact: each call timed by the op observer in the job</p>\n";
+    out << "<table class=\"ops\"><tr><th>Name</th><th>Self CPU %" << mark << "</th><th>Self CPU" << mark
+        << " (ms)</th><th>CPU total" << mark << " (ms)</th><th>CPU time avg" << mark << " (us)</th>"
         << (t.has_cuda ? "<th>Self CUDA (ms)</th><th>CUDA total (ms)</th>" : "") << "<th># of Calls</th></tr>\n";
     char b[240];
-    for (auto* r : rows) {
+    for (const auto& [r, self_ns, total_ns] : rows) {
       std::snprintf(b, sizeof b, "<td>%.2f%%</td><td>%.3f</td><td>%.3f</td><td>%.3f</td>",
-                    self_total ? 100.0 * r->self_samples / self_total : 0.0, r->self_samples * ms_per_sample,
-                    r->total_samples * ms_per_sample,
-                    r->calls ? 1e3 * r->total_samples * ms_per_sample / r->calls : 0.0);
+                    self_total ? 100.0 * self_ns / self_total : 0.0, self_ns / 1e6, total_ns / 1e6,
+                    r->calls ? total_ns / 1e3 / r->calls : 0.0);
       out << "<tr><td>" << html_escape(r->name) << "</td>" << b;
       if (t.has_cuda) {
         std::snprintf(b, sizeof b, "<td>%.3f</td><td>%.3f</td>", r->self_cuda_ns / 1e6, r->cuda_total_ns / 1e6);

@@ -170,7 +170,7 @@ def attach(tmp_path):
             for p in (target,):
                 if p.poll() is None:
                     p.kill()
-        return Run(target_rc=target_rc, lt_rc=lt_rc, target_out=wl_out.read_text(encoding="utf-8"),
+        return Run(target_rc=target_rc, lt_rc=lt_rc, target_pid=target.pid, target_out=wl_out.read_text(encoding="utf-8"),
                    lt_out=lt_out.read_text(encoding="utf-8"), lt_err=lt_err.read_text(encoding="utf-8"), tmp=tmp)
 
     return run

@@ -256,7 +256,7 @@ def test_lightning_fit_per_step_function(attach, tmp_path):
     run = attach([VENV_PY, TRAIN] + args, lt_args=["--report", "ops", "--row-limit", "-1", "--dump", "dump.txt"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     data = json.loads((run.tmp / "lp.json").read_text())
-    assert run.lt_out.startswith("FIT Profiler Report\n")
+    assert re.match(r"Op times \(pid \d+\): measured: .*\nFIT Profiler Report\n", run.lt_out), run.lt_out[:300]
     assert "# of Calls and CPU times are exact" in run.lt_err, run.lt_err[-3000:]
     tables = parse_ops_report(run.lt_out)
     # The ops of no batch (optimizer set-up, epoch ends) have their own table.
@@ -309,7 +309,7 @@ def test_group_by_input_shapes_matches_torch_profiler(attach, tmp_path, python, 
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     measured = "timed on its thread by the op observer" in run.lt_err
     assert measured == (how == "observer"), observer_lines(run.lt_err)
-    lines = run.lt_out.splitlines()
+    lines = run.lt_out.splitlines()[1:]  # after the line naming the path that timed the ops
     header = re.split(r"\s{2,}", lines[3].strip())
     est = "" if measured else "~"
     assert header[1:3] == ["Self CPU %" + est, "Self CPU" + est] and header[-1] == "Input Shapes", header
@@ -369,6 +369,12 @@ def test_ops_report_layout(attach, how):
                  + (["--no-inject"] if how == "probes" else []))
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     lines = run.lt_out.splitlines()
+    # A line before Lightning's title names the path that timed the ops.
+    path = "sampled estimates (~): stack samples x" if how == "probes" else "measured: each call timed on its thread"
+    assert lines[0].startswith(f"Op times (pid {run.target_pid}): {path}"), lines[0]
+    if how == "probes":
+        assert "op observer not used: --no-inject" in lines[0], lines[0]
+    lines = lines[1:]
     assert lines[0] == "Profiler Report" and lines[1] == "Profile stats for: records"
     header = re.split(r"\s{2,}", lines[3].strip())
     est = "~" if how == "probes" else ""
@@ -466,6 +472,15 @@ def test_offline_report_is_identical(attach):
     assert {e["args"]["External id"] for e in ops} == set(range(1, len(ops) + 1))
     page = (run.tmp / "page.html").read_text()
     assert "<h3>Operators: records</h3>" in page and "<td>aten::mm</td>" in page
+    # The dashboard's op times are the text table's: measured by the op
+    # observer (they read the samples alone, zero with the observer, before).
+    assert "CPU times exact: each call timed by the op observer" in page, page[:3000]
+    m = re.search(r"<tr><td>aten::mm</td><td>[0-9.]+%</td><td>([0-9.]+)</td><td>([0-9.]+)</td>", page)
+    assert m, page[-3000:]
+    mm = parse_ops_report(run.lt_out)["records"]["aten::mm"]
+    for cell, us in ((m.group(1), mm["self_us"]), (m.group(2), mm["total_us"])):
+        # the text rounds to torch's 3 decimals of its unit
+        assert us > 0 and abs(float(cell) * 1e3 - us) <= max(0.01 * us, 1.0), (cell, mm)
 
 
 def test_attach_and_detach_mid_run(tmp_path):

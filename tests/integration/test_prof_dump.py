@@ -108,6 +108,8 @@ def test_records_layout_sums_the_step_tables(attach, lightning_python, tmp_path)
     assert run.lt_rc == 0, run.lt_err
     # Lightning 2.x's summary: the title, then one "records" section
     lines = run.lt_out.splitlines()
+    assert lines[0].startswith("Op times (pid "), lines[0]  # the path that timed them, then Lightning's layout
+    lines = lines[1:]
     assert lines[:2] == ["FIT Profiler Report", "Profile stats for: records"], lines[:3]
     assert lines[2].startswith("---"), lines[2]
     assert sum(l.startswith("Profile stats for: ") for l in lines) == 1

@@ -257,6 +257,29 @@ int write_advanced_reports(const ActionsReport& rep, const StacksReport& stacks,
   return written;
 }
 
+namespace {
+
+// "Op times (pid N): ..." - which path timed this process's ops.
+std::string op_times_line(const ProcessOps& po, const OpsReport& ops, std::uint64_t probe_tables) {
+  std::string line = "Op times (pid " + std::to_string(po.pid) + "): ";
+  const std::string sampled = ops.period_ns
+                                  ? "sampled estimates (~): stack samples x " + std::to_string(ops.period_ns / 1000) +
+                                        " us (" + std::to_string(ops.rate_hz) + " Hz)"
+                                  : "not timed (recorded without stack samples)";
+  if (po.measured && !probe_tables)
+    return line +
+           "measured: each call timed on its thread by the op observer in the job (RecordFunction "
+           "callbacks, as torch.profiler's); # of Calls exact";
+  if (po.measured)
+    return line +
+           "measured by the op observer, except in tables marked ~, whose calls the op probes counted: " + sampled +
+           "; # of Calls exact";
+  return line + sampled + "; # of Calls exact (op probes" +
+         (po.observer_not_used.empty() ? std::string() : "; op observer not used: " + po.observer_not_used) + ")";
+}
+
+}  // namespace
+
 int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const OutputOptions& out,
                       const OpsOutputOptions& table) {
   int written = 0;
@@ -277,7 +300,12 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     // Lightning's _stats_to_str: "{STAGE} Profiler Report", then per key
     // "Profile stats for: {key}[ rank: N]" and the table, joined by "\n".
     std::string title = stage_title(stage);
-    std::string text = (title.empty() ? "" : title + " ") + "Profiler Report";
+    // One line before Lightning's title names the path that produced the
+    // times, so a saved report says it without the stderr beside it.
+    std::uint64_t probe_tables = 0;
+    for (const auto& t : po.tables) probe_tables += t.probe_calls > 0;
+    std::string text =
+        op_times_line(po, ops, probe_tables) + "\n" + (title.empty() ? "" : title + " ") + "Profiler Report";
     const std::string rank = lightning_rank_suffix(meta.world_size, meta.local_rank);
     // --ops-layout records: Lightning 2.x's one table over every step.
     std::vector<OpTableData> records;
@@ -290,14 +318,10 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
     for (const auto& t : table.records ? records : po.tables) {
       std::vector<OpRow> rows;
       rows.reserve(t.rows.size());
-      const double us_per_sample = ops.period_ns / 1e3;
       for (const auto& r : t.rows) {
-        // Runtime rows (cudaLaunchKernel) carry CUPTI's measured CPU time.
-        const double exact_us = r.cpu_exact_ns / 1e3;
-        // The op observer's times are measured; samples carry no ops then.
-        OpRow row{r.name, r.input_shapes,
-                  r.self_samples * us_per_sample + exact_us + r.record_self_ns / 1e3 + r.measured_self_ns / 1e3,
-                  r.total_samples * us_per_sample + exact_us + r.record_total_ns / 1e3 + r.measured_total_ns / 1e3,
+        // Runtime rows (cudaLaunchKernel) carry CUPTI's measured CPU time;
+        // the op observer's times are measured (samples carry no ops then).
+        OpRow row{r.name, r.input_shapes, op_self_ns(r, ops.period_ns) / 1e3, op_total_ns(r, ops.period_ns) / 1e3,
                   r.calls};
         row.self_cuda_us = r.self_cuda_ns / 1e3;
         row.cuda_total_us = r.cuda_total_ns / 1e3;
@@ -309,8 +333,7 @@ int write_ops_reports(const ActionsReport& rep, const OpsReport& ops, const Outp
         rows.push_back(std::move(row));
       }
       OpTableOptions o = topt;
-      // Measured where every call in it was the observer's.
-      o.estimated = !po.measured || t.probe_calls > 0;
+      o.estimated = op_table_estimated(po, t);
       if (t.has_cuda || t.has_cuda_memory) o.device = "cuda";
       o.profile_memory = table.profile_memory || t.has_memory;
       o.memory_bytes = table.memory_bytes;
