@@ -585,7 +585,14 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
         # A third watcher on the same directory: refused, one line.
         third = subprocess.run([LTRACE, "watch", "--pid", str(target.pid), "--dir", str(wdir)],
                                capture_output=True, text=True, timeout=120)
-        assert third.returncode == 8 and third.stderr.count("\n") == 1, third.stderr
+        assert third.returncode == 20 and third.stderr.count("\n") == 1, third.stderr
+        assert f"a watcher already runs on {wdir} (pid {second.pid})" in third.stderr, third.stderr
+        # ...and on another directory, of the same process: one watcher per
+        # process on a machine.
+        fourth = subprocess.run([LTRACE, "watch", "--pid", str(target.pid), "--dir", str(tmp_path / "w4")],
+                                capture_output=True, text=True, timeout=120)
+        assert fourth.returncode == 20 and fourth.stderr.count("\n") == 1, fourth.stderr
+        assert f"the watcher pid {second.pid} (on {wdir}) runs here and it watches pid {target.pid}" in fourth.stderr
         ask()
         wait_for(str(second_err), "watch: summary: request", 120, second)
         assert target.wait(timeout=600) == 0

@@ -51,6 +51,7 @@
 #include "user/watch/metrics_server.h"
 #include "user/watch/request_server.h"
 #include "user/watch/watcher.h"
+#include "user/watch/watcher_registry.h"
 
 namespace lt {
 namespace {
@@ -133,9 +134,9 @@ void refuse_a_second_watcher(const Options& o) {
   ::close(fd);
   if (!held) return;
   const long pid = n > 0 ? std::strtol(b, nullptr, 10) : 0;
-  throw Error(ExitCode::io, "a watcher already runs on " + o.watch_dir +
-                                (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string()) +
-                                ": one watcher per directory (--dir another, or stop it)");
+  throw Error(ExitCode::watched, "a watcher already runs on " + o.watch_dir +
+                                     (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string()) +
+                                     ": one watcher per directory (--dir another, or stop it)");
 }
 
 // The probes' losses so far, by cause (live: the counters the trace gets
@@ -347,6 +348,15 @@ int cmd_watch(Options& opts) {
   const std::string me = std::to_string(getpid()) + "\n";
   if (write(pid_fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
     throw Error(ExitCode::io, "cannot write " + pid_file(opts));
+  // One watcher per process on the machine: refused, naming the first,
+  // when another watcher (on another DIR) watches one of ours.
+  WatchSelection selection;
+  selection.all = opts.all;
+  selection.pids = opts.pids;
+  selection.env = opts.job_env;
+  selection.dir = opts.watch_dir;
+  selection.watcher = getpid();
+  const WatcherRegistration registration(selection, [](const EnvPairs& env) { return proc::find_job_processes(env); });
   // The port after the directory's lock: a second watcher of the same
   // arguments is told of the watcher there, not of a port in use.
   std::unique_ptr<MetricsServer> metrics;

@@ -36,6 +36,9 @@ enum class ExitCode : int {
   // diff: the two sides cannot be compared (a side's part holds no action, they are recordings of different
   // jobs, or --fail-if-slower with no train steps on a side): a regression gate must not pass on nothing.
   not_comparable = 19,
+  // watch: another watcher runs on this DIR, or watches one of these processes (one watcher per process on a
+  // machine); the line names it.
+  watched = 20,
 };
 
 class Error : public std::runtime_error {

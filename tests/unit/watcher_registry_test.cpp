@@ -1,0 +1,154 @@
+// One watcher per process on a machine: the overlap rules, the entries'
+// locks, stale entries and a registry directory that is not ours.
+#include "user/watch/watcher_registry.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "user/core/errors.h"
+
+using namespace lt;
+
+namespace {
+
+WatchSelection pids(pid_t watcher, std::vector<pid_t> p) {
+  WatchSelection s;
+  s.watcher = watcher;
+  s.pids = std::move(p);
+  s.dir = "/w/" + std::to_string(watcher);
+  return s;
+}
+
+WatchSelection job(pid_t watcher, EnvPairs env) {
+  WatchSelection s;
+  s.watcher = watcher;
+  s.env = std::move(env);
+  s.dir = "/w/" + std::to_string(watcher);
+  return s;
+}
+
+// The processes a --job-env filter has "now": those with every pair.
+JobProcesses fake_jobs(std::map<std::string, std::vector<pid_t>> by_value) {
+  return [by_value](const EnvPairs& env) {
+    std::vector<pid_t> out;
+    for (std::size_t i = 0; i < env.size(); ++i) {
+      const auto it = by_value.find(env[i].first + "=" + env[i].second);
+      std::vector<pid_t> these = it == by_value.end() ? std::vector<pid_t>{} : it->second;
+      if (i == 0) {
+        out = these;
+        continue;
+      }
+      std::erase_if(out, [&](pid_t p) { return std::find(these.begin(), these.end(), p) == these.end(); });
+    }
+    return out;
+  };
+}
+
+struct RegistryDir {
+  std::string path;
+  RegistryDir() {
+    char t[] = "/tmp/lt-registry-XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~RegistryDir() { std::filesystem::remove_all(path); }
+};
+
+ExitCode refusal(const WatchSelection& s, const JobProcesses& f, const std::string& dir, std::string* what) {
+  try {
+    WatcherRegistration r(s, f, dir);
+  } catch (const Error& e) {
+    *what = e.what();
+    return e.code();
+  }
+  return ExitCode::ok;
+}
+
+}  // namespace
+
+TEST(WatcherRegistry, AnEntryReadsBackAsWritten) {
+  WatchSelection s = job(42, {{"SLURM_JOB_ID", "7"}, {"A", "b=c"}});
+  s.pids = {3, 5};
+  s.dir = "/odd\ndir name";
+  WatchSelection back;
+  ASSERT_TRUE(parse_selection(format_selection(s), back));
+  EXPECT_EQ(back.watcher, 42);
+  EXPECT_EQ(back.pids, (std::vector<pid_t>{3, 5}));
+  EXPECT_EQ(back.env, s.env);
+  EXPECT_EQ(back.dir, s.dir);
+  EXPECT_FALSE(back.all);
+  WatchSelection junk;
+  EXPECT_FALSE(parse_selection("watcher x\ndir /a", junk));
+  EXPECT_FALSE(parse_selection("pid 3\n", junk));
+  EXPECT_FALSE(parse_selection("watcher 3\nbogus\ndir /a", junk));
+  EXPECT_FALSE(parse_selection("all\ndir /a", junk));  // no watcher line
+}
+
+TEST(WatcherRegistry, OverlapIsAProcessBothWouldWatch) {
+  const auto f =
+      fake_jobs({{"SLURM_JOB_ID=7", {10, 11, 12}}, {"SLURMD_NODENAME=n1", {10, 11}}, {"SLURMD_NODENAME=n2", {12}}});
+  WatchSelection all;
+  all.all = true;
+  all.watcher = 1;
+  EXPECT_EQ(selection_overlap(pids(2, {5}), all, f), "it watches every process (--all)");
+  EXPECT_EQ(selection_overlap(all, pids(2, {5}), f), "--all would take its processes too");
+  EXPECT_EQ(selection_overlap(pids(2, {5, 6}), pids(3, {6, 7}), f), "it watches pid 6");
+  EXPECT_EQ(selection_overlap(pids(2, {5}), pids(3, {6}), f), "");
+  // One Slurm job's nodes on a shared host: one watcher each.
+  const auto n1 = job(2, {{"SLURM_JOB_ID", "7"}, {"SLURMD_NODENAME", "n1"}});
+  const auto n2 = job(3, {{"SLURM_JOB_ID", "7"}, {"SLURMD_NODENAME", "n2"}});
+  EXPECT_EQ(selection_overlap(n1, n2, f), "");
+  EXPECT_EQ(selection_overlap(n1, job(4, {{"SLURM_JOB_ID", "7"}}), f), "it watches the processes with SLURM_JOB_ID=7");
+  // A filter's processes found now against a watcher of pids.
+  EXPECT_EQ(selection_overlap(pids(5, {12}), n2, f), "it watches pid 12");
+  EXPECT_EQ(selection_overlap(pids(5, {13}), n2, f), "");
+}
+
+TEST(WatcherRegistry, ASecondWatcherOfAProcessIsRefusedNamingTheFirst) {
+  RegistryDir d;
+  const auto f = fake_jobs({});
+  {
+    WatcherRegistration first(pids(100, {5, 6}), f, d.path);
+    std::string what;
+    EXPECT_EQ(refusal(pids(200, {6}), f, d.path, &what), ExitCode::watched);
+    EXPECT_EQ(what,
+              "the watcher pid 100 (on /w/100) runs here and it watches pid 6: one watcher per process on a machine "
+              "(ask it: ltrace-bpf watch --dir /w/100 --capture-now)");
+    EXPECT_EQ(refusal(pids(200, {7}), f, d.path, &what), ExitCode::ok) << what;  // gone again with its scope
+    WatcherRegistration other(pids(300, {8}), f, d.path);
+    EXPECT_TRUE(std::filesystem::exists(d.path + "/300"));
+  }
+  // Both gone: their entries with them.
+  EXPECT_FALSE(std::filesystem::exists(d.path + "/100"));
+  EXPECT_FALSE(std::filesystem::exists(d.path + "/300"));
+  std::string what;
+  EXPECT_EQ(refusal(pids(200, {6}), f, d.path, &what), ExitCode::ok) << what;
+}
+
+TEST(WatcherRegistry, AKilledWatchersEntryIsRemovedNotObeyed) {
+  RegistryDir d;
+  // An entry no one holds locked: its watcher was killed with SIGKILL.
+  std::ofstream(d.path + "/100") << format_selection(pids(100, {5}));
+  {
+    WatcherRegistration next(pids(200, {5}), fake_jobs({}), d.path);
+    EXPECT_FALSE(std::filesystem::exists(d.path + "/100"));
+  }
+}
+
+TEST(WatcherRegistry, ARegistryDirectoryOthersMayWriteIsRefused) {
+  RegistryDir d;
+  ASSERT_EQ(chmod(d.path.c_str(), 0777), 0);
+  std::string what;
+  EXPECT_EQ(refusal(pids(200, {5}), fake_jobs({}), d.path, &what), ExitCode::unsafe_output);
+  const std::string link = d.path + "-link";
+  std::filesystem::create_directory_symlink(d.path, link);
+  ASSERT_EQ(chmod(d.path.c_str(), 0700), 0);
+  EXPECT_EQ(refusal(pids(200, {5}), fake_jobs({}), link, &what), ExitCode::unsafe_output);
+  std::filesystem::remove(link);
+}
