@@ -16,6 +16,8 @@ import time
 import pytest
 
 from conftest import LTRACE, VENV_PY, WORKLOADS, chromium, wait_for
+from ops_table import parse_ops_report
+from test_ops import TORCH113_PY, need_torch113
 
 STEPS = 40
 
@@ -66,13 +68,13 @@ def traces(tmp_path_factory):
             "gc": gc_trace, "gc_job": gc_job, "logging": log_trace, "logging_job": log_job}
 
 
-def record_observed(tmp, name, *extra):
+def record_observed(tmp, name, *extra, python=VENV_PY):
     """watch_job.py recorded by attaching to it (the op observer measures
     its ops from the first; under `run` it would take over from the op
     probes during `import torch`)."""
     out, go, wl = tmp / f"{name}.ltrace", tmp / f"{name}.go", tmp / f"{name}.out"
     with open(wl, "w") as wo:
-        job = subprocess.Popen([VENV_PY, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
+        job = subprocess.Popen([python, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
                                 "--steps", str(STEPS), *extra], stdout=wo, stderr=subprocess.STDOUT)
     try:
         wait_for(str(wl), "READY", 600, job)
@@ -99,7 +101,11 @@ def op_traces(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("diff_ops")
     plain, _ = record_observed(tmp, "plain")
     injected, timed = record_observed(tmp, "injected", "--op-ms", "5")
-    return {"plain": plain, "injected": injected, "op_s": timed["op_s"], "op_calls": timed["op_calls"]}
+    # The same job on torch 1.13.1 + Lightning 2.2.5 (~4 s): another op set.
+    need_torch113(TORCH113_PY)
+    old_torch, _ = record_observed(tmp, "torch113", python=TORCH113_PY)
+    return {"plain": plain, "injected": injected, "op_s": timed["op_s"], "op_calls": timed["op_calls"],
+            "torch113": old_torch}
 
 
 def diff(a, b, *args):
@@ -358,6 +364,51 @@ def test_an_injected_op_is_its_own_row_at_its_time_per_step(op_traces, traces):
     assert "no op rows: A: no op calls recorded" in r.stderr, r.stderr
     assert "no line rows" not in r.stderr, r.stderr
     assert "  op: " not in r.stdout, r.stdout
+
+
+def test_two_torch_versions_match_their_ops_by_name(op_traces):
+    """One job recorded on torch 1.13.1 (A) and on the venv's torch 2.x
+    (B): every op both recorded is one row with its calls per step on both
+    sides, as each side's own op table counts them; an op one version never
+    calls is a row of that side alone."""
+    def op_calls_per_step(trace):
+        r = subprocess.run([LTRACE, "report", trace, "--report", "ops", "--row-limit", "-1"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        tables = parse_ops_report(r.stdout)
+        step = next(t for t in tables if t.endswith("training_step"))
+        # (Not the [pl][profile] rows: the actions' own rows are the diff's.)
+        return ({name: row["calls"] / STEPS for name, row in tables[step].items() if not name.startswith("[pl]")},
+                {name for t in tables.values() for name in t})
+
+    (a, a_ever), (b, b_ever) = op_calls_per_step(op_traces["torch113"]), op_calls_per_step(op_traces["plain"])
+    both = set(a) & set(b)
+    assert {"aten::addmm", "aten::mm", "AddmmBackward0"} <= both, (sorted(a), sorted(b))
+    r = diff(op_traces["torch113"], op_traces["plain"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {}
+    for line in r.stdout.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) > 2 and cells[1].startswith("op: "):
+            assert cells[1][4:] not in rows, f"two rows for {cells[1]}:\n{r.stdout}"
+            rows[cells[1][4:]] = (cells[-2], cells[-1])
+    def diff_row(name):  # torch's table cuts long names to 52 characters and "..."
+        found = [k for k in rows if k == name or (name.endswith("...") and k.startswith(name[:-3]))]
+        assert len(found) == 1, (name, found, r.stdout)
+        return rows[found[0]]
+
+    for name in both:
+        # The op table counts every call of the step function; the diff's
+        # calls per train step also those of its hooks: at least as many.
+        ca, cb = (float(x) for x in diff_row(name))
+        assert ca >= a[name] - 0.01 and cb >= b[name] - 0.01, (name, diff_row(name), a[name], b[name])
+    for name in set(a) ^ set(b):
+        ca, cb = (float(x) for x in diff_row(name))
+        assert (ca if name in a else cb) > 0, (name, diff_row(name))  # the side whose step called it
+        if name not in b_ever:
+            assert cb == 0, (name, diff_row(name))  # B's version never called it
+        if name not in a_ever:
+            assert ca == 0, (name, diff_row(name))
 
 
 def test_html_draws_the_injected_line_red(op_traces, tmp_path):
