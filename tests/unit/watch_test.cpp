@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
@@ -385,13 +386,15 @@ struct WatchBed {
   std::vector<Capture> rendered;
   std::string top;
   std::unique_ptr<Watcher> w;
-  explicit WatchBed(std::uint64_t before_ns = 5 * s, std::uint64_t after_ns = 1 * s, std::string host = "") {
+  explicit WatchBed(std::uint64_t before_ns = 5 * s, std::uint64_t after_ns = 1 * s, std::string host = "",
+                    Watcher::OnTrigger on_trigger = nullptr, std::uint64_t stall_min_ns = 0) {
     WatchOptions o;
     o.ring.dir = d.path;
     o.before_ns = before_ns;
     o.after_ns = after_ns;
     if (!host.empty()) o.host = host;
-    w = std::make_unique<Watcher>(o, nullptr, [this](const Capture& c) {
+    if (stall_min_ns) o.triggers.stall_min_ns = stall_min_ns;
+    w = std::make_unique<Watcher>(o, std::move(on_trigger), [this](const Capture& c) {
       rendered.push_back(c);
       return top;
     });
@@ -840,20 +843,15 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
 // launcher without a rank in its environment is rank 0 (Lightning's), its
 // child its LOCAL_RANK.
 TEST(Watcher, ARanksStallReadsEveryRankOfItsJob) {
-  TempDir d;
-  WatchOptions o;
-  o.ring.dir = d.path;
-  o.before_ns = 5 * s;
-  o.after_ns = 1 * s;
-  o.triggers.stall_min_ns = 2 * s;
   std::vector<Trigger> asked;
-  Watcher w(
-      o,
+  WatchBed b(
+      5 * s, 1 * s, "",
       [&](const Trigger& t) {
         asked.push_back(t);
-        return AtTrigger{};
+        return at_trigger_ready();
       },
-      nullptr);
+      2 * s);
+  Watcher& w = *b.w;
   // Two live processes: this one (the launcher) and a child (rank 1).
   const pid_t child = fork();
   if (child == 0) {
@@ -904,6 +902,45 @@ TEST(Watcher, ARanksStallReadsEveryRankOfItsJob) {
   EXPECT_EQ(peers[1], std::make_pair(kid, 1));
   EXPECT_NE(err.find("already"), std::string::npos) << err;
   w.finish(t * ms + 5 * s);
+}
+
+// A stall's reading (a DDP job's every rank, read twice half a second
+// apart) is done off the drain thread: tick() returns before it is in, and
+// the capture, written once its window has passed, holds it.
+TEST(Watcher, AStallsSlowReadDoesNotHoldTheDrain) {
+  std::promise<AtTrigger> reading;
+  const AtTriggerRead read = reading.get_future().share();
+  int asked = 0;
+  WatchBed b(
+      5 * s, 1 * s, "",
+      [&](const Trigger& t) {
+        ++asked;
+        EXPECT_EQ(t.kind, TriggerKind::stall);
+        return read;
+      },
+      2 * s);
+  testing::internal::CaptureStderr();
+  b.python(7);
+  Stream st;
+  st.pid = 7;
+  std::uint64_t t = 1000;
+  for (int i = 0; i < 12; ++i) t = st.batch(t + 5, 20);
+  b.add(st);
+  const std::uint64_t stalled = t * ms + 3 * s;
+  b.w->tick(stalled);  // past 2 s without progress
+  ASSERT_EQ(asked, 1);
+  // tick() came back with the reading still under way.
+  EXPECT_EQ(read.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  reading.set_value({"THREADS OF 7\n", "main thread sleeping in clock_nanosleep"});
+  b.w->tick(stalled + 2 * s);  // its after-window over: written
+  b.w->finish(stalled + 3 * s);
+  testing::internal::GetCapturedStderr();
+  ASSERT_EQ(b.rendered.size(), 1u);
+  EXPECT_EQ(b.rendered[0].cause, "main thread sleeping in clock_nanosleep");
+  std::ifstream in(b.rendered[0].dir + "/threads.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "THREADS OF 7\n");
 }
 
 // A watcher of --all over days: an exited process's state and metric

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -416,7 +417,11 @@ int cmd_watch(Options& opts) {
   const std::uint64_t escalate_ns = static_cast<std::uint64_t>(opts.capture_after_s * 1e9);
   auto on_trigger = [&](const Trigger& t) {
     escalate_next.emplace_back(static_cast<pid_t>(t.pid), t.after_ns ? t.after_ns : escalate_ns);
-    return threads_now(t);
+    // A stall's threads (every rank's, read twice half a second apart) are
+    // read on a thread of their own: the drain goes on meanwhile, so the
+    // other targets' records do not wait in the ring.
+    if (t.kind != TriggerKind::stall || !t.pid) return at_trigger_ready();
+    return std::async(std::launch::async, [t] { return threads_now(t); }).share();
   };
   // cluster ... watch: the straggler rule runs at the coordinator, over
   // every node's ranks; the arrivals go there, its requests come back.

@@ -222,12 +222,8 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   c.trace = c.dir + "/trace.ltrace";
   add_owned(c);
   try {
-    if (on_trigger_) {
-      AtTrigger at = on_trigger_(c.trigger);
-      c.at_trigger = std::move(at.threads);
-      c.cause = std::move(at.cause);
-    }
-  } catch (const Error& e) {
+    if (on_trigger_) c.read = on_trigger_(c.trigger);
+  } catch (const std::exception& e) {
     c.at_trigger = std::string("(not read: ") + e.what() + ")\n";
   }
   std::cerr << "ltrace-bpf: watch: " << trigger_name(c.trigger.kind) << ": pid " << c.trigger.pid;
@@ -242,6 +238,30 @@ void Watcher::extend(pid_t pid, std::uint64_t until_ns) {
     if (c.trigger.pid == static_cast<std::uint32_t>(pid) || c.trigger.pid == 0 || pid == 0)
       c.to_ns = std::max(c.to_ns, until_ns);
 }
+
+AtTriggerRead at_trigger_ready(AtTrigger at) {
+  std::promise<AtTrigger> p;
+  p.set_value(std::move(at));
+  return p.get_future().share();
+}
+
+namespace {
+
+// The reading begun at the trigger (long done, after the capture's
+// window, unless the watch is ending).
+void take_read(Capture& c) {
+  if (!c.read.valid()) return;
+  try {
+    AtTrigger at = c.read.get();
+    c.at_trigger = std::move(at.threads);
+    c.cause = std::move(at.cause);
+  } catch (const std::exception& e) {
+    c.at_trigger = std::string("(not read: ") + e.what() + ")\n";
+  }
+  c.read = {};
+}
+
+}  // namespace
 
 std::string capture_summary(const Capture& c, const std::string& top_finding) {
   std::string s = "ltrace-bpf: watch: summary: " + std::string(trigger_name(c.trigger.kind)) + ", pid " +
@@ -516,6 +536,7 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
       });
     }
     c.records = ring_.write_window(c.trace, c.from_ns, c.to_ns, bases, keep);
+    take_read(c);
     if (!c.at_trigger.empty()) {
       OutputFile f(c.dir + "/threads.txt");
       f.stream() << c.at_trigger;

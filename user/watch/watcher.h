@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -58,24 +59,32 @@ struct ProcProgress {
   std::uint64_t steps = 0, median_ns = 0;
 };
 
+// What the caller keeps of the process at the moment a trigger fires.
+struct AtTrigger {
+  std::string threads;  // threads.txt of the capture ("" for none)
+  std::string cause;    // one line, "" for none
+};
+
+// The caller's reading at a trigger, as it comes: a stall's read of every
+// rank takes half a second and more, off the drain thread; the capture
+// waits for it only when it is written, after its window.
+using AtTriggerRead = std::shared_future<AtTrigger>;
+// A reading there is nothing more to wait for.
+AtTriggerRead at_trigger_ready(AtTrigger at = {});
+
 struct Capture {
   Trigger trigger;
   int rank = -1;
   std::uint64_t from_ns = 0, to_ns = 0;
   std::string dir;         // DIR/captures/<name>
   std::string trace;       // dir + "/trace.ltrace"
-  std::string at_trigger;  // what the caller kept when it fired (threads' stacks of a stall)
+  AtTriggerRead read;      // what the caller read when it fired, as it comes
+  std::string at_trigger;  // ...once in: threads' stacks of a stall
   std::string cause;       // ...and the cause it read there (a stall: where its main thread waits)
   std::uint64_t records = 0;
   // trigger.for_uid: the processes of that user it holds (the others'
   // records are left out), looked up at the trigger and again at the write.
   std::set<std::uint32_t> only_pids;
-};
-
-// What the caller keeps of the process at the moment a trigger fires.
-struct AtTrigger {
-  std::string threads;  // threads.txt of the capture ("" for none)
-  std::string cause;    // one line, "" for none
 };
 
 // The capture's summary line, once its reports are written (stderr, so the
@@ -92,8 +101,10 @@ std::string first_finding(std::string_view reports, std::string_view prefer = ""
 
 class Watcher {
  public:
-  // At the moment a trigger fires (the process as it is now).
-  using OnTrigger = std::function<AtTrigger(const Trigger&)>;
+  // At the moment a trigger fires (the process as it is now), on the
+  // drain thread: what it reads slowly it reads on a thread of its own
+  // (std::async), so the drain goes on; at_trigger_ready() otherwise.
+  using OnTrigger = std::function<AtTriggerRead(const Trigger&)>;
   // Once a capture's trace is written: its reports next to it; returns
   // their first finding, one line ("" for none). Runs on a thread of its
   // own (rendering a minute of records takes a while; the drain must go on
