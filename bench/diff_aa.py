@@ -77,7 +77,7 @@ def main():
             t = rows(a, b)
             any_flag += any(c[0] != "~" for c in t)
             step_flag += t[0][0] != "~"
-            aa_shifts.append(float(t[0][5].rstrip("%")))
+            aa_shifts.append(float(t[0][6].rstrip("%")))
         aa_shifts.sort(key=abs)
         print("A vs A: the train step's change per step, % of A's step, by size: "
               + " ".join(f"{x:+.2f}" for x in aa_shifts))

@@ -148,6 +148,38 @@ bool has_kernels(const GpuReport* gpu) {
   return false;
 }
 
+// Each action's own time (seconds, summed over its calls): its calls less
+// the calls of other actions they hold on their thread. The intervals come
+// in the order they ended, so a call's children are those ended before it
+// that began inside it, not yet claimed by another: one stack per thread,
+// no sort. Overlaps are clamped (an estimated end may pass its parent's).
+std::vector<double> own_times(const std::vector<ActionInterval>& intervals, std::size_t actions) {
+  std::vector<double> own(actions, 0.0);
+  struct Open {
+    std::uint32_t tid;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> done;  // ended, no parent yet: (begin, end)
+  };
+  std::vector<Open> threads;                   // a few threads: a linear search is cheapest
+  constexpr std::size_t kMaxUnclaimed = 4096;  // top-level calls of a long run: the oldest go (no parent to find)
+  for (const auto& iv : intervals) {
+    auto t = std::find_if(threads.begin(), threads.end(), [&](const Open& o) { return o.tid == iv.tid; });
+    if (t == threads.end()) t = threads.insert(threads.end(), Open{iv.tid, {}});
+    auto& done = t->done;
+    std::uint64_t held = 0;
+    while (!done.empty() && done.back().first >= iv.begin_ns) {
+      const auto [b, e] = done.back();
+      done.pop_back();
+      const std::uint64_t end = std::min(e, iv.end_ns);
+      if (end > b) held += end - b;
+    }
+    const std::uint64_t total = iv.end_ns - iv.begin_ns;
+    own[iv.action] += static_cast<double>(total > held ? total - held : 0) / 1e9;
+    if (done.size() >= kMaxUnclaimed) done.erase(done.begin(), done.begin() + kMaxUnclaimed / 2);
+    done.emplace_back(iv.begin_ns, iv.end_ns);
+  }
+  return own;
+}
+
 DiffSamples collect(const ActionsReport& r, const OpCalls* ops, const LineSamples* lines, const CommReport* comm,
                     const GpuReport* gpu) {
   DiffSamples s;
@@ -201,6 +233,9 @@ DiffSamples collect(const ActionsReport& r, const OpCalls* ops, const LineSample
     std::vector<std::vector<double>> by_index(p.actions.size());
     for (std::size_t i = 0; i < by_index.size(); ++i) by_index[i].reserve(p.actions[i].calls);
     for (const auto& iv : p.intervals) by_index[iv.action].push_back((iv.end_ns - iv.begin_ns) / 1e9);
+    const std::vector<double> own = own_times(p.intervals, p.actions.size());
+    for (std::size_t i = 0; i < own.size(); ++i)
+      if (!by_index[i].empty()) s.action_own[p.actions[i].name] += own[i];
     for (std::size_t i = 0; i < by_index.size(); ++i) {
       if (by_index[i].empty()) continue;
       auto& to = s.actions[p.actions[i].name];
@@ -218,6 +253,7 @@ void append(DiffSamples& to, const DiffSamples& from) {
   for (std::size_t i = 0; i < kStepParts; ++i)
     to.parts[i].insert(to.parts[i].end(), from.parts[i].begin(), from.parts[i].end());
   for (const auto& [n, v] : from.actions) to.actions[n].insert(to.actions[n].end(), v.begin(), v.end());
+  for (const auto& [n, t] : from.action_own) to.action_own[n] += t;
   for (const auto& [n, v] : from.ops) to.ops[n].insert(to.ops[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.lines) to.lines[n].insert(to.lines[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.stacks) to.stacks[n].insert(to.stacks[n].end(), v.begin(), v.end());
@@ -491,20 +527,33 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
       const auto it = m.find(k);
       return it == m.end() ? std::uint64_t{0} : it->second;
     };
-    const std::map<std::string, std::uint64_t>* counted_a = w.kind == DiffRow::Kind::op           ? &sa.op_calls
-                                                            : w.kind == DiffRow::Kind::collective ? &sa.coll_calls
-                                                            : w.kind == DiffRow::Kind::kernel     ? &sa.kernel_calls
-                                                                                                  : nullptr;
-    const std::map<std::string, std::uint64_t>* counted_b = w.kind == DiffRow::Kind::op           ? &sb.op_calls
-                                                            : w.kind == DiffRow::Kind::collective ? &sb.coll_calls
-                                                            : w.kind == DiffRow::Kind::kernel     ? &sb.kernel_calls
-                                                                                                  : nullptr;
+    // The calls a side's samples counted for this row's kind, if it counts.
+    auto counted = [&w](const DiffSamples& x) -> const std::map<std::string, std::uint64_t>* {
+      switch (w.kind) {
+        case DiffRow::Kind::op:
+          return &x.op_calls;
+        case DiffRow::Kind::collective:
+          return &x.coll_calls;
+        case DiffRow::Kind::kernel:
+          return &x.kernel_calls;
+        default:
+          return nullptr;
+      }
+    };
+    r.own_a = r.per_step_a;
+    r.own_b = r.per_step_b;
     if (w.kind == DiffRow::Kind::action) {
       r.calls_a = per_step(r.n_a, d.steps_a);
       r.calls_b = per_step(r.n_b, d.steps_b);
-    } else if (counted_a) {
-      r.calls_a = per_step(count(*counted_a, w.action), d.steps_a);
-      r.calls_b = per_step(count(*counted_b, w.action), d.steps_b);
+      auto own = [&w](const DiffSamples& x, std::size_t steps) {
+        const auto it = x.action_own.find(w.action);
+        return it == x.action_own.end() || !steps ? 0.0 : it->second / static_cast<double>(steps);
+      };
+      r.own_a = own(sa, d.steps_a);
+      r.own_b = own(sb, d.steps_b);
+    } else if (counted(sa)) {
+      r.calls_a = per_step(count(*counted(sa), w.action), d.steps_a);
+      r.calls_b = per_step(count(*counted(sb), w.action), d.steps_b);
     }
     if (d.by_run()) {
       const RunTest t = run_test(typical_per_step(runs_a, w), typical_per_step(runs_b, w));
@@ -576,8 +625,11 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
     if (up >= floor) r.verdict = 1;
     if (down <= -floor) r.verdict = -1;
   }
+  // By the change of own time: an action that holds the one that moved
+  // (epoch, batch, optimizer_step around training_step) changes little of
+  // its own and sorts below it.
   std::stable_sort(rows.begin() + 1, rows.end(), [](const DiffRow& x, const DiffRow& y) {
-    return std::fabs(x.per_step_b - x.per_step_a) > std::fabs(y.per_step_b - y.per_step_a);
+    return std::fabs(x.own_b - x.own_a) > std::fabs(y.own_b - y.own_a);
   });
   d.rows = std::move(rows);
   return d;
@@ -596,7 +648,7 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
                 "p: the train step's times 2 (half of alpha is its own), the other %zu rows tested Holm-corrected "
                 "times 2 ('-': under the floor per step, not tested)",
                 d.tested ? d.tested - 1 : 0);
-  char head[1400];
+  char head[2000];
   if (d.by_run())
     std::snprintf(
         head, sizeof head,
@@ -604,7 +656,9 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
         "collective; "
         "an action's median call times its calls per step); %s, two-sided; %s; shift: B - A per step, 95%% interval; "
         "'~': not significant (p >= %.2f), or the shift is within %.1f%% of A's median step. Times in "
-        "ms; calls/step: the calls in the train steps per step (actions: every call of the range).\n\n",
+        "ms; own change: of an action's time less the actions it holds (other rows: their own time already), by "
+        "which the rows are sorted; calls/step: the calls in the train steps per step (actions: every call of the "
+        "range).\n\n",
         d.runs_a > 1 && d.runs_b > 1 ? "Welch's t" : "Student's t with the variance of the side with runs", adjust,
         d.alpha, 100 * d.min_effect);
   else
@@ -614,13 +668,14 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
                   "median of B - A per sample, 95%% interval; '~': not significant (p >= %.2f), or the interval "
                   "reaches within %.1f%% of A's median step of no change. One run a side: what differs between two "
                   "runs of one job is not in this test (up to 1.9%% of the step here: docs/benchmarks.md); several "
-                  "runs a side (A1 A2 ... --vs B1 B2 ...) put it in. Times in ms; calls/step: the calls in the train "
-                  "steps per step (actions: every call of the range).\n\n",
+                  "runs a side (A1 A2 ... --vs B1 B2 ...) put it in. Times in ms; own change: of an action's time less "
+                  "the actions it holds (other rows: their own time already), by which the rows are sorted; "
+                  "calls/step: the calls in the train steps per step (actions: every call of the range).\n\n",
                   adjust, d.alpha, 100 * d.min_effect);
   out += head;
   const double step_a = d.step() ? d.step()->per_step_a : 0;
   std::vector<std::vector<std::string>> table = {{"", "Row", "A per step", "B per step", "change per step",
-                                                  "of A's step",
+                                                  "own change", "of A's step",
                                                   d.by_run() ? "shift per step (95% CI)" : "shift per sample (95% CI)",
                                                   "p (adj.)", "calls/step A", "calls/step B"}};
   std::vector<const DiffRow*> stacks;  // the stack rows, numbered in table order
@@ -642,7 +697,8 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
       what = "stack #" + std::to_string(stacks.size()) + ": " + (r.frames.empty() ? "?" : r.frames.back());
     }
     auto calls = [](double c) { return c < 0 ? std::string("-") : fixed(c, 2); };
-    table.push_back({mark, utf8_text(what), ms(r.per_step_a), ms(r.per_step_b), signed_ms(change), pct, shift, pv,
+    const std::string own = r.kind == DiffRow::Kind::step ? "-" : signed_ms(r.own_b - r.own_a);
+    table.push_back({mark, utf8_text(what), ms(r.per_step_a), ms(r.per_step_b), signed_ms(change), own, pct, shift, pv,
                      calls(r.calls_a), calls(r.calls_b)});
   }
   std::vector<std::size_t> width(table[0].size(), 0);

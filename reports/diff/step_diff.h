@@ -8,12 +8,14 @@
 // collective, with the comm probes' times (the time a thread was blocked
 // on it); and each GPU kernel, with CUPTI's records (its GPU time). Samples: per step for the step, its parts and the
 // ops (an op's self time in the step), per call for the actions. Each row: time per train step in A and B (its share of
-// the step), the Hodges-Lehmann shift with its 95% interval, and the Mann-Whitney p-value, adjusted: the train step has
+// the step), the change of its own time (an action's less the actions it holds), the Hodges-Lehmann shift with its 95%
+// interval, and the Mann-Whitney p-value, adjusted: the train step has
 // half of alpha to itself, the rows at least the floor per step share the other half under Holm (rows under it are not
 // tested); "~" where it is not significant, or where the shift's 95% interval (times the row's calls per step) reaches
 // within min_effect of A's median step of no change: two runs of one job differ by a little in everything (measured:
 // +1.2 % in the step, p 0.04, between two runs of the same fit), and with enough steps a test finds it; a verdict says
-// the change is at least that large. Sorted by the change in time per step: what costs the step most comes first.
+// the change is at least that large. Sorted by the change in own time per step: what costs the step most comes
+// first, and a container (run_training_batch around the step that moved) after what it holds.
 //
 // With several runs on a side (diff A1 A2 ... --vs B1 ...), the test is over
 // runs instead (reports/diff/run_test.h): each run gives each row its typical
@@ -48,8 +50,13 @@ struct DiffRow {
   double per_step_a = 0, per_step_b = 0;  // seconds per train step
   double median_a = 0, median_b = 0;      // seconds per sample
   double calls_a = -1, calls_b = -1;      // calls per train step (-1: not a count: the step, parts, lines, stacks)
-  RankTest test;                          // B against A
-  double p_holm = 1;                      // adjusted (see above), against alpha
+  // Its own time per train step (seconds): an action's calls less the
+  // actions they hold on their thread (run_training_batch less its
+  // optimizer_step, ...); every other row's time is its own already. The
+  // rows sort by its change, so a container sorts below what moved it.
+  double own_a = 0, own_b = 0;
+  RankTest test;        // B against A
+  double p_holm = 1;    // adjusted (see above), against alpha
   bool tested = false;  // false: under the floor per step on both sides together (no verdict possible)
   int verdict = 0;      // +1 slower, -1 faster, 0 not significant
 };
@@ -69,7 +76,7 @@ struct StepDiff {
   // Whole stacks under the floor per step on both sides together: not rows
   // (a fit's samples fall into hundreds of stacks of a sample or two).
   std::size_t stacks_under_floor = 0;
-  std::vector<DiffRow> rows;  // the step row first, then by |change per step|
+  std::vector<DiffRow> rows;  // the step row first, then by |change of own time per step|
   const DiffRow* step() const { return rows.empty() || rows[0].kind != DiffRow::Kind::step ? nullptr : &rows[0]; }
 };
 
@@ -174,6 +181,7 @@ struct DiffSamples {
   std::vector<double> steps;
   std::array<std::vector<double>, kStepParts> parts;
   std::map<std::string, std::vector<double>> actions;  // per call
+  std::map<std::string, double> action_own;            // seconds: its calls less the actions they hold
   std::map<std::string, std::vector<double>> ops;      // per train step: the op's self time
   std::map<std::string, std::vector<double>> lines;    // per train step: samples at the line x period
   std::map<std::string, std::vector<double>> stacks;   // per train step: samples of the whole stack x period

@@ -84,8 +84,10 @@ void op_sections(const ProcessOps& po, const OpsReport& ops, std::ostream& out) 
     const char* mark = est ? "~" : "";
     out << "<h3>Operators: " << html_escape(t.title) << "</h3>\n<p class=\"note\">";
     if (t.steps) out << t.steps << " step(s); ";
-    if (est)
+    if (est && ops.rate_hz)
       out << "# of calls exact, CPU times (~) sampled estimates at " << ops.rate_hz << " Hz</p>\n";
+    else if (est)
+      out << "# of calls exact; no sampled CPU times (recorded without stack samples)</p>\n";
     else
       out << "# of calls and CPU times exact: each call timed by the op observer in the job</p>\n";
     out << "<table class=\"ops\"><tr><th>Name</th><th>Self CPU %" << mark << "</th><th>Self CPU" << mark

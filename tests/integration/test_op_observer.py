@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from busy import wait_until
 from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
 
 TORCH_OPS = os.path.join(WORKLOADS, "torch_ops.py")
@@ -51,35 +52,76 @@ def tracer(tmp_path, name, pid, extra=()):
     return p, out, err
 
 
-def test_killed_tracer_leaves_the_job_running_with_the_observer_off(tmp_path, raising_plain):
-    """SIGKILL to ltrace-bpf while ops run (and throw): the kernel drops our
-    semaphore's uprobe with the process, the bridge removes its callback at
-    its next poll (100 ms), and the job computes what it computes alone.  A
-    new tracer then takes the buffer the dead one left."""
+def bridge_states(log):
+    """The bridge's callback states so far (LTRACE_BRIDGE_DEBUG lines)."""
+    return re.findall(r"op observer: (active|off)", log.read_text())
+
+
+def stopped(pid):
+    """Whether process pid is stopped (SIGSTOP: state T)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def test_a_killed_or_stopped_tracer_never_holds_the_job(tmp_path, raising_plain):
+    """One job, tracers that go wrong at each point, and what the job
+    computes is what it computes alone:
+    - killed (SIGKILL) at each step of the op observer's handshake (its
+      request posted to the bridge; the bridge's answer read);
+    - killed while ops run (and throw): the kernel drops our semaphore's
+      uprobe with the process, the bridge removes its callback at its next
+      poll (100 ms);
+    - stopped (SIGSTOP, as Ctrl-Z would) while the job does the rest of its
+      ops: the job never waits on its reader (its work ends while the tracer
+      is stopped; the full buffer drops and counts). Resumed, it still had
+      the observer: the dead ones left nothing in its way."""
     job, log, go = start_job(tmp_path, RAISING + ["--repeat", REPEAT])
     try:
+        for point in ("observer-asked", "observer-active"):
+            err = tmp_path / f"{point}.err"
+            p = subprocess.Popen([LTRACE, "--pid", str(job.pid), "-v", "--report", "ops"],
+                                 stdout=subprocess.DEVNULL, stderr=open(err, "w"), cwd=tmp_path,
+                                 env=dict(os.environ, LTRACE_BPF_TEST_STOP_AT=point))
+            wait_until(lambda: p.poll() is not None or stopped(p.pid), 120, f"the tracer to stop at {point}")
+            assert p.poll() is None, err.read_text()
+            p.kill()
+            p.wait()
+            # Its semaphore went with it: the bridge's callback is off (if
+            # it was ever on) within a poll.
+            wait_until(lambda: (bridge_states(log) or ["off"])[-1] == "off", 30, f"the callback off after {point}")
         first, _, err1 = tracer(tmp_path, "first", job.pid)
-        wait_for(str(log), "op observer: active", 60, job)
+        wait_until(lambda: bridge_states(log)[-1:] == ["active"], 60, "the first tracer's handshake")
         go.touch()
         time.sleep(0.3)  # ops running, some throwing
         first.send_signal(signal.SIGKILL)
         killed = time.monotonic()
         first.wait()
-        wait_for(str(log), "op observer: off", 30, job)
+        wait_until(lambda: bridge_states(log)[-1] == "off", 30, "the callback off after the kill")
         off_s = time.monotonic() - killed
         # One poll of 100 ms, plus the scheduling of the bridge's thread on a
         # busy machine: the bound says it is the poll, not a timeout.
         assert off_s < 5.0, off_s
-        second, out2, err2 = tracer(tmp_path, "second", job.pid, ["-d", "1"])
-        assert second.wait(timeout=120) == 0, err2.read_text()
-        assert "# of Calls and CPU times are exact" in err2.read_text(), err2.read_text()[-2000:]
-        assert "Profile stats for: records" in out2.read_text()
+        last, out3, err3 = tracer(tmp_path, "last", job.pid)
+        wait_until(lambda: bridge_states(log)[-1] == "active" or last.poll() is not None, 120,
+                   "the last tracer's handshake")
+        assert last.poll() is None, err3.read_text()
+        last.send_signal(signal.SIGSTOP)
+        wait_until(lambda: stopped(last.pid), 60, "the last tracer to stop")
+        # The rest of the job's ops (~10 s of ~840,000 calls) run while its
+        # reader is stopped.
+        wait_for(str(log), "RESULT", 600, job)
+        assert stopped(last.pid)
+        last.send_signal(signal.SIGCONT)
         assert job.wait(timeout=600) == 0, log.read_text()[-3000:]
+        assert last.wait(timeout=120) == 0, err3.read_text()[-3000:]
     finally:
         if job.poll() is None:
             job.kill()
     assert result_line(log.read_text()) == raising_plain
-    assert log.read_text().count("op observer: active") == 2
+    e3 = err3.read_text()
+    assert "# of Calls and CPU times are exact" in e3, e3[-3000:]
+    assert re.search(r"\d+ op call\(s\) the op observer could not record \(its buffer was full\)", e3), e3[-3000:]
+    assert "Profile stats for: records" in out3.read_text()
 
 
 def test_a_second_tracer_gets_the_probes(tmp_path):

@@ -175,16 +175,23 @@ TEST(StepDiff, ASlowerBackwardIsTheRowThatMovedTheStep) {
   EXPECT_EQ(d.steps_a, 40u);
   EXPECT_EQ(d.step()->verdict, 1);
   EXPECT_NEAR(d.step()->test.shift * 1e3, 1.0, 0.1);
-  // After the step: the part and the actions that hold the extra 1 ms
-  // (run_training_batch holds backward: actions are inclusive, parts not).
+  // After the step: the part and the action that hold the extra 1 ms.
+  // run_training_batch holds backward: it is slower too (its calls are
+  // longer), but its own time is not, so it sorts below them.
   ASSERT_GE(d.rows.size(), 4u);
   std::set<std::string> top;
-  for (std::size_t i = 1; i <= 3; ++i) {
+  for (std::size_t i = 1; i <= 2; ++i) {
     top.insert(d.rows[i].what);
     EXPECT_EQ(d.rows[i].verdict, 1) << d.rows[i].what;
   }
-  EXPECT_EQ(top,
-            (std::set<std::string>{"part: backward", "[Strategy]SingleDeviceStrategy.backward", "run_training_batch"}));
+  EXPECT_EQ(top, (std::set<std::string>{"part: backward", "[Strategy]SingleDeviceStrategy.backward"}));
+  const auto batch =
+      std::find_if(d.rows.begin(), d.rows.end(), [](const DiffRow& r) { return r.what == "run_training_batch"; });
+  ASSERT_NE(batch, d.rows.end());
+  EXPECT_EQ(batch->verdict, 1);
+  EXPECT_NEAR((batch->per_step_b - batch->per_step_a) * 1e3, 1.0, 0.1);
+  EXPECT_NEAR((batch->own_b - batch->own_a) * 1e3, 0.0, 0.1);
+  EXPECT_GT(batch - d.rows.begin(), 2);
   for (const auto& r : d.rows) {
     if (r.what.find("dataloader") != std::string::npos) {
       EXPECT_EQ(r.verdict, 0) << r.what;
@@ -192,6 +199,36 @@ TEST(StepDiff, ASlowerBackwardIsTheRowThatMovedTheStep) {
   }
   const std::string text = render_step_diff(d, "a.ltrace", "b.ltrace");
   EXPECT_NE(text.find("slower  train step"), std::string::npos) << text;
+}
+
+// An action's own time: its calls less the actions they hold on their
+// thread (children and grandchildren each once); another thread's action
+// inside its span is not held.
+TEST(StepDiff, AnActionsOwnTimeLeavesOutTheActionsItHolds) {
+  testing_support::ProcessBuilder pb;
+  double t = 1;
+  for (int k = 0; k < 10; ++k) {
+    pb.add("[_TrainingEpochLoop].train_dataloader_next", t, t + 1);
+    const double b = t + 1;
+    pb.add("[Strategy]SingleDeviceStrategy.training_step", b + 1, b + 4);  // 3 ms
+    pb.add("[Strategy]SingleDeviceStrategy.backward", b + 4, b + 7);       // 3 ms
+    pb.add("[Callback]Other.on_thread", b + 2, b + 3, 9);                  // 1 ms, thread 9
+    pb.add("[LightningModule]M.optimizer_step", b + 0.5, b + 8);           // 7.5 ms, 6 of it its children's
+    pb.add("run_training_batch", b, b + 10);                               // 10 ms, 7.5 of it optimizer_step's
+    t = b + 10;
+  }
+  const auto r = std::move(pb).report();
+  const auto d = diff_steps(r, r);
+  std::map<std::string, double> own;
+  for (const auto& row : d.rows) own[row.what] = row.own_a * 1e3;
+  ASSERT_EQ(d.steps_a, 10u);
+  EXPECT_NEAR(own["run_training_batch"], 2.5, 1e-6);
+  EXPECT_NEAR(own["[LightningModule]M.optimizer_step"], 1.5, 1e-6);
+  EXPECT_NEAR(own["[Strategy]SingleDeviceStrategy.training_step"], 3.0, 1e-6);
+  EXPECT_NEAR(own["[Strategy]SingleDeviceStrategy.backward"], 3.0, 1e-6);
+  EXPECT_NEAR(own["[Callback]Other.on_thread"], 1.0, 1e-6);
+  const std::string text = render_step_diff(d, "a", "b");
+  EXPECT_NE(text.find("own change"), std::string::npos) << text;
 }
 
 std::vector<ActionsReport> fits(int runs, double bwd, std::uint32_t seed) {

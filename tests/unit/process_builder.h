@@ -18,11 +18,12 @@ struct ProcessBuilder {
     p.actions.emplace_back(name);
     return static_cast<std::uint32_t>(p.actions.size() - 1);
   }
-  void add(const std::string& name, double begin_ms, double end_ms) {
+  // In the order the actions end (ActionAggregator's).
+  void add(const std::string& name, double begin_ms, double end_ms, std::uint32_t tid = 7) {
     const auto i = index(name);
     p.actions[i].add((end_ms - begin_ms) / 1e3);
     p.intervals.push_back(
-        {i, 7, static_cast<std::uint64_t>(begin_ms * 1e6), static_cast<std::uint64_t>(end_ms * 1e6), false});
+        {i, tid, static_cast<std::uint64_t>(begin_ms * 1e6), static_cast<std::uint64_t>(end_ms * 1e6), false});
   }
   ActionsReport report() && {
     ActionsReport r;

@@ -901,7 +901,9 @@ TEST(Watcher, ARanksStallReadsEveryRankOfItsJob) {
   EXPECT_EQ(peers[0], std::make_pair(me, 0));
   EXPECT_EQ(peers[1], std::make_pair(kid, 1));
   EXPECT_NE(err.find("already"), std::string::npos) << err;
+  testing::internal::CaptureStderr();
   w.finish(t * ms + 5 * s);
+  testing::internal::GetCapturedStderr();
 }
 
 // A stall's reading (a DDP job's every rank, read twice half a second

@@ -2,9 +2,12 @@
 // locks, stale entries and a registry directory that is not ours.
 #include "user/watch/watcher_registry.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -34,12 +37,14 @@ WatchSelection job(pid_t watcher, EnvPairs env) {
   return s;
 }
 
-// The processes a --job-env filter has "now": those with every pair.
-JobProcesses fake_jobs(std::map<std::string, std::vector<pid_t>> by_value) {
-  return [by_value](const EnvPairs& env) {
+// What a selection watches "now": its pids, the processes with every pair
+// of its --job-env filter, and with `children` their children.
+WatchedNow fake_jobs(std::map<std::string, std::vector<pid_t>> by_value,
+                     std::map<pid_t, std::vector<pid_t>> children_of = {}) {
+  return [by_value, children_of](const WatchSelection& sel) {
     std::vector<pid_t> out;
-    for (std::size_t i = 0; i < env.size(); ++i) {
-      const auto it = by_value.find(env[i].first + "=" + env[i].second);
+    for (std::size_t i = 0; i < sel.env.size(); ++i) {
+      const auto it = by_value.find(sel.env[i].first + "=" + sel.env[i].second);
       std::vector<pid_t> these = it == by_value.end() ? std::vector<pid_t>{} : it->second;
       if (i == 0) {
         out = these;
@@ -47,6 +52,11 @@ JobProcesses fake_jobs(std::map<std::string, std::vector<pid_t>> by_value) {
       }
       std::erase_if(out, [&](pid_t p) { return std::find(these.begin(), these.end(), p) == these.end(); });
     }
+    out.insert(out.end(), sel.pids.begin(), sel.pids.end());
+    if (sel.children)
+      for (pid_t p : std::vector<pid_t>(out))
+        if (auto it = children_of.find(p); it != children_of.end())
+          out.insert(out.end(), it->second.begin(), it->second.end());
     return out;
   };
 }
@@ -60,7 +70,7 @@ struct RegistryDir {
   ~RegistryDir() { std::filesystem::remove_all(path); }
 };
 
-ExitCode refusal(const WatchSelection& s, const JobProcesses& f, const std::string& dir, std::string* what) {
+ExitCode refusal(const WatchSelection& s, const WatchedNow& f, const std::string& dir, std::string* what) {
   try {
     WatcherRegistration r(s, f, dir);
   } catch (const Error& e) {
@@ -73,8 +83,9 @@ ExitCode refusal(const WatchSelection& s, const JobProcesses& f, const std::stri
 }  // namespace
 
 TEST(WatcherRegistry, AnEntryReadsBackAsWritten) {
-  WatchSelection s = job(42, {{"SLURM_JOB_ID", "7"}, {"A", "b=c"}});
+  WatchSelection s = job(42, {{"SLURM_JOB_ID", "7"}, {"A", "b=c\nd\\e"}});
   s.pids = {3, 5};
+  s.children = true;
   s.dir = "/odd\ndir name";
   WatchSelection back;
   ASSERT_TRUE(parse_selection(format_selection(s), back));
@@ -83,6 +94,7 @@ TEST(WatcherRegistry, AnEntryReadsBackAsWritten) {
   EXPECT_EQ(back.env, s.env);
   EXPECT_EQ(back.dir, s.dir);
   EXPECT_FALSE(back.all);
+  EXPECT_TRUE(back.children);
   WatchSelection junk;
   EXPECT_FALSE(parse_selection("watcher x\ndir /a", junk));
   EXPECT_FALSE(parse_selection("pid 3\n", junk));
@@ -108,6 +120,12 @@ TEST(WatcherRegistry, OverlapIsAProcessBothWouldWatch) {
   // A filter's processes found now against a watcher of pids.
   EXPECT_EQ(selection_overlap(pids(5, {12}), n2, f), "it watches pid 12");
   EXPECT_EQ(selection_overlap(pids(5, {13}), n2, f), "");
+  // A launcher's rank, under a watcher of the launcher with its children.
+  const auto g = fake_jobs({{"SLURM_JOB_ID=8", {20}}}, {{20, {21, 22}}});
+  auto launcher = job(6, {{"SLURM_JOB_ID", "8"}});
+  launcher.children = true;
+  EXPECT_EQ(selection_overlap(pids(5, {22}), launcher, g), "it watches pid 22");
+  EXPECT_EQ(selection_overlap(launcher, pids(5, {22}), g), "it watches pid 22");
 }
 
 TEST(WatcherRegistry, ASecondWatcherOfAProcessIsRefusedNamingTheFirst) {
@@ -141,11 +159,32 @@ TEST(WatcherRegistry, AKilledWatchersEntryIsRemovedNotObeyed) {
   }
 }
 
+TEST(WatcherRegistry, ALiveEntryItCannotReadRefuses) {
+  RegistryDir d;
+  // Held by a live watcher (this process holds its lock), written by
+  // another version.
+  const std::string path = d.path + "/100";
+  std::ofstream(path) << "watcher 100\nsomething new\ndir /w";
+  const int fd = open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  std::string what;
+  EXPECT_EQ(refusal(pids(200, {5}), fake_jobs({}), d.path, &what), ExitCode::watched);
+  EXPECT_NE(what.find("is not one this ltrace-bpf reads"), std::string::npos) << what;
+  close(fd);
+}
+
 TEST(WatcherRegistry, ARegistryDirectoryOthersMayWriteIsRefused) {
   RegistryDir d;
-  ASSERT_EQ(chmod(d.path.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(d.path.c_str(), 0775), 0);  // others may write in it
   std::string what;
   EXPECT_EQ(refusal(pids(200, {5}), fake_jobs({}), d.path, &what), ExitCode::unsafe_output);
+  // Only readable by others (an older ltrace-bpf's 0755): closed to them.
+  ASSERT_EQ(chmod(d.path.c_str(), 0755), 0);
+  EXPECT_EQ(refusal(pids(200, {5}), fake_jobs({}), d.path, &what), ExitCode::ok) << what;
+  struct stat st {};
+  ASSERT_EQ(stat(d.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
   const std::string link = d.path + "-link";
   std::filesystem::create_directory_symlink(d.path, link);
   ASSERT_EQ(chmod(d.path.c_str(), 0700), 0);

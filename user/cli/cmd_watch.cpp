@@ -170,6 +170,36 @@ std::string own_process_metrics() {
   return b;
 }
 
+// What this watcher watches, for the machine's registry of watchers.
+WatchSelection watch_selection(const Options& o) {
+  WatchSelection s;
+  s.all = o.all;
+  // A --job-env watcher takes a launcher's ranks too (they share its
+  // environment; the job's processes found are the topmost ones).
+  s.children = o.children || !o.job_env.empty();
+  s.pids = o.pids;
+  s.env = o.job_env;
+  s.dir = o.watch_dir;
+  s.watcher = getpid();
+  return s;
+}
+
+// Every live process a registry entry's selection (not --all) watches now.
+std::vector<pid_t> processes_watched_now(const WatchSelection& s) {
+  std::vector<pid_t> roots = s.pids;
+  if (!s.env.empty()) {
+    auto found = proc::find_job_processes(s.env);
+    roots.insert(roots.end(), found.begin(), found.end());
+  }
+  std::vector<pid_t> all = roots;
+  if (s.children)
+    for (pid_t p : roots) {
+      auto more = proc::descendants(p);
+      all.insert(all.end(), more.begin(), more.end());
+    }
+  return all;
+}
+
 WatchOptions watch_options(const Options& o) {
   WatchOptions w;
   w.ring.dir = o.watch_dir;
@@ -254,7 +284,7 @@ std::string render_capture(const Capture& c) {
 // never entered it, and where), the verdict first; its first line is the
 // top cause when it finds a hang.
 constexpr double kStallReadS = 0.5;
-AtTrigger threads_now(const Trigger& t) {
+AtTrigger threads_now(const Trigger& t, const std::string& host) {
   if (t.kind != TriggerKind::stall || !t.pid) return {};
   proc::NativeNamer namer;
   if (t.peers.size() < 2) {
@@ -264,8 +294,6 @@ AtTrigger threads_now(const Trigger& t) {
   std::vector<cluster::RankProcess> first;
   std::vector<std::chrono::steady_clock::time_point> read_at;  // each first read's end
   std::string unread;
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
   for (const auto& [pid, rank] : t.peers) {
     try {
       cluster::RankProcess p;
@@ -345,19 +373,20 @@ int cmd_watch(Options& opts) {
   // (taken before the ring is touched).
   make_output_dirs(opts.watch_dir);
   refuse_a_second_watcher(opts);
+  // One watcher per process on the machine: refused, naming the first,
+  // when another watcher (on another DIR) watches one of ours; before the
+  // directory's pid file is written.
+  std::unique_ptr<WatcherRegistration> registration;
+  try {
+    registration = std::make_unique<WatcherRegistration>(watch_selection(opts), processes_watched_now);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::permission) throw;
+    std::cerr << "ltrace-bpf: watch: " << e.what() << ": other watchers of these processes not looked for\n";
+  }
   const int pid_fd = open_output_fd(pid_file(opts), OutputMode::exclusive_truncate);
   const std::string me = std::to_string(getpid()) + "\n";
   if (write(pid_fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
     throw Error(ExitCode::io, "cannot write " + pid_file(opts));
-  // One watcher per process on the machine: refused, naming the first,
-  // when another watcher (on another DIR) watches one of ours.
-  WatchSelection selection;
-  selection.all = opts.all;
-  selection.pids = opts.pids;
-  selection.env = opts.job_env;
-  selection.dir = opts.watch_dir;
-  selection.watcher = getpid();
-  const WatcherRegistration registration(selection, [](const EnvPairs& env) { return proc::find_job_processes(env); });
   // The port after the directory's lock: a second watcher of the same
   // arguments is told of the watcher there, not of a port in use.
   std::unique_ptr<MetricsServer> metrics;
@@ -408,25 +437,49 @@ int cmd_watch(Options& opts) {
   // handshake over), and the capture is stretched to hold all of it.
   Session* live = nullptr;
   // (pid, how long): a request may ask for its own after-window.
-  std::vector<std::pair<pid_t, std::uint64_t>> escalate_next;
+  struct EscalateNext {
+    pid_t pid;            // 0: every live target
+    std::uint64_t span;   // how long
+    AtTriggerRead after;  // a stall's reads, to be over first
+  };
+  std::vector<EscalateNext> escalate_next;
   struct Escalated {
     std::uint64_t until = 0;  // 0: not in effect yet (settling)
     std::uint64_t span = 0;   // from when it takes effect
   };
   std::map<pid_t, Escalated> escalated_until;
   const std::uint64_t escalate_ns = static_cast<std::uint64_t>(opts.capture_after_s * 1e9);
-  auto on_trigger = [&](const Trigger& t) {
-    escalate_next.emplace_back(static_cast<pid_t>(t.pid), t.after_ns ? t.after_ns : escalate_ns);
+  WatchOptions wo = watch_options(opts);
+  // (wo goes to the Watcher: the host is taken now.)
+  auto on_trigger = [&, host = wo.host](const Trigger& t) {
+    const std::uint64_t span = t.after_ns ? t.after_ns : escalate_ns;
+    if (t.kind != TriggerKind::stall || !t.pid) {
+      escalate_next.push_back({static_cast<pid_t>(t.pid), span, {}});
+      return at_trigger_ready();
+    }
     // A stall's threads (every rank's, read twice half a second apart) are
     // read on a thread of their own: the drain goes on meanwhile, so the
-    // other targets' records do not wait in the ring.
-    if (t.kind != TriggerKind::stall || !t.pid) return at_trigger_ready();
-    return std::async(std::launch::async, [t] { return threads_now(t); }).share();
+    // other targets' records do not wait in the ring. Detached: a read
+    // stuck on a process in D state holds no one (the capture waits for it
+    // a bounded time). Its escalation waits for the reads: the op
+    // observer's injection stops a thread of the process, the stalled one
+    // first, and would be in them.
+    auto done = std::make_shared<std::promise<AtTrigger>>();
+    AtTriggerRead read = done->get_future().share();
+    std::thread([t, host, done] {
+      try {
+        done->set_value(threads_now(t, host));
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+      wake_loop();
+    }).detach();
+    escalate_next.push_back({static_cast<pid_t>(t.pid), span, read});
+    return read;
   };
   // cluster ... watch: the straggler rule runs at the coordinator, over
   // every node's ranks; the arrivals go there, its requests come back.
   std::unique_ptr<cluster::WatchUplink> uplink;
-  WatchOptions wo = watch_options(opts);
   if (!opts.upstream.empty()) {
     std::string host;
     std::uint16_t port = 0;
@@ -445,13 +498,19 @@ int cmd_watch(Options& opts) {
     // Each process has its own deadline, the latest its triggers asked for
     // (a request for every process: each live target).
     std::vector<std::pair<pid_t, std::uint64_t>> asked;
-    for (const auto& [pid, span] : std::exchange(escalate_next, {})) {
-      if (pid) {
-        asked.emplace_back(pid, span);
+    std::vector<EscalateNext> reading;  // a stall's reads not over yet
+    for (auto& e : std::exchange(escalate_next, {})) {
+      if (e.after.valid() && e.after.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        reading.push_back(std::move(e));
         continue;
       }
-      for (pid_t p : live->live_targets()) asked.emplace_back(p, span);
+      if (e.pid) {
+        asked.emplace_back(e.pid, e.span);
+        continue;
+      }
+      for (pid_t p : live->live_targets()) asked.emplace_back(p, e.span);
     }
+    escalate_next = std::move(reading);
     for (const auto& [pid, span] : asked) {
       auto [it, fresh] = escalated_until.try_emplace(pid);
       it->second.span = std::max(it->second.span, span);

@@ -262,10 +262,11 @@ namespace {
 // "Op times (pid N): ..." - which path timed this process's ops.
 std::string op_times_line(const ProcessOps& po, const OpsReport& ops, std::uint64_t probe_tables) {
   std::string line = "Op times (pid " + std::to_string(po.pid) + "): ";
-  const std::string sampled = ops.period_ns
-                                  ? "sampled estimates (~): stack samples x " + std::to_string(ops.period_ns / 1000) +
-                                        " us (" + std::to_string(ops.rate_hz) + " Hz)"
-                                  : "not timed (recorded without stack samples)";
+  const std::string sampled =
+      ops.period_ns ? "sampled estimates (~): stack samples x " + std::to_string(ops.period_ns / 1000) + " us (" +
+                          std::to_string(ops.rate_hz) + " Hz)"
+                    : "no sampled times (recorded without stack samples: only measured ones, [pl] records and CUDA "
+                      "runtime calls)";
   if (po.measured && !probe_tables)
     return line +
            "measured: each call timed on its thread by the op observer in the job (RecordFunction "

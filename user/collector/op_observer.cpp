@@ -173,6 +173,16 @@ void OpObserver::emit_state(pid_t pid, std::uint32_t how, bool final, std::uint6
   ctx_.emit(&e, sizeof e);
 }
 
+namespace {
+// LTRACE_BPF_TEST_STOP_AT=POINT: the tracer stops itself (SIGSTOP) there,
+// so a test can kill it at that step of the handshake (observer-asked: the
+// buffer claimed and the bridge asked; observer-active: its answer read).
+void stop_here_for_tests(const char* point) {
+  static const char* at = std::getenv("LTRACE_BPF_TEST_STOP_AT");
+  if (at && std::strcmp(at, point) == 0) kill(getpid(), SIGSTOP);
+}
+}  // namespace
+
 // A handshake under way: the bridge is in (or was), its semaphore is up;
 // its buffer and its answer are waited for without blocking the drain.
 struct OpObserver::Pending {
@@ -319,6 +329,7 @@ std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
     store_release(h.request, p.request);
     p.buffer = std::move(b);
     start_phase(pid, p, now);
+    stop_here_for_tests("observer-asked");
   }
   auto& h = *p.buffer->hdr;
   if (load_acquire(h.answered) != p.request) {  // state and detail are written before it
@@ -341,6 +352,7 @@ std::string OpObserver::advance(pid_t pid, Pending& p, bool& done) {
     ctx_.note("pid " + std::to_string(pid) + ": op observer: handshake " +
               std::to_string((now - p.started) / 1'000'000) + " ms after the injection");
   done = true;
+  stop_here_for_tests("observer-active");
   return "";
 }
 

@@ -256,9 +256,15 @@ void FlightRing::add(const lt_event_header& h, const std::byte* record) {
 }
 
 void FlightRing::tick(std::uint64_t now_ns) {
-  if ((writer_ || cur_.records) && now_ns - cur_started_ns_ >= segment_length(o_)) {
+  // Segments end here, between drains, never inside one: the session names
+  // the next segment's lines again when segments_ended() moves, before its
+  // records. One ends at its length, and one in memory also at an eighth of
+  // what memory may hold, so that the oldest can go whole while the newest
+  // fills (an escalated window writes megabytes a second).
+  const bool full_in_memory = cur_.records && cur_.bytes > std::min(o_.keep_bytes, kMemoryBytes) / 8;
+  if (full_in_memory || ((writer_ || cur_.records) && now_ns - cur_started_ns_ >= segment_length(o_))) {
     finish_segment();
-    ++segments_ended_;  // the writer names the next segment's lines again (segments_ended)
+    ++segments_ended_;
   }
   if (writer_) on_disk([&] { writer_->maybe_flush(now_ns); }, now_ns);
   if (names_) on_disk([&] { names_->maybe_flush(now_ns); }, now_ns);
@@ -275,13 +281,6 @@ std::uint64_t FlightRing::next_due_ns() const {
 
 void FlightRing::drop_old(std::uint64_t now_ns) {
   const std::uint64_t memory_cap = std::min(o_.keep_bytes, kMemoryBytes);
-  // A segment in memory ends at an eighth of what memory may hold, so that
-  // the oldest can go whole while the newest fills (an escalated window
-  // writes megabytes a second).
-  if (cur_.records && cur_.bytes > memory_cap / 8) {
-    finish_segment();
-    ++segments_ended_;
-  }
   std::uint64_t total = writer_ ? writer_->bytes_written() : cur_.bytes;
   std::uint64_t in_memory = cur_.records ? cur_.bytes : 0;
   for (const auto& s : done_) {

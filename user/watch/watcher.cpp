@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -251,6 +252,14 @@ namespace {
 // window, unless the watch is ending).
 void take_read(Capture& c) {
   if (!c.read.valid()) return;
+  // Half a second and the dumps, as a rule; a read stuck on a process in
+  // D state is not waited for long.
+  constexpr auto kReadWait = std::chrono::seconds(5);
+  if (c.read.wait_for(kReadWait) != std::future_status::ready) {
+    c.at_trigger = "(not read: the reads of its threads begun at the trigger had not ended 5 s after the window)\n";
+    c.read = {};
+    return;
+  }
   try {
     AtTrigger at = c.read.get();
     c.at_trigger = std::move(at.threads);

@@ -67,7 +67,9 @@ struct AtTrigger {
 
 // The caller's reading at a trigger, as it comes: a stall's read of every
 // rank takes half a second and more, off the drain thread; the capture
-// waits for it only when it is written, after its window.
+// waits for it only when it is written, after its window (5 s at most).
+// From a std::promise, not std::async: a future of std::async would make
+// the drain wait for the read when the capture is dropped.
 using AtTriggerRead = std::shared_future<AtTrigger>;
 // A reading there is nothing more to wait for.
 AtTriggerRead at_trigger_ready(AtTrigger at = {});
