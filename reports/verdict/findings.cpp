@@ -653,6 +653,91 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
                        "or check that rank's device and host"});
 }
 
+// The input-bound finding says who loads the batches: the trainer's
+// DataLoader workers are its descendants in the recording (forks keep its
+// command line; Python 3.14's forkserver's children keep the server's) with
+// no Lightning action, alive during its train steps. With /proc samples,
+// how much of the steps' time they were on a CPU: busy workers are
+// CPU-bound loading; idle ones wait (inside __getitem__ for I/O or sleeps,
+// or for the loop to ask). CPU time cannot tell those two waits apart, so
+// the wording names both.
+void input_workers(const ActionsReport& rep, const ProcessActions& trainer, const ProcessSteps& ps,
+                   const DeviceStatsReport* stats, Finding& f) {
+  if (ps.train.empty()) return;
+  const std::uint64_t from = ps.train.front().begin_ns, to = ps.train.back().end_ns;
+  std::map<std::uint32_t, const ProcessActions*> by_pid;
+  for (const auto& q : rep.processes) by_pid[q.meta.pid] = &q;
+  auto forkserver = [](const ProcessActions* q) {
+    return q->meta.cmdline.find("multiprocessing.forkserver") != std::string::npos;
+  };
+  auto of_trainer = [&](const ProcessActions& q) {
+    bool via_forkserver = false;
+    const ProcessActions* at = &q;
+    for (int depth = 0; depth < 8; ++depth) {
+      const auto up = by_pid.find(at->meta.ppid);
+      if (up == by_pid.end()) return false;
+      if (up->second == &trainer) return q.meta.cmdline == trainer.meta.cmdline || via_forkserver;
+      via_forkserver = via_forkserver || forkserver(up->second);
+      at = up->second;
+    }
+    return false;
+  };
+  std::vector<std::uint32_t> workers;
+  double busy_sum = 0;
+  std::size_t judged = 0;
+  for (const auto& q : rep.processes) {
+    if (&q == &trainer || !(q.meta.flags & LT_PROC_PYTHON) || q.total_calls() || !of_trainer(q)) continue;
+    if (q.window_begin_ns >= to || (q.window_end_ns && q.window_end_ns <= from)) continue;
+    workers.push_back(q.meta.pid);
+    if (!stats) continue;
+    for (const auto& st : stats->processes) {
+      if (st.pid != q.meta.pid) continue;
+      const ProcessDeviceStats::Sched* first = nullptr;
+      const ProcessDeviceStats::Sched* last = nullptr;
+      for (const auto& x : st.sched)
+        if (x.ts >= from && x.ts <= to) {
+          if (!first) first = &x;
+          last = &x;
+        }
+      if (first && last && last->ts > first->ts && last->cpu_ns >= first->cpu_ns) {
+        busy_sum += static_cast<double>(last->cpu_ns - first->cpu_ns) / static_cast<double>(last->ts - first->ts);
+        ++judged;
+      }
+    }
+  }
+  if (workers.empty()) {
+    f.evidence +=
+        "; no DataLoader worker process in the recording: num_workers=0, the batches loaded in the training process "
+        "itself (unless it was recorded without following its children: --pid without --children)";
+    f.try_this =
+        "DataLoader(num_workers=N) (N up to the free cores), persistent_workers=True, pin_memory=True; or make "
+        "__getitem__ cheaper";
+    return;
+  }
+  std::string pids;
+  for (std::size_t i = 0; i < workers.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(workers[i]);
+  if (workers.size() > 8) pids += ", ...";
+  const std::string who = std::to_string(workers.size()) + " DataLoader worker process(es) (pid " + pids + ")";
+  if (!judged) {
+    f.evidence += "; " + who + ", how busy not judged (no /proc samples of them: record with --device-stats)";
+    return;
+  }
+  const double busy = busy_sum / static_cast<double>(judged);
+  if (busy >= kWorkersBusy) {
+    f.evidence += "; " + who + ", on a CPU " + pct(busy) + " of the steps' time each on average: loading is CPU-bound";
+    f.try_this =
+        "more DataLoader workers where cores are free (num_workers), or a cheaper __getitem__ / collate_fn "
+        "(decode once, cache, smaller samples)";
+  } else {
+    f.evidence += "; " + who + ", on a CPU only " + pct(busy) +
+                  " of the steps' time each on average: they wait, inside __getitem__ (I/O, sleeps) or for the loop "
+                  "to ask";
+    f.try_this =
+        "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
+        "storage or a cache for what __getitem__ reads";
+  }
+}
+
 }  // namespace
 
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm,
@@ -678,7 +763,10 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
       if (auto g = gc->sampled.find(p.meta.pid); g != gc->sampled.end()) collections.samples = &g->second;
       collections.period_ns = gc->period_ns;
     }
+    const std::size_t before = out.size();
     process_findings(p, ps, mine, compiled, collections, logging, out);
+    for (std::size_t i = before; i < out.size(); ++i)
+      if (out[i].kind == "input-bound") input_workers(rep, p, ps, stats, out[i]);
     if (gpu) gpu_findings(p, ps, *gpu, out);
     if (comm)
       for (const auto& c : comm->processes)

@@ -92,6 +92,8 @@ inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShar
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
 inline constexpr double kContention = 0.15, kCollective = 0.15, kRecompiles = 0.05, kGc = 0.05;
 inline constexpr double kLogging = 0.05, kGraphBreaks = 0.05;
+// DataLoader workers on a CPU this share of the steps' time: CPU-bound loading.
+inline constexpr double kWorkersBusy = 0.75;
 inline constexpr std::size_t kLoggingMinSamples = 10;
 
 // Ranked: most step time at stake first.

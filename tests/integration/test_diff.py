@@ -228,6 +228,9 @@ def test_a_slow_loader_is_input_bound_first(traces):
     assert first.strip().startswith("1. input-bound"), out
     share = float(re.search(r"([0-9.]+)% of it", out).group(1))
     assert share >= 50, out  # 8 samples x 2 ms a batch against a model step of a few ms
+    # train_lightning.py's default num_workers=0, recorded under `run`
+    # (children followed): the batches load in the training process.
+    assert "no DataLoader worker process in the recording: num_workers=0" in out.splitlines()[2], out
 
 
 def test_checkpoints_every_few_steps_rank_first_with_their_time(traces):

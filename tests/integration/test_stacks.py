@@ -274,8 +274,16 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
     objects are read in the parent it was forked from)."""
     run = attach([lightning_python, TRAIN, "--epochs", "2", "--batches", "30", "--batch-size", "16", "--workers", "2",
                   "--data-delay", "0.001"],
-                 ["--children", "--rate", "499", "--report", "advanced", "--collapsed", "stacks.txt"])
+                 ["--children", "--rate", "499", "--report", "advanced", "--collapsed", "stacks.txt", "--device-stats",
+                  "-o", "t.ltrace"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    # The verdict's input-bound finding names the workers, and from their
+    # /proc samples that they wait (their __getitem__ sleeps 1 ms a sample).
+    v = subprocess.run([LTRACE, "report", str(run.tmp / "t.ltrace"), "--report", "verdict"], capture_output=True,
+                       text=True, timeout=120)
+    assert v.returncode == 0, v.stderr
+    m = re.search(r"1\. input-bound .*\n.*; (\d+) DataLoader worker process\(es\) \(pid [^)]*\), on a CPU only", v.stdout)
+    assert m and int(m.group(1)) >= 2, v.stdout
     headers = [line for line in run.lt_out.splitlines() if line.startswith("==> pid ")]
     assert len(headers) >= 3, headers  # the trainer and at least two workers
     stacks = collapsed(run.tmp / "stacks.txt")

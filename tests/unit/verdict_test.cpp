@@ -201,6 +201,87 @@ TEST(Findings, CpuContentionFromTheRunQueueWait) {
   EXPECT_NE(f[0].evidence.find("waiting for a CPU 40.0% of"), std::string::npos) << f[0].evidence;
 }
 
+// The input-bound finding says who loads the batches: none of the
+// trainer's descendants without actions (num_workers=0), its workers (forks:
+// its command line; or a forkserver's children), and with /proc samples how
+// busy they were. A child with actions (a rank) and an exec'd helper are
+// not workers.
+TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
+  Fit input;
+  input.fetch = 6;
+  ActionsReport r = make(input);
+  r.processes[0].meta.cmdline = "python train.py";
+  r.processes[0].meta.flags = LT_PROC_PYTHON;
+  const auto steps = step_records(r.processes[0]).train;
+  auto input_bound = [](const ActionsReport& rep, const DeviceStatsReport* st = nullptr) {
+    const auto f = find_issues(rep, st);
+    EXPECT_FALSE(f.empty());
+    return f.empty() ? Finding{} : f[0];
+  };
+  Finding f = input_bound(r);
+  EXPECT_EQ(f.kind, "input-bound");
+  EXPECT_NE(f.evidence.find("; no DataLoader worker process in the recording: num_workers=0"), std::string::npos)
+      << f.evidence;
+  EXPECT_NE(f.try_this.find("DataLoader(num_workers=N)"), std::string::npos) << f.try_this;
+  auto child = [&](std::uint32_t pid, std::uint32_t ppid, const std::string& cmdline) {
+    ProcessActions q;
+    q.meta.pid = pid;
+    q.meta.ppid = ppid;
+    q.meta.cmdline = cmdline;
+    q.meta.flags = LT_PROC_PYTHON;
+    q.window_begin_ns = steps.front().begin_ns - 1;
+    q.window_end_ns = steps.back().end_ns + 1;
+    return q;
+  };
+  ActionsReport with = r;
+  with.processes.push_back(child(11, 7, "python train.py"));
+  with.processes.push_back(child(12, 7, "python train.py"));
+  with.processes.push_back(child(13, 7, "python -m torch._inductor.compile_worker"));
+  ProcessActions rank = child(14, 7, "python train.py");
+  rank.actions.emplace_back("run_training_batch", std::initializer_list<double>{0.01});
+  with.processes.push_back(rank);
+  f = input_bound(with);
+  EXPECT_NE(f.evidence.find("; 2 DataLoader worker process(es) (pid 11, 12), how busy not judged"), std::string::npos)
+      << f.evidence;
+  auto on_cpu = [&](double share) {
+    DeviceStatsReport s;
+    for (std::uint32_t pid : {11u, 12u}) {
+      ProcessDeviceStats ps;
+      ps.pid = pid;
+      std::uint64_t cpu = 0;
+      for (std::uint64_t ts = steps.front().begin_ns; ts <= steps.back().end_ns; ts += 1'000'000) {
+        ps.sched.push_back({ts, cpu, 0});
+        cpu += static_cast<std::uint64_t>(share * 1e6);
+      }
+      s.processes.push_back(ps);
+    }
+    return s;
+  };
+  const auto busy = on_cpu(0.9), idle = on_cpu(0.05);
+  f = input_bound(with, &busy);
+  EXPECT_NE(f.evidence.find("on a CPU 90.0% of the steps' time each on average: loading is CPU-bound"),
+            std::string::npos)
+      << f.evidence;
+  f = input_bound(with, &idle);
+  EXPECT_NE(f.evidence.find("on a CPU only 5.0% of the steps' time each on average: they wait"), std::string::npos)
+      << f.evidence;
+  EXPECT_NE(f.try_this.find("prefetch_factor"), std::string::npos) << f.try_this;
+  // Python 3.14's forkserver: the workers are the server's children.
+  ActionsReport served = r;
+  served.processes.push_back(child(20, 7, "python3.14 -c from multiprocessing.forkserver import main; main(5, 6)"));
+  served.processes.push_back(child(21, 20, "python3.14 -c from multiprocessing.forkserver import main; main(5, 6)"));
+  f = input_bound(served);
+  EXPECT_NE(f.evidence.find("; 1 DataLoader worker process(es) (pid 21)"), std::string::npos) << f.evidence;
+  // Workers alive only after the steps are not the steps' loaders.
+  ActionsReport late = r;
+  ProcessActions after = child(30, 7, "python train.py");
+  after.window_begin_ns = steps.back().end_ns + 10;
+  after.window_end_ns = steps.back().end_ns + 20;
+  late.processes.push_back(after);
+  f = input_bound(late);
+  EXPECT_NE(f.evidence.find("num_workers=0"), std::string::npos) << f.evidence;
+}
+
 TEST(Findings, ValidationAndTheEvidenceNamesTheTopHook) {
   Fit v;
   v.val_every = 5;
