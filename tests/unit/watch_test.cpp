@@ -27,6 +27,7 @@
 #include "reports/aggregate/steps.h"
 #include "reports/export/export_range.h"
 #include "reports/steps/steps_report.h"
+#include "tests/unit/temp_dir.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
 #include "user/watch/flight_ring.h"
@@ -370,13 +371,9 @@ TEST(Triggers, RequestsHaveABudgetPerUserAndCanBeTurnedOff) {
   EXPECT_EQ(off.suppressed(TriggerKind::request), 0u);  // not suppressed: not taken at all
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/watch_test_XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A fresh DIR per test.
+struct TempDir : testing_support::TempDir {
+  TempDir() : testing_support::TempDir("watch_test") {}
 };
 
 // A watcher on a fresh DIR that keeps every capture it renders (its top

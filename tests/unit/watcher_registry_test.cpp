@@ -15,6 +15,7 @@
 #include <map>
 #include <string>
 
+#include "tests/unit/temp_dir.h"
 #include "user/core/errors.h"
 
 using namespace lt;
@@ -61,13 +62,8 @@ WatchedNow fake_jobs(std::map<std::string, std::vector<pid_t>> by_value,
   };
 }
 
-struct RegistryDir {
-  std::string path;
-  RegistryDir() {
-    char t[] = "/tmp/lt-registry-XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~RegistryDir() { std::filesystem::remove_all(path); }
+struct RegistryDir : testing_support::TempDir {
+  RegistryDir() : testing_support::TempDir("lt_registry") {}
 };
 
 ExitCode refusal(const WatchSelection& s, const WatchedNow& f, const std::string& dir, std::string* what) {
