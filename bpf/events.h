@@ -162,6 +162,9 @@ struct lt_proc_info_event {
 #define LT_PROC_PYTHON 0x1u	 /* interpreter found, probes live */
 #define LT_PROC_NOT_PYTHON 0x2u	 /* followed, but no CPython in it */
 #define LT_PROC_UNSUPPORTED 0x4u /* CPython we cannot read */
+/* its children were followed (--children, run, --all): a child missing from
+ * the recording did not live while it was recorded */
+#define LT_PROC_CHILDREN_FOLLOWED 0x8u
 
 /* PROC_CONTAINER (user space), right after PROC_INFO, only for a process
  * that is not in our own pid, mount and UTS namespaces and root. */

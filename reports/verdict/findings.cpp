@@ -705,10 +705,20 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
       }
     }
   }
+  if (workers.empty() && !(trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED)) {
+    // Workers are the trainer's children: not followed, none could be seen.
+    f.evidence +=
+        "; DataLoader workers not judged: the recording did not follow the training process's children (--pid "
+        "without --children), so whether num_workers=0 is not known";
+    f.try_this =
+        "record with --children to see the DataLoader workers; DataLoader(num_workers=N) (N up to the free cores), "
+        "persistent_workers=True, pin_memory=True; or make __getitem__ cheaper";
+    return;
+  }
   if (workers.empty()) {
     f.evidence +=
         "; no DataLoader worker process in the recording: num_workers=0, the batches loaded in the training process "
-        "itself (unless it was recorded without following its children: --pid without --children)";
+        "itself";
     f.try_this =
         "DataLoader(num_workers=N) (N up to the free cores), persistent_workers=True, pin_memory=True; or make "
         "__getitem__ cheaper";

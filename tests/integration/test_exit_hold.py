@@ -109,6 +109,27 @@ def test_job_waits_at_its_exit_for_a_stalled_tracer(slow_exit):
     assert "<unknown>" not in rep, rep
 
 
+def test_ctrl_z_lets_the_held_job_go_before_the_tracer_stops(slow_exit):
+    """Ctrl-Z (SIGTSTP) stops the tracer as the user asked, but not the job
+    it holds at its exit: that is let go first (user/proc/job_stop.h), so
+    the job exits while the tracer is stopped, and the tracer, continued,
+    ends as usual."""
+    job, lt, f = slow_exit
+    os.kill(lt.pid, signal.SIGTSTP)
+    try:
+        wait_until(lambda: state_of(lt.pid) == "T", "the tracer to stop", 60, lt, err=f["err"])
+        assert tracer_of(job.pid) == 0, "stopped while still holding the job"
+        f["release"].touch()
+        assert job.wait(timeout=120) == 7  # its exit, with the tracer still stopped
+        assert state_of(lt.pid) == "T"
+    finally:
+        os.kill(lt.pid, signal.SIGCONT)
+    assert lt.wait(timeout=300) == 0, f["err"].read_text()
+    err = f["err"].read_text()
+    assert "stopped by job control; first let go of 1 process(es) held at their exit" in err, err
+    assert "EXITED" in f["out"].read_text()
+
+
 def test_tracer_killed_while_holding_leaves_the_job_running(slow_exit):
     job, lt, f = slow_exit
     lt.kill()  # SIGKILL: no chance to detach

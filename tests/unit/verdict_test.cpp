@@ -211,7 +211,7 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   input.fetch = 6;
   ActionsReport r = make(input);
   r.processes[0].meta.cmdline = "python train.py";
-  r.processes[0].meta.flags = LT_PROC_PYTHON;
+  r.processes[0].meta.flags = LT_PROC_PYTHON | LT_PROC_CHILDREN_FOLLOWED;
   const auto steps = step_records(r.processes[0]).train;
   auto input_bound = [](const ActionsReport& rep, const DeviceStatsReport* st = nullptr) {
     const auto f = find_issues(rep, st);
@@ -223,6 +223,17 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   EXPECT_NE(f.evidence.find("; no DataLoader worker process in the recording: num_workers=0"), std::string::npos)
       << f.evidence;
   EXPECT_NE(f.try_this.find("DataLoader(num_workers=N)"), std::string::npos) << f.try_this;
+  // Recorded without following its children (--pid alone): no worker seen
+  // says nothing about num_workers.
+  ActionsReport unfollowed = r;
+  unfollowed.processes[0].meta.flags = LT_PROC_PYTHON;
+  f = input_bound(unfollowed);
+  EXPECT_NE(f.evidence.find("; DataLoader workers not judged: the recording did not follow the training process's "
+                            "children"),
+            std::string::npos)
+      << f.evidence;
+  EXPECT_EQ(f.evidence.find("num_workers=0,"), std::string::npos) << f.evidence;
+  EXPECT_NE(f.try_this.find("record with --children"), std::string::npos) << f.try_this;
   auto child = [&](std::uint32_t pid, std::uint32_t ppid, const std::string& cmdline) {
     ProcessActions q;
     q.meta.pid = pid;

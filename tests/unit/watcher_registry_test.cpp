@@ -16,7 +16,9 @@
 #include <string>
 
 #include "tests/unit/temp_dir.h"
+#include "user/cli/watch_selection.h"
 #include "user/core/errors.h"
+#include "user/proc/thread_status.h"
 
 using namespace lt;
 
@@ -145,6 +147,21 @@ TEST(WatcherRegistry, ASecondWatcherOfAProcessIsRefusedNamingTheFirst) {
   EXPECT_EQ(refusal(pids(200, {6}), f, d.path, &what), ExitCode::ok) << what;
 }
 
+// With --job-env, what a watcher would watch is a scan of every process's
+// environment, done under the registry's lock: once, whatever the entries.
+TEST(WatcherRegistry, ItsOwnProcessesAreReadOnceWhateverTheEntries) {
+  RegistryDir d;
+  const auto f = fake_jobs({{"SLURM_JOB_ID=7", {40, 41}}});
+  WatcherRegistration a(pids(100, {5}), f, d.path), b(pids(101, {6}), f, d.path), c(pids(102, {8}), f, d.path);
+  int mine_reads = 0;
+  const WatchedNow counting = [&](const WatchSelection& s) {
+    if (s.watcher == 200) ++mine_reads;
+    return f(s);
+  };
+  WatcherRegistration mine(job(200, {{"SLURM_JOB_ID", "7"}}), counting, d.path);
+  EXPECT_EQ(mine_reads, 1);
+}
+
 TEST(WatcherRegistry, AKilledWatchersEntryIsRemovedNotObeyed) {
   RegistryDir d;
   // An entry no one holds locked: its watcher was killed with SIGKILL.
@@ -186,4 +203,29 @@ TEST(WatcherRegistry, ARegistryDirectoryOthersMayWriteIsRefused) {
   ASSERT_EQ(chmod(d.path.c_str(), 0700), 0);
   EXPECT_EQ(refusal(pids(200, {5}), fake_jobs({}), link, &what), ExitCode::unsafe_output);
   std::filesystem::remove(link);
+}
+
+// An entry's pids carry their start times: a pid the kernel gave to a new
+// process since is not the watched one, and does not refuse its watcher.
+TEST(WatcherRegistry, AWatchedPidReusedSinceIsNotItsProcess) {
+  const pid_t me = getpid();
+  const auto started = proc::start_time(me);
+  ASSERT_TRUE(started);
+  WatchSelection s = pids(100, {me});
+  s.started[me] = *started;
+  WatchSelection back;
+  ASSERT_TRUE(parse_selection(format_selection(s), back));
+  EXPECT_EQ(back.started, s.started);
+  auto now = processes_watched_now(back);
+  EXPECT_NE(std::find(now.begin(), now.end(), me), now.end());
+  back.started[me] = *started + 1;  // the watched process began at another time: this one reuses its pid
+  now = processes_watched_now(back);
+  EXPECT_EQ(std::find(now.begin(), now.end(), me), now.end());
+  // An entry without start times (or one that could not be read) keeps the pid.
+  back.started.clear();
+  now = processes_watched_now(back);
+  EXPECT_NE(std::find(now.begin(), now.end(), me), now.end());
+  WatchSelection bad;
+  EXPECT_FALSE(parse_selection("watcher 5\npid 7 x\ndir /d", bad));
+  EXPECT_FALSE(parse_selection("watcher 5\npid 7 \ndir /d", bad));
 }

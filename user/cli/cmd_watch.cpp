@@ -35,6 +35,7 @@
 #include "user/cli/cluster_dump_output.h"
 #include "user/cli/dump_output.h"
 #include "user/cli/stop_signals.h"
+#include "user/cli/watch_selection.h"
 #include "user/cluster/agent.h"
 #include "user/cluster/clock_exchange.h"
 #include "user/cluster/hang_verdict.h"
@@ -48,6 +49,7 @@
 #include "user/proc/native_symbols.h"
 #include "user/proc/proc_stats.h"
 #include "user/proc/procfs.h"
+#include "user/proc/thread_status.h"
 #include "user/python/process_dump.h"
 #include "user/watch/metrics_server.h"
 #include "user/watch/request_server.h"
@@ -168,36 +170,6 @@ std::string own_process_metrics() {
                 "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n",
                 me->cpu_ns / 1e9, static_cast<unsigned long long>(me->rss_bytes));
   return b;
-}
-
-// What this watcher watches, for the machine's registry of watchers.
-WatchSelection watch_selection(const Options& o) {
-  WatchSelection s;
-  s.all = o.all;
-  // A --job-env watcher takes a launcher's ranks too (they share its
-  // environment; the job's processes found are the topmost ones).
-  s.children = o.children || !o.job_env.empty();
-  s.pids = o.pids;
-  s.env = o.job_env;
-  s.dir = o.watch_dir;
-  s.watcher = getpid();
-  return s;
-}
-
-// Every live process a registry entry's selection (not --all) watches now.
-std::vector<pid_t> processes_watched_now(const WatchSelection& s) {
-  std::vector<pid_t> roots = s.pids;
-  if (!s.env.empty()) {
-    auto found = proc::find_job_processes(s.env);
-    roots.insert(roots.end(), found.begin(), found.end());
-  }
-  std::vector<pid_t> all = roots;
-  if (s.children)
-    for (pid_t p : roots) {
-      auto more = proc::descendants(p);
-      all.insert(all.end(), more.begin(), more.end());
-    }
-  return all;
 }
 
 WatchOptions watch_options(const Options& o) {

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <csignal>
 
+#include "user/proc/job_stop.h"
+
 namespace lt {
 namespace {
 std::atomic<bool> g_stop{false};
@@ -47,6 +49,8 @@ void install_stop_signals(bool restart) {
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGUSR2, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // Ctrl-Z lets go of ptrace holds before the tracer stops.
+  proc::install_job_stop_handler();
 }
 
 }  // namespace lt

@@ -2,7 +2,7 @@
 // SIGHUP, SIGUSR1 and SIGUSR2 (srun forwards both as they are: the cluster
 // coordinator stops its agents with SIGUSR1, its watchers, whose SIGUSR1 asks
 // for a capture, with SIGUSR2; SIGTERM to srun cancels the step) set one
-// flag the loops poll.
+// flag the loops poll.  Ctrl-Z's stops go through user/proc/job_stop.h.
 #pragma once
 #include <atomic>
 

@@ -753,8 +753,9 @@ void Session::adopt(pid_t pid, bool must_be_python, Adoption how) {
     proctrack_->follow(pid, LT_TARGET_FOLLOW_CHILDREN);
     if (!proc::running(pid)) proctrack_->forget(pid);  // it ended meanwhile: no entry to outlive it
   }
-  emit_process_records(pid, nullptr, refused->code == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON,
-                       0);
+  emit_process_records(
+      pid, nullptr,
+      (refused->code == ExitCode::unsupported ? LT_PROC_UNSUPPORTED : LT_PROC_NOT_PYTHON) | children_flag(), 0);
   if (refused->code != ExitCode::not_python) notes_.push_back("pid " + std::to_string(pid) + ": " + refused->why);
   if (refused->code != ExitCode::not_python && refused->code != ExitCode::unsupported) failed_adoptions_.push_back(pid);
 }
@@ -841,7 +842,7 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
   if (!proc::running(pid)) proctrack_->forget(pid);
   targets_.adopted(pid, interp);
   if (!how.provisional) ++stats_.traced;  // a provisional target counts once promoted
-  emit_process_records(pid, &interp, LT_PROC_PYTHON, 0);
+  emit_process_records(pid, &interp, LT_PROC_PYTHON | children_flag(), 0);
   pending_.start(pid);
 }
 
@@ -1017,7 +1018,7 @@ void Session::on_process_record(const lt_event_header& h, const lt_proc_event& p
           if (!proc::running(pid) || !proc::same_executable(static_cast<pid_t>(p.parent_pid), pid))
             proctrack_->drop_target(pid);  // it exec'd or ended meanwhile
         }
-        emit_process_records(pid, interp, LT_PROC_PYTHON, h.ts_ns);
+        emit_process_records(pid, interp, LT_PROC_PYTHON | children_flag(), h.ts_ns);
       }
       return;
     case LT_EV_PROC_EXEC:

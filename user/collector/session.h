@@ -171,6 +171,9 @@ class Session {
   void on_record(const void* data, std::size_t size);
   void on_process_record(const lt_event_header& h, const lt_proc_event& p);
   void emit_process_records(pid_t pid, const python::Interpreter* interp, std::uint32_t flags, std::uint64_t ts);
+  // PROC_INFO's word that a process's children are followed: the verdict
+  // tells "no DataLoader workers" from "workers not recorded".
+  std::uint32_t children_flag() const { return opts_.children ? LT_PROC_CHILDREN_FOLLOWED : 0; }
   // Every record goes through here: into the in-memory Trace and/or the file.
   void emit(const void* record, std::size_t size);
   void emit(std::span<const std::byte> record) { emit(record.data(), record.size()); }

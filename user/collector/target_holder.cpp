@@ -17,6 +17,7 @@
 #include "user/proc/exec_hold.h"
 #include "user/proc/exit_hold.h"
 #include "user/proc/job_discovery.h"
+#include "user/proc/job_stop.h"
 #include "user/sources/proctrack.h"
 
 namespace lt {
@@ -158,8 +159,13 @@ void TargetHolder::run() {
     return;
   }
   Held h;
+  // Ctrl-Z: what we hold is let go before we stop (user/proc/job_stop.h).
+  const int job_stop_fd = proc::register_job_stop();
   for (;;) {
-    pollfd fds[3] = {{ring_buffer__epoll_fd(ring), POLLIN, 0}, {stop_fd_, POLLIN, 0}, {release_fd_, POLLIN, 0}};
+    pollfd fds[4] = {{ring_buffer__epoll_fd(ring), POLLIN, 0},
+                     {stop_fd_, POLLIN, 0},
+                     {release_fd_, POLLIN, 0},
+                     {job_stop_fd, POLLIN, 0}};
     // While a process is held, every ms: its stops (an exit, a signal on
     // its way in) wait for us; while one steps to its library, every
     // 20 us: the loader's ~60 system calls are microseconds apart, and a
@@ -167,8 +173,9 @@ void TargetHolder::run() {
     // target nothing.
     const timespec step_wait{0, 20'000}, hold_wait{0, 1'000'000};
     const timespec* wait = h.execs.stepping() ? &step_wait : h.exits.any() || h.execs.any() ? &hold_wait : nullptr;
-    if (::ppoll(fds, 3, wait, nullptr) < 0 && errno != EINTR) break;
+    if (::ppoll(fds, 4, wait, nullptr) < 0 && errno != EINTR) break;
     if (fds[1].revents & POLLIN) break;
+    if ((fds[3].revents & POLLIN) && proc::job_stop_asked(job_stop_fd)) let_go_for_job_stop(h);
     ring_buffer__consume(ring);
     on_execs(h, std::exchange(execed, {}));
     on_finalizing(h, std::exchange(finalizing, {}));
@@ -180,7 +187,34 @@ void TargetHolder::run() {
   }
   h.exits.release_all();
   h.execs.release_all();
+  proc::unregister_job_stop(job_stop_fd);
   ring_buffer__free(ring);
+}
+
+// A job-control stop (Ctrl-Z): every process held under ptrace goes on
+// unheld, then the tracer stops.  A held exit then goes unread (its last
+// samples may be lost: said), a held exec runs before its probes are in
+// (the session adopts it late, as it would an exec it never held).
+void TargetHolder::let_go_for_job_stop(Held& h) {
+  const std::size_t exits = h.exits.count(), execs = h.execs.count();
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [pid, reads] : h.waiting)
+      if (h.exits.held(pid)) shutting_down_[pid] = monotonic_ns();
+  }
+  h.exits.release_all();
+  h.execs.release_all();
+  h.waiting.clear();
+  h.awaiting.clear();
+  h.at_load.clear();
+  h.paused.clear();
+  h.unfollowed.clear();
+  if (exits + execs > 0)
+    std::fprintf(stderr,
+                 "ltrace-bpf: stopped by job control; first let go of %zu process(es) held at their exit and %zu at "
+                 "their exec: a stopped tracer would keep them stopped (their last records may be missing)\n",
+                 exits, execs);
+  proc::job_stop_now();
 }
 
 // Execs from the ring: each image looked at before it is touched, so a

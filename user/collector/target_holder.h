@@ -104,6 +104,7 @@ class TargetHolder {
   void expire_exec_holds(Held& h);
   void hand_ready_execs(Held& h);
   void release_read_exits(Held& h);
+  void let_go_for_job_stop(Held& h);
   void verdict(pid_t pid, bool held, bool python, bool followed = true, bool matched = false);
 
   int finalize_ring_fd_, exec_ring_fd_, exec_skip_fd_;

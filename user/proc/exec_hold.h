@@ -95,6 +95,7 @@ class ExecHolds {
   bool paused_at_load(pid_t pid) const;
   void release_all();
   bool any() const { return !held_.empty(); }
+  std::size_t count() const { return held_.size(); }
   bool held(pid_t pid) const { return held_.count(pid) != 0; }
   // Some held process is not ready yet (stepping to its library).
   bool stepping() const;

@@ -56,6 +56,7 @@ class ExitHolds {
   void release(pid_t pid);
   void release_all();
   bool any() const { return !held_.empty(); }
+  std::size_t count() const { return held_.size(); }
   bool held(pid_t pid) const;
 
  private:

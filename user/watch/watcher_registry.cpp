@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "user/core/errors.h"
@@ -61,14 +63,17 @@ bool positive(const std::string& n, pid_t& v) {
 
 }  // namespace
 
-// Lines: "watcher PID", then "all", "children", "pid N" and "env KEY=VALUE"
-// lines, and last "dir DIR" (the rest of the text: a directory name may
-// hold any byte).
+// Lines: "watcher PID", then "all", "children", "pid N [START]" and
+// "env KEY=VALUE" lines, and last "dir DIR" (the rest of the text: a
+// directory name may hold any byte).
 std::string format_selection(const WatchSelection& s) {
   std::string t = "watcher " + std::to_string(s.watcher) + "\n";
   if (s.all) t += "all\n";
   if (s.children) t += "children\n";
-  for (pid_t p : s.pids) t += "pid " + std::to_string(p) + "\n";
+  for (pid_t p : s.pids) {
+    const auto st = s.started.find(p);
+    t += "pid " + std::to_string(p) + (st == s.started.end() ? "" : " " + std::to_string(st->second)) + "\n";
+  }
   for (const auto& [k, v] : s.env) t += "env " + escape(k) + "=" + escape(v) + "\n";
   return t + "dir " + s.dir;
 }
@@ -97,7 +102,16 @@ bool parse_selection(const std::string& text, WatchSelection& out) {
       s.children = true;
     } else if (line.rfind("pid ", 0) == 0) {
       pid_t p = 0;
-      if (!positive(line.substr(4), p)) return false;
+      const std::size_t sp = line.find(' ', 4);
+      if (!positive(line.substr(4, sp == std::string::npos ? std::string::npos : sp - 4), p)) return false;
+      if (sp != std::string::npos) {
+        const std::string n = line.substr(sp + 1);
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long start = std::strtoull(n.c_str(), &end, 10);
+        if (n.empty() || !std::isdigit(static_cast<unsigned char>(n[0])) || *end || errno) return false;
+        s.started[p] = start;
+      }
       s.pids.push_back(p);
     } else if (line.rfind("env ", 0) == 0) {
       const std::size_t eq = line.find('=', 4);
@@ -235,6 +249,15 @@ WatcherRegistration::WatcherRegistration(const WatchSelection& mine, const Watch
       if (e->d_name[0] != '.') names.emplace_back(e->d_name);
     closedir(d);
     std::sort(names.begin(), names.end());
+    // What this watcher would watch is read once (with --job-env, a scan of
+    // every process's environment), at the first entry that needs it, not
+    // once per entry under the lock.
+    std::optional<std::vector<pid_t>> mine_now;
+    const WatchedNow watched_once = !watched ? WatchedNow() : [&](const WatchSelection& s) {
+      if (&s != &mine) return watched(s);
+      if (!mine_now) mine_now = watched(mine);
+      return *mine_now;
+    };
     for (const auto& name : names) {
       const int fd = openat(dir_fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
       if (fd < 0) continue;
@@ -257,7 +280,7 @@ WatcherRegistration::WatcherRegistration(const WatchSelection& mine, const Watch
       if (!parse_selection(text, theirs))
         why = "its entry " + dir + "/" + name + " is not one this ltrace-bpf reads";
       else if (theirs.watcher != mine.watcher)
-        why = selection_overlap(mine, theirs, watched);
+        why = selection_overlap(mine, theirs, watched_once);
       if (why.empty()) continue;
       const std::string who = theirs.watcher
                                   ? "the watcher pid " + std::to_string(theirs.watcher) + " (on " + theirs.dir + ")"

@@ -15,7 +15,9 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +34,9 @@ struct WatchSelection {
   bool all = false;
   bool children = false;
   std::vector<pid_t> pids;
+  // Each pid's start time (clock ticks after boot) when the watcher began,
+  // where known: a process that reuses the pid later is not the watched one.
+  std::map<pid_t, std::uint64_t> started;
   EnvPairs env;
   std::string dir;    // its DIR, to name it
   pid_t watcher = 0;  // its pid

@@ -1,0 +1,84 @@
+#include "user/proc/job_stop.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+
+namespace lt::proc {
+
+namespace {
+
+// One eventfd for the process, never closed (a handler may be writing to
+// it as the holder goes), and whether a holder reads it.
+std::atomic<int> g_fd{-1};
+std::atomic<bool> g_holder{false};
+
+void on_job_stop(int) {
+  const int saved = errno;  // a signal handler leaves errno as it found it
+  const int fd = g_fd.load();
+  if (fd >= 0 && g_holder.load()) {
+    const std::uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof one);  // full: already readable
+    (void)r;
+  } else {
+    kill(getpid(), SIGSTOP);
+  }
+  errno = saved;
+}
+
+int process_fd() {
+  int fd = g_fd.load();
+  if (fd >= 0) return fd;
+  const int made = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (made < 0) return -1;
+  if (g_fd.compare_exchange_strong(fd, made)) return made;
+  close(made);  // another thread made it first
+  return fd;
+}
+
+}  // namespace
+
+void install_job_stop_handler() {
+  if (process_fd() < 0) return;  // no way to reach a holder: the default stop
+  struct sigaction sa {};
+  sa.sa_handler = on_job_stop;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU}) {
+    struct sigaction old {};
+    // Ignored when we started (nohup-like launchers, a shell without job
+    // control): left ignored.
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+int register_job_stop() {
+  const int fd = process_fd();
+  bool none = false;
+  if (fd < 0 || !g_holder.compare_exchange_strong(none, true)) return -1;
+  job_stop_asked(fd);  // a stop asked before this holder was here was already done
+  return fd;
+}
+
+void unregister_job_stop(int fd) {
+  if (fd < 0) return;
+  g_holder.store(false);
+  // Asked as the holder went: nobody else will stop us.
+  if (job_stop_asked(fd)) job_stop_now();
+}
+
+bool job_stop_asked(int fd) {
+  std::uint64_t n = 0;
+  return fd >= 0 && read(fd, &n, sizeof n) == static_cast<ssize_t>(sizeof n) && n > 0;
+}
+
+void job_stop_now() {
+  kill(getpid(), SIGSTOP);
+}
+
+}  // namespace lt::proc
