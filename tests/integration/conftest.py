@@ -123,6 +123,18 @@ class Run:
         return parse_simple_report(self.lt_out)
 
 
+# Findings a loaded machine raises by itself (another process on the CPU
+# slows some steps, or takes the CPU): a test that provokes one finding
+# asserts its rank among the others.
+LOAD_FINDINGS = ("outliers", "cpu contention")
+
+
+def findings_past_load(text):
+    """The verdict's findings as [(number, kind)] in rank order, without
+    those the machine's load may raise (LOAD_FINDINGS)."""
+    return [(int(n), k) for n, k in re.findall(r"^  (\d+)\. (.+?) \(pid \d+\)", text, re.M) if k not in LOAD_FINDINGS]
+
+
 def parse_simple_report(text):
     rows = {}
     for line in text.splitlines():

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, WORKLOADS, logged_run, wait_for
+from conftest import LTRACE, VENV_PY, WORKLOADS, findings_past_load, logged_run, wait_for
 from ops_table import merged, parse_ops_report
 
 COMPILED_MLP = os.path.join(WORKLOADS, "compiled_mlp.py")
@@ -250,7 +250,9 @@ def test_compiled_lightning_fit_regions_and_recompiles_per_action(attach, tmp_pa
     # validation step) are the first finding, at their durations (Dynamo's,
     # as the job printed them) per train step; not also validation's.
     us = {cid: int(v) for cid, v in re.findall(r"^DYNAMO_US\t(\S+)\t(\d+)$", run.target_out, re.M)}
-    m = re.search(r"^  1\. recompiles \(pid \d+\): ([0-9.]+) ms per train step at stake\n"
+    ranked = findings_past_load(out)
+    assert ranked and ranked[0][1] == "recompiles", out[:3000]
+    m = re.search(rf"^  {ranked[0][0]}\. recompiles \(pid \d+\): ([0-9.]+) ms per train step at stake\n"
                   r"     2 recompile\(s\) inside the train and validation steps took", out, re.M)
     assert m, out[:3000]
     train_steps = 2 * (10 + 1)  # two epochs of 10 full batches and a half one
@@ -341,7 +343,9 @@ def test_a_graph_break_is_its_own_finding_at_its_eager_time(attach):
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
     result = json.loads(run.target_out.split("RESULT ", 1)[1].splitlines()[0])
     assert result["graph_breaks"] >= 1, result
-    m = re.search(r"^  1\. graph_breaks \(pid \d+\): ([0-9.]+) ms per train step at stake\n"
+    ranked = findings_past_load(run.lt_out)
+    assert ranked and ranked[0][1] == "graph_breaks", run.lt_out[:3000]
+    m = re.search(rf"^  {ranked[0][0]}\. graph_breaks \(pid \d+\): ([0-9.]+) ms per train step at stake\n"
                   r"     Python ran eagerly between the compiled graphs for an estimated ([0-9.]+) ms .*; (\d+) stack "
                   r"samples inside the compiled functions and outside their graphs\), most at Net\.forward "
                   r"\(\S*graph_break_fit\.py:(\d+)\) .*Dynamo met \d+ graph break\(s\): Skip calling", run.lt_out, re.M)

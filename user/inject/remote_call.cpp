@@ -24,6 +24,7 @@
 #include "user/core/errors.h"
 #include "user/inject/signal_frame.h"
 #include "user/inject/syscall_table.h"
+#include "user/proc/job_stop.h"
 #include "user/proc/procfs.h"
 
 namespace lt::inject {
@@ -306,6 +307,8 @@ std::uint64_t find_restore_rt(pid_t pid) {
 }  // namespace
 
 struct RemoteThread::State {
+  // Ctrl-Z waits until this thread is given back (user/proc/job_stop.h).
+  proc::JobStopDeferral job_stop_waits;
   pid_t pid = 0, tid = 0;
   bool attached = false;     // seized and stopped
   bool dirty = false;        // registers changed: restore before detaching

@@ -16,6 +16,16 @@ namespace {
 // it as the holder goes), and whether a holder reads it.
 std::atomic<int> g_fd{-1};
 std::atomic<bool> g_holder{false};
+// The deferrals alive, and kStopPending once a stop waits for them: one
+// word, so that a stop asked as the last one ends is never lost.
+constexpr unsigned kStopPending = 1u << 31;
+std::atomic<unsigned> g_deferrals{0};
+std::atomic<JobStopAction> g_action{nullptr};
+
+void stop_this_process() {
+  if (const JobStopAction a = g_action.load()) return a();
+  kill(getpid(), SIGSTOP);
+}
 
 void on_job_stop(int) {
   const int saved = errno;  // a signal handler leaves errno as it found it
@@ -25,7 +35,7 @@ void on_job_stop(int) {
     ssize_t r = write(fd, &one, sizeof one);  // full: already readable
     (void)r;
   } else {
-    kill(getpid(), SIGSTOP);
+    job_stop_now();
   }
   errno = saved;
 }
@@ -78,7 +88,23 @@ bool job_stop_asked(int fd) {
 }
 
 void job_stop_now() {
-  kill(getpid(), SIGSTOP);
+  for (unsigned s = g_deferrals.load();;) {
+    if ((s & ~kStopPending) == 0) return stop_this_process();
+    if (g_deferrals.compare_exchange_weak(s, s | kStopPending)) return;  // the last deferral stops us
+  }
+}
+
+JobStopDeferral::JobStopDeferral() {
+  g_deferrals.fetch_add(1);
+}
+
+JobStopDeferral::~JobStopDeferral() {
+  unsigned left = g_deferrals.fetch_sub(1) - 1;
+  if (left == kStopPending && g_deferrals.compare_exchange_strong(left, 0)) stop_this_process();
+}
+
+JobStopAction set_job_stop_action_for_tests(JobStopAction a) {
+  return g_action.exchange(a);
 }
 
 }  // namespace lt::proc
