@@ -658,11 +658,12 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
 // command line; Python 3.14's forkserver's children keep the server's) with
 // no Lightning action, alive during its train steps. With /proc samples,
 // how much of the steps' time they were on a CPU: busy workers are
-// CPU-bound loading; idle ones wait (inside __getitem__ for I/O or sleeps,
-// or for the loop to ask). CPU time cannot tell those two waits apart, so
-// the wording names both.
+// CPU-bound loading; idle ones wait, inside __getitem__ (I/O, sleeps) or
+// for the loop to ask. CPU time cannot tell those two waits apart: where
+// off-CPU stacks were recorded (`loader`) they say which, else the
+// wording names both.
 void input_workers(const ActionsReport& rep, const ProcessActions& trainer, const ProcessSteps& ps,
-                   const DeviceStatsReport* stats, Finding& f) {
+                   const DeviceStatsReport* stats, const LoaderWaitsReport* loader, Finding& f) {
   if (ps.train.empty()) return;
   const std::uint64_t from = ps.train.front().begin_ns, to = ps.train.back().end_ns;
   std::map<std::uint32_t, const ProcessActions*> by_pid;
@@ -708,8 +709,8 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
   if (workers.empty() && !(trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED)) {
     // Workers are the trainer's children: not followed, none could be seen.
     f.evidence +=
-        "; DataLoader workers not judged: the recording did not follow the training process's children (--pid "
-        "without --children), so whether num_workers=0 is not known";
+        "; DataLoader workers not judged: the recording does not say it followed the training process's children "
+        "(--pid without --children, or an ltrace-bpf older than this flag), so whether num_workers=0 is not known";
     f.try_this =
         "record with --children to see the DataLoader workers; DataLoader(num_workers=N) (N up to the free cores), "
         "persistent_workers=True, pin_memory=True; or make __getitem__ cheaper";
@@ -728,23 +729,57 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
   for (std::size_t i = 0; i < workers.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(workers[i]);
   if (workers.size() > 8) pids += ", ...";
   const std::string who = std::to_string(workers.size()) + " DataLoader worker process(es) (pid " + pids + ")";
-  if (!judged) {
-    f.evidence += "; " + who + ", how busy not judged (no /proc samples of them: record with --device-stats)";
-    return;
-  }
-  const double busy = busy_sum / static_cast<double>(judged);
-  if (busy >= kWorkersBusy) {
+  // Their waits off a CPU: inside the dataset, or in the worker loop for
+  // the training loop (recorded with --off-cpu).
+  std::uint64_t in_dataset = 0, for_loop = 0;
+  if (loader)
+    for (std::uint32_t w : workers)
+      if (auto it = loader->procs.find(w); it != loader->procs.end()) {
+        in_dataset += it->second.in_dataset_ns;
+        for_loop += it->second.for_loop_ns;
+      }
+  const bool waits_known = loader && loader->off_cpu && in_dataset + for_loop > 0;
+  const double dataset_share =
+      waits_known ? static_cast<double>(in_dataset) / static_cast<double>(in_dataset + for_loop) : 0;
+  const double busy = judged ? busy_sum / static_cast<double>(judged) : 0;
+  if (judged && busy >= kWorkersBusy) {
     f.evidence += "; " + who + ", on a CPU " + pct(busy) + " of the steps' time each on average: loading is CPU-bound";
     f.try_this =
         "more DataLoader workers where cores are free (num_workers), or a cheaper __getitem__ / collate_fn "
         "(decode once, cache, smaller samples)";
-  } else {
-    f.evidence += "; " + who + ", on a CPU only " + pct(busy) +
-                  " of the steps' time each on average: they wait, inside __getitem__ (I/O, sleeps) or for the loop "
-                  "to ask";
+    return;
+  }
+  const std::string on_cpu = judged ? ", on a CPU only " + pct(busy) + " of the steps' time each on average"
+                                    : ", how busy not judged (no /proc samples of them: record with --device-stats)";
+  if (!waits_known) {
+    if (!judged) {
+      f.evidence += "; " + who + on_cpu;
+      return;
+    }
+    f.evidence += "; " + who + on_cpu +
+                  ": they wait, inside __getitem__ (I/O, sleeps) or for the loop to ask (record with --off-cpu to "
+                  "tell which)";
     f.try_this =
         "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
         "storage or a cache for what __getitem__ reads";
+    return;
+  }
+  const std::string split = pct(dataset_share) +
+                            " of their time off a CPU inside the dataset (__getitem__, the "
+                            "fetcher, collate) and " +
+                            pct(1 - dataset_share) + " in the worker loop waiting for the training loop";
+  if (dataset_share >= 0.5) {
+    f.evidence += "; " + who + on_cpu + "; " + split + ": loading waits inside __getitem__ (I/O, sleeps, locks)";
+    f.try_this =
+        "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
+        "storage or a cache for what __getitem__ reads";
+  } else {
+    f.evidence += "; " + who + on_cpu + "; " + split +
+                  ": the workers keep up, the fetch's time goes in the training process (taking the batches from "
+                  "the workers, pin_memory, work done there)";
+    f.try_this =
+        "look at the training process's fetch: batches of Python objects are pickled (tensors are shared), "
+        "pin_memory copies, a collate_fn or transform run in the main process; move work into the workers";
   }
 }
 
@@ -752,7 +787,7 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
 
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm,
                                  const CompilesReport* compiles, const GcReport* gc, const LoggingReport* logging,
-                                 const GpuReport* gpu) {
+                                 const GpuReport* gpu, const LoaderWaitsReport* loader) {
   std::vector<Finding> out;
   std::vector<Blocked> blocked;
   // Each process's steps, found once (the straggler reads them again).
@@ -776,7 +811,7 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
     const std::size_t before = out.size();
     process_findings(p, ps, mine, compiled, collections, logging, out);
     for (std::size_t i = before; i < out.size(); ++i)
-      if (out[i].kind == "input-bound") input_workers(rep, p, ps, stats, out[i]);
+      if (out[i].kind == "input-bound") input_workers(rep, p, ps, stats, loader, out[i]);
     if (gpu) gpu_findings(p, ps, *gpu, out);
     if (comm)
       for (const auto& c : comm->processes)

@@ -74,6 +74,7 @@
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gc.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/loader_waits.h"
 #include "reports/aggregate/logging_time.h"
 
 namespace lt {
@@ -105,10 +106,12 @@ inline constexpr std::size_t kLoggingMinSamples = 10;
 // asks for stacks).
 // `gpu`: the CUPTI records with their slices kept (GpuAggregator(keep_slices)),
 // for the host-device sync and GPU idle findings (gpu_findings.h).
+// `loader`: where the DataLoader workers waited off a CPU (--off-cpu), for
+// the input-bound finding.
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats = nullptr,
                                  const CommReport* comm = nullptr, const CompilesReport* compiles = nullptr,
                                  const GcReport* gc = nullptr, const LoggingReport* logging = nullptr,
-                                 const GpuReport* gpu = nullptr);
+                                 const GpuReport* gpu = nullptr, const LoaderWaitsReport* loader = nullptr);
 // `not_judged`: what the recording had nothing to judge by (unjudged()),
 // said after the findings, so that "none" is not read as "all is well".
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f,

@@ -206,7 +206,7 @@ def healthy(out):
     shows the machine's CPUs saturated (the suite runs tests side by side:
     another process on the CPU slows steps for real, and those findings say
     so)."""
-    kinds = re.findall(r"^  \d+\. ([a-z -]+) \(pid", out, re.M)
+    kinds = re.findall(r"^  \d+\. (.+?) \(pid \d+\)", out, re.M)
     busy = [float(m) for m in re.findall(r"^  cpu_percent +[\d.]+ +[\d.]+ +([\d.]+)", out, re.M)]
     return all(k in ("outliers", "cpu contention") and busy and max(busy) >= 90 for k in kinds), (kinds, busy)
 

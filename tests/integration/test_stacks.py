@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from busy import share_sigma, share_tolerance
-from conftest import LTRACE, ROOT, VENV_PY, WORKLOADS, pyenv_python
+from conftest import LTRACE, ROOT, VENV_PY, WORKLOADS, findings_past_load, pyenv_python
 
 SHARES = os.path.join(WORKLOADS, "cpu_shares.py")
 TRAIN = os.path.join(WORKLOADS, "train_lightning.py")
@@ -275,15 +275,20 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
     run = attach([lightning_python, TRAIN, "--epochs", "2", "--batches", "30", "--batch-size", "16", "--workers", "2",
                   "--data-delay", "0.001"],
                  ["--children", "--rate", "499", "--report", "advanced", "--collapsed", "stacks.txt", "--device-stats",
-                  "-o", "t.ltrace"])
+                  "--off-cpu", "-o", "t.ltrace"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
-    # The verdict's input-bound finding names the workers, and from their
-    # /proc samples that they wait (their __getitem__ sleeps 1 ms a sample).
+    # The verdict's input-bound finding names the workers, from their /proc
+    # samples that they wait, and from their off-CPU stacks that they wait
+    # inside __getitem__ (it sleeps 1 ms a sample), not for the loop.
     v = subprocess.run([LTRACE, "report", str(run.tmp / "t.ltrace"), "--report", "verdict"], capture_output=True,
                        text=True, timeout=120)
     assert v.returncode == 0, v.stderr
-    m = re.search(r"1\. input-bound .*\n.*; (\d+) DataLoader worker process\(es\) \(pid [^)]*\), on a CPU only", v.stdout)
-    assert m and int(m.group(1)) >= 2, v.stdout
+    ranked = findings_past_load(v.stdout)
+    assert ranked and ranked[0][1] == "input-bound", v.stdout
+    m = re.search(rf"^  {ranked[0][0]}\. input-bound .*\n.*; (\d+) DataLoader worker process\(es\) \(pid [^)]*\), "
+                  r"on a CPU only [0-9.]+% of the steps' time each on average; ([0-9.]+)% of their time off a CPU inside "
+                  r"the dataset .*: loading waits inside __getitem__", v.stdout, re.M)
+    assert m and int(m.group(1)) >= 2 and float(m.group(2)) >= 50, v.stdout
     headers = [line for line in run.lt_out.splitlines() if line.startswith("==> pid ")]
     assert len(headers) >= 3, headers  # the trainer and at least two workers
     stacks = collapsed(run.tmp / "stacks.txt")

@@ -44,12 +44,33 @@ TEST(JobStop, AStopWaitsForTheCallsInFlight) {
   EXPECT_EQ(g_stops, 2);  // no stop was waiting
 }
 
+// A stop that waited for a call in flight is asked of the holder again as
+// the call ends: it lets go of what it took meanwhile before the stop.
+TEST(JobStop, AStopThatWaitedGoesBackToTheHolder) {
+  CountedStops counted;
+  const int fd = register_job_stop();
+  ASSERT_GE(fd, 0);
+  {
+    JobStopDeferral call;
+    job_stop_now();  // the holder let go, and asks
+    EXPECT_EQ(g_stops, 0);
+  }
+  EXPECT_EQ(g_stops, 0);
+  EXPECT_TRUE(job_stop_asked(fd));  // the holder is woken again...
+  job_stop_now();                   // ...lets go, and asks: nothing in flight now
+  EXPECT_EQ(g_stops, 1);
+  unregister_job_stop(fd);
+  EXPECT_EQ(g_stops, 1);
+}
+
 TEST(JobStop, TerminalStopsGoToTheHolderWhileOneIsRegistered) {
   CountedStops counted;
   // Left ignored when ignored at start (a launcher's choice): not here.
   std::signal(SIGTSTP, SIG_DFL);
-  std::signal(SIGTTOU, SIG_DFL);
   install_job_stop_handler();
+  struct sigaction now {};
+  ASSERT_EQ(sigaction(SIGTSTP, nullptr, &now), 0);
+  ASSERT_NE(now.sa_handler, SIG_DFL);  // else the raise below would stop the test binary
   const int fd = register_job_stop();
   ASSERT_GE(fd, 0);
   EXPECT_EQ(register_job_stop(), -1);  // one holder
@@ -58,7 +79,7 @@ TEST(JobStop, TerminalStopsGoToTheHolderWhileOneIsRegistered) {
   EXPECT_TRUE(job_stop_asked(fd));
   EXPECT_FALSE(job_stop_asked(fd));  // read empty
   EXPECT_EQ(g_stops, 0);             // the holder stops us once it has let go
-  raise(SIGTTOU);
+  raise(SIGTSTP);
   unregister_job_stop(fd);  // asked as it went: stopped then
   EXPECT_EQ(g_stops, 1);
   raise(SIGTSTP);  // no holder: at once

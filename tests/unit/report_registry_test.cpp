@@ -86,7 +86,7 @@ TEST(ReportRegistry, HelpComesFromTheTable) {
 // each one's result into its member: an allocation reaches the memory
 // result, a damaged stretch reaches them all.
 TEST(ReportRegistry, ReportSetFeedsTheAggregatorCatalogue) {
-  EXPECT_EQ(lt::aggregator_count(), 12u);
+  EXPECT_EQ(lt::aggregator_count(), 13u);
   const auto o = parse({"report", "t.ltrace", "--report", "memory"});
   lt::ReportSet set(o);
   lt::lt_mem_event e{};

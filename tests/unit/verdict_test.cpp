@@ -228,8 +228,8 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   ActionsReport unfollowed = r;
   unfollowed.processes[0].meta.flags = LT_PROC_PYTHON;
   f = input_bound(unfollowed);
-  EXPECT_NE(f.evidence.find("; DataLoader workers not judged: the recording did not follow the training process's "
-                            "children"),
+  EXPECT_NE(f.evidence.find("; DataLoader workers not judged: the recording does not say it followed the training "
+                            "process's children"),
             std::string::npos)
       << f.evidence;
   EXPECT_EQ(f.evidence.find("num_workers=0,"), std::string::npos) << f.evidence;
@@ -276,7 +276,69 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   f = input_bound(with, &idle);
   EXPECT_NE(f.evidence.find("on a CPU only 5.0% of the steps' time each on average: they wait"), std::string::npos)
       << f.evidence;
+  EXPECT_NE(f.evidence.find("(record with --off-cpu to tell which)"), std::string::npos) << f.evidence;
   EXPECT_NE(f.try_this.find("prefetch_factor"), std::string::npos) << f.try_this;
+  // Off-CPU stacks (--off-cpu) say which wait: inside the dataset, or in
+  // the worker loop for the training loop.
+  auto waits = [&](std::uint64_t dataset_ms, std::uint64_t loop_ms) {
+    LoaderWaitsAggregator agg;
+    auto feed = [&](auto& rec) { agg.add(rec.hdr, reinterpret_cast<const std::byte*>(&rec)); };
+    lt_sampler_info_event info{};
+    info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, 7, 7, 0, 0};
+    info.flags = LT_SAMPLER_ON_CPU | LT_SAMPLER_OFF_CPU;
+    feed(info);
+    std::uint64_t ts = steps.front().begin_ns;
+    for (std::uint32_t pid : {11u, 12u}) {
+      auto code = [&](std::uint64_t addr, const char* name, const char* file) {
+        lt_py_code_event c{};
+        c.hdr = {LT_EV_PY_CODE, sizeof c, pid, pid, 0, 0};
+        c.code = addr;
+        c.first_line = 1;
+        std::strcpy(c.name, name);
+        std::strcpy(c.file, file);
+        feed(c);
+      };
+      code(0x1000, "RandomDataset.__getitem__", "/src/train.py");
+      code(0x2000, "_worker_loop", "/v/site-packages/torch/utils/data/_utils/worker.py");
+      code(0x3000, "get", "/usr/lib/python3.11/multiprocessing/queues.py");
+      code(0x4000, "_MapDatasetFetcher.fetch", "/v/site-packages/torch/utils/data/_utils/fetch.py");
+      code(0x5000, "_feed", "/usr/lib/python3.11/multiprocessing/queues.py");
+      auto blocked = [&](std::uint32_t tid, std::initializer_list<std::uint64_t> codes, std::uint64_t ms) {
+        lt_py_sample_event b{};
+        b.hdr = {LT_EV_OFFCPU_BEGIN, sizeof b, pid, tid, 0, ts};
+        for (std::uint64_t c : codes) b.frames[b.nframes++] = {c, 0, 0};
+        feed(b);
+        ts += ms * 1'000'000;
+        lt_offcpu_end_event e{};
+        e.hdr = {LT_EV_OFFCPU_END, sizeof e, pid, tid, 0, ts};
+        e.begin_ns = b.hdr.ts_ns;
+        feed(e);
+      };
+      blocked(pid, {0x1000, 0x4000, 0x2000}, dataset_ms);  // leaf first: in __getitem__
+      blocked(pid, {0x3000, 0x2000}, loop_ms);             // in the loop's index queue
+      blocked(pid + 100, {0x5000}, 500);                   // the result queue's feeder thread: neither
+    }
+    return agg.finish();
+  };
+  const auto in_dataset = waits(30, 10), for_loop = waits(10, 30);
+  EXPECT_EQ(in_dataset.procs.at(11).in_dataset_ns, 30'000'000u);
+  EXPECT_EQ(in_dataset.procs.at(11).for_loop_ns, 10'000'000u);
+  EXPECT_EQ(in_dataset.procs.at(11).other_ns, 500'000'000u);
+  f = find_issues(with, &idle, nullptr, nullptr, nullptr, nullptr, nullptr, &in_dataset)[0];
+  EXPECT_NE(f.evidence.find("on a CPU only 5.0% of the steps' time each on average; 75.0% of their time off a CPU "
+                            "inside the dataset (__getitem__, the fetcher, collate) and 25.0% in the worker loop "
+                            "waiting for the training loop: loading waits inside __getitem__"),
+            std::string::npos)
+      << f.evidence;
+  EXPECT_NE(f.try_this.find("prefetch_factor"), std::string::npos) << f.try_this;
+  f = find_issues(with, &idle, nullptr, nullptr, nullptr, nullptr, nullptr, &for_loop)[0];
+  EXPECT_NE(f.evidence.find("; 25.0% of their time off a CPU inside the dataset"), std::string::npos) << f.evidence;
+  EXPECT_NE(f.evidence.find(": the workers keep up, the fetch's time goes in the training process"), std::string::npos)
+      << f.evidence;
+  EXPECT_NE(f.try_this.find("look at the training process's fetch"), std::string::npos) << f.try_this;
+  // Busy workers are CPU-bound whatever their waits.
+  f = find_issues(with, &busy, nullptr, nullptr, nullptr, nullptr, nullptr, &for_loop)[0];
+  EXPECT_NE(f.evidence.find("loading is CPU-bound"), std::string::npos) << f.evidence;
   // Python 3.14's forkserver: the workers are the server's children.
   ActionsReport served = r;
   served.processes.push_back(child(20, 7, "python3.14 -c from multiprocessing.forkserver import main; main(5, 6)"));

@@ -8,6 +8,7 @@
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gc.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/loader_waits.h"
 #include "reports/aggregate/logging_time.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/nccl.h"
@@ -77,6 +78,8 @@ constexpr Maker kAggregators[] = {
     [](const Ctx&) { return slot<GcAggregator, &ReportResults::gc>(); },
     // The stack samples in logging code: the verdict's logging finding.
     [](const Ctx&) { return slot<LoggingAggregator, &ReportResults::logging>(); },
+    // Where the DataLoader workers waited off a CPU: the input-bound finding.
+    [](const Ctx&) { return slot<LoaderWaitsAggregator, &ReportResults::loader_waits>(); },
 };
 
 }  // namespace

@@ -62,7 +62,8 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
 
 void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
   std::cout << render_findings(r.actions,
-                               find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles, &r.gc, &r.logging, &r.gpu),
+                               find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles, &r.gc, &r.logging, &r.gpu,
+                                           &r.loader_waits),
                                unjudged(&r.device_stats, &r.gc, &r.logging))
             << "\n";
 }

@@ -18,6 +18,7 @@
 #include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gc.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/aggregate/loader_waits.h"
 #include "reports/aggregate/logging_time.h"
 #include "reports/aggregate/memory.h"
 #include "reports/aggregate/nccl.h"
@@ -45,6 +46,7 @@ struct ReportResults {
   XlaReport xla;
   GcReport gc;
   LoggingReport logging;
+  LoaderWaitsReport loader_waits;
 };
 
 // The probes a report needs besides the action probes (ORed over the

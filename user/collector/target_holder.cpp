@@ -197,14 +197,10 @@ void TargetHolder::run() {
 // (the session adopts it late, as it would an exec it never held).
 void TargetHolder::let_go_for_job_stop(Held& h) {
   const std::size_t exits = h.exits.count(), execs = h.execs.count();
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& [pid, reads] : h.waiting)
-      if (h.exits.held(pid)) shutting_down_[pid] = monotonic_ns();
-  }
   h.exits.release_all();
   h.execs.release_all();
   h.waiting.clear();
+  h.handed.clear();
   h.awaiting.clear();
   h.at_load.clear();
   h.paused.clear();
@@ -214,7 +210,7 @@ void TargetHolder::let_go_for_job_stop(Held& h) {
                  "ltrace-bpf: stopped by job control; first let go of %zu process(es) held at their exit and %zu at "
                  "their exec: a stopped tracer would keep them stopped (their last records may be missing)\n",
                  exits, execs);
-  proc::job_stop_now();
+  proc::job_stop_now();  // or, while a call into a target is in flight, asked of us again as it ends
 }
 
 // Execs from the ring: each image looked at before it is touched, so a

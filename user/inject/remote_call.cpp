@@ -601,6 +601,9 @@ namespace {
 std::unique_ptr<RemoteThread::State> try_thread(pid_t pid, const Candidate& c, const std::vector<proc::Mapping>& maps,
                                                 const std::string& exe, Clock::time_point deadline, std::string& why) {
   pid_t tid = c.tid;
+  // Made first: its JobStopDeferral holds a Ctrl-Z off while the thread
+  // may be in a ptrace stop of ours, from the seize on.
+  auto s = std::make_unique<RemoteThread::State>();
   step();
   if (ptrace(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(PTRACE_O_TRACESYSGOOD))) != 0) {
     // A thread already exiting also answers EPERM (PF_EXITING): that is an
@@ -625,7 +628,6 @@ std::unique_ptr<RemoteThread::State> try_thread(pid_t pid, const Candidate& c, c
     return nullptr;
   }
 
-  auto s = std::make_unique<RemoteThread::State>();
   s->pid = pid;
   s->tid = tid;
   s->attached = true;

@@ -2,13 +2,15 @@
 // ptrace.  A tracee in a ptrace stop runs again only when its tracer says
 // so: a tracer stopped by job control would keep a finalizing job at its
 // exit, a new CPython at its exec, or a thread it is calling into, for as
-// long as the user leaves it stopped.  So SIGTSTP, SIGTTIN and SIGTTOU (the
-// stops a terminal sends; SIGSTOP cannot be caught, and a tracer starved of
-// CPU is held for) go to the thread that holds tracees (TargetHolder): it
-// releases them and then asks for the stop.  The stop (SIGSTOP to this
-// process) waits while a call into a target is in flight (a
-// JobStopDeferral lives: milliseconds) and comes as the last one ends.
-// With no holder registered the stop is asked for at once.
+// long as the user leaves it stopped.  So SIGTSTP (Ctrl-Z; SIGSTOP cannot
+// be caught, and a tracer starved of CPU is held for) goes to the thread
+// that holds tracees (TargetHolder): it releases them and then asks for the
+// stop.  The stop (SIGSTOP to this process) waits while a call into a
+// target is in flight (a JobStopDeferral lives: an injection, bounded by
+// its timeout) and is then asked of the holder again, which lets go of
+// what it took meanwhile.  With no holder registered the stop is done at
+// once.  As the kernel does for a terminal stop, none is done when our
+// process group looks orphaned (our parent gone or in another session).
 #pragma once
 
 namespace lt::proc {
@@ -26,8 +28,8 @@ void unregister_job_stop(int fd);
 // Reads the fd empty; true when a stop was asked for since the last read.
 bool job_stop_asked(int fd);
 
-// Stops this process (SIGSTOP) now, or as the last JobStopDeferral ends.
-// Async-signal-safe.
+// Stops this process (SIGSTOP) now, or asks again as the last
+// JobStopDeferral ends.  Async-signal-safe.
 void job_stop_now();
 
 // While one lives a job-control stop waits: a thread of a target is
