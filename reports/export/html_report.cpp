@@ -194,7 +194,7 @@ std::string_view page_style() {
 
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks,
                        const OpsReport* ops, const GpuReport* gpu, const MemoryReport* memory, const CommReport* comm,
-                       const XlaReport* xla) {
+                       const XlaReport* xla, const std::vector<Finding>* findings) {
   out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ltrace-bpf report</title>\n"
       << "<style>" << kPageCss << kReportCss << "</style>\n";
   write_dashboard_head(out);
@@ -207,7 +207,9 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
   // list, each linked to its process's step charts; the charts' own
   // findings follow.
   std::vector<Verdict> ranked;
-  for (const Finding& f : find_issues(rep, nullptr, nullptr, nullptr, nullptr, nullptr, gpu)) {
+  const std::vector<Finding> found =
+      findings ? *findings : find_issues(rep, nullptr, comm, nullptr, nullptr, nullptr, gpu);
+  for (const Finding& f : found) {
     std::string id;
     for (const auto& p : rep.processes)
       if (p.meta.pid == f.pid) id = process_chart_id(p.meta);

@@ -6,6 +6,7 @@
 #pragma once
 #include <ostream>
 #include <string_view>
+#include <vector>
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
@@ -14,6 +15,7 @@
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "reports/aggregate/xla.h"
+#include "reports/verdict/findings.h"
 
 namespace lt {
 // Built from a report aggregated with keep_intervals = true.
@@ -23,11 +25,14 @@ namespace lt {
 // bytes (each point the maximum of its stretch of time, at most 2000 per
 // device; CUDA: reserved bytes too) and the allocation totals.
 // With `comm` (calls kept): the c10d calls in the step timelines.
+// `findings`: the verdict's ranked findings, as `--report verdict` finds
+// them from every aggregate (the page then says what the text says);
+// without, those the actions, collectives and GPU records alone give.
 // The style every page shares (the body, the tables' frame): a page's own sheet follows it.
 std::string_view page_style();
 
 void write_html_report(const ActionsReport& rep, bool extended, std::ostream& out, const StacksReport* stacks = nullptr,
                        const OpsReport* ops = nullptr, const GpuReport* gpu = nullptr,
                        const MemoryReport* memory = nullptr, const CommReport* comm = nullptr,
-                       const XlaReport* xla = nullptr);
+                       const XlaReport* xla = nullptr, const std::vector<Finding>* findings = nullptr);
 }  // namespace lt

@@ -285,6 +285,16 @@ def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces, tmp_path):
     assert ranked and ranked[0][1] == "gc", r.stdout
     assert re.search(rf"^  {ranked[0][0]}\. gc \(pid \d+\): " + re.escape(f"{at_stake:.2f}") + " ms per train step",
                      r.stdout, re.M), r.stdout
+    # The dashboard's findings are the verdict's, in its order (they were
+    # those of the actions and GPU records alone: no gc finding).
+    page = tmp_path / "page.html"
+    r = subprocess.run([LTRACE, "report", traces["gc"], "--html", str(page)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    html = page.read_text(encoding="utf-8")
+    for n, kind in re.findall(r"^  (\d+)\. (.+?) \(pid \d+\)", out, re.M):
+        assert f"#{n} {kind} (pid " in html, (n, kind, out)
+    assert f"gc (pid " in html and f"{at_stake:.2f} ms per train step at stake" in html, out
 
 
 def test_logging_in_every_step_is_logging_first_at_its_estimated_time(traces):

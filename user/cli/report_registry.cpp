@@ -13,6 +13,11 @@
 #include "reports/xla/xla_report.h"
 
 namespace lt {
+
+std::vector<Finding> verdict_findings(const ReportResults& r) {
+  return find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles, &r.gc, &r.logging, &r.gpu, &r.loader_waits);
+}
+
 namespace {
 
 bool named(const Options& o, std::string_view name) {
@@ -61,11 +66,7 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
 }
 
 void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
-  std::cout << render_findings(r.actions,
-                               find_issues(r.actions, &r.device_stats, &r.comm, &r.compiles, &r.gc, &r.logging, &r.gpu,
-                                           &r.loader_waits),
-                               unjudged(&r.device_stats, &r.gc, &r.logging))
-            << "\n";
+  std::cout << render_findings(r.actions, verdict_findings(r), unjudged(&r.device_stats, &r.gc, &r.logging)) << "\n";
 }
 
 // torch_xla's compiles, executions and transfers (docs/design-xla.md).

@@ -25,6 +25,7 @@
 #include "reports/aggregate/ops.h"
 #include "reports/aggregate/stacks.h"
 #include "reports/aggregate/xla.h"
+#include "reports/verdict/findings.h"
 #include "user/cli/options.h"
 #include "user/cli/report_output.h"
 #include "user/collector/source_set.h"
@@ -48,6 +49,10 @@ struct ReportResults {
   LoggingReport logging;
   LoaderWaitsReport loader_waits;
 };
+
+// The verdict's ranked findings from every aggregate: `--report verdict`
+// prints them, the dashboard (--html) heads its page with them.
+std::vector<Finding> verdict_findings(const ReportResults& r);
 
 // The probes a report needs besides the action probes (ORed over the
 // reports asked for; other options add their own).

@@ -9,6 +9,7 @@
 #include "reports/export/html_report.h"
 #include "reports/export/perfetto_trace.h"
 #include "user/cli/prof_dump_output.h"
+#include "user/cli/report_registry.h"
 #include "user/cli/stack_output.h"
 #include "user/core/output_file.h"
 #include "user/model/record_dispatch.h"
@@ -62,7 +63,9 @@ constexpr ExportEntry kExports[] = {
      }},
     {&Options::html_path,
      [](const Options& o, const ReportResults& r, const RangeFilter&, std::ostream& f) {
-       write_html_report(r.actions, o.extended, f, &r.stacks, exported_ops(o, r), &r.gpu, &r.memory, &r.comm, &r.xla);
+       const std::vector<Finding> findings = verdict_findings(r);
+       write_html_report(r.actions, o.extended, f, &r.stacks, exported_ops(o, r), &r.gpu, &r.memory, &r.comm, &r.xla,
+                         &findings);
      }},
 };
 }  // namespace
