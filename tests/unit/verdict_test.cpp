@@ -14,6 +14,18 @@ using namespace lt;
 
 namespace {
 
+// A PY_CODE record naming code object `addr` of `pid`, fed to an aggregator.
+template <typename Aggregator>
+void name_code(Aggregator& agg, std::uint32_t pid, std::uint64_t addr, const char* name, const char* file) {
+  lt_py_code_event c{};
+  c.hdr = {LT_EV_PY_CODE, sizeof c, pid, pid, 0, 0};
+  c.code = addr;
+  c.first_line = 1;
+  std::strcpy(c.name, name);
+  std::strcpy(c.file, file);
+  agg.add(c.hdr, reinterpret_cast<const std::byte*>(&c));
+}
+
 struct Fit {
   double fetch = 0.4, fwd = 4, bwd = 3, opt = 1, hook = 0.2, val_every = 0, val_ms = 0;
   int slow_step = -1;
@@ -290,13 +302,7 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
     std::uint64_t ts = steps.front().begin_ns;
     for (std::uint32_t pid : {11u, 12u}) {
       auto code = [&](std::uint64_t addr, const char* name, const char* file) {
-        lt_py_code_event c{};
-        c.hdr = {LT_EV_PY_CODE, sizeof c, pid, pid, 0, 0};
-        c.code = addr;
-        c.first_line = 1;
-        std::strcpy(c.name, name);
-        std::strcpy(c.file, file);
-        feed(c);
+        name_code(agg, pid, addr, name, file);
       };
       code(0x1000, "RandomDataset.__getitem__", "/src/train.py");
       code(0x2000, "_worker_loop", "/v/site-packages/torch/utils/data/_utils/worker.py");
@@ -634,15 +640,7 @@ LoggingReport logging_samples(const ActionsReport& r, std::uint64_t period_ns, s
   info.period_ns = period_ns;
   info.flags = LT_SAMPLER_ON_CPU;
   feed(info);
-  auto code = [&](std::uint64_t addr, const char* name, const char* file) {
-    lt_py_code_event c{};
-    c.hdr = {LT_EV_PY_CODE, sizeof c, pid, pid, 0, 0};
-    c.code = addr;
-    c.first_line = 1;
-    std::strcpy(c.name, name);
-    std::strcpy(c.file, file);
-    feed(c);
-  };
+  auto code = [&](std::uint64_t addr, const char* name, const char* file) { name_code(agg, pid, addr, name, file); };
   code(0x1000, "LightningModule.log", "/v/site-packages/lightning/pytorch/core/module.py");
   code(0x2000, "training_step", "/src/train.py");
   code(0x3000, "fit", "/src/run.py");
