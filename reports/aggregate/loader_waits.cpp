@@ -68,9 +68,18 @@ LoaderWaitsAggregator::~LoaderWaitsAggregator() = default;
 void LoaderWaitsAggregator::add(const lt_event_header& h, const std::byte* record) {
   auto& s = *s_;
   s.symbols.add(h, record);
+  auto forget = [&s](std::uint32_t pid) {
+    std::erase_if(s.blocked, [pid](const auto& b) { return b.first.first == pid; });
+  };
   visit_record(h, record,
                overloaded{[&](const lt_event_header&, const lt_sampler_info_event& e) {
                             if (e.flags & LT_SAMPLER_OFF_CPU) s.out.off_cpu = true;
+                          },
+                          // A new program (its symbols dropped) or its end: periods
+                          // still open are not charged (as stacks.cpp).
+                          [&](const lt_event_header& hh, const lt_proc_event& e) {
+                            if (hh.kind == LT_EV_PROC_EXEC) forget(e.child_pid);
+                            if (hh.kind == LT_EV_PROC_EXIT) forget(hh.pid);
                           },
                           [&](const lt_event_header& hh, const lt_py_sample_event& e) {
                             if (hh.kind != LT_EV_OFFCPU_BEGIN) return;
@@ -82,19 +91,25 @@ void LoaderWaitsAggregator::add(const lt_event_header& h, const std::byte* recor
                             if (it == s.blocked.end()) return;  // began before the attach, or its begin was lost
                             const std::uint64_t ns = hh.ts_ns > e.begin_ns ? hh.ts_ns - e.begin_ns : 0;
                             auto& p = s.out.procs[hh.pid];
-                            switch (s.where(hh.pid, it->second)) {
-                              case LoaderFrame::dataset:
-                                p.in_dataset_ns += ns;
-                                break;
-                              case LoaderFrame::worker_loop:
-                                p.for_loop_ns += ns;
-                                break;
-                              case LoaderFrame::none:
-                                p.other_ns += ns;
-                                break;
+                            const LoaderFrame where = s.where(hh.pid, it->second);
+                            if (where == LoaderFrame::dataset)
+                              p.in_dataset_ns += ns;
+                            else if (where == LoaderFrame::worker_loop)
+                              p.for_loop_ns += ns;
+                            else
+                              p.other_ns += ns;
+                            if (where != LoaderFrame::none) {
+                              if (p.waits.size() < LoaderWaitsReport::kMaxWaits)
+                                p.waits.push_back({e.begin_ns, hh.ts_ns, where});
+                              else
+                                ++p.waits_left_out;
                             }
                             s.blocked.erase(it);
                           }});
+}
+
+void LoaderWaitsAggregator::gap() {
+  s_->blocked.clear();
 }
 
 LoaderWaitsReport LoaderWaitsAggregator::finish() {

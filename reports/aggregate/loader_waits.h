@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "bpf/events.h"
 #include "user/model/stack_profile.h"
@@ -19,10 +20,19 @@ enum class LoaderFrame { none, dataset, worker_loop };
 LoaderFrame loader_frame(const StackFrame& f);
 
 struct LoaderWaitsReport {
+  // One period off a CPU under the dataset's code or in the worker loop
+  // (the verdict keeps the parts inside the train steps).
+  struct Wait {
+    std::uint64_t begin_ns = 0, end_ns = 0;
+    LoaderFrame where = LoaderFrame::none;
+  };
+  static constexpr std::size_t kMaxWaits = 1 << 20;  // per process; later ones counted in the totals only
   struct Process {
-    std::uint64_t in_dataset_ns = 0;  // off a CPU under the dataset's code
-    std::uint64_t for_loop_ns = 0;    // off a CPU in the worker loop, outside it
-    std::uint64_t other_ns = 0;       // anywhere else (another thread: a queue's feeder)
+    std::uint64_t in_dataset_ns = 0;   // off a CPU under the dataset's code
+    std::uint64_t for_loop_ns = 0;     // off a CPU in the worker loop, outside it
+    std::uint64_t other_ns = 0;        // anywhere else (another thread: a queue's feeder)
+    std::vector<Wait> waits;           // the first two kinds, each period in the order they ended
+    std::uint64_t waits_left_out = 0;  // past kMaxWaits
   };
   std::map<std::uint32_t, Process> procs;  // by pid
   bool off_cpu = false;                    // the recording sampled off-CPU stacks (SAMPLER_INFO)
@@ -33,6 +43,8 @@ class LoaderWaitsAggregator {
   LoaderWaitsAggregator();
   ~LoaderWaitsAggregator();
   void add(const lt_event_header& h, const std::byte* record);
+  // A damaged stretch of the trace: a period open across it is not joined.
+  void gap();
   LoaderWaitsReport finish();
 
  private:

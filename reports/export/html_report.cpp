@@ -215,8 +215,7 @@ void write_html_report(const ActionsReport& rep, bool extended, std::ostream& ou
       if (p.meta.pid == f.pid) id = process_chart_id(p.meta);
     std::string kind = f.kind;
     std::replace(kind.begin(), kind.end(), ' ', '-');
-    char at_stake[64];
-    std::snprintf(at_stake, sizeof at_stake, "%.2f ms per train step at stake", f.ms_per_step);
+    const std::string at_stake = finding_at_stake(f);
     ranked.push_back({"ranked-" + kind,
                       "#" + std::to_string(ranked.size() + 1) + " " + f.kind + " (pid " + std::to_string(f.pid) +
                           "): " + at_stake + ". " + f.evidence + ". Try: " + f.try_this,

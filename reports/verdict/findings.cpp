@@ -729,16 +729,24 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
   for (std::size_t i = 0; i < workers.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(workers[i]);
   if (workers.size() > 8) pids += ", ...";
   const std::string who = std::to_string(workers.size()) + " DataLoader worker process(es) (pid " + pids + ")";
-  // Their waits off a CPU: inside the dataset, or in the worker loop for
-  // the training loop (recorded with --off-cpu).
+  // Their waits off a CPU inside the train steps (not before the first,
+  // nor a persistent worker's through validation): inside the dataset, or
+  // in the worker loop for the training loop (recorded with --off-cpu).
   std::uint64_t in_dataset = 0, for_loop = 0;
   if (loader)
     for (std::uint32_t w : workers)
-      if (auto it = loader->procs.find(w); it != loader->procs.end()) {
-        in_dataset += it->second.in_dataset_ns;
-        for_loop += it->second.for_loop_ns;
-      }
-  const bool waits_known = loader && loader->off_cpu && in_dataset + for_loop > 0;
+      if (auto it = loader->procs.find(w); it != loader->procs.end())
+        for (const auto& wait : it->second.waits) {
+          // The steps are in time order: the first that ends after the wait begins.
+          auto st = std::partition_point(ps.train.begin(), ps.train.end(),
+                                         [&](const StepRecord& s) { return s.end_ns <= wait.begin_ns; });
+          std::uint64_t in_steps = 0;
+          for (; st != ps.train.end() && st->begin_ns < wait.end_ns; ++st)
+            in_steps += std::min(st->end_ns, wait.end_ns) - std::max(st->begin_ns, wait.begin_ns);
+          (wait.where == LoaderFrame::dataset ? in_dataset : for_loop) += in_steps;
+        }
+  const bool off_cpu_recorded = loader && loader->off_cpu;
+  const bool waits_known = off_cpu_recorded && in_dataset + for_loop > 0;
   const double dataset_share =
       waits_known ? static_cast<double>(in_dataset) / static_cast<double>(in_dataset + for_loop) : 0;
   const double busy = judged ? busy_sum / static_cast<double>(judged) : 0;
@@ -756,18 +764,17 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
       f.evidence += "; " + who + on_cpu;
       return;
     }
-    f.evidence += "; " + who + on_cpu +
-                  ": they wait, inside __getitem__ (I/O, sleeps) or for the loop to ask (record with --off-cpu to "
-                  "tell which)";
+    f.evidence += "; " + who + on_cpu + ": they wait, inside __getitem__ (I/O, sleeps) or for the loop to ask" +
+                  (off_cpu_recorded ? std::string(" (their off-CPU stacks in the steps name neither)")
+                                    : std::string(" (record with --off-cpu to tell which)"));
     f.try_this =
         "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
         "storage or a cache for what __getitem__ reads";
     return;
   }
-  const std::string split = pct(dataset_share) +
-                            " of their time off a CPU inside the dataset (__getitem__, the "
-                            "fetcher, collate) and " +
-                            pct(1 - dataset_share) + " in the worker loop waiting for the training loop";
+  const std::string split = "of their waits off a CPU in the steps, " + pct(dataset_share) +
+                            " inside the dataset (__getitem__, the fetcher, collate) and " + pct(1 - dataset_share) +
+                            " in the worker loop waiting for the training loop";
   if (dataset_share >= 0.5) {
     f.evidence += "; " + who + on_cpu + "; " + split + ": loading waits inside __getitem__ (I/O, sleeps, locks)";
     f.try_this =
@@ -839,6 +846,11 @@ std::string unjudged(const DeviceStatsReport* stats, const GcReport* gc, const L
   return out;
 }
 
+std::string finding_at_stake(const Finding& x) {
+  return x.ms_per_step > 0 || x.share <= 0 ? msf(x.ms_per_step) + " per train step at stake"
+                                           : "memory at stake, not step time (" + fmt("%+.0f%%", 100 * x.share) + ")";
+}
+
 std::string render_findings(const ActionsReport& rep, const std::vector<Finding>& f, const std::string& not_judged) {
   std::string out = "Findings (ranked by train step time at stake; shown past each one's threshold)\n";
   const std::string unjudged_line = not_judged.empty() ? "" : "  not judged: " + not_judged + "\n";
@@ -850,11 +862,8 @@ std::string render_findings(const ActionsReport& rep, const std::vector<Finding>
   }
   int i = 1;
   for (const auto& x : f) {
-    out +=
-        "  " + std::to_string(i++) + ". " + x.kind + " (pid " + std::to_string(x.pid) + "): " +
-        (x.ms_per_step > 0 || x.share <= 0 ? msf(x.ms_per_step) + " per train step at stake"
-                                           : "memory at stake, not step time (" + fmt("%+.0f%%", 100 * x.share) + ")") +
-        "\n";
+    out += "  " + std::to_string(i++) + ". " + x.kind + " (pid " + std::to_string(x.pid) + "): " + finding_at_stake(x) +
+           "\n";
     out += "     " + x.evidence + "\n";
     out += "     try: " + x.try_this + "\n";
   }

@@ -122,6 +122,11 @@ std::string render_findings(const ActionsReport& rep, const std::vector<Finding>
 // stack samples; "" when every one was judged.
 std::string unjudged(const DeviceStatsReport* stats, const GcReport* gc, const LoggingReport* logging);
 
+// What a finding puts at stake, as its header says it: "1.50 ms per train
+// step at stake", or for memory growth (no step time) "memory at stake, not
+// step time (+40%)".  The text verdict and the dashboard say it alike.
+std::string finding_at_stake(const Finding& f);
+
 // How every finding's evidence writes its numbers: "20.6%" of a share,
 // "1.50 ms".
 std::string finding_pct(double share);

@@ -286,8 +286,8 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
     ranked = findings_past_load(v.stdout)
     assert ranked and ranked[0][1] == "input-bound", v.stdout
     m = re.search(rf"^  {ranked[0][0]}\. input-bound .*\n.*; (\d+) DataLoader worker process\(es\) \(pid [^)]*\), "
-                  r"on a CPU only [0-9.]+% of the steps' time each on average; ([0-9.]+)% of their time off a CPU inside "
-                  r"the dataset .*: loading waits inside __getitem__", v.stdout, re.M)
+                  r"on a CPU only [0-9.]+% of the steps' time each on average; of their waits off a CPU in the steps, "
+                  r"([0-9.]+)% inside the dataset .*: loading waits inside __getitem__", v.stdout, re.M)
     assert m and int(m.group(1)) >= 2 and float(m.group(2)) >= 50, v.stdout
     headers = [line for line in run.lt_out.splitlines() if line.startswith("==> pid ")]
     assert len(headers) >= 3, headers  # the trainer and at least two workers
