@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -149,6 +150,13 @@ void TargetHolder::run() {
   sched_param rt{};
   rt.sched_priority = 1;
   pthread_setschedparam(pthread_self(), SCHED_FIFO, &rt);
+  // A line this thread writes to a terminal from the background under
+  // `stty tostop` must not stop the tracer (SIGTTOU) while it holds a
+  // process: with the signal blocked here, the kernel lets the write through.
+  sigset_t ttou;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  pthread_sigmask(SIG_BLOCK, &ttou, nullptr);
 
   std::vector<std::uint64_t> finalizing, execed;
   ring_buffer* ring = ring_buffer__new(finalize_ring_fd_, &collect, &finalizing, nullptr);
