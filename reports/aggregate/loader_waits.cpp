@@ -67,21 +67,15 @@ LoaderWaitsAggregator::~LoaderWaitsAggregator() = default;
 
 void LoaderWaitsAggregator::add(const lt_event_header& h, const std::byte* record) {
   auto& s = *s_;
-  if (h.kind == LT_EV_SAMPLER_INFO) {
-    visit_record(h, record, overloaded{[&](const lt_event_header&, const lt_sampler_info_event& e) {
-                   if (e.flags & LT_SAMPLER_OFF_CPU) s.out.off_cpu = true;
-                 }});
-    return;
-  }
-  // Without off-CPU stacks the verdict reads none of this: no copy of the
-  // names, no stacks kept (SAMPLER_INFO comes before any stack record).
-  if (!s.out.off_cpu) return;
   s.symbols.add(h, record);
   auto forget = [&s](std::uint32_t pid) {
     std::erase_if(s.blocked, [pid](const auto& b) { return b.first.first == pid; });
   };
   visit_record(h, record,
-               overloaded{// A new program (its symbols dropped) or its end: periods
+               overloaded{[&](const lt_event_header&, const lt_sampler_info_event& e) {
+                            if (e.flags & LT_SAMPLER_OFF_CPU) s.out.off_cpu = true;
+                          },
+                          // A new program (its symbols dropped) or its end: periods
                           // still open are not charged (as stacks.cpp).
                           [&](const lt_event_header& hh, const lt_proc_event& e) {
                             if (hh.kind == LT_EV_PROC_EXEC) forget(e.child_pid);
