@@ -132,6 +132,9 @@ void OpTracer::start_late(std::uint64_t now) {
     const pid_t pid = it->first;
     // Gone, or finalizing (never injected into then: its probes see it out).
     if (!ctx_.targets.live_and_alive(pid) || !attached_.count(pid) || ctx_.shutting_down_since(pid)) {
+      if (ctx_.opts.verbose && !ctx_.shutting_down_since(pid) && proc::exists(pid))
+        std::fprintf(stderr, "ltrace-bpf: pid %d: ops: no op observer: %s\n", pid,
+                     attached_.count(pid) ? "no longer a live target" : "its op probes are out");
       it = late_.erase(it);
       continue;
     }
@@ -142,7 +145,7 @@ void OpTracer::start_late(std::uint64_t now) {
         ++it;
         continue;
       }
-      not_observed(pid, "traced by pid " + std::to_string(tracer) + " since its torch loaded");
+      late_not_observed(pid, "traced by pid " + std::to_string(tracer) + " since its torch loaded");
       it = late_.erase(it);
       continue;
     }
@@ -159,7 +162,7 @@ void OpTracer::start_late(std::uint64_t now) {
       late_pending_.insert(pid);
       pending_filter_[pid] = it->second.filter;
     } else {
-      not_observed(pid, why);
+      late_not_observed(pid, why);
     }
     it = late_.erase(it);
   }
@@ -204,7 +207,7 @@ void OpTracer::settled(pid_t pid, const std::string& why) {
   }
   if (late_pending_.erase(pid)) {  // its probes recorded meanwhile and stay in on failure
     pending_filter_.erase(pid);
-    if (!why.empty()) return not_observed(pid, why);
+    if (!why.empty()) return late_not_observed(pid, why);
     // The probes stop recording it: BPF drops what they see of it (they
     // stay attached, a trap per op still: for its forks under --children,
     // and because a pid-scoped link is not taken out here). The observer's
@@ -286,6 +289,15 @@ void OpTracer::not_observed(pid_t pid, const std::string& why) {
   e.how = LT_OP_TIMES_SAMPLED;
   std::memcpy(e.detail, why.data(), std::min(why.size(), sizeof e.detail - 1));
   ctx_.emit(&e, sizeof e);
+}
+
+// A switch that did not come: said at once under -v, as the switch is
+// (the ops report says it too, at the end).
+void OpTracer::late_not_observed(pid_t pid, const std::string& why) {
+  if (ctx_.opts.verbose)
+    std::fprintf(stderr, "ltrace-bpf: pid %d: ops: the op observer does not take over (%s): the op probes record on\n",
+                 pid, why.c_str());
+  not_observed(pid, why);
 }
 
 // The op probes on pid's libtorch (false: not mapped).

@@ -72,6 +72,7 @@ class OpTracer final : public Tracer {
   void start_late(std::uint64_t now);
   void back_to_probes(pid_t pid);
   void not_observed(pid_t pid, const std::string& why);
+  void late_not_observed(pid_t pid, const std::string& why);
   bool use_probes(pid_t pid, pid_t pid_filter);
 
   const TracerContext& ctx_;

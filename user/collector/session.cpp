@@ -485,7 +485,14 @@ std::span<const Session::Chore> Session::chores() {
        }},
       {"pending attaches", [](const Session& s, std::uint64_t) { return s.pending_.next_due_ns(); },
        [](Session& s, std::uint64_t now) {
-         s.pending_.poll(now, [&s](pid_t p) { return s.targets_.live_and_alive(p); });
+         s.pending_.poll(now, [&s](pid_t p) {
+           const bool ours = s.targets_.live_and_alive(p);
+           if (!ours && s.opts_.verbose && proc::exists(p))
+             std::fprintf(stderr,
+                          "ltrace-bpf: pid %d: no longer a live target: its probes awaiting a library wait no more\n",
+                          p);
+           return ours;
+         });
        }},
       {"tracers",
        [](const Session& s, std::uint64_t now) {
@@ -876,6 +883,8 @@ PendingAttach::Attempt Session::attach_library(Tracer& tracer, pid_t pid, bool f
   } catch (const Error& e) {
     if ((first && explicit_target(pid)) || e.code() == ExitCode::usage) throw;
     notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; " + tracer.lost());
+    if (opts_.verbose)  // at the moment too: what it means for the run follows from when
+      std::fprintf(stderr, "ltrace-bpf: pid %d: %s; %s\n", pid, e.what(), tracer.lost());
   }
   return PendingAttach::Attempt::done;
 }
