@@ -4,8 +4,9 @@ alike and once with each step 25 % longer, and a fit whose samples are slow
 to load (train_lightning.py --data-delay). The slower one fails a
 regression gate and names the part that moved; the alike ones pass it; the
 healthy fit has no finding, the slow loader's is input-bound first, a fit
-that saves a 32 MiB checkpoint every 5 steps has checkpoints first, and one
-that calls gc.collect() in every step has gc first."""
+that saves a 32 MiB checkpoint every 5 steps has checkpoints first, one
+that calls gc.collect() in every step has gc first, and validation, a slow
+optimizer and a slow callback each rank first in a fit that provokes it."""
 import json
 import os
 import re
@@ -79,7 +80,16 @@ def traces(tmp_path_factory):
     # pass.
     started = [start_recording(tmp, n, s, "--log-calls", "1") for n, s in (("a", 0.02), ("a2", 0.02), ("slow", 0.025))]
     a, a2, slow = (finish_recording(s)[0] for s in started)
-    return {"a": a, "a2": a2, "slow": slow,
+    # A part of the fit provoked in each (side by side too): validation
+    # (5 batches of 10 ms every 10 steps, ~19 % of the fit), a slow
+    # optimizer (its step() 40 ms more: ~65 % of a step), a slow callback
+    # (10 ms in on_train_batch_end: ~32 % of a step).
+    provoked = {name: start_recording(tmp, name, 0.02, *extra) for name, extra in (
+        ("validation", ("--val-every", "10", "--val-batches", "5", "--val-s", "0.01")),
+        ("optimizer", ("--optimizer-ms", "40")),
+        ("hooks", ("--hook-ms", "10")))}
+    provoked = {name: finish_recording(started) for name, started in provoked.items()}
+    return {"a": a, "a2": a2, "slow": slow, "provoked": provoked,
             "loader": str(loader), "ckpt": ckpt, "ckpt_saves": saves, "transformer": str(transformer),
             "gc": gc_trace, "gc_job": gc_job, "logging": log_trace, "logging_job": log_job}
 
@@ -311,6 +321,24 @@ def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces, tmp_path):
     for n, kind in re.findall(r"^  (\d+)\. (.+?) \(pid \d+\)", out, re.M):
         assert f"#{n} {kind} (pid " in html, (n, kind, out)
     assert f"gc (pid " in html and f"{at_stake:.2f} ms per train step at stake" in html, out
+
+
+@pytest.mark.parametrize("kind,key,hi", [("validation", "val_s", 1.3), ("optimizer", "opt_s", 1.2),
+                                         ("hooks", "hook_s", 1.2)])
+def test_a_provoked_part_of_the_fit_is_first_at_its_time(traces, kind, key, hi):
+    """Validation every 10 steps, a slow optimizer step, a slow callback:
+    each recording's verdict ranks that finding first, at the time per
+    train step the job measured around its sleeps (Lightning's own code
+    around them adds a little: the validation loop's ~4 % here; more when
+    it waits for a CPU)."""
+    trace, job = traces["provoked"][kind]
+    out, _ = first_at_the_jobs_time(trace, kind, job, key, "train_steps", 0.95, hi, 0.5)
+    if kind == "validation":  # of the fit's span, as the job saw it
+        share = float(re.search(r"validation steps take [0-9.]+ ms, ([0-9.]+)% of the fit", out).group(1)) / 100
+        measured = job["val_s"] / job["span_s"]
+        assert measured * 0.95 <= share <= measured * 1.3 + 0.01, (share, measured, out)
+    if kind == "hooks":  # named, with its time
+        assert re.search(r"\[Callback\]SlowHook\.on_train_batch_end [0-9.]+ ms/step", out), out
 
 
 def test_logging_in_every_step_is_logging_first_at_its_estimated_time(traces):

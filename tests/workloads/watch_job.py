@@ -32,6 +32,14 @@ on to exit as asked.
 --gc-collect [--gc-heap N] [--gc-every K]: each (K-th) training step calls
 gc.collect() (with N live dicts for it to scan); prints a JSON line {"gc_s": ..., "gc_calls": ...}:
 the seconds those calls took, timed around them here.
+--val-every K --val-batches N --val-s S: a validation of N batches every K
+training steps, each validation_step sleeping S seconds; --optimizer-ms M:
+the optimizer's step() spends M ms more after its closure (a slow
+optimizer: a sleep, as a parameter server's round trip); --hook-ms M: a
+callback's on_train_batch_end spends M ms.  Each prints a JSON line of the
+seconds it took, timed here ("val_s", "opt_s", "hook_s"), and "span_s":
+the first training step's start to the last step's end (train or
+validation), and "train_steps".
 """
 import json
 import argparse
@@ -71,6 +79,8 @@ class Model(pl.LightningModule):
     log_cpu_s = []  # ...and their thread's CPU time (what stack samples estimate)
     op_input = None  # --op-ms: the cumsum's input
     op_s = []
+    ends = []  # each training and validation step's end (span_s)
+    val_s = []  # --val-s: each validation_step's sleep, timed
 
     def training_step(self, batch, batch_idx):
         a = self.args
@@ -108,8 +118,53 @@ class Model(pl.LightningModule):
                 print("OOM caught:", str(e).splitlines()[0][:120], flush=True)
         return self.net(batch[0]).pow(2).mean()
 
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        Model.ends.append(time.perf_counter())
+
     def configure_optimizers(self):
+        if self.args.optimizer_ms:
+            return SlowSGD(self.parameters(), lr=0.01, extra_s=self.args.optimizer_ms / 1e3)
         return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class Validated(Model):
+    """--val-every: a validation_step (defined only then: the other runs
+    have no validation loop to be told of)."""
+    def validation_step(self, batch, batch_idx):
+        t0 = time.perf_counter()
+        time.sleep(self.args.val_s)
+        Model.val_s.append(time.perf_counter() - t0)
+        Model.ends.append(time.perf_counter())
+
+
+class SlowSGD(torch.optim.SGD):
+    """SGD whose step() waits extra_s more after its closure: the optimizer
+    part of each training step grows by that."""
+    spent = []
+
+    def __init__(self, params, lr, extra_s):
+        super().__init__(params, lr=lr)
+        self.extra_s = extra_s
+
+    def step(self, closure=None):
+        loss = super().step(closure)
+        t0 = time.perf_counter()
+        time.sleep(self.extra_s)
+        SlowSGD.spent.append(time.perf_counter() - t0)
+        return loss
+
+
+class SlowHook(pl.Callback):
+    """A callback whose on_train_batch_end takes ms milliseconds."""
+    spent = []
+
+    def __init__(self, ms):
+        self.s = ms / 1e3
+
+    def on_train_batch_end(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        time.sleep(self.s)
+        SlowHook.spent.append(time.perf_counter() - t0)
 
 
 def main():
@@ -134,6 +189,11 @@ def main():
     p.add_argument("--gc-heap", type=int, default=0, help="this many live container objects for it to scan")
     p.add_argument("--gc-every", type=int, default=1, help="--gc-collect in every Nth training_step only")
     p.add_argument("--log-calls", type=int, default=0, help="self.log() this many values in each training_step, timed")
+    p.add_argument("--val-every", type=int, default=0, help="a validation every this many training steps")
+    p.add_argument("--val-batches", type=int, default=5)
+    p.add_argument("--val-s", type=float, default=0.01)
+    p.add_argument("--optimizer-ms", type=float, default=0)
+    p.add_argument("--hook-ms", type=float, default=0)
     a = p.parse_args()
     if a.op_ms:
         # Sized by the median of a few timed calls, doubling until one takes
@@ -167,13 +227,20 @@ def main():
 
         callbacks.append(TimedCheckpoint(dirpath=tempfile.mkdtemp(prefix="ckpt-"), every_n_train_steps=a.ckpt_every,
                                          save_top_k=1))
-    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=bool(callbacks), callbacks=callbacks,
+    checkpointing = bool(callbacks)
+    if a.hook_ms:
+        callbacks.append(SlowHook(a.hook_ms))
+    val = {}
+    if a.val_every:
+        val = {"val_check_interval": a.val_every, "limit_val_batches": a.val_batches}
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=checkpointing, callbacks=callbacks,
                          enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         accelerator="cpu", devices=1)
+                         accelerator="cpu", devices=1, **val)
     print("READY", flush=True)
     while not os.path.exists(a.wait_file):
         time.sleep(0.01)
-    trainer.fit(Model(a), DataLoader(data, batch_size=1))
+    val_data = [DataLoader(TensorDataset(torch.randn(a.val_batches, 8)), batch_size=1)] if a.val_every else []
+    trainer.fit((Validated if a.val_every else Model)(a), DataLoader(data, batch_size=1), *val_data)
     print("FIT DONE", flush=True)
     if a.raise_after:
         class IterValidated(Model):
@@ -207,6 +274,16 @@ def main():
               flush=True)
     if a.gc_collect:
         print(json.dumps({"gc_s": sum(Model.gc_s), "gc_calls": len(Model.gc_s)}), flush=True)
+    spent = {}
+    if a.val_every:
+        spent["val_s"], spent["val_steps"] = sum(Model.val_s), len(Model.val_s)
+    if a.optimizer_ms:
+        spent["opt_s"] = sum(SlowSGD.spent)
+    if a.hook_ms:
+        spent["hook_s"] = sum(SlowHook.spent)
+    if spent:
+        spent["span_s"], spent["train_steps"] = max(Model.ends) - Model.starts[0], len(Model.starts)
+        print(json.dumps(spent), flush=True)
     if a.times:
         s = Model.starts
         with open(a.times, "w") as f:
