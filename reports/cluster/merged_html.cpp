@@ -442,7 +442,42 @@ std::vector<Verdict> slow_rank_verdicts(const MergePlan& plan, const std::vector
            "#heatmap", above}};
 }
 
-void write_merged_html(const MergePlan& plan, const std::string& summary_text, std::ostream& out) {
+namespace {
+
+// Every rank's verdict findings, ranked together by train step time at
+// stake (as --report verdict ranks one process's), each naming its rank
+// and linked to its step charts where the page draws them.
+std::vector<Verdict> ranked_findings(const MergePlan& plan, const std::vector<std::vector<Finding>>& by_file,
+                                     const std::vector<std::size_t>& drawn) {
+  std::vector<std::pair<const Finding*, std::size_t>> all;  // (finding, rank position)
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+    const auto& rank = plan.ranks[r];
+    if (rank.file_index >= by_file.size()) continue;
+    for (const Finding& f : by_file[rank.file_index])
+      if (f.pid == rank.proc->meta.pid) all.emplace_back(&f, r);
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto& a, const auto& b) { return a.first->ms_per_step > b.first->ms_per_step; });
+  std::vector<Verdict> out;
+  for (const auto& [f, r] : all) {
+    const auto& rank = plan.ranks[r];
+    std::string kind = f->kind;
+    std::replace(kind.begin(), kind.end(), ' ', '-');
+    const bool charted = std::find(drawn.begin(), drawn.end(), r) != drawn.end();
+    // "rank 3, pid 1234"; a process without a rank is labelled by its pid.
+    const std::string who = rank.rank >= 0 ? rank.label + ", pid " + std::to_string(f->pid) : rank.label;
+    out.push_back({"ranked-" + kind,
+                   "#" + std::to_string(out.size() + 1) + " " + f->kind + " (" + who + "): " + finding_at_stake(*f) +
+                       ". " + f->evidence + ". Try: " + f->try_this,
+                   charted ? "#r" + std::to_string(rank.index) + "-steps" : "#heatmap", f->share});
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_merged_html(const MergePlan& plan, const std::string& summary_text, std::ostream& out,
+                       const std::vector<std::vector<Finding>>* findings) {
   std::vector<ProcessSteps> steps;
   for (const auto& r : plan.ranks) steps.push_back(step_records(*r.proc, r.gpu));
   int slowest = -1;
@@ -459,6 +494,11 @@ void write_merged_html(const MergePlan& plan, const std::string& summary_text, s
   // findings' and timelines' step numbers.
   const StepAlignment align = align_steps(arrivals, steps);
   const std::vector<std::size_t> drawn = merged_chart_ranks(steps, slowest, straggler);
+  // The ranks' verdict findings head the list; the charts' own follow.
+  if (findings) {
+    std::vector<Verdict> ranked = ranked_findings(plan, *findings, drawn);
+    verdicts.insert(verdicts.begin(), ranked.begin(), ranked.end());
+  }
   const HeatLayout layout = heat_layout(steps, align, heat_rows(steps, drawn));
   for (std::size_t r = 0; r < steps.size(); ++r)
     for (auto v : step_verdicts(steps[r], "r" + std::to_string(plan.ranks[r].index), [&](std::uint32_t i) {

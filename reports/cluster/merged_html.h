@@ -10,6 +10,7 @@
 #include "reports/aggregate/steps.h"
 #include "reports/cluster/merge.h"
 #include "reports/export/dashboard.h"
+#include "reports/verdict/findings.h"
 
 namespace lt {
 
@@ -42,6 +43,10 @@ std::vector<std::size_t> merged_chart_ranks(const std::vector<ProcessSteps>& ste
 std::vector<Verdict> slow_rank_verdicts(const MergePlan& plan, const std::vector<ProcessSteps>& steps,
                                         int* slowest = nullptr);
 
-void write_merged_html(const MergePlan& plan, const std::string& summary_text, std::ostream& out);
+// `findings`: each file's verdict findings (--report verdict's), by file
+// index; they head the page's findings, every rank's ranked together by
+// train step time at stake, each naming its rank.  nullptr: none.
+void write_merged_html(const MergePlan& plan, const std::string& summary_text, std::ostream& out,
+                       const std::vector<std::vector<Finding>>* findings = nullptr);
 
 }  // namespace lt

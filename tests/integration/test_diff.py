@@ -304,13 +304,19 @@ def test_gc_collect_in_every_step_is_gc_first_at_its_time(traces, tmp_path):
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     shutil.copy(traces["gc"], job_dir / "node-a.ltrace")
-    r = subprocess.run([LTRACE, "report", str(job_dir), "--merge", "--report", "verdict"], capture_output=True,
-                       text=True, timeout=120)
+    merged_page = tmp_path / "merged.html"
+    r = subprocess.run([LTRACE, "report", str(job_dir), "--merge", "--report", "verdict", "--html", str(merged_page)],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     ranked = findings_past_load(r.stdout)
     assert ranked and ranked[0][1] == "gc", r.stdout
     assert re.search(rf"^  {ranked[0][0]}\. gc \(pid \d+\): " + re.escape(f"{at_stake:.2f}") + " ms per train step",
                      r.stdout, re.M), r.stdout
+    # ...and its page: the rank's findings, the verdict's, in its order.
+    merged = merged_page.read_text(encoding="utf-8")
+    for n, kind in re.findall(r"^  (\d+)\. (.+?) \(pid \d+\)", r.stdout, re.M):
+        assert f"#{n} {kind} (pid " in merged, (n, kind, r.stdout)
+    assert f"gc (pid " in merged and f"{at_stake:.2f} ms per train step at stake" in merged, r.stdout
     # The dashboard's findings are the verdict's, in its order (they were
     # those of the actions and GPU records alone: no gc finding).
     page = tmp_path / "page.html"

@@ -781,7 +781,9 @@ TEST(MergeFiles, ReadsADirectoryOfTraceFilesAndWritesEverything) {
 
   MergeOptions mo;
   const Options defaults;  // each rank's recorded reports: Simple here
-  mo.rank_reports = [&](const std::string& file, const OutputOptions& out) { write_rank_reports(defaults, file, out); };
+  mo.rank_reports = [&](const std::string& file, const OutputOptions& out) {
+    return write_rank_reports(defaults, file, out);
+  };
   mo.reports.dirpath = (dir / "reports").string();
   mo.reports.filename = "perf";
   mo.chrome_path = (dir / "merged.json").string();

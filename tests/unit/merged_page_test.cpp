@@ -421,3 +421,46 @@ TEST(MergedPage, BucketsAreOfTheCommonNumbering) {
   EXPECT_EQ(row.back()[4].str().rfind("rank 1, step 702+ (its own 698-699): ", 0), 0u) << row.back()[4];
   for (std::size_t k = 1; k + 1 < row.size(); ++k) EXPECT_EQ(std::stol(row[k][1]) % 3, 0) << k;
 }
+
+TEST(MergedPage, EveryRanksVerdictFindingsLeadRankedTogether) {
+  // Two hosts of 8 ranks; each file's findings as `report DIR --merge`
+  // hands them over (write_rank_reports): ranked across ranks by time at
+  // stake, each naming its rank; one of a pid no rank has, and one put in
+  // the wrong file's list, name no rank and are left out.
+  std::vector<MergeInput> in;
+  for (int first = 0; first < 16; first += 8)
+    in.push_back(host(
+        first, 8, 16, +[](int) -> std::size_t { return 12; }, 3));
+  const MergePlan plan = plan_merge(in);
+  std::vector<std::vector<Finding>> findings(2);
+  findings[0].push_back({"gc", 1003, 2.0, 0.05, "12 collections", "gc.freeze()"});
+  findings[0].push_back({"hooks", 1012, 9.0, 0.2, "in the wrong file", "-"});
+  findings[1].push_back({"input-bound", 1012, 5.0, 0.12, "the dataloader takes 5.00 ms", "more workers"});
+  findings[1].push_back({"logging", 9999, 7.0, 0.1, "no such rank", "-"});
+  std::ostringstream out;
+  write_merged_html(plan, "summary", out, &findings);
+  const std::string html = out.str();
+  const auto first = html.find("#1 input-bound (rank 12, pid 1012): 5.00 ms per train step at stake");
+  const auto second = html.find("#2 gc (rank 3, pid 1003): 2.00 ms per train step at stake");
+  ASSERT_NE(first, std::string::npos) << html.substr(html.find("<h3>Findings</h3>"), 3000);
+  ASSERT_NE(second, std::string::npos);
+  EXPECT_LT(first, second);
+  EXPECT_EQ(html.find("#3 "), std::string::npos);
+  EXPECT_EQ(html.find("no such rank"), std::string::npos);
+  EXPECT_EQ(html.find("in the wrong file"), std::string::npos);
+  // Ahead of the charts' own findings; each linked to its rank's step
+  // charts where the page draws them (16 ranks: a few), else the heat map.
+  EXPECT_LT(first, html.find("data-verdict=\"last_arrival\""));
+  std::smatch m;
+  const std::string s = html.substr(html.rfind("<li", first));
+  ASSERT_TRUE(std::regex_search(s, m, std::regex("data-verdict=\"ranked-input-bound\"[^>]*><a href=\"(#[\\w-]+)\"")));
+  EXPECT_TRUE(m[1] == "#r12-steps" ? html.find("id=\"r12-steps\"") != std::string::npos : m[1] == "#heatmap") << m[1];
+  const std::string g = html.substr(html.rfind("<li", second));
+  ASSERT_TRUE(std::regex_search(g, m, std::regex("data-verdict=\"ranked-gc\"[^>]*><a href=\"(#[\\w-]+)\"")));
+  EXPECT_EQ(m[1], "#r3-steps");  // the straggler (rank 3): always drawn
+  EXPECT_NE(html.find("id=\"r3-steps\""), std::string::npos);
+  // Without them (no rank reports ran), the page is as before.
+  std::ostringstream plain;
+  write_merged_html(plan, "summary", plain);
+  EXPECT_EQ(plain.str().find("ranked-"), std::string::npos);
+}

@@ -86,7 +86,7 @@ constexpr Maker kAggregators[] = {
 
 AggregatorNeeds aggregator_needs(const Options& o) {
   return {.exports = !o.chrome_path.empty() || !o.perfetto_path.empty() || !o.html_path.empty(),
-          .intervals = reports_keep_intervals(o)};
+          .intervals = reports_keep_intervals(o) || o.findings_for_page};
 }
 
 std::vector<std::unique_ptr<AggregatorSlot>> make_aggregators(const Options& opts, const AggregatorNeeds& needs,

@@ -16,7 +16,9 @@ namespace {
 
 int merge_reports(const Options& opts) {
   MergeOptions mo;
-  mo.rank_reports = [&opts](const std::string& file, const OutputOptions& out) { write_rank_reports(opts, file, out); };
+  mo.rank_reports = [&opts](const std::string& file, const OutputOptions& out) {
+    return write_rank_reports(opts, file, out);
+  };
   mo.reports = {opts.extended, opts.dirpath, opts.filename};
   mo.chrome_path = opts.chrome_path;
   mo.chrome_dir = opts.chrome_dir;

@@ -95,7 +95,9 @@ int write_merged_reports(const std::vector<MergeInput>& files, const MergeOption
   ClockEstimate clock = estimate_offsets_from_collectives(plan);
   if (opt.estimate_clock) apply_clock_estimate(plan, clock, true);
 
-  // Per-rank reports, file by file (pids are only unique within a file).
+  // Per-rank reports, file by file (pids are only unique within a file),
+  // and each file's findings for the page.
+  std::vector<std::vector<Finding>> findings(files.size());
   if (opt.rank_reports) {
     for (std::size_t i = 0; i < files.size(); ++i) {
       const auto& in = files[i];
@@ -110,7 +112,7 @@ int write_merged_reports(const std::vector<MergeInput>& files, const MergeOption
         std::cout << "==> " << in.file << (host < plan.hosts.size() ? " (" + plan.hosts[host].host + ")" : "")
                   << " <==\n";
       std::cerr << "ltrace-bpf: " << in.file << ":\n";
-      opt.rank_reports(in.file, out);
+      findings[i] = opt.rank_reports(in.file, out);
     }
   }
 
@@ -130,7 +132,8 @@ int write_merged_reports(const std::vector<MergeInput>& files, const MergeOption
     write_output(opt.perfetto_path, [&](std::ostream& f) { write_merged_perfetto(plan, f, opt.range); });
   if (!opt.chrome_dir.empty()) write_rank_traces(plan, opt.chrome_dir, opt.range);
   if (!opt.html_path.empty())
-    write_output(opt.html_path, [&](std::ostream& f) { write_merged_html(plan, summary, f); });
+    write_output(opt.html_path,
+                 [&](std::ostream& f) { write_merged_html(plan, summary, f, opt.rank_reports ? &findings : nullptr); });
   return static_cast<int>(plan.ranks.size());
 }
 

@@ -11,16 +11,18 @@
 #include "reports/cluster/cluster_summary.h"
 #include "reports/cluster/merge.h"
 #include "reports/export/export_range.h"
+#include "reports/verdict/findings.h"
 #include "user/cli/report_output.h"
 
 namespace lt {
 
 struct MergeOptions {
-  // Writes one file's reports, as `report FILE` does (cmd_report.cpp); none
-  // when empty. `reports` says where; with --dirpath and several hosts each
-  // host's go to DIRPATH/<host>/ (Lightning names the files by local rank,
-  // which repeats across nodes).
-  std::function<void(const std::string& file, const OutputOptions& out)> rank_reports;
+  // Writes one file's reports, as `report FILE` does (cmd_report.cpp), and
+  // returns its verdict findings (the merged page's); none when empty.
+  // `reports` says where; with --dirpath and several hosts each host's go
+  // to DIRPATH/<host>/ (Lightning names the files by local rank, which
+  // repeats across nodes).
+  std::function<std::vector<Finding>(const std::string& file, const OutputOptions& out)> rank_reports;
   OutputOptions reports;
   std::string chrome_path;    // --chrome FILE: the merged trace
   std::string chrome_dir;     // --chrome-dir DIR: rank-<N>.json per rank (HTA's input)

@@ -80,6 +80,7 @@ struct Options {
   bool agent_dump = false;  // agent --dump-threads: the node's ranks dumped twice (--duration apart), not recorded
   std::string dump_path;
   bool merge = false;                  // report DIR --merge: several trace files (nodes) as one job
+  bool findings_for_page = false;      // (no flag) a merged page's rank: its steps kept for its verdict findings
   std::string chrome_dir;              // --chrome-dir DIR: rank-<N>.json per rank (HTA's multi-rank input)
   std::string chrome_path, html_path;  // exports  // --dump FILE: every record as text
   std::string perfetto_path;           // --perfetto FILE: Perfetto's protobuf trace

@@ -152,8 +152,9 @@ FileReports read_reports(const std::string& path, Options& opts, Trace* keep, bo
 
 // One rank's reports in a merge: `report FILE`'s, without its exports (the
 // merge writes merged ones).
-void write_rank_reports(const Options& opts, const std::string& file, const OutputOptions& out) {
+std::vector<Finding> write_rank_reports(const Options& opts, const std::string& file, const OutputOptions& out) {
   Options rank = opts;
+  rank.findings_for_page = !opts.html_path.empty();
   rank.chrome_path.clear();
   rank.perfetto_path.clear();
   rank.html_path.clear();
@@ -163,7 +164,9 @@ void write_rank_reports(const Options& opts, const std::string& file, const Outp
   rank.speedscope_path.clear();
   rank.dump_stats_dir.clear();
   auto read = read_reports(file, rank, nullptr, /*warn=*/false);  // warned once, when the merge read it
-  write_reports(rank, read.reports->finish(), out);
+  const ReportResults results = read.reports->finish();
+  write_reports(rank, results, out);
+  return verdict_findings(results);
 }
 
 void write_event_dump(const Trace& trace, const std::string& path) {

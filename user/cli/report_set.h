@@ -46,8 +46,10 @@ struct FileReports {
 FileReports read_reports(const std::string& path, Options& opts, Trace* keep, bool warn);
 
 // One rank's reports in `report DIR --merge`: those `report FILE` prints,
-// without its exports (the merge writes merged ones).
-void write_rank_reports(const Options& opts, const std::string& file, const OutputOptions& out);
+// without its exports (the merge writes merged ones); returns its verdict
+// findings (with --html they are the merged page's: the file's steps are
+// kept for them).
+std::vector<Finding> write_rank_reports(const Options& opts, const std::string& file, const OutputOptions& out);
 
 // --dump FILE: every record as one text line ("-" or /dev/stdout: stdout).
 void write_event_dump(const Trace& trace, const std::string& path);
