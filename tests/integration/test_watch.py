@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from conftest import LTRACE, VENV_PY, WORKLOADS, wait_for
+from conftest import LTRACE, VENV_PY, WORKLOADS, findings_past_load, wait_for
 from ops_table import estimated_tables, parse_ops_report
 
 STEPS = 60
@@ -187,12 +187,18 @@ def test_the_slow_step_is_captured_with_its_reports(watched):
     # The findings first: the 1 s step is an outlier past the run's spread.
     assert reports.startswith("Findings"), reports[:2000]
     assert "outliers" in reports.split("\n\n")[0], reports[:2000]
-    # Its summary line (stderr: the journal) names the trigger and that finding.
+    # Its summary line (stderr: the journal) names the trigger and its top
+    # finding: the outliers, unless the machine's CPU contention (the other
+    # test workers) is more time at stake, which is the machine's too.
     summary = [x for x in err.splitlines() if "watch: summary: slow-step" in x]
-    assert summary and "; top finding: outliers (pid" in summary[0] and first in summary[0], err
-    assert "mostly its step part (" in summary[0], summary[0]  # the 1 s sleep in training_step
+    assert summary and first in summary[0], err
+    assert re.search(r"; top finding: (outliers|cpu contention) \(pid", summary[0]), summary[0]
+    outliers = re.search(r"^  \d+\. outliers \(pid \d+\).*\n(.*)", reports, re.M).group(1)
+    assert "mostly its step part (" in outliers, outliers  # the 1 s sleep in training_step
     # Numbered as the job numbers its steps (the capture begins mid-run).
-    assert f"the longest, step {SLOW_STEP}, " in summary[0], summary[0]
+    assert f"the longest, step {SLOW_STEP}, " in outliers, outliers
+    if "top finding: outliers" in summary[0]:
+        assert f"the longest, step {SLOW_STEP}, " in summary[0], summary[0]
     # The capture is a trace file like any other: `report` reads it, and
     # the slow step is in it (training_step's total holds its 1 s sleep).
     r = subprocess.run([LTRACE, "report", os.path.join(first, "trace.ltrace"), "--report", "simple"],
@@ -613,8 +619,14 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
     # The GC pauses, through the kill -9 of a watcher that held the probes.
     job = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
     assert job["gc_calls"] == 40, job
+    # First past what the machine's load raises by itself (the summary line
+    # names the top one: CPU contention beside the other test workers, seen
+    # in CI, or a slow step).
     summary = [x for x in second_err.read_text().splitlines() if "watch: summary: request" in x]
-    assert summary and "top finding: gc (pid" in summary[0], second_err.read_text()
+    assert summary and re.search(r"top finding: (gc|outliers|cpu contention) \(pid", summary[0]), summary
+    reports = open(os.path.join(caps[0], "reports.txt")).read()
+    ranked = findings_past_load(reports.split("\n\n")[0])
+    assert ranked and ranked[0][1] == "gc", reports[:3000]
     # What the killed watcher's ring held outlives it: one trace file,
     # which report reads (the fit's steps before the kill).
     assert "the previous watcher's flight recorder" in second_err.read_text(), second_err.read_text()
