@@ -778,6 +778,9 @@ struct lt_sampler_info_event {
 /* samples carry weights (lt_py_sample_event.weight): the cheap tier's each
  * stand for several periods, the escalated ones for one (watch) */
 #define LT_SAMPLER_WEIGHTED 0x4u
+/* the blocking of the targets' forks only (their DataLoader workers: the
+ * verdict's input-bound finding, --report verdict without --off-cpu) */
+#define LT_SAMPLER_OFF_CPU_FORKS 0x8u
 
 /* ------------------------------------------------------------------ */
 /* GPU.  The bridge library (torchbridge/, loaded into the target by
@@ -1047,6 +1050,9 @@ struct lt_py_offsets {
  * neither the gc USDT probes nor invoke_gc_callback (stripped; 3.14+ built
  * without --with-dtrace); the gc_* fields of lt_target say where to look */
 #define LT_TARGET_GC_SAMPLED 0x40000u
+/* its forks' entries get OFF_CPU (their blocking recorded, its own not:
+ * the DataLoader workers' waits for the verdict, LT_SAMPLER_OFF_CPU_FORKS) */
+#define LT_TARGET_FORKS_OFF_CPU 0x80000u
 
 struct lt_target {
 	struct lt_py_offsets off;

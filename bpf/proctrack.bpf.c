@@ -58,6 +58,9 @@ int BPF_PROG(lt_on_fork, struct task_struct *parent, struct task_struct *child)
 		 * probes it inherited report for it from its first op. */
 		if (copy.flags & LT_TARGET_FORKS_OPS)
 			copy.flags = (copy.flags & ~LT_TARGET_FORKS_OPS) | LT_TARGET_OPS | LT_TARGET_SAMPLE;
+		/* A DataLoader worker: its waits recorded from its first. */
+		if (copy.flags & LT_TARGET_FORKS_OFF_CPU)
+			copy.flags |= LT_TARGET_OFF_CPU;
 		bpf_map_update_elem(&lt_targets, &ctgid, &copy, BPF_ANY);
 	}
 	emit_proc(LT_EV_PROC_FORK, ptgid, ctgid, 0, 0);

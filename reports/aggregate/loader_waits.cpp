@@ -73,7 +73,7 @@ void LoaderWaitsAggregator::add(const lt_event_header& h, const std::byte* recor
   };
   visit_record(h, record,
                overloaded{[&](const lt_event_header&, const lt_sampler_info_event& e) {
-                            if (e.flags & LT_SAMPLER_OFF_CPU) s.out.off_cpu = true;
+                            if (e.flags & (LT_SAMPLER_OFF_CPU | LT_SAMPLER_OFF_CPU_FORKS)) s.out.off_cpu = true;
                           },
                           // A new program (its symbols dropped) or its end: periods
                           // still open are not charged (as stacks.cpp).

@@ -271,12 +271,17 @@ def test_report_refuses_sampling_flags(tmp_path):
 def test_dataloader_workers_followed_and_named(attach, lightning_python):
     """--children: forked DataLoader workers are sampled too, and their frames
     are named even when a worker exits before its samples are read (the code
-    objects are read in the parent it was forked from)."""
+    objects are read in the parent it was forked from).  --report verdict
+    records the workers' blocking (not the trainer's: no --off-cpu)."""
     run = attach([lightning_python, TRAIN, "--epochs", "2", "--batches", "30", "--batch-size", "16", "--workers", "2",
                   "--data-delay", "0.001"],
-                 ["--children", "--rate", "499", "--report", "advanced", "--collapsed", "stacks.txt", "--device-stats",
-                  "--off-cpu", "-o", "t.ltrace"])
+                 ["--children", "--rate", "499", "--report", "advanced,verdict", "--collapsed", "stacks.txt",
+                  "--device-stats", "-o", "t.ltrace"])
     assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err
+    # Off-CPU stacks of the workers, none of the trainer's.
+    sections = re.split(r"^==> pid (\d+)\b.*<==$", run.lt_out, flags=re.M)
+    off = {int(pid): "Off-CPU stats for:" in text for pid, text in zip(sections[1::2], sections[2::2])}
+    assert off.get(run.target_pid) is False and sum(off.values()) >= 2, off
     # The verdict's input-bound finding names the workers, from their /proc
     # samples that they wait, and from their off-CPU stacks that they wait
     # inside __getitem__ (it sleeps 1 ms a sample), not for the loop.
@@ -289,6 +294,7 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
                   r"on a CPU only [0-9.]+% of the steps' time each on average; of their waits off a CPU in the steps, "
                   r"([0-9.]+)% inside the dataset .*: loading waits inside __getitem__", v.stdout, re.M)
     assert m and int(m.group(1)) >= 2 and float(m.group(2)) >= 50, v.stdout
+    print(f"input-bound: {m.group(1)} workers, {m.group(2)}% of their waits in the steps inside the dataset")
     headers = [line for line in run.lt_out.splitlines() if line.startswith("==> pid ")]
     assert len(headers) >= 3, headers  # the trainer and at least two workers
     stacks = collapsed(run.tmp / "stacks.txt")

@@ -297,12 +297,13 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   // then a second in that queue after the last step (a persistent worker
   // through validation: not the steps' wait), and its result queue's
   // feeder thread blocked (neither).
-  auto waits = [&](double share, bool lose_names_before_end = false) {
+  auto waits = [&](double share, bool lose_names_before_end = false,
+                   std::uint32_t sampler = LT_SAMPLER_ON_CPU | LT_SAMPLER_OFF_CPU) {
     LoaderWaitsAggregator agg;
     auto feed = [&](auto& rec) { agg.add(rec.hdr, reinterpret_cast<const std::byte*>(&rec)); };
     lt_sampler_info_event info{};
     info.hdr = {LT_EV_SAMPLER_INFO, sizeof info, 7, 7, 0, 0};
-    info.flags = LT_SAMPLER_ON_CPU | LT_SAMPLER_OFF_CPU;
+    info.flags = sampler;
     feed(info);
     for (std::uint32_t pid : {11u, 12u}) {
       auto code = [&](std::uint64_t addr, const char* name, const char* file) {
@@ -355,6 +356,12 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   EXPECT_NE(f.evidence.find(": the workers keep up, the fetch's time goes in the training process"), std::string::npos)
       << f.evidence;
   EXPECT_NE(f.try_this.find("look at the training process's fetch"), std::string::npos) << f.try_this;
+  // The forks' blocking only (--report verdict without --off-cpu): the
+  // workers' waits, told apart alike.
+  const auto forks_only = waits(0.75, false, LT_SAMPLER_ON_CPU | LT_SAMPLER_OFF_CPU_FORKS);
+  EXPECT_TRUE(forks_only.off_cpu);
+  f = find_issues(with, &idle, nullptr, nullptr, nullptr, nullptr, nullptr, &forks_only)[0];
+  EXPECT_NE(f.evidence.find("in the steps, 75.0% inside the dataset"), std::string::npos) << f.evidence;
   // Off-CPU recorded, but no period joined (each broken by a gap): neither
   // wait named, and no advice to record what was recorded.
   const auto broken = waits(0.75, true);

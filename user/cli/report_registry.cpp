@@ -81,10 +81,11 @@ void write_cuda_memory(const Options&, const ReportResults& r, const OutputOptio
 constexpr ReportEntry kReports[] = {
     // What is wrong, ranked by step time at stake (reports/verdict/findings.h): first.
     // The c10d probes for the collective-bound and straggler findings; the
-    // gc probes for the GC one; stack samples for the logging one.
+    // gc probes for the GC one; stack samples for the logging one; the
+    // DataLoader workers' waits for the input-bound one.
     {.name = "verdict",
      .help = "what is wrong, ranked by train step time at stake, with evidence and what to try (printed first)",
-     .sources = {.stacks = true, .comm = true, .gc = true},
+     .sources = {.stacks = true, .comm = true, .gc = true, .fork_waits = true},
      .printed = [](const Options& o, const ReportResults&) { return named(o, "verdict"); },
      .write = write_verdict,
      .keeps_intervals = true},

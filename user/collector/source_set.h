@@ -15,6 +15,10 @@ struct SourceSet {
   bool xla = false;            // torch_xla's runtime probes
   bool gc = false;             // CPython's garbage-collection probes (USDT)
   bool oom = false;            // the allocator's out-of-memory hooks alone (watch: a trigger; no cost until one)
+  // The blocking of the targets' forks (their DataLoader workers), with its
+  // stacks: where they wait (the verdict's input-bound finding).  Off-CPU
+  // stacks of the forks only; --off-cpu records every target's.
+  bool fork_waits = false;
 
   SourceSet& operator|=(const SourceSet& o) {
     stacks |= o.stacks;
@@ -25,6 +29,7 @@ struct SourceSet {
     xla |= o.xla;
     gc |= o.gc;
     oom |= o.oom;
+    fork_waits |= o.fork_waits;
     return *this;
   }
 };

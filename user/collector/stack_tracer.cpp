@@ -45,14 +45,25 @@ proc::NativeSymbols::Renamer inductor_leaf_names() {
 }
 }  // namespace
 
+namespace {
+// The DataLoader workers' waits (the verdict's input-bound finding) where
+// they can be seen: the targets' forks followed, and not every target's
+// blocking asked for already (--off-cpu).
+bool forks_blocking_only(const SessionOptions& o) {
+  return o.sources.fork_waits && (o.children || o.all) && !o.off_cpu;
+}
+}  // namespace
+
 StackTracer::StackTracer(const TracerContext& ctx)
     : ctx_(ctx),
-      source_(std::make_unique<PySampleSource>(ctx.proctrack, ctx.opts.sample_rate_hz, ctx.opts.off_cpu,
-                                               ctx.op_stacks_fd, ctx.opts.escalated_rate_hz)),
-      natives_(std::make_unique<proc::NativeSymbols>(ctx.emit, inductor_leaf_names())) {
+      source_(std::make_unique<PySampleSource>(ctx.proctrack, ctx.opts.sample_rate_hz,
+                                               ctx.opts.off_cpu || forks_blocking_only(ctx.opts), ctx.op_stacks_fd,
+                                               ctx.opts.escalated_rate_hz)),
+      natives_(std::make_unique<proc::NativeSymbols>(ctx.emit, inductor_leaf_names())),
+      fork_waits_(forks_blocking_only(ctx.opts)) {
   const unsigned rate = source_->weighted() ? ctx.opts.escalated_rate_hz : ctx.opts.sample_rate_hz;
-  const auto info =
-      sampler_info_record(source_->period_ns(), rate, ctx.opts.off_cpu, monotonic_ns(), source_->weighted());
+  const auto info = sampler_info_record(source_->period_ns(), rate, ctx.opts.off_cpu, monotonic_ns(),
+                                        source_->weighted(), fork_waits_);
   ctx.emit(&info, sizeof info);
 }
 
@@ -63,6 +74,12 @@ StackTracer::~StackTracer() = default;
 void StackTracer::fill_target(pid_t pid, lt_target& t) const {
   if (!ctx_.targets.tsd(pid)) return;
   t.flags |= (ctx_.opts.sample_rate_hz ? LT_TARGET_SAMPLE : 0) | (ctx_.opts.off_cpu ? LT_TARGET_OFF_CPU : 0);
+  // Its forks' blocking (a fork of a target is one already: BPF marked it
+  // at the fork, from its first block; this keeps it so).
+  if (fork_waits_) {
+    t.flags |= LT_TARGET_FORKS_OFF_CPU;
+    if (!ctx_.targets.ancestors(pid).empty()) t.flags |= LT_TARGET_OFF_CPU;
+  }
   static const bool by_code_asked = [] {
     const char* v = std::getenv("LTRACE_BPF_ORIGIN_BY_CODE");
     return v && *v == '1';

@@ -34,6 +34,7 @@ class StackTracer final : public Tracer {
   std::unique_ptr<PySampleSource> source_;
   std::unique_ptr<proc::NativeSymbols> natives_;
   std::set<pid_t> full_rate_;               // escalated: sampled at escalated_rate_hz
+  bool fork_waits_ = false;                 // the forks' blocking only (SourceSet::fork_waits)
   std::uint64_t leaves_while_loading_ = 0;  // native leaves not named: their symbols not read yet
 };
 

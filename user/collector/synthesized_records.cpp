@@ -64,13 +64,13 @@ lt_proc_event polled_exit_record(pid_t pid, std::uint64_t ts_ns) {
 }
 
 lt_sampler_info_event sampler_info_record(std::uint64_t period_ns, unsigned rate_hz, bool off_cpu, std::uint64_t ts_ns,
-                                          bool weighted) {
+                                          bool weighted, bool off_cpu_forks) {
   lt_sampler_info_event si{};
   si.hdr = user_header(LT_EV_SAMPLER_INFO, sizeof si, 0, ts_ns);
   si.period_ns = period_ns;
   si.rate_hz = rate_hz;
-  si.flags =
-      (rate_hz ? LT_SAMPLER_ON_CPU : 0) | (off_cpu ? LT_SAMPLER_OFF_CPU : 0) | (weighted ? LT_SAMPLER_WEIGHTED : 0);
+  si.flags = (rate_hz ? LT_SAMPLER_ON_CPU : 0) | (off_cpu ? LT_SAMPLER_OFF_CPU : 0) |
+             (weighted ? LT_SAMPLER_WEIGHTED : 0) | (off_cpu_forks ? LT_SAMPLER_OFF_CPU_FORKS : 0);
   return si;
 }
 

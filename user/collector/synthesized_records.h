@@ -29,9 +29,10 @@ lt_drops_event drops_record(const lt_drop_counters& drops, std::uint64_t ts_ns);
 // An exit found by polling (its exit record was lost).
 lt_proc_event polled_exit_record(pid_t pid, std::uint64_t ts_ns);
 // weighted: its samples carry weights in units of period_ns (rate_hz is
-// then the full rate's: watch).
+// then the full rate's: watch).  off_cpu_forks: the blocking of the
+// targets' forks only (LT_SAMPLER_OFF_CPU_FORKS).
 lt_sampler_info_event sampler_info_record(std::uint64_t period_ns, unsigned rate_hz, bool off_cpu, std::uint64_t ts_ns,
-                                          bool weighted = false);
+                                          bool weighted = false, bool off_cpu_forks = false);
 // The reports a recording is made for ("simple,ops"; cut to fit, at a comma).
 lt_recorded_reports_event recorded_reports_record(const std::string& reports, std::uint64_t ts_ns);
 // This host: name, boot id, kernel, the clock pair read now.
