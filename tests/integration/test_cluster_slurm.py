@@ -64,18 +64,21 @@ def command_lines():
         yield int(d), cmd
 
 
-def srun_pid(node):
-    """The srun that runs `node`'s agent, while it runs (a zombie's
-    command line is empty)."""
+def srun_pid(node, job):
+    """The srun that runs `node`'s agent of Slurm job `job`, while it runs
+    (a zombie's command line is empty).  The job too: the other cluster
+    tests' simulated clusters have a node2 as well, and run beside this one."""
     return next((pid for pid, cmd in command_lines()
-                 if cmd[0].endswith(b"srun") and f"--nodelist={node}".encode() in cmd), None)
+                 if cmd[0].endswith(b"srun") and f"--nodelist={node}".encode() in cmd
+                 and f"--jobid={job}".encode() in cmd), None)
 
 
-def agent_pid(node):
-    """The ltrace-bpf agent started on `node` (its command line names it)."""
+def agent_pid(node, job):
+    """The ltrace-bpf agent started on `node` for Slurm job `job` (its
+    command line names both)."""
     return next((pid for pid, cmd in command_lines()
                  if len(cmd) > 1 and cmd[0].endswith(b"ltrace-bpf") and cmd[1] == b"agent"
-                 and f"SLURMD_NODENAME={node}".encode() in cmd), None)
+                 and f"SLURMD_NODENAME={node}".encode() in cmd and f"SLURM_JOB_ID={job}".encode() in cmd), None)
 
 
 def stop_watch(proc):
@@ -162,14 +165,14 @@ def cluster(tmp_path_factory):
                               "--duration", "20"], env=sim.env, stdout=subprocess.PIPE, stderr=a_err, text=True)
         try:
             wait_for(str(tmp / "a.err"), "node(s) attached", 60, a)
-            victim = agent_pid("node2")
+            victim = agent_pid("node2", job)
             assert victim, "no agent process for node2"
-            assert srun_pid("node2"), "no srun for node2's agent"
+            assert srun_pid("node2", job), "no srun for node2's agent"
             os.kill(victim, signal.SIGKILL)
             # Once node2's srun has ended, its status (the agent killed) is
             # fixed whenever the coordinator reaps it: only then end the
             # capture (a condition, not a guessed sleep).
-            wait_until(lambda: srun_pid("node2") is None, 60, "node2's srun to end")
+            wait_until(lambda: srun_pid("node2", job) is None, 60, "node2's srun to end")
             a.send_signal(signal.SIGINT)  # ends the capture on node1 early
             out["a_stdout"], _ = a.communicate(timeout=60)
         finally:
@@ -221,8 +224,8 @@ def cluster(tmp_path_factory):
                              env=sim.env, stdout=subprocess.PIPE, stderr=b_err, text=True)
         try:
             for rank, rec in zip(sorted(pids), recs):
-                wait_for(str(tmp / f"single{rank}.err"), "attached", 60, rec)
-            wait_for(str(tmp / "b.err"), "node(s) attached", 60, b)
+                wait_for(str(tmp / f"single{rank}.err"), "attached", 120, rec)
+            wait_for(str(tmp / "b.err"), "node(s) attached", 120, b)
             out["b_attach_wall_s"] = time.time() - t0
             go.touch()
             out["b_stdout"], _ = b.communicate(timeout=400)

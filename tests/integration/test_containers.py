@@ -59,12 +59,12 @@ def run_boxed(root, tmp_path, python, script, args=(), lt_args=(), mode="contain
         with open(lt_out, "w") as lo, open(lt_err, "w") as le:
             lt = subprocess.Popen([LTRACE] + ([subcommand] if subcommand else []) +
                                   ["--pid", str(box.pid), "-v"] + list(lt_args), stdout=lo, stderr=le, cwd=tmp_path)
-        wait_for(str(lt_err), "attached", 60, lt)
+        wait_for(str(lt_err), "attached", 120, lt)  # as conftest: a busy machine attaches slowly
         if before_release:
             before_release(box)
         open(box.host(go), "w").close()
         target_rc = box.wait(timeout)
-        lt_rc = lt.wait(60)
+        lt_rc = lt.wait(300)
         if after:
             after(box)
         return BoxRun(target_rc=target_rc, lt_rc=lt_rc, target_out=out_path.read_text(encoding="utf-8"),

@@ -46,10 +46,10 @@ def record_gc_cycles(tmp_path, python, job_args=(), lt_args=(), env=None):
         with open(err, "w") as e:
             lt = subprocess.Popen([LTRACE, "record", "--pid", str(job.pid), "-o", str(trace), "--report", "verdict",
                                    "-v", *lt_args], stderr=e)
-        wait_for(str(err), "attached", 60, lt)
+        wait_for(str(err), "attached", 120, lt)
         go.touch()
         assert job.wait(timeout=120) == 0, out.read_text()
-        assert lt.wait(timeout=60) == 0, err.read_text()
+        assert lt.wait(timeout=300) == 0, err.read_text()
     finally:
         if job.poll() is None:
             job.kill()

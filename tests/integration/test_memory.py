@@ -71,7 +71,7 @@ def test_live_rss_stays_flat(tmp_path):
         with open(tmp_path / "lt.out", "w") as out, open(tmp_path / "lt.err", "w") as err:
             lt = subprocess.Popen([LTRACE_BIN, "--pid", str(job.pid), "-v", "--report", "simple,advanced,ops", "--rate",
                                    "999"], stdout=out, stderr=err)
-            wait_for(str(tmp_path / "lt.err"), "attached", 60, lt)
+            wait_for(str(tmp_path / "lt.err"), "attached", 120, lt)
             t0 = time.monotonic()
             samples = []
             while time.monotonic() - t0 < ATTACH_S:

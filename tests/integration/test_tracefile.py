@@ -77,7 +77,7 @@ def test_recorder_killed_leaves_a_readable_file(tmp_path, lightning_python):
                                    stdout=subprocess.DEVNULL, stderr=ef, text=True)
         # Not a fixed sleep (a busy machine attaches and trains slower): a
         # whole fit (50 batches) after the attach, then a chunk flushed after it.
-        wait_for(str(rec_err), "attached", 60, rec)
+        wait_for(str(rec_err), "attached", 120, rec)
         fits = log.read_text().count("FIT_DONE")
         wait_until(lambda: log.read_text().count("FIT_DONE") >= fits + 2, 300, "a whole fit while recording")
         # Then until the file holds those steps in whole chunks: a size that
