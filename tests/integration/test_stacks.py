@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -307,6 +308,42 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
     assert unknown <= max(2, total // 200), (unknown, total, run.lt_err)
     workers = [fr for fr, _ in stacks if any(function_of(x) == "_worker_loop" for x in fr)]
     assert workers and any(function_of(x) == "RandomDataset.__getitem__" for fr in workers for x in fr)
+
+
+def test_workers_running_before_the_attach_have_their_waits_recorded(tmp_path):
+    """--children --report verdict attached to a fit whose DataLoader
+    workers already run: they are known as forks of the trainer (same
+    command line and vDSO, no exec), so their blocking is recorded (and the
+    trainer's is not), and the verdict says where they wait."""
+    job = subprocess.Popen([VENV_PY, TRAIN, "--epochs", "1", "--batches", "2000", "--batch-size", "16", "--workers", "2",
+                            "--data-delay", "0.002"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           cwd=tmp_path)
+    try:
+        def workers():
+            try:
+                return open(f"/proc/{job.pid}/task/{job.pid}/children").read().split()
+            except OSError:
+                return []
+        deadline = time.monotonic() + 600  # imports and the fit's start on a busy machine: a bound, not a timing
+        while len(workers()) < 2:
+            assert job.poll() is None and time.monotonic() < deadline, "no DataLoader workers"
+            time.sleep(0.05)
+        trace = tmp_path / "t.ltrace"
+        r = subprocess.run([LTRACE, "--pid", str(job.pid), "--children", "--report", "verdict", "-o", str(trace),
+                            "--duration", "4"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    finally:
+        job.kill()
+        job.wait()
+    d = subprocess.run([LTRACE, "report", str(trace), "--dump", str(tmp_path / "d.txt")], capture_output=True,
+                       text=True, timeout=120)
+    assert d.returncode == 0, d.stderr
+    blocked = {int(line.split()[1].split("/")[0]) for line in open(tmp_path / "d.txt")
+               if line.split()[2:3] == ["offcpu_begin"]}
+    assert job.pid not in blocked and len(blocked) >= 2, (job.pid, blocked)
+    v = subprocess.run([LTRACE, "report", str(trace), "--report", "verdict"], capture_output=True, text=True,
+                       timeout=120)
+    assert re.search(r"of their waits off a CPU in the steps, [0-9.]+% inside the dataset", v.stdout), v.stdout
 
 
 SHAPES = os.path.join(WORKLOADS, "stack_shapes.py")

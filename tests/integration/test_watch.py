@@ -193,7 +193,9 @@ def test_the_slow_step_is_captured_with_its_reports(watched):
     summary = [x for x in err.splitlines() if "watch: summary: slow-step" in x]
     assert summary and first in summary[0], err
     assert re.search(r"; top finding: (outliers|cpu contention) \(pid", summary[0]), summary[0]
-    outliers = re.search(r"^  \d+\. outliers \(pid \d+\).*\n(.*)", reports, re.M).group(1)
+    found = re.search(r"^  \d+\. outliers \(pid \d+\).*\n(.*)", reports, re.M)
+    assert found, reports[:3000]
+    outliers = found.group(1)
     assert "mostly its step part (" in outliers, outliers  # the 1 s sleep in training_step
     # Numbered as the job numbers its steps (the capture begins mid-run).
     assert f"the longest, step {SLOW_STEP}, " in outliers, outliers

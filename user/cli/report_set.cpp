@@ -166,7 +166,7 @@ std::vector<Finding> write_rank_reports(const Options& opts, const std::string& 
   auto read = read_reports(file, rank, nullptr, /*warn=*/false);  // warned once, when the merge read it
   const ReportResults results = read.reports->finish();
   write_reports(rank, results, out);
-  return verdict_findings(results);
+  return rank.findings_for_page ? verdict_findings(results) : std::vector<Finding>{};
 }
 
 void write_event_dump(const Trace& trace, const std::string& path) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <iostream>
 
 #include "user/collector/dynamo_notes.h"
 #include "user/collector/op_observer.h"
@@ -294,9 +295,9 @@ void OpTracer::not_observed(pid_t pid, const std::string& why) {
 // A switch that did not come: said at once under -v, as the switch is
 // (the ops report says it too, at the end).
 void OpTracer::late_not_observed(pid_t pid, const std::string& why) {
-  if (ctx_.opts.verbose)
-    std::fprintf(stderr, "ltrace-bpf: pid %d: ops: the op observer does not take over (%s): the op probes record on\n",
-                 pid, why.c_str());
+  if (ctx_.opts.verbose)  // std::cerr: `why` may carry the target's bytes (its filters make them text)
+    std::cerr << "ltrace-bpf: pid " << pid << ": ops: the op observer does not take over (" << why
+              << "): the op probes record on\n";
   not_observed(pid, why);
 }
 

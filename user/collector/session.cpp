@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <iostream>
 #include <map>
+#include <set>
 
 #include "user/cluster/clock_exchange.h"
 #include "user/collector/action_tracer.h"
@@ -485,9 +487,10 @@ std::span<const Session::Chore> Session::chores() {
        }},
       {"pending attaches", [](const Session& s, std::uint64_t) { return s.pending_.next_due_ns(); },
        [](Session& s, std::uint64_t now) {
-         s.pending_.poll(now, [&s](pid_t p) {
+         std::set<pid_t> said;  // once per pid, not per tracer that waited
+         s.pending_.poll(now, [&s, &said](pid_t p) {
            const bool ours = s.targets_.live_and_alive(p);
-           if (!ours && s.opts_.verbose && proc::exists(p))
+           if (!ours && s.opts_.verbose && proc::exists(p) && said.insert(p).second)
              std::fprintf(stderr,
                           "ltrace-bpf: pid %d: no longer a live target: its probes awaiting a library wait no more\n",
                           p);
@@ -811,6 +814,12 @@ std::optional<Session::Refusal> Session::try_adopt(pid_t pid, Adoption how) {
 
 void Session::adopt_checked(pid_t pid, Adoption how) {
   targets_.met(pid);
+  // A fork of a target, found already running (a DataLoader worker older
+  // than the attach, adopted with --children or --all after its parent):
+  // its lineage, as a fork seen live has (its frames named from the
+  // parent's code objects; its blocking recorded for the verdict).
+  if (const pid_t parent = proc::read_ppid(pid); parent > 0 && targets_.live(parent) && proc::same_image(pid, parent))
+    targets_.forked_before(pid, parent);
   auto pre = prepared_.find(pid);
   python::Interpreter interp = pre != prepared_.end() ? pre->second : python::discover(pid);
   // Without --children the probes are scoped to the target process, so
@@ -883,8 +892,8 @@ PendingAttach::Attempt Session::attach_library(Tracer& tracer, pid_t pid, bool f
   } catch (const Error& e) {
     if ((first && explicit_target(pid)) || e.code() == ExitCode::usage) throw;
     notes_.push_back("pid " + std::to_string(pid) + ": " + e.what() + "; " + tracer.lost());
-    if (opts_.verbose)  // at the moment too: what it means for the run follows from when
-      std::fprintf(stderr, "ltrace-bpf: pid %d: %s; %s\n", pid, e.what(), tracer.lost());
+    if (opts_.verbose)  // at the moment too (std::cerr: its text may carry the target's bytes)
+      std::cerr << "ltrace-bpf: pid " << pid << ": " << e.what() << "; " << tracer.lost() << "\n";
   }
   return PendingAttach::Attempt::done;
 }

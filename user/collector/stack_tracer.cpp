@@ -78,7 +78,7 @@ void StackTracer::fill_target(pid_t pid, lt_target& t) const {
   // at the fork, from its first block; this keeps it so).
   if (fork_waits_) {
     t.flags |= LT_TARGET_FORKS_OFF_CPU;
-    if (!ctx_.targets.ancestors(pid).empty()) t.flags |= LT_TARGET_OFF_CPU;
+    if (!ctx_.targets.ancestors(pid).empty() && !acting_forks_.count(pid)) t.flags |= LT_TARGET_OFF_CPU;
   }
   static const bool by_code_asked = [] {
     const char* v = std::getenv("LTRACE_BPF_ORIGIN_BY_CODE");
@@ -111,11 +111,20 @@ std::string StackTracer::escalate(pid_t pid, bool on) {
 
 void StackTracer::forget(pid_t pid) {
   natives_->forget(pid);
+  acting_forks_.erase(pid);
   full_rate_.erase(pid);
   if (full_rate_.empty() && source_) source_->set_full_rate(false);
 }
 
 void StackTracer::observe(const lt_event_header& h, std::span<const std::byte> record) {
+  // A fork that runs Lightning actions is a trainer (a ddp_fork rank, a
+  // fit in a notebook's fork), not a DataLoader worker: its own blocking
+  // is not recorded from now on (its forks' still is).
+  if (fork_waits_ && h.kind == LT_EV_ACTION_BEGIN && !acting_forks_.count(static_cast<pid_t>(h.pid)) &&
+      !ctx_.targets.ancestors(static_cast<pid_t>(h.pid)).empty()) {
+    acting_forks_.insert(static_cast<pid_t>(h.pid));
+    ctx_.retarget(static_cast<pid_t>(h.pid));
+  }
   if (!carries_stack(h.kind)) return;
   const auto pid = static_cast<pid_t>(h.pid);
   const auto* interp = ctx_.targets.live(pid);

@@ -35,6 +35,7 @@ class StackTracer final : public Tracer {
   std::unique_ptr<proc::NativeSymbols> natives_;
   std::set<pid_t> full_rate_;               // escalated: sampled at escalated_rate_hz
   bool fork_waits_ = false;                 // the forks' blocking only (SourceSet::fork_waits)
+  std::set<pid_t> acting_forks_;            // ...less those that run Lightning actions (trainers)
   std::uint64_t leaves_while_loading_ = 0;  // native leaves not named: their symbols not read yet
 };
 

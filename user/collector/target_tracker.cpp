@@ -7,10 +7,12 @@ namespace lt {
 void TargetTracker::forget(pid_t pid) {
   alive_.erase(pid);
   live_.erase(pid);
+  forked_from_.erase(pid);
 }
 
 const python::Interpreter* TargetTracker::on_fork(pid_t parent, pid_t child) {
   alive_[child] = true;
+  forked_from_.erase(child);  // a reused pid: not a dead worker's lineage
   auto p = live_.find(parent);
   if (p == live_.end()) return nullptr;
   python::Interpreter interp = p->second;

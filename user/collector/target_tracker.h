@@ -32,7 +32,10 @@ class TargetTracker {
   static constexpr int kTsdTriesAfterExec = 250;
 
   // An adoption starts: the process is reported on from now.
-  void met(pid_t pid) { alive_[pid] = true; }
+  void met(pid_t pid) {
+    alive_[pid] = true;
+    forked_from_.erase(pid);  // a reused pid: not a dead worker's lineage
+  }
   // ...and has its probes.
   void adopted(pid_t pid, const python::Interpreter& interp) { live_[pid] = interp; }
   // ...or was refused, and leaves no trace (--all).
@@ -42,6 +45,12 @@ class TargetTracker {
   // is a live target the child is one too, and its interpreter (the
   // parent's, with the child's pid) is returned; else nullptr.
   const python::Interpreter* on_fork(pid_t parent, pid_t child);
+  // A process found already running (adopted with --children or --all)
+  // that is a fork of live target `parent` without an exec since (a
+  // DataLoader worker that existed before the attach): as on_fork says.
+  void forked_before(pid_t child, pid_t parent) {
+    if (live_.count(parent)) forked_from_[child] = parent;
+  }
   // A followed process became a new program: no longer a target until
   // rediscovered; take_execed() hands it to the session.
   void on_exec(pid_t pid);

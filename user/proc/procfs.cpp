@@ -145,6 +145,18 @@ std::vector<std::string> read_cmdline(pid_t pid) {
   return split_nul(slurp(proc_file(pid, "cmdline")));
 }
 
+bool same_image(pid_t child, pid_t parent) {
+  auto vdso = [](pid_t pid) -> std::uint64_t {
+    for (const auto& m : read_maps(pid))
+      if (m.path == "[vdso]") return m.start;
+    return 0;
+  };
+  const auto cmd = read_cmdline(child);
+  if (cmd.empty() || cmd != read_cmdline(parent)) return false;
+  const std::uint64_t mine = vdso(child);
+  return mine != 0 && mine == vdso(parent);
+}
+
 std::string read_comm(pid_t pid) {
   auto s = slurp(proc_file(pid, "comm"));
   while (!s.empty() && s.back() == '\n') s.pop_back();
