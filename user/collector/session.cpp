@@ -917,7 +917,8 @@ lt_target Session::target_for(const python::Interpreter& interp) {
   for (const auto& tracer : tracers_) tracer->fill_target(interp.pid, t);
   // A provisional target (--all) is not sampled until it is promoted.
   if (provisional_.count(interp.pid))
-    t.flags &= ~(LT_TARGET_SAMPLE | LT_TARGET_OFF_CPU | LT_TARGET_MEM_STACKS | LT_TARGET_LAUNCH_STACKS);
+    t.flags &= ~(LT_TARGET_SAMPLE | LT_TARGET_OFF_CPU | LT_TARGET_FORKS_OFF_CPU | LT_TARGET_MEM_STACKS |
+                 LT_TARGET_LAUNCH_STACKS);
   return t;
 }
 
