@@ -973,8 +973,11 @@ struct lt_proc_stats_event {
 	u32 vm_percent_x100;   /* cpu_vm_percent * 100 (system, as psutil) */
 	u32 swap_percent_x100; /* cpu_swap_percent * 100 */
 	u32 cpu_percent_x100;  /* cpu_percent * 100 (system, since the previous sample) */
-	u32 pad;
+	u32 flags;	       /* LT_PROC_STATS_* (0 before 2026-12-07) */
 };
+/* sampled for --report verdict alone (its memory growth and CPU contention
+ * findings), not --device-stats: no device-stats report of them */
+#define LT_PROC_STATS_FOR_VERDICT 0x1u
 
 /* THREAD_SCHED (user space, /proc/PID/task/TID/schedstat, beside each
  * PROC_STATS): one thread's time on a CPU and time runnable but waiting for

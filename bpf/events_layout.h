@@ -467,7 +467,7 @@ LT_OFFSET(lt_proc_stats_event, rss_bytes, 32);
 LT_OFFSET(lt_proc_stats_event, vm_percent_x100, 40);
 LT_OFFSET(lt_proc_stats_event, swap_percent_x100, 44);
 LT_OFFSET(lt_proc_stats_event, cpu_percent_x100, 48);
-LT_OFFSET(lt_proc_stats_event, pad, 52);
+LT_OFFSET(lt_proc_stats_event, flags, 52);
 
 LT_SIZE(lt_thread_sched_event, 48);
 LT_OFFSET(lt_thread_sched_event, hdr, 0);

@@ -136,6 +136,7 @@ struct DeviceStatsAggregator::State {
   std::vector<std::uint32_t> order;
   Intervals proc_intervals, device_intervals;
   bool gpu = false;
+  bool verdict_samples = false, other_samples = false;  // PROC_STATS with and without LT_PROC_STATS_FOR_VERDICT
 
   explicit State(const ActionAggregator& a) : actions(a) {}
 
@@ -166,6 +167,7 @@ struct DeviceStatsAggregator::State {
   }
 
   void proc_stats(const lt_event_header& h, const lt_proc_stats_event& e) {
+    (e.flags & LT_PROC_STATS_FOR_VERDICT ? verdict_samples : other_samples) = true;
     proc_intervals.add(h.pid, h.ts_ns);
     Proc& p = proc(h.pid);
     p.alive = true;
@@ -269,6 +271,7 @@ DeviceStatsReport DeviceStatsAggregator::finish() {
   auto& s = *s_;
   DeviceStatsReport rep;
   rep.gpu = s.gpu;
+  rep.for_verdict = s.verdict_samples && !s.other_samples && !s.gpu;
   rep.period_ns = s.proc_intervals.n ? s.proc_intervals.mean() : s.device_intervals.mean();
   for (auto pid : s.order) {
     Proc& p = s.procs[pid];

@@ -101,6 +101,7 @@ struct DeviceStatsReport {
   // write its period into the stream); 0 with fewer than two samples.
   std::uint64_t period_ns = 0;
   bool gpu = false;                           // the stream has DEVICE_STATS records
+  bool for_verdict = false;                   // every PROC_STATS was the verdict's alone (LT_PROC_STATS_FOR_VERDICT)
   std::vector<ProcessDeviceStats> processes;  // those with samples, in order of first appearance
 };
 

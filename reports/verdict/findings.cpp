@@ -757,8 +757,9 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
         "(decode once, cache, smaller samples)";
     return;
   }
-  const std::string on_cpu = judged ? ", on a CPU only " + pct(busy) + " of the steps' time each on average"
-                                    : ", how busy not judged (no /proc samples of them: record with --device-stats)";
+  const std::string on_cpu =
+      judged ? ", on a CPU only " + pct(busy) + " of the steps' time each on average"
+             : ", how busy not judged (no /proc samples of them: record with --report verdict or --device-stats)";
   if (!waits_known) {
     if (!judged) {
       f.evidence += "; " + who + on_cpu;
@@ -834,7 +835,8 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
 std::string unjudged(const DeviceStatsReport* stats, const GcReport* gc, const LoggingReport* logging) {
   std::vector<std::string> what;
   if (!stats || stats->processes.empty())
-    what.push_back("memory growth and CPU contention (no /proc samples: record with --device-stats)");
+    what.push_back(
+        "memory growth and CPU contention (no /proc samples: record with --report verdict or --device-stats)");
   if (!gc || !gc->any())
     what.push_back(
         "garbage-collection pauses (neither CPython's gc probes nor stack samples: record with --report "

@@ -314,7 +314,8 @@ def test_workers_running_before_the_attach_have_their_waits_recorded(tmp_path):
     """--children --report verdict attached to a fit whose DataLoader
     workers already run: they are known as forks of the trainer (same
     command line and vDSO, no exec), so their blocking is recorded (and the
-    trainer's is not), and the verdict says where they wait."""
+    trainer's is not), and the verdict says where they wait, and how busy
+    from the /proc samples it takes."""
     job = subprocess.Popen([VENV_PY, TRAIN, "--epochs", "1", "--batches", "2000", "--batch-size", "16", "--workers", "2",
                             "--data-delay", "0.002"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            cwd=tmp_path)
@@ -344,6 +345,11 @@ def test_workers_running_before_the_attach_have_their_waits_recorded(tmp_path):
     v = subprocess.run([LTRACE, "report", str(trace), "--report", "verdict"], capture_output=True, text=True,
                        timeout=120)
     assert re.search(r"of their waits off a CPU in the steps, [0-9.]+% inside the dataset", v.stdout), v.stdout
+    # --report verdict took /proc samples too, without --device-stats: the
+    # workers' CPU share and memory growth and CPU contention are judged,
+    # and no device-stats report is printed of them.
+    assert re.search(r"DataLoader worker process\(es\) \(pid [^)]*\), on a CPU", v.stdout), v.stdout
+    assert "not judged" not in v.stdout and "Device stats" not in v.stdout, v.stdout
 
 
 SHAPES = os.path.join(WORKLOADS, "stack_shapes.py")

@@ -122,8 +122,9 @@ struct Stream {
     feed(e);
   }
   void proc(std::uint32_t pid, std::uint64_t ts, double vm, double cpu, double swap, std::uint64_t cpu_ns,
-            std::uint64_t rss_mib) {
+            std::uint64_t rss_mib, std::uint32_t flags = 0) {
     lt_proc_stats_event e{};
+    e.flags = flags;
     e.hdr = {LT_EV_PROC_STATS, sizeof e, pid, pid, 0, ts};
     e.vm_percent_x100 = static_cast<u32>(std::llround(vm * 100));
     e.cpu_percent_x100 = static_cast<u32>(std::llround(cpu * 100));
@@ -824,3 +825,23 @@ TEST(DeviceStats, ResidentMemorySeriesIsBoundedAndSpansTheRun) {
 }
 
 }  // namespace
+
+// /proc samples taken for --report verdict alone (no --device-stats) say
+// so on every record: the aggregate says it, and no device-stats report is
+// printed of them (report_registry.cpp); one sample of --device-stats, or
+// a GPU's, and they are a device-stats recording.
+TEST(DeviceStatsVerdictOnly, EverySampleTheVerdictsOrNot) {
+  auto report = [](bool second_for_verdict, bool with_gpu) {
+    Stream s;
+    s.info(7, -1);
+    s.proc(7, 1'000'000'000, 10, 20, 0, 1'000'000, 100, LT_PROC_STATS_FOR_VERDICT);
+    s.proc(7, 1'100'000'000, 10, 20, 0, 2'000'000, 100, second_for_verdict ? LT_PROC_STATS_FOR_VERDICT : 0);
+    if (with_gpu) s.gpu(1'100'000'000, 0, 50, 100);
+    return s.stats.finish();
+  };
+  const auto verdict = report(true, false);
+  EXPECT_TRUE(verdict.for_verdict);
+  ASSERT_EQ(verdict.processes.size(), 1u);  // judged all the same
+  EXPECT_FALSE(report(false, false).for_verdict);
+  EXPECT_FALSE(report(true, true).for_verdict);
+}

@@ -79,7 +79,7 @@ TEST(Findings, AHealthyFitRaisesNone) {
   // "none" is not "all is well" where nothing was recorded to judge by.
   const std::string bare = render_findings(r, f, unjudged(nullptr, nullptr, nullptr));
   EXPECT_NE(bare.find("none: no finding past its threshold\n  not judged: memory growth and CPU contention (no /proc "
-                      "samples: record with --device-stats); garbage-collection pauses"),
+                      "samples: record with --report verdict or --device-stats); garbage-collection pauses"),
             std::string::npos)
       << bare;
   EXPECT_NE(bare.find("; logging cost (no stack samples"), std::string::npos) << bare;

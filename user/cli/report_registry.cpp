@@ -82,10 +82,11 @@ constexpr ReportEntry kReports[] = {
     // What is wrong, ranked by step time at stake (reports/verdict/findings.h): first.
     // The c10d probes for the collective-bound and straggler findings; the
     // gc probes for the GC one; stack samples for the logging one; the
-    // DataLoader workers' waits for the input-bound one.
+    // DataLoader workers' waits for the input-bound one; /proc samples for
+    // memory growth and CPU contention.
     {.name = "verdict",
      .help = "what is wrong, ranked by train step time at stake, with evidence and what to try (printed first)",
-     .sources = {.stacks = true, .comm = true, .gc = true, .fork_waits = true},
+     .sources = {.stacks = true, .comm = true, .gc = true, .fork_waits = true, .proc_samples = true},
      .printed = [](const Options& o, const ReportResults&) { return named(o, "verdict"); },
      .write = write_verdict,
      .keeps_intervals = true},
@@ -145,7 +146,11 @@ constexpr ReportEntry kReports[] = {
     {.name = "",
      .help = "",
      .sources = {},
-     .printed = [](const Options&, const ReportResults& r) { return !r.device_stats.processes.empty(); },
+     // Samples taken for the verdict alone print no report of their own.
+     .printed =
+         [](const Options& o, const ReportResults& r) {
+           return !r.device_stats.processes.empty() && (!r.device_stats.for_verdict || o.device_stats);
+         },
      .write = write_device_stats},
     {.name = "",
      .help = "",

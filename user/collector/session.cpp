@@ -353,12 +353,18 @@ void Session::adopt_targets() {
     if (opts_.verbose && targets_.live_count() == 0)
       std::fprintf(stderr, "ltrace-bpf: --all: no process with torch or Lightning loaded yet; waiting for one\n");
   }
-  if (opts_.device_stats) {
+  // --device-stats; or the verdict's /proc samples alone (no NVML, no
+  // report of their own).
+  if (opts_.device_stats || opts_.sources.proc_samples) {
+    StatsSampler::Config config;
+    config.gpu = opts_.device_stats;
+    config.for_verdict = !opts_.device_stats;
     stats_sampler_ = std::make_unique<StatsSampler>(
         targets_.live_pids(),
         std::chrono::milliseconds(std::max<std::uint64_t>(1, cadence().proc_samples_ns / 1'000'000)),
-        [this](const lt_event_header& h, const std::byte* r) { emit(r, h.size); });
-    if (!stats_sampler_->gpu_note().empty()) notes_.push_back("device stats: " + stats_sampler_->gpu_note());
+        [this](const lt_event_header& h, const std::byte* r) { emit(r, h.size); }, std::move(config));
+    if (opts_.device_stats && !stats_sampler_->gpu_note().empty())
+      notes_.push_back("device stats: " + stats_sampler_->gpu_note());
   }
 }
 

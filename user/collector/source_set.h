@@ -19,6 +19,10 @@ struct SourceSet {
   // stacks: where they wait (the verdict's input-bound finding).  Off-CPU
   // stacks of the forks only; --off-cpu records every target's.
   bool fork_waits = false;
+  // /proc samples of the targets (memory, CPU, run-queue waits) without
+  // NVML and without a report of their own: the verdict's memory growth
+  // and CPU contention.  --device-stats takes them with their report.
+  bool proc_samples = false;
 
   SourceSet& operator|=(const SourceSet& o) {
     stacks |= o.stacks;
@@ -30,6 +34,7 @@ struct SourceSet {
     gc |= o.gc;
     oom |= o.oom;
     fork_waits |= o.fork_waits;
+    proc_samples |= o.proc_samples;
     return *this;
   }
 };

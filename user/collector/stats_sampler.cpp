@@ -24,7 +24,8 @@ StatsSampler::StatsSampler(std::vector<pid_t> pids, std::chrono::milliseconds pe
 StatsSampler::StatsSampler(std::vector<pid_t> pids, std::chrono::milliseconds period, Sink sink, Config config)
     : period_(period.count() > 0 ? period : std::chrono::milliseconds(100)),
       sink_(std::move(sink)),
-      proc_(std::move(config.proc_root)) {
+      proc_(std::move(config.proc_root)),
+      proc_flags_(config.for_verdict ? LT_PROC_STATS_FOR_VERDICT : 0) {
   set_pids(std::move(pids));
   if (config.gpu) {
     nvml_ = gpu::Nvml::open(&gpu_note_);
@@ -102,7 +103,9 @@ void StatsSampler::sample_now() noexcept {
     for (pid_t p : pids_) {
       auto ps = proc_.process(p);
       if (!ps) continue;  // gone: its exit is the session's business
-      deliver(sink_, proc::ProcStats::record(p, sys, ps));
+      lt_proc_stats_event r = proc::ProcStats::record(p, sys, ps);
+      r.flags = proc_flags_;
+      deliver(sink_, r);
       // The main thread's run-queue wait: the verdict's CPU contention.
       if (auto sched = proc_.thread(p, p)) deliver(sink_, proc::ProcStats::sched_record(p, p, *sched));
     }

@@ -28,6 +28,7 @@ class StatsSampler {
   struct Config {
     bool gpu = true;                  // false: never load NVML
     std::string proc_root = "/proc";  // tests
+    bool for_verdict = false;         // the verdict's samples alone: LT_PROC_STATS_FOR_VERDICT
   };
 
   // Loads NVML now if it is there (nvmlInit can take a while without
@@ -72,6 +73,7 @@ class StatsSampler {
   Sink sink_;
   proc::ProcStats proc_;
   std::optional<gpu::Nvml> nvml_;
+  std::uint32_t proc_flags_ = 0;  // on every PROC_STATS
   std::string gpu_note_;
   std::vector<std::string> gpu_names_;
   std::string error_;
