@@ -316,7 +316,7 @@ def test_workers_running_before_the_attach_have_their_waits_recorded(tmp_path):
     command line and vDSO, no exec), so their blocking is recorded (and the
     trainer's is not), and the verdict says where they wait, and how busy
     from the /proc samples it takes."""
-    job = subprocess.Popen([VENV_PY, TRAIN, "--epochs", "1", "--batches", "2000", "--batch-size", "16", "--workers", "2",
+    job = subprocess.Popen([VENV_PY, TRAIN, "--epochs", "1", "--batches", "20000", "--batch-size", "16", "--workers", "2",
                             "--data-delay", "0.002"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            cwd=tmp_path)
     try:

@@ -10,8 +10,9 @@ Prints READY once imports are done, waits for PATH to exist, runs the fit
 tensors with --leak-torch, else of bytes).
 --times FILE: each step's time, start to next start (bench/watch.py).
 --op-ms M: each training step also runs one aten::cumsum sized (before
-READY) to take about M ms here; prints a JSON line {"op_s": ...}: the
-seconds those calls took, timed around them here.
+READY) to take about M ms here; prints a JSON line {"op_s": ..., "op_cpu_s": ...}:
+the seconds those calls took, timed around them here, and their thread's
+CPU seconds in them.
 --ckpt-every N --ckpt-mb M: a checkpoint every N training steps, of a model
 holding M MiB more; prints a JSON line {"ckpt_s": ..., "saves": ...}: the
 seconds the checkpoint callback's on_train_batch_end took (the saves and the
@@ -79,6 +80,7 @@ class Model(pl.LightningModule):
     log_cpu_s = []  # ...and their thread's CPU time (what stack samples estimate)
     op_input = None  # --op-ms: the cumsum's input
     op_s = []
+    op_cpu_s = []  # ...their thread's CPU time (what on-CPU stack samples estimate)
     ends = []  # each training and validation step's end (span_s)
     val_s = []  # --val-s: each validation_step's sleep, timed
 
@@ -104,9 +106,10 @@ class Model(pl.LightningModule):
             Model.log_cpu_s.append(time.thread_time() - c0)
         time.sleep(a.step_s)
         if Model.op_input is not None:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             torch.cumsum(Model.op_input, 0)
             Model.op_s.append(time.perf_counter() - t0)
+            Model.op_cpu_s.append(time.thread_time() - c0)
         if batch_idx == a.slow_step:
             time.sleep(a.slow_s)
         if batch_idx == a.stall_step:
@@ -268,7 +271,8 @@ def main():
             shutil.rmtree(cb.dirpath, ignore_errors=True)
         print(json.dumps({"ckpt_s": sum(hook_s), "saves": len(saves)}), flush=True)
     if a.op_ms:
-        print(json.dumps({"op_s": sum(Model.op_s), "op_calls": len(Model.op_s)}), flush=True)
+        print(json.dumps({"op_s": sum(Model.op_s), "op_cpu_s": sum(Model.op_cpu_s), "op_calls": len(Model.op_s)}),
+              flush=True)
     if a.log_calls:
         print(json.dumps({"log_s": sum(Model.log_s), "log_cpu_s": sum(Model.log_cpu_s), "log_steps": len(Model.log_s)}),
               flush=True)

@@ -863,6 +863,13 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
   // no exit of ours, so nothing would remove them before its pid is reused.
   if (!proc::running(pid)) proctrack_->forget(pid);
   targets_.adopted(pid, interp);
+  // Its forks adopted before it (--all polls in pid order, and pids wrap):
+  // their lineage now, as if adopted after it.
+  for (pid_t c : targets_.live_pids())
+    if (c != pid && targets_.ancestors(c).empty() && proc::read_ppid(c) == pid && proc::same_image(c, pid)) {
+      targets_.forked_before(c, pid);
+      retarget(c);
+    }
   if (!how.provisional) ++stats_.traced;  // a provisional target counts once promoted
   emit_process_records(pid, &interp, LT_PROC_PYTHON | children_flag(), 0);
   pending_.start(pid);

@@ -117,6 +117,11 @@ void StackTracer::forget(pid_t pid) {
 }
 
 void StackTracer::observe(const lt_event_header& h, std::span<const std::byte> record) {
+  if (h.kind == LT_EV_PROC_FORK && !acting_forks_.empty()) {  // a new process: a reused pid is not the old one
+    lt_proc_event f;
+    std::memcpy(static_cast<void*>(&f), record.data(), sizeof f);
+    acting_forks_.erase(static_cast<pid_t>(f.child_pid));
+  }
   // A fork that runs Lightning actions is a trainer (a ddp_fork rank, a
   // fit in a notebook's fork), not a DataLoader worker: its own blocking
   // is not recorded from now on (its forks' still is).
