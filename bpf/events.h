@@ -978,6 +978,9 @@ struct lt_proc_stats_event {
 /* sampled for --report verdict alone (its memory growth and CPU contention
  * findings), not --device-stats: no device-stats report of them */
 #define LT_PROC_STATS_FOR_VERDICT 0x1u
+/* the sampler looked for this target's forks (FORK_STATS): none written
+ * means none ran (num_workers=0), not that none were looked for */
+#define LT_PROC_STATS_FORKS_SCANNED 0x2u
 
 /* THREAD_SCHED (user space, /proc/PID/task/TID/schedstat, beside each
  * PROC_STATS): one thread's time on a CPU and time runnable but waiting for
@@ -989,6 +992,21 @@ struct lt_thread_sched_event {
 	u64 runq_ns;		    /* waiting on a run queue so far */
 	u64 timeslices;
 };
+
+/* FORK_STATS (user space, beside each PROC_STATS of a target whose children
+ * are not followed: --pid without --children): one fork of the target that
+ * is not traced, a DataLoader worker as /proc shows it (a child with no exec
+ * since, or a child of its multiprocessing forkserver), so that the
+ * verdict's input-bound finding can say who loads the batches.  Its main
+ * thread's time on a CPU, as THREAD_SCHED's; ~0 = unreadable. */
+struct lt_fork_stats_event {
+	struct lt_event_header hdr; /* pid = tid = the fork */
+	u32 target;		    /* the target it is a fork of */
+	u32 flags;		    /* LT_FORK_STATS_* */
+	u64 cpu_ns;		    /* its main thread on a CPU so far */
+	u64 rss_bytes;		    /* its resident memory (statm), ~0 unreadable */
+};
+#define LT_FORK_STATS_VIA_FORKSERVER 0x1u /* a child of the target's forkserver */
 
 /* ------------------------------------------------------------------ */
 /* Per-process configuration pushed by user space (map `lt_targets`). */

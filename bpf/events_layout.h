@@ -475,6 +475,13 @@ LT_OFFSET(lt_thread_sched_event, cpu_ns, 24);
 LT_OFFSET(lt_thread_sched_event, runq_ns, 32);
 LT_OFFSET(lt_thread_sched_event, timeslices, 40);
 
+LT_SIZE(lt_fork_stats_event, 48);
+LT_OFFSET(lt_fork_stats_event, hdr, 0);
+LT_OFFSET(lt_fork_stats_event, target, 24);
+LT_OFFSET(lt_fork_stats_event, flags, 28);
+LT_OFFSET(lt_fork_stats_event, cpu_ns, 32);
+LT_OFFSET(lt_fork_stats_event, rss_bytes, 40);
+
 LT_SIZE(lt_py_offsets, 46);
 LT_OFFSET(lt_py_offsets, py_minor, 0);
 LT_OFFSET(lt_py_offsets, gen_frame, 2);

@@ -96,6 +96,7 @@
 	X(DEVICE_STATS,     87, lt_device_stats_event,     LT_SIZE_READER, "device stats",             "device_stats",      LT_KEEP_EVENT) /* user space: NVML sample */ \
 	X(PROC_STATS,       88, lt_proc_stats_event,       LT_SIZE_READER, "process stats",            "proc_stats",        LT_KEEP_EVENT) /* user space: /proc CPU and memory */ \
 	X(THREAD_SCHED,     89, lt_thread_sched_event,     LT_SIZE_READER, "thread scheduling",        "thread_sched",      LT_KEEP_EVENT) /* user space: a thread's CPU and run-queue time */ \
+	X(FORK_STATS,       90, lt_fork_stats_event,       LT_SIZE_READER, "fork stats",               "fork_stats",        LT_KEEP_EVENT) /* user space: an untraced fork's CPU (a DataLoader worker) */ \
 	/* memory (memprobe source: torch's allocator hooks) */ \
 	X(MEM,              96, lt_mem_event,              LT_SIZE_EXACT,  "memory",                   "mem",               LT_KEEP_EVENT) /* an allocation, a free or an OOM */ \
 	X(MEM_STACK,        97, lt_py_sample_event,        LT_SIZE_EXACT,  "memory stack",             "mem_stack",         LT_KEEP_EVENT) /* the Python stack of that MEM */ \

@@ -75,6 +75,21 @@ struct Bucket {
   }
 };
 
+// A series of the whole run at an even spacing, bounded: every sample up
+// to kRssSeriesMax, then every 2nd, 4th, ... (`stride`).
+template <typename T>
+void keep_bounded(std::vector<T>& v, std::uint64_t& seen, std::uint64_t& stride, const T& x) {
+  if (seen++ % stride) return;
+  if (v.size() == ProcessDeviceStats::kRssSeriesMax) {  // keep every other one; sample half as often
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < v.size(); i += 2) v[k++] = v[i];
+    v.resize(k);
+    stride *= 2;
+    if ((seen - 1) % stride) return;
+  }
+  v.push_back(x);
+}
+
 struct Proc {
   ProcessDeviceStats out;
   bool alive = true;
@@ -85,30 +100,13 @@ struct Proc {
   std::uint64_t prev_ts = 0, prev_cpu = kNone64;
   std::uint64_t rss_seen = 0, rss_stride = 1;  // out.rss_mb keeps every rss_stride-th sample
   std::uint64_t sched_seen = 0, sched_stride = 1;
-  void add_sched(const ProcessDeviceStats::Sched& s) {
-    if (sched_seen++ % sched_stride) return;
-    auto& v = out.sched;
-    if (v.size() == ProcessDeviceStats::kRssSeriesMax) {
-      std::size_t k = 0;
-      for (std::size_t i = 0; i < v.size(); i += 2) v[k++] = v[i];
-      v.resize(k);
-      sched_stride *= 2;
-      if ((sched_seen - 1) % sched_stride) return;
-    }
-    v.push_back(s);
-  }
-  void add_rss(std::uint64_t ts, double mb) {
-    if (rss_seen++ % rss_stride) return;
-    auto& v = out.rss_mb;
-    if (v.size() == ProcessDeviceStats::kRssSeriesMax) {  // keep every other one; sample half as often
-      std::size_t k = 0;
-      for (std::size_t i = 0; i < v.size(); i += 2) v[k++] = v[i];
-      v.resize(k);
-      rss_stride *= 2;
-      if ((rss_seen - 1) % rss_stride) return;
-    }
-    v.emplace_back(ts, mb);
-  }
+  void add_sched(const ProcessDeviceStats::Sched& s) { keep_bounded(out.sched, sched_seen, sched_stride, s); }
+  void add_rss(std::uint64_t ts, double mb) { keep_bounded(out.rss_mb, rss_seen, rss_stride, {ts, mb}); }
+};
+
+struct Fork {
+  UntracedFork out;
+  std::uint64_t seen = 0, stride = 1;
 };
 
 // Mean interval between consecutive samples of each source.
@@ -134,6 +132,7 @@ struct DeviceStatsAggregator::State {
   const ActionAggregator& actions;
   std::map<std::uint32_t, Proc> procs;
   std::vector<std::uint32_t> order;
+  std::map<std::uint32_t, Fork> forks;  // FORK_STATS, by the fork's pid
   Intervals proc_intervals, device_intervals;
   bool gpu = false;
   bool verdict_samples = false, other_samples = false;  // PROC_STATS with and without LT_PROC_STATS_FOR_VERDICT
@@ -171,6 +170,7 @@ struct DeviceStatsAggregator::State {
     proc_intervals.add(h.pid, h.ts_ns);
     Proc& p = proc(h.pid);
     p.alive = true;
+    p.out.forks_scanned |= (e.flags & LT_PROC_STATS_FORKS_SCANNED) != 0;
     Target t = charge(p, h.ts_ns);
     if (e.vm_percent_x100 != kNone32) t.add(-1, DeviceStatKey::cpu_vm_percent, e.vm_percent_x100 / 100.0);
     if (e.cpu_percent_x100 != kNone32) t.add(-1, DeviceStatKey::cpu_percent, e.cpu_percent_x100 / 100.0);
@@ -240,31 +240,42 @@ DeviceStatsAggregator::~DeviceStatsAggregator() = default;
 
 void DeviceStatsAggregator::add(const lt_event_header& h, const std::byte* p) {
   auto& s = *s_;
-  visit_record(h, p,
-               overloaded{[&](const lt_event_header& h, const lt_proc_info_event& e) {
-                            Proc& pr = s.proc(h.pid);
-                            pr.alive = true;
-                            pr.out.rank = e.rank;
-                            pr.out.local_rank = e.local_rank;
-                            pr.out.world_size = e.world_size;
-                            pr.out.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
-                          },
-                          [&](const lt_event_header& h, const lt_proc_event&) {
-                            if (h.kind != LT_EV_PROC_EXIT) return;
-                            if (auto it = s.procs.find(h.pid); it != s.procs.end()) it->second.alive = false;
-                          },
-                          [&](const lt_event_header& h, const lt_proc_stats_event& e) {
-                            if (h.pid != 0) s.proc_stats(h, e);
-                          },
-                          [&](const lt_event_header& h, const lt_thread_sched_event& e) {
-                            // The main thread's (the sampler's only one);
-                            // a process without /proc samples gets no row.
-                            const auto it = s.procs.find(h.pid);
-                            if (h.pid == 0 || h.tid != h.pid || it == s.procs.end()) return;
-                            if (e.cpu_ns == ~0ull || e.runq_ns == ~0ull) return;
-                            it->second.add_sched({h.ts_ns, e.cpu_ns, e.runq_ns});
-                          },
-                          [&](const lt_event_header& h, const lt_device_stats_event& e) { s.device_stats(h, e); }});
+  visit_record(
+      h, p,
+      overloaded{[&](const lt_event_header& h, const lt_proc_info_event& e) {
+                   Proc& pr = s.proc(h.pid);
+                   pr.alive = true;
+                   pr.out.rank = e.rank;
+                   pr.out.local_rank = e.local_rank;
+                   pr.out.world_size = e.world_size;
+                   pr.out.comm.assign(e.comm, strnlen(e.comm, sizeof e.comm));
+                 },
+                 [&](const lt_event_header& h, const lt_proc_event&) {
+                   if (h.kind != LT_EV_PROC_EXIT) return;
+                   if (auto it = s.procs.find(h.pid); it != s.procs.end()) it->second.alive = false;
+                 },
+                 [&](const lt_event_header& h, const lt_proc_stats_event& e) {
+                   if (h.pid != 0) s.proc_stats(h, e);
+                 },
+                 [&](const lt_event_header& h, const lt_thread_sched_event& e) {
+                   // The main thread's (the sampler's only one);
+                   // a process without /proc samples gets no row.
+                   const auto it = s.procs.find(h.pid);
+                   if (h.pid == 0 || h.tid != h.pid || it == s.procs.end()) return;
+                   if (e.cpu_ns == ~0ull || e.runq_ns == ~0ull) return;
+                   it->second.add_sched({h.ts_ns, e.cpu_ns, e.runq_ns});
+                 },
+                 [&](const lt_event_header& h, const lt_fork_stats_event& e) {
+                   if (h.pid == 0 || e.target == 0) return;
+                   auto& f = s.forks[h.pid];
+                   if (f.out.target != e.target) f = Fork{};  // a reused pid: another fork
+                   f.out.pid = h.pid;
+                   f.out.target = e.target;
+                   f.out.via_forkserver = (e.flags & LT_FORK_STATS_VIA_FORKSERVER) != 0;
+                   if (e.cpu_ns != ~0ull)
+                     keep_bounded(f.out.sched, f.seen, f.stride, ProcessDeviceStats::Sched{h.ts_ns, e.cpu_ns, 0});
+                 },
+                 [&](const lt_event_header& h, const lt_device_stats_event& e) { s.device_stats(h, e); }});
 }
 
 DeviceStatsReport DeviceStatsAggregator::finish() {
@@ -273,6 +284,7 @@ DeviceStatsReport DeviceStatsAggregator::finish() {
   rep.gpu = s.gpu;
   rep.for_verdict = s.verdict_samples && !s.other_samples && !s.gpu;
   rep.period_ns = s.proc_intervals.n ? s.proc_intervals.mean() : s.device_intervals.mean();
+  for (auto& [pid, f] : s.forks) rep.untraced_forks.push_back(std::move(f.out));
   for (auto pid : s.order) {
     Proc& p = s.procs[pid];
     if (!p.window.samples) continue;

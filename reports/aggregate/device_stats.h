@@ -94,6 +94,17 @@ struct ProcessDeviceStats {
     std::uint64_t ts = 0, cpu_ns = 0, runq_ns = 0;
   };
   std::vector<Sched> sched;
+  // The sampler looked for its untraced forks (LT_PROC_STATS_FORKS_SCANNED):
+  // none among DeviceStatsReport::untraced_forks means none ran.
+  bool forks_scanned = false;
+};
+
+// A fork of a target that was not traced (--pid without --children), from
+// FORK_STATS: a DataLoader worker's main thread's CPU over time (runq_ns 0).
+struct UntracedFork {
+  std::uint32_t pid = 0, target = 0;
+  bool via_forkserver = false;
+  std::vector<ProcessDeviceStats::Sched> sched;  // bounded as ProcessDeviceStats::sched
 };
 
 struct DeviceStatsReport {
@@ -103,6 +114,7 @@ struct DeviceStatsReport {
   bool gpu = false;                           // the stream has DEVICE_STATS records
   bool for_verdict = false;                   // every PROC_STATS was the verdict's alone (LT_PROC_STATS_FOR_VERDICT)
   std::vector<ProcessDeviceStats> processes;  // those with samples, in order of first appearance
+  std::vector<UntracedFork> untraced_forks;   // by pid
 };
 
 class DeviceStatsAggregator {

@@ -683,6 +683,18 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
     }
     return false;
   };
+  // A main thread's share of [from, to] on a CPU from its samples in it.
+  auto busy_share = [&](const std::vector<ProcessDeviceStats::Sched>& sched) -> std::optional<double> {
+    const ProcessDeviceStats::Sched* first = nullptr;
+    const ProcessDeviceStats::Sched* last = nullptr;
+    for (const auto& x : sched)
+      if (x.ts >= from && x.ts <= to) {
+        if (!first) first = &x;
+        last = &x;
+      }
+    if (!first || last->ts <= first->ts || last->cpu_ns < first->cpu_ns) return std::nullopt;
+    return static_cast<double>(last->cpu_ns - first->cpu_ns) / static_cast<double>(last->ts - first->ts);
+  };
   std::vector<std::uint32_t> workers;
   double busy_sum = 0;
   std::size_t judged = 0;
@@ -691,19 +703,59 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
     if (q.window_begin_ns >= to || (q.window_end_ns && q.window_end_ns <= from)) continue;
     workers.push_back(q.meta.pid);
     if (!stats) continue;
-    for (const auto& st : stats->processes) {
-      if (st.pid != q.meta.pid) continue;
-      const ProcessDeviceStats::Sched* first = nullptr;
-      const ProcessDeviceStats::Sched* last = nullptr;
-      for (const auto& x : st.sched)
-        if (x.ts >= from && x.ts <= to) {
-          if (!first) first = &x;
-          last = &x;
+    for (const auto& st : stats->processes)
+      if (st.pid == q.meta.pid)
+        if (auto b = busy_share(st.sched)) {
+          busy_sum += *b;
+          ++judged;
         }
-      if (first && last && last->ts > first->ts && last->cpu_ns >= first->cpu_ns) {
-        busy_sum += static_cast<double>(last->cpu_ns - first->cpu_ns) / static_cast<double>(last->ts - first->ts);
+  }
+  if (workers.empty() && !(trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED) && stats) {
+    // Not followed, but seen from /proc (FORK_STATS): the forks alive in the
+    // steps (two samples inside them), their CPU share; their waits unknown.
+    const ProcessDeviceStats* mine = nullptr;
+    for (const auto& st : stats->processes)
+      if (st.pid == trainer.meta.pid) mine = &st;
+    std::vector<std::uint32_t> seen;
+    for (const auto& u : stats->untraced_forks) {
+      if (u.target != trainer.meta.pid) continue;
+      if (auto b = busy_share(u.sched)) {
+        seen.push_back(u.pid);
+        busy_sum += *b;
         ++judged;
       }
+    }
+    if (!seen.empty()) {
+      std::string pids;
+      for (std::size_t i = 0; i < seen.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(seen[i]);
+      if (seen.size() > 8) pids += ", ...";
+      const double busy = busy_sum / static_cast<double>(judged);
+      f.evidence += "; " + std::to_string(seen.size()) + " DataLoader worker process(es) (pid " + pids +
+                    ", not traced: --pid without --children; seen from /proc), on a CPU " + pct(busy) +
+                    " of the steps' time each on average";
+      if (busy >= kWorkersBusy) {
+        f.evidence += ": loading is CPU-bound";
+        f.try_this =
+            "more DataLoader workers where cores are free (num_workers), or a cheaper __getitem__ / collate_fn "
+            "(decode once, cache, smaller samples)";
+      } else {
+        f.evidence +=
+            ": they wait, inside __getitem__ (I/O, sleeps) or for the loop to ask (record with --children and "
+            "--report verdict: their off-CPU stacks tell which)";
+        f.try_this =
+            "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; "
+            "faster storage or a cache for what __getitem__ reads";
+      }
+      return;
+    }
+    if (mine && mine->forks_scanned) {
+      f.evidence +=
+          "; no DataLoader worker process ran in the steps (the training process's forks, seen from /proc): "
+          "num_workers=0, the batches loaded in the training process itself";
+      f.try_this =
+          "DataLoader(num_workers=N) (N up to the free cores), persistent_workers=True, pin_memory=True; or make "
+          "__getitem__ cheaper";
+      return;
     }
   }
   if (workers.empty() && !(trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED)) {
@@ -767,7 +819,8 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
     }
     f.evidence += "; " + who + on_cpu + ": they wait, inside __getitem__ (I/O, sleeps) or for the loop to ask" +
                   (off_cpu_recorded ? std::string(" (their off-CPU stacks in the steps name neither)")
-                                    : std::string(" (record with --off-cpu to tell which)"));
+                                    : std::string(" (their off-CPU stacks tell which: ltrace-bpf --report verdict "
+                                                  "--children, or --off-cpu)"));
     f.try_this =
         "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
         "storage or a cache for what __getitem__ reads";

@@ -313,9 +313,10 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
 def test_workers_running_before_the_attach_have_their_waits_recorded(tmp_path):
     """--children --report verdict attached to a fit whose DataLoader
     workers already run: they are known as forks of the trainer (same
-    command line and vDSO, no exec), so their blocking is recorded (and the
-    trainer's is not), and the verdict says where they wait, and how busy
-    from the /proc samples it takes."""
+    command line and exec's random bytes, no exec), so their blocking is
+    recorded (and the trainer's is not), and the verdict says where they
+    wait, and how busy from the /proc samples it takes. Then --pid alone:
+    the workers untraced, found in /proc, their CPU share judged."""
     job = subprocess.Popen([VENV_PY, TRAIN, "--epochs", "1", "--batches", "20000", "--batch-size", "16", "--workers", "2",
                             "--data-delay", "0.002"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            cwd=tmp_path)
@@ -333,6 +334,17 @@ def test_workers_running_before_the_attach_have_their_waits_recorded(tmp_path):
         r = subprocess.run([LTRACE, "--pid", str(job.pid), "--children", "--report", "verdict", "-o", str(trace),
                             "--duration", "4"], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
+        # --pid alone: the workers are not traced, yet the verdict finds
+        # them in /proc (the trainer's forks) and judges their CPU share.
+        alone = subprocess.run([LTRACE, "--pid", str(job.pid), "--report", "verdict", "--duration", "4"],
+                               capture_output=True, text=True, timeout=300)
+        assert alone.returncode == 0, alone.stderr
+        assert job.poll() is None, "the job ended under the tracer"
+        m = re.search(r"(\d+) DataLoader worker process\(es\) \(pid ([0-9, ]+), not traced: --pid without "
+                      r"--children; seen from /proc\), on a CPU", alone.stdout)
+        assert m and int(m.group(1)) == 2, alone.stdout
+        assert sorted(m.group(2).split(", ")) == sorted(workers()), (m.group(2), workers())
+        assert "not judged" not in alone.stdout, alone.stdout
     finally:
         job.kill()
         job.wait()

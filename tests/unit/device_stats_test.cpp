@@ -5,9 +5,12 @@
 #include "reports/aggregate/device_stats.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -588,6 +591,62 @@ TEST(DeviceStatsSampler, LiveProcessWithoutGpu) {
   EXPECT_GT(got[0].rss_bytes, 0u);
   EXPECT_LE(got[0].vm_percent_x100, 10000u);
   EXPECT_LE(got[0].cpu_percent_x100, 10000u);
+}
+
+// Untraced forks (--pid without --children): a FORK_STATS per fork of the
+// target beside its PROC_STATS, which says the forks were looked for; the
+// aggregate keeps each fork's CPU series for the verdict.
+TEST(DeviceStatsSampler, TheTargetsUntracedForksBesideItsSamples) {
+  const pid_t forked = fork();
+  ASSERT_GE(forked, 0);
+  if (forked == 0) {
+    pause();
+    _exit(0);
+  }
+  std::vector<std::pair<lt_event_header, std::vector<std::byte>>> got;
+  StatsSampler::Config config;
+  config.gpu = false;
+  config.for_verdict = true;
+  config.untraced_forks = true;
+  StatsSampler s(
+      {getpid()}, std::chrono::milliseconds(100),
+      [&](const lt_event_header& h, const std::byte* p) { got.emplace_back(h, std::vector<std::byte>(p, p + h.size)); },
+      config);
+  s.sample_now();
+  s.sample_now();
+  kill(forked, SIGKILL);
+  waitpid(forked, nullptr, 0);
+  std::size_t procs = 0, forks = 0;
+  ActionAggregator actions;
+  DeviceStatsAggregator agg(actions);
+  for (auto& [h, bytes] : got) {
+    actions.add(h, bytes.data());
+    agg.add(h, bytes.data());
+    lt_proc_stats_event ps;
+    lt_fork_stats_event fs;
+    if (h.kind == LT_EV_PROC_STATS && decode_record(h, bytes.data(), /*exact=*/true, ps)) {
+      ++procs;
+      EXPECT_EQ(ps.flags, LT_PROC_STATS_FOR_VERDICT | LT_PROC_STATS_FORKS_SCANNED);
+    }
+    if (h.kind == LT_EV_FORK_STATS && decode_record(h, bytes.data(), /*exact=*/true, fs) &&
+        h.pid == static_cast<std::uint32_t>(forked)) {
+      ++forks;
+      EXPECT_EQ(fs.target, static_cast<std::uint32_t>(getpid()));
+      EXPECT_EQ(fs.flags, 0u);
+      EXPECT_NE(fs.cpu_ns, ~0ull);
+      EXPECT_GT(fs.rss_bytes, 0u);
+    }
+  }
+  EXPECT_EQ(procs, 2u);
+  EXPECT_EQ(forks, 2u);
+  const auto rep = agg.finish();
+  ASSERT_EQ(rep.processes.size(), 1u);  // the fork is no process of the report
+  EXPECT_TRUE(rep.processes[0].forks_scanned);
+  const auto it = std::find_if(rep.untraced_forks.begin(), rep.untraced_forks.end(),
+                               [&](const UntracedFork& u) { return u.pid == static_cast<std::uint32_t>(forked); });
+  ASSERT_NE(it, rep.untraced_forks.end());
+  EXPECT_EQ(it->target, static_cast<std::uint32_t>(getpid()));
+  EXPECT_EQ(it->sched.size(), 2u);
 }
 
 // ====================== aggregation and report ======================

@@ -4,16 +4,20 @@
 // one are not running (CI 112: an entry written in that window outlived
 // its process).
 #include <gtest/gtest.h>
+#include <sys/personality.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "user/proc/fork_finder.h"
 #include "user/proc/procfs.h"
 
 namespace lt::proc {
@@ -52,29 +56,14 @@ TEST(ProcRunning, ThisProcessRunsItsZombieChildDoesNot) {
 namespace lt::proc {
 namespace {
 
-std::vector<pid_t> children_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  std::vector<pid_t> out;
-  for (pid_t c; f >> c;) out.push_back(c);
-  return out;
-}
-
-// A DataLoader worker found already running is a fork of its trainer with
-// no exec since; a torchrun rank (an exec) is not, even with the same
-// command line: each exec places the vDSO anew.
-TEST(ProcSameImage, AForkWithoutExecIsItsParentsImageAnExecIsNot) {
-  const pid_t forked = fork();
-  ASSERT_GE(forked, 0);
-  if (forked == 0) {
-    pause();
-    _exit(0);
-  }
-  EXPECT_TRUE(same_image(forked, getpid()));
-  // sh forks a child that execs `sleep 30`, then execs `sleep 30` itself:
-  // parent and child, one command line, two execs.
+// sh, forked from here (with ASLR off if asked: personality()), forks a
+// child that execs `sleep 30`, then execs `sleep 30` itself: parent and
+// child, one command line, two execs. Returns {sh, its child}.
+std::pair<pid_t, pid_t> two_execs_of_one_command(bool aslr_off) {
   const pid_t sh = fork();
-  ASSERT_GE(sh, 0);
+  if (sh < 0) return {0, 0};
   if (sh == 0) {
+    if (aslr_off) personality(ADDR_NO_RANDOMIZE);
     execl("/bin/sh", "sh", "-c", "sleep 30 & exec sleep 30", static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -83,19 +72,85 @@ TEST(ProcSameImage, AForkWithoutExecIsItsParentsImageAnExecIsNot) {
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        !child && std::chrono::steady_clock::now() < until;) {  // a bound for a wedged test, not a timing
     if (read_cmdline(sh) == sleep_30)
-      for (pid_t c : children_of(sh))
+      for (pid_t c : descendants(sh))
         if (read_cmdline(c) == sleep_30) child = c;
     if (!child) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_NE(child, 0);
-  std::ifstream aslr("/proc/sys/kernel/randomize_va_space");
-  int randomized = 0;
-  aslr >> randomized;
-  if (randomized) EXPECT_FALSE(same_image(child, sh));
-  EXPECT_FALSE(same_image(forked, sh));  // another command line
+  return {sh, child};
+}
+
+// A DataLoader worker found already running is a fork of its trainer with
+// no exec since; a torchrun rank (an exec) is not, even with the same
+// command line: each exec gets new random bytes (AT_RANDOM), and, with
+// ASLR on, a new vDSO address.
+TEST(ProcSameImage, AForkWithoutExecIsItsParentsImageAnExecIsNot) {
+  const pid_t forked = fork();
+  ASSERT_GE(forked, 0);
+  if (forked == 0) {
+    pause();
+    _exit(0);
+  }
+  EXPECT_TRUE(same_image(forked, getpid()));
+  for (bool aslr_off : {false, true}) {
+    const auto [sh, child] = two_execs_of_one_command(aslr_off);
+    ASSERT_GT(sh, 0);
+    EXPECT_NE(child, 0) << "aslr_off=" << aslr_off;
+    // With ASLR off both have their vDSO at one address: only the exec's
+    // random bytes tell them apart (a review's case: Lightning's
+    // subprocess launcher under `setarch -R`).
+    if (child) EXPECT_FALSE(same_image(child, sh)) << "aslr_off=" << aslr_off;
+    EXPECT_FALSE(same_image(forked, sh));  // another command line
+    for (pid_t p : {child, sh})
+      if (p > 0) kill(p, SIGKILL);
+    waitpid(sh, nullptr, 0);
+  }
   EXPECT_FALSE(same_image(999999999, getpid()));
-  for (pid_t p : {forked, child, sh}) kill(p, SIGKILL);
-  for (pid_t p : {forked, sh}) waitpid(p, nullptr, 0);
+  kill(forked, SIGKILL);
+  waitpid(forked, nullptr, 0);
+}
+
+// Without --children the verdict still finds the trainer's workers: its
+// forks, not its exec'd children, nor the targets themselves.
+TEST(ForkFinder, TheTargetsForksNotItsExecdChildren) {
+  const pid_t forked = fork();
+  ASSERT_GE(forked, 0);
+  if (forked == 0) {
+    pause();
+    _exit(0);
+  }
+  const auto [sh, child] = two_execs_of_one_command(false);
+  ASSERT_GT(sh, 0);
+  ForkFinder finder;
+  const auto forks = finder.scan({getpid()});
+  EXPECT_TRUE(finder.ok());
+  std::vector<pid_t> found;
+  for (const auto& f : forks) {
+    EXPECT_EQ(f.target, getpid());
+    EXPECT_FALSE(f.via_forkserver);
+    found.push_back(f.pid);
+  }
+  EXPECT_NE(std::find(found.begin(), found.end(), forked), found.end());
+  EXPECT_EQ(std::find(found.begin(), found.end(), sh), found.end());  // exec'd
+  // A fork that is a target itself is not a worker of the other.
+  auto has_forked = [&] {
+    return std::any_of(finder.forks().begin(), finder.forks().end(),
+                       [&](const ForkFinder::Fork& f) { return f.pid == forked; });
+  };
+  finder.scan({getpid(), forked});
+  EXPECT_FALSE(has_forked());
+  // Judged again when asked again (cached by pid and start time).
+  EXPECT_EQ(finder.scan({getpid()}).size(), forks.size());
+  for (pid_t p : {child, sh, forked})
+    if (p > 0) kill(p, SIGKILL);
+  waitpid(sh, nullptr, 0);
+  waitpid(forked, nullptr, 0);
+  finder.scan({getpid()});
+  EXPECT_FALSE(has_forked());  // gone
+  // A process list it cannot read: no fork, and not ok (the verdict then
+  // does not say num_workers=0).
+  ForkFinder nowhere("/nonexistent/proc");
+  EXPECT_TRUE(nowhere.scan({getpid()}).empty());
+  EXPECT_FALSE(nowhere.ok());
 }
 
 }  // namespace

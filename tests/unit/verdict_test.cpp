@@ -246,6 +246,63 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
       << f.evidence;
   EXPECT_EQ(f.evidence.find("num_workers=0,"), std::string::npos) << f.evidence;
   EXPECT_NE(f.try_this.find("record with --children"), std::string::npos) << f.try_this;
+  // ...but the sampler saw its forks in /proc (FORK_STATS): the workers'
+  // CPU share judged all the same; one outside the steps, one of another
+  // target and one with a single sample in them are not counted.
+  {
+    const std::uint32_t trainer = r.processes[0].meta.pid;
+    auto forks = [&](double share) {
+      DeviceStatsReport s;
+      ProcessDeviceStats mine;
+      mine.pid = trainer;
+      mine.forks_scanned = true;
+      s.processes.push_back(mine);
+      auto fork = [&](std::uint32_t pid, std::uint32_t target, std::uint64_t from, std::uint64_t to) {
+        UntracedFork u;
+        u.pid = pid;
+        u.target = target;
+        std::uint64_t cpu = 0;
+        for (std::uint64_t ts = from; ts <= to; ts += 1'000'000) {
+          u.sched.push_back({ts, cpu, 0});
+          cpu += static_cast<std::uint64_t>(share * 1e6);
+        }
+        s.untraced_forks.push_back(u);
+      };
+      fork(21, trainer, steps.front().begin_ns, steps.back().end_ns);
+      fork(22, trainer, steps.front().begin_ns, steps.back().end_ns);
+      fork(23, trainer + 1, steps.front().begin_ns, steps.back().end_ns);
+      fork(24, trainer, steps.back().end_ns + 1, steps.back().end_ns + 10'000'000);
+      fork(25, trainer, steps.back().end_ns - 500'000, steps.back().end_ns);
+      return s;
+    };
+    const auto busy_forks = forks(0.95), idle_forks = forks(0.1);
+    f = input_bound(unfollowed, &busy_forks);
+    EXPECT_NE(f.evidence.find("; 2 DataLoader worker process(es) (pid 21, 22, not traced: --pid without --children; "
+                              "seen from /proc), on a CPU 95.0% of the steps' time each on average: loading is "
+                              "CPU-bound"),
+              std::string::npos)
+        << f.evidence;
+    EXPECT_EQ(f.evidence.find("not judged"), std::string::npos) << f.evidence;
+    f = input_bound(unfollowed, &idle_forks);
+    EXPECT_NE(f.evidence.find("on a CPU 10.0% of the steps' time each on average: they wait"), std::string::npos)
+        << f.evidence;
+    EXPECT_NE(f.try_this.find("prefetch_factor"), std::string::npos) << f.try_this;
+    // Looked for, none found: num_workers=0 is known.
+    DeviceStatsReport none;
+    ProcessDeviceStats mine;
+    mine.pid = trainer;
+    mine.forks_scanned = true;
+    none.processes.push_back(mine);
+    f = input_bound(unfollowed, &none);
+    EXPECT_NE(f.evidence.find("; no DataLoader worker process ran in the steps (the training process's forks, seen "
+                              "from /proc): num_workers=0"),
+              std::string::npos)
+        << f.evidence;
+    // Not looked for (an older recording): not judged, as before.
+    none.processes[0].forks_scanned = false;
+    f = input_bound(unfollowed, &none);
+    EXPECT_NE(f.evidence.find("DataLoader workers not judged"), std::string::npos) << f.evidence;
+  }
   auto child = [&](std::uint32_t pid, std::uint32_t ppid, const std::string& cmdline) {
     ProcessActions q;
     q.meta.pid = pid;
@@ -288,7 +345,9 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   f = input_bound(with, &idle);
   EXPECT_NE(f.evidence.find("on a CPU only 5.0% of the steps' time each on average: they wait"), std::string::npos)
       << f.evidence;
-  EXPECT_NE(f.evidence.find("(record with --off-cpu to tell which)"), std::string::npos) << f.evidence;
+  EXPECT_NE(f.evidence.find("(their off-CPU stacks tell which: ltrace-bpf --report verdict --children, or --off-cpu)"),
+            std::string::npos)
+      << f.evidence;
   EXPECT_NE(f.try_this.find("prefetch_factor"), std::string::npos) << f.try_this;
   // Off-CPU stacks (--off-cpu) say which wait: inside the dataset, or in
   // the worker loop for the training loop.

@@ -522,6 +522,9 @@ int cmd_watch(Options& opts) {
   so.origin_by_code = true;
   so.sources.comm = true;
   so.sources.gc = true;
+  // Without --children or --all, the workers' CPU from /proc for the
+  // captures' input-bound finding (a /proc scan a second).
+  so.sources.untraced_forks = true;
   // The allocator's out-of-memory hooks alone (the memory trigger): torch
   // calls them only as an allocation fails, so they cost nothing until then.
   // Escalated, its allocations too (MemTracer::escalate).

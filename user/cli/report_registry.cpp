@@ -86,7 +86,8 @@ constexpr ReportEntry kReports[] = {
     // memory growth and CPU contention.
     {.name = "verdict",
      .help = "what is wrong, ranked by train step time at stake, with evidence and what to try (printed first)",
-     .sources = {.stacks = true, .comm = true, .gc = true, .fork_waits = true, .proc_samples = true},
+     .sources =
+         {.stacks = true, .comm = true, .gc = true, .fork_waits = true, .proc_samples = true, .untraced_forks = true},
      .printed = [](const Options& o, const ReportResults&) { return named(o, "verdict"); },
      .write = write_verdict,
      .keeps_intervals = true},

@@ -359,6 +359,7 @@ void Session::adopt_targets() {
     StatsSampler::Config config;
     config.gpu = opts_.device_stats;
     config.for_verdict = !opts_.device_stats;
+    config.untraced_forks = opts_.sources.untraced_forks && !opts_.children && !opts_.all;
     stats_sampler_ = std::make_unique<StatsSampler>(
         targets_.live_pids(),
         std::chrono::milliseconds(std::max<std::uint64_t>(1, cadence().proc_samples_ns / 1'000'000)),

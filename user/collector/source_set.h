@@ -23,6 +23,10 @@ struct SourceSet {
   // NVML and without a report of their own: the verdict's memory growth
   // and CPU contention.  --device-stats takes them with their report.
   bool proc_samples = false;
+  // Where the targets' forks are not traced (no --children, no --all):
+  // their CPU from /proc beside the targets' samples (FORK_STATS), so the
+  // input-bound finding still says who loads the batches.
+  bool untraced_forks = false;
 
   SourceSet& operator|=(const SourceSet& o) {
     stacks |= o.stacks;
@@ -35,6 +39,7 @@ struct SourceSet {
     oom |= o.oom;
     fork_waits |= o.fork_waits;
     proc_samples |= o.proc_samples;
+    untraced_forks |= o.untraced_forks;
     return *this;
   }
 };

@@ -24,8 +24,9 @@ StatsSampler::StatsSampler(std::vector<pid_t> pids, std::chrono::milliseconds pe
 StatsSampler::StatsSampler(std::vector<pid_t> pids, std::chrono::milliseconds period, Sink sink, Config config)
     : period_(period.count() > 0 ? period : std::chrono::milliseconds(100)),
       sink_(std::move(sink)),
-      proc_(std::move(config.proc_root)),
+      proc_(config.proc_root),  // a copy: the fork finder reads it too
       proc_flags_(config.for_verdict ? LT_PROC_STATS_FOR_VERDICT : 0) {
+  if (config.untraced_forks) forks_.emplace(config.proc_root);
   set_pids(std::move(pids));
   if (config.gpu) {
     nvml_ = gpu::Nvml::open(&gpu_note_);
@@ -100,14 +101,31 @@ void StatsSampler::sample_now() noexcept {
     }
     if (pids_.empty()) return;
     const proc::SystemStats sys = proc_.system();
+    // The targets' untraced forks: a scan of /proc's processes a second at
+    // most (a few hundred small reads); their samples every period.
+    if (forks_) {
+      const std::uint64_t now = now_monotonic();
+      if (now >= next_fork_scan_) {
+        forks_->scan(pids_);
+        next_fork_scan_ = now + 1'000'000'000;
+      }
+    }
     for (pid_t p : pids_) {
       auto ps = proc_.process(p);
       if (!ps) continue;  // gone: its exit is the session's business
       lt_proc_stats_event r = proc::ProcStats::record(p, sys, ps);
-      r.flags = proc_flags_;
+      r.flags = proc_flags_ | (forks_ && forks_->ok() ? LT_PROC_STATS_FORKS_SCANNED : 0);
       deliver(sink_, r);
       // The main thread's run-queue wait: the verdict's CPU contention.
       if (auto sched = proc_.thread(p, p)) deliver(sink_, proc::ProcStats::sched_record(p, p, *sched));
+      if (forks_)
+        for (const auto& f : forks_->forks()) {
+          if (f.target != p) continue;
+          auto main_thread = proc_.thread(f.pid, f.pid);
+          auto mem = proc_.process(f.pid);
+          if (main_thread || mem)  // else gone since the scan
+            deliver(sink_, proc::ProcStats::fork_record(f.pid, f.target, f.via_forkserver, main_thread, mem));
+        }
     }
   } catch (...) {
     // A sample is worth less than the session: drop it, keep the reason.

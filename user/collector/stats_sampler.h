@@ -18,6 +18,7 @@
 
 #include "bpf/events.h"
 #include "user/gpu/nvml.h"
+#include "user/proc/fork_finder.h"
 #include "user/proc/proc_stats.h"
 
 namespace lt {
@@ -29,6 +30,9 @@ class StatsSampler {
     bool gpu = true;                  // false: never load NVML
     std::string proc_root = "/proc";  // tests
     bool for_verdict = false;         // the verdict's samples alone: LT_PROC_STATS_FOR_VERDICT
+    // The targets' forks are not traced (no --children): a FORK_STATS per
+    // fork beside each PROC_STATS (their DataLoader workers, from /proc).
+    bool untraced_forks = false;
   };
 
   // Loads NVML now if it is there (nvmlInit can take a while without
@@ -73,7 +77,9 @@ class StatsSampler {
   Sink sink_;
   proc::ProcStats proc_;
   std::optional<gpu::Nvml> nvml_;
-  std::uint32_t proc_flags_ = 0;  // on every PROC_STATS
+  std::uint32_t proc_flags_ = 0;           // on every PROC_STATS
+  std::optional<proc::ForkFinder> forks_;  // Config::untraced_forks
+  std::uint64_t next_fork_scan_ = 0;       // a /proc scan a second at most
   std::string gpu_note_;
   std::vector<std::string> gpu_names_;
   std::string error_;

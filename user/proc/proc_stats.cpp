@@ -270,6 +270,18 @@ lt_thread_sched_event ProcStats::sched_record(pid_t pid, pid_t tid, const Thread
   return e;
 }
 
+lt_fork_stats_event ProcStats::fork_record(pid_t pid, pid_t target, bool via_forkserver,
+                                           const std::optional<ThreadSched>& main_thread,
+                                           const std::optional<ProcessStats>& p) {
+  lt_fork_stats_event e{};
+  e.hdr = sampled_header(LT_EV_FORK_STATS, sizeof e, pid, pid);
+  e.target = static_cast<std::uint32_t>(target);
+  e.flags = via_forkserver ? LT_FORK_STATS_VIA_FORKSERVER : 0;
+  e.cpu_ns = main_thread ? main_thread->cpu_ns : ~0ull;
+  e.rss_bytes = p ? p->rss_bytes : ~0ull;
+  return e;
+}
+
 lt_proc_stats_event ProcStats::record(pid_t pid, const SystemStats& sys, const std::optional<ProcessStats>& p) {
   lt_proc_stats_event e{};
   e.hdr = sampled_header(LT_EV_PROC_STATS, sizeof e, pid, pid);

@@ -56,6 +56,11 @@ class ProcStats {
   std::optional<ThreadSched> thread(pid_t pid, pid_t tid) const;
   // A THREAD_SCHED record (ts_ns = CLOCK_MONOTONIC now).
   static lt_thread_sched_event sched_record(pid_t pid, pid_t tid, const ThreadSched& s);
+  // A FORK_STATS record for an untraced fork of `target` (ts_ns = now);
+  // what could not be read is ~0.
+  static lt_fork_stats_event fork_record(pid_t pid, pid_t target, bool via_forkserver,
+                                         const std::optional<ThreadSched>& main_thread,
+                                         const std::optional<ProcessStats>& p);
 
   // A PROC_STATS record for `pid` (header: pid = tid = the process, cpu 0,
   // ts_ns = CLOCK_MONOTONIC now); what could not be read is ~0.

@@ -145,6 +145,26 @@ std::vector<std::string> read_cmdline(pid_t pid) {
   return split_nul(slurp(proc_file(pid, "cmdline")));
 }
 
+namespace {
+// The 16 random bytes the kernel put on the new stack at the exec
+// (auxv AT_RANDOM): a fork has its parent's, every exec new ones, also
+// with ASLR off (where the vDSO's address repeats). Empty when unreadable.
+std::string exec_random_bytes(pid_t pid) {
+  constexpr std::uint64_t kAtRandom = 25;
+  const std::string auxv = slurp(proc_file(pid, "auxv"));
+  for (std::size_t i = 0; i + 16 <= auxv.size(); i += 16) {
+    std::uint64_t type = 0, value = 0;
+    std::memcpy(&type, auxv.data() + i, 8);
+    std::memcpy(&value, auxv.data() + i + 8, 8);
+    if (type != kAtRandom) continue;
+    std::string bytes(16, '\0');
+    if (!value || !read_memory(pid, value, bytes.data(), bytes.size())) return {};
+    return bytes;
+  }
+  return {};
+}
+}  // namespace
+
 bool same_image(pid_t child, pid_t parent) {
   auto vdso = [](pid_t pid) -> std::uint64_t {
     for (const auto& m : read_maps(pid))
@@ -153,8 +173,14 @@ bool same_image(pid_t child, pid_t parent) {
   };
   const auto cmd = read_cmdline(child);
   if (cmd.empty() || cmd != read_cmdline(parent)) return false;
-  const std::uint64_t mine = vdso(child);
-  return mine != 0 && mine == vdso(parent);
+  // The exec's random bytes where both can be read; else the vDSO's place.
+  const std::string mine = exec_random_bytes(child);
+  if (!mine.empty()) {
+    const std::string theirs = exec_random_bytes(parent);
+    if (!theirs.empty()) return mine == theirs;
+  }
+  const std::uint64_t at = vdso(child);
+  return at != 0 && at == vdso(parent);
 }
 
 std::string read_comm(pid_t pid) {

@@ -43,9 +43,10 @@ std::vector<std::string> read_cmdline(pid_t pid);
 std::string read_comm(pid_t pid);
 pid_t read_ppid(pid_t pid);
 // Whether `child` is a fork of `parent` with no exec since (a DataLoader
-// worker; not a torchrun rank): its command line and its vDSO's address,
-// which every exec places anew (ASLR), are its parent's. False when either
-// cannot be read.
+// worker; not a torchrun rank): its command line and the 16 random bytes
+// every exec gets (auxv AT_RANDOM; also with ASLR off) are its parent's;
+// where those cannot be read, its vDSO's address, which every exec places
+// anew under ASLR. False when the command lines cannot be read.
 bool same_image(pid_t child, pid_t parent);
 // The pid ptrace-attached to one of pid's threads (TracerPid), 0 if none.
 pid_t traced_by(pid_t pid);
