@@ -653,6 +653,17 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
                        "or check that rank's device and host"});
 }
 
+// What to try for each way the batches are loaded (input_workers).
+constexpr const char* kAddWorkers =
+    "DataLoader(num_workers=N) (N up to the free cores), persistent_workers=True, pin_memory=True; or make "
+    "__getitem__ cheaper";
+constexpr const char* kCpuBoundLoading =
+    "more DataLoader workers where cores are free (num_workers), or a cheaper __getitem__ / collate_fn (decode once, "
+    "cache, smaller samples)";
+constexpr const char* kOverlapWaits =
+    "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
+    "storage or a cache for what __getitem__ reads";
+
 // The input-bound finding says who loads the batches: the trainer's
 // DataLoader workers are its descendants in the recording (forks keep its
 // command line; Python 3.14's forkserver's children keep the server's) with
@@ -695,92 +706,57 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
     if (!first || last->ts <= first->ts || last->cpu_ns < first->cpu_ns) return std::nullopt;
     return static_cast<double>(last->cpu_ns - first->cpu_ns) / static_cast<double>(last->ts - first->ts);
   };
+  // The workers: traced (followed children) or, with --pid alone, the
+  // forks the /proc sampler saw (FORK_STATS); each one's CPU share.
   std::vector<std::uint32_t> workers;
   double busy_sum = 0;
   std::size_t judged = 0;
+  auto judge = [&](const std::vector<ProcessDeviceStats::Sched>& sched) {
+    if (auto b = busy_share(sched)) busy_sum += *b, ++judged;
+  };
   for (const auto& q : rep.processes) {
     if (&q == &trainer || !(q.meta.flags & LT_PROC_PYTHON) || q.total_calls() || !of_trainer(q)) continue;
     if (q.window_begin_ns >= to || (q.window_end_ns && q.window_end_ns <= from)) continue;
     workers.push_back(q.meta.pid);
-    if (!stats) continue;
+    if (stats)
+      for (const auto& st : stats->processes)
+        if (st.pid == q.meta.pid) judge(st.sched);
+  }
+  const bool followed = trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED;
+  bool scanned = false;  // its untraced forks looked for in /proc
+  if (workers.empty() && !followed && stats) {
     for (const auto& st : stats->processes)
-      if (st.pid == q.meta.pid)
-        if (auto b = busy_share(st.sched)) {
-          busy_sum += *b;
-          ++judged;
-        }
-  }
-  if (workers.empty() && !(trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED) && stats) {
-    // Not followed, but seen from /proc (FORK_STATS): the forks alive in the
-    // steps (two samples inside them), their CPU share; their waits unknown.
-    const ProcessDeviceStats* mine = nullptr;
-    for (const auto& st : stats->processes)
-      if (st.pid == trainer.meta.pid) mine = &st;
-    std::vector<std::uint32_t> seen;
-    for (const auto& u : stats->untraced_forks) {
-      if (u.target != trainer.meta.pid) continue;
-      if (auto b = busy_share(u.sched)) {
-        seen.push_back(u.pid);
-        busy_sum += *b;
-        ++judged;
+      if (st.pid == trainer.meta.pid) scanned = st.forks_scanned;
+    // Alive in the steps: two samples inside them.
+    for (const auto& u : stats->untraced_forks)
+      if (u.target == trainer.meta.pid && busy_share(u.sched)) {
+        workers.push_back(u.pid);
+        judge(u.sched);
       }
-    }
-    if (!seen.empty()) {
-      std::string pids;
-      for (std::size_t i = 0; i < seen.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(seen[i]);
-      if (seen.size() > 8) pids += ", ...";
-      const double busy = busy_sum / static_cast<double>(judged);
-      f.evidence += "; " + std::to_string(seen.size()) + " DataLoader worker process(es) (pid " + pids +
-                    ", not traced: --pid without --children; seen from /proc), on a CPU " + pct(busy) +
-                    " of the steps' time each on average";
-      if (busy >= kWorkersBusy) {
-        f.evidence += ": loading is CPU-bound";
-        f.try_this =
-            "more DataLoader workers where cores are free (num_workers), or a cheaper __getitem__ / collate_fn "
-            "(decode once, cache, smaller samples)";
-      } else {
-        f.evidence +=
-            ": they wait, inside __getitem__ (I/O, sleeps) or for the loop to ask (record with --children and "
-            "--report verdict: their off-CPU stacks tell which)";
-        f.try_this =
-            "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; "
-            "faster storage or a cache for what __getitem__ reads";
-      }
-      return;
-    }
-    if (mine && mine->forks_scanned) {
-      f.evidence +=
-          "; no DataLoader worker process ran in the steps (the training process's forks, seen from /proc): "
-          "num_workers=0, the batches loaded in the training process itself";
-      f.try_this =
-          "DataLoader(num_workers=N) (N up to the free cores), persistent_workers=True, pin_memory=True; or make "
-          "__getitem__ cheaper";
-      return;
-    }
   }
-  if (workers.empty() && !(trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED)) {
-    // Workers are the trainer's children: not followed, none could be seen.
-    f.evidence +=
-        "; DataLoader workers not judged: the recording does not say it followed the training process's children "
-        "(--pid without --children, or an ltrace-bpf older than this flag), so whether num_workers=0 is not known";
-    f.try_this =
-        "record with --children to see the DataLoader workers; DataLoader(num_workers=N) (N up to the free cores), "
-        "persistent_workers=True, pin_memory=True; or make __getitem__ cheaper";
-    return;
-  }
+  const bool untraced = !workers.empty() && !followed;
   if (workers.empty()) {
-    f.evidence +=
-        "; no DataLoader worker process in the recording: num_workers=0, the batches loaded in the training process "
-        "itself";
-    f.try_this =
-        "DataLoader(num_workers=N) (N up to the free cores), persistent_workers=True, pin_memory=True; or make "
-        "__getitem__ cheaper";
+    if (followed || scanned) {
+      f.evidence += followed ? "; no DataLoader worker process in the recording"
+                             : "; no DataLoader worker process ran in the steps (the training process's forks, seen "
+                               "from /proc)";
+      f.evidence += ": num_workers=0, the batches loaded in the training process itself";
+      f.try_this = kAddWorkers;
+    } else {
+      // Workers are the trainer's children: not followed, none could be seen.
+      f.evidence +=
+          "; DataLoader workers not judged: the recording does not say it followed the training process's "
+          "children (--pid without --children, or an ltrace-bpf older than this flag), so whether num_workers=0 "
+          "is not known";
+      f.try_this = std::string("record with --children to see the DataLoader workers; ") + kAddWorkers;
+    }
     return;
   }
   std::string pids;
   for (std::size_t i = 0; i < workers.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(workers[i]);
   if (workers.size() > 8) pids += ", ...";
-  const std::string who = std::to_string(workers.size()) + " DataLoader worker process(es) (pid " + pids + ")";
+  const std::string who = std::to_string(workers.size()) + " DataLoader worker process(es) (pid " + pids +
+                          (untraced ? ", not traced: --pid without --children; seen from /proc)" : ")");
   // Their waits off a CPU inside the train steps (not before the first,
   // nor a persistent worker's through validation): inside the dataset, or
   // in the worker loop for the training loop (recorded with --off-cpu).
@@ -797,16 +773,14 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
             in_steps += std::min(st->end_ns, wait.end_ns) - std::max(st->begin_ns, wait.begin_ns);
           (wait.where == LoaderFrame::dataset ? in_dataset : for_loop) += in_steps;
         }
-  const bool off_cpu_recorded = loader && loader->off_cpu;
+  const bool off_cpu_recorded = loader && loader->off_cpu && !untraced;
   const bool waits_known = off_cpu_recorded && in_dataset + for_loop > 0;
   const double dataset_share =
       waits_known ? static_cast<double>(in_dataset) / static_cast<double>(in_dataset + for_loop) : 0;
   const double busy = judged ? busy_sum / static_cast<double>(judged) : 0;
   if (judged && busy >= kWorkersBusy) {
     f.evidence += "; " + who + ", on a CPU " + pct(busy) + " of the steps' time each on average: loading is CPU-bound";
-    f.try_this =
-        "more DataLoader workers where cores are free (num_workers), or a cheaper __getitem__ / collate_fn "
-        "(decode once, cache, smaller samples)";
+    f.try_this = kCpuBoundLoading;
     return;
   }
   const std::string on_cpu =
@@ -821,9 +795,7 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
                   (off_cpu_recorded ? std::string(" (their off-CPU stacks in the steps name neither)")
                                     : std::string(" (their off-CPU stacks tell which: ltrace-bpf --report verdict "
                                                   "--children, or --off-cpu)"));
-    f.try_this =
-        "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
-        "storage or a cache for what __getitem__ reads";
+    f.try_this = kOverlapWaits;
     return;
   }
   const std::string split = "of their waits off a CPU in the steps, " + pct(dataset_share) +
@@ -831,9 +803,7 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
                             " in the worker loop waiting for the training loop";
   if (dataset_share >= 0.5) {
     f.evidence += "; " + who + on_cpu + "; " + split + ": loading waits inside __getitem__ (I/O, sleeps, locks)";
-    f.try_this =
-        "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
-        "storage or a cache for what __getitem__ reads";
+    f.try_this = kOverlapWaits;
   } else {
     f.evidence += "; " + who + on_cpu + "; " + split +
                   ": the workers keep up, the fetch's time goes in the training process (taking the batches from "

@@ -284,7 +284,10 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
         << f.evidence;
     EXPECT_EQ(f.evidence.find("not judged"), std::string::npos) << f.evidence;
     f = input_bound(unfollowed, &idle_forks);
-    EXPECT_NE(f.evidence.find("on a CPU 10.0% of the steps' time each on average: they wait"), std::string::npos)
+    EXPECT_NE(f.evidence.find("on a CPU only 10.0% of the steps' time each on average: they wait, inside "
+                              "__getitem__ (I/O, sleeps) or for the loop to ask (their off-CPU stacks tell which: "
+                              "ltrace-bpf --report verdict --children, or --off-cpu)"),
+              std::string::npos)
         << f.evidence;
     EXPECT_NE(f.try_this.find("prefetch_factor"), std::string::npos) << f.try_this;
     // Looked for, none found: num_workers=0 is known.

@@ -865,12 +865,15 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
   if (!proc::running(pid)) proctrack_->forget(pid);
   targets_.adopted(pid, interp);
   // Its forks adopted before it (--all polls in pid order, and pids wrap):
-  // their lineage now, as if adopted after it.
-  for (pid_t c : targets_.live_pids())
-    if (c != pid && targets_.ancestors(c).empty() && proc::read_ppid(c) == pid && proc::same_image(c, pid)) {
-      targets_.forked_before(c, pid);
-      retarget(c);
-    }
+  // their lineage now, as if adopted after it. Only --all, or several
+  // --pid in any order, adopt so (--children adopts a parent before its
+  // descendants): elsewhere no look at every target's ppid per adoption.
+  if (opts_.all || opts_.pids.size() > 1)
+    for (pid_t c : targets_.live_pids())
+      if (c != pid && targets_.ancestors(c).empty() && proc::read_ppid(c) == pid && proc::same_image(c, pid)) {
+        targets_.forked_before(c, pid);
+        retarget(c);
+      }
   if (!how.provisional) ++stats_.traced;  // a provisional target counts once promoted
   emit_process_records(pid, &interp, LT_PROC_PYTHON | children_flag(), 0);
   pending_.start(pid);

@@ -1,5 +1,6 @@
 #include "user/collector/stats_sampler.h"
 
+#include <algorithm>
 #include <ctime>
 #include <exception>
 
@@ -101,13 +102,16 @@ void StatsSampler::sample_now() noexcept {
     }
     if (pids_.empty()) return;
     const proc::SystemStats sys = proc_.system();
-    // The targets' untraced forks: a scan of /proc's processes a second at
-    // most (a few hundred small reads); their samples every period.
+    // The targets' untraced forks: a scan of every process's stat (~3.5 us
+    // each here: 254 us for 72 processes) a second at most, and never more
+    // than 0.1 % of the time (a host of thousands: every few seconds);
+    // their samples every period.
     if (forks_) {
       const std::uint64_t now = now_monotonic();
       if (now >= next_fork_scan_) {
         forks_->scan(pids_);
-        next_fork_scan_ = now + 1'000'000'000;
+        const std::uint64_t took = now_monotonic() - now;
+        next_fork_scan_ = now + std::max<std::uint64_t>(1'000'000'000, 1000 * took);
       }
     }
     for (pid_t p : pids_) {
