@@ -6,8 +6,10 @@ namespaces, pivot_root) and plain chroots, with torch 2.15 and Lightning
 (tests/roots/build.sh, cached)."""
 import json
 import os
+import re
 import shutil
 import subprocess
+import threading
 import time
 
 import pytest
@@ -378,3 +380,48 @@ def test_gc_pauses_estimated_in_a_container_without_probes(sid, tmp_path, versio
     assert exe.name in run.lt_err, run.lt_err
     check_sampled_collections(trace, run.target_out, run.lt_err)
 
+
+
+def test_dataloader_workers_through_a_forkserver_without_children(sid, tmp_path):
+    """A real fit on sid's CPython 3.14, whose multiprocessing starts
+    DataLoader workers through a forkserver (the default from 3.14 on
+    Linux: the workers are the server's children, not the trainer's),
+    attached from the host with --pid alone: the verdict's /proc sampler
+    finds them through the server (in the container's processes, by host
+    pid) and judges their CPU share."""
+    site = "/opt/site/cp314"
+    served = set()  # host pids of the forkserver's children, as the job ran
+    done = threading.Event()
+
+    def children(pid):
+        try:
+            return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+        except OSError:
+            return []
+
+    def watch_the_server(box):
+        def poll():
+            while not done.is_set():
+                for c in children(box.pid):
+                    try:
+                        if b"multiprocessing.forkserver" in open(f"/proc/{c}/cmdline", "rb").read():
+                            served.update(children(c))
+                    except OSError:
+                        pass
+                time.sleep(0.05)
+        threading.Thread(target=poll, daemon=True).start()
+
+    try:
+        run = run_boxed(sid, tmp_path, "/usr/bin/python3.14", os.path.join(WORKLOADS, "train_lightning.py"),
+                        args=["--epochs", "1", "--batches", "300", "--batch-size", "16", "--workers", "2",
+                              "--data-delay", "0.002"],
+                        env={"PYTHONPATH": site}, lt_args=["--report", "verdict"], timeout=600,
+                        before_release=watch_the_server)
+    finally:
+        done.set()
+    assert run.target_rc == 0 and run.lt_rc == 0, run.lt_err[-3000:] + run.target_out[-2000:]
+    m = re.search(r"(\d+) DataLoader worker process\(es\) \(pid ([0-9, ]+), not traced: --pid without --children; "
+                  r"seen from /proc\), on a CPU", run.lt_out)
+    assert m and int(m.group(1)) == 2, run.lt_out
+    # They were the forkserver's children, not the trainer's.
+    assert {int(p) for p in m.group(2).split(", ")} <= served, (m.group(2), served)
