@@ -493,11 +493,17 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   }
   // Each step's time in the owned parts over their medians.
   std::vector<double> in_owned(t.size(), 0.0);
-  for (std::size_t i = 0; i < t.size(); ++i)
-    for (std::size_t k = 0; k < kStepParts; ++k)
-      if (owned[k]) in_owned[i] += std::max(0.0, t[i].part_ns[k] / 1e6 - part_median[k]);
+  auto owned_time = [&] {
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      in_owned[i] = 0;
+      for (std::size_t k = 0; k < kStepParts; ++k)
+        if (owned[k]) in_owned[i] += std::max(0.0, t[i].part_ns[k] / 1e6 - part_median[k]);
+    }
+  };
+  owned_time();
   double med = 0, bound = 0, excess = 0;
   std::size_t count = 0, worst = 1;
+  std::vector<std::size_t> slow;  // the steps past the bound
   auto past_the_bound = [&] {
     med = median(durations);
     std::vector<double> dev;
@@ -508,23 +514,53 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
     // optimizer's state, first allocations) -- on a real Transformer fit it
     // was the one step past the bound, 1.6x the median.
     excess = 0, count = 0, worst = 1;
-    double owned_excess = 0;
+    slow.clear();
+    std::size_t mostly_owned = 0;  // the steps past the bound with most of their excess in owned parts
     for (std::size_t i = 1; i < t.size(); ++i) {
       if (durations[i] > bound) {
         excess += durations[i] - med, ++count;
-        owned_excess += std::min(in_owned[i], durations[i] - med);
+        if (in_owned[i] >= 0.5 * (durations[i] - med)) ++mostly_owned;
+        slow.push_back(i);
       }
       if (durations[i] > durations[worst]) worst = i;
     }
-    return owned_excess;
+    return mostly_owned;
   };
-  // Spikes are few: a tenth of the steps or more past the bound, most of
-  // their excess in owned parts, is that finding's pattern (the 2-worker
-  // slow loader of test_stacks.py: 129 of 260 steps, every other one
-  // waiting), so those parts' excess leaves every step, and what is past
-  // the bound then is.
+  // Spikes are few and irregular. A tenth of the steps or more past the
+  // bound is a pattern when most of them have most of their excess in
+  // owned parts (the
+  // 2-worker slow loader of test_stacks.py: 129 of 260 steps, every other
+  // one waiting: input-bound's), or when they come at a regular period
+  // (every k-th step: gradient accumulation's optimizer step every k
+  // batches, a callback's work every k steps), where the part holding most
+  // of their excess is the rhythm's. Those parts' excess leaves every step,
+  // and what is past the bound then is.
+  std::size_t mostly_owned = past_the_bound();
+  const bool many = count >= std::max<std::size_t>(2, t.size() / 10);
+  std::size_t period = 0;
+  if (many && 2 * mostly_owned < count) {
+    std::map<std::size_t, std::size_t> gaps;
+    for (std::size_t j = 1; j < slow.size(); ++j) ++gaps[slow[j] - slow[j - 1]];
+    for (const auto& [gap, times] : gaps)
+      if (gap >= 2 && times * 5 >= (slow.size() - 1) * 4) period = gap;
+    if (period) {
+      // The part of the steps on the rhythm (a period from the one before
+      // or after), not of a spike among them.
+      std::array<double, kStepParts> over{};
+      for (std::size_t j = 0; j < slow.size(); ++j) {
+        const bool on =
+            (j > 0 && slow[j] - slow[j - 1] == period) || (j + 1 < slow.size() && slow[j + 1] - slow[j] == period);
+        if (on)
+          for (std::size_t k = 0; k < kStepParts; ++k)
+            over[k] += std::max(0.0, t[slow[j]].part_ns[k] / 1e6 - part_median[k]);
+      }
+      owned[static_cast<std::size_t>(std::max_element(over.begin(), over.end()) - over.begin())] = true;
+      owned_time();
+      mostly_owned = past_the_bound();
+    }
+  }
   bool left_out = false;
-  if (past_the_bound() >= 0.5 * excess && count >= std::max<std::size_t>(2, t.size() / 10)) {
+  if (many && 2 * mostly_owned >= count) {
     for (std::size_t i = 0; i < t.size(); ++i) durations[i] -= in_owned[i];
     past_the_bound();
     left_out = true;
@@ -552,8 +588,11 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
                        " (median " + msf(med) + " + 6 robust sigmas of this run, and >= 1.5x); the longest, step " +
                        std::to_string(t[worst].index + s.train_offset) + ", " + msf(durations[worst]) + where +
                        "; together " + msf(excess) + " over the median" +
-                       (left_out ? std::string(" (each step's time over the median in the parts with a finding of "
-                                               "their own left out: most steps' excess was there, that finding's)")
+                       (left_out ? " (each step's time over the median in the parts " +
+                                       (period ? "holding the steps' rhythm (most steps past the bound came every " +
+                                                     std::to_string(period) + ")"
+                                               : std::string("with a finding of their own")) +
+                                       " left out: most steps' excess was there)"
                                  : std::string()),
                    "look at those steps (ltrace-bpf report FILE --steps A-B --html, or watch's slow-step captures): "
                    "garbage collection, checkpointing, a recompile, another process on the CPU"});

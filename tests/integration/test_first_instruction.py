@@ -115,6 +115,8 @@ def test_run_of_a_cpython_itself(tmp_path, sites, python):
         python = pyenv_python(11)
     r = run_lt([python, EARLY], tmp_path, env={"PYTHONPATH": sites["2.6.6"], "EARLY_PREFIX": "direct"})
     check_counts(r, ["direct"], 1)
+    # Its own command before the exec is no launcher to note.
+    assert "is not a CPython process" not in r.stderr, r.stderr
 
 
 def test_torchrun_ranks(tmp_path):

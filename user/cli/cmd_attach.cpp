@@ -125,10 +125,12 @@ int attach(Options& opts) {
   SessionOptions so{opts.pids, opts.all, opts.children, {}, opts.duration_s, opts.verbose};
   // A CPython that is none of our descendants but carries run's mark or
   // the job's variables is held at its exec and adopted.
-  if (launch)
+  if (launch) {
     so.adopt_env = {launch->marker()};
-  else if (!opts.job_env.empty())
+    so.launched = true;
+  } else if (!opts.job_env.empty()) {
     so.adopt_env = opts.job_env;
+  }
   so.gpu = opts.gpu;
   so.reports = opts.report;
   so.inject = opts.inject;

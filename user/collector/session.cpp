@@ -148,7 +148,8 @@ void Session::prepare() {
     } catch (const Error& e) {
       // A launcher (shell, torchrun wrapper) is fine when we follow children.
       if (!(opts_.children && e.code() == ExitCode::not_python)) throw;
-      notes_.push_back(std::string("pid ") + std::to_string(pid) + ": " + e.what() + "; following its children");
+      if (!opts_.launched)  // run's own command before its exec: nothing to say
+        notes_.push_back(std::string("pid ") + std::to_string(pid) + ": " + e.what() + "; following its children");
     }
   }
 }

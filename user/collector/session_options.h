@@ -99,6 +99,10 @@ struct SessionOptions {
   // detach, into CLOCK_SYNC records (user/cluster/clock_exchange.h).
   std::string clock_host;  // empty: no measurement
   std::uint16_t clock_port = 0;
+  // `run`: the pid given is our own launched command, held before its
+  // exec (not yet a CPython: no note that it is none). Kept out of the
+  // fields the callers set by position (above).
+  bool launched = false;
 };
 
 // Whether the stack sampler runs: its rate, off-CPU time, and the stacks of

@@ -207,7 +207,8 @@ class Watcher {
   };
   std::vector<Render> renders_;  // on_capture_ calls under way (joined when done)
   StragglerWatch stragglers_;
-  std::uint32_t straggler_ = 0;  // the rank named now (0: none): named once per episode
+  std::uint32_t straggler_ = 0;       // the rank named now (0: none): named once per episode
+  std::size_t straggler_misses_ = 0;  // checks in a row without a verdict since it was named
   std::uint64_t straggler_checked_ns_ = 0;
   bool comm_since_check_ = false;
   void join_renders(bool all);
