@@ -627,6 +627,46 @@ TEST(Findings, RecompilesInsideTrainStepsAtTheirDuration) {
   EXPECT_EQ(find_issues(r)[0].kind, "outliers");
 }
 
+// A callback whose hook collects garbage (or logs) for most of its time:
+// one cause, one finding. The collections (and the logging samples) inside
+// the hooks are the gc (logging) finding's, not also the hooks' (a real
+// callback's gc.collect() was both, 290 ms at stake in a 149 ms step).
+TEST(Findings, GcOrLoggingInAHookIsNotAlsoTheHooks) {
+  Fit fit;
+  fit.hook = 6;  // ~6 of 14.5 ms a step: hooks, alone
+  const auto r = make(fit);
+  const auto& p = r.processes[0];
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> hooks;
+  for (const auto& iv : p.intervals)
+    if (p.actions[iv.action].name == "[Callback]LoggerCallback.on_train_batch_end")
+      hooks.emplace_back(iv.begin_ns, iv.end_ns);
+  ASSERT_EQ(hooks.size(), 50u);
+  auto kinds = [&](const std::vector<Finding>& f) {
+    std::vector<std::string> k;
+    for (const auto& x : f) k.push_back(x.kind);
+    return k;
+  };
+  EXPECT_EQ(kinds(find_issues(r)), std::vector<std::string>{"hooks"});
+  GcReport in_hook, in_step;
+  for (const auto& [b, e] : hooks) {
+    in_hook.procs[p.meta.pid].push_back({b + 500'000, b + 5'500'000, 10, 2, 0});
+    in_step.procs[p.meta.pid].push_back({b - 7'000'000, b - 2'000'000, 10, 2, 0});  // in training_step
+  }
+  auto f = find_issues(r, nullptr, nullptr, nullptr, &in_hook);
+  EXPECT_EQ(kinds(f), std::vector<std::string>{"gc"}) << render_findings(r, f);
+  f = find_issues(r, nullptr, nullptr, nullptr, &in_step);  // elsewhere: both, each its own time
+  EXPECT_EQ(kinds(f), (std::vector<std::string>{"hooks", "gc"})) << render_findings(r, f);
+  // Logging samples (1 ms) through 5 ms of each hook.
+  LoggingReport lg;
+  lg.period_ns = 1'000'000;
+  lg.names = {"LightningModule.log (module.py:512)", "LoggerCallback.on_train_batch_end (train.py:9)"};
+  for (const auto& [b, e] : hooks)
+    for (int i = 0; i < 5; ++i) lg.procs[p.meta.pid].push_back({b + 500'000 + i * 1'000'000ull, p.meta.pid, 0, 1, 1});
+  lg.sampled[p.meta.pid] = 50 * 15;
+  f = find_issues(r, nullptr, nullptr, nullptr, nullptr, &lg);
+  EXPECT_EQ(kinds(f), std::vector<std::string>{"logging"}) << render_findings(r, f);
+}
+
 TEST(Findings, GcPausesInsideTrainStepsClippedToThem) {
   // A full collection of 2 ms in every step (~9.7 ms), one of 150 ms in
   // step 20, and collections between steps (not at stake): "gc" first at
