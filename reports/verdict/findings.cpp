@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -883,6 +884,7 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
   // The workers: traced (followed children) or, with --pid alone, the
   // forks the /proc sampler saw (FORK_STATS); each one's CPU share.
   std::vector<std::uint32_t> workers;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> lives;  // each one's, as far as the recording says
   double busy_sum = 0;
   std::size_t judged = 0;
   auto judge = [&](const std::vector<ProcessDeviceStats::Sched>& sched) {
@@ -892,6 +894,7 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
     if (&q == &trainer || !(q.meta.flags & LT_PROC_PYTHON) || q.total_calls() || !of_trainer(q)) continue;
     if (q.window_begin_ns >= to || (q.window_end_ns && q.window_end_ns <= from)) continue;
     workers.push_back(q.meta.pid);
+    lives.emplace_back(q.window_begin_ns, q.window_end_ns ? q.window_end_ns : UINT64_MAX);
     if (stats)
       for (const auto& st : stats->processes)
         if (st.pid == q.meta.pid) judge(st.sched);
@@ -905,6 +908,7 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
     for (const auto& u : stats->untraced_forks)
       if (u.target == trainer.meta.pid && busy_share(u.sched)) {
         workers.push_back(u.pid);
+        lives.emplace_back(u.sched.front().ts, u.sched.back().ts);
         judge(u.sched);
       }
   }
@@ -929,8 +933,35 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
   std::string pids;
   for (std::size_t i = 0; i < workers.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(workers[i]);
   if (workers.size() > 8) pids += ", ...";
-  const std::string who = std::to_string(workers.size()) + " DataLoader worker process(es) (pid " + pids +
+  // How many at once: more in all means they were started anew
+  // (persistent_workers=False: every epoch, and every validation run, pays
+  // for starting them).
+  // Counted in the train steps (at each one's middle), not at an epoch's
+  // turn, where the old ones are still exiting as the new ones start.
+  std::size_t at_once = 0;
+  for (const auto& st : ps.train) {
+    const std::uint64_t mid = st.begin_ns + (st.end_ns - st.begin_ns) / 2;
+    std::size_t alive = 0;
+    for (const auto& [b, e] : lives) alive += b <= mid && mid < e;
+    at_once = std::max(at_once, alive);
+  }
+  const bool anew = at_once && workers.size() > at_once;
+  const std::string who = (anew ? std::to_string(at_once) + " DataLoader worker process(es) at a time, " +
+                                      std::to_string(workers.size()) + " started in all"
+                                : std::to_string(workers.size()) + " DataLoader worker process(es)") +
+                          " (pid " + pids +
                           (untraced ? ", not traced: --pid without --children; seen from /proc)" : ")");
+  // Started anew: the first thing to try, whatever else is said.
+  struct AdviceFirst {
+    Finding& f;
+    bool anew;
+    ~AdviceFirst() {
+      if (!anew) return;
+      for (const char* said : {", persistent_workers=True", "persistent_workers=True, "})
+        if (auto at = f.try_this.find(said); at != std::string::npos) f.try_this.erase(at, std::strlen(said));
+      f.try_this = "persistent_workers=True (the workers were started anew, each epoch or each loader); " + f.try_this;
+    }
+  } advice_first{f, anew};
   // Their waits off a CPU inside the train steps (not before the first,
   // nor a persistent worker's through validation): inside the dataset, or
   // in the worker loop for the training loop (recorded with --off-cpu).

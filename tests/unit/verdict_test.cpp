@@ -399,6 +399,23 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   f = input_bound(with);
   EXPECT_NE(f.evidence.find("; 2 DataLoader worker process(es) (pid 11, 12), how busy not judged"), std::string::npos)
       << f.evidence;
+  EXPECT_EQ(f.try_this.find("persistent_workers=True (the workers were started anew"), std::string::npos);
+  // Two at a time, started again halfway (persistent_workers=False, a new
+  // epoch): said, and persistent workers the first thing to try.
+  {
+    ActionsReport anew = r;
+    const std::uint64_t mid = steps[steps.size() / 2].begin_ns;
+    for (std::uint32_t pid : {31u, 32u, 33u, 34u}) {
+      ProcessActions q = child(pid, 7, "python train.py");
+      (pid < 33 ? q.window_end_ns : q.window_begin_ns) = mid;
+      anew.processes.push_back(q);
+    }
+    f = input_bound(anew);
+    EXPECT_NE(f.evidence.find("; 2 DataLoader worker process(es) at a time, 4 started in all (pid 31, 32, 33, 34)"),
+              std::string::npos)
+        << f.evidence;
+    EXPECT_EQ(f.try_this.rfind("persistent_workers=True (the workers were started anew", 0), 0u) << f.try_this;
+  }
   auto on_cpu = [&](double share) {
     DeviceStatsReport s;
     for (std::uint32_t pid : {11u, 12u}) {
