@@ -291,11 +291,16 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
     assert v.returncode == 0, v.stderr
     ranked = findings_past_load(v.stdout)
     assert ranked and ranked[0][1] == "input-bound", v.stdout
-    m = re.search(rf"^  {ranked[0][0]}\. input-bound .*\n.*; (\d+) DataLoader worker process\(es\) \(pid [^)]*\), "
+    # Two epochs of a DataLoader without persistent workers: two at a time,
+    # started again for the second epoch.
+    m = re.search(rf"^  {ranked[0][0]}\. input-bound .*\n.*; (\d+) DataLoader worker process\(es\) at a time, "
+                  r"(\d+) started in all \(pid [^)]*\), "
                   r"on a CPU only [0-9.]+% of the steps' time each on average; of their waits off a CPU in the steps, "
                   r"([0-9.]+)% inside the dataset .*: loading waits inside __getitem__", v.stdout, re.M)
-    assert m and int(m.group(1)) >= 2 and float(m.group(2)) >= 50, v.stdout
-    print(f"input-bound: {m.group(1)} workers, {m.group(2)}% of their waits in the steps inside the dataset")
+    assert m and int(m.group(1)) == 2 and int(m.group(2)) == 4 and float(m.group(3)) >= 50, v.stdout
+    assert re.search(rf"^  {ranked[0][0]}\. input-bound .*\n.*\n     try: persistent_workers=True", v.stdout, re.M), \
+        v.stdout
+    print(f"input-bound: {m.group(1)} workers at a time, {m.group(3)}% of their waits in the steps inside the dataset")
     headers = [line for line in run.lt_out.splitlines() if line.startswith("==> pid ")]
     assert len(headers) >= 3, headers  # the trainer and at least two workers
     stacks = collapsed(run.tmp / "stacks.txt")
