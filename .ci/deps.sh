@@ -23,8 +23,9 @@ APT_BUILD=(make g++ clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev 
            libgtest-dev libfmt-dev systemtap-sdt-dev python3.11 python3.11-venv python3-pip procps util-linux)
 # What only the tests need: headless Chromium (the HTML pages), Slurm + munge
 # (the simulated cluster), iproute2 (its network namespaces), debootstrap
-# (the roots), nodejs (make check's syntax check of the pages' scripts).
-APT_TEST=(chromium slurmctld slurmd slurm-client munge iproute2 debootstrap nodejs prometheus systemd)
+# (the roots), nodejs (make check's syntax check of the pages' scripts),
+# strace (no descriptor closed twice: test_stacks.py).
+APT_TEST=(chromium slurmctld slurmd slurm-client munge iproute2 debootstrap nodejs prometheus systemd strace)
 
 apt_install() {
   local missing=() p

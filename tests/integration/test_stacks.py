@@ -369,6 +369,28 @@ def test_workers_running_before_the_attach_have_their_waits_recorded(tmp_path):
     assert "not judged" not in v.stdout and "Device stats" not in v.stdout, v.stdout
 
 
+def test_no_descriptor_is_closed_twice(tmp_path):
+    """A descriptor closed twice closes whatever another thread opened under
+    its number in between: the sampler's perf events were closed by their
+    libbpf links and again by their owners, and a watch capture's report
+    lost its directory at a de-escalation (CI 138: "cannot create
+    .../report.log: Bad file descriptor"). Every close() of an attach with
+    the sampler on, under strace, succeeds."""
+    job = subprocess.Popen([VENV_PY, "-c", "import time; time.sleep(120)"])
+    try:
+        log = tmp_path / "close.txt"
+        r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=close", "-o", str(log), LTRACE, "--pid", str(job.pid),
+                            "--rate", "999", "--off-cpu", "--report", "advanced", "--duration", "1"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    finally:
+        job.kill()
+        job.wait()
+    closes = [line for line in log.read_text().splitlines() if "close(" in line]
+    assert len(closes) > 10, closes  # traced
+    assert not [line for line in closes if "EBADF" in line], [line for line in closes if "EBADF" in line]
+
+
 SHAPES = os.path.join(WORKLOADS, "stack_shapes.py")
 
 

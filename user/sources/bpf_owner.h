@@ -36,6 +36,8 @@ class OwnedFd {
   OwnedFd(const OwnedFd&) = delete;
   OwnedFd& operator=(const OwnedFd&) = delete;
   int get() const { return fd_; }
+  // Gives the descriptor up (to an owner that closes it: a libbpf link).
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;

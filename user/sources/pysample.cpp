@@ -70,8 +70,8 @@ PySampleSource::PySampleSource(const ProcTrackSource& shared, unsigned rate_hz, 
   }
 }
 
-std::vector<std::pair<OwnedFd, LinkPtr>> PySampleSource::open_per_cpu(std::uint64_t period_ns, std::uint64_t cookie) {
-  std::vector<std::pair<OwnedFd, LinkPtr>> out;
+std::vector<LinkPtr> PySampleSource::open_per_cpu(std::uint64_t period_ns, std::uint64_t cookie) {
+  std::vector<LinkPtr> out;
   const int ncpu = libbpf_num_possible_cpus();
   for (int cpu = 0; cpu < ncpu; ++cpu) {
     const int fd = open_cpu_clock(cpu, period_ns);
@@ -89,7 +89,8 @@ std::vector<std::pair<OwnedFd, LinkPtr>> PySampleSource::open_per_cpu(std::uint6
       const int err = errno;
       throw bpf_error("attach the stack sampler on CPU " + std::to_string(cpu), err);
     }
-    out.emplace_back(std::move(owned), std::move(link));
+    owned.release();  // the link's now: bpf_link__destroy closes it
+    out.push_back(std::move(link));
   }
   return out;
 }

@@ -41,10 +41,14 @@ class PySampleSource {
   void set_full_rate(bool on);
 
  private:
-  std::vector<std::pair<OwnedFd, LinkPtr>> open_per_cpu(std::uint64_t period_ns, std::uint64_t cookie);
+  std::vector<LinkPtr> open_per_cpu(std::uint64_t period_ns, std::uint64_t cookie);
   // Destroyed in reverse: links, then perf events, then the skeleton.
   SkeletonPtr<lt_pysample> skel_;
-  std::vector<std::pair<OwnedFd, LinkPtr>> cheap_, full_;  // per CPU: the event, its program's link
+  // Per CPU: its program's link, which owns the perf event (libbpf closes
+  // it at the link's destroy: a second close here closed whatever another
+  // thread had opened under that number since, a watch capture's report
+  // directory at a de-escalation).
+  std::vector<LinkPtr> cheap_, full_;
   std::vector<LinkPtr> links_;
   std::uint64_t period_ns_ = 0;
   unsigned cheap_weight_ = 1;
