@@ -12,6 +12,7 @@
 
 #include "reports/aggregate/step_batches.h"
 #include "reports/aggregate/steps.h"
+#include "reports/verdict/between_steps.h"
 #include "reports/verdict/gpu_findings.h"
 #include "user/text/utf8_text.h"
 
@@ -43,10 +44,14 @@ std::string msf(double ms) {
   return finding_ms(ms);
 }
 
+// The lower median: of an even count, the lower of the two middle values,
+// a duration some step took (their mean, of a fit whose steps alternate
+// between two durations, is one none took, and the evidence says it).
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
 }
 
 // What checkpointing costs a process: the intervals that are its time.
@@ -375,6 +380,9 @@ struct GcOfProcess {
   std::uint64_t period_ns = 0;
 };
 
+constexpr const char* kGcFullTry =
+    "most were full collections (generation 2), which a gc.collect() in the code makes at each call (a "
+    "callback's or the loop's): call it less often or not at all; else ";
 constexpr const char* kGcTry =
     "gc.freeze() once the model and data are built (the collector stops scanning them), fewer reference "
     "cycles made per step (gc.set_debug(gc.DEBUG_SAVEALL) keeps them to look at), or a higher "
@@ -436,7 +444,20 @@ void gc_pauses(const ProcessActions& p, const ProcessSteps& s, double total_ms, 
                                     std::to_string(longest->generation) + ", " + std::to_string(longest->collected) +
                                     " objects unreachable)"
                               : ""),
-                 kGcTry});
+                 // Mostly full collections: the job's own gc.collect() (each call one), or a heap
+                 // that keeps growing; the thresholds do not space out explicit calls.
+                 2 * by_gen[2] > count ? std::string(kGcFullTry) + kGcTry : std::string(kGcTry)});
+}
+
+// Whether a logging entry frame is Lightning's metric logging (self.log,
+// log_dict and its result collection, the logger connector), not a logger
+// library's writes or Python's logging.
+bool metric_logging(const LoggingReport& lg, std::uint32_t entry) {
+  if (entry >= lg.names.size()) return false;
+  const std::string& n = lg.names[entry];  // "LightningModule.log (module.py)": function (file's base name)
+  for (const char* x : {"(module.py)", "(result.py)", "(logger_connector.py)"})
+    if (n.size() > std::strlen(x) && n.compare(n.size() - std::strlen(x), std::string::npos, x) == 0) return true;
+  return false;
 }
 
 // The loop thread's stack samples in logging code inside the train steps
@@ -473,9 +494,15 @@ void logging_cost(const ProcessActions& p, const ProcessSteps& s, double total_m
                      "logging code, an estimated " +
                      msf(ms) + " (" + pct(ms / total_ms) + " of the steps' time; samples x the " + period +
                      " ms sampling period): most in " + site + " (" + std::to_string(top->second) + " samples)",
-                 "log fewer values or less often: Trainer(log_every_n_steps=N) (50 by default), self.log(..., "
-                 "on_step=False) for what is needed per epoch only, sync_dist=True only where needed; no per-step "
-                 "print or logging.info; a logger's flush interval (TensorBoard's flush_secs)"});
+                 metric_logging(lg, top->first.first)
+                     // log_every_n_steps spaces the loggers' writes, not self.log's own work at each call.
+                     ? "log fewer values per step: self.log's own cost is paid at every call whatever "
+                       "log_every_n_steps (which spaces the loggers' writes only): one self.log_dict for "
+                       "several values, values needed per epoch only logged less often, sync_dist=True only "
+                       "where needed, tensors rather than .item() in the call"
+                     : "log less often: Trainer(log_every_n_steps=N) (50 by default) for the loggers' writes; "
+                       "no per-step print or logging.info; a logger's flush interval (TensorBoard's "
+                       "flush_secs)"});
 }
 
 void process_findings(const ProcessActions& p, const ProcessSteps& s, const ProcessDeviceStats* stats,
@@ -707,19 +734,57 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   }
   if (stats) memory_growth(p, t, s.train_offset, *stats, out);
   if (stats) cpu_contention(p, t, s.tid, *stats, out);
-  // Validation: of the fit's span, converted to time per train step.
+  // Validation and the rest of the time between train steps
+  // (between_steps.h): of the fit's span, converted to time per train step.
+  const BetweenSteps gaps = between_steps(p, t, ckpt.of, s.tid);
+  double val_steps = 0;
+  for (const auto& v : s.validation) val_steps += v.duration_ns() / 1e6;
+  std::uint64_t b = t.front().begin_ns, e = t.back().end_ns;
+  if (gaps.validation_runs) {
+    b = std::min(b, gaps.validation_begin_ns), e = std::max(e, gaps.validation_end_ns);
+  } else if (!s.validation.empty()) {  // no run around them on the loop thread: the steps alone
+    b = std::min(b, s.validation.front().begin_ns), e = std::max(e, s.validation.back().end_ns);
+  }
+  const double span = (e - b) / 1e6;
   if (!s.validation.empty()) {
-    const std::uint64_t b = std::min(t.front().begin_ns, s.validation.front().begin_ns);
-    const std::uint64_t e = std::max(t.back().end_ns, s.validation.back().end_ns);
-    double val = -val_compiles;  // the recompiles finding's
-    for (const auto& v : s.validation) val += v.duration_ns() / 1e6;
-    const double span = (e - b) / 1e6;
+    const double val = (gaps.validation_runs ? gaps.validation_ms : val_steps) - val_compiles;  // recompiles' apart
+    const bool outside = gaps.validation_runs && gaps.validation_ms > 2 * val_steps;
     if (span > 0 && val / span >= kValidation)
-      out.push_back({"validation", p.meta.pid, val / n, val / span,
-                     std::to_string(s.validation.size()) + " validation steps take " + msf(val) + ", " +
-                         pct(val / span) + " of the fit from its first step to its last",
-                     "validate less often (val_check_interval, check_val_every_n_epoch) or on fewer batches "
-                     "(limit_val_batches)"});
+      out.push_back(
+          {"validation", p.meta.pid, val / n, val / span,
+           (gaps.validation_runs ? std::to_string(gaps.validation_runs) + " validation runs (" +
+                                       std::to_string(s.validation.size()) + " validation steps) take "
+                                 : std::to_string(s.validation.size()) + " validation steps take ") +
+               msf(val) + ", " + pct(val / span) + " of the fit from its first step to its last" +
+               (gaps.validation_runs ? " (each run from the train step before it to its last validation hook: the "
+                                       "validation DataLoader's start, the hooks and the steps; the steps alone " +
+                                           msf(val_steps) + ")"
+                                     : std::string()),
+           std::string("validate less often (val_check_interval, check_val_every_n_epoch) or on fewer batches "
+                       "(limit_val_batches)") +
+               (outside ? "; most of a run is outside its steps: persistent_workers=True on the validation "
+                          "DataLoader if it has workers (each run starts them anew otherwise), lighter validation "
+                          "hooks"
+                        : "")});
+  }
+  if (span > 0 && gaps.gaps_ms / span >= kBetweenSteps) {
+    // The actions that hold a part of it worth naming; the rest in none.
+    std::string top;
+    for (const auto& [name, ms] : gaps.top_actions)
+      if (ms >= 0.05 * gaps.gaps_ms) top += (top.empty() ? "" : ", ") + utf8_text(name) + " " + msf(ms);
+    const double in_none = gaps.gaps_ms - gaps.in_actions_ms;
+    if (in_none >= 0.5 * gaps.gaps_ms)
+      top += (top.empty() ? "" : ", ") + msf(in_none) + " in no Lightning action (a new DataLoader iterator's start)";
+    char longest[64];
+    std::snprintf(longest, sizeof longest, "%zu gap(s) over %.0f ms, the longest ", gaps.long_gaps,
+                  BetweenSteps::kLongGapMs);
+    out.push_back({"between steps", p.meta.pid, gaps.gaps_ms / n, gaps.gaps_ms / span,
+                   "the time between train steps, validation and checkpoints apart, takes " + msf(gaps.gaps_ms) + ", " +
+                       pct(gaps.gaps_ms / span) + " of the fit from its first step to its last: " + longest +
+                       msf(gaps.longest_gap_ms) + " (epoch turns: the epoch hooks, a new train DataLoader iterator)" +
+                       (top.empty() ? "" : "; in them " + top),
+                   "persistent_workers=True if the train DataLoader has workers (each epoch starts them anew "
+                   "otherwise); lighter epoch hooks (on_train_epoch_end/start); fewer, longer epochs"});
   }
 }
 
@@ -835,22 +900,54 @@ constexpr const char* kAddWorkers =
 constexpr const char* kCpuBoundLoading =
     "more DataLoader workers where cores are free (num_workers), or a cheaper __getitem__ / collate_fn (decode once, "
     "cache, smaller samples)";
+// The machine's CPUs all busy in the steps (kMachineBusy): more workers
+// would wait for one too.
+constexpr const char* kNoCoreFree =
+    "no CPU was free for more DataLoader workers: give the job cores of its own first (taskset, cgroup cpusets, "
+    "Slurm --exclusive or --cpus-per-task), then more workers; or make __getitem__ / collate_fn cheaper";
 constexpr const char* kOverlapWaits =
     "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
     "storage or a cache for what __getitem__ reads";
 
-// The input-bound finding says who loads the batches: the trainer's
-// DataLoader workers are its descendants in the recording (forks keep its
-// command line; Python 3.14's forkserver's children keep the server's) with
-// no Lightning action, alive during its train steps. With /proc samples,
-// how much of the steps' time they were on a CPU: busy workers are
-// CPU-bound loading; idle ones wait, inside __getitem__ (I/O, sleeps) or
-// for the loop to ask. CPU time cannot tell those two waits apart: where
-// off-CPU stacks were recorded (`loader`) they say which, else the
-// wording names both.
-void input_workers(const ActionsReport& rep, const ProcessActions& trainer, const ProcessSteps& ps,
-                   const DeviceStatsReport* stats, const LoaderWaitsReport* loader, Finding& f) {
-  if (ps.train.empty()) return;
+// The trainer's DataLoader workers: its descendants in the recording
+// (forks keep its command line; Python 3.14's forkserver's children keep
+// the server's) with no Lightning action, alive during its train steps;
+// with --pid alone, the forks the /proc sampler saw (FORK_STATS). With
+// /proc samples, how much of the steps' time each was on a CPU.
+struct Workers {
+  std::vector<std::uint32_t> pids;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> lives;  // each one's, as far as the recording says
+  double busy_sum = 0;                                         // of the CPU shares judged
+  std::size_t judged = 0;
+  bool followed = false;  // the trainer's children were followed
+  bool scanned = false;   // its untraced forks looked for in /proc
+  bool untraced = false;  // the pids are such forks
+  // How many at once, counted at each train step's middle (not at an
+  // epoch's turn, where the old ones are still exiting as the new ones
+  // start): more in all means they were started anew (persistent_workers=
+  // False: every epoch, and every validation run, pays for starting them).
+  std::size_t at_once = 0;
+  bool anew() const { return at_once && pids.size() > at_once; }
+  // "2 DataLoader worker process(es) at a time, 6 started in all (pid ...)"
+  std::string who() const;
+  // None, and none could have been missed: the batches load in the trainer.
+  bool known_none() const { return pids.empty() && (followed || scanned); }
+};
+
+std::string Workers::who() const {
+  std::string list;
+  for (std::size_t i = 0; i < pids.size() && i < 8; ++i) list += (i ? ", " : "") + std::to_string(pids[i]);
+  if (pids.size() > 8) list += ", ...";
+  return (anew() ? std::to_string(at_once) + " DataLoader worker process(es) at a time, " +
+                       std::to_string(pids.size()) + " started in all"
+                 : std::to_string(pids.size()) + " DataLoader worker process(es)") +
+         " (pid " + list + (untraced ? ", not traced: --pid without --children; seen from /proc)" : ")");
+}
+
+Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, const ProcessSteps& ps,
+                     const DeviceStatsReport* stats) {
+  Workers w;
+  if (ps.train.empty()) return w;
   const std::uint64_t from = ps.train.front().begin_ns, to = ps.train.back().end_ns;
   std::map<std::uint32_t, const ProcessActions*> by_pid;
   for (const auto& q : rep.processes) by_pid[q.meta.pid] = &q;
@@ -881,94 +978,86 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
     if (!first || last->ts <= first->ts || last->cpu_ns < first->cpu_ns) return std::nullopt;
     return static_cast<double>(last->cpu_ns - first->cpu_ns) / static_cast<double>(last->ts - first->ts);
   };
-  // The workers: traced (followed children) or, with --pid alone, the
-  // forks the /proc sampler saw (FORK_STATS); each one's CPU share.
-  std::vector<std::uint32_t> workers;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> lives;  // each one's, as far as the recording says
-  double busy_sum = 0;
-  std::size_t judged = 0;
   auto judge = [&](const std::vector<ProcessDeviceStats::Sched>& sched) {
-    if (auto b = busy_share(sched)) busy_sum += *b, ++judged;
+    if (auto b = busy_share(sched)) w.busy_sum += *b, ++w.judged;
   };
   for (const auto& q : rep.processes) {
     if (&q == &trainer || !(q.meta.flags & LT_PROC_PYTHON) || q.total_calls() || !of_trainer(q)) continue;
     if (q.window_begin_ns >= to || (q.window_end_ns && q.window_end_ns <= from)) continue;
-    workers.push_back(q.meta.pid);
-    lives.emplace_back(q.window_begin_ns, q.window_end_ns ? q.window_end_ns : UINT64_MAX);
+    w.pids.push_back(q.meta.pid);
+    w.lives.emplace_back(q.window_begin_ns, q.window_end_ns ? q.window_end_ns : UINT64_MAX);
     if (stats)
       for (const auto& st : stats->processes)
         if (st.pid == q.meta.pid) judge(st.sched);
   }
-  const bool followed = trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED;
-  bool scanned = false;  // its untraced forks looked for in /proc
-  if (workers.empty() && !followed && stats) {
+  w.followed = trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED;
+  if (w.pids.empty() && !w.followed && stats) {
     for (const auto& st : stats->processes)
-      if (st.pid == trainer.meta.pid) scanned = st.forks_scanned;
+      if (st.pid == trainer.meta.pid) w.scanned = st.forks_scanned;
     // Alive in the steps: two samples inside them.
     for (const auto& u : stats->untraced_forks)
       if (u.target == trainer.meta.pid && busy_share(u.sched)) {
-        workers.push_back(u.pid);
-        lives.emplace_back(u.sched.front().ts, u.sched.back().ts);
+        w.pids.push_back(u.pid);
+        w.lives.emplace_back(u.sched.front().ts, u.sched.back().ts);
         judge(u.sched);
       }
   }
-  const bool untraced = !workers.empty() && !followed;
+  w.untraced = !w.pids.empty() && !w.followed;
+  for (const auto& st : ps.train) {
+    const std::uint64_t mid = st.begin_ns + (st.end_ns - st.begin_ns) / 2;
+    std::size_t alive = 0;
+    for (const auto& [b, e] : w.lives) alive += b <= mid && mid < e;
+    w.at_once = std::max(w.at_once, alive);
+  }
+  return w;
+}
+
+// Started anew: persistent_workers=True the first thing to try, whatever
+// else `try_this` says.
+void persistent_workers_first(std::string& try_this) {
+  for (const char* said : {", persistent_workers=True", "persistent_workers=True, "})
+    if (auto at = try_this.find(said); at != std::string::npos) try_this.erase(at, std::strlen(said));
+  try_this = "persistent_workers=True (the workers were started anew, each epoch or each loader); " + try_this;
+}
+
+// The input-bound finding says who loads the batches (find_workers): none
+// (num_workers=0), or workers; busy workers are CPU-bound loading; idle
+// ones wait, inside __getitem__ (I/O, sleeps) or for the loop to ask. CPU
+// time cannot tell those two waits apart: where off-CPU stacks were
+// recorded (`loader`) they say which, else the wording names both.
+void say_who_loads(const Workers& w, const ProcessSteps& ps, const LoaderWaitsReport* loader, bool no_core_free,
+                   Finding& f) {
+  if (ps.train.empty()) return;
+  const char* add_workers = no_core_free ? kNoCoreFree : kAddWorkers;
+  const auto& workers = w.pids;
+  const bool untraced = w.untraced;
   if (workers.empty()) {
-    if (followed || scanned) {
-      f.evidence += followed ? "; no DataLoader worker process in the recording"
-                             : "; no DataLoader worker process ran in the steps (the training process's forks, seen "
-                               "from /proc)";
+    if (w.known_none()) {
+      f.evidence += w.followed ? "; no DataLoader worker process in the recording"
+                               : "; no DataLoader worker process ran in the steps (the training process's forks, "
+                                 "seen from /proc)";
       f.evidence += ": num_workers=0, the batches loaded in the training process itself";
-      f.try_this = kAddWorkers;
+      f.try_this = add_workers;
     } else {
       // Workers are the trainer's children: not followed, none could be seen.
       f.evidence +=
           "; DataLoader workers not judged: the recording does not say it followed the training process's "
           "children (--pid without --children, or an ltrace-bpf older than this flag), so whether num_workers=0 "
           "is not known";
-      f.try_this = std::string("record with --children to see the DataLoader workers; ") + kAddWorkers;
+      f.try_this = std::string("record with --children to see the DataLoader workers; ") + add_workers;
     }
     return;
   }
-  std::string pids;
-  for (std::size_t i = 0; i < workers.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(workers[i]);
-  if (workers.size() > 8) pids += ", ...";
-  // How many at once: more in all means they were started anew
-  // (persistent_workers=False: every epoch, and every validation run, pays
-  // for starting them).
-  // Counted in the train steps (at each one's middle), not at an epoch's
-  // turn, where the old ones are still exiting as the new ones start.
-  std::size_t at_once = 0;
-  for (const auto& st : ps.train) {
-    const std::uint64_t mid = st.begin_ns + (st.end_ns - st.begin_ns) / 2;
-    std::size_t alive = 0;
-    for (const auto& [b, e] : lives) alive += b <= mid && mid < e;
-    at_once = std::max(at_once, alive);
-  }
-  const bool anew = at_once && workers.size() > at_once;
-  const std::string who = (anew ? std::to_string(at_once) + " DataLoader worker process(es) at a time, " +
-                                      std::to_string(workers.size()) + " started in all"
-                                : std::to_string(workers.size()) + " DataLoader worker process(es)") +
-                          " (pid " + pids +
-                          (untraced ? ", not traced: --pid without --children; seen from /proc)" : ")");
-  // Started anew: the first thing to try, whatever else is said.
-  struct AdviceFirst {
-    Finding& f;
-    bool anew;
-    ~AdviceFirst() {
-      if (!anew) return;
-      for (const char* said : {", persistent_workers=True", "persistent_workers=True, "})
-        if (auto at = f.try_this.find(said); at != std::string::npos) f.try_this.erase(at, std::strlen(said));
-      f.try_this = "persistent_workers=True (the workers were started anew, each epoch or each loader); " + f.try_this;
-    }
-  } advice_first{f, anew};
+  const std::string who = w.who();
+  const std::size_t judged = w.judged;
+  const double busy_sum = w.busy_sum;
   // Their waits off a CPU inside the train steps (not before the first,
   // nor a persistent worker's through validation): inside the dataset, or
   // in the worker loop for the training loop (recorded with --off-cpu).
   std::uint64_t in_dataset = 0, for_loop = 0;
   if (loader)
-    for (std::uint32_t w : workers)
-      if (auto it = loader->procs.find(w); it != loader->procs.end())
+    for (std::uint32_t pid : workers)
+      if (auto it = loader->procs.find(pid); it != loader->procs.end())
         for (const auto& wait : it->second.waits) {
           // The steps are in time order: the first that ends after the wait begins.
           auto st = std::partition_point(ps.train.begin(), ps.train.end(),
@@ -985,7 +1074,7 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
   const double busy = judged ? busy_sum / static_cast<double>(judged) : 0;
   if (judged && busy >= kWorkersBusy) {
     f.evidence += "; " + who + ", on a CPU " + pct(busy) + " of the steps' time each on average: loading is CPU-bound";
-    f.try_this = kCpuBoundLoading;
+    f.try_this = no_core_free ? kNoCoreFree : kCpuBoundLoading;
     return;
   }
   const std::string on_cpu =
@@ -1019,6 +1108,53 @@ void input_workers(const ActionsReport& rep, const ProcessActions& trainer, cons
   }
 }
 
+void input_workers(const Workers& w, const ProcessSteps& ps, const LoaderWaitsReport* loader, bool no_core_free,
+                   Finding& f) {
+  say_who_loads(w, ps, loader, no_core_free, f);
+  if (w.anew()) persistent_workers_first(f.try_this);  // whatever else is said, the first thing to try
+}
+
+// The machine's CPUs' busy share over the train steps (the /proc samples'
+// cpu_percent, their mean; two samples in them at least), or -1.
+double machine_busy(const std::vector<StepRecord>& t, const ProcessDeviceStats& stats) {
+  if (t.empty()) return -1;
+  double sum = 0;
+  std::size_t count = 0;
+  for (const auto& [ts, percent] : stats.system_cpu)
+    if (ts >= t.front().begin_ns && ts <= t.back().end_ns) sum += percent, ++count;
+  if (count < 2) return -1;
+  return sum / static_cast<double>(count) / 100.0;
+}
+
+// Input-bound with the batches loaded in the training process (no
+// workers) and CPU contention: the loop thread's run-queue wait is in the
+// fetch's time too. One wait, one finding: the share of it estimated in
+// the fetch (the thread's run-queue share applied to the fetch) leaves
+// input-bound, which goes when what is left is under its threshold.
+void contention_in_the_fetch(const Workers* w, std::vector<Finding>& out, std::size_t from) {
+  std::size_t input = out.size(), contention = out.size();
+  for (std::size_t i = from; i < out.size(); ++i) {
+    if (out[i].kind == "input-bound") input = i;
+    if (out[i].kind == "cpu contention") contention = i;
+  }
+  if (input == out.size() || contention == out.size() || !w || !w->known_none()) return;
+  Finding& in = out[input];
+  Finding& c = out[contention];
+  const double waited = c.share * in.ms_per_step, left = in.share * (1 - c.share);
+  if (left < kInputBound) {
+    c.evidence += "; the dataloader fetch in the training process (num_workers=0, " + msf(in.ms_per_step) +
+                  " per step) is slow mostly by this wait: without an estimated " + msf(waited) +
+                  " of it, under the input-bound threshold";
+    out.erase(out.begin() + static_cast<std::ptrdiff_t>(input));
+    return;
+  }
+  in.evidence += "; an estimated " + msf(waited) +
+                 " per step of the fetch is the wait for a CPU that cpu contention counts (its run-queue share "
+                 "applied to the fetch), apart here";
+  in.ms_per_step -= waited;
+  in.share = left;
+}
+
 }  // namespace
 
 std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsReport* stats, const CommReport* comm,
@@ -1046,8 +1182,27 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
     }
     const std::size_t before = out.size();
     process_findings(p, ps, mine, compiled, collections, logging, out);
-    for (std::size_t i = before; i < out.size(); ++i)
-      if (out[i].kind == "input-bound") input_workers(rep, p, ps, stats, loader, out[i]);
+    std::optional<Workers> workers;  // found once, where a finding asks
+    auto workers_of = [&]() -> const Workers& {
+      if (!workers) workers = find_workers(rep, p, ps, stats);
+      return *workers;
+    };
+    const double machine = mine ? machine_busy(ps.train, *mine) : -1;
+    for (std::size_t i = before; i < out.size(); ++i) {
+      if (out[i].kind == "input-bound") {
+        const bool full = machine >= kMachineBusy;
+        input_workers(workers_of(), ps, loader, full, out[i]);
+        if (full) out[i].evidence += "; the machine's CPUs were " + pct(machine) + " busy in the steps (/proc/stat)";
+      }
+      if (out[i].kind == "between steps" && workers_of().anew()) {
+        out[i].evidence += "; the train DataLoader's workers were started anew: " + workers_of().who();
+        // Its "if the train DataLoader has workers" clause is known now.
+        std::string& t = out[i].try_this;
+        if (auto clause = t.find("; "); clause != std::string::npos) t.erase(0, clause + 2);
+        persistent_workers_first(t);
+      }
+    }
+    contention_in_the_fetch(workers ? &*workers : nullptr, out, before);
     if (gpu) gpu_findings(p, ps, *gpu, out);
     if (comm)
       for (const auto& c : comm->processes)

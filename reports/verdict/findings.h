@@ -8,7 +8,12 @@
 //   input-bound   the dataloader part >= 10 % of the train step
 //   hooks         callbacks and hooks >= 10 % of the train step (the top ones named)
 //   optimizer     the optimizer part >= 40 % of the train step
-//   validation    validation runs >= 10 % of the fit (first step to last)
+//   validation    validation runs >= 10 % of the fit (first step to last),
+//                 each from the train step before it to its last validation
+//                 action (between_steps.h: its DataLoader's start included)
+//   between steps the rest of the time between train steps (epoch turns:
+//                 epoch hooks, a new train iterator), validation and
+//                 checkpoints apart, >= 10 % of the fit
 //   checkpoints   checkpoint saves >= 5 % of the fit: Trainer.save_checkpoint's
 //                 action (Lightning 2.5+), else ModelCheckpoint's hooks, which
 //                 hold the saves in older versions
@@ -25,7 +30,9 @@
 //                 CPU (its run queue: /proc schedstat, sampled with the
 //                 /proc samples) >= 15 % of the train steps' time: other
 //                 processes or threads on its CPUs; the time at stake is
-//                 that wait per step.
+//                 that wait per step. Where the batches load in the
+//                 training process, that wait's share of the fetch (an
+//                 estimate) leaves input-bound: one wait, one finding.
 //   collective-bound a process's threads blocked waiting for collectives
 //                 (the c10d probes' waits, comm.h) in its train steps'
 //                 actions >= 15 % of the train steps' time: that wait
@@ -89,6 +96,10 @@ struct Finding {
 };
 
 inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
+inline constexpr double kBetweenSteps = 0.10;
+// The machine's CPUs this busy in the train steps: no core free for more
+// DataLoader workers (the input-bound advice says so).
+inline constexpr double kMachineBusy = 0.90;
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
 inline constexpr double kContention = 0.15, kCollective = 0.15, kRecompiles = 0.05, kGc = 0.05;

@@ -342,7 +342,8 @@ def test_a_provoked_part_of_the_fit_is_first_at_its_time(traces, kind, key, hi):
     trace, job = traces["provoked"][kind]
     out, _ = first_at_the_jobs_time(trace, kind, job, key, "train_steps", 0.95, hi, 0.5)
     if kind == "validation":  # of the fit's span, as the job saw it
-        share = float(re.search(r"validation steps take [0-9.]+ ms, ([0-9.]+)% of the fit", out).group(1)) / 100
+        share = float(re.search(r"validation runs \(\d+ validation steps\) take [0-9.]+ ms, ([0-9.]+)% of the fit",
+                                out).group(1)) / 100
         measured = job["val_s"] / job["span_s"]
         assert measured * 0.95 <= share <= measured * 1.3 + 0.01, (share, measured, out)
     if kind == "hooks":  # named, with its time

@@ -71,12 +71,16 @@ bool wait_descendants(pid_t pid, std::size_t n, const std::string& cmd_marker) {
     return cmd;
   };
   while (std::chrono::steady_clock::now() < until) {
-    const std::string own = line(pid);  // once its own exec is done, the launcher's
+    std::vector<std::string> lines;
+    for (pid_t d : lt::proc::descendants(pid)) lines.push_back(line(d));
+    // Read after its descendants': read before, it could be the line from
+    // before its own exec, which any child forked since differs from (the
+    // shell's child before its exec counted as done, CI: "none runs
+    // CPython: pid 7370 (sh), pid 7371 (sh)").
+    const std::string own = line(pid);
     std::size_t ready = 0;
-    for (pid_t d : lt::proc::descendants(pid)) {
-      const std::string cmd = line(d);
+    for (const auto& cmd : lines)
       if (cmd.find(cmd_marker) != std::string::npos && cmd != own) ++ready;
-    }
     if (ready >= n) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -39,6 +39,9 @@ struct Fit {
   double ckpt_ms = 0;
   bool ckpt_action = true;  // Trainer.save_checkpoint's action inside the hook (Lightning 2.5+)
   std::string ckpt_callback = "ModelCheckpoint{'monitor': None, 'mode': 'min'}";
+  double val_start = 0;  // before each validation run's first hook: its DataLoader's iterator (workers starting)
+  int epoch_every = 0;   // an epoch turn after every Nth step: epoch_hook ms of on_train_epoch_end, then
+  double epoch_hook = 0, epoch_start = 0;  // epoch_start ms of nothing recorded (a new iterator's workers)
 };
 
 // One process: 50 train batches (times in ms, a little jitter).
@@ -68,10 +71,19 @@ ActionsReport make(const Fit& f, std::uint32_t seed = 1) {
       t += f.ckpt_ms + 0.15;
     }
     if (f.val_every && (k + 1) % static_cast<int>(f.val_every) == 0) {
+      t += f.val_start;
+      add("[Callback]LoggerCallback.on_validation_start", t, t + 0.05);
+      t += 0.1;
       add("[_EvaluationLoop].val_next", t, t + 0.1);
       add("[Strategy]SingleDeviceStrategy.validation_step", t + 0.1, t + 0.1 + f.val_ms);
       add("[Callback]LoggerCallback.on_validation_batch_end", t + 0.1 + f.val_ms, t + 0.2 + f.val_ms);
       t += f.val_ms + 0.3;
+      add("[Callback]LoggerCallback.on_validation_end", t, t + 0.05);
+      t += 0.1;
+    }
+    if (f.epoch_every && (k + 1) % f.epoch_every == 0 && k + 1 < 50) {
+      add("[Callback]LoggerCallback.on_train_epoch_end", t, t + f.epoch_hook);
+      t += f.epoch_hook + f.epoch_start + 0.05;
     }
   }
   ActionsReport r;
@@ -556,6 +568,159 @@ TEST(Findings, ValidationAndTheEvidenceNamesTheTopHook) {
       << h[0].evidence;
 }
 
+// Steps alternating between two durations: the median said is one of
+// them (the lower middle value), not their mean, which no step took.
+TEST(Findings, TheMedianSaidIsAStepsDuration) {
+  Fit alternate;
+  alternate.opt_every = 2;
+  alternate.opt_extra = 10;  // 25 steps of ~8.7 ms, 25 of ~18.7 ms
+  const auto r = make(alternate);
+  const auto f = find_issues(r);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "optimizer") << render_findings(r, f);
+  EXPECT_NE(f[0].evidence.find("(50 train steps, median 8."), std::string::npos) << f[0].evidence;
+}
+
+// A validation run is timed from the train step before it, where its
+// DataLoader's iterator starts (workers started anew: 30 ms here, before
+// its first hook), to its last validation hook; the steps alone (2.2 ms a
+// run) missed most of it (2.6x too little on an audit fit).
+TEST(Findings, AValidationRunFromTheTrainStepBeforeItToItsLastHook) {
+  Fit v;
+  v.val_every = 10;
+  v.val_ms = 2;
+  v.val_start = 30;
+  const auto r = make(v);
+  const auto f = find_issues(r);
+  ASSERT_FALSE(f.empty()) << render_findings(r, f);
+  EXPECT_EQ(f[0].kind, "validation") << render_findings(r, f);
+  // 5 runs of 0.05 + 30 + 0.1 + 2.3 + 0.05 ms, in a fit of 50 steps of ~8.85 ms
+  const double run = 32.5, span = 50 * 8.85 + 5 * run;
+  EXPECT_NEAR(f[0].ms_per_step, 5 * run / 50, 0.1) << f[0].evidence;
+  EXPECT_NEAR(f[0].share, 5 * run / span, 0.01) << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find("5 validation runs (5 validation steps) take 162."), std::string::npos) << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find("the steps alone 11."), std::string::npos) << f[0].evidence;
+  EXPECT_NE(f[0].try_this.find("persistent_workers=True on the validation DataLoader"), std::string::npos)
+      << f[0].try_this;
+  for (const auto& x : f) EXPECT_NE(x.kind, "between steps") << render_findings(r, f);  // validation's time
+  // Runs of their steps alone: not said to be outside them.
+  Fit steps_only;
+  steps_only.val_every = 5;
+  steps_only.val_ms = 20;
+  const auto g = find_issues(make(steps_only));
+  ASSERT_FALSE(g.empty());
+  EXPECT_EQ(g[0].kind, "validation");
+  EXPECT_EQ(g[0].try_this.find("persistent_workers"), std::string::npos) << g[0].try_this;
+}
+
+// The time between train steps outside validation and checkpoints: the
+// epoch turns (on_train_epoch_end, then a new train iterator's workers
+// starting, which no action holds). Workers started anew there are named,
+// and persistent_workers=True comes first.
+TEST(Findings, BetweenStepsAtTheEpochTurns) {
+  Fit e;
+  e.epoch_every = 10;
+  e.epoch_hook = 5;
+  e.epoch_start = 40;  // 4 turns of 45.05 ms (and 49 gaps of 0.05 ms)
+  ActionsReport r = make(e);
+  const auto f = find_issues(r);
+  ASSERT_FALSE(f.empty()) << render_findings(r, f);
+  EXPECT_EQ(f[0].kind, "between steps") << render_findings(r, f);
+  const double gaps = 4 * 45.05 + 45 * 0.05, span = 50 * 8.85 + gaps;
+  EXPECT_NEAR(f[0].ms_per_step, gaps / 50, 0.05) << f[0].evidence;
+  EXPECT_NEAR(f[0].share, gaps / span, 0.01) << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find("4 gap(s) over 10 ms, the longest 45."), std::string::npos) << f[0].evidence;
+  EXPECT_NE(f[0].evidence.find("; in them [Callback]LoggerCallback.on_train_epoch_end 20.00 ms"), std::string::npos)
+      << f[0].evidence;
+  EXPECT_EQ(f[0].try_this.rfind("persistent_workers=True if the train DataLoader has workers", 0), 0u) << f[0].try_this;
+  // Two workers at a time, started again at each turn.
+  r.processes[0].meta.cmdline = "python train.py";
+  r.processes[0].meta.flags = LT_PROC_PYTHON | LT_PROC_CHILDREN_FOLLOWED;
+  const auto steps = step_records(r.processes[0]).train;
+  for (std::uint32_t epoch = 0; epoch < 5; ++epoch)
+    for (std::uint32_t k = 0; k < 2; ++k) {
+      ProcessActions q;
+      q.meta.pid = 100 + 2 * epoch + k;
+      q.meta.ppid = r.processes[0].meta.pid;
+      q.meta.cmdline = "python train.py";
+      q.meta.flags = LT_PROC_PYTHON;
+      q.window_begin_ns = steps[10 * epoch].begin_ns - 1'000'000;
+      q.window_end_ns = steps[10 * epoch + 9].end_ns + 1'000'000;
+      r.processes.push_back(q);
+    }
+  const auto w = find_issues(r);
+  ASSERT_FALSE(w.empty());
+  EXPECT_EQ(w[0].kind, "between steps");
+  EXPECT_NE(w[0].evidence.find("; the train DataLoader's workers were started anew: 2 DataLoader worker process(es) "
+                               "at a time, 10 started in all"),
+            std::string::npos)
+      << w[0].evidence;
+  EXPECT_EQ(w[0].try_this.rfind("persistent_workers=True (the workers were started anew", 0), 0u) << w[0].try_this;
+}
+
+// Batches loaded in the training process (num_workers=0) on a contended
+// CPU: the loop thread's run-queue wait is in the fetch too. Counted once:
+// the wait's estimated share of the fetch leaves input-bound, which goes
+// when what is left is under its threshold. With the machine's CPUs all
+// busy, more workers is not what to try.
+TEST(Findings, ContentionInTheFetchIsCountedOnce) {
+  Fit input;
+  input.fetch = 6;
+  ActionsReport r = make(input);
+  r.processes[0].meta.flags = LT_PROC_PYTHON | LT_PROC_CHILDREN_FOLLOWED;  // no worker: num_workers=0
+  const auto steps = step_records(r.processes[0]).train;
+  auto stats = [&](double waiting, double machine) {
+    DeviceStatsReport s;
+    ProcessDeviceStats ps;
+    ps.pid = r.processes[0].meta.pid;
+    std::uint64_t cpu = 0, runq = 0, last = steps.front().begin_ns;
+    for (std::uint64_t ts = steps.front().begin_ns; ts <= steps.back().end_ns; ts += 1'000'000) {
+      runq += static_cast<std::uint64_t>(waiting * static_cast<double>(ts - last));
+      cpu += static_cast<std::uint64_t>((1 - waiting) * static_cast<double>(ts - last));
+      last = ts;
+      ps.sched.push_back({ts, cpu, runq});
+      ps.system_cpu.emplace_back(ts, machine);
+    }
+    s.processes.push_back(ps);
+    return s;
+  };
+  auto of = [](const std::vector<Finding>& f, const char* kind) {
+    for (const auto& x : f)
+      if (x.kind == kind) return &x;
+    return static_cast<const Finding*>(nullptr);
+  };
+  const double fetch_ms = 6.0 * 50 / 50, fetch_share = 6.0 / 14.35;
+  // A 40 % run-queue wait: 40 % of the fetch is it.
+  const auto some = stats(0.4, 60);
+  auto f = find_issues(r, &some);
+  const Finding* in = of(f, "input-bound");
+  ASSERT_TRUE(in && of(f, "cpu contention")) << render_findings(r, f);
+  EXPECT_NEAR(in->ms_per_step, 0.6 * fetch_ms, 0.2) << in->evidence;
+  EXPECT_NEAR(in->share, 0.6 * fetch_share, 0.02) << in->evidence;
+  EXPECT_NE(in->evidence.find("; an estimated 2.4"), std::string::npos) << in->evidence;
+  EXPECT_NE(in->evidence.find(" per step of the fetch is the wait for a CPU that cpu contention counts"),
+            std::string::npos)
+      << in->evidence;
+  EXPECT_EQ(in->try_this.find("no CPU was free"), std::string::npos) << in->try_this;  // 60 % busy: cores free
+  // An 80 % wait: what is left of the fetch is under the threshold.
+  const auto most = stats(0.8, 60);
+  f = find_issues(r, &most);
+  ASSERT_TRUE(of(f, "cpu contention")) << render_findings(r, f);
+  EXPECT_FALSE(of(f, "input-bound")) << render_findings(r, f);
+  EXPECT_NE(of(f, "cpu contention")->evidence.find("; the dataloader fetch in the training process (num_workers=0, "),
+            std::string::npos)
+      << of(f, "cpu contention")->evidence;
+  // No core free (97 % busy): the input-bound advice says so.
+  const auto full = stats(0.05, 97);
+  f = find_issues(r, &full);
+  in = of(f, "input-bound");
+  ASSERT_TRUE(in) << render_findings(r, f);
+  EXPECT_FALSE(of(f, "cpu contention"));
+  EXPECT_NEAR(in->share, fetch_share, 0.02);  // no contention finding: nothing apart
+  EXPECT_EQ(in->try_this.rfind("no CPU was free for more DataLoader workers", 0), 0u) << in->try_this;
+  EXPECT_NE(in->evidence.find("; the machine's CPUs were 97.0% busy in the steps"), std::string::npos) << in->evidence;
+}
+
 }  // namespace
 
 // Two ranks of one DDP job (--children): rank 0 blocks 10 ms per step in
@@ -718,6 +883,14 @@ TEST(Findings, GcPausesInsideTrainStepsClippedToThem) {
   EXPECT_NE(f[0].evidence.find("the longest 150.00 ms (generation 2, 1234 objects unreachable)"), std::string::npos)
       << f[0].evidence;
   for (const auto& x : f) EXPECT_NE(x.kind, "outliers") << render_findings(r, f);
+  // Most were full collections: the job's own gc.collect() said first.
+  EXPECT_EQ(f[0].try_this.rfind("most were full collections (generation 2), which a gc.collect() in the code", 0), 0u)
+      << f[0].try_this;
+  GcReport young = g;
+  for (auto& x : young.procs[r.processes[0].meta.pid]) x.generation = 0;
+  const auto y = find_issues(r, nullptr, nullptr, nullptr, &young);
+  ASSERT_FALSE(y.empty());
+  EXPECT_EQ(y[0].try_this.rfind("gc.freeze() once the model and data are built", 0), 0u) << y[0].try_this;
   // Below the threshold, no finding: 0.2 ms a step is ~2 %.
   const auto healthy = make(Fit{});
   GcReport small;
@@ -896,6 +1069,15 @@ TEST(Findings, LoggingSamplesInsideTrainStepsAreItsEstimatedTime) {
   EXPECT_NE(f[0].evidence.find("LightningModule.log (module.py) called from training_step (/src/train.py"),
             std::string::npos)
       << f[0].evidence;
+  // self.log's own work: log_every_n_steps does not space it out.
+  EXPECT_EQ(f[0].try_this.rfind("log fewer values per step: self.log's own cost is paid at every call", 0), 0u)
+      << f[0].try_this;
+  // A logger library's writes: it does.
+  LoggingReport writes = every;
+  writes.names[every.procs.begin()->second.front().entry] = "SummaryWriter.add_scalar (writer.py)";
+  const auto w = find_issues(r, nullptr, nullptr, nullptr, nullptr, &writes);
+  ASSERT_FALSE(w.empty());
+  EXPECT_EQ(w[0].try_this.rfind("log less often: Trainer(log_every_n_steps=N)", 0), 0u) << w[0].try_this;
   auto kinds = [&r](const LoggingReport& lg) {
     std::string k;
     for (const auto& x : find_issues(r, nullptr, nullptr, nullptr, nullptr, &lg)) k += x.kind + " ";
