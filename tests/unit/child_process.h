@@ -3,8 +3,10 @@
 // is mapped, a bounded wait for a holder to report a pid, and the exit
 // status as a shell would print it.
 #pragma once
+#include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -50,5 +52,32 @@ inline int wait_status(pid_t pid) {
   if (waitpid(pid, &st, 0) != pid) return -1;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+// A fork of this process with no exec, waiting until killed (as a
+// DataLoader worker is a fork of its trainer): killed and reaped at scope
+// end, also when an ASSERT returns early (it would wait forever).
+class PausedFork {
+ public:
+  PausedFork() : pid_(fork()) {
+    if (pid_ == 0) {
+      pause();
+      _exit(0);
+    }
+  }
+  ~PausedFork() { end(); }
+  // Kills and reaps it now (its pid may be reused after).
+  void end() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  PausedFork(const PausedFork&) = delete;
+  PausedFork& operator=(const PausedFork&) = delete;
+  pid_t pid() const { return pid_; }  // < 0: fork failed
+
+ private:
+  pid_t pid_;
+};
 
 }  // namespace lt::testing

@@ -19,6 +19,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/gpu/device_stats_report.h"
+#include "tests/unit/child_process.h"
 #include "user/collector/stats_sampler.h"
 #include "user/gpu/nvml.h"
 #include "user/model/record_dispatch.h"
@@ -597,12 +598,9 @@ TEST(DeviceStatsSampler, LiveProcessWithoutGpu) {
 // target beside its PROC_STATS, which says the forks were looked for; the
 // aggregate keeps each fork's CPU series for the verdict.
 TEST(DeviceStatsSampler, TheTargetsUntracedForksBesideItsSamples) {
-  const pid_t forked = fork();
+  const lt::testing::PausedFork fork_of_us;
+  const pid_t forked = fork_of_us.pid();
   ASSERT_GE(forked, 0);
-  if (forked == 0) {
-    pause();
-    _exit(0);
-  }
   std::vector<std::pair<lt_event_header, std::vector<std::byte>>> got;
   StatsSampler::Config config;
   config.gpu = false;
@@ -614,8 +612,6 @@ TEST(DeviceStatsSampler, TheTargetsUntracedForksBesideItsSamples) {
       config);
   s.sample_now();
   s.sample_now();
-  kill(forked, SIGKILL);
-  waitpid(forked, nullptr, 0);
   std::size_t procs = 0, forks = 0;
   ActionAggregator actions;
   DeviceStatsAggregator agg(actions);

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/unit/child_process.h"
 #include "user/proc/fork_finder.h"
 #include "user/proc/procfs.h"
 
@@ -84,12 +85,9 @@ std::pair<pid_t, pid_t> two_execs_of_one_command(bool aslr_off) {
 // command line: each exec gets new random bytes (AT_RANDOM), and, with
 // ASLR on, a new vDSO address.
 TEST(ProcSameImage, AForkWithoutExecIsItsParentsImageAnExecIsNot) {
-  const pid_t forked = fork();
+  const lt::testing::PausedFork fork_of_us;
+  const pid_t forked = fork_of_us.pid();
   ASSERT_GE(forked, 0);
-  if (forked == 0) {
-    pause();
-    _exit(0);
-  }
   EXPECT_TRUE(same_image(forked, getpid()));
   for (bool aslr_off : {false, true}) {
     const auto [sh, child] = two_execs_of_one_command(aslr_off);
@@ -98,26 +96,23 @@ TEST(ProcSameImage, AForkWithoutExecIsItsParentsImageAnExecIsNot) {
     // With ASLR off both have their vDSO at one address: only the exec's
     // random bytes tell them apart (a review's case: Lightning's
     // subprocess launcher under `setarch -R`).
-    if (child) EXPECT_FALSE(same_image(child, sh)) << "aslr_off=" << aslr_off;
+    if (child) {
+      EXPECT_FALSE(same_image(child, sh)) << "aslr_off=" << aslr_off;
+    }
     EXPECT_FALSE(same_image(forked, sh));  // another command line
     for (pid_t p : {child, sh})
       if (p > 0) kill(p, SIGKILL);
     waitpid(sh, nullptr, 0);
   }
   EXPECT_FALSE(same_image(999999999, getpid()));
-  kill(forked, SIGKILL);
-  waitpid(forked, nullptr, 0);
 }
 
 // Without --children the verdict still finds the trainer's workers: its
 // forks, not its exec'd children, nor the targets themselves.
 TEST(ForkFinder, TheTargetsForksNotItsExecdChildren) {
-  const pid_t forked = fork();
+  lt::testing::PausedFork fork_of_us;
+  const pid_t forked = fork_of_us.pid();
   ASSERT_GE(forked, 0);
-  if (forked == 0) {
-    pause();
-    _exit(0);
-  }
   const auto [sh, child] = two_execs_of_one_command(false);
   ASSERT_GT(sh, 0);
   ForkFinder finder;
@@ -140,10 +135,10 @@ TEST(ForkFinder, TheTargetsForksNotItsExecdChildren) {
   EXPECT_FALSE(has_forked());
   // Judged again when asked again (cached by pid and start time).
   EXPECT_EQ(finder.scan({getpid()}).size(), forks.size());
-  for (pid_t p : {child, sh, forked})
+  for (pid_t p : {child, sh})
     if (p > 0) kill(p, SIGKILL);
   waitpid(sh, nullptr, 0);
-  waitpid(forked, nullptr, 0);
+  fork_of_us.end();
   finder.scan({getpid()});
   EXPECT_FALSE(has_forked());  // gone
   // A process list it cannot read: no fork, and not ok (the verdict then

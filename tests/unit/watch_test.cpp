@@ -27,6 +27,7 @@
 #include "reports/aggregate/steps.h"
 #include "reports/export/export_range.h"
 #include "reports/steps/steps_report.h"
+#include "tests/unit/child_process.h"
 #include "tests/unit/temp_dir.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
@@ -586,9 +587,9 @@ TEST(FlightRing, ARestartKeepsThePreviousRingAsOneTraceFile) {
       ring.tick(t);
     }
   }
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   FlightRing next(ten_seconds_in_two(d));
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("the previous watcher's flight recorder (4 segment(s), 82 records) is kept in " + d.path +
                      "/previous-ring.ltrace"),
             std::string::npos)
@@ -630,9 +631,9 @@ TEST(FlightRing, AForgottenProcessesNamesGo) {
   }
   // The names file on disk was rewritten too (what a restart keeps).
   std::vector<std::uint32_t> on_disk;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   FlightRing next(ten_seconds_in_two(d));
-  testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStderr();
   tracefile::read_trace_file(d.path + "/previous-ring.ltrace", [&](const lt_event_header& h, const std::byte*) {
     if (h.kind == LT_EV_PY_CODE) on_disk.push_back(h.pid);
   });
@@ -661,7 +662,7 @@ TEST(FlightRing, ADiskThatRefusesWritesKeepsTheRingInMemory) {
       ring.tick(t);
     }
   };
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   run(1 * s, 10 * s);
   EXPECT_FALSE(ring.in_memory());
   struct sigaction ignore {
@@ -684,7 +685,7 @@ TEST(FlightRing, ADiskThatRefusesWritesKeepsTheRingInMemory) {
   EXPECT_GT(held, 0u);
   run(20 * s, 30 * s);
   EXPECT_FALSE(ring.in_memory());
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;
   EXPECT_NE(err.find("goes on in memory"), std::string::npos) << err;
   EXPECT_NE(err.find("back on disk"), std::string::npos) << err;
@@ -774,7 +775,7 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   b.top = "outliers (pid 7): 7.60 ms per train step at stake: 1 of 15 train steps took over 30 ms";
   Watcher& w = *b.w;
   const std::vector<Capture>& rendered = b.rendered;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   b.python(7, 3);
   Stream st;
   std::uint64_t t = 1000;
@@ -786,7 +787,7 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
   w.tick((t + 2) * ms + 2 * s);
   EXPECT_EQ(w.captures(), 1u);
   w.finish((t + 3) * ms + 2 * s);  // waits for the reports (their own thread)
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   // One summary line per capture, once its reports are written: what fired
   // and the first finding of its reports.
   EXPECT_NE(err.find("ltrace-bpf: watch: summary: slow-step, pid 7, rank 3: train step 13"), std::string::npos) << err;
@@ -850,11 +851,9 @@ TEST(Watcher, ARanksStallReadsEveryRankOfItsJob) {
       2 * s);
   Watcher& w = *b.w;
   // Two live processes: this one (the launcher) and a child (rank 1).
-  const pid_t child = fork();
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
+  const lt::testing::PausedFork rank1;
+  const pid_t child = rank1.pid();
+  ASSERT_GT(child, 0);
   const auto me = static_cast<std::uint32_t>(getpid()), kid = static_cast<std::uint32_t>(child);
   auto info = [&](std::uint32_t pid, std::uint32_t ppid) {
     lt_proc_info_event e{};
@@ -886,11 +885,9 @@ TEST(Watcher, ARanksStallReadsEveryRankOfItsJob) {
     each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
     t = std::max(t, u);
   }
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   w.tick(t * ms + 3 * s);  // both stalled past 2 s
-  const std::string err = testing::internal::GetCapturedStderr();
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(asked.size(), 1u) << err;  // the second rank's stall joined the first's capture
   auto peers = asked[0].peers;
   std::sort(peers.begin(), peers.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -898,9 +895,9 @@ TEST(Watcher, ARanksStallReadsEveryRankOfItsJob) {
   EXPECT_EQ(peers[0], std::make_pair(me, 0));
   EXPECT_EQ(peers[1], std::make_pair(kid, 1));
   EXPECT_NE(err.find("already"), std::string::npos) << err;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   w.finish(t * ms + 5 * s);
-  testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStderr();
 }
 
 // A stall's reading (a DDP job's every rank, read twice half a second
@@ -918,7 +915,7 @@ TEST(Watcher, AStallsSlowReadDoesNotHoldTheDrain) {
         return read;
       },
       2 * s);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   b.python(7);
   Stream st;
   st.pid = 7;
@@ -933,7 +930,7 @@ TEST(Watcher, AStallsSlowReadDoesNotHoldTheDrain) {
   reading.set_value({"THREADS OF 7\n", "main thread sleeping in clock_nanosleep"});
   b.w->tick(stalled + 2 * s);  // its after-window over: written
   b.w->finish(stalled + 3 * s);
-  testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(b.rendered.size(), 1u);
   EXPECT_EQ(b.rendered[0].cause, "main thread sleeping in clock_nanosleep");
   std::ifstream in(b.rendered[0].dir + "/threads.txt");
@@ -948,7 +945,7 @@ TEST(Watcher, AStallsSlowReadDoesNotHoldTheDrain) {
 TEST(Watcher, AnExitedProcessIsForgottenOnceNoWindowCanWantIt) {
   WatchBed b(5 * s, 1 * s);
   Watcher& w = *b.w;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   b.python(7);
   b.python(8);
   Stream st;
@@ -968,7 +965,7 @@ TEST(Watcher, AnExitedProcessIsForgottenOnceNoWindowCanWantIt) {
   EXPECT_EQ(m.find("pid=\"7\""), std::string::npos) << m;
   EXPECT_NE(m.find("pid=\"8\""), std::string::npos) << m;
   w.finish(exited + keep + 3 * s);
-  testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStderr();
 }
 
 // The allocator's out-of-memory record of a watched process becomes a
@@ -976,7 +973,7 @@ TEST(Watcher, AnExitedProcessIsForgottenOnceNoWindowCanWantIt) {
 // an NVML sample's growth of a target's GPU memory is a memory trigger too.
 TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
   WatchBed b;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   b.python(7);
   lt_mem_event m{};
   m.hdr.kind = LT_EV_MEM;
@@ -1009,7 +1006,7 @@ TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
   }
   b.w->tick(5 * s);
   b.w->finish(6 * s);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(b.rendered.size(), 1u) << err;
   EXPECT_EQ(b.rendered[0].trigger.kind, TriggerKind::memory);
   EXPECT_EQ(b.rendered[0].trigger.pid, 7u);
@@ -1029,13 +1026,13 @@ TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
 // holds that long after the request, not --capture-after.
 TEST(Watcher, ARequestHoldsTheAfterWindowItAskedFor) {
   WatchBed b(2 * s, 1 * s);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   b.w->request(7, 10 * s, std::nullopt, 5 * s);
   b.w->tick(12 * s);
   EXPECT_EQ(b.w->captures(), 0u);  // --capture-after (1 s) is over, its own 5 s are not
   b.w->tick(16 * s);
   b.w->finish(17 * s);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(b.rendered.size(), 1u) << err;
   EXPECT_EQ(b.rendered[0].from_ns, 8 * s);
   EXPECT_EQ(b.rendered[0].to_ns, 15 * s);
@@ -1045,7 +1042,7 @@ TEST(Watcher, ARequestHoldsTheAfterWindowItAskedFor) {
 // Escaped, it is an exit trigger's capture, said as such.
 TEST(Watcher, AnExceptionEscapingTheLoopIsCaptured) {
   WatchBed b;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   b.python(7);
   Stream st;
   std::uint64_t t = 1000;
@@ -1057,7 +1054,7 @@ TEST(Watcher, AnExceptionEscapingTheLoopIsCaptured) {
   b.add(st);
   b.w->tick((t + 3) * ms + 2 * s);
   b.w->finish((t + 3) * ms + 2 * s);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(b.rendered.size(), 1u) << err;
   EXPECT_EQ(b.rendered[0].trigger.kind, TriggerKind::exit);
   EXPECT_EQ(b.rendered[0].trigger.what,
@@ -1071,14 +1068,14 @@ TEST(Watcher, ASlowStepInAPendingCaptureJoinsIt) {
   o.before_ns = 5 * s;
   o.after_ns = 1 * s;
   Watcher w(o, nullptr, [](const Capture&) { return std::string(); });
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   Stream st;
   std::uint64_t t = 1000;
   for (int i = 0; i < 16; ++i) t = st.batch(t + 5, i == 13 || i == 14 ? 400 : 20);
   each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
   w.tick(t * ms + 2 * s);
   w.finish(t * ms + 3 * s);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(w.captures(), 1u) << err;
   EXPECT_EQ(w.joined(), 1u);
   EXPECT_NE(err.find("train step 14 took"), std::string::npos) << err;
@@ -1092,7 +1089,7 @@ TEST(Watcher, ACapturesStepsAreNumberedAsTheJobsSteps) {
   WatchBed bed(150 * ms, 1 * s);  // from inside the slow step 13 (400 ms): its body began before
   Watcher& w = *bed.w;
   const std::vector<Capture>& rendered = bed.rendered;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   bed.python(7, 0);
   Stream st;
   std::uint64_t t = 1000;
@@ -1100,7 +1097,7 @@ TEST(Watcher, ACapturesStepsAreNumberedAsTheJobsSteps) {
   each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
   w.tick(t * ms + 2 * s);
   w.finish(t * ms + 2 * s);
-  testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(rendered.size(), 1u);
   std::vector<std::vector<std::byte>> bases;
   ActionAggregator actions(true);

@@ -125,8 +125,10 @@ void StatsSampler::sample_now() noexcept {
       if (forks_)
         for (const auto& f : forks_->forks()) {
           if (f.target != p) continue;
+          // Its CPU from its main thread's schedstat; its RSS alone (its
+          // stat's CPU time would repeat the schedstat's).
           auto main_thread = proc_.thread(f.pid, f.pid);
-          auto mem = proc_.process(f.pid);
+          auto mem = proc_.rss_bytes(f.pid);
           if (main_thread || mem)  // else gone since the scan
             deliver(sink_, proc::ProcStats::fork_record(f.pid, f.target, f.via_forkserver, main_thread, mem));
         }

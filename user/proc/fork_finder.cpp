@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "user/proc/census.h"
@@ -19,13 +17,9 @@ struct Seen {
   unsigned long long start;
 };
 
-std::string slurp_small(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
 bool forkserver(const std::string& root, pid_t pid) {
-  std::string cmd = slurp_small(root + "/" + std::to_string(pid) + "/cmdline");
+  // A forkserver's line: python -c 'from multiprocessing.forkserver import main; main(...)' ...
+  const std::string cmd = read_bounded(root + "/" + std::to_string(pid) + "/cmdline", 8192);
   return cmd.find("multiprocessing.forkserver") != std::string::npos;
 }
 }  // namespace
@@ -42,7 +36,7 @@ const std::vector<ForkFinder::Fork>& ForkFinder::scan(const std::vector<pid_t>& 
       char* end = nullptr;
       const long p = std::strtol(e->d_name, &end, 10);
       if (*end != '\0' || p <= 0) continue;
-      const auto st = parse_stat(slurp_small(root_ + "/" + e->d_name + "/stat"));
+      const auto st = parse_stat(read_bounded(root_ + "/" + e->d_name + "/stat", 1024));
       if (!st || st->zombie() || st->kernel_thread()) continue;
       all.push_back({static_cast<pid_t>(p), st->ppid, st->starttime});
     }

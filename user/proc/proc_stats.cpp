@@ -10,31 +10,13 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "user/proc/procfs.h"
 #include "user/proc/thread_status.h"
 #include "user/text/numbers.h"
 
 namespace lt::proc {
 
 namespace {
-
-// Up to `max` bytes of a file (procfs files are generated per read: one
-// read() loop, no stat).  Empty when it cannot be opened.
-std::string read_file(const std::string& path, std::size_t max) {
-  std::string out;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  out.resize(max);
-  std::size_t got = 0;
-  while (got < max) {
-    ssize_t n = ::read(fd, out.data() + got, max - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  out.resize(got);
-  return out;
-}
 
 bool parse_u64(std::string_view s, std::uint64_t& v) {
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -207,11 +189,11 @@ ProcStats::ProcStats(std::string proc_root)
 
 SystemStats ProcStats::system() {
   SystemStats s;
-  std::string meminfo = read_file(root_ + "/meminfo", 16384);
+  std::string meminfo = read_bounded(root_ + "/meminfo", 16384);
   if (auto vm = [&]() -> std::optional<double> {
         auto avail = meminfo_value(meminfo, "MemAvailable:");
         // /proc/zoneinfo only for psutil's fallback (rare: MemAvailable is there since 3.14).
-        std::string zoneinfo = avail && *avail ? std::string() : read_file(root_ + "/zoneinfo", 1 << 20);
+        std::string zoneinfo = avail && *avail ? std::string() : read_bounded(root_ + "/zoneinfo", 1 << 20);
         return vm_percent(meminfo, zoneinfo, page_);
       }()) {
     s.vm_percent = *vm;
@@ -222,7 +204,7 @@ SystemStats ProcStats::system() {
     s.swap_ok = true;
   }
   // The first line is all we need; the file can be long (one line per CPU, interrupts).
-  if (auto now = parse_cpu_line(read_file(root_ + "/stat", 512))) {
+  if (auto now = parse_cpu_line(read_bounded(root_ + "/stat", 512))) {
     s.cpu_percent = last_cpu_ ? cpu_percent_between(*last_cpu_, *now) : 0.0;
     last_cpu_ = now;
     s.cpu_ok = true;
@@ -232,8 +214,8 @@ SystemStats ProcStats::system() {
 
 std::optional<ProcessStats> ProcStats::process(pid_t pid) const {
   const std::string dir = root_ + "/" + std::to_string(pid);
-  auto ticks = parse_pid_stat_ticks(read_file(dir + "/stat", 4096));
-  auto pages = parse_statm_resident(read_file(dir + "/statm", 512));
+  auto ticks = parse_pid_stat_ticks(read_bounded(dir + "/stat", 4096));
+  auto pages = parse_statm_resident(read_bounded(dir + "/statm", 512));
   if (!ticks || !pages) return std::nullopt;
   ProcessStats p;
   const auto tck = static_cast<std::uint64_t>(ticks_);
@@ -242,9 +224,15 @@ std::optional<ProcessStats> ProcStats::process(pid_t pid) const {
   return p;
 }
 
+std::optional<std::uint64_t> ProcStats::rss_bytes(pid_t pid) const {
+  auto pages = parse_statm_resident(read_bounded(root_ + "/" + std::to_string(pid) + "/statm", 512));
+  if (!pages) return std::nullopt;
+  return *pages * static_cast<std::uint64_t>(page_);
+}
+
 std::optional<ThreadSched> ProcStats::thread(pid_t pid, pid_t tid) const {
   return parse_schedstat(
-      read_file(root_ + "/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat", 256));
+      read_bounded(root_ + "/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat", 256));
 }
 
 namespace {
@@ -272,13 +260,13 @@ lt_thread_sched_event ProcStats::sched_record(pid_t pid, pid_t tid, const Thread
 
 lt_fork_stats_event ProcStats::fork_record(pid_t pid, pid_t target, bool via_forkserver,
                                            const std::optional<ThreadSched>& main_thread,
-                                           const std::optional<ProcessStats>& p) {
+                                           std::optional<std::uint64_t> rss) {
   lt_fork_stats_event e{};
   e.hdr = sampled_header(LT_EV_FORK_STATS, sizeof e, pid, pid);
   e.target = static_cast<std::uint32_t>(target);
   e.flags = via_forkserver ? LT_FORK_STATS_VIA_FORKSERVER : 0;
   e.cpu_ns = main_thread ? main_thread->cpu_ns : ~0ull;
-  e.rss_bytes = p ? p->rss_bytes : ~0ull;
+  e.rss_bytes = rss ? *rss : ~0ull;
   return e;
 }
 

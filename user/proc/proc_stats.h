@@ -51,6 +51,8 @@ class ProcStats {
   SystemStats system();
   // One process; nullopt when it is gone or unreadable.
   std::optional<ProcessStats> process(pid_t pid) const;
+  // Its resident memory alone (statm), bytes.
+  std::optional<std::uint64_t> rss_bytes(pid_t pid) const;
   // One thread's scheduling; nullopt when gone, unreadable, or the kernel
   // keeps no such accounting (CONFIG_SCHED_INFO).
   std::optional<ThreadSched> thread(pid_t pid, pid_t tid) const;
@@ -60,7 +62,7 @@ class ProcStats {
   // what could not be read is ~0.
   static lt_fork_stats_event fork_record(pid_t pid, pid_t target, bool via_forkserver,
                                          const std::optional<ThreadSched>& main_thread,
-                                         const std::optional<ProcessStats>& p);
+                                         std::optional<std::uint64_t> rss_bytes);
 
   // A PROC_STATS record for `pid` (header: pid = tid = the process, cpu 0,
   // ts_ns = CLOCK_MONOTONIC now); what could not be read is ~0.

@@ -1,6 +1,7 @@
 #include "user/proc/procfs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -45,6 +46,23 @@ std::vector<std::string> split_nul(const std::string& s) {
   return out;
 }
 }  // namespace
+
+std::string read_bounded(const std::string& path, std::size_t max) {
+  std::string out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  out.resize(max);
+  std::size_t got = 0;
+  while (got < max) {
+    const ssize_t n = ::read(fd, out.data() + got, max - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
+}
 
 bool same_executable(pid_t a, pid_t b) {
   struct stat sa {

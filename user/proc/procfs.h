@@ -22,6 +22,10 @@ struct Mapping {
   std::uint64_t inode = 0;
 };
 
+// Up to `max` bytes of a file (procfs files are generated per read: one
+// read() loop, no stat, no stream). Empty when it cannot be opened.
+std::string read_bounded(const std::string& path, std::size_t max);
+
 bool exists(pid_t pid);
 // Exists and has not begun to exit (PF_EXITING, set before the kernel's
 // exit tracepoint runs, while /proc still says R or D): what a writer of
