@@ -114,6 +114,15 @@ Checkpoints checkpoints(const ProcessActions& p) {
   return c;
 }
 
+// The train step holding the whole of an interval, or null (the steps in
+// time order: a binary search on their begins).
+const StepRecord* step_holding(const std::vector<StepRecord>& t, const ActionInterval& iv) {
+  auto it = std::upper_bound(t.begin(), t.end(), iv.begin_ns,
+                             [](std::uint64_t x, const StepRecord& s) { return x < s.begin_ns; });
+  if (it == t.begin() || iv.end_ns > (it - 1)->end_ns) return nullptr;
+  return &*(it - 1);
+}
+
 // Hook and callback actions' time inside train steps, by name (exclusive
 // of nothing: a hook rarely holds another). Checkpoint time: the
 // checkpoints finding's, apart (per step, in `checkpoint_ms`), not in the
@@ -126,13 +135,8 @@ std::vector<std::pair<std::string, double>> top_hooks(const ProcessActions& p, c
     const auto& iv = p.intervals[i];
     const std::string& name = p.actions[iv.action].name;
     if (step_part_of(name) != StepPart::hooks && !ckpt.of[i]) continue;
-    // Inside some train step (binary search on begin).
-    auto it = std::upper_bound(t.begin(), t.end(), iv.begin_ns,
-                               [](std::uint64_t x, const StepRecord& s) { return x < s.begin_ns; });
-    if (it == t.begin()) continue;
-    --it;
-    if (iv.end_ns <= it->end_ns)
-      (ckpt.of[i] ? checkpoint_ms[static_cast<std::size_t>(it - t.begin())] : by[name]) +=
+    if (const StepRecord* st = step_holding(t, iv))
+      (ckpt.of[i] ? checkpoint_ms[static_cast<std::size_t>(st - t.data())] : by[name]) +=
           (iv.end_ns - iv.begin_ns) / 1e6;
   }
   std::vector<std::pair<std::string, double>> out(by.begin(), by.end());
@@ -152,9 +156,7 @@ Spans hook_spans(const ProcessActions& p, const std::vector<StepRecord>& t, cons
     const auto& iv = p.intervals[i];
     if (ckpt.of[i] || step_part_of(p.actions[iv.action].name) != StepPart::hooks) continue;
     if (tid && iv.tid && iv.tid != tid) continue;
-    auto it = std::upper_bound(t.begin(), t.end(), iv.begin_ns,
-                               [](std::uint64_t x, const StepRecord& s) { return x < s.begin_ns; });
-    if (it == t.begin() || iv.end_ns > (it - 1)->end_ns) continue;  // not inside a train step
+    if (!step_holding(t, iv)) continue;  // not inside a train step
     v.emplace_back(iv.begin_ns, iv.end_ns);
   }
   std::sort(v.begin(), v.end());
