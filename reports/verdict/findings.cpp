@@ -888,7 +888,9 @@ void collective_findings(const std::vector<Blocked>& all, std::vector<Finding>& 
   out.push_back({"straggler", least->p->meta.pid, waiter->ms_per_step, waiter->share,
                  who(least->p->meta) + " is the rank the others wait for: it waits " + msf(least->ms_per_step) +
                      " per train step in collectives, " + who(waiter->p->meta) + " " + msf(waiter->ms_per_step) +
-                     "; the cause, " + cause + extra,
+                     "; the cause, " + cause + extra +
+                     "; at stake: that rank's wait, the time of its collective-bound finding seen from its cause, "
+                     "not more time",
                  k == StepPart::dataloader
                      ? "give its input more DataLoader workers or a cheaper __getitem__, or balance the shards"
                      : "balance the work across ranks (uneven batches or sequence lengths, rank-dependent code), "

@@ -771,6 +771,11 @@ TEST(Findings, CollectiveBoundAndTheStragglerWithItsCause) {
   EXPECT_NE(f[1].evidence.find("rank 1 (pid 8) is the rank the others wait for"), std::string::npos) << f[1].evidence;
   EXPECT_NE(f[1].evidence.find("its own compute: its training_step part takes 14."), std::string::npos)
       << f[1].evidence;
+  // The same ms as the waiter's finding: said to be that, not more.
+  EXPECT_DOUBLE_EQ(f[1].ms_per_step, f[0].ms_per_step);
+  EXPECT_NE(f[1].evidence.find("the time of its collective-bound finding seen from its cause, not more time"),
+            std::string::npos)
+      << f[1].evidence;
 }
 
 // A recompile inside a train step (Dynamo's record, as the op report reads
