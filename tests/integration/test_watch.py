@@ -601,6 +601,18 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
                                 capture_output=True, text=True, timeout=120)
         assert fourth.returncode == 20 and fourth.stderr.count("\n") == 1, fourth.stderr
         assert f"the watcher pid {second.pid} (on {wdir}) runs here and it watches pid {target.pid}" in fourth.stderr
+        # ...and from a /run of its own (a container's: the registry is not
+        # shared), by the kernel's BPF maps: the --pid and --all ways.
+        for how in (["--pid", str(target.pid)], ["--all"]):
+            own_run = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs /run && exec "$@"', "sh",
+                                      LTRACE, "watch", *how, "--dir", str(tmp_path / "w5")],
+                                     capture_output=True, text=True, timeout=120)
+            assert own_run.returncode == 20 and own_run.stderr.count("\n") == 1, (how, own_run.stderr)
+            # (--all may name another test's traced job first)
+            named = f"pid {target.pid} is traced by another ltrace-bpf (pid {second.pid}: " if how[0] == "--pid" \
+                else "is traced by another ltrace-bpf (pid "
+            assert named in own_run.stderr and "not in this machine's watcher registry" in own_run.stderr, \
+                (how, own_run.stderr)
         ask()
         wait_for(str(second_err), "watch: summary: request", 120, second)
         assert target.wait(timeout=600) == 0

@@ -51,6 +51,8 @@
 #include "user/proc/procfs.h"
 #include "user/proc/thread_status.h"
 #include "user/python/process_dump.h"
+#include "user/sources/other_tracers.h"
+#include "user/text/utf8_text.h"
 #include "user/watch/metrics_server.h"
 #include "user/watch/request_server.h"
 #include "user/watch/watcher.h"
@@ -327,6 +329,31 @@ StragglerOptions straggler_options(const Options& o) {
   return s;
 }
 
+// The registry sees the watchers of its /run alone; the kernel's BPF maps
+// are every tracer's (user/sources/other_tracers.h): a process another
+// ltrace-bpf traces (a watcher in a container with a /run of its own, on
+// the host, or an attach) is refused as the registry refuses, naming it.
+void refuse_what_another_traces(const Options& opts) {
+  const WatchSelection mine = watch_selection(opts);
+  bool listed = true;
+  const auto other =
+      traced_by_another(mine.all ? std::vector<pid_t>{} : processes_watched_now(mine), mine.all, &listed);
+  if (!listed) {
+    std::cerr << "ltrace-bpf: watch: the kernel's BPF maps cannot be listed (no CAP_SYS_ADMIN): other tracers of "
+                 "these processes outside this machine's watcher registry not looked for\n";
+    return;
+  }
+  if (!other) return;
+  throw Error(
+      ExitCode::watched,
+      "pid " + std::to_string(other->traced) + " is traced by another ltrace-bpf (" +
+          (other->owner ? "pid " + std::to_string(other->owner) + ": " + utf8_text(other->owner_cmdline.substr(0, 120))
+                        : "its process not found") +
+          "; BPF map " + std::to_string(other->map_id) +
+          "), not in this machine's watcher registry (a watcher with a /run of its own, or an attach): one "
+          "tracer per process");
+}
+
 int cmd_watch(Options& opts) {
   if (opts.capture_now || opts.dump_now) return ask_for_capture(opts);
   install_stop_signals(false);
@@ -355,6 +382,7 @@ int cmd_watch(Options& opts) {
     if (e.code() != ExitCode::permission) throw;
     std::cerr << "ltrace-bpf: watch: " << e.what() << ": other watchers of these processes not looked for\n";
   }
+  refuse_what_another_traces(opts);
   const int pid_fd = open_output_fd(pid_file(opts), OutputMode::exclusive_truncate);
   const std::string me = std::to_string(getpid()) + "\n";
   if (write(pid_fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
