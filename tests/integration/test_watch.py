@@ -611,7 +611,7 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
             # (--all may name another test's traced job first)
             named = f"pid {target.pid} is traced by another ltrace-bpf (pid {second.pid}: " if how[0] == "--pid" \
                 else "is traced by another ltrace-bpf (pid "
-            assert named in own_run.stderr and "not in this machine's watcher registry" in own_run.stderr, \
+            assert named in own_run.stderr and "a watcher not in this machine's watcher registry" in own_run.stderr, \
                 (how, own_run.stderr)
         ask()
         wait_for(str(second_err), "watch: summary: request", 120, second)

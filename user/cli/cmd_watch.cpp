@@ -331,15 +331,18 @@ StragglerOptions straggler_options(const Options& o) {
 
 // The registry sees the watchers of its /run alone; the kernel's BPF maps
 // are every tracer's (user/sources/other_tracers.h): a process another
-// ltrace-bpf traces (a watcher in a container with a /run of its own, on
-// the host, or an attach) is refused as the registry refuses, naming it.
+// watcher traces (in a container with a /run of its own, or on the host)
+// is refused as the registry refuses, naming it. An attach or a `run`
+// beside a watcher is not refused, as the registry does not know them
+// either (a daemon's `watch --all` must not fail to start because someone
+// attached to a job).
 void refuse_what_another_traces(const Options& opts) {
   const WatchSelection mine = watch_selection(opts);
   bool listed = true;
   const auto other =
-      traced_by_another(mine.all ? std::vector<pid_t>{} : processes_watched_now(mine), mine.all, &listed);
+      traced_by_another(mine.all ? std::vector<pid_t>{} : processes_watched_now(mine), mine.all, true, &listed);
   if (!listed) {
-    std::cerr << "ltrace-bpf: watch: the kernel's BPF maps cannot be listed (no CAP_SYS_ADMIN): other tracers of "
+    std::cerr << "ltrace-bpf: watch: the kernel's BPF maps cannot be listed (no CAP_SYS_ADMIN): other watchers of "
                  "these processes outside this machine's watcher registry not looked for\n";
     return;
   }
@@ -350,8 +353,8 @@ void refuse_what_another_traces(const Options& opts) {
           (other->owner ? "pid " + std::to_string(other->owner) + ": " + utf8_text(other->owner_cmdline.substr(0, 120))
                         : "its process not found") +
           "; BPF map " + std::to_string(other->map_id) +
-          "), not in this machine's watcher registry (a watcher with a /run of its own, or an attach): one "
-          "tracer per process");
+          "), a watcher not in this machine's watcher registry (its /run is another's): one watcher per process "
+          "on a machine");
 }
 
 int cmd_watch(Options& opts) {

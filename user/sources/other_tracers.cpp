@@ -59,7 +59,8 @@ struct Fd {
 
 }  // namespace
 
-std::optional<OtherTracer> traced_by_another(const std::vector<pid_t>& pids, bool all, bool* listed) {
+std::optional<OtherTracer> traced_by_another(const std::vector<pid_t>& pids, bool all, bool watchers_only,
+                                             bool* listed) {
   if (listed) *listed = true;
   const std::set<std::uint32_t> mine = map_ids_of(getpid());
   std::uint32_t id = 0;
@@ -86,8 +87,15 @@ std::optional<OtherTracer> traced_by_another(const std::vector<pid_t>& pids, boo
       t.traced = pid;
       t.map_id = id;
       t.owner = owner_of(id);
-      if (t.owner)
-        for (const auto& a : proc::read_cmdline(t.owner)) t.owner_cmdline += (t.owner_cmdline.empty() ? "" : " ") + a;
+      if (t.owner) {
+        bool command = true;  // before a `--` (what `run` starts comes after it)
+        for (const auto& a : proc::read_cmdline(t.owner)) {
+          t.owner_cmdline += (t.owner_cmdline.empty() ? "" : " ") + a;
+          command = command && a != "--";
+          t.watcher = t.watcher || (command && a == "watch");
+        }
+      }
+      if (watchers_only && !t.watcher) return std::nullopt;
       return t;
     };
     if (all) {

@@ -21,12 +21,16 @@ struct OtherTracer {
   std::uint32_t map_id = 0;   // its lt_targets map
   pid_t owner = 0;            // the process holding that map (0: not found in /proc)
   std::string owner_cmdline;  // its command line, arguments joined by spaces
+  bool watcher = false;       // the owner runs `ltrace-bpf watch`
 };
 
 // The first of `pids` that another process's lt_targets map holds, or
 // nullopt (none; or the maps cannot be listed: `listed` false). `all`:
 // any live process such a map holds (a --all watcher would take it).
-// Maps this process holds are not another's.
-std::optional<OtherTracer> traced_by_another(const std::vector<pid_t>& pids, bool all, bool* listed = nullptr);
+// `watchers_only`: held by an `ltrace-bpf watch` (its command line has the
+// word), not an attach or a `run`. Maps this process holds are not
+// another's.
+std::optional<OtherTracer> traced_by_another(const std::vector<pid_t>& pids, bool all, bool watchers_only,
+                                             bool* listed = nullptr);
 
 }  // namespace lt
