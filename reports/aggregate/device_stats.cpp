@@ -100,8 +100,6 @@ struct Proc {
   std::uint64_t prev_ts = 0, prev_cpu = kNone64;
   std::uint64_t rss_seen = 0, rss_stride = 1;  // out.rss_mb keeps every rss_stride-th sample
   std::uint64_t sched_seen = 0, sched_stride = 1;
-  std::uint64_t cpu_seen = 0, cpu_stride = 1;
-  bool sampled = false;  // a PROC_STATS of it seen
   void add_sched(const ProcessDeviceStats::Sched& s) { keep_bounded(out.sched, sched_seen, sched_stride, s); }
   void add_rss(std::uint64_t ts, double mb) { keep_bounded(out.rss_mb, rss_seen, rss_stride, {ts, mb}); }
 };
@@ -175,11 +173,7 @@ struct DeviceStatsAggregator::State {
     p.out.forks_scanned |= (e.flags & LT_PROC_STATS_FORKS_SCANNED) != 0;
     Target t = charge(p, h.ts_ns);
     if (e.vm_percent_x100 != kNone32) t.add(-1, DeviceStatKey::cpu_vm_percent, e.vm_percent_x100 / 100.0);
-    if (e.cpu_percent_x100 != kNone32) {
-      t.add(-1, DeviceStatKey::cpu_percent, e.cpu_percent_x100 / 100.0);
-      if (p.sampled) keep_bounded(p.out.system_cpu, p.cpu_seen, p.cpu_stride, {h.ts_ns, e.cpu_percent_x100 / 100.0});
-    }
-    p.sampled = true;
+    if (e.cpu_percent_x100 != kNone32) t.add(-1, DeviceStatKey::cpu_percent, e.cpu_percent_x100 / 100.0);
     if (e.swap_percent_x100 != kNone32) t.add(-1, DeviceStatKey::cpu_swap_percent, e.swap_percent_x100 / 100.0);
     if (e.cpu_ns != kNone64) {
       if (p.prev_cpu != kNone64 && h.ts_ns > p.prev_ts && e.cpu_ns >= p.prev_cpu)

@@ -94,11 +94,6 @@ struct ProcessDeviceStats {
     std::uint64_t ts = 0, cpu_ns = 0, runq_ns = 0;
   };
   std::vector<Sched> sched;
-  // The machine's CPUs' busy share (%, cpu_percent: all CPUs, since the
-  // sample before) over time, bounded as rss_mb; a process's first sample
-  // left out (the sampler's first has nothing before it: 0, as psutil's).
-  // For the verdict's advice: no free core, no use in more workers.
-  std::vector<std::pair<std::uint64_t, double>> system_cpu;
   // The sampler looked for its untraced forks (LT_PROC_STATS_FORKS_SCANNED):
   // none among DeviceStatsReport::untraced_forks means none ran.
   bool forks_scanned = false;

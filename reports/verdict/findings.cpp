@@ -44,14 +44,24 @@ std::string msf(double ms) {
   return finding_ms(ms);
 }
 
-// The lower median: of an even count, the lower of the two middle values,
-// a duration some step took (their mean, of a fit whose steps alternate
-// between two durations, is one none took, and the evidence says it).
-double median(std::vector<double> v) {
+// The median step the evidence says: of an even count, the lower of the
+// two middle values, a duration some step took (their mean, of a fit whose
+// steps alternate between two durations, is one none took).
+double median_step(std::vector<double> v) {
   if (v.empty()) return 0;
   auto mid = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2);
   std::nth_element(v.begin(), mid, v.end());
   return *mid;
+}
+
+// The median for the statistics (the outliers' bound and its spread): of
+// an even count, the mean of the two middle values. The lower one there
+// would put the spread of a fit split half and half between two step
+// times at the jitter of one half, and half its steps past the bound.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 // What checkpointing costs a process: the intervals that are its time.
@@ -208,12 +218,23 @@ double samples_within(const Spans& spans, const std::vector<Sample>& samples, st
   return static_cast<double>(periods) * static_cast<double>(period_ns) / 1e6;
 }
 
-// The loop thread's run-queue wait over the train steps: the cumulative
-// counters at the samples nearest inside the steps' span, as a share of the
-// time between them.
-void cpu_contention(const ProcessActions& p, const std::vector<StepRecord>& t, std::uint32_t loop_tid,
-                    const ProcessDeviceStats& stats, std::vector<Finding>& out) {
-  if (loop_tid != p.meta.pid || stats.sched.size() < 2 || t.size() < 2) return;  // samples are of the main thread
+// The loop thread's scheduling over the train steps: the cumulative
+// schedstat counters at the samples nearest inside the steps' span (the
+// samples are of the main thread: the loop's when it runs there).
+struct RunQueue {
+  std::uint64_t from = 0, to = 0;      // the two samples' times
+  double wall = 0, cpu = 0, wait = 0;  // ns between them: wall, on a CPU, on the run queue (wall 0: none)
+  explicit operator bool() const { return wall > 0; }
+  double share() const { return wall > 0 ? wait / wall : 0; }  // of the time, waiting for a CPU
+  // Of its runnable time (on a CPU or waiting for one), waiting.
+  double of_runnable() const { return cpu + wait > 0 ? wait / (cpu + wait) : 0; }
+};
+
+// `loop_tid`: the thread the loop ran on (the straggler's caller takes it
+// for the main thread).
+RunQueue run_queue_in_steps(const ProcessActions& p, const std::vector<StepRecord>& t, std::uint32_t loop_tid,
+                            const ProcessDeviceStats& stats) {
+  if (loop_tid != p.meta.pid || stats.sched.size() < 2 || t.size() < 2) return {};
   const std::uint64_t from = t.front().begin_ns, to = t.back().end_ns;
   const ProcessDeviceStats::Sched* a = nullptr;
   const ProcessDeviceStats::Sched* b = nullptr;
@@ -222,19 +243,25 @@ void cpu_contention(const ProcessActions& p, const std::vector<StepRecord>& t, s
     if (!a) a = &x;
     b = &x;
   }
-  if (!a || !b || b->ts <= a->ts || b->runq_ns < a->runq_ns || b->cpu_ns < a->cpu_ns) return;
-  const double wall = static_cast<double>(b->ts - a->ts), wait = static_cast<double>(b->runq_ns - a->runq_ns);
-  const double share = wait / wall;
-  if (share < kContention) return;
+  if (!a || !b || b->ts <= a->ts || b->runq_ns < a->runq_ns || b->cpu_ns < a->cpu_ns) return {};
+  return RunQueue{a->ts, b->ts, static_cast<double>(b->ts - a->ts), static_cast<double>(b->cpu_ns - a->cpu_ns),
+                  static_cast<double>(b->runq_ns - a->runq_ns)};
+}
+
+// The loop thread's run-queue wait over the train steps, as a share of the
+// time between the samples.
+void cpu_contention(const ProcessActions& p, const std::vector<StepRecord>& t, std::uint32_t loop_tid,
+                    const ProcessDeviceStats& stats, std::vector<Finding>& out) {
+  const RunQueue rq = run_queue_in_steps(p, t, loop_tid, stats);
+  if (!rq || rq.share() < kContention) return;
   // The steps between the two samples: the wait per step at stake.
   std::size_t steps = 0;
-  for (const auto& r : t) steps += r.begin_ns >= a->ts && r.end_ns <= b->ts;
+  for (const auto& r : t) steps += r.begin_ns >= rq.from && r.end_ns <= rq.to;
   if (!steps) return;
-  out.push_back({"cpu contention", p.meta.pid, wait / 1e6 / static_cast<double>(steps), share,
-                 "the training loop's thread was runnable but waiting for a CPU " + pct(share) + " of " +
-                     msf(wall / 1e6) + " of train steps (" + msf(wait / 1e6) + " on its run queue; on a CPU " +
-                     msf(static_cast<double>(b->cpu_ns - a->cpu_ns) / 1e6) +
-                     "; the kernel's schedstat of the thread, sampled every 100 ms)",
+  out.push_back({"cpu contention", p.meta.pid, rq.wait / 1e6 / static_cast<double>(steps), rq.share(),
+                 "the training loop's thread was runnable but waiting for a CPU " + pct(rq.share()) + " of " +
+                     msf(rq.wall / 1e6) + " of train steps (" + msf(rq.wait / 1e6) + " on its run queue; on a CPU " +
+                     msf(rq.cpu / 1e6) + "; the kernel's schedstat of the thread, sampled every 100 ms)",
                  "other processes or threads share its CPUs: give the job cores of its own (taskset, cgroup cpusets, "
                  "Slurm --exclusive or --cpus-per-task), fewer DataLoader workers or torch threads than cores "
                  "(torch.set_num_threads), or find what else runs there (top, `ltrace-bpf ps`)"});
@@ -382,6 +409,16 @@ struct GcOfProcess {
   std::uint64_t period_ns = 0;
 };
 
+// The fit's span as the validation and between-steps findings take it:
+// its first train step to its last, widened by the validation runs before
+// and after them (the sanity check, the last epoch's).
+constexpr const char* kFitSpan = " (its first train step or validation run to its last)";
+// The between-steps advice's workers clause when whether the train
+// DataLoader's workers were started anew is not known (find_issues
+// replaces it when it is).
+constexpr const char* kBetweenWorkersTry =
+    "persistent_workers=True if the train DataLoader has workers (each epoch starts them anew otherwise); ";
+
 constexpr const char* kGcFullTry =
     "most were full collections (generation 2), which a gc.collect() in the code makes at each call (a "
     "callback's or the loop's): call it less often or not at all; else ";
@@ -502,14 +539,14 @@ void logging_cost(const ProcessActions& p, const ProcessSteps& s, double total_m
                        "log_every_n_steps (which spaces the loggers' writes only): one self.log_dict for "
                        "several values, values needed per epoch only logged less often, sync_dist=True only "
                        "where needed, tensors rather than .item() in the call"
-                     : "log less often: Trainer(log_every_n_steps=N) (50 by default) for the loggers' writes; "
-                       "no per-step print or logging.info; a logger's flush interval (TensorBoard's "
-                       "flush_secs)"});
+                     : "log less often from the step: a logger's writes, print or logging.info called there "
+                       "every N steps instead (Trainer(log_every_n_steps=N) spaces Lightning's own logger writes "
+                       "only, which come between steps); a logger's flush interval (TensorBoard's flush_secs)"});
 }
 
-void process_findings(const ProcessActions& p, const ProcessSteps& s, const ProcessDeviceStats* stats,
-                      const CompilesProcess* compiles, const GcOfProcess& gc, const LoggingReport* logging,
-                      std::vector<Finding>& out) {
+void process_findings(const ProcessActions& p, const ProcessSteps& s, const Checkpoints& ckpt, const BetweenSteps& gaps,
+                      const ProcessDeviceStats* stats, const CompilesProcess* compiles, const GcOfProcess& gc,
+                      const LoggingReport* logging, std::vector<Finding>& out) {
   const auto& t = s.train;
   if (t.size() < 5) return;  // too few steps to say anything
   double total = 0;
@@ -523,7 +560,7 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   const double n = static_cast<double>(t.size());
   auto share = [&](StepPart x) { return part[static_cast<std::size_t>(x)] / total; };
   auto per_step = [&](StepPart x) { return part[static_cast<std::size_t>(x)] / n; };
-  const std::string steps = std::to_string(t.size()) + " train steps, median " + msf(median(durations));
+  const std::string steps = std::to_string(t.size()) + " train steps, median " + msf(median_step(durations));
   if (share(StepPart::dataloader) >= kInputBound)
     out.push_back({"input-bound", p.meta.pid, per_step(StepPart::dataloader), share(StepPart::dataloader),
                    "the dataloader (fetch + batch transfer) takes " + msf(per_step(StepPart::dataloader)) +
@@ -531,7 +568,6 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
                    "more DataLoader workers (num_workers), persistent_workers=True, pin_memory=True, a larger "
                    "prefetch_factor; or make __getitem__ cheaper"});
   // Hooks, less ModelCheckpoint's (the checkpoints finding's).
-  const Checkpoints ckpt = checkpoints(p);
   std::vector<double> in_step_checkpoints;
   const auto hooks_top = top_hooks(p, t, ckpt, in_step_checkpoints);
   double checkpoint_ms = 0;
@@ -738,7 +774,6 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   if (stats) cpu_contention(p, t, s.tid, *stats, out);
   // Validation and the rest of the time between train steps
   // (between_steps.h): of the fit's span, converted to time per train step.
-  const BetweenSteps gaps = between_steps(p, t, ckpt.of, s.tid);
   double val_steps = 0;
   for (const auto& v : s.validation) val_steps += v.duration_ns() / 1e6;
   std::uint64_t b = t.front().begin_ns, e = t.back().end_ns;
@@ -750,23 +785,29 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
   const double span = (e - b) / 1e6;
   if (!s.validation.empty()) {
     const double val = (gaps.validation_runs ? gaps.validation_ms : val_steps) - val_compiles;  // recompiles' apart
-    const bool outside = gaps.validation_runs && gaps.validation_ms > 2 * val_steps;
+    // Most of each run outside its steps, judged on the runs after the
+    // first: persistent validation workers start once, in the first run
+    // (or the sanity check), and a one-time start is no advice.
+    double later_ms = 0, later_steps_ms = 0;
+    for (std::size_t i = 1; i < gaps.runs.size(); ++i)
+      later_ms += gaps.runs[i].ms, later_steps_ms += gaps.runs[i].steps_ms;
+    const bool outside = gaps.runs.size() >= 2 && later_ms > 2 * later_steps_ms;
     if (span > 0 && val / span >= kValidation)
       out.push_back(
           {"validation", p.meta.pid, val / n, val / span,
            (gaps.validation_runs ? std::to_string(gaps.validation_runs) + " validation runs (" +
                                        std::to_string(s.validation.size()) + " validation steps) take "
                                  : std::to_string(s.validation.size()) + " validation steps take ") +
-               msf(val) + ", " + pct(val / span) + " of the fit from its first step to its last" +
+               msf(val) + ", " + pct(val / span) + " of the fit" + kFitSpan +
                (gaps.validation_runs ? " (each run from the train step before it to its last validation hook: the "
                                        "validation DataLoader's start, the hooks and the steps; the steps alone " +
                                            msf(val_steps) + ")"
                                      : std::string()),
            std::string("validate less often (val_check_interval, check_val_every_n_epoch) or on fewer batches "
                        "(limit_val_batches)") +
-               (outside ? "; most of a run is outside its steps: persistent_workers=True on the validation "
-                          "DataLoader if it has workers (each run starts them anew otherwise), lighter validation "
-                          "hooks"
+               (outside ? "; most of each run after the first is outside its steps: persistent_workers=True on "
+                          "the validation DataLoader if it has workers (each run starts them anew otherwise), "
+                          "lighter validation hooks"
                         : "")});
   }
   if (span > 0 && gaps.gaps_ms / span >= kBetweenSteps) {
@@ -776,17 +817,33 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Proc
       if (ms >= 0.05 * gaps.gaps_ms) top += (top.empty() ? "" : ", ") + utf8_text(name) + " " + msf(ms);
     const double in_none = gaps.gaps_ms - gaps.in_actions_ms;
     if (in_none >= 0.5 * gaps.gaps_ms)
-      top += (top.empty() ? "" : ", ") + msf(in_none) + " in no Lightning action (a new DataLoader iterator's start)";
+      top += (top.empty() ? "" : ", ") + msf(in_none) +
+             (gaps.long_gaps_ms >= 0.5 * gaps.gaps_ms ? " in no Lightning action (a new DataLoader iterator's start)"
+                                                      : " in no Lightning action");
     char longest[64];
     std::snprintf(longest, sizeof longest, "%zu gap(s) over %.0f ms, the longest ", gaps.long_gaps,
                   BetweenSteps::kLongGapMs);
-    out.push_back({"between steps", p.meta.pid, gaps.gaps_ms / n, gaps.gaps_ms / span,
-                   "the time between train steps, validation and checkpoints apart, takes " + msf(gaps.gaps_ms) + ", " +
-                       pct(gaps.gaps_ms / span) + " of the fit from its first step to its last: " + longest +
-                       msf(gaps.longest_gap_ms) + " (epoch turns: the epoch hooks, a new train DataLoader iterator)" +
-                       (top.empty() ? "" : "; in them " + top),
-                   "persistent_workers=True if the train DataLoader has workers (each epoch starts them anew "
-                   "otherwise); lighter epoch hooks (on_train_epoch_end/start); fewer, longer epochs"});
+    // What to try: the action holding most of it first, when one does;
+    // the workers' part is said where they are known (find_issues). Most
+    // of it in long gaps: the epoch turns; else in the short ones after
+    // every step, Lightning's own work there (it writes the loggers after
+    // on_train_batch_end, every log_every_n_steps).
+    std::string first;
+    if (!gaps.top_actions.empty() && gaps.top_actions[0].second >= 0.5 * gaps.gaps_ms)
+      first = "lighter " + utf8_text(gaps.top_actions[0].first) + " (it holds " +
+              pct(gaps.top_actions[0].second / gaps.gaps_ms) + " of it); ";
+    const bool turns = gaps.long_gaps_ms >= 0.5 * gaps.gaps_ms;
+    out.push_back(
+        {"between steps", p.meta.pid, gaps.gaps_ms / n, gaps.gaps_ms / span,
+         "the time between train steps, validation and checkpoints apart, takes " + msf(gaps.gaps_ms) + ", " +
+             pct(gaps.gaps_ms / span) + " of the fit" + kFitSpan + ": " + longest + msf(gaps.longest_gap_ms) +
+             (turns ? " (epoch turns: the epoch hooks, a new train DataLoader iterator)"
+                    : " (mostly the short gaps after each step: Lightning's own work between steps, its loggers' "
+                      "writes every log_every_n_steps among it)") +
+             (top.empty() ? "" : "; in them " + top),
+         turns ? first + kBetweenWorkersTry + "lighter epoch hooks (on_train_epoch_end/start); fewer, longer epochs"
+               : first + "log less often (Trainer(log_every_n_steps=N), fewer values logged on_step): Lightning "
+                         "writes its loggers between steps"});
   }
 }
 
@@ -904,11 +961,12 @@ constexpr const char* kAddWorkers =
 constexpr const char* kCpuBoundLoading =
     "more DataLoader workers where cores are free (num_workers), or a cheaper __getitem__ / collate_fn (decode once, "
     "cache, smaller samples)";
-// The machine's CPUs all busy in the steps (kMachineBusy): more workers
-// would wait for one too.
+// The loop thread waiting for a CPU past the contention threshold: more
+// workers, forked from it onto the same CPUs, would wait for one too.
 constexpr const char* kNoCoreFree =
-    "no CPU was free for more DataLoader workers: give the job cores of its own first (taskset, cgroup cpusets, "
-    "Slurm --exclusive or --cpus-per-task), then more workers; or make __getitem__ / collate_fn cheaper";
+    "no CPU was free for more DataLoader workers (its thread waited for one): free cores first (what else runs "
+    "there: the cpu contention finding; fewer torch threads or workers than cores; cores of its own: taskset, cgroup "
+    "cpusets, Slurm --cpus-per-task), then more workers; or make __getitem__ / collate_fn cheaper";
 constexpr const char* kOverlapWaits =
     "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
     "storage or a cache for what __getitem__ reads";
@@ -948,10 +1006,19 @@ std::string Workers::who() const {
          " (pid " + list + (untraced ? ", not traced: --pid without --children; seen from /proc)" : ")");
 }
 
+// Workers started inside a validation run are the validation DataLoader's
+// (non-persistent ones live on into the next train steps; persistent ones
+// start in the first run): not the train loader's, nor its restarts. An
+// untraced fork's start is its first /proc sample's time (a scan a second
+// at most): one started late in a run may be taken for a train worker.
 Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, const ProcessSteps& ps,
-                     const DeviceStatsReport* stats) {
+                     const BetweenSteps& gaps, const DeviceStatsReport* stats) {
   Workers w;
   if (ps.train.empty()) return w;
+  auto in_validation = [&](std::uint64_t start) {
+    return std::any_of(gaps.runs.begin(), gaps.runs.end(),
+                       [&](const BetweenSteps::Run& r) { return start >= r.begin_ns && start <= r.end_ns; });
+  };
   const std::uint64_t from = ps.train.front().begin_ns, to = ps.train.back().end_ns;
   std::map<std::uint32_t, const ProcessActions*> by_pid;
   for (const auto& q : rep.processes) by_pid[q.meta.pid] = &q;
@@ -988,6 +1055,7 @@ Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, co
   for (const auto& q : rep.processes) {
     if (&q == &trainer || !(q.meta.flags & LT_PROC_PYTHON) || q.total_calls() || !of_trainer(q)) continue;
     if (q.window_begin_ns >= to || (q.window_end_ns && q.window_end_ns <= from)) continue;
+    if (in_validation(q.window_begin_ns)) continue;
     w.pids.push_back(q.meta.pid);
     w.lives.emplace_back(q.window_begin_ns, q.window_end_ns ? q.window_end_ns : UINT64_MAX);
     if (stats)
@@ -1000,7 +1068,7 @@ Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, co
       if (st.pid == trainer.meta.pid) w.scanned = st.forks_scanned;
     // Alive in the steps: two samples inside them.
     for (const auto& u : stats->untraced_forks)
-      if (u.target == trainer.meta.pid && busy_share(u.sched)) {
+      if (u.target == trainer.meta.pid && busy_share(u.sched) && !in_validation(u.sched.front().ts)) {
         w.pids.push_back(u.pid);
         w.lives.emplace_back(u.sched.front().ts, u.sched.back().ts);
         judge(u.sched);
@@ -1112,39 +1180,40 @@ void say_who_loads(const Workers& w, const ProcessSteps& ps, const LoaderWaitsRe
   }
 }
 
+// `restarts_elsewhere`: the between-steps finding fired, and says what
+// starting the workers anew costs at the epoch turns; else that cost
+// shows in the steps' fetches, and persistent_workers=True is the first
+// thing to try.
 void input_workers(const Workers& w, const ProcessSteps& ps, const LoaderWaitsReport* loader, bool no_core_free,
-                   Finding& f) {
+                   bool restarts_elsewhere, Finding& f) {
   say_who_loads(w, ps, loader, no_core_free, f);
-  if (w.anew()) persistent_workers_first(f.try_this);  // whatever else is said, the first thing to try
-}
-
-// The machine's CPUs' busy share over the train steps (the /proc samples'
-// cpu_percent, their mean; two samples in them at least), or -1.
-double machine_busy(const std::vector<StepRecord>& t, const ProcessDeviceStats& stats) {
-  if (t.empty()) return -1;
-  double sum = 0;
-  std::size_t count = 0;
-  for (const auto& [ts, percent] : stats.system_cpu)
-    if (ts >= t.front().begin_ns && ts <= t.back().end_ns) sum += percent, ++count;
-  if (count < 2) return -1;
-  return sum / static_cast<double>(count) / 100.0;
+  if (w.anew() && !restarts_elsewhere) persistent_workers_first(f.try_this);
 }
 
 // Input-bound with the batches loaded in the training process (no
 // workers) and CPU contention: the loop thread's run-queue wait is in the
-// fetch's time too. One wait, one finding: the share of it estimated in
-// the fetch (the thread's run-queue share applied to the fetch) leaves
-// input-bound, which goes when what is left is under its threshold.
-void contention_in_the_fetch(const Workers* w, std::vector<Finding>& out, std::size_t from) {
+// fetch's time too, where the fetch was runnable. One wait, one finding:
+// the wait estimated in the fetch leaves input-bound, which goes when what
+// is left is under its threshold. The estimate is a floor: the fetch's
+// time less all of the steps' time off a CPU (sleeps, I/O: taken as all in
+// the fetch), at the thread's run-queue share of its runnable time. A
+// sleeping __getitem__ next to CPU-heavy steps waits little for a CPU,
+// which the thread's whole-step share (an audit fit: 15x too much) missed.
+void contention_in_the_fetch(const Workers* w, const RunQueue& rq, std::vector<Finding>& out, std::size_t from) {
   std::size_t input = out.size(), contention = out.size();
   for (std::size_t i = from; i < out.size(); ++i) {
     if (out[i].kind == "input-bound") input = i;
     if (out[i].kind == "cpu contention") contention = i;
   }
-  if (input == out.size() || contention == out.size() || !w || !w->known_none()) return;
+  if (input == out.size() || contention == out.size() || !w || !w->known_none() || !rq) return;
   Finding& in = out[input];
   Finding& c = out[contention];
-  const double waited = c.share * in.ms_per_step, left = in.share * (1 - c.share);
+  const double step_ms = in.share > 0 ? in.ms_per_step / in.share : 0;
+  const double off_cpu = std::max(0.0, 1 - (rq.cpu + rq.wait) / rq.wall);  // of the steps' time
+  const double runnable_fetch = std::max(0.0, in.ms_per_step - off_cpu * step_ms);
+  const double waited = runnable_fetch * rq.of_runnable();
+  if (waited <= 0 || step_ms <= 0) return;
+  const double left = (in.ms_per_step - waited) / step_ms;
   if (left < kInputBound) {
     c.evidence += "; the dataloader fetch in the training process (num_workers=0, " + msf(in.ms_per_step) +
                   " per step) is slow mostly by this wait: without an estimated " + msf(waited) +
@@ -1152,9 +1221,9 @@ void contention_in_the_fetch(const Workers* w, std::vector<Finding>& out, std::s
     out.erase(out.begin() + static_cast<std::ptrdiff_t>(input));
     return;
   }
-  in.evidence += "; an estimated " + msf(waited) +
-                 " per step of the fetch is the wait for a CPU that cpu contention counts (its run-queue share "
-                 "applied to the fetch), apart here";
+  in.evidence += "; at least an estimated " + msf(waited) +
+                 " per step of the fetch is the wait for a CPU that cpu contention counts (the fetch's time beyond "
+                 "the steps' time off a CPU, at the thread's run-queue share of its runnable time), apart here";
   in.ms_per_step -= waited;
   in.share = left;
 }
@@ -1184,29 +1253,44 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
       if (auto g = gc->sampled.find(p.meta.pid); g != gc->sampled.end()) collections.samples = &g->second;
       collections.period_ns = gc->period_ns;
     }
+    const Checkpoints ckpt = checkpoints(p);
+    const BetweenSteps gaps = between_steps(p, ps.train, ps.validation, ckpt.of, ps.tid);
     const std::size_t before = out.size();
-    process_findings(p, ps, mine, compiled, collections, logging, out);
+    process_findings(p, ps, ckpt, gaps, mine, compiled, collections, logging, out);
     std::optional<Workers> workers;  // found once, where a finding asks
     auto workers_of = [&]() -> const Workers& {
-      if (!workers) workers = find_workers(rep, p, ps, stats);
+      if (!workers) workers = find_workers(rep, p, ps, gaps, stats);
       return *workers;
     };
-    const double machine = mine ? machine_busy(ps.train, *mine) : -1;
+    // The loop thread waiting for a CPU past the contention threshold: its
+    // CPUs are busy for it (its own view: niced neighbours yield, its
+    // affinity counts), and workers forked from it share them.
+    const RunQueue rq = mine ? run_queue_in_steps(p, ps.train, ps.tid, *mine) : RunQueue{};
+    const bool no_core_free = rq && rq.share() >= kContention;
+    const bool between = std::any_of(out.begin() + static_cast<std::ptrdiff_t>(before), out.end(),
+                                     [](const Finding& f) { return f.kind == "between steps"; });
     for (std::size_t i = before; i < out.size(); ++i) {
       if (out[i].kind == "input-bound") {
-        const bool full = machine >= kMachineBusy;
-        input_workers(workers_of(), ps, loader, full, out[i]);
-        if (full) out[i].evidence += "; the machine's CPUs were " + pct(machine) + " busy in the steps (/proc/stat)";
+        input_workers(workers_of(), ps, loader, no_core_free, between, out[i]);
+        if (no_core_free)
+          out[i].evidence += "; its thread waited for a CPU " + pct(rq.share()) +
+                             " of the steps' time (cpu contention): workers forked from it would wait too";
       }
-      if (out[i].kind == "between steps" && workers_of().anew()) {
-        out[i].evidence += "; the train DataLoader's workers were started anew: " + workers_of().who();
-        // Its "if the train DataLoader has workers" clause is known now.
+      if (out[i].kind == "between steps") {
+        // The advice's workers clause, where what the workers did is known.
         std::string& t = out[i].try_this;
-        if (auto clause = t.find("; "); clause != std::string::npos) t.erase(0, clause + 2);
-        persistent_workers_first(t);
+        const auto at = t.find(kBetweenWorkersTry);
+        const Workers& w = workers_of();
+        if (at != std::string::npos && w.anew()) {
+          out[i].evidence += "; the train DataLoader's workers were started anew: " + w.who();
+          t.replace(at, std::strlen(kBetweenWorkersTry),
+                    "persistent_workers=True (the train DataLoader's workers were started anew at each epoch); ");
+        } else if (at != std::string::npos && (w.known_none() || !w.pids.empty())) {
+          t.erase(at, std::strlen(kBetweenWorkersTry));  // none, or persistent ones: not the turns' cost
+        }
       }
     }
-    contention_in_the_fetch(workers ? &*workers : nullptr, out, before);
+    contention_in_the_fetch(workers ? &*workers : nullptr, rq, out, before);
     if (gpu) gpu_findings(p, ps, *gpu, out);
     if (comm)
       for (const auto& c : comm->processes)

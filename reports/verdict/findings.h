@@ -97,9 +97,6 @@ struct Finding {
 
 inline constexpr double kInputBound = 0.10, kHooks = 0.10, kOptimizer = 0.40, kValidation = 0.10, kCheckpoints = 0.05;
 inline constexpr double kBetweenSteps = 0.10;
-// The machine's CPUs this busy in the train steps: no core free for more
-// DataLoader workers (the input-bound advice says so).
-inline constexpr double kMachineBusy = 0.90;
 inline constexpr double kOutlierSigmas = 6.0, kOutlierFactor = 1.5, kOutlierShare = 0.05;
 inline constexpr double kGrowthMiB = 100, kGrowthShare = 0.10;
 inline constexpr double kContention = 0.15, kCollective = 0.15, kRecompiles = 0.05, kGc = 0.05;

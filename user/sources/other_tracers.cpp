@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -79,34 +80,47 @@ std::optional<OtherTracer> traced_by_another(const std::vector<pid_t>& pids, boo
         info.key_size != sizeof(std::uint32_t) || info.value_size > 65536)
       continue;
     std::vector<unsigned char> value(info.value_size);
-    auto found = [&](pid_t pid) -> std::optional<OtherTracer> {
-      const auto key = static_cast<std::uint32_t>(pid);
-      if (pid <= 0 || pid == getpid() || bpf_map_lookup_elem(map.fd, &key, value.data()) != 0 || !proc::exists(pid))
-        return std::nullopt;
-      OtherTracer t;
-      t.traced = pid;
-      t.map_id = id;
-      t.owner = owner_of(id);
-      if (t.owner) {
-        bool command = true;  // before a `--` (what `run` starts comes after it)
-        for (const auto& a : proc::read_cmdline(t.owner)) {
-          t.owner_cmdline += (t.owner_cmdline.empty() ? "" : " ") + a;
-          command = command && a != "--";
-          t.watcher = t.watcher || (command && a == "watch");
-        }
+    // Its owner, looked up once per map (a scan of every process's fds),
+    // at its first live key: a map of no watcher's is skipped whole.
+    std::optional<OtherTracer> held;
+    auto owner = [&]() -> const OtherTracer& {
+      if (!held) {
+        held.emplace();
+        held->map_id = id;
+        held->owner = owner_of(id);
+        const auto args = held->owner ? proc::read_cmdline(held->owner) : std::vector<std::string>{};
+        for (const auto& a : args) held->owner_cmdline += (held->owner_cmdline.empty() ? "" : " ") + a;
+        // `ltrace-bpf watch ...`: the command, its first word not an option
+        // (an option's value before it, `-o watch`, would read as one).
+        const auto word = std::find_if(args.begin() + (args.empty() ? 0 : 1), args.end(),
+                                       [](const std::string& a) { return a.empty() || a[0] != '-'; });
+        held->watcher = word != args.end() && *word == "watch";
       }
-      if (watchers_only && !t.watcher) return std::nullopt;
+      return *held;
+    };
+    auto live_key = [&](pid_t pid) {
+      const auto key = static_cast<std::uint32_t>(pid);
+      return pid > 0 && pid != getpid() && bpf_map_lookup_elem(map.fd, &key, value.data()) == 0 && proc::exists(pid);
+    };
+    auto hit = [&](pid_t pid) -> std::optional<OtherTracer> {
+      OtherTracer t = owner();
+      t.traced = pid;
       return t;
     };
     if (all) {
       std::uint32_t key = 0, next = 0;
       for (const std::uint32_t* prev = nullptr; bpf_map_get_next_key(map.fd, prev, &next) == 0; prev = &key) {
         key = next;
-        if (auto t = found(static_cast<pid_t>(key))) return t;
+        if (!live_key(static_cast<pid_t>(key))) continue;
+        if (watchers_only && !owner().watcher) break;
+        return hit(static_cast<pid_t>(key));
       }
     } else {
-      for (pid_t pid : pids)
-        if (auto t = found(pid)) return t;
+      for (pid_t pid : pids) {
+        if (!live_key(pid)) continue;
+        if (watchers_only && !owner().watcher) break;
+        return hit(pid);
+      }
     }
   }
 }
