@@ -58,10 +58,11 @@ def chart(dom, cls, stage):
     return attrs(m.group(0).split(">", 1)[0]), m.group(1)
 
 
-def trace_steps(tmp):
+def trace_steps(tmp, with_body=False):
     """Training steps from the Chrome trace's slices, independently of the
     page's code: each run_training_batch with the fetch before it and the
-    on_train_batch_end hooks after it, on the loop's thread."""
+    on_train_batch_end hooks after it, on the loop's thread: (begin, end,
+    the fetch's duration[, run_training_batch's begin])."""
     # Decimal: wall-clock microseconds with 3 decimals are past a double's precision.
     ev = [e for e in json.load(open(tmp / "run.json"), parse_float=Decimal)["traceEvents"] if e.get("ph") == "X"]
     bodies = sorted((e for e in ev if e["name"] == "run_training_batch"), key=lambda e: e["ts"])
@@ -75,7 +76,7 @@ def trace_steps(tmp):
         ends = [e for e in ev if e["name"].endswith("on_train_batch_end") and b["ts"] <= e["ts"] < nxt]
         begin = fetch[-1]["ts"] if fetch else b["ts"]
         end = max([b["ts"] + b["dur"]] + [e["ts"] + e["dur"] for e in ends])
-        steps.append((begin, end, fetch[-1]["dur"] if fetch else 0))
+        steps.append((begin, end, fetch[-1]["dur"] if fetch else 0) + ((b["ts"],) if with_body else ()))
     return steps
 
 
@@ -104,12 +105,15 @@ def test_parts_add_up_and_match_the_fetches(run):
     bars = [attrs(t) for t in re.findall(r'<g class="bar"[^>]*>', body)]
     assert len(bars) == int(rows["run_training_batch"][1])
     parts = ("dataloader", "step", "backward", "optimizer", "hooks", "other")
-    want = trace_steps(tmp)
-    for bar, (b, e, fetch) in zip(bars, want):
+    want = trace_steps(tmp, with_body=True)
+    for bar, (b, e, fetch, body) in zip(bars, want):
         assert sum(int(bar["data-%s-ns" % k]) for k in parts) == int(bar["data-ns"])
-        # The fetch is all of the dataloader part here (no batch transfer on CPU
-        # is slower than a microsecond or so): the trace's fetch slice.
-        assert abs(int(bar["data-dataloader-ns"]) - fetch * 1000) <= 2 + Decimal("0.05") * fetch * 1000, bar
+        # The dataloader part is the trace's fetch slice and the batch
+        # transfer after it, all before run_training_batch: a CPU transfer
+        # takes microseconds, but one preempted on a busy machine took 1.35
+        # ms (past 5 % of the fetch).
+        dataloader = int(bar["data-dataloader-ns"])
+        assert fetch * 1000 - 2 <= dataloader <= (body - b) * 1000 + 2, (bar, fetch, body - b)
         assert int(bar["data-step-ns"]) > 0 and int(bar["data-backward-ns"]) > 0
     # The Simple report's totals bound the chart's: the steps hold every
     # training_step call (exclusive time cannot exceed the calls' total).
