@@ -46,9 +46,12 @@ std::uint64_t covered(const std::vector<Span>& spans, std::uint64_t a, std::uint
   return ns;
 }
 
-std::vector<Span> merged(std::vector<Span> v) {
+}  // namespace
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>> merged_spans(
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> v) {
   std::sort(v.begin(), v.end());
-  std::vector<Span> out;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
   for (const auto& x : v)
     if (!out.empty() && x.first <= out.back().second)
       out.back().second = std::max(out.back().second, x.second);
@@ -56,8 +59,6 @@ std::vector<Span> merged(std::vector<Span> v) {
       out.push_back(x);
   return out;
 }
-
-}  // namespace
 
 BetweenSteps between_steps(const ProcessActions& p, const std::vector<StepRecord>& t,
                            const std::vector<StepRecord>& validation, const std::vector<char>& checkpoint,
@@ -90,7 +91,7 @@ BetweenSteps between_steps(const ProcessActions& p, const std::vector<StepRecord
     const std::string_view hook = hook_of(name);
     val[k].push_back({iv.begin_ns, iv.end_ns, opens_a_run(hook), hook == "on_validation_end"});
   }
-  ckpt = merged(std::move(ckpt));
+  ckpt = merged_spans(std::move(ckpt));
   // A gap's runs: a hook that opens one after an on_validation_end starts
   // the next (fit's last validation, then validate()'s; validate() before
   // fit, then the sanity check). The gap's first run after a train step
@@ -148,7 +149,7 @@ BetweenSteps between_steps(const ProcessActions& p, const std::vector<StepRecord
     by[name] += static_cast<double>(iv.end_ns - iv.begin_ns) / 1e6;
     held.emplace_back(iv.begin_ns, iv.end_ns);
   }
-  for (const auto& [b, e] : merged(std::move(held))) out.in_actions_ms += static_cast<double>(e - b) / 1e6;
+  for (const auto& [b, e] : merged_spans(std::move(held))) out.in_actions_ms += static_cast<double>(e - b) / 1e6;
   out.top_actions.assign(by.begin(), by.end());
   std::sort(out.top_actions.begin(), out.top_actions.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });

@@ -47,6 +47,10 @@ struct BetweenSteps {
   std::vector<std::pair<std::string, double>> top_actions;
 };
 
+// Spans (begin, end) sorted and joined where they overlap or touch.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> merged_spans(
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans);
+
 // An action of a validation run by its name (its hooks, steps, fetches,
 // loader; the sanity check's).
 bool is_validation_action(const std::string& name);

@@ -170,14 +170,7 @@ Spans hook_spans(const ProcessActions& p, const std::vector<StepRecord>& t, cons
     if (!step_holding(t, iv)) continue;  // not inside a train step
     v.emplace_back(iv.begin_ns, iv.end_ns);
   }
-  std::sort(v.begin(), v.end());
-  Spans merged;
-  for (const auto& x : v)
-    if (!merged.empty() && x.first <= merged.back().second)
-      merged.back().second = std::max(merged.back().second, x.second);
-    else
-      merged.push_back(x);
-  return merged;
+  return merged_spans(std::move(v));
 }
 
 // The span holding ts, if any (spans sorted, disjoint).

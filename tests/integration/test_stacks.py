@@ -298,8 +298,15 @@ def test_dataloader_workers_followed_and_named(attach, lightning_python):
                   r"on a CPU only [0-9.]+% of the steps' time each on average; of their waits off a CPU in the steps, "
                   r"([0-9.]+)% inside the dataset .*: loading waits inside __getitem__", v.stdout, re.M)
     assert m and int(m.group(1)) == 2 and int(m.group(2)) == 4 and float(m.group(3)) >= 50, v.stdout
-    assert re.search(rf"^  {ranked[0][0]}\. input-bound .*\n.*\n     try: persistent_workers=True", v.stdout, re.M), \
-        v.stdout
+    # Workers started anew: persistent_workers=True first, in input-bound's
+    # advice, or in the between-steps finding's where that one fired (it
+    # then says what the restarts cost at the epoch turn: ~10 % of this fit,
+    # past its threshold in some runs, not in others).
+    first_in = re.search(rf"^  {ranked[0][0]}\. input-bound .*\n.*\n     try: persistent_workers=True", v.stdout, re.M)
+    between = re.search(r"^  \d+\. between steps .*\n.*started anew: 2 DataLoader worker process\(es\) at a time, 4 "
+                        r"started in all.*\n     try: persistent_workers=True \(the train DataLoader's workers were "
+                        r"started anew", v.stdout, re.M)
+    assert first_in or between, v.stdout
     print(f"input-bound: {m.group(1)} workers at a time, {m.group(3)}% of their waits in the steps inside the dataset")
     headers = [line for line in run.lt_out.splitlines() if line.startswith("==> pid ")]
     assert len(headers) >= 3, headers  # the trainer and at least two workers
