@@ -7,6 +7,7 @@
 #include <random>
 
 #include "reports/aggregate/steps.h"
+#include "reports/verdict/between_steps.h"
 #include "reports/verdict/findings.h"
 #include "tests/unit/process_builder.h"
 
@@ -46,6 +47,9 @@ struct Fit {
   double epoch_hook = 0, epoch_start = 0;         // epoch_start ms of nothing recorded (a new iterator's workers)
   std::string epoch_callback = "LoggerCallback";  // whose on_train_epoch_end
   double after_step = 0;                          // more time between every two steps (Lightning's logger writes there)
+  double sanity_ms = 0;          // a sanity check's one validation step before the first train step (then 5 ms
+                                 // of the train iterator's start, no action)
+  double validate_after_ms = 0;  // after the fit: on_train_end, 20 ms of teardown, then validate()'s one step
 };
 
 // One process: 50 train batches (times in ms, a little jitter).
@@ -55,6 +59,24 @@ ActionsReport make(const Fit& f, std::uint32_t seed = 1) {
   testing_support::ProcessBuilder pb;
   auto add = [&](const std::string& name, double b, double e) { pb.add(name, b, e); };
   double t = 1;
+  // One validation batch of `ms` from t: its fetch, step and batch-end hook.
+  auto val_batch = [&](double ms) {
+    add("[_EvaluationLoop].val_next", t, t + 0.1);
+    add("[Strategy]SingleDeviceStrategy.validation_step", t + 0.1, t + 0.1 + ms);
+    add("[Callback]LoggerCallback.on_validation_batch_end", t + 0.1 + ms, t + 0.2 + ms);
+    t += ms + 0.3;
+  };
+  if (f.sanity_ms > 0) {
+    add("[Callback]LoggerCallback.on_sanity_check_start", t, t + 0.05);
+    t += 0.1;
+    add("[LightningModule]Model.val_dataloader", t, t + 0.1);
+    t += 0.15;
+    val_batch(f.sanity_ms);
+    add("[Callback]LoggerCallback.on_validation_end", t, t + 0.05);
+    t += 0.1;
+    add("[Callback]LoggerCallback.on_sanity_check_end", t, t + 0.05);
+    t += 0.05 + 5;
+  }
   for (int k = 0; k < 50; ++k) {
     const double fetch = f.fetch + (k % 3 == 1 ? f.fetch_third : 0) + (k == f.slow_fetch_step ? f.slow_fetch_ms : 0);
     add("[_TrainingEpochLoop].train_dataloader_next", t, t + fetch + j(rng));
@@ -94,6 +116,14 @@ ActionsReport make(const Fit& f, std::uint32_t seed = 1) {
       }
       t += f.epoch_hook + f.epoch_start + 0.05;
     }
+  }
+  if (f.validate_after_ms > 0) {
+    add("[Callback]LoggerCallback.on_train_end", t, t + 1);
+    t += 1 + 20;
+    add("[LightningModule]Model.val_dataloader", t, t + 0.1);
+    t += 0.15;
+    val_batch(f.validate_after_ms);
+    add("[Callback]LoggerCallback.on_validation_end", t, t + 0.05);
   }
   ActionsReport r;
   return std::move(pb).report();
@@ -629,6 +659,32 @@ TEST(Findings, AValidationRunFromTheTrainStepBeforeItToItsLastHook) {
   ASSERT_FALSE(g.empty());
   EXPECT_EQ(g[0].kind, "validation");
   EXPECT_EQ(g[0].try_this.find("persistent_workers"), std::string::npos) << g[0].try_this;
+}
+
+// A gap's validation runs: the sanity check's from its first action (the
+// train iterator's start after it is no validation), in-fit runs from the
+// train step before each, and validate() after the fit apart from the
+// fit's last run (on_train_end and the teardown between are neither).
+TEST(Findings, ValidationRunsBeforeInAndAfterTheFit) {
+  Fit v;
+  v.val_every = 10;
+  v.val_ms = 2;
+  v.sanity_ms = 3;
+  v.validate_after_ms = 4;
+  const auto r = make(v);
+  const auto& p = r.processes[0];
+  const auto s = step_records(p);
+  ASSERT_EQ(s.train.size(), 50u);
+  ASSERT_EQ(s.validation.size(), 7u);
+  const BetweenSteps g = between_steps(p, s.train, s.validation, std::vector<char>(p.intervals.size(), 0), s.tid);
+  ASSERT_EQ(g.runs.size(), 7u);
+  // 3.7 ms of sanity check, 5 in-fit runs of 2.5, validate()'s 4.5
+  EXPECT_NEAR(g.runs.front().ms, 3.7, 0.05);
+  EXPECT_NEAR(g.runs[1].ms, 2.5, 0.05);
+  EXPECT_NEAR(g.runs.back().ms, 4.5, 0.05);
+  EXPECT_NEAR(g.validation_ms, 3.7 + 5 * 2.5 + 4.5, 0.2);
+  EXPECT_GT(g.runs.back().begin_ns, g.runs[5].end_ns + 20'000'000);  // the teardown between is neither's
+  EXPECT_LT(g.runs.front().end_ns + 5'000'000, s.train.front().begin_ns + 1);
 }
 
 // Non-persistent validation workers live on into the train steps after
