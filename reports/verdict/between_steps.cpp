@@ -31,35 +31,6 @@ bool is_validation_action(const std::string& name) {
          hook == "val_next" || hook == "val_dataloader";
 }
 
-namespace {
-
-using Span = std::pair<std::uint64_t, std::uint64_t>;
-
-// Sorted, disjoint spans; the time of [a, b) they cover.
-std::uint64_t covered(const std::vector<Span>& spans, std::uint64_t a, std::uint64_t b) {
-  if (b <= a) return 0;
-  auto it = std::upper_bound(spans.begin(), spans.end(), a, [](std::uint64_t x, const Span& s) { return x < s.first; });
-  if (it != spans.begin()) --it;
-  std::uint64_t ns = 0;
-  for (; it != spans.end() && it->first < b; ++it)
-    if (it->second > a) ns += std::min(it->second, b) - std::max(it->first, a);
-  return ns;
-}
-
-}  // namespace
-
-std::vector<std::pair<std::uint64_t, std::uint64_t>> merged_spans(
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
-  for (const auto& x : v)
-    if (!out.empty() && x.first <= out.back().second)
-      out.back().second = std::max(out.back().second, x.second);
-    else
-      out.push_back(x);
-  return out;
-}
-
 BetweenSteps between_steps(const ProcessActions& p, const std::vector<StepRecord>& t,
                            const std::vector<StepRecord>& validation, const std::vector<char>& checkpoint,
                            std::uint32_t tid) {

@@ -22,6 +22,7 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/steps.h"
+#include "reports/verdict/spans.h"
 
 namespace lt {
 
@@ -46,10 +47,6 @@ struct BetweenSteps {
   double in_actions_ms = 0;
   std::vector<std::pair<std::string, double>> top_actions;
 };
-
-// Spans (begin, end) sorted and joined where they overlap or touch.
-std::vector<std::pair<std::uint64_t, std::uint64_t>> merged_spans(
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans);
 
 // An action of a validation run by its name (its hooks, steps, fetches,
 // loader; the sanity check's).

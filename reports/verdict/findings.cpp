@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -159,7 +160,6 @@ std::vector<std::pair<std::string, double>> top_hooks(const ProcessActions& p, c
 // The loop thread's hook actions inside the train steps (ModelCheckpoint's
 // apart), merged where they nest: where a cause with its own finding (gc,
 // logging) spent the hooks' time.
-using Spans = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
 Spans hook_spans(const ProcessActions& p, const std::vector<StepRecord>& t, const Checkpoints& ckpt,
                  std::uint32_t tid) {
   Spans v;
@@ -173,29 +173,12 @@ Spans hook_spans(const ProcessActions& p, const std::vector<StepRecord>& t, cons
   return merged_spans(std::move(v));
 }
 
-// The span holding ts, if any (spans sorted, disjoint).
-const std::pair<std::uint64_t, std::uint64_t>* span_at(const Spans& spans, std::uint64_t ts) {
-  auto it =
-      std::upper_bound(spans.begin(), spans.end(), ts,
-                       [](std::uint64_t x, const std::pair<std::uint64_t, std::uint64_t>& s) { return x < s.first; });
-  if (it == spans.begin()) return nullptr;
-  --it;
-  return ts < it->second ? &*it : nullptr;
-}
-
 // Pauses' time inside the spans (ms), on the loop thread.
 double pauses_within(const Spans& spans, const std::vector<GcPause>& pauses, std::uint32_t tid) {
-  double ms = 0;
-  for (const auto& x : pauses) {
-    if (tid && x.tid && x.tid != tid) continue;
-    auto it =
-        std::upper_bound(spans.begin(), spans.end(), x.begin_ns,
-                         [](std::uint64_t v, const std::pair<std::uint64_t, std::uint64_t>& s) { return v < s.first; });
-    if (it != spans.begin()) --it;
-    for (; it != spans.end() && it->first < x.end_ns; ++it)
-      if (it->second > x.begin_ns) ms += (std::min(it->second, x.end_ns) - std::max(it->first, x.begin_ns)) / 1e6;
-  }
-  return ms;
+  std::uint64_t ns = 0;
+  for (const auto& x : pauses)
+    if (!tid || !x.tid || x.tid == tid) ns += covered(spans, x.begin_ns, x.end_ns);
+  return ns / 1e6;
 }
 
 // Samples inside the spans x the period (ms, an estimate), on the loop
@@ -407,11 +390,14 @@ struct GcOfProcess {
 // its first train step to its last, widened by the validation runs before
 // and after them (the sanity check, the last epoch's).
 constexpr const char* kFitSpan = " (its first train step or validation run to its last)";
-// The between-steps advice's workers clause when whether the train
-// DataLoader's workers were started anew is not known (find_issues
-// replaces it when it is).
-constexpr const char* kBetweenWorkersTry =
-    "persistent_workers=True if the train DataLoader has workers (each epoch starts them anew otherwise); ";
+// The between-steps advice's workers clause, by what the recording says
+// of the train DataLoader's workers: started anew at each epoch, not
+// known, or none or persistent ones (no clause: not the turns' cost).
+std::string between_workers_try(const Workers& w) {
+  if (w.anew()) return "persistent_workers=True (the train DataLoader's workers were started anew at each epoch); ";
+  if (w.known_none() || !w.pids.empty()) return "";
+  return "persistent_workers=True if the train DataLoader has workers (each epoch starts them anew otherwise); ";
+}
 
 constexpr const char* kGcFullTry =
     "most were full collections (generation 2), which a gc.collect() in the code makes at each call (a "
@@ -538,11 +524,13 @@ void logging_cost(const ProcessActions& p, const ProcessSteps& s, double total_m
                        "only, which come between steps); a logger's flush interval (TensorBoard's flush_secs)"});
 }
 
+// `workers`: the train DataLoader's workers, found when first asked.
 void process_findings(const ProcessActions& p, const ProcessSteps& s, const Checkpoints& ckpt, const BetweenSteps& gaps,
-                      const ProcessDeviceStats* stats, const CompilesProcess* compiles, const GcOfProcess& gc,
-                      const LoggingReport* logging, std::vector<Finding>& out) {
+                      const std::function<const Workers&()>& workers, const ProcessDeviceStats* stats,
+                      const CompilesProcess* compiles, const GcOfProcess& gc, const LoggingReport* logging,
+                      std::vector<Finding>& out) {
   const auto& t = s.train;
-  if (t.size() < 5) return;  // too few steps to say anything
+  if (t.size() < kMinTrainSteps) return;  // too few steps to say anything
   double total = 0;
   std::array<double, kStepParts> part{};
   std::vector<double> durations;
@@ -818,7 +806,7 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Chec
     std::snprintf(longest, sizeof longest, "%zu gap(s) over %.0f ms, the longest ", gaps.long_gaps,
                   BetweenSteps::kLongGapMs);
     // What to try: the action holding most of it first, when one does;
-    // the workers' part is said where they are known (find_issues). Most
+    // then the workers' part, by what they did. Most
     // of it in long gaps: the epoch turns; else in the short ones after
     // every step, Lightning's own work there (it writes the loggers after
     // on_train_batch_end, every log_every_n_steps).
@@ -827,6 +815,7 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Chec
       first = "lighter " + utf8_text(gaps.top_actions[0].first) + " (it holds " +
               pct(gaps.top_actions[0].second / gaps.gaps_ms) + " of it); ";
     const bool turns = gaps.long_gaps_ms >= 0.5 * gaps.gaps_ms;
+    const Workers* w = turns ? &workers() : nullptr;  // the turns start them anew, if anything does
     out.push_back(
         {"between steps", p.meta.pid, gaps.gaps_ms / n, gaps.gaps_ms / span,
          "the time between train steps, validation and checkpoints apart, takes " + msf(gaps.gaps_ms) + ", " +
@@ -834,10 +823,12 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Chec
              (turns ? " (epoch turns: the epoch hooks, a new train DataLoader iterator)"
                     : " (mostly the short gaps after each step: Lightning's own work between steps, its loggers' "
                       "writes every log_every_n_steps among it)") +
-             (top.empty() ? "" : "; in them " + top),
-         turns ? first + kBetweenWorkersTry + "lighter epoch hooks (on_train_epoch_end/start); fewer, longer epochs"
-               : first + "log less often (Trainer(log_every_n_steps=N), fewer values logged on_step): Lightning "
-                         "writes its loggers between steps"});
+             (top.empty() ? "" : "; in them " + top) +
+             (w && w->anew() ? "; the train DataLoader's workers were started anew: " + w->who() : ""),
+         turns
+             ? first + between_workers_try(*w) + "lighter epoch hooks (on_train_epoch_end/start); fewer, longer epochs"
+             : first + "log less often (Trainer(log_every_n_steps=N), fewer values logged on_step): Lightning "
+                       "writes its loggers between steps"});
   }
 }
 
@@ -863,7 +854,7 @@ struct Blocked {
 
 std::optional<Blocked> blocked_in_steps(const ProcessActions& p, const ProcessSteps& s, const ProcessComm& c,
                                         const ProcessDeviceStats* stats) {
-  if (s.train.size() < 5 || c.actions.empty()) return std::nullopt;
+  if (s.train.size() < kMinTrainSteps || c.actions.empty()) return std::nullopt;
   Blocked b;
   b.p = &p;
   b.s = &s;
@@ -1013,15 +1004,17 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
       if (auto g = gc->sampled.find(p.meta.pid); g != gc->sampled.end()) collections.samples = &g->second;
       collections.period_ns = gc->period_ns;
     }
-    const Checkpoints ckpt = checkpoints(p);
-    const BetweenSteps gaps = between_steps(p, ps.train, ps.validation, ckpt.of, ps.tid);
-    const std::size_t before = out.size();
-    process_findings(p, ps, ckpt, gaps, mine, compiled, collections, logging, out);
+    // Too few steps to judge: no time spent on what would not be said.
+    const bool judged = ps.train.size() >= kMinTrainSteps;
+    const Checkpoints ckpt = judged ? checkpoints(p) : Checkpoints{};
+    const BetweenSteps gaps = judged ? between_steps(p, ps.train, ps.validation, ckpt.of, ps.tid) : BetweenSteps{};
     std::optional<Workers> workers;  // found once, where a finding asks
-    auto workers_of = [&]() -> const Workers& {
+    const std::function<const Workers&()> workers_of = [&]() -> const Workers& {
       if (!workers) workers = find_workers(rep, p, ps, gaps, stats);
       return *workers;
     };
+    const std::size_t before = out.size();
+    process_findings(p, ps, ckpt, gaps, workers_of, mine, compiled, collections, logging, out);
     // The loop thread waiting for a CPU past the contention threshold: its
     // CPUs are busy for it (its own view: niced neighbours yield, its
     // affinity counts), and workers forked from it share them.
@@ -1035,19 +1028,6 @@ std::vector<Finding> find_issues(const ActionsReport& rep, const DeviceStatsRepo
         if (no_core_free)
           out[i].evidence += "; its thread waited for a CPU " + pct(rq.share()) +
                              " of the steps' time (cpu contention): workers forked from it would wait too";
-      }
-      if (out[i].kind == "between steps") {
-        // The advice's workers clause, where what the workers did is known.
-        std::string& t = out[i].try_this;
-        const auto at = t.find(kBetweenWorkersTry);
-        const Workers& w = workers_of();
-        if (at != std::string::npos && w.anew()) {
-          out[i].evidence += "; the train DataLoader's workers were started anew: " + w.who();
-          t.replace(at, std::strlen(kBetweenWorkersTry),
-                    "persistent_workers=True (the train DataLoader's workers were started anew at each epoch); ");
-        } else if (at != std::string::npos && (w.known_none() || !w.pids.empty())) {
-          t.erase(at, std::strlen(kBetweenWorkersTry));  // none, or persistent ones: not the turns' cost
-        }
       }
     }
     contention_in_the_fetch(workers ? &*workers : nullptr, rq, out, before);
@@ -1089,7 +1069,7 @@ std::string render_findings(const ActionsReport& rep, const std::vector<Finding>
   const std::string unjudged_line = not_judged.empty() ? "" : "  not judged: " + not_judged + "\n";
   if (f.empty()) {
     std::size_t procs = 0;
-    for (const auto& p : rep.processes) procs += step_records(p).train.size() >= 5;
+    for (const auto& p : rep.processes) procs += step_records(p).train.size() >= kMinTrainSteps;
     out += procs ? "  none: no finding past its threshold\n" : "  none: fewer than 5 train steps recorded\n";
     return out + (procs ? unjudged_line : "");
   }

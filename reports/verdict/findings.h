@@ -104,6 +104,8 @@ inline constexpr double kLogging = 0.05, kGraphBreaks = 0.05;
 // DataLoader workers on a CPU this share of the steps' time: CPU-bound loading.
 inline constexpr double kWorkersBusy = 0.75;
 inline constexpr std::size_t kLoggingMinSamples = 10;
+// A process with fewer train steps is not judged (too few to say anything).
+inline constexpr std::size_t kMinTrainSteps = 5;
 
 // Ranked: most step time at stake first.
 // `stats`: the /proc samples, when recorded (--device-stats, watch).

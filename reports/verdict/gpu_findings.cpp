@@ -29,7 +29,7 @@ std::string short_api(const std::string& api) {
 
 void gpu_findings(const ProcessActions& p, const ProcessSteps& s, const GpuReport& gpu, std::vector<Finding>& out) {
   const auto& t = s.train;
-  if (!s.has_gpu || t.size() < 5) return;
+  if (!s.has_gpu || t.size() < kMinTrainSteps) return;
   const double n = static_cast<double>(t.size());
   double total = 0, idle = 0, idle_fetch = 0;
   std::array<double, kStepParts> idle_by_part{};

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -43,6 +44,31 @@ std::string bridge_path() {
 
 bool have_bridge() {
   return access(bridge_path().c_str(), R_OK) == 0;
+}
+
+// The copy this process loads: a file of its own (a new inode), so that a
+// tracer running beside the tests -- a `run` that probes the built bridge's
+// USDT semaphores, which the kernel counts in every process mapping that
+// file -- does not show here as a tracer attached to this process.
+struct PrivateCopy {
+  std::string dir, path;
+  PrivateCopy() {
+    char tmpl[] = "/tmp/lt-bridge-test.XXXXXX";
+    if (!mkdtemp(tmpl)) return;
+    dir = tmpl;
+    std::error_code ec;
+    std::filesystem::copy_file(bridge_path(), dir + "/libltrace-bridge.so", ec);
+    if (!ec) path = dir + "/libltrace-bridge.so";
+  }
+  ~PrivateCopy() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+const std::string& loaded_path() {
+  static const PrivateCopy copy;
+  return copy.path;
 }
 
 #define REQUIRE_BRIDGE() \
@@ -108,7 +134,7 @@ uintptr_t bridge_base() {
     uintptr_t base = 0;
   } ctx;
   char real[PATH_MAX];
-  if (!realpath(bridge_path().c_str(), real)) return 0;
+  if (!realpath(loaded_path().c_str(), real)) return 0;
   ctx.want = real;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* data) {
@@ -214,7 +240,7 @@ Loaded& loaded() {
     setenv("LTRACE_BRIDGE_DEBUG", "1", 1);
     r.cupti_maps_before = count_in_maps("libcupti");
     StderrCapture cap;
-    r.handle = dlopen(bridge_path().c_str(), RTLD_NOW | RTLD_LOCAL);
+    r.handle = dlopen(loaded_path().c_str(), RTLD_NOW | RTLD_LOCAL);
     r.thread_seen = wait_for(bridge_thread_running, 2000);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few dormant polls
     r.cupti_maps_after = count_in_maps("libcupti");
@@ -314,10 +340,10 @@ TEST(BridgeLibrary, DlopenAloneIsTheDormantLatePath) {
   ASSERT_NE(late, nullptr);
   EXPECT_EQ(late(), 1);  // already running: same thread
   // dlclose never unmaps it (the thread and the callbacks live on).
-  void* again = dlopen(bridge_path().c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* again = dlopen(loaded_path().c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(again, nullptr);
   dlclose(again);
-  EXPECT_NE(dlopen(bridge_path().c_str(), RTLD_NOW | RTLD_NOLOAD), nullptr);
+  EXPECT_NE(dlopen(loaded_path().c_str(), RTLD_NOW | RTLD_NOLOAD), nullptr);
   EXPECT_TRUE(bridge_thread_running());
 }
 
