@@ -547,7 +547,9 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
     """kill -9 of a watcher while a capture's window is open (its after-part
     still recording): the job runs on and ends as it would; a second
     watcher on the same directory takes the stale pid file and the old ring
-    over, and its own capture is whole.  Every 10th step calls gc.collect()
+    over, and its own capture is whole; a recorder attached beside it (from
+    a /run of its own) is no watcher and does not keep it from starting.
+    Every 10th step calls gc.collect()
     (~0.1 s over torch's and Lightning's objects here): the cheap tier's GC
     probes (Debian's CPython has them) put those pauses in the capture,
     whose summary names them first."""
@@ -589,7 +591,22 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
         first.kill()  # its capture's window has ~60 s still to run
         assert first.wait(timeout=60) == -9
         assert target.poll() is None, "the job ended with the watcher"
+        # A recorder (no watcher) attached to the job first, from a /run of
+        # its own: a watcher beside it is not refused (its BPF maps are a
+        # tracer's, not a watcher's), and both see the job.
+        rec_err, rec_out = tmp_path / "rec.err", tmp_path / "rec.ltrace"
+        with open(rec_err, "w") as re_:
+            rec = subprocess.Popen(["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs /run && exec "$@"', "sh",
+                                    LTRACE, "record", "--pid", str(target.pid), "-o", str(rec_out), "-v"],
+                                   stdout=subprocess.DEVNULL, stderr=re_, cwd=tmp_path)
+        watchers.append(rec)
+        wait_for(str(rec_err), "attached", 120, rec)
         second, second_err = watch(2, "1s")
+        rec.send_signal(signal.SIGINT)
+        assert rec.wait(timeout=120) == 0, rec_err.read_text()
+        beside = subprocess.run([LTRACE, "report", str(rec_out), "--report", "simple"], capture_output=True,
+                                text=True, timeout=120)
+        assert beside.returncode == 0 and "run_training_batch" in beside.stdout, beside.stdout[-2000:] + beside.stderr
         # A third watcher on the same directory: refused, one line.
         third = subprocess.run([LTRACE, "watch", "--pid", str(target.pid), "--dir", str(wdir)],
                                capture_output=True, text=True, timeout=120)
