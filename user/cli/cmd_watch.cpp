@@ -329,6 +329,14 @@ StragglerOptions straggler_options(const Options& o) {
   return s;
 }
 
+// "another ltrace-bpf (pid W: its command; BPF map M)"
+std::string tracer_of(const OtherTracer& other) {
+  return "another ltrace-bpf (" +
+         (other.owner ? "pid " + std::to_string(other.owner) + ": " + utf8_text(other.owner_cmdline.substr(0, 120))
+                      : "its process not found") +
+         "; BPF map " + std::to_string(other.map_id) + ")";
+}
+
 // The registry sees the watchers of its /run alone; the kernel's BPF maps
 // are every tracer's (user/sources/other_tracers.h): a process another
 // watcher traces (in a container with a /run of its own, or on the host)
@@ -347,14 +355,19 @@ void refuse_what_another_traces(const Options& opts) {
     return;
   }
   if (!other) return;
-  throw Error(
-      ExitCode::watched,
-      "pid " + std::to_string(other->traced) + " is traced by another ltrace-bpf (" +
-          (other->owner ? "pid " + std::to_string(other->owner) + ": " + utf8_text(other->owner_cmdline.substr(0, 120))
-                        : "its process not found") +
-          "; BPF map " + std::to_string(other->map_id) +
-          "), a watcher not in this machine's watcher registry (its /run is another's): one watcher per process "
-          "on a machine");
+  throw Error(ExitCode::watched, "pid " + std::to_string(other->traced) + " is traced by " + tracer_of(*other) +
+                                     ", a watcher not in this machine's watcher registry (its /run is another's): "
+                                     "one watcher per process on a machine");
+}
+
+// --all: a process found running after the start that another watcher
+// (in a /run of its own) already traces is left to it, said at once.
+std::optional<std::string> watched_elsewhere(pid_t pid) {
+  const auto other = traced_by_another({pid}, false, true);
+  if (!other) return std::nullopt;
+  std::string why = "traced by " + tracer_of(*other) + ", a watcher (one watcher per process on a machine): left to it";
+  std::cerr << "ltrace-bpf: watch: pid " << pid << " not adopted: " << why << "\n";
+  return why;
 }
 
 int cmd_watch(Options& opts) {
@@ -574,6 +587,7 @@ int cmd_watch(Options& opts) {
   so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };
   std::uint64_t next_publish = 0, segments_ended = 0, next_progress = 0;
   std::map<std::uint32_t, std::uint64_t> progress_sent;  // pid -> steps said to the coordinator
+  if (opts.all) so.adoption_refused = watched_elsewhere;
   so.on_tick = [&](std::uint64_t now) {
     if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
     {

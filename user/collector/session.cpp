@@ -792,6 +792,8 @@ void Session::adopt_eligible() {
     std::optional<Refusal> refused;
     if (proc::root_deleted(pid)) {
       refused = Refusal{ExitCode::io, "its root directory was deleted, its files cannot be read"};
+    } else if (auto why = opts_.adoption_refused ? opts_.adoption_refused(pid) : std::nullopt) {
+      refused = Refusal{ExitCode::watched, *why};
     } else {
       refused = try_adopt(pid);
       if (!refused) continue;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +104,10 @@ struct SessionOptions {
   // exec (not yet a CPython: no note that it is none). Kept out of the
   // fields the callers set by position (above).
   bool launched = false;
+  // --all: why a process found running (not one adopted at its exec) is
+  // not to be adopted, or nullopt. watch: another watcher traces it (one
+  // watcher per process on a machine, across /run's).
+  std::function<std::optional<std::string>(pid_t)> adoption_refused;
 };
 
 // Whether the stack sampler runs: its rate, off-CPU time, and the stacks of

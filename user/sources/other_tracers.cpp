@@ -35,7 +35,10 @@ std::set<std::uint32_t> map_ids_of(pid_t pid) {
 }
 
 // The process holding map `id` (a scan of every process's fds), or 0.
+// Not this one, which holds an fd of it while it asks (a scan that met
+// this process first named it as the other tracer).
 pid_t owner_of(std::uint32_t id) {
+  const pid_t self = getpid();
   DIR* d = opendir("/proc");
   if (!d) return 0;
   pid_t found = 0;
@@ -44,7 +47,7 @@ pid_t owner_of(std::uint32_t id) {
     if (!e) break;
     char* end = nullptr;
     const long p = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || p <= 0) continue;
+    if (*end != '\0' || p <= 0 || p == self) continue;
     if (map_ids_of(static_cast<pid_t>(p)).count(id)) found = static_cast<pid_t>(p);
   }
   closedir(d);
