@@ -80,20 +80,21 @@ void collect_stacks(const LineSamples& ls, std::uint32_t pid, const std::vector<
   }
 }
 
-// Each op's self time per train step of the process, added into `to` at
-// the process's first step `first`.
-void collect_ops(const OpCalls& ops, std::uint32_t pid, const std::vector<StepRecord>& steps, std::size_t first,
-                 std::size_t total, std::map<std::string, std::vector<double>>& to,
-                 std::map<std::string, std::uint64_t>& calls) {
+// Each op's self time per train step of the process the op observer
+// measured whole, added into `to` at that step's slot (`slot[i]`: the op
+// rows' sample of step i, -1: none; `total`: the slots of every process).
+void collect_ops(const OpCalls& ops, std::uint32_t pid, const std::vector<StepRecord>& steps,
+                 const std::vector<std::ptrdiff_t>& slot, std::size_t total,
+                 std::map<std::string, std::vector<double>>& to, std::map<std::string, std::uint64_t>& calls) {
   for (const auto& c : ops.calls) {
     if (c.pid != pid) continue;
     const auto i = step_at(steps, c.begin_ns);  // the step it began in
-    if (!i) continue;
+    if (!i || slot[*i] < 0) continue;
     const std::string& name = c.op < ops.names.size() && !ops.names[c.op].empty() ? ops.names[c.op] : "?";
     ++calls[name];
     auto& v = to[name];
     v.resize(total, 0.0);
-    v[first + *i] += static_cast<double>(c.self_ns) / 1e9;
+    v[static_cast<std::size_t>(slot[*i])] += static_cast<double>(c.self_ns) / 1e9;
   }
 }
 
@@ -196,24 +197,35 @@ DiffSamples collect(const ActionsReport& r, const OpCalls* ops, const LineSample
   s.no_stacks = !s.no_lines.empty() || lines->keeps_stacks() ? s.no_lines : "the samples' stacks were not kept";
   if (!comm_timed(comm)) s.no_colls = "no c10d collective times recorded (record with --report comm)";
   if (!has_kernels(gpu)) s.no_kernels = "no GPU kernels recorded (a CUDA job, recorded with the GPU bridge)";
+  // A process whose op probes counted calls inside its train steps (the
+  // observer began later, or torch.compile handed back to the probes):
+  // those calls' times are estimates, and not in `calls`.
+  for (std::size_t i = 0; i < r.processes.size() && s.no_ops.empty(); ++i)
+    if (auto pr = ops->probed_ranges.find(r.processes[i].meta.pid); pr != ops->probed_ranges.end())
+      for (const auto& [from, to] : pr->second)
+        if (overlaps_a_step(steps[i].train, from, to)) {
+          s.no_ops = "pid " + std::to_string(r.processes[i].meta.pid) +
+                     ": the op probes counted calls in its train steps (not the op observer: before it began, "
+                     "or after torch.compile began): their times are estimates";
+          break;
+        }
+  // The op rows' samples: the train steps the observer measured whole.
+  std::vector<std::vector<std::ptrdiff_t>> op_slot(r.processes.size());
+  if (s.no_ops.empty()) {
+    for (std::size_t i = 0; i < r.processes.size(); ++i)
+      for (const auto& st : steps[i].train)
+        op_slot[i].push_back(ops->measured_whole(r.processes[i].meta.pid, st.begin_ns, st.end_ns)
+                                 ? static_cast<std::ptrdiff_t>(s.op_steps++)
+                                 : -1);
+    if (!s.op_steps && total)
+      s.no_ops = "the op observer measured no train step whole (it began after the last, or ended before the first)";
+  }
   std::map<std::uint32_t, std::string> kernel_names;
   std::size_t first = 0;
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const auto& p = r.processes[i];
     const ProcessSteps& ps = steps[i];
-    // A process whose op probes counted calls inside its train steps (the
-    // observer began later, or torch.compile handed back to the probes):
-    // those calls' times are estimates, and not in `calls`.
-    if (s.no_ops.empty())
-      if (auto r = ops->probed_ranges.find(p.meta.pid); r != ops->probed_ranges.end())
-        for (const auto& [first, last] : r->second)
-          if (overlaps_a_step(ps.train, first, last)) {
-            s.no_ops = "pid " + std::to_string(p.meta.pid) +
-                       ": the op probes counted calls in its train steps (not the op observer: before it began, "
-                       "or after torch.compile began): their times are estimates";
-            break;
-          }
-    if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, first, total, s.ops, s.op_calls);
+    if (s.no_ops.empty()) collect_ops(*ops, p.meta.pid, ps.train, op_slot[i], s.op_steps, s.ops, s.op_calls);
     if (s.no_lines.empty()) collect_lines(*lines, p.meta.pid, ps.train, first, total, s.lines);
     if (s.no_stacks.empty()) collect_stacks(*lines, p.meta.pid, ps.train, first, total, s.stacks);
     if (s.no_colls.empty())
@@ -260,6 +272,7 @@ void append(DiffSamples& to, const DiffSamples& from) {
   for (const auto& [n, v] : from.colls) to.colls[n].insert(to.colls[n].end(), v.begin(), v.end());
   for (const auto& [n, v] : from.kernels) to.kernels[n].insert(to.kernels[n].end(), v.begin(), v.end());
   for (const auto& [n, c] : from.op_calls) to.op_calls[n] += c;
+  to.op_steps += from.op_steps;
   for (const auto& [n, c] : from.coll_calls) to.coll_calls[n] += c;
   for (const auto& [n, c] : from.kernel_calls) to.kernel_calls[n] += c;
 }
@@ -270,8 +283,10 @@ using PerStep = std::map<std::string, std::vector<double>>;
 // never had is 0 in each of its steps, but a run without the records is no
 // evidence of anything. Returns the names (empty when not every run has
 // them) and sets `why` to the first run's reason when some run has them.
+// `slots`: the samples a run has of these rows (none: one per train step).
 std::vector<std::string> align_per_step(std::vector<DiffSamples>& runs_a, std::vector<DiffSamples>& runs_b,
-                                        PerStep DiffSamples::*rows, std::string DiffSamples::*no, std::string& why) {
+                                        PerStep DiffSamples::*rows, std::string DiffSamples::*no, std::string& why,
+                                        std::size_t DiffSamples::*slots = nullptr) {
   std::string first;
   std::size_t with = 0;
   for (const auto* runs : {&runs_a, &runs_b})
@@ -294,7 +309,7 @@ std::vector<std::string> align_per_step(std::vector<DiffSamples>& runs_a, std::v
   for (const auto& [n, _] : names) {
     out.push_back(n);
     for (auto* runs : {&runs_a, &runs_b})
-      for (auto& run : *runs) (run.*rows)[n].resize(run.steps.size(), 0.0);
+      for (auto& run : *runs) (run.*rows)[n].resize(slots ? run.*slots : run.steps.size(), 0.0);
   }
   return out;
 }
@@ -317,6 +332,9 @@ struct RowOf {
     auto it = m.find(action);
     return it == m.end() ? none : it->second;
   }
+  // The train steps its time and calls are per: an op row's, those the op
+  // observer measured whole.
+  std::size_t steps(const DiffSamples& s) const { return kind == DiffRow::Kind::op ? s.op_steps : s.steps.size(); }
 };
 
 double median(std::vector<double> v) {
@@ -360,9 +378,10 @@ std::string signed_ms(double s) {
 std::vector<double> typical_per_step(const std::vector<DiffSamples>& runs, const RowOf& what) {
   std::vector<double> out;
   for (const auto& run : runs) {
-    if (run.steps.empty()) continue;
+    const std::size_t steps = what.steps(run);
+    if (!steps) continue;
     const auto& v = what.of(run);
-    out.push_back(median(v) * static_cast<double>(v.size()) / static_cast<double>(run.steps.size()));
+    out.push_back(median(v) * static_cast<double>(v.size()) / static_cast<double>(steps));
   }
   return out;
 }
@@ -379,12 +398,35 @@ void OpCalls::add(const lt_event_header& h, const std::byte* p) {
                             if (e.flags & (LT_OP_SPAN_HIDDEN | LT_OP_SPAN_WATERMARK) || e.end_ns < h.ts_ns) return;
                             calls.push_back({h.pid, e.op, h.ts_ns, e.self_ns});
                             span_since_probe_.insert(h.pid);
+                            // The bridge records from its answer, before the
+                            // handshake's record: its first call may begin earlier.
+                            if (before_first_call_.erase(h.pid)) {
+                              auto& from = measured[h.pid].back().first;
+                              from = std::min(from, h.ts_ns);
+                            }
+                          },
+                          [&](const lt_event_header& h, const lt_op_observer_event& e) {
+                            if (e.how != LT_OP_TIMES_OBSERVER) return;
+                            auto& spans = measured[h.pid];
+                            if (!e.final) {
+                              spans.emplace_back(h.ts_ns, UINT64_MAX);
+                              before_first_call_.insert(h.pid);
+                            } else if (!spans.empty() && spans.back().second == UINT64_MAX) {
+                              spans.back().second = h.ts_ns;
+                            }
                           },
                           // The op probes' entries: where a process has them after the
                           // observer's first call (the observer took over later, under
                           // run/--all), the calls before were theirs.
                           [&](const lt_event_header& h, const lt_op_event&) { probed_at(h); },
                           [&](const lt_event_header& h, const lt_op_shapes_event&) { probed_at(h); }});
+}
+
+bool OpCalls::measured_whole(std::uint32_t pid, std::uint64_t begin, std::uint64_t end) const {
+  const auto it = measured.find(pid);
+  if (it == measured.end()) return true;  // no handshake record: measured throughout
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [&](const auto& s) { return s.first <= begin && end <= s.second; });
 }
 
 void OpCalls::probed_at(const lt_event_header& h) {
@@ -466,7 +508,8 @@ StepDiff diff_runs(const std::vector<DiffRun>& a, const std::vector<DiffRun>& b,
 StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> runs_b, double alpha,
                       double min_effect) {
   std::string no_ops, no_lines, no_stacks, no_colls, no_kernels;
-  const auto op_names = align_per_step(runs_a, runs_b, &DiffSamples::ops, &DiffSamples::no_ops, no_ops);
+  const auto op_names =
+      align_per_step(runs_a, runs_b, &DiffSamples::ops, &DiffSamples::no_ops, no_ops, &DiffSamples::op_steps);
   const auto line_names = align_per_step(runs_a, runs_b, &DiffSamples::lines, &DiffSamples::no_lines, no_lines);
   const auto stack_keys = align_per_step(runs_a, runs_b, &DiffSamples::stacks, &DiffSamples::no_stacks, no_stacks);
   const auto coll_names = align_per_step(runs_a, runs_b, &DiffSamples::colls, &DiffSamples::no_colls, no_colls);
@@ -493,6 +536,8 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
   d.min_effect = min_effect;
   d.steps_a = sa.steps.size();
   d.steps_b = sb.steps.size();
+  d.op_steps_a = sa.op_steps;
+  d.op_steps_b = sb.op_steps;
   d.runs_a = runs_a.size();
   d.runs_b = runs_b.size();
   std::vector<RowOf> what = {{DiffRow::Kind::step}};
@@ -518,7 +563,10 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
                              : w.kind == DiffRow::Kind::collective ? "collective: " + w.action
                              : w.kind == DiffRow::Kind::kernel     ? "kernel: " + w.action
                                                                    : w.action;
-    DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), d.steps_a, d.steps_b);
+    const std::size_t steps_a = w.steps(sa), steps_b = w.steps(sb);
+    DiffRow r = row(name, w.kind, w.of(sa), w.of(sb), steps_a, steps_b);
+    r.steps_a = steps_a;
+    r.steps_b = steps_b;
     // Calls per train step, where the row counts calls.
     auto per_step = [](std::uint64_t calls, std::size_t steps) {
       return steps ? static_cast<double>(calls) / static_cast<double>(steps) : -1.0;  // no steps: '-'
@@ -552,8 +600,8 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
       r.own_a = own(sa, d.steps_a);
       r.own_b = own(sb, d.steps_b);
     } else if (counted(sa)) {
-      r.calls_a = per_step(count(*counted(sa), w.action), d.steps_a);
-      r.calls_b = per_step(count(*counted(sb), w.action), d.steps_b);
+      r.calls_a = per_step(count(*counted(sa), w.action), steps_a);
+      r.calls_b = per_step(count(*counted(sb), w.action), steps_b);
     }
     if (d.by_run()) {
       const RunTest t = run_test(typical_per_step(runs_a, w), typical_per_step(runs_b, w));
@@ -573,10 +621,10 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
   // interval already holds the spread between runs (the interval's end
   // there cost a 2 % change most of its power at five runs a side).
   const double floor = min_effect * rows[0].median_a;
-  auto pooled_per_step = [&d](const DiffRow& r) {
-    return d.steps_a + d.steps_b
-               ? (r.per_step_a * static_cast<double>(d.steps_a) + r.per_step_b * static_cast<double>(d.steps_b)) /
-                     static_cast<double>(d.steps_a + d.steps_b)
+  auto pooled_per_step = [](const DiffRow& r) {
+    return r.steps_a + r.steps_b
+               ? (r.per_step_a * static_cast<double>(r.steps_a) + r.per_step_b * static_cast<double>(r.steps_b)) /
+                     static_cast<double>(r.steps_a + r.steps_b)
                : 0;
   };
   // Whole stacks under the floor are no rows: most stacks of a fit hold a
@@ -618,8 +666,8 @@ StepDiff diff_samples(std::vector<DiffSamples> runs_a, std::vector<DiffSamples> 
     DiffRow& r = rows[tested[k]];
     r.tested = true;
     r.p_holm = adj[k];
-    if (!r.n_a || !r.n_b || adj[k] >= alpha || !d.steps_a) continue;
-    const double per_step = d.by_run() ? 1.0 : static_cast<double>(r.n_a) / static_cast<double>(d.steps_a);
+    if (!r.n_a || !r.n_b || adj[k] >= alpha || !r.steps_a) continue;
+    const double per_step = d.by_run() ? 1.0 : static_cast<double>(r.n_a) / static_cast<double>(r.steps_a);
     const double up = d.by_run() ? r.test.shift : r.test.lo * per_step;
     const double down = d.by_run() ? r.test.shift : r.test.hi * per_step;
     if (up >= floor) r.verdict = 1;
@@ -667,12 +715,20 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
                   "kernels: GPU time) or per call (actions); %s; shift: Hodges-Lehmann "
                   "median of B - A per sample, 95%% interval; '~': not significant (p >= %.2f), or the interval "
                   "reaches within %.1f%% of A's median step of no change. One run a side: what differs between two "
-                  "runs of one job is not in this test (up to 1.9%% of the step here: docs/benchmarks.md); several "
-                  "runs a side (A1 A2 ... --vs B1 B2 ...) put it in. Times in ms; own change: of an action's time less "
+                  "runs of one job is not in this test (on our 2-CPU test machine two runs of one fit differed by up "
+                  "to 3.5%% of the step: docs/benchmarks.md); several runs a side (A1 A2 ... --vs B1 B2 ...) put "
+                  "it in. Times in ms; own change: of an action's time less "
                   "the actions it holds (other rows: their own time already), by which the rows are sorted; "
                   "calls/step: the calls in the train steps per step (actions: every call of the range).\n\n",
                   adjust, d.alpha, 100 * d.min_effect);
   out += head;
+  // Welch's t on 2 or 3 numbers a side: its power is low, and a machine
+  // whose load changed between the sides' runs reads as a change (bench/
+  // diff_aa.py met its goals at 4 a side).
+  if (d.by_run() && std::min(d.runs_a, d.runs_b) < 4)
+    out += "Few runs: " + std::to_string(std::min(d.runs_a, d.runs_b)) +
+           " on a side; under 4 a side the test finds little, and a change in the machine's load between the "
+           "sides' runs reads as a change of the job.\n\n";
   const double step_a = d.step() ? d.step()->per_step_a : 0;
   std::vector<std::vector<std::string>> table = {{"", "Row", "A per step", "B per step", "change per step",
                                                   "own change", "of A's step",
@@ -734,6 +790,12 @@ std::string render_step_diff(const StepDiff& d, const std::string& label_a, cons
     if (std::any_of(d.rows.begin(), d.rows.end(), [kind](const DiffRow& r) { return r.kind == kind; }))
       out += std::string(note.second) + "\n";
   }
+  // Op rows over fewer steps than the table's: the observer's span.
+  if ((d.op_steps_a < d.steps_a || d.op_steps_b < d.steps_b) &&
+      std::any_of(d.rows.begin(), d.rows.end(), [](const DiffRow& r) { return r.kind == DiffRow::Kind::op; }))
+    out += "op: per train step the op observer measured whole: A " + std::to_string(d.op_steps_a) + " of " +
+           std::to_string(d.steps_a) + ", B " + std::to_string(d.op_steps_b) + " of " + std::to_string(d.steps_b) +
+           " (an attach's observer begins after its handshake; a watch capture's ends with its window).\n";
   // The stacks, outermost frame first; where a stack begins as the one
   // before it, those frames are said once.
   if (!stacks.empty()) {

@@ -55,14 +55,16 @@ struct DiffRow {
   // optimizer_step, ...); every other row's time is its own already. The
   // rows sort by its change, so a container sorts below what moved it.
   double own_a = 0, own_b = 0;
-  RankTest test;        // B against A
-  double p_holm = 1;    // adjusted (see above), against alpha
-  bool tested = false;  // false: under the floor per step on both sides together (no verdict possible)
-  int verdict = 0;      // +1 slower, -1 faster, 0 not significant
+  RankTest test;                         // B against A
+  double p_holm = 1;                     // adjusted (see above), against alpha
+  std::size_t steps_a = 0, steps_b = 0;  // the train steps its time and calls are per (an op row's: measured)
+  bool tested = false;                   // false: under the floor per step on both sides together (no verdict possible)
+  int verdict = 0;                       // +1 slower, -1 faster, 0 not significant
 };
 
 struct StepDiff {
   std::size_t steps_a = 0, steps_b = 0;
+  std::size_t op_steps_a = 0, op_steps_b = 0;  // of those, the op observer measured whole (the op rows')
   std::size_t runs_a = 1, runs_b = 1;
   // The test over runs (shift per step) rather than over one run's steps
   // (shift per sample).
@@ -98,10 +100,21 @@ class OpCalls {
   // process the observer took over from (run, --all), or that went back to
   // them (torch.compile), are not in `calls`.
   std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> probed_ranges;
+  // Per process, the spans the op observer measured: from its handshake's
+  // end (its first OP_OBSERVER record, or the first call it recorded if
+  // that began earlier) to its final record (open: to the recording's
+  // end). An attach's observer begins seconds after the attach, a watch
+  // escalation's ends with the window: a step outside would read 0 for
+  // every op. A process with calls and no such record (an older trace) is
+  // measured throughout.
+  std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> measured;
+  // Whether the observer measured all of [begin, end] of process pid.
+  bool measured_whole(std::uint32_t pid, std::uint64_t begin, std::uint64_t end) const;
 
  private:
   void probed_at(const lt_event_header& h);
   std::set<std::uint32_t> span_since_probe_;
+  std::set<std::uint32_t> before_first_call_;  // an observer span opened, no call recorded in it yet
 };
 
 // A recording's stack samples as diff reads them: each on-CPU sample's
@@ -187,6 +200,9 @@ struct DiffSamples {
   std::map<std::string, std::vector<double>> stacks;   // per train step: samples of the whole stack x period
   std::map<std::string, std::vector<double>> colls;    // per train step: blocked on that kind's calls
   std::map<std::string, std::vector<double>> kernels;  // per train step: GPU time of the kernels launched in it
+  // The train steps the op observer measured whole: the op rows' samples
+  // (one per such step) and the steps their time and calls are per.
+  std::size_t op_steps = 0;
   // Calls in the train steps: per op, per collective kind (those timed), per kernel.
   std::map<std::string, std::uint64_t> op_calls, coll_calls, kernel_calls;
   // Why this run has no op / line / stack / collective / kernel samples.

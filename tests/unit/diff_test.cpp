@@ -289,7 +289,8 @@ TEST(StepDiff, TheSameJobTwiceFlagsNothing) {
 // The op observer's calls of a fit, as OP_NAME and OP_SPAN records: in
 // each training_step, aten::mm (1 ms, holding a 0.2 ms aten::t: self 0.8)
 // and, with `extra_ms`, an aten::cumsum of that long.
-OpCalls ops_of(const ActionsReport& rep, double extra_ms, std::uint32_t seed) {
+// `from_ns`: the observer's calls from then on only (its handshake's end).
+OpCalls ops_of(const ActionsReport& rep, double extra_ms, std::uint32_t seed, std::uint64_t from_ns = 0) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> jitter(0, 0.01);
   OpCalls o;
@@ -314,7 +315,7 @@ OpCalls ops_of(const ActionsReport& rep, double extra_ms, std::uint32_t seed) {
   };
   const auto& p = rep.processes[0];
   for (const auto& iv : p.intervals) {
-    if (p.actions[iv.action].name != "[Strategy]SingleDeviceStrategy.training_step") continue;
+    if (p.actions[iv.action].name != "[Strategy]SingleDeviceStrategy.training_step" || iv.begin_ns < from_ns) continue;
     const double b = iv.begin_ns / 1e6 + 0.1, mm = 1 + jitter(rng);
     span(1, 2, b + 0.3, b + 0.5, 0.2);  // ends first: records come in end order
     span(0, 1, b, b + mm, mm - 0.2);
@@ -389,6 +390,75 @@ TEST(StepDiff, AnInjectedOpIsItsOwnRowAtItsTimePerStep) {
   after.hdr = {LT_EV_OP, sizeof after, 7, 7, 0, last.end_ns + 1'000'000'000};
   around.add(after.hdr, reinterpret_cast<const std::byte*>(&after));
   EXPECT_TRUE(diff_runs({{&a, &oa}}, {{&b, &around}}).no_op_rows.empty());
+}
+
+// The op observer's OP_OBSERVER record of pid 7 at `ts` (`final`: its end).
+void observer_record(OpCalls& o, std::uint64_t ts, bool final) {
+  lt_op_observer_event e{};
+  e.hdr = {LT_EV_OP_OBSERVER, sizeof e, 7, 7, 0, ts};
+  e.how = LT_OP_TIMES_OBSERVER;
+  e.final = final;
+  o.add(e.hdr, reinterpret_cast<const std::byte*>(&e));
+}
+
+// An attach's observer begins after its handshake, seconds into the fit;
+// a watch window's ends with it. The steps outside are no op samples: read
+// as 0, half of A's steps made aten::mm "slower" in B by half its time
+// (an audit's attach: aten::mm +20 %, Optimizer.step 0.6 calls a step).
+TEST(StepDiff, OpRowsAreOverTheStepsTheObserverMeasuredWhole) {
+  const ActionsReport a = fit(40, 3, 1), b = fit(40, 3, 2);
+  const auto steps_a = step_records(a.processes[0]).train;
+  // A: the handshake's record in step 20; the bridge's first call (step
+  // 21's) after it, so steps 21.. are measured whole.
+  OpCalls oa;
+  observer_record(oa, steps_a[20].begin_ns + 1000, false);
+  const OpCalls calls = ops_of(a, 0, 3, steps_a[21].begin_ns);
+  oa.names = calls.names;
+  oa.calls = calls.calls;
+  OpCalls ob = ops_of(b, 0, 4);
+  observer_record(ob, 0, false);
+  const auto d = diff_runs({{&a, &oa}}, {{&b, &ob}});
+  EXPECT_TRUE(d.no_op_rows.empty()) << d.no_op_rows;
+  EXPECT_EQ(d.op_steps_a, 19u);
+  EXPECT_EQ(d.op_steps_b, 40u);
+  const auto mm = std::find_if(d.rows.begin(), d.rows.end(), [](const DiffRow& r) { return r.what == "op: aten::mm"; });
+  ASSERT_NE(mm, d.rows.end());
+  EXPECT_EQ(mm->n_a, 19u);
+  EXPECT_NEAR(mm->per_step_a * 1e3, 0.8, 0.02);
+  EXPECT_DOUBLE_EQ(mm->calls_a, 1.0);
+  EXPECT_EQ(mm->verdict, 0);
+  EXPECT_NE(render_step_diff(d, "a", "b")
+                .find("op: per train step the op observer measured whole: A 19 of 40, B 40 "
+                      "of 40"),
+            std::string::npos);
+  // Its first call (step 21's) began before its record (in step 22: the
+  // bridge records from its answer): measured from that call on, so from
+  // step 22 (17 steps from the record alone).
+  OpCalls early;
+  observer_record(early, steps_a[22].begin_ns + 1000, false);
+  early.names = calls.names;
+  for (const auto& c : calls.calls) {
+    lt_op_span_event sp{};
+    sp.hdr = {LT_EV_OP_SPAN, sizeof sp, 7, 7, 0, c.begin_ns};
+    sp.end_ns = c.begin_ns + c.self_ns;
+    sp.self_ns = c.self_ns;
+    sp.op = c.op;
+    early.add(sp.hdr, reinterpret_cast<const std::byte*>(&sp));
+  }
+  EXPECT_EQ(diff_runs({{&a, &early}}, {{&b, &ob}}).op_steps_a, 18u);
+  // A watch window: measured to the final record, in step 30.
+  observer_record(early, steps_a[30].begin_ns + 1000, true);
+  EXPECT_EQ(diff_runs({{&a, &early}}, {{&b, &ob}}).op_steps_a, 8u);
+  // None measured whole: no op rows, and why.
+  OpCalls late;
+  observer_record(late, steps_a.back().end_ns + 1, false);
+  lt_op_span_event after{};
+  after.hdr = {LT_EV_OP_SPAN, sizeof after, 7, 7, 0, steps_a.back().end_ns + 2};
+  after.end_ns = after.hdr.ts_ns + 1000;
+  after.self_ns = 1000;
+  late.add(after.hdr, reinterpret_cast<const std::byte*>(&after));
+  const auto none = diff_runs({{&a, &late}}, {{&b, &ob}});
+  EXPECT_NE(none.no_op_rows.find("the op observer measured no train step whole"), std::string::npos) << none.no_op_rows;
 }
 
 template <class Record>

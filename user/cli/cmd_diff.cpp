@@ -168,6 +168,7 @@ int cmd_diff(Options& opts) {
       for (const auto& p : run.actions.processes) kept.insert(p.meta.pid);
       std::erase_if(run.ops.calls, [&](const OpCalls::Call& c) { return !kept.count(c.pid); });
       std::erase_if(run.ops.probed_ranges, [&](const auto& r) { return !kept.count(r.first); });
+      std::erase_if(run.ops.measured, [&](const auto& r) { return !kept.count(r.first); });
       std::erase_if(run.lines.samples, [&](const LineSamples::Sample& x) { return !kept.count(x.pid); });
       std::erase_if(run.comm.processes, [&](const ProcessComm& c) { return !kept.count(c.pid); });
       std::erase_if(run.gpu.slices, [&](const GpuSlice& g) { return !kept.count(g.pid); });
@@ -185,6 +186,8 @@ int cmd_diff(Options& opts) {
         // files' ranges, a refusal at worst).
         for (const auto& [pid, ranges] : run.ops.probed_ranges)
           ops.probed_ranges[pid].insert(ops.probed_ranges[pid].end(), ranges.begin(), ranges.end());
+        for (const auto& [pid, spans] : run.ops.measured)
+          ops.measured[pid].insert(ops.measured[pid].end(), spans.begin(), spans.end());
         auto& lines = out.front().lines;
         const auto line_base = static_cast<std::uint32_t>(lines.lines.size());
         const auto stack_base = static_cast<std::uint32_t>(lines.stacks.size());
