@@ -17,7 +17,7 @@ struct RunTest {
   double shift = 0;       // mean(b) - mean(a)
   double lo = 0, hi = 0;  // its confidence interval
   double p = 1;           // two-sided
-  double df = 0;          // degrees of freedom (0: no test: a side empty, or both single)
+  double df = 0;          // degrees of freedom (0: no test: a side empty, both single, or no spread on either)
 };
 
 // a, b: one value per run. level: the interval's confidence (0.95).

@@ -155,7 +155,7 @@ def test_a_slower_step_fails_the_gate_and_names_its_part(traces):
     assert row(r.stdout, "train step").startswith("slower"), r.stdout
     # The 5 ms more per step is in the step function (training_step's sleep).
     assert row(r.stdout, "part: step").startswith("slower"), r.stdout
-    assert "slower by" in r.stderr
+    assert "B's train step is slower: its shift +" in r.stderr and "% of A's median step" in r.stderr, r.stderr
 
 
 def test_the_same_job_again_passes_the_gate(traces):
@@ -228,6 +228,13 @@ def test_bad_input_is_one_line(tmp_path, traces):
     r = diff(traces["a"], str(damaged))
     assert r.returncode == 13 and row(r.stdout, "train step"), r.stdout + r.stderr
     assert "damaged" in r.stderr, r.stderr
+    # ... and a B cut in the middle (a killed recorder, a copy cut short):
+    # what was read, exit 13, not a gate passed on half a recording.
+    cut = tmp_path / "cut.ltrace"
+    cut.write_bytes(open(traces["a2"], "rb").read()[:os.path.getsize(traces["a2"]) * 2 // 3])
+    r = diff(traces["a"], str(cut), "--fail-if-slower", "50")
+    assert r.returncode == 13 and row(r.stdout, "train step"), r.stdout + r.stderr
+    assert "byte(s) cut (an incomplete chunk, not read" in r.stderr, r.stderr
 
 
 def verdict(path):

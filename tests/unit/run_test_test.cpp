@@ -63,6 +63,12 @@ TEST(RunTest, WelchOnAWorkedExample) {
   // One run each: nothing to test against.
   EXPECT_EQ(run_test({1}, {2}).df, 0);
   EXPECT_EQ(run_test({}, {2, 3}).p, 1);
+  // Every run alike on each side (a sampled line's medians: whole periods):
+  // no spread to test against, so no test, not p = 0.
+  const RunTest tied = run_test({10, 10, 10}, {15, 15, 15});
+  EXPECT_EQ(tied.df, 0);
+  EXPECT_EQ(tied.p, 1);
+  EXPECT_EQ(tied.shift, 5);
 }
 
 // Runs of one job differ by a run effect of their own (here 0.6 % of the

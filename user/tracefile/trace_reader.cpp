@@ -243,7 +243,8 @@ ReadResult read_from(Source& src, const std::string& what, const RecordSink& sin
     const std::uint64_t skipped = w.offset() - start;
     if (next == Status::short_input && p.status == Status::short_input) {
       r.bytes_cut = skipped;
-      r.warnings.push_back(p.why + ": " + std::to_string(skipped) + " byte(s) cut (was the recorder killed?)");
+      r.warnings.push_back(p.why + ": its last " + std::to_string(skipped) +
+                           " byte(s) cut (an incomplete chunk, not read; was the recorder killed, or the file cut?)");
       break;
     }
     DamagedRange d{start, skipped, p.why};
