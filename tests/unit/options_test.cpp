@@ -179,3 +179,16 @@ TEST(Options, AllAndPs) {
   EXPECT_EQ(code_of({"ps", "--pid", "3"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"ps", "--all"}), lt::ExitCode::usage);
 }
+
+// --help lists every exit code once, in order, from the one table
+// (user/core/errors.h): a code added to the enum without its line fails here.
+TEST(Options, EveryExitCodeIsInTheHelp) {
+  int next = 0;
+  for (const auto& e : lt::kExitCodeTexts) EXPECT_EQ(static_cast<int>(e.code), next++) << e.says;
+  EXPECT_EQ(next, static_cast<int>(lt::ExitCode::watched) + 1);
+  const std::string help = lt::usage_text();
+  const auto at = help.find("\nexit codes:\n");
+  ASSERT_NE(at, std::string::npos);
+  for (const auto& e : lt::kExitCodeTexts)
+    EXPECT_NE(help.find("\n  " + std::to_string(static_cast<int>(e.code)) + " ", at), std::string::npos) << e.says;
+}

@@ -266,19 +266,9 @@ options:
     if (o.passed_on) passed_on += (passed_on.empty() ? "" : ", ") + flag_name(o);
   }
   out += "\n" + wrap("cluster gives these options on to every agent, as typed: " + passed_on + ".", kWidth, 0, 0);
-  out += R"(
-
-exit codes:
-  0 ok   1 internal error   2 usage   3 no such process (--all: none found)
-  4 not a CPython process   5 unsupported CPython version or build
-  6 missing privileges (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)
-  7 BPF load/attach failed   8 cannot read or write a file   9 not a trace file (or from a newer version)
-  10 run: the command could not be started
-  11 cluster: some nodes gave no trace (the others' are kept)   12 cluster: Slurm not available
-  13 report: parts of the trace file were damaged and skipped (the rest is reported)
-  14 refused to write through a link, or into a file someone else planted
-  15 cluster ... dump: a hang was found   16 a target exited during attach: nothing of it was recorded
-)";
+  out += "\n\nexit codes:\n";
+  for (const auto& e : kExitCodeTexts)
+    out += "  " + wrap(std::to_string(static_cast<int>(e.code)) + " " + e.says, kWidth, 5, 2) + "\n";
   return out;
 }
 

@@ -41,6 +41,37 @@ enum class ExitCode : int {
   watched = 20,
 };
 
+// What each exit code says, for --help (user/cli/options.cpp), one line
+// each, in order: every ExitCode once (tests/unit/options_test.cpp).
+struct ExitCodeText {
+  ExitCode code;
+  const char* says;
+};
+inline constexpr ExitCodeText kExitCodeTexts[] = {
+    {ExitCode::ok, "ok"},
+    {ExitCode::internal, "internal error"},
+    {ExitCode::usage, "usage"},
+    {ExitCode::no_such_process, "no such process (--all: none found)"},
+    {ExitCode::not_python, "not a CPython process"},
+    {ExitCode::unsupported, "unsupported CPython version or build"},
+    {ExitCode::permission, "missing privileges (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)"},
+    {ExitCode::bpf, "BPF load/attach failed"},
+    {ExitCode::io, "cannot read or write a file"},
+    {ExitCode::bad_trace, "not a trace file (or from a newer version)"},
+    {ExitCode::launch, "run: the command could not be started"},
+    {ExitCode::partial, "cluster: some nodes gave no trace (the others' are kept)"},
+    {ExitCode::slurm, "cluster: Slurm not available"},
+    {ExitCode::damaged_trace,
+     "report, diff: parts of a trace file were damaged and skipped, or it was cut short (the rest is read)"},
+    {ExitCode::unsafe_output, "refused to write through a link, or into a file someone else planted"},
+    {ExitCode::hang, "cluster ... dump: a hang was found"},
+    {ExitCode::target_exited, "a target exited during attach: nothing of it was recorded"},
+    {ExitCode::regression, "diff --fail-if-slower: B's train step is significantly slower, by PCT % or more"},
+    {ExitCode::refused, "watch --capture-now/--dump-now: refused, the process is not the caller's"},
+    {ExitCode::not_comparable, "diff: the sides cannot be compared (no action in a part, different jobs, no steps)"},
+    {ExitCode::watched, "watch: another watcher runs on this DIR or watches one of these processes"},
+};
+
 class Error : public std::runtime_error {
  public:
   Error(ExitCode code, const std::string& what) : std::runtime_error(what), code_(code) {}
