@@ -132,6 +132,18 @@ void store_report(Options& o, const std::string& v) {
   }
   o.report = v;
   o.report_given = true;
+  if (o.verdict_given && (v + ",").find("verdict,") == std::string::npos) o.report += ",verdict";
+}
+
+// --verdict: `--report verdict`, or verdict added to the --report given
+// (before or after it).
+void store_verdict(Options& o) {
+  o.verdict_given = true;
+  if (!o.report_given)
+    o.report = "verdict";
+  else if ((o.report + ",").find("verdict,") == std::string::npos)
+    o.report += ",verdict";
+  o.report_given = true;
 }
 
 void store_job_env(Options& o, const std::string& kv) {
@@ -217,6 +229,10 @@ const OptionSpec kOptions[] = {
    .help = "the reports to print: ",
    .help_from_table = report_help_text,
    .store = store_report, .example = "simple,ops", .passed_on = true},
+  {.name = "verdict", .commands = kAll,
+   .help = "the ranked findings (what is wrong, with its evidence and what to try): --report verdict, or verdict "
+           "added to the reports --report names",
+   .store = [](Options& o, const std::string&) { store_verdict(o); }, .passed_on = true},
   {.name = "rate", .arg = "HZ", .commands = kAttaching | kWatch,
    .help = "stack samples per second and CPU (default 99; 1-10000)",
    .store = [](Options& o, const std::string& v) {

@@ -38,6 +38,7 @@ struct Options {
   std::string dirpath, filename;
   std::string report = "simple";  // comma-separated report names (user/cli/report_registry.h)
   bool report_given = false;      // --report given (else gpu tables show when there is GPU data)
+  bool verdict_given = false;     // --verdict: the verdict beside whatever --report names, in either order
   bool wants_report(const std::string& name) const {
     return ("," + report + ",").find("," + name + ",") != std::string::npos;
   }
