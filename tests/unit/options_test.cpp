@@ -192,3 +192,13 @@ TEST(Options, EveryExitCodeIsInTheHelp) {
   for (const auto& e : lt::kExitCodeTexts)
     EXPECT_NE(help.find("\n  " + std::to_string(static_cast<int>(e.code)) + " ", at), std::string::npos) << e.says;
 }
+
+// --verdict: the verdict alone, or beside the reports --report names in
+// either order (issue 34's `report --verdict`).
+TEST(Options, VerdictIsTheVerdictBesideTheOtherReports) {
+  EXPECT_EQ(parse({"report", "t.ltrace", "--verdict"}).report, "verdict");
+  EXPECT_EQ(parse({"report", "t.ltrace", "--report", "simple", "--verdict"}).report, "simple,verdict");
+  EXPECT_EQ(parse({"report", "t.ltrace", "--verdict", "--report", "simple,ops"}).report, "simple,ops,verdict");
+  EXPECT_EQ(parse({"report", "t.ltrace", "--verdict", "--report", "verdict,simple"}).report, "verdict,simple");
+  EXPECT_TRUE(parse({"report", "t.ltrace", "--verdict"}).report_given);
+}
