@@ -4,6 +4,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "reports/aggregate/step_batches.h"
 #include "user/model/action_name.h"
 #include "user/model/record_dispatch.h"
 #include "user/text/utf8_text.h"
@@ -75,21 +76,6 @@ Stage stage_marker(const std::string& n, Stage current) {
   return Stage::none;
 }
 
-// The fetch action a dataloader fetch belongs to, as decided by the hook
-// that starts each loop: validation (also the sanity check), test and
-// predict loops each begin with their on_*_start hooks; training resumes
-// after validation ends.  nullptr: the name changes nothing.
-const char* fetch_context(const std::string& n) {
-  if (ends_with(n, ".on_validation_start") || ends_with(n, ".on_sanity_check_start"))
-    return "[_EvaluationLoop].val_next";
-  if (ends_with(n, ".on_test_start")) return "[_EvaluationLoop].test_next";
-  if (ends_with(n, ".on_predict_start")) return "[_PredictionLoop].predict_next";
-  if (ends_with(n, ".on_validation_end") || ends_with(n, ".on_train_start") || ends_with(n, ".on_train_epoch_start") ||
-      n == "run_training_epoch")
-    return "[_TrainingEpochLoop].train_dataloader_next";
-  return nullptr;
-}
-
 bool is_optimizer_hook(const std::string& n) {
   return ends_with(n, ".on_before_optimizer_step");
 }
@@ -137,7 +123,7 @@ struct PerProcess {
   std::unordered_map<std::uint32_t, int> automatic_optimizer_steps;  // tid -> open [LightningModule]*.optimizer_step
   // Which loop fetches next (Lightning's stock loop names), from the hooks
   // seen so far on this process: see fetch_context().
-  const char* fetch_name = "[_TrainingEpochLoop].train_dataloader_next";
+  const char* fetch_name = kTrainFetch;
   bool stage_locked_fit = false;
 
   bool keep_intervals = false;

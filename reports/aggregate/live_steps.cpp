@@ -15,6 +15,13 @@ constexpr std::size_t kMaxOpen = 4096;  // actions open at once in one process: 
 bool ends_a_run(std::string_view name) {
   return name.ends_with(".on_fit_end") || name.ends_with(".teardown");
 }
+
+// Actions after the epoch's last fetch (it raised StopIteration): its end
+// hooks, another loop's start, the run's end.
+bool ends_a_fetch(std::string_view name) {
+  return fetch_context(name) || name.ends_with(".on_train_epoch_end") || name.ends_with(".on_train_end") ||
+         name.ends_with("on_exception") || ends_a_run(name);
+}
 }  // namespace
 
 void LiveSteps::add(const lt_event_header& h, const std::byte* record, std::vector<LiveStep>& closed) {
@@ -24,6 +31,7 @@ void LiveSteps::add(const lt_event_header& h, const std::byte* record, std::vect
                    [&](const lt_event_header& hh, const lt_action_event& e) {
                      if (hh.kind == LT_EV_ACTION_BEGIN) on_begin(hh, e, closed);
                      if (hh.kind == LT_EV_ACTION_END) on_end(hh, e);
+                     if (hh.kind == LT_EV_FETCH_BEGIN) on_fetch(hh, closed);
                    },
                    [&](const lt_event_header& hh, const lt_proc_event& e) {
                      // An exec'd process is a new program; an exited one is gone.
@@ -49,6 +57,15 @@ void LiveSteps::on_begin(const lt_event_header& h, const lt_action_event& e, std
   if (!p.maybe_escaped.empty()) settle(p, std::string_view(name).ends_with("on_exception"));
   p.open[e.key] = {hook, ends_a_run(name), h.tid, name};
   p.between_runs = false;
+  if (const char* f = fetch_context(name)) p.fetch_train = f == kTrainFetch;
+  if (p.in_step && p.fetch_only) {
+    // A train batch hook confirms the fetch's step (the batch transfer's
+    // hooks come between); the epoch's end or another loop drops it.
+    if (hook.stage == BatchStage::train && hook.role != BatchRole::none)
+      p.fetch_only = false;
+    else if (ends_a_fetch(name))
+      p.in_step = p.fetch_only = false;
+  }
   const bool train_end_hook = hook.stage == BatchStage::train && hook.role == BatchRole::batch_end;
   if (p.in_step && p.ended && !train_end_hook) close(h.pid, p, closed);
   if (!p.in_step && hook.stage == BatchStage::train && hook.role == BatchRole::batch_start) {
@@ -57,6 +74,19 @@ void LiveSteps::on_begin(const lt_event_header& h, const lt_action_event& e, std
     p.tid = h.tid;
     p.begin_ns = h.ts_ns;
   }
+}
+
+// The train loop's fetch of the next batch: its step begins here (a slow
+// __getitem__ is the step's), as offline.
+void LiveSteps::on_fetch(const lt_event_header& h, std::vector<LiveStep>& closed) {
+  Proc& p = procs_[h.pid];
+  if (!p.fetch_train) return;
+  if (p.in_step && p.ended) close(h.pid, p, closed);
+  if (p.in_step) return;
+  p.in_step = p.fetch_only = true;
+  p.ended = false;
+  p.tid = h.tid;
+  p.begin_ns = h.ts_ns;
 }
 
 void LiveSteps::on_end(const lt_event_header& h, const lt_action_event& e) {

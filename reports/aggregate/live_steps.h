@@ -2,8 +2,9 @@
 // triggers and metrics), per process, in one pass and bounded memory.
 //
 // A step is the one steps.h splits offline for the train stage: it opens
-// at the first train batch hook that starts a batch (the fetch,
-// [_TrainingEpochLoop].train_dataloader_next, or on_train_batch_start) and
+// at the first train batch hook that starts a batch (the fetch: the
+// train loop's FETCH_BEGIN, or [_TrainingEpochLoop].train_dataloader_next
+// where Lightning profiles it; or on_train_batch_start) and
 // closes at the end of its last on_train_batch_end hook. That last end is
 // known when any other action begins after it (the next step's fetch, the
 // validation loop, the epoch's end hooks), so a step is reported then, a
@@ -80,6 +81,11 @@ class LiveSteps {
     };
     std::map<std::uint64_t, Open> open;   // action key -> what it is
     bool in_step = false, ended = false;  // a step is open / its end hook ran
+    // Opened by a fetch (FETCH_BEGIN) no train batch hook has followed yet:
+    // the epoch's last fetch raises StopIteration, and the epoch's end
+    // hooks come next instead, which drop it.
+    bool fetch_only = false;
+    bool fetch_train = true;  // the next fetch is the train loop's (fetch_context)
     bool between_runs = false;
     std::uint32_t tid = 0, next_index = 0;
     std::uint64_t begin_ns = 0, end_ns = 0;
@@ -90,6 +96,7 @@ class LiveSteps {
   void close(std::uint32_t pid, Proc& p, std::vector<LiveStep>& closed);
   void on_begin(const lt_event_header& h, const lt_action_event& e, std::vector<LiveStep>& closed);
   void on_end(const lt_event_header& h, const lt_action_event& e);
+  void on_fetch(const lt_event_header& h, std::vector<LiveStep>& closed);
   ActionNameAssembler names_;
   std::map<std::uint32_t, Proc> procs_;
   std::vector<ThrownAction> thrown_;

@@ -46,4 +46,14 @@ BatchHook batch_hook_of(std::string_view action) {
   return {};
 }
 
+const char* fetch_context(std::string_view n) {
+  if (n.ends_with(".on_validation_start") || n.ends_with(".on_sanity_check_start")) return "[_EvaluationLoop].val_next";
+  if (n.ends_with(".on_test_start")) return "[_EvaluationLoop].test_next";
+  if (n.ends_with(".on_predict_start")) return "[_PredictionLoop].predict_next";
+  if (n.ends_with(".on_validation_end") || n.ends_with(".on_train_start") || n.ends_with(".on_train_epoch_start") ||
+      n == "run_training_epoch")
+    return kTrainFetch;
+  return nullptr;
+}
+
 }  // namespace lt

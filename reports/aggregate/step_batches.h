@@ -31,4 +31,13 @@ struct BatchHook {
 
 BatchHook batch_hook_of(std::string_view action);
 
+// The fetch action a dataloader fetch (FETCH_BEGIN: next() on Lightning's
+// CombinedLoader, which Lightning 2.x does not profile) belongs to, as
+// decided by the hook that starts each loop: validation (also the sanity
+// check), test and predict loops each begin with their on_*_start hooks;
+// training resumes after validation ends. nullptr: the action changes
+// nothing.
+const char* fetch_context(std::string_view action);
+inline constexpr const char* kTrainFetch = "[_TrainingEpochLoop].train_dataloader_next";
+
 }  // namespace lt

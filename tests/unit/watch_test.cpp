@@ -139,6 +139,41 @@ TEST(LiveSteps, AStepRunsFromItsFetchToItsLastBatchEndHook) {
   for (std::uint32_t i = 0; i < 3; ++i) EXPECT_EQ(steps[i].index, i);
 }
 
+// Lightning 2.x profiles no fetch: next() on its CombinedLoader is a
+// FETCH_BEGIN of its own, and the step begins there, as offline (an audit:
+// a 300 ms __getitem__ in one batch never fired slow-step, the live step
+// beginning at on_train_batch_start). The epoch's last fetch raises
+// StopIteration and its end hooks follow: no step; a validation loop's
+// fetches open none.
+TEST(LiveSteps, AStepBeginsAtTheTrainLoopsFetch) {
+  Stream st;
+  auto fetch = [&](std::uint64_t t) { st.records.push_back(action(LT_EV_FETCH_BEGIN, 7, 900 + t, "", t * ms)); };
+  auto batch = [&](std::uint64_t t, std::uint64_t fetch_ms) {
+    fetch(t);
+    const std::uint64_t b = t + fetch_ms;
+    st.span("[LightningModule]M.on_before_batch_transfer", b * ms, (b + 1) * ms);  // the transfer's hooks
+    st.span("[Callback]X.on_train_batch_start", (b + 1) * ms, (b + 2) * ms);
+    st.span("[Strategy]SingleDeviceStrategy.training_step", (b + 2) * ms, (b + 7) * ms);
+    st.span("[LightningModule]M.on_train_batch_end", (b + 7) * ms, (b + 8) * ms);
+    return b + 8;
+  };
+  st.span("[Callback]X.on_train_epoch_start", 0, 1 * ms);
+  std::uint64_t t = batch(2, 1);
+  t = batch(t + 1, 300);  // a slow __getitem__
+  fetch(t + 1);           // StopIteration
+  st.span("[Callback]X.on_train_epoch_end", (t + 2) * ms, (t + 3) * ms);
+  st.span("[Callback]X.on_validation_start", (t + 4) * ms, (t + 5) * ms);
+  fetch(t + 6);  // the validation loop's
+  st.span("[Callback]X.on_validation_batch_start", (t + 7) * ms, (t + 8) * ms);
+  st.span("[Callback]X.on_validation_end", (t + 9) * ms, (t + 10) * ms);
+  const auto steps = split(st);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].begin_ns, 2 * ms);
+  EXPECT_EQ(steps[0].duration_ns(), 9 * ms);
+  EXPECT_EQ(steps[1].begin_ns, 12 * ms);
+  EXPECT_EQ(steps[1].duration_ns(), 308 * ms);  // the fetch's wait in it
+}
+
 TEST(LiveSteps, TheLastStepClosesAtTheEndAndProgressIsAnyEnd) {
   Stream st;
   st.batch(0, 10);
