@@ -1117,6 +1117,45 @@ TEST(Watcher, ASlowStepInAPendingCaptureJoinsIt) {
   EXPECT_NE(err.find("; in the capture "), std::string::npos) << err;
 }
 
+// A capture written, or a return to the cheap tier: the watcher's own work
+// on a busy machine slows the job's next steps, which fire no capture of
+// their own (an audit: one real slow step, then 7 captures of the
+// captures' own slowdowns). A slow step after that work and its settling
+// second still does.
+TEST(Watcher, SlowStepsInTheWatchersOwnWorkAreNoTrigger) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 5 * s;
+  o.after_ns = 1 * s;
+  Watcher w(o, nullptr, [](const Capture&) { return std::string(); });
+  ::testing::internal::CaptureStderr();
+  Stream st;
+  std::uint64_t t = 1000;
+  for (int i = 0; i < 14; ++i) t = st.batch(t + 5, i == 13 ? 400 : 20);
+  st.span("[Callback]X.on_train_epoch_start", (t + 1) * ms, (t + 2) * ms);  // closes step 13
+  each_record(st, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
+  w.tick(t * ms + 2 * s);  // past the first's window: written
+  ASSERT_EQ(w.captures(), 1u);
+  // The next steps, right after the write: one slowed to 300 ms.
+  Stream next;
+  next.next_key = 1000;
+  std::uint64_t u = t + 2000;
+  for (int i = 0; i < 3; ++i) u = next.batch(u + 5, i == 1 ? 300 : 20);
+  // Later, well past the settling second, a real one.
+  std::uint64_t v = u + 5000;
+  for (int i = 0; i < 3; ++i) v = next.batch(v + 5, i == 1 ? 300 : 20);
+  each_record(next, [&](const lt_event_header& h, const std::byte* p) { w.add(h, p); });
+  w.tick(v * ms + 2 * s);
+  w.finish(v * ms + 3 * s);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(w.own_work_skipped(), 1u) << err;
+  EXPECT_EQ(w.captures(), 2u) << err;
+  EXPECT_NE(err.find("train step 15 took 0.30"), std::string::npos) << err;
+  EXPECT_NE(err.find("; not a trigger: the watcher was writing a capture or changing tiers then"), std::string::npos)
+      << err;
+}
+
 // A capture that begins mid-run numbers its steps as the job does: the
 // window holds a STEP_BASE (one step of the job wholly in it, its index
 // and span), and its reports' step numbers count from there.

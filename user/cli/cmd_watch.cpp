@@ -12,7 +12,9 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -212,6 +214,10 @@ WatchOptions watch_options(const Options& o) {
 // flat however big a capture), and its notes go to report.log, not to the
 // watcher's one line per capture.
 std::string render_capture(const Capture& c) {
+  // At the lowest priority: this thread, and the report child that inherits
+  // its nice value, take a busy job's cores last (the watcher's own drain
+  // stays at its nice -10).
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
   const int out = open_output_fd(c.dir + "/reports.txt", OutputMode::truncate);
   const int log = open_output_fd(c.dir + "/report.log", OutputMode::truncate);
   posix_spawn_file_actions_t fa;
@@ -545,6 +551,9 @@ int cmd_watch(Options& opts) {
       }
       for (const auto& line : live->escalate(it->first, false))
         std::cerr << "ltrace-bpf: watch: back to the cheap tier: " << line << "\n";
+      // Taking the op observer out and the stacks back down is the
+      // watcher's work in the job: its steps then are no slow-step trigger.
+      watcher.own_work(static_cast<std::uint32_t>(it->first), now, monotonic_ns() + Watcher::kOwnWorkSettleNs);
       it = escalated_until.erase(it);
     }
   };

@@ -184,7 +184,15 @@ void Watcher::on_steps(std::uint64_t now) {
     while (p.recent.size() > 4096 ||
            (p.recent.size() > 1 && s.end_ns - p.recent.front().end_ns > o_.ring.keep_ns + o_.after_ns))
       p.recent.pop_front();
-    on_trigger(policy_.on_step(s, now));
+    auto t = policy_.on_step(s, now);
+    if (t && t->kind == TriggerKind::slow_step && during_own_work(s)) {
+      std::cerr << "ltrace-bpf: watch: slow-step: pid " << s.pid << ": " << t->what
+                << "; not a trigger: the watcher was writing a capture or changing tiers then\n";
+      policy_.refund(*t);
+      ++own_work_skipped_;
+      t.reset();
+    }
+    on_trigger(std::move(t));
     p.median_ns = policy_.median_ns(s.pid);
   }
 }
@@ -232,6 +240,21 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   std::cerr << ": " << c.trigger.what << "; capture " << c.dir << " after "
             << (c.trigger.after_ns ? c.trigger.after_ns : o_.after_ns) / 1'000'000'000 << " s more\n";
   pending_.push_back(std::move(c));
+}
+
+void Watcher::own_work(std::uint32_t pid, std::uint64_t from_ns, std::uint64_t until_ns) {
+  auto [it, fresh] = own_work_.try_emplace(pid, from_ns, until_ns);
+  if (fresh) return;
+  auto& [from, until] = it->second;
+  if (from_ns > until + kOwnWorkSettleNs) from = from_ns;  // a new span, not this one's tail
+  until = std::max(until, until_ns);
+}
+
+bool Watcher::during_own_work(const LiveStep& s) const {
+  for (const std::uint32_t pid : {s.pid, 0u})
+    if (auto it = own_work_.find(pid); it != own_work_.end())
+      if (s.end_ns > it->second.first && s.begin_ns < it->second.second) return true;
+  return false;
 }
 
 void Watcher::extend(pid_t pid, std::uint64_t until_ns) {
@@ -358,6 +381,7 @@ std::uint64_t Watcher::next_due_ns() const {
 void Watcher::tick(std::uint64_t now_ns) {
   now_ns_ = now_ns;
   join_renders(false);
+  for (const auto& r : renders_) own_work(r.pid, now_ns, now_ns + kOwnWorkSettleNs);  // its reports still run
   ring_.tick(now_ns);
   for (auto& [pid, p] : procs_)
     // Between Trainer runs (after fit, before the next), no action ending
@@ -537,6 +561,7 @@ void Watcher::add_owned(Capture& c) const {
 
 void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
   c.to_ns = std::min(c.to_ns, now_ns);
+  const std::uint64_t write_began = clock_ns(CLOCK_MONOTONIC);
   try {
     make_output_dirs(c.dir);
     add_owned(c);  // processes adopted since the trigger too
@@ -570,7 +595,7 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
                             give_to_requester(c);
                             done->store(true);
                           }),
-                          done});
+                          done, c.trigger.pid});
     }
     if (!on_capture_) give_to_requester(c);
     ++captures_written_;
@@ -581,6 +606,9 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
   } catch (const Error& e) {
     std::cerr << "ltrace-bpf: watch: capture " << c.dir << " not written: " << e.what() << "\n";
   }
+  // The watcher's own work from the window's end: this write (the drain
+  // waited for it), then its reports (extended at each tick while they run).
+  own_work(c.trigger.pid, c.to_ns, now_ns + (clock_ns(CLOCK_MONOTONIC) - write_began) + kOwnWorkSettleNs);
   keep_captures_bounded();
 }
 

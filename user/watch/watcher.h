@@ -147,6 +147,14 @@ class Watcher {
   // pid's pending captures (and those of every process) hold at least until
   // `until_ns` (an escalation took effect late: its whole time goes in).
   void extend(pid_t pid, std::uint64_t until_ns);
+  // The watcher's own work on pid (0: every process) from `from_ns` to
+  // `until_ns`: a capture's writing and reports, a return to the cheap
+  // tier. Slow steps overlapping it are no trigger: on a machine whose
+  // cores the job keeps busy that work is what slowed them (an audit: one
+  // real slow step, then a capture per capture's own slowdown, 8 in all).
+  void own_work(std::uint32_t pid, std::uint64_t from_ns, std::uint64_t until_ns);
+  static constexpr std::uint64_t kOwnWorkSettleNs = 1'000'000'000;  // after it ends
+  std::uint64_t own_work_skipped() const { return own_work_skipped_; }
   const FlightRing& ring() const { return ring_; }
 
  private:
@@ -204,7 +212,13 @@ class Watcher {
   struct Render {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
+    std::uint32_t pid = 0;  // its trigger's (0: every process)
   };
+  // own_work(): per pid (0: every process), the span of the watcher's own
+  // work, and the slow steps left untriggered in one.
+  std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> own_work_;
+  std::uint64_t own_work_skipped_ = 0;
+  bool during_own_work(const LiveStep& s) const;
   std::vector<Render> renders_;  // on_capture_ calls under way (joined when done)
   StragglerWatch stragglers_;
   std::uint32_t straggler_ = 0;       // the rank named now (0: none): named once per episode
