@@ -798,7 +798,18 @@ TEST(Watcher, TheTopCauseIsTheTriggersOwnElseTheFirstFinding) {
   EXPECT_EQ(capture_summary(c, "outliers (pid 9): ..."),
             "ltrace-bpf: watch: summary: stall, pid 9: no Lightning action ended for 2.0 s; top cause: main thread "
             "sleeping in clock_nanosleep at stalled_here (job.py:26) (/w/captures/x)");
+  // No cause read: its own finding, else the capture's first, said as such.
   c.cause.clear();
+  EXPECT_NE(capture_summary(c, "outliers (pid 9): ...")
+                .find("; the capture's first finding (not necessarily this "
+                      "trigger's cause): outliers (pid 9)"),
+            std::string::npos);
+  c.trigger.kind = TriggerKind::slow_step;
+  EXPECT_NE(capture_summary(c, "outliers (pid 9): ...").find("; top finding: outliers (pid 9)"), std::string::npos);
+  EXPECT_NE(capture_summary(c, "input-bound (pid 9): ...")
+                .find("; the capture's first finding (not necessarily this trigger's cause): input-bound"),
+            std::string::npos);
+  c.trigger.kind = TriggerKind::stall;
   c.rank = 2;
   EXPECT_NE(capture_summary(c, "").find(", rank 2: no Lightning action ended for 2.0 s; no finding past its "
                                         "threshold in the capture"),

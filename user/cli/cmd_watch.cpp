@@ -250,11 +250,7 @@ std::string render_capture(const Capture& c) {
   // A memory trigger's cause is the growth, if the capture shows it; a
   // slow step's, its outliers; a straggler's, the straggler finding (its
   // own compute, its input or its host's CPUs), not its peers' wait.
-  const std::string_view prefer = c.trigger.kind == TriggerKind::memory      ? "memory growth"
-                                  : c.trigger.kind == TriggerKind::slow_step ? "outliers"
-                                  : c.trigger.kind == TriggerKind::straggler ? "straggler"
-                                                                             : "";
-  return first_finding(head, prefer);
+  return first_finding(head, trigger_finding(c.trigger.kind));
 }
 
 // At a stall: every thread of the process now (the dump command's text),

@@ -304,13 +304,29 @@ std::string capture_summary(const Capture& c, const std::string& top_finding) {
   // finding (the capture's, over its whole window: not necessarily why
   // this trigger fired).
   s += ": " + c.trigger.what + "; ";
+  const std::string_view own = trigger_finding(c.trigger.kind);
   if (!c.cause.empty())
     s += "top cause: " + c.cause;
-  else if (!top_finding.empty())
+  else if (!own.empty() && top_finding.starts_with(own))
     s += "top finding: " + top_finding;
+  else if (!top_finding.empty())
+    s += "the capture's first finding (not necessarily this trigger's cause): " + top_finding;
   else
     s += "no finding past its threshold in the capture";
   return s + " (" + c.dir + ")";
+}
+
+std::string_view trigger_finding(TriggerKind k) {
+  switch (k) {
+    case TriggerKind::memory:
+      return "memory growth";
+    case TriggerKind::slow_step:
+      return "outliers";
+    case TriggerKind::straggler:
+      return "straggler";
+    default:
+      return "";
+  }
 }
 
 std::string first_finding(std::string_view reports, std::string_view prefer) {

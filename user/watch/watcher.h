@@ -89,10 +89,17 @@ struct Capture {
   std::set<std::uint32_t> only_pids;
 };
 
+// The finding that speaks of a trigger's own cause, where one does: a
+// memory trigger's "memory growth", a slow step's "outliers", a
+// straggler's "straggler"; "" for the others (a stall has its threads, an
+// exit its status, a request none).
+std::string_view trigger_finding(TriggerKind k);
 // The capture's summary line, once its reports are written (stderr, so the
 // journal): trigger, pid, rank, step, what fired, and the top cause (the
-// trigger's own: a stall's main thread), else the first finding of its
-// reports.
+// trigger's own: a stall's main thread), else its finding ("top finding:
+// ..."), else the capture's first finding, said as that: over the whole
+// window, not necessarily why the trigger fired (an audit: a 0.5 s step's
+// summary named an input-bound finding of 1.3 ms a step).
 std::string capture_summary(const Capture& c, const std::string& top_finding);
 // The first finding of `--report verdict`'s text (reports.txt begins with
 // it), as one line: "outliers (pid 7): 19.6 ms per train step at stake:
