@@ -48,6 +48,11 @@ void say_who_loads(const Workers& w, const ProcessSteps& ps, const LoaderWaitsRe
                                  "seen from /proc)";
       f.evidence += ": num_workers=0, the batches loaded in the training process itself";
       f.try_this = add_workers;
+    } else if (w.scans_too_short) {
+      f.evidence +=
+          "; DataLoader workers not judged: the steps recorded are too short for the /proc scans of the training "
+          "process's forks (one a second; a worker counts with two samples in the steps)";
+      f.try_this = std::string("record longer, or with --children, to see the DataLoader workers; ") + add_workers;
     } else {
       // Workers are the trainer's children: not followed, none could be seen.
       f.evidence +=
@@ -188,8 +193,22 @@ Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, co
   }
   w.followed = trainer.meta.flags & LT_PROC_CHILDREN_FOLLOWED;
   if (w.pids.empty() && !w.followed && stats) {
+    // None found means none ran only where the scans (one a second) and
+    // the samples (a worker counts with two in the steps) could have seen
+    // one: the trainer's own samples in the steps a scan apart or more. A
+    // watch capture's steps can last half a second (an audit: "num_workers=0"
+    // beside two live workers).
     for (const auto& st : stats->processes)
-      if (st.pid == trainer.meta.pid) w.scanned = st.forks_scanned;
+      if (st.pid == trainer.meta.pid && st.forks_scanned) {
+        std::uint64_t first = 0, last = 0;
+        for (const auto& x : st.sched)
+          if (x.ts >= from && x.ts <= to) {
+            if (!first) first = x.ts;
+            last = x.ts;
+          }
+        w.scanned = last >= first + kForkScanNs;
+        w.scans_too_short = !w.scanned;
+      }
     // Alive in the steps: two samples inside them.
     for (const auto& u : stats->untraced_forks)
       if (u.target == trainer.meta.pid && busy_share(u.sched) && !in_validation(u.sched.front().ts)) {

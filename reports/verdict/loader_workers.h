@@ -28,9 +28,10 @@ struct Workers {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> lives;  // each one's, as far as the recording says
   double busy_sum = 0;                                         // of the CPU shares judged
   std::size_t judged = 0;
-  bool followed = false;  // the trainer's children were followed
-  bool scanned = false;   // its untraced forks looked for in /proc
-  bool untraced = false;  // the pids are such forks
+  bool followed = false;         // the trainer's children were followed
+  bool scanned = false;          // its untraced forks looked for in /proc, over enough of the steps to see one
+  bool scans_too_short = false;  // looked for, but the steps were too short to see one
+  bool untraced = false;         // the pids are such forks
   // How many at once, counted at each train step's middle (not at an
   // epoch's turn, where the old ones are still exiting as the new ones
   // start): more in all means they were started anew (persistent_workers=
@@ -42,6 +43,10 @@ struct Workers {
   // None, and none could have been missed: the batches load in the trainer.
   bool known_none() const { return pids.empty() && (followed || scanned); }
 };
+
+// The /proc sampler's scans for untraced forks, at most this far apart
+// (user/collector/stats_sampler.cpp).
+inline constexpr std::uint64_t kForkScanNs = 1'000'000'000;
 
 // Its workers (validation runs' apart: `gaps`).
 Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, const ProcessSteps& ps,

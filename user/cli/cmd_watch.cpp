@@ -548,8 +548,8 @@ int cmd_watch(Options& opts) {
       for (const auto& line : live->escalate(it->first, false))
         std::cerr << "ltrace-bpf: watch: back to the cheap tier: " << line << "\n";
       // Taking the op observer out and the stacks back down is the
-      // watcher's work in the job: its steps then are no slow-step trigger.
-      watcher.own_work(static_cast<std::uint32_t>(it->first), now, monotonic_ns() + Watcher::kOwnWorkSettleNs);
+      // watcher's work in the job (Watcher::own_work).
+      watcher.own_work(static_cast<std::uint32_t>(it->first), now, monotonic_ns() + Watcher::kOwnWorkTailNs);
       it = escalated_until.erase(it);
     }
   };

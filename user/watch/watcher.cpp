@@ -185,9 +185,11 @@ void Watcher::on_steps(std::uint64_t now) {
            (p.recent.size() > 1 && s.end_ns - p.recent.front().end_ns > o_.ring.keep_ns + o_.after_ns))
       p.recent.pop_front();
     auto t = policy_.on_step(s, now);
-    if (t && t->kind == TriggerKind::slow_step && during_own_work(s)) {
+    const std::uint64_t median = policy_.median_ns(s.pid);
+    if (t && t->kind == TriggerKind::slow_step && s.duration_ns() <= median + own_work_in(s)) {
       std::cerr << "ltrace-bpf: watch: slow-step: pid " << s.pid << ": " << t->what
-                << "; not a trigger: the watcher was writing a capture or changing tiers then\n";
+                << "; not a trigger: the watcher was writing a capture or changing tiers for as long as the "
+                   "step's excess\n";
       policy_.refund(*t);
       ++own_work_skipped_;
       t.reset();
@@ -243,18 +245,18 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
 }
 
 void Watcher::own_work(std::uint32_t pid, std::uint64_t from_ns, std::uint64_t until_ns) {
-  auto [it, fresh] = own_work_.try_emplace(pid, from_ns, until_ns);
-  if (fresh) return;
-  auto& [from, until] = it->second;
-  if (from_ns > until + kOwnWorkSettleNs) from = from_ns;  // a new span, not this one's tail
-  until = std::max(until, until_ns);
+  auto& spans = own_work_[pid];
+  spans.emplace_back(from_ns, until_ns);
+  while (spans.size() > 8) spans.pop_front();  // a step overlaps the last few at most
 }
 
-bool Watcher::during_own_work(const LiveStep& s) const {
+std::uint64_t Watcher::own_work_in(const LiveStep& s) const {
+  std::uint64_t ns = 0;
   for (const std::uint32_t pid : {s.pid, 0u})
     if (auto it = own_work_.find(pid); it != own_work_.end())
-      if (s.end_ns > it->second.first && s.begin_ns < it->second.second) return true;
-  return false;
+      for (const auto& [from, until] : it->second)
+        if (from < s.end_ns && s.begin_ns < until) ns += std::min(until, s.end_ns) - std::max(from, s.begin_ns);
+  return ns;
 }
 
 void Watcher::extend(pid_t pid, std::uint64_t until_ns) {
@@ -397,7 +399,6 @@ std::uint64_t Watcher::next_due_ns() const {
 void Watcher::tick(std::uint64_t now_ns) {
   now_ns_ = now_ns;
   join_renders(false);
-  for (const auto& r : renders_) own_work(r.pid, now_ns, now_ns + kOwnWorkSettleNs);  // its reports still run
   ring_.tick(now_ns);
   for (auto& [pid, p] : procs_)
     // Between Trainer runs (after fit, before the next), no action ending
@@ -623,8 +624,8 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
     std::cerr << "ltrace-bpf: watch: capture " << c.dir << " not written: " << e.what() << "\n";
   }
   // The watcher's own work from the window's end: this write (the drain
-  // waited for it), then its reports (extended at each tick while they run).
-  own_work(c.trigger.pid, c.to_ns, now_ns + (clock_ns(CLOCK_MONOTONIC) - write_began) + kOwnWorkSettleNs);
+  // waited for it). Its reports run at nice 19 (on_capture_), not counted.
+  own_work(c.trigger.pid, c.to_ns, now_ns + (clock_ns(CLOCK_MONOTONIC) - write_began));
   keep_captures_bounded();
 }
 

@@ -155,12 +155,16 @@ class Watcher {
   // `until_ns` (an escalation took effect late: its whole time goes in).
   void extend(pid_t pid, std::uint64_t until_ns);
   // The watcher's own work on pid (0: every process) from `from_ns` to
-  // `until_ns`: a capture's writing and reports, a return to the cheap
-  // tier. Slow steps overlapping it are no trigger: on a machine whose
-  // cores the job keeps busy that work is what slowed them (an audit: one
-  // real slow step, then a capture per capture's own slowdown, 8 in all).
+  // `until_ns`: a capture's write (its drain waits for it), a return to the
+  // cheap tier (the op observer out) and the moment after it. A slow step
+  // whose excess over the median is no more than its overlap with that work
+  // is no trigger: on a machine whose cores the job keeps busy, the
+  // watcher's busy time costs the job about as much (bench/waker_cost.py),
+  // so that work may be all of it (an audit: one real 0.5 s step, then 7
+  // captures each fired by the last one's own slowdown, steps of 100-390 ms
+  // on 7 ms). A step slower than that still fires.
   void own_work(std::uint32_t pid, std::uint64_t from_ns, std::uint64_t until_ns);
-  static constexpr std::uint64_t kOwnWorkSettleNs = 1'000'000'000;  // after it ends
+  static constexpr std::uint64_t kOwnWorkTailNs = 250'000'000;  // a tier's return lands in the job after it
   std::uint64_t own_work_skipped() const { return own_work_skipped_; }
   const FlightRing& ring() const { return ring_; }
 
@@ -221,12 +225,12 @@ class Watcher {
     std::shared_ptr<std::atomic<bool>> done;
     std::uint32_t pid = 0;  // its trigger's (0: every process)
   };
-  // own_work(): per pid (0: every process), the span of the watcher's own
-  // work, and the slow steps left untriggered in one.
-  std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> own_work_;
+  // own_work(): per pid (0: every process), the last spans of the
+  // watcher's own work, and the slow steps left untriggered in them.
+  std::map<std::uint32_t, std::deque<std::pair<std::uint64_t, std::uint64_t>>> own_work_;
   std::uint64_t own_work_skipped_ = 0;
-  bool during_own_work(const LiveStep& s) const;
-  std::vector<Render> renders_;  // on_capture_ calls under way (joined when done)
+  std::uint64_t own_work_in(const LiveStep& s) const;  // ns of it inside the step
+  std::vector<Render> renders_;                        // on_capture_ calls under way (joined when done)
   StragglerWatch stragglers_;
   std::uint32_t straggler_ = 0;       // the rank named now (0: none): named once per episode
   std::size_t straggler_misses_ = 0;  // checks in a row without a verdict since it was named
