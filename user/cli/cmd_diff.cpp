@@ -38,7 +38,21 @@ double step_pct_of_mean(const DiffRow& step) {
   return step.per_step_a > 0 ? 100 * (step.per_step_b - step.per_step_a) / step.per_step_a : 0;
 }
 
+Run read_run_of(const std::string& path, bool& damaged);
+
+// With two sides and several files, a refusal names its file (an audit:
+// "empty input: not an ltrace-bpf trace file", of which of the two?).
 Run read_run(const std::string& path, bool& damaged) {
+  try {
+    return read_run_of(path, damaged);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find(path) != std::string::npos) throw;
+    throw Error(e.code(), path + ": " + what);
+  }
+}
+
+Run read_run_of(const std::string& path, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
   CommAggregator comm(agg, CommAggregatorOptions{.keep_calls = true});
   GpuAggregator gpu(agg, /*keep_slices=*/true);
