@@ -85,7 +85,8 @@ RangeFilter::RangeFilter(const ExportRange& range, const ActionsReport& rep) : a
   }
   // As the job numbers its steps (a watch capture's from its STEP_BASE).
   std::size_t most = 0, procs = 0;
-  std::string held;  // what the trace has: "training steps 40-71 of pid 7, ..."
+  std::string held;      // what the trace has: "training steps 40-71 of pid 7, ..."
+  bool clipped = false;  // a process holds only part of the range asked
   for (const auto& p : rep.processes) {
     if (p.intervals.empty()) continue;
     const ProcessSteps steps = numbered_as_the_job(step_records(p));
@@ -100,10 +101,14 @@ RangeFilter::RangeFilter(const ExportRange& range, const ActionsReport& rep) : a
     while (std::next(last) != steps.train.end() && std::next(last)->index <= range.last_step) ++last;
     spans_.emplace(p.meta.pid, Span{first->begin_ns, last->end_ns});
     ++procs;
+    clipped = clipped || range.first_step < steps.train.front().index || range.last_step > steps.train.back().index;
   }
   const std::string asked =
       "training steps " + std::to_string(range.first_step) + "-" + std::to_string(range.last_step);
-  summary_ = procs ? asked + " of " + std::to_string(procs) + " process(es)"
+  // Part of the range outside the recording is said (an audit: --steps
+  // 150-250 of a 200-step trace read as 101 steps compared).
+  summary_ = procs ? asked + " of " + std::to_string(procs) + " process(es)" +
+                         (clipped ? " (the trace holds only steps " + held + ")" : "")
                    : "no " + asked + ": the trace has " + std::to_string(most) +
                          " training step(s) per process at most" + (held.empty() ? "" : " (steps " + held + ")");
 }

@@ -358,4 +358,9 @@ TEST(ExportRange, StepsKeepTheirOwnProcessesSteps) {
   EXPECT_NE(past.summary().find("the trace has 4 training step(s)"), std::string::npos) << past.summary();
   const RangeFilter tail(*parse_step_range("3-9"), rep);  // B past the last: up to the last
   EXPECT_TRUE(tail.keeps(7, 360 * ms, 361 * ms));
+  EXPECT_NE(tail.summary().find("training steps 3-9 of 2 process(es) (the trace holds only steps 0-3 of pid 7, 0-3 "
+                                "of pid 8)"),
+            std::string::npos)
+      << tail.summary();
+  EXPECT_EQ(r.summary().find("holds only"), std::string::npos) << r.summary();
 }
