@@ -26,6 +26,11 @@ constexpr const char* kNoCoreFree =
     "no CPU was free for more DataLoader workers (its thread waited for one): free cores first (what else runs "
     "there: the cpu contention finding; fewer torch threads or workers than cores; cores of its own: taskset, cgroup "
     "cpusets, Slurm --cpus-per-task), then more workers; or make __getitem__ / collate_fn cheaper";
+// The workers themselves wait for a CPU: more of them would wait too.
+constexpr const char* kWorkersShortOfCores =
+    "the workers wait for a CPU: free cores for them (what else runs there; fewer torch threads than cores: "
+    "torch.set_num_threads; cores of its own: taskset, cgroup cpusets, Slurm --cpus-per-task), or make "
+    "__getitem__ / collate_fn cheaper (decode once, cache, smaller samples); more workers would wait as well";
 constexpr const char* kOverlapWaits =
     "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
     "storage or a cache for what __getitem__ reads";
@@ -87,9 +92,17 @@ void say_who_loads(const Workers& w, const ProcessSteps& ps, const LoaderWaitsRe
   const double dataset_share =
       waits_known ? static_cast<double>(in_dataset) / static_cast<double>(in_dataset + for_loop) : 0;
   const double busy = judged ? busy_sum / static_cast<double>(judged) : 0;
-  if (judged && busy >= kWorkersBusy) {
-    f.evidence += "; " + who + ", on a CPU " + pct(busy) + " of the steps' time each on average: loading is CPU-bound";
-    f.try_this = no_core_free ? kNoCoreFree : kCpuBoundLoading;
+  // Runnable but waiting for a CPU is CPU-bound too, short of cores (an
+  // audit: 2 workers of a 1 ms-per-sample busy loop on 2 CPUs, on one 65 %
+  // of the time and waiting for one most of the rest, were said to "keep
+  // up", with advice to move work into them).
+  const double waiting = judged ? w.waiting_sum / static_cast<double>(judged) : 0;
+  if (judged && busy + waiting >= kWorkersBusy) {
+    const bool short_of_cores = waiting >= kContention;
+    f.evidence += "; " + who + ", on a CPU " + pct(busy) + " of the steps' time each on average" +
+                  (waiting >= 0.01 ? " and waiting for one " + pct(waiting) + " more" : "") + ": loading is CPU-bound" +
+                  (short_of_cores ? ", short of cores" : "");
+    f.try_this = short_of_cores ? kWorkersShortOfCores : no_core_free ? kNoCoreFree : kCpuBoundLoading;
     return;
   }
   const std::string on_cpu =
@@ -166,8 +179,13 @@ Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, co
     }
     return false;
   };
-  // A main thread's share of [from, to] on a CPU from its samples in it.
-  auto busy_share = [&](const std::vector<ProcessDeviceStats::Sched>& sched) -> std::optional<double> {
+  // A main thread's shares of [from, to] on a CPU and waiting for one
+  // (run-queue time), from its first and last samples in it; none without
+  // two.
+  struct Shares {
+    double on_cpu = 0, waiting = 0;
+  };
+  auto shares = [&](const std::vector<ProcessDeviceStats::Sched>& sched) -> std::optional<Shares> {
     const ProcessDeviceStats::Sched* first = nullptr;
     const ProcessDeviceStats::Sched* last = nullptr;
     for (const auto& x : sched)
@@ -176,10 +194,12 @@ Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, co
         last = &x;
       }
     if (!first || last->ts <= first->ts || last->cpu_ns < first->cpu_ns) return std::nullopt;
-    return static_cast<double>(last->cpu_ns - first->cpu_ns) / static_cast<double>(last->ts - first->ts);
+    const auto span = static_cast<double>(last->ts - first->ts);
+    return Shares{static_cast<double>(last->cpu_ns - first->cpu_ns) / span,
+                  last->runq_ns >= first->runq_ns ? static_cast<double>(last->runq_ns - first->runq_ns) / span : 0};
   };
   auto judge = [&](const std::vector<ProcessDeviceStats::Sched>& sched) {
-    if (auto b = busy_share(sched)) w.busy_sum += *b, ++w.judged;
+    if (auto x = shares(sched)) w.busy_sum += x->on_cpu, w.waiting_sum += x->waiting, ++w.judged;
   };
   for (const auto& q : rep.processes) {
     if (&q == &trainer || !(q.meta.flags & LT_PROC_PYTHON) || q.total_calls() || !of_trainer(q)) continue;
@@ -211,7 +231,7 @@ Workers find_workers(const ActionsReport& rep, const ProcessActions& trainer, co
       }
     // Alive in the steps: two samples inside them.
     for (const auto& u : stats->untraced_forks)
-      if (u.target == trainer.meta.pid && busy_share(u.sched) && !in_validation(u.sched.front().ts)) {
+      if (u.target == trainer.meta.pid && shares(u.sched) && !in_validation(u.sched.front().ts)) {
         w.pids.push_back(u.pid);
         w.lives.emplace_back(u.sched.front().ts, u.sched.back().ts);
         judge(u.sched);

@@ -27,6 +27,7 @@ struct Workers {
   std::vector<std::uint32_t> pids;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> lives;  // each one's, as far as the recording says
   double busy_sum = 0;                                         // of the CPU shares judged
+  double waiting_sum = 0;                                      // of their shares waiting for a CPU (run queue)
   std::size_t judged = 0;
   bool followed = false;         // the trainer's children were followed
   bool scanned = false;          // its untraced forks looked for in /proc, over enough of the steps to see one

@@ -375,7 +375,7 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
   // target and one with a single sample in them are not counted.
   {
     const std::uint32_t trainer = r.processes[0].meta.pid;
-    auto forks = [&](double share) {
+    auto forks = [&](double share, double waiting = 0) {
       DeviceStatsReport s;
       ProcessDeviceStats mine;
       mine.pid = trainer;
@@ -385,10 +385,11 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
         UntracedFork u;
         u.pid = pid;
         u.target = target;
-        std::uint64_t cpu = 0;
+        std::uint64_t cpu = 0, runq = 0;
         for (std::uint64_t ts = from; ts <= to; ts += 1'000'000) {
-          u.sched.push_back({ts, cpu, 0});
+          u.sched.push_back({ts, cpu, runq});
           cpu += static_cast<std::uint64_t>(share * 1e6);
+          runq += static_cast<std::uint64_t>(waiting * 1e6);
         }
         s.untraced_forks.push_back(u);
       };
@@ -414,6 +415,15 @@ TEST(Findings, InputBoundSaysWhoLoadsTheBatches) {
               std::string::npos)
         << f.evidence;
     EXPECT_NE(f.try_this.find("prefetch_factor"), std::string::npos) << f.try_this;
+    // On a CPU 60 % and waiting for one 35 % more: CPU-bound, short of cores
+    // (more workers would wait too), not "they wait".
+    const auto starved = forks(0.6, 0.35);
+    f = input_bound(unfollowed, &starved);
+    EXPECT_NE(f.evidence.find("on a CPU 60.0% of the steps' time each on average and waiting for one 35.0% more: "
+                              "loading is CPU-bound, short of cores"),
+              std::string::npos)
+        << f.evidence;
+    EXPECT_EQ(f.try_this.rfind("the workers wait for a CPU: free cores for them", 0), 0u) << f.try_this;
     // Looked for, none found, over steps shorter than a scan apart (0.73 s
     // here; a watch capture's can be): not judged, and why (an audit's
     // capture said num_workers=0 beside two live workers).
