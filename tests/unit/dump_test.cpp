@@ -69,6 +69,33 @@ TEST(DumpOutput, JsonGivesBackTheStrings) {
   EXPECT_NE(json.find("\"ip\": \"0x7f00\""), std::string::npos) << json;
 }
 
+// The main thread's place, for watch's stall summary: its innermost
+// frame, and where the job's own code is when that frame is the standard
+// library's or an installed package's.
+TEST(DumpOutput, TheMainThreadIsAtItsInnermostFrameFromTheJobsOwnCode) {
+  lt::python::ProcessDump d;
+  d.pid = 7;
+  lt::python::ThreadDump t;
+  t.status.tid = 7;
+  t.status.state = 'S';
+  t.status.syscall = SYS_futex;
+  t.python = true;
+  t.frames = {
+      {"Condition.wait", "/usr/lib/python3.11/threading.py", 320, true},
+      {"Event.wait", "/usr/lib/python3.11/threading.py", 622, true},
+      {"Net.training_step", "/home/u/job.py", 30, true},
+      {"_call_lightning_module_hook", "/v/lib/python3.11/site-packages/lightning/pytorch/trainer/call.py", 1, true}};
+  d.threads.push_back(t);
+  const std::string at = lt::main_thread_at(d);
+  EXPECT_NE(at.find(" at Condition.wait (/usr/lib/python3.11/threading.py:320), from Net.training_step "
+                    "(/home/u/job.py:30)"),
+            std::string::npos)
+      << at;
+  // Already the job's own code: said once.
+  d.threads[0].frames.erase(d.threads[0].frames.begin(), d.threads[0].frames.begin() + 2);
+  EXPECT_EQ(lt::main_thread_at(d).find(", from "), std::string::npos) << lt::main_thread_at(d);
+}
+
 TEST(SyscallNames, ByNumber) {
   EXPECT_EQ(lt::proc::syscall_name(SYS_read), "read");
   EXPECT_EQ(lt::proc::syscall_name(SYS_futex), "futex");

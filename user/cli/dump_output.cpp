@@ -147,7 +147,21 @@ std::string main_thread_at(const python::ProcessDump& d) {
   std::string s =
       std::string(main->status.tid == d.pid ? "main thread" : "thread " + std::to_string(main->status.tid)) + " " +
       state_of(*main);
-  if (f != main->frames.end()) s += " at " + frame_text(*f);
+  if (f == main->frames.end()) return s;
+  s += " at " + frame_text(*f);
+  // Where the job's own code is: the innermost frame outside the Python's
+  // standard library and installed packages (torch, Lightning), when the
+  // innermost is one of those (an audit's hang on threading.Event().wait()
+  // named Condition.wait in threading.py, the training_step line only in
+  // threads.txt).
+  auto installed = [](const std::string& file) {
+    return file.find("/lib/python") != std::string::npos || file.find("-packages/") != std::string::npos ||
+           file.starts_with("<frozen ");
+  };
+  if (!installed(f->file)) return s;
+  const auto own = std::find_if(std::next(f), main->frames.end(),
+                                [&](const auto& x) { return x.readable && !x.file.empty() && !installed(x.file); });
+  if (own != main->frames.end()) s += ", from " + frame_text(*own);
   return s;
 }
 
