@@ -471,6 +471,11 @@ int cmd_watch(Options& opts) {
   // (wo goes to the Watcher: the host is taken now.)
   auto on_trigger = [&, host = wo.host](const Trigger& t) {
     const std::uint64_t span = t.after_ns ? t.after_ns : escalate_ns;
+    // An exit's process is gone, or ending (an exception out of fit is
+    // mostly followed by the exit, held by us while its last samples are
+    // read): no op observer to load into it (an audit: "op observer not
+    // used (process N is stopped; continue it first)" at every such exit).
+    if (t.kind == TriggerKind::exit) return at_trigger_ready();
     if (t.kind != TriggerKind::stall || !t.pid) {
       escalate_next.push_back({static_cast<pid_t>(t.pid), span, {}});
       return at_trigger_ready();
