@@ -670,11 +670,11 @@ int cmd_watch(Options& opts) {
   if (metrics)
     std::cerr << "ltrace-bpf: watch: metrics at http://" << opts.metrics_addr << "/metrics (port " << metrics->port()
               << ")\n";
-  std::cerr << "ltrace-bpf: watch: recording to " << opts.watch_dir << "/ring (keeping " << opts.keep_s << " s, "
-            << (opts.keep_bytes >> 20) << " MiB at most); captures in " << opts.watch_dir << "/captures\n";
   Session session(so);
   live = &session;
-  session.prepare();
+  session.prepare();  // a --pid that is no process, or no CPython, ends here: nothing said to be recorded
+  std::cerr << "ltrace-bpf: watch: recording to " << opts.watch_dir << "/ring (keeping " << opts.keep_s << " s, "
+            << (opts.keep_bytes >> 20) << " MiB at most); captures in " << opts.watch_dir << "/captures\n";
   session.run(stop_requested());
   live = nullptr;
   watcher.finish(monotonic_ns());
