@@ -229,7 +229,9 @@ int cmd_diff(Options& opts) {
       }
     }
     if (rank >= 0 && (out.empty() || out.front().actions.processes.empty()))
-      throw Error(ExitCode::usage,
+      // The traces' content, not the command line: the sides cannot be
+      // compared, as with a part that holds no action.
+      throw Error(ExitCode::not_comparable,
                   std::string("diff: no process of rank ") + std::to_string(rank) + " in " + side + "'s traces");
     if (rank >= 0) {
       for (const auto& p : out.front().actions.processes) seen.intervals += p.intervals.size();
