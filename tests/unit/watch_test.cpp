@@ -11,15 +11,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reports/aggregate/actions.h"
@@ -1070,6 +1073,39 @@ TEST(Watcher, AnOutOfMemoryRecordBecomesAMemoryCapture) {
 // capture: said, counted, no second capture.
 // A request with its own after-window ("capture PID SECS"): the capture
 // holds that long after the request, not --capture-after.
+// --max-captures 1: the older capture goes once its reports are written,
+// never while they are (an audit: "the reports of ... not written: the
+// report exited with 8", its directory removed under it).
+TEST(Watcher, ACaptureIsNotRemovedWhileItsReportsAreWritten) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.before_ns = 1 * s;
+  o.after_ns = 1 * s;
+  o.max_captures = 1;
+  std::mutex m;
+  std::vector<bool> there;  // each capture's directory, as its reports end
+  Watcher w(o, nullptr, [&](const Capture& c) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::lock_guard lock(m);
+    there.push_back(std::filesystem::exists(c.dir));
+    return std::string();
+  });
+  ::testing::internal::CaptureStderr();
+  w.request(7, 10 * s);
+  w.tick(12 * s);  // the first written; its reports under way
+  w.request(7, 12 * s);
+  w.tick(14 * s);  // the second: one too many, the first's reports still run
+  w.finish(15 * s);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(there, (std::vector<bool>{true, true})) << err;
+  EXPECT_EQ(w.captures(), 2u);
+  EXPECT_NE(err.find("removed the oldest capture"), std::string::npos) << err;
+  std::size_t left = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(d.path + "/captures")) ++left;
+  EXPECT_EQ(left, 1u) << err;
+}
+
 TEST(Watcher, ARequestHoldsTheAfterWindowItAskedFor) {
   WatchBed b(2 * s, 1 * s);
   ::testing::internal::CaptureStderr();

@@ -399,6 +399,7 @@ std::uint64_t Watcher::next_due_ns() const {
 void Watcher::tick(std::uint64_t now_ns) {
   now_ns_ = now_ns;
   join_renders(false);
+  keep_captures_bounded();  // those left while their reports were written
   ring_.tick(now_ns);
   for (auto& [pid, p] : procs_)
     // Between Trainer runs (after fit, before the next), no action ending
@@ -612,7 +613,7 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
                             give_to_requester(c);
                             done->store(true);
                           }),
-                          done, c.trigger.pid});
+                          done, c.trigger.pid, c.dir});
     }
     if (!on_capture_) give_to_requester(c);
     ++captures_written_;
@@ -631,6 +632,10 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
 
 void Watcher::keep_captures_bounded() {
   while (kept_.size() > o_.max_captures) {
+    // Not one whose reports are still being written (--max-captures 1: the
+    // new capture's own, said "not written" from a removed directory); the
+    // next tick after they are done removes it.
+    if (std::any_of(renders_.begin(), renders_.end(), [&](const Render& r) { return r.dir == kept_.front(); })) break;
     std::error_code ec;
     // remove_all never follows a link: it removes the link itself.
     std::filesystem::remove_all(kept_.front(), ec);
@@ -649,6 +654,7 @@ void Watcher::finish(std::uint64_t now_ns) {
   for (auto& c : pending_) write_capture(c, now_ns);
   pending_.clear();
   join_renders(true);
+  keep_captures_bounded();
   ring_.close();
 }
 

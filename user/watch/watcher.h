@@ -224,6 +224,7 @@ class Watcher {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
     std::uint32_t pid = 0;  // its trigger's (0: every process)
+    std::string dir;        // the capture it writes the reports of
   };
   // own_work(): per pid (0: every process), the last spans of the
   // watcher's own work, and the slow steps left untriggered in them.
