@@ -1170,12 +1170,8 @@ TEST(Watcher, ASlowStepInAPendingCaptureJoinsIt) {
 // audit: one real slow step, then 7 captures of the captures' own
 // slowdowns); one slower than that still fires.
 TEST(Watcher, SlowStepsTheWatchersOwnWorkExplainsAreNoTrigger) {
-  TempDir d;
-  WatchOptions o;
-  o.ring.dir = d.path;
-  o.before_ns = 5 * s;
-  o.after_ns = 1 * s;
-  Watcher w(o, nullptr, [](const Capture&) { return std::string(); });
+  WatchBed b;
+  Watcher& w = *b.w;
   ::testing::internal::CaptureStderr();
   Stream st;
   std::uint64_t t = 1000;
