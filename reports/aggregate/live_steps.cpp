@@ -57,7 +57,8 @@ void LiveSteps::on_begin(const lt_event_header& h, const lt_action_event& e, std
   if (!p.maybe_escaped.empty()) settle(p, std::string_view(name).ends_with("on_exception"));
   p.open[e.key] = {hook, ends_a_run(name), h.tid, name};
   p.between_runs = false;
-  if (const char* f = fetch_context(name)) p.fetch_train = f == kTrainFetch;
+  // By text: a literal's address may differ between files (ASan keeps them apart).
+  if (const char* f = fetch_context(name)) p.fetch_train = std::string_view(f) == kTrainFetch;
   if (p.in_step && p.fetch_only) {
     // A train batch hook confirms the fetch's step (the batch transfer's
     // hooks come between); the epoch's end or another loop drops it.
