@@ -42,7 +42,8 @@ def check_against_simple(ours, theirs, py_minor, waited=0.0):
     configure_callbacks was 31-106 us in 14 fits on an idle machine (both
     layouts), past 30 us in at least 11 of them.  On CPython >= 3.11 the *_next
     fetch windows end at the next action (an estimate, see
-    docs/design-actions.md): not below Lightning's, at most 300 us per call above.
+    docs/design-actions.md): not below Lightning's (but for the thread's waits
+    for a CPU, below), at most 300 us per call above.
 
     On a busy machine the thread is sometimes preempted inside those few
     microseconds between our probe and Lightning's clock read, which moves
@@ -61,7 +62,10 @@ def check_against_simple(ours, theirs, py_minor, waited=0.0):
         calls = int(cells[1])
         a, b = float(ours[name][2]), float(cells[2])
         if name.endswith(FETCH_ACTIONS) and py_minor >= 11:
-            assert b * 0.95 <= a, (name, a, b)
+            # Ours begins at the fetch's next(), after Lightning's clock
+            # read: a preemption between the two shortens ours by its wait
+            # (CI 146, a loaded run: 2.86 ms against 5.09 ms over the fetches).
+            assert b * 0.95 - waited <= a, (name, a, b, f"waited {waited:.6f} s")
             excess = a - (b + 300e-6 * calls)
         else:
             excess = abs(a - b) - (0.02 * b + 30e-6 * calls + COLD_CALL_S)
