@@ -637,6 +637,8 @@ int cmd_watch(Options& opts) {
                   << " unreadable): steps and actions in them are missing from the counts and captures\n";
         lost_said = d.ringbuf_full + d.unreadable;
         next_lost_line = now + 10'000'000'000ull;
+      } else {
+        next_lost_line = now + 1'000'000'000ull;  // the counters read once a second, not at every tick
       }
     }
     // A new ring segment: its samples' lines are written into it again, so

@@ -185,8 +185,7 @@ void Watcher::on_steps(std::uint64_t now) {
            (p.recent.size() > 1 && s.end_ns - p.recent.front().end_ns > o_.ring.keep_ns + o_.after_ns))
       p.recent.pop_front();
     auto t = policy_.on_step(s, now);
-    const std::uint64_t median = policy_.median_ns(s.pid);
-    if (t && t->kind == TriggerKind::slow_step && s.duration_ns() <= median + own_work_in(s)) {
+    if (t && t->kind == TriggerKind::slow_step && s.duration_ns() <= policy_.median_ns(s.pid) + own_work_in(s)) {
       std::cerr << "ltrace-bpf: watch: slow-step: pid " << s.pid << ": " << t->what
                 << "; not a trigger: the watcher was writing a capture or changing tiers for as long as the "
                    "step's excess\n";
