@@ -136,7 +136,7 @@ def test_the_jobs_owner_captures_every_rank_through_the_nodes_watchers():
             deadline = time.time() + 120
             while open(err).read().count("watch: wrote ") < 2 and time.time() < deadline:
                 time.sleep(0.2)
-            wrote = re.findall(r"watch: wrote \S+ \(\d+ records, (\d+) ms\)", open(err).read())
+            wrote = re.findall(r"watch: wrote \S+ \(\d+ records, (\d+) ms[;)]", open(err).read())
             assert len(wrote) == 2 and int(wrote[1]) >= 3900, (node, wrote)  # 1 s before, 3 s after
 
         # So does root's dump of the user's job (it was "Access/permission

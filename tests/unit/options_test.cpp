@@ -202,3 +202,14 @@ TEST(Options, VerdictIsTheVerdictBesideTheOtherReports) {
   EXPECT_EQ(parse({"report", "t.ltrace", "--verdict", "--report", "verdict,simple"}).report, "verdict,simple");
   EXPECT_TRUE(parse({"report", "t.ltrace", "--verdict"}).report_given);
 }
+
+// --why-step N: the verdict beside the reports, which stay those given or
+// recorded (a watch capture's: its render asks for its slow step).
+TEST(Options, WhyStepAddsTheVerdictAndKeepsTheReports) {
+  const lt::Options o = parse({"report", "t.ltrace", "--why-step", "30"});
+  EXPECT_EQ(o.why_step, 30);
+  EXPECT_FALSE(o.report_given);  // the recorded reports, as without it
+  EXPECT_TRUE(o.wants_report("verdict"));
+  EXPECT_FALSE(parse({"report", "t.ltrace"}).wants_report("verdict"));
+  EXPECT_EQ(code_of({"report", "t.ltrace", "--why-step", "-1"}), lt::ExitCode::usage);
+}

@@ -9,6 +9,7 @@
 #include "reports/aggregate/steps.h"
 #include "reports/verdict/between_steps.h"
 #include "reports/verdict/findings.h"
+#include "reports/verdict/step_cause.h"
 #include "tests/unit/process_builder.h"
 
 using namespace lt;
@@ -1283,4 +1284,38 @@ TEST(Findings, LoggingSamplesInsideTrainStepsAreItsEstimatedTime) {
   EXPECT_EQ(kinds(logging_samples(r, 1'000'000, 4, loop)).find("logging"), std::string::npos);
   EXPECT_EQ(kinds(logging_samples(r, 10'000'000, 10, loop)).find("logging"), std::string::npos);
   EXPECT_EQ(kinds(logging_samples(r, 1'000'000, 1, loop + 1)).find("logging"), std::string::npos);
+}
+
+// --why-step N (watch's slow-step captures): the step taken apart even
+// where the outliers finding stays under its share -- one 15 ms fetch in
+// 50 steps of ~9 ms is about 3 % of the steps' time.
+TEST(StepCause, AStepTakenApartWhereNoOutliersFindingIs) {
+  Fit one_slow_fetch;
+  one_slow_fetch.slow_fetch_step = 20;
+  one_slow_fetch.slow_fetch_ms = 15;
+  const auto r = make(one_slow_fetch);
+  const auto f = find_issues(r);
+  for (const auto& x : f) EXPECT_NE(x.kind, "outliers") << render_findings(r, f);
+  const std::string why = explain_step(r, 20);
+  EXPECT_EQ(why.rfind("  pid ", 0), 0u) << why;
+  EXPECT_NE(why.find("x the median "), std::string::npos) << why;
+  EXPECT_NE(why.find("of the 50 train steps recorded"), std::string::npos) << why;
+  auto over = [](const std::string& text, const std::string& part) {  // the ms after "mostly its PART part ("
+    const std::string key = "mostly its " + part + " part (";
+    const auto at = text.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
+  };
+  EXPECT_NEAR(over(why, "dataloader"), 15, 0.2) << why;
+  EXPECT_NE(why.find("its longest action there: [_TrainingEpochLoop].train_dataloader_next 15."), std::string::npos)
+      << why;
+  // A step's own body: the step part, its action named.
+  Fit slow_body;
+  slow_body.slow_step = 7;
+  slow_body.slow_ms = 30;
+  const std::string body = explain_step(make(slow_body), 7);
+  EXPECT_NEAR(over(body, "step"), 30, 0.2) << body;
+  EXPECT_NE(body.find("[Strategy]SingleDeviceStrategy.training_step 3"), std::string::npos) << body;
+  // A step no process ran: said.
+  EXPECT_EQ(explain_step(r, 50), "");
+  EXPECT_NE(render_step_causes(r, 50).find("no process recorded it whole"), std::string::npos);
 }

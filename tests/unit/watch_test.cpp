@@ -492,7 +492,7 @@ TEST(FlightRing, KeepsItsTimeAndAWindowHasTheNamesFromBeforeIt) {
   EXPECT_GE(ring.oldest_ns(), 60 * s - 12 * s);
   EXPECT_GT(ring.segments_dropped(), 20u);
   const std::string out = d.path + "/window.ltrace";
-  ring.write_window(out, 55 * s, 57 * s);
+  ring.take_window(55 * s, 57 * s).write(out);
   std::vector<std::uint16_t> kinds;
   std::vector<std::uint64_t> times;
   tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) {
@@ -513,6 +513,40 @@ TEST(FlightRing, KeepsItsTimeAndAWindowHasTheNamesFromBeforeIt) {
   EXPECT_EQ(events, 21u);  // 55.0, 55.1, ..., 57.0
 }
 
+// A window is taken between drains and written later on another thread:
+// what it holds is fixed when taken (the current segment ended then), and
+// the ring going on meanwhile (records appended, its segments dropped and
+// their files unlinked past --keep) takes nothing from it.
+TEST(FlightRing, AWindowTakenIsWholeWhateverTheRingDoesBeforeItIsWritten) {
+  TempDir d;
+  FlightRing ring(ten_seconds_in_two(d));
+  feed(ring, code_record(7, 1 * s));
+  auto run = [&](std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t t = from; t < to; t += 100 * ms) {
+      feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "run_training_batch", t));
+      ring.tick(t);
+    }
+  };
+  run(1 * s, 10 * s);
+  const auto ended = ring.segments_ended();
+  WindowCopy w = ring.take_window(5 * s, 9'900 * ms);
+  EXPECT_EQ(ring.segments_ended(), ended + 1);  // the current segment ended: its records are all in
+  EXPECT_GE(w.segments(), 2u);
+  run(10 * s, 40 * s);
+  EXPECT_GT(ring.oldest_ns(), 10 * s);  // every segment the window holds is dropped from the ring
+  EXPECT_FALSE(std::filesystem::exists(d.path + "/ring/seg-00000002.ltrace"));
+  const std::string out = d.path + "/window.ltrace";
+  EXPECT_EQ(w.write(out), 1u + 50u);  // its name and 5.0 .. 9.9 s (the WINDOW records not counted)
+  std::size_t events = 0;
+  tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) {
+    if (h.kind != LT_EV_ACTION_BEGIN) return;
+    EXPECT_GE(h.ts_ns, 5 * s);
+    EXPECT_LE(h.ts_ns, 9'900 * ms);
+    ++events;
+  });
+  EXPECT_EQ(events, 50u);
+}
+
 // A user's capture: only their processes' records (and those of no
 // process) go in, the names of others' code too stay out.
 TEST(FlightRing, AWindowForOneUserHoldsOnlyTheProcessesKept) {
@@ -528,7 +562,7 @@ TEST(FlightRing, AWindowForOneUserHoldsOnlyTheProcessesKept) {
     ring.tick(t);
   }
   const std::string out = d.path + "/window.ltrace";
-  ring.write_window(out, 2 * s, 3 * s, {}, [](std::uint32_t pid) { return pid == 7; });
+  ring.take_window(2 * s, 3 * s).write(out, {}, [](std::uint32_t pid) { return pid == 7; });
   std::map<std::uint32_t, std::size_t> by_pid;
   tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) { ++by_pid[h.pid]; });
   EXPECT_EQ(by_pid.count(8), 0u);
@@ -574,7 +608,7 @@ TEST(FlightRing, LinesGoWithTheirSegment) {
   // the first record after the last one ended; its line written then, before
   // the window) and the one from 28.3 s.
   const std::string out = d.path + "/window.ltrace";
-  ring.write_window(out, 27'500 * ms, 28'500 * ms);
+  ring.take_window(27'500 * ms, 28'500 * ms).write(out);
   std::vector<std::int32_t> lines;
   std::size_t events = 0;
   bool window_begun = false;
@@ -660,7 +694,7 @@ TEST(FlightRing, AForgottenProcessesNamesGo) {
     EXPECT_LT(ring.names_bytes(), names_before);
     ring.forget(0, 3 * s);  // the host's: kept
     const std::string out = d.path + "/window.ltrace";
-    ring.write_window(out, 0, 4 * s);
+    ring.take_window(0, 4 * s).write(out);
     std::vector<std::uint32_t> named;
     tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) {
       if (h.kind == LT_EV_PY_CODE) named.push_back(h.pid);
@@ -729,7 +763,7 @@ TEST(FlightRing, ADiskThatRefusesWritesKeepsTheRingInMemory) {
   EXPECT_NE(err.find("back on disk"), std::string::npos) << err;
   // Every record appended is in a window of the whole run, after its name.
   const std::string out = d.path + "/window.ltrace";
-  ring.write_window(out, 0, 31 * s);
+  ring.take_window(0, 31 * s).write(out);
   std::uint64_t events = 0;
   std::vector<std::uint16_t> kinds;
   tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) {
@@ -811,6 +845,20 @@ TEST(Watcher, TheTopCauseIsTheTriggersOwnElseTheFirstFinding) {
   EXPECT_NE(capture_summary(c, "outliers (pid 9): ...").find("; top finding: outliers (pid 9)"), std::string::npos);
   EXPECT_NE(capture_summary(c, "input-bound (pid 9): ...")
                 .find("; the capture's first finding (not necessarily this trigger's cause): input-bound"),
+            std::string::npos);
+  // A slow step with no outliers finding: the step taken apart (--why-step,
+  // after the findings), of the trigger's process, is its top cause.
+  const std::string why = reports +
+                          "\nTrain step 30 (--why-step)\n"
+                          "  pid 8: 9.00 ms\n"
+                          "  pid 9: 512.30 ms, 72.1x the median 7.10 ms of the 60 train steps recorded; mostly its "
+                          "dataloader part (500.10 ms over that part's median)\n\nSimple\n  pid 9: x\n";
+  EXPECT_EQ(step_taken_apart(why, 9),
+            "train step 30 taken apart: 512.30 ms, 72.1x the median 7.10 ms of the 60 train steps recorded; mostly "
+            "its dataloader part (500.10 ms over that part's median)");
+  EXPECT_EQ(step_taken_apart(why, 7), "");      // not in it
+  EXPECT_EQ(step_taken_apart(reports, 9), "");  // no such block
+  EXPECT_NE(capture_summary(c, step_taken_apart(why, 9)).find("; top cause: train step 30 taken apart: 512.30 ms"),
             std::string::npos);
   c.trigger.kind = TriggerKind::stall;
   c.rank = 2;

@@ -61,6 +61,17 @@ from torch.utils.data import DataLoader, TensorDataset
 
 def stalled_here(seconds):
     # The stall's frame: the watcher's thread dump names this function.
+    # A child waits as long beside it (as a DataLoader worker the loop
+    # would wait for): the stall's dump reads the job's children too.
+    child = os.fork()
+    if child == 0:
+        child_stalled_here(seconds)
+        os._exit(0)
+    time.sleep(seconds)
+    os.waitpid(child, 0)
+
+
+def child_stalled_here(seconds):
     time.sleep(seconds)
 
 

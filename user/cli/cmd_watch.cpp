@@ -29,6 +29,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -227,6 +229,9 @@ std::string render_capture(const Capture& c) {
   posix_spawn_file_actions_adddup2(&fa, log, 2);
   const std::string html = c.dir + "/dashboard.html";
   std::vector<std::string> args = {"ltrace-bpf", "report", c.trace, "--html", html};
+  // A slow step's own step taken apart (after the findings): its cause
+  // even where the outliers finding stays under its share.
+  if (c.trigger.kind == TriggerKind::slow_step) args.insert(args.end(), {"--why-step", std::to_string(c.trigger.step)});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -244,13 +249,17 @@ std::string render_capture(const Capture& c) {
   if (rc != 0 && rc != static_cast<int>(ExitCode::damaged_trace))
     throw Error(ExitCode::io, "the report exited with " + std::to_string(rc) + " (see " + c.dir + "/report.log)");
   std::ifstream in(c.dir + "/reports.txt");
-  std::string head(8192, '\0');
+  std::string head(32768, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
   // A memory trigger's cause is the growth, if the capture shows it; a
   // slow step's, its outliers; a straggler's, the straggler finding (its
   // own compute, its input or its host's CPUs), not its peers' wait.
-  return first_finding(head, trigger_finding(c.trigger.kind));
+  std::string top = first_finding(head, trigger_finding(c.trigger.kind));
+  // A slow step with no outliers finding: the step itself, taken apart.
+  if (c.trigger.kind == TriggerKind::slow_step && !top.starts_with(trigger_finding(c.trigger.kind)))
+    if (std::string why = step_taken_apart(head, c.trigger.pid); !why.empty()) return why;
+  return top;
 }
 
 // At a stall: every thread of the process now (the dump command's text),
@@ -260,12 +269,41 @@ std::string render_capture(const Capture& c) {
 // never entered it, and where), the verdict first; its first line is the
 // top cause when it finds a hang.
 constexpr double kStallReadS = 0.5;
+// The Python descendants of `pid` (its DataLoader workers, a
+// multiprocessing pool), but those in `skip` (ranks read already), read
+// once after it: a stall may be theirs (the loop waits in the loader's
+// queue for a worker that hangs), and a watcher of --pid follows none of
+// them. At most kMaxChildren; a child not Python or gone is left out.
+constexpr std::size_t kMaxChildren = 16;
+std::string children_now(pid_t pid, const std::set<pid_t>& skip, proc::NativeNamer& namer) {
+  std::string out;
+  std::size_t read = 0, left = 0;
+  for (pid_t c : proc::descendants(pid)) {
+    if (skip.count(c)) continue;
+    if (read == kMaxChildren) {
+      ++left;
+      continue;
+    }
+    try {
+      const auto d = python::dump_process(c, namer);
+      out += "=== child " + std::to_string(c) + " of " + std::to_string(pid) + "\n" + dump_text(d) + "\n";
+      ++read;
+    } catch (const Error&) {  // not Python (a shell, a compiler), or gone
+    }
+    namer.forget(c);
+  }
+  if (left) out += "(" + std::to_string(left) + " more descendant(s) of " + std::to_string(pid) + " not read)\n";
+  return out;
+}
+
 AtTrigger threads_now(const Trigger& t, const std::string& host) {
   if (t.kind != TriggerKind::stall || !t.pid) return {};
   proc::NativeNamer namer;
   if (t.peers.size() < 2) {
     const auto d = python::dump_process(static_cast<pid_t>(t.pid), namer);
-    return {dump_text(d), main_thread_at(d)};
+    std::string text = dump_text(d);
+    if (std::string kids = children_now(d.pid, {}, namer); !kids.empty()) text += "\n" + kids;
+    return {text, main_thread_at(d)};
   }
   std::vector<cluster::RankProcess> first;
   std::vector<std::chrono::steady_clock::time_point> read_at;  // each first read's end
@@ -307,6 +345,9 @@ AtTrigger threads_now(const Trigger& t, const std::string& host) {
   for (const auto& l : lines) text += l + "\n";
   text += unread + "\n";
   for (const auto& p : read) text += "=== rank " + std::to_string(p.rank) + "\n" + dump_text(p.dump) + "\n";
+  std::set<pid_t> ranks;
+  for (const auto& [pid, rank] : t.peers) ranks.insert(static_cast<pid_t>(pid));
+  for (const auto& p : read) text += children_now(p.dump.pid, ranks, namer);
   const auto me =
       std::find_if(read.begin(), read.end(), [&t](const auto& p) { return p.dump.pid == static_cast<pid_t>(t.pid); });
   return {text, v.hang && !lines.empty() ? lines.front() : me != read.end() ? main_thread_at(me->dump) : ""};

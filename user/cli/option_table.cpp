@@ -233,6 +233,14 @@ const OptionSpec kOptions[] = {
    .help = "the ranked findings (what is wrong, with its evidence and what to try): --report verdict, or verdict "
            "added to the reports --report names",
    .store = [](Options& o, const std::string&) { store_verdict(o); }, .passed_on = true},
+  {.name = "why-step", .arg = "N", .commands = kAll,
+   .help = "after the verdict, train step N taken apart in each process that ran it: its time against the median "
+           "step, the part furthest over that part's median, and that part's longest action in it (the verdict "
+           "beside the reports given or recorded; steps indexed from each process's first step seen, a watch capture's as the job numbers "
+           "them)",
+   .store = [](Options& o, const std::string& v) {
+     o.why_step = parse_long(v, 0, 1L << 40, "invalid step '" + v + "': expected a train step's index, 0 or more");
+   }, .example = "30", .passed_on = true},
   {.name = "rate", .arg = "HZ", .commands = kAttaching | kWatch,
    .help = "stack samples per second and CPU (default 99; 1-10000)",
    .store = [](Options& o, const std::string& v) {

@@ -39,7 +39,10 @@ struct Options {
   std::string report = "simple";  // comma-separated report names (user/cli/report_registry.h)
   bool report_given = false;      // --report given (else gpu tables show when there is GPU data)
   bool verdict_given = false;     // --verdict: the verdict beside whatever --report names, in either order
+  std::int64_t why_step = -1;     // --why-step N: after the verdict, train step N taken apart (-1: none)
   bool wants_report(const std::string& name) const {
+    // --why-step: the verdict, beside the reports given or recorded.
+    if (why_step >= 0 && name == "verdict") return true;
     return ("," + report + ",").find("," + name + ",") != std::string::npos;
   }
   // Python stacks (advanced report, flame graphs)

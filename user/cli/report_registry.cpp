@@ -10,6 +10,7 @@
 #include "reports/ops/compile_section.h"
 #include "reports/steps/steps_report.h"
 #include "reports/verdict/findings.h"
+#include "reports/verdict/step_cause.h"
 #include "reports/xla/xla_report.h"
 
 namespace lt {
@@ -65,8 +66,9 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
   std::cout << render_steps_report(r.actions, &r.gpu) << "\n";
 }
 
-void write_verdict(const Options&, const ReportResults& r, const OutputOptions&) {
+void write_verdict(const Options& o, const ReportResults& r, const OutputOptions&) {
   std::cout << render_findings(r.actions, verdict_findings(r), unjudged(&r.device_stats, &r.gc, &r.logging)) << "\n";
+  if (o.why_step >= 0) std::cout << render_step_causes(r.actions, o.why_step) << "\n";
 }
 
 // torch_xla's compiles, executions and transfers (docs/design-xla.md).

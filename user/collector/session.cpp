@@ -725,7 +725,7 @@ void Session::detach(ring_buffer* rb) {
 }
 
 lt_drop_counters Session::drops_now() const {
-  return proctrack_ ? proctrack_->drops() : lt_drop_counters{};
+  return proctrack_ ? proctrack_->drops() : final_drops_;
 }
 
 bool Session::drain_rest(ring_buffer* rb) {
@@ -735,6 +735,7 @@ bool Session::drain_rest(ring_buffer* rb) {
 // The window closes: drops and losses, the last clock exchange, the file.
 void Session::finish() {
   const auto drops = proctrack_->drops();
+  final_drops_ = drops;  // drops_now() after the session: its counters go with it below
   emit(window_record(false, monotonic_ns()));
   const lt_drops_event d = drops_record(drops, monotonic_ns());
   emit(d);

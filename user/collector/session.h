@@ -87,7 +87,8 @@ class Session {
   Trace run(const std::atomic<bool>& stop);
   const SessionStats& stats() const { return stats_; }
   // The probes' losses so far, summed over CPUs (the same counters the
-  // trace gets at the end as DROPS): for live readers (watch's metrics).
+  // trace gets at the end as DROPS): for live readers (watch's metrics);
+  // after the session ended, those it ended with (watch's last line).
   lt_drop_counters drops_now() const;
   // Notes for stderr (processes we could not trace, etc.)
   const std::vector<std::string>& notes() const { return notes_; }
@@ -193,6 +194,7 @@ class Session {
   std::unique_ptr<proc::EligibleWatcher> watcher_;  // --all
   // The process table and ring every tracer shares.
   std::unique_ptr<ProcTrackSource> proctrack_;
+  lt_drop_counters final_drops_{};                  // proctrack_'s at finish()
   std::unique_ptr<python::Symbolizer> symbolizer_;  // made at first use (stacks, compiled regions)
   std::unique_ptr<TracerContext> tracer_ctx_;       // before the tracers: they keep it
   std::uint64_t ring_read_at_ = 0;                  // when the last read of the ring began

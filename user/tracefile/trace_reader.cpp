@@ -326,6 +326,11 @@ ReadResult read_trace_file(const std::string& path, const RecordSink& sink, cons
   return read_from(src, what, sink, on_damage);
 }
 
+ReadResult read_trace_fd(int fd, const std::string& name, const RecordSink& sink, const DamageSink& on_damage) {
+  FdSource src(fd, name);
+  return read_from(src, "", sink, on_damage);
+}
+
 ReadResult read_trace(std::string_view bytes, Trace& out) {
   return read_trace(bytes, into(out));
 }

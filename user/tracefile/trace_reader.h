@@ -43,6 +43,11 @@ using DamageSink = std::function<void(const DamagedRange&)>;
 ReadResult read_trace(std::string_view bytes, const RecordSink& sink, const DamageSink& on_damage = {});
 ReadResult read_trace_file(const std::string& path, const RecordSink& sink, const DamageSink& on_damage = {});
 
+// A trace file already open (read from its offset, front to back; `fd`
+// stays open): one whose name may be gone meanwhile (the flight recorder's
+// segment a capture reads, dropped while the capture is written).
+ReadResult read_trace_fd(int fd, const std::string& name, const RecordSink& sink, const DamageSink& on_damage = {});
+
 // Convenience: everything into a Trace.
 ReadResult read_trace(std::string_view bytes, Trace& out);
 ReadResult read_trace_file(const std::string& path, Trace& out);

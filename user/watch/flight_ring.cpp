@@ -327,19 +327,66 @@ std::uint64_t FlightRing::oldest_ns() const {
   return cur_.first_ns;
 }
 
-void FlightRing::read_segment(const Segment& s,
-                              const std::function<void(const lt_event_header&, const std::byte*)>& f) {
-  if (!s.records) {
-    tracefile::read_trace_file(s.path, f);
-    return;
+WindowCopy FlightRing::take_window(std::uint64_t from_ns, std::uint64_t to_ns) {
+  auto overlaps = [&](const Segment& s) { return s.first_ns && s.last_ns >= from_ns && s.first_ns <= to_ns; };
+  // The current segment ends first when the window wants it: every segment
+  // taken is then whole, its file closed or its records appended no more.
+  if ((writer_ || cur_.records) && overlaps(cur_)) {
+    finish_segment();
+    if (cur_.records) finish_segment();  // a close the disk refused: the rest went to memory, a segment too
+    ++segments_ended_;
   }
-  for_each_record(*s.records, f);
+  WindowCopy w;
+  w.from_ns_ = from_ns;
+  w.to_ns_ = to_ns;
+  w.names_ = names_kept_;
+  for (const auto& s : done_) {
+    if (!overlaps(s)) continue;
+    WindowCopy::Part p;
+    p.path = s.path;
+    p.records = s.records;
+    if (!s.records) {
+      p.fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (p.fd < 0) throw Error(ExitCode::io, "cannot open " + s.path + ": " + std::strerror(errno));
+    }
+    w.segments_.push_back(std::move(p));
+  }
+  return w;
 }
 
-std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns,
-                                       const std::vector<std::vector<std::byte>>& frame,
-                                       const std::function<bool(std::uint32_t pid)>& keep) {
-  if (writer_) on_disk([&] { writer_->flush(); }, to_ns);
+WindowCopy::WindowCopy(WindowCopy&& o) noexcept {
+  *this = std::move(o);
+}
+
+WindowCopy& WindowCopy::operator=(WindowCopy&& o) noexcept {
+  if (this == &o) return *this;
+  for (auto& p : segments_)
+    if (p.fd >= 0) ::close(p.fd);
+  from_ns_ = o.from_ns_;
+  to_ns_ = o.to_ns_;
+  names_ = std::move(o.names_);
+  segments_ = std::move(o.segments_);
+  o.segments_.clear();
+  return *this;
+}
+
+WindowCopy::~WindowCopy() {
+  for (auto& p : segments_)
+    if (p.fd >= 0) ::close(p.fd);
+}
+
+void WindowCopy::read(const Part& p, const std::function<void(const lt_event_header&, const std::byte*)>& f) const {
+  if (p.records) {
+    for_each_record(*p.records, f);
+    return;
+  }
+  // Read twice (its names, then its events): from the start each time.
+  if (lseek(p.fd, 0, SEEK_SET) != 0) throw Error(ExitCode::io, "cannot read " + p.path + ": " + std::strerror(errno));
+  tracefile::read_trace_fd(p.fd, p.path, f);
+}
+
+std::uint64_t WindowCopy::write(const std::string& path, const std::vector<std::vector<std::byte>>& frame,
+                                const std::function<bool(std::uint32_t pid)>& keep) const {
   tracefile::TraceWriter out(path);
   std::uint64_t n = 0;
   auto copy = [&](const lt_event_header& h, const std::byte* p) {
@@ -347,26 +394,21 @@ std::uint64_t FlightRing::write_window(const std::string& path, std::uint64_t fr
     out.append(p, h.size);
     ++n;
   };
-  for_each_record(names_kept_, copy);
-  std::vector<Segment> segments;
-  for (const auto& s : done_)
-    if (s.first_ns && s.last_ns >= from_ns && s.first_ns <= to_ns) segments.push_back(s);
-  if ((writer_ || cur_.records) && cur_.first_ns && cur_.last_ns >= from_ns && cur_.first_ns <= to_ns)
-    segments.push_back(cur_);
+  for_each_record(names_, copy);
   // The segments' own names (their lines), whatever their time: an event in
   // the window may be named by one written before it, in its segment.
-  for (const auto& s : segments)
-    read_segment(s, [&](const lt_event_header& h, const std::byte* p) {
+  for (const auto& s : segments_)
+    read(s, [&](const lt_event_header& h, const std::byte* p) {
       if (keep_in_window(h.kind) == KeepInWindow::segment) copy(h, p);
     });
-  const auto begin = window(true, from_ns);
+  const auto begin = window(true, from_ns_);
   out.append(&begin, sizeof begin);
   for (const auto& r : frame) out.append(r.data(), r.size());
-  for (const auto& s : segments)
-    read_segment(s, [&](const lt_event_header& h, const std::byte* p) {
-      if (h.ts_ns >= from_ns && h.ts_ns <= to_ns && keep_in_window(h.kind) != KeepInWindow::segment) copy(h, p);
+  for (const auto& s : segments_)
+    read(s, [&](const lt_event_header& h, const std::byte* p) {
+      if (h.ts_ns >= from_ns_ && h.ts_ns <= to_ns_ && keep_in_window(h.kind) != KeepInWindow::segment) copy(h, p);
     });
-  const auto end = window(false, to_ns);
+  const auto end = window(false, to_ns_);
   out.append(&end, sizeof end);
   out.close();
   return n;

@@ -44,6 +44,48 @@ struct FlightRingOptions {
   std::uint64_t retry_ns = 60'000'000'000;  // after a write error, the disk is tried again this much later
 };
 
+// A window of the ring as it was when taken, to be written later on
+// another thread than the drain's (a capture's write reads and writes
+// megabytes: the drain thread that did it lost records meanwhile). It holds
+// what it reads: the names (copied), and the segments it overlaps, each
+// whole (the current one was ended first): a file opened when taken, so
+// that the ring dropping it meanwhile unlinks a name, not the data; or the
+// records in memory, shared (a segment in memory the ring drops meanwhile
+// lives on until the window is written: memory may pass kMemoryBytes by a
+// window's segments for that while). Move-only; its files close with it.
+class WindowCopy {
+ public:
+  WindowCopy() = default;
+  WindowCopy(WindowCopy&& o) noexcept;
+  WindowCopy& operator=(WindowCopy&& o) noexcept;
+  WindowCopy(const WindowCopy&) = delete;
+  WindowCopy& operator=(const WindowCopy&) = delete;
+  ~WindowCopy();
+
+  // The window as one trace file at `path` (owner-only); returns its
+  // records. `frame`: records of the window's own (STEP_BASE), after its
+  // opening WINDOW. `keep`: which processes' records go in (records of no
+  // process, pid 0, always do); none: every one. Throws
+  // lt::Error(io | unsafe_output | bad_trace).
+  std::uint64_t write(const std::string& path, const std::vector<std::vector<std::byte>>& frame = {},
+                      const std::function<bool(std::uint32_t pid)>& keep = {}) const;
+  std::uint64_t from_ns() const { return from_ns_; }
+  std::uint64_t to_ns() const { return to_ns_; }
+  std::size_t segments() const { return segments_.size(); }
+
+ private:
+  friend class FlightRing;
+  struct Part {
+    int fd = -1;  // a segment on disk, opened when taken
+    std::string path;
+    std::shared_ptr<const std::vector<std::byte>> records;  // one in memory
+  };
+  void read(const Part& p, const std::function<void(const lt_event_header&, const std::byte*)>& f) const;
+  std::uint64_t from_ns_ = 0, to_ns_ = 0;
+  std::vector<std::byte> names_;
+  std::vector<Part> segments_;
+};
+
 class FlightRing {
  public:
   // Makes DIR/ring. A previous watcher's ring there becomes one trace file,
@@ -61,14 +103,11 @@ class FlightRing {
   // When tick() next has work: a segment to end, a chunk to flush, the
   // oldest segment past --keep (UINT64_MAX: none).
   std::uint64_t next_due_ns() const;
-  // The window [from, to] as one trace file at `path` (owner-only); returns
-  // its records. Throws lt::Error(io | unsafe_output).
-  // `frame`: records of the window's own (STEP_BASE), after its opening WINDOW.
-  // `keep`: which processes' records go in (records of no process, pid 0,
-  // always do); none: every one.
-  std::uint64_t write_window(const std::string& path, std::uint64_t from_ns, std::uint64_t to_ns,
-                             const std::vector<std::vector<std::byte>>& frame = {},
-                             const std::function<bool(std::uint32_t pid)>& keep = {});
+  // The window [from, to] taken now, to be written later (WindowCopy): the
+  // current segment ends first when the window overlaps it, as at tick()
+  // (segments_ended() moves: call it between drains). Throws
+  // lt::Error(io) when a segment's file cannot be opened.
+  WindowCopy take_window(std::uint64_t from_ns, std::uint64_t to_ns);
   // The segments' bytes now, on disk and in memory (the names apart).
   std::uint64_t bytes() const;
   std::uint64_t names_bytes() const;
@@ -105,8 +144,6 @@ class FlightRing {
   void on_disk(F&& write, std::uint64_t now_ns);
   void to_memory(const std::string& why, std::uint64_t now_ns);
   void append_to_memory(const std::byte* record, std::size_t size);
-  // Each record of a segment, from its file or its memory.
-  static void read_segment(const Segment& s, const std::function<void(const lt_event_header&, const std::byte*)>& f);
 
   FlightRingOptions o_;
   std::string ring_;

@@ -96,7 +96,8 @@ struct Capture {
 std::string_view trigger_finding(TriggerKind k);
 // The capture's summary line, once its reports are written (stderr, so the
 // journal): trigger, pid, rank, step, what fired, and the top cause (the
-// trigger's own: a stall's main thread), else its finding ("top finding:
+// trigger's own: a stall's main thread; a slow step taken apart, from
+// step_taken_apart), else its finding ("top finding:
 // ..."), else the capture's first finding, said as that: over the whole
 // window, not necessarily why the trigger fired (an audit: a 0.5 s step's
 // summary named an input-bound finding of 1.3 ms a step).
@@ -107,6 +108,11 @@ std::string capture_summary(const Capture& c, const std::string& top_finding);
 // With `prefer`: the first finding of that kind, if any ("memory growth"
 // for a memory trigger).
 std::string first_finding(std::string_view reports, std::string_view prefer = "");
+// What `report --why-step N` wrote of pid's step N after the findings, as
+// one line: "train step N taken apart: 512.30 ms, 72.1x the median ...;
+// mostly its dataloader part (...)"; "" when it has none. A slow step's
+// summary gives it as the top cause where no outliers finding is.
+std::string step_taken_apart(std::string_view reports, std::uint32_t pid);
 
 class Watcher {
  public:
@@ -147,7 +153,10 @@ class Watcher {
   std::string metrics_text(std::uint64_t now_ns) const;
   // One line per process watched: "pid 7 (rank 3): 60 train step(s), median 0.021 s".
   std::vector<std::string> summary() const;
+  // Captures taken (their window over): written, or being written on
+  // their own thread; those whose trace could not be written, once known.
   std::uint64_t captures() const { return captures_written_; }
+  std::uint64_t captures_failed() const { return captures_failed_; }
   std::size_t processes() const { return procs_.size(); }  // known now (exited ones until forget_exited)
   std::uint64_t forgotten() const { return forgotten_; }
   std::uint64_t joined() const { return joined_; }
@@ -155,7 +164,7 @@ class Watcher {
   // `until_ns` (an escalation took effect late: its whole time goes in).
   void extend(pid_t pid, std::uint64_t until_ns);
   // The watcher's own work on pid (0: every process) from `from_ns` to
-  // `until_ns`: a capture's write (its drain waits for it), a return to the
+  // `until_ns`: a capture's write (on its own thread, from its window's end), a return to the
   // cheap tier (the op observer out) and the moment after it. A slow step
   // whose excess over the median is no more than its overlap with that work
   // is no trigger: on a machine whose cores the job keeps busy, the
@@ -193,7 +202,11 @@ class Watcher {
   // The exceptions that escaped Lightning's loop (LiveSteps::take_thrown):
   // exit triggers.
   void take_thrown(std::uint64_t now_ns);
+  // Takes the capture's window from the ring and starts its thread, which
+  // writes it (run_capture) and then its reports (on_capture_).
   void write_capture(Capture& c, std::uint64_t now_ns);
+  static void run_capture(Capture& c, const WindowCopy& window, const std::vector<std::vector<std::byte>>& bases,
+                          std::atomic<bool>& ok);
   void keep_captures_bounded();
   void forget_exited(std::uint64_t now_ns);
   // The ranks of pid's job watched here, pid among them, labelled (pid,
@@ -213,18 +226,22 @@ class Watcher {
   std::map<std::uint32_t, Proc> procs_;
   std::vector<Capture> pending_;
   std::vector<std::string> kept_;  // capture directories written, oldest first
-  std::uint64_t records_ = 0, captures_written_ = 0, captures_removed_ = 0;
+  std::uint64_t records_ = 0, captures_written_ = 0, captures_removed_ = 0, captures_failed_ = 0;
   std::uint64_t forgotten_ = 0;                         // exited processes whose state went (forget_exited)
   std::map<TriggerKind, std::uint64_t> captures_kind_;  // captures written, by their trigger
   std::uint64_t joined_ = 0;             // triggers inside a pending capture of theirs (no capture of their own)
   std::int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC
   std::uint64_t now_ns_ = 0;             // the last tick
   std::vector<LiveStep> closed_;         // scratch
+  // A capture's write, then its reports, on a thread of its own.
   struct Render {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
-    std::uint32_t pid = 0;  // its trigger's (0: every process)
-    std::string dir;        // the capture it writes the reports of
+    std::uint32_t pid = 0;                                      // its trigger's (0: every process)
+    std::string dir;                                            // the capture it writes
+    std::uint64_t window_end_ns = 0, began_ns = 0;              // the watcher's clock (own_work)
+    std::shared_ptr<std::atomic<std::uint64_t>> written_after;  // ns from began_ns to its trace written (0: not yet)
+    std::shared_ptr<std::atomic<bool>> ok;                      // its trace written
   };
   // own_work(): per pid (0: every process), the last spans of the
   // watcher's own work, and the slow steps left untriggered in them.
