@@ -543,7 +543,7 @@ void process_findings(const ProcessActions& p, const ProcessSteps& s, const Chec
   auto share = [&](StepPart x) { return part[static_cast<std::size_t>(x)] / total; };
   auto per_step = [&](StepPart x) { return part[static_cast<std::size_t>(x)] / n; };
   const std::string steps = std::to_string(t.size()) + " train steps, median " + msf(median_step(durations));
-  if (share(StepPart::dataloader) >= kInputBound)
+  if (share(StepPart::dataloader) >= kInputBound && per_step(StepPart::dataloader) >= kInputBoundMinMs)
     out.push_back({"input-bound", p.meta.pid, per_step(StepPart::dataloader), share(StepPart::dataloader),
                    "the dataloader (fetch + batch transfer) takes " + msf(per_step(StepPart::dataloader)) +
                        " per step, " + pct(share(StepPart::dataloader)) + " of it (" + steps + ")",
@@ -965,7 +965,7 @@ void contention_in_the_fetch(const Workers* w, const RunQueue& rq, std::vector<F
   const double waited = runnable_fetch * rq.of_runnable();
   if (waited <= 0 || step_ms <= 0) return;
   const double left = (in.ms_per_step - waited) / step_ms;
-  if (left < kInputBound) {
+  if (left < kInputBound || in.ms_per_step - waited < kInputBoundMinMs) {
     c.evidence += "; the dataloader fetch in the training process (num_workers=0, " + msf(in.ms_per_step) +
                   " per step) is slow mostly by this wait: without an estimated " + msf(waited) +
                   " of it, under the input-bound threshold";
