@@ -1036,6 +1036,37 @@ TEST(Watcher, AStallsSlowReadDoesNotHoldTheDrain) {
   EXPECT_EQ(text.str(), "THREADS OF 7\n");
 }
 
+// A capture is written on a thread of its own: the tick that takes it
+// returns with the stall's reading still out, and the capture's thread
+// waits for it (the drain that wrote captures waited up to 5 s and wrote
+// "not read" after that).
+TEST(Watcher, ACapturesWriteWaitsForItsReadingOffTheDrain) {
+  std::promise<AtTrigger> reading;
+  const AtTriggerRead read = reading.get_future().share();
+  WatchBed b(
+      5 * s, 1 * s, "", [&](const Trigger&) { return read; }, 2 * s);
+  ::testing::internal::CaptureStderr();
+  b.python(7);
+  Stream st;
+  st.pid = 7;
+  std::uint64_t t = 1000;
+  for (int i = 0; i < 12; ++i) t = st.batch(t + 5, 20);
+  b.add(st);
+  const std::uint64_t stalled = t * ms + 3 * s;
+  b.w->tick(stalled);
+  b.w->tick(stalled + 2 * s);  // its window over: taken, its thread waits for the reading
+  EXPECT_EQ(b.w->captures(), 1u);
+  EXPECT_EQ(read.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  reading.set_value({"THREADS OF 7\n", "main thread sleeping"});
+  b.w->finish(stalled + 3 * s);
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(b.rendered.size(), 1u);
+  std::ifstream in(b.rendered[0].dir + "/threads.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "THREADS OF 7\n");
+}
+
 // A watcher of --all over days: an exited process's state and metric
 // series go once no window can reach back over its life (the ring's keep and
 // an after-window) and no capture of it waits; a live one's stay.

@@ -600,7 +600,7 @@ static void give_to_requester(const Capture& c) {
   if (!c.trigger.for_uid) return;
   try {
     give_files_to(c.dir, *c.trigger.for_uid);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // on the capture's thread: nothing may escape it
     std::cerr << "ltrace-bpf: watch: " << c.dir << " stays root's: " << e.what() << "\n";
   }
 }
@@ -660,7 +660,7 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
     ++captures_written_;
     ++captures_kind_[c.trigger.kind];
     kept_.push_back(c.dir);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // lt::Error, or no thread to be had (std::system_error)
     std::cerr << "ltrace-bpf: watch: capture " << c.dir << " not written: " << e.what() << "\n";
   }
   keep_captures_bounded();
@@ -684,7 +684,7 @@ void Watcher::run_capture(Capture& c, const WindowCopy& window, const std::vecto
     std::cerr << "ltrace-bpf: watch: wrote " + c.dir + " (" + std::to_string(c.records) + " records, " +
                      std::to_string((c.to_ns - c.from_ns) / 1'000'000) + " ms; written in " + std::to_string(took_ms) +
                      " ms)\n";
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // on its own thread: nothing may escape it (std::terminate)
     std::cerr << "ltrace-bpf: watch: capture " + c.dir + " not written: " + e.what() + "\n";
   }
 }
