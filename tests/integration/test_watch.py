@@ -138,7 +138,7 @@ def watched(tmp_path_factory, ):
     captures = sorted(glob.glob(str(wdir / "captures" / "*")))
     return dict(target_rc=target_rc, lt_rc=lt_rc, target_out=wl_out.read_text(), err=lt_err.read_text(),
                 wdir=wdir, captures=captures, steps_seen=steps_seen, slow_seen=slow_seen, pid=target.pid,
-                ask=ask.stderr, exposition=exposition, histogram=histogram)
+                ask=ask.stderr, exposition=exposition, histogram=histogram, wl_out=str(wl_out))
 
 
 def captures_of(w, trigger):
@@ -433,6 +433,10 @@ def test_the_failed_exit_and_the_request_are_captured(watched):
     summary = [x for x in watched["err"].splitlines() if "watch: summary: exit" in x]
     assert 1 <= len(captures_of(watched, "exit")) == len(summary) <= 2, (watched["captures"], summary)
     assert "an exception escaped Lightning's loop: it unwound " in summary[0], summary
+    # Its type and message: the traceback the script logged to its stderr
+    # (a file here, as a Slurm job's is), read once it had ended.
+    assert ("; top cause: RuntimeError: raised in training_step (the last traceback in its stderr, "
+            f"{os.path.realpath(watched['wl_out'])})") in summary[0], summary
     assert len(summary) == 1 or "exited with status 3" in summary[1], summary
     assert len(captures_of(watched, "request")) == 1, watched["captures"]
     # Through the watcher's socket (DIR/watch.sock), as any user would.

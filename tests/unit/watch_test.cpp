@@ -2,9 +2,11 @@
 // trigger rules, the flight recorder's bounds and windows, the metrics
 // endpoint, and the watcher writing a capture.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -34,9 +36,11 @@
 #include "tests/unit/temp_dir.h"
 #include "user/core/errors.h"
 #include "user/tracefile/trace_reader.h"
+#include "user/watch/exception_line.h"
 #include "user/watch/flight_ring.h"
 #include "user/watch/metrics_server.h"
 #include "user/watch/request_server.h"
+#include "user/watch/stderr_sizes.h"
 #include "user/watch/straggler.h"
 #include "user/watch/triggers.h"
 #include "user/watch/watcher.h"
@@ -1617,4 +1621,84 @@ TEST(RequestServer, RequestsReachTheirHandlersAndBadOnesAreOneLine) {
   { std::ofstream(path) << "mine"; }
   EXPECT_THROW(RequestServer(path, static_cast<gid_t>(-1), h), Error);
   EXPECT_TRUE(std::filesystem::is_regular_file(path));
+}
+
+// The exception a process died of, from the end of its stderr: the last
+// traceback's exception line, whatever came before it.
+TEST(ExceptionLine, TheLastTracebacksExceptionLine) {
+  const std::string chained =
+      "Epoch 0:  30%|###       | 3/10 [00:00<00:00]\n"
+      "Traceback (most recent call last):\n"
+      "  File \"job.py\", line 30, in training_step\n"
+      "    raise KeyError('x')\n"
+      "KeyError: 'x'\n"
+      "\n"
+      "During handling of the above exception, another exception occurred:\n"
+      "\n"
+      "Traceback (most recent call last):\n"
+      "  File \"job.py\", line 80, in <module>\n"
+      "    trainer.fit(model)\n"
+      "    ~~~~~~~~~~~^^^^^^^\n"
+      "RuntimeError: boom at step 3\n";
+  EXPECT_EQ(last_exception(chained), "RuntimeError: boom at step 3");
+  EXPECT_EQ(last_exception("all went well\n"), "");
+  EXPECT_EQ(last_exception("Traceback (most recent call last):\n  File \"a.py\", line 1\nRuntimeErr"), "");  // cut
+  EXPECT_EQ(last_exception(std::string("Traceback (most recent call last):\n  x\nValueError: \xff\xfe bad\n")),
+            "ValueError: \\xff\\xfe bad");
+  const std::string long_line = "Traceback (most recent call last):\n  x\nValueError: " + std::string(1000, 'a') + "\n";
+  const std::string cut = last_exception(long_line);
+  EXPECT_EQ(cut.size(), kMaxExceptionLine + 3);
+  EXPECT_TRUE(cut.ends_with("..."));
+  EXPECT_EQ(last_exception("Traceback (most recent call last):\r\n  x\r\nOSError: no\r\n"), "OSError: no");
+}
+
+// The size of a process's stderr where that is a file, as sampled: what it
+// had before an exception bounds where its traceback is looked for.
+TEST(StderrSizes, TheSizeAProcessesStderrFileHadBeforeAMoment) {
+  TempDir d;
+  const std::string log = d.path + "/job.log";
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  auto spawn_sleep = [](int err_fd) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    char arg0[] = "sleep", arg1[] = "30";
+    char* argv[] = {arg0, arg1, nullptr};
+    pid_t pid = -1;
+    EXPECT_EQ(posix_spawnp(&pid, "sleep", &fa, nullptr, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+  };
+  const pid_t to_file = spawn_sleep(fd);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  const pid_t to_pipe = spawn_sleep(pipe_fds[1]);
+  StderrSizes sizes;
+  const std::vector<std::uint32_t> both = {static_cast<std::uint32_t>(to_file), static_cast<std::uint32_t>(to_pipe)};
+  sizes.sample(both, 1 * s);
+  ASSERT_EQ(write(fd, "0123456789", 10), 10);
+  sizes.sample(both, 2 * s);
+  EXPECT_EQ(sizes.before(to_file, 1 * s), 0);
+  EXPECT_EQ(sizes.before(to_file, 2 * s - 1), 0);
+  EXPECT_EQ(sizes.before(to_file, 3 * s), 10);
+  EXPECT_EQ(sizes.before(to_file, 0), 0);       // none that early: the first (what came after is its own)
+  EXPECT_EQ(sizes.before(to_pipe, 3 * s), -1);  // a pipe is not read
+  // Its file, held: readable whatever becomes of the process.
+  const int held = sizes.dup_file(to_file);
+  ASSERT_GE(held, 0);
+  char text[16] = {};
+  EXPECT_EQ(pread(held, text, sizeof text, 0), 10);
+  EXPECT_STREQ(text, "0123456789");
+  close(held);
+  EXPECT_EQ(sizes.dup_file(to_pipe), -1);
+  sizes.sample({}, 3 * s);  // neither watched any more: forgotten
+  EXPECT_EQ(sizes.before(to_file, 3 * s), -1);
+  for (pid_t p : {to_file, to_pipe}) {
+    kill(p, SIGKILL);
+    waitpid(p, nullptr, 0);
+  }
+  close(fd);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
 }

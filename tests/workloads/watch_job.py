@@ -50,6 +50,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 
 try:
     import lightning.pytorch as pl
@@ -276,6 +277,7 @@ def main():
         try:
             again.fit(Raising(a), DataLoader(data, batch_size=1))
         except RuntimeError as e:
+            traceback.print_exc()  # as scripts log what they caught: watch's exit capture reads it
             print("FIT RAISED:", e, flush=True)
     if a.ckpt_every:
         for cb in callbacks:

@@ -57,8 +57,10 @@
 #include "user/python/process_dump.h"
 #include "user/sources/other_tracers.h"
 #include "user/text/utf8_text.h"
+#include "user/watch/exception_line.h"
 #include "user/watch/metrics_server.h"
 #include "user/watch/request_server.h"
+#include "user/watch/stderr_sizes.h"
 #include "user/watch/watcher.h"
 #include "user/watch/watcher_registry.h"
 
@@ -296,6 +298,49 @@ std::string children_now(pid_t pid, const std::set<pid_t>& skip, proc::NativeNam
   return out;
 }
 
+// An exit's exception (exception_line.h), from the process's stderr where
+// that is a file: opened now, while the process lives (its exception
+// escaped fit; the traceback is printed as it ends, maybe before this
+// trigger), read once its files are closed (it exited), or `wait_s` from
+// now (kStderrWaitS at most). Only what was written after `before` (its
+// size kTracebackBeforeNs before the exception or exit, or when first
+// watched: StderrSizes; -1: unknown, its size now): an older traceback in
+// a log that many runs append to is not this one's. A pipe,
+// a terminal or a socket is not read: its text is its reader's. Runs on a
+// thread of its own.
+constexpr double kStderrWaitS = 8;
+constexpr std::uint64_t kTracebackBeforeNs = 5'000'000'000;
+constexpr off_t kStderrTail = 65536;
+AtTrigger exception_of(pid_t pid, int held, off_t before, double wait_s) {
+  const std::string stderr_link = "/proc/" + std::to_string(pid) + "/fd/2";
+  // The file StderrSizes held (an exited process's too), else its own now.
+  const int fd = held >= 0 ? held : open(stderr_link.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return {};  // gone already, or no stderr
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  const off_t at_trigger = before >= 0 ? before : st.st_size;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::min(wait_s, kStderrWaitS));
+  while (access(stderr_link.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (fstat(fd, &st) != 0) return {};
+  const off_t from = std::max<off_t>({0, at_trigger, st.st_size - kStderrTail});
+  if (st.st_size <= from) return {};  // nothing new (or cut short meanwhile: a rotated log)
+  std::string tail(static_cast<std::size_t>(st.st_size - from), '\0');
+  const ssize_t n = pread(fd, tail.data(), tail.size(), from);
+  if (n <= 0) return {};
+  tail.resize(static_cast<std::size_t>(n));
+  const std::string line = last_exception(tail);
+  if (line.empty()) return {};
+  char path[4096] = {};
+  const ssize_t len = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), path, sizeof path - 1);
+  return {"", line + " (the last traceback in its stderr" +
+                  (len > 0 ? ", " + utf8_text(std::string(path, static_cast<std::size_t>(len))) : std::string()) + ")"};
+}
+
 AtTrigger threads_now(const Trigger& t, const std::string& host) {
   if (t.kind != TriggerKind::stall || !t.pid) return {};
   proc::NativeNamer namer;
@@ -510,13 +555,35 @@ int cmd_watch(Options& opts) {
   const std::uint64_t escalate_ns = static_cast<std::uint64_t>(opts.capture_after_s * 1e9);
   WatchOptions wo = watch_options(opts);
   // (wo goes to the Watcher: the host is taken now.)
+  StderrSizes stderr_sizes;  // sampled at each tick: where an exception's traceback can begin
   auto on_trigger = [&, host = wo.host](const Trigger& t) {
     const std::uint64_t span = t.after_ns ? t.after_ns : escalate_ns;
     // An exit's process is gone, or ending (an exception out of fit is
     // mostly followed by the exit, held by us while its last samples are
     // read): no op observer to load into it (an audit: "op observer not
     // used (process N is stopped; continue it first)" at every such exit).
-    if (t.kind == TriggerKind::exit) return at_trigger_ready();
+    if (t.kind == TriggerKind::exit) {
+      if (!t.pid) return at_trigger_ready();
+      // Its exception, read off the drain (it waits for the exit).
+      auto done = std::make_shared<std::promise<AtTrigger>>();
+      AtTriggerRead read = done->get_future().share();
+      // Read by the capture's end: its after-window, and 3 of the 5 s its
+      // write waits for a reading.
+      const double wait_s = span / 1e9 + 3;
+      // From a little before the exception or the exit: a traceback the
+      // process printed as it ended (an exception outside Lightning's loop
+      // fires no trigger before the exit) is in.
+      const off_t before = stderr_sizes.before(t.pid, t.at_ns > kTracebackBeforeNs ? t.at_ns - kTracebackBeforeNs : 0);
+      const int held = stderr_sizes.dup_file(t.pid);
+      std::thread([pid = static_cast<pid_t>(t.pid), done, wait_s, before, held] {
+        try {
+          done->set_value(exception_of(pid, held, before, wait_s));
+        } catch (...) {
+          done->set_exception(std::current_exception());
+        }
+      }).detach();
+      return read;
+    }
     if (t.kind != TriggerKind::stall || !t.pid) {
       escalate_next.push_back({static_cast<pid_t>(t.pid), span, {}});
       return at_trigger_ready();
@@ -663,6 +730,11 @@ int cmd_watch(Options& opts) {
       progress_sent.swap(sent);
       if (all) next_progress = now + 1'000'000'000;
       uplink->flush(now);
+    }
+    {
+      std::vector<std::uint32_t> live;
+      for (const auto& p : watcher.progress()) live.push_back(p.pid);
+      stderr_sizes.sample(live, now);
     }
     watcher.tick(now);
     // Records lost (the ring buffer full while the drain was busy: a
