@@ -1,7 +1,7 @@
 // The exception a Python process died of, from the end of its own stderr:
 // the last traceback's last line ("RuntimeError: CUDA out of memory ...").
 // watch's exit captures read it where the process's stderr is a file (a
-// Slurm job's slurm-N.out, nohup.out, a redirected log): an escaped
+// batch script's slurm-N.out, nohup.out, a redirected log): an escaped
 // exception's type and message are the first thing a user asks of a
 // failed run, and nothing else from outside has them.
 #pragma once

@@ -1,5 +1,5 @@
 // Each watched process's stderr size, where that is a regular file (a
-// Slurm job's slurm-N.out, nohup.out, a redirected log), sampled at the
+// batch script's slurm-N.out, nohup.out, a redirected log), sampled at the
 // drain's ticks: an escaped exception's traceback (exception_line.h) is
 // looked for in what the process wrote after the exception, from the size
 // its stderr had before it, so that an older traceback in a log that many
