@@ -42,22 +42,41 @@ std::string one_process(const ProcessActions& p, const ProcessSteps& s, std::siz
     const double x = st.part_ns[k] / 1e6 - (t.size() >= 2 ? lower_median(v) : 0.0);
     if (x > over) over = x, worst = k;
   }
+  if (t.size() >= 2 && ms <= med) return out + "; not over the median: no part stands out";
   if (worst == kStepParts) return out;
   const auto part = static_cast<StepPart>(worst);
   out += "; mostly its " + std::string(step_part_name(part)) + " part (" + finding_ms(over) +
          (t.size() >= 2 ? " over that part's median)" : ")");
-  // The longest action of that part inside the step, on the loop thread
-  // ("other" is the step's own time between its actions: none to name).
+  // The action of that part inside the step, on the loop thread, with the
+  // most time of its own (without the actions inside it: a manual
+  // optimizer_step holds its closure's training_step and backward). "other"
+  // is the step's own time between its actions: none to name.
   if (part == StepPart::other) return out;
+  std::vector<const ActionInterval*> in_step;
+  for (const auto& iv : p.intervals)
+    if (iv.tid == s.tid && iv.begin_ns >= st.begin_ns && iv.end_ns <= st.end_ns) in_step.push_back(&iv);
   const ActionInterval* longest = nullptr;
-  for (const auto& iv : p.intervals) {
-    if (iv.tid != s.tid || iv.begin_ns < st.begin_ns || iv.end_ns > st.end_ns) continue;
-    if (step_part_of(p.actions[iv.action].name) != part) continue;
-    if (!longest || iv.end_ns - iv.begin_ns > longest->end_ns - longest->begin_ns) longest = &iv;
+  std::uint64_t longest_own = 0;
+  for (const ActionInterval* iv : in_step) {
+    if (step_part_of(p.actions[iv->action].name) != part) continue;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> inside;
+    for (const ActionInterval* o : in_step)
+      if (o != iv && o->begin_ns >= iv->begin_ns && o->end_ns <= iv->end_ns &&
+          (o->begin_ns != iv->begin_ns || o->end_ns != iv->end_ns))
+        inside.emplace_back(o->begin_ns, o->end_ns);
+    std::sort(inside.begin(), inside.end());
+    std::uint64_t covered = 0, reach = iv->begin_ns;
+    for (const auto& [b, e] : inside) {
+      if (e <= reach) continue;
+      covered += e - std::max(b, reach);
+      reach = e;
+    }
+    const std::uint64_t own = iv->end_ns - iv->begin_ns - std::min(covered, iv->end_ns - iv->begin_ns);
+    if (!longest || own > longest_own) longest = iv, longest_own = own;
   }
   if (longest)
     out += "; its longest action there: " + utf8_text(p.actions[longest->action].name) + " " +
-           finding_ms((longest->end_ns - longest->begin_ns) / 1e6);
+           finding_ms(longest_own / 1e6) + " of its own time";
   return out;
 }
 
@@ -77,9 +96,21 @@ std::string explain_step(const ActionsReport& rep, std::int64_t step) {
 }
 
 std::string render_step_causes(const ActionsReport& rep, std::int64_t step) {
-  const std::string lines = explain_step(rep, step);
-  return "Train step " + std::to_string(step) + " (--why-step)\n" +
-         (lines.empty() ? "  no process recorded it whole\n" : lines);
+  std::string lines = explain_step(rep, step);
+  if (lines.empty()) {
+    // Which steps it has, so that the next ask is one of them.
+    std::string have;
+    for (const auto& p : rep.processes) {
+      const ProcessSteps s = step_records(p);
+      if (s.train.empty()) continue;
+      have += std::string(have.empty() ? "" : ", ") + "pid " + std::to_string(p.meta.pid) + ": " +
+              std::to_string(s.train.front().index + s.train_offset) + "-" +
+              std::to_string(s.train.back().index + s.train_offset);
+    }
+    lines =
+        "  no process recorded it whole (" + (have.empty() ? "no train step recorded" : "train steps " + have) + ")\n";
+  }
+  return "Train step " + std::to_string(step) + " (--why-step)\n" + lines;
 }
 
 }  // namespace lt

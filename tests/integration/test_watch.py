@@ -354,8 +354,8 @@ def test_the_stall_is_captured_with_the_threads_at_that_moment(watched):
     assert "stalled_here" in threads, threads
     # The job's child (as a DataLoader worker would be), not watched
     # (--pid, no --children), read after it.
-    assert re.search(r"^=== child \d+ of \d+\n", threads, re.M), threads
-    assert "child_stalled_here" in threads.split("=== child ", 1)[1], threads
+    assert re.search(r"^=== process \d+ \(a descendant of \d+\)\n", threads, re.M), threads
+    assert "child_stalled_here" in threads.split("=== process ", 1)[1], threads
     assert "no Lightning action ended for" in watched["err"]
     # The stall's top cause: where the main thread waits, read as it fired.
     summary = [x for x in watched["err"].splitlines() if "watch: summary: stall" in x]

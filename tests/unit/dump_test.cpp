@@ -96,6 +96,38 @@ TEST(DumpOutput, TheMainThreadIsAtItsInnermostFrameFromTheJobsOwnCode) {
   EXPECT_EQ(lt::main_thread_at(d).find(", from "), std::string::npos) << lt::main_thread_at(d);
 }
 
+// A stall in the DataLoader: the worker in the job's own code is named
+// (an idle one waits in torch's worker loop and is not).
+TEST(DumpOutput, AStallInTheDataLoaderNamesTheWorkerInTheJobsCode) {
+  auto process = [](int pid, std::vector<lt::python::PyFrameInfo> frames) {
+    lt::python::ProcessDump d;
+    d.pid = pid;
+    lt::python::ThreadDump t;
+    t.status.tid = pid;
+    t.status.state = 'S';
+    t.status.syscall = SYS_poll;
+    t.python = true;
+    t.frames = std::move(frames);
+    d.threads.push_back(t);
+    return d;
+  };
+  const std::string torch_data = "/v/lib/python3.11/site-packages/torch/utils/data/";
+  const auto loop =
+      process(7, {{"_PollLikeSelector.select", "/usr/lib/python3.11/selectors.py", 415, true},
+                  {"_MultiProcessingDataLoaderIter._try_get_data", torch_data + "dataloader.py", 1133, true},
+                  {"<module>", "/home/u/job.py", 79, true}});
+  const auto idle = process(8, {{"Queue.get", "/usr/lib/python3.11/multiprocessing/queues.py", 113, true},
+                                {"_worker_loop", torch_data + "_utils/worker.py", 275, true}});
+  const auto hung = process(9, {{"blocking_getitem_here", "/home/u/job.py", 41, true},
+                                {"DS.__getitem__", "/home/u/job.py", 45, true},
+                                {"_worker_loop", torch_data + "_utils/worker.py", 308, true}});
+  const std::string why = lt::loader_wait(loop, {idle, hung});
+  EXPECT_EQ(why.rfind("; its DataLoader waits for process 9: main thread ", 0), 0u) << why;
+  EXPECT_NE(why.find(" at blocking_getitem_here (/home/u/job.py:41)"), std::string::npos) << why;
+  EXPECT_EQ(lt::loader_wait(loop, {idle}), "");  // no worker in the job's code
+  EXPECT_EQ(lt::loader_wait(hung, {idle}), "");  // not waiting in a DataLoader
+}
+
 TEST(SyscallNames, ByNumber) {
   EXPECT_EQ(lt::proc::syscall_name(SYS_read), "read");
   EXPECT_EQ(lt::proc::syscall_name(SYS_futex), "futex");

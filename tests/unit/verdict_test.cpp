@@ -1308,6 +1308,10 @@ TEST(StepCause, AStepTakenApartWhereNoOutliersFindingIs) {
   EXPECT_NEAR(over(why, "dataloader"), 15, 0.2) << why;
   EXPECT_NE(why.find("its longest action there: [_TrainingEpochLoop].train_dataloader_next 15."), std::string::npos)
       << why;
+  // A step no slower than the median: no part blamed.
+  const std::string usual = explain_step(r, 3);
+  EXPECT_NE(usual.find("not over the median: no part stands out"), std::string::npos) << usual;
+  EXPECT_EQ(usual.find("mostly"), std::string::npos) << usual;
   // A step's own body: the step part, its action named.
   Fit slow_body;
   slow_body.slow_step = 7;
@@ -1317,7 +1321,9 @@ TEST(StepCause, AStepTakenApartWhereNoOutliersFindingIs) {
   EXPECT_NE(body.find("[Strategy]SingleDeviceStrategy.training_step 3"), std::string::npos) << body;
   // A step no process ran: said.
   EXPECT_EQ(explain_step(r, 50), "");
-  EXPECT_NE(render_step_causes(r, 50).find("no process recorded it whole"), std::string::npos);
+  EXPECT_NE(render_step_causes(r, 50).find("no process recorded it whole (train steps pid "), std::string::npos)
+      << render_step_causes(r, 50);
+  EXPECT_NE(render_step_causes(r, 50).find(": 0-49)"), std::string::npos) << render_step_causes(r, 50);
 }
 
 // A fetch shorter than a DataLoader worker's hand-over is no input-bound
@@ -1336,4 +1342,12 @@ TEST(Findings, AFetchShorterThanAWorkersHandOverIsNotInputBound) {
   f = find_issues(r);
   ASSERT_FALSE(f.empty());
   EXPECT_EQ(f[0].kind, "input-bound") << render_findings(r, f);
+  // Between: a finding, but workers would cost more than the fetch.
+  Fit between = tiny;
+  between.fetch *= 5, between.fwd *= 5, between.bwd *= 5, between.opt *= 5, between.hook *= 5;
+  r = make(between);
+  f = find_issues(r);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].kind, "input-bound") << render_findings(r, f);
+  EXPECT_NE(f[0].try_this.find("make __getitem__ and the collate cheaper"), std::string::npos) << f[0].try_this;
 }

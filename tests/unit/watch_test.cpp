@@ -650,6 +650,33 @@ TEST(FlightRing, KeepsItsBytes) {
   EXPECT_GT(ring.segments_dropped(), 0u);
 }
 
+// A segment on disk ends at an eighth of --keep-bytes, whatever its time:
+// the ring keeps about its bound in whole segments, not one segment past it
+// (an audit: --keep-bytes 4M with 60 s segments held 21 MB, and a capture
+// that ended that segment saw it dropped whole at the next tick).
+TEST(FlightRing, ASegmentEndsAtAnEighthOfTheBytesKept) {
+  TempDir d;
+  FlightRingOptions o;
+  o.dir = d.path;
+  o.keep_bytes = 256 << 10;
+  o.segment_ns = 60 * s;
+  FlightRing ring(o);
+  std::uint64_t x = 88172645463325252ull;
+  for (std::uint64_t t = 1 * s; t <= 50 * s; t += 5 * ms) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // incompressible
+    feed(ring, action(LT_EV_ACTION_BEGIN, 7, x, std::to_string(x) + std::to_string(x * 3), t));
+    ring.tick(t);
+  }
+  EXPECT_GT(ring.segments_ended(), 8u);
+  EXPECT_GT(ring.segments_dropped(), 0u);
+  // The bound, give or take the segment being written (an eighth, and the
+  // second of records written after it passed that).
+  EXPECT_LE(ring.bytes(), (256u << 10) + (256u << 10) / 4);
+  // A window of the last seconds still has them.
+  const std::string out = d.path + "/window.ltrace";
+  EXPECT_GT(ring.take_window(49 * s, 50 * s).write(out), 150u);
+}
+
 // A restarted watcher (after a crash, an upgrade) keeps what the previous
 // one's ring held, as one trace file: its names first, then every record.
 TEST(FlightRing, ARestartKeepsThePreviousRingAsOneTraceFile) {
@@ -847,6 +874,11 @@ TEST(Watcher, TheTopCauseIsTheTriggersOwnElseTheFirstFinding) {
             std::string::npos);
   c.trigger.kind = TriggerKind::slow_step;
   EXPECT_NE(capture_summary(c, "outliers (pid 9): ...").find("; top finding: outliers (pid 9)"), std::string::npos);
+  // Another process's outliers are not this one's (an audit: one watcher,
+  // two jobs, the slow step's summary named the other job's finding).
+  EXPECT_NE(capture_summary(c, "outliers (pid 8): ...")
+                .find("; the capture's first finding (not necessarily this trigger's cause): outliers (pid 8)"),
+            std::string::npos);
   EXPECT_NE(capture_summary(c, "input-bound (pid 9): ...")
                 .find("; the capture's first finding (not necessarily this trigger's cause): input-bound"),
             std::string::npos);

@@ -257,11 +257,12 @@ std::string render_capture(const Capture& c) {
   // A memory trigger's cause is the growth, if the capture shows it; a
   // slow step's, its outliers; a straggler's, the straggler finding (its
   // own compute, its input or its host's CPUs), not its peers' wait.
-  std::string top = first_finding(head, trigger_finding(c.trigger.kind));
-  // A slow step with no outliers finding: the step itself, taken apart.
-  if (c.trigger.kind == TriggerKind::slow_step && !top.starts_with(trigger_finding(c.trigger.kind)))
+  // A slow step's own step taken apart first: the outliers finding is the
+  // window's, and may name another step or process (an audit: a step every
+  // 150 told "the longest, step 1049"; another job's outliers).
+  if (c.trigger.kind == TriggerKind::slow_step)
     if (std::string why = step_taken_apart(head, c.trigger.pid); !why.empty()) return why;
-  return top;
+  return first_finding(head, own_finding(c.trigger));
 }
 
 // At a stall: every thread of the process now (the dump command's text),
@@ -277,7 +278,8 @@ constexpr double kStallReadS = 0.5;
 // queue for a worker that hangs), and a watcher of --pid follows none of
 // them. At most kMaxChildren; a child not Python or gone is left out.
 constexpr std::size_t kMaxChildren = 16;
-std::string children_now(pid_t pid, const std::set<pid_t>& skip, proc::NativeNamer& namer) {
+std::string children_now(pid_t pid, const std::set<pid_t>& skip, proc::NativeNamer& namer,
+                         std::vector<python::ProcessDump>* dumps = nullptr) {
   std::string out;
   std::size_t read = 0, left = 0;
   for (pid_t c : proc::descendants(pid)) {
@@ -288,8 +290,10 @@ std::string children_now(pid_t pid, const std::set<pid_t>& skip, proc::NativeNam
     }
     try {
       const auto d = python::dump_process(c, namer);
-      out += "=== child " + std::to_string(c) + " of " + std::to_string(pid) + "\n" + dump_text(d) + "\n";
+      out +=
+          "=== process " + std::to_string(c) + " (a descendant of " + std::to_string(pid) + ")\n" + dump_text(d) + "\n";
       ++read;
+      if (dumps) dumps->push_back(d);
     } catch (const Error&) {  // not Python (a shell, a compiler), or gone
     }
     namer.forget(c);
@@ -347,8 +351,9 @@ AtTrigger threads_now(const Trigger& t, const std::string& host) {
   if (t.peers.size() < 2) {
     const auto d = python::dump_process(static_cast<pid_t>(t.pid), namer);
     std::string text = dump_text(d);
-    if (std::string kids = children_now(d.pid, {}, namer); !kids.empty()) text += "\n" + kids;
-    return {text, main_thread_at(d)};
+    std::vector<python::ProcessDump> kids;
+    if (std::string more = children_now(d.pid, {}, namer, &kids); !more.empty()) text += "\n" + more;
+    return {text, main_thread_at(d) + loader_wait(d, kids)};
   }
   std::vector<cluster::RankProcess> first;
   std::vector<std::chrono::steady_clock::time_point> read_at;  // each first read's end
@@ -705,6 +710,7 @@ int cmd_watch(Options& opts) {
   so.sink = [&watcher](const lt_event_header& h, const std::byte* p) { watcher.add(h, p); };
   std::uint64_t next_publish = 0, segments_ended = 0, next_progress = 0;
   std::uint64_t lost_said = 0, next_lost_line = 0;       // records lost, said on stderr
+  std::uint64_t lost_read = 0;                           // ...as last read while the watch ran
   std::map<std::uint32_t, std::uint64_t> progress_sent;  // pid -> steps said to the coordinator
   if (opts.all) so.adoption_refused = watched_elsewhere;
   so.on_tick = [&](std::uint64_t now) {
@@ -743,6 +749,7 @@ int cmd_watch(Options& opts) {
     // steps, said nowhere but in one capture's report.log).
     if (live && now >= next_lost_line) {
       const lt_drop_counters d = live->drops_now();
+      lost_read = d.ringbuf_full + d.unreadable;
       if (d.ringbuf_full + d.unreadable > lost_said) {
         std::cerr << "ltrace-bpf: watch: " << d.ringbuf_full + d.unreadable - lost_said
                   << " record(s) lost since the last such line (" << d.ringbuf_full
@@ -800,7 +807,13 @@ int cmd_watch(Options& opts) {
   std::cerr << "ltrace-bpf: watch: " << session.stats().records << " records, " << watcher.captures()
             << " capture(s); the ring holds " << watcher.ring().bytes() << " bytes in " << opts.watch_dir << "/ring"
             << (lost.ringbuf_full + lost.unreadable
-                    ? "; " + std::to_string(lost.ringbuf_full + lost.unreadable) + " record(s) lost"
+                    ? "; " + std::to_string(lost.ringbuf_full + lost.unreadable) + " record(s) lost" +
+                          // Those after its last reading: as the watch ended
+                          // (its targets still escalated, an audit's 17,244).
+                          (lost.ringbuf_full + lost.unreadable > lost_read
+                               ? " (" + std::to_string(lost.ringbuf_full + lost.unreadable - lost_read) +
+                                     " of them in its last second and as it ended)"
+                               : std::string())
                     : std::string())
             << "\n";
   if (uplink && uplink->dropped())

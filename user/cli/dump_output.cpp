@@ -136,12 +136,21 @@ std::string dump_process_json(const python::ProcessDump& d) {
   return out;
 }
 
+bool installed_code(const std::string& file) {
+  return file.find("/lib/python") != std::string::npos || file.find("-packages/") != std::string::npos ||
+         file.starts_with("<frozen ");
+}
+
+const python::ThreadDump* main_thread_of(const python::ProcessDump& d) {
+  for (const auto& t : d.threads)
+    if (t.status.tid == d.pid && !t.frames.empty()) return &t;
+  for (const auto& t : d.threads)
+    if (!t.frames.empty()) return &t;
+  return nullptr;
+}
+
 std::string main_thread_at(const python::ProcessDump& d) {
-  const python::ThreadDump* main = nullptr;
-  for (const auto& t : d.threads)
-    if (t.status.tid == d.pid && !t.frames.empty()) main = &t;
-  for (const auto& t : d.threads)
-    if (!main && !t.frames.empty()) main = &t;
+  const python::ThreadDump* main = main_thread_of(d);
   if (!main) return "";
   const auto f = std::find_if(main->frames.begin(), main->frames.end(), [](const auto& x) { return x.readable; });
   std::string s =
@@ -154,15 +163,38 @@ std::string main_thread_at(const python::ProcessDump& d) {
   // innermost is one of those (an audit's hang on threading.Event().wait()
   // named Condition.wait in threading.py, the training_step line only in
   // threads.txt).
-  auto installed = [](const std::string& file) {
-    return file.find("/lib/python") != std::string::npos || file.find("-packages/") != std::string::npos ||
-           file.starts_with("<frozen ");
-  };
-  if (!installed(f->file)) return s;
-  const auto own = std::find_if(std::next(f), main->frames.end(),
-                                [&](const auto& x) { return x.readable && !x.file.empty() && !installed(x.file); });
+  if (!installed_code(f->file)) return s;
+  const auto own = std::find_if(std::next(f), main->frames.end(), [&](const auto& x) {
+    return x.readable && !x.file.empty() && !installed_code(x.file);
+  });
   if (own != main->frames.end()) s += ", from " + frame_text(*own);
   return s;
+}
+
+// Where the main thread waits in its DataLoader (torch's dataloader.py:
+// the next batch from its workers), the descendants whose main thread is
+// in the job's own code (a worker's __getitem__ that hangs; an idle worker
+// waits in torch's worker loop): "; its DataLoader waits for process 31884:
+// main thread sleeping in ... at DS.__getitem__ (job.py:41)". An audit's
+// hung __getitem__ was named only in threads.txt, the summary saying the
+// main thread polled in selectors.py from the trainer.fit line.
+std::string loader_wait(const python::ProcessDump& d, const std::vector<python::ProcessDump>& kids) {
+  const python::ThreadDump* main = main_thread_of(d);
+  if (!main || std::none_of(main->frames.begin(), main->frames.end(),
+                            [](const auto& f) { return f.file.ends_with("/torch/utils/data/dataloader.py"); }))
+    return "";
+  std::string named;
+  std::size_t in_own_code = 0;
+  for (const auto& k : kids) {
+    const python::ThreadDump* km = main_thread_of(k);
+    if (!km || std::none_of(km->frames.begin(), km->frames.end(),
+                            [](const auto& f) { return f.readable && !f.file.empty() && !installed_code(f.file); }))
+      continue;
+    if (!in_own_code++) named = "process " + std::to_string(k.pid) + ": " + main_thread_at(k);
+  }
+  if (!in_own_code) return "";
+  return "; its DataLoader waits for " + named +
+         (in_own_code > 1 ? " (and " + std::to_string(in_own_code - 1) + " more in the job's code)" : "");
 }
 
 }  // namespace lt

@@ -27,5 +27,16 @@ std::string state_of(const python::ThreadDump& t);
 // The main thread is the one whose tid is the pid, else the first with
 // Python frames; "" when no thread has any.
 std::string main_thread_at(const python::ProcessDump& d);
+// The thread main_thread_at() speaks of (the main thread, else the first
+// with frames); null for none.
+const python::ThreadDump* main_thread_of(const python::ProcessDump& d);
+// A file of the Python's standard library or of an installed package
+// (torch, Lightning), not the job's own code.
+bool installed_code(const std::string& file);
+// A stall's top cause, continued: where the main thread waits in its
+// DataLoader (torch's dataloader.py), the descendant (`kids`) whose main
+// thread is in the job's own code, "; its DataLoader waits for process
+// 31884: main thread ... at DS.__getitem__ (job.py:41)"; "" otherwise.
+std::string loader_wait(const python::ProcessDump& d, const std::vector<python::ProcessDump>& kids);
 
 }  // namespace lt

@@ -239,7 +239,7 @@ const OptionSpec kOptions[] = {
            "beside the reports given or recorded; steps indexed from each process's first step seen, a watch capture's as the job numbers "
            "them)",
    .store = [](Options& o, const std::string& v) {
-     o.why_step = parse_long(v, 0, 1L << 40, "invalid step '" + v + "': expected a train step's index, 0 or more");
+     o.why_step = parse_long(v, 0, 1L << 40, "invalid step '" + v + "': expected a train step's index, 0 to 1099511627776");
    }, .example = "30", .passed_on = true},
   {.name = "rate", .arg = "HZ", .commands = kAttaching | kWatch,
    .help = "stack samples per second and CPU (default 99; 1-10000)",

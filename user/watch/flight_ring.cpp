@@ -262,7 +262,12 @@ void FlightRing::tick(std::uint64_t now_ns) {
   // what memory may hold, so that the oldest can go whole while the newest
   // fills (an escalated window writes megabytes a second).
   const bool full_in_memory = cur_.records && cur_.bytes > std::min(o_.keep_bytes, kMemoryBytes) / 8;
-  if (full_in_memory || ((writer_ || cur_.records) && now_ns - cur_started_ns_ >= segment_length(o_))) {
+  // On disk too, at an eighth of --keep-bytes: a segment bigger than the
+  // bound would be dropped whole the moment it ends (a capture ends it: an
+  // audit's --keep-bytes 4M held a 21 MB segment, and the captures taken
+  // after the first found it gone).
+  const bool full_on_disk = writer_ && writer_->bytes_written() > o_.keep_bytes / 8;
+  if (full_in_memory || full_on_disk || ((writer_ || cur_.records) && now_ns - cur_started_ns_ >= segment_length(o_))) {
     finish_segment();
     ++segments_ended_;
   }

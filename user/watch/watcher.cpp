@@ -322,7 +322,7 @@ std::string capture_summary(const Capture& c, const std::string& top_finding) {
   // finding (the capture's, over its whole window: not necessarily why
   // this trigger fired).
   s += ": " + c.trigger.what + "; ";
-  const std::string_view own = trigger_finding(c.trigger.kind);
+  const std::string own = own_finding(c.trigger);
   if (!c.cause.empty())
     s += "top cause: " + c.cause;
   else if (c.trigger.kind == TriggerKind::slow_step && top_finding.starts_with("train step "))
@@ -334,6 +334,16 @@ std::string capture_summary(const Capture& c, const std::string& top_finding) {
   else
     s += "no finding past its threshold in the capture";
   return s + " (" + c.dir + ")";
+}
+
+std::string own_finding(const Trigger& t) {
+  const std::string_view kind = trigger_finding(t.kind);
+  if (kind.empty()) return "";
+  // A process's own: another process's outliers or growth in the window is
+  // not why this one fired.
+  if ((t.kind == TriggerKind::slow_step || t.kind == TriggerKind::memory) && t.pid)
+    return std::string(kind) + " (pid " + std::to_string(t.pid) + ")";
+  return std::string(kind);
 }
 
 std::string_view trigger_finding(TriggerKind k) {

@@ -94,6 +94,10 @@ struct Capture {
 // straggler's "straggler"; "" for the others (a stall has its threads, an
 // exit its status, a request none).
 std::string_view trigger_finding(TriggerKind k);
+// How the trigger's own finding begins in the verdict's text: its kind and,
+// for a slow step's outliers and a memory growth, its process ("outliers
+// (pid 7)"); "" for none.
+std::string own_finding(const Trigger& t);
 // The capture's summary line, once its reports are written (stderr, so the
 // journal): trigger, pid, rank, step, what fired, and the top cause (the
 // trigger's own: a stall's main thread; a slow step taken apart, from
