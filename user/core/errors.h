@@ -62,7 +62,8 @@ inline constexpr ExitCodeText kExitCodeTexts[] = {
     {ExitCode::partial, "cluster: some nodes gave no trace (the others' are kept)"},
     {ExitCode::slurm, "cluster: Slurm not available"},
     {ExitCode::damaged_trace,
-     "report, diff: parts of a trace file were damaged and skipped, or it was cut short (the rest is read)"},
+     "report, diff: parts of a trace file were damaged and skipped (the rest is read); diff: also a trace cut "
+     "short (report reads one with a warning and exit 0: a killed recorder's)"},
     {ExitCode::unsafe_output, "refused to write through a link, or into a file someone else planted"},
     {ExitCode::hang, "cluster ... dump: a hang was found"},
     {ExitCode::target_exited, "a target exited during attach: nothing of it was recorded"},
