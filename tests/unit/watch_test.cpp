@@ -484,6 +484,26 @@ FlightRingOptions ten_seconds_in_two(const TempDir& d) {
   return o;
 }
 
+// Actions with incompressible names from `from` to `to` every `every`
+// (each segment's bytes grow with its records), a tick after each.
+void feed_incompressible(FlightRing& ring, std::uint64_t from, std::uint64_t to, std::uint64_t every) {
+  std::uint64_t x = 88172645463325252ull;
+  for (std::uint64_t t = from; t <= to; t += every) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    feed(ring, action(LT_EV_ACTION_BEGIN, 7, x, std::to_string(x) + std::to_string(x * 3), t));
+    ring.tick(t);
+  }
+}
+
+// A ring in d keeping `keep_bytes`, in segments of `segment_ns` at most.
+FlightRingOptions bytes_kept(const TempDir& d, std::uint64_t keep_bytes, std::uint64_t segment_ns) {
+  FlightRingOptions o;
+  o.dir = d.path;
+  o.keep_bytes = keep_bytes;
+  o.segment_ns = segment_ns;
+  return o;
+}
+
 TEST(FlightRing, KeepsItsTimeAndAWindowHasTheNamesFromBeforeIt) {
   TempDir d;
   FlightRing ring(ten_seconds_in_two(d));
@@ -633,18 +653,8 @@ TEST(FlightRing, LinesGoWithTheirSegment) {
 
 TEST(FlightRing, KeepsItsBytes) {
   TempDir d;
-  FlightRingOptions o;
-  o.dir = d.path;
-  o.keep_bytes = 64 << 10;
-  o.segment_ns = 1 * s;
-  FlightRing ring(o);
-  // Incompressible names: the bytes grow with the records.
-  std::uint64_t x = 88172645463325252ull;
-  for (std::uint64_t t = 1 * s; t <= 40 * s; t += 10 * ms) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    feed(ring, action(LT_EV_ACTION_BEGIN, 7, x, std::to_string(x) + std::to_string(x * 3), t));
-    ring.tick(t);
-  }
+  FlightRing ring(bytes_kept(d, 64 << 10, 1 * s));
+  feed_incompressible(ring, 1 * s, 40 * s, 10 * ms);
   // Bounded by the keep, give or take the segment being written.
   EXPECT_LE(ring.bytes(), (64u << 10) + (64u << 10));
   EXPECT_GT(ring.segments_dropped(), 0u);
@@ -656,17 +666,8 @@ TEST(FlightRing, KeepsItsBytes) {
 // that ended that segment saw it dropped whole at the next tick).
 TEST(FlightRing, ASegmentEndsAtAnEighthOfTheBytesKept) {
   TempDir d;
-  FlightRingOptions o;
-  o.dir = d.path;
-  o.keep_bytes = 256 << 10;
-  o.segment_ns = 60 * s;
-  FlightRing ring(o);
-  std::uint64_t x = 88172645463325252ull;
-  for (std::uint64_t t = 1 * s; t <= 50 * s; t += 5 * ms) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // incompressible
-    feed(ring, action(LT_EV_ACTION_BEGIN, 7, x, std::to_string(x) + std::to_string(x * 3), t));
-    ring.tick(t);
-  }
+  FlightRing ring(bytes_kept(d, 256 << 10, 60 * s));
+  feed_incompressible(ring, 1 * s, 50 * s, 5 * ms);
   EXPECT_GT(ring.segments_ended(), 8u);
   EXPECT_GT(ring.segments_dropped(), 0u);
   // The bound, give or take the segment being written (an eighth, and the
@@ -1060,43 +1061,17 @@ TEST(Watcher, AStallsSlowReadDoesNotHoldTheDrain) {
   ASSERT_EQ(asked, 1);
   // tick() came back with the reading still under way.
   EXPECT_EQ(read.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  // Its after-window over: the capture is taken, and its own thread waits
+  // for the reading (the drain that wrote captures waited up to 5 s, then
+  // wrote "not read").
+  b.w->tick(stalled + 2 * s);
+  EXPECT_EQ(b.w->captures(), 1u);
+  EXPECT_EQ(read.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
   reading.set_value({"THREADS OF 7\n", "main thread sleeping in clock_nanosleep"});
-  b.w->tick(stalled + 2 * s);  // its after-window over: written
   b.w->finish(stalled + 3 * s);
   ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(b.rendered.size(), 1u);
   EXPECT_EQ(b.rendered[0].cause, "main thread sleeping in clock_nanosleep");
-  std::ifstream in(b.rendered[0].dir + "/threads.txt");
-  std::stringstream text;
-  text << in.rdbuf();
-  EXPECT_EQ(text.str(), "THREADS OF 7\n");
-}
-
-// A capture is written on a thread of its own: the tick that takes it
-// returns with the stall's reading still out, and the capture's thread
-// waits for it (the drain that wrote captures waited up to 5 s and wrote
-// "not read" after that).
-TEST(Watcher, ACapturesWriteWaitsForItsReadingOffTheDrain) {
-  std::promise<AtTrigger> reading;
-  const AtTriggerRead read = reading.get_future().share();
-  WatchBed b(
-      5 * s, 1 * s, "", [&](const Trigger&) { return read; }, 2 * s);
-  ::testing::internal::CaptureStderr();
-  b.python(7);
-  Stream st;
-  st.pid = 7;
-  std::uint64_t t = 1000;
-  for (int i = 0; i < 12; ++i) t = st.batch(t + 5, 20);
-  b.add(st);
-  const std::uint64_t stalled = t * ms + 3 * s;
-  b.w->tick(stalled);
-  b.w->tick(stalled + 2 * s);  // its window over: taken, its thread waits for the reading
-  EXPECT_EQ(b.w->captures(), 1u);
-  EXPECT_EQ(read.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
-  reading.set_value({"THREADS OF 7\n", "main thread sleeping"});
-  b.w->finish(stalled + 3 * s);
-  ::testing::internal::GetCapturedStderr();
-  ASSERT_EQ(b.rendered.size(), 1u);
   std::ifstream in(b.rendered[0].dir + "/threads.txt");
   std::stringstream text;
   text << in.rdbuf();
