@@ -35,12 +35,6 @@ constexpr const char* kOverlapWaits =
     "more DataLoader workers to overlap their waits, a larger prefetch_factor, persistent_workers=True; faster "
     "storage or a cache for what __getitem__ reads";
 
-// A fetch shorter than a worker's hand-over (kWorkerHandOverMs): workers
-// would cost more than they save.
-constexpr const char* kCheaperLoading =
-    "make __getitem__ and the collate cheaper (vectorize, precompute), or load bigger batches: a DataLoader "
-    "worker's hand-over costs about 1 ms a batch (bench/loader_handover.py), more than this fetch";
-
 // The input-bound finding says who loads the batches (find_workers): none
 // (num_workers=0), or workers; busy workers are CPU-bound loading; idle
 // ones wait, inside __getitem__ (I/O, sleeps) or for the loop to ask. CPU
@@ -72,7 +66,6 @@ void say_who_loads(const Workers& w, const ProcessSteps& ps, const LoaderWaitsRe
           "is not known";
       f.try_this = std::string("record with --children to see the DataLoader workers; ") + add_workers;
     }
-    if (f.ms_per_step < kWorkerHandOverMs) f.try_this = kCheaperLoading;  // workers or not: none would help
     return;
   }
   const std::string who = w.who();

@@ -1335,16 +1335,14 @@ TEST(Findings, AFetchShorterThanAWorkersHandOverIsNotInputBound) {
   auto r = make(tiny);
   auto f = find_issues(r);
   for (const auto& x : f) EXPECT_NE(x.kind, "input-bound") << render_findings(r, f);
-  // The same shares 5 and 10 times longer: input-bound; at 5 (0.75 ms a
-  // fetch) workers would cost more than the fetch, and are not advised.
+  // The same shares 5 and 10 times longer: at 5 (a 0.75 ms fetch) still
+  // none, at 10 (1.5 ms) input-bound.
   for (const double k : {10.0, 5.0}) {
     Fit longer = tiny;
     for (double* part : {&longer.fetch, &longer.fwd, &longer.bwd, &longer.opt, &longer.hook}) *part *= k;
     r = make(longer);
     f = find_issues(r);
-    ASSERT_FALSE(f.empty());
-    EXPECT_EQ(f[0].kind, "input-bound") << render_findings(r, f);
-    EXPECT_EQ(f[0].try_this.find("make __getitem__ and the collate cheaper") != std::string::npos, k == 5.0)
-        << f[0].try_this;
+    const bool input_bound = !f.empty() && f[0].kind == "input-bound";
+    EXPECT_EQ(input_bound, k == 10.0) << render_findings(r, f);
   }
 }
