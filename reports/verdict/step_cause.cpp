@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -12,6 +13,10 @@
 namespace lt {
 
 namespace {
+
+// How far over the median, in robust sigmas (1.4826 MAD of the steps), a
+// step must be for a part of it to be blamed.
+constexpr double kWhyStepSigmas = 3;
 
 // The lower median: a duration some step took (as the findings say it).
 double lower_median(std::vector<double> v) {
@@ -42,7 +47,18 @@ std::string one_process(const ProcessActions& p, const ProcessSteps& s, std::siz
     const double x = st.part_ns[k] / 1e6 - (t.size() >= 2 ? lower_median(v) : 0.0);
     if (x > over) over = x, worst = k;
   }
-  if (t.size() >= 2 && ms <= med) return out + "; not over the median: no part stands out";
+  // A step within the run's own spread of the median is not slow: no part
+  // to blame (a step 0.02 ms over it had one blamed).
+  if (t.size() >= 2) {
+    std::vector<double> dev;
+    for (double d : durations) dev.push_back(std::fabs(d - med));
+    const double spread = kWhyStepSigmas * 1.4826 * lower_median(dev);
+    if (ms <= med) return out + "; not over the median: no part stands out";
+    if (ms - med <= spread)
+      return out + "; within the run's own spread (" + finding_ms(ms - med) + " over the median, " +
+             std::to_string(static_cast<int>(kWhyStepSigmas)) + " robust sigmas are " + finding_ms(spread) +
+             "): no part stands out";
+  }
   if (worst == kStepParts) return out;
   const auto part = static_cast<StepPart>(worst);
   out += "; mostly its " + std::string(step_part_name(part)) + " part (" + finding_ms(over) +

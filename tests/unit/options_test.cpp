@@ -213,3 +213,12 @@ TEST(Options, WhyStepAddsTheVerdictAndKeepsTheReports) {
   EXPECT_FALSE(parse({"report", "t.ltrace"}).wants_report("verdict"));
   EXPECT_EQ(code_of({"report", "t.ltrace", "--why-step", "-1"}), lt::ExitCode::usage);
 }
+
+// strtol and strtod take a leading blank or '+'; an option's number does not.
+TEST(Options, ANumberWithABlankOrAPlusIsRefused) {
+  for (const char* v : {" 7", "+5", "\t3", "", "-", "7 "})
+    EXPECT_EQ(code_of({"report", "t.ltrace", "--why-step", v}), lt::ExitCode::usage) << "'" << v << "'";
+  EXPECT_EQ(code_of({"--pid", "+12"}), lt::ExitCode::usage);
+  EXPECT_EQ(code_of({"diff", "a", "b", "--fail-if-slower", " 2"}), lt::ExitCode::usage);
+  EXPECT_EQ(parse({"diff", "a", "b", "--fail-if-slower", ".5"}).fail_if_slower_pct, 0.5);
+}

@@ -1699,6 +1699,9 @@ TEST(StderrSizes, TheSizeAProcessesStderrFileHadBeforeAMoment) {
   EXPECT_STREQ(text, "0123456789");
   close(held);
   EXPECT_EQ(sizes.dup_file(to_pipe), -1);
+  ASSERT_EQ(write(fd, "abcde", 5), 5);
+  sizes.sample(both, 2 * s + s / 2);  // within a second of the last: not sampled again
+  EXPECT_EQ(sizes.before(to_file, 3 * s), 10);
   sizes.sample({}, 3 * s);  // neither watched any more: forgotten
   EXPECT_EQ(sizes.before(to_file, 3 * s), -1);
   for (pid_t p : {to_file, to_pipe}) {

@@ -1,6 +1,7 @@
 // `dump`: every thread of a process (and, with --children, of its Python
 // descendants) right now, without stopping it (docs/design-dump.md).
 #include <algorithm>
+#include <cstdint>
 #include <iostream>
 #include <set>
 
@@ -17,28 +18,26 @@ void check_dump(Options& opts) {
 }
 
 int cmd_dump(Options& opts) {
-  std::vector<pid_t> pids = opts.pids;
-  std::set<pid_t> asked(pids.begin(), pids.end());
-  if (opts.children)
-    for (pid_t p : opts.pids)
-      for (pid_t c : proc::descendants(p))
-        if (!asked.count(c)) pids.push_back(c);
-  std::sort(pids.begin() + static_cast<long>(opts.pids.size()), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  std::set<pid_t> asked(opts.pids.begin(), opts.pids.end()), seen = asked;
   proc::NativeNamer namer;
   std::vector<python::ProcessDump> dumps;
-  for (pid_t pid : pids) {
-    try {
+  // A pid asked for by name must be dumped (its error is the command's).
+  for (pid_t pid : opts.pids) {
+    if (!std::count_if(dumps.begin(), dumps.end(), [&](const auto& d) { return d.pid == pid; }))
       dumps.push_back(python::dump_process(pid, namer));
-    } catch (const Error& e) {
-      // A pid asked for by name must be dumped; a descendant that is not
-      // Python (a shell, a compiler) or that exits meanwhile is skipped.
-      if (asked.count(pid)) throw;
-      if (opts.verbose || e.code() == ExitCode::no_such_process)
-        std::cerr << "ltrace-bpf: dump: skipped child " << pid << ": " << e.what() << "\n";
-    }
     namer.forget(pid);
   }
+  if (opts.children)
+    for (pid_t p : opts.pids) {
+      auto kids = python::dump_descendants(p, seen, namer, SIZE_MAX, [&](pid_t c, const Error& e) {
+        if (opts.verbose || e.code() == ExitCode::no_such_process)
+          std::cerr << "ltrace-bpf: dump: skipped child " << c << ": " << e.what() << "\n";
+      });
+      for (auto& d : kids.dumps) {
+        seen.insert(d.pid);
+        dumps.push_back(std::move(d));
+      }
+    }
   if (opts.json) {
     std::cout << dump_json(dumps);
   } else {

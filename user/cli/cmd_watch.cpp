@@ -281,24 +281,13 @@ constexpr std::size_t kMaxChildren = 16;
 std::string children_now(pid_t pid, const std::set<pid_t>& skip, proc::NativeNamer& namer,
                          std::vector<python::ProcessDump>* dumps = nullptr) {
   std::string out;
-  std::size_t read = 0, left = 0;
-  for (pid_t c : proc::descendants(pid)) {
-    if (skip.count(c)) continue;
-    if (read == kMaxChildren) {
-      ++left;
-      continue;
-    }
-    try {
-      const auto d = python::dump_process(c, namer);
-      out +=
-          "=== process " + std::to_string(c) + " (a descendant of " + std::to_string(pid) + ")\n" + dump_text(d) + "\n";
-      ++read;
-      if (dumps) dumps->push_back(d);
-    } catch (const Error&) {  // not Python (a shell, a compiler), or gone
-    }
-    namer.forget(c);
-  }
-  if (left) out += "(" + std::to_string(left) + " more descendant(s) of " + std::to_string(pid) + " not read)\n";
+  auto kids = python::dump_descendants(pid, skip, namer, kMaxChildren);
+  for (const auto& d : kids.dumps)
+    out += "=== process " + std::to_string(d.pid) + " (a descendant of " + std::to_string(pid) + ")\n" + dump_text(d) +
+           "\n";
+  if (kids.left)
+    out += "(" + std::to_string(kids.left) + " more descendant(s) of " + std::to_string(pid) + " not read)\n";
+  if (dumps) dumps->insert(dumps->end(), kids.dumps.begin(), kids.dumps.end());
   return out;
 }
 
@@ -560,7 +549,7 @@ int cmd_watch(Options& opts) {
   const std::uint64_t escalate_ns = static_cast<std::uint64_t>(opts.capture_after_s * 1e9);
   WatchOptions wo = watch_options(opts);
   // (wo goes to the Watcher: the host is taken now.)
-  StderrSizes stderr_sizes;  // sampled at each tick: where an exception's traceback can begin
+  StderrSizes stderr_sizes;  // sampled once a second: where an exception's traceback can begin
   auto on_trigger = [&, host = wo.host](const Trigger& t) {
     const std::uint64_t span = t.after_ns ? t.after_ns : escalate_ns;
     // An exit's process is gone, or ending (an exception out of fit is

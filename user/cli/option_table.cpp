@@ -36,11 +36,18 @@ constexpr const char* kAgentOnly =
     "--clock-server, --stream, --shared-marker, --dump-threads and --capture-via apply to agent";
 constexpr const char* kMergeOnly = "--merge and --chrome-dir apply to report: ltrace-bpf report DIR --merge";
 
+// Only what a person types as a number: strtol and strtod alone also take
+// leading blanks and a '+' (" 7", "+5"), which no option means.
+bool starts_like_a_number(const std::string& s) {
+  const size_t i = !s.empty() && s[0] == '-' ? 1 : 0;
+  return i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.');
+}
+
 long parse_long(const std::string& s, long lo, long hi, const std::string& error) {
   char* end = nullptr;
   errno = 0;
   long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) throw Error(ExitCode::usage, error);
+  if (!starts_like_a_number(s) || *end != '\0' || errno != 0 || v < lo || v > hi) throw Error(ExitCode::usage, error);
   return v;
 }
 
@@ -49,7 +56,7 @@ double parse_number(const std::string& s, double lo, double hi, const std::strin
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < lo || v > hi)
+  if (!starts_like_a_number(s) || *end != '\0' || errno != 0 || !std::isfinite(v) || v < lo || v > hi)
     throw Error(ExitCode::usage, "--" + option + ": invalid value '" + s + "': expected " + want);
   return v;
 }

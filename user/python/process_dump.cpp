@@ -1,5 +1,6 @@
 #include "user/python/process_dump.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -95,6 +96,27 @@ ProcessDump dump_process(pid_t pid, proc::NativeNamer& namer) {
   if (!same_process()) throw vanished(pid);
   d.read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return d;
+}
+
+Descendants dump_descendants(pid_t pid, const std::set<pid_t>& skip, proc::NativeNamer& namer, std::size_t max,
+                             const std::function<void(pid_t, const Error&)>& skipped) {
+  std::vector<pid_t> kids = proc::descendants(pid);
+  std::sort(kids.begin(), kids.end());
+  Descendants out;
+  for (pid_t c : kids) {
+    if (skip.count(c)) continue;
+    if (out.dumps.size() == max) {
+      ++out.left;
+      continue;
+    }
+    try {
+      out.dumps.push_back(dump_process(c, namer));
+    } catch (const Error& e) {
+      if (skipped) skipped(c, e);
+    }
+    namer.forget(c);
+  }
+  return out;
 }
 
 namespace {

@@ -6,10 +6,14 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstddef>
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "user/core/errors.h"
 #include "user/proc/native_symbols.h"
 #include "user/proc/thread_status.h"
 #include "user/python/thread_stacks.h"
@@ -45,6 +49,18 @@ struct ProcessDump {
 // is replaced by another process with its pid) while it is read;
 // not_python / unsupported / permission as discover() does.
 ProcessDump dump_process(pid_t pid, proc::NativeNamer& namer);
+
+// The Python processes among `pid`'s descendants (children, grandchildren:
+// forkserver's DataLoader workers), lowest pid first, each read now with
+// dump_process; those in `skip` are not read, nor more than `max` (`left`
+// counts the rest). A descendant that is not Python (a shell, a compiler)
+// or that exits meanwhile goes to `skipped` when given.
+struct Descendants {
+  std::vector<ProcessDump> dumps;
+  std::size_t left = 0;
+};
+Descendants dump_descendants(pid_t pid, const std::set<pid_t>& skip, proc::NativeNamer& namer, std::size_t max,
+                             const std::function<void(pid_t, const Error&)>& skipped = {});
 
 // Two dumps of one process, the second begun `interval_s` after the first
 // ended: every thread of `later` that is blocked in a system call in both,

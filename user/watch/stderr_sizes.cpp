@@ -44,6 +44,7 @@ void StderrSizes::sample(const std::vector<std::uint32_t>& pids, std::uint64_t n
         close(fd);
     }
     if (p.fd < 0) continue;
+    if (!p.sizes.empty() && p.sizes.back().first + kSampleEveryNs > now_ns) continue;
     struct stat st {};
     if (fstat(p.fd, &st) != 0) continue;
     p.sizes.emplace_back(now_ns, st.st_size);

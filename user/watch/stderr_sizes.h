@@ -1,6 +1,6 @@
 // Each watched process's stderr size, where that is a regular file (a
-// batch script's slurm-N.out, nohup.out, a redirected log), sampled at the
-// drain's ticks: an escaped exception's traceback (exception_line.h) is
+// batch script's slurm-N.out, nohup.out, a redirected log), sampled once a
+// second from the drain's ticks: an escaped exception's traceback (exception_line.h) is
 // looked for in what the process wrote after the exception, from the size
 // its stderr had before it, so that an older traceback in a log that many
 // runs append to is never this run's. Reads /proc only; never throws.
@@ -31,8 +31,12 @@ class StderrSizes {
   // process that has exited is still read: its file is held here); -1 when
   // none is held.
   int dup_file(std::uint32_t pid) const;
-  static constexpr std::uint64_t kKeepNs = 5'000'000'000;  // samples older than this go
-  static constexpr std::size_t kProcesses = 4096;          // at most this many files held open
+  // Samples older than this go: one at or before 5 s ago is always kept.
+  static constexpr std::uint64_t kKeepNs = 6'000'000'000;
+  static constexpr std::size_t kProcesses = 4096;  // at most this many files held open
+  // A size a second is enough for where 5 s before an exception was (the
+  // drain ticks ten times a second).
+  static constexpr std::uint64_t kSampleEveryNs = 1'000'000'000;
 
  private:
   struct Proc {

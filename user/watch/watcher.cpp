@@ -646,27 +646,10 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
     auto written_after = std::make_shared<std::atomic<std::uint64_t>>(0);
     auto ok = std::make_shared<std::atomic<bool>>(false);
     const std::uint64_t began = clock_ns(CLOCK_MONOTONIC);
-    renders_.push_back({std::thread([this, c, window = std::move(window), bases = std::move(bases), done, written_after,
-                                     ok, began]() mutable {
-                          // At the job's own priority, not the drain's nice -10
-                          // (inherited): the write takes its share of a busy
-                          // job's cores, never ahead of it.
-                          setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 0);
-                          run_capture(c, window, bases, *ok);
-                          written_after->store(std::max<std::uint64_t>(1, clock_ns(CLOCK_MONOTONIC) - began));
-                          if (*ok && on_capture_) {
-                            try {
-                              const std::string top = on_capture_(c);
-                              std::cerr << capture_summary(c, top) + "\n";
-                            } catch (const std::exception& e) {
-                              std::cerr << "ltrace-bpf: watch: the reports of " + c.dir + " not written: " + e.what() +
-                                               "\n";
-                            }
-                          }
-                          if (*ok) give_to_requester(c);
-                          done->store(true);
-                        }),
-                        done, c.trigger.pid, c.dir, c.to_ns, now_ns, written_after, ok});
+    renders_.push_back(
+        {std::thread([this, c, window = std::move(window), bases = std::move(bases), done, written_after, ok,
+                      began]() mutable { capture_thread(c, window, bases, began, *ok, *written_after, *done); }),
+         done, c.trigger.pid, c.dir, c.to_ns, now_ns, written_after, ok});
     ++captures_written_;
     ++captures_kind_[c.trigger.kind];
     kept_.push_back(c.dir);
@@ -674,6 +657,26 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
     std::cerr << "ltrace-bpf: watch: capture " << c.dir << " not written: " << e.what() << "\n";
   }
   keep_captures_bounded();
+}
+
+void Watcher::capture_thread(Capture& c, const WindowCopy& window, const std::vector<std::vector<std::byte>>& bases,
+                             std::uint64_t began, std::atomic<bool>& ok, std::atomic<std::uint64_t>& written_after,
+                             std::atomic<bool>& done) {
+  // At the job's own priority, not the drain's nice -10 (inherited): the
+  // write takes its share of a busy job's cores, never ahead of it.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 0);
+  run_capture(c, window, bases, ok);
+  written_after.store(std::max<std::uint64_t>(1, clock_ns(CLOCK_MONOTONIC) - began));
+  if (ok && on_capture_) {
+    try {
+      const std::string top = on_capture_(c);
+      std::cerr << capture_summary(c, top) + "\n";
+    } catch (const std::exception& e) {
+      std::cerr << "ltrace-bpf: watch: the reports of " + c.dir + " not written: " + e.what() + "\n";
+    }
+  }
+  if (ok) give_to_requester(c);
+  done.store(true);
 }
 
 void Watcher::run_capture(Capture& c, const WindowCopy& window, const std::vector<std::vector<std::byte>>& bases,

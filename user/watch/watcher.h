@@ -209,6 +209,11 @@ class Watcher {
   // Takes the capture's window from the ring and starts its thread, which
   // writes it (run_capture) and then its reports (on_capture_).
   void write_capture(Capture& c, std::uint64_t now_ns);
+  // The body of a capture's thread: run_capture at nice 0, its reports,
+  // its summary line, its requester answered; `done` last.
+  void capture_thread(Capture& c, const WindowCopy& window, const std::vector<std::vector<std::byte>>& bases,
+                      std::uint64_t began, std::atomic<bool>& ok, std::atomic<std::uint64_t>& written_after,
+                      std::atomic<bool>& done);
   static void run_capture(Capture& c, const WindowCopy& window, const std::vector<std::vector<std::byte>>& bases,
                           std::atomic<bool>& ok);
   void keep_captures_bounded();
