@@ -123,14 +123,20 @@ TEST(CollectorTargetTracker, UnprovenKeyGetsItsTriesThenGivesUp) {
   TargetTracker t;
   adopt(t, 100, key(7));
   t.on_fork(100, 101);
-  for (int i = 1; i < TargetTracker::kTsdTries; ++i) ASSERT_TRUE(t.retry_unproven(101)) << i;
-  EXPECT_FALSE(t.retry_unproven(101));
+  for (int i = 1; i < TargetTracker::kTsdTries; ++i) ASSERT_TRUE(t.retry_unproven(101, 0)) << i;
+  EXPECT_FALSE(t.retry_unproven(101, 0));
   EXPECT_TRUE(t.unproven().empty());
   // Proven at once instead:
   t.on_fork(100, 102);
   t.proven(102);
   EXPECT_TRUE(t.unproven().empty());
-  EXPECT_FALSE(t.retry_unproven(102));
+  EXPECT_FALSE(t.retry_unproven(102, 0));
+  // Awaited by the clock (adopted at its exec): any number of tries before
+  // its time, none after.
+  t.await_tsd(103, 5'000);
+  for (int i = 0; i < 10 * TargetTracker::kTsdTries; ++i) ASSERT_TRUE(t.retry_unproven(103, 4'999)) << i;
+  EXPECT_FALSE(t.retry_unproven(103, 5'000));
+  EXPECT_TRUE(t.unproven().empty());
 }
 
 TEST(CollectorTargetTracker, ThreadStateMapTargetsAreLiveAliveAndByMap) {

@@ -858,12 +858,15 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
                      "; *_next dataloader actions will be missing");
   if (sampling()) {
     std::string why;
+    // Not found yet: looked for again a while. A process adopted at its
+    // exec has no interpreter yet, held there or not (a hold not had on a
+    // busy machine: the exec record's adoption came first, and its stacks
+    // were missing for the whole run); one attached later may be between
+    // its interpreter's finalisation and a new one.
     if (auto key = thread_state_key(interp, why))
       targets_.set_tsd(pid, *key);
-    else if (how.held_at_exec)
-      targets_.await_tsd(pid, TargetTracker::kTsdTriesAfterExec);  // its interpreter is not initialized yet
     else
-      notes_.push_back(why + "; its stacks are missing from the report");
+      targets_.await_tsd(pid, monotonic_ns() + TargetTracker::kTsdAwaitNs);
   }
   proctrack_->set_target(pid, target_for(interp));
   refresh_thread_states(pid);
@@ -957,9 +960,10 @@ void Session::refresh_thread_states(pid_t only) {
     if (!only || pid == only) proctrack_->set_thread_states(pid, python::thread_states_by_tid(*targets_.live(pid)));
 }
 
-// Forked children's inherited thread-state keys, proven in the child.  It
+// Forked children's inherited thread-state keys, proven in the child (it
 // may still be re-initialising its interpreter: a few more tries, then stop
-// sampling it rather than read with a wrong key.
+// sampling it rather than read with a wrong key), and the keys of targets
+// adopted before their interpreter had one (looked for a while).
 void Session::check_forked_tsd() {
   for (pid_t pid : targets_.unproven()) {
     const auto* interp = targets_.live(pid);
@@ -975,11 +979,13 @@ void Session::check_forked_tsd() {
       targets_.set_tsd(pid, *key);
       if (changed) proctrack_->update_target(pid, target_for(*interp));
       targets_.proven(pid);
-    } else if (!targets_.retry_unproven(pid)) {
+    } else if (!targets_.retry_unproven(pid, monotonic_ns())) {
       targets_.drop_tsd(pid);
       // Only where its entry still is: BPF removed it if it exited.
       proctrack_->update_target(pid, target_for(*interp));
-      notes_.push_back(why + " (after fork or exec); its stacks are missing from the report");
+      notes_.push_back(why +
+                       " (looked for again after its fork, exec or adoption, then given up); its stacks are "
+                       "missing from the report");
     }
   }
 }

@@ -24,7 +24,7 @@ const python::Interpreter* TargetTracker::on_fork(pid_t parent, pid_t child) {
   // again there before we rely on it.
   if (auto t = tsd_.find(parent); t != tsd_.end()) {
     tsd_[child] = t->second;
-    unproven_[child] = kTsdTries;
+    unproven_[child] = {.tries = kTsdTries};
   }
   return &mine;
 }
@@ -109,10 +109,10 @@ std::vector<pid_t> TargetTracker::unproven() const {
   return out;
 }
 
-bool TargetTracker::retry_unproven(pid_t pid) {
+bool TargetTracker::retry_unproven(pid_t pid, std::uint64_t now_ns) {
   auto it = unproven_.find(pid);
   if (it == unproven_.end()) return false;
-  if (--it->second > 0) return true;
+  if (it->second.until_ns ? now_ns < it->second.until_ns : --it->second.tries > 0) return true;
   unproven_.erase(it);
   return false;
 }

@@ -26,10 +26,12 @@ class TargetTracker {
   // How often a forked child's thread-state key is re-checked before we
   // stop sampling it rather than read with a wrong key.
   static constexpr int kTsdTries = 25;
-  // A CPython held at its exec is adopted before its interpreter exists:
-  // its key is looked for until it has one (tried once a drain, ~20 ms:
-  // ~5 s of start-up on a busy machine).
-  static constexpr int kTsdTriesAfterExec = 250;
+  // A CPython adopted at or just after its exec (held there, or found by
+  // its exec record when the hold could not be had) has no interpreter
+  // yet: its key is looked for until it has one, at every drain, for this
+  // long (by the clock, not by tries: a busy loop spent 250 tries in well
+  // under a second). A process whose key is never found is given up then.
+  static constexpr std::uint64_t kTsdAwaitNs = 30'000'000'000;
 
   // An adoption starts: the process is reported on from now.
   void met(pid_t pid) {
@@ -82,18 +84,23 @@ class TargetTracker {
   // Forked children whose inherited key is not re-checked yet.
   std::vector<pid_t> unproven() const;
   void proven(pid_t pid) { unproven_.erase(pid); }
-  // A target without a key yet (held at its exec): unproven, `tries` times.
-  void await_tsd(pid_t pid, int tries) { unproven_[pid] = tries; }
-  // One more failed re-check: false when the tries are spent (the child is
-  // then no longer unproven; the caller stops sampling it).
-  bool retry_unproven(pid_t pid);
+  // A target without a key yet: unproven until `until_ns` (monotonic).
+  void await_tsd(pid_t pid, std::uint64_t until_ns) { unproven_[pid] = {.tries = 0, .until_ns = until_ns}; }
+  // One more failed re-check at `now_ns`: false when the tries or the time
+  // are spent (the process is then no longer unproven; the caller stops
+  // sampling it).
+  bool retry_unproven(pid_t pid, std::uint64_t now_ns);
 
  private:
   std::map<pid_t, bool> alive_;
   std::map<pid_t, python::Interpreter> live_;
   std::map<pid_t, pid_t> forked_from_;  // child -> parent, same image
   std::map<pid_t, python::TsdLookup> tsd_;
-  std::map<pid_t, int> unproven_;  // -> re-checks left
+  struct Unproven {
+    int tries = 0;               // re-checks left (a forked child)...
+    std::uint64_t until_ns = 0;  // ...or re-checked until then (an exec'd one)
+  };
+  std::map<pid_t, Unproven> unproven_;
   std::vector<pid_t> execed_;
 };
 
