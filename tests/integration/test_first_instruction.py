@@ -467,3 +467,24 @@ def test_job_env_holds_a_rank_started_later(tmp_path, sites):
     calls = summed_calls(section_of(out, late))
     assert {f"late_{i:02d}": 1 for i in range(20)} == {k: v for k, v in calls.items() if k.startswith("late_")}, out
     assert "other_" not in out, out[-2000:]
+
+
+def test_stacks_of_a_cpython_whose_start_is_held_up(tmp_path):
+    """A CPython held up for seconds between its exec and its interpreter's
+    start (an LD_PRELOAD constructor sleeping 8 s; a busy machine did the
+    same in an audit and in CI): its thread-state key is looked for until
+    the interpreter has one, so its stacks are sampled. It was looked for
+    ~250 drains (or once, when the exec hold came too late) and the whole
+    run's stacks were missing."""
+    lib = tmp_path / "slow_start.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(lib), os.path.join(WORKLOADS, "slow_start.c")],
+                   check=True)
+    script = tmp_path / "spin.py"
+    script.write_text("import time\n\n\ndef spin_here():\n    t = time.process_time()\n"
+                      "    while time.process_time() - t < 1.5:\n        pass\n\n\nspin_here()\n")
+    r = subprocess.run([LTRACE, "run", "--report", "advanced", "--", "env", "LT_SLOW_START_MS=8000",
+                        f"LD_PRELOAD={lib}", pyenv_python(11), str(script)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "cannot sample Python stacks" not in r.stderr, r.stderr[-3000:]
+    assert "spin_here" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]

@@ -137,6 +137,14 @@ TEST(CollectorTargetTracker, UnprovenKeyGetsItsTriesThenGivesUp) {
   for (int i = 0; i < 10 * TargetTracker::kTsdTries; ++i) ASSERT_TRUE(t.retry_unproven(103, 4'999)) << i;
   EXPECT_FALSE(t.retry_unproven(103, 5'000));
   EXPECT_TRUE(t.unproven().empty());
+  // ...but while its interpreter is not initialised yet, for as long as it
+  // takes; a forked child's tries are spent all the same.
+  t.await_tsd(104, 5'000);
+  EXPECT_TRUE(t.retry_unproven(104, 60'000, /*not_yet=*/true));
+  EXPECT_FALSE(t.retry_unproven(104, 60'000));
+  t.on_fork(100, 105);
+  for (int i = 1; i < TargetTracker::kTsdTries; ++i) ASSERT_TRUE(t.retry_unproven(105, 0, true)) << i;
+  EXPECT_FALSE(t.retry_unproven(105, 0, true));
 }
 
 TEST(CollectorTargetTracker, ThreadStateMapTargetsAreLiveAliveAndByMap) {

@@ -894,9 +894,14 @@ void Session::adopt_checked(pid_t pid, Adoption how) {
 
 // How BPF finds this interpreter's thread states, or why it cannot (then
 // its stacks are not sampled).
-std::optional<python::TsdLookup> Session::thread_state_key(const python::Interpreter& interp, std::string& why) const {
+std::optional<python::TsdLookup> Session::thread_state_key(const python::Interpreter& interp, std::string& why,
+                                                           bool* not_yet) const {
   try {
     return python::find_tsd_lookup(interp);
+  } catch (const python::NotInitialisedYet& e) {
+    why = e.what();
+    if (not_yet) *not_yet = true;
+    return std::nullopt;
   } catch (const Error& e) {
     why = e.what();
     return std::nullopt;
@@ -972,14 +977,15 @@ void Session::check_forked_tsd() {
       continue;
     }
     std::string why;
-    if (auto key = thread_state_key(*interp, why)) {
+    bool not_yet = false;
+    if (auto key = thread_state_key(*interp, why, &not_yet)) {
       // A target held at its exec had no key yet: any key is a change.
       const python::TsdLookup* had = targets_.tsd(pid);
       const bool changed = !had || key->key != had->key || key->by_map != had->by_map;
       targets_.set_tsd(pid, *key);
       if (changed) proctrack_->update_target(pid, target_for(*interp));
       targets_.proven(pid);
-    } else if (!targets_.retry_unproven(pid, monotonic_ns())) {
+    } else if (!targets_.retry_unproven(pid, monotonic_ns(), not_yet)) {
       targets_.drop_tsd(pid);
       // Only where its entry still is: BPF removed it if it exited.
       proctrack_->update_target(pid, target_for(*interp));

@@ -140,7 +140,10 @@ class Session {
   void adopt_eligible();  // --all: the watcher's new processes
   std::optional<Refusal> try_adopt(pid_t pid, Adoption how = {});
   void adopt_checked(pid_t pid, Adoption how);  // throws lt::Error; try_adopt() turns it into a Refusal
-  std::optional<python::TsdLookup> thread_state_key(const python::Interpreter& interp, std::string& why) const;
+  // How BPF finds its thread states, or why not (`not_yet`: the
+  // interpreter has no key yet, python::NotInitialisedYet).
+  std::optional<python::TsdLookup> thread_state_key(const python::Interpreter& interp, std::string& why,
+                                                    bool* not_yet = nullptr) const;
   lt_target target_for(const python::Interpreter& interp);
   bool sampling() const { return wants_stacks(opts_); }
   bool explicit_target(pid_t pid) const;

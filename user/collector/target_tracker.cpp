@@ -109,10 +109,10 @@ std::vector<pid_t> TargetTracker::unproven() const {
   return out;
 }
 
-bool TargetTracker::retry_unproven(pid_t pid, std::uint64_t now_ns) {
+bool TargetTracker::retry_unproven(pid_t pid, std::uint64_t now_ns, bool not_yet) {
   auto it = unproven_.find(pid);
   if (it == unproven_.end()) return false;
-  if (it->second.until_ns ? now_ns < it->second.until_ns : --it->second.tries > 0) return true;
+  if (it->second.until_ns ? not_yet || now_ns < it->second.until_ns : --it->second.tries > 0) return true;
   unproven_.erase(it);
   return false;
 }

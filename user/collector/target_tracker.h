@@ -28,9 +28,9 @@ class TargetTracker {
   static constexpr int kTsdTries = 25;
   // A CPython adopted at or just after its exec (held there, or found by
   // its exec record when the hold could not be had) has no interpreter
-  // yet: its key is looked for until it has one, at every drain, for this
-  // long (by the clock, not by tries: a busy loop spent 250 tries in well
-  // under a second). A process whose key is never found is given up then.
+  // yet: its key is looked for at every drain until it has one; one that
+  // has an interpreter whose key cannot be proven is given up after this
+  // long (by the clock, not by tries).
   static constexpr std::uint64_t kTsdAwaitNs = 30'000'000'000;
 
   // An adoption starts: the process is reported on from now.
@@ -88,8 +88,10 @@ class TargetTracker {
   void await_tsd(pid_t pid, std::uint64_t until_ns) { unproven_[pid] = {.tries = 0, .until_ns = until_ns}; }
   // One more failed re-check at `now_ns`: false when the tries or the time
   // are spent (the process is then no longer unproven; the caller stops
-  // sampling it).
-  bool retry_unproven(pid_t pid, std::uint64_t now_ns);
+  // sampling it). An awaited target whose interpreter is `not_yet`
+  // initialised is looked for as long as it lives (a start-up held up
+  // longer than the time: an LD_PRELOAD constructor sleeping 7 s).
+  bool retry_unproven(pid_t pid, std::uint64_t now_ns, bool not_yet = false);
 
  private:
   std::map<pid_t, bool> alive_;

@@ -24,10 +24,14 @@ TsdLookup find_tsd_lookup(const Interpreter& interp) {
   auto fail = [&](const std::string& why) {
     return Error(ExitCode::unsupported, "pid " + std::to_string(pid) + ": cannot sample Python stacks: " + why);
   };
+  auto not_yet = [&](const std::string& why) {
+    return NotInitialisedYet(ExitCode::unsupported,
+                             "pid " + std::to_string(pid) + ": cannot sample Python stacks: " + why);
+  };
   // The map fallback needs native_thread_id (3.11+) to match samples.
   auto by_map = [&](const std::string& why) {
     if (!l.tstate_native_thread_id) throw fail(why);
-    if (thread_states_by_tid(interp).empty()) throw fail("no thread state of the interpreter is readable yet");
+    if (thread_states_by_tid(interp).empty()) throw not_yet("no thread state of the interpreter is readable yet");
     TsdLookup t;
     t.by_map = true;
     return t;
@@ -37,7 +41,7 @@ TsdLookup find_tsd_lookup(const Interpreter& interp) {
   auto init = proc::read_value<std::int32_t>(pid, interp.runtime_addr + l.runtime_tss);
   auto key = proc::read_value<std::uint32_t>(pid, interp.runtime_addr + l.runtime_tss + 4);
   if (!init || !key) throw fail("cannot read _PyRuntime");
-  if (*init != 1) throw fail("the interpreter's thread-state key is not initialised");
+  if (*init != 1) throw not_yet("the interpreter's thread-state key is not initialised");
   if (*key >= 1024) throw fail("thread-state key " + std::to_string(*key) + " is out of range");
   TsdLookup t;
   t.key = *key;
@@ -45,7 +49,7 @@ TsdLookup find_tsd_lookup(const Interpreter& interp) {
   // bound to its thread must be found at pthread_self's TSD slot (thread_id
   // is the pthread_t, which glibc makes the TCB address, i.e. fsbase).
   auto interp_addr = proc::read_value<std::uint64_t>(pid, interp.runtime_addr + l.runtime_interp_head);
-  if (!interp_addr || !*interp_addr) throw fail("no interpreter state yet");
+  if (!interp_addr || !*interp_addr) throw not_yet("no interpreter state yet");
   auto ts = proc::read_value<std::uint64_t>(pid, *interp_addr + l.interp_threads_head);
   for (int i = 0; ts && *ts && i < 4096; ++i) {
     auto self = proc::read_value<std::uint64_t>(pid, *ts + l.tstate_thread_id);
@@ -58,6 +62,9 @@ TsdLookup find_tsd_lookup(const Interpreter& interp) {
     }
     ts = proc::read_value<std::uint64_t>(pid, *ts + l.tstate_next);
   }
+  // No thread bound to its thread state yet (start-up): nothing proves or
+  // disproves the layout.
+  if (t.threads_checked == 0) throw not_yet("no thread state bound to its thread yet");
   if (t.threads_matched == 0)
     return by_map("none of " + std::to_string(t.threads_checked) +
                   " thread(s) has its thread state at the glibc pthread-key slot (musl or an unknown libc?)");

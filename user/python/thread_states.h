@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "user/core/errors.h"
 #include "user/python/discovery.h"
 
 namespace lt::python {
@@ -23,8 +24,17 @@ struct TsdLookup {
   int threads_checked = 0, threads_matched = 0;
 };
 
+// The interpreter has no key, or no thread state, yet: a process at or
+// just after its exec (its start-up may be held up for seconds: a busy
+// machine, an LD_PRELOAD constructor), or one finalising. Worth looking
+// again, however long it takes.
+struct NotInitialisedYet : Error {
+  using Error::Error;
+};
+
 // Throws lt::Error(unsupported) when the key is not set up or no thread of
-// the target can be found through it (not glibc, or another layout).
+// the target can be found through it (not glibc, or another layout);
+// NotInitialisedYet (an Error(unsupported) too) when it may be later.
 TsdLookup find_tsd_lookup(const Interpreter& interp);
 
 // (native thread id, PyThreadState*) of every thread of the main
