@@ -1053,7 +1053,9 @@ std::string unjudged(const DeviceStatsReport* stats, const GcReport* gc, const L
         "garbage-collection pauses (neither CPython's gc probes nor stack samples: record with --report "
         "verdict)");
   if (!logging || !logging->any())
-    what.push_back("logging cost (no stack samples: record with --report verdict or advanced)");
+    what.push_back(logging && logging->period_ns
+                       ? "logging cost (sampled, but no stack sample of the job's: the recording's notes say why)"
+                       : "logging cost (no stack samples: record with --report verdict or advanced)");
   std::string out;
   for (const auto& w : what) out += (out.empty() ? "" : "; ") + w;
   return out;

@@ -141,7 +141,13 @@ TEST(Findings, AHealthyFitRaisesNone) {
                       "samples: record with --report verdict or --device-stats); garbage-collection pauses"),
             std::string::npos)
       << bare;
-  EXPECT_NE(bare.find("; logging cost (no stack samples"), std::string::npos) << bare;
+  EXPECT_NE(bare.find("; logging cost (no stack samples: record with"), std::string::npos) << bare;
+  // Sampled, but none of the job's (its stacks could not be read): not
+  // told to record with what it was recorded with.
+  LoggingReport sampled_none;
+  sampled_none.period_ns = 10'000'000;
+  EXPECT_NE(unjudged(nullptr, nullptr, &sampled_none).find("logging cost (sampled, but no stack sample of the job's"),
+            std::string::npos);
   Fit warm_up;  // a slow first step (lazy init): not an outlier
   warm_up.slow_step = 0;
   warm_up.slow_ms = 50;
