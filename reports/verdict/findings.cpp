@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "reports/aggregate/run_queue.h"
 #include "reports/aggregate/step_batches.h"
 #include "reports/aggregate/steps.h"
 #include "reports/verdict/between_steps.h"
@@ -195,36 +196,6 @@ double samples_within(const Spans& spans, const std::vector<Sample>& samples, st
   return static_cast<double>(periods) * static_cast<double>(period_ns) / 1e6;
 }
 
-// The loop thread's scheduling over the train steps: the cumulative
-// schedstat counters at the samples nearest inside the steps' span (the
-// samples are of the main thread: the loop's when it runs there).
-struct RunQueue {
-  std::uint64_t from = 0, to = 0;      // the two samples' times
-  double wall = 0, cpu = 0, wait = 0;  // ns between them: wall, on a CPU, on the run queue (wall 0: none)
-  explicit operator bool() const { return wall > 0; }
-  double share() const { return wall > 0 ? wait / wall : 0; }  // of the time, waiting for a CPU
-  // Of its runnable time (on a CPU or waiting for one), waiting.
-  double of_runnable() const { return cpu + wait > 0 ? wait / (cpu + wait) : 0; }
-};
-
-// `loop_tid`: the thread the loop ran on (the straggler's caller takes it
-// for the main thread).
-RunQueue run_queue_in_steps(const ProcessActions& p, const std::vector<StepRecord>& t, std::uint32_t loop_tid,
-                            const ProcessDeviceStats& stats) {
-  if (loop_tid != p.meta.pid || stats.sched.size() < 2 || t.size() < 2) return {};
-  const std::uint64_t from = t.front().begin_ns, to = t.back().end_ns;
-  const ProcessDeviceStats::Sched* a = nullptr;
-  const ProcessDeviceStats::Sched* b = nullptr;
-  for (const auto& x : stats.sched) {
-    if (x.ts < from || x.ts > to) continue;
-    if (!a) a = &x;
-    b = &x;
-  }
-  if (!a || !b || b->ts <= a->ts || b->runq_ns < a->runq_ns || b->cpu_ns < a->cpu_ns) return {};
-  return RunQueue{a->ts, b->ts, static_cast<double>(b->ts - a->ts), static_cast<double>(b->cpu_ns - a->cpu_ns),
-                  static_cast<double>(b->runq_ns - a->runq_ns)};
-}
-
 // The loop thread's run-queue wait over the train steps, as a share of the
 // time between the samples.
 void cpu_contention(const ProcessActions& p, const std::vector<StepRecord>& t, std::uint32_t loop_tid,
@@ -232,8 +203,7 @@ void cpu_contention(const ProcessActions& p, const std::vector<StepRecord>& t, s
   const RunQueue rq = run_queue_in_steps(p, t, loop_tid, stats);
   if (!rq || rq.share() < kContention) return;
   // The steps between the two samples: the wait per step at stake.
-  std::size_t steps = 0;
-  for (const auto& r : t) steps += r.begin_ns >= rq.from && r.end_ns <= rq.to;
+  const std::size_t steps = rq.steps_within(t);
   if (!steps) return;
   out.push_back({"cpu contention", p.meta.pid, rq.wait / 1e6 / static_cast<double>(steps), rq.share(),
                  "the training loop's thread was runnable but waiting for a CPU " + pct(rq.share()) + " of " +

@@ -246,6 +246,13 @@ def test_bad_input_is_one_line(tmp_path, traces):
     r = diff(traces["a"], str(cut), "--fail-if-slower", "50")
     assert r.returncode == 13 and row(r.stdout, "train step"), r.stdout + r.stderr
     assert "byte(s) cut (an incomplete chunk, not read" in r.stderr, r.stderr
+    # ... even where what was read is slower: the gate judges no part of a
+    # recording (an audit's cut B failed as a regression, 17).
+    cut_slow = tmp_path / "cut_slow.ltrace"
+    cut_slow.write_bytes(open(traces["slow"], "rb").read()[:-5])
+    r = diff(traces["a"], str(cut_slow), "--fail-if-slower", "10")
+    assert r.returncode == 13 and row(r.stdout, "train step").startswith("slower"), r.stdout + r.stderr
+    assert "--fail-if-slower not judged: a trace was cut short or damaged" in r.stderr, r.stderr
 
 
 def verdict(path):

@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "reports/aggregate/steps.h"
+#include "reports/diff/cpu_wait.h"
 #include "reports/diff/diff_flame.h"
 #include "reports/diff/diff_html.h"
 #include "reports/diff/rank_test.h"
@@ -796,4 +798,68 @@ TEST(DiffFlame, FramesCarryBothSidesTimePerStep) {
   ASSERT_NE(at, std::string::npos);
   EXPECT_NE(html.find("fill=\"#ff0000\"", at), std::string::npos);
   EXPECT_LT(html.find("fill=\"#ff0000\"", at), html.find("</g>", at));
+}
+
+namespace {
+
+// A run's /proc schedstat samples every ms over its train steps, `waiting`
+// of each interval on the run queue.
+DeviceStatsReport waiting_for_a_cpu(const ActionsReport& r, double waiting) {
+  const auto& p = r.processes[0];
+  const auto steps = step_records(p).train;
+  DeviceStatsReport s;
+  ProcessDeviceStats ps;
+  ps.pid = p.meta.pid;
+  std::uint64_t cpu = 0, runq = 0, last = steps.front().begin_ns;
+  for (std::uint64_t ts = steps.front().begin_ns; ts <= steps.back().end_ns; ts += 1'000'000) {
+    runq += static_cast<std::uint64_t>(waiting * static_cast<double>(ts - last));
+    cpu += static_cast<std::uint64_t>((1 - waiting) * static_cast<double>(ts - last));
+    last = ts;
+    ps.sched.push_back({ts, cpu, runq});
+  }
+  s.processes.push_back(ps);
+  return s;
+}
+
+}  // namespace
+
+// One run a side on a shared machine: B's loop waited for a CPU where A's
+// did not. The diff says how much of B's shift is that wait (an audit: the
+// same job read as +25 % with nothing said); it says nothing of the kind
+// where the wait did not move with the step.
+TEST(CpuWait, TheShareOfAShiftThatIsTheWaitForACpu) {
+  const ActionsReport a = fit(40, 3, 1), b = fit(40, 4, 2);  // B's step +1 ms
+  const StepDiff d = diff_steps(a, b);
+  ASSERT_TRUE(d.step());
+  const CpuWait calm = cpu_wait_in_steps(a, waiting_for_a_cpu(a, 0.01));
+  ASSERT_TRUE(calm.known());
+  EXPECT_NEAR(calm.share(), 0.01, 0.002);
+  // A tenth of each step waiting (~1.2 ms of B's ~11.7 ms steps, from
+  // one to the next): more than B's ~1 ms shift, so all of it.
+  const auto steps_b = step_records(b.processes[0]).train;
+  const double step_ms = (steps_b.back().end_ns - steps_b.front().begin_ns) / 1e6 / (steps_b.size() - 1.0);
+  const CpuWait busy = cpu_wait_in_steps(b, waiting_for_a_cpu(b, 0.10));
+  EXPECT_NEAR(busy.per_step_ms(), 0.1 * step_ms, 0.05);
+  EXPECT_EQ(shift_in_cpu_wait_ms(calm, busy, d), d.step()->test.shift * 1e3);
+  EXPECT_NE(render_cpu_wait(calm, busy, d).find("  all of B's step shift (+1."), std::string::npos)
+      << render_cpu_wait(calm, busy, d);
+  // Half as much waiting: that much of the shift.
+  const CpuWait some = cpu_wait_in_steps(b, waiting_for_a_cpu(b, 0.06));
+  const double in_wait = shift_in_cpu_wait_ms(calm, some, d);
+  EXPECT_NEAR(in_wait, some.per_step_ms() - calm.per_step_ms(), 1e-9);
+  EXPECT_LT(in_wait, d.step()->test.shift * 1e3);
+  const CpuWait& busy_note = some;
+  const std::string note = render_cpu_wait(calm, busy_note, d);
+  EXPECT_NE(note.find("cpu wait (the training loop runnable but waiting for a CPU; /proc schedstat samples): A 0."),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("  an estimated +0."), std::string::npos) << note;
+  // The same wait on both sides: none of the shift is said to be it.
+  const CpuWait same = cpu_wait_in_steps(b, waiting_for_a_cpu(b, 0.01));
+  EXPECT_EQ(shift_in_cpu_wait_ms(calm, same, d), 0);
+  EXPECT_EQ(render_cpu_wait(calm, same, d).find("step shift"), std::string::npos);
+  // A side without samples: said, and nothing estimated.
+  EXPECT_NE(render_cpu_wait(calm, CpuWait{}, d).find("B not known (no /proc samples"), std::string::npos);
+  EXPECT_EQ(shift_in_cpu_wait_ms(calm, CpuWait{}, d), 0);
+  EXPECT_EQ(render_cpu_wait(CpuWait{}, CpuWait{}, d), "");
 }

@@ -9,7 +9,9 @@
 
 #include "reports/aggregate/actions.h"
 #include "reports/aggregate/comm.h"
+#include "reports/aggregate/device_stats.h"
 #include "reports/aggregate/gpu.h"
+#include "reports/diff/cpu_wait.h"
 #include "reports/diff/diff_flame.h"
 #include "reports/diff/diff_html.h"
 #include "reports/diff/job_identity.h"
@@ -30,6 +32,7 @@ struct Run {
   LineSamples lines;
   CommReport comm;
   GpuReport gpu;
+  DeviceStatsReport stats;  // the /proc samples: each side's wait for a CPU
 };
 
 // The table's "of A's step" for the step row: its change of the mean per
@@ -56,6 +59,7 @@ Run read_run_of(const std::string& path, bool& damaged) {
   ActionAggregator agg(/*keep_intervals=*/true);
   CommAggregator comm(agg, CommAggregatorOptions{.keep_calls = true});
   GpuAggregator gpu(agg, /*keep_slices=*/true);
+  DeviceStatsAggregator stats(agg);
   OpCalls ops;
   LineSamples lines(/*keep_stacks=*/true);  // stack rows, and --html's flame graph
   const auto r = tracefile::read_trace_file(
@@ -64,6 +68,7 @@ Run read_run_of(const std::string& path, bool& damaged) {
         agg.add(h, p);
         comm.add(h, p);  // right after the actions (it charges calls to the open action)
         gpu.add(h, p);
+        stats.add(h, p);
         ops.add(h, p);
         lines.add(h, p);
       },
@@ -75,7 +80,8 @@ Run read_run_of(const std::string& path, bool& damaged) {
   damaged |= r.data_lost() || r.bytes_cut > 0;
   CommReport calls = comm.finish();
   GpuReport kernels = gpu.finish();
-  return Run{agg.finish(), std::move(ops), std::move(lines), std::move(calls), std::move(kernels)};
+  DeviceStatsReport samples = stats.finish();
+  return Run{agg.finish(), std::move(ops), std::move(lines), std::move(calls), std::move(kernels), std::move(samples)};
 }
 
 // Appends another trace's names and the items that index them (op calls,
@@ -148,6 +154,7 @@ int cmd_diff(Options& opts) {
     std::vector<std::string> notes;  // said once the side is known to hold something
   };
   Side side_a, side_b;
+  CpuWait wait_a, wait_b;
   auto read_side = [&](const std::vector<std::string>& files, const ExportRange& range, int rank, const char* side,
                        Side& seen) {
     // What diff keeps of each run (its samples per row); a recording itself
@@ -169,6 +176,7 @@ int cmd_diff(Options& opts) {
       }
       const int side_index = side[0] == 'A' ? 0 : 1;
       if (rank < 0) {
+        (side_index ? wait_b : wait_a) += cpu_wait_in_steps(run.actions, run.stats);
         for (const auto& p : run.actions.processes) seen.intervals += p.intervals.size();
         if (html) flame.add(side_index, run.actions, run.lines);
         keep(run);
@@ -185,6 +193,7 @@ int cmd_diff(Options& opts) {
       for (std::size_t i = 0; i < of_rank.size(); ++i)
         if (of_rank[i]) kept_processes.push_back(std::move(run.actions.processes[i]));
       run.actions.processes = std::move(kept_processes);
+      (side_index ? wait_b : wait_a) += cpu_wait_in_steps(run.actions, run.stats);
       // The rank's op calls and samples only: pids are unique within a
       // file, not across the files of a job's nodes.
       std::set<std::uint32_t> kept;
@@ -263,7 +272,7 @@ int cmd_diff(Options& opts) {
                 std::string("diff: no train steps in ") + no_steps_in + ": --fail-if-slower has no step time to judge");
   const std::string label_a = label(opts.diff_a, opts.export_range, opts.diff_rank),
                     label_b = label(opts.diff_b, range_b, rank_b);
-  std::cout << render_step_diff(d, label_a, label_b);
+  std::cout << render_step_diff(d, label_a, label_b) << render_cpu_wait(wait_a, wait_b, d);
   if (html) {
     const DiffFlame f = flame.finish();
     write_output(opts.html_path, [&](std::ostream& out) { write_diff_html(d, f, label_a, label_b, out); });
@@ -279,6 +288,13 @@ int cmd_diff(Options& opts) {
   if (!d.no_kernel_rows.empty()) std::cerr << "ltrace-bpf: diff: no kernel rows: " << d.no_kernel_rows << "\n";
   if (!step || !step->n_a || !step->n_b)
     std::cerr << "ltrace-bpf: diff: no train steps in " << no_steps_in << ": only the actions are compared\n";
+  // A cut-short or damaged side: the gate does not judge part of a
+  // recording, slower or not (an audit: a truncated B, its 10 early steps
+  // slower, failed as a regression).
+  if (opts.fail_if_slower_pct >= 0 && damaged) {
+    std::cerr << "ltrace-bpf: diff: --fail-if-slower not judged: a trace was cut short or damaged (said above)\n";
+    return static_cast<int>(ExitCode::damaged_trace);
+  }
   if (opts.fail_if_slower_pct >= 0 && step && step->verdict > 0 && step->median_a > 0) {
     const double pct = 100 * step->test.shift / step->median_a;
     if (pct >= opts.fail_if_slower_pct) {
@@ -292,6 +308,14 @@ int cmd_diff(Options& opts) {
                     "of the mean)\n",
                     step->test.shift * 1e3, pct, step->p_holm, opts.fail_if_slower_pct, step_pct_of_mean(*step));
       std::cerr << line;
+      // Failed all the same: the wait may be the job's own doing (more
+      // DataLoader workers or torch threads than cores).
+      if (const double in_wait = shift_in_cpu_wait_ms(wait_a, wait_b, d))
+        std::fprintf(stderr,
+                     "ltrace-bpf: diff: of that shift, an estimated %+.2f ms per step is B's training loop waiting "
+                     "for a CPU (A %.2f ms, B %.2f ms per step): other processes', or the job's own threads' load, "
+                     "not time on a CPU\n",
+                     in_wait, wait_a.per_step_ms(), wait_b.per_step_ms());
       return static_cast<int>(ExitCode::regression);
     }
   }
