@@ -434,6 +434,7 @@ struct WatchBed {
     o.after_ns = after_ns;
     if (!host.empty()) o.host = host;
     if (stall_min_ns) o.triggers.stall_min_ns = stall_min_ns;
+    o.triggers.memory_warmup = 0;  // memory judged from the first sample here (Triggers.MemoryGrowthCountsFrom...)
     w = std::make_unique<Watcher>(o, std::move(on_trigger), [this](const Capture& c) {
       rendered.push_back(c);
       return top;
@@ -569,6 +570,42 @@ TEST(FlightRing, AWindowTakenIsWholeWhateverTheRingDoesBeforeItIsWritten) {
     ++events;
   });
   EXPECT_EQ(events, 50u);
+}
+
+// A trigger's before-window is held from the trigger on: the records
+// after it (an escalation's) push its segments out of the ring before the
+// capture is taken, and the capture still has them, once each, in order.
+// An audit: a 400K ring's slow-step capture held 2 s, without its step.
+TEST(FlightRing, ABeforeWindowHeldAtTheTriggerIsInTheCaptureTakenLater) {
+  TempDir d;
+  FlightRing ring(ten_seconds_in_two(d));
+  feed(ring, code_record(7, 1 * s));
+  auto run = [&](std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t t = from; t < to; t += 100 * ms) {
+      feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "run_training_batch", t));
+      ring.tick(t);
+    }
+  };
+  run(1 * s, 10 * s);
+  WindowCopy before = ring.take_window(5 * s, 20 * s);    // the trigger at 10 s, its capture to 20 s
+  const std::uint64_t held_from = before.held_from_ns();  // the segment that holds 5 s begins before it
+  EXPECT_LE(held_from, 5 * s);
+  run(10 * s, 20 * s);
+  EXPECT_GT(ring.oldest_ns(), 5 * s);  // the ring dropped the window's start meanwhile
+  WindowCopy whole = ring.take_window(5 * s, 20 * s);
+  EXPECT_GT(whole.held_from_ns(), 5 * s);
+  whole.add_older(std::move(before));
+  EXPECT_EQ(whole.held_from_ns(), held_from);
+  const std::string out = d.path + "/window.ltrace";
+  whole.write(out);
+  std::vector<std::uint64_t> ts;
+  tracefile::read_trace_file(out, [&](const lt_event_header& h, const std::byte*) {
+    if (h.kind == LT_EV_ACTION_BEGIN) ts.push_back(h.ts_ns);
+  });
+  ASSERT_EQ(ts.size(), 150u);  // 5.0 .. 19.9 s, each once
+  EXPECT_EQ(ts.front(), 5 * s);
+  EXPECT_TRUE(std::is_sorted(ts.begin(), ts.end()));
+  EXPECT_EQ(std::adjacent_find(ts.begin(), ts.end()), ts.end());
 }
 
 // A user's capture: only their processes' records (and those of no
@@ -1359,6 +1396,7 @@ TriggerOptions growth_over_a_minute() {
   o.memory_growth = 0.5;
   o.memory_floor_bytes = 100 << 20;
   o.memory_window_ns = 60 * s;
+  o.memory_warmup = 0;  // judged from the first sample (the warm-up: its own test)
   return o;
 }
 
@@ -1385,6 +1423,37 @@ TEST(Triggers, MemoryGrowthOverTheWindowsLowest) {
   TriggerPolicy r(o);
   EXPECT_FALSE(r.on_rss(9, 20 * MiB, 1 * s, 1 * s));
   EXPECT_FALSE(r.on_rss(9, 90 * MiB, 2 * s, 2 * s));
+}
+
+// A job grows by hundreds of MiB as it imports torch and takes its first
+// steps (an audit: under --all, every new job fired, 14 of 20 captures in
+// 2.5 min). Growth counts from the warm-up's end: its 10th train step, or,
+// in a process with no train step, 5 minutes after its first sample.
+TEST(Triggers, MemoryGrowthCountsFromTheWarmUpsEnd) {
+  TriggerOptions o = growth_over_a_minute();
+  o.memory_warmup = 10;
+  o.memory_grace_ns = 300 * s;
+  TriggerPolicy p(o);
+  const std::uint64_t MiB = 1 << 20;
+  EXPECT_FALSE(p.on_rss(7, 40 * MiB, 1 * s, 1 * s));
+  EXPECT_FALSE(p.on_rss(7, 700 * MiB, 3 * s, 3 * s));  // import torch, the model
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    EXPECT_FALSE(p.on_step({7, 7, i, (4 + i) * s, (4 + i) * s + s / 10}, (4 + i) * s + s / 10));
+    EXPECT_FALSE(p.on_rss(7, (700 + 20 * i) * MiB, (4 + i) * s, (4 + i) * s));  // its first steps
+  }
+  // From its 10th step's sample (880 MiB) on: +50 % and +100 MiB fire.
+  EXPECT_FALSE(p.on_rss(7, 900 * MiB, 15 * s, 15 * s));
+  EXPECT_FALSE(p.on_rss(7, 1300 * MiB, 16 * s, 16 * s));
+  const auto grew = p.on_rss(7, 1400 * MiB, 17 * s, 17 * s);
+  ASSERT_TRUE(grew);
+  EXPECT_NE(grew->what.find("from 880.0 MiB to 1400.0 MiB"), std::string::npos) << grew->what;
+  // No train step at all (a plain torch script): judged after the grace.
+  TriggerPolicy q(o);
+  EXPECT_FALSE(q.on_rss(8, 40 * MiB, 1 * s, 1 * s));
+  EXPECT_FALSE(q.on_rss(8, 900 * MiB, 100 * s, 100 * s));
+  EXPECT_FALSE(q.on_gpu_mem(8, 0, 2000 * MiB, 100 * s, 100 * s));
+  EXPECT_FALSE(q.on_rss(8, 900 * MiB, 301 * s, 301 * s));
+  EXPECT_TRUE(q.on_rss(8, 1400 * MiB, 302 * s, 302 * s));
 }
 
 // The GPU memory a process holds on a device (NVML) grows as resident

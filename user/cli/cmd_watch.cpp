@@ -197,6 +197,7 @@ WatchOptions watch_options(const Options& o) {
   w.triggers.memory_growth = o.memory_growth_pct / 100;
   w.triggers.memory_floor_bytes = o.memory_floor_bytes;
   w.triggers.memory_window_ns = static_cast<std::uint64_t>(o.memory_window_s * 1e9);
+  w.triggers.memory_warmup = static_cast<std::uint32_t>(o.memory_warmup);
   w.triggers.slow_factor = o.slow_factor;
   w.triggers.slow_floor_ns = static_cast<std::uint64_t>(o.slow_floor_s * 1e9);
   w.triggers.stall_min_ns = static_cast<std::uint64_t>(o.stall_s * 1e9);

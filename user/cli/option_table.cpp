@@ -526,6 +526,13 @@ const OptionSpec kOptions[] = {
    .help = "...within TIME (default 10m); then it is measured from there again",
    .store = [](Options& o, const std::string& v) { o.memory_window_s = parse_span(v, "memory-window"); },
    .example = "5m", .passed_on = true},
+  {.name = "memory-warmup", .arg = "N", .commands = kWatchOwn,
+   .help = "...counted from a process's Nth train step (default 10: imports, the model and the first steps "
+           "grow a job by hundreds of MiB), or 5 minutes after it was first seen where it has no train step",
+   .store = [](Options& o, const std::string& v) {
+     o.memory_warmup = parse_long(v, 0, 1'000'000, "invalid --memory-warmup '" + v + "': expected a number of train "
+                                                   "steps, 0 to 1000000");
+   }, .example = "3", .passed_on = true},
   {.name = "capture-before", .arg = "TIME", .commands = kWatchOwn,
    .help = "a capture keeps this much of the recorder before its trigger (default 60s)",
    .store = [](Options& o, const std::string& v) { o.capture_before_s = parse_span(v, "capture-before"); },

@@ -118,6 +118,7 @@ struct Options {
   unsigned straggler_last = 12, straggler_of = 16;  // --straggler-rule K/N
   double straggler_wait_s = 0.005;                  // --straggler-wait
   double memory_growth_pct = 50, memory_window_s = 600;
+  long memory_warmup = 10;  // watch --memory-warmup N: train steps before memory growth counts
   std::uint64_t memory_floor_bytes = 256ull << 20;
   double capture_before_s = 60, capture_after_s = 10;
   unsigned capture_rate_hz = 99;  // watch: escalated stacks per second (0: the cheap rate)

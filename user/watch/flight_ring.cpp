@@ -347,6 +347,7 @@ WindowCopy FlightRing::take_window(std::uint64_t from_ns, std::uint64_t to_ns) {
   w.names_ = names_kept_;
   for (const auto& s : done_) {
     if (!overlaps(s)) continue;
+    if (!w.held_from_ns_ || s.first_ns < w.held_from_ns_) w.held_from_ns_ = s.first_ns;
     WindowCopy::Part p;
     p.path = s.path;
     p.records = s.records;
@@ -369,10 +370,30 @@ WindowCopy& WindowCopy::operator=(WindowCopy&& o) noexcept {
     if (p.fd >= 0) ::close(p.fd);
   from_ns_ = o.from_ns_;
   to_ns_ = o.to_ns_;
+  held_from_ns_ = o.held_from_ns_;
   names_ = std::move(o.names_);
   segments_ = std::move(o.segments_);
   o.segments_.clear();
   return *this;
+}
+
+void WindowCopy::add_older(WindowCopy&& older) {
+  std::vector<Part> parts;
+  for (auto& p : older.segments_) {
+    const bool here = std::any_of(segments_.begin(), segments_.end(),
+                                  [&](const Part& q) { return p.records ? q.records == p.records : q.path == p.path; });
+    if (here) continue;  // still in the ring: taken again by this window
+    parts.push_back(std::move(p));
+    p.fd = -1;  // moved: `older` closes it no more
+  }
+  if (parts.empty()) return;
+  for (auto& p : segments_) parts.push_back(std::move(p));
+  segments_ = std::move(parts);
+  // Its names first: a name written again later wins where they differ.
+  older.names_.insert(older.names_.end(), names_.begin(), names_.end());
+  names_ = std::move(older.names_);
+  if (older.held_from_ns_ && (!held_from_ns_ || older.held_from_ns_ < held_from_ns_))
+    held_from_ns_ = older.held_from_ns_;
 }
 
 WindowCopy::~WindowCopy() {

@@ -72,6 +72,14 @@ class WindowCopy {
   std::uint64_t from_ns() const { return from_ns_; }
   std::uint64_t to_ns() const { return to_ns_; }
   std::size_t segments() const { return segments_.size(); }
+  // The first record's time of the oldest segment taken (0: none): later
+  // than from_ns() when the ring no longer held the window's start.
+  std::uint64_t held_from_ns() const { return held_from_ns_; }
+  // The segments of `older` (a window of the same ring taken earlier: a
+  // trigger's before-window, held from the trigger on) that this one no
+  // longer has, the ring having dropped them since: put first, their files
+  // held here. Its names are kept too.
+  void add_older(WindowCopy&& older);
 
  private:
   friend class FlightRing;
@@ -81,7 +89,7 @@ class WindowCopy {
     std::shared_ptr<const std::vector<std::byte>> records;  // one in memory
   };
   void read(const Part& p, const std::function<void(const lt_event_header&, const std::byte*)>& f) const;
-  std::uint64_t from_ns_ = 0, to_ns_ = 0;
+  std::uint64_t from_ns_ = 0, to_ns_ = 0, held_from_ns_ = 0;
   std::vector<std::byte> names_;
   std::vector<Part> segments_;
 };

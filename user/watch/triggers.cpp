@@ -143,10 +143,17 @@ std::optional<std::string> TriggerPolicy::grew(std::deque<std::pair<std::uint64_
   return what;
 }
 
+bool TriggerPolicy::memory_judged(Proc& p, std::uint64_t ts) const {
+  if (!p.first_memory_ts) p.first_memory_ts = ts;
+  if (p.seen >= o_.memory_warmup) return true;
+  return p.seen == 0 && ts >= p.first_memory_ts + o_.memory_grace_ns;
+}
+
 std::optional<Trigger> TriggerPolicy::on_rss(std::uint32_t pid, std::uint64_t rss, std::uint64_t ts,
                                              std::uint64_t now) {
   if (!o_.memory || !rss) return std::nullopt;
   Proc& p = procs_[pid];
+  if (!memory_judged(p, ts)) return std::nullopt;
   auto g = grew(p.rss_low, rss, ts);
   if (!g) return std::nullopt;
   return fire({TriggerKind::memory, pid, ts, 0, p.seen, "resident memory grew " + *g}, now);
@@ -156,6 +163,7 @@ std::optional<Trigger> TriggerPolicy::on_gpu_mem(std::uint32_t pid, unsigned dev
                                                  std::uint64_t ts, std::uint64_t now) {
   if (!o_.memory || !bytes) return std::nullopt;
   Proc& p = procs_[pid];
+  if (!memory_judged(p, ts)) return std::nullopt;
   auto g = grew(p.gpu_low[device], bytes, ts);
   if (!g) return std::nullopt;
   return fire({TriggerKind::memory, pid, ts, 0, p.seen, "GPU memory on CUDA:" + std::to_string(device) + " grew " + *g},

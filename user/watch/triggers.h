@@ -12,7 +12,11 @@
 //   memory     a process's resident memory, or the GPU memory it holds on
 //              a device (NVML), grew past (1 + memory_growth) x its lowest
 //              in the last memory_window, and by memory_floor at least;
-//              then measured from there again; or an allocation
+//              then measured from there again; judged from the process's
+//              memory_warmup-th train step (a job grows by hundreds of MiB
+//              as it imports torch, builds its model and takes its first
+//              steps: under --all every new job fired), or, where it has
+//              no train step, memory_grace after its first sample; or an allocation
 //              failed (torch's allocator ran out of memory, CPU or CUDA,
 //              whether or not the job caught the error), at most once per
 //              process in oom_quiet;
@@ -54,8 +58,10 @@ struct TriggerOptions {
   double memory_growth = 0.5;
   std::uint64_t memory_floor_bytes = 256ull << 20;
   std::uint64_t memory_window_ns = 600'000'000'000;
-  std::uint64_t oom_quiet_ns = 60'000'000'000;  // a job retrying in a loop: one capture
-  unsigned max_per_day = 20;                    // per kind
+  std::uint32_t memory_warmup = 10;                 // train steps before growth counts
+  std::uint64_t memory_grace_ns = 300'000'000'000;  // ...or this long, in a process with none
+  std::uint64_t oom_quiet_ns = 60'000'000'000;      // a job retrying in a loop: one capture
+  unsigned max_per_day = 20;                        // per kind
 };
 
 struct Trigger {
@@ -132,13 +138,18 @@ class TriggerPolicy {
     // (time, rss) with rss increasing: the window's lowest is the front.
     std::deque<std::pair<std::uint64_t, std::uint64_t>> rss_low;
     std::map<unsigned, std::deque<std::pair<std::uint64_t, std::uint64_t>>> gpu_low;  // per device
-    std::uint64_t oom_at = 0;  // the last out-of-memory that fired (0: none)
+    std::uint64_t first_memory_ts = 0;  // its first memory sample (0: none yet)
+    std::uint64_t oom_at = 0;           // the last out-of-memory that fired (0: none)
   };
   std::optional<Trigger> fire(Trigger t, std::uint64_t now);
   // The growth rule on one series of samples (time, bytes), its window's
   // lowest kept in `low`: "from X MiB to Y MiB (+P%) in T s", or nothing.
   std::optional<std::string> grew(std::deque<std::pair<std::uint64_t, std::uint64_t>>& low, std::uint64_t bytes,
                                   std::uint64_t ts) const;
+  // Whether p's memory is judged at ts: past its warm-up (memory_warmup
+  // steps, or memory_grace with none). Until then its series stay empty,
+  // so that the growth is measured from the warm-up's end.
+  bool memory_judged(Proc& p, std::uint64_t ts) const;
   static std::uint64_t count(const std::map<TriggerKind, std::uint64_t>& m, TriggerKind k) {
     auto it = m.find(k);
     return it == m.end() ? 0 : it->second;

@@ -240,6 +240,18 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   c.trace = c.dir + "/trace.ltrace";
   add_owned(c);
   try {
+    c.before = std::make_shared<WindowCopy>(ring_.take_window(c.from_ns, c.to_ns));
+    // Said where the bound, not the watcher's start, cut it short.
+    if (ring_.segments_dropped() && c.before->held_from_ns() > c.from_ns + 1'000'000'000)
+      std::cerr << "ltrace-bpf: watch: " << c.dir << ": the ring holds "
+                << (c.trigger.at_ns > c.before->held_from_ns() ? c.trigger.at_ns - c.before->held_from_ns() : 0) /
+                       1'000'000
+                << " ms before the trigger, not the " << (c.trigger.at_ns - c.from_ns) / 1'000'000
+                << " ms of --capture-before (--keep and --keep-bytes bound it)\n";
+  } catch (const std::exception&) {  // the write takes the whole window as it can
+    c.before.reset();
+  }
+  try {
     if (on_trigger_) c.read = on_trigger_(c.trigger);
   } catch (const std::exception& e) {
     c.at_trigger = std::string("(not read: ") + e.what() + ")\n";
@@ -642,6 +654,10 @@ void Watcher::write_capture(Capture& c, std::uint64_t now_ns) {
     // (an audit: a 70 s window with ops escalated, 1.8 M records, written
     // on the drain thread while the ring buffer filled and dropped records).
     WindowCopy window = ring_.take_window(c.from_ns, c.to_ns);
+    if (c.before) {
+      window.add_older(std::move(*c.before));
+      c.before.reset();
+    }
     auto done = std::make_shared<std::atomic<bool>>(false);
     auto written_after = std::make_shared<std::atomic<std::uint64_t>>(0);
     auto ok = std::make_shared<std::atomic<bool>>(false);

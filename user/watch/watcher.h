@@ -87,6 +87,13 @@ struct Capture {
   // trigger.for_uid: the processes of that user it holds (the others'
   // records are left out), looked up at the trigger and again at the write.
   std::set<std::uint32_t> only_pids;
+  // The before-window, taken from the ring at the trigger and held (its
+  // segments' files open) until the write takes the rest: the records after
+  // the trigger (escalated: ops, full-rate stacks) would otherwise push it
+  // out of a ring bounded by --keep-bytes first (an audit: a 400K ring's
+  // slow-step capture held 2 s, without the slow step). Shared: a Capture
+  // is copied; the write takes it.
+  std::shared_ptr<WindowCopy> before;
 };
 
 // The finding that speaks of a trigger's own cause, where one does: a
