@@ -1115,6 +1115,49 @@ TEST(Watcher, AStallsSlowReadDoesNotHoldTheDrain) {
   EXPECT_EQ(text.str(), "THREADS OF 7\n");
 }
 
+// A job already stuck when the watcher came (a restart, an attach after
+// noticing; an audit's hang was never captured): no action ends after it
+// is first watched; past its stall bound it is asked whether it is inside
+// Lightning's loops, and if so it is a stall from when it was first
+// watched. One that is not (before its fit; a torch job without Lightning
+// under --all) is none, and asked again only a bound later.
+TEST(Watcher, AJobStuckBeforeTheWatcherCameIsAStall) {
+  for (const bool in_loop : {true, false}) {
+    std::vector<Trigger> asked;
+    WatchBed b(
+        5 * s, 1 * s, "",
+        [&](const Trigger& t) {
+          asked.push_back(t);
+          return at_trigger_ready();
+        },
+        2 * s);
+    int loop_asks = 0;
+    b.w->set_in_a_loop([&](std::uint32_t) {
+      ++loop_asks;
+      return in_loop;
+    });
+    ::testing::internal::CaptureStderr();
+    b.w->tick(10 * s);
+    b.python(static_cast<std::uint32_t>(getpid()));  // first watched at 10 s (and alive)
+    b.w->tick(11 * s);                               // within its bound: not asked
+    EXPECT_EQ(loop_asks, 0);
+    b.w->tick(12 * s + 1);
+    EXPECT_EQ(loop_asks, 1);
+    ASSERT_EQ(asked.size(), in_loop ? 1u : 0u) << in_loop;
+    if (in_loop) {
+      EXPECT_EQ(asked[0].kind, TriggerKind::stall);
+      EXPECT_EQ(asked[0].at_ns, 10 * s);
+      EXPECT_NE(asked[0].what.find("no step seen); none since it was first watched, inside Lightning's loop then"),
+                std::string::npos)
+          << asked[0].what;
+    }
+    b.w->tick(13 * s);
+    EXPECT_EQ(loop_asks, 1);  // the next ask a bound later
+    b.w->finish(20 * s);
+    ::testing::internal::GetCapturedStderr();
+  }
+}
+
 // A watcher of --all over days: an exited process's state and metric
 // series go once no window can reach back over its life (the ring's keep and
 // an after-window) and no capture of it waits; a live one's stay.

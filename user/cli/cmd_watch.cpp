@@ -619,6 +619,18 @@ int cmd_watch(Options& opts) {
     if (wo.triggers.straggler) wo.arrivals = uplink.get();
   }
   Watcher watcher(std::move(wo), on_trigger, render_capture);
+  // A process that ended no action since it was first watched: inside one
+  // of Lightning's loops (loops/fit_loop.py, training_epoch_loop.py,
+  // evaluation_loop.py, fetchers.py: pytorch_lightning's and
+  // lightning.pytorch's), it was stuck when the watcher came.
+  watcher.set_in_a_loop([](std::uint32_t pid) {
+    proc::NativeNamer namer;
+    const auto d = python::dump_process(static_cast<pid_t>(pid), namer);
+    for (const auto& t : d.threads)
+      for (const auto& f : t.frames)
+        if (f.file.find("lightning") != std::string::npos && f.file.find("/loops/") != std::string::npos) return true;
+    return false;
+  });
   auto escalation_tick = [&](std::uint64_t now) {
     if (!live) return;
     // Each process has its own deadline, the latest its triggers asked for

@@ -121,8 +121,9 @@ std::optional<Trigger> TriggerPolicy::check_stall(std::uint32_t pid, std::uint64
   const std::uint64_t after = stall_after_ns(pid);
   if (now - last_progress < after) return std::nullopt;
   p.stalled_at = last_progress;
+  const std::uint64_t median = median_ns(pid);
   const std::string what = "no Lightning action ended for " + seconds(now - last_progress) + " (stall bound " +
-                           seconds(after) + ", median step " + seconds(median_ns(pid)) + ")";
+                           seconds(after) + (median ? ", median step " + seconds(median) : ", no step seen") + ")";
   return fire({TriggerKind::stall, pid, last_progress, now, p.seen, what}, now);
 }
 

@@ -101,6 +101,7 @@ void Watcher::add(const lt_event_header& h, const std::byte* record) {
                      auto& p = procs_[hh.pid];
                      // A pid reused by a new process (the old one exited): a fresh start.
                      if (p.exited) p = Proc{};
+                     if (!p.first_ns) p.first_ns = now;
                      if (e.rank >= 0) p.rank = e.rank;
                      p.ppid = e.ppid;
                    },
@@ -261,6 +262,22 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   std::cerr << ": " << c.trigger.what << "; capture " << c.dir << " after "
             << (c.trigger.after_ns ? c.trigger.after_ns : o_.after_ns) / 1'000'000'000 << " s more\n";
   pending_.push_back(std::move(c));
+}
+
+std::uint64_t Watcher::last_progress(std::uint32_t pid, Proc& p, std::uint64_t now_ns) {
+  if (const std::uint64_t last = steps_.last_progress(pid)) return last;
+  if (p.stuck_since || !in_a_loop_ || !p.first_ns) return p.stuck_since;
+  // Nothing ended since it was first watched: asked once its stall bound
+  // passed, then once per bound (a fit that begins later ends actions).
+  const std::uint64_t bound = policy_.stall_after_ns(pid);
+  if (!p.next_loop_ask) p.next_loop_ask = p.first_ns + bound;
+  if (now_ns < p.next_loop_ask) return 0;
+  p.next_loop_ask = now_ns + bound;
+  try {
+    if (in_a_loop_(pid)) p.stuck_since = p.first_ns;
+  } catch (const std::exception&) {  // unreadable now: asked again later
+  }
+  return p.stuck_since;
 }
 
 void Watcher::own_work(std::uint32_t pid, std::uint64_t from_ns, std::uint64_t until_ns) {
@@ -464,8 +481,12 @@ void Watcher::tick(std::uint64_t now_ns) {
   for (auto& [pid, p] : procs_)
     // Between Trainer runs (after fit, before the next), no action ending
     // is no stall: the script does its own work, or exits.
-    if (!p.exited && alive(pid) && !steps_.between_runs(pid))
-      on_trigger(policy_.check_stall(pid, steps_.last_progress(pid), now_ns));
+    if (!p.exited && alive(pid) && !steps_.between_runs(pid)) {
+      auto t = policy_.check_stall(pid, last_progress(pid, p, now_ns), now_ns);
+      if (t && !steps_.last_progress(pid))
+        t->what += "; none since it was first watched, inside Lightning's loop then (stuck before the watcher came)";
+      on_trigger(std::move(t));
+    }
   check_stragglers(now_ns);
   take_thrown(now_ns);  // an evaluation step's exception, once nothing followed it (live_steps.h)
   for (auto it = pending_.begin(); it != pending_.end();) {

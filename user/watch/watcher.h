@@ -136,6 +136,14 @@ class Watcher {
   // own (rendering a minute of records takes a while; the drain must go on
   // meanwhile); finish() waits for every one.
   using OnCapture = std::function<std::string(const Capture&)>;
+  // Whether pid is inside a Lightning loop now (its stacks, read from
+  // outside): asked of a process that ended no action since it was first
+  // watched, once its stall bound passed, so that a job already hung when
+  // the watcher came (a restart, an attach after noticing) is a stall from
+  // then; a process before its fit (imports, preprocessing) or one that
+  // never runs Lightning (--all) is not.
+  using InALoop = std::function<bool(std::uint32_t pid)>;
+  void set_in_a_loop(InALoop f) { in_a_loop_ = std::move(f); }
   // Throws lt::Error(io | unsafe_output) when DIR cannot be used.
   Watcher(WatchOptions o, OnTrigger on_trigger, OnCapture on_capture);
   ~Watcher();
@@ -203,11 +211,18 @@ class Watcher {
     std::array<std::uint64_t, kStepBuckets.size()> step_le{};  // steps of at most each bound (not cumulative)
     double step_sum_s = 0;
     std::uint64_t rss_bytes = 0, cpu_ns = 0, collectives = 0;
-    std::deque<LiveStep> recent;  // the last steps closed (a capture's STEP_BASE anchor is among them)
+    std::deque<LiveStep> recent;      // the last steps closed (a capture's STEP_BASE anchor is among them)
+    std::uint64_t first_ns = 0;       // when it was first watched
+    std::uint64_t stuck_since = 0;    // no progress yet, found inside a loop (InALoop): its stall counts from first_ns
+    std::uint64_t next_loop_ask = 0;  // when InALoop is asked next (0: at its stall bound past first_ns)
   };
   // STEP_BASE records for a window: each process's first step wholly in it.
   std::vector<std::vector<std::byte>> step_bases(std::uint64_t from_ns, std::uint64_t to_ns) const;
   void on_steps(std::uint64_t now);
+  // Its last progress for the stall rule: its last action's end, else,
+  // when it was found stuck inside a loop (InALoop), when it was first
+  // watched; 0: none yet.
+  std::uint64_t last_progress(std::uint32_t pid, Proc& p, std::uint64_t now_ns);
   void on_trigger(std::optional<Trigger> t);
   void check_stragglers(std::uint64_t now_ns);
   // The exceptions that escaped Lightning's loop (LiveSteps::take_thrown):
@@ -235,6 +250,7 @@ class Watcher {
 
   WatchOptions o_;
   OnTrigger on_trigger_;
+  InALoop in_a_loop_;
   OnCapture on_capture_;
   FlightRing ring_;
   LiveSteps steps_;
