@@ -895,6 +895,13 @@ TEST(Watcher, TheTopCauseIsTheTriggersOwnElseTheFirstFinding) {
                     "memory growth"),
       "memory growth (pid 9): memory at stake, not step time (+40%): resident memory grew from 700.0 to 980.0 MiB");
   EXPECT_EQ(first_finding(reports, "memory growth"), first_finding(reports));  // none: the first
+  // Of the trigger's process only: another job's findings are not its cause.
+  const std::string two_jobs =
+      "Findings (...)\n  1. checkpoints (pid 9): 7.37 ms per train step at stake\n"
+      "  2. input-bound (pid 12): 2.00 ms per train step at stake\n";
+  EXPECT_EQ(first_finding(two_jobs, "", {12}), "input-bound (pid 12): 2.00 ms per train step at stake");
+  EXPECT_EQ(first_finding(two_jobs, "", {13}), "");
+  EXPECT_EQ(first_finding(two_jobs, "", {}), "checkpoints (pid 9): 7.37 ms per train step at stake");
   Capture c;
   c.trigger.kind = TriggerKind::stall;
   c.trigger.pid = 9;
@@ -1262,6 +1269,11 @@ TEST(Watcher, ACaptureIsNotRemovedWhileItsReportsAreWritten) {
     return std::string();
   });
   ::testing::internal::CaptureStderr();
+  lt_proc_info_event info{};
+  info.hdr = {LT_EV_PROC_INFO, sizeof info, 7, 7, 0, 0};
+  info.flags = LT_PROC_PYTHON;
+  info.rank = -1;
+  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
   w.request(7, 10 * s);
   w.tick(12 * s);  // the first written; its reports under way
   w.request(7, 12 * s);
@@ -1279,7 +1291,15 @@ TEST(Watcher, ACaptureIsNotRemovedWhileItsReportsAreWritten) {
 TEST(Watcher, ARequestHoldsTheAfterWindowItAskedFor) {
   WatchBed b(2 * s, 1 * s);
   ::testing::internal::CaptureStderr();
-  b.w->request(7, 10 * s, std::nullopt, 5 * s);
+  // Of a process not watched here: not taken, and why (an audit: pid 1
+  // was "asked; it lands in ...", an empty capture among --max-captures).
+  const auto unwatched = b.w->request(7, 9 * s);
+  EXPECT_FALSE(unwatched.taken);
+  EXPECT_NE(unwatched.why.find("pid 7 is not a process watched here"), std::string::npos) << unwatched.why;
+  b.python(7);
+  const auto taken = b.w->request(7, 10 * s, std::nullopt, 5 * s);
+  EXPECT_TRUE(taken.taken);
+  EXPECT_NE(taken.dir.find("/captures/"), std::string::npos) << taken.dir;
   b.w->tick(12 * s);
   EXPECT_EQ(b.w->captures(), 0u);  // --capture-after (1 s) is over, its own 5 s are not
   b.w->tick(16 * s);
@@ -1289,6 +1309,29 @@ TEST(Watcher, ARequestHoldsTheAfterWindowItAskedFor) {
   EXPECT_EQ(b.rendered[0].from_ns, 8 * s);
   EXPECT_EQ(b.rendered[0].to_ns, 15 * s);
   EXPECT_NE(err.find("after 5 s more"), std::string::npos) << err;
+  EXPECT_EQ(b.w->captures(), 1u);  // none of the unwatched pid
+}
+
+// Past --max-per-day, a request is not taken, and the asker is told so
+// (an audit: "it lands", and no capture came).
+TEST(Watcher, ARequestPastTheDaysBudgetIsRefusedWithItsReason) {
+  TempDir d;
+  WatchOptions o;
+  o.ring.dir = d.path;
+  o.triggers.max_per_day = 1;
+  Watcher w(o, nullptr, [](const Capture&) { return std::string(); });
+  ::testing::internal::CaptureStderr();
+  lt_proc_info_event info{};
+  info.hdr = {LT_EV_PROC_INFO, sizeof info, 7, 7, 0, 0};
+  info.flags = LT_PROC_PYTHON;
+  info.rank = -1;
+  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  EXPECT_TRUE(w.request(7, 10 * s).taken);
+  const auto second = w.request(7, 100 * s);
+  EXPECT_FALSE(second.taken);
+  EXPECT_NE(second.why.find("--max-per-day 1"), std::string::npos) << second.why;
+  w.finish(200 * s);
+  ::testing::internal::GetCapturedStderr();
 }
 
 // Escaped, it is an exit trigger's capture, said as such.

@@ -263,7 +263,12 @@ std::string render_capture(const Capture& c) {
   // 150 told "the longest, step 1049"; another job's outliers).
   if (c.trigger.kind == TriggerKind::slow_step)
     if (std::string why = step_taken_apart(head, c.trigger.pid); !why.empty()) return why;
-  return first_finding(head, own_finding(c.trigger));
+  // Findings of the trigger's process (and its peers: a rank's stall)
+  // only; a request of every process takes any.
+  std::set<std::uint32_t> of;
+  if (c.trigger.pid) of.insert(c.trigger.pid);
+  for (const auto& [pid, rank] : c.trigger.peers) of.insert(pid);
+  return first_finding(head, own_finding(c.trigger), of);
 }
 
 // At a stall: every thread of the process now (the dump command's text),
@@ -497,6 +502,9 @@ int cmd_watch(Options& opts) {
     pid_t pid;
     std::optional<uid_t> for_uid;  // for whom
     double after_s;                // its own after-window (0: --capture-after)
+    // What the drain made of it, for the asker (not a capture of a pid not
+    // watched here, nor one past --max-per-day, said as taken).
+    std::shared_ptr<std::promise<Watcher::RequestOutcome>> outcome;
   };
   std::vector<AskedCapture> asked_captures;
   gid_t admin_gid = static_cast<gid_t>(-1);
@@ -510,16 +518,28 @@ int cmd_watch(Options& opts) {
   handlers.capture = [&](pid_t pid, std::optional<uid_t> for_uid, double after_s) {
     if (!requests_on)
       return RequestServer::Answer{false, "this watcher takes no requests (its --triggers has no request)", "", true};
+    auto outcome = std::make_shared<std::promise<Watcher::RequestOutcome>>();
+    auto answered = outcome->get_future();
     {
       std::lock_guard lock(asked_mutex);
-      asked_captures.push_back({pid, for_uid, after_s});
+      asked_captures.push_back({pid, for_uid, after_s, outcome});
     }
     wake_loop();
+    // The drain answers within a turn of its loop (a capture's write is on
+    // its own thread); a drain held up longer is said as such.
+    std::string lands = "it lands in " + opts.watch_dir + "/captures";
+    if (answered.wait_for(std::chrono::seconds(10)) == std::future_status::ready) {
+      const Watcher::RequestOutcome o = answered.get();
+      if (!o.taken) return RequestServer::Answer{false, "not taken: " + o.why, "", true};
+      lands = "it lands in " + o.dir;
+    } else {
+      lands += " (the watcher did not say yet whether it took it)";
+    }
     char next[48] = "";
     if (after_s > 0) std::snprintf(next, sizeof next, " for the next %g s", after_s);
     return RequestServer::Answer{true,
                                  "a capture of " + (pid ? "pid " + std::to_string(pid) : std::string("every process")) +
-                                     " is asked" + next + "; it lands in " + opts.watch_dir + "/captures" +
+                                     " is asked" + next + "; " + lands +
                                      (for_uid ? " (your processes only, its files yours)" : ""),
                                  ""};
   };
@@ -719,8 +739,10 @@ int cmd_watch(Options& opts) {
     if (g_capture_asked.exchange(false)) watcher.request(g_capture_pid.load(), now);
     {
       std::lock_guard lock(asked_mutex);
-      for (const auto& a : std::exchange(asked_captures, {}))
-        watcher.request(a.pid, now, a.for_uid, static_cast<std::uint64_t>(a.after_s * 1e9));
+      for (const auto& a : std::exchange(asked_captures, {})) {
+        const auto o = watcher.request(a.pid, now, a.for_uid, static_cast<std::uint64_t>(a.after_s * 1e9));
+        if (a.outcome) a.outcome->set_value(o);
+      }
     }
     if (uplink) {
       for (const auto& r : uplink->take_requests()) watcher.name_straggler(r.pid, r.what, now);

@@ -207,8 +207,8 @@ void Watcher::on_steps(std::uint64_t now) {
   }
 }
 
-void Watcher::on_trigger(std::optional<Trigger> t) {
-  if (!t) return;
+std::string Watcher::on_trigger(std::optional<Trigger> t) {
+  if (!t) return "";
   // Within a pending capture of its process for the same kind (a second
   // slow step in the first one's after-window; the first's escalation may
   // be what slowed it): that capture holds it; no second one.
@@ -226,7 +226,7 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
                 << "; in the capture " << p.dir << " already\n";
       policy_.refund(*t);
       ++joined_;
-      return;
+      return p.dir;
     }
   Capture c;
   c.trigger = std::move(*t);
@@ -262,6 +262,7 @@ void Watcher::on_trigger(std::optional<Trigger> t) {
   std::cerr << ": " << c.trigger.what << "; capture " << c.dir << " after "
             << (c.trigger.after_ns ? c.trigger.after_ns : o_.after_ns) / 1'000'000'000 << " s more\n";
   pending_.push_back(std::move(c));
+  return pending_.back().dir;
 }
 
 std::uint64_t Watcher::last_progress(std::uint32_t pid, Proc& p, std::uint64_t now_ns) {
@@ -408,7 +409,7 @@ std::string step_taken_apart(std::string_view reports, std::uint32_t pid) {
   return "";
 }
 
-std::string first_finding(std::string_view reports, std::string_view prefer) {
+std::string first_finding(std::string_view reports, std::string_view prefer, const std::set<std::uint32_t>& pids) {
   if (reports.rfind("Findings", 0) != 0) return "";
   // The findings' lines, up to the first empty one; each finding is a
   // numbered line ("  1. kind (pid 7): ...") and its evidence below it.
@@ -426,10 +427,18 @@ std::string first_finding(std::string_view reports, std::string_view prefer) {
     while (d < l.size() && l[d] >= '0' && l[d] <= '9') ++d;
     return d && l.substr(d, 2) == ". " ? l.substr(d + 2) : std::string_view{};
   };
+  // "kind (pid N): ...": N, or 0 for a finding of no one process.
+  auto pid_of = [](std::string_view text) -> std::uint32_t {
+    const auto at = text.find(" (pid ");
+    const auto colon = text.find(": ");
+    if (at == std::string_view::npos || (colon != std::string_view::npos && colon < at)) return 0;
+    return static_cast<std::uint32_t>(std::strtoul(std::string(text.substr(at + 6, 12)).c_str(), nullptr, 10));
+  };
   std::size_t pick = lines.size();
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const std::string_view text = numbered(lines[i]);
     if (text.empty()) continue;
+    if (const std::uint32_t pid = pid_of(text); !pids.empty() && pid && !pids.count(pid)) continue;
     if (pick == lines.size()) pick = i;
     if (!prefer.empty() && text.rfind(prefer, 0) == 0) {
       pick = i;
@@ -624,18 +633,34 @@ std::vector<std::vector<std::byte>> Watcher::step_bases(std::uint64_t from_ns, s
   return out;
 }
 
-void Watcher::request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid, std::uint64_t after_ns) {
+Watcher::RequestOutcome Watcher::request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid,
+                                         std::uint64_t after_ns) {
   const std::string why = !pid      ? "asked for, for every process"
                           : for_uid ? "asked for by uid " + std::to_string(*for_uid) + " (watch --capture-now)"
                                     : "asked for (watch --capture-now or SIGUSR1)";
+  RequestOutcome out;
   if (!policy_.requests_on()) {
-    std::cerr << "ltrace-bpf: watch: a capture was " << why << ": requests are off (--triggers without request)\n";
-    return;
+    out.why = "requests are off (--triggers without request)";
+  } else if (const auto it = procs_.find(static_cast<std::uint32_t>(pid));
+             pid && (it == procs_.end() || it->second.exited)) {
+    // A capture of nothing it watches would hold nothing of it, and take a
+    // place among --max-captures (an audit: pid 1, a shell's own pid).
+    out.why = "pid " + std::to_string(pid) + " is not a process watched here (`ltrace-bpf ps` lists the torch jobs; " +
+              "watch --pid or --all adopts them)";
+  } else {
+    auto t = policy_.request(static_cast<std::uint32_t>(pid), now_ns, why,
+                             for_uid ? std::optional<std::uint32_t>(*for_uid) : std::nullopt);
+    if (!t) {
+      out.why =
+          "the requests of the last 24 h are spent (--max-per-day " + std::to_string(o_.triggers.max_per_day) + ")";
+    } else {
+      t->after_ns = after_ns;
+      out.dir = on_trigger(std::move(t));
+      out.taken = !out.dir.empty();
+    }
   }
-  auto t = policy_.request(static_cast<std::uint32_t>(pid), now_ns, why,
-                           for_uid ? std::optional<std::uint32_t>(*for_uid) : std::nullopt);
-  if (t) t->after_ns = after_ns;
-  on_trigger(std::move(t));
+  if (!out.taken) std::cerr << "ltrace-bpf: watch: a capture was " << why << ": not taken: " << out.why << "\n";
+  return out;
 }
 
 // A user's capture is theirs once its files are all written.

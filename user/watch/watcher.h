@@ -117,8 +117,11 @@ std::string capture_summary(const Capture& c, const std::string& top_finding);
 // it), as one line: "outliers (pid 7): 19.6 ms per train step at stake:
 // 1 of 60 train steps took over ..."; "" when it has none.
 // With `prefer`: the first finding of that kind, if any ("memory growth"
-// for a memory trigger).
-std::string first_finding(std::string_view reports, std::string_view prefer = "");
+// for a memory trigger). With `pids`: only a finding of one of them (or of
+// no process): a capture of one job under --all holds the others too (an
+// audit: a job's exit summary named another job's checkpoints).
+std::string first_finding(std::string_view reports, std::string_view prefer = "",
+                          const std::set<std::uint32_t>& pids = {});
 // What `report --why-step N` wrote of pid's step N after the findings, as
 // one line: "train step N taken apart: 512.30 ms, 72.1x the median ...;
 // mostly its dataloader part (...)"; "" when it has none. A slow step's
@@ -155,12 +158,20 @@ class Watcher {
   // drain loop's once-a-second wake covers): the ring's upkeep, a capture's
   // window ending.
   std::uint64_t next_due_ns() const;
+  // What became of a request: a capture of DIR taken, or joined to DIR's;
+  // or not, and why (the asker is told: a pid not watched here, the day's
+  // requests spent, requests off).
+  struct RequestOutcome {
+    bool taken = false;
+    std::string dir;  // taken: the capture that holds it
+    std::string why;  // not taken
+  };
   // watch --capture-now / SIGUSR1: pid 0 means every process watched.
   // for_uid: a user asked (the socket): the capture holds their processes
   // only and its files are theirs.
   // after_ns: the capture's after-window (0: --capture-after).
-  void request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid = std::nullopt,
-               std::uint64_t after_ns = 0);
+  RequestOutcome request(pid_t pid, std::uint64_t now_ns, std::optional<uid_t> for_uid = std::nullopt,
+                         std::uint64_t after_ns = 0);
   // The straggler rule run elsewhere (WatchOptions::arrivals) named `pid`:
   // a straggler trigger for it, `what` its one line.
   void name_straggler(std::uint32_t pid, const std::string& what, std::uint64_t now_ns);
@@ -223,7 +234,9 @@ class Watcher {
   // when it was found stuck inside a loop (InALoop), when it was first
   // watched; 0: none yet.
   std::uint64_t last_progress(std::uint32_t pid, Proc& p, std::uint64_t now_ns);
-  void on_trigger(std::optional<Trigger> t);
+  // Returns the capture's directory (new, or the pending one it joined);
+  // "" for none.
+  std::string on_trigger(std::optional<Trigger> t);
   void check_stragglers(std::uint64_t now_ns);
   // The exceptions that escaped Lightning's loop (LiveSteps::take_thrown):
   // exit triggers.
