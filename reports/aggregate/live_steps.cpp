@@ -57,6 +57,7 @@ void LiveSteps::on_begin(const lt_event_header& h, const lt_action_event& e, std
   if (!p.maybe_escaped.empty()) settle(p, std::string_view(name).ends_with("on_exception"));
   p.open[e.key] = {hook, ends_a_run(name), h.tid, name};
   p.between_runs = false;
+  if (p.next_index == 0 && !p.in_step && std::string_view(name).ends_with(".on_train_start")) p.train_started = true;
   // By text: a literal's address may differ between files (ASan keeps them apart).
   if (const char* f = fetch_context(name)) p.fetch_train = std::string_view(f) == kTrainFetch;
   if (p.in_step && p.fetch_only) {
@@ -146,6 +147,11 @@ std::uint64_t LiveSteps::last_progress(std::uint32_t pid) const {
 bool LiveSteps::between_runs(std::uint32_t pid) const {
   auto it = procs_.find(pid);
   return it != procs_.end() && it->second.between_runs;
+}
+
+bool LiveSteps::numbered_from_the_start(std::uint32_t pid) const {
+  const auto it = procs_.find(pid);
+  return it != procs_.end() && it->second.train_started;
 }
 
 std::uint32_t LiveSteps::steps(std::uint32_t pid) const {

@@ -57,6 +57,11 @@ class LiveSteps {
   // hooks the last actions, or an exception that escaped it; none open
   // since) and no action began after.
   bool between_runs(std::uint32_t pid) const;
+  // Whether pid's steps are numbered as the job numbers them: an
+  // on_train_start hook began before its first step (the fit was seen from
+  // its start); else they count from the first one seen (a watcher that
+  // came mid-fit: its step 0 was the job's 233rd in an audit).
+  bool numbered_from_the_start(std::uint32_t pid) const;
   void forget(std::uint32_t pid) { procs_.erase(pid); }
   // The exceptions that escaped since the last call (ThrownAction), as of
   // `now_ns` (CLOCK_MONOTONIC). An evaluation step (validation, test,
@@ -87,6 +92,7 @@ class LiveSteps {
     bool fetch_only = false;
     bool fetch_train = true;  // the next fetch is the train loop's (fetch_context)
     bool between_runs = false;
+    bool train_started = false;  // an on_train_start hook began before its first step
     std::uint32_t tid = 0, next_index = 0;
     std::uint64_t begin_ns = 0, end_ns = 0;
     std::uint64_t last_progress = 0;

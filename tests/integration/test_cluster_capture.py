@@ -92,9 +92,11 @@ def test_the_jobs_owner_captures_every_rank_through_the_nodes_watchers():
                            env=sim.env, capture_output=True, text=True, timeout=400, cwd="/")
         assert r.returncode == 0, (r.stdout, r.stderr)
         for rank, node in ((0, "node1"), (1, "node2")):
-            line = f"{node}: rank {rank} (pid {pids[rank]}): a capture of pid {pids[rank]} is asked; it lands in " \
-                   f"{wdir}/{node}/captures (your processes only, its files yours)"
-            assert line in r.stdout, r.stdout
+            # The capture the watcher took for it, by name.
+            line = re.escape(f"{node}: rank {rank} (pid {pids[rank]}): a capture of pid {pids[rank]} is asked; it "
+                             f"lands in {wdir}/{node}/captures/") + \
+                rf"\S+-{pids[rank]}-r{rank}-request" + re.escape(" (your processes only, its files yours)")
+            assert re.search(line, r.stdout), r.stdout
         # Each lands on its node, holds that rank, and is the owner's.
         for rank, node in ((0, "node1"), (1, "node2")):
             wait_for(ws[node][1], f"watch: wrote {wdir}/{node}/captures/", 120, ws[node][0])

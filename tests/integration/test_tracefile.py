@@ -327,6 +327,12 @@ def test_report_of_a_fifo_a_directory_and_a_device(tmp_path):
     assert r.returncode == 9 and f"{fifo} (a pipe or FIFO): not an ltrace-bpf trace file" in r.stderr, r.stderr
     r = subprocess.run([LTRACE, "report", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 8 and f"cannot read {tmp_path}: it is a directory, not a trace file" in r.stderr, r.stderr
+    # ... but a watch capture's directory is its trace.ltrace
+    capture = tmp_path / "a-capture"
+    capture.mkdir()
+    shutil.copy(path, capture / "trace.ltrace")
+    r = subprocess.run([LTRACE, "report", str(capture)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == want.stdout, r.stderr
     r = subprocess.run([LTRACE, "report", "/dev/null"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 8 and "it is a character device" in r.stderr, r.stderr
 

@@ -602,9 +602,17 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
         ask()
         wait_for(str(first_err), "watch: request: pid", 60, first)
         # Its ring has a chunk of the fit on disk (written once a second):
-        # what a restart keeps of it.
-        seg = wdir / "ring" / "seg-00000000.ltrace"
-        wait_until(lambda: seg.exists() and seg.stat().st_size > 4096, "a chunk of the ring on disk", 60)
+        # what a restart keeps of it. (The request's trigger ended the first
+        # segment: its before-window is held from then on.)
+        def a_chunk_on_disk():
+            for seg in (wdir / "ring").glob("seg-*.ltrace"):
+                try:
+                    if seg.stat().st_size > 4096:
+                        return True
+                except FileNotFoundError:  # dropped meanwhile
+                    pass
+            return False
+        wait_until(a_chunk_on_disk, "a chunk of the ring on disk", 60)
         first.kill()  # its capture's window has ~60 s still to run
         assert first.wait(timeout=60) == -9
         assert target.poll() is None, "the job ended with the watcher"

@@ -152,6 +152,25 @@ TEST(LiveSteps, AStepRunsFromItsFetchToItsLastBatchEndHook) {
 // beginning at on_train_batch_start). The epoch's last fetch raises
 // StopIteration and its end hooks follow: no step; a validation loop's
 // fetches open none.
+// Steps are the job's own numbers only where the fit was seen from its
+// start (an on_train_start hook before the first step); a watcher that
+// came mid-fit counts from the first it saw, and says so (an audit: its
+// step 467 was the job's 700th).
+TEST(LiveSteps, NumberedFromTheStartOnlyWhereTheFitsStartWasSeen) {
+  Stream from_start, mid_fit;
+  mid_fit.pid = 8;
+  from_start.span("[LightningModule]M.on_train_start", 1 * ms, 2 * ms);
+  std::uint64_t t = 10, u = 10;
+  for (int i = 0; i < 3; ++i) t = from_start.batch(t, 5), u = mid_fit.batch(u, 5);
+  mid_fit.span("[LightningModule]M.on_train_start", (u + 1) * ms, (u + 2) * ms);  // a later one: not its start
+  LiveSteps steps;
+  feed(steps, from_start);
+  feed(steps, mid_fit);
+  EXPECT_TRUE(steps.numbered_from_the_start(7));
+  EXPECT_FALSE(steps.numbered_from_the_start(8));
+  EXPECT_FALSE(steps.numbered_from_the_start(9));  // unknown
+}
+
 TEST(LiveSteps, AStepBeginsAtTheTrainLoopsFetch) {
   Stream st;
   auto fetch = [&](std::uint64_t t) { st.records.push_back(action(LT_EV_FETCH_BEGIN, 7, 900 + t, "", t * ms)); };

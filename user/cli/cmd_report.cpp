@@ -2,6 +2,7 @@
 // BPF); `report DIR --merge`: several trace files as one job, each file's
 // own reports first, as `report FILE` prints them.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include "user/cli/builtin.h"
@@ -40,6 +41,19 @@ int merge_reports(const Options& opts) {
 
 void check_report(Options& o) {
   if (o.input.empty()) throw Error(ExitCode::usage, "report needs a trace file: ltrace-bpf report FILE");
+  // A watch capture's directory: its trace (an audit: exit 8, "is a
+  // directory", for the directory the summary line names).
+  std::error_code ec;
+  if (!o.merge && std::filesystem::is_directory(o.input, ec)) {
+    const std::string capture = o.input + "/trace.ltrace";
+    if (std::filesystem::is_regular_file(capture, ec)) {
+      o.input = capture;
+    } else {
+      throw Error(ExitCode::io, "cannot read " + o.input +
+                                    ": it is a directory, not a trace file (nor a watch capture's, with its "
+                                    "trace.ltrace; a cluster recording's traces are read with --merge)");
+    }
+  }
 }
 
 int cmd_report(Options& opts) {

@@ -819,8 +819,13 @@ int cmd_watch(Options& opts) {
   Session session(so);
   live = &session;
   session.prepare();  // a --pid that is no process, or no CPython, ends here: nothing said to be recorded
+  char kept[48];      // --keep-bytes 400K said "0 MiB"
+  if (opts.keep_bytes >= (1ull << 20))
+    std::snprintf(kept, sizeof kept, "%.1f MiB", static_cast<double>(opts.keep_bytes) / 1048576.0);
+  else
+    std::snprintf(kept, sizeof kept, "%.1f KiB", static_cast<double>(opts.keep_bytes) / 1024.0);
   std::cerr << "ltrace-bpf: watch: recording to " << opts.watch_dir << "/ring (keeping " << opts.keep_s << " s, "
-            << (opts.keep_bytes >> 20) << " MiB at most); captures in " << opts.watch_dir << "/captures\n";
+            << kept << " at most); captures in " << opts.watch_dir << "/captures\n";
   session.run(stop_requested());
   live = nullptr;
   watcher.finish(monotonic_ns());

@@ -202,6 +202,8 @@ void Watcher::on_steps(std::uint64_t now) {
       ++own_work_skipped_;
       t.reset();
     }
+    if (t && !steps_.numbered_from_the_start(s.pid))
+      t->what += " (steps counted from the first the watcher saw: it came after the fit began)";
     on_trigger(std::move(t));
     p.median_ns = policy_.median_ns(s.pid);
   }
