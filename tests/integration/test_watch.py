@@ -571,12 +571,12 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
     probes (Debian's CPython has them) put those pauses in the capture,
     whose summary names them first."""
     wdir, go, wl_out = tmp_path / "w", tmp_path / "go", tmp_path / "workload.out"
-    times = tmp_path / "times"
+    times, progress = tmp_path / "times", tmp_path / "progress"
     py = os.path.join(os.path.dirname(LTRACE), "..", ".venv", "bin", "python")
     with open(wl_out, "w") as wo:
         target = subprocess.Popen([py, os.path.join(WORKLOADS, "watch_job.py"), "--wait-file", str(go),
                                    "--steps", "400", "--step-s", "0.02", "--times", str(times), "--gc-collect",
-                                   "--gc-every", "10"],
+                                   "--gc-every", "10", "--progress", str(progress)],
                                   stdout=wo, stderr=subprocess.STDOUT, cwd=tmp_path)
     watchers = []
 
@@ -627,11 +627,21 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
         watchers.append(rec)
         wait_for(str(rec_err), "attached", 120, rec)
         second, second_err = watch(2, "1s")
+        # A few whole steps in the recorder's window, whatever the machine's
+        # load (a window inside one 0.5 s gc.collect step held no action).
+        def steps_run():
+            return len(progress.read_text().split()) if progress.exists() else 0
+        seen = steps_run()
+        wait_until(lambda: steps_run() >= seen + 3, "three more steps in the recorder's window", 120)
         rec.send_signal(signal.SIGINT)
         assert rec.wait(timeout=120) == 0, rec_err.read_text()
         beside = subprocess.run([LTRACE, "report", str(rec_out), "--report", "simple"], capture_output=True,
                                 text=True, timeout=120)
         assert beside.returncode == 0 and "run_training_batch" in beside.stdout, beside.stdout[-2000:] + beside.stderr
+        # The second watcher's capture, asked while the fit runs (asked after
+        # the checks below, a loaded machine's fit had ended: its window held
+        # the last 5 steps and no gc.collect).
+        ask()
         # A third watcher on the same directory: refused, one line.
         third = subprocess.run([LTRACE, "watch", "--pid", str(target.pid), "--dir", str(wdir)],
                                capture_output=True, text=True, timeout=120)
@@ -655,7 +665,6 @@ def test_a_watcher_killed_mid_capture_leaves_the_job_and_the_next_watcher_whole(
                 else "is traced by another ltrace-bpf (pid "
             assert named in own_run.stderr and "a watcher not in this machine's watcher registry" in own_run.stderr, \
                 (how, own_run.stderr)
-        ask()
         wait_for(str(second_err), "watch: summary: request", 120, second)
         assert target.wait(timeout=600) == 0
         assert second.wait(timeout=300) == 0, second_err.read_text()

@@ -9,6 +9,8 @@ Prints READY once imports are done, waits for PATH to exist, runs the fit
 --leak-mb M [--leak-torch]: each step keeps M MiB more (a leak; of CPU
 tensors with --leak-torch, else of bytes).
 --times FILE: each step's time, start to next start (bench/watch.py).
+--progress FILE: each training step's index appended as it starts (a test
+waits on it for steps to have run, not for a guessed time).
 --op-ms M: each training step also runs one aten::cumsum sized (before
 READY) to take about M ms here; prints a JSON line {"op_s": ..., "op_cpu_s": ...}:
 the seconds those calls took, timed around them here, and their thread's
@@ -117,6 +119,9 @@ class Model(pl.LightningModule):
             Model.log_s.append(time.perf_counter() - t0)
             Model.log_cpu_s.append(time.thread_time() - c0)
         time.sleep(a.step_s)
+        if a.progress:
+            with open(a.progress, "a") as f:
+                f.write(f"{batch_idx}\n")
         if Model.op_input is not None:
             t0, c0 = time.perf_counter(), time.thread_time()
             torch.cumsum(Model.op_input, 0)
@@ -195,6 +200,7 @@ def main():
     p.add_argument("--oom-step", type=int, default=-1)
     p.add_argument("--raise-after", action="store_true")
     p.add_argument("--times")
+    p.add_argument("--progress")
     p.add_argument("--leak-mb", type=int, default=0)
     p.add_argument("--leak-torch", action="store_true", help="--leak-mb as CPU tensors (torch's allocator)")
     p.add_argument("--ckpt-every", type=int, default=0)
