@@ -25,7 +25,33 @@ double lower_median(std::vector<double> v) {
   return v[(v.size() - 1) / 2];
 }
 
-std::string one_process(const ProcessActions& p, const ProcessSteps& s, std::size_t at) {
+// The loop thread's run-queue wait between the last sample at or before
+// the step and the first at or after it, when those lie within a second
+// of it (the cheap tier samples every 500 ms): "" otherwise.
+std::string cpu_wait_around(const ProcessActions& p, const ProcessSteps& s, const StepRecord& st,
+                            const DeviceStatsReport* stats, double over_ms) {
+  if (!stats || s.tid != p.meta.pid) return "";
+  for (const auto& d : stats->processes) {
+    if (d.pid != p.meta.pid) continue;
+    const ProcessDeviceStats::Sched* a = nullptr;
+    const ProcessDeviceStats::Sched* b = nullptr;
+    for (const auto& x : d.sched) {
+      if (x.ts <= st.begin_ns) a = &x;
+      if (x.ts >= st.end_ns && !b) b = &x;
+    }
+    constexpr std::uint64_t kNear = 1'000'000'000;
+    if (!a || !b || st.begin_ns - a->ts > kNear || b->ts - st.end_ns > kNear || b->runq_ns < a->runq_ns) return "";
+    const double wait_ms = (b->runq_ns - a->runq_ns) / 1e6, span_ms = (b->ts - a->ts) / 1e6;
+    std::string out = "; its thread waited for a CPU " + finding_ms(wait_ms) + " of the " + finding_ms(span_ms) +
+                      " around it (/proc schedstat samples)";
+    if (over_ms > 0 && wait_ms >= 0.5 * over_ms) out += ": much of its excess may be other processes on its CPUs";
+    return out;
+  }
+  return "";
+}
+
+std::string one_process(const ProcessActions& p, const ProcessSteps& s, std::size_t at,
+                        const DeviceStatsReport* stats) {
   const auto& t = s.train;
   const StepRecord& st = t[at];
   std::vector<double> durations;
@@ -59,7 +85,7 @@ std::string one_process(const ProcessActions& p, const ProcessSteps& s, std::siz
              std::to_string(static_cast<int>(kWhyStepSigmas)) + " robust sigmas are " + finding_ms(spread) +
              "): no part stands out";
   }
-  if (worst == kStepParts) return out;
+  if (worst == kStepParts) return out + cpu_wait_around(p, s, st, stats, 0);
   const auto part = static_cast<StepPart>(worst);
   out += "; mostly its " + std::string(step_part_name(part)) + " part (" + finding_ms(over) +
          (t.size() >= 2 ? " over that part's median)" : ")");
@@ -67,7 +93,7 @@ std::string one_process(const ProcessActions& p, const ProcessSteps& s, std::siz
   // most time of its own (without the actions inside it: a manual
   // optimizer_step holds its closure's training_step and backward). "other"
   // is the step's own time between its actions: none to name.
-  if (part == StepPart::other) return out;
+  if (part == StepPart::other) return out + cpu_wait_around(p, s, st, stats, t.size() >= 2 ? ms - med : 0);
   std::vector<const ActionInterval*> in_step;
   for (const auto& iv : p.intervals)
     if (iv.tid == s.tid && iv.begin_ns >= st.begin_ns && iv.end_ns <= st.end_ns) in_step.push_back(&iv);
@@ -93,26 +119,26 @@ std::string one_process(const ProcessActions& p, const ProcessSteps& s, std::siz
   if (longest)
     out += "; its longest action there: " + utf8_text(p.actions[longest->action].name) + " " +
            finding_ms(longest_own / 1e6) + " of its own time";
-  return out;
+  return out + cpu_wait_around(p, s, st, stats, t.size() >= 2 ? ms - med : 0);
 }
 
 }  // namespace
 
-std::string explain_step(const ActionsReport& rep, std::int64_t step) {
+std::string explain_step(const ActionsReport& rep, std::int64_t step, const DeviceStatsReport* stats) {
   std::string out;
   for (const auto& p : rep.processes) {
     const ProcessSteps s = step_records(p);
     for (std::size_t i = 0; i < s.train.size(); ++i)
       if (static_cast<std::int64_t>(s.train[i].index) + s.train_offset == step) {
-        out += "  " + one_process(p, s, i) + "\n";
+        out += "  " + one_process(p, s, i, stats) + "\n";
         break;
       }
   }
   return out;
 }
 
-std::string render_step_causes(const ActionsReport& rep, std::int64_t step) {
-  std::string lines = explain_step(rep, step);
+std::string render_step_causes(const ActionsReport& rep, std::int64_t step, const DeviceStatsReport* stats) {
+  std::string lines = explain_step(rep, step, stats);
   if (lines.empty()) {
     // Which steps it has, so that the next ask is one of them.
     std::string have;

@@ -14,16 +14,21 @@
 #include <string>
 
 #include "reports/aggregate/actions.h"
+#include "reports/aggregate/device_stats.h"
 
 namespace lt {
 
 // One line per process with train step `step` (as the job numbers it: a
 // watch capture's steps from its STEP_BASE), "pid 7: ..."; none: empty.
-std::string explain_step(const ActionsReport& rep, std::int64_t step);
+// With `stats` (the /proc samples): the loop thread's wait for a CPU
+// around the step, where samples bracket it closely (an audit: slow steps
+// of a healthy fit on a loaded machine were taken apart with no word of
+// the machine's load).
+std::string explain_step(const ActionsReport& rep, std::int64_t step, const DeviceStatsReport* stats = nullptr);
 
 // The block `report --why-step N` prints after the findings:
 // "Train step N (--why-step)\n  pid 7: ...\n", or a line saying no
 // process recorded it.
-std::string render_step_causes(const ActionsReport& rep, std::int64_t step);
+std::string render_step_causes(const ActionsReport& rep, std::int64_t step, const DeviceStatsReport* stats = nullptr);
 
 }  // namespace lt

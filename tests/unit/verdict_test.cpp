@@ -1334,8 +1334,22 @@ TEST(StepCause, AStepTakenApartWhereNoOutliersFindingIs) {
   Fit slow_body;
   slow_body.slow_step = 7;
   slow_body.slow_ms = 30;
-  const std::string body = explain_step(make(slow_body), 7);
+  const ActionsReport slow = make(slow_body);
+  const std::string body = explain_step(slow, 7);
   EXPECT_NEAR(over(body, "step"), 30, 0.2) << body;
+  EXPECT_EQ(body.find("waited for a CPU"), std::string::npos) << body;  // no /proc samples: nothing said
+  // With /proc samples just around it: its thread's wait for a CPU, and
+  // where that is most of the excess, said (a loaded machine's slow step).
+  const StepRecord& seventh = step_records(slow.processes[0]).train[7];
+  DeviceStatsReport around;
+  ProcessDeviceStats ps;
+  ps.pid = slow.processes[0].meta.pid;
+  ps.sched.push_back({seventh.begin_ns - 1'000'000, 1'000'000'000, 2'000'000'000});
+  ps.sched.push_back({seventh.end_ns + 1'000'000, 1'020'000'000, 2'025'000'000});  // 25 ms on the run queue
+  around.processes.push_back(ps);
+  const std::string waited = explain_step(slow, 7, &around);
+  EXPECT_NE(waited.find("; its thread waited for a CPU 25.00 ms of the "), std::string::npos) << waited;
+  EXPECT_NE(waited.find("much of its excess may be other processes on its CPUs"), std::string::npos) << waited;
   EXPECT_NE(body.find("[Strategy]SingleDeviceStrategy.training_step 3"), std::string::npos) << body;
   // A step no process ran: said.
   EXPECT_EQ(explain_step(r, 50), "");

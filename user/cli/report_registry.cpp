@@ -68,7 +68,7 @@ void write_steps(const Options&, const ReportResults& r, const OutputOptions&) {
 
 void write_verdict(const Options& o, const ReportResults& r, const OutputOptions&) {
   std::cout << render_findings(r.actions, verdict_findings(r), unjudged(&r.device_stats, &r.gc, &r.logging)) << "\n";
-  if (o.why_step >= 0) std::cout << render_step_causes(r.actions, o.why_step) << "\n";
+  if (o.why_step >= 0) std::cout << render_step_causes(r.actions, o.why_step, &r.device_stats) << "\n";
 }
 
 // torch_xla's compiles, executions and transfers (docs/design-xla.md).
