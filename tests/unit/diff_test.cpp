@@ -17,6 +17,7 @@
 #include "reports/diff/rank_test.h"
 #include "reports/diff/step_diff.h"
 #include "tests/unit/process_builder.h"
+#include "tests/unit/sched_samples.h"
 
 using namespace lt;
 
@@ -800,28 +801,7 @@ TEST(DiffFlame, FramesCarryBothSidesTimePerStep) {
   EXPECT_LT(html.find("fill=\"#ff0000\"", at), html.find("</g>", at));
 }
 
-namespace {
-
-// A run's /proc schedstat samples every ms over its train steps, `waiting`
-// of each interval on the run queue.
-DeviceStatsReport waiting_for_a_cpu(const ActionsReport& r, double waiting) {
-  const auto& p = r.processes[0];
-  const auto steps = step_records(p).train;
-  DeviceStatsReport s;
-  ProcessDeviceStats ps;
-  ps.pid = p.meta.pid;
-  std::uint64_t cpu = 0, runq = 0, last = steps.front().begin_ns;
-  for (std::uint64_t ts = steps.front().begin_ns; ts <= steps.back().end_ns; ts += 1'000'000) {
-    runq += static_cast<std::uint64_t>(waiting * static_cast<double>(ts - last));
-    cpu += static_cast<std::uint64_t>((1 - waiting) * static_cast<double>(ts - last));
-    last = ts;
-    ps.sched.push_back({ts, cpu, runq});
-  }
-  s.processes.push_back(ps);
-  return s;
-}
-
-}  // namespace
+using testing_support::waiting_for_a_cpu;
 
 // One run a side on a shared machine: B's loop waited for a CPU where A's
 // did not. The diff says how much of B's shift is that wait (an audit: the

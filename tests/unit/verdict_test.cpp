@@ -11,6 +11,7 @@
 #include "reports/verdict/findings.h"
 #include "reports/verdict/step_cause.h"
 #include "tests/unit/process_builder.h"
+#include "tests/unit/sched_samples.h"
 
 using namespace lt;
 
@@ -319,18 +320,7 @@ TEST(Findings, CpuContentionFromTheRunQueueWait) {
   const auto steps = step_records(p).train;
   ASSERT_EQ(steps.size(), 50u);
   auto stats = [&](double waiting) {  // of each interval, the share spent on the run queue
-    DeviceStatsReport s;
-    ProcessDeviceStats ps;
-    ps.pid = p.meta.pid;
-    std::uint64_t cpu = 0, runq = 0, last = steps.front().begin_ns;
-    for (std::uint64_t ts = steps.front().begin_ns; ts <= steps.back().end_ns; ts += 1'000'000) {
-      runq += static_cast<std::uint64_t>(waiting * static_cast<double>(ts - last));
-      cpu += static_cast<std::uint64_t>((1 - waiting) * static_cast<double>(ts - last));
-      last = ts;
-      ps.sched.push_back({ts, cpu, runq});
-    }
-    s.processes.push_back(ps);
-    return s;
+    return testing_support::waiting_for_a_cpu(r, waiting);
   };
   const auto calm = stats(0.05);
   EXPECT_TRUE(find_issues(r, &calm).empty()) << render_findings(r, find_issues(r, &calm));

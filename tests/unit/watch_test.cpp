@@ -557,6 +557,15 @@ TEST(FlightRing, KeepsItsTimeAndAWindowHasTheNamesFromBeforeIt) {
   EXPECT_EQ(events, 21u);  // 55.0, 55.1, ..., 57.0
 }
 
+// Process 7's steps into the ring, one every 100 ms from `from` to `to`,
+// the ring's upkeep at each.
+void a_step_every_100_ms(FlightRing& ring, std::uint64_t from, std::uint64_t to) {
+  for (std::uint64_t t = from; t < to; t += 100 * ms) {
+    feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "run_training_batch", t));
+    ring.tick(t);
+  }
+}
+
 // A window is taken between drains and written later on another thread:
 // what it holds is fixed when taken (the current segment ended then), and
 // the ring going on meanwhile (records appended, its segments dropped and
@@ -565,12 +574,7 @@ TEST(FlightRing, AWindowTakenIsWholeWhateverTheRingDoesBeforeItIsWritten) {
   TempDir d;
   FlightRing ring(ten_seconds_in_two(d));
   feed(ring, code_record(7, 1 * s));
-  auto run = [&](std::uint64_t from, std::uint64_t to) {
-    for (std::uint64_t t = from; t < to; t += 100 * ms) {
-      feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "run_training_batch", t));
-      ring.tick(t);
-    }
-  };
+  auto run = [&](std::uint64_t from, std::uint64_t to) { a_step_every_100_ms(ring, from, to); };
   run(1 * s, 10 * s);
   const auto ended = ring.segments_ended();
   WindowCopy w = ring.take_window(5 * s, 9'900 * ms);
@@ -599,12 +603,7 @@ TEST(FlightRing, ABeforeWindowHeldAtTheTriggerIsInTheCaptureTakenLater) {
   TempDir d;
   FlightRing ring(ten_seconds_in_two(d));
   feed(ring, code_record(7, 1 * s));
-  auto run = [&](std::uint64_t from, std::uint64_t to) {
-    for (std::uint64_t t = from; t < to; t += 100 * ms) {
-      feed(ring, action(LT_EV_ACTION_BEGIN, 7, t, "run_training_batch", t));
-      ring.tick(t);
-    }
-  };
+  auto run = [&](std::uint64_t from, std::uint64_t to) { a_step_every_100_ms(ring, from, to); };
   run(1 * s, 10 * s);
   WindowCopy before = ring.take_window(5 * s, 20 * s);    // the trigger at 10 s, its capture to 20 s
   const std::uint64_t held_from = before.held_from_ns();  // the segment that holds 5 s begins before it
