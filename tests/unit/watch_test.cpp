@@ -440,6 +440,23 @@ struct TempDir : testing_support::TempDir {
 
 // A watcher on a fresh DIR that keeps every capture it renders (its top
 // finding: `top`), and the Python processes it is told of.
+// PROC_INFO to `w`: pid is a Python process (of `rank`).
+void add_python(Watcher& w, std::uint32_t pid, int rank = -1) {
+  lt_proc_info_event info{};
+  info.hdr = {LT_EV_PROC_INFO, sizeof info, pid, pid, 0, 0};
+  info.flags = LT_PROC_PYTHON;
+  info.rank = rank;
+  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+}
+
+// A trigger callback that keeps each trigger in `asked` (nothing to read).
+Watcher::OnTrigger keep_in(std::vector<Trigger>& asked) {
+  return [&asked](const Trigger& t) {
+    asked.push_back(t);
+    return at_trigger_ready();
+  };
+}
+
 struct WatchBed {
   TempDir d;
   std::vector<Capture> rendered;
@@ -460,13 +477,7 @@ struct WatchBed {
     });
   }
   // PROC_INFO: pid is a Python process (of `rank`).
-  void python(std::uint32_t pid, int rank = -1) {
-    lt_proc_info_event info{};
-    info.hdr = {LT_EV_PROC_INFO, sizeof info, pid, pid, 0, 0};
-    info.flags = LT_PROC_PYTHON;
-    info.rank = rank;
-    w->add(info.hdr, reinterpret_cast<const std::byte*>(&info));
-  }
+  void python(std::uint32_t pid, int rank = -1) { add_python(*w, pid, rank); }
   template <typename R>
   void add(const R& r) {
     w->add(r.hdr, reinterpret_cast<const std::byte*>(&r));
@@ -1038,13 +1049,7 @@ TEST(Watcher, ASlowStepBecomesACaptureOnceItsWindowHasPassed) {
 // child its LOCAL_RANK.
 TEST(Watcher, ARanksStallReadsEveryRankOfItsJob) {
   std::vector<Trigger> asked;
-  WatchBed b(
-      5 * s, 1 * s, "",
-      [&](const Trigger& t) {
-        asked.push_back(t);
-        return at_trigger_ready();
-      },
-      2 * s);
+  WatchBed b(5 * s, 1 * s, "", keep_in(asked), 2 * s);
   Watcher& w = *b.w;
   // Two live processes: this one (the launcher) and a child (rank 1).
   const lt::testing::PausedFork rank1;
@@ -1149,13 +1154,7 @@ TEST(Watcher, AStallsSlowReadDoesNotHoldTheDrain) {
 TEST(Watcher, AJobStuckBeforeTheWatcherCameIsAStall) {
   for (const bool in_loop : {true, false}) {
     std::vector<Trigger> asked;
-    WatchBed b(
-        5 * s, 1 * s, "",
-        [&](const Trigger& t) {
-          asked.push_back(t);
-          return at_trigger_ready();
-        },
-        2 * s);
+    WatchBed b(5 * s, 1 * s, "", keep_in(asked), 2 * s);
     int loop_asks = 0;
     b.w->set_in_a_loop([&](std::uint32_t) {
       ++loop_asks;
@@ -1287,11 +1286,7 @@ TEST(Watcher, ACaptureIsNotRemovedWhileItsReportsAreWritten) {
     return std::string();
   });
   ::testing::internal::CaptureStderr();
-  lt_proc_info_event info{};
-  info.hdr = {LT_EV_PROC_INFO, sizeof info, 7, 7, 0, 0};
-  info.flags = LT_PROC_PYTHON;
-  info.rank = -1;
-  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  add_python(w, 7);
   w.request(7, 10 * s);
   w.tick(12 * s);  // the first written; its reports under way
   w.request(7, 12 * s);
@@ -1339,11 +1334,7 @@ TEST(Watcher, ARequestPastTheDaysBudgetIsRefusedWithItsReason) {
   o.triggers.max_per_day = 1;
   Watcher w(o, nullptr, [](const Capture&) { return std::string(); });
   ::testing::internal::CaptureStderr();
-  lt_proc_info_event info{};
-  info.hdr = {LT_EV_PROC_INFO, sizeof info, 7, 7, 0, 0};
-  info.flags = LT_PROC_PYTHON;
-  info.rank = -1;
-  w.add(info.hdr, reinterpret_cast<const std::byte*>(&info));
+  add_python(w, 7);
   EXPECT_TRUE(w.request(7, 10 * s).taken);
   const auto second = w.request(7, 100 * s);
   EXPECT_FALSE(second.taken);
