@@ -221,4 +221,12 @@ TEST(Options, ANumberWithABlankOrAPlusIsRefused) {
   EXPECT_EQ(code_of({"--pid", "+12"}), lt::ExitCode::usage);
   EXPECT_EQ(code_of({"diff", "a", "b", "--fail-if-slower", " 2"}), lt::ExitCode::usage);
   EXPECT_EQ(parse({"diff", "a", "b", "--fail-if-slower", ".5"}).fail_if_slower_pct, 0.5);
+  EXPECT_EQ(code_of({"watch", "--keep", " 5m"}), lt::ExitCode::usage);
+}
+
+// A capture's after-window is an escalation of the process: bounded on
+// the command line as a request's is (an audit's --capture-after 1h).
+TEST(Options, TheCaptureAfterWindowIsBounded) {
+  EXPECT_EQ(parse({"watch", "--capture-after", "10m"}).capture_after_s, 600);
+  EXPECT_EQ(code_of({"watch", "--capture-after", "1h"}), lt::ExitCode::usage);
 }

@@ -1330,7 +1330,7 @@ TEST(StepCause, AStepTakenApartWhereNoOutliersFindingIs) {
   EXPECT_EQ(body.find("waited for a CPU"), std::string::npos) << body;  // no /proc samples: nothing said
   // With /proc samples just around it: its thread's wait for a CPU, and
   // where that is most of the excess, said (a loaded machine's slow step).
-  const StepRecord& seventh = step_records(slow.processes[0]).train[7];
+  const StepRecord seventh = step_records(slow.processes[0]).train[7];  // a copy: the steps are a temporary
   DeviceStatsReport around;
   ProcessDeviceStats ps;
   ps.pid = slow.processes[0].meta.pid;

@@ -60,7 +60,17 @@ int cmd_report(Options& opts) {
   if (opts.merge) return merge_reports(opts);
   Trace trace;
   const bool keep = !opts.dump_path.empty();
-  auto [r, reports] = read_reports(opts.input, opts, keep ? &trace : nullptr, /*warn=*/true);
+  auto [r, reports] = [&] {
+    try {
+      return read_reports(opts.input, opts, keep ? &trace : nullptr, /*warn=*/true);
+    } catch (const Error& e) {
+      // Which file (an audit: "not an ltrace-bpf trace file (bad magic)",
+      // of what?), as diff says it.
+      const std::string what = e.what();
+      if (opts.input == "-" || what.find(opts.input) != std::string::npos) throw;
+      throw Error(e.code(), opts.input + ": " + what);
+    }
+  }();
   if (opts.verbose) std::cerr << "ltrace-bpf: read " << r.records << " events in " << r.chunks << " chunk(s)\n";
   reports->write();
   if (keep) write_event_dump(trace, opts.dump_path);

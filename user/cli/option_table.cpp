@@ -10,6 +10,7 @@
 #include "user/cli/cli_table.h"
 #include "user/cli/report_registry.h"
 #include "user/core/errors.h"
+#include "user/watch/request_server.h"
 
 namespace lt {
 namespace {
@@ -82,7 +83,7 @@ double parse_span(const std::string& s, const std::string& option) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(n.c_str(), &end);
-  if (n.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0 || v * unit > kMaxSeconds)
+  if (!starts_like_a_number(n) || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0 || v * unit > kMaxSeconds)
     throw Error(ExitCode::usage, "--" + option + ": invalid time '" + s +
                                      "': expected seconds, or a number with s, m or h (more than 0, at most a year)");
   return v * unit;
@@ -539,8 +540,15 @@ const OptionSpec kOptions[] = {
    .example = "30s", .passed_on = true},
   {.name = "capture-after", .arg = "TIME", .commands = kWatchOwn,
    .help = "...and this much after it (default 10s); written within a tick of that window's end",
-   .store = [](Options& o, const std::string& v) { o.capture_after_s = parse_span(v, "capture-after"); },
-   .example = "5s", .passed_on = true},
+   .store = [](Options& o, const std::string& v) {
+     o.capture_after_s = parse_span(v, "capture-after");
+     // The escalation (ops, full-rate stacks) lasts the after-window: bounded,
+     // as a request's own is (an audit's 1h was taken).
+     if (o.capture_after_s > RequestServer::kMaxCaptureAfterS)
+       throw Error(ExitCode::usage, "--capture-after: invalid time '" + v + "': at most " +
+                                        std::to_string(static_cast<int>(RequestServer::kMaxCaptureAfterS)) +
+                                        " s (the process is escalated for that long)");
+   }, .example = "5s", .passed_on = true},
   {.name = "capture-rate", .arg = "HZ", .commands = kWatchOwn,
    .help = "an escalated process's stack samples per second, in a capture's after-window (default 99; "
            "the --rate of the cheap tier, 19, is rounded to a whole fraction of it)",

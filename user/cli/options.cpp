@@ -269,6 +269,13 @@ options:
   out += "\n\nexit codes:\n";
   for (const auto& e : kExitCodeTexts)
     out += "  " + wrap(std::to_string(static_cast<int>(e.code)) + " " + e.says, kWidth, 5, 2) + "\n";
+  // An audit took run's 3 for "no such process": it was the job's own.
+  out += wrap(
+             "run exits with its command's own status where the command failed (its stderr line says \"the "
+             "command exited with status N\"; killed by signal S: 128 + S), as a shell would: any of the codes "
+             "above may then be the job's.",
+             kWidth, 0, 0) +
+         "\n";
   return out;
 }
 
