@@ -50,8 +50,8 @@ void check_report(Options& o) {
       o.input = capture;
     } else {
       throw Error(ExitCode::io, "cannot read " + o.input +
-                                    ": it is a directory, not a trace file (nor a watch capture's, with its "
-                                    "trace.ltrace; a cluster recording's traces are read with --merge)");
+                                    ": it is a directory, not a trace file (Is a directory): no watch capture's "
+                                    "trace.ltrace in it; a cluster recording's traces are read with --merge");
     }
   }
 }
