@@ -26,6 +26,12 @@ struct RunQueue {
   std::size_t steps_within(const std::vector<StepRecord>& t) const;
 };
 
+// The samples bracketing [begin_ns, end_ns] (the last at or before it, the
+// first at or after it), each within `near_ns` of it: the wait around one
+// step; none (wall 0) where no samples lie that close.
+RunQueue run_queue_around(const ProcessDeviceStats& stats, std::uint64_t begin_ns, std::uint64_t end_ns,
+                          std::uint64_t near_ns);
+
 // `loop_tid`: the thread the loop ran on (none unless the main thread's).
 RunQueue run_queue_in_steps(const ProcessActions& p, const std::vector<StepRecord>& t, std::uint32_t loop_tid,
                             const ProcessDeviceStats& stats);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "reports/aggregate/run_queue.h"
 #include "reports/aggregate/steps.h"
 #include "reports/verdict/findings.h"
 #include "user/text/utf8_text.h"
@@ -33,18 +34,11 @@ std::string cpu_wait_around(const ProcessActions& p, const ProcessSteps& s, cons
   if (!stats || s.tid != p.meta.pid) return "";
   for (const auto& d : stats->processes) {
     if (d.pid != p.meta.pid) continue;
-    const ProcessDeviceStats::Sched* a = nullptr;
-    const ProcessDeviceStats::Sched* b = nullptr;
-    for (const auto& x : d.sched) {
-      if (x.ts <= st.begin_ns) a = &x;
-      if (x.ts >= st.end_ns && !b) b = &x;
-    }
-    constexpr std::uint64_t kNear = 1'000'000'000;
-    if (!a || !b || st.begin_ns - a->ts > kNear || b->ts - st.end_ns > kNear || b->runq_ns < a->runq_ns) return "";
-    const double wait_ms = (b->runq_ns - a->runq_ns) / 1e6, span_ms = (b->ts - a->ts) / 1e6;
-    std::string out = "; its thread waited for a CPU " + finding_ms(wait_ms) + " of the " + finding_ms(span_ms) +
-                      " around it (/proc schedstat samples)";
-    if (over_ms > 0 && wait_ms >= 0.5 * over_ms) out += ": much of its excess may be other processes on its CPUs";
+    const RunQueue rq = run_queue_around(d, st.begin_ns, st.end_ns, 1'000'000'000);
+    if (!rq) return "";
+    std::string out = "; its thread waited for a CPU " + finding_ms(rq.wait / 1e6) + " of the " +
+                      finding_ms(rq.wall / 1e6) + " around it (/proc schedstat samples)";
+    if (over_ms > 0 && rq.wait / 1e6 >= 0.5 * over_ms) out += ": much of its excess may be other processes on its CPUs";
     return out;
   }
   return "";
