@@ -109,7 +109,7 @@ def watched(tmp_path_factory, ):
             lt = subprocess.Popen([LTRACE, "watch", "--pid", str(target.pid), "-v", "--dir", str(wdir),
                                    "--keep", "60s", "--capture-before", "5s", "--capture-after", "1s",
                                    "--slow-floor", str(SLOW_S / 2),
-                                   "--stall", "2s", "--memory-growth", "25", "--memory-floor", "100M", "--memory-warmup", "3", "--metrics", f"127.0.0.1:{metrics_port}"],
+                                   "--stall", "2s", "--memory-growth", "25", "--memory-floor", "100M", "--memory-warmup", "0", "--metrics", f"127.0.0.1:{metrics_port}"],
                                   stdout=subprocess.DEVNULL, stderr=le, cwd=tmp)
         wait_for(str(lt_err), "attached", 120, lt)
         prom = Prometheus(tmp, metrics_port)
